@@ -1,0 +1,29 @@
+"""Shared test helpers: fixture discovery and the `# expect:` markers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+RULES_DIR = ROOT / "rules"
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+
+
+def expected_markers(text: str) -> set[tuple[int, str]]:
+    """``(line, code)`` for every ``# expect: TL101[, TL102]`` marker in ``text``."""
+    found = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _EXPECT.search(line)
+        if match:
+            for code in re.split(r"\s*,\s*", match.group("codes")):
+                found.add((number, code))
+    return found
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT

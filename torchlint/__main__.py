@@ -1,0 +1,5 @@
+"""``python -m torchlint``."""
+
+from torchlint.cli import main
+
+main()

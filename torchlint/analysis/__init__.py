@@ -1,0 +1,1 @@
+"""The shared analysis every check leans on."""

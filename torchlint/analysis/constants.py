@@ -1,0 +1,103 @@
+"""Constant propagation for integer sizes: literals, module constants, defaults."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.devices import string_value
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+_OPERATORS = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul, cst.FloorDivide: operator.floordiv, cst.Power: operator.pow}
+_CONFIG_OBJECTS = {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options", "self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
+
+
+class Constants:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._argparse: dict[str, cst.BaseExpression] | None = None
+        self._fields: dict[str, cst.BaseExpression] | None = None
+
+    def int_value(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None, depth: int = 0) -> int | None:
+        """The integer ``expr`` always has where ``at`` stands, or None if not known."""
+        if expr is None or depth > 8:
+            return None
+        at = at or expr
+        if isinstance(expr, cst.Integer):
+            try:
+                return int(expr.evaluated_value)
+            except ValueError:
+                return None
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            inner = self.int_value(expr.expression, at, depth + 1)
+            return -inner if inner is not None else None
+        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _OPERATORS:
+            left = self.int_value(expr.left, at, depth + 1)
+            right = self.int_value(expr.right, at, depth + 1)
+            if left is None or right is None:
+                return None
+            try:
+                return int(_OPERATORS[type(expr.operator)](left, right))
+            except (ZeroDivisionError, OverflowError, ValueError):
+                return None
+        name = dotted(expr)
+        if name is None:
+            return None
+        return self._name_value(name, at, depth)
+
+    def _name_value(self, name: str, at: cst.CSTNode, depth: int) -> int | None:
+        base, _, attr = name.rpartition(".")
+        if base in _CONFIG_OBJECTS:
+            source = self.argparse_defaults().get(attr)
+            if source is None:
+                source = self.field_defaults().get(attr)
+            return self.int_value(source, source, depth + 1) if source is not None else None
+        bindings = self.ctx.bindings.lookup(name, at)
+        if base == "self" and bindings:
+            pass
+        elif "." in name:
+            return None
+        if len(bindings) != 1:
+            return None  # rebound or unknown: the value depends on the path taken
+        binding = bindings[0]
+        if binding.kind not in ("assign", "param") or binding.element is not None:
+            return None
+        return self.int_value(binding.value, binding.node, depth + 1)
+
+    def argparse_defaults(self) -> dict[str, cst.BaseExpression]:
+        """``--hidden-size`` with ``default=100`` → ``{"hidden_size": Integer(100)}``."""
+        if self._argparse is None:
+            found: dict[str, cst.BaseExpression] = {}
+            for call in self.ctx.method_calls({"add_argument"}):
+                dest, default = None, None
+                for arg in call.args:
+                    if arg.keyword is None:
+                        text = string_value(arg.value)
+                        if text and text.startswith("--") and dest is None:
+                            dest = text[2:].replace("-", "_")
+                    elif arg.keyword.value == "dest":
+                        dest = string_value(arg.value)
+                    elif arg.keyword.value == "default":
+                        default = arg.value
+                if dest and default is not None:
+                    found[dest] = default
+            self._argparse = found
+        return self._argparse
+
+    def field_defaults(self) -> dict[str, cst.BaseExpression]:
+        """``hidden: int = 128`` in a dataclass or config class body."""
+        if self._fields is None:
+            found: dict[str, cst.BaseExpression] = {}
+            for cls in self.ctx.tree.nodes(cst.ClassDef):
+                for statement in cls.body.body:
+                    if isinstance(statement, cst.SimpleStatementLine):
+                        for small in statement.body:
+                            if isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                                found[small.target.value] = small.value
+            self._fields = found
+        return self._fields

@@ -1,0 +1,171 @@
+"""FileContext: the shared analysis of one file, built lazily from one walk."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.analysis.bindings import Bindings
+from torchlint.analysis.constants import Constants
+from torchlint.analysis.devices import Devices
+from torchlint.analysis.grad import GradContext
+from torchlint.analysis.guards import Guards
+from torchlint.analysis.loops import Loops
+from torchlint.analysis.names import Imports, canonical, dotted
+from torchlint.analysis.tree import Tree, children
+from torchlint.analysis.values import ValueKinds
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The rule options a check may read (from config)."""
+
+    tensor_core_multiple: int = 8
+    min_dimension: int = 32
+    target_torch: tuple[int, int] = (2, 4)
+
+
+class FileContext:
+    """Everything the checks may ask about one parsed file.
+
+    Each analysis is computed on first use and shared by every check, so a check
+    never re-derives qualified names, loops, grad state or value kinds itself.
+    """
+
+    def __init__(self, module: cst.Module, path: str, options: Options | None = None) -> None:
+        self.module = module
+        self.path = path
+        self.options = options or Options()
+        self.tree = Tree(module)
+        self.imports = Imports(self.tree)
+
+    # --- the analyses ------------------------------------------------------------
+    @cached_property
+    def bindings(self) -> Bindings:
+        return Bindings(self.tree)
+
+    @cached_property
+    def values(self) -> ValueKinds:
+        return ValueKinds(self)
+
+    @cached_property
+    def loops(self) -> Loops:
+        return Loops(self)
+
+    @cached_property
+    def grad(self) -> GradContext:
+        return GradContext(self)
+
+    @cached_property
+    def guards(self) -> Guards:
+        return Guards(self)
+
+    @cached_property
+    def devices(self) -> Devices:
+        return Devices(self)
+
+    @cached_property
+    def constants(self) -> Constants:
+        return Constants(self)
+
+    # --- names -----------------------------------------------------------------
+    def qname(self, expr: cst.BaseExpression | None) -> str | None:
+        """Canonical qualified name of ``expr`` (``nn.Conv2d`` → ``torch.nn.Conv2d``)."""
+        return canonical(self.imports.qualify(expr))
+
+    def call_name(self, call: cst.Call) -> str | None:
+        return self.qname(call.func)
+
+    def imports_torch(self) -> bool:
+        return self.imports.imports_torch()
+
+    def imports_pandas(self) -> bool:
+        return any(m.split(".")[0] == "pandas" for m in self.imports.modules)
+
+    @cached_property
+    def _calls_by_method(self) -> dict[str, list[cst.Call]]:
+        index: dict[str, list[cst.Call]] = defaultdict(list)
+        for call in self.tree.nodes(cst.Call):
+            if isinstance(call.func, cst.Attribute):
+                index[call.func.attr.value].append(call)
+        return index
+
+    def method_calls(self, methods: Iterable[str]) -> list[cst.Call]:
+        """Calls ``x.<method>(...)`` for any of ``methods``, in source order."""
+        index = self._calls_by_method
+        found = [call for m in methods for call in index.get(m, ())]
+        if len(methods if isinstance(methods, (set, list, tuple)) else list(methods)) > 1:
+            found.sort(key=self.tree.index)
+        return found
+
+    def calls_named(self, *qualified: str) -> list[cst.Call]:
+        """Calls whose callee resolves to one of ``qualified`` names."""
+        wanted = set(qualified)
+        return [c for c in self.tree.nodes(cst.Call) if self.qname(c.func) in wanted]
+
+    @cached_property
+    def _local_module_classes(self) -> set[str]:
+        classes = {c.name.value: c for c in self.tree.nodes(cst.ClassDef)}
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, cls in classes.items():
+                if name in found:
+                    continue
+                for base in cls.bases:
+                    qualified = self.qname(base.value) or ""
+                    if qualified in ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList") or qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper() or dotted(base.value) in found or qualified.startswith(("pytorch_lightning.", "lightning.")):
+                        found.add(name)
+                        changed = True
+                        break
+        return found
+
+    def local_module_class(self, func: cst.BaseExpression) -> bool:
+        """Is ``func`` a class defined in this file that subclasses ``nn.Module``?"""
+        return isinstance(func, cst.Name) and func.value in self._local_module_classes
+
+    def is_module_class(self, name: str) -> bool:
+        return name in self._local_module_classes
+
+    @staticmethod
+    def tree_children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        return children(node)
+
+    # --- small helpers used by several checks --------------------------------------
+    @staticmethod
+    def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg
+        return None
+
+    @staticmethod
+    def has_star_kwargs(call: cst.Call) -> bool:
+        return any(arg.star == "**" for arg in call.args)
+
+    @staticmethod
+    def argument(call: cst.Call, position: int, name: str | None = None) -> cst.Arg | None:
+        """The argument at ``position`` or passed as ``name=``."""
+        if name is not None:
+            arg = FileContext.keyword(call, name)
+            if arg is not None:
+                return arg
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if any(a.star == "*" for a in call.args):
+            return None  # *args hides the positions
+        return positional[position] if position < len(positional) else None
+
+    @staticmethod
+    def method_name(call: cst.Call) -> str | None:
+        return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
+    """The source of ``node`` on one line, shortened for a message."""
+    text = " ".join(module.code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

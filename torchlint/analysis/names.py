@@ -1,0 +1,104 @@
+"""Qualified names through imports and aliases (``import torch.nn as nn`` and friends)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.tree import Tree
+
+
+def dotted(node: cst.BaseExpression | cst.ImportFrom | None) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node: cst.ImportFrom) -> str | None:
+    if node.relative:
+        return None  # a relative import is the user's own package, never torch
+    return dotted(node.module) if node.module is not None else None
+
+
+class Imports:
+    """The names a module binds by importing, mapped to what they refer to.
+
+    Imports anywhere in the file count (a function-local ``import torch`` is as
+    good as a top-level one for deciding what ``torch.zeros`` means).
+    """
+
+    def __init__(self, tree: Tree) -> None:
+        self.aliases: dict[str, str] = {}
+        self.modules: set[str] = set()
+        for node in tree.nodes(cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name)
+                if full is None:
+                    continue
+                self.modules.add(full)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.aliases[alias.asname.name.value] = full
+                else:
+                    head = full.split(".", 1)[0]
+                    self.aliases.setdefault(head, head)
+        for node in tree.nodes(cst.ImportFrom):
+            module = _module_name(node)
+            if module is None:
+                continue
+            self.modules.add(module)
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            for alias in node.names:
+                name = dotted(alias.name)
+                if name is None:
+                    continue
+                bound = name
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    bound = alias.asname.name.value
+                self.aliases[bound] = f"{module}.{name}"
+
+    def imports_torch(self) -> bool:
+        return any(m == "torch" or m.startswith("torch.") for m in self.modules)
+
+    def qualify(self, node: cst.BaseExpression | None) -> str | None:
+        """The fully qualified name ``node`` refers to, or None when it is not imported."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self.aliases.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+
+# Public torch paths that users reach through more than one spelling.
+_CANONICAL = {
+    "torch.nn.modules": "torch.nn",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.autograd.variable.Variable": "torch.autograd.Variable",
+    "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
+    "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
+}
+
+
+def canonical(name: str | None) -> str | None:
+    """Fold submodule spellings (``torch.nn.modules.conv.Conv2d``) to the public name."""
+    if name is None:
+        return None
+    if name in _CANONICAL:
+        return _CANONICAL[name]
+    if name.startswith("torch.nn.modules."):
+        return "torch.nn." + name.rsplit(".", 1)[-1]
+    if name.startswith("torch.nn.functional."):
+        return name
+    return name

@@ -1,0 +1,64 @@
+"""Positions for the few nodes a run reports, at the cost of one plain codegen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+Span = tuple[int, int, int, int]  # line, column (0-based), end_line, end_column
+
+
+class _TargetPositionState(CodegenState):
+    """Codegen that tracks line and column only where a target node starts and ends.
+
+    libcst's PositionProvider records every node and costs about as much as the
+    parse; here the generated tokens are scanned once, lazily, at targets only.
+    """
+
+    def __init__(self, module: cst.Module, targets: set[int]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.targets = targets
+        self.spans: dict[int, Span] = {}
+        self._line, self._column, self._scanned = 1, 0, 0
+
+    def _here(self) -> tuple[int, int]:
+        tokens = self.tokens
+        for i in range(self._scanned, len(tokens)):
+            token = tokens[i]
+            newlines = token.count("\n")
+            if newlines:
+                self._line += newlines
+                self._column = len(token) - token.rindex("\n") - 1
+            else:
+                self._column += len(token)
+        self._scanned = len(tokens)
+        return self._line, self._column
+
+    @contextmanager
+    def record_syntactic_position(
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> Iterator[None]:
+        if id(node) not in self.targets:
+            yield
+            return
+        start = self._here()
+        yield
+        end = self._here()
+        self.spans[id(node)] = (start[0], start[1], end[0], end[1])
+
+
+def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, Span]:
+    """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header)."""
+    targets = {id(n) for n in nodes}
+    if not targets:
+        return {}
+    state = _TargetPositionState(module, targets)
+    module._codegen(state)
+    return state.spans

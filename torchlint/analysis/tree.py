@@ -1,0 +1,137 @@
+"""One fast walk over a libcst module: parents, source order, nodes by type."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TypeVar
+
+import libcst as cst
+from libcst._nodes.base import CSTNode
+
+N = TypeVar("N", bound=cst.CSTNode)
+
+# Fields that only hold whitespace, comments and punctuation. Skipping them is
+# what makes this walk cost a few percent of the parse instead of libcst's
+# visitor, which rebuilds every node it visits.
+_TRIVIA_PREFIXES = (
+    "whitespace", "comma", "lpar", "rpar", "semicolon", "colon", "equal", "dot",
+    "lbracket", "rbracket", "lbrace", "rbrace", "header", "footer", "leading_lines",
+    "lines_after_decorators", "trailing_whitespace", "operator", "newline",
+    "asynchronous", "indent", "lines_after", "star_tok",
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(node_type)
+    if fields is None:
+        fields = tuple(
+            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_TRIVIA_PREFIXES)
+        )
+        _CHILD_FIELDS[node_type] = fields
+    return fields
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The syntactic children of ``node`` in source order (trivia left out)."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, CSTNode):
+            yield value
+        elif type(value) is tuple or type(value) is list:
+            for item in value:
+                if isinstance(item, CSTNode):
+                    yield item
+
+
+class Tree:
+    """Parents, pre-order index and per-type node lists of one module."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.parents: dict[int, cst.CSTNode] = {}
+        self.order: dict[int, int] = {}
+        self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        self._walk(module)
+
+    def _walk(self, module: cst.Module) -> None:
+        parents, order, by_type = self.parents, self.order, self.by_type
+        stack: list[cst.CSTNode] = [module]
+        index = 0
+        while stack:
+            node = stack.pop()
+            order[id(node)] = index
+            index += 1
+            by_type[type(node)].append(node)
+            kids = list(children(node))
+            for kid in kids:
+                parents[id(kid)] = node
+            kids.reverse()
+            stack.extend(kids)
+
+    def nodes(self, node_type: type[N]) -> list[N]:
+        """Every node of exactly ``node_type``, in source order."""
+        return self.by_type.get(node_type, [])  # type: ignore[return-value]
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parents.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Parents of ``node``, innermost first."""
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(id(parent))
+
+    def index(self, node: cst.CSTNode) -> int:
+        """Pre-order position: an ancestor or an earlier sibling has a smaller one."""
+        return self.order[id(node)]
+
+    def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        return any(a is container for a in self.ancestors(node))
+
+    def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """All nodes under ``node`` (not ``node`` itself), pre-order."""
+        stack = list(children(node))
+        stack.reverse()
+        while stack:
+            current = stack.pop()
+            yield current
+            kids = list(children(current))
+            kids.reverse()
+            stack.extend(kids)
+
+    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The innermost statement (simple or compound) that holds ``node``."""
+        for candidate in (node, *self.ancestors(node)):
+            if isinstance(candidate, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return candidate
+        return None
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                return ancestor
+        return None
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The function, or else the module, whose body holds ``node``."""
+        return self.enclosing_function(node) or self.module
+
+    def next_statement(self, statement: cst.BaseStatement) -> cst.BaseStatement | None:
+        """The statement right after ``statement`` in the same block, if any."""
+        parent = self.parent(statement)
+        body = getattr(parent, "body", None)
+        if isinstance(body, (list, tuple)):
+            for i, item in enumerate(body):
+                if item is statement:
+                    return body[i + 1] if i + 1 < len(body) else None
+        return None

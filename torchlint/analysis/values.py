@@ -1,0 +1,237 @@
+"""What kind of value an expression holds: tensor, NumPy array, module, loader...
+
+A small, conservative inference per scope. It answers UNKNOWN rather than guess,
+and checks decide what UNKNOWN means for them (TL101 flags an unknown receiver
+of ``.item()``; TL203 flags only a known NumPy array).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.names import canonical, dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class Kind(enum.Enum):
+    TENSOR = "tensor"
+    NUMPY = "numpy"
+    MODULE = "module"  # an nn.Module instance: a model or a loss module
+    LOADER = "loader"
+    OPTIMIZER = "optimizer"
+    HOST = "host"  # a plain Python value: number, string, list, dict...
+    UNKNOWN = "unknown"
+
+
+# torch.* callables that do not return tensors.
+_TORCH_NON_TENSOR_PREFIXES = (
+    "torch.nn.", "torch.optim.", "torch.utils.", "torch.cuda.", "torch.backends.",
+    "torch.distributed.", "torch.device", "torch.dtype", "torch.Size", "torch.manual_seed",
+    "torch.set_", "torch.get_", "torch.is_", "torch.no_grad", "torch.enable_grad",
+    "torch.inference_mode", "torch.autocast", "torch.amp.", "torch.jit.", "torch.compile",
+    "torch.save", "torch.load", "torch.profiler.", "torch.hub.", "torch.multiprocessing.",
+    "torch.autograd.grad_mode", "torch.accelerator.", "torch.finfo", "torch.iinfo",
+    "torch.use_deterministic", "torch.numel", "torch.typename", "torch.library.",
+    "torch.onnx.", "torch.fx.", "torch.export.", "torch.testing.", "torch.random.",
+)
+_TORCH_TENSOR_IN_NN = ("torch.nn.functional.", "torch.nn.utils.clip_grad_norm_", "torch.nn.init.")
+# Tensor methods whose result is not a tensor on the device.
+_HOST_METHODS = {
+    "item", "tolist", "size", "dim", "numel", "element_size", "nelement", "ndimension",
+    "data_ptr", "is_contiguous", "__len__", "keys", "items", "values", "get", "stride",
+    "get_device", "is_floating_point", "is_complex", "storage_offset", "backward",
+}
+_NUMPY_METHODS = {"numpy"}
+# Methods of nn.Module that return the module itself.
+_MODULE_CHAIN = {"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"}
+# Calls on a name that say the name is an nn.Module.
+MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
+_DATAFRAME_TO_NUMPY = {"values", "to_numpy"}
+
+
+def _last_segment(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def looks_like_loader(name: str) -> bool:
+    """``train_loader``, ``self.val_dataloader``, ``loader``: named as a DataLoader."""
+    last = _last_segment(name).lower()
+    return "loader" in last
+
+
+def looks_like_optimizer(name: str) -> bool:
+    last = _last_segment(name).lower()
+    return "optim" in last or last in {"opt", "opt_g", "opt_d", "optimizer_g", "optimizer_d"}
+
+
+class ValueKinds:
+    """Memoised value-kind inference for one file."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._memo: dict[tuple[int, str], Kind] = {}
+        self._in_progress: set[tuple[int, str]] = set()
+        self._module_names = self._names_used_as_modules()
+        self._backward_names = self._names_with_backward()
+
+    # --- evidence from how names are used -----------------------------------------
+    def _names_used_as_modules(self) -> set[str]:
+        names: set[str] = set()
+        for call in self.ctx.method_calls(MODULE_EVIDENCE):
+            receiver = dotted(call.func.value)  # type: ignore[attr-defined]
+            if receiver is not None and not looks_like_optimizer(receiver):
+                names.add(receiver)
+        return names
+
+    def _names_with_backward(self) -> set[str]:
+        names: set[str] = set()
+        for call in self.ctx.method_calls({"backward"}):
+            receiver = dotted(call.func.value)  # type: ignore[attr-defined]
+            if receiver is not None:
+                names.add(receiver)
+        return names
+
+    # --- inference ----------------------------------------------------------------
+    def kind(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> Kind:
+        """The kind of ``expr`` evaluated where ``at`` (default: ``expr``) stands."""
+        at = at or expr
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            name = dotted(expr)
+            if name is not None:
+                key = (id(self.ctx.tree.scope_of(at)), name)
+                if key in self._memo:
+                    return self._memo[key]
+                if key in self._in_progress:
+                    return Kind.UNKNOWN
+                self._in_progress.add(key)
+                try:
+                    result = self._name_kind(name, expr, at)
+                finally:
+                    self._in_progress.discard(key)
+                self._memo[key] = result
+                return result
+        return self._expr_kind(expr, at)
+
+    def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
+        return self.kind(expr, at) is Kind.TENSOR
+
+    def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
+        if name in self._backward_names:
+            return Kind.TENSOR
+        qualified = self.ctx.qname(expr)
+        if qualified is not None:
+            return Kind.UNKNOWN  # an imported module or function, not a value
+        kinds = set()
+        for binding in self.ctx.bindings.lookup(name, at):
+            kinds.add(self._binding_kind(binding))
+        kinds.discard(Kind.UNKNOWN)
+        if len(kinds) == 1:
+            return kinds.pop()
+        if Kind.TENSOR in kinds and kinds <= {Kind.TENSOR, Kind.HOST}:
+            return Kind.TENSOR  # e.g. `total = 0` then `total += loss`
+        if name in self._module_names:
+            return Kind.MODULE
+        if not kinds and looks_like_loader(name):
+            return Kind.LOADER
+        if not kinds and looks_like_optimizer(name):
+            return Kind.OPTIMIZER
+        return Kind.UNKNOWN
+
+    def _binding_kind(self, binding) -> Kind:  # type: ignore[no-untyped-def]
+        value = binding.value
+        if binding.kind == "param":
+            return Kind.UNKNOWN if value is None else self._expr_kind(value, binding.node)
+        if value is None:
+            return Kind.UNKNOWN
+        if binding.kind in ("for", "comp"):
+            return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
+        if binding.kind == "with":
+            return Kind.UNKNOWN
+        if binding.element is not None:
+            if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
+                return self.kind(value.elements[binding.element].value, binding.node)
+            inner = self.kind(value, binding.node)
+            return Kind.TENSOR if inner is Kind.TENSOR else Kind.UNKNOWN
+        return self.kind(value, binding.node)
+
+    def _expr_kind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
+        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp, cst.Tuple)):
+            return Kind.HOST
+        if isinstance(expr, cst.Call):
+            return self._call_kind(expr, at)
+        if isinstance(expr, cst.BinaryOperation):
+            left, right = self.kind(expr.left, at), self.kind(expr.right, at)
+            if Kind.TENSOR in (left, right):
+                return Kind.TENSOR
+            if Kind.NUMPY in (left, right):
+                return Kind.NUMPY
+            return Kind.HOST if left is right is Kind.HOST else Kind.UNKNOWN
+        if isinstance(expr, cst.UnaryOperation):
+            return self.kind(expr.expression, at)
+        if isinstance(expr, cst.Subscript):
+            inner = self.kind(expr.value, at)
+            return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _DATAFRAME_TO_NUMPY and self.ctx.imports_pandas():
+                return Kind.NUMPY
+            if expr.attr.value in ("data", "grad", "T", "mT", "real", "imag"):
+                inner = self.kind(expr.value, at)
+                return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
+        if isinstance(expr, cst.IfExp):
+            a, b = self.kind(expr.body, at), self.kind(expr.orelse, at)
+            return a if a is b else Kind.UNKNOWN
+        return Kind.UNKNOWN
+
+    def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
+        qualified = canonical(self.ctx.qname(call.func))
+        if qualified is not None:
+            return self._library_call_kind(qualified)
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = self.kind(func.value, at)
+            if receiver is Kind.TENSOR:
+                if method in _HOST_METHODS:
+                    return Kind.HOST
+                return Kind.NUMPY if method in _NUMPY_METHODS else Kind.TENSOR
+            if receiver is Kind.MODULE:
+                return Kind.MODULE if method in _MODULE_CHAIN else Kind.UNKNOWN
+            if receiver is Kind.NUMPY:
+                return Kind.HOST if method in ("item", "tolist") else Kind.NUMPY
+            if method in _NUMPY_METHODS:
+                return Kind.NUMPY
+            if method == "to_numpy":
+                return Kind.NUMPY
+        callee = self.kind(func, at)
+        if callee is Kind.MODULE:
+            return Kind.TENSOR  # model(x), criterion(out, y)
+        local_class = self.ctx.local_module_class(func)
+        if local_class:
+            return Kind.MODULE
+        return Kind.UNKNOWN
+
+    def _library_call_kind(self, qualified: str) -> Kind:
+        if qualified.startswith(("numpy.", "pandas.")):
+            return Kind.NUMPY if qualified.startswith("numpy.") else Kind.UNKNOWN
+        if qualified == "torch.utils.data.DataLoader":
+            return Kind.LOADER
+        if qualified.startswith("torch.optim.") and qualified.count(".") == 2:
+            return Kind.OPTIMIZER
+        if qualified.startswith(_TORCH_TENSOR_IN_NN):
+            return Kind.TENSOR
+        if qualified.startswith("torch.nn.parallel.") or qualified == "torch.nn.DataParallel":
+            return Kind.MODULE
+        if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
+            return Kind.MODULE
+        if qualified == "torch.compile":
+            return Kind.MODULE
+        if qualified.startswith(("torchvision.models.", "timm.create_model")):
+            return Kind.MODULE
+        if qualified.startswith("torch.") and not qualified.startswith(_TORCH_NON_TENSOR_PREFIXES):
+            return Kind.TENSOR
+        return Kind.UNKNOWN

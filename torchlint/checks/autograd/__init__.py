@@ -1,0 +1,1 @@
+"""TL3xx: autograd and memory."""

@@ -1,0 +1,74 @@
+"""The Check base class: one rule's metadata and the code that finds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from torchlint.analysis.context import FileContext
+from torchlint.findings import Fix, FixSafety
+
+
+@dataclass(slots=True)
+class Report:
+    """A finding before it has a position: the node it points at and its message."""
+
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None = None
+    related: tuple[cst.CSTNode, ...] = ()
+
+
+class Check:
+    """Base class of every check. Subclasses set the metadata and define
+    ``visit_<NodeType>(self, node)`` methods and/or ``finish(self)``.
+
+    The engine calls each ``visit_X`` for every ``cst.X`` node of the file in
+    source order, after the shared analysis is available through ``self.ctx``.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]  # a str.format template filled by report(**fields)
+    fix_hint: ClassVar[str] = ""
+    default: ClassVar[bool] = True
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    # Runtime ops whose measured cost confirms this finding (used by the profiler join).
+    runtime_ops: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.reports: list[Report] = []
+
+    @classmethod
+    def summary(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+    @classmethod
+    def visited_types(cls) -> list[type[cst.CSTNode]]:
+        types = []
+        for attr in dir(cls):
+            if attr.startswith("visit_"):
+                node_type = getattr(cst, attr[len("visit_"):], None)
+                if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                    types.append(node_type)
+        return types
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        *,
+        fix: tuple[cst.CSTNode, cst.CSTNode] | None = None,
+        related: tuple[cst.CSTNode, ...] = (),
+        **fields: Any,
+    ) -> None:
+        """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``."""
+        made_fix = None
+        if fix is not None and self.fix_safety is not FixSafety.NONE:
+            made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related))
+
+    def finish(self) -> None:
+        """Called once after every ``visit_*``; for checks that decide at the end."""

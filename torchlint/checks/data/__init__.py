@@ -1,0 +1,1 @@
+"""TL2xx: data loading and tensor creation."""

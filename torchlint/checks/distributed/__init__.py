@@ -1,0 +1,1 @@
+"""TL6xx: multi-GPU and distributed."""

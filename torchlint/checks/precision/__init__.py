@@ -1,0 +1,1 @@
+"""TL5xx: precision and compilation."""

@@ -1,0 +1,1 @@
+"""TL1xx: host/device synchronization and transfers."""

@@ -1,0 +1,38 @@
+"""`.item()` or `.tolist()` on a tensor inside a training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.values import Kind
+from torchlint.checks.base import Check
+
+_SCALAR_READS = {"item", "tolist"}
+
+
+class ScalarSyncInLoop(Check):
+    """`.item()`/`.tolist()` on a tensor inside a hot loop."""
+
+    code = "TL101"
+    name = "scalar-sync-in-loop"
+    message = "`{call}` in a training loop makes the host wait for the device on every step"
+    fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
+    runtime_ops = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaMemcpyAsync")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        method = ctx.method_name(node)
+        if method not in _SCALAR_READS or node.args:
+            return
+        loop = ctx.loops.hot_loop(node)
+        if loop is None:
+            return
+        if ctx.guards.rare(node, stop=loop):
+            return  # logging every N steps is fine
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
+            return  # not a tensor: no device to wait for
+        if ctx.devices.is_host_batch(receiver, node):
+            return  # a batch straight from the DataLoader is still on the host
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")

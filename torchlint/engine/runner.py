@@ -1,0 +1,112 @@
+"""Run the selected checks over one parsed file and turn their reports into findings."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.positions import compute_spans
+from torchlint.checks.base import Check, Report
+from torchlint.engine.source import Source, syntax_error
+from torchlint.findings import Finding, Location
+
+
+@dataclass(frozen=True, slots=True)
+class InternalError:
+    """A check that raised on one file: reported, and the run goes on."""
+
+    path: str
+    code: str
+    error: str
+    traceback: str
+
+
+@dataclass(slots=True)
+class FileResult:
+    source: Source | None
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[InternalError] = field(default_factory=list)
+    module: cst.Module | None = None
+    path: Path | None = None  # the file on disk, when it came from one
+
+
+def parse(source: Source) -> cst.Module | Finding:
+    try:
+        return cst.parse_module(source.text)
+    except cst.ParserSyntaxError as error:
+        location = source.location(error.raw_line, error.raw_column + 1)
+        message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
+        return syntax_error(source.path, f"cannot parse: {message}", location.line, location.column, location.cell)
+    except (RecursionError, MemoryError) as error:
+        return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
+
+
+def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False) -> FileResult:
+    """Parse ``source`` once, run every check over the shared analysis, locate the reports."""
+    result = FileResult(source)
+    if "torch" not in source.text:
+        # No check can fire in a file that never mentions torch; only syntax matters.
+        error = _quick_syntax_check(source)
+        if error is not None:
+            result.findings.append(error)
+        return result
+    module = parse(source)
+    if isinstance(module, Finding):
+        result.findings.append(module)
+        return result
+    result.module = module
+    ctx = FileContext(module, source.path, options)
+    if not ctx.imports_torch():
+        return result
+    made: list[tuple[type[Check], Report]] = []
+    for check_type in checks:
+        check = check_type(ctx)
+        try:
+            for node_type in check_type.visited_types():
+                visit = getattr(check, f"visit_{node_type.__name__}")
+                for node in ctx.tree.nodes(node_type):
+                    visit(node)
+            check.finish()
+        except Exception as error:  # one check's bug must not stop the run
+            if debug:
+                raise
+            result.errors.append(InternalError(source.path, check_type.code, f"{type(error).__name__}: {error}", traceback.format_exc()))
+            continue
+        made.extend((check_type, report) for report in check.reports)
+    result.findings.extend(_locate(source, module, made))
+    return result
+
+
+def _quick_syntax_check(source: Source) -> Finding | None:
+    try:
+        compile(source.text, source.path, "exec", flags=0x400, dont_inherit=True)  # PyCF_ONLY_AST
+    except SyntaxError as error:
+        location = source.location(error.lineno or 1, error.offset or 1)
+        return syntax_error(source.path, f"cannot parse: {error.msg}", location.line, location.column, location.cell)
+    except (ValueError, RecursionError, MemoryError) as error:
+        return syntax_error(source.path, f"cannot parse: {error}")
+    return None
+
+
+def _locate(source: Source, module: cst.Module, made: list[tuple[type[Check], Report]]) -> list[Finding]:
+    if not made:
+        return []
+    nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related]
+    spans = compute_spans(module, nodes)
+    findings = []
+    for check_type, report in made:
+        location = _location(source, spans, report.node)
+        related = tuple(_location(source, spans, node) for node in report.related)
+        findings.append(
+            Finding(check_type.code, check_type.name, report.message, location, check_type.fix_hint, report.fix, related)
+        )
+    return findings
+
+
+def _location(source: Source, spans: dict, node: cst.CSTNode) -> Location:  # type: ignore[type-arg]
+    line, column, end_line, end_column = spans.get(id(node), (1, 0, 1, 0))
+    return source.location(line, column + 1, end_line, end_column + 1)

@@ -1,0 +1,97 @@
+"""Locations, findings and fixes: the vocabulary both halves of torchlint share."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+SYNTAX_ERROR = ("TL000", "syntax-error")  # the one rule the engine reports itself
+
+
+class FixSafety(enum.Enum):
+    """How much a fix can be trusted to keep behaviour (ruff's fix safety)."""
+
+    NONE = "none"
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place in a source file; lines and columns are 1-based."""
+
+    path: str
+    line: int
+    column: int = 1
+    end_line: int | None = None
+    end_column: int | None = None
+    cell: int | None = None  # the notebook cell, for .ipynb files (lines count within it)
+
+    def key(self) -> tuple[str, int]:
+        """The (file, line) pair findings and measurements are joined on."""
+        return (self.path, self.line)
+
+    def __str__(self) -> str:
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A rewrite of one CST node: ``old`` replaced by ``new`` (libcst nodes)."""
+
+    old: Any
+    new: Any
+    safety: FixSafety = FixSafety.SAFE
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found in the source (or, with no rule page, at run time).
+
+    ``related`` holds other places where the finding's cost shows up, e.g. the
+    lines where a flagged ``DataLoader`` is iterated.
+    """
+
+    code: str
+    name: str
+    message: str
+    location: Location
+    fix_hint: str = ""
+    fix: Fix | None = field(default=None, compare=False)
+    related: tuple[Location, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return self.location.path
+
+    @property
+    def line(self) -> int:
+        return self.location.line
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.location.path, self.location.line, self.location.column, self.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of a finding (stable; documented in docs/output.md)."""
+        loc = self.location
+        return {
+            "path": loc.path,
+            "line": loc.line,
+            "column": loc.column,
+            "end_line": loc.end_line if loc.end_line is not None else loc.line,
+            "end_column": loc.end_column if loc.end_column is not None else loc.column,
+            "cell": loc.cell,
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "fix_hint": self.fix_hint,
+            "fixable": self.fix is not None,
+            "fix_safety": self.fix.safety.value if self.fix else None,
+            "related": [
+                {"path": r.path, "line": r.line, "column": r.column} for r in self.related
+            ],
+        }

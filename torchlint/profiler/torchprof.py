@@ -1,0 +1,670 @@
+"""Everything in the profiled child that touches torch. The only module that imports it.
+
+Three instruments, all on public torch API (see docs/profiling.md):
+
+1. **Call-site probes.** A handful of torch entry points that sync, copy or
+   fetch data (``Tensor.item``/``tolist``/``cpu``/``numpy``/``to``/``cuda``/
+   ``__bool__``/``__float__``/``__int__``, ``torch.tensor``, ``torch.as_tensor``,
+   ``torch.cuda.synchronize``, ``DataLoader.__iter__`` and the batch iterator's
+   ``__next__``) are wrapped. Each call is timed with ``perf_counter`` and charged
+   to its innermost *user* frame: the ``file:line`` that made it. They run for
+   the whole script, on the main thread.
+2. **torch.profiler without its Python tracer** (``with_stack=False``), so it
+   does not fight cProfile for the 3.11 profiling hook. It is driven by
+   ``torch.optim.optimizer.register_optimizer_step_post_hook`` and a
+   ``torch.profiler.schedule``; while it records, every probed call is wrapped
+   in a ``record_function`` range named after its call site, so the aten ops,
+   CUDA runtime calls and memcpys inside it are charged to that line.
+3. On CUDA, ``torch.cuda.set_sync_debug_mode("warn")``: each synchronising
+   operation warns from inside the op, where the Python stack names its line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchlint.profiler.session import Hotspot
+from torchlint.profiler.usercode import is_user_file
+
+import torch  # noqa: E402  (this module is imported only in the profiled child)
+
+LABEL_PREFIX = "torchlint "
+_MAX_STEP_TIMES = 10_000
+
+
+class MaxStepsReached(BaseException):
+    """Raised from the optimizer step hook to stop the script after ``--max-steps``.
+
+    A ``BaseException`` so that the script's ``except Exception`` blocks let it through.
+    """
+
+
+# --------------------------------------------------------------------------
+# call-site attribution
+# --------------------------------------------------------------------------
+
+_user_cache: dict[str, bool] = {}
+
+
+def user_site(frame: Any) -> tuple[str, int, str] | None:
+    """``(file, line, function)`` of the innermost user frame at or above ``frame``."""
+    depth = 0
+    while frame is not None and depth < 96:
+        code = frame.f_code
+        filename = code.co_filename
+        user = _user_cache.get(filename)
+        if user is None:
+            user = _user_cache[filename] = is_user_file(filename)
+        if user:
+            return (filename, frame.f_lineno, code.co_name)
+        frame = frame.f_back
+        depth += 1
+    return None
+
+
+class Recorder:
+    """Accumulates probe measurements; shared with the sampler thread."""
+
+    def __init__(self) -> None:
+        self.main_ident = threading.main_thread().ident
+        # (file, line, function, op, kind) -> [calls, self_s, total_s]
+        self.calls: dict[tuple[str, int, str, str, str | None], list[float]] = {}
+        self.stack: list[float] = [0.0]
+        self.busy = False  # torchlint's own work: probes pass through, samples go to tool time
+        self.in_fetch = 0  # > 0 while a DataLoader batch is being fetched
+        self.labels_on = False  # torch.profiler is recording: wrap probed calls in ranges
+        self.labels: dict[str, tuple[str, int, str, str]] = {}
+        self._label_of: dict[tuple[str, int, str], str] = {}
+        self.tool_s = 0.0
+        self.fetch_first: float | None = None
+        self.fetch_s = 0.0
+        self.fetches = 0
+
+    def label(self, site: tuple[str, int, str], op: str) -> str:
+        key = (site[0], site[1], op)
+        name = self._label_of.get(key)
+        if name is None:
+            name = f"{LABEL_PREFIX}{os.path.basename(site[0])}:{site[1]} {op}"
+            if name in self.labels:  # same basename in two directories
+                name = f"{LABEL_PREFIX}{site[0]}:{site[1]} {op}"
+            self._label_of[key] = name
+            self.labels[name] = (site[0], site[1], site[2], op)
+        return name
+
+    def hotspots(self) -> list[Hotspot]:
+        out = []
+        for (path, line, func, op, kind), (calls, self_s, total_s) in self.calls.items():
+            out.append(
+                Hotspot(
+                    source="probe",
+                    path=path,
+                    line=line,
+                    granularity="line",
+                    function=func,
+                    op=op,
+                    self_s=self_s,
+                    total_s=total_s,
+                    calls=int(calls),
+                    kind=kind,
+                )
+            )
+        return out
+
+
+RECORDER = Recorder()
+
+
+def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
+    """Direction of a copy done by ``.to()``/``.cpu()``/``.cuda()``; None when nothing moved."""
+    try:
+        src = args[0].device.type
+        dst = result.device.type
+    except Exception:
+        return None
+    if src == dst:
+        return None
+    if src == "cpu":
+        try:
+            return "HtoD pinned" if args[0].is_pinned() else "HtoD pageable"
+        except Exception:
+            return "HtoD"
+    if dst == "cpu":
+        return "DtoH"
+    return "DtoD"
+
+
+def _make_probe(
+    orig: Callable[..., Any],
+    op: str,
+    classify: Callable[[tuple[Any, ...], Any], str | None] | None = None,
+    fetch: bool = False,
+) -> Callable[..., Any]:
+    rec = RECORDER
+    getframe = sys._getframe
+    perf = time.perf_counter
+    get_ident = threading.get_ident
+    compiling = torch.compiler.is_compiling
+    record_function = torch.autograd.profiler.record_function
+
+    @functools.wraps(orig)
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        if compiling() or rec.busy or get_ident() != rec.main_ident:
+            return orig(*args, **kwargs)
+        site = user_site(getframe(1))
+        if site is None:
+            return orig(*args, **kwargs)
+        stack = rec.stack
+        stack.append(0.0)
+        rf = None
+        if rec.labels_on:
+            try:
+                rf = record_function(rec.label(site, op))
+                rf.__enter__()
+            except Exception:
+                rf = None
+        if fetch:
+            rec.in_fetch += 1
+        kind = None
+        t0 = perf()
+        try:
+            result = orig(*args, **kwargs)
+            if classify is not None:
+                kind = classify(args, result)
+            return result
+        finally:
+            dt = perf() - t0
+            if fetch:
+                rec.in_fetch -= 1
+                rec.fetch_s += dt
+                rec.fetches += 1
+                if rec.fetch_first is None:
+                    rec.fetch_first = t0
+            if rf is not None:
+                try:
+                    rf.__exit__(None, None, None)
+                except Exception:
+                    pass
+            child = stack.pop()
+            stack[-1] += dt
+            key = (site[0], site[1], site[2], op, kind)
+            entry = rec.calls.get(key)
+            if entry is None:
+                rec.calls[key] = [1, dt - child, dt]
+            else:
+                entry[0] += 1
+                entry[1] += dt - child
+                entry[2] += dt
+
+    probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
+    return probe
+
+
+def _patch(owner: Any, name: str, op: str, **kw: Any) -> bool:
+    orig = getattr(owner, name, None)
+    if orig is None or getattr(orig, "__torchlint_probe__", False):
+        return False
+    try:
+        setattr(owner, name, _make_probe(orig, op, **kw))
+    except (AttributeError, TypeError):
+        return False
+    return True
+
+
+def install_probes() -> list[str]:
+    """Wrap the probed torch entry points; returns the names of those wrapped."""
+    from torch.utils.data import dataloader as dl
+
+    probed: list[str] = []
+    tensor_methods = {
+        "item": None,
+        "tolist": None,
+        "numpy": None,
+        "cpu": _transfer_kind,
+        "cuda": _transfer_kind,
+        "to": _transfer_kind,
+        "__bool__": None,
+        "__float__": None,
+        "__int__": None,
+    }
+    for name, classify in tensor_methods.items():
+        if _patch(torch.Tensor, name, f"Tensor.{name}", classify=classify):
+            probed.append(f"Tensor.{name}")
+    for name in ("tensor", "as_tensor"):
+        if _patch(torch, name, f"torch.{name}"):
+            probed.append(f"torch.{name}")
+    for name in ("synchronize", "empty_cache"):
+        if _patch(torch.cuda, name, f"torch.cuda.{name}"):
+            probed.append(f"torch.cuda.{name}")
+    if _patch(dl._BaseDataLoaderIter, "__next__", "DataLoader.__next__", fetch=True):
+        probed.append("DataLoader.__next__")
+    if _patch(dl.DataLoader, "__iter__", "DataLoader.__iter__", fetch=True):
+        probed.append("DataLoader.__iter__")
+    return probed
+
+
+# --------------------------------------------------------------------------
+# steps, the torch.profiler window, CUDA sync debug
+# --------------------------------------------------------------------------
+
+
+class TorchRun:
+    """Probes, step detection and the torch.profiler window for one child run."""
+
+    def __init__(self, options: dict[str, Any], run_dir: Path, t0_ref: list[float]) -> None:
+        self.options = options
+        self.run_dir = run_dir
+        self.rec = RECORDER
+        self.t0_ref = t0_ref  # [perf_counter at script start], filled in by the bootstrap
+        self.steps = 0
+        self.step_times: list[float] = []
+        self.last_step_at: float | None = None
+        self.first_step_at: float | None = None
+        self.primary: Any = None
+        self.optimizers: set[str] = set()
+        self.max_steps = options.get("max_steps")
+        self.prof: Any = None
+        self.prof_error: str | None = None
+        self.cycles: list[dict[str, Any]] = []
+        self.window_steps: list[int] = []
+        self.torch_hotspots: list[Hotspot] = []
+        self.op_table: dict[str, list[float]] = {}
+        self.trace_stats: dict[str, Any] = {
+            "syncs": 0,
+            "pageable_copies": 0,
+            "memcpy": {},
+            "device_busy_us": 0.0,
+            "window_us": 0.0,
+            "events": 0,
+        }
+        self.cuda = False
+        self.sync_debug = False
+        self.sync_sites: dict[tuple[str, int, str], int] = {}
+        self.warnings: list[str] = []
+        self._ready_seen = 0
+
+        try:  # importing this lazily mid-run can break event names (profiling-facts.md)
+            import torch.profiler._cupti_monitor  # noqa: F401
+        except Exception:
+            pass
+        import torch._dynamo  # noqa: F401  (imported by the first optimizer anyway)
+
+        self.probed = install_probes()
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._hook = register_optimizer_step_post_hook(self._on_step)
+
+    # -- steps ---------------------------------------------------------------
+
+    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if threading.get_ident() != self.rec.main_ident:
+            return
+        self.optimizers.add(type(optimizer).__name__)
+        primary = self.primary() if self.primary is not None else None
+        if primary is None:
+            import weakref
+
+            try:
+                self.primary = weakref.ref(optimizer)
+            except TypeError:
+                self.primary = lambda o=optimizer: o
+        elif primary is not optimizer:
+            return  # a second optimizer in the same iteration (GANs): one step per iteration
+        now = time.perf_counter()
+        if self.last_step_at is not None and len(self.step_times) < _MAX_STEP_TIMES:
+            self.step_times.append(now - self.last_step_at)
+        if self.first_step_at is None:
+            self.first_step_at = now
+        self.last_step_at = now
+        self.steps += 1
+        rec = self.rec
+        rec.busy = True
+        t_tool = time.perf_counter()
+        try:
+            if self.steps == 1:
+                self._start_profiler()
+            elif self.prof is not None:
+                self.prof.step()
+                self._update_phase()
+        except Exception as exc:  # the profiler must never break the user's training
+            self.prof_error = f"{type(exc).__name__}: {exc}"
+            self.prof = None
+            rec.labels_on = False
+        finally:
+            rec.busy = False
+            rec.tool_s += time.perf_counter() - t_tool
+        if self.max_steps and self.steps >= self.max_steps:
+            raise MaxStepsReached(self.steps)
+
+    def _start_profiler(self) -> None:
+        self.cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+        if self.cuda:
+            self._enable_sync_debug()
+        if not self.options.get("torch_profiler", True):
+            return
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        activities = [ProfilerActivity.CPU]
+        if self.cuda:
+            activities.append(ProfilerActivity.CUDA)
+        sched = self.options.get("schedule") or {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.prof = profile(
+                activities=activities,
+                schedule=schedule(
+                    wait=int(sched.get("wait", 1)),
+                    warmup=int(sched.get("warmup", 1)),
+                    active=int(sched.get("active", 5)),
+                    repeat=int(sched.get("repeat", 1)),
+                ),
+                on_trace_ready=self._on_trace_ready,
+                record_shapes=bool(self.options.get("record_shapes")),
+                profile_memory=bool(self.options.get("profile_memory")),
+                with_stack=False,  # no Python tracer: cProfile keeps the 3.11 profile hook
+            )
+            self.prof.start()
+        self.activities = [a.name for a in activities]
+        self._update_phase()
+
+    def _update_phase(self) -> None:
+        from torch.profiler import ProfilerAction
+
+        action = getattr(self.prof, "current_action", None)
+        recording = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        self.rec.labels_on = recording
+        if recording:
+            self.window_steps.append(self.steps + 1)  # the iteration that starts now
+
+    def _enable_sync_debug(self) -> None:
+        try:
+            torch.cuda.set_sync_debug_mode("warn")
+        except Exception as exc:
+            self.warnings.append(f"sync debug mode unavailable: {exc}")
+            return
+        self.sync_debug = True
+        warnings.filterwarnings("always", message=".*synchroniz", category=UserWarning)
+        previous = warnings.showwarning
+        sites = self.sync_sites
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+            if "synchroniz" in str(message).lower():
+                site = user_site(sys._getframe(1))
+                if site is not None:
+                    sites[site] = sites.get(site, 0) + 1
+                return
+            previous(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = showwarning
+
+    # -- the trace window ------------------------------------------------------
+
+    def _on_trace_ready(self, prof: Any) -> None:
+        rec = self.rec
+        was_busy = rec.busy
+        rec.busy = True
+        rec.labels_on = False
+        t_tool = time.perf_counter()
+        self._ready_seen += 1
+        n = self._ready_seen
+        name = "trace.json" if n == 1 else f"trace-{n}.json"
+        cycle: dict[str, Any] = {
+            "cycle": n,
+            "steps": list(self.window_steps),
+            "trace": None,
+        }
+        self.window_steps = []
+        try:
+            prof.export_chrome_trace(str(self.run_dir / name))
+            cycle["trace"] = name
+        except Exception as exc:
+            cycle["trace_error"] = f"{type(exc).__name__}: {exc}"
+        try:
+            self._collect(prof)
+        except Exception as exc:  # one bad event must not cost the report
+            cycle["events_error"] = f"{type(exc).__name__}: {exc}"
+        self.cycles.append(cycle)
+        rec.busy = was_busy
+        if not was_busy:
+            rec.tool_s += time.perf_counter() - t_tool
+
+    def _collect(self, prof: Any) -> None:
+        events = prof.events() or []
+        stats = self.trace_stats
+        labels = self.rec.labels
+        site_ops: dict[tuple[str, str], list[float]] = {}
+        device_intervals: list[tuple[float, float]] = []
+        cpu_lo = float("inf")
+        cpu_hi = float("-inf")
+        cpu = torch.autograd.DeviceType.CPU
+        syncs = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
+
+        def name_of(e: Any) -> str:
+            try:
+                return str(e.name)
+            except Exception:  # UnicodeDecodeError on a broken name
+                return "<undecodable>"
+
+        for e in events:
+            stats["events"] += 1
+            name = name_of(e)
+            try:
+                start, end = float(e.time_range.start), float(e.time_range.end)
+            except Exception:
+                continue
+            if e.device_type != cpu:
+                device_intervals.append((start, end))
+                if "Memcpy" in name:
+                    m = stats["memcpy"].setdefault(name, [0, 0.0])
+                    m[0] += 1
+                    m[1] += end - start
+                    if "Pageable" in name:
+                        stats["pageable_copies"] += 1
+                continue
+            cpu_lo = min(cpu_lo, start)
+            cpu_hi = max(cpu_hi, end)
+            if name in syncs:
+                stats["syncs"] += 1
+            if name.startswith("ProfilerStep"):
+                continue
+            if name.startswith(LABEL_PREFIX):
+                if name in labels:
+                    self._charge_site(e, name, site_ops)
+                continue
+            row = self.op_table.setdefault(name, [0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += e.self_cpu_time_total
+            row[2] += e.cpu_time_total
+            row[3] += e.self_device_time_total if self.cuda else 0.0
+        if cpu_hi > cpu_lo:
+            stats["window_us"] += cpu_hi - cpu_lo
+            stats["device_busy_us"] += _union_length(device_intervals, cpu_lo, cpu_hi)
+        for (label, op), (calls, self_us, total_us, dev_us) in site_ops.items():
+            path, line, func, _probe_op = labels[label]
+            self.torch_hotspots.append(
+                Hotspot(
+                    source="torch",
+                    path=path,
+                    line=line,
+                    granularity="line",
+                    function=func,
+                    op=op,
+                    self_s=self_us / 1e6,
+                    total_s=total_us / 1e6,
+                    calls=int(calls),
+                    device_s=dev_us / 1e6,
+                )
+            )
+
+    def _charge_site(self, label_event: Any, label: str, site_ops: dict[tuple[str, str], list[float]]) -> None:
+        """Charge the ops under one call-site range to that site (nested ranges excluded)."""
+        todo = list(label_event.cpu_children)
+        while todo:
+            child = todo.pop()
+            try:
+                cname = str(child.name)
+            except Exception:
+                continue
+            if cname.startswith(LABEL_PREFIX):
+                continue  # a nested probed call charges its own site
+            row = site_ops.setdefault((label, cname), [0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += child.self_cpu_time_total
+            row[2] += child.cpu_time_total
+            if self.cuda:
+                row[3] += child.self_device_time_total
+                for k in getattr(child, "kernels", []) or []:
+                    kname = str(getattr(k, "name", ""))
+                    if "Memcpy" in kname:
+                        krow = site_ops.setdefault((label, kname), [0, 0.0, 0.0, 0.0])
+                        krow[0] += 1
+                        krow[3] += float(getattr(k, "duration", 0.0))
+            todo.extend(child.cpu_children)
+
+    # -- end of run ----------------------------------------------------------
+
+    def finish(self) -> dict[str, Any]:
+        """Stop everything and return the torch part of the session."""
+        rec = self.rec
+        rec.busy = True
+        rec.labels_on = False
+        partial = False
+        if self.prof is not None:
+            from torch.profiler import ProfilerAction
+
+            action = getattr(self.prof, "current_action", None)
+            partial = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE, ProfilerAction.WARMUP)
+            try:
+                self.prof.stop()
+            except Exception as exc:
+                self.prof_error = f"{type(exc).__name__}: {exc}"
+        try:
+            self._hook.remove()
+        except Exception:
+            pass
+        if self.sync_debug:
+            try:
+                torch.cuda.set_sync_debug_mode(0)
+            except Exception:
+                pass
+
+        hotspots = rec.hotspots() + self.torch_hotspots
+        for (path, line, func), n in self.sync_sites.items():
+            hotspots.append(
+                Hotspot(
+                    source="sync",
+                    path=path,
+                    line=line,
+                    granularity="line",
+                    function=func,
+                    op="cuda sync",
+                    self_s=0.0,
+                    total_s=0.0,
+                    calls=n,
+                )
+            )
+        ops = sorted(self.op_table.items(), key=lambda kv: -kv[1][1])[:40]
+        stats = self.trace_stats
+        window_us = stats["window_us"]
+        active_steps = sum(len(c["steps"]) for c in self.cycles)
+        device = "cpu"
+        if self.cuda:
+            try:
+                device = f"cuda ({torch.cuda.get_device_name()})"
+            except Exception:
+                device = "cuda"
+        durations = self.step_times
+        sched = self.options.get("schedule") or {}
+        return {
+            "device": device,
+            "cuda": self.cuda,
+            "hotspots": hotspots,
+            "steps": {
+                "count": self.steps,
+                "optimizers": sorted(self.optimizers),
+                "first_step_at_s": (self.first_step_at - self.t0_ref[0]) if self.first_step_at else None,
+                "last_step_at_s": (self.last_step_at - self.t0_ref[0]) if self.last_step_at else None,
+                "durations_s": durations,
+                "mean_s": statistics.fmean(durations) if durations else None,
+                "median_s": statistics.median(durations) if durations else None,
+                "max_steps": self.max_steps,
+            },
+            "torch_profiler": {
+                "enabled": bool(self.options.get("torch_profiler", True)),
+                "ran": bool(self.cycles),
+                "activities": getattr(self, "activities", []),
+                "schedule": {
+                    "wait": int(sched.get("wait", 1)),
+                    "warmup": int(sched.get("warmup", 1)),
+                    "active": int(sched.get("active", 5)),
+                    "repeat": int(sched.get("repeat", 1)),
+                },
+                "with_stack": False,
+                "record_shapes": bool(self.options.get("record_shapes")),
+                "profile_memory": bool(self.options.get("profile_memory")),
+                "cycles": self.cycles,
+                "active_steps": active_steps,
+                "partial": partial and bool(self.cycles),
+                "error": self.prof_error,
+                "not_run_reason": None if self.cycles else self._not_run_reason(),
+            },
+            "probes": {"ops": self.probed},
+            "sync_debug": {"enabled": self.sync_debug},
+            "torch_window": {
+                "ops": [
+                    {
+                        "name": name,
+                        "calls": int(r[0]),
+                        "self_cpu_s": r[1] / 1e6,
+                        "cpu_total_s": r[2] / 1e6,
+                        "self_device_s": r[3] / 1e6,
+                    }
+                    for name, r in ops
+                ],
+                "window_s": window_us / 1e6,
+                "active_steps": active_steps,
+                "syncs": stats["syncs"],
+                "pageable_copies": stats["pageable_copies"],
+                "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in stats["memcpy"].items()},
+                "gpu_idle_share": (1.0 - stats["device_busy_us"] / window_us) if (self.cuda and window_us) else None,
+                "events": stats["events"],
+            },
+            "warnings": self.warnings,
+        }
+
+    def _not_run_reason(self) -> str:
+        if not self.options.get("torch_profiler", True):
+            return "disabled"
+        if self.prof_error:
+            return f"error: {self.prof_error}"
+        if self.steps == 0:
+            return "no optimizer step was detected"
+        sched = self.options.get("schedule") or {}
+        first = int(sched.get("wait", 1)) + int(sched.get("warmup", 1)) + 2
+        return f"the run ended after {self.steps} steps, before the window (step {first})"
+
+
+def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    total = 0.0
+    cur_s = cur_e = None
+    for s, e in sorted(intervals):
+        s, e = max(s, lo), min(e, hi)
+        if e <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s  # type: ignore[operator]
+    return total

@@ -1,0 +1,1 @@
+"""Reporters: findings to text or JSON."""
