@@ -541,7 +541,7 @@ class TorchRun:
             from torch.profiler import ProfilerAction
 
             action = getattr(self.prof, "current_action", None)
-            partial = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE, ProfilerAction.WARMUP)
+            partial = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
             try:
                 self.prof.stop()
             except Exception as exc:
