@@ -38,6 +38,11 @@ def parse(source: Source) -> cst.Module | Finding:
     try:
         return cst.parse_module(source.text)
     except cst.ParserSyntaxError as error:
+        # CPython's own message and position are the ones users know; libcst's
+        # are used only when CPython accepts what libcst cannot parse.
+        cpython = _quick_syntax_check(source)
+        if cpython is not None:
+            return cpython
         location = source.location(error.raw_line, error.raw_column + 1)
         message = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
         return syntax_error(source.path, f"cannot parse: {message}", location.line, location.column, location.cell)

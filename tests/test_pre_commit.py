@@ -1,0 +1,58 @@
+"""The real pre-commit framework runs the hook from this repository (`pre-commit try-repo`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+BAD = "import torch\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n    print(loss.item())\n"
+CLEAN = "import torch\nx = torch.zeros(3)\n"
+
+
+@pytest.fixture(scope="module")
+def pre_commit_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    home = tmp_path_factory.mktemp("pre-commit-home")
+    env = dict(os.environ, PRE_COMMIT_HOME=str(home), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _repo(path: Path, content: str, env: dict[str, str]) -> Path:
+    path.mkdir()
+    (path / "train.py").write_text(content)
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "add", "train.py"], cwd=path, check=True, env=env)
+    return path
+
+
+def _try_repo(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "torchlint", "--files", "train.py", "--verbose"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_env: dict[str, str]) -> None:
+    bad = _try_repo(_repo(tmp_path / "bad", BAD, pre_commit_env), pre_commit_env)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "train.py:5:11: TL101" in bad.stdout
+    clean = _try_repo(_repo(tmp_path / "clean", CLEAN, pre_commit_env), pre_commit_env)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Passed" in clean.stdout
+    # The hook's environment has torchlint but no torch.
+    envs = list(Path(pre_commit_env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*"))
+    assert envs
+    for env_dir in envs:
+        assert not list(env_dir.glob("lib/python*/site-packages/torch")), "the hook installed torch"
+        assert list(env_dir.glob("lib/python*/site-packages/torchlint*"))
