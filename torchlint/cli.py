@@ -53,8 +53,9 @@ def main() -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude patterns to files named on the command line too.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
 @click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, debug: bool) -> None:
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     targets = list(paths) or [Path(".")]
     overrides = {
@@ -72,7 +73,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         raise UsageProblem(str(error)) from None
     fixed = _write_or_diff(edits, diff, result)
     _print_report(result, output_format, fixed)
-    _exit(result, bool(diff and edits))
+    _exit(result, bool(diff and edits), exit_zero)
 
 
 def _write_or_diff(edits: list, diff: bool, result: LintResult) -> int:  # type: ignore[type-arg]
@@ -105,10 +106,10 @@ def _print_report(result: LintResult, output_format: str, fixed: int) -> None:
         click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it.", err=True)
 
 
-def _exit(result: LintResult, has_diff: bool) -> None:
+def _exit(result: LintResult, has_diff: bool, exit_zero: bool) -> None:
     if result.errors:
         sys.exit(2)
-    sys.exit(1 if result.findings or has_diff else 0)
+    sys.exit(1 if (result.findings or has_diff) and not exit_zero else 0)
 
 
 @main.command(context_settings=CONTEXT)
