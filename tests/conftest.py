@@ -27,3 +27,12 @@ def expected_markers(text: str) -> set[tuple[int, str]]:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-snapshots", action="store_true", help="rewrite fixtures/scripts/*.expected.txt")
+
+
+@pytest.fixture
+def update_snapshots(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-snapshots"))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURES
 from torchlint.config import from_table
-from torchlint.engine import lint_paths, plan_fixes
+from torchlint.engine import lint_paths
 from torchlint.engine.fixes import is_valid_python, write_atomically
 
 SOURCES = sorted(p for p in FIXTURES.glob("rules/TL*/*.py") if not p.name.endswith(".out.py") and p.parent.name != "TL000")
@@ -22,9 +22,8 @@ def test_fixes_introduce_no_new_findings(source: Path, tmp_path: Path) -> None:
     work = tmp_path / source.name
     shutil.copy(source, work)
     config = from_table({"select": ["ALL"]}, tmp_path)
-    before = lint_paths([work], config, keep_files=True)
-    counts_before = Counter(f.code for f in before.findings)
-    edits = plan_fixes(before, config, unsafe=True)
+    counts_before = Counter(f.code for f in lint_paths([work], config).findings)
+    edits = lint_paths([work], config, fix="unsafe").edits
     if not edits:
         return
     for edit in edits:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURES
 from torchlint.config import from_table
-from torchlint.engine import lint_paths, plan_fixes
+from torchlint.engine import lint_paths
 from torchlint.engine.fixes import write_atomically
 
 FIX_INPUTS = sorted(FIXTURES.glob("rules/TL*/fix*.in.py"))
@@ -19,9 +19,8 @@ FIX_INPUTS = sorted(FIXTURES.glob("rules/TL*/fix*.in.py"))
 
 def fix_file(path: Path, code: str, unsafe: bool) -> tuple[str, list]:  # type: ignore[type-arg]
     config = from_table({"select": [code]}, path.parent)
-    result = lint_paths([path], config, keep_files=True)
-    edits = plan_fixes(result, config, unsafe)
-    for edit in edits:
+    result = lint_paths([path], config, fix="unsafe" if unsafe else "safe")
+    for edit in result.edits:
         write_atomically(edit)
     return path.read_text(encoding="utf-8"), result.findings
 

@@ -9,7 +9,7 @@ import click
 
 from torchlint import __version__, catalogue
 from torchlint.config import ConfigError, load_config
-from torchlint.engine import LintResult, MissingPathError, lint_paths, plan_fixes
+from torchlint.engine import LintResult, MissingPathError, lint_paths
 from torchlint.engine.fixes import ChangedOnDiskError, write_atomically
 from torchlint.report import json as json_report
 from torchlint.report import text as text_report
@@ -65,14 +65,19 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     }
     try:
         config = load_config(targets[0] if targets[0].exists() else Path("."), overrides, config_file)
-        result = lint_paths(targets, config, force_exclude=force_exclude, keep_files=fix or diff, debug=debug)
-        edits = plan_fixes(result, config, unsafe_fixes) if (fix or diff) else []
+        mode = ("unsafe" if unsafe_fixes else "safe") if (fix or diff) else None
+        result = lint_paths(targets, config, force_exclude=force_exclude, fix=mode, debug=debug)
+        edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
     fixed = _write_or_diff(edits, diff, result)
-    _print_report(result, output_format, fixed)
+    if diff:
+        count = sum(edit.fixed for edit in edits)
+        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {len(edits)} file{'s' if len(edits) != 1 else ''}.", err=True)
+    else:
+        _print_report(result, output_format, fixed)
     _exit(result, bool(diff and edits), exit_zero)
 
 

@@ -1,4 +1,4 @@
-"""The static pipeline: files → parse → checks → findings → suppressions and config."""
+"""The static pipeline: files → parse → checks → findings → suppressions and config (→ fixes)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 from torchlint import catalogue
 from torchlint.analysis.context import Options
 from torchlint.checks import all_checks
+from torchlint.checks.base import Check
 from torchlint.config import Config
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
 from torchlint.engine.discover import MissingPathError, SourceFile, discover
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
 from torchlint.engine.runner import FileResult, InternalError, run_checks
 from torchlint.engine.source import Source, read_source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
@@ -23,12 +24,69 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[InternalError] = field(default_factory=list)
     files_checked: int = 0
-    # Per file: the parsed source, for --fix (only kept when asked for).
-    files: list[FileResult] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)  # planned by fix=..., not yet written
 
 
 def options_of(config: Config) -> Options:
     return Options(config.tensor_core_multiple, config.min_dimension, config.target_torch_version)
+
+
+class Linter:
+    """The selected checks and filters of one configuration, applied file by file."""
+
+    def __init__(self, config: Config, debug: bool = False) -> None:
+        known = catalogue.defaults()
+        self.codes = selected_codes(config, known)
+        self.checks = [c for c in all_checks() if c.code in self.codes]
+        self.per_file = PerFileIgnores(config, known)
+        self.options = options_of(config)
+        self.debug = debug
+
+    def _checks_for(self, path: Path) -> tuple[list[type[Check]], set[str]]:
+        ignored = self.per_file.ignored_codes(path)
+        return [c for c in self.checks if c.code not in ignored], ignored
+
+    def _keep(self, findings: list[Finding], source: Source | None, ignored: set[str]) -> list[Finding]:
+        return [
+            f for f in findings
+            if (f.code in self.codes or f.code == "TL000") and f.code not in ignored and not is_suppressed(f, source)
+        ]
+
+    def lint(self, source: Source, path: Path) -> FileResult:
+        checks, ignored = self._checks_for(path)
+        result = run_checks(source, checks, self.options, self.debug)
+        result.findings = self._keep(result.findings, source, ignored)
+        result.path = path
+        return result
+
+    def lint_file(self, file: SourceFile) -> FileResult:
+        source = read_source(file.path, file.display)
+        if isinstance(source, Finding):
+            return FileResult(None, self._keep([source], None, set()), path=file.path)
+        return self.lint(source, file.path)
+
+    def fix(self, result: FileResult, unsafe: bool, max_rounds: int = 10) -> Edit | None:
+        """Apply fixes round by round until none is left; ``result.findings`` becomes what
+        remains. Each round's code must parse, so a second --fix changes nothing."""
+        source, path = result.source, result.path
+        if source is None or path is None or source.cells is not None or result.module is None:
+            return None  # unreadable files and notebooks are not rewritten
+        module, text, fixed_total = result.module, source.text, 0
+        for _ in range(max_rounds):
+            todo = applicable(result.findings, unsafe)
+            if not todo:
+                break
+            new_text, fixed = apply_fixes(module, todo)
+            if not fixed or new_text == text or not is_valid_python(new_text):
+                break
+            rerun = self.lint(Source(source.path, new_text), path)
+            if rerun.module is None:
+                break
+            fixed_total += len(fixed)
+            text, module, result.findings = new_text, rerun.module, rerun.findings
+        if text == source.text:
+            return None
+        return Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total)
 
 
 def lint_paths(
@@ -36,107 +94,37 @@ def lint_paths(
     config: Config,
     *,
     force_exclude: bool = False,
-    keep_files: bool = False,
+    fix: str | None = None,
     debug: bool = False,
     on_file: Callable[[SourceFile], None] | None = None,
 ) -> LintResult:
-    """Lint every source file under ``paths``; raises MissingPathError for a missing path."""
-    known = catalogue.defaults()
-    codes = selected_codes(config, known)
-    checks = [c for c in all_checks() if c.code in codes]
-    per_file = PerFileIgnores(config, known)
-    options = options_of(config)
+    """Lint every source file under ``paths`` (MissingPathError for a missing path).
+
+    ``fix="safe"`` or ``fix="unsafe"`` also plans the fixes (``result.edits``) and
+    reports what would remain after them. Files are handled one at a time and their
+    trees dropped, so memory is bounded by the largest file, not the project.
+    """
+    linter = Linter(config, debug)
     result = LintResult()
-    files = list(discover(list(paths), config, force_exclude=force_exclude))
-    for file in files:
+    for file in discover(list(paths), config, force_exclude=force_exclude):
         if on_file is not None:
             on_file(file)
-        ignored = per_file.ignored_codes(file.path)
-        file_checks = [c for c in checks if c.code not in ignored]
-        file_result = lint_file(file, file_checks, options, debug)
-        file_result.findings = [
-            f for f in file_result.findings
-            if (f.code in codes or f.code == "TL000") and f.code not in ignored and not is_suppressed(f, file_result.source)
-        ]
+        file_result = linter.lint_file(file)
+        if fix is not None:
+            edit = linter.fix(file_result, unsafe=fix == "unsafe")
+            if edit is not None:
+                result.edits.append(edit)
         result.files_checked += 1
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
-        if keep_files:
-            result.files.append(file_result)
     result.findings.sort(key=Finding.sort_key)
     return result
 
 
-def plan_fixes(result: LintResult, config: Config, unsafe: bool, max_rounds: int = 10) -> list[Edit]:
-    """Compute the edits --fix would make; ``result.findings`` becomes what remains after them.
-
-    Each round applies the non-overlapping fixes, checks the new code parses and
-    lints it again, until no fix is left (so a second --fix changes nothing).
-    """
-    known = catalogue.defaults()
-    codes = selected_codes(config, known)
-    per_file = PerFileIgnores(config, known)
-    options = options_of(config)
-    edits: list[Edit] = []
-    remaining: list[Finding] = []
-    for file_result in result.files:
-        source = file_result.source
-        kept = [f for f in result.findings if source is not None and f.path == source.path]
-        if source is None or source.cells is not None or file_result.module is None or not applicable(kept, unsafe):
-            remaining.extend(kept)
-            continue
-        ignored = per_file.ignored_codes(Path(source.path))
-        checks = [c for c in all_checks() if c.code in codes and c.code not in ignored]
-        module, text, fixed_total = file_result.module, source.text, 0
-        for _ in range(max_rounds):
-            todo = applicable(kept, unsafe)
-            if not todo:
-                break
-            new_text, fixed = apply_fixes(module, todo)
-            if not fixed or new_text == text or not is_valid_python(new_text):
-                break
-            fixed_total += len(fixed)
-            text = new_text
-            rerun = run_checks(Source(source.path, text), checks, options)
-            if rerun.module is None:
-                break
-            module = rerun.module
-            kept = [f for f in rerun.findings if f.code not in ignored and not is_suppressed(f, Source(source.path, text))]
-        remaining.extend(kept)
-        if text != source.text:
-            path = _path_of(result, source)
-            edits.append(Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total))
-    result.findings = sorted(remaining + [f for f in result.findings if f.path not in {r.source.path for r in result.files if r.source}], key=Finding.sort_key)
-    return edits
-
-
-def _path_of(result: LintResult, source: Source) -> Path:
-    for file_result in result.files:
-        if file_result.source is source and file_result.path is not None:
-            return file_result.path
-    return Path(source.path)
-
-
-def lint_file(file: SourceFile, checks: list, options: Options, debug: bool = False) -> FileResult:  # type: ignore[type-arg]
-    source = read_source(file.path, file.display)
-    if isinstance(source, Finding):
-        return FileResult(None, [source], path=file.path)
-    file_result = run_checks(source, checks, options, debug)
-    file_result.path = file.path
-    return file_result
-
-
 def lint_source(text: str, path: str = "<string>", config: Config | None = None) -> list[Finding]:
     """Lint source text (for tests and editors); selection and ``# noqa`` apply."""
-    config = config or Config()
-    codes = selected_codes(config, catalogue.defaults())
-    checks = [c for c in all_checks() if c.code in codes]
-    source = Source(path, text)
-    result = run_checks(source, checks, options_of(config))
-    if result.errors:
-        raise RuntimeError(result.errors[0].traceback)
-    kept = [f for f in result.findings if (f.code in codes or f.code == "TL000") and not is_suppressed(f, source)]
-    return sorted(kept, key=Finding.sort_key)
+    result = Linter(config or Config(), debug=True).lint(Source(path, text), Path(path))
+    return sorted(result.findings, key=Finding.sort_key)
 
 
-__all__ = ["LintResult", "MissingPathError", "lint_paths", "lint_source"]
+__all__ = ["LintResult", "Linter", "MissingPathError", "lint_paths", "lint_source"]
