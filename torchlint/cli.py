@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def _print_report(result: LintResult, output_format: str, fixed: int) -> None:
     if output_format == "json":
         click.echo(json_report.render(result.findings))
     else:
-        color = sys.stdout.isatty()
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         click.echo(text_report.render(result.findings, result.files_checked, color=color, fixed=fixed))
     for error in result.errors:
         click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.names import canonical
+from torchlint.analysis.names import canonical, dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -56,3 +56,143 @@ class GradContext:
 
     def function_disables(self, function: cst.FunctionDef) -> bool:
         return any(self.effect(d.decorator) is False for d in function.decorators)
+
+    # --- beyond the syntactic context (TL3xx) -----------------------------------------
+    def framework_disables(self, function: cst.FunctionDef) -> bool:
+        """A method a framework already runs without grad (Lightning ``validation_step``...)."""
+        return function.name.value in _FRAMEWORK_NO_GRAD and self.ctx.tree.enclosing_class(function) is not None
+
+    def maybe_disabled(self, node: cst.CSTNode) -> bool:
+        """Under a ``with`` whose grad effect depends on a run-time value:
+        ``torch.set_grad_enabled(train)``, ``torch.no_grad() if not train else nullcontext()``."""
+        for ancestor in self.ctx.tree.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return False
+            if isinstance(ancestor, cst.With):
+                for item in ancestor.items:
+                    expr = item.item
+                    if isinstance(expr, cst.IfExp) and False in (self.effect(expr.body), self.effect(expr.orelse)):
+                        return True
+                    if isinstance(expr, cst.Call) and canonical(self.ctx.qname(expr.func)) in _SET_GRAD and self.effect(expr) is None:
+                        return True
+                    if self.effect(expr) is None and named_like_grad_off(expr):
+                        return True
+        return False
+
+    def disabled_by_statement(self, node: cst.CSTNode) -> bool:
+        """After a statement ``torch.set_grad_enabled(False)`` earlier in the same scope (or at
+        module level, for module-level code), with no later ``set_grad_enabled(True)`` before ``node``."""
+        if not hasattr(self, "_grad_statements"):
+            tree = self.ctx.tree
+            self._grad_statements = [
+                (tree.index(call), tree.scope_of(call), self.effect(call))
+                for call in tree.nodes(cst.Call)
+                if canonical(self.ctx.qname(call.func)) in _SET_GRAD and isinstance(tree.parent(call), cst.Expr)
+            ]
+        if not self._grad_statements:
+            return False
+        scope = self.ctx.tree.scope_of(node)
+        at = self.ctx.tree.index(node)
+        state: bool | None = None
+        for index, where, effect in self._grad_statements:
+            if index < at and where is scope and effect is not None:
+                state = effect
+        return state is False
+
+    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call] | None:
+        """Calls of ``function`` in this module (``f(...)``, or ``x.f(...)`` for a method);
+        None when the function is also referenced without being called (passed as a callback)."""
+        name = function.name.value
+        is_method = self.ctx.tree.enclosing_class(function) is not None
+        sites: list[cst.Call] = []
+        tree = self.ctx.tree
+        for ref in tree.nodes(cst.Name) if not is_method else ():
+            if ref.value != name or ref is function.name:
+                continue
+            parent = tree.parent(ref)
+            if isinstance(parent, cst.Call) and parent.func is ref:
+                sites.append(parent)
+            elif isinstance(parent, cst.Attribute) and parent.attr is ref:
+                continue  # `obj.name`: some other object's attribute
+            elif isinstance(parent, (cst.ImportAlias, cst.FunctionDef, cst.ClassDef)):
+                continue
+            else:
+                return None
+        for attr in tree.nodes(cst.Attribute) if is_method else ():
+            if attr.attr.value != name:
+                continue
+            parent = tree.parent(attr)
+            if isinstance(parent, cst.Call) and parent.func is attr:
+                sites.append(parent)
+            else:
+                return None
+        return sites
+
+    def only_called_disabled(self, function: cst.FunctionDef, _seen: frozenset[int] = frozenset()) -> bool:
+        """Every call site of ``function`` in the module runs with grad disabled (at least one)."""
+        if id(function) in _seen or len(_seen) > 4:
+            return False
+        sites = self.call_sites(function)
+        if not sites:
+            return False
+        seen = _seen | {id(function)}
+        return all(self.runs_without_grad(site, seen) for site in sites)
+
+    def runs_without_grad(self, node: cst.CSTNode, _seen: frozenset[int] = frozenset()) -> bool:
+        """``is_disabled``, or grad is off here for a reason beyond the ``with``/decorator:
+        a ``set_grad_enabled(False)`` statement, a framework hook run without grad, a
+        run-time choice (``set_grad_enabled(train)``), or every caller disables it."""
+        if self.is_disabled(node) or self.maybe_disabled(node) or self.disabled_by_statement(node):
+            return True
+        function = self.ctx.tree.enclosing_function(node)
+        if function is None:
+            return False
+        if self.framework_disables(function):
+            return True
+        if any(self.effect(d.decorator) is None and named_like_grad_off(d.decorator) for d in function.decorators):
+            return True  # a project's own wrapper: `@smart_inference_mode()`
+        if explicitly_enabled(self.ctx, node):
+            return False  # an explicit enable_grad() inside the function
+        return self.only_called_disabled(function, _seen)
+
+    def backward_after(self, node: cst.CSTNode) -> bool:
+        """Does the function (or module-level code) holding ``node`` run a backward pass
+        after it: ``.backward()``, ``manual_backward``/``accelerator.backward``, ``torch.autograd.grad``?"""
+        if not hasattr(self, "_backward_calls"):
+            tree = self.ctx.tree
+            self._backward_calls = [(tree.index(c), tree.scope_of(c)) for c in tree.nodes(cst.Call) if is_backward_call(self.ctx, c)]
+        scope = self.ctx.tree.scope_of(node)
+        at = self.ctx.tree.index(node)
+        return any(index > at and where is scope for index, where in self._backward_calls)
+
+
+_FRAMEWORK_NO_GRAD = {
+    "validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end",
+    "on_validation_epoch_end", "on_test_epoch_end", "on_validation_batch_end", "on_test_batch_end",
+}
+_AUTOGRAD_GRAD = {"torch.autograd.grad", "torch.autograd.backward", "torch.autograd.functional.jacobian", "torch.autograd.functional.vjp"}
+
+
+def named_like_grad_off(expr: cst.BaseExpression) -> bool:
+    """A decorator or context manager of the project's own named like ``no_grad``/``inference_mode``."""
+    target = expr.func if isinstance(expr, cst.Call) else expr
+    name = dotted(target)
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "no_grad" in last or "inference_mode" in last or "nograd" in last
+
+
+def is_backward_call(ctx: FileContext, call: cst.Call) -> bool:
+    """``x.backward()``, ``self.manual_backward(loss)``, ``accelerator.backward(loss)``, ``torch.autograd.grad(...)``."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "manual_backward"):
+        return True
+    return canonical(ctx.qname(call.func)) in _AUTOGRAD_GRAD
+
+
+def explicitly_enabled(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Under ``with torch.enable_grad()`` / ``set_grad_enabled(True)`` inside ``node``'s function."""
+    for ancestor in ctx.tree.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            return False
+        if isinstance(ancestor, cst.With) and any(ctx.grad.effect(i.item) is True for i in ancestor.items):
+            return True
+    return False

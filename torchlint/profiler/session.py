@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,9 @@ class Hotspot:
     self_s: float
     total_s: float
     calls: int
-    kind: str | None = None  # copy direction for transfers: "DtoH", "HtoD pageable", ...
+    #: probe: copy direction of a transfer ("DtoH", "HtoD pageable", "HtoD pinned", "DtoD");
+    #: torch: the probed call (``Tensor.item`` ...) whose range the op ran inside.
+    kind: str | None = None
     device_s: float = 0.0  # device (GPU) time of torch ops, torch source only
     samples: int = 0  # sampler source only
     dataloader_s: float = 0.0  # sampler: part of total_s spent inside a DataLoader fetch
@@ -162,6 +164,15 @@ def load_run(run_dir: Path) -> ProfileSession:
         session = ProfileSession.load(session_file)
     else:
         session = ProfileSession(meta={"incomplete": True, "cwd": os.getcwd()})
+    cwd = session.cwd
+    real: dict[str, str] = {}
+    for i, h in enumerate(session.hotspots):  # one spelling per file, as the join needs
+        if h.path not in real:
+            real[h.path] = resolve_path(h.path, cwd)
+        if real[h.path] != h.path:
+            session.hotspots[i] = replace(h, path=real[h.path])
+    if session.meta.get("script"):
+        session.meta["script"] = resolve_path(str(session.meta["script"]), cwd)
     prof = run_dir / PROFILE_FILE
     if prof.is_file() and not session.by_source("cprofile"):
         try:

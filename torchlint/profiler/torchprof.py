@@ -290,6 +290,7 @@ class TorchRun:
         self.sync_sites: dict[tuple[str, int, str], int] = {}
         self.warnings: list[str] = []
         self._ready_seen = 0
+        self._tool_at_step = 0.0
 
         try:  # importing this lazily mid-run can break event names (profiling-facts.md)
             import torch.profiler._cupti_monitor  # noqa: F401
@@ -320,7 +321,9 @@ class TorchRun:
             return  # a second optimizer in the same iteration (GANs): one step per iteration
         now = time.perf_counter()
         if self.last_step_at is not None and len(self.step_times) < _MAX_STEP_TIMES:
-            self.step_times.append(now - self.last_step_at)
+            # torchlint's own work in the last hook (trace export) is not the step's
+            self.step_times.append(max(now - self.last_step_at - (self.rec.tool_s - self._tool_at_step), 0.0))
+        self._tool_at_step = self.rec.tool_s
         if self.first_step_at is None:
             self.first_step_at = now
         self.last_step_at = now
@@ -497,6 +500,7 @@ class TorchRun:
                     granularity="line",
                     function=func,
                     op=op,
+                    kind=_probe_op,  # the probed call this op ran inside
                     self_s=self_us / 1e6,
                     total_s=total_us / 1e6,
                     calls=int(calls),
