@@ -98,3 +98,57 @@ class Bindings:
 
     def module_bindings(self, name: str) -> list[Binding]:
         return self.by_scope.get(id(self.tree.module), {}).get(name, [])
+
+    def reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
+        """The last binding of ``name`` before ``at`` in source order (control flow ignored)."""
+        where = self.tree.index(at)
+        best: Binding | None = None
+        best_index = -1
+        for binding in self.lookup(name, at):
+            index = self.tree.index(binding.node)
+            if binding.kind in ("assign", "augassign") and self.tree.is_inside(at, binding.node):
+                continue  # `x = f(x)`: the right-hand side still sees the earlier binding
+            if best_index < index < where:
+                best, best_index = binding, index
+        return best
+
+    def bound_to(self, value: cst.CSTNode, element: int | None = None) -> list[Binding]:
+        """Bindings whose value is ``value`` itself (``loader = DataLoader(...)``); with
+        ``element``, the names a tuple target takes from that position (``a, b = f()``)."""
+        if not hasattr(self, "_by_value"):
+            self._by_value: dict[int, list[Binding]] = defaultdict(list)
+            for table in (*self.by_scope.values(), *self.self_attrs.values()):
+                for found in table.values():
+                    for binding in found:
+                        if binding.value is not None and binding.kind in ("assign", "with"):
+                            self._by_value[id(binding.value)].append(binding)
+        return [b for b in self._by_value.get(id(value), ()) if b.element == element]
+
+    def uses(self, binding: Binding) -> list[cst.BaseExpression]:
+        """Where ``binding``'s name is read and may see this binding: ``Name`` nodes in its
+        scope (nested functions included), or ``self.x`` attributes in its class."""
+        if not hasattr(self, "_reads"):
+            self._reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+            for name in self.tree.nodes(cst.Name):
+                parent = self.tree.parent(name)
+                if isinstance(parent, cst.Attribute) and parent.attr is name:
+                    continue
+                self._reads[name.value].append(name)
+            for attribute in self.tree.nodes(cst.Attribute):
+                if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+                    self._reads["self." + attribute.attr.value].append(attribute)
+        found = []
+        for node in self._reads.get(binding.name, ()):
+            if node is binding.node or self._is_target(node):
+                continue
+            if any(b is binding for b in self.lookup(binding.name, node)):
+                found.append(node)
+        return found
+
+    def _is_target(self, node: cst.CSTNode) -> bool:
+        parent = self.tree.parent(node)
+        if isinstance(parent, (cst.Element, cst.StarredElement)):
+            parent = self.tree.parent(self.tree.parent(parent) or parent)
+        return isinstance(parent, (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias)) or (
+            isinstance(parent, (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) and parent.target is node  # type: ignore[union-attr]
+        )

@@ -67,7 +67,37 @@ class Constants:
         binding = bindings[0]
         if binding.kind not in ("assign", "param") or binding.element is not None:
             return None
+        if binding.kind == "param" and self.param_overridden(binding.node):
+            return None  # a call in this file passes its own value: the default is not the value
         return self.int_value(binding.value, binding.node, depth + 1)
+
+    def param_overridden(self, param: cst.CSTNode) -> bool:
+        """Does a call in this file pass an argument for ``param`` (by position, by name, or
+        possibly through ``*args``/``**kwargs``)? For ``__init__``, calls of the class count."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(param)
+        if function is None or not isinstance(param, cst.Param):
+            return False
+        cls = tree.enclosing_class(function)
+        is_method = cls is not None and tree.parent(tree.parent(function)) is cls
+        positional = list(function.params.posonly_params) + list(function.params.params)
+        index = next((i for i, p in enumerate(positional) if p is param), None)
+        if index is not None and is_method:
+            index -= 1  # self
+        name = param.name.value
+        if function.name.value == "__init__" and is_method:
+            callee = cls.name.value  # type: ignore[union-attr]
+            calls = [c for c in tree.nodes(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == callee]
+        elif is_method:
+            calls = self.ctx.method_calls({function.name.value})
+        else:
+            calls = [c for c in tree.nodes(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == function.name.value]
+        for call in calls:
+            if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
+                return True
+            if index is not None and index >= 0 and sum(1 for a in call.args if a.keyword is None) > index:
+                return True
+        return False
 
     def argparse_defaults(self) -> dict[str, cst.BaseExpression]:
         """``--hidden-size`` with ``default=100`` → ``{"hidden_size": Integer(100)}``."""

@@ -14,6 +14,7 @@ from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
 from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
+from torchlint.analysis.layers import Layers
 from torchlint.analysis.loops import Loops
 from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.tree import Tree, children
@@ -72,6 +73,10 @@ class FileContext:
     def constants(self) -> Constants:
         return Constants(self)
 
+    @cached_property
+    def layers(self) -> Layers:
+        return Layers(self)
+
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:
         """Canonical qualified name of ``expr`` (``nn.Conv2d`` → ``torch.nn.Conv2d``)."""
@@ -106,6 +111,26 @@ class FileContext:
         """Calls whose callee resolves to one of ``qualified`` names."""
         wanted = set(qualified)
         return [c for c in self.tree.nodes(cst.Call) if self.qname(c.func) in wanted]
+
+    def references(self, *qualified: str, prefix: bool = False) -> list[cst.BaseExpression]:
+        """Names and attribute chains (outermost only) that resolve to one of ``qualified``
+        (or, with ``prefix``, to something under one of them), in source order. Import
+        statements are not references."""
+        found = []
+        for node in (*self.tree.nodes(cst.Name), *self.tree.nodes(cst.Attribute)):
+            parent = self.tree.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                continue  # part of a longer chain: the chain is the reference
+            if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute):
+                continue  # the `.attr` name of an attribute
+            name = self.qname(node)
+            if name is None:
+                continue
+            if name in qualified or prefix and any(name.startswith(q + ".") for q in qualified):
+                if not any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in self.tree.ancestors(node)):
+                    found.append(node)
+        found.sort(key=self.tree.index)
+        return found
 
     @cached_property
     def _local_module_classes(self) -> set[str]:

@@ -43,10 +43,188 @@ def is_cpu_device(expr: cst.BaseExpression, ctx: FileContext) -> bool:
     return False
 
 
+# torch dtypes: `.to(torch.float16)` converts, it does not move.
+_DTYPES = {
+    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
+    "int32", "int64", "uint8", "long", "short", "bool", "complex64", "complex128", "cfloat", "cdouble",
+    "float8_e4m3fn", "float8_e5m2", "chalf", "qint8", "quint8",
+}
+# Names that hold a device (or a CUDA ordinal): `.to(device)`, `.to(local_rank)`, `.cuda(gpu)`.
+_DEVICE_NAMES = {"dev", "device", "devices", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids", "device_id", "cuda_device", "target_device", "local_device"}
+# Tensor methods that change the dtype (or layout) and keep the device: `torch.zeros(3).long().cuda()`.
+DTYPE_CONVERSIONS = {"long", "float", "half", "double", "int", "bool", "byte", "char", "short", "bfloat16", "contiguous"}
+_ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "npu", "hpu", "meta")
+_DEVICE_FRAMEWORKS = {"pytorch_lightning", "lightning", "accelerate", "deepspeed", "ignite", "fairscale", "apex", "timm", "detectron2", "mmcv", "mmengine"}
+
+
+def is_dtype(expr: cst.BaseExpression, ctx: FileContext) -> bool:
+    """``torch.float16``, ``torch.long``: a dtype (through imports)."""
+    qualified = ctx.qname(expr) or ""
+    return qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[len("torch."):] in _DTYPES
+
+
+def _looks_like_device_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1].lower()
+    return last in _DEVICE_NAMES or last.endswith(("_device", "device")) or last.startswith("device")
+
+
 class Devices:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._uses_accelerator: bool | None = None
+        self._host_only: bool | None = None
+
+    # --- moves -----------------------------------------------------------------------
+    def device_value(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str | None:
+        """Where a device argument points: "host" (``"cpu"``, ``torch.device("cpu")``),
+        "device" (``"cuda:0"``, ``0``, ``local_rank``, ``device``, ``x.device``), or None
+        (a dtype, a tensor, or something unknown)."""
+        ctx = self.ctx
+        if depth > 4:
+            return None
+        if is_cpu_device(expr, ctx):
+            return "host"
+        text = string_value(expr)
+        if text is not None:
+            return "device" if text.split(":")[0].lower() in _ACCELERATOR_WORDS else None
+        if isinstance(expr, cst.Integer):
+            return "device"  # a CUDA ordinal
+        if isinstance(expr, cst.Call):
+            if ctx.qname(expr.func) == "torch.device":
+                return "device"  # not the host (checked above): a device, maybe chosen at run time
+            return None
+        if isinstance(expr, cst.IfExp):
+            a, b = self.device_value(expr.body, at, depth + 1), self.device_value(expr.orelse, at, depth + 1)
+            if "device" in (a, b) and None not in (a, b):
+                return "device"  # `"cuda" if ok else "cpu"`: the host only as a fallback
+            return a if a == b else None
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "device":
+            return "device"  # x.device
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            if is_dtype(expr, ctx) or ctx.qname(expr) is not None:
+                return None
+            name = dotted(expr)
+            if name is None:
+                return None
+            bound = [b for b in ctx.bindings.lookup(name, at) if b.kind in ("assign", "param") and b.value is not None and b.element is None]
+            kinds = {self.device_value(b.value, b.node, depth + 1) for b in bound}  # type: ignore[arg-type]
+            if kinds == {"host"}:
+                return "host"
+            if _looks_like_device_name(name):
+                return "device"
+            if kinds and kinds <= {"device", "host"}:
+                return "device"
+        return None
+
+    def move(self, call: cst.Call) -> str | None:
+        """Is ``call`` a move between host and device: "host" for ``.cpu()`` / ``.to("cpu")``,
+        "device" for ``.cuda()`` / ``.to(device)`` / ``.to(local_rank)``, None otherwise
+        (``.to(torch.float16)``, ``.to(other_tensor)``, any other call)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method == "cpu":
+            return "host"
+        if method == "cuda":
+            return "device"
+        if method != "to":
+            return None
+        target = self.ctx.keyword(call, "device")
+        if target is None:
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            target = positional[0] if positional else None
+        if target is None:
+            return None
+        return self.device_value(target.value, call)
+
+    def moved_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
+        """Was ``expr`` already moved to the host: ``x.cpu().detach()``, ``y[0]`` after
+        ``y = out.cpu()``, ``torch.from_numpy(a)``?"""
+        ctx = self.ctx
+        while True:
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+                moved = self.move(expr)
+                if moved is not None:
+                    return moved == "host"
+                expr = expr.func.value
+            else:
+                break
+        if isinstance(expr, cst.Call):
+            return ctx.qname(expr.func) in ("torch.from_numpy", "torch.as_tensor", "torch.tensor") and self.ctx.keyword(expr, "device") is None
+        name = dotted(expr)
+        if name is None or _depth > 3 or ctx.qname(expr) is not None:
+            return False
+        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        if not bound:
+            return False
+        for binding in bound:
+            value = binding.value
+            if binding.kind != "assign" or value is None:
+                return False
+            if binding.element is not None:
+                if not isinstance(value, (cst.Tuple, cst.List)) or binding.element >= len(value.elements):
+                    if not self.moved_to_host(value, binding.node, _depth + 1):
+                        return False
+                    continue
+                value = value.elements[binding.element].value
+            if not self.moved_to_host(value, binding.node, _depth + 1):
+                return False
+        return True
+
+    def dtype_only_to(self, call: cst.Call) -> bool:
+        """``x.to(torch.float16)``, ``x.to(dtype=...)``, ``x.to(y.dtype)``: a conversion, no move."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "to" or not call.args:
+            return False
+        for arg in call.args:
+            if arg.star:
+                return False
+            if arg.keyword is not None:
+                if arg.keyword.value not in ("dtype", "non_blocking", "copy", "memory_format"):
+                    return False
+                continue
+            value = arg.value
+            name = dotted(value) or ""
+            if not (is_dtype(value, self.ctx) or name.endswith("dtype") or isinstance(value, (cst.Name, cst.Attribute)) and "dtype" in name.rsplit(".", 1)[-1].lower()):
+                return False
+        return True
+
+    def host_only(self) -> bool:
+        """Does the module never touch a device: no accelerator, no ``.to(...)``/``.cuda()``,
+        no ``device`` anywhere, no DataParallel? Then every tensor lives on the host and
+        reading one is not a host/device sync."""
+        if self._host_only is None:
+            self._host_only = not self.uses_accelerator() and not self._mentions_devices() and self._builds_its_own_model_or_data()
+        return self._host_only
+
+    def _builds_its_own_model_or_data(self) -> bool:
+        """Tensors that come from elsewhere (a parameter, a name the file never binds) may
+        be on a device; a file that builds its model or its loader itself placed them."""
+        ctx = self.ctx
+        for call in ctx.tree.nodes(cst.Call):
+            if ctx.local_module_class(call.func):
+                return True
+            qualified = ctx.qname(call.func) or ""
+            if qualified == "torch.utils.data.DataLoader" or qualified.startswith("torchvision.models."):
+                return True
+            if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
+                return True
+        return False
+
+    def _mentions_devices(self) -> bool:
+        ctx = self.ctx
+        if ctx.method_calls({"to", "cuda", "to_device", "type_as", "pin_memory"}):
+            return True
+        if any(m.split(".")[0] in _DEVICE_FRAMEWORKS for m in ctx.imports.modules):
+            return True  # the framework moves models and batches
+        for node in ctx.tree.nodes(cst.Name):
+            lowered = node.value.lower()
+            if "device" in lowered or "cuda" in lowered or "gpu" in lowered or lowered in ("dataparallel", "distributeddataparallel", "ddp", "accelerator", "fabric", "rank", "local_rank"):
+                return True
+        return False
 
     def uses_accelerator(self) -> bool:
         if self._uses_accelerator is None:
@@ -88,9 +266,10 @@ class Devices:
             return False
         return False
 
-    def is_host_batch(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    def is_host_batch(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """A value straight from iterating a DataLoader that is never moved to a device
-        (or computed from one on the host: ``x[0]``, ``y.sum()``)."""
+        (or computed from one on the host: ``x[0]``, ``y.sum()``; or unpacked from one:
+        ``images, labels = batch``)."""
         while True:
             if isinstance(expr, cst.Subscript):
                 expr = expr.value
@@ -105,9 +284,60 @@ class Devices:
         if not bindings:
             return False
         for binding in bindings:
+            if binding.kind == "assign" and binding.value is not None and _depth < 3 and self._unpacks_batch(binding, _depth):
+                continue  # `images, labels = batch`, `x = batch["image"]`
             if binding.kind not in ("for", "comp"):
                 return False  # rebound, e.g. `x = x.to(device)`
             loop = binding.node
             if self.ctx.loops.loader_of(binding.value, loop) is None:
                 return False
         return True
+
+    def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
+        """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a
+        DataLoader loop produced (``x`` in ``for x, y in loader: x = x.to(device)``, read on
+        the right-hand side), or a part of it (``batch[0]``, ``images, labels = batch``)?"""
+        while True:
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVE_METHODS:
+                expr = expr.func.value
+            else:
+                break
+        name = dotted(expr)
+        if name is None or _depth > 3:
+            return False
+        tree = self.ctx.tree
+        where = tree.index(at)
+        best = None
+        for binding in self.ctx.bindings.lookup(name, at):
+            index = tree.index(binding.node)
+            if index >= where or (best is not None and index <= tree.index(best.node)):
+                continue
+            if binding.kind in ("for", "comp") or not tree.is_inside(at, binding.node):
+                best = binding  # a loop binds its target before its body runs
+        if best is None:
+            return False
+        if best.kind in ("for", "comp"):
+            return self.ctx.loops.loader_of(best.value, best.node) is not None
+        if best.kind == "assign" and best.value is not None:
+            value = best.value
+            if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):
+                if best.element >= len(value.elements):
+                    return False
+                value = value.elements[best.element].value
+            if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and dotted(value) != name:
+                return self.loader_value(value, best.node, _depth + 1)
+        return False
+
+    def _unpacks_batch(self, binding, _depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
+        value = binding.value
+        if binding.element is not None and isinstance(value, (cst.Tuple, cst.List)):
+            if binding.element >= len(value.elements):
+                return False
+            value = value.elements[binding.element].value
+        if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False  # a call may move it: `x = to_device(batch)`
+        if dotted(value) == binding.name:
+            return False
+        return self.is_host_batch(value, binding.node, _depth + 1)

@@ -165,6 +165,39 @@ class GradContext:
         at = self.ctx.tree.index(node)
         return any(index > at and where is scope for index, where in self._backward_calls)
 
+    def feeds_backward(self, name: str, at: cst.CSTNode) -> bool:
+        """Does a backward pass after ``at`` in the same scope differentiate ``name``, directly
+        (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through a name
+        bound from it (``total = sum(losses)`` then ``total.backward()``)?"""
+        tree = self.ctx.tree
+        scope = tree.scope_of(at)
+        start = tree.index(at)
+        for call in tree.nodes(cst.Call):
+            if tree.index(call) <= start or not is_backward_call(self.ctx, call) or tree.scope_of(call) is not scope:
+                continue
+            roots: list[cst.CSTNode] = [call.func.value] if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" else []
+            roots += [arg.value for arg in call.args]
+            for root in roots:
+                if self._mentions(root, name, call, depth=2):
+                    return True
+        return False
+
+    def _mentions(self, root: cst.CSTNode, name: str, at: cst.CSTNode, depth: int) -> bool:
+        for node in (root, *self.ctx.tree.descendants(root)):
+            if not isinstance(node, (cst.Name, cst.Attribute)):
+                continue
+            found = dotted(node)
+            if found is None:
+                continue
+            if found == name:
+                return True
+            if depth > 0 and isinstance(node, cst.Name):
+                binding = self.ctx.bindings.reaching(found, at)
+                if binding is not None and binding.value is not None and binding.kind in ("assign", "augassign"):
+                    if self._mentions(binding.value, name, binding.node, depth - 1):
+                        return True
+        return False
+
 
 _FRAMEWORK_NO_GRAD = {
     "validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end",

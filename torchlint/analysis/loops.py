@@ -131,3 +131,143 @@ class Loops:
                     return True
                 return self.ctx.values.kind(func.value, call) is Kind.OPTIMIZER
         return self.ctx.values.kind(func, call) is Kind.MODULE
+
+    # --- training loops (TL4xx/TL5xx module-level advice) ----------------------------
+    def training_loops(self) -> list[cst.CSTNode]:
+        """Innermost ``for``/``while`` loops whose body (nested loops included, nested
+        functions not) calls ``.backward()`` and an optimizer (or scaler) ``.step()``."""
+        if not hasattr(self, "_training"):
+            found: list[cst.CSTNode] = []
+            for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While)):
+                backward = step = False
+                for node in self._loop_nodes(loop):
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                        method = node.func.attr.value
+                        if method == "backward":
+                            backward = True
+                        elif method == "step" and self.is_step_call(node):
+                            step = True
+                if backward and step:
+                    found.append(loop)
+            # keep the innermost: drop a loop that holds another training loop
+            self._training = [
+                loop for loop in found if not any(other is not loop and self.ctx.tree.is_inside(other, loop) for other in found)
+            ]
+            self._training.sort(key=self.ctx.tree.index)
+        return self._training
+
+    def _loop_nodes(self, loop: cst.CSTNode):  # type: ignore[no-untyped-def]
+        stack = list(_body_children(loop))
+        while stack:
+            node = stack.pop()
+            yield node
+            if isinstance(node, _SCOPE_BARRIERS):
+                continue
+            stack.extend(self.ctx.tree_children(node))
+
+    # --- where a value is iterated (TL201/TL202 point the profiler at these loops) --------
+    def iterated_roots(self, iterable: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+        """The expressions a loop's iterable walks, through enumerate/zip/tqdm/iter wrappers:
+        ``enumerate(tqdm(train_loader))`` → ``[train_loader]``."""
+        if iterable is None:
+            return []
+        if isinstance(iterable, cst.Call):
+            name = dotted(iterable.func) or ""
+            qualified = self.ctx.qname(iterable.func) or ""
+            if name in _ITER_WRAPPERS or qualified.split(".")[0] == "tqdm" or name.rsplit(".", 1)[-1] in _ITER_WRAPPERS:
+                roots: list[cst.BaseExpression] = []
+                for arg in iterable.args:
+                    if arg.keyword is None and not arg.star:
+                        roots.extend(self.iterated_roots(arg.value))
+                return roots
+        return [iterable]
+
+    def iterations_of(self, value: cst.BaseExpression) -> list[cst.CSTNode]:
+        """The loops that iterate the value of the expression ``value``, in source order:
+        ``for`` statements (also ``async for``) and comprehension ``CompFor`` clauses.
+
+        The value is followed through the names and ``self.`` attributes it is assigned to
+        (``train_loader = DataLoader(...)`` then ``for x, y in tqdm(train_loader)``), tuple
+        assignments, arguments of calls of functions defined in this file (``train(loader)``
+        then ``for x in loader`` in ``def train(loader)``), and ``return`` values back to the
+        call sites of the function (``loader = make_loader()``).
+        """
+        ctx, tree = self.ctx, self.ctx.tree
+        if not hasattr(self, "_loop_roots"):
+            self._loop_roots: dict[int, list[cst.CSTNode]] = {}
+            for loop in (*tree.nodes(cst.For), *tree.nodes(cst.CompFor)):
+                for root in self.iterated_roots(loop.iter):
+                    self._loop_roots.setdefault(id(root), []).append(loop)
+        found: dict[int, cst.CSTNode] = {}
+        seen: set[tuple[int, int | None]] = set()
+        work: list[tuple[cst.CSTNode, int | None]] = [(value, None)]
+        while work and len(seen) < 200:
+            node, element = work.pop()
+            if (id(node), element) in seen:
+                continue
+            seen.add((id(node), element))
+            if element is None:
+                for loop in self._loop_roots.get(id(node), ()):
+                    found[id(loop)] = loop
+            parent = tree.parent(node)
+            if element is None and isinstance(parent, cst.Element):
+                container = tree.parent(parent)
+                if isinstance(container, (cst.Tuple, cst.List)):
+                    work.append((container, [e is parent for e in container.elements].index(True)))
+            for binding in ctx.bindings.bound_to(node, element):
+                work.extend((use, None) for use in ctx.bindings.uses(binding))
+            if isinstance(parent, cst.Return) and parent.value is node:
+                function = tree.enclosing_function(parent)
+                if function is not None:
+                    work.extend((call, element) for call in self._local_calls(function))
+            if element is None and isinstance(parent, cst.Arg) and parent.value is node:
+                call = tree.parent(parent)
+                if isinstance(call, cst.Call):
+                    param = self._parameter_for(call, parent)
+                    if param is not None:
+                        for binding in ctx.bindings.lookup(param.name.value, param):
+                            if binding.node is param:
+                                work.extend((use, None) for use in ctx.bindings.uses(binding))
+        return sorted(found.values(), key=tree.index)
+
+    def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function of this file that ``call`` runs: ``f(...)`` for a module-level
+        ``def f``, ``self.m(...)`` for a method of the enclosing class."""
+        func = call.func
+        if isinstance(func, cst.Name) and self.ctx.qname(func) is None:
+            for function in self.ctx.tree.nodes(cst.FunctionDef):
+                if function.name.value == func.value and self.ctx.tree.parent(function) is self.ctx.tree.module:
+                    return function
+            return None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            cls = self.ctx.tree.enclosing_class(call)
+            if cls is not None and isinstance(cls.body, cst.IndentedBlock):
+                for statement in cls.body.body:
+                    if isinstance(statement, cst.FunctionDef) and statement.name.value == func.attr.value:
+                        return statement
+        return None
+
+    def _local_calls(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """Calls of ``function`` in this file (as resolved by :meth:`_local_function`)."""
+        name = function.name.value
+        return [
+            call for call in self.ctx.tree.nodes(cst.Call)
+            if (dotted(call.func) or "").rsplit(".", 1)[-1] == name and self._local_function(call) is function
+        ]
+
+    def _parameter_for(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+        """The parameter of a local function that ``arg`` of ``call`` is passed to."""
+        function = self._local_function(call)
+        if function is None or arg.star or any(a.star == "*" for a in call.args):
+            return None
+        params = function.params
+        if arg.keyword is not None:
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                if param.name.value == arg.keyword.value:
+                    return param
+            return None
+        positional = [*params.posonly_params, *params.params]
+        if isinstance(call.func, cst.Attribute):
+            positional = positional[1:]  # self.m(x): x is the parameter after `self`
+        index = [a for a in call.args if a.keyword is None].index(arg)
+        return positional[index] if index < len(positional) else None

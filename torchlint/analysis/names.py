@@ -35,7 +35,10 @@ class Imports:
     def __init__(self, tree: Tree) -> None:
         self.aliases: dict[str, str] = {}
         self.modules: set[str] = set()
+        # Names bound by imports at module level (not inside a def or class): usable anywhere.
+        self.module_level: dict[str, str] = {}
         for node in tree.nodes(cst.Import):
+            top = not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in tree.ancestors(node))
             for alias in node.names:
                 full = dotted(alias.name)
                 if full is None:
@@ -43,9 +46,13 @@ class Imports:
                 self.modules.add(full)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     self.aliases[alias.asname.name.value] = full
+                    if top:
+                        self.module_level[alias.asname.name.value] = full
                 else:
                     head = full.split(".", 1)[0]
                     self.aliases.setdefault(head, head)
+                    if top:
+                        self.module_level.setdefault(head, head)
         for node in tree.nodes(cst.ImportFrom):
             module = _module_name(node)
             if module is None:
@@ -61,6 +68,20 @@ class Imports:
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     bound = alias.asname.name.value
                 self.aliases[bound] = f"{module}.{name}"
+                if not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in tree.ancestors(node)):
+                    self.module_level[bound] = f"{module}.{name}"
+
+    def spelling(self, qualified: str, via: tuple[str, ...] = ("torch",)) -> str | None:
+        """Source text that names ``qualified`` anywhere in the file, through a module-level
+        import of one of the modules ``via`` (``import torch as th`` → ``th.amp.autocast``)."""
+        for module in sorted(via, key=len, reverse=True):
+            if qualified != module and not qualified.startswith(module + "."):
+                continue
+            bound = [name for name, target in self.module_level.items() if target == module]
+            if bound:
+                name = module if module in bound else sorted(bound)[0]
+                return name + qualified[len(module):]
+        return None
 
     def imports_torch(self) -> bool:
         return any(m == "torch" or m.startswith("torch.") for m in self.modules)

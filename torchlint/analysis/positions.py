@@ -56,9 +56,28 @@ class _TargetPositionState(CodegenState):
 
 def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, Span]:
     """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header)."""
+    nodes = list(nodes)
     targets = {id(n) for n in nodes}
     if not targets:
         return {}
+    # libcst records no position for a comprehension's `for ... in ...` clause: locate it
+    # from its target and iterable, the `for` keyword being just before the target.
+    comp_fors = [n for n in nodes if isinstance(n, cst.CompFor)]
+    for comp_for in comp_fors:
+        targets.update((id(comp_for.target), id(comp_for.iter)))
     state = _TargetPositionState(module, targets)
     module._codegen(state)
-    return state.spans
+    spans = state.spans
+    for comp_for in comp_fors:
+        start, end = spans.get(id(comp_for.target)), spans.get(id(comp_for.iter))
+        if start is None or end is None:
+            continue
+        before = len("for") + len(_simple(comp_for.whitespace_after_for))
+        if comp_for.asynchronous is not None:
+            before += len("async") + len(_simple(comp_for.asynchronous.whitespace_after))
+        spans[id(comp_for)] = (start[0], max(0, start[1] - before), end[2], end[3])
+    return spans
+
+
+def _simple(whitespace: cst.BaseParenthesizableWhitespace) -> str:
+    return whitespace.value if isinstance(whitespace, cst.SimpleWhitespace) else " "

@@ -185,7 +185,8 @@ def _make_probe(
             if fetch:
                 rec.in_fetch -= 1
                 rec.fetch_s += dt
-                rec.fetches += 1
+                if op == "DataLoader.__next__":
+                    rec.fetches += 1
                 if rec.fetch_first is None:
                     rec.fetch_first = t0
             if rf is not None:

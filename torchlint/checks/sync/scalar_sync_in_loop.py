@@ -26,8 +26,8 @@ class ScalarSyncInLoop(Check):
         if method not in _SCALAR_READS or node.args:
             return
         loop = ctx.loops.hot_loop(node)
-        if loop is None:
-            return
+        if loop is None or ctx.devices.host_only():
+            return  # not per step, or a file whose tensors never leave the host
         if ctx.guards.rare(node, stop=loop):
             return  # logging every N steps is fine
         receiver = node.func.value  # type: ignore[attr-defined]

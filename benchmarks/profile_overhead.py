@@ -1,0 +1,120 @@
+"""Overhead of `torchlint profile` against the plain run and the profilers it combines.
+
+Not a test: prints wall times and ratios to the plain run, measured side by
+side in one invocation (the modes are interleaved, repeat after repeat, and
+the median of each is reported), for a fixture training script:
+
+    python benchmarks/profile_overhead.py [--repeats 3] [--steps 40] [--sleep-ms 2]
+
+Modes (whole-process wall time, interpreter start-up and `import torch` included):
+
+    plain              python SCRIPT ARGS
+    torchlint profile  python -m torchlint profile --no-browser --out DIR SCRIPT ARGS
+                       (the whole command: run, static checks, correlation, reports)
+    cProfile           python -m cProfile -o FILE SCRIPT ARGS
+    torch.profiler     SCRIPT under torch.profiler.profile(CPU, with_stack=True),
+                       trace exported at the end
+
+For `torchlint profile` the child's own split is printed too: torch import and
+set-up, the script itself, and torchlint's work during the run (trace export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "fixtures" / "scripts" / "mlp_slow_loader.py"
+
+TORCH_PROFILER_WRAPPER = """
+import runpy, sys
+import torch
+from torch.profiler import ProfilerActivity, profile
+script, out = sys.argv[1], sys.argv[2]
+sys.argv = [script, *sys.argv[3:]]
+with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+    runpy.run_path(script, run_name="__main__")
+prof.export_chrome_trace(out)
+"""
+
+
+def _time(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--sleep-ms", type=float, default=2.0)
+    parser.add_argument("--script", type=Path, default=SCRIPT)
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="OMP_NUM_THREADS for every mode (default 1: spinning intra-op threads make small machines noisy)",
+    )
+    opts = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="torchlint-bench-"))
+    script = work / opts.script.name
+    shutil.copy(opts.script, script)
+    args = ["--steps", str(opts.steps), "--sleep-ms", str(opts.sleep_ms)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("DISPLAY", None)
+    if opts.threads:
+        env["OMP_NUM_THREADS"] = str(opts.threads)
+    py = sys.executable
+    modes = {
+        "plain": lambda i: [py, script.name, *args],
+        "torchlint profile": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"tl-{i}", script.name, *args],
+        "cProfile": lambda i: [py, "-m", "cProfile", "-o", f"cprof-{i}.prof", script.name, *args],
+        "torch.profiler": lambda i: [py, "-c", TORCH_PROFILER_WRAPPER, script.name, f"trace-{i}.json", *args],
+    }
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    splits: list[dict[str, float]] = []
+    print(
+        f"{opts.script.name} {' '.join(args)}; {opts.repeats} repeats, modes interleaved; "
+        f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}; {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    _time(modes["plain"](-1), work, env)  # warm the file cache once, not counted
+    for i in range(opts.repeats):
+        for mode, cmd in modes.items():
+            times[mode].append(_time(cmd(i), work, env))
+        session = json.loads((work / f"tl-{i}" / "session.json").read_text())
+        meta = session["meta"]
+        splits.append({"setup": meta["setup_s"], "script": meta["script_wall_s"], "tool": meta["tool_s"]})
+        print(f"  repeat {i + 1}: " + ", ".join(f"{m} {times[m][-1]:.2f}s" for m in modes), flush=True)
+
+    plain = statistics.median(times["plain"])
+    print()
+    print(f"{'mode':<20}{'median wall':>12}{'ratio':>8}")
+    for mode in modes:
+        med = statistics.median(times[mode])
+        print(f"{mode:<20}{med:>11.2f}s{med / plain:>8.2f}")
+    print()
+    med = {k: statistics.median(s[k] for s in splits) for k in ("setup", "script", "tool")}
+    print(
+        "torchlint profile, inside the child: "
+        f"torch import + set-up {med['setup']:.2f}s, script {med['script']:.2f}s "
+        f"(of which torchlint's trace export {med['tool']:.2f}s)"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

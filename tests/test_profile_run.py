@@ -1,0 +1,286 @@
+"""`torchlint profile` end to end on real CPU training scripts (fixtures/scripts/).
+
+torch start-up costs seconds here, so each profiled run is made once per
+session and shared by the tests that read it. No test asserts on timings;
+costs are only compared with each other or with zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pstats
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "fixtures" / "scripts"
+STEPS = 6
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    cwd: Path
+    run_dir: Path | None
+
+    @property
+    def report(self) -> dict:
+        assert self.run_dir is not None
+        return json.loads((self.run_dir / "report.json").read_text())
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    return env
+
+
+def profile(cwd: Path, *args: str, timeout: float = 180) -> Run:
+    """Run `torchlint profile ARGS` in ``cwd`` as a user would."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    run_dirs = sorted((cwd / "torchlint-profile").glob("*")) if (cwd / "torchlint-profile").is_dir() else []
+    out = None
+    if "--out" in args:
+        out = cwd / args[args.index("--out") + 1]
+    elif run_dirs:
+        out = run_dirs[-1]
+    return Run(proc.returncode, proc.stdout, proc.stderr, cwd, out)
+
+
+def _copy(tmp: Path, name: str) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SCRIPTS / name, tmp / name)
+    return tmp
+
+
+def _line(name: str, needle: str) -> int:
+    lines = (SCRIPTS / name).read_text().splitlines()
+    return next(i for i, t in enumerate(lines, 1) if needle in t)
+
+
+@pytest.fixture(scope="session")
+def torch_available() -> None:
+    pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session")
+def mlp_run(tmp_path_factory, torch_available) -> Run:
+    """The slow-loader MLP, JSON report on stdout."""
+    cwd = _copy(tmp_path_factory.mktemp("mlp"), "mlp_slow_loader.py")
+    return profile(
+        cwd, "--no-browser", "--output-format", "json", "--out", "run", "--wait", "0", "--warmup", "1",
+        "--active", "3", "mlp_slow_loader.py", "--steps", str(STEPS), "--sleep-ms", "1",
+    )
+
+
+@pytest.fixture(scope="session")
+def early_runs(tmp_path_factory, torch_available) -> dict[str, Run]:
+    runs = {}
+    for mode in ("raise", "exit", "interrupt"):
+        cwd = _copy(tmp_path_factory.mktemp(mode), "stops_early.py")
+        runs[mode] = profile(cwd, "--no-browser", "--active", "2", "stops_early.py", "--mode", mode, "--at", "4")
+    return runs
+
+
+# -- the main run ---------------------------------------------------------------
+
+
+def test_json_mode_stdout_is_only_the_report(mlp_run):
+    assert mlp_run.rc == 0, mlp_run.stderr
+    report = json.loads(mlp_run.stdout)
+    assert report == mlp_run.report
+    assert "trained" not in mlp_run.stdout
+    assert f"trained {STEPS} steps" in mlp_run.stderr
+    assert f"trained {STEPS} steps" in (mlp_run.run_dir / "script-output.log").read_text()
+
+
+def test_item_line_has_one_call_per_step(mlp_run):
+    report = mlp_run.report
+    line = _line("mlp_slow_loader.py", "loss.item()")
+    (tl101,) = [f for f in report["findings"] if f["code"] == "TL101" and f["line"] == line]
+    assert tl101["measured"] and tl101["basis"] == "probe"
+    assert tl101["calls"] == STEPS == report["run"]["steps"]
+    assert tl101["total_s"] > 0 and tl101["share"] > 0
+    assert {e["op"] for e in tl101["evidence"]} == {"Tensor.item"}
+    # torch.profiler's ops inside those calls, for the window's steps
+    assert {"aten::item", "aten::_local_scalar_dense"} <= {e["op"] for e in tl101["window"]}
+    assert tl101["function"]["name"] == "main"
+
+
+def test_dataloader_without_workers_ranks_above_item_with_fetch_time(mlp_run):
+    report = mlp_run.report
+    ctor = _line("mlp_slow_loader.py", "DataLoader(ds")
+    loop = _line("mlp_slow_loader.py", "in enumerate(loader)")
+    item = _line("mlp_slow_loader.py", "loss.item()")
+    by_key = {(f["code"], f["line"]): f for f in report["findings"]}
+    assert ("TL201", ctor) in by_key, "needs the static TL201 rule (dataloader-no-workers)"
+    tl201, tl101 = by_key[("TL201", ctor)], by_key[("TL101", item)]
+    assert tl201["rank"] < tl101["rank"]
+    fetches = [e for e in tl201["evidence"] if e["op"] == "DataLoader.__next__"]
+    assert fetches and all(e["via"] == "related" and e["line"] == loop for e in fetches)
+    assert sum(e["calls"] for e in fetches) >= STEPS
+    assert tl201["cost_s"] > tl101["cost_s"] > 0
+
+
+def test_runtime_dataloader_wait_finding(mlp_run):
+    (r,) = [f for f in mlp_run.report["runtime_findings"] if f["code"] == "TLR01"]
+    assert r["line"] == _line("mlp_slow_loader.py", "in enumerate(loader)")
+    assert 0 < mlp_run.report["dataloader"]["wait_share"] <= 1
+
+
+def test_coverage_says_what_each_profiler_saw(mlp_run):
+    cov = mlp_run.report["coverage"]
+    assert cov["cprofile"]["span"] == "script"
+    assert cov["sampler"]["span"] == "script" and cov["sampler"]["samples"] > 0
+    # canary for torch internals the probes rely on (the batch iterator class is private)
+    assert {"Tensor.item", "DataLoader.__next__", "DataLoader.__iter__"} <= set(cov["probes"]["ops"])
+    tp = cov["torch_profiler"]
+    assert tp["ran"] and tp["active_steps"] == 3 and tp["windows"][0]["steps"] == [3, 5]
+    assert tp["with_stack"] is False
+
+
+def test_prof_loads_with_pstats(mlp_run):
+    stats = pstats.Stats(str(mlp_run.run_dir / "profile.prof"))
+    funcs = {(Path(f).name, name) for f, _line, name in stats.stats}  # type: ignore[attr-defined]
+    assert ("mlp_slow_loader.py", "main") in funcs
+    assert ("mlp_slow_loader.py", "__getitem__") in funcs
+
+
+def test_trace_is_valid_json_with_events(mlp_run):
+    (trace,) = mlp_run.report["artifacts"]["traces"]
+    data = json.loads((mlp_run.run_dir / trace).read_text())
+    events = data["traceEvents"]
+    assert any(e.get("name", "").startswith("aten::") for e in events)
+    # the call-site ranges name the user's lines
+    assert any(e.get("name", "").startswith("torchlint mlp_slow_loader.py:") for e in events)
+
+
+def test_run_directory_holds_every_artifact(mlp_run):
+    names = {p.name for p in mlp_run.run_dir.iterdir()}
+    assert {"profile.prof", "trace.json", "report.json", "report.txt", "session.json"} <= names
+    text = (mlp_run.run_dir / "report.txt").read_text()
+    assert "Findings ranked by measured cost" in text and "What each profiler covered" in text
+
+
+def test_headless_prints_the_snakeviz_command(mlp_run):
+    sv = mlp_run.report["snakeviz"]
+    assert not sv["launched"]
+    assert "-H 127.0.0.1" in sv["command"] and str((mlp_run.run_dir / "profile.prof").resolve()) in sv["command"]
+
+
+# -- ways a script ends ----------------------------------------------------------
+
+
+def test_script_that_raises(early_runs):
+    run = early_runs["raise"]
+    assert run.rc == 1
+    assert "RuntimeError: diverged at step 4" in run.stderr
+    assert "bootstrap" not in run.stderr.split("Traceback")[-1]  # torchlint's frames are not shown
+    report = run.report
+    assert report["run"]["stop_reason"] == "exception" and report["run"]["exit_status"] == 1
+    assert report["run"]["steps"] == 4
+    assert "diverged" in report["run"]["traceback"]
+    (tl101,) = [f for f in report["findings"] if f["code"] == "TL101"]
+    assert tl101["calls"] == 4  # the profile collected so far
+    assert "exit status 1 (exception)" in run.stdout
+    assert run.run_dir.name.startswith("stops_early-")  # the default run directory
+
+
+def test_script_that_calls_sys_exit(early_runs):
+    run = early_runs["exit"]
+    assert run.rc == 3
+    assert run.report["run"]["stop_reason"] == "sys.exit"
+    assert (run.run_dir / "profile.prof").is_file()
+
+
+def test_script_interrupted_by_sigint(early_runs):
+    run = early_runs["interrupt"]
+    assert run.rc == 130
+    assert "KeyboardInterrupt" in run.stderr
+    assert run.report["run"]["stop_reason"] == "interrupted"
+    # the window (steps 3-4) was cut at step 4: partial
+    assert run.report["coverage"]["torch_profiler"]["ran"]
+
+
+def test_ctrl_c_from_the_terminal(tmp_path, torch_available):
+    """SIGINT to the whole process group, as a terminal sends it: the child stops,
+    torchlint waits for it and reports."""
+    cwd = _copy(tmp_path, "stops_early.py")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "stops_early.py",
+         "--steps", "1000", "--step-sleep", "0.05"],
+        cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 90
+    seen = ""
+    while "step 3 " not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert "step 3 " in seen, seen
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "exit status 130 (interrupted)" in out
+    run_dir = next((cwd / "torchlint-profile").iterdir())
+    assert json.loads((run_dir / "report.json").read_text())["run"]["steps"] >= 3
+
+
+def test_max_steps_stops_cleanly(tmp_path, torch_available):
+    cwd = _copy(tmp_path, "mlp_slow_loader.py")
+    run = profile(cwd, "--no-browser", "--max-steps", "2", "mlp_slow_loader.py", "--steps", "50", "--sleep-ms", "0")
+    assert run.rc == 0, run.stderr
+    assert "trained" not in run.stdout  # the script did not finish its loop
+    report = run.report
+    assert report["run"]["steps"] == 2 and report["run"]["stop_reason"] == "max-steps"
+    assert "did not run" in run.stdout  # too few steps for the window, and the report says so
+
+
+# -- bad input (no torch needed) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.py", None, "no such file"),
+        ("data.bin", b"\x00\x01\x02\xff", "not a Python script"),
+        ("broken.py", b"def f(:\n", "not a Python script"),
+    ],
+)
+def test_bad_script_exits_2(tmp_path, name, content, message):
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    run = profile(tmp_path, "--no-browser", name)
+    assert run.rc == 2
+    assert message in run.stderr
+    assert not (tmp_path / "torchlint-profile").exists()
+
+
+def test_script_arguments_are_passed_through(tmp_path):
+    script = tmp_path / "echo_args.py"
+    script.write_text("import sys\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
+    run = profile(tmp_path, "--no-browser", "echo_args.py", "--steps", "3", "-h", "--no-browser")
+    assert run.rc == 0, run.stderr
+    assert "ARGS ['echo_args.py', '--steps', '3', '-h', '--no-browser']" in run.stdout
+    assert "MAIN __main__" in run.stdout

@@ -1,0 +1,36 @@
+"""A CNN trained under autocast in the default NCHW memory format."""
+
+from __future__ import annotations
+
+from torchlint.analysis.devices import string_value
+from torchlint.checks.base import Check
+
+_CONV2D = ("torch.nn.Conv2d", "torch.nn.ConvTranspose2d")
+AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast_mode.autocast")
+
+
+class ChannelsLastMissing(Check):
+    """Conv2d model trained under autocast without `memory_format=torch.channels_last`."""
+
+    code = "TL404"
+    name = "channels-last-missing"
+    message = "`{call}` runs 2-D convolutions in mixed precision on NCHW tensors; tensor-core convolution kernels want channels-last (NHWC)"
+    fix_hint = "Convert the model and each input batch with `.to(memory_format=torch.channels_last)`"
+    default = False
+    runtime_ops = ("aten::cudnn_convolution", "aten::convolution_backward", "aten::contiguous", "aten::copy_")
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        loops = ctx.loops.training_loops()
+        if not loops or not ctx.calls_named(*_CONV2D) or ctx.references("torch.channels_last"):
+            return
+        autocasts = [c for c in ctx.calls_named(*AUTOCAST) if not _on_cpu(c, ctx)]
+        in_loop = [c for c in autocasts if any(ctx.tree.is_inside(c, loop) for loop in loops)]
+        if in_loop:
+            call = in_loop[0]
+            self.report(call, call=ctx.module.code_for_node(call.func) + "(...)")
+
+
+def _on_cpu(call, ctx) -> bool:  # type: ignore[no-untyped-def]
+    device = ctx.argument(call, 0, "device_type")
+    return device is not None and string_value(device.value) == "cpu"

@@ -1,0 +1,53 @@
+"""Layer sizes or batch sizes that are not multiples of the tensor-core tile."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.names import dotted
+from torchlint.checks.base import Check
+
+_CONV = {f"torch.nn.{kind}{d}d" for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)}
+_RNN = {f"torch.nn.{kind}" for kind in ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell")}
+# qualified callee -> (position, parameter name) of each size argument
+_SIZES: dict[str, tuple[tuple[int, str], ...]] = {
+    "torch.nn.Linear": ((0, "in_features"), (1, "out_features")),
+    "torch.nn.Embedding": ((0, "num_embeddings"), (1, "embedding_dim")),
+    "torch.nn.MultiheadAttention": ((0, "embed_dim"),),
+    "torch.utils.data.DataLoader": ((1, "batch_size"),),
+    **{name: ((0, "in_channels"), (1, "out_channels")) for name in _CONV},
+    **{name: ((0, "input_size"), (1, "hidden_size")) for name in _RNN},
+}
+
+
+class TensorCoreMisaligned(Check):
+    """Sizes (features, channels, hidden, batch) that are not multiples of 8."""
+
+    code = "TL402"
+    name = "tensor-core-misaligned"
+    message = "`{call}` has sizes that are not multiples of {multiple}, which keeps tensor cores from being fully used: {sizes}"
+    fix_hint = "Pad each size to a multiple of the tensor-core tile (8 for fp16/bf16, 64 on A100 for best results), e.g. round a vocabulary up"
+    runtime_ops = ("aten::mm", "aten::addmm", "aten::matmul", "aten::linear", "aten::cudnn_convolution", "aten::_cudnn_rnn")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        qualified = ctx.qname(node.func)
+        params = _SIZES.get(qualified or "")
+        if params is None:
+            return
+        multiple = ctx.options.tensor_core_multiple
+        floor = ctx.options.min_dimension
+        misaligned = []
+        for position, keyword in params:
+            arg = ctx.argument(node, position, keyword)
+            if arg is None:
+                continue
+            value = ctx.constants.int_value(arg.value, node)
+            if value is None or value < floor or value % multiple == 0:
+                continue
+            lower = value - value % multiple
+            nearest = f"{lower} or {lower + multiple}" if lower else f"{multiple}"
+            misaligned.append(f"{keyword}={value} -> {nearest}")
+        if misaligned:
+            callee = dotted(node.func) or qualified
+            self.report(node, call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned))

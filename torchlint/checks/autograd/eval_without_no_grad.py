@@ -1,0 +1,98 @@
+"""A model called in eval mode while autograd still records its graph."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.grad import explicitly_enabled
+from torchlint.analysis.names import dotted
+from torchlint.analysis.values import submodule_attributes
+from torchlint.checks.base import Check
+
+
+def _mode_switch(call: cst.Call) -> tuple[str, bool] | None:
+    """``m.eval()`` → (``m``, False); ``m.train()`` / ``m.train(True)`` → (``m``, True);
+    ``m.train(False)`` → (``m``, False). None for anything else."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    receiver = dotted(func.value)
+    if receiver is None:
+        return None
+    if func.attr.value == "eval" and not call.args:
+        return receiver, False
+    if func.attr.value == "train":
+        if not call.args:
+            return receiver, True
+        value = call.args[0].value
+        if isinstance(value, cst.Name) and value.value in ("True", "False") and len(call.args) == 1:
+            return receiver, value.value == "True"
+        return receiver, True  # `m.train(flag)`: unknown mode, treat as no longer eval
+    return None
+
+
+class EvalWithoutNoGrad(Check):
+    """A model called after `.eval()` without `no_grad`/`inference_mode`."""
+
+    code = "TL301"
+    name = "eval-without-no-grad"
+    message = "`{call}` runs after `{model}.eval()` with autograd still recording the graph"
+    fix_hint = "Run the evaluation under `with torch.inference_mode():` (or `torch.no_grad()`), or decorate the function with `@torch.inference_mode()`"
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        switch = _mode_switch(node)
+        if switch is None or switch[1]:
+            return
+        model = switch[0]
+        ctx = self.ctx
+        tree = ctx.tree
+        statement = tree.statement_of(node)
+        block = tree.parent(statement) if statement is not None else None
+        if block is None:
+            return
+        scope = tree.scope_of(node)
+        start = tree.index(node)
+        # The model is in eval mode until the next `.train()` on it in the same scope.
+        end = None
+        for other in ctx.method_calls({"train", "eval"}):
+            index = tree.index(other)
+            if index > start and tree.scope_of(other) is scope:
+                other_switch = _mode_switch(other)
+                if other_switch is not None and other_switch[0] == model and other_switch[1]:
+                    end = index
+                    break
+        for call in tree.nodes(cst.Call):
+            index = tree.index(call)
+            if index <= start:
+                continue
+            if end is not None and index >= end:
+                break
+            if id(call) in self._reported or not self._calls_model(call, model, submodule_attributes(ctx)):
+                continue
+            if tree.scope_of(call) is not scope or not tree.is_inside(call, block):
+                continue
+            if any(isinstance(a, cst.Lambda) for a in tree.ancestors(call)):
+                continue  # runs wherever the lambda is called
+            if ctx.grad.runs_without_grad(call) or explicitly_enabled(ctx, call):
+                continue
+            if ctx.grad.backward_after(call):
+                continue  # a frozen network that gradients still flow through
+            self._reported.add(id(call))
+            self.report(call, call=short_code(ctx.module, call), model=model)
+
+    @staticmethod
+    def _calls_model(call: cst.Call, model: str, submodules: set[str]) -> bool:
+        """``m(x)``, ``m.forward(x)``, ``m.module(x)``, or ``m.decoder(h)`` where some class of
+        this file binds ``self.decoder`` to a module."""
+        name = dotted(call.func)
+        if name is None:
+            return False
+        if name == model or name in (f"{model}.forward", f"{model}.module"):
+            return True
+        head, _, attr = name.rpartition(".")
+        return head == model and attr in submodules

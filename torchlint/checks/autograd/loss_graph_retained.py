@@ -1,0 +1,71 @@
+"""A loss that still holds its autograd graph kept beyond the step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.names import dotted
+from torchlint.checks.base import Check
+
+
+class LossGraphRetained(Check):
+    """A loss tensor (with its graph) appended to or summed into a value that outlives the step."""
+
+    code = "TL302"
+    name = "loss-graph-retained"
+    message = "`{store}` keeps every step's loss with its autograd graph alive"
+    fix_hint = "Store `loss.detach()` instead (it stays on the device; read it with `.item()` once after the loop)"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.method_name(node) != "append" or len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            return
+        accumulator = dotted(node.func.value)  # type: ignore[attr-defined]
+        self._check(node, accumulator, node.args[0].value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if not isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+            return
+        self._check(node, dotted(node.target), node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Subscript):
+            return
+        self._check(node, dotted(node.targets[0].target.value), node.value)
+
+    def _check(self, node: cst.CSTNode, accumulator: str | None, value: cst.BaseExpression) -> None:
+        ctx = self.ctx
+        if accumulator is None:
+            return
+        loop = self._step_loop(node)
+        if loop is None:
+            return
+        if not ctx.values.carries_graph(value, node):
+            return
+        if self._created_inside(accumulator, node, loop):
+            return  # a fresh container each step: nothing outlives the step
+        if ctx.grad.runs_without_grad(node):
+            return
+        if ctx.grad.feeds_backward(accumulator, node):
+            return  # the step's own loss, built up and then differentiated
+        statement = ctx.tree.statement_of(node) if not isinstance(node, cst.Call) else node
+        self.report(node, store=short_code(ctx.module, statement if statement is not None else node))
+
+    def _step_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The loop whose iterations are the steps: one over a DataLoader, else the outermost
+        hot loop. A loop over a model's outputs or loss terms is not a step loop."""
+        loops = self.ctx.loops.enclosing_loops(node)
+        if not loops:
+            return None
+        for loop in loops:
+            if self.ctx.loops.loader_of(self.ctx.loops.iterated_expression(loop), loop) is not None:
+                return loop
+        hot = [loop for loop in loops if self.ctx.loops.is_hot(loop)]
+        return hot[-1] if hot else None
+
+    def _created_inside(self, accumulator: str, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        tree = self.ctx.tree
+        for binding in self.ctx.bindings.lookup(accumulator, node):
+            if binding.kind == "assign" and (binding.node is loop or tree.is_inside(binding.node, loop)):
+                return True
+        return False

@@ -1,0 +1,28 @@
+"""`nn.DataParallel` or `nn.parallel.data_parallel` instead of DistributedDataParallel."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.checks.base import Check
+
+_DATA_PARALLEL = {
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.data_parallel",  # the functional form, imported from torch.nn.parallel
+    "torch.nn.parallel.data_parallel.data_parallel",
+}
+
+
+class DataParallel(Check):
+    """`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU."""
+
+    code = "TL601"
+    name = "data-parallel"
+    message = "`{call}` drives every GPU from one Python process, replicating the model and scattering each batch on every step"
+    fix_hint = "Use `torch.nn.parallel.DistributedDataParallel` with one process per GPU (launched with `torchrun`)"
+    runtime_ops = ("Broadcast", "Gather", "Scatter", "ReduceAddCoalesced")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qname(node.func) in _DATA_PARALLEL:
+            self.report(node, call=short_code(self.ctx.module, node.func) + "(...)")

@@ -1,0 +1,28 @@
+"""A GPU training loop that runs entirely in float32."""
+
+from __future__ import annotations
+
+from torchlint.checks.base import Check
+
+# Anything that says the script already handles precision itself.
+_PRECISION_APIS = ("torch.autocast", "torch.amp", "torch.cuda.amp", "torch.cpu.amp", "apex.amp", "torch.float16", "torch.half", "torch.bfloat16")
+
+
+class NoMixedPrecision(Check):
+    """Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module."""
+
+    code = "TL501"
+    name = "no-mixed-precision"
+    message = "This training loop runs in float32 with no `autocast` anywhere in the module, leaving tensor cores idle"
+    fix_hint = 'Run the forward pass and loss under `torch.autocast("cuda", dtype=torch.bfloat16)` (with fp16, add `torch.amp.GradScaler("cuda")`)'
+    default = False
+    runtime_ops = ("aten::mm", "aten::addmm", "aten::cudnn_convolution")
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        loops = ctx.loops.training_loops()
+        if not loops or not ctx.devices.uses_accelerator():
+            return
+        if ctx.references(*_PRECISION_APIS, prefix=True) or ctx.references(*_PRECISION_APIS) or ctx.method_calls({"half", "bfloat16"}):
+            return
+        self.report(loops[0])  # one finding per module: autocast is a module-wide decision

@@ -1,0 +1,147 @@
+"""A tensor built on the host by a factory and then moved to the device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device
+from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.names import dotted
+from torchlint.checks.base import Check
+from torchlint.findings import FixSafety
+
+_FACTORIES = {
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
+    "torch.randint", "torch.arange", "torch.eye", "torch.tensor", "torch.linspace",
+    "torch.logspace", "torch.randperm",
+}
+# Legacy typed constructors take no `device=`: reported, never fixed.
+_LEGACY = {
+    "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor",
+    "torch.BFloat16Tensor", "torch.ByteTensor", "torch.CharTensor", "torch.ShortTensor",
+    "torch.IntTensor", "torch.LongTensor", "torch.BoolTensor",
+}
+
+
+class CreateThenMove(Check):
+    """A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away."""
+
+    code = "TL110"
+    name = "create-then-move"
+    message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
+    fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
+    fix_safety = FixSafety.SAFE
+    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        qualified = ctx.qname(node.func)
+        if qualified not in _FACTORIES and qualified not in _LEGACY:
+            return
+        device = ctx.keyword(node, "device")
+        if device is not None and not is_cpu_device(device.value, ctx):
+            return  # already built on a device (or one chosen at run time)
+        chain_top = self._conversions_above(node)
+        move = self._move_of(chain_top)
+        if move is None:
+            move = self._moved_by_next_statement(chain_top)
+            if move is None:
+                return
+            fix = None
+        else:
+            fix = self._fix(node, move, qualified) if qualified in _FACTORIES else None
+        self.report(node, fix=fix, factory=short_code(ctx.module, node), move=_move_text(ctx.module, move))
+
+    # --- the shape of the code ---------------------------------------------------------
+    def _conversions_above(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """``node`` followed by dtype conversions (``.long()``, ``.to(torch.half)``)."""
+        current = node
+        while True:
+            call = self._method_call_on(current)
+            if call is None:
+                return current
+            method = call.func.attr.value  # type: ignore[attr-defined]
+            if (method in DTYPE_CONVERSIONS and not call.args) or self.ctx.devices.dtype_only_to(call):
+                current = call
+                continue
+            return current
+
+    def _method_call_on(self, expr: cst.BaseExpression) -> cst.Call | None:
+        tree = self.ctx.tree
+        attribute = tree.parent(expr)
+        if not isinstance(attribute, cst.Attribute) or attribute.value is not expr:
+            return None
+        call = tree.parent(attribute)
+        if isinstance(call, cst.Call) and call.func is attribute:
+            return call
+        return None
+
+    def _move_of(self, expr: cst.BaseExpression) -> cst.Call | None:
+        call = self._method_call_on(expr)
+        if call is not None and self.ctx.devices.move(call) == "device":
+            return call
+        return None
+
+    def _moved_by_next_statement(self, value: cst.BaseExpression) -> cst.Call | None:
+        """``x = torch.zeros(3)`` followed by ``x = x.to(device)``: the move of ``x``."""
+        tree = self.ctx.tree
+        assign = tree.parent(value)
+        if not isinstance(assign, cst.Assign) or assign.value is not value or len(assign.targets) != 1:
+            return None
+        name = dotted(assign.targets[0].target)
+        line = tree.parent(assign)
+        if name is None or not isinstance(line, cst.SimpleStatementLine) or line.body[-1] is not assign:
+            return None
+        following = tree.next_statement(line)
+        if not isinstance(following, cst.SimpleStatementLine) or not isinstance(following.body[0], cst.Assign):
+            return None
+        moved = following.body[0].value
+        while isinstance(moved, cst.Call) and isinstance(moved.func, cst.Attribute):
+            receiver = moved.func.value
+            if self.ctx.devices.move(moved) == "device" and self._is_name_through_conversions(receiver, name):
+                return moved
+            moved = receiver
+        return None
+
+    def _is_name_through_conversions(self, expr: cst.BaseExpression, name: str) -> bool:
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if not ((expr.func.attr.value in DTYPE_CONVERSIONS and not expr.args) or self.ctx.devices.dtype_only_to(expr)):
+                return False
+            expr = expr.func.value
+        return dotted(expr) == name
+
+    # --- the fix ---------------------------------------------------------------------------
+    def _fix(self, factory: cst.Call, move: cst.Call, qualified: str | None) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        ctx = self.ctx
+        if ctx.keyword(factory, "device") is not None or ctx.has_star_kwargs(factory):
+            return None
+        if ctx.keyword(factory, "requires_grad") is not None:
+            return None  # moving a `requires_grad` leaf makes a non-leaf: the fix would change autograd
+        target = _device_argument(move)
+        if target is None:
+            return None
+        receiver = move.func.value  # type: ignore[attr-defined]
+        new_factory = with_keyword(factory, "device", target)
+        new = new_factory if receiver is factory else receiver.deep_replace(factory, new_factory)
+        return move, new
+
+
+def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
+    """The device of ``.to(device)`` / ``.cuda()`` / ``.cuda(n)`` when that is its only argument."""
+    args = move.args
+    method = move.func.attr.value  # type: ignore[attr-defined]
+    if method == "cuda" and not args:
+        return cst.SimpleString('"cuda"')
+    if len(args) != 1 or args[0].star:
+        return None
+    arg = args[0]
+    if arg.keyword is not None and arg.keyword.value != "device":
+        return None
+    return arg.value
+
+
+def _move_text(module: cst.Module, move: cst.Call) -> str:
+    method = move.func.attr.value  # type: ignore[attr-defined]
+    arguments = ", ".join(module.code_for_node(a).strip().rstrip(",").strip() for a in move.args)
+    return f".{method}({arguments})" if len(arguments) <= 40 else f".{method}(...)"

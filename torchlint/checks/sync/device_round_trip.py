@@ -1,0 +1,70 @@
+"""A value moved to the host and back to the device (or the reverse) in one expression."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.devices import DTYPE_CONVERSIONS
+from torchlint.checks.base import Check
+
+# Host-side wrappers a round trip may pass through: `torch.from_numpy(x.cpu().numpy()).cuda()`.
+_FROM_HOST = {"torch.from_numpy", "torch.as_tensor", "torch.tensor"}
+
+
+class DeviceRoundTrip(Check):
+    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once."""
+
+    code = "TL112"
+    name = "device-round-trip"
+    message = "`{expr}` moves the value {first} and straight back {second}: two copies and a sync for nothing"
+    fix_hint = "Drop both moves and keep the value where it is; if a host-only step sits between them, do it on the device instead"
+    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync", "cudaStreamSynchronize")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        later = ctx.devices.move(node)
+        if later is None:
+            return
+        earlier = self._previous_move(node.func.value)  # type: ignore[attr-defined]
+        if earlier is None or earlier == later:
+            return
+        words = {"host": "to the host", "device": "to the device"}
+        self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=words[later])
+
+    def _previous_move(self, expr: cst.BaseExpression) -> str | None:
+        """The nearest move inside ``expr``'s chain, through calls that keep the same value:
+        dtype and shape changes, ``.detach()``, ``.numpy()`` and ``torch.from_numpy(...)``.
+        A computation in between (``x.cuda().mm(w).cpu()``) is offloading, not a round trip."""
+        ctx = self.ctx
+        wrapped = False  # inside torch.from_numpy(...): a `.numpy()` there is a host value
+        while True:
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+                continue
+            if not isinstance(expr, cst.Call):
+                return None
+            if isinstance(expr.func, cst.Attribute):
+                moved = ctx.devices.move(expr)
+                if moved is not None:
+                    return moved
+                method = expr.func.attr.value
+                if method == "numpy" and wrapped and not expr.args:
+                    wrapped = False  # keep looking for the `.cpu()` that brought it there
+                    found = self._previous_move(expr.func.value)
+                    return found or "host"
+                if method not in _SAME_VALUE and not ctx.devices.dtype_only_to(expr):
+                    return None
+                expr = expr.func.value
+                continue
+            if ctx.qname(expr.func) in _FROM_HOST and ctx.keyword(expr, "device") is None:
+                positional = [a for a in expr.args if a.keyword is None and not a.star]
+                if len(positional) != 1:
+                    return None
+                expr = positional[0].value
+                wrapped = True
+                continue
+            return None
+
+
+_SAME_VALUE = DTYPE_CONVERSIONS | {"detach", "clone", "squeeze", "unsqueeze", "view", "reshape", "flatten", "astype", "copy"}

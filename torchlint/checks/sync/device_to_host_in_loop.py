@@ -1,0 +1,57 @@
+"""`.cpu()`, `.numpy()` or `.to("cpu")` inside a training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.values import Kind
+from torchlint.checks.base import Check
+
+
+class DeviceToHostInLoop(Check):
+    """`.cpu()`/`.numpy()`/`.to("cpu")` on a device value inside a hot loop."""
+
+    code = "TL102"
+    name = "device-to-host-in-loop"
+    message = "`{call}` in a training loop copies a device value to the host and waits for it on every step"
+    fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
+    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync", "cudaStreamSynchronize")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        method = ctx.method_name(node)
+        if method == "numpy":
+            if not self._numpy_of_device_value(node):
+                return
+        elif method not in ("cpu", "to") or ctx.devices.move(node) != "host":
+            return
+        loop = ctx.loops.hot_loop(node)
+        if loop is None or ctx.devices.host_only():
+            return
+        if ctx.guards.rare(node, stop=loop):
+            return  # every N steps, or once
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
+            return  # not a tensor
+        if method != "numpy" and ctx.devices.moved_to_host(receiver, node):
+            return  # already on the host: the earlier move is the finding
+        if ctx.devices.is_host_batch(receiver, node):
+            return  # a batch straight from the DataLoader is still on the host
+        arguments = ", ".join(ctx.module.code_for_node(a).strip().rstrip(",") for a in node.args)
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
+
+    def _numpy_of_device_value(self, node: cst.Call) -> bool:
+        """``t.numpy()`` where ``t`` is a tensor not already moved to the host in the same
+        expression (``t.cpu().numpy()`` is reported at ``.cpu()``); ``numpy(force=True)``
+        copies from the device itself."""
+        ctx = self.ctx
+        force = ctx.keyword(node, "force")
+        if force is not None:
+            return isinstance(force.value, cst.Name) and force.value.value == "True"
+        if node.args:
+            return False
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if ctx.devices.moved_to_host(receiver, node):
+            return False  # `.cpu().numpy()`: the move is the finding
+        return ctx.values.kind(receiver, node) is Kind.TENSOR

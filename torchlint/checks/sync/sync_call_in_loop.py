@@ -1,0 +1,43 @@
+"""`torch.cuda.synchronize()` or `torch.cuda.empty_cache()` on every step of a training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.checks.base import Check
+
+_SYNC_CALLS = {
+    "torch.cuda.synchronize": "torch.cuda.synchronize()",
+    "torch.cuda.empty_cache": "torch.cuda.empty_cache()",
+    "torch.accelerator.synchronize": "torch.accelerator.synchronize()",
+}
+
+
+class SyncCallInLoop(Check):
+    """`torch.cuda.synchronize()`/`torch.cuda.empty_cache()` unconditionally inside a hot loop."""
+
+    code = "TL103"
+    name = "sync-call-in-loop"
+    message = "`{call}` in a training loop stops the host until every queued kernel has finished, on every step"
+    fix_hint = "Remove the call from the step loop, or run it only when needed (behind a flag, or every N steps)"
+    runtime_ops = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaFree")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        label = _SYNC_CALLS.get(ctx.qname(node.func) or "")
+        if label is None:
+            return
+        loop = ctx.loops.hot_loop(node)
+        if loop is None:
+            return
+        if ctx.guards.conditional(node, stop=loop) or self._in_conditional_expression(node, loop):
+            return  # a conditional sync (timing, a flag, every N steps, OOM recovery) is deliberate
+        self.report(node, call=label)
+
+    def _in_conditional_expression(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, (cst.IfExp, cst.BooleanOperation, cst.ExceptHandler, cst.ExceptStarHandler)):
+                return True
+        return False

@@ -1,0 +1,280 @@
+"""Code run inside the profiled child process.
+
+Started by :mod:`torchlint.profiler.run` as::
+
+    python -c "<import this module and call main()>" OPTIONS_JSON SCRIPT [ARGS...]
+
+It imports torch (when installed) and installs the torch instruments *before*
+the script starts, so that neither ``import torch`` nor torchlint's own set-up
+is inside cProfile; then it runs SCRIPT as ``__main__`` (compiled and executed as ``python SCRIPT`` would) with ``sys.argv`` set to
+``[SCRIPT, *ARGS]`` under cProfile and the line sampler, and, however the
+script ends (normally, ``sys.exit``, an exception, Ctrl-C, ``--max-steps``),
+writes ``profile.prof`` and ``session.json`` into the run directory and exits
+with the script's own status.
+"""
+
+from __future__ import annotations
+
+import builtins
+import cProfile
+import datetime as _dt
+import importlib.machinery
+import importlib.util
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+from torchlint.profiler.sampler import LineSampler
+from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _NoTorchMaxSteps(BaseException):
+    """Placeholder so ``except`` clauses work when torch is not installed."""
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _script_traceback(exc: BaseException) -> str:
+    """The traceback as Python would print it, without torchlint's frames."""
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not (filename.startswith(_HERE) or filename.startswith("<frozen")):
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _prepare_main(abs_script: str) -> tuple[types.CodeType, types.ModuleType]:
+    """The script compiled and a fresh ``__main__`` module, as ``python SCRIPT`` makes them.
+
+    ``runpy.run_path`` is not used because it rewrites ``sys.argv[0]`` to the
+    path it was given; ``python SCRIPT`` keeps the path as typed.
+    """
+    with open(abs_script, "rb") as f:
+        source = f.read()
+    code = compile(source, abs_script, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__file__ = abs_script
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", abs_script)
+    module.__spec__ = None
+    module.__package__ = None
+    module.__cached__ = None  # type: ignore[attr-defined]
+    module.__builtins__ = builtins  # type: ignore[attr-defined]
+    return code, module
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options: dict[str, Any] = json.loads(argv[0])
+    script, script_args = argv[1], argv[2:]
+    run_dir = Path(options["run_dir"])
+    abs_script = os.path.abspath(script)
+    started_at = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+    cwd = os.getcwd()  # the script may chdir; paths are resolved against where it started
+    t_process = time.perf_counter()
+
+    t0_ref = [time.perf_counter()]
+    torch_run: Any = None
+    torch_version = None
+    max_steps_exc: type[BaseException] = _NoTorchMaxSteps
+    warnings_list: list[str] = []
+    if options.get("torch", True) and importlib.util.find_spec("torch") is not None:
+        try:
+            from torchlint.profiler import torchprof
+
+            torch_run = torchprof.TorchRun(options, run_dir, t0_ref)
+            max_steps_exc = torchprof.MaxStepsReached
+            torch_version = torchprof.torch.__version__
+        except Exception as exc:  # torch broken: still profile with cProfile
+            warnings_list.append(f"torch instruments unavailable: {type(exc).__name__}: {exc}")
+            torch_run = None
+    setup_s = time.perf_counter() - t_process
+
+    recorder = torch_run.rec if torch_run is not None else None
+
+    def in_forked_child() -> None:
+        # DataLoader workers and other forks are not profiled: their cost shows up
+        # as wait time in this process. Stop cProfile and the probes there.
+        sys.setprofile(None)
+        if recorder is not None:
+            recorder.busy = True
+
+    os.register_at_fork(after_in_child=in_forked_child)
+    sampler = LineSampler(recorder, interval=float(options.get("sample_interval", 0.005)))
+
+    sys.argv = [script, *script_args]
+    sys.path[0] = os.path.dirname(abs_script)
+
+    profiler = cProfile.Profile()
+    status, reason, tb_text = 0, "completed", None
+    sampler.start()
+    t0_ref[0] = t0 = time.perf_counter()
+    code, main_module = _prepare_main(abs_script)
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = main_module
+    profiler.enable()
+    try:
+        exec(code, main_module.__dict__)
+    except SystemExit as exc:
+        profiler.disable()
+        status = _exit_code(exc)
+        reason = "sys.exit"
+    except KeyboardInterrupt as exc:
+        profiler.disable()
+        status, reason = 130, "interrupted"
+        tb_text = _script_traceback(exc)
+    except max_steps_exc as exc:
+        profiler.disable()
+        status, reason = 0, "max-steps"
+        print(f"torchlint: stopped after {exc} optimizer steps (--max-steps)", file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 - the script's own failure, reported below
+        profiler.disable()
+        status, reason = 1, "exception"
+        tb_text = _script_traceback(exc)
+    finally:
+        profiler.disable()
+        script_wall = time.perf_counter() - t0
+        sampler.stop()
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+
+    # From here on the run is over: a second Ctrl-C must not lose the profile.
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        pass
+    if tb_text:
+        sys.stderr.write(tb_text)
+        sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+
+    _write(
+        run_dir=run_dir,
+        profiler=profiler,
+        sampler=sampler,
+        torch_run=torch_run,
+        meta={
+            "argv": [script, *script_args],
+            "script": abs_script,
+            "cwd": cwd,
+            "python": platform.python_version(),
+            "executable": sys.executable,
+            "torch": torch_version,
+            "started_at": started_at,
+            "script_wall_s": script_wall,
+            "setup_s": setup_s,
+            "exit_status": status,
+            "stop_reason": reason,
+            "traceback": tb_text,
+            "max_steps": options.get("max_steps"),
+            "warnings": warnings_list,
+        },
+    )
+    sys.exit(status)
+
+
+def _write(
+    *,
+    run_dir: Path,
+    profiler: cProfile.Profile,
+    sampler: LineSampler,
+    torch_run: Any,
+    meta: dict[str, Any],
+) -> None:
+    artifacts: dict[str, Any] = {}
+    try:
+        profiler.dump_stats(str(run_dir / PROFILE_FILE))
+        artifacts["profile"] = PROFILE_FILE
+    except Exception as exc:
+        meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")
+
+    hotspots = sampler.hotspots()
+    coverage: dict[str, Any] = {
+        "cprofile": {
+            "span": "script",
+            "description": "the whole script, from its first line to its exit",
+        },
+        "sampler": {
+            "span": "script",
+            "interval_s": sampler.interval,
+            "samples": sampler.samples,
+            "sampled_s": sampler.sampled_s,
+            "tool_s": sampler.tool_s,
+        },
+    }
+    steps: dict[str, Any] = {"count": 0}
+    dataloader: dict[str, Any] = {}
+    torch_window: dict[str, Any] = {}
+    meta["device"] = "cpu"
+    meta["tool_s"] = 0.0
+    if torch_run is not None:
+        try:
+            t = torch_run.finish()
+        except Exception as exc:
+            meta["warnings"].append(f"torch instruments failed to finish: {type(exc).__name__}: {exc}")
+            t = None
+        if t is not None:
+            hotspots.extend(t["hotspots"])
+            meta["device"] = t["device"]
+            meta["cuda"] = t["cuda"]
+            meta["warnings"].extend(t["warnings"])
+            steps = t["steps"]
+            torch_window = t["torch_window"]
+            coverage["probes"] = {"span": "script", "ops": t["probes"]["ops"], "thread": "main"}
+            coverage["torch_profiler"] = t["torch_profiler"]
+            coverage["sync_debug"] = t["sync_debug"]
+            traces = [c["trace"] for c in t["torch_profiler"]["cycles"] if c.get("trace")]
+            if traces:
+                artifacts["traces"] = traces
+        rec = torch_run.rec
+        meta["tool_s"] = rec.tool_s
+        script_wall = meta["script_wall_s"]
+        last = steps.get("last_step_at_s")
+        first = (rec.fetch_first - torch_run.t0_ref[0]) if rec.fetch_first is not None else None
+        span = None
+        if first is not None:
+            end = last if (last is not None and last > first) else script_wall
+            span = max(end - first, 1e-9)
+        dataloader = {
+            "fetch_s": rec.fetch_s,
+            "fetches": rec.fetches,
+            "first_fetch_at_s": first,
+            "loop_span_s": span,
+            "wait_share": min(rec.fetch_s / span, 1.0) if span else None,
+        }
+    else:
+        coverage["torch_profiler"] = {"enabled": False, "ran": False, "not_run_reason": "torch is not installed"}
+    artifacts["session"] = SESSION_FILE
+    session = ProfileSession(
+        meta=meta,
+        coverage=coverage,
+        hotspots=hotspots,
+        steps=steps,
+        dataloader=dataloader,
+        torch_window=torch_window,
+        artifacts=artifacts,
+    )
+    session.save(run_dir / SESSION_FILE)

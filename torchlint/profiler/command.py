@@ -1,0 +1,212 @@
+"""``torchlint profile SCRIPT [ARGS...]``: the click command.
+
+Imports neither torch nor libcst at import time: the static checks are
+imported when a run has finished, torch only ever in the child process.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from torchlint.profiler.run import OUTPUT_LOG, RunOptions, ScriptError, check_script, make_run_dir, run_child
+from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
+
+REPORT_JSON = "report.json"
+REPORT_TEXT = "report.txt"
+
+
+def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]]:
+    """Run the static checks on the files the run executed; never raises."""
+    from torchlint.correlate import display_path, user_files
+
+    files = user_files(session)
+    cwd = Path(session.cwd)
+    shown = [display_path(f, str(cwd)) for f in files]
+    try:
+        from torchlint.config import load_config
+        from torchlint.engine import lint_paths
+    except Exception as exc:  # the static half is missing or broken
+        return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
+    try:
+        config = load_config(cwd)
+        result = lint_paths([Path(p) for p in shown], config)
+    except Exception as exc:
+        return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
+    errors = [str(e) for e in getattr(result, "errors", [])]
+    return list(result.findings), {
+        "available": True,
+        "paths": shown,
+        "files_checked": int(getattr(result, "files_checked", len(shown))),
+        "errors": errors,
+    }
+
+
+def _snakeviz(run_dir: Path, no_browser: bool) -> dict[str, Any]:
+    from torchlint.profiler import snakeviz
+
+    prof = run_dir / PROFILE_FILE
+    if not prof.is_file():
+        return {"launched": False, "command": None, "url": None, "pid": None, "reason": "no profile.prof"}
+    if snakeviz.executable() is None:
+        cmd = snakeviz.shell_command(snakeviz.command(prof))
+        return {"launched": False, "command": cmd, "url": None, "pid": None, "reason": "snakeviz is not installed"}
+    headless = snakeviz.headless_reason()
+    if no_browser or headless:
+        cmd = snakeviz.command(prof, server=bool(headless))
+        return {
+            "launched": False,
+            "command": snakeviz.shell_command(cmd),
+            "url": None,
+            "pid": None,
+            "reason": "--no-browser" if no_browser else headless,
+        }
+    try:
+        server = snakeviz.launch(prof, browser=True, log=run_dir / "snakeviz.log")
+    except OSError as exc:
+        return {
+            "launched": False,
+            "command": snakeviz.shell_command(snakeviz.command(prof)),
+            "url": None,
+            "pid": None,
+            "reason": str(exc),
+        }
+    return {
+        "launched": True,
+        "command": snakeviz.shell_command(list(server.process.args)),  # type: ignore[arg-type]
+        "url": server.url,
+        "pid": server.pid,
+        "reason": None,
+    }
+
+
+def report_run(
+    run_dir: Path,
+    *,
+    output_format: str = "text",
+    no_browser: bool = True,
+    status: int | None = None,
+    script: Path | None = None,
+    argv: list[str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Load, correlate and render a finished run; writes report.json and report.txt.
+
+    ``status`` is the child's exit status as the parent saw it; it fills in a
+    session the child could not finish writing (killed by a signal).
+    """
+    from torchlint.correlate import correlate
+    from torchlint.report import profile_json, profile_text
+
+    session = load_run(run_dir)
+    if status is not None and session.meta.get("exit_status") is None:
+        session.meta["exit_status"] = status
+        session.meta["stop_reason"] = f"killed by signal {status - 128}" if status > 128 else "unknown"
+    if script is not None:
+        session.meta.setdefault("script", str(script.resolve()))
+    if argv is not None:
+        session.meta.setdefault("argv", argv)
+    findings, static = lint_for_session(session)
+    correlation = correlate(findings, session)
+    artifacts: dict[str, Any] = {
+        "profile": PROFILE_FILE if (run_dir / PROFILE_FILE).is_file() else None,
+        "traces": [t for t in (session.artifacts.get("traces") or []) if (run_dir / t).is_file()],
+        "report_json": REPORT_JSON,
+        "report_text": REPORT_TEXT,
+        "session": SESSION_FILE if (run_dir / SESSION_FILE).is_file() else None,
+        "script_output": OUTPUT_LOG if (run_dir / OUTPUT_LOG).is_file() else None,
+    }
+    sv = _snakeviz(run_dir, no_browser)
+    report = profile_json.build(
+        correlation, session, run_dir=str(run_dir), static=static, artifacts=artifacts, snakeviz=sv
+    )
+    text = profile_text.render(report)
+    (run_dir / REPORT_JSON).write_text(profile_json.render(report), encoding="utf-8")
+    (run_dir / REPORT_TEXT).write_text(text, encoding="utf-8")
+    return report, (profile_json.render(report) if output_format == "json" else text)
+
+
+@click.command(
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": ["-h", "--help"],
+    }
+)
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Report format on stdout. With json, stdout carries only the report; the script's output goes to stderr.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Run directory (default: torchlint-profile/<script>-<time>/).",
+)
+@click.option("--no-browser", is_flag=True, help="Do not start snakeviz; print its command instead.")
+@click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: steps skipped before each window.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: warm-up steps (recorded, discarded).")
+@click.option("--active", type=click.IntRange(min=1), default=5, show_default=True, help="torch.profiler schedule: steps recorded per window.")
+@click.option("--repeat", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: number of windows (0: until the run ends).")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Stop the script cleanly after N optimizer steps.")
+@click.option("--record-shapes", is_flag=True, help="torch.profiler: record input shapes.")
+@click.option("--profile-memory", is_flag=True, help="torch.profiler: record tensor allocations.")
+def profile(
+    script: str,
+    script_args: tuple[str, ...],
+    output_format: str,
+    out: Path | None,
+    no_browser: bool,
+    wait: int,
+    warmup: int,
+    active: int,
+    repeat: int,
+    max_steps: int | None,
+    record_shapes: bool,
+    profile_memory: bool,
+) -> None:
+    """Run SCRIPT under cProfile and torch.profiler and rank the findings by measured cost.
+
+    SCRIPT runs as __main__ in a child Python process with ARGS as its own
+    sys.argv. Steps are the optimizer's steps; no edits to the script are
+    needed. Exit status is the script's own.
+    """
+    json_mode = output_format == "json"
+    try:
+        path = check_script(script)
+    except ScriptError as exc:
+        click.echo(f"torchlint: error: {exc}", err=True)
+        sys.exit(2)
+    run_dir = make_run_dir(path, out)
+    options = RunOptions(
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        repeat=repeat,
+        max_steps=max_steps,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+    )
+    status = run_child(script, list(script_args), run_dir, options, stdout_to_stderr=json_mode)
+    try:
+        _report, rendered = report_run(
+            run_dir,
+            output_format=output_format,
+            no_browser=no_browser,
+            status=status,
+            script=path,
+            argv=[script, *script_args],
+        )
+    except Exception as exc:  # the script's status still wins; say what went wrong
+        click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(status if status else 1)
+    if not json_mode:
+        click.echo("")  # a blank line between the script's output and the report
+    click.echo(rendered, nl=False)
+    sys.exit(status)

@@ -1,0 +1,159 @@
+"""``torchlint profile`` report as data: the ``report.json`` schema (docs/report-schema.md).
+
+:func:`build` is the single source of the report's content; the text report
+(:mod:`torchlint.report.profile_text`) renders the same dictionary.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from torchlint import __version__
+from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path
+from torchlint.profiler.session import ProfileSession
+
+SCHEMA = "torchlint.profile-report"
+SCHEMA_VERSION = 1
+
+
+def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
+    d = c.finding.to_dict()
+    d.update(
+        {
+            "origin": c.origin,
+            "rank": c.rank,
+            "measured": c.measured,
+            "basis": c.basis,
+            "cost_s": c.cost_s,
+            "share": c.share,
+            "calls": c.calls,
+            "self_s": c.self_s,
+            "total_s": c.total_s,
+            "syncs": c.syncs,
+            "evidence": [e.to_dict(cwd) for e in sorted(c.evidence, key=lambda e: -e.total_s)],
+            "window": [e.to_dict(cwd) for e in sorted(c.window, key=lambda e: -e.self_s)],
+            "function": None
+            if c.function is None
+            else {
+                "name": c.function.name,
+                "path": display_path(c.function.path, cwd),
+                "line": c.function.line,
+                "calls": c.function.calls,
+                "self_s": c.function.self_s,
+                "total_s": c.function.total_s,
+            },
+        }
+    )
+    return d
+
+
+def _hotspot(h: UnexplainedHotspot, cwd: str) -> dict[str, Any]:
+    return {
+        "path": display_path(h.path, cwd),
+        "line": h.line,
+        "function": h.function,
+        "source": h.source_line,
+        "self_s": h.self_s,
+        "total_s": h.total_s,
+        "share": h.share,
+        "samples": h.samples,
+        "dataloader_s": h.dataloader_s,
+        "probes": [e.to_dict(cwd) for e in h.probes],
+    }
+
+
+def _coverage(session: ProfileSession) -> dict[str, Any]:
+    cov = session.coverage
+    tp = dict(cov.get("torch_profiler") or {})
+    windows = []
+    for cyc in tp.get("cycles") or []:
+        steps = cyc.get("steps") or []
+        windows.append(
+            {
+                "steps": [min(steps), max(steps)] if steps else None,
+                "active_steps": len(steps),
+                "trace": cyc.get("trace"),
+            }
+        )
+    return {
+        "cprofile": cov.get("cprofile") or {"span": "none"},
+        "sampler": cov.get("sampler") or {"span": "none"},
+        "probes": cov.get("probes") or {"span": "none", "ops": []},
+        "torch_profiler": {
+            "ran": bool(tp.get("ran")),
+            "activities": tp.get("activities") or [],
+            "schedule": tp.get("schedule"),
+            "windows": windows,
+            "active_steps": tp.get("active_steps", 0),
+            "partial": bool(tp.get("partial")),
+            "with_stack": tp.get("with_stack", False),
+            "record_shapes": bool(tp.get("record_shapes")),
+            "profile_memory": bool(tp.get("profile_memory")),
+            "not_run_reason": tp.get("not_run_reason"),
+            "error": tp.get("error"),
+        },
+        "sync_debug": cov.get("sync_debug") or {"enabled": False},
+    }
+
+
+def build(
+    correlation: Correlation,
+    session: ProfileSession,
+    *,
+    run_dir: str,
+    static: dict[str, Any],
+    artifacts: dict[str, Any],
+    snakeviz: dict[str, Any],
+) -> dict[str, Any]:
+    """The report as JSON-ready data."""
+    cwd = correlation.cwd
+    meta = session.meta
+    steps = session.steps
+    window = session.torch_window
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "torchlint_version": __version__,
+        "run": {
+            "script": display_path(str(meta.get("script") or ""), cwd),
+            "argv": meta.get("argv") or [],
+            "cwd": cwd,
+            "python": meta.get("python"),
+            "torch": meta.get("torch"),
+            "device": meta.get("device"),
+            "started_at": meta.get("started_at"),
+            "wall_s": session.wall_s,
+            "setup_s": meta.get("setup_s"),
+            "tool_s": meta.get("tool_s"),
+            "exit_status": meta.get("exit_status"),
+            "stop_reason": meta.get("stop_reason", "unknown"),
+            "traceback": meta.get("traceback"),
+            "steps": int(steps.get("count") or 0),
+            "step_median_s": steps.get("median_s"),
+            "max_steps": meta.get("max_steps"),
+            "incomplete": bool(meta.get("incomplete")),
+            "warnings": list(meta.get("warnings") or []),
+        },
+        "coverage": _coverage(session),
+        "findings": [_finding(c, cwd) for c in correlation.findings],
+        "runtime_findings": [_finding(c, cwd) for c in correlation.runtime],
+        "hotspots": [_hotspot(h, cwd) for h in correlation.hotspots],
+        "dataloader": dict(session.dataloader),
+        "torch_window": {
+            "window_s": window.get("window_s"),
+            "active_steps": window.get("active_steps"),
+            "syncs": window.get("syncs"),
+            "pageable_copies": window.get("pageable_copies"),
+            "gpu_idle_share": window.get("gpu_idle_share"),
+            "memcpy": window.get("memcpy") or {},
+            "ops": list(window.get("ops") or [])[:15],
+        },
+        "static": static,
+        "artifacts": {"run_dir": run_dir, **artifacts},
+        "snakeviz": snakeviz,
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,208 @@
+"""``torchlint profile`` report as plain text, rendered from the report.json data."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from torchlint.correlate import display_path
+from torchlint.correlate import fmt_seconds as _s
+
+
+def _pct(share: float | None) -> str:
+    if share is None:
+        return "n/a"
+    return f"{share * 100:.1f}%" if share >= 0.001 or share == 0 else "<0.1%"
+
+
+def _steps(window: dict[str, Any]) -> str:
+    steps = window.get("steps")
+    if not steps:
+        return "no steps"
+    a, b = steps
+    return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def _evidence_line(f: dict[str, Any]) -> str:
+    parts = [f"{_s(f['cost_s'])}", f"{_pct(f['share'])} of the run"]
+    ev = f["evidence"]
+    if f["basis"] == "probe":
+        by_op: dict[tuple[str, int], int] = {}
+        for e in ev:
+            key = (e["op"], e["line"], e["via"])
+            by_op[key] = by_op.get(key, 0) + e["calls"]
+        for (op, line, via), calls in by_op.items():
+            if op == "DataLoader.__next__":
+                parts.append(f"{calls} batch fetches at line {line}" if via == "related" else f"{calls} batch fetches")
+            elif op == "DataLoader.__iter__":
+                parts.append(f"{calls} x iter(loader) at line {line}" if via == "related" else f"{calls} x iter(loader)")
+            else:
+                parts.append(f"{calls} calls of {op}" + (f" at line {line}" if via == "related" else ""))
+    elif f["basis"] == "sampler":
+        parts.append("wall time with this line on the stack (line sampler)")
+    if f.get("syncs"):
+        parts.append(f"{f['syncs']} CUDA syncs")
+    return " · ".join(parts)
+
+
+def _window_line(f: dict[str, Any]) -> str | None:
+    if not f["window"]:
+        return None
+    ops: dict[str, list[float]] = {}
+    for e in f["window"]:
+        row = ops.setdefault(e["op"], [0, 0.0, 0.0])
+        row[0] += e["calls"]
+        row[1] += e["self_s"]
+        row[2] += e["device_s"]
+    top = sorted(ops.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:3]
+    bits = []
+    for op, (calls, self_s, dev_s) in top:
+        bit = f"{op} x{int(calls)} {_s(self_s)} CPU"
+        if dev_s:
+            bit += f" {_s(dev_s)} GPU"
+        bits.append(bit)
+    return "torch.profiler window: " + ", ".join(bits)
+
+
+def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: bool = True) -> None:
+    lines.append(f"{label}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']}")
+    pad = " " * len(label)
+    lines.append(f"{pad}{f['message']}")
+    if show_cost and f["measured"]:
+        lines.append(f"{pad}{_evidence_line(f)}")
+        w = _window_line(f)
+        if w:
+            lines.append(f"{pad}{w}")
+    fn = f.get("function")
+    if fn:
+        lines.append(f"{pad}in {fn['name']}(): {_s(fn['total_s'])} total, {fn['calls']} call(s) (cProfile)")
+    if f.get("fix_hint"):
+        lines.append(f"{pad}fix: {f['fix_hint']}")
+
+
+def render(report: dict[str, Any]) -> str:
+    run = report["run"]
+    cov = report["coverage"]
+    lines: list[str] = []
+    argv = " ".join(shlex.quote(a) for a in run["argv"]) or run["script"]
+    lines.append(f"torchlint profile: {argv}")
+    status = f"exit status {run['exit_status']} ({run['stop_reason']})"
+    facts = [status, f"{run['steps']} optimizer steps", f"script {_s(run['wall_s'])}"]
+    if run.get("step_median_s"):
+        facts.append(f"median step {_s(run['step_median_s'])}")
+    facts.append(str(run.get("device") or "cpu"))
+    if run.get("torch"):
+        facts.append(f"torch {run['torch']}")
+    lines.append("  " + " · ".join(facts))
+    if run.get("incomplete"):
+        lines.append("  the profiled process ended before it could write its measurements")
+    for w in run.get("warnings") or []:
+        lines.append(f"  warning: {w}")
+
+    lines.append("")
+    lines.append("What each profiler covered")
+    cp = cov["cprofile"]
+    lines.append(
+        "  cProfile        "
+        + ("whole script, first line to exit (function level)" if cp.get("span") == "script" else "did not run")
+    )
+    probes = cov["probes"]
+    if probes.get("span") == "script":
+        lines.append(
+            f"  call probes     whole script: {len(probes.get('ops') or [])} torch calls timed at their calling line"
+        )
+    sm = cov["sampler"]
+    if sm.get("span") == "script":
+        lines.append(
+            f"  line sampler    whole script, every {sm.get('interval_s', 0) * 1000:.0f} ms "
+            f"({sm.get('samples', 0)} samples)"
+        )
+    tp = cov["torch_profiler"]
+    if tp["ran"]:
+        sched = tp.get("schedule") or {}
+        wins = ", ".join(
+            f"{_steps(w)}" + (f" -> {w['trace']}" if w.get("trace") else "") for w in tp["windows"]
+        )
+        lines.append(
+            f"  torch.profiler  {wins} ({tp['active_steps']} active steps of {run['steps']}; "
+            f"window wait {sched.get('wait')} / warmup {sched.get('warmup')} / active {sched.get('active')}"
+            f" / repeat {sched.get('repeat')}; {'+'.join(tp['activities'])}; no Python tracer)"
+        )
+        if tp["partial"]:
+            lines.append("                  the run ended inside the window: the last window is partial")
+    else:
+        lines.append(f"  torch.profiler  did not run: {tp.get('not_run_reason') or 'unknown'}")
+    if cov["sync_debug"].get("enabled"):
+        lines.append("  sync debug      whole run after the first step: every CUDA sync with its line")
+    if run.get("tool_s"):
+        lines.append(f"  (torchlint's own work during the run: {_s(run['tool_s'])}, left out of step times)")
+
+    findings = report["findings"]
+    measured = [f for f in findings if f["measured"]]
+    static_only = [f for f in findings if not f["measured"]]
+    lines.append("")
+    if measured:
+        lines.append("Findings ranked by measured cost")
+        for f in measured:
+            _finding_block(f, f"  {f['rank']:>2}  ", lines)
+            lines.append("")
+    elif not report["static"].get("available", True):
+        lines.append(f"Static checks unavailable: {report['static'].get('reason')}")
+        lines.append("")
+    else:
+        lines.append("No finding had a measured cost in this run.")
+        lines.append("")
+    if static_only:
+        lines.append("Static-only findings (nothing measured at these lines in this run)")
+        for f in static_only:
+            lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+        lines.append("")
+
+    hs = report["hotspots"]
+    lines.append("Hotspot lines no rule explains (line sampler, wall time as innermost user line)")
+    if not hs:
+        lines.append("  none above 1% of the run")
+    for h in hs:
+        where = f"{h['path']}:{h['line']}"
+        extra = f"in {h['function']}()"
+        if h["dataloader_s"] >= 0.5 * h["self_s"] > 0:
+            extra += ", inside DataLoader fetches"
+        lines.append(f"  {_s(h['self_s']):>9} {_pct(h['share']):>6}  {where}  {h['source']}")
+        lines.append(f"  {'':>16}  {extra}")
+    lines.append("")
+
+    lines.append("Runtime findings")
+    if not report["runtime_findings"]:
+        lines.append("  none")
+    for f in report["runtime_findings"]:
+        _finding_block(f, "   -  ", lines, show_cost=False)
+    if not str(run.get("device") or "cpu").startswith("cuda"):
+        lines.append("  (CPU run: host-device syncs, pageable copies and GPU idle time need a CUDA device)")
+    lines.append("")
+
+    tw = report["torch_window"]
+    if tw.get("ops"):
+        lines.append("Top torch ops in the torch.profiler window (self CPU time)")
+        for op in tw["ops"][:5]:
+            dev = f"  {_s(op['self_device_s'])} GPU" if op.get("self_device_s") else ""
+            lines.append(f"  {_s(op['self_cpu_s']):>9}  x{op['calls']:<6} {op['name']}{dev}")
+        lines.append("")
+
+    st = report["static"]
+    if st.get("available"):
+        lines.append(
+            f"Static checks: {st.get('files_checked', 0)} file(s) the run executed"
+            + (f", {len(st['errors'])} internal error(s)" if st.get("errors") else "")
+        )
+    art = report["artifacts"]
+    lines.append(f"Run directory: {display_path(art['run_dir'], report['run']['cwd'])}")
+    names = [art.get(k) for k in ("profile", "report_text", "report_json", "session", "script_output")]
+    names += list(art.get("traces") or [])
+    lines.append("  " + "  ".join(n for n in names if n))
+    sv = report["snakeviz"]
+    if sv.get("launched"):
+        lines.append(f"snakeviz: serving {sv['url']} (pid {sv['pid']}; stop it with: kill {sv['pid']})")
+    elif sv.get("command"):
+        reason = sv.get("reason")
+        lines.append(f"snakeviz ({reason}): {sv['command']}" if reason else f"snakeviz: {sv['command']}")
+    return "\n".join(lines).rstrip() + "\n"
