@@ -124,6 +124,25 @@ def test_related_loop_line_carries_the_dataloader_cost(project):
     assert first.calls == 102
 
 
+def test_pin_memory_is_measured_by_pageable_copies_in_the_loop_body(project):
+    cwd, script = project
+    fetch = hot("probe", script, 11, "DataLoader.__next__", calls=101, total=4.0)
+    tl202 = finding("TL202", "train.py", 4, related=[Location("train.py", 11, 9)])
+    # a CPU run: nothing copied to a device; the fetch time is context only
+    (c,) = correlate([tl202], session_for(cwd, [fetch])).findings
+    assert not c.measured and c.rank is None
+    assert [e.op for e in c.context] == ["DataLoader.__next__"]
+    # a GPU run: pageable copies in the loop body (line 12..20), not after the loop (21)
+    copies = [
+        hot("probe", script, 12, "Tensor.to", calls=100, total=0.3, kind="HtoD pageable"),
+        hot("probe", script, 18, "Tensor.to", calls=100, total=0.1, kind="HtoD pinned"),
+        hot("probe", script, 21, "Tensor.to", calls=1, total=0.2, kind="HtoD pageable"),
+    ]
+    (c,) = correlate([tl202], session_for(cwd, [fetch, *copies])).findings
+    assert c.measured and c.calls == 100 and c.cost_s == pytest.approx(0.3)
+    assert [(e.line, e.via) for e in c.evidence] == [(12, "related")]
+
+
 def test_relative_and_absolute_paths_join(project, monkeypatch):
     cwd, script = project
     s = session_for(cwd, [hot("probe", script, 15, "Tensor.item", calls=3, total=0.1)])

@@ -108,7 +108,7 @@ def test_json_mode_stdout_is_only_the_report(mlp_run):
     assert mlp_run.rc == 0, mlp_run.stderr
     report = json.loads(mlp_run.stdout)
     assert report == mlp_run.report
-    assert "trained" not in mlp_run.stdout
+    assert f"trained {STEPS} steps" not in mlp_run.stdout
     assert f"trained {STEPS} steps" in mlp_run.stderr
     assert f"trained {STEPS} steps" in (mlp_run.run_dir / "script-output.log").read_text()
 
@@ -251,7 +251,7 @@ def test_max_steps_stops_cleanly(tmp_path, torch_available):
     cwd = _copy(tmp_path, "mlp_slow_loader.py")
     run = profile(cwd, "--no-browser", "--max-steps", "2", "mlp_slow_loader.py", "--steps", "50", "--sleep-ms", "0")
     assert run.rc == 0, run.stderr
-    assert "trained" not in run.stdout  # the script did not finish its loop
+    assert "trained 50 steps" not in run.stdout  # the script did not finish its loop
     report = run.report
     assert report["run"]["steps"] == 2 and report["run"]["stop_reason"] == "max-steps"
     assert "did not run" in run.stdout  # too few steps for the window, and the report says so
@@ -284,3 +284,31 @@ def test_script_arguments_are_passed_through(tmp_path):
     assert run.rc == 0, run.stderr
     assert "ARGS ['echo_args.py', '--steps', '3', '-h', '--no-browser']" in run.stdout
     assert "MAIN __main__" in run.stdout
+
+
+def test_pure_python_run_without_torch_instruments(tmp_path, monkeypatch):
+    """cProfile and the line sampler alone (as when torch is not installed): fast, no torch."""
+    from torchlint.profiler.command import report_run
+    from torchlint.profiler.run import RunOptions, make_run_dir, run_child
+
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import time\n"
+        "def spin(seconds):\n"
+        "    end = time.perf_counter() + seconds\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "spin(0.3)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    run_dir = make_run_dir(Path("busy.py"))
+    status = run_child("busy.py", [], run_dir, RunOptions(extra={"torch": False}))
+    assert status == 0
+    report, text = report_run(run_dir, status=status)
+    assert report["coverage"]["torch_profiler"]["not_run_reason"] == "torch instruments disabled"
+    assert report["run"]["steps"] == 0 and report["run"]["torch"] is None
+    lines = {h["line"] for h in report["hotspots"]}
+    assert lines & {3, 4}  # the busy loop, found by the line sampler
+    stats = pstats.Stats(str(run_dir / "profile.prof"))
+    assert any(name == "spin" for _f, _l, name in stats.stats)  # type: ignore[attr-defined]
+    assert "did not run: torch instruments disabled" in text

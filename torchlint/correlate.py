@@ -12,7 +12,9 @@ The rules (docs/profiling.md, "Join rules"):
    confirm it.
 3. **Related places.** A finding whose cost shows up elsewhere (``Finding.related``:
    the ``for`` statements iterating a flagged ``DataLoader``) also takes the
-   measurements at those lines.
+   measurements at those lines (TL201: the batch fetch time). TL202 (no
+   ``pin_memory``) takes the pageable host-to-device copies in those loops'
+   bodies, the cost pinned memory changes; the fetch time is its context.
 4. **Rules with no probed call** (eval without ``no_grad``, ...) take the line
    sampler's wall time with that line on the stack.
 5. **Function context.** cProfile is function-level: the enclosing function
@@ -36,7 +38,7 @@ from functools import lru_cache
 from typing import Any
 
 from torchlint.findings import Finding, Location
-from torchlint.profiler.session import Hotspot, ProfileSession, resolve_path
+from torchlint.profiler.session import Hotspot, ProfileSession
 
 DATALOADER_PROBES = frozenset({"DataLoader.__next__", "DataLoader.__iter__"})
 
@@ -50,13 +52,14 @@ RULE_PROBES: dict[str, frozenset[str]] = {
     "TL111": frozenset({"Tensor.to", "Tensor.cuda"}),
     "TL112": frozenset({"Tensor.cpu", "Tensor.cuda", "Tensor.to", "Tensor.numpy"}),
     "TL201": DATALOADER_PROBES,
-    "TL202": DATALOADER_PROBES,
+    "TL202": frozenset({"Tensor.to", "Tensor.cuda"}),  # inside the related loops' bodies
     "TL203": frozenset({"torch.tensor", "torch.as_tensor"}),
 }
 
 #: For transfer probes, which copy directions count (None: the call moved nothing).
 RULE_KINDS: dict[str, frozenset[str | None]] = {
     "TL102": frozenset({"DtoH", None}),
+    "TL202": frozenset({"HtoD pageable"}),
     "TL110": frozenset({"HtoD pageable", "HtoD pinned", "HtoD"}),
     "TL111": frozenset({"HtoD pageable", "HtoD pinned", "HtoD"}),
 }
@@ -66,6 +69,10 @@ SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
 
 #: Rules joined through ``Finding.related`` (the cost is where the object is used).
 RELATED_RULES = frozenset({"TL201", "TL202"})
+
+#: Rules whose cost is in the body of the related loops, not at their ``for`` line:
+#: pinned memory changes the host-to-device copies of the batches, not their fetching.
+LOOP_BODY_RULES = frozenset({"TL202"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +182,7 @@ class Correlated:
     origin: str = "static"  # static | runtime
     evidence: list[Evidence] = field(default_factory=list)  # counted in cost_s
     window: list[Evidence] = field(default_factory=list)  # torch.profiler ops (window only)
+    context: list[Evidence] = field(default_factory=list)  # related measurements not counted
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
     function: FunctionCost | None = None
     cost_s: float = 0.0
@@ -253,6 +261,21 @@ def _function_spans(path: str) -> tuple[tuple[int, int, int, str], ...]:
     return tuple(spans)
 
 
+@lru_cache(maxsize=256)
+def _loop_ends(path: str) -> dict[int, int]:
+    """``for`` statement line -> last line of its body, for every loop in ``path``."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    ends: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            ends[node.lineno] = max(ends.get(node.lineno, 0), node.end_lineno or node.lineno)
+    return ends
+
+
 def enclosing_function(path: str, line: int) -> tuple[int, int, str] | None:
     """(first decorator line, def line, name) of the innermost function around ``line``."""
     best = None
@@ -321,7 +344,15 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
     probes = RULE_PROBES.get(f.code)
     kinds = RULE_KINDS.get(f.code)
     places: list[tuple[str, int, int, str]] = [(path, first, last, "line")]
-    if f.code in RELATED_RULES:
+    if f.code in LOOP_BODY_RULES:
+        for r in f.related:
+            rpath = session.resolve(r.path)
+            end = _loop_ends(rpath).get(r.line, r.line)
+            places.append((rpath, r.line + 1, end, "related"))
+            for h in idx.at("probe", rpath, r.line, r.line):
+                if h.op in DATALOADER_PROBES:
+                    c.context.append(Evidence.of(h, "related"))
+    elif f.code in RELATED_RULES:
         places += [(session.resolve(r.path), r.line, r.line, "related") for r in f.related]
     if probes is not None:
         for p, lo, hi, via in places:
@@ -562,6 +593,5 @@ __all__ = [
     "correlate",
     "display_path",
     "fmt_seconds",
-    "resolve_path",
     "user_files",
 ]

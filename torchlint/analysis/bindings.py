@@ -37,6 +37,9 @@ def _targets(target: cst.BaseExpression) -> list[tuple[str, int | None]]:
             inner = dotted(element.value)
             if inner is not None:
                 out.append((inner, i))
+            elif isinstance(element.value, (cst.Tuple, cst.List)):
+                # `for step, (x, y) in enumerate(loader)`: nested names, at their outer position
+                out.extend((name, i) for name, _ in _targets(element.value))
         return out
     return []
 
@@ -124,9 +127,11 @@ class Bindings:
                             self._by_value[id(binding.value)].append(binding)
         return [b for b in self._by_value.get(id(value), ()) if b.element == element]
 
-    def uses(self, binding: Binding) -> list[cst.BaseExpression]:
+    def uses(self, binding: Binding, ordered: bool = False) -> list[cst.BaseExpression]:
         """Where ``binding``'s name is read and may see this binding: ``Name`` nodes in its
-        scope (nested functions included), or ``self.x`` attributes in its class."""
+        scope (nested functions included), or ``self.x`` attributes in its class. With
+        ``ordered``, leave out reads that a later binding of the name shadows in source order
+        (``loader = A`` ... ``loader = B`` ... ``for x in loader``: that loop reads ``B``)."""
         if not hasattr(self, "_reads"):
             self._reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
             for name in self.tree.nodes(cst.Name):
@@ -142,6 +147,10 @@ class Bindings:
             if node is binding.node or self._is_target(node):
                 continue
             if any(b is binding for b in self.lookup(binding.name, node)):
+                if ordered and not binding.name.startswith("self."):
+                    last = self.reaching(binding.name, node)
+                    if last is not None and last is not binding and last.kind != "augassign":
+                        continue
                 found.append(node)
         return found
 

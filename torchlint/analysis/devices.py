@@ -54,6 +54,11 @@ _DEVICE_NAMES = {"dev", "device", "devices", "rank", "local_rank", "gpu", "gpu_i
 # Tensor methods that change the dtype (or layout) and keep the device: `torch.zeros(3).long().cuda()`.
 DTYPE_CONVERSIONS = {"long", "float", "half", "double", "int", "bool", "byte", "char", "short", "bfloat16", "contiguous"}
 _ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "npu", "hpu", "meta")
+# Calls that build a tensor on the host unless given `device=`.
+_HOST_BUILDERS = {
+    "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
+    "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
+}
 _DEVICE_FRAMEWORKS = {"pytorch_lightning", "lightning", "accelerate", "deepspeed", "ignite", "fairscale", "apex", "timm", "detectron2", "mmcv", "mmengine"}
 
 
@@ -106,7 +111,8 @@ class Devices:
             name = dotted(expr)
             if name is None:
                 return None
-            bound = [b for b in ctx.bindings.lookup(name, at) if b.kind in ("assign", "param") and b.value is not None and b.element is None]
+            # A parameter's default (`device="cpu"`) is only a default: the caller chooses.
+            bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None and b.element is None]
             kinds = {self.device_value(b.value, b.node, depth + 1) for b in bound}  # type: ignore[arg-type]
             if kinds == {"host"}:
                 return "host"
@@ -145,6 +151,8 @@ class Devices:
         while True:
             if isinstance(expr, cst.Subscript):
                 expr = expr.value
+            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
+                break
             elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
                 moved = self.move(expr)
                 if moved is not None:
@@ -153,7 +161,7 @@ class Devices:
             else:
                 break
         if isinstance(expr, cst.Call):
-            return ctx.qname(expr.func) in ("torch.from_numpy", "torch.as_tensor", "torch.tensor") and self.ctx.keyword(expr, "device") is None
+            return ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None
         name = dotted(expr)
         if name is None or _depth > 3 or ctx.qname(expr) is not None:
             return False
@@ -171,6 +179,45 @@ class Devices:
                     continue
                 value = value.elements[binding.element].value
             if not self.moved_to_host(value, binding.node, _depth + 1):
+                return False
+        return True
+
+    def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
+        """Is ``expr`` known to live on an accelerator: ``x.to(device)``, ``y.cuda().float()``,
+        ``torch.zeros(n, device="cuda")``, or a name every binding of which is such a value?"""
+        ctx = self.ctx
+        while True:
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
+                break
+            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+                moved = self.move(expr)
+                if moved is not None:
+                    return moved == "device"
+                if expr.func.attr.value not in DTYPE_CONVERSIONS:
+                    return False
+                expr = expr.func.value
+            else:
+                break
+        if isinstance(expr, cst.Call):
+            device = ctx.keyword(expr, "device")
+            return device is not None and (ctx.qname(expr.func) or "").startswith("torch.") and self.device_value(device.value, expr) == "device"
+        name = dotted(expr)
+        if name is None or _depth > 3 or ctx.qname(expr) is not None:
+            return False
+        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        if not bound:
+            return False
+        for binding in bound:
+            value = binding.value
+            if binding.kind != "assign" or value is None:
+                return False
+            if binding.element is not None:
+                if not isinstance(value, (cst.Tuple, cst.List)) or binding.element >= len(value.elements):
+                    return False
+                value = value.elements[binding.element].value
+            if not self.on_device(value, binding.node, _depth + 1):
                 return False
         return True
 

@@ -27,6 +27,13 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[
     return False
 
 
+def _mentions_device(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
+    for node in (test, *tree_nodes(test)):
+        if isinstance(node, cst.Name) and any(word in node.value.lower() for word in ("cuda", "gpu", "device")):
+            return True
+    return False
+
+
 class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -54,6 +61,19 @@ class Guards:
             if isinstance(ancestor, cst.IfExp) and child is ancestor.body:
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
+            child = ancestor
+        return False
+
+    def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
+        ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
+        tree = self.ctx.tree
+        child = node
+        for ancestor in tree.ancestors(node):
+            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_device(ancestor.test, tree.descendants):
+                return True
             child = ancestor
         return False
 

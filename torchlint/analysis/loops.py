@@ -70,8 +70,19 @@ class Loops:
     def is_hot(self, loop: cst.CSTNode) -> bool:
         key = id(loop)
         if key not in self._hot:
-            self._hot[key] = self._iterates_loader(loop) or self._body_steps(loop)
+            self._hot[key] = not self.runs_once(loop) and (self._iterates_loader(loop) or self._body_steps(loop))
         return self._hot[key]
+
+    @staticmethod
+    def runs_once(loop: cst.CSTNode) -> bool:
+        """Does the loop's body always end with ``return``/``break``/``raise`` (a benchmark
+        that times one batch, a "take the first batch" loop)? It runs at most once."""
+        if not isinstance(loop, (cst.For, cst.While)) or not isinstance(loop.body, cst.IndentedBlock):
+            return False
+        body = loop.body.body
+        if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+            return False
+        return any(isinstance(small, (cst.Return, cst.Break, cst.Raise)) for small in body[-1].body)
 
     # --- the two ways a loop is hot --------------------------------------------
     def iterated_expression(self, loop: cst.CSTNode) -> cst.BaseExpression | None:
@@ -215,7 +226,7 @@ class Loops:
                 if isinstance(container, (cst.Tuple, cst.List)):
                     work.append((container, [e is parent for e in container.elements].index(True)))
             for binding in ctx.bindings.bound_to(node, element):
-                work.extend((use, None) for use in ctx.bindings.uses(binding))
+                work.extend((use, None) for use in ctx.bindings.uses(binding, ordered=True))
             if isinstance(parent, cst.Return) and parent.value is node:
                 function = tree.enclosing_function(parent)
                 if function is not None:
@@ -229,6 +240,25 @@ class Loops:
                             if binding.node is param:
                                 work.extend((use, None) for use in ctx.bindings.uses(binding))
         return sorted(found.values(), key=tree.index)
+
+    def only_first_batch(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` assigned to a name that is only ever read as ``next(iter(name))``
+        (a loader built to peek at one batch, never iterated)?"""
+        ctx = self.ctx
+        bindings = ctx.bindings.bound_to(value)
+        if not bindings:
+            return False
+        uses = [use for binding in bindings for use in ctx.bindings.uses(binding, ordered=True)]
+        if not uses:
+            return False
+        for use in uses:
+            arg = ctx.tree.parent(use)
+            inner = ctx.tree.parent(arg) if isinstance(arg, cst.Arg) else None
+            outer_arg = ctx.tree.parent(inner) if isinstance(inner, cst.Call) else None
+            outer = ctx.tree.parent(outer_arg) if isinstance(outer_arg, cst.Arg) else None
+            if not (isinstance(inner, cst.Call) and dotted(inner.func) == "iter" and isinstance(outer, cst.Call) and dotted(outer.func) == "next"):
+                return False
+        return True
 
     def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function of this file that ``call`` runs: ``f(...)`` for a module-level

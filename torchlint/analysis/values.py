@@ -173,6 +173,12 @@ class ValueKinds:
             return Kind.HOST if left is right is Kind.HOST else Kind.UNKNOWN
         if isinstance(expr, cst.UnaryOperation):
             return self.kind(expr.expression, at)
+        if isinstance(expr, cst.Comparison):
+            # `out != 0` on a tensor is a bool tensor; `x is None`, `k in d` are Python bools
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
+                return Kind.HOST
+            operands = [expr.left, *(c.comparator for c in expr.comparisons)]
+            return Kind.TENSOR if any(self.kind(o, at) is Kind.TENSOR for o in operands) else Kind.UNKNOWN
         if isinstance(expr, cst.Subscript):
             inner = self.kind(expr.value, at)
             return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
@@ -235,6 +241,63 @@ class ValueKinds:
         if qualified.startswith("torch.") and not qualified.startswith(_TORCH_NON_TENSOR_PREFIXES):
             return Kind.TENSOR
         return Kind.UNKNOWN
+
+    def is_numpy_array(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None, _depth: int = 0) -> bool:
+        """Is ``expr`` a NumPy *array* (Kind.NUMPY, and not one of the NumPy scalars that
+        ``np.mean(a)``, ``a.sum()``, ``np.float32(x)``, ``np.random.rand()`` return)?"""
+        at = at or expr
+        if _depth > 4 or self.kind(expr, at) is not Kind.NUMPY:
+            return False
+        if isinstance(expr, cst.Call):
+            qualified = canonical(self.ctx.qname(expr.func))
+            positional = sum(1 for a in expr.args if a.keyword is None and not a.star)
+            keywords = {a.keyword.value for a in expr.args if a.keyword is not None}
+            if qualified is not None and qualified.startswith("numpy."):
+                last = _last_segment(qualified)
+                if last in _NUMPY_SCALAR_TYPES:
+                    return False
+                if last in _NUMPY_REDUCTIONS:
+                    return "axis" in keywords or positional > 1 or "keepdims" in keywords
+                if qualified.startswith("numpy.random.") and last in _NUMPY_RANDOM_SIZE:
+                    return "size" in keywords or positional > _NUMPY_RANDOM_SIZE[last] or any(a.star for a in expr.args)
+                return True
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _NUMPY_REDUCTIONS:
+                return "axis" in keywords or positional > 0 or "keepdims" in keywords
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _NUMPY_RANDOM_SIZE:
+                return "size" in keywords or positional > _NUMPY_RANDOM_SIZE[expr.func.attr.value]
+            return True
+        if isinstance(expr, cst.Subscript):
+            return self.is_numpy_array(expr.value, at, _depth + 1) and not all(_integer_index(e) for e in expr.slice)
+        if isinstance(expr, cst.BinaryOperation):
+            return any(self.is_numpy_array(side, at, _depth + 1) for side in (expr.left, expr.right))
+        if isinstance(expr, (cst.Name, cst.Attribute)) and not (isinstance(expr, cst.Attribute) and expr.attr.value in _DATAFRAME_TO_NUMPY):
+            name = dotted(expr)
+            if name is None:
+                return True
+            for binding in self.ctx.bindings.lookup(name, at):
+                if binding.value is None or binding.kind not in ("assign", "augassign"):
+                    continue
+                value = binding.value
+                if binding.element is not None:
+                    if not isinstance(value, (cst.Tuple, cst.List)) or binding.element >= len(value.elements):
+                        continue
+                    value = value.elements[binding.element].value
+                if self.kind(value, binding.node) is Kind.NUMPY and not self.is_numpy_array(value, binding.node, _depth + 1):
+                    return False  # bound to a NumPy scalar somewhere
+        return True
+
+    def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> cst.Call | None:
+        """The call that built ``expr``'s value: ``expr`` itself, or the one call every
+        binding of the name ``expr`` is assigned from (``ds = TensorDataset(x, y)``)."""
+        if isinstance(expr, cst.Call):
+            return expr
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return None
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
+            return bound[0].value
+        return None
 
     # --- losses: values that carry an autograd graph (TL3xx) ---------------------------
     def is_loss_module(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
@@ -316,6 +379,38 @@ class ValueKinds:
         if isinstance(expr, cst.UnaryOperation):
             return self.carries_graph(expr.expression, at, _depth + 1)
         return False
+
+
+# NumPy scalar types: np.float32(x) is a scalar, not an array.
+_NUMPY_SCALAR_TYPES = {
+    "float16", "float32", "float64", "float_", "double", "single", "half", "longdouble",
+    "int8", "int16", "int32", "int64", "int_", "intc", "uint8", "uint16", "uint32", "uint64",
+    "bool_", "complex64", "complex128", "str_", "bytes_", "isscalar", "ndim", "size", "shape",
+}
+# Reductions that return a scalar unless an axis is given.
+_NUMPY_REDUCTIONS = {
+    "sum", "mean", "max", "min", "std", "var", "prod", "median", "argmax", "argmin", "average",
+    "amax", "amin", "nanmean", "nansum", "nanmax", "nanmin", "nanstd", "count_nonzero", "trace",
+    "all", "any", "ptp", "norm", "det", "percentile", "quantile", "nanmedian", "dot", "vdot",
+}
+# np.random functions that return a scalar without `size` (the value: how many positional
+# arguments come before `size`).
+_NUMPY_RANDOM_SIZE = {
+    "rand": 0, "randn": 0, "random": 0, "random_sample": 0, "uniform": 2, "normal": 2, "randint": 2,
+    "choice": 1, "beta": 2, "binomial": 2, "poisson": 1, "exponential": 1, "gamma": 2,
+    "integers": 2, "standard_normal": 0, "laplace": 2, "lognormal": 2, "geometric": 1,
+}
+
+
+def _integer_index(element: cst.SubscriptElement) -> bool:
+    """``a[0]``, ``a[-1]``, ``a[i]``: an index that may pick a single element."""
+    index = element.slice
+    if not isinstance(index, cst.Index):
+        return False
+    value = index.value
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Name))
 
 
 _LOSS_MODULE_NAMES = {"loss_fn", "loss_func", "loss_function", "lossfn", "loss_fcn", "loss_module", "loss_criterion"}

@@ -266,7 +266,9 @@ def _write(
             "wait_share": min(rec.fetch_s / span, 1.0) if span else None,
         }
     else:
-        coverage["torch_profiler"] = {"enabled": False, "ran": False, "not_run_reason": "torch is not installed"}
+        torch_installed = importlib.util.find_spec("torch") is not None
+        reason = "torch instruments disabled" if torch_installed else "torch is not installed"
+        coverage["torch_profiler"] = {"enabled": False, "ran": False, "not_run_reason": reason}
     artifacts["session"] = SESSION_FILE
     session = ProfileSession(
         meta=meta,

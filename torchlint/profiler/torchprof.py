@@ -78,7 +78,8 @@ class Recorder:
         self.main_ident = threading.main_thread().ident
         # (file, line, function, op, kind) -> [calls, self_s, total_s]
         self.calls: dict[tuple[str, int, str, str, str | None], list[float]] = {}
-        self.stack: list[float] = [0.0]
+        self.stack: list[float] = [0.0]  # child time of each probed call in progress
+        self.ops: list[str] = []  # the probed calls in progress
         self.busy = False  # torchlint's own work: probes pass through, samples go to tool time
         self.in_fetch = 0  # > 0 while a DataLoader batch is being fetched
         self.labels_on = False  # torch.profiler is recording: wrap probed calls in ranges
@@ -159,11 +160,15 @@ def _make_probe(
     def probe(*args: Any, **kwargs: Any) -> Any:
         if compiling() or rec.busy or get_ident() != rec.main_ident:
             return orig(*args, **kwargs)
+        ops = rec.ops
+        if ops and ops[-1] == op:  # re-dispatch through a subclass's __torch_function__
+            return orig(*args, **kwargs)
         site = user_site(getframe(1))
         if site is None:
             return orig(*args, **kwargs)
         stack = rec.stack
         stack.append(0.0)
+        ops.append(op)
         rf = None
         if rec.labels_on:
             try:
@@ -195,6 +200,7 @@ def _make_probe(
                 except Exception:
                     pass
             child = stack.pop()
+            ops.pop()
             stack[-1] += dt
             key = (site[0], site[1], site[2], op, kind)
             entry = rec.calls.get(key)

@@ -33,6 +33,7 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
             "syncs": c.syncs,
             "evidence": [e.to_dict(cwd) for e in sorted(c.evidence, key=lambda e: -e.total_s)],
             "window": [e.to_dict(cwd) for e in sorted(c.window, key=lambda e: -e.self_s)],
+            "context": [e.to_dict(cwd) for e in sorted(c.context, key=lambda e: -e.total_s)],
             "function": None
             if c.function is None
             else {

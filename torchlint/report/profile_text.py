@@ -73,6 +73,12 @@ def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: b
         w = _window_line(f)
         if w:
             lines.append(f"{pad}{w}")
+    ctx = f.get("context") or []
+    if ctx:
+        fetch_s = sum(e["total_s"] for e in ctx)
+        lines_ = sorted({e["line"] for e in ctx})
+        where = ", ".join(str(n) for n in lines_)
+        lines.append(f"{pad}context: {_s(fetch_s)} fetching batches at line {where} (not counted here)")
     fn = f.get("function")
     if fn:
         lines.append(f"{pad}in {fn['name']}(): {_s(fn['total_s'])} total, {fn['calls']} call(s) (cProfile)")
@@ -156,6 +162,9 @@ def render(report: dict[str, Any]) -> str:
         lines.append("Static-only findings (nothing measured at these lines in this run)")
         for f in static_only:
             lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+            if f.get("context"):
+                fetch_s = sum(e["total_s"] for e in f["context"])
+                lines.append(f"      {'':>4}context: {_s(fetch_s)} fetching batches from this loader")
         lines.append("")
 
     hs = report["hotspots"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from torchlint.analysis.devices import string_value
 from torchlint.checks.base import Check
 
@@ -24,7 +26,10 @@ class ChannelsLastMissing(Check):
         loops = ctx.loops.training_loops()
         if not loops or not ctx.calls_named(*_CONV2D) or ctx.references("torch.channels_last"):
             return
+        # torch's autocast, or a framework's (`with accelerator.autocast():`)
         autocasts = [c for c in ctx.calls_named(*AUTOCAST) if not _on_cpu(c, ctx)]
+        autocasts += [c for c in ctx.method_calls({"autocast"}) if isinstance(ctx.tree.parent(c), cst.WithItem) and ctx.qname(c.func) is None]
+        autocasts.sort(key=ctx.tree.index)
         in_loop = [c for c in autocasts if any(ctx.tree.is_inside(c, loop) for loop in loops)]
         if in_loop:
             call = in_loop[0]

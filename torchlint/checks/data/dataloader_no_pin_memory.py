@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.checks.base import Check
 
 _DATALOADER = "torch.utils.data.DataLoader"
+_TENSOR_DATASET = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 _PIN_MEMORY_POSITION = 7
 
@@ -36,5 +37,12 @@ class DataloaderNoPinMemory(Check):
             return  # pinned, or a value chosen at run time
         if not ctx.devices.uses_accelerator():
             return  # nothing is copied to a device in this module
+        if ctx.loops.only_first_batch(node):
+            return  # built to peek at one batch
+        dataset = ctx.argument(node, 0, "dataset")
+        built = ctx.values.constructed_by(dataset.value, node) if dataset is not None else None
+        if built is not None and ctx.qname(built.func) in _TENSOR_DATASET:
+            if any(ctx.devices.on_device(arg.value, built) for arg in built.args):
+                return  # the tensors are on the device already: nothing to pin
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

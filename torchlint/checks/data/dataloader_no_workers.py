@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.checks.base import Check
 
 _DATALOADER = "torch.utils.data.DataLoader"
+_TENSOR_DATASET = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
 _NUM_WORKERS_POSITION = 5
 
@@ -34,5 +35,11 @@ class DataloaderNoWorkers(Check):
             why = "`num_workers=0`"
         else:
             return  # workers asked for, or a value chosen at run time
+        if ctx.loops.only_first_batch(node):
+            return  # built to peek at one batch: workers would only add start-up time
+        dataset = ctx.argument(node, 0, "dataset")
+        built = ctx.values.constructed_by(dataset.value, node) if dataset is not None else None
+        if built is not None and ctx.qname(built.func) in _TENSOR_DATASET:
+            return  # tensors already in memory (or on the device, where workers cannot go)
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

@@ -23,6 +23,8 @@ class NoMixedPrecision(Check):
         loops = ctx.loops.training_loops()
         if not loops or not ctx.devices.uses_accelerator():
             return
-        if ctx.references(*_PRECISION_APIS, prefix=True) or ctx.references(*_PRECISION_APIS) or ctx.method_calls({"half", "bfloat16"}):
+        if ctx.references(*_PRECISION_APIS, prefix=True) or ctx.references(*_PRECISION_APIS):
             return
+        if ctx.method_calls({"half", "bfloat16", "autocast"}) or ctx.references("accelerate.Accelerator"):
+            return  # precision handled by hand or by a framework (`accelerator.autocast()`)
         self.report(loops[0])  # one finding per module: autocast is a module-wide decision

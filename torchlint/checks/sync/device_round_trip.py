@@ -44,6 +44,13 @@ class DeviceRoundTrip(Check):
                 continue
             if not isinstance(expr, cst.Call):
                 return None
+            if ctx.qname(expr.func) in _FROM_HOST and ctx.keyword(expr, "device") is None:
+                positional = [a for a in expr.args if a.keyword is None and not a.star]
+                if len(positional) != 1:
+                    return None
+                expr = positional[0].value
+                wrapped = True
+                continue
             if isinstance(expr.func, cst.Attribute):
                 moved = ctx.devices.move(expr)
                 if moved is not None:
@@ -56,13 +63,6 @@ class DeviceRoundTrip(Check):
                 if method not in _SAME_VALUE and not ctx.devices.dtype_only_to(expr):
                     return None
                 expr = expr.func.value
-                continue
-            if ctx.qname(expr.func) in _FROM_HOST and ctx.keyword(expr, "device") is None:
-                positional = [a for a in expr.args if a.keyword is None and not a.star]
-                if len(positional) != 1:
-                    return None
-                expr = positional[0].value
-                wrapped = True
                 continue
             return None
 

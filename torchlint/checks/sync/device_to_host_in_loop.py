@@ -36,8 +36,10 @@ class DeviceToHostInLoop(Check):
             return  # not a tensor
         if method != "numpy" and ctx.devices.moved_to_host(receiver, node):
             return  # already on the host: the earlier move is the finding
-        if ctx.devices.is_host_batch(receiver, node):
+        if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
             return  # a batch straight from the DataLoader is still on the host
+        if method == "numpy" and ctx.guards.device_branch(node, stop=loop):
+            return  # `t.numpy() if not use_cuda else t.cpu().numpy()`: the host-only path
         arguments = ", ".join(ctx.module.code_for_node(a).strip().rstrip(",") for a in node.args)
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
 

@@ -33,6 +33,6 @@ class ScalarSyncInLoop(Check):
         receiver = node.func.value  # type: ignore[attr-defined]
         if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
             return  # not a tensor: no device to wait for
-        if ctx.devices.is_host_batch(receiver, node):
+        if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
             return  # a batch straight from the DataLoader is still on the host
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")

@@ -1,0 +1,77 @@
+"""`torch.tensor(a)` on a NumPy array: a copy where `torch.as_tensor` shares the memory."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.devices import is_cpu_device
+from torchlint.analysis.edits import with_keyword
+from torchlint.checks.base import Check
+from torchlint.findings import FixSafety
+
+# The copying constructors, and the dtype the legacy ones imply.
+_COPYING = {
+    "torch.tensor": None,
+    "torch.Tensor": "float32",
+    "torch.FloatTensor": "float32",
+    "torch.DoubleTensor": "float64",
+    "torch.HalfTensor": "float16",
+    "torch.BFloat16Tensor": "bfloat16",
+    "torch.LongTensor": "int64",
+    "torch.IntTensor": "int32",
+    "torch.ShortTensor": "int16",
+    "torch.CharTensor": "int8",
+    "torch.ByteTensor": "uint8",
+    "torch.BoolTensor": "bool",
+}
+
+
+class TensorCopiesNumpy(Check):
+    """`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array."""
+
+    code = "TL203"
+    name = "tensor-copies-numpy"
+    message = "`{call}` copies the NumPy array `{array}` into a new tensor; `torch.as_tensor` (or `torch.from_numpy`) shares its memory"
+    fix_hint = "Use `torch.as_tensor(a)` or `torch.from_numpy(a)` (the tensor then shares memory with the array: copy explicitly if either is modified)"
+    fix_safety = FixSafety.UNSAFE
+    runtime_ops = ("aten::tensor", "aten::copy_", "aten::_to_copy")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        qualified = ctx.qname(node.func)
+        if qualified not in _COPYING or any(arg.star for arg in node.args):
+            return
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if len(positional) != 1:
+            return  # torch.FloatTensor(3, 4): sizes, not data
+        keywords = {arg.keyword.value: arg for arg in node.args if arg.keyword is not None}
+        if "requires_grad" in keywords or "pin_memory" in keywords:
+            return  # a new leaf (or pinned buffer) is meant to own its memory
+        device = keywords.get("device")
+        if device is not None and not is_cpu_device(device.value, ctx):
+            return  # the copy to the device happens either way
+        if set(keywords) - {"dtype", "device"}:
+            return
+        array = positional[0].value
+        if not ctx.values.is_numpy_array(array, node):
+            return  # unknown origin (a parameter, an env's output) or a NumPy scalar
+        self.report(
+            node,
+            fix=self._fix(node, qualified),
+            call=short_code(ctx.module, node.func) + "(...)",
+            array=short_code(ctx.module, array, 30),
+        )
+
+    def _fix(self, node: cst.Call, qualified: str) -> tuple[cst.Call, cst.Call] | None:
+        ctx = self.ctx
+        spelling = ctx.imports.spelling("torch.as_tensor", via=("torch",))
+        if spelling is None:
+            return None
+        new = node.with_changes(func=cst.parse_expression(spelling))
+        dtype = _COPYING[qualified]
+        if dtype is not None:
+            if ctx.keyword(node, "dtype") is not None:
+                return None
+            new = with_keyword(new, "dtype", cst.parse_expression(spelling.rsplit(".", 1)[0] + "." + dtype))
+        return node, new
