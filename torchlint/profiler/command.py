@@ -146,7 +146,7 @@ def report_run(
     }
 )
 @click.argument("script")
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
 @click.option(
     "--output-format",
     type=click.Choice(["text", "json"]),

@@ -557,6 +557,11 @@ class TorchRun:
                 self.prof.stop()
             except Exception as exc:
                 self.prof_error = f"{type(exc).__name__}: {exc}"
+            if partial and self.cycles:
+                # the last window ran from its first step to the end of the script
+                last = self.cycles[-1]
+                last["steps"] = [n for n in last["steps"] if n <= self.steps]
+                last["partial"] = True
         try:
             self._hook.remove()
         except Exception:

@@ -75,6 +75,7 @@ def _coverage(session: ProfileSession) -> dict[str, Any]:
                 "steps": [min(steps), max(steps)] if steps else None,
                 "active_steps": len(steps),
                 "trace": cyc.get("trace"),
+                "partial": bool(cyc.get("partial")),
             }
         )
     return {

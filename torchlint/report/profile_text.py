@@ -127,7 +127,10 @@ def render(report: dict[str, Any]) -> str:
     if tp["ran"]:
         sched = tp.get("schedule") or {}
         wins = ", ".join(
-            f"{_steps(w)}" + (f" -> {w['trace']}" if w.get("trace") else "") for w in tp["windows"]
+            _steps(w)
+            + (" to the end of the run" if w.get("partial") else "")
+            + (f" -> {w['trace']}" if w.get("trace") else "")
+            for w in tp["windows"]
         )
         lines.append(
             f"  torch.profiler  {wins} ({tp['active_steps']} active steps of {run['steps']}; "
@@ -135,7 +138,7 @@ def render(report: dict[str, Any]) -> str:
             f" / repeat {sched.get('repeat')}; {'+'.join(tp['activities'])}; no Python tracer)"
         )
         if tp["partial"]:
-            lines.append("                  the run ended inside the window: the last window is partial")
+            lines.append("                  the run ended inside a window: the last one is partial")
     else:
         lines.append(f"  torch.profiler  did not run: {tp.get('not_run_reason') or 'unknown'}")
     if cov["sync_debug"].get("enabled"):
