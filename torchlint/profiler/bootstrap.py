@@ -64,6 +64,13 @@ def _script_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+def _ignore_sigint() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+
+
 def _prepare_main(abs_script: str) -> tuple[types.CodeType, types.ModuleType]:
     """The script compiled and a fresh ``__main__`` module, as ``python SCRIPT`` makes them.
 
@@ -134,35 +141,30 @@ def main(argv: list[str] | None = None) -> None:
     sys.modules["__main__"] = main_module
     profiler.enable()
     try:
-        exec(code, main_module.__dict__)
+        try:
+            exec(code, main_module.__dict__)
+        finally:
+            profiler.disable()
+            # The run is over: a second Ctrl-C must not lose the profile.
+            _ignore_sigint()
     except SystemExit as exc:
-        profiler.disable()
         status = _exit_code(exc)
         reason = "sys.exit"
     except KeyboardInterrupt as exc:
-        profiler.disable()
         status, reason = 130, "interrupted"
         tb_text = _script_traceback(exc)
     except max_steps_exc as exc:
-        profiler.disable()
         status, reason = 0, "max-steps"
         print(f"torchlint: stopped after {exc} optimizer steps (--max-steps)", file=sys.stderr)
     except BaseException as exc:  # noqa: BLE001 - the script's own failure, reported below
-        profiler.disable()
         status, reason = 1, "exception"
         tb_text = _script_traceback(exc)
     finally:
-        profiler.disable()
         script_wall = time.perf_counter() - t0
         sampler.stop()
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
 
-    # From here on the run is over: a second Ctrl-C must not lose the profile.
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:
-        pass
     if tb_text:
         sys.stderr.write(tb_text)
         sys.stderr.flush()
