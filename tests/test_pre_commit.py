@@ -1,4 +1,8 @@
-"""The real pre-commit framework runs the hook from this repository (`pre-commit try-repo`)."""
+"""The real pre-commit framework runs the hook from this repository.
+
+`pre-commit try-repo` (the working tree, uncommitted changes included) shows the hook's
+verdicts; `pre-commit run` against this repository's HEAD keeps its environment in
+PRE_COMMIT_HOME, where the test checks that no torch was installed."""
 
 from __future__ import annotations
 
@@ -50,7 +54,16 @@ def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_e
     clean = _try_repo(_repo(tmp_path / "clean", CLEAN, pre_commit_env), pre_commit_env)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "Passed" in clean.stdout
+
     # The hook's environment has torchlint but no torch.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    repo = _repo(tmp_path / "installed", CLEAN, pre_commit_env)
+    (repo / ".pre-commit-config.yaml").write_text(f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n      - id: torchlint\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--files", "train.py"],
+        cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
     envs = list(Path(pre_commit_env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*"))
     assert envs
     for env_dir in envs:
