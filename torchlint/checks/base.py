@@ -35,8 +35,6 @@ class Check:
     fix_hint: ClassVar[str] = ""
     default: ClassVar[bool] = True
     fix_safety: ClassVar[FixSafety] = FixSafety.NONE
-    # Runtime ops whose measured cost confirms this finding (used by the profiler join).
-    runtime_ops: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -19,7 +19,6 @@ class ChannelsLastMissing(Check):
     message = "`{call}` runs 2-D convolutions in mixed precision on NCHW tensors; tensor-core convolution kernels want channels-last (NHWC)"
     fix_hint = "Convert the model and each input batch with `.to(memory_format=torch.channels_last)`"
     default = False
-    runtime_ops = ("aten::cudnn_convolution", "aten::convolution_backward", "aten::contiguous", "aten::copy_")
 
     def finish(self) -> None:
         ctx = self.ctx

@@ -18,7 +18,6 @@ class CudnnBenchmarkOff(Check):
     message = "This training loop runs convolutions without `torch.backends.cudnn.benchmark = True`, so cuDNN never picks the fastest algorithm for the input shapes"
     fix_hint = "Set `torch.backends.cudnn.benchmark = True` once before training when input shapes stay fixed"
     default = False
-    runtime_ops = ("aten::cudnn_convolution", "aten::convolution_backward")
 
     def finish(self) -> None:
         ctx = self.ctx

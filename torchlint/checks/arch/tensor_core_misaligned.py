@@ -27,7 +27,6 @@ class TensorCoreMisaligned(Check):
     name = "tensor-core-misaligned"
     message = "`{call}` has sizes that are not multiples of {multiple}, which keeps tensor cores from being fully used: {sizes}"
     fix_hint = "Pad each size to a multiple of the tensor-core tile (8 for fp16/bf16, 64 on A100 for best results), e.g. round a vocabulary up"
-    runtime_ops = ("aten::mm", "aten::addmm", "aten::matmul", "aten::linear", "aten::cudnn_convolution", "aten::_cudnn_rnn")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -36,7 +36,6 @@ class ZeroGradMemset(Check):
     message = "`{call}` writes zeros into every gradient instead of releasing it"
     fix_hint = "Use `zero_grad(set_to_none=True)` (the default since torch 2.0), or `p.grad = None` for a manual loop"
     fix_safety = FixSafety.SAFE
-    runtime_ops = ("aten::zero_", "aten::fill_")
 
     def visit_Call(self, node: cst.Call) -> None:
         method = self.ctx.method_name(node)

@@ -20,7 +20,6 @@ class DataloaderNoPinMemory(Check):
     name = "dataloader-no-pin-memory"
     message = "`{call}` has {why}, so each batch is staged through pageable host memory before its copy to the device"
     fix_hint = "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`"
-    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

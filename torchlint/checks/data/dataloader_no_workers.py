@@ -20,7 +20,6 @@ class DataloaderNoWorkers(Check):
     name = "dataloader-no-workers"
     message = "`{call}` has {why}, so every batch is loaded and collated in the training process while the model waits"
     fix_hint = "Pass `num_workers` > 0 (about 4 per GPU to start with) so worker processes prepare batches ahead of the step"
-    runtime_ops = ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",)
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

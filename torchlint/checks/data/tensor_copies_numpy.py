@@ -35,7 +35,6 @@ class TensorCopiesNumpy(Check):
     message = "`{call}` copies the NumPy array `{array}` into a new tensor; `torch.as_tensor` (or `torch.from_numpy`) shares its memory"
     fix_hint = "Use `torch.as_tensor(a)` or `torch.from_numpy(a)` (the tensor then shares memory with the array: copy explicitly if either is modified)"
     fix_safety = FixSafety.UNSAFE
-    runtime_ops = ("aten::tensor", "aten::copy_", "aten::_to_copy")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

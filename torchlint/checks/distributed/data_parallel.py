@@ -21,7 +21,6 @@ class DataParallel(Check):
     name = "data-parallel"
     message = "`{call}` drives every GPU from one Python process, replicating the model and scattering each batch on every step"
     fix_hint = "Use `torch.nn.parallel.DistributedDataParallel` with one process per GPU (launched with `torchrun`)"
-    runtime_ops = ("Broadcast", "Gather", "Scatter", "ReduceAddCoalesced")
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qname(node.func) in _DATA_PARALLEL:

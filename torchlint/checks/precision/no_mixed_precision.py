@@ -16,7 +16,6 @@ class NoMixedPrecision(Check):
     message = "This training loop runs in float32 with no `autocast` anywhere in the module, leaving tensor cores idle"
     fix_hint = 'Run the forward pass and loss under `torch.autocast("cuda", dtype=torch.bfloat16)` (with fp16, add `torch.amp.GradScaler("cuda")`)'
     default = False
-    runtime_ops = ("aten::mm", "aten::addmm", "aten::cudnn_convolution")
 
     def finish(self) -> None:
         ctx = self.ctx

@@ -19,7 +19,6 @@ class BlockingHostToDevice(Check):
     fix_hint = "Pass `non_blocking=True` (with `pin_memory=True` on the DataLoader) so the copy overlaps with compute"
     default = False
     fix_safety = FixSafety.SAFE
-    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -32,7 +32,6 @@ class CreateThenMove(Check):
     message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
-    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

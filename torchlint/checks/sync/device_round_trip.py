@@ -19,7 +19,6 @@ class DeviceRoundTrip(Check):
     name = "device-round-trip"
     message = "`{expr}` moves the value {first} and straight back {second}: two copies and a sync for nothing"
     fix_hint = "Drop both moves and keep the value where it is; if a host-only step sits between them, do it on the device instead"
-    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync", "cudaStreamSynchronize")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

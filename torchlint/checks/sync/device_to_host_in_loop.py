@@ -16,7 +16,6 @@ class DeviceToHostInLoop(Check):
     name = "device-to-host-in-loop"
     message = "`{call}` in a training loop copies a device value to the host and waits for it on every step"
     fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
-    runtime_ops = ("aten::_to_copy", "aten::copy_", "cudaMemcpyAsync", "cudaStreamSynchronize")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

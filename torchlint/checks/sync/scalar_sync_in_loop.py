@@ -18,7 +18,6 @@ class ScalarSyncInLoop(Check):
     name = "scalar-sync-in-loop"
     message = "`{call}` in a training loop makes the host wait for the device on every step"
     fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
-    runtime_ops = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaMemcpyAsync")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -20,7 +20,6 @@ class SyncCallInLoop(Check):
     name = "sync-call-in-loop"
     message = "`{call}` in a training loop stops the host until every queued kernel has finished, on every step"
     fix_hint = "Remove the call from the step loop, or run it only when needed (behind a flag, or every N steps)"
-    runtime_ops = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaFree")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx

@@ -20,7 +20,6 @@ class TensorConditionInLoop(Check):
     message = "`{test}` branches on a tensor value in a training loop: the host waits for the device to decide"
     fix_hint = "Keep the decision on the device with `torch.where` / masking, or test it every N steps"
     default = False
-    runtime_ops = ("aten::is_nonzero", "aten::_local_scalar_dense", "cudaStreamSynchronize")
 
     def visit_If(self, node: cst.If) -> None:
         self._check(node, node.test)
