@@ -162,10 +162,18 @@ class Devices:
                 break
         if isinstance(expr, cst.Call):
             return ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None
+        return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _every_binding(self, expr: cst.BaseExpression, at: cst.CSTNode, test, depth: int, whole_value_of_tuples: bool) -> bool:  # type: ignore[no-untyped-def]
+        """Does ``test`` hold for the value of every assignment that binds the name ``expr``?
+
+        For ``a, b = value`` the matching element is tested; when ``value`` is not a
+        literal tuple, ``whole_value_of_tuples`` says whether to test ``value`` itself.
+        """
         name = dotted(expr)
-        if name is None or _depth > 3 or ctx.qname(expr) is not None:
+        if name is None or depth > 3 or self.ctx.qname(expr) is not None:
             return False
-        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
         if not bound:
             return False
         for binding in bound:
@@ -173,12 +181,11 @@ class Devices:
             if binding.kind != "assign" or value is None:
                 return False
             if binding.element is not None:
-                if not isinstance(value, (cst.Tuple, cst.List)) or binding.element >= len(value.elements):
-                    if not self.moved_to_host(value, binding.node, _depth + 1):
-                        return False
-                    continue
-                value = value.elements[binding.element].value
-            if not self.moved_to_host(value, binding.node, _depth + 1):
+                if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
+                    value = value.elements[binding.element].value
+                elif not whole_value_of_tuples:
+                    return False
+            if not test(value, binding.node, depth + 1):
                 return False
         return True
 
@@ -203,23 +210,7 @@ class Devices:
         if isinstance(expr, cst.Call):
             device = ctx.keyword(expr, "device")
             return device is not None and (ctx.qname(expr.func) or "").startswith("torch.") and self.device_value(device.value, expr) == "device"
-        name = dotted(expr)
-        if name is None or _depth > 3 or ctx.qname(expr) is not None:
-            return False
-        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind != "augassign"]
-        if not bound:
-            return False
-        for binding in bound:
-            value = binding.value
-            if binding.kind != "assign" or value is None:
-                return False
-            if binding.element is not None:
-                if not isinstance(value, (cst.Tuple, cst.List)) or binding.element >= len(value.elements):
-                    return False
-                value = value.elements[binding.element].value
-            if not self.on_device(value, binding.node, _depth + 1):
-                return False
-        return True
+        return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=False)
 
     def dtype_only_to(self, call: cst.Call) -> bool:
         """``x.to(torch.float16)``, ``x.to(dtype=...)``, ``x.to(y.dtype)``: a conversion, no move."""
