@@ -140,6 +140,8 @@ class ValueKinds:
             return Kind.LOADER
         if not kinds and looks_like_optimizer(name):
             return Kind.OPTIMIZER
+        if not kinds and isinstance(expr, cst.Attribute):
+            return self._expr_kind(expr, at)  # never bound itself: `frame.values`, `x.data`
         return Kind.UNKNOWN
 
     def _binding_kind(self, binding) -> Kind:  # type: ignore[no-untyped-def]

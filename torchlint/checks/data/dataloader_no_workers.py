@@ -30,7 +30,7 @@ class DataloaderNoWorkers(Check):
         arg = ctx.argument(node, _NUM_WORKERS_POSITION, "num_workers")
         if arg is None:
             why = "no `num_workers`"
-        elif isinstance(arg.value, cst.Integer) and arg.value.evaluated_value == "0":
+        elif isinstance(arg.value, cst.Integer) and int(arg.value.evaluated_value) == 0:
             why = "`num_workers=0`"
         else:
             return  # workers asked for, or a value chosen at run time
