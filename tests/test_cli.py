@@ -228,3 +228,22 @@ def test_python_dash_m_and_no_torch_import(project: Path) -> None:
         [sys.executable, "-c", "import torch"], env=env, capture_output=True, text=True, timeout=60
     )
     assert probe.returncode != 0  # the blocker really blocks
+
+
+def test_notebook_with_a_broken_cell_still_checks_the_others(tmp_path: Path) -> None:
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "source": ["import torch\n", "if use_tb:\n", "    %load_ext tensorboard\n"]},
+            {"cell_type": "code", "source": ["criterion = # TODO: define the loss\n"]},
+            {"cell_type": "code", "source": ["%%bash\n", "ls -l data/\n"]},
+            {"cell_type": "code", "source": ["torch.*Tensor?\n"]},
+            {"cell_type": "code", "source": BAD.splitlines(keepends=True)[1:]},
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    (tmp_path / "exercise.ipynb").write_text(json.dumps(notebook))
+    code, out, _ = run("check", ".", cwd=tmp_path)
+    assert code == 1
+    assert "exercise.ipynb:cell 2:1:13: TL000" in out
+    assert "exercise.ipynb:cell 5:4:11: TL101" in out
+    assert out.count("TL000") == 1

@@ -60,9 +60,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             result.findings.append(error)
         return result
     module = parse(source)
+    if isinstance(module, Finding) and source.cells is not None:
+        source, module = _parse_good_cells(source, module, result)
     if isinstance(module, Finding):
         result.findings.append(module)
         return result
+    result.source = source
     result.module = module
     ctx = FileContext(module, source.path, options)
     if not ctx.imports_torch():
@@ -84,6 +87,24 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         made.extend((check_type, report) for report in check.reports)
     result.findings.extend(_locate(source, module, made))
     return result
+
+
+def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tuple[Source, cst.Module | Finding]:
+    """A notebook whose cells do not parse together: report each cell that does not
+    parse on its own and check the others, so one broken cell never hides the rest."""
+    lines = source.text.splitlines()
+    bad = []
+    for number, first, last in source.cell_spans():
+        cell = Source(source.path, "\n".join(lines[first - 1:last]) + "\n")
+        problem = _quick_syntax_check(cell)
+        if problem is not None:
+            location = problem.location
+            result.findings.append(syntax_error(source.path, problem.message, location.line, location.column, number))
+            bad.append((first, last))
+    if not bad:
+        return source, error  # only the joined cells fail: report that
+    rest = source.without_lines(bad)
+    return rest, parse(rest)
 
 
 def _quick_syntax_check(source: Source) -> Finding | None:

@@ -13,7 +13,24 @@ from pathlib import Path
 from torchlint.findings import SYNTAX_ERROR, Finding, Location
 
 # IPython syntax a notebook cell may hold that is not Python: magics, shell escapes, help.
-_IPYTHON_LINE = re.compile(r"^\s*(%|!|\?|[A-Za-z_][\w.]*\?\s*$)")
+# IPython syntax a cell may hold that is not Python: line magics, shell escapes, help
+# (`?x`, `torch.*Tensor?`). Each becomes `pass` at its indentation, so a magic that is
+# the only statement of a block (`if x:\n    %pip install y`) leaves the block valid.
+_IPYTHON_LINE = re.compile(r"^(?P<indent>\s*)(%|!|\?|[\w.*]+\?{1,2}\s*$)")
+# Cell magics whose body is still Python; the body of any other (%%bash...) is not.
+_PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
+
+
+def _cell_lines(body: str) -> list[str]:
+    raw_lines = body.splitlines() or [""]
+    first = raw_lines[0].strip()
+    if first.startswith("%%") and first.split()[0] not in _PYTHON_CELL_MAGICS:
+        return ["# " + raw for raw in raw_lines]
+    lines = []
+    for raw in raw_lines:
+        match = _IPYTHON_LINE.match(raw)
+        lines.append(f"{match.group('indent')}pass  # {raw.strip()}" if match else raw)
+    return lines
 
 
 @dataclass(slots=True)
@@ -44,6 +61,25 @@ class Source:
     cells: CellMap | None = None  # set for notebooks
     encoding: str = "utf-8"
     digest: str = ""  # sha256 of the bytes read, to detect a file changed before --fix writes
+
+    def cell_spans(self) -> list[tuple[int, int, int]]:
+        """(cell number, first joined line, last joined line) of each code cell."""
+        if self.cells is None:
+            return []
+        total = len(self.text.splitlines())
+        starts = self.cells.starts
+        return [
+            (number, start, (starts[i + 1][0] - 1) if i + 1 < len(starts) else total)
+            for i, (start, number) in enumerate(starts)
+        ]
+
+    def without_lines(self, spans: list[tuple[int, int]]) -> Source:
+        """The same source with the lines in ``spans`` (1-based, inclusive) commented out."""
+        lines = self.text.splitlines()
+        for first, last in spans:
+            for i in range(first - 1, last):
+                lines[i] = "# " + lines[i]
+        return Source(self.path, "\n".join(lines) + "\n", self.cells, self.encoding, self.digest)
 
     def line_text(self, location: Location) -> str:
         """The text of the line ``location`` points at."""
@@ -102,8 +138,7 @@ def notebook_source(path: str, text: str) -> Source | Finding:
         body = cell.get("source", "")
         body = "".join(body) if isinstance(body, list) else str(body)
         cell_map.starts.append((len(lines) + 1, number))
-        for raw in body.splitlines() or [""]:
-            lines.append("# " + raw if _IPYTHON_LINE.match(raw) else raw)
+        lines.extend(_cell_lines(body))
     return Source(path, "\n".join(lines) + "\n", cell_map)
 
 
