@@ -5,13 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_option, tensor_dataset
 from torchlint.checks.base import Check
-
-_DATALOADER = "torch.utils.data.DataLoader"
-_TENSOR_DATASET = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
-_PIN_MEMORY_POSITION = 7
-
 
 class DataloaderNoPinMemory(Check):
     """`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator."""
@@ -23,11 +18,11 @@ class DataloaderNoPinMemory(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.qname(node.func) != _DATALOADER or ctx.has_star_kwargs(node):
+        if not is_dataloader(ctx, node):
             return
-        if any(arg.star == "*" for arg in node.args):
-            return  # `*args` may carry pin_memory
-        arg = ctx.argument(node, _PIN_MEMORY_POSITION, "pin_memory")
+        arg = loader_option(ctx, node, "pin_memory")
+        if arg is UNKNOWN:
+            return  # a splat may carry pin_memory
         if arg is None:
             why = "no `pin_memory`"
         elif isinstance(arg.value, cst.Name) and arg.value.value == "False":
@@ -38,10 +33,8 @@ class DataloaderNoPinMemory(Check):
             return  # nothing is copied to a device in this module
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch
-        dataset = ctx.argument(node, 0, "dataset")
-        built = ctx.values.constructed_by(dataset.value, node) if dataset is not None else None
-        if built is not None and ctx.qname(built.func) in _TENSOR_DATASET:
-            if any(ctx.devices.on_device(arg.value, built) for arg in built.args):
-                return  # the tensors are on the device already: nothing to pin
+        built = tensor_dataset(ctx, node)
+        if built is not None and any(ctx.devices.on_device(arg.value, built) for arg in built.args):
+            return  # the tensors are on the device already: nothing to pin
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

@@ -5,13 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_option, tensor_dataset
 from torchlint.checks.base import Check
-
-_DATALOADER = "torch.utils.data.DataLoader"
-_TENSOR_DATASET = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
-_NUM_WORKERS_POSITION = 5
-
 
 class DataloaderNoWorkers(Check):
     """`DataLoader(...)` without `num_workers`, or with `num_workers=0`."""
@@ -23,11 +18,11 @@ class DataloaderNoWorkers(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.qname(node.func) != _DATALOADER or ctx.has_star_kwargs(node):
+        if not is_dataloader(ctx, node):
             return
-        if any(arg.star == "*" for arg in node.args):
-            return  # `*args` may carry num_workers
-        arg = ctx.argument(node, _NUM_WORKERS_POSITION, "num_workers")
+        arg = loader_option(ctx, node, "num_workers")
+        if arg is UNKNOWN:
+            return  # a splat may carry num_workers
         if arg is None:
             why = "no `num_workers`"
         elif isinstance(arg.value, cst.Integer) and int(arg.value.evaluated_value) == 0:
@@ -36,9 +31,7 @@ class DataloaderNoWorkers(Check):
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch: workers would only add start-up time
-        dataset = ctx.argument(node, 0, "dataset")
-        built = ctx.values.constructed_by(dataset.value, node) if dataset is not None else None
-        if built is not None and ctx.qname(built.func) in _TENSOR_DATASET:
+        if tensor_dataset(ctx, node) is not None:
             return  # tensors already in memory (or on the device, where workers cannot go)
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

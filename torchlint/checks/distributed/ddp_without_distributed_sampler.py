@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_option
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
-_LOADER = "torch.utils.data.DataLoader"
 
 
 class DdpWithoutDistributedSampler(Check):
@@ -21,17 +21,16 @@ class DdpWithoutDistributedSampler(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.qname(node.func) != _LOADER or not self._uses_ddp():
+        if not is_dataloader(ctx, node) or not self._uses_ddp():
             return
-        if ctx.has_star_kwargs(node) or any(a.star == "*" for a in node.args):
+        shuffle = loader_option(ctx, node, "shuffle")
+        if shuffle is UNKNOWN:
             return  # a splat may carry the sampler
-        shuffle = ctx.argument(node, 2, "shuffle")
         if shuffle is None or not (isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True"):
             return
-        for position, keyword in ((3, "sampler"), (4, "batch_sampler")):
-            if ctx.argument(node, position, keyword) is not None:
-                return
-        self.report(node, call=f"{dotted(node.func) or _LOADER}(...)")
+        if any(loader_option(ctx, node, option) is not None for option in ("sampler", "batch_sampler")):
+            return
+        self.report(node, call=f"{dotted(node.func) or DATALOADER}(...)")
 
     def _uses_ddp(self) -> bool:
         if not hasattr(self, "_ddp"):
