@@ -23,7 +23,7 @@ from torchlint.engine.discover import discover
 
 
 def _files(paths: list[Path]) -> list[Path]:
-    return [f.path for f in discover(paths, Config()) if f.path.suffix == ".py"]
+    return [f.path for f in discover(paths, Config(respect_gitignore=False)) if f.path.suffix == ".py"]
 
 
 def bare_parse(files: list[Path]) -> float:
