@@ -191,6 +191,15 @@ class FileContext:
 
 
 def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
-    """The source of ``node`` on one line, shortened for a message."""
+    """The source of ``node`` on one line, shortened for a message: long call arguments
+    become ``(...)`` (``F.nll_loss(...).item``), and only then is the text cut."""
     text = " ".join(module.code_for_node(node).split())
+    if len(text) <= limit:
+        return text
+    if isinstance(node, cst.Call):
+        text = short_code(module, node.func, limit) + "(...)"
+    elif isinstance(node, cst.Attribute):
+        text = short_code(module, node.value, limit) + "." + node.attr.value
+    elif isinstance(node, cst.Subscript):
+        text = short_code(module, node.value, limit) + "[...]"
     return text if len(text) <= limit else text[: limit - 3] + "..."
