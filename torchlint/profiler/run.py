@@ -74,7 +74,10 @@ def check_script(script: str) -> Path:
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
-        detail = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else str(exc)
+        if isinstance(exc, SyntaxError) and exc.lineno is not None:
+            detail = f"line {exc.lineno}: {exc.msg}"
+        else:
+            detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)
         raise ScriptError(f"{script}: not a Python script ({detail})") from exc
     return path
 
