@@ -46,12 +46,17 @@ class Check:
 
     @classmethod
     def visited_types(cls) -> list[type[cst.CSTNode]]:
+        """The node types this check has ``visit_*`` methods for (computed once per class)."""
+        cached = cls.__dict__.get("_visited_types")
+        if cached is not None:
+            return cached
         types = []
         for attr in dir(cls):
             if attr.startswith("visit_"):
                 node_type = getattr(cst, attr[len("visit_"):], None)
                 if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
                     types.append(node_type)
+        cls._visited_types = types  # type: ignore[attr-defined]
         return types
 
     def report(
