@@ -102,9 +102,10 @@ class FileContext:
     def method_calls(self, methods: Iterable[str]) -> list[cst.Call]:
         """Calls ``x.<method>(...)`` for any of ``methods``, in source order."""
         index = self._calls_by_method
-        found = [call for m in methods for call in index.get(m, ())]
-        if len(methods if isinstance(methods, (set, list, tuple)) else list(methods)) > 1:
-            found.sort(key=self.tree.index)
+        wanted = [methods] if isinstance(methods, str) else list(methods)
+        found = [call for m in wanted for call in index.get(m, ())]
+        if len(wanted) > 1:
+            found.sort(key=self.tree.index)  # each list is in source order; merged ones are not
         return found
 
     def calls_named(self, *qualified: str) -> list[cst.Call]:
