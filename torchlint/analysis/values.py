@@ -288,6 +288,19 @@ class ValueKinds:
                     return False  # bound to a NumPy scalar somewhere
         return True
 
+    def is_sequence_literal(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
+        """A list/tuple literal or list comprehension (data, not a size), or a name every
+        binding of which is one (``xs = [1.0, 2.0]``)."""
+        if isinstance(expr, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return False
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        return bool(bound) and all(
+            b.kind == "assign" and b.element is None and isinstance(b.value, (cst.List, cst.Tuple, cst.ListComp)) for b in bound
+        )
+
     def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> cst.Call | None:
         """The call that built ``expr``'s value: ``expr`` itself, or the one call every
         binding of the name ``expr`` is assigned from (``ds = TensorDataset(x, y)``)."""
@@ -393,7 +406,7 @@ _NUMPY_SCALAR_TYPES = {
 _NUMPY_REDUCTIONS = {
     "sum", "mean", "max", "min", "std", "var", "prod", "median", "argmax", "argmin", "average",
     "amax", "amin", "nanmean", "nansum", "nanmax", "nanmin", "nanstd", "count_nonzero", "trace",
-    "all", "any", "ptp", "norm", "det", "percentile", "quantile", "nanmedian", "dot", "vdot",
+    "all", "any", "ptp", "norm", "det", "percentile", "quantile", "nanmedian",
 }
 # np.random functions that return a scalar without `size` (the value: how many positional
 # arguments come before `size`).

@@ -1,4 +1,4 @@
-"""Legacy typed tensor classes (`torch.FloatTensor`...) and `torch.autograd.Variable`."""
+"""Legacy typed tensor classes (`torch.FloatTensor`, `torch.cuda.LongTensor`...) and `Variable`."""
 
 from __future__ import annotations
 
@@ -6,124 +6,186 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.edits import with_keyword
-from torchlint.analysis.values import Kind
+from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
-_TYPES = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
-    "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
-    "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool",
+_DTYPES = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
+    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
 }
-LEGACY_CLASSES = {f"torch.{name}": (dtype, False) for name, dtype in _TYPES.items()} | {
-    f"torch.cuda.{name}": (dtype, True) for name, dtype in _TYPES.items()
-}
+# torch.FloatTensor -> (dtype, on the device?); sparse classes are reported, never fixed.
+_TYPED: dict[str, tuple[str | None, bool]] = {}
+for _prefix, _dtype in _DTYPES.items():
+    _TYPED[f"torch.{_prefix}Tensor"] = (_dtype, False)
+    _TYPED[f"torch.cuda.{_prefix}Tensor"] = (_dtype, True)
+    _TYPED[f"torch.sparse.{_prefix}Tensor"] = (None, False)
+    _TYPED[f"torch.cuda.sparse.{_prefix}Tensor"] = (None, True)
 _VARIABLE = "torch.autograd.Variable"
-_DATA = (cst.List, cst.Tuple, cst.ListComp)
+_LEGACY_NAMES = {q.rsplit(".", 1)[-1] for q in _TYPED} | {"Variable"}
+_TYPE_CHECKS = {"isinstance", "issubclass"}
 
 
 class LegacyTensorConstructor(Check):
-    """`torch.FloatTensor(...)`, `torch.cuda.FloatTensor`, `torch.Tensor([...])`, `Variable(...)`."""
+    """`torch.FloatTensor(...)`, `torch.cuda.LongTensor`, `torch.Tensor([...])` or `Variable(...)`."""
 
     code = "TL204"
     name = "legacy-tensor-constructor"
-    message = "`{what}` is a legacy API: {why}"
+    message = "`{ref}` {why}"
     fix_hint = "Use `torch.tensor(data, dtype=..., device=...)` (or `torch.empty(size, dtype=...)`); `Variable(x)` is just `x`"
     fix_safety = FixSafety.UNSAFE
 
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._aliases_reported: set[int] = set()
+
+    # --- references to the legacy classes ----------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._reference(node)
+        if node.attr.value in _LEGACY_NAMES:
+            self._reference(node)
 
     def visit_Name(self, node: cst.Name) -> None:
         parent = self.ctx.tree.parent(node)
         if isinstance(parent, cst.Attribute) and parent.attr is node:
-            return  # `torch.FloatTensor`'s attribute part: the Attribute is the reference
-        self._reference(node)
+            return  # `torch.FloatTensor`'s `FloatTensor`: the Attribute is the reference
+        if self.ctx.imports.aliases.get(node.value) is not None and self._names_legacy(node):
+            self._reference(node)
 
     def visit_Call(self, node: cst.Call) -> None:
+        # torch.Tensor is also the tensor type; only building one from data is legacy.
         ctx = self.ctx
-        qualified = ctx.qname(node.func)
-        if qualified == _VARIABLE:
-            self.report(node, fix=self._unwrap(node), what="Variable(...)", why="since torch 0.4 every tensor tracks gradients itself")
-        elif qualified == "torch.Tensor" and self._data_argument(node) is not None:
-            data = self._data_argument(node)
-            self.report(node, fix=self._as_tensor(node, "float32", False), what="torch.Tensor(" + short_code(ctx.module, data, 20) + ")", why="it copies data into an uninitialised-style float tensor; `torch.tensor` infers or takes the dtype and device")
+        if ctx.qname(node.func) != "torch.Tensor" or len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            return
+        data = node.args[0].value
+        if not (ctx.values.is_sequence_literal(data, node) or ctx.values.is_numpy_array(data, node)):
+            return  # torch.Tensor(3, 4), torch.Tensor(size): sizes (or unknown)
+        self.report(
+            node,
+            fix=self._typed_fix(node, "float32", False),
+            ref=short_code(ctx.module, node.func) + "(...)",
+            why="is a legacy API: building from data always copies into the default float type; use `torch.tensor(data, dtype=..., device=...)`",
+        )
 
-    # --- references to the typed classes -----------------------------------------
+    def _names_legacy(self, node: cst.BaseExpression) -> bool:
+        qualified = self.ctx.qname(node)
+        return qualified in _TYPED or qualified == _VARIABLE
+
     def _reference(self, node: cst.BaseExpression) -> None:
         ctx = self.ctx
+        if not self._names_legacy(node) or not self._counts(node):
+            return
         qualified = ctx.qname(node)
-        if qualified not in LEGACY_CLASSES or self._exempt(node):
+        assert qualified is not None
+        alias = self._alias_value(node)
+        if alias is not None:
+            if id(alias) in self._aliases_reported:
+                return  # `T = torch.cuda.FloatTensor if cuda else torch.FloatTensor`: once
+            self._aliases_reported.add(id(alias))
+            self.report(alias, ref=short_code(ctx.module, alias, 60), why=_why(qualified, alias=True))
             return
         parent = ctx.tree.parent(node)
-        call = parent if isinstance(parent, cst.Call) and parent.func is node else None
-        target = call or node
-        if self._repeat_in_alias(node):
-            return  # `T = torch.cuda.FloatTensor if cuda else torch.FloatTensor`: once per alias
-        fix = self._typed_fix(call, qualified) if call is not None else None
-        why = "the typed classes predate dtypes and devices as arguments, and cannot place a tensor on a given GPU"
-        self.report(target, fix=fix, what=short_code(ctx.module, node) + ("(...)" if call else ""), why=why)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            self.report(parent, fix=self._fix(parent, qualified), ref=short_code(ctx.module, node) + "(...)", why=_why(qualified))
+        else:
+            self.report(node, ref=short_code(ctx.module, node), why=_why(qualified))
 
-    def _exempt(self, node: cst.CSTNode) -> bool:
-        """isinstance/issubclass checks, annotations and imports name the type, they do not build it."""
-        for ancestor in self.ctx.tree.ancestors(node):
-            if isinstance(ancestor, (cst.Annotation, cst.Import, cst.ImportFrom)):
-                return True
-            if isinstance(ancestor, cst.Call) and self.ctx.qname(ancestor.func) is None:
-                name = getattr(ancestor.func, "value", None)
-                if name in ("isinstance", "issubclass"):
-                    return True
-            if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement)):
+    def _counts(self, node: cst.CSTNode) -> bool:
+        """Not a type check, an annotation, a base class, an import or a binding target."""
+        tree = self.ctx.tree
+        child = node
+        for ancestor in tree.ancestors(node):
+            if isinstance(ancestor, (cst.Annotation, cst.Import, cst.ImportFrom, cst.Comparison)):
                 return False
-        return False
+            if isinstance(ancestor, cst.Call) and child is not ancestor.func and dotted(ancestor.func) in _TYPE_CHECKS:
+                return False
+            if isinstance(ancestor, cst.ClassDef) and any(child is base for base in ancestor.bases):
+                return False
+            if isinstance(ancestor, (cst.AssignTarget, cst.Param)) and child is getattr(ancestor, "target", getattr(ancestor, "name", None)):
+                return False
+            if isinstance(ancestor, (cst.BaseStatement, cst.Lambda)):
+                return True
+            child = ancestor
+        return True
 
-    def _repeat_in_alias(self, node: cst.CSTNode) -> bool:
-        statement = self.ctx.tree.statement_of(node)
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return False
-        for small in statement.body:
-            if isinstance(small, cst.Assign) and self.ctx.tree.is_inside(node, small.value):
-                for other in self.ctx.tree.descendants(small.value):
-                    if other is node:
-                        return False
-                    if isinstance(other, (cst.Attribute, cst.Name)) and self.ctx.qname(other) in LEGACY_CLASSES:
-                        return True
-        return False
-
-    # --- fixes ---------------------------------------------------------------------
-    def _data_argument(self, call: cst.Call) -> cst.BaseExpression | None:
-        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+    def _alias_value(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value of ``X = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` (the
+        class itself, not a call of it) when ``node`` is in it."""
+        tree = self.ctx.tree
+        child = node
+        for ancestor in tree.ancestors(node):
+            if isinstance(ancestor, (cst.IfExp, cst.BooleanOperation)):
+                child = ancestor
+                continue
+            if isinstance(ancestor, (cst.Assign, cst.AnnAssign)) and ancestor.value is child:
+                return child  # type: ignore[return-value]
             return None
-        value = call.args[0].value
-        if isinstance(value, _DATA) or self.ctx.values.kind(value, call) is Kind.NUMPY:
-            return value
         return None
 
-    def _typed_fix(self, call: cst.Call, qualified: str) -> tuple[cst.Call, cst.Call] | None:
-        dtype, cuda = LEGACY_CLASSES[qualified]
-        if self._data_argument(call) is not None:
-            return self._as_tensor(call, dtype, cuda)
-        if call.args and all(isinstance(a.value, cst.Integer) and a.keyword is None and not a.star for a in call.args):
-            return self._build(call, "torch.empty", dtype, cuda)  # torch.FloatTensor(3, 4): sizes
-        return None
+    # --- fixes -------------------------------------------------------------------------
+    def _fix(self, call: cst.Call, qualified: str) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        if qualified == _VARIABLE:
+            return self._variable_fix(call)
+        dtype, on_device = _TYPED[qualified]
+        return self._typed_fix(call, dtype, on_device) if dtype is not None else None
 
-    def _as_tensor(self, call: cst.Call, dtype: str, cuda: bool) -> tuple[cst.Call, cst.Call] | None:
-        return self._build(call, "torch.tensor", dtype, cuda)
-
-    def _build(self, call: cst.Call, factory: str, dtype: str, cuda: bool) -> tuple[cst.Call, cst.Call] | None:
-        spelling = self.ctx.imports.spelling(factory, via=("torch",))
-        if spelling is None:
-            return None  # no module-level `import torch` to spell the new call with
-        torch_name = spelling.rsplit(".", 1)[0]
-        new = call.with_changes(func=cst.parse_expression(spelling))
-        new = with_keyword(new, "dtype", cst.parse_expression(f"{torch_name}.{dtype}"))
-        if cuda:
+    def _typed_fix(self, call: cst.Call, dtype: str, on_device: bool) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        ctx = self.ctx
+        torch = ctx.imports.spelling("torch", via=("torch",))
+        if torch is None or any(a.keyword is not None or a.star for a in call.args):
+            return None
+        original, args = call, call.args
+        if len(args) == 1:
+            data = args[0].value
+            if ctx.values.is_numpy_array(data, call):
+                factory = "as_tensor"  # what TL203 asks for: no copy of the array
+            elif ctx.values.is_sequence_literal(data, call):
+                factory = "tensor"
+            elif isinstance(data, cst.Integer):
+                factory = "empty"
+            else:
+                return None  # a name: data or a size, cannot tell
+        elif args:
+            if any(isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in args):
+                return None
+            factory = "empty"  # several positional arguments are always sizes
+        else:
+            factory = "empty"
+            call = call.with_changes(args=(cst.Arg(cst.Integer("0")),))
+        new = call.with_changes(func=cst.parse_expression(f"{torch}.{factory}"))
+        new = with_keyword(new, "dtype", cst.parse_expression(f"{torch}.{dtype}"))
+        if on_device:
             new = with_keyword(new, "device", cst.SimpleString('"cuda"'))
-        return call, new
+        return original, new
 
-    def _unwrap(self, call: cst.Call) -> tuple[cst.Call, cst.BaseExpression] | None:
-        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
-            return None  # Variable(x, requires_grad=True) needs `x.requires_grad_()`: by hand
-        return call, call.args[0].value.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else call.args[0].value
+    def _variable_fix(self, call: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        ctx = self.ctx
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        if len(positional) != 1 or positional[0].star or set(keywords) - {"requires_grad"}:
+            return None
+        value = positional[0].value
+        flag = keywords.get("requires_grad")
+        if flag is not None and not (isinstance(flag, cst.Name) and flag.value in ("True", "False")):
+            return None
+        parent = ctx.tree.parent(call)
+        if isinstance(value, cst.Call) and (ctx.qname(value.func) or "").startswith("torch.") and isinstance(parent, cst.Attribute):
+            return None  # Variable(torch.zeros(n)).cuda() would become a create-then-move
+        if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not value.lpar:
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if flag is not None and flag.value == "True":
+            detached = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
+            value = cst.Call(func=cst.Attribute(value=detached, attr=cst.Name("requires_grad_")))
+        return call, value
 
 
+def _why(qualified: str, alias: bool = False) -> str:
+    if qualified == _VARIABLE:
+        return "is a legacy API: since torch 0.4 every tensor tracks gradients itself"
+    last = qualified.rsplit(".", 1)[-1]
+    dtype = _DTYPES.get(last[: -len("Tensor")])
+    where = ', device="cuda"' if qualified.startswith("torch.cuda.") else ""
+    spelled = f"`torch.tensor(data, dtype=torch.{dtype}{where})` / `torch.empty(size, dtype=torch.{dtype}{where})`" if dtype else "`torch.sparse_coo_tensor(...)`"
+    if alias:
+        return f"is a legacy API: it aliases typed tensor classes that predate `dtype=` and `device=` arguments; use {spelled}"
+    return f"is a legacy API: the typed tensor classes predate `dtype=` and `device=` arguments and mix data and sizes in one signature; use {spelled}"
