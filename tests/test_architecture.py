@@ -15,14 +15,17 @@ PACKAGE = ROOT / "torchlint"
 # part -> parts it may import (besides itself). `cli` may import anything.
 ALLOWED = {
     "findings": set(),
+    "savings": set(),
     "config": set(),
     "analysis": {"findings"},
     "checks": {"analysis", "findings"},
     "engine": {"checks", "analysis", "findings", "config", "catalogue"},
     "catalogue": {"checks", "findings"},
-    "profiler": {"findings", "profiler"},
-    "correlate": {"findings", "profiler"},
-    "report": {"findings", "correlate", "profiler", "catalogue"},
+    "profiler": {"findings", "profiler", "savings"},
+    "correlate": {"findings", "profiler", "savings"},
+    "estimate": {"findings", "profiler", "savings", "correlate"},
+    "experiment": {"findings", "profiler", "savings", "correlate", "estimate"},
+    "report": {"findings", "correlate", "profiler", "catalogue", "savings", "estimate", "experiment"},
 }
 # The `profile` command is a CLI module that lives beside the profiler it drives.
 CLI_MODULES = {"cli", "__main__", "__init__", "profiler.command"}

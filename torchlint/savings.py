@@ -1,0 +1,88 @@
+"""What a fix would save: the three figures a ranked finding may carry. Pure data.
+
+A profiled finding can carry up to three numbers, and the report always says which
+is which (docs/profiling.md, "What a number is"):
+
+- **observed**: the time the run spent at the finding's call sites (what cProfile,
+  the probes or the line sampler saw there). It is context, never a saving, and
+  never ranks a finding by itself.
+- **expected**: an :class:`Estimate`, an upper bound on the saving from a documented
+  per-rule model (``model`` names it; ``torchlint/estimate.py`` holds the models).
+- **measured**: a :class:`Measurement`, from ``torchlint profile --experiment``: the
+  script run again with only that finding switched off, alternated with the original.
+
+Rules whose effect is not time carry their own ``unit`` (TL302: bytes retained per
+step) or say why they have no figure on this machine (``not_applicable``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SECONDS = "s"
+BYTES = "bytes"
+
+#: Verdicts of a measurement (a difference inside the noise is never a saving).
+SAVING = "saving"
+SLOWER = "slower"
+NO_CHANGE = "no measurable change"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """An expected saving from a model: an upper bound, labelled with the model."""
+
+    model: str  # one sentence: what the figure is computed from
+    per_step: float | None = None  # in ``unit`` per optimizer step
+    total: float | None = None  # in ``unit`` over the profiled run
+    unit: str = SECONDS
+    not_applicable: str | None = None  # why there is no figure here ("effect only on GPU tensor cores")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Estimate:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A saving measured by an experiment: original vs. one variant, alternated."""
+
+    code: str
+    path: str  # absolute path of the finding's file
+    line: int
+    variant: str  # what was switched off ("num_workers=2", "torch.from_numpy at train.py:41")
+    verdict: str  # SAVING | SLOWER | NO_CHANGE | SKIPPED
+    per_step: float | None = None  # median per-step difference (original - variant), seconds
+    ci_low: float | None = None  # bootstrap 95 % interval of that median difference
+    ci_high: float | None = None
+    total: float | None = None  # per_step x the run's optimizer steps
+    steps: int = 0  # optimizer steps measured per arm
+    unit: str = SECONDS
+    why: str = ""  # for SKIPPED: the reason; otherwise how it was measured
+
+    def key(self) -> tuple[str, str, int]:
+        return (self.code, self.path, self.line)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def rank_key(measured: Measurement | None, expected: Estimate | None) -> tuple[int, float]:
+    """Sort key (ascending) for ranking findings by what fixing them saves: a measured
+    saving first, then an expected one; observed time never ranks by itself. Findings
+    measured as no change or slower, or with no time figure, sort last."""
+    if measured is not None and measured.unit == SECONDS and measured.verdict in (SAVING, NO_CHANGE, SLOWER):
+        value = measured.total if measured.total is not None else (measured.per_step or 0.0)
+        return (0, -value) if measured.verdict == SAVING else (2, -value)
+    if expected is not None and expected.unit == SECONDS and expected.total is not None and expected.not_applicable is None:
+        return (1, -expected.total)
+    return (3, 0.0)
