@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.names import dotted
+
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
@@ -25,6 +27,20 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[
                 ):
                     return True
     return False
+
+
+def _is_none(expr: cst.CSTNode | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _none_tested(test: cst.BaseExpression) -> str | None:
+    """``preds`` for ``preds is None`` (also ``self.preds is None``)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Is) or not _is_none(target.comparator):
+        return None
+    return dotted(test.left)
 
 
 def _mentions_device(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
@@ -56,13 +72,29 @@ class Guards:
             if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
                 return False
             if isinstance(ancestor, cst.If) and child is ancestor.body:
-                if is_rare_test(ancestor.test, tree.descendants):
+                if is_rare_test(ancestor.test, tree.descendants) or self.first_pass(ancestor, stop):
                     return True
             if isinstance(ancestor, cst.IfExp) and child is ancestor.body:
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
             child = ancestor
         return False
+
+    def first_pass(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
+        """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs
+        once (its ``else`` runs on every later step), unless ``stop`` resets the name to None."""
+        name = _none_tested(branch.test)
+        if name is None:
+            return False
+        tree = self.ctx.tree
+        bindings = self.ctx.bindings.lookup(name, branch)
+        if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
+            return False  # the body does not fill the name in: it may run again
+        for binding in bindings:
+            if stop is not None and tree.is_inside(binding.node, stop) and not tree.is_inside(binding.node, branch.body):
+                if _is_none(binding.value):
+                    return False  # `preds = None` on every step: the body runs every step too
+        return True
 
     def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
