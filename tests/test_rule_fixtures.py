@@ -35,6 +35,7 @@ def test_fixture_findings_match_markers(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     findings = lint_source(text, str(path), _config(code, text))
     actual = {(f.line, f.code) for f in findings}
+    assert len(actual) == len(findings), "one finding per rule per line"
     expected = expected_markers(text)
     missing = sorted(expected - actual)
     unexpected = sorted(actual - expected)

@@ -19,6 +19,7 @@ class Report:
     message: str
     fix: Fix | None = None
     related: tuple[cst.CSTNode, ...] = ()
+    hint: str = ""  # replaces the check's fix_hint for this finding
 
 
 class Check:
@@ -65,13 +66,15 @@ class Check:
         *,
         fix: tuple[cst.CSTNode, cst.CSTNode] | None = None,
         related: tuple[cst.CSTNode, ...] = (),
+        hint: str = "",
         **fields: Any,
     ) -> None:
-        """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``."""
+        """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
+        replaces the class's ``fix_hint`` for this finding."""
         made_fix = None
         if fix is not None and self.fix_safety is not FixSafety.NONE:
             made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related))
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

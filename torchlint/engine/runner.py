@@ -124,11 +124,16 @@ def _locate(source: Source, module: cst.Module, made: list[tuple[type[Check], Re
     nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related]
     spans = compute_spans(module, nodes)
     findings = []
+    seen: set[tuple[str, int | None, int]] = set()
     for check_type, report in made:
         location = _location(source, spans, report.node)
+        key = (check_type.code, location.cell, location.line)
+        if key in seen:
+            continue  # one finding per rule per line: the first one stands for the line
+        seen.add(key)
         related = tuple(_location(source, spans, node) for node in report.related)
         findings.append(
-            Finding(check_type.code, check_type.name, report.message, location, check_type.fix_hint, report.fix, related)
+            Finding(check_type.code, check_type.name, report.message, location, report.hint or check_type.fix_hint, report.fix, related)
         )
     return findings
 
