@@ -155,15 +155,29 @@ class GradContext:
             return False  # an explicit enable_grad() inside the function
         return self.only_called_disabled(function, _seen)
 
-    def backward_after(self, node: cst.CSTNode) -> bool:
+    def backward_after(self, node: cst.CSTNode, unless_guarded_by: frozenset[str] = frozenset()) -> bool:
         """Does the function (or module-level code) holding ``node`` run a backward pass
-        after it: ``.backward()``, ``manual_backward``/``accelerator.backward``, ``torch.autograd.grad``?"""
+        after it: ``.backward()``, ``manual_backward``/``accelerator.backward``, ``torch.autograd.grad``?
+        With ``unless_guarded_by``, a backward under an ``if`` testing one of those names
+        (``if phase == "train": loss.backward()``) does not count."""
         if not hasattr(self, "_backward_calls"):
             tree = self.ctx.tree
-            self._backward_calls = [(tree.index(c), tree.scope_of(c)) for c in tree.nodes(cst.Call) if is_backward_call(self.ctx, c)]
+            self._backward_calls = [(tree.index(c), tree.scope_of(c), c) for c in tree.nodes(cst.Call) if is_backward_call(self.ctx, c)]
         scope = self.ctx.tree.scope_of(node)
         at = self.ctx.tree.index(node)
-        return any(index > at and where is scope for index, where in self._backward_calls)
+        return any(
+            (index > at or self.ctx.tree.is_inside(node, call))  # `criterion(model(x), y).backward()`
+            and where is scope
+            and not (unless_guarded_by and self._guarded_by(call, unless_guarded_by))
+            for index, where, call in self._backward_calls
+        )
+
+    def _guarded_by(self, node: cst.CSTNode, names: frozenset[str]) -> bool:
+        tree = self.ctx.tree
+        for branch in self.ctx.guards.conditions(node):
+            if any(isinstance(n, cst.Name) and n.value in names for n in (branch.test, *tree.descendants(branch.test))):
+                return True
+        return False
 
     def feeds_backward(self, name: str, at: cst.CSTNode) -> bool:
         """Does a backward pass after ``at`` in the same scope differentiate ``name``, directly

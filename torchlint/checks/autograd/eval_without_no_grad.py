@@ -32,6 +32,35 @@ def _mode_switch(call: cst.Call) -> tuple[str, bool] | None:
     return None
 
 
+_PHASE_HINT = (
+    "The model is in eval mode only on the evaluation phase: wrap the forward pass in "
+    '`with torch.set_grad_enabled(phase == "train"):` so that phase records no graph'
+)
+
+
+def _phase_if(tree, statement: cst.CSTNode, block: cst.CSTNode, model: str) -> cst.If | None:  # type: ignore[no-untyped-def]
+    """The ``if`` (whole ``elif`` chain) with ``.eval()`` in one branch (``block``) and a
+    ``.train()`` of the same model in another; None when the ``.eval()`` is not in one."""
+    owner = tree.parent(block)
+    if isinstance(owner, cst.Else):
+        owner = tree.parent(owner)
+    if not isinstance(owner, cst.If):
+        return None
+    top = owner
+    while isinstance(tree.parent(top), cst.If) and tree.parent(top).orelse is top:
+        top = tree.parent(top)
+    for node in tree.descendants(top):
+        if isinstance(node, cst.Call) and not tree.is_inside(node, block) and _mode_switch(node) == (model, True):
+            return top
+    return None
+
+
+def _test_names(tree, test: cst.BaseExpression) -> frozenset[str]:  # type: ignore[no-untyped-def]
+    """The names a phase test reads (``phase`` in ``phase == "train"``), ``self`` aside."""
+    names = {n.value for n in (test, *tree.descendants(test)) if isinstance(n, cst.Name)}
+    return frozenset(names - {"self", "None", "True", "False"})
+
+
 class EvalWithoutNoGrad(Check):
     """A model called after `.eval()` without `no_grad`/`inference_mode`."""
 
@@ -55,17 +84,14 @@ class EvalWithoutNoGrad(Check):
         block = tree.parent(statement) if statement is not None else None
         if block is None:
             return
+        phase = _phase_if(tree, statement, block, model)
+        # `if phase == "train": model.train() else: model.eval()`: eval mode lasts past the `if`
+        region = tree.parent(phase) if phase is not None else block
+        phase_names = _test_names(tree, phase.test) if phase is not None else frozenset()
+        hint = _PHASE_HINT if phase is not None else ""
         scope = tree.scope_of(node)
         start = tree.index(node)
-        # The model is in eval mode until the next `.train()` on it in the same scope.
-        end = None
-        for other in ctx.method_calls({"train", "eval"}):
-            index = tree.index(other)
-            if index > start and tree.scope_of(other) is scope:
-                other_switch = _mode_switch(other)
-                if other_switch is not None and other_switch[0] == model and other_switch[1]:
-                    end = index
-                    break
+        end = self._next_train(model, start, scope, phase)
         for call in tree.nodes(cst.Call):
             index = tree.index(call)
             if index <= start:
@@ -74,16 +100,32 @@ class EvalWithoutNoGrad(Check):
                 break
             if id(call) in self._reported or not self._calls_model(call, model, submodule_attributes(ctx)):
                 continue
-            if tree.scope_of(call) is not scope or not tree.is_inside(call, block):
+            if tree.scope_of(call) is not scope or not tree.is_inside(call, region):
                 continue
+            if phase is not None and tree.is_inside(call, phase) and not tree.is_inside(call, block):
+                continue  # the training branch of the phase `if`
             if any(isinstance(a, cst.Lambda) for a in tree.ancestors(call)):
                 continue  # runs wherever the lambda is called
             if ctx.grad.runs_without_grad(call) or explicitly_enabled(ctx, call):
                 continue
-            if ctx.grad.backward_after(call):
+            if ctx.grad.backward_after(call, unless_guarded_by=phase_names):
                 continue  # a frozen network that gradients still flow through
             self._reported.add(id(call))
-            self.report(call, call=short_code(ctx.module, call), model=model)
+            self.report(call, call=short_code(ctx.module, call), model=model, hint=hint)
+
+    def _next_train(self, model: str, start: int, scope: cst.CSTNode, phase: cst.If | None) -> int | None:
+        """Where the model leaves eval mode: the next ``.train()`` on it in the same scope
+        (the training branch of the phase ``if`` does not count)."""
+        tree = self.ctx.tree
+        for other in self.ctx.method_calls({"train", "eval"}):
+            index = tree.index(other)
+            if index > start and tree.scope_of(other) is scope:
+                if phase is not None and tree.is_inside(other, phase):
+                    continue
+                other_switch = _mode_switch(other)
+                if other_switch is not None and other_switch[0] == model and other_switch[1]:
+                    return index
+        return None
 
     @staticmethod
     def _calls_model(call: cst.Call, model: str, submodules: set[str]) -> bool:
