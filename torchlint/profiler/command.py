@@ -93,6 +93,29 @@ def _snakeviz(run_dir: Path, no_browser: bool) -> dict[str, Any]:
     }
 
 
+def run_experiment_for(run_dir: Path, budget: float | None, *, log: Any = None) -> dict[str, Any] | None:
+    """``--experiment``: measure each switchable finding's saving (experiment.json).
+
+    Runs after the profiled run and before the report: collect -> session data ->
+    join -> experiment -> render. Never raises; a failure is said on stderr."""
+    from torchlint.correlate import correlate
+
+    say = log or (lambda text: click.echo(text, err=True))
+    try:
+        from torchlint.experiment.runner import run_experiment
+
+        session = load_run(run_dir)
+        findings, _static = lint_for_session(session)
+        joined = correlate(findings, session)
+        items = [(c.finding, c.cost_s) for c in joined.findings + joined.runtime]
+        budget_text = f"{budget:.0f} s" if budget is not None else "default"
+        say(f"torchlint: experiment: {len(items)} findings, budget {budget_text}")
+        return run_experiment(session, items, run_dir, budget_s=budget, log=say)
+    except Exception as exc:  # the profile and its report still stand
+        say(f"torchlint: error: the experiment failed: {type(exc).__name__}: {exc}")
+        return None
+
+
 def report_run(
     run_dir: Path,
     *,
@@ -167,6 +190,8 @@ def report_run(
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop the script cleanly after N optimizer steps.")
 @click.option("--record-shapes", is_flag=True, help="torch.profiler: record input shapes.")
 @click.option("--profile-memory", is_flag=True, help="torch.profiler: record tensor allocations.")
+@click.option("--experiment", is_flag=True, help="Re-run the script with each switchable finding switched off, alternated with the original, and measure the saving.")
+@click.option("--budget", type=click.FloatRange(min=1), metavar="SECONDS", help="Time limit of --experiment (default: 4x the profiled run, at least 20 s).")
 def profile(
     script: str,
     script_args: tuple[str, ...],
@@ -180,6 +205,8 @@ def profile(
     max_steps: int | None,
     record_shapes: bool,
     profile_memory: bool,
+    experiment: bool = False,
+    budget: float | None = None,
 ) -> None:
     """Run SCRIPT under cProfile and torch.profiler and rank the findings by measured cost.
 
@@ -209,6 +236,10 @@ def profile(
     prewarm.start()
     status = run_child(script, list(script_args), run_dir, options, stdout_to_stderr=json_mode)
     prewarm.join()
+    if experiment and status == 0:
+        run_experiment_for(run_dir, budget)
+    elif experiment:
+        click.echo(f"torchlint: experiment not run: the script exited with status {status}", err=True)
     try:
         _report, rendered = report_run(
             run_dir,

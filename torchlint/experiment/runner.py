@@ -1,0 +1,231 @@
+"""``torchlint profile --experiment``: measure what switching each finding off saves.
+
+For each candidate (:mod:`torchlint.experiment.plan`) the script is run in short
+windows of ``K`` optimizer steps, original and variant alternated in ABBA order
+(O V, V O, O V ...) so that drift and warm-up fall on both arms equally. The first
+steps of every window are dropped (lazy initialisation, allocator and cache
+warm-up); the rest are compared with :func:`torchlint.experiment.stats.compare`.
+Everything stays within the budget; what did not fit, or cannot act on this
+machine, is listed as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchlint.experiment import stats
+from torchlint.experiment.plan import Candidate, plan
+from torchlint.experiment.server import ServerError, WindowServer
+from torchlint.findings import Finding
+from torchlint.savings import SAVING, SKIPPED, Measurement
+
+EXPERIMENT_FILE = "experiment.json"
+WARMUP_STEPS = 2  # per-window step durations dropped before comparing
+MIN_PAIRS, MAX_PAIRS = 2, 4
+WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps
+MIN_MEASURED, MAX_MEASURED = 6, 40
+SERVER_START_S = 4.0  # what starting the window server is assumed to cost (import torch)
+
+
+def default_budget(script_wall_s: float) -> float:
+    """A few times the profiled run: the run's time four times, at least 20 s."""
+    return max(20.0, 4.0 * script_wall_s)
+
+
+@dataclasses.dataclass(slots=True)
+class Windowing:
+    max_steps: int | None  # None: windows run the whole script
+    warmup: int
+    estimate_s: float  # expected cost of one window (its set-up + its steps)
+
+
+def windowing(steps: dict[str, Any], wall_s: float) -> Windowing | str:
+    """The window length from the profiled run's steps, or why there can be none."""
+    count = int(steps.get("count") or 0)
+    durations = [d for d in (steps.get("durations_s") or []) if d > 0]
+    if count < 4 or not durations:
+        return f"the profiled run made {count} optimizer steps; an experiment needs at least 4"
+    step = statistics.median(durations)
+    measured = min(max(math.ceil(WINDOW_TARGET_S / step), MIN_MEASURED), MAX_MEASURED)
+    head = float(steps.get("first_step_at_s") or 0.0)
+    k = WARMUP_STEPS + 1 + measured
+    if k >= count:  # the run is short: a window is the whole run
+        limit = steps.get("max_steps")  # the profiled run stopped there: so do its windows
+        return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), wall_s + 0.2)
+    return Windowing(k, WARMUP_STEPS, head + k * step + 0.2)
+
+
+def _abs(finding: Finding, resolve: Callable[[str], str]) -> Finding:
+    return dataclasses.replace(finding, location=dataclasses.replace(finding.location, path=resolve(finding.path)))
+
+
+def _skip(c: Candidate, reason: str) -> dict[str, Any]:
+    f = c.finding
+    return {"code": f.code, "path": f.path, "line": f.line, "variant": c.label, "reason": reason}
+
+
+class Experiment:
+    def __init__(self, *, script: str, args: list[str], cwd: str, work_dir: Path, budget_s: float,
+                 win: Windowing, run_steps: int, make_server: Callable[[Path], WindowServer] = WindowServer) -> None:
+        self.script, self.args, self.cwd = script, args, cwd
+        self.work_dir, self.budget_s, self.win, self.run_steps = work_dir, budget_s, win, run_steps
+        self.make_server = make_server
+        self.server: WindowServer | None = None
+        self.t0 = time.monotonic()
+        self.window_s = win.estimate_s
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.t0)
+
+    def _window(self, switches: list[dict[str, Any]], overrides: dict[str, str]) -> dict[str, Any]:
+        if self.server is None:
+            self.server = self.make_server(self.work_dir)
+        t = time.monotonic()
+        out = self.server.window(self.script, self.args, self.cwd, max_steps=self.win.max_steps,
+                                 switches=switches, overrides=overrides,
+                                 timeout_s=max(3 * self.window_s + 10, 30))
+        # a running estimate of what a window costs, for the budget
+        self.window_s = 0.5 * self.window_s + 0.5 * (time.monotonic() - t)
+        return out
+
+    def measure(self, c: Candidate, overrides: dict[str, str], description: str) -> Measurement | dict[str, Any]:
+        """Alternate original and variant windows; a Measurement, or a skip record."""
+        f = c.finding
+        arms: dict[str, list[list[float]]] = {"o": [], "v": []}
+        fired = 0
+        pairs = 0
+        while pairs < MAX_PAIRS:
+            need = 2 * self.window_s * (MIN_PAIRS - pairs if pairs < MIN_PAIRS else 1)
+            if self.server is None:
+                need += SERVER_START_S
+            if self.left() < need:
+                if pairs < MIN_PAIRS:
+                    return _skip(c, f"budget: needs about {need:.0f} s more, {max(self.left(), 0):.0f} s left")
+                break
+            for arm in ("ov" if pairs % 2 == 0 else "vo"):
+                sw, ov = (c.switches, overrides) if arm == "v" else ([], {})
+                r = self._window(sw, ov)
+                if r.get("timeout") or r.get("crashed") or r.get("status", 0) != 0:
+                    who = "the variant" if arm == "v" else "the original"
+                    return _skip(c, f"{who} failed: {r.get('error') or 'exit status ' + str(r.get('status'))}")
+                if arm == "v":
+                    fired += sum(a["calls"] for a in r.get("applied", []))
+                arms[arm].append(r["durations_s"][self.win.warmup :])
+            pairs += 1
+        if c.switches and fired == 0:
+            return _skip(c, "the switch never applied: no call was made from the finding's line")
+        try:
+            cmp = stats.compare(arms["o"], arms["v"])
+        except ValueError:
+            return _skip(c, "the windows made too few optimizer steps to compare")
+        per_arm = cmp.original_steps
+        how = (f"{description}; {pairs} pairs of windows alternated (ABBA), "
+               f"{self.win.max_steps or 'all'} steps each, first {self.win.warmup} dropped; "
+               f"median step {cmp.original_median * 1e3:.2f} ms -> {cmp.variant_median * 1e3:.2f} ms; "
+               f"window-to-window noise {cmp.noise * 100:.0f} %")
+        return Measurement(
+            code=f.code, path=f.path, line=f.line, variant=c.label, verdict=cmp.verdict,
+            per_step=cmp.per_step, ci_low=cmp.ci_low, ci_high=cmp.ci_high,
+            total=cmp.per_step * self.run_steps, steps=per_arm, why=how,
+        )
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def _best(ms: list[Measurement]) -> Measurement:
+    """Of several variants of one finding (worker counts), the one that saved most."""
+    order = {SAVING: 0}
+    return min(ms, key=lambda m: (order.get(m.verdict, 1), -(m.per_step or 0.0)))
+
+
+def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir: Path, *,
+                   budget_s: float | None = None, config: Any = None,
+                   log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run the experiment for ``(finding, observed seconds)`` pairs of a profiled
+    session; writes and returns ``experiment.json``'s content. Never raises for
+    the script's or a variant's failure: those become skip records."""
+    from torchlint.experiment.variants import VariantError, make_variant
+
+    t_start = time.monotonic()
+    budget = default_budget(session.wall_s) if budget_s is None else float(budget_s)
+    work = run_dir / "experiment"
+    work.mkdir(parents=True, exist_ok=True)
+    cuda = bool(session.meta.get("cuda"))
+    items = [(_abs(f, session.resolve), cost) for f, cost in findings]
+    candidates = plan(items, cuda=cuda)
+    measurements: list[Measurement] = []
+    tried: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = [_skip(c, c.skip) for c in candidates if c.skip]
+    win = windowing(session.steps, session.wall_s)
+    todo = [c for c in candidates if not c.skip]
+    exp = None
+    if isinstance(win, str):
+        skipped.extend(_skip(c, win) for c in todo)
+        todo = []
+    else:
+        exp = Experiment(script=str(session.meta.get("argv", [session.meta.get("script")])[0]),
+                         args=list(session.meta.get("argv", [])[1:]), cwd=session.cwd, work_dir=work,
+                         budget_s=budget, win=win,
+                         run_steps=int(session.steps.get("count") or 0))
+        exp.t0 = t_start
+    by_finding: dict[tuple[str, str, int], list[Measurement]] = {}
+    try:
+        for i, c in enumerate(todo):
+            assert exp is not None
+            overrides: dict[str, str] = {}
+            description = f"runtime switch: {c.label}"
+            if c.kind == "source":
+                try:
+                    v = make_variant(c.finding, work / f"variant-{i}", config)
+                except VariantError as exc:
+                    skipped.append(_skip(c, str(exc)))
+                    continue
+                overrides, description = {v.original: v.copy}, v.description
+                c.label = f"{v.description} in {Path(v.copy).name}"
+            log(f"torchlint: experiment: {c.finding.code} at line {c.finding.line}: {c.label}")
+            try:
+                out = exp.measure(c, overrides, description)
+            except ServerError as exc:
+                skipped.extend(_skip(d, f"the window server failed: {exc}") for d in todo[i:])
+                break
+            if isinstance(out, Measurement):
+                tried.append(out.to_dict())
+                by_finding.setdefault(out.key(), []).append(out)
+            else:
+                skipped.append(out)
+    finally:
+        if exp is not None:
+            exp.close()
+    for ms in by_finding.values():
+        measurements.append(_best(ms))
+    for s in skipped:  # a finding skipped for every variant is reported as such
+        key = (s["code"], s["path"], s["line"])
+        if key not in by_finding and not any(m.key() == key for m in measurements if m.verdict == SKIPPED):
+            measurements.append(Measurement(s["code"], s["path"], s["line"], s["variant"], SKIPPED, why=s["reason"]))
+    data = {
+        "measurements": [m.to_dict() for m in measurements],
+        "variants": tried,
+        "skipped": skipped,
+        "budget_s": budget,
+        "spent_s": time.monotonic() - t_start,
+        "windowing": dataclasses.asdict(win) if not isinstance(win, str) else {"reason": win},
+    }
+    (run_dir / EXPERIMENT_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return data
+
+
+def load_experiment(run_dir: Path) -> list[Measurement]:
+    path = run_dir / EXPERIMENT_FILE
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [Measurement.from_dict(m) for m in data.get("measurements", [])]

@@ -1,0 +1,105 @@
+"""Statistics of an experiment: per-step median difference, bootstrap interval, verdict.
+
+The samples are per-step durations (seconds) grouped by *window*: one window is
+one child run of the original or of the variant. Steps within one window share
+that process's conditions (its memory layout, what else the machine was doing),
+so they are not independent draws. The bootstrap therefore resamples at both
+levels: windows with replacement, then steps within each drawn window
+(a hierarchical bootstrap). Between-window noise widens the interval, as it
+should; with a single window per arm it reduces to a plain bootstrap over steps.
+
+The difference is ``median(original) - median(variant)``: positive means the
+variant's steps are shorter (a saving). The verdict follows the 95 % interval
+only: an interval that contains 0 is "no measurable change", whatever the
+point estimate says.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torchlint.savings import NO_CHANGE, SAVING, SLOWER
+
+Windows = Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    per_step: float  # median(original) - median(variant), seconds
+    ci_low: float
+    ci_high: float
+    verdict: str
+    original_median: float
+    variant_median: float
+    original_steps: int
+    variant_steps: int
+    noise: float  # relative spread of the original windows' medians (max-min over median)
+
+
+def _pooled_median(windows: Windows) -> float:
+    return statistics.median([x for w in windows for x in w])
+
+
+def _resample(windows: Windows, rng: random.Random) -> list[float]:
+    drawn: list[float] = []
+    n = len(windows)
+    for _ in range(n):
+        w = windows[rng.randrange(n)]
+        k = len(w)
+        drawn.extend(w[rng.randrange(k)] for _ in range(k))
+    return drawn
+
+
+def window_noise(windows: Windows) -> float:
+    """Relative spread of the windows' medians: (max - min) / median of them."""
+    medians = [statistics.median(w) for w in windows if w]
+    if len(medians) < 2:
+        return 0.0
+    mid = statistics.median(medians)
+    return (max(medians) - min(medians)) / mid if mid > 0 else 0.0
+
+
+def verdict_of(low: float, high: float) -> str:
+    if low > 0:
+        return SAVING
+    if high < 0:
+        return SLOWER
+    return NO_CHANGE
+
+
+def compare(
+    original: Windows,
+    variant: Windows,
+    *,
+    iterations: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Comparison:
+    """Median per-step difference (original - variant) with a hierarchical bootstrap CI."""
+    original = [list(w) for w in original if len(w) > 0]
+    variant = [list(w) for w in variant if len(w) > 0]
+    if not original or not variant:
+        raise ValueError("each arm needs at least one window with steps")
+    rng = random.Random(seed)
+    diffs = sorted(
+        statistics.median(_resample(original, rng)) - statistics.median(_resample(variant, rng))
+        for _ in range(iterations)
+    )
+    tail = (1.0 - confidence) / 2.0
+    low = diffs[int(tail * (iterations - 1))]
+    high = diffs[int(round((1.0 - tail) * (iterations - 1)))]
+    om, vm = _pooled_median(original), _pooled_median(variant)
+    return Comparison(
+        per_step=om - vm,
+        ci_low=low,
+        ci_high=high,
+        verdict=verdict_of(low, high),
+        original_median=om,
+        variant_median=vm,
+        original_steps=sum(len(w) for w in original),
+        variant_steps=sum(len(w) for w in variant),
+        noise=window_noise(original),
+    )

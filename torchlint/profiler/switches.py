@@ -1,0 +1,98 @@
+"""Runtime switches: change one call's options in a run without editing the source.
+
+Used by the experiment's windows (:mod:`torchlint.profiler.measure`). A switch is
+a plain dict::
+
+    {"target": "DataLoader", "path": "/abs/train.py", "lines": [12, 14],
+     "set": {"num_workers": 2, "persistent_workers": True}}
+
+``path`` and ``lines`` name the call site the finding points at; only calls made
+from there are changed (the innermost frames are checked, so a ``DataLoader``
+subclass built at that line counts too). Targets:
+
+- ``DataLoader``: keyword arguments of ``DataLoader.__init__`` (``num_workers``,
+  ``pin_memory``, ``persistent_workers``, ``prefetch_factor``), overriding what
+  the call passed, positionally or by keyword;
+- ``zero_grad``: ``Optimizer.zero_grad`` / ``Module.zero_grad`` called with
+  ``set_to_none=True``;
+- ``cudnn.benchmark`` and ``tf32``: global flags (no call site).
+
+Each applied switch counts the calls it changed; the window reports them, so an
+experiment whose switch never fired says so instead of reporting a non-change.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from typing import Any
+
+_DEPTH = 6  # frames above the patched function searched for the call site
+
+
+def _at_site(switch: dict[str, Any]) -> bool:
+    path = switch["path"]
+    lo, hi = switch["lines"]
+    frame = sys._getframe(2)
+    for _ in range(_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if lo <= frame.f_lineno <= hi and os.path.abspath(code.co_filename) == path:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _patch_kwargs(owner: Any, name: str, switch: dict[str, Any], counter: dict[str, int]) -> None:
+    original = getattr(owner, name)
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        if _at_site(switch):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:  # let the original raise its own error
+                return original(*args, **kwargs)
+            bound.arguments.update(switch["set"])
+            counter["calls"] += 1
+            return original(*bound.args, **bound.kwargs)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, patched)
+
+
+def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Install every switch; returns one record per switch with its call count."""
+    import torch
+
+    applied: list[dict[str, Any]] = []
+    for switch in switches:
+        target = switch["target"]
+        counter = {"calls": 0}
+        if target == "DataLoader":
+            from torch.utils.data import DataLoader
+
+            _patch_kwargs(DataLoader, "__init__", switch, counter)
+        elif target == "zero_grad":
+            switch = {**switch, "set": {"set_to_none": True}}
+            _patch_kwargs(torch.optim.Optimizer, "zero_grad", switch, counter)
+            _patch_kwargs(torch.nn.Module, "zero_grad", switch, counter)
+        elif target == "cudnn.benchmark":
+            torch.backends.cudnn.benchmark = True
+            counter["calls"] = 1
+        elif target == "tf32":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            counter["calls"] = 1
+        else:
+            raise ValueError(f"unknown runtime switch {target!r}")
+        applied.append({"target": target, "counter": counter})
+    return applied
+
+
+def counts(applied: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"target": a["target"], "calls": a["counter"]["calls"]} for a in applied]
