@@ -24,7 +24,7 @@ ALLOWED = {
     "profiler": {"findings", "profiler", "savings"},
     "correlate": {"findings", "profiler", "savings"},
     "estimate": {"findings", "profiler", "savings", "correlate"},
-    "experiment": {"findings", "profiler", "savings", "correlate", "estimate"},
+    "experiment": {"findings", "profiler", "savings", "correlate", "estimate", "engine", "config"},
     "report": {"findings", "correlate", "profiler", "catalogue", "savings", "estimate", "experiment"},
 }
 # The `profile` command is a CLI module that lives beside the profiler it drives.
