@@ -1,0 +1,207 @@
+"""`profile --experiment` without running torch: the statistics on synthetic per-step
+samples, the plan (what is tried, what is skipped and why), the window length, and
+the source variants on real source (each rewrite changes only its one thing and
+never touches the user's file)."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import random
+from pathlib import Path
+
+import pytest
+
+from torchlint.config import Config
+from torchlint.engine import lint_paths
+from torchlint.experiment import stats
+from torchlint.experiment.plan import candidates_for, plan, worker_values
+from torchlint.experiment.runner import Windowing, windowing
+from torchlint.experiment.variants import VariantError, make_variant
+from torchlint.findings import Finding, Location
+from torchlint.savings import NO_CHANGE, SAVING, SLOWER
+
+# -- statistics ---------------------------------------------------------------
+
+
+def _windows(median: float, spread: float, n_windows: int, steps: int, seed: int, drift: float = 0.0):
+    rng = random.Random(seed)
+    out = []
+    for w in range(n_windows):
+        shift = rng.gauss(0, drift)
+        out.append([max(median + shift + rng.gauss(0, spread), 1e-6) for _ in range(steps)])
+    return out
+
+
+def test_a_real_saving_is_a_saving_with_an_interval_around_it() -> None:
+    original = _windows(0.050, 0.002, 4, 30, seed=1)
+    variant = _windows(0.040, 0.002, 4, 30, seed=2)
+    c = stats.compare(original, variant)
+    assert c.verdict == SAVING
+    assert c.ci_low <= c.per_step <= c.ci_high
+    assert 0.008 < c.per_step < 0.012
+    assert c.original_steps == c.variant_steps == 120
+
+
+def test_a_slower_variant_is_slower() -> None:
+    c = stats.compare(_windows(0.030, 0.001, 3, 20, seed=3), _windows(0.036, 0.001, 3, 20, seed=4))
+    assert c.verdict == SLOWER
+    assert c.per_step < 0 and c.ci_high < 0
+
+
+def test_a_difference_inside_the_noise_is_no_measurable_change() -> None:
+    # the same distribution on both arms, with window-to-window drift larger than any
+    # step-level difference: the interval must include zero
+    original = _windows(0.050, 0.004, 3, 25, seed=5, drift=0.003)
+    variant = _windows(0.050, 0.004, 3, 25, seed=6, drift=0.003)
+    c = stats.compare(original, variant)
+    assert c.ci_low <= 0 <= c.ci_high
+    assert c.verdict == NO_CHANGE
+
+
+def test_window_to_window_noise_widens_the_interval() -> None:
+    calm = stats.compare(_windows(0.05, 0.002, 4, 30, 7), _windows(0.049, 0.002, 4, 30, 8))
+    noisy = stats.compare(_windows(0.05, 0.002, 4, 30, 7, drift=0.004), _windows(0.049, 0.002, 4, 30, 8, drift=0.004))
+    assert (noisy.ci_high - noisy.ci_low) > (calm.ci_high - calm.ci_low)
+    assert noisy.noise > calm.noise
+
+
+def test_compare_needs_steps_on_both_arms() -> None:
+    with pytest.raises(ValueError):
+        stats.compare([[0.1, 0.2]], [[]])
+
+
+@pytest.mark.parametrize("low, high, verdict", [(0.001, 0.01, SAVING), (-0.01, -0.001, SLOWER), (-0.001, 0.01, NO_CHANGE), (0.0, 0.01, NO_CHANGE)])
+def test_verdict_follows_the_interval_only(low: float, high: float, verdict: str) -> None:
+    assert stats.verdict_of(low, high) == verdict
+
+
+# -- plan and windows -------------------------------------------------------------
+
+
+def _finding(code: str, line: int = 3) -> Finding:
+    return Finding(code, "x", "m", Location("/abs/train.py", line, 5, line + 1, 9))
+
+
+def test_worker_counts_are_capped_by_the_usable_cores() -> None:
+    assert worker_values(2) == [2]
+    assert worker_values(8) == [2, 4]
+    assert worker_values(1) == []
+
+
+def test_gpu_remedies_are_not_tried_without_a_gpu() -> None:
+    for code in ("TL101", "TL202", "TL403", "TL402"):
+        (c,) = candidates_for(_finding(code), cuda=False, cores=2)
+        assert c.skip and "CUDA" in c.skip
+    (pin,) = candidates_for(_finding("TL202"), cuda=True, cores=2)
+    assert pin.skip is None and pin.switches[0]["set"] == {"pin_memory": True}
+
+
+def test_dataloader_switch_targets_the_finding_span() -> None:
+    cs = candidates_for(_finding("TL201", line=10), cuda=False, cores=8)
+    assert [c.switches[0]["set"]["num_workers"] for c in cs] == [2, 4]
+    assert cs[0].switches[0]["lines"] == [10, 11] and cs[0].switches[0]["path"] == "/abs/train.py"
+
+
+def test_plan_tries_the_most_observed_first_and_skips_last() -> None:
+    out = plan([(_finding("TL301"), 0.1), (_finding("TL101"), 5.0), (_finding("TL203"), 0.9)], cuda=False, cores=2)
+    assert [c.finding.code for c in out] == ["TL203", "TL301", "TL101"]
+    assert out[-1].skip
+
+
+def test_windows_cover_k_steps_or_the_whole_short_run() -> None:
+    long_run = windowing({"count": 500, "durations_s": [0.01] * 499, "first_step_at_s": 1.0}, 6.0)
+    assert isinstance(long_run, Windowing) and long_run.max_steps == 2 + 1 + 40
+    short = windowing({"count": 8, "durations_s": [0.2] * 7, "first_step_at_s": 0.5, "max_steps": 8}, 3.0)
+    assert isinstance(short, Windowing) and short.max_steps == 8
+    assert isinstance(windowing({"count": 2, "durations_s": [0.1]}, 1.0), str)
+
+
+# -- source variants on real source -----------------------------------------------
+
+SCRIPT = '''\
+import numpy as np
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.LazyLinear(2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rng = np.random.default_rng(0)
+history = []
+for step in range(4):
+    x = torch.tensor(rng.normal(size=(4, 3, 8, 8)), dtype=torch.float32)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    history.append(loss)
+
+model.eval()
+# evaluate once
+scores = model(torch.ones(2, 3, 8, 8))
+print(scores.sum())
+'''
+
+
+@pytest.fixture()
+def user_script(tmp_path: Path) -> Path:
+    path = tmp_path / "proj" / "train.py"
+    path.parent.mkdir()
+    path.write_text(SCRIPT)
+    return path
+
+
+def _variant_for(path: Path, code: str, tmp_path: Path):
+    findings = [f for f in lint_paths([path], Config()).findings if f.code == code]
+    assert findings, f"{code} not reported on the sample"
+    before = path.read_bytes()
+    v = make_variant(findings[0], tmp_path / "variants" / code)
+    assert path.read_bytes() == before  # the user's file is never written
+    assert Path(v.copy).parent == tmp_path / "variants" / code
+    compile(v.after, v.copy, "exec")
+    changed = [line for line in difflib.ndiff(v.before.splitlines(), v.after.splitlines()) if line[:1] in "+-"]
+    return v, changed
+
+
+def test_tl301_wraps_only_the_evaluation_statement_in_no_grad(user_script: Path, tmp_path: Path) -> None:
+    v, changed = _variant_for(user_script, "TL301", tmp_path)
+    assert sorted(changed) == ["+     scores = model(torch.ones(2, 3, 8, 8))", "+ with torch.no_grad():", "- scores = model(torch.ones(2, 3, 8, 8))"]
+    assert "# evaluate once\nwith torch.no_grad():" in v.after
+    assert v.description.startswith("mechanical")
+
+
+def test_tl302_detaches_only_the_stored_loss(user_script: Path, tmp_path: Path) -> None:
+    _v, changed = _variant_for(user_script, "TL302", tmp_path)
+    assert changed == ["-     history.append(loss)", "+     history.append(loss.detach())"]
+
+
+def test_tl203_uses_the_engine_fix_when_there_is_one(user_script: Path, tmp_path: Path) -> None:
+    v, changed = _variant_for(user_script, "TL203", tmp_path)
+    assert v.description.startswith("autofix")
+    assert len(changed) == 2 and "torch.tensor(" in changed[0] and "torch.tensor(" not in changed[1]
+    assert ast.dump(ast.parse(changed[0][2:].strip()).body[0].targets[0]) == ast.dump(ast.parse(changed[1][2:].strip()).body[0].targets[0])
+
+
+def test_tl203_mechanical_from_numpy_without_an_autofix(tmp_path: Path) -> None:
+    from torchlint.experiment.variants import _mechanical
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
+    text = "import torch\nimport numpy as np\na = np.zeros(3)\nt = torch.tensor(a)\n"
+    wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+    fix = _mechanical(Finding("TL203", "x", "m", Location("f.py", 4, 5, 4, 20)), wrapper)
+    assert wrapper.module.code_for_node(fix.new) == "torch.from_numpy(a)"
+    with pytest.raises(VariantError):
+        _mechanical(Finding("TL203", "x", "m", Location("f.py", 3, 5, 3, 16)), MetadataWrapper(cst.parse_module("import torch\nx = 1\nt = torch.tensor(a, dtype=torch.float32)\n"), unsafe_skip_copy=True))
+
+
+def test_tl401_autofix_drops_the_conv_bias(user_script: Path, tmp_path: Path) -> None:
+    v, changed = _variant_for(user_script, "TL401", tmp_path)
+    assert v.description.startswith("autofix")
+    assert changed[0].startswith("- model =") and "bias=False" in changed[1] and len(changed) == 2
+
+
+def test_a_rule_without_a_rewrite_says_so(user_script: Path, tmp_path: Path) -> None:
+    finding = Finding("TL304", "x", "m", Location(str(user_script), 19, 10))
+    with pytest.raises(VariantError):
+        make_variant(finding, tmp_path / "v")
