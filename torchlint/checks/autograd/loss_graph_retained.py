@@ -44,6 +44,8 @@ class LossGraphRetained(Check):
             return
         if self._created_inside(accumulator, node, loop):
             return  # a fresh container each step: nothing outlives the step
+        if self._returned_step_loss(accumulator, node, loop):
+            return  # the step's loss summed over a model's outputs, for the caller's backward
         if ctx.grad.runs_without_grad(node):
             return
         if ctx.grad.feeds_backward(accumulator, node):
@@ -62,6 +64,44 @@ class LossGraphRetained(Check):
                 return loop
         hot = [loop for loop in loops if self.ctx.loops.is_hot(loop)]
         return hot[-1] if hot else None
+
+    def _returned_step_loss(self, accumulator: str, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """``total += criterion(out, t)`` in a loop whose only module calls are losses (over a
+        model's outputs or loss terms, not a DataLoader), in a function that returns ``total``."""
+        ctx = self.ctx
+        tree = ctx.tree
+        function = tree.enclosing_function(node)
+        if function is None or loop is function or not tree.is_inside(loop, function):
+            return False
+        if ctx.loops.loader_of(ctx.loops.iterated_expression(loop), loop) is not None:
+            return False
+        for call in tree.descendants(loop):
+            if isinstance(call, cst.Call) and ctx.loops.is_step_call(call) and not ctx.values.is_loss_call(call):
+                return False  # a forward pass, backward or optimizer step: a loop over steps
+        local = any(
+            b.kind == "assign" and tree.is_inside(b.node, function) and not tree.is_inside(b.node, loop)
+            for b in ctx.bindings.lookup(accumulator, node)
+        )
+        return local and self._returns(function, accumulator)
+
+    def _returns(self, function: cst.FunctionDef, name: str) -> bool:
+        """Does ``function`` return ``name``, in an expression or through a name bound from it?"""
+        ctx = self.ctx
+        for ret in ctx.tree.descendants(function):
+            if not isinstance(ret, cst.Return) or ret.value is None or ctx.tree.enclosing_function(ret) is not function:
+                continue
+            for read in (ret.value, *ctx.tree.descendants(ret.value)):
+                if not isinstance(read, (cst.Name, cst.Attribute)):
+                    continue
+                found = dotted(read)
+                if found == name:
+                    return True
+                binding = ctx.bindings.reaching(found, ret) if found is not None else None
+                if binding is not None and binding.value is not None and any(
+                    dotted(n) == name for n in ctx.tree.descendants(binding.value) if isinstance(n, (cst.Name, cst.Attribute))
+                ):
+                    return True
+        return False
 
     def _created_inside(self, accumulator: str, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
         tree = self.ctx.tree
