@@ -10,13 +10,81 @@ hook, so it cannot conflict with cProfile.
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 import time
+from bisect import bisect_left
 from typing import Any
 
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.usercode import is_user_file
+
+
+#: Instructions after which CPython 3.11 checks its "eval breaker", the only places
+#: where the main thread hands the GIL to this thread.
+_CHECKS = frozenset({"RESUME", "JUMP_BACKWARD", "CALL", "CALL_FUNCTION_EX"})
+#: Instructions that cannot run for long while holding the GIL.
+_LIGHT = frozenset({
+    "CACHE", "NOP", "RESUME", "PRECALL", "PUSH_NULL", "KW_NAMES", "LOAD_CONST", "LOAD_FAST",
+    "LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_METHOD", "LOAD_ATTR",
+    "COPY", "SWAP", "MAKE_FUNCTION", "MAKE_CELL", "COPY_FREE_VARS", "EXTENDED_ARG",
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE", "POP_TOP",
+    "STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE", "BEFORE_WITH",
+})
+_code_table: dict[Any, tuple[list[int], list[int | None], list[str]]] = {}
+
+
+def _instructions(code: Any) -> tuple[list[int], list[int | None], list[str]]:
+    table = _code_table.get(code)
+    if table is None:
+        offsets, lines, names = [], [], []
+        for ins in dis.get_instructions(code):
+            offsets.append(ins.offset)
+            lines.append(ins.positions.lineno if ins.positions else None)
+            names.append(ins.opname)
+        table = _code_table[code] = (offsets, lines, names)
+    return table
+
+
+def stalled_line(frame: Any) -> tuple[Any, int] | None:
+    """Where the main thread most likely was while it held the GIL past a sample.
+
+    The sampler can only look when the main thread hands over the GIL, at its next
+    eval-breaker check. After a long instruction that keeps the GIL (``big * 4``,
+    a C call that does not release it), that check is often on the *next* line:
+    the stall would be charged there. Walk back from the check point to the last
+    instruction that could have held the GIL that long, since the previous check
+    point. A frame just entered (at RESUME) was called by the one below it, where
+    the stall happened before the call. Returns (frame, line) or None to keep the
+    sampled position.
+    """
+    offsets, lines, names = _instructions(frame.f_code)
+    i = bisect_left(offsets, frame.f_lasti)
+    if i >= len(offsets) or offsets[i] != frame.f_lasti:
+        return None
+    op = names[i]
+    if op == "RESUME":
+        caller = frame.f_back
+        if caller is None:
+            return None
+        offsets, lines, names = _instructions(caller.f_code)
+        i = bisect_left(offsets, caller.f_lasti)
+        if i >= len(offsets) or offsets[i] != caller.f_lasti:
+            return None
+        frame, op = caller, "CALL in progress"
+    if op not in _CHECKS and op != "CALL in progress":
+        return None
+    j = i - 1
+    while j >= 0 and names[j] not in _CHECKS:
+        if names[j] not in _LIGHT and lines[j] is not None:
+            return frame, lines[j]
+        j -= 1
+    if op in ("CALL", "CALL_FUNCTION_EX") and lines[i] is not None:
+        return frame, lines[i]  # the call itself held the GIL (``sorted(big)``)
+    return None
 
 
 class LineSampler:
@@ -26,6 +94,7 @@ class LineSampler:
         self.samples = 0
         self.sampled_s = 0.0
         self.tool_s = 0.0
+        self.moved = 0  # late samples charged to the line that held the GIL
         # (file, line, function) -> [self_s, total_s, samples, dataloader_s]
         self.lines: dict[tuple[str, int, str], list[float]] = {}
         self._stop = threading.Event()
@@ -44,16 +113,22 @@ class LineSampler:
 
     def _run(self) -> None:
         last = time.perf_counter()
-        while not self._stop.wait(self.interval):
+        # Waiting longer than this for the GIL means the main thread held it through
+        # an instruction with no eval-breaker check (see stalled_line).
+        late_after = 2 * sys.getswitchinterval()
+        while True:
+            due = time.perf_counter() + self.interval
+            if self._stop.wait(self.interval):
+                break
             now = time.perf_counter()
             dt = now - last
             last = now
             try:
-                self._sample(dt)
+                self._sample(dt, now - due > late_after)
             except Exception:  # a sampler must never take the run down
                 pass
 
-    def _sample(self, dt: float) -> None:
+    def _sample(self, dt: float, late: bool = False) -> None:
         frame = sys._current_frames().get(self._target)
         if frame is None:
             return
@@ -66,6 +141,26 @@ class LineSampler:
         innermost = True
         user_cache = self._user
         depth = 0
+        if late:
+            moved = stalled_line(frame)
+            if moved is not None:
+                mframe, mline = moved
+                filename = mframe.f_code.co_filename
+                user = user_cache.get(filename)
+                if user is None:
+                    user = user_cache[filename] = is_user_file(filename)
+                if user:  # charge the stall to that line; the stack above it as usual
+                    key = (filename, mline, mframe.f_code.co_name)
+                    row = self.lines.setdefault(key, [0.0, 0.0, 0, 0.0])
+                    row[0] += dt
+                    row[1] += dt
+                    row[2] += 1
+                    if in_fetch:
+                        row[3] += dt
+                    seen.add(key)
+                    innermost = False
+                    self.moved += 1
+                    frame = mframe.f_back  # the frames above it had not started yet
         while frame is not None and depth < 256:
             code = frame.f_code
             filename = code.co_filename
