@@ -29,6 +29,7 @@ from torchlint.savings import SAVING, SKIPPED, Measurement
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
 MIN_PAIRS, MAX_PAIRS = 2, 4
+RUN_PAIRS = 3  # whole-run windows: one figure per window, so more of them
 WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps
 MIN_MEASURED, MAX_MEASURED = 6, 40
 SERVER_START_S = 4.0  # what starting the window server is assumed to cost (import torch)
@@ -44,21 +45,32 @@ class Windowing:
     max_steps: int | None  # None: windows run the whole script
     warmup: int
     estimate_s: float  # expected cost of one window (its set-up + its steps)
+    mode: str = "steps"  # "steps": per-step medians | "run": each window's whole-script time
+    min_pairs: int = MIN_PAIRS
 
 
-def windowing(steps: dict[str, Any], wall_s: float) -> Windowing | str:
-    """The window length from the profiled run's steps, or why there can be none."""
+def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budget_s: float = 0.0) -> Windowing | str:
+    """The window length from the profiled run's steps, or why there can be none.
+
+    When the budget affords it (every candidate, RUN_PAIRS pairs of whole runs), each
+    window is the whole run and the compared figure is the script's own time, so
+    work outside the optimizer steps (an evaluation pass after training, per-epoch
+    worker start-up) counts. Otherwise windows are K steps and the figure is the
+    median step, which such work does not reach."""
     count = int(steps.get("count") or 0)
     durations = [d for d in (steps.get("durations_s") or []) if d > 0]
     if count < 4 or not durations:
         return f"the profiled run made {count} optimizer steps; an experiment needs at least 4"
+    limit = steps.get("max_steps")  # the profiled run stopped there: so do its windows
+    run_cost = wall_s + 0.3
+    if SERVER_START_S + candidates * 2 * RUN_PAIRS * run_cost <= budget_s:
+        return Windowing(int(limit) if limit else None, 0, run_cost, "run", RUN_PAIRS)
     step = statistics.median(durations)
     measured = min(max(math.ceil(WINDOW_TARGET_S / step), MIN_MEASURED), MAX_MEASURED)
     head = float(steps.get("first_step_at_s") or 0.0)
     k = WARMUP_STEPS + 1 + measured
-    if k >= count:  # the run is short: a window is the whole run
-        limit = steps.get("max_steps")  # the profiled run stopped there: so do its windows
-        return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), wall_s + 0.2)
+    if k >= count:  # the run is short: a window is all of its steps
+        return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), run_cost)
     return Windowing(k, WARMUP_STEPS, head + k * step + 0.2)
 
 
@@ -99,14 +111,15 @@ class Experiment:
         """Alternate original and variant windows; a Measurement, or a skip record."""
         f = c.finding
         arms: dict[str, list[list[float]]] = {"o": [], "v": []}
-        fired = 0
+        fired = steps_o = 0
         pairs = 0
+        least = self.win.min_pairs
         while pairs < MAX_PAIRS:
-            need = 2 * self.window_s * (MIN_PAIRS - pairs if pairs < MIN_PAIRS else 1)
+            need = 2 * self.window_s * (least - pairs if pairs < least else 1)
             if self.server is None:
                 need += SERVER_START_S
             if self.left() < need:
-                if pairs < MIN_PAIRS:
+                if pairs < least:
                     return _skip(c, f"budget: needs about {need:.0f} s more, {max(self.left(), 0):.0f} s left")
                 break
             for arm in ("ov" if pairs % 2 == 0 else "vo"):
@@ -117,7 +130,12 @@ class Experiment:
                     return _skip(c, f"{who} failed: {r.get('error') or 'exit status ' + str(r.get('status'))}")
                 if arm == "v":
                     fired += sum(a["calls"] for a in r.get("applied", []))
-                arms[arm].append(r["durations_s"][self.win.warmup :])
+                else:
+                    steps_o += int(r.get("steps") or 0)
+                if self.win.mode == "run":
+                    arms[arm].append([r["wall_s"]])
+                else:
+                    arms[arm].append(r["durations_s"][self.win.warmup :])
             pairs += 1
         if c.switches and fired == 0:
             return _skip(c, "the switch never applied: no call was made from the finding's line")
@@ -125,15 +143,22 @@ class Experiment:
             cmp = stats.compare(arms["o"], arms["v"])
         except ValueError:
             return _skip(c, "the windows made too few optimizer steps to compare")
-        per_arm = cmp.original_steps
-        how = (f"{description}; {pairs} pairs of windows alternated (ABBA), "
-               f"{self.win.max_steps or 'all'} steps each, first {self.win.warmup} dropped; "
-               f"median step {cmp.original_median * 1e3:.2f} ms -> {cmp.variant_median * 1e3:.2f} ms; "
+        if self.win.mode == "run":  # one whole-script time per window: scale to steps
+            n = max(self.run_steps, 1)
+            per_step, low, high, total = cmp.per_step / n, cmp.ci_low / n, cmp.ci_high / n, cmp.per_step
+            what = f"whole-run windows; script time {cmp.original_median:.3f} s -> {cmp.variant_median:.3f} s"
+        else:
+            per_step, low, high = cmp.per_step, cmp.ci_low, cmp.ci_high
+            total = per_step * self.run_steps
+            what = (f"{self.win.max_steps or 'all'}-step windows, first {self.win.warmup} steps dropped; median step "
+                    f"{cmp.original_median * 1e3:.2f} ms -> {cmp.variant_median * 1e3:.2f} ms; time outside the "
+                    "optimizer steps is not seen")
+        how = (f"{description}; {pairs} pairs of windows alternated (ABBA), {what}; "
                f"window-to-window noise {cmp.noise * 100:.0f} %")
         return Measurement(
             code=f.code, path=f.path, line=f.line, variant=c.label, verdict=cmp.verdict,
-            per_step=cmp.per_step, ci_low=cmp.ci_low, ci_high=cmp.ci_high,
-            total=cmp.per_step * self.run_steps, steps=per_arm, why=how,
+            per_step=per_step, ci_low=low, ci_high=high, total=total,
+            steps=steps_o if self.win.mode == "run" else cmp.original_steps, why=how,
         )
 
     def close(self) -> None:
@@ -165,8 +190,8 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
     measurements: list[Measurement] = []
     tried: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = [_skip(c, c.skip) for c in candidates if c.skip]
-    win = windowing(session.steps, session.wall_s)
     todo = [c for c in candidates if not c.skip]
+    win = windowing(session.steps, session.wall_s, candidates=len(todo), budget_s=budget)
     exp = None
     if isinstance(win, str):
         skipped.extend(_skip(c, win) for c in todo)

@@ -1,0 +1,131 @@
+"""`torchlint profile --experiment` end to end on a tiny CPU training script, with a
+tight budget. One run, shared by the tests (torch start-up costs seconds here).
+
+The script's DataLoader sleeps in ``__getitem__``: two workers halve the wait, an
+effect far above any machine noise, so the runtime switch must come out as a
+saving. The source variants (TL301, TL302) are only checked for being measured
+or skipped with a reason, never for their size."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, SLOWER
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 25
+
+SCRIPT = '''\
+import time
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Sleepy(Dataset):
+    def __len__(self):
+        return 320
+
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.full((16,), float(i % 7)), i % 2
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+loader = DataLoader(Sleepy(), batch_size=8)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+history = []
+seen = 0.0
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    history.append(loss)
+    seen += loss.item()
+
+model.eval()
+scores = model(torch.ones(4, 16, device=device))
+print("done", len(history))
+'''
+
+
+@pytest.fixture(scope="module")
+def experiment_run(tmp_path_factory):
+    pytest.importorskip("torch")
+    cwd = tmp_path_factory.mktemp("exp")
+    script = cwd / "tiny_train.py"
+    script.write_text(SCRIPT)
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("DISPLAY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json",
+         "--experiment", "--budget", str(BUDGET), "--out", "run", "tiny_train.py"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
+    )
+    data = json.loads((cwd / "run" / "experiment.json").read_text())
+    return proc, data, script, digest
+
+
+def _by_code(data, code):
+    return [m for m in data["measurements"] if m["code"] == code]
+
+
+def test_exit_status_and_report_survive_the_experiment(experiment_run) -> None:
+    proc, _data, _script, _digest = experiment_run
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    json.loads(proc.stdout)  # stdout is still only the JSON report
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_users_script_is_never_written(experiment_run) -> None:
+    _proc, _data, script, digest = experiment_run
+    assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in script.parent.iterdir() if p.suffix == ".py") == ["tiny_train.py"]
+
+
+def test_workers_switched_on_at_runtime_are_a_saving(experiment_run) -> None:
+    _proc, data, _script, _digest = experiment_run
+    (m,) = _by_code(data, "TL201")
+    assert m["variant"].startswith("num_workers=")
+    assert m["verdict"] == SAVING, m
+    assert m["ci_low"] > 0 and m["ci_low"] <= m["per_step"] <= m["ci_high"]
+    assert m["total"] == pytest.approx(m["per_step"] * 40)  # 320 items / 8 per batch
+    assert m["steps"] > 0
+
+
+def test_gpu_remedies_are_skipped_with_the_reason(experiment_run) -> None:
+    _proc, data, _script, _digest = experiment_run
+    for code in ("TL101", "TL202"):
+        (m,) = _by_code(data, code)
+        assert m["verdict"] == SKIPPED and "CUDA" in m["why"], m
+
+
+def test_source_variants_are_measured_or_skipped_with_a_reason(experiment_run) -> None:
+    _proc, data, _script, _digest = experiment_run
+    for code in ("TL301", "TL302"):
+        (m,) = _by_code(data, code)
+        if m["verdict"] == SKIPPED:
+            assert m["why"].startswith("budget"), m
+        else:
+            assert m["verdict"] in (SAVING, NO_CHANGE, SLOWER)
+            assert "mechanical" in m["variant"] and m["ci_low"] <= m["ci_high"]
+
+
+def test_budget_is_kept_and_stated(experiment_run) -> None:
+    _proc, data, _script, _digest = experiment_run
+    assert data["budget_s"] == BUDGET
+    # planning keeps the next window inside the budget; one window may overrun it a little
+    assert data["spent_s"] <= BUDGET + 10
+    assert all(s["reason"] for s in data["skipped"])
