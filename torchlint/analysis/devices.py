@@ -53,6 +53,20 @@ _DTYPES = {
 _DEVICE_NAMES = {"dev", "device", "devices", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids", "device_id", "cuda_device", "target_device", "local_device"}
 # Tensor methods that change the dtype (or layout) and keep the device: `torch.zeros(3).long().cuda()`.
 DTYPE_CONVERSIONS = {"long", "float", "half", "double", "int", "bool", "byte", "char", "short", "bfloat16", "contiguous"}
+# The dtype of each legacy typed tensor class: `torch.LongTensor` holds int64.
+LEGACY_DTYPES = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
+    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
+}
+
+
+def legacy_dtype(qualified: str | None) -> str | None:
+    """``float32`` for ``torch.FloatTensor`` (and ``torch.Tensor``, the default float type)."""
+    if qualified == "torch.Tensor":
+        return "float32"
+    last = (qualified or "").rsplit(".", 1)[-1]
+    return LEGACY_DTYPES.get(last[: -len("Tensor")]) if last.endswith("Tensor") else None
 _ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "npu", "hpu", "meta")
 # Calls that build a tensor on the host unless given `device=`.
 _HOST_BUILDERS = {

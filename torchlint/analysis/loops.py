@@ -16,6 +16,8 @@ Loop = cst.For | cst.While | cst.CompFor
 _SCOPE_BARRIERS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
+_SAMPLING = frozenset({"generate", "sample", "multinomial"})
+_EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 _ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 
 
@@ -61,11 +63,46 @@ class Loops:
         return bool(self.enclosing_loops(node))
 
     def hot_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The innermost enclosing hot loop, or None when ``node`` does not run per step."""
+        """Where ``node`` runs once per step: the innermost enclosing hot loop; else the
+        enclosing function, which runs per step if the project-wide join finds it called
+        from a hot loop or by a framework (a finding there is kept only then: see
+        :meth:`step_condition`); None for module-level code outside hot loops."""
+        return self.local_hot_loop(node) or self.ctx.tree.enclosing_function(node)
+
+    def local_hot_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost enclosing hot loop of the same function, or None."""
         for loop in self.enclosing_loops(node):
             if self.is_hot(loop):
                 return loop
         return None
+
+    def step_condition(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function that must be per-step for ``node`` to run every step, or None
+        when a hot loop around it already says so (or it is module-level code)."""
+        if self.local_hot_loop(node) is not None:
+            return None
+        return self.ctx.tree.enclosing_function(node)
+
+    def describe(self, loop: cst.CSTNode) -> str:
+        """What a hot loop does, for messages: a training, evaluation or sampling loop."""
+        calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
+        methods = {self.ctx.method_name(c) for c in calls}
+        if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
+            return "a training loop"
+        if methods & _SAMPLING:
+            return "a sampling loop"
+        function = self.ctx.tree.enclosing_function(loop)
+        name = function.name.value.lower() if function is not None else ""
+        if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
+            return "an evaluation loop"
+        return "a per-batch loop"
+
+    def _after_eval(self, loop: cst.CSTNode) -> bool:
+        """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
+        tree = self.ctx.tree
+        scope, start = tree.scope_of(loop), tree.index(loop)
+        before = [c for c in self.ctx.method_calls(("eval", "train")) if tree.index(c) < start and tree.scope_of(c) is scope]
+        return bool(before) and self.ctx.method_name(before[-1]) == "eval" and not before[-1].args
 
     def is_hot(self, loop: cst.CSTNode) -> bool:
         key = id(loop)

@@ -69,6 +69,9 @@ def looks_like_optimizer(name: str) -> bool:
     return "optim" in last or last in {"opt", "opt_g", "opt_d", "optimizer_g", "optimizer_d"}
 
 
+_DIFFERENTIATED_RETURNS = frozenset({"training_step", "compute_loss"})
+
+
 class ValueKinds:
     """Memoised value-kind inference for one file."""
 
@@ -151,6 +154,8 @@ class ValueKinds:
         if value is None:
             return Kind.UNKNOWN
         if binding.kind in ("for", "comp"):
+            if _counts(value, binding.element):
+                return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
             return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
         if binding.kind == "with":
             return Kind.UNKNOWN
@@ -351,7 +356,27 @@ class ValueKinds:
                 receiver = dotted(call.func.value)  # type: ignore[attr-defined]
                 if receiver is not None:
                     self._backward_by_scope.add((id(self.ctx.tree.scope_of(call)), receiver))
-        return (id(self.ctx.tree.scope_of(at)), name) in self._backward_by_scope
+        scope = self.ctx.tree.scope_of(at)
+        if (id(scope), name) in self._backward_by_scope:
+            return True
+        # A framework step's returned loss is differentiated by the framework (Lightning's
+        # `training_step`, a Trainer's `compute_loss`); a finding there holds only if the
+        # project-wide join finds the method is such a hook.
+        return isinstance(scope, cst.FunctionDef) and scope.name.value in _DIFFERENTIATED_RETURNS and name in self._returned_names(scope)
+
+    def _returned_names(self, function: cst.FunctionDef) -> set[str]:
+        found = set()
+        for node in self.ctx.tree.descendants(function):
+            if isinstance(node, cst.Return) and node.value is not None:
+                values = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
+                for value in values:
+                    if isinstance(value, cst.BaseElement):
+                        value = value.value
+                    if isinstance(value, cst.Dict):
+                        found.update(dotted(e.value) for e in value.elements if isinstance(e, cst.DictElement))
+                    else:
+                        found.add(dotted(value))
+        return {n for n in found if n}
 
     def carries_graph(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Is ``expr`` a loss that still holds its autograd graph: a loss call, a name bound
@@ -415,6 +440,16 @@ _NUMPY_RANDOM_SIZE = {
     "choice": 1, "beta": 2, "binomial": 2, "poisson": 1, "exponential": 1, "gamma": 2,
     "integers": 2, "standard_normal": 0, "laplace": 2, "lognormal": 2, "geometric": 1,
 }
+
+
+def _counts(iterable: cst.BaseExpression, element: int | None) -> bool:
+    """Does a loop over ``iterable`` bind a Python int: ``range(n)``, or position 0 of
+    ``enumerate(...)``?"""
+    if not isinstance(iterable, cst.Call) or not isinstance(iterable.func, cst.Name):
+        return False
+    if iterable.func.value == "range":
+        return element is None
+    return iterable.func.value == "enumerate" and element == 0
 
 
 def _integer_index(element: cst.SubscriptElement) -> bool:

@@ -10,6 +10,9 @@ import libcst as cst
 from torchlint.analysis.context import FileContext
 from torchlint.findings import Fix, FixSafety
 
+#: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
+STEP_PLACEHOLDER = "\ue000step\ue000"
+
 
 @dataclass(slots=True)
 class Report:
@@ -20,6 +23,9 @@ class Report:
     fix: Fix | None = None
     related: tuple[cst.CSTNode, ...] = ()
     hint: str = ""  # replaces the check's fix_hint for this finding
+    # The function that must run once per step for this finding to hold (the project-wide
+    # join decides); None when the finding holds as it is.
+    condition: cst.FunctionDef | None = None
 
 
 class Check:
@@ -36,6 +42,9 @@ class Check:
     fix_hint: ClassVar[str] = ""
     default: ClassVar[bool] = True
     fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    # Findings only hold where the code runs every step (a hot loop, or a function the
+    # project-wide join finds per-step). The message may use ``{loop}``: where that is.
+    per_step: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -74,7 +83,13 @@ class Check:
         made_fix = None
         if fix is not None and self.fix_safety is not FixSafety.NONE:
             made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint))
+        condition = None
+        if self.per_step:
+            loops = self.ctx.loops
+            condition = loops.step_condition(node)
+            hot = loops.local_hot_loop(node)
+            fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

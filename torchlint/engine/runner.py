@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import traceback
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.positions import compute_spans
+from torchlint.analysis.steps import FileSummary, StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
 from torchlint.engine.source import Source, syntax_error
 from torchlint.findings import Finding, Location
@@ -32,6 +34,10 @@ class FileResult:
     errors: list[InternalError] = field(default_factory=list)
     module: cst.Module | None = None
     path: Path | None = None  # the file on disk, when it came from one
+    # Findings that hold only if their function runs every step: (function key, finding).
+    # The project-wide join (analysis/project.py) keeps those whose function is per-step.
+    conditional: list[tuple[str, Finding]] = field(default_factory=list)
+    summary: FileSummary | None = None  # where this file's steps are, for that join
 
 
 def parse(source: Source) -> cst.Module | Finding:
@@ -53,8 +59,8 @@ def parse(source: Source) -> cst.Module | Finding:
 def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False) -> FileResult:
     """Parse ``source`` once, run every check over the shared analysis, locate the reports."""
     result = FileResult(source)
-    if "torch" not in source.text:
-        # No check can fire in a file that never mentions torch; only syntax matters.
+    if "torch" not in source.text and not _may_hold_a_step(source.text):
+        # No check can fire in a file that never mentions torch or a step; only syntax matters.
         error = _quick_syntax_check(source)
         if error is not None:
             result.findings.append(error)
@@ -68,7 +74,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     result.source = source
     result.module = module
     ctx = FileContext(module, source.path, options)
-    if not ctx.imports_torch():
+    torch_file = ctx.imports_torch()
+    if not torch_file and not _may_hold_a_step(source.text):
         return result
     made: list[tuple[type[Check], Report]] = []
     for check_type in checks:
@@ -85,8 +92,39 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             result.errors.append(InternalError(source.path, check_type.code, f"{type(error).__name__}: {error}", traceback.format_exc()))
             continue
         made.extend((check_type, report) for report in check.reports)
-    result.findings.extend(_locate(source, module, made))
+    try:
+        summarizer = StepSummarizer(ctx)
+        hot_calls = summarizer.hot_call_nodes()
+    except Exception as error:  # the step summary only adds findings: losing it loses no others
+        if debug:
+            raise
+        result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
+        summarizer, hot_calls = None, []
+    spans = _spans(module, made, hot_calls)
+    seen: set[tuple[str, int | None, int]] = set()
+    for (check_type, report), finding in zip(made, _locate(source, spans, made)):
+        key = (check_type.code, finding.location.cell, finding.location.line)
+        if key in seen:
+            continue  # one finding per rule per line: the first one stands for the line
+        seen.add(key)
+        if report.condition is None:
+            if torch_file:  # a file that never imports torch makes no tensors of its own
+                result.findings.append(finding)
+        else:
+            result.conditional.append((function_key(ctx, report.condition), finding))
+    if summarizer is not None:
+        result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
     return result
+
+
+def _may_hold_a_step(text: str) -> bool:
+    """A module that never imports torch can still hold a helper that a step calls with
+    its tensors (a metric that calls ``.item()``): check it when it shows one of the calls
+    the per-step rules are about. Only its per-step findings count (see run_checks)."""
+    return any(marker in text for marker in _STEP_MARKERS)
+
+
+_STEP_MARKERS = (".backward(", ".item()", ".tolist()", ".cpu()", ".numpy()", "synchronize(", "_step(")
 
 
 def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tuple[Source, cst.Module | Finding]:
@@ -118,19 +156,16 @@ def _quick_syntax_check(source: Source) -> Finding | None:
     return None
 
 
-def _locate(source: Source, module: cst.Module, made: list[tuple[type[Check], Report]]) -> list[Finding]:
-    if not made:
-        return []
-    nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related]
-    spans = compute_spans(module, nodes)
+def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode]) -> dict:  # type: ignore[type-arg]
+    """Positions of every reported, related and extra node, in one codegen pass."""
+    nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related] + list(extra)
+    return compute_spans(module, nodes) if nodes else {}
+
+
+def _locate(source: Source, spans: dict, made: list[tuple[type[Check], Report]]) -> list[Finding]:  # type: ignore[type-arg]
     findings = []
-    seen: set[tuple[str, int | None, int]] = set()
     for check_type, report in made:
         location = _location(source, spans, report.node)
-        key = (check_type.code, location.cell, location.line)
-        if key in seen:
-            continue  # one finding per rule per line: the first one stands for the line
-        seen.add(key)
         related = tuple(_location(source, spans, node) for node in report.related)
         findings.append(
             Finding(check_type.code, check_type.name, report.message, location, report.hint or check_type.fix_hint, report.fix, related)

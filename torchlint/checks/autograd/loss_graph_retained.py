@@ -15,6 +15,7 @@ class LossGraphRetained(Check):
     code = "TL302"
     name = "loss-graph-retained"
     message = "`{store}` keeps every step's loss with its autograd graph alive"
+    per_step = True
     fix_hint = "Store `loss.detach()` instead (it stays on the device; read it with `.item()` once after the loop)"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -55,15 +56,16 @@ class LossGraphRetained(Check):
 
     def _step_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The loop whose iterations are the steps: one over a DataLoader, else the outermost
-        hot loop. A loop over a model's outputs or loss terms is not a step loop."""
+        hot loop, else the enclosing function. A loop over a model's outputs or loss terms
+        is not a step loop."""
         loops = self.ctx.loops.enclosing_loops(node)
-        if not loops:
-            return None
         for loop in loops:
             if self.ctx.loops.loader_of(self.ctx.loops.iterated_expression(loop), loop) is not None:
                 return loop
         hot = [loop for loop in loops if self.ctx.loops.is_hot(loop)]
-        return hot[-1] if hot else None
+        # Else the function, a step if the project-wide join finds it per-step
+        # (Lightning's `training_step`, a helper a hot loop calls).
+        return hot[-1] if hot else self.ctx.tree.enclosing_function(node)
 
     def _returned_step_loss(self, accumulator: str, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
         """``total += criterion(out, t)`` in a loop whose only module calls are losses (over a

@@ -5,19 +5,15 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.devices import LEGACY_DTYPES, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
-_DTYPES = {
-    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
-    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
-    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
-}
 # torch.FloatTensor -> (dtype, on the device?); sparse classes are reported, never fixed.
 _TYPED: dict[str, tuple[str | None, bool]] = {}
-for _prefix, _dtype in _DTYPES.items():
+for _prefix, _dtype in LEGACY_DTYPES.items():
     _TYPED[f"torch.{_prefix}Tensor"] = (_dtype, False)
     _TYPED[f"torch.cuda.{_prefix}Tensor"] = (_dtype, True)
     _TYPED[f"torch.sparse.{_prefix}Tensor"] = (None, False)
@@ -182,8 +178,7 @@ class LegacyTensorConstructor(Check):
 def _why(qualified: str, alias: bool = False) -> str:
     if qualified == _VARIABLE:
         return "is a legacy API: since torch 0.4 every tensor tracks gradients itself"
-    last = qualified.rsplit(".", 1)[-1]
-    dtype = _DTYPES.get(last[: -len("Tensor")])
+    dtype = legacy_dtype(qualified)
     where = ', device="cuda"' if qualified.startswith("torch.cuda.") else ""
     spelled = f"`torch.tensor(data, dtype=torch.{dtype}{where})` / `torch.empty(size, dtype=torch.{dtype}{where})`" if dtype else "`torch.sparse_coo_tensor(...)`"
     if alias:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device
+from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
+from torchlint.analysis.values import Kind
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -22,6 +23,8 @@ _LEGACY = {
     "torch.BFloat16Tensor", "torch.ByteTensor", "torch.CharTensor", "torch.ShortTensor",
     "torch.IntTensor", "torch.LongTensor", "torch.BoolTensor",
 }
+
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 
 
 class CreateThenMove(Check):
@@ -41,7 +44,7 @@ class CreateThenMove(Check):
         device = ctx.keyword(node, "device")
         if device is not None and not is_cpu_device(device.value, ctx):
             return  # already built on a device (or one chosen at run time)
-        chain_top = self._conversions_above(node)
+        chain_top, with_numbers = self._conversions_above(node)
         move = self._move_of(chain_top)
         if move is None:
             move = self._moved_by_next_statement(chain_top)
@@ -49,22 +52,46 @@ class CreateThenMove(Check):
                 return
             fix = None
         else:
-            fix = self._fix(node, move, qualified) if qualified in _FACTORIES else None
-        self.report(node, fix=fix, factory=short_code(ctx.module, node), move=_move_text(ctx.module, move))
+            # arithmetic with anything but a number may mix devices once the factory moves
+            fix = self._fix(node, move, qualified) if qualified in _FACTORIES and with_numbers else None
+        hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
+        self.report(node, fix=fix, hint=hint, factory=short_code(ctx.module, node), move=_move_text(ctx.module, move))
 
     # --- the shape of the code ---------------------------------------------------------
-    def _conversions_above(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        """``node`` followed by dtype conversions (``.long()``, ``.to(torch.half)``)."""
+    def _conversions_above(self, node: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+        """``node`` followed by dtype conversions (``.long()``, ``.to(torch.half)``) and
+        arithmetic (``(torch.ones(n) * i).long()``); and whether every other operand of that
+        arithmetic is a plain number."""
         current = node
+        with_numbers = True
         while True:
+            arithmetic = self._arithmetic_on(current)
+            if arithmetic is not None:
+                current, other = arithmetic
+                if other is not None and self.ctx.values.kind(other, current) is not Kind.HOST:
+                    with_numbers = False
+                continue
             call = self._method_call_on(current)
             if call is None:
-                return current
+                return current, with_numbers
             method = call.func.attr.value  # type: ignore[attr-defined]
             if (method in DTYPE_CONVERSIONS and not call.args) or self.ctx.devices.dtype_only_to(call):
                 current = call
                 continue
-            return current
+            return current, with_numbers
+
+    def _arithmetic_on(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
+        """``expr * i``, ``i + expr``, ``-expr`` and the other operand: arithmetic whose other
+        operand is not known to be a tensor or an array (that one decides where the result lives)."""
+        parent = self.ctx.tree.parent(expr)
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
+            return parent, None
+        if not isinstance(parent, cst.BinaryOperation) or not isinstance(parent.operator, _ARITHMETIC):
+            return None
+        other = parent.right if parent.left is expr else parent.left
+        if self.ctx.values.kind(other, parent) in (Kind.TENSOR, Kind.NUMPY):
+            return None
+        return parent, other
 
     def _method_call_on(self, expr: cst.BaseExpression) -> cst.Call | None:
         tree = self.ctx.tree
@@ -138,6 +165,15 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
     if arg.keyword is not None and arg.keyword.value != "device":
         return None
     return arg.value
+
+
+def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type: ignore[no-untyped-def]
+    """Legacy constructors take no ``device=``: name the modern factory that does."""
+    dtype = legacy_dtype(qualified) or "float32"
+    first = factory.args[0].value if factory.args and factory.args[0].keyword is None else None
+    data = first is not None and (ctx.values.is_sequence_literal(first, factory) or ctx.values.is_numpy_array(first, factory))
+    spelled = f"torch.tensor(data, dtype=torch.{dtype}, device=device)" if data else f"torch.empty(size, dtype=torch.{dtype}, device=device)"
+    return f"Legacy constructors take no `device=`: create it on the device with `{spelled}`"
 
 
 def _move_text(module: cst.Module, move: cst.Call) -> str:

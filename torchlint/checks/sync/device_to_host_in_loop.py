@@ -14,7 +14,8 @@ class DeviceToHostInLoop(Check):
 
     code = "TL102"
     name = "device-to-host-in-loop"
-    message = "`{call}` in a training loop copies a device value to the host and waits for it on every step"
+    message = "`{call}` in {loop} copies a device value to the host and waits for it on every step"
+    per_step = True
     fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -16,7 +16,8 @@ class ScalarSyncInLoop(Check):
 
     code = "TL101"
     name = "scalar-sync-in-loop"
-    message = "`{call}` in a training loop makes the host wait for the device on every step"
+    message = "`{call}` in {loop} makes the host wait for the device on every step"
+    per_step = True
     fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -18,7 +18,8 @@ class SyncCallInLoop(Check):
 
     code = "TL103"
     name = "sync-call-in-loop"
-    message = "`{call}` in a training loop stops the host until every queued kernel has finished, on every step"
+    message = "`{call}` in {loop} stops the host until every queued kernel has finished, on every step"
+    per_step = True
     fix_hint = "Remove the call from the step loop, or run it only when needed (behind a flag, or every N steps)"
 
     def visit_Call(self, node: cst.Call) -> None:

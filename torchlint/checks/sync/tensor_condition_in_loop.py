@@ -17,7 +17,8 @@ class TensorConditionInLoop(Check):
 
     code = "TL104"
     name = "tensor-condition-in-loop"
-    message = "`{test}` branches on a tensor value in a training loop: the host waits for the device to decide"
+    message = "`{test}` branches on a tensor value in {loop}: the host waits for the device to decide"
+    per_step = True
     fix_hint = "Keep the decision on the device with `torch.where` / masking, or test it every N steps"
     default = False
 

@@ -1,0 +1,245 @@
+"""The project-wide join: which functions run once per step, and from where.
+
+Input: the :class:`~torchlint.analysis.steps.FileSummary` of every checked file
+(plain data, made file by file). Output: for each file, the per-step functions with
+the text that says how they are reached and the hot call sites that make them so.
+Only checked files are the project: a reference that resolves to nothing else (a
+library, site-packages) ends the search quietly, as do recursion and depth.
+
+A function is per-step when
+- a hot loop calls it (the call is not in a rare branch: the summary dropped those),
+- a framework calls it once per step (a hook method of a framework subclass, a
+  function registered with ``Engine(fn)``), or
+- a per-step function calls it on every run (not in a rare branch, not once after a
+  loop: such calls sit in the caller's body, which then is not per-step itself).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from torchlint.analysis import frameworks
+from torchlint.analysis.steps import ClassSummary, FileSummary, Ref
+from torchlint.findings import Location
+
+_MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
+_MAX_DEPTH = 12  # resolution through re-exports and base classes
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    origin: str  # "a training loop", "Lightning `training_step`"
+    sites: tuple[Location, ...]  # the hot call sites that make the function per-step
+    hook: bool = False  # the function is the framework's step itself
+
+    def text(self, key: str, here: str) -> str:
+        """How a finding in function ``key`` of file ``here`` runs every step (messages)."""
+        if self.hook:
+            return self.origin
+        where = ""
+        if self.sites:
+            site = self.sites[0]
+            where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
+        return f"`{key.rsplit('.', 1)[-1]}()` (run every step from {self.origin}{where})"
+
+
+Steps = dict[str, dict[str, StepInfo]]  # file path -> function key -> how it is per-step
+
+
+class Project:
+    """Name resolution over the checked files' summaries."""
+
+    def __init__(self, summaries: Iterable[FileSummary]) -> None:
+        self.files = {s.path: s for s in summaries}
+        self.modules: dict[str, list[str]] = {}
+        for path in self.files:
+            for name in _module_names(path):
+                self.modules.setdefault(name, []).append(path)
+        self.classes = {path: {c.key: c for c in s.classes} for path, s in self.files.items()}
+        self.functions = {path: set(s.functions) for path, s in self.files.items()}
+
+    # --- modules ---------------------------------------------------------------------
+    def module_file(self, module: str, importer: str, level: int = 0) -> str | None:
+        if level:
+            base = os.path.dirname(importer)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            stem = os.path.join(base, *module.split(".")) if module else base
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if candidate in self.files:
+                    return candidate
+            return None
+        candidates = self.modules.get(module)
+        if not candidates:
+            return None
+        # Several files can be module `utils`: the one nearest the importer wins.
+        return max(candidates, key=lambda c: len(os.path.commonpath([c, importer])))
+
+    def _split(self, ref: Ref, importer: str) -> list[tuple[str, list[str]]]:
+        """(file, remaining name parts) for each way an import reference can split into a
+        project module and a name inside it, longest module first."""
+        _, level, name = ref
+        parts = name.split(".") if name else []
+        found = []
+        for cut in range(len(parts), -1, -1):
+            module, rest = ".".join(parts[:cut]), parts[cut:]
+            if not rest or (not module and not level):
+                continue
+            path = self.module_file(module, importer, level)
+            if path is not None:
+                found.append((path, rest))
+        return found
+
+    # --- functions and classes -------------------------------------------------------
+    def function(self, ref: Ref, importer: str, depth: int = 0) -> tuple[str, str] | None:
+        """The (file, function key) that ``ref`` in ``importer`` calls, if it is the project's."""
+        if depth > _MAX_DEPTH:
+            return None
+        kind = ref[0]
+        if kind == "local":
+            return (importer, ref[1]) if ref[1] in self.functions.get(importer, ()) else None
+        if kind == "method":
+            return self.method(importer, ref[1], ref[2], depth)
+        if kind == "star":
+            for level, module in self.files[importer].stars if importer in self.files else ():
+                path = self.module_file(module, importer, level)
+                if path is not None:
+                    found = self._named(path, [ref[1]], depth)
+                    if found is not None:
+                        return found
+            return None
+        for path, rest in self._split(ref, importer):
+            found = self._named(path, rest, depth)
+            if found is not None:
+                return found
+        return None
+
+    def _named(self, path: str, rest: list[str], depth: int) -> tuple[str, str] | None:
+        key = ".".join(rest)
+        if key in self.functions[path]:
+            return (path, key)
+        if len(rest) == 2 and rest[0] in self.classes[path]:
+            return self.method(path, rest[0], rest[1], depth + 1)
+        for name, target in self.files[path].exports:  # re-exported: follow the import
+            if name == rest[0]:
+                inner = target if len(rest) == 1 else (target[0], target[1], ".".join([target[2], *rest[1:]]))
+                return self.function(inner, path, depth + 1)
+        return None
+
+    def method(self, path: str, class_key: str, name: str, depth: int = 0) -> tuple[str, str] | None:
+        """``name`` looked up on class ``class_key`` of ``path`` and then its project bases."""
+        for owner_path, owner in self.mro(path, class_key, depth):
+            if name in owner.methods:
+                return (owner_path, f"{owner.key}.{name}")
+        return None
+
+    def mro(self, path: str, class_key: str, depth: int = 0) -> list[tuple[str, ClassSummary]]:
+        """The class and its project base classes, depth first (enough for lookups)."""
+        found: list[tuple[str, ClassSummary]] = []
+        work = [(path, class_key, depth)]
+        seen: set[tuple[str, str]] = set()
+        while work:
+            p, key, d = work.pop(0)
+            cls = self.classes.get(p, {}).get(key)
+            if cls is None or (p, key) in seen or d > _MAX_DEPTH:
+                continue
+            seen.add((p, key))
+            found.append((p, cls))
+            for base in cls.bases:
+                resolved = self.class_of(base, p, d + 1)
+                if resolved is not None:
+                    work.append((*resolved, d + 1))
+        return found
+
+    def class_of(self, ref: Ref, importer: str, depth: int) -> tuple[str, str] | None:
+        if ref[0] == "local":
+            return (importer, ref[1])
+        if ref[0] == "star":
+            for level, module in self.files[importer].stars:
+                path = self.module_file(module, importer, level)
+                if path is not None and ref[1] in self.classes[path]:
+                    return (path, ref[1])
+            return None
+        for path, rest in self._split(ref, importer):
+            key = ".".join(rest)
+            if key in self.classes[path]:
+                return (path, key)
+            for name, target in self.files[path].exports:
+                if name == rest[0] and len(rest) == 1 and depth < _MAX_DEPTH:
+                    return self.class_of(target, path, depth + 1)
+        return None
+
+    def framework_hooks(self, path: str, cls: ClassSummary) -> frameworks.BaseHooks | None:
+        """The framework hook table of ``cls`` when a framework class is among its bases
+        (directly, or through the project's own classes)."""
+        for owner_path, owner in self.mro(path, cls.key):
+            for base in owner.bases:
+                if base[0] == "import" and base[1] == 0:
+                    hooks = frameworks.base_hooks(base[2])
+                    if hooks is not None:
+                        return hooks
+        return None
+
+
+def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
+    """Every per-step function of the project, with how it is reached."""
+    project = Project(summaries)
+    steps: Steps = {}
+    work: deque[tuple[str, str, StepInfo]] = deque()
+    for path, summary in project.files.items():
+        for cls in summary.classes:
+            hooks = project.framework_hooks(path, cls)
+            if hooks is None:
+                continue
+            for method in cls.methods:
+                if method in hooks.methods:
+                    work.append((path, f"{cls.key}.{method}", StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True)))
+        for hook in summary.hooks:
+            work.append((path, hook.function, StepInfo(hook.text, (), hook=True)))
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.loop is None:
+                continue
+            callee = project.function(call.target, path)
+            if callee is not None:
+                sites = (call.location,) if call.location is not None else ()
+                work.append((*callee, StepInfo(call.loop, sites)))
+    calls_by_caller: dict[tuple[str, str], list[Ref]] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.caller and call.loop is None:
+                calls_by_caller.setdefault((path, call.caller), []).append(call.target)
+    while work:
+        path, key, info = work.popleft()
+        known = steps.setdefault(path, {}).get(key)
+        if known is not None:
+            if not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
+                steps[path][key] = StepInfo(known.origin, known.sites + info.sites[:1], known.hook)
+            continue  # reached already: recursion and diamonds end here
+        steps[path][key] = info
+        inherited = StepInfo(info.origin, info.sites)
+        for target in calls_by_caller.get((path, key), ()):
+            callee = project.function(target, path)
+            if callee is not None and callee != (path, key):
+                work.append((*callee, inherited))
+    return steps
+
+
+def _module_names(path: str) -> list[str]:
+    """Every dotted name ``path`` could be imported as, from each ancestor directory:
+    ``/p/src/pkg/losses.py`` → ``losses``, ``pkg.losses``, ``src.pkg.losses``..."""
+    directory, filename = os.path.split(path)
+    stem = filename[:-3] if filename.endswith(".py") else filename
+    parts = [] if stem == "__init__" else [stem]
+    names = []
+    for _ in range(8):
+        if parts:
+            names.append(".".join(parts))
+        directory, name = os.path.split(directory)
+        if not name or not name.isidentifier():
+            break
+        parts.insert(0, name)
+    return names

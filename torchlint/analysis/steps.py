@@ -1,0 +1,285 @@
+"""Per-file summary of where steps happen: functions, the calls between them, class bases
+and framework hooks. Plain data, so files are analysed independently (in any process,
+from a cache) and joined cheaply by :mod:`torchlint.analysis.project`.
+
+A reference to a callee is a tuple, resolved later against the whole project:
+
+- ``("local", key)``: a function of this file (``key`` is ``"f"``, ``"Cls.m"``, ``"f.inner"``);
+- ``("method", class_key, name)``: ``self.name(...)`` inside a method of ``class_key``;
+- ``("import", level, dotted)``: a name imported from another module (level > 0: relative);
+- ``("star", name)``: a bare name that only a ``from m import *`` can define.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import frameworks
+from torchlint.analysis.names import dotted
+from torchlint.findings import Location
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torchlint.analysis.context import FileContext
+
+Ref = tuple
+# Libraries whose functions are never the project's own: their calls are not recorded.
+_NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing", "time", "random", "logging", "json", "re", "collections", "functools", "itertools", "pathlib", "copy", "warnings", "tqdm", "transformers", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "torchtext", "pandas", "sklearn", "scipy", "matplotlib", "wandb", "datasets", "accelerate"})
+_BUILTINS = frozenset(dir(builtins))
+_COMPILERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial", "torch.func.functional_call"})
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    caller: str  # function key; "" at module level
+    target: Ref
+    loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
+    location: Location | None = None  # hot call sites only (what a finding's `related` shows)
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    function: str  # key
+    text: str  # "Lightning `training_step`"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSummary:
+    key: str
+    bases: tuple[Ref, ...]
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    path: str  # absolute
+    functions: tuple[str, ...]
+    classes: tuple[ClassSummary, ...]
+    calls: tuple[CallSite, ...]
+    hooks: tuple[Hook, ...]
+    stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
+    exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
+
+
+def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
+    """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""
+    parts = [function.name.value]
+    for ancestor in ctx.tree.ancestors(function):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            parts.append(ancestor.name.value)
+    return ".".join(reversed(parts))
+
+
+class StepSummarizer:
+    """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
+    loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
+    as the findings."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        tree = ctx.tree
+        self.functions = tree.nodes(cst.FunctionDef)
+        self.keys = {id(f): function_key(ctx, f) for f in self.functions}
+        self.class_keys = {id(c): self._class_key(c) for c in tree.nodes(cst.ClassDef)}
+        self.relative = _relative_imports(tree)
+        self.star = any(isinstance(n.names, cst.ImportStar) for n in tree.nodes(cst.ImportFrom))
+
+    def _class_key(self, cls: cst.ClassDef) -> str:
+        parts = [cls.name.value]
+        for ancestor in self.ctx.tree.ancestors(cls):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                parts.append(ancestor.name.value)
+        return ".".join(reversed(parts))
+
+    def hot_call_nodes(self) -> list[cst.Call]:
+        """The calls made from hot loops: the summary needs their positions."""
+        return [call for _, _, loop, call in self._pending if loop is not None]
+
+    @cached_property
+    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call]]:
+        found = []
+        for call in self.ctx.tree.nodes(cst.Call):
+            target = self.target(call.func, call)
+            if target is None:
+                continue
+            placed = self._placement(call)
+            if placed is not None:
+                found.append((placed[0], target, placed[1], call))
+        return found
+
+    def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
+        calls = tuple(
+            CallSite(caller, target, loop, locate(call) if loop is not None else None)
+            for caller, target, loop, call in self._pending
+        )
+        stars = tuple(star_modules(self.ctx.tree))
+        return FileSummary(path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports())
+
+    def _exports(self) -> tuple[tuple[str, Ref], ...]:
+        """Names this module re-exports by importing them (``from .metrics import accuracy``
+        in a package ``__init__``), so ``from pkg import accuracy`` resolves through it."""
+        found: list[tuple[str, Ref]] = [(name, ("import", level, target)) for name, (level, target) in self.relative.items()]
+        for name, target in self.ctx.imports.module_level.items():
+            if target.split(".")[0] not in _NOT_PROJECT and name not in self.relative:
+                found.append((name, ("import", 0, target)))
+        return tuple(found)
+
+    # --- where a call runs -----------------------------------------------------------
+    def _placement(self, call: cst.Call) -> tuple[str, str | None] | None:
+        """(caller key, hot loop text or None), or None when the call does not run per
+        caller run (module-level code outside hot loops, rare branches)."""
+        ctx = self.ctx
+        function = ctx.tree.enclosing_function(call)
+        caller = self.keys[id(function)] if function is not None else ""
+        for loop in ctx.loops.enclosing_loops(call):
+            if ctx.loops.is_hot(loop):
+                if ctx.guards.rare(call, stop=loop):
+                    return None  # every N steps, or a first-pass branch
+                return caller, ctx.loops.describe(loop)
+        if function is None or ctx.guards.rare(call, stop=function):
+            return None
+        return caller, None
+
+    # --- what a call refers to ---------------------------------------------------------
+    def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        ctx = self.ctx
+        if isinstance(func, cst.Name):
+            local = self._local_function(func.value, at)
+            if local is not None:
+                return ("local", local)
+            if func.value in self.relative:
+                level, name = self.relative[func.value]
+                return ("import", level, name)
+            qualified = ctx.imports.qualify(func)
+            if qualified is not None:
+                return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
+            compiled = self._compiled_alias(func, at)
+            if compiled is not None:
+                return compiled
+            if self.star and func.value not in _BUILTINS:
+                return ("star", func.value)
+            return None
+        if isinstance(func, cst.Attribute):
+            if isinstance(func.value, cst.Name) and func.value.value == "self":
+                cls = ctx.tree.enclosing_class(at)
+                return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            name = dotted(func)
+            if name is None:
+                return None
+            head, _, rest = name.partition(".")
+            if head in self.relative:
+                level, module = self.relative[head]
+                return ("import", level, f"{module}.{rest}")
+            qualified = ctx.imports.qualify(func)
+            if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
+                return ("import", 0, qualified)
+        return None
+
+    def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
+        """The key of the ``def name`` visible at ``at``: nested in an enclosing function
+        first, then at module level (methods are reached through ``self``)."""
+        tree = self.ctx.tree
+        scopes = [a for a in tree.ancestors(at) if isinstance(a, cst.FunctionDef)] + [tree.module]
+        for scope in scopes:
+            body = scope.body.body if isinstance(scope, cst.FunctionDef) and isinstance(scope.body, cst.IndentedBlock) else (scope.body if scope is tree.module else ())
+            for statement in body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                    return self.keys[id(statement)]
+        return None
+
+    def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""
+        ctx = self.ctx
+        binding = ctx.bindings.reaching(name.value, at)
+        value = getattr(binding, "value", None)
+        if isinstance(value, cst.Call) and ctx.qname(value.func) in _COMPILERS and value.args:
+            first = value.args[0].value
+            if isinstance(first, cst.Name) and first.value != name.value:
+                return self.target(first, value)
+        return None
+
+    # --- classes and framework hooks ---------------------------------------------------
+    def _classes(self) -> tuple[ClassSummary, ...]:
+        found = []
+        for cls in self.ctx.tree.nodes(cst.ClassDef):
+            bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
+            methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods))
+        return tuple(found)
+
+    def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
+        name = dotted(base)
+        if name is None:
+            return None
+        for other in self.ctx.tree.nodes(cst.ClassDef):
+            if other is not cls and other.name.value == name:
+                return ("local", self.class_keys[id(other)])
+        head, _, rest = name.partition(".")
+        if head in self.relative:
+            level, module = self.relative[head]
+            return ("import", level, f"{module}.{rest}" if rest else module)
+        qualified = self.ctx.imports.qualify(base)
+        if qualified is not None:
+            return ("import", 0, qualified)
+        return ("star", name) if self.star else None
+
+    def _hooks(self) -> tuple[Hook, ...]:
+        ctx = self.ctx
+        hooks: list[Hook] = []
+        for call in ctx.tree.nodes(cst.Call):
+            text = frameworks.STEP_REGISTRATIONS.get(ctx.qname(call.func) or "")
+            if text is not None and call.args:
+                target = self.target(call.args[0].value, call)
+                if target is not None and target[0] == "local":
+                    hooks.append(Hook(target[1], text))
+            if ctx.method_name(call) == "add_event_handler" and len(call.args) >= 2 and _per_step_event(call.args[0].value):
+                target = self.target(call.args[1].value, call)
+                if target is not None and target[0] == "local":
+                    hooks.append(Hook(target[1], "an ignite iteration handler"))
+        for function in self.functions:
+            for decorator in function.decorators:
+                d = decorator.decorator
+                if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
+                    hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
+        return tuple(hooks)
+
+
+def _per_step_event(expr: cst.BaseExpression) -> bool:
+    """``Events.ITERATION_COMPLETED``, but not ``Events.ITERATION_COMPLETED(every=100)``."""
+    name = dotted(expr) or ""
+    return name.rsplit(".", 1)[-1] in frameworks.PER_STEP_EVENTS
+
+
+def _block(body: cst.BaseSuite) -> tuple[cst.CSTNode, ...]:
+    return tuple(body.body) if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _relative_imports(tree) -> dict[str, tuple[int, str]]:  # type: ignore[no-untyped-def]
+    """Names bound by ``from .m import f`` / ``from . import m``: name -> (level, dotted)."""
+    found: dict[str, tuple[int, str]] = {}
+    for node in tree.nodes(cst.ImportFrom):
+        if not node.relative or isinstance(node.names, cst.ImportStar):
+            continue
+        module = dotted(node.module) if node.module is not None else ""
+        for alias in node.names:
+            name = dotted(alias.name)
+            if name is None:
+                continue
+            bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            found[bound] = (len(node.relative), f"{module}.{name}" if module else name)
+    return found
+
+
+def star_modules(tree) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    """``from m import *`` modules as (level, dotted)."""
+    found = []
+    for node in tree.nodes(cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            found.append((len(node.relative), dotted(node.module) if node.module is not None else ""))
+    return found
