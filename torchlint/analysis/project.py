@@ -206,7 +206,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             callee = project.function(call.target, path)
             if callee is not None:
                 sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(call.loop, sites)))
+                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites)))
     calls_by_caller: dict[tuple[str, str], list[Ref]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -226,6 +226,14 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if callee is not None and callee != (path, key):
                 work.append((*callee, inherited))
     return steps
+
+
+def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:
+    """A loop that only calls the step function is a training loop when that function
+    trains (``for x, y in loader: train_step(x, y)``)."""
+    if loop == "a per-batch loop" and callee[1] in project.files[callee[0]].trains:
+        return "a training loop"
+    return loop
 
 
 def _module_names(path: str) -> list[str]:

@@ -65,6 +65,7 @@ class FileSummary:
     hooks: tuple[Hook, ...]
     stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
+    trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
 
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
@@ -119,7 +120,15 @@ class StepSummarizer:
             for caller, target, loop, call in self._pending
         )
         stars = tuple(star_modules(self.ctx.tree))
-        return FileSummary(path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports())
+        return FileSummary(path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains())
+
+    def _trains(self) -> tuple[str, ...]:
+        ctx, found = self.ctx, set()
+        for call in ctx.method_calls(("backward", "step")):
+            function = ctx.tree.enclosing_function(call)
+            if function is not None and ctx.loops.is_step_call(call):
+                found.add(self.keys[id(function)])
+        return tuple(sorted(found))
 
     def _exports(self) -> tuple[tuple[str, Ref], ...]:
         """Names this module re-exports by importing them (``from .metrics import accuracy``

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import traceback
 from pathlib import Path
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import FileSummary, StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
@@ -60,10 +62,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     """Parse ``source`` once, run every check over the shared analysis, locate the reports."""
     result = FileResult(source)
     if "torch" not in source.text and not _may_hold_a_step(source.text):
-        # No check can fire in a file that never mentions torch or a step; only syntax matters.
-        error = _quick_syntax_check(source)
-        if error is not None:
-            result.findings.append(error)
+        # No check can fire in a file that never mentions torch or a step: only syntax
+        # matters, and what the file passes on to the steps (re-exports, helper calls).
+        tree = _quick_parse(source)
+        if isinstance(tree, Finding):
+            result.findings.append(tree)
+        elif source.cells is None:
+            result.summary = light_summary(tree, os.path.abspath(source.path))
         return result
     module = parse(source)
     if isinstance(module, Finding) and source.cells is not None:
@@ -146,14 +151,19 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
 
 
 def _quick_syntax_check(source: Source) -> Finding | None:
+    tree = _quick_parse(source)
+    return tree if isinstance(tree, Finding) else None
+
+
+def _quick_parse(source: Source) -> ast.Module | Finding:
+    """CPython's own parse (about a tenth of libcst's): its AST, or its syntax error."""
     try:
-        compile(source.text, source.path, "exec", flags=0x400, dont_inherit=True)  # PyCF_ONLY_AST
+        return compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         location = source.location(error.lineno or 1, error.offset or 1)
         return syntax_error(source.path, f"cannot parse: {error.msg}", location.line, location.column, location.cell)
     except (ValueError, RecursionError, MemoryError) as error:
         return syntax_error(source.path, f"cannot parse: {error}")
-    return None
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode]) -> dict:  # type: ignore[type-arg]

@@ -1,0 +1,128 @@
+"""A step summary from CPython's ``ast`` for files that never mention torch or a step.
+
+Such files skip libcst (the engine's pre-filter), but they still pass steps along: a
+package ``__init__`` re-exports ``from .metrics import accuracy``, a plain helper calls
+another helper. The ``ast`` the syntax check builds anyway gives the functions, classes,
+imports and calls; only calls that run on every run of their caller are kept (any ``if``
+or ``try`` around a call drops it: this summary has no guard analysis, so it stays
+conservative).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torchlint.analysis.steps import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def light_summary(tree: ast.Module, path: str) -> FileSummary:
+    imports, relative, stars = _imports(tree)
+    functions: dict[str, ast.AST] = {}
+    classes: list[ClassSummary] = []
+    _collect(tree, [], functions, classes, imports, relative)
+    calls: list[CallSite] = []
+    for key, function in functions.items():
+        for call in _unconditional_calls(function):
+            target = _target(call.func, key, functions, imports, relative, bool(stars))
+            if target is not None:
+                calls.append(CallSite(key, target, None))
+    exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
+    exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
+    return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports))
+
+
+def _imports(tree: ast.Module) -> tuple[dict[str, str], dict[str, tuple[int, str]], list[tuple[int, str]]]:
+    absolute: dict[str, str] = {}
+    relative: dict[str, tuple[int, str]] = {}
+    stars: list[tuple[int, str]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                absolute[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.append((node.level, module))
+                elif node.level:
+                    relative[alias.asname or alias.name] = (node.level, f"{module}.{alias.name}" if module else alias.name)
+                else:
+                    absolute[alias.asname or alias.name] = f"{module}.{alias.name}"
+    return absolute, relative, stars
+
+
+def _collect(node: ast.AST, prefix: list[str], functions: dict[str, ast.AST], classes: list[ClassSummary], imports: dict[str, str], relative: dict[str, tuple[int, str]]) -> None:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[".".join([*prefix, child.name])] = child
+            _collect(child, [*prefix, child.name], functions, classes, imports, relative)
+        elif isinstance(child, ast.ClassDef):
+            key = ".".join([*prefix, child.name])
+            bases = tuple(ref for base in child.bases if (ref := _base(base, imports, relative)) is not None)
+            methods = tuple(s.name for s in child.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            classes.append(ClassSummary(key, bases, methods))
+            _collect(child, [*prefix, child.name], functions, classes, imports, relative)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def _base(base: ast.AST, imports: dict[str, str], relative: dict[str, tuple[int, str]]) -> Ref | None:
+    name = _dotted(base)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    if head in relative:
+        level, target = relative[head]
+        return ("import", level, f"{target}.{rest}" if rest else target)
+    if head in imports:
+        return ("import", 0, f"{imports[head]}.{rest}" if rest else imports[head])
+    return ("local", name)
+
+
+def _unconditional_calls(function: ast.AST) -> list[ast.Call]:
+    """Calls in the function's own body that are not under an ``if``/``try``/loop-``else``."""
+    found: list[ast.Call] = []
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_SCOPES, ast.Lambda, ast.If, ast.IfExp, ast.Try, ast.BoolOp)):
+            continue
+        if isinstance(node, ast.Call):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _target(func: ast.AST, caller: str, functions: dict[str, ast.AST], imports: dict[str, str], relative: dict[str, tuple[int, str]], star: bool) -> Ref | None:
+    if isinstance(func, ast.Name):
+        scope = caller.split(".")
+        for depth in range(len(scope), -1, -1):
+            key = ".".join([*scope[:depth], func.id])
+            if key in functions:
+                return ("local", key)
+        if func.id in relative:
+            return ("import", *relative[func.id])
+        if func.id in imports:
+            return ("import", 0, imports[func.id])
+        return ("star", func.id) if star and func.id not in _BUILTINS else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and "." in caller:
+        return ("method", caller.rsplit(".", 1)[0], func.attr)
+    name = _dotted(func)
+    if name is not None:
+        head, _, rest = name.partition(".")
+        if head in relative:
+            level, target = relative[head]
+            return ("import", level, f"{target}.{rest}")
+        if head in imports and imports[head].split(".")[0] not in _NOT_PROJECT:
+            return ("import", 0, f"{imports[head]}.{rest}")
+    return None
