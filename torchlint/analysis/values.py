@@ -64,6 +64,12 @@ def looks_like_loader(name: str) -> bool:
     return "loader" in last
 
 
+def looks_like_numpy_generator(name: str | None) -> bool:
+    """``rng``, ``self.np_rng``, ``random_state``: named as a NumPy ``Generator``/``RandomState``."""
+    last = _last_segment(name or "").lower()
+    return last in ("rng", "random_state", "prng") or last.endswith("_rng") or last.startswith("rng_")
+
+
 def looks_like_optimizer(name: str) -> bool:
     last = _last_segment(name).lower()
     return "optim" in last or last in {"opt", "opt_g", "opt_d", "optimizer_g", "optimizer_d"}
@@ -79,6 +85,7 @@ class ValueKinds:
         self.ctx = ctx
         self._memo: dict[tuple[int, str], Kind] = {}
         self._in_progress: set[tuple[int, str]] = set()
+        self._returning: set[int] = set()  # functions whose returns are being inferred
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
@@ -163,7 +170,9 @@ class ValueKinds:
             if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
                 return self.kind(value.elements[binding.element].value, binding.node)
             inner = self.kind(value, binding.node)
-            return Kind.TENSOR if inner is Kind.TENSOR else Kind.UNKNOWN
+            if inner is Kind.TENSOR:
+                return Kind.TENSOR
+            return self._returned_kind(value, binding.element) if isinstance(value, cst.Call) else Kind.UNKNOWN
         return self.kind(value, binding.node)
 
     def _expr_kind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
@@ -184,8 +193,10 @@ class ValueKinds:
             # `out != 0` on a tensor is a bool tensor; `x is None`, `k in d` are Python bools
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return Kind.HOST
-            operands = [expr.left, *(c.comparator for c in expr.comparisons)]
-            return Kind.TENSOR if any(self.kind(o, at) is Kind.TENSOR for o in operands) else Kind.UNKNOWN
+            operands = [self.kind(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons))]
+            if Kind.TENSOR in operands:
+                return Kind.TENSOR
+            return Kind.NUMPY if Kind.NUMPY in operands else Kind.UNKNOWN  # `labels != -1`: a bool array
         if isinstance(expr, cst.Subscript):
             inner = self.kind(expr.value, at)
             return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
@@ -216,6 +227,8 @@ class ValueKinds:
                 return Kind.MODULE if method in _MODULE_CHAIN else Kind.UNKNOWN
             if receiver is Kind.NUMPY:
                 return Kind.HOST if method in ("item", "tolist") else Kind.NUMPY
+            if receiver is Kind.UNKNOWN and method in _GENERATOR_METHODS and looks_like_numpy_generator(dotted(func.value)):
+                return Kind.NUMPY  # `rng.normal(size=n)` on a `rng` passed in as a parameter
             if method in _NUMPY_METHODS:
                 return Kind.NUMPY
             if method == "to_numpy":
@@ -226,7 +239,52 @@ class ValueKinds:
         local_class = self.ctx.local_module_class(func)
         if local_class:
             return Kind.MODULE
-        return Kind.UNKNOWN
+        return self._returned_kind(call, None)
+
+    def _returned_kind(self, call: cst.Call, element: int | None) -> Kind:
+        """What a call of a module-level function of this file returns, when all its
+        ``return``s agree; with ``element``, that position of the returned tuple."""
+        function = self._local_function(call.func)
+        if function is None or id(function) in self._returning:
+            return Kind.UNKNOWN  # not ours, or recursion
+        self._returning.add(id(function))
+        try:
+            kinds = set()
+            for ret in self._returns_of(function):
+                value = ret.value
+                if element is not None:
+                    if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
+                        return Kind.UNKNOWN
+                    value = value.elements[element].value
+                kinds.add(self.kind(value, ret) if value is not None else Kind.HOST)
+        finally:
+            self._returning.discard(id(function))
+        return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _local_function(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The module-level ``def`` a plain name calls (defined once, never rebound)."""
+        if not hasattr(self, "_functions"):
+            defined: dict[str, list[cst.FunctionDef]] = {}
+            for statement in self.ctx.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    defined.setdefault(statement.name.value, []).append(statement)
+            self._functions = {name: defs[0] for name, defs in defined.items() if len(defs) == 1}
+        if not isinstance(func, cst.Name) or self.ctx.qname(func) is not None:
+            return None
+        function = self._functions.get(func.value)
+        if function is None or self.ctx.bindings.lookup(func.value, func):
+            return None
+        return function
+
+    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The function's own ``return`` statements; none for a generator (it yields)."""
+        found = []
+        for node in self.ctx.tree.descendants(function):
+            if isinstance(node, (cst.Yield, cst.Await)):
+                return []
+            if isinstance(node, cst.Return) and self.ctx.tree.enclosing_function(node) is function:
+                found.append(node)
+        return found
 
     def _library_call_kind(self, qualified: str) -> Kind:
         if qualified.startswith(("numpy.", "pandas.")):
@@ -262,7 +320,7 @@ class ValueKinds:
             if qualified is not None and qualified.startswith("numpy."):
                 last = _last_segment(qualified)
                 if last in _NUMPY_SCALAR_TYPES:
-                    return False
+                    return last in _NUMPY_DTYPES and self._array_argument(expr, at, _depth)  # np.float32(array)
                 if last in _NUMPY_REDUCTIONS:
                     return "axis" in keywords or positional > 1 or "keepdims" in keywords
                 if qualified.startswith("numpy.random.") and last in _NUMPY_RANDOM_SIZE:
@@ -274,7 +332,7 @@ class ValueKinds:
                 return "size" in keywords or positional > _NUMPY_RANDOM_SIZE[expr.func.attr.value]
             return True
         if isinstance(expr, cst.Subscript):
-            return self.is_numpy_array(expr.value, at, _depth + 1) and not all(_integer_index(e) for e in expr.slice)
+            return self.is_numpy_array(expr.value, at, _depth + 1) and not all(self._integer_index(e, at) for e in expr.slice)
         if isinstance(expr, cst.BinaryOperation):
             return any(self.is_numpy_array(side, at, _depth + 1) for side in (expr.left, expr.right))
         if isinstance(expr, (cst.Name, cst.Attribute)) and not (isinstance(expr, cst.Attribute) and expr.attr.value in _DATAFRAME_TO_NUMPY):
@@ -292,6 +350,25 @@ class ValueKinds:
                 if self.kind(value, binding.node) is Kind.NUMPY and not self.is_numpy_array(value, binding.node, _depth + 1):
                     return False  # bound to a NumPy scalar somewhere
         return True
+
+    def _array_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``np.float32(x)`` with a single argument that is an array (or a list literal)."""
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return False
+        value = call.args[0].value
+        return self.is_sequence_literal(value, at) or self.is_numpy_array(value, at, depth + 1)
+
+    def _integer_index(self, element: cst.SubscriptElement, at: cst.CSTNode) -> bool:
+        """``a[0]``, ``a[-1]``, ``a[i]``: an index that may pick a single element; not
+        ``a[mask]`` with an array (or a name that says it holds one: ``mask``, ``indices``)."""
+        if not _integer_index(element):
+            return False
+        value = element.slice.value  # type: ignore[attr-defined]
+        if not isinstance(value, cst.Name):
+            return True
+        if _names_index_array(value.value):
+            return False
+        return self.kind(value, at) not in (Kind.NUMPY, Kind.TENSOR)
 
     def is_sequence_literal(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
         """A list/tuple literal or list comprehension (data, not a size), or a name every
@@ -427,6 +504,16 @@ _NUMPY_SCALAR_TYPES = {
     "int8", "int16", "int32", "int64", "int_", "intc", "uint8", "uint16", "uint32", "uint64",
     "bool_", "complex64", "complex128", "str_", "bytes_", "isscalar", "ndim", "size", "shape",
 }
+# The scalar-type constructors among them: given an array they return an array.
+_NUMPY_DTYPES = _NUMPY_SCALAR_TYPES - {"isscalar", "ndim", "size", "shape"}
+# Methods of numpy.random.Generator / RandomState that draw samples (NumPy-only names, or
+# names whose Python `random.Random` twin returns a scalar anyway).
+_GENERATOR_METHODS = {
+    "normal", "integers", "standard_normal", "permutation", "uniform", "random", "choice", "binomial",
+    "poisson", "exponential", "beta", "gamma", "lognormal", "laplace", "multivariate_normal",
+    "dirichlet", "multinomial", "randn", "rand", "randint", "random_sample", "standard_cauchy",
+    "standard_t", "logistic", "geometric",
+}
 # Reductions that return a scalar unless an axis is given.
 _NUMPY_REDUCTIONS = {
     "sum", "mean", "max", "min", "std", "var", "prod", "median", "argmax", "argmin", "average",
@@ -450,6 +537,12 @@ def _counts(iterable: cst.BaseExpression, element: int | None) -> bool:
     if iterable.func.value == "range":
         return element is None
     return iterable.func.value == "enumerate" and element == 0
+
+
+def _names_index_array(name: str) -> bool:
+    """``mask``, ``valid_mask``, ``indices``, ``idxs``: a name for an index array."""
+    last = name.lower()
+    return "mask" in last or last.endswith(("indices", "idxs"))
 
 
 def _integer_index(element: cst.SubscriptElement) -> bool:
