@@ -71,9 +71,9 @@ BASE_HOOKS: tuple[BaseHooks, ...] = (
 
 #: Calls that register their first argument as the step function: ignite's ``Engine(fn)``.
 STEP_REGISTRATIONS: dict[str, str] = {
-    "ignite.engine.Engine": "ignite `Engine`",
-    "ignite.engine.engine.Engine": "ignite `Engine`",
-    "ignite.engine.DeterministicEngine": "ignite `Engine`",
+    "ignite.engine.Engine": "the step function of an ignite `Engine`",
+    "ignite.engine.engine.Engine": "the step function of an ignite `Engine`",
+    "ignite.engine.DeterministicEngine": "the step function of an ignite `Engine`",
 }
 
 #: ignite events that fire on every iteration (``Events.ITERATION_COMPLETED(every=N)`` does not).
