@@ -107,7 +107,8 @@ def run_experiment_for(run_dir: Path, budget: float | None, *, log: Any = None) 
         session = load_run(run_dir)
         findings, _static = lint_for_session(session)
         joined = correlate(findings, session)
-        items = [(c.finding, c.cost_s) for c in joined.findings + joined.runtime]
+        # observed time only orders what is tried first within the budget
+        items = [(c.finding, getattr(c, "observed_s", None) or getattr(c, "cost_s", 0.0)) for c in joined.findings + joined.runtime]
         budget_text = f"{budget:.0f} s" if budget is not None else "default"
         say(f"torchlint: experiment: {len(items)} findings, budget {budget_text}")
         return run_experiment(session, items, run_dir, budget_s=budget, log=say)
