@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.correlate import correlate, display_path, enclosing_function
+from torchlint.estimate import analyse
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 from torchlint.report import profile_json, profile_text
@@ -97,7 +98,7 @@ def test_line_match_counts_only_the_rules_probes(project):
         hot("torch", script, 15, "aten::copy_", calls=5, total=0.2, kind="Tensor.to"),
     ])
     (c,) = correlate([finding("TL101", "train.py", 15)], s).findings
-    assert c.measured and c.basis == "probe"
+    assert c.observed and c.basis == "probe"
     assert c.calls == 100
     assert c.cost_s == pytest.approx(0.5)
     assert c.share == pytest.approx(0.05)
@@ -114,7 +115,7 @@ def test_related_loop_line_carries_the_dataloader_cost(project):
     ])
     tl201 = finding("TL201", "train.py", 4, related=[Location("train.py", 11, 9)])
     tl101 = finding("TL101", "train.py", 15)
-    result = correlate([tl101, tl201], s)
+    result = analyse([tl101, tl201], s)
     first, second = result.findings
     assert first.finding.code == "TL201" and first.rank == 1
     assert second.finding.code == "TL101" and second.rank == 2
@@ -130,7 +131,7 @@ def test_pin_memory_is_measured_by_pageable_copies_in_the_loop_body(project):
     tl202 = finding("TL202", "train.py", 4, related=[Location("train.py", 11, 9)])
     # a CPU run: nothing copied to a device; the fetch time is context only
     (c,) = correlate([tl202], session_for(cwd, [fetch])).findings
-    assert not c.measured and c.rank is None
+    assert not c.observed and c.rank is None
     assert [e.op for e in c.context] == ["DataLoader.__next__"]
     # a GPU run: pageable copies in the loop body (line 12..20), not after the loop (21)
     copies = [
@@ -139,7 +140,7 @@ def test_pin_memory_is_measured_by_pageable_copies_in_the_loop_body(project):
         hot("probe", script, 21, "Tensor.to", calls=1, total=0.2, kind="HtoD pageable"),
     ]
     (c,) = correlate([tl202], session_for(cwd, [fetch, *copies])).findings
-    assert c.measured and c.calls == 100 and c.cost_s == pytest.approx(0.3)
+    assert c.observed and c.calls == 100 and c.cost_s == pytest.approx(0.3)
     assert [(e.line, e.via) for e in c.evidence] == [(12, "related")]
 
 
@@ -158,16 +159,16 @@ def test_multiline_call_matches_its_span(project):
     (c,) = correlate([finding("TL102", "train.py", 18, end_line=20)], s).findings
     assert c.calls == 7
     (c,) = correlate([finding("TL102", "train.py", 18)], s).findings
-    assert not c.measured
+    assert not c.observed
 
 
 def test_copy_direction_filters_transfer_evidence(project):
     cwd, script = project
     s = session_for(cwd, [hot("probe", script, 18, "Tensor.to", calls=7, total=0.2, kind="HtoD pageable")])
     (c,) = correlate([finding("TL102", "train.py", 18)], s).findings  # a device-to-host rule
-    assert not c.measured
+    assert not c.observed
     (c,) = correlate([finding("TL111", "train.py", 18)], s).findings  # a host-to-device rule
-    assert c.measured and c.calls == 7
+    assert c.observed and c.calls == 7
 
 
 def test_rules_without_probes_use_the_line_sampler(project):
@@ -182,7 +183,7 @@ def test_static_only_findings_keep_source_order_after_measured_ones(project):
     cwd, script = project
     s = session_for(cwd, [hot("probe", script, 15, "Tensor.item", calls=1, total=0.001)])
     fs = [finding("TL203", "train.py", 3), finding("TL101", "train.py", 15), finding("TL202", "train.py", 4)]
-    result = correlate(fs, s)
+    result = analyse(fs, s)
     assert [c.finding.code for c in result.findings] == ["TL101", "TL203", "TL202"]
     assert [c.rank for c in result.findings] == [1, None, None]
     assert [c.finding.code for c in result.static_only] == ["TL203", "TL202"]
@@ -247,7 +248,7 @@ def test_cuda_runtime_findings(project):
     assert codes["TLR03"].finding.line == 12 and codes["TLR03"].calls == 100
     assert codes["TLR04"].share == pytest.approx(0.7)
     (c,) = result.findings
-    assert c.syncs == 200 and c.measured
+    assert c.syncs == 200 and c.observed
 
 
 def test_recorded_session_joins_a_real_run():
@@ -260,7 +261,7 @@ def test_recorded_session_joins_a_real_run():
     loop = next(i for i, t in enumerate(lines, 1) if "in enumerate(loader)" in t)
     item = next(i for i, t in enumerate(lines, 1) if "loss.item()" in t)
     steps = s.steps["count"]
-    result = correlate(
+    result = analyse(
         [
             finding("TL201", script, ctor, related=[Location(script, loop, 5)]),
             finding("TL101", script, item),
@@ -298,7 +299,7 @@ def test_reports_render_the_same_content(project):
     ], dataloader={"wait_share": 0.3, "fetch_s": 3.0}, steps={"count": 10})
     fs = [finding("TL201", "train.py", 4, related=[Location("train.py", 11, 9)]), finding("TL101", "train.py", 15),
           finding("TL303", "train.py", 2)]
-    result = correlate(fs, s)
+    result = analyse(fs, s)
     report = profile_json.build(result, s, run_dir=str(cwd / "run"), static={"available": True, "files_checked": 1},
                                 artifacts={"profile": "profile.prof"}, snakeviz={"command": "snakeviz x", "launched": False})
     data = json.loads(profile_json.render(report))

@@ -117,7 +117,7 @@ def test_item_line_has_one_call_per_step(mlp_run):
     report = mlp_run.report
     line = _line("mlp_slow_loader.py", "loss.item()")
     (tl101,) = [f for f in report["findings"] if f["code"] == "TL101" and f["line"] == line]
-    assert tl101["measured"] and tl101["basis"] == "probe"
+    assert tl101["observed"]["basis"] == tl101["basis"] == "probe"
     assert tl101["calls"] == STEPS == report["run"]["steps"]
     assert tl101["total_s"] > 0 and tl101["share"] > 0
     assert {e["op"] for e in tl101["evidence"]} == {"Tensor.item"}
@@ -178,7 +178,7 @@ def test_run_directory_holds_every_artifact(mlp_run):
     names = {p.name for p in mlp_run.run_dir.iterdir()}
     assert {"profile.prof", "trace.json", "report.json", "report.txt", "session.json"} <= names
     text = (mlp_run.run_dir / "report.txt").read_text()
-    assert "Findings ranked by measured cost" in text and "What each profiler covered" in text
+    assert "Findings ranked by what fixing them saves" in text and "What each profiler covered" in text
 
 
 def test_headless_prints_the_snakeviz_command(mlp_run):

@@ -32,13 +32,14 @@ from __future__ import annotations
 import ast
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
+from torchlint.savings import Estimate, Measurement, rank_key
 
 DATALOADER_PROBES = frozenset({"DataLoader.__next__", "DataLoader.__iter__"})
 
@@ -176,26 +177,44 @@ class FunctionCost:
 
 @dataclass(slots=True)
 class Correlated:
-    """A finding with what the run measured for it."""
+    """A finding with what the run measured for it.
+
+    Three different figures (savings.py): ``observed_s`` is the time spent at the
+    finding's call sites; ``expected`` an upper bound on what fixing it saves,
+    from a per-rule model (estimate.py); ``measured`` the saving an experiment
+    measured. Only the last two rank.
+    """
 
     finding: Finding
     origin: str = "static"  # static | runtime
-    evidence: list[Evidence] = field(default_factory=list)  # counted in cost_s
+    evidence: list[Evidence] = field(default_factory=list)  # counted in observed_s
     window: list[Evidence] = field(default_factory=list)  # torch.profiler ops (window only)
     context: list[Evidence] = field(default_factory=list)  # related measurements not counted
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
     function: FunctionCost | None = None
-    cost_s: float = 0.0
+    observed_s: float = 0.0
     calls: int = 0
     self_s: float = 0.0
     total_s: float = 0.0
-    share: float | None = None
+    share: float | None = None  # observed_s over the script's own time
     rank: int | None = None
-    basis: str | None = None  # how cost_s was measured: probe | sampler | run
+    basis: str | None = None  # how observed_s was measured: probe | sampler | run
+    expected: Estimate | None = None
+    measured: Measurement | None = None
+    hint: str | None = None  # a fix hint that agrees with this run, replacing the static one
+    loader_workers: int | None = None  # TLR01: the loader's num_workers, as the run saw it
 
     @property
-    def measured(self) -> bool:
+    def observed(self) -> bool:
+        """Something was measured at the finding's lines."""
         return bool(self.evidence) or self.syncs > 0
+
+    @property
+    def cost_s(self) -> float:  # the name report.json keeps for observed_s
+        return self.observed_s
+
+    def rank_key(self) -> tuple[int, float]:
+        return rank_key(self.measured, self.expected)
 
 
 @dataclass(slots=True)
@@ -214,19 +233,26 @@ class UnexplainedHotspot:
 
 @dataclass(slots=True)
 class Correlation:
-    findings: list[Correlated]  # measured first (by cost), then static-only in source order
+    #: ranked first (by measured, then expected saving), then observed but unranked,
+    #: then static-only in source order
+    findings: list[Correlated]
     hotspots: list[UnexplainedHotspot]
     runtime: list[Correlated]
-    run_s: float
+    run_s: float  # the script's own time: its wall time less torchlint's work inside it
     cwd: str
+    unmatched: list[Measurement] = field(default_factory=list)  # measurements no finding took
 
     @property
-    def measured(self) -> list[Correlated]:
-        return [c for c in self.findings if c.measured]
+    def ranked(self) -> list[Correlated]:
+        return [c for c in self.findings if c.rank is not None]
+
+    @property
+    def observed(self) -> list[Correlated]:
+        return [c for c in self.findings if c.observed]
 
     @property
     def static_only(self) -> list[Correlated]:
-        return [c for c in self.findings if not c.measured]
+        return [c for c in self.findings if not c.observed and c.rank is None]
 
 
 # --------------------------------------------------------------------------
@@ -337,6 +363,17 @@ def _span(loc: Location) -> tuple[int, int]:
     return loc.line, end
 
 
+def _same_call(h: Hotspot, loc: Location) -> bool:
+    """Whether probe ``h`` measured the call ``loc`` points at. Probes know the column
+    span of the call they timed (co_positions); two calls on one line are told apart
+    by overlap. Unknown columns, or a finding over several lines, match by line."""
+    if h.column is None or loc.end_line not in (None, loc.line) or h.line != loc.line:
+        return True
+    end = loc.end_column if loc.end_column is not None else loc.column + 1
+    h_end = h.end_column if h.end_column is not None else h.column + 1
+    return h.column < end and loc.column < h_end
+
+
 def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlated:
     c = Correlated(finding=f)
     path = session.resolve(f.location.path)
@@ -358,6 +395,8 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
         for p, lo, hi, via in places:
             for h in idx.at("probe", p, lo, hi):
                 if h.op in probes and (kinds is None or h.kind in kinds):
+                    if via == "line" and not _same_call(h, f.location):
+                        continue  # another call on the same line
                     c.evidence.append(Evidence.of(h, via))
             for h in idx.at("torch", p, lo, hi):
                 if h.kind in probes:
@@ -375,9 +414,9 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
     c.calls = sum(e.calls for e in c.evidence) if c.basis == "probe" else 0
     c.self_s = sum(e.self_s for e in c.evidence)
     c.total_s = sum(e.total_s for e in c.evidence)
-    c.cost_s = c.total_s
-    run_s = session.wall_s
-    c.share = (c.cost_s / run_s) if (run_s > 0 and c.measured) else None
+    c.observed_s = c.total_s
+    run_s = session.script_s
+    c.share = (c.observed_s / run_s) if (run_s > 0 and c.observed) else None
     fn = enclosing_function(path, first)
     if fn is not None:
         first_line, def_line, name = fn
@@ -387,21 +426,29 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
     return c
 
 
-def _runtime_finding(code: str, message: str, path: str, line: int, cwd: str) -> Finding:
+def _runtime_finding(code: str, message: str, path: str, line: int, cwd: str, hint: str | None = None) -> Finding:
     rule = RUNTIME_RULES[code]
     return Finding(
         code=code,
         name=rule.name,
         message=message,
         location=Location(display_path(path, cwd), line, 1),
-        fix_hint=rule.fix_hint,
+        fix_hint=hint or rule.fix_hint,
     )
+
+
+def loader_at(session: ProfileSession, path: str, line: int) -> dict[str, Any] | None:
+    """The options of the DataLoader iterated at ``path:line``, as the run saw them."""
+    for opts in session.dataloader.get("loaders") or ():
+        if opts.get("line") == line and session.resolve(str(opts.get("path") or "")) == path:
+            return opts
+    return None
 
 
 def _runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
     out: list[Correlated] = []
     cwd = session.cwd
-    run_s = session.wall_s
+    run_s = session.script_s
     steps = int(session.steps.get("count") or 0)
 
     # TLR01: time the loop spent waiting for batches
@@ -415,20 +462,31 @@ def _runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
         (path, line), hs = max(fetch_lines.items(), key=lambda kv: sum(h.total_s for h in kv[1]))
         fetch_s = float(dl.get("fetch_s") or 0.0)
         batches = sum(h.calls for h in hs if h.op == "DataLoader.__next__")
+        opts = loader_at(session, path, line) or {}
+        workers = opts.get("num_workers")
+        hint = None
+        has = ""
+        if isinstance(workers, int) and workers > 0:
+            has = f", although the loader has {workers} worker{'s' if workers != 1 else ''}"
+            hint = (
+                "Its workers do not keep up: make __getitem__ cheaper, or add workers if cores are free"
+                + ("" if opts.get("persistent_workers") else "; persistent_workers=True keeps them between epochs")
+            )
         msg = (
             f"The training loop waited on the DataLoader for {share:.0%} of its time "
-            f"({_fmt_s(fetch_s)} fetching {batches} batches)"
+            f"({_fmt_s(fetch_s)} fetching {batches} batches{has})"
         )
         c = Correlated(
-            finding=_runtime_finding("TLR01", msg, path, line, cwd),
+            finding=_runtime_finding("TLR01", msg, path, line, cwd, hint),
             origin="runtime",
             evidence=[Evidence.of(h, "line") for h in hs],
             basis="probe",
+            loader_workers=workers if isinstance(workers, int) else None,
         )
         c.calls = batches
-        c.total_s = c.cost_s = sum(h.total_s for h in hs)
+        c.total_s = c.observed_s = sum(h.total_s for h in hs)
         c.self_s = sum(h.self_s for h in hs)
-        c.share = c.cost_s / run_s if run_s else None
+        c.share = c.observed_s / run_s if run_s else None
         out.append(c)
 
     # TLR02: host-device syncs per step (CUDA sync-debug records)
@@ -471,8 +529,8 @@ def _runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
             basis="probe" if pageable else "run",
         )
         c.calls = calls
-        c.total_s = c.cost_s = sum(h.total_s for h in pageable)
-        c.share = c.cost_s / run_s if (run_s and pageable) else None
+        c.total_s = c.observed_s = sum(h.total_s for h in pageable)
+        c.share = c.observed_s / run_s if (run_s and pageable) else None
         out.append(c)
 
     # TLR04: GPU idle in the window
@@ -485,7 +543,7 @@ def _runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
         window_s = float(session.torch_window.get("window_s") or 0.0)
         msg = f"The GPU was idle {idle:.0%} of the torch.profiler window ({_fmt_s(window_s)})"
         c = Correlated(finding=_runtime_finding("TLR04", msg, path, line, cwd), origin="runtime", basis="run")
-        c.cost_s = idle * window_s
+        c.observed_s = idle * window_s
         c.share = idle
         out.append(c)
     return out
@@ -510,7 +568,7 @@ def _unexplained(
         row[2] += h.total_s
         row[3] += h.samples
         row[4] += h.dataloader_s
-    run_s = session.wall_s
+    run_s = session.script_s
     out = []
     for (path, line), (func, self_s, total_s, samples, dl_s) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
         if (path, line) in explained or self_s <= 0:
@@ -539,26 +597,43 @@ def _unexplained(
 
 
 def correlate(
-    findings: Iterable[Finding], session: ProfileSession, *, hotspot_limit: int = HOTSPOT_LIMIT
+    findings: Iterable[Finding],
+    session: ProfileSession,
+    *,
+    measurements: Sequence[Measurement] | None = None,
+    estimator: Callable[[Correlated, ProfileSession], Estimate | None] | None = None,
+    hotspot_limit: int = HOTSPOT_LIMIT,
 ) -> Correlation:
-    """Join ``findings`` with ``session``; rank by measured cost."""
+    """Join ``findings`` with ``session`` and with an experiment's ``measurements``
+    (by code, absolute path and line), give each finding its ``expected`` saving
+    from ``estimator`` (estimate.expected_saving; the caller passes it so that this
+    module stays below the models), and rank with :func:`savings.rank_key`:
+    measured saving first, then expected. Observed time never ranks by itself."""
     idx = _Index(session)
     joined = [_correlate_one(f, idx, session) for f in findings]
-    measured = sorted(
-        (c for c in joined if c.measured),
-        key=lambda c: (-c.cost_s, -c.syncs, c.finding.sort_key()),
-    )
-    static_only = [c for c in joined if not c.measured]
-    for rank, c in enumerate(measured, 1):
-        c.rank = rank
     runtime = _runtime_findings(session, idx)
+    by_key = {(m.code, session.resolve(m.path), m.line): m for m in measurements or ()}
+    for c in (*joined, *runtime):
+        key = (c.finding.code, session.resolve(c.finding.location.path), c.finding.line)
+        c.measured = by_key.pop(key, None)
+        if estimator is not None:
+            c.expected = estimator(c, session)
+    ranked = sorted(
+        (c for c in joined if c.rank_key()[0] < 3),
+        key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
+    )
+    for rank, c in enumerate(ranked, 1):
+        c.rank = rank
+    observed = [c for c in joined if c.rank is None and c.observed]
+    static_only = [c for c in joined if c.rank is None and not c.observed]
     hotspots = _unexplained(session, idx, joined + runtime, hotspot_limit)
     return Correlation(
-        findings=measured + static_only,
+        findings=ranked + observed + static_only,
         hotspots=hotspots,
         runtime=runtime,
-        run_s=session.wall_s,
+        run_s=session.script_s,
         cwd=session.cwd,
+        unmatched=list(by_key.values()),
     )
 
 

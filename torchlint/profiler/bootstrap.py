@@ -242,6 +242,7 @@ def _write(
             hotspots.extend(t["hotspots"])
             meta["device"] = t["device"]
             meta["cuda"] = t["cuda"]
+            meta["cpus"] = t.get("cpus")
             meta["warnings"].extend(t["warnings"])
             steps = t["steps"]
             torch_window = t["torch_window"]
@@ -259,13 +260,16 @@ def _write(
         span = None
         if first is not None:
             end = last if (last is not None and last > first) else script_wall
-            span = max(end - first, 1e-9)
+            # torchlint's work inside the loop (trace export) is not the loop's time
+            span = max(end - first - (rec.tool_s - rec.tool_at_first_fetch), 1e-9)
         dataloader = {
             "fetch_s": rec.fetch_s,
             "fetches": rec.fetches,
             "first_fetch_at_s": first,
             "loop_span_s": span,
             "wait_share": min(rec.fetch_s / span, 1.0) if span else None,
+            "loaders": rec.loader_options(),
+            "fetch_cpu_s": rec.fetch_cpu_s,
         }
     else:
         torch_installed = importlib.util.find_spec("torch") is not None

@@ -131,10 +131,14 @@ def report_run(
     ``status`` is the child's exit status as the parent saw it; it fills in a
     session the child could not finish writing (killed by a signal).
     """
-    from torchlint.correlate import correlate
+    from torchlint.estimate import analyse
+    from torchlint.profiler.session import load_measurements
     from torchlint.report import profile_json, profile_text
 
     session = load_run(run_dir)
+    measurements, problem = load_measurements(run_dir)
+    if problem:
+        session.meta.setdefault("warnings", []).append(problem)
     if status is not None and session.meta.get("exit_status") is None:
         session.meta["exit_status"] = status
         session.meta["stop_reason"] = f"killed by signal {status - 128}" if status > 128 else "unknown"
@@ -143,7 +147,7 @@ def report_run(
     if argv is not None:
         session.meta.setdefault("argv", argv)
     findings, static = lint_for_session(session)
-    correlation = correlate(findings, session)
+    correlation = analyse(findings, session, measurements)
     artifacts: dict[str, Any] = {
         "profile": PROFILE_FILE if (run_dir / PROFILE_FILE).is_file() else None,
         "traces": [t for t in (session.artifacts.get("traces") or []) if (run_dir / t).is_file()],

@@ -21,6 +21,7 @@ from typing import Any
 SESSION_SCHEMA_VERSION = 1
 SESSION_FILE = "session.json"
 PROFILE_FILE = "profile.prof"
+EXPERIMENT_FILE = "experiment.json"  # written by ``--experiment`` (torchlint/experiment)
 
 #: Where a hotspot was measured.
 SOURCES = ("probe", "sampler", "torch", "cprofile", "sync")
@@ -58,6 +59,10 @@ class Hotspot:
     device_s: float = 0.0  # device (GPU) time of torch ops, torch source only
     samples: int = 0  # sampler source only
     dataloader_s: float = 0.0  # sampler: part of total_s spent inside a DataLoader fetch
+    #: probe: 1-based column span of the call expression on ``line`` (co_positions),
+    #: so that two findings on one line share its calls; None when unknown
+    column: int | None = None
+    end_column: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +96,14 @@ class ProfileSession:
     def wall_s(self) -> float:
         """Wall time of the script itself (first line to exit)."""
         return float(self.meta.get("script_wall_s") or 0.0)
+
+    @property
+    def script_s(self) -> float:
+        """The script's own time: its wall time less torchlint's work inside it (the
+        trace export at the end of a torch.profiler window). Shares divide by this."""
+        wall = self.wall_s
+        tool = float(self.meta.get("tool_s") or 0.0)
+        return wall - tool if 0 < tool < wall else wall
 
     def by_source(self, source: str) -> list[Hotspot]:
         return [h for h in self.hotspots if h.source == source]
@@ -148,6 +161,21 @@ def resolve_path(path: str, cwd: str) -> str:
         return path
     p = path if os.path.isabs(path) else os.path.join(cwd, path)
     return os.path.realpath(p)
+
+
+def load_measurements(run_dir: Path) -> tuple[list[Any], str | None]:
+    """The experiment's measurements in a run directory (``experiment.json``), and a
+    warning when the file is there but unreadable. No file: no measurements."""
+    from torchlint.savings import Measurement
+
+    path = Path(run_dir) / EXPERIMENT_FILE
+    if not path.is_file():
+        return [], None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [Measurement.from_dict(m) for m in data.get("measurements") or []], None
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        return [], f"could not read {EXPERIMENT_FILE}: {type(exc).__name__}: {exc}"
 
 
 def load_run(run_dir: Path) -> ProfileSession:

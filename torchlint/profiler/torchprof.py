@@ -38,6 +38,19 @@ from torchlint.profiler.usercode import is_user_file
 import torch  # noqa: E402  (this module is imported only in the profiled child)
 
 LABEL_PREFIX = "torchlint "
+try:
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (AttributeError, ValueError, OSError):  # not POSIX
+    _PAGE = 4096
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity), which caps what workers overlap."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
 _MAX_STEP_TIMES = 10_000
 
 
@@ -53,10 +66,14 @@ class MaxStepsReached(BaseException):
 # --------------------------------------------------------------------------
 
 _user_cache: dict[str, bool] = {}
+_positions: dict[Any, list[tuple[int | None, int | None, int | None, int | None]]] = {}
 
 
-def user_site(frame: Any) -> tuple[str, int, str] | None:
-    """``(file, line, function)`` of the innermost user frame at or above ``frame``."""
+def user_site(frame: Any) -> tuple[str, int, str, int | None, int | None] | None:
+    """``(file, line, function, column, end column)`` of the innermost user frame at or
+    above ``frame``. The columns (1-based, end exclusive) are those of the call
+    expression being executed (``co_positions``), so that two calls on one line, and
+    two findings about them, are told apart."""
     depth = 0
     while frame is not None and depth < 96:
         code = frame.f_code
@@ -65,7 +82,18 @@ def user_site(frame: Any) -> tuple[str, int, str] | None:
         if user is None:
             user = _user_cache[filename] = is_user_file(filename)
         if user:
-            return (filename, frame.f_lineno, code.co_name)
+            line = frame.f_lineno
+            col = end = None
+            table = _positions.get(code)
+            if table is None:
+                table = _positions[code] = list(code.co_positions())
+            i = frame.f_lasti // 2
+            if 0 <= i < len(table):
+                start_line, end_line, c0, c1 = table[i]
+                if start_line == line and c0 is not None:
+                    col = c0 + 1
+                    end = c1 + 1 if (c1 is not None and end_line == line) else None
+            return (filename, line, code.co_name, col, end)
         frame = frame.f_back
         depth += 1
     return None
@@ -76,8 +104,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.main_ident = threading.main_thread().ident
-        # (file, line, function, op, kind) -> [calls, self_s, total_s]
-        self.calls: dict[tuple[str, int, str, str, str | None], list[float]] = {}
+        # (file, line, function, op, kind, column, end column) -> [calls, self_s, total_s]
+        self.calls: dict[tuple[Any, ...], list[float]] = {}
         self.stack: list[float] = [0.0]  # child time of each probed call in progress
         self.ops: list[str] = []  # the probed calls in progress
         self.busy = False  # torchlint's own work: probes pass through, samples go to tool time
@@ -86,11 +114,14 @@ class Recorder:
         self.labels: dict[str, tuple[str, int, str, str]] = {}
         self._label_of: dict[tuple[str, int, str], str] = {}
         self.tool_s = 0.0
+        self.tool_at_first_fetch = 0.0  # torchlint's work before the loop: not in its span
+        self.loaders: dict[tuple[str, int], dict[str, Any]] = {}  # iter(loader) site -> options
         self.fetch_first: float | None = None
         self.fetch_s = 0.0
+        self.fetch_cpu_s = 0.0  # CPU time of the main thread inside fetches (the rest waited)
         self.fetches = 0
 
-    def label(self, site: tuple[str, int, str], op: str) -> str:
+    def label(self, site: tuple[Any, ...], op: str) -> str:
         key = (site[0], site[1], op)
         name = self._label_of.get(key)
         if name is None:
@@ -101,9 +132,12 @@ class Recorder:
             self.labels[name] = (site[0], site[1], site[2], op)
         return name
 
+    def loader_options(self) -> list[dict[str, Any]]:
+        return [{"path": path, "line": line, **opts} for (path, line), opts in self.loaders.items()]
+
     def hotspots(self) -> list[Hotspot]:
         out = []
-        for (path, line, func, op, kind), (calls, self_s, total_s) in self.calls.items():
+        for (path, line, func, op, kind, col, end), (calls, self_s, total_s) in self.calls.items():
             out.append(
                 Hotspot(
                     source="probe",
@@ -116,6 +150,8 @@ class Recorder:
                     total_s=total_s,
                     calls=int(calls),
                     kind=kind,
+                    column=col,
+                    end_column=end,
                 )
             )
         return out
@@ -143,11 +179,27 @@ def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
     return "DtoD"
 
 
+def _note_loader(site: tuple[Any, ...], args: tuple[Any, ...]) -> None:
+    """Remember how the loader iterated at ``site`` was configured, so that runtime
+    findings agree with the code (no "give it workers" to a loader that has them)."""
+    loader = args[0] if args else None
+    key = (site[0], site[1])
+    if loader is None or key in RECORDER.loaders:
+        return
+    opts: dict[str, Any] = {}
+    for name in ("num_workers", "pin_memory", "persistent_workers", "batch_size"):
+        value = getattr(loader, name, None)
+        if isinstance(value, (bool, int)) or value is None:
+            opts[name] = value
+    RECORDER.loaders[key] = opts
+
+
 def _make_probe(
     orig: Callable[..., Any],
     op: str,
     classify: Callable[[tuple[Any, ...], Any], str | None] | None = None,
     fetch: bool = False,
+    note: Callable[[tuple[Any, ...], tuple[Any, ...]], None] | None = None,
 ) -> Callable[..., Any]:
     rec = RECORDER
     getframe = sys._getframe
@@ -155,6 +207,7 @@ def _make_probe(
     get_ident = threading.get_ident
     compiling = torch.compiler.is_compiling
     record_function = torch.autograd.profiler.record_function
+    thread_time = time.thread_time
 
     @functools.wraps(orig)
     def probe(*args: Any, **kwargs: Any) -> Any:
@@ -178,7 +231,13 @@ def _make_probe(
                 rf = None
         if fetch:
             rec.in_fetch += 1
+        if note is not None:
+            try:
+                note(site, args)
+            except Exception:
+                pass
         kind = None
+        c0 = thread_time() if fetch else 0.0
         t0 = perf()
         try:
             result = orig(*args, **kwargs)
@@ -190,10 +249,12 @@ def _make_probe(
             if fetch:
                 rec.in_fetch -= 1
                 rec.fetch_s += dt
+                rec.fetch_cpu_s += thread_time() - c0
                 if op == "DataLoader.__next__":
                     rec.fetches += 1
                 if rec.fetch_first is None:
                     rec.fetch_first = t0
+                    rec.tool_at_first_fetch = rec.tool_s
             if rf is not None:
                 try:
                     rf.__exit__(None, None, None)
@@ -202,7 +263,7 @@ def _make_probe(
             child = stack.pop()
             ops.pop()
             stack[-1] += dt
-            key = (site[0], site[1], site[2], op, kind)
+            key = (site[0], site[1], site[2], op, kind, site[3], site[4])
             entry = rec.calls.get(key)
             if entry is None:
                 rec.calls[key] = [1, dt - child, dt]
@@ -253,7 +314,7 @@ def install_probes() -> list[str]:
             probed.append(f"torch.cuda.{name}")
     if _patch(dl._BaseDataLoaderIter, "__next__", "DataLoader.__next__", fetch=True):
         probed.append("DataLoader.__next__")
-    if _patch(dl.DataLoader, "__iter__", "DataLoader.__iter__", fetch=True):
+    if _patch(dl.DataLoader, "__iter__", "DataLoader.__iter__", fetch=True, note=_note_loader):
         probed.append("DataLoader.__iter__")
     return probed
 
@@ -273,6 +334,7 @@ class TorchRun:
         self.t0_ref = t0_ref  # [perf_counter at script start], filled in by the bootstrap
         self.steps = 0
         self.step_times: list[float] = []
+        self.memory: list[int] = []  # per step: CUDA allocated bytes, else resident bytes
         self.last_step_at: float | None = None
         self.first_step_at: float | None = None
         self.primary: Any = None
@@ -338,6 +400,8 @@ class TorchRun:
         rec = self.rec
         rec.busy = True
         t_tool = time.perf_counter()
+        if len(self.memory) < _MAX_STEP_TIMES:
+            self.memory.append(self._memory_now())
         try:
             if self.steps == 1:
                 self._start_profiler()
@@ -353,6 +417,34 @@ class TorchRun:
             rec.tool_s += time.perf_counter() - t_tool
         if self.max_steps and self.steps >= self.max_steps:
             raise MaxStepsReached(self.steps)
+
+    def _memory_now(self) -> int:
+        if self.cuda:
+            try:
+                return int(torch.cuda.memory_allocated())
+            except Exception:
+                return -1
+        try:  # resident set size, Linux: pages in /proc/self/statm
+            with open("/proc/self/statm", "rb") as f:
+                return int(f.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            return -1
+
+    def _memory_summary(self) -> dict[str, Any]:
+        """Growth of memory per step (least squares after the first two steps, which
+        allocate the optimizer state): what a retained graph (TL302) costs."""
+        values = [v for v in self.memory[2:] if v >= 0]
+        out: dict[str, Any] = {"source": "cuda" if self.cuda else "rss", "samples": len(values)}
+        if len(values) < 3:
+            out["growth_per_step"] = None
+            return out
+        n = len(values)
+        mean_x = (n - 1) / 2
+        mean_y = sum(values) / n
+        sxx = sum((i - mean_x) ** 2 for i in range(n))
+        sxy = sum((i - mean_x) * (v - mean_y) for i, v in enumerate(values))
+        out.update(first_bytes=values[0], last_bytes=values[-1], growth_per_step=sxy / sxx)
+        return out
 
     def _start_profiler(self) -> None:
         self.cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
@@ -409,7 +501,7 @@ class TorchRun:
             if "synchroniz" in str(message).lower():
                 site = user_site(sys._getframe(1))
                 if site is not None:
-                    sites[site] = sites.get(site, 0) + 1
+                    sites[site[:3]] = sites.get(site[:3], 0) + 1
                 return
             previous(message, category, filename, lineno, file, line)
 
@@ -612,7 +704,9 @@ class TorchRun:
                 "mean_s": statistics.fmean(durations) if durations else None,
                 "median_s": statistics.median(durations) if durations else None,
                 "max_steps": self.max_steps,
+                "memory": self._memory_summary(),
             },
+            "cpus": _usable_cores(),
             "torch_profiler": {
                 "enabled": bool(self.options.get("torch_profiler", True)),
                 "ran": bool(self.cycles),

@@ -19,13 +19,19 @@ SCHEMA_VERSION = 1
 
 def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
     d = c.finding.to_dict()
+    if c.hint:
+        d["static_fix_hint"] = d.get("fix_hint")
+        d["fix_hint"] = c.hint
     d.update(
         {
             "origin": c.origin,
             "rank": c.rank,
-            "measured": c.measured,
+            # the three figures (docs/profiling.md, "What a number is")
+            "observed": {"seconds": c.observed_s, "basis": c.basis, "share": c.share} if c.observed else None,
+            "expected": c.expected.to_dict() if c.expected is not None else None,
+            "measured": c.measured.to_dict() if c.measured is not None else None,
             "basis": c.basis,
-            "cost_s": c.cost_s,
+            "cost_s": c.observed_s,
             "share": c.share,
             "calls": c.calls,
             "self_s": c.self_s,
@@ -126,6 +132,7 @@ def build(
             "device": meta.get("device"),
             "started_at": meta.get("started_at"),
             "wall_s": session.wall_s,
+            "script_s": session.script_s,
             "setup_s": meta.get("setup_s"),
             "tool_s": meta.get("tool_s"),
             "exit_status": meta.get("exit_status"),
@@ -139,6 +146,7 @@ def build(
         },
         "coverage": _coverage(session),
         "findings": [_finding(c, cwd) for c in correlation.findings],
+        "unmatched_measurements": [m.to_dict() for m in correlation.unmatched],
         "runtime_findings": [_finding(c, cwd) for c in correlation.runtime],
         "hotspots": [_hotspot(h, cwd) for h in correlation.hotspots],
         "dataloader": dict(session.dataloader),

@@ -23,8 +23,61 @@ def _steps(window: dict[str, Any]) -> str:
     return f"step {a}" if a == b else f"steps {a}-{b}"
 
 
+def _bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _amount(value: float | None, unit: str) -> str:
+    if value is None:
+        return "?"
+    return _bytes(value) if unit == "bytes" else _s(value)
+
+
+def expected_line(e: dict[str, Any] | None) -> str | None:
+    """The expected saving, labelled with its model (savings.Estimate as data)."""
+    if e is None:
+        return None
+    if e.get("not_applicable"):
+        return f"expected saving: not applicable here: {e['not_applicable']}"
+    unit = e.get("unit") or "s"
+    if e.get("total") is None and e.get("per_step") is None:
+        return f"expected saving: unknown (model: {e['model']})"
+    if not e.get("total") and not e.get("per_step") and unit != "bytes":
+        return f"expected saving: none here (model: {e['model']})"
+    if unit == "bytes":
+        return f"retained memory ≤ {_amount(e.get('per_step'), unit)} per step (model: {e['model']})"
+    per = f", {_amount(e.get('per_step'), unit)}/step" if e.get("per_step") is not None else ""
+    return f"expected saving ≤ {_amount(e.get('total'), unit)}{per} (model: {e['model']})"
+
+
+def measured_line(m: dict[str, Any] | None) -> str | None:
+    """The experiment's verdict (savings.Measurement as data): a difference inside
+    the noise is never shown as a saving."""
+    if m is None:
+        return None
+    variant = m.get("variant") or "variant"
+    if m["verdict"] == "skipped":
+        return f"experiment skipped ({variant}): {m.get('why') or 'no reason given'}"
+    unit = m.get("unit") or "s"
+    ci = ""
+    if m.get("ci_low") is not None and m.get("ci_high") is not None:
+        ci = f" [95% CI {_amount(m['ci_low'], unit)}–{_amount(m['ci_high'], unit)}]"
+    per, total = m.get("per_step"), m.get("total")
+    if m["verdict"] == "saving":
+        return f"measured saving {_amount(total, unit)}/run, {_amount(per, unit)}/step{ci} (experiment: {variant})"
+    if m["verdict"] == "slower":
+        slower_total = _amount(-total if total is not None else None, unit)
+        slower_per = _amount(-per if per is not None else None, unit)
+        return f"measured: slower by {slower_total}/run, {slower_per}/step{ci} (experiment: {variant})"
+    return f"measured: no measurable change{ci} (experiment: {variant})"
+
+
 def _evidence_line(f: dict[str, Any]) -> str:
-    parts = [f"{_s(f['cost_s'])}", f"{_pct(f['share'])} of the run"]
+    basis = f["basis"] or "run"
+    parts = [f"observed {_s(f['cost_s'])} at these lines ({basis})", f"{_pct(f['share'])} of the script"]
     ev = f["evidence"]
     if f["basis"] == "probe":
         by_op: dict[tuple[str, int], int] = {}
@@ -68,7 +121,10 @@ def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: b
     lines.append(f"{label}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']}")
     pad = " " * len(label)
     lines.append(f"{pad}{f['message']}")
-    if show_cost and f["measured"]:
+    for figure in (measured_line(f.get("measured")), expected_line(f.get("expected"))):
+        if figure:
+            lines.append(f"{pad}{figure}")
+    if show_cost and f.get("observed"):
         lines.append(f"{pad}{_evidence_line(f)}")
         w = _window_line(f)
         if w:
@@ -144,22 +200,31 @@ def render(report: dict[str, Any]) -> str:
     if cov["sync_debug"].get("enabled"):
         lines.append("  sync debug      whole run after the first step: every CUDA sync with its line")
     if run.get("tool_s"):
-        lines.append(f"  (torchlint's own work during the run: {_s(run['tool_s'])}, left out of step times)")
+        lines.append(
+            f"  (torchlint's own work during the run: {_s(run['tool_s'])}, left out of step times and of "
+            f"the script's {_s(run.get('script_s') or run['wall_s'])} that shares are taken of)"
+        )
 
     findings = report["findings"]
-    measured = [f for f in findings if f["measured"]]
-    static_only = [f for f in findings if not f["measured"]]
+    ranked = [f for f in findings if f.get("rank") is not None]
+    unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
+    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
     lines.append("")
-    if measured:
-        lines.append("Findings ranked by measured cost")
-        for f in measured:
+    if ranked:
+        lines.append("Findings ranked by what fixing them saves (measured saving first, then expected)")
+        for f in ranked:
             _finding_block(f, f"  {f['rank']:>2}  ", lines)
             lines.append("")
-    elif not report["static"].get("available", True):
+    if unranked:
+        lines.append("Observed but not ranked (observed time is not a saving; no saving model applies here)")
+        for f in unranked:
+            _finding_block(f, "   -  ", lines)
+            lines.append("")
+    if not (ranked or unranked) and not report["static"].get("available", True):
         lines.append(f"Static checks unavailable: {report['static'].get('reason')}")
         lines.append("")
-    else:
-        lines.append("No finding had a measured cost in this run.")
+    elif not (ranked or unranked):
+        lines.append("No finding had an observed cost or an expected saving in this run.")
         lines.append("")
     if static_only:
         lines.append("Static-only findings (nothing measured at these lines in this run)")

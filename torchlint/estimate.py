@@ -1,0 +1,270 @@
+"""Expected savings: one documented model per rule. Pure: no torch, no libcst.
+
+The observed time at a finding's lines is what the run spent there; it is not
+what fixing the finding saves (an ``.item()`` on a CPU tensor costs only the
+call; DataLoader workers overlap fetching with compute only as far as the
+cores allow). Each model here turns the session's measurements into an
+:class:`~torchlint.savings.Estimate`: an *upper bound* on the saving, with a
+one-sentence ``model`` saying how it was computed, or ``not_applicable`` with
+the reason it cannot act on this machine. docs/profiling.md ("What a number
+is") documents every model.
+
+:func:`analyse` is the runtime chain's join step: correlate (with the
+experiment's measurements, if any), estimate, rank with
+:func:`torchlint.savings.rank_key`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+from torchlint.correlate import Correlated, Correlation, correlate, fmt_seconds
+from torchlint.findings import Finding
+from torchlint.profiler.session import ProfileSession
+from torchlint.savings import BYTES, Estimate, Measurement
+
+#: Share of an evaluation forward that autograd's bookkeeping (graph nodes, saved
+#: activations) can account for on the CPU. Measured here (torch 2.13, 1 thread,
+#: median of 200 forwards): 5-6 % for an MLP, up to 19 % for a GRU; the bound
+#: takes the high end.
+AUTOGRAD_SHARE = 0.2
+#: inference_mode over no_grad: it also skips version counters and view tracking.
+INFERENCE_MODE_SHARE = 0.05
+#: A ``torch.from_numpy`` call: wraps the array's buffer, no copy (about 1 µs).
+FROM_NUMPY_S = 2e-6
+
+SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
+GPU_ONLY = {
+    "TL202": "pinned memory only matters for host-to-device copies on a GPU",
+    "TL110": "no GPU: nothing is copied to a device",
+    "TL111": "no GPU: nothing is copied to a device",
+    "TL401": "effect only on GPU tensor cores",
+    "TL402": "effect only on GPU tensor cores",
+    "TL403": "cuDNN autotuning only runs on a GPU",
+    "TL404": "channels_last pays off with GPU tensor cores",
+    "TL501": "mixed precision is timed here only on a GPU (CPU autocast is a different trade-off)",
+    "TL601": "DataParallel only matters with several GPUs",
+    "TL602": "a DistributedSampler only matters with several processes",
+}
+
+
+def on_gpu(session: ProfileSession) -> bool:
+    return bool(session.meta.get("cuda")) or str(session.meta.get("device") or "").startswith("cuda")
+
+
+def usable_cores(session: ProfileSession) -> int:
+    """Cores the profiled process may run on (its CPU affinity), as the child saw it."""
+    n = session.meta.get("cpus")
+    if isinstance(n, int) and n > 0:
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _steps(session: ProfileSession) -> int:
+    return int(session.steps.get("count") or 0)
+
+
+def _per_step(total: float, session: ProfileSession, c: Correlated) -> float | None:
+    steps = _steps(session)
+    return total / steps if steps else None
+
+
+def _fetch(c: Correlated) -> tuple[float, int]:
+    """Batch fetch time and batches at the finding's loop lines (evidence or context)."""
+    evs = [e for e in (*c.evidence, *c.context) if e.op in ("DataLoader.__next__", "DataLoader.__iter__")]
+    return sum(e.total_s for e in evs), sum(e.calls for e in evs if e.op == "DataLoader.__next__")
+
+
+def workers_estimate(c: Correlated, session: ProfileSession, workers: int = 0) -> Estimate:
+    """DataLoader workers: fetch time minus what they cannot overlap with the step's compute.
+
+    Without workers a batch takes ``compute + fetch``. ``W`` = 4 workers fetch in
+    parallel, but the CPU part of a fetch (the main thread's CPU time while it
+    fetched) runs on at most the cores left once training has one, while the
+    rest (sleeping, reading files) needs no core: with workers a batch takes
+    ``max(compute, fetch_cpu / min(W, spare cores), fetch / W)``; with no spare
+    core, ``max(compute + fetch_cpu, fetch / W)``. With workers already there, the
+    fetch time measured is the wait they did not hide: more workers can save at
+    most that, and nothing when they already use every spare core.
+    """
+    fetch_s, batches = _fetch(c)
+    cores = usable_cores(session)
+    spare = cores - 1
+    if fetch_s <= 0 or batches <= 0:
+        return Estimate(model="workers overlap batch fetching with compute; no fetch time was measured here", total=0.0, per_step=0.0)
+    if workers and workers >= spare:
+        return Estimate(
+            model=f"cannot overlap more: the loader's {workers} worker(s) already use the {max(spare, 0)} core(s) "
+            "the training process leaves",
+            total=0.0,
+            per_step=0.0,
+        )
+    fetch = fetch_s / batches
+    if workers:
+        return Estimate(
+            model=f"the {fetch_s:.3g} s the loop still waited for its {workers} worker(s) is the most more workers "
+            f"(up to {spare}, the spare cores) can hide",
+            per_step=fetch,
+            total=fetch_s,
+        )
+    median = session.steps.get("median_s")
+    if median:
+        compute = max(float(median) - fetch, 0.0)
+    else:
+        span = float(session.dataloader.get("loop_span_s") or 0.0)
+        compute = max(span - fetch_s, 0.0) / batches
+    dl = session.dataloader
+    total_fetch = float(dl.get("fetch_s") or 0.0)
+    if dl.get("fetch_cpu_s") is None or total_fetch <= 0:
+        cpu_share = 0.0  # not measured (older session): no core limit, so the bound stays an upper bound
+    else:
+        cpu_share = min(float(dl["fetch_cpu_s"]) / total_fetch, 1.0)
+    fetch_cpu = fetch * cpu_share
+    w = 4
+    if spare < 1:
+        after = max(compute + fetch_cpu, fetch / w)
+        cores_text = f"{cores} usable core: the workers' CPU work takes turns with training"
+    else:
+        after = max(compute, fetch_cpu / min(w, spare), fetch / w)
+        cores_text = f"{cores} usable cores, one kept for training"
+    per = max(compute + fetch - after, 0.0)
+    model = (
+        f"fetch {fmt_seconds(fetch)} ({cpu_share:.0%} of it on the CPU) + compute {fmt_seconds(compute)} per batch; "
+        f"{w} workers overlap fetching with compute ({cores_text})"
+    )
+    return Estimate(model=model, per_step=per, total=per * batches)
+
+
+def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    if not on_gpu(session):
+        return Estimate(
+            model="no device to wait for: a CPU tensor's .item() costs only the call", per_step=0.0, total=0.0
+        )
+    steps = _steps(session)
+    observed = c.observed_s
+    if not steps:
+        return Estimate(model="the wait at these lines (no optimizer steps to spread it over)", total=observed)
+    wait = observed / steps
+    median = float(session.steps.get("median_s") or 0.0)
+    host = max(median - wait, 0.0)
+    tw = session.torch_window
+    idle, window_s, active = tw.get("gpu_idle_share"), tw.get("window_s"), tw.get("active_steps")
+    device = None
+    if idle is not None and window_s and active:
+        device = (1.0 - float(idle)) * float(window_s) / int(active)
+    bound = min(wait, host) if device is None else min(wait, host, device)
+    what = "min(host, device) time per step" if device is not None else "min(host time, wait) per step (no device time measured)"
+    return Estimate(
+        model=f"a sync serialises host and device: removing it overlaps them, saving at most {what}, "
+        f"and never more than the {fmt_seconds(wait)} waited here per step",
+        per_step=bound,
+        total=bound * steps,
+    )
+
+
+def tensor_copy_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    calls = c.calls
+    saving = max(c.observed_s - calls * FROM_NUMPY_S, 0.0)
+    return Estimate(
+        model=f"torch.tensor copies the array; torch.from_numpy wraps it (about {fmt_seconds(FROM_NUMPY_S)} a call): "
+        f"{calls} call(s) here",
+        per_step=_per_step(saving, session, c),
+        total=saving,
+    )
+
+
+def retained_memory_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    mem = session.steps.get("memory") or {}
+    growth = mem.get("growth_per_step")
+    source = mem.get("source")
+    steps = _steps(session)
+    if growth is None:
+        return Estimate(
+            model="memory retained per step: nothing was measured in this run (no optimizer steps)", unit=BYTES
+        )
+    per = max(float(growth), 0.0)
+    what = "allocated CUDA memory (the caching allocator)" if source == "cuda" else "the process's resident memory"
+    return Estimate(
+        model=f"growth of {what} per optimizer step over the run (an upper bound: anything else that grows counts too)",
+        per_step=per,
+        total=per * steps,
+        unit=BYTES,
+    )
+
+
+def share_estimate(share: float, what: str) -> Callable[[Correlated, ProfileSession], Estimate]:
+    def model(c: Correlated, session: ProfileSession) -> Estimate:
+        saving = share * c.observed_s
+        return Estimate(
+            model=f"{what}: at most {share:.0%} of the time observed at the line", per_step=_per_step(saving, session, c), total=saving
+        )
+
+    return model
+
+
+def observed_bound(what: str) -> Callable[[Correlated, ProfileSession], Estimate]:
+    def model(c: Correlated, session: ProfileSession) -> Estimate:
+        return Estimate(model=what, per_step=_per_step(c.observed_s, session, c), total=c.observed_s)
+
+    return model
+
+
+MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
+    **{code: sync_estimate for code in SYNC_RULES},
+    "TL201": workers_estimate,
+    "TLR01": lambda c, s: workers_estimate(c, s, workers=int(c.loader_workers or 0)),
+    "TL203": tensor_copy_estimate,
+    "TL302": retained_memory_estimate,
+    "TL301": share_estimate(AUTOGRAD_SHARE, "autograd bookkeeping in an evaluation forward"),
+    "TL304": share_estimate(INFERENCE_MODE_SHARE, "inference_mode over no_grad (version counters, view tracking)"),
+    "TL303": observed_bound("the memset of the gradients: the zero_grad line's time is the bound"),
+    "TL202": observed_bound("the pageable host-to-device copies in the loop: pinning makes them faster and asynchronous"),
+    "TL110": observed_bound("the host-to-device copy at the line: creating on the device skips it"),
+    "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
+}
+
+
+def expected_saving(c: Correlated, session: ProfileSession) -> Estimate | None:
+    """The expected saving of fixing ``c`` in this run, or None when no model applies."""
+    code = c.finding.code
+    if code in GPU_ONLY and not on_gpu(session):
+        return Estimate(model="not timed on this machine", not_applicable=GPU_ONLY[code])
+    model = MODELS.get(code)
+    if model is None:
+        return None
+    if code not in ("TL302",) and not c.observed and code not in ("TL201", "TLR01"):
+        return None  # nothing ran at the finding's lines: no time to save
+    return model(c, session)
+
+
+def hint_for(c: Correlated, session: ProfileSession) -> str | None:
+    """A fix hint that agrees with this run (the static hints assume a GPU)."""
+    code = c.finding.code
+    cores = usable_cores(session)
+    if code == "TL201" and not on_gpu(session):
+        return (
+            f"Pass `num_workers` > 0 so worker processes prepare batches ahead of the step (this process may "
+            f"use {cores} core(s): CPU-bound loading gains little from more than {max(cores - 1, 1)} worker(s))"
+        )
+    return None
+
+
+def analyse(
+    findings: Iterable[Finding],
+    session: ProfileSession,
+    measurements: Sequence[Measurement] | None = None,
+) -> Correlation:
+    """Join, estimate and rank: the correlation the reports render."""
+    result = correlate(findings, session, measurements=measurements, estimator=expected_saving)
+    for c in (*result.findings, *result.runtime):
+        hint = hint_for(c, session)
+        if hint:
+            c.hint = hint
+    return result
+
+
+__all__ = ["AUTOGRAD_SHARE", "analyse", "expected_saving", "hint_for", "usable_cores", "workers_estimate"]
