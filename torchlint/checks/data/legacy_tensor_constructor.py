@@ -89,10 +89,14 @@ class LegacyTensorConstructor(Check):
     def _counts(self, node: cst.CSTNode) -> bool:
         """Not a type check, an annotation, a base class, an import or a binding target."""
         tree = self.ctx.tree
+        parent = tree.parent(node)
+        called = isinstance(parent, cst.Call) and parent.func is node
         child = node
         for ancestor in tree.ancestors(node):
-            if isinstance(ancestor, (cst.Annotation, cst.Import, cst.ImportFrom, cst.Comparison)):
+            if isinstance(ancestor, (cst.Annotation, cst.Import, cst.ImportFrom)):
                 return False
+            if isinstance(ancestor, cst.Comparison) and not called:
+                return False  # `x.type() == torch.FloatTensor`; `y == torch.FloatTensor([0])` builds one
             if isinstance(ancestor, cst.Call) and child is not ancestor.func and dotted(ancestor.func) in _TYPE_CHECKS:
                 return False
             if isinstance(ancestor, cst.ClassDef) and any(child is base for base in ancestor.bases):
