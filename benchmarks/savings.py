@@ -1,0 +1,269 @@
+"""Does `torchlint profile` rank findings by what fixing them saves? (issue #8)
+
+Not a test: everything is measured side by side in one invocation and printed.
+For each training script in fixtures/scripts/savings/ (``NAME.py``) and its hand
+fixes (``NAME.fix_CODE[-tag].py``, one anti-pattern fixed each):
+
+1. **True saving** of each fix: the original and every fix run in turn, forward
+   then backward order (O F1 F2, F2 F1 O, ...), ``--repeats`` times, each a fresh
+   ``python`` process with ``OMP_NUM_THREADS=1``. The figure is the script's own
+   time (torch and ``torch._dynamo`` imported first, outside the timing, the same
+   in every arm): median(original) - median(fix), with a bootstrap 95 % interval
+   over the runs (``torchlint.experiment.stats``), so the noise is reported.
+2. **torchlint's figures**: ``torchlint profile --experiment --output-format json``
+   on the original; per finding the observed time, the expected saving, the
+   measured saving and the report's rank. A fix is matched to the finding of its
+   rule on the lines the fix changed (found with difflib, nothing hard-coded).
+3. **Overhead**: ``torchlint profile`` (no --experiment) against ``python NAME.py``,
+   whole-process wall time, interleaved, medians.
+
+Then the targets: measured within +-30 % (or +-20 ms) of true; no finding with a
+true saving <= 0 ranked above one with a real saving; Spearman rank correlation of
+torchlint's order with the true savings >= 0.9; overhead <= 1.3x.
+
+    python benchmarks/savings.py [--quick] [--repeats 5] [--budget 120] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from torchlint.experiment.stats import compare  # noqa: E402
+from torchlint.savings import SAVING  # noqa: E402
+
+SCRIPTS = ROOT / "fixtures" / "scripts" / "savings"
+TIMER = (
+    "import os, runpy, sys, time; import torch; import torch._dynamo\n"
+    "path = sys.argv[1]; sys.argv = sys.argv[1:]; sys.path[0] = os.path.dirname(os.path.abspath(path))\n"
+    "t = time.perf_counter(); runpy.run_path(path, run_name='__main__')\n"
+    "open(os.environ['TL_BENCH_OUT'], 'w').write(repr(time.perf_counter() - t))\n"
+)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    return env
+
+
+def _script_time(path: Path, cwd: Path) -> float:
+    out = cwd / ".bench-time"
+    proc = subprocess.run([sys.executable, "-c", TIMER, path.name], cwd=cwd, env={**_env(), "TL_BENCH_OUT": str(out)},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{path.name} failed:\n{proc.stderr[-2000:]}")
+    return float(out.read_text())
+
+
+def _wall(cmd: list[str], cwd: Path) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t
+
+
+def changed_lines(original: Path, fixed: Path) -> set[int]:
+    """Line numbers of ``original`` that the fix replaced (or inserted next to)."""
+    a, b = original.read_text().splitlines(), fixed.read_text().splitlines()
+    lines: set[int] = set()
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return lines
+
+
+def true_savings(name: str, fixes: list[Path], work: Path, repeats: int) -> dict[str, dict]:
+    arms = [work / f"{name}.py", *fixes]
+    times: dict[str, list[float]] = {p.name: [] for p in arms}
+    for r in range(repeats):
+        for p in arms if r % 2 == 0 else reversed(arms):
+            times[p.name].append(_script_time(p, work))
+    base = [[t] for t in times[arms[0].name]]
+    out = {}
+    for p in fixes:
+        c = compare(base, [[t] for t in times[p.name]], iterations=2000)
+        out[p.name] = {"true": c.per_step, "low": c.ci_low, "high": c.ci_high, "verdict": c.verdict,
+                       "original_s": c.original_median, "fixed_s": c.variant_median, "runs": repeats}
+    return out
+
+
+def profile_experiment(name: str, work: Path, budget: float) -> tuple[dict, dict, float]:
+    run = f"run-{name}"
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json",
+         "--experiment", "--budget", str(budget), "--out", run, f"{name}.py"],
+        cwd=work, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"torchlint profile --experiment {name}.py failed:\n{proc.stderr[-3000:]}")
+    exp_file = work / run / "experiment.json"
+    return json.loads(proc.stdout), (json.loads(exp_file.read_text()) if exp_file.is_file() else {}), wall
+
+
+def _figure(entry: dict | None, key: str = "total") -> float | None:
+    return None if not entry else entry.get(key)
+
+
+def findings_of(report: dict, experiment: dict) -> list[dict]:
+    """Per finding: code, line, rank and the three figures (whatever the report carries)."""
+    measured = {(m["code"], m["line"]): m for m in experiment.get("measurements", [])}
+    rows = []
+    for f in report.get("findings", []) + report.get("runtime_findings", []):
+        loc = f.get("location") or f
+        code, line = f.get("code") or loc.get("code"), loc.get("line")
+        obs = f.get("observed")
+        observed = obs.get("seconds") if isinstance(obs, dict) else f.get("cost_s")
+        m = f.get("measured") or measured.get((code, line))
+        exp = f.get("expected")
+        rows.append({"code": code, "line": line, "rank": f.get("rank"), "observed": observed,
+                     "expected": _figure(exp) if exp and not exp.get("not_applicable") else None,
+                     "expected_note": (exp or {}).get("not_applicable"),
+                     "measured": m.get("total") if m and m.get("verdict") != "skipped" else None,
+                     "measured_verdict": m.get("verdict") if m else None,
+                     "measured_ci": (m.get("ci_low"), m.get("ci_high")) if m else None,
+                     "why": (m or {}).get("why", "")})
+    return rows
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2 + 1
+            i = j + 1
+        return r
+    if len(xs) < 3:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else None
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:+.0f} ms"
+
+
+def score(row: dict) -> float:
+    """torchlint's ranking figure: measured saving, else expected (what rank_key uses)."""
+    if row.get("measured") is not None:
+        return row["measured"] if row["measured_verdict"] == SAVING else min(row["measured"], 0.0)
+    return row["expected"] if row.get("expected") is not None else float("-inf")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 repeats, small budget, one overhead pair")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=150.0, help="--budget of each torchlint experiment (s)")
+    ap.add_argument("--only", action="append", help="script name(s) to run (default: all)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    opts = ap.parse_args()
+    repeats, budget, overhead_repeats = (2, 40.0, 1) if opts.quick else (opts.repeats, opts.budget, 3)
+    names = sorted(p.stem for p in SCRIPTS.glob("*.py") if ".fix_" not in p.name)
+    names = [n for n in names if not opts.only or n in opts.only]
+    work = Path(tempfile.mkdtemp(prefix="torchlint-savings-"))
+    for p in SCRIPTS.glob("*.py"):
+        shutil.copy(p, work / p.name)
+    print(f"benchmarks/savings.py: {len(names)} scripts, {repeats} A/B repeats, experiment budget {budget:.0f} s, "
+          f"OMP_NUM_THREADS=1, {os.cpu_count()} cores, work dir {work}\n")
+    results, all_rows = {}, []
+    for name in names:
+        fixes = sorted(work.glob(f"{name}.fix_*.py"))
+        report, experiment, exp_wall = profile_experiment(name, work, budget)
+        rows = findings_of(report, experiment)
+        truth = true_savings(name, fixes, work, repeats)
+        for fix in fixes:
+            code = fix.name.split(".fix_")[1].split("-")[0].removesuffix(".py")
+            lines = changed_lines(work / f"{name}.py", fix)
+            match = [r for r in rows if r["code"] == code and r["line"] in lines]
+            row = match[0] if match else {"code": code, "line": min(lines), "rank": None, "observed": None,
+                                          "expected": None, "measured": None, "measured_verdict": "not a finding"}
+            row.update(truth[fix.name], fix=fix.name, script=name)
+            all_rows.append(row)
+        plain, prof = [], []
+        for _ in range(overhead_repeats):
+            plain.append(_wall([sys.executable, f"{name}.py"], work))
+            prof.append(_wall([sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", f"ovh-{name}", f"{name}.py"], work))
+        results[name] = {"overhead": statistics.median(prof) / statistics.median(plain), "plain_s": statistics.median(plain),
+                         "profile_s": statistics.median(prof), "experiment_wall_s": exp_wall,
+                         "experiment_spent_s": experiment.get("spent_s"), "skipped": experiment.get("skipped", [])}
+        _print_script(name, [r for r in all_rows if r["script"] == name], results[name])
+    _print_targets(all_rows, results)
+    if opts.json:
+        opts.json.write_text(json.dumps({"rows": all_rows, "scripts": results}, indent=2, default=str))
+
+
+def _print_script(name: str, rows: list[dict], res: dict) -> None:
+    print(f"== {name}.py  (plain {res['plain_s']:.2f} s, profile {res['profile_s']:.2f} s = {res['overhead']:.2f}x; "
+          f"experiment took {res['experiment_wall_s']:.0f} s incl. the profiled run, spent {res['experiment_spent_s'] or 0:.0f} s)")
+    print(f"  {'finding':<12} {'fix':<28} {'observed':>10} {'expected':>10} {'measured':>10} {'verdict':<21} "
+          f"{'true (95% CI)':>26} {'rank tl':>7} {'rank true':>9}")
+    true_order = sorted(rows, key=lambda r: -r["true"])
+    for r in rows:
+        ci = f"{_ms(r['true'])} [{r['low'] * 1e3:+.0f},{r['high'] * 1e3:+.0f}]"
+        print(f"  {r['code'] + ':' + str(r['line']):<12} {r['fix']:<28} {_ms(r['observed']):>10} {_ms(r['expected']):>10} "
+              f"{_ms(r['measured']):>10} {str(r['measured_verdict']):<21} {ci:>26} {str(r['rank'] or '-'):>7} "
+              f"{true_order.index(r) + 1:>9}")
+    print()
+
+
+def _print_targets(rows: list[dict], results: dict) -> None:
+    print("== targets")
+    within = []
+    for r in rows:
+        if r.get("measured") is None:
+            continue
+        err = abs(r["measured"] - r["true"])
+        ok = err <= max(0.3 * abs(r["true"]), 0.020)
+        within.append(ok)
+        print(f"  measured vs true  {r['code']}:{r['line']:<4} {r['script']:<15} measured {_ms(r['measured'])}, true {_ms(r['true'])}: "
+              f"{'OK' if ok else 'MISS'}")
+    print(f"  measured within +-30 % or +-20 ms of true: {sum(within)}/{len(within)}")
+    inversions = []
+    for name in results:
+        srows = [r for r in rows if r["script"] == name and r["rank"] is not None]
+        for a in srows:
+            for b in srows:
+                if a["rank"] < b["rank"] and a["verdict"] != SAVING and b["verdict"] == SAVING:
+                    inversions.append(f"{name}: {a['code']}:{a['line']} (true {_ms(a['true'])}) ranked above "
+                                      f"{b['code']}:{b['line']} (true {_ms(b['true'])})")
+    print(f"  findings with no real saving ranked above one with a real saving: {len(inversions)}")
+    for line in inversions:
+        print(f"    {line}")
+    for name in results:
+        srows = [r for r in rows if r["script"] == name]
+        rho = spearman([score(r) for r in srows], [r["true"] for r in srows])
+        print(f"  Spearman (torchlint's ranking figure vs true saving), {name}: {'n/a (<3 fixes)' if rho is None else f'{rho:.2f}'}")
+    rho = spearman([score(r) for r in rows], [r["true"] for r in rows])
+    print(f"  Spearman, all {len(rows)} fixes pooled: {'n/a' if rho is None else f'{rho:.2f}'} (target >= 0.9)")
+    worst = max(results.values(), key=lambda v: v["overhead"]) if results else None
+    print(f"  overhead of torchlint profile vs plain: " + ", ".join(f"{n} {v['overhead']:.2f}x" for n, v in results.items())
+          + (f" (worst {worst['overhead']:.2f}x, target <= 1.3x)" if worst else ""))
+
+
+if __name__ == "__main__":
+    main()
