@@ -208,7 +208,9 @@ def _write(
 ) -> None:
     artifacts: dict[str, Any] = {}
     try:
-        profiler.dump_stats(str(run_dir / PROFILE_FILE))
+        from torchlint.profiler.cprof import write_user_profile
+
+        write_user_profile(profiler, run_dir / PROFILE_FILE)  # without torchlint's own frames
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")

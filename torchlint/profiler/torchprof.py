@@ -272,6 +272,10 @@ def _make_probe(
                 entry[1] += dt - child
                 entry[2] += dt
 
+    # One code object per probed call, named after it, so that cProfile keeps them
+    # apart and cprof.user_view can put the wrapped function in the wrapper's place.
+    name = f"<torchlint probe {op}>"
+    probe.__code__ = probe.__code__.replace(co_name=name, co_qualname=name)
     probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
     return probe
 
