@@ -33,6 +33,7 @@ class Layers:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._sites: dict[tuple[int, int], cst.CSTNode] = {}  # where each link was found
 
     @cached_property
     def feeds(self) -> list[tuple[cst.Call, cst.Call]]:
@@ -47,7 +48,24 @@ class Layers:
             if key not in seen:
                 seen.add(key)
                 pairs.append((producer, consumer))
+                self._sites[key] = at
         return pairs
+
+    def link_guards(self, producer: cst.Call, consumer: cst.Call) -> list[tuple[cst.If, bool]]:
+        """The ``if`` statements that decide whether ``consumer`` follows ``producer``: they
+        hold the place the two are joined but not the producer (``conv = ...`` then
+        ``if batch_norm: layers += [conv, bn]``). Each comes with True when the link is in
+        its body, False when in its ``else``; innermost first."""
+        at = self._sites.get((id(producer), id(consumer)))
+        if at is None:
+            return []
+        tree = self.ctx.tree
+        found = []
+        for branch in self.ctx.guards.conditions(at):
+            if tree.is_inside(producer, branch):
+                break  # built under the same condition: the link is not conditional on it
+            found.append((branch, tree.is_inside(at, branch.body)))
+        return found
 
     # --- resolving an item to the call that built it --------------------------------
     def constructor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:

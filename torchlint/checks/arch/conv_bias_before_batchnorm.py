@@ -39,14 +39,74 @@ class ConvBiasBeforeBatchnorm(Check):
             if bias is not None and not (isinstance(bias.value, cst.Name) and bias.value.value == "True"):
                 continue  # bias=False, or a value only known at run time
             reported.add(id(conv))
-            if bias is None or bias.keyword is not None:
-                fixed = with_keyword(conv, "bias", cst.Name("False"))
-            else:  # a positional True
-                fixed = conv.with_changes(args=tuple(a.with_changes(value=cst.Name("False")) if a is bias else a for a in conv.args))
+            value = self._bias_value(conv, norm)
+            fix = None
+            if value is not None:
+                if bias is None or bias.keyword is not None:
+                    fixed = with_keyword(conv, "bias", value)
+                else:  # a positional True
+                    fixed = conv.with_changes(args=tuple(a.with_changes(value=value) if a is bias else a for a in conv.args))
+                fix = (conv, fixed)
             self.report(
                 conv,
-                fix=(conv, fixed),
+                fix=fix,
+                hint=self._conditional_hint(conv, norm, value),
                 related=(norm,),
                 conv=(dotted(conv.func) or conv_name) + "(...)",
                 norm=(dotted(norm.func) or norm_name) + "(...)",
             )
+
+    def _bias_value(self, conv: cst.Call, norm: cst.Call) -> cst.BaseExpression | None:
+        """``False``; ``not batch_norm`` when the BatchNorm follows only under
+        ``if batch_norm:`` (the conv keeps its bias without it); None when the condition
+        cannot be written at the conv."""
+        guards = self.ctx.layers.link_guards(conv, norm)
+        if not guards:
+            return cst.Name("False")
+        if len(guards) != 1 or not self._visible_at(guards[0][0].test, conv, guards[0][0]):
+            return None  # nested or elif conditions, or a test the conv's line cannot see
+        test, in_body = guards[0][0].test, guards[0][1]
+        if in_body:
+            return _negated(test)
+        return test if _is_bool(test) else cst.Call(func=cst.Name("bool"), args=[cst.Arg(test)])
+
+    def _conditional_hint(self, conv: cst.Call, norm: cst.Call, value: cst.BaseExpression | None) -> str:
+        if not self.ctx.layers.link_guards(conv, norm):
+            return ""
+        spelled = f"`bias={self.ctx.module.code_for_node(value)}`" if value is not None else "`bias=` the opposite of the condition"
+        return f"The BatchNorm follows only under a condition: pass {spelled} so the convolution keeps its bias without it"
+
+    def _visible_at(self, test: cst.BaseExpression, conv: cst.Call, branch: cst.If) -> bool:
+        """A test made of names (no calls) that mean the same at the conv as at the ``if``."""
+        ctx = self.ctx
+        tree = ctx.tree
+        if tree.scope_of(conv) is not tree.scope_of(branch) or tree.index(conv) > tree.index(branch):
+            return False
+        for node in (test, *tree.descendants(test)):
+            if isinstance(node, (cst.Call, cst.Lambda, cst.NamedExpr, cst.Await)):
+                return False
+            if isinstance(node, (cst.Name, cst.Attribute)) and not _is_attribute_name(tree, node):
+                name = dotted(node)
+                if name is None or ctx.bindings.reaching(name, conv) is not ctx.bindings.reaching(name, branch):
+                    return False
+        return True
+
+
+def _is_attribute_name(tree, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """The ``b`` of ``a.b``, or an ``a.b`` inside a longer ``a.b.c``: checked as part of it."""
+    parent = tree.parent(node)
+    return isinstance(parent, cst.Attribute) and (parent.attr is node or parent.value is node and dotted(parent) is not None)
+
+
+def _is_bool(test: cst.BaseExpression) -> bool:
+    return isinstance(test, cst.Comparison) or (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not))
+
+
+def _negated(test: cst.BaseExpression) -> cst.BaseExpression:
+    """``not test``, parenthesised where ``not`` would bind tighter than the test."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return inner if _is_bool(inner) else cst.Call(func=cst.Name("bool"), args=[cst.Arg(inner)])
+    if isinstance(test, (cst.BooleanOperation, cst.IfExp)) and not test.lpar:
+        test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.UnaryOperation(operator=cst.Not(), expression=test)
