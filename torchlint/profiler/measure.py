@@ -121,6 +121,12 @@ def _window(req: dict[str, Any]) -> dict[str, Any]:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         traceback.print_exc()
     end = time.perf_counter()
+    # Free the script's objects now, so that a DataLoader's workers are shut down
+    # here rather than left prefetching into the next window's time.
+    module.__dict__.clear()
+    import gc
+
+    gc.collect()
     return {
         "status": status,
         "reason": reason,
