@@ -5,25 +5,14 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import is_cpu_device
+from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
-# The copying constructors, and the dtype the legacy ones imply.
-_COPYING = {
-    "torch.tensor": None,
-    "torch.Tensor": "float32",
-    "torch.FloatTensor": "float32",
-    "torch.DoubleTensor": "float64",
-    "torch.HalfTensor": "float16",
-    "torch.BFloat16Tensor": "bfloat16",
-    "torch.LongTensor": "int64",
-    "torch.IntTensor": "int32",
-    "torch.ShortTensor": "int16",
-    "torch.CharTensor": "int8",
-    "torch.ByteTensor": "uint8",
-    "torch.BoolTensor": "bool",
+# The copying constructors: torch.tensor, and the legacy ones (which imply a dtype).
+_COPYING = {"torch.tensor", "torch.Tensor"} | {
+    f"torch.{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
 }
 
 
@@ -68,7 +57,7 @@ class TensorCopiesNumpy(Check):
         if spelling is None:
             return None
         new = node.with_changes(func=cst.parse_expression(spelling))
-        dtype = _COPYING[qualified]
+        dtype = legacy_dtype(qualified)  # None for torch.tensor
         if dtype is not None:
             if ctx.keyword(node, "dtype") is not None:
                 return None
