@@ -129,3 +129,49 @@ def test_budget_is_kept_and_stated(experiment_run) -> None:
     # planning keeps the next window inside the budget; one window may overrun it a little
     assert data["spent_s"] <= BUDGET + 10
     assert all(s["reason"] for s in data["skipped"])
+
+
+SWITCH_PROBE = '''\
+import json, sys
+import torch
+from torchlint.profiler import switches
+
+path = sys.argv[1]
+applied = switches.apply([
+    {"target": "DataLoader", "path": path, "lines": [4, 4], "set": {"num_workers": 2, "persistent_workers": True}},
+    {"target": "zero_grad", "path": path, "lines": [7, 7]},
+])
+ns = {}
+exec(compile(open(path).read(), path, "exec"), ns)
+print(json.dumps({"flagged": [ns["flagged"].num_workers, ns["flagged"].persistent_workers],
+                  "other": [ns["other"].num_workers, ns["other"].persistent_workers],
+                  "grads": ns["grads"], "calls": switches.counts(applied)}))
+'''
+
+USER = '''\
+import torch
+from torch.utils.data import DataLoader
+data = list(range(8))
+flagged = DataLoader(data, batch_size=2, num_workers=0)
+other = DataLoader(data, batch_size=2)
+p = torch.nn.Parameter(torch.ones(2)); p.grad = torch.ones(2); opt = torch.optim.SGD([p], lr=0.1)
+opt.zero_grad(set_to_none=False); first = p.grad
+p.grad = torch.ones(2); opt.zero_grad(set_to_none=False)
+grads = [first is None, p.grad is None]
+'''
+
+
+def test_runtime_switches_change_only_the_call_at_the_findings_line(tmp_path) -> None:
+    pytest.importorskip("torch")
+    user = tmp_path / "user.py"
+    user.write_text(USER)
+    probe = tmp_path / "probe.py"
+    probe.write_text(SWITCH_PROBE)
+    proc = subprocess.run([sys.executable, str(probe), str(user)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["flagged"] == [2, True]  # the explicit num_workers=0 is overridden at that line
+    assert out["other"] == [0, False]  # the loader on the next line is untouched
+    assert out["grads"] == [True, False]  # set_to_none forced on line 7 only
+    assert out["calls"] == [{"target": "DataLoader", "calls": 1}, {"target": "zero_grad", "calls": 1}]
