@@ -168,6 +168,8 @@ class StepSummarizer:
             qualified = ctx.imports.qualify(func)
             if qualified is not None:
                 return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
+            if func.value in _BUILTINS:
+                return None
             compiled = self._compiled_alias(func, at)
             if compiled is not None:
                 return compiled
@@ -193,14 +195,23 @@ class StepSummarizer:
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at``: nested in an enclosing function
         first, then at module level (methods are reached through ``self``)."""
-        tree = self.ctx.tree
-        scopes = [a for a in tree.ancestors(at) if isinstance(a, cst.FunctionDef)] + [tree.module]
-        for scope in scopes:
-            body = scope.body.body if isinstance(scope, cst.FunctionDef) and isinstance(scope.body, cst.IndentedBlock) else (scope.body if scope is tree.module else ())
-            for statement in body:
-                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-                    return self.keys[id(statement)]
-        return None
+        for ancestor in self.ctx.tree.ancestors(at):
+            if isinstance(ancestor, cst.FunctionDef):
+                key = self._defined_in.get(id(ancestor), {}).get(name)
+                if key is not None:
+                    return key
+        return self._defined_in.get(id(self.ctx.tree.module), {}).get(name)
+
+    @cached_property
+    def _defined_in(self) -> dict[int, dict[str, str]]:
+        """For the module and each function: the functions defined directly in its body."""
+        found: dict[int, dict[str, str]] = {}
+        for function in self.functions:
+            parent = self.ctx.tree.parent(function)
+            owner = self.ctx.tree.parent(parent) if isinstance(parent, cst.IndentedBlock) else parent
+            if isinstance(owner, (cst.FunctionDef, cst.Module)):
+                found.setdefault(id(owner), {})[function.name.value] = self.keys[id(function)]
+        return found
 
     def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""
