@@ -229,6 +229,10 @@ class UnexplainedHotspot:
     dataloader_s: float
     probes: list[Evidence] = field(default_factory=list)
     source_line: str = ""
+    #: a one-time cost (``import torch``, the first optimizer importing torch._dynamo):
+    #: what it was, paid before the script's first line by torchlint, shown at the
+    #: line that would have paid it
+    cause: str | None = None
 
 
 @dataclass(slots=True)
@@ -549,6 +553,49 @@ def _runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _import_line(path: str, module: str) -> int | None:
+    """The first line of ``path`` that imports ``module`` (or a submodule of it)."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == module for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == module:
+            lines.append(node.lineno)
+    return min(lines) if lines else None
+
+
+def _one_time(session: ProfileSession) -> list[UnexplainedHotspot]:
+    """One-time costs the run paid before the script started, at the lines that would
+    have paid them. Their share is of the script's time plus theirs: the run as a
+    plain ``python SCRIPT`` pays it."""
+    costs = [c for c in session.meta.get("one_time") or () if float(c.get("seconds") or 0) > 0]
+    base = session.script_s + sum(float(c["seconds"]) for c in costs)
+    script = str(session.meta.get("script") or "")
+    out = []
+    for c in costs:
+        path, line = c.get("path"), c.get("line")
+        if not path and script and c.get("what", "").startswith("import "):
+            path, line = script, _import_line(session.resolve(script), c["what"].split()[1].split(".")[0])
+        if not path or not line:
+            continue
+        path = session.resolve(str(path))
+        seconds = float(c["seconds"])
+        out.append(
+            UnexplainedHotspot(
+                path=path, line=int(line), function="", self_s=seconds, total_s=seconds,
+                share=seconds / base if base > 0 else None, samples=0, dataloader_s=0.0,
+                source_line=source_line(path, int(line)), cause=f"one-time: {c['what']}: {c.get('cause') or ''}".rstrip(": "),
+            )
+        )
+    return out
+
+
 def _unexplained(
     session: ProfileSession, idx: _Index, findings: Sequence[Correlated], limit: int
 ) -> list[UnexplainedHotspot]:
@@ -626,7 +673,7 @@ def correlate(
         c.rank = rank
     observed = [c for c in joined if c.rank is None and c.observed]
     static_only = [c for c in joined if c.rank is None and not c.observed]
-    hotspots = _unexplained(session, idx, joined + runtime, hotspot_limit)
+    hotspots = _one_time(session) + _unexplained(session, idx, joined + runtime, hotspot_limit)
     return Correlation(
         findings=ranked + observed + static_only,
         hotspots=hotspots,

@@ -245,6 +245,7 @@ def _write(
             meta["device"] = t["device"]
             meta["cuda"] = t["cuda"]
             meta["cpus"] = t.get("cpus")
+            meta["one_time"] = t.get("one_time") or []
             meta["warnings"].extend(t["warnings"])
             steps = t["steps"]
             torch_window = t["torch_window"]

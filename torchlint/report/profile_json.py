@@ -67,6 +67,7 @@ def _hotspot(h: UnexplainedHotspot, cwd: str) -> dict[str, Any]:
         "samples": h.samples,
         "dataloader_s": h.dataloader_s,
         "probes": [e.to_dict(cwd) for e in h.probes],
+        "cause": h.cause,
     }
 
 

@@ -235,7 +235,8 @@ def render(report: dict[str, Any]) -> str:
                 lines.append(f"      {'':>4}context: {_s(fetch_s)} fetching batches from this loader")
         lines.append("")
 
-    hs = report["hotspots"]
+    one_time = [h for h in report["hotspots"] if h.get("cause")]
+    hs = [h for h in report["hotspots"] if not h.get("cause")]
     lines.append("Hotspot lines no rule explains (line sampler, wall time as innermost user line)")
     if not hs:
         lines.append("  none above 1% of the run")
@@ -247,6 +248,12 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  {_s(h['self_s']):>9} {_pct(h['share']):>6}  {where}  {h['source']}")
         lines.append(f"  {'':>16}  {extra}")
     lines.append("")
+    if one_time:
+        lines.append("One-time costs (paid once per run; share of the script plus these, as `python SCRIPT` pays them)")
+        for h in one_time:
+            lines.append(f"  {_s(h['self_s']):>9} {_pct(h['share']):>6}  {h['path']}:{h['line']}  {h['source']}")
+            lines.append(f"  {'':>16}  {h['cause']}")
+        lines.append("")
 
     lines.append("Runtime findings")
     if not report["runtime_findings"]:
