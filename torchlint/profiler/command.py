@@ -7,6 +7,7 @@ the child process.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -33,11 +34,17 @@ def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]
         from torchlint.engine import lint_paths
     except Exception as exc:  # the static half is missing or broken
         return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
+    here = Path.cwd()
     try:
+        if cwd.is_dir() and cwd != here:  # --report from elsewhere: paths are the run's
+            os.chdir(cwd)
         config = load_config(cwd)
         result = lint_paths([Path(p) for p in shown], config)
     except Exception as exc:
         return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
+    finally:
+        if Path.cwd() != here:
+            os.chdir(here)
     errors = [str(e) for e in getattr(result, "errors", [])]
     return list(result.findings), {
         "available": True,
@@ -166,6 +173,26 @@ def report_run(
     return report, (profile_json.render(report) if output_format == "json" else text)
 
 
+def rebuild_report(run_dir: Path | None, script: str | None, output_format: str, no_browser: bool) -> None:
+    """``--report RUN_DIR``: the report of an earlier run, from what it left; exits."""
+    if run_dir is None:
+        click.echo("torchlint: error: give a SCRIPT to profile, or --report RUN_DIR", err=True)
+        sys.exit(2)
+    if script is not None:
+        click.echo("torchlint: error: --report rebuilds a report and runs nothing: give no SCRIPT with it", err=True)
+        sys.exit(2)
+    if not ((run_dir / SESSION_FILE).is_file() or (run_dir / PROFILE_FILE).is_file()):
+        click.echo(f"torchlint: error: {run_dir}: not a run directory (no {SESSION_FILE} or {PROFILE_FILE})", err=True)
+        sys.exit(2)
+    try:
+        _report, rendered = report_run(run_dir, output_format=output_format, no_browser=no_browser)
+    except Exception as exc:  # a damaged run directory: say so, no traceback
+        click.echo(f"torchlint: error: could not rebuild the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(rendered, nl=False)
+    sys.exit(0)
+
+
 @click.command(
     context_settings={
         "ignore_unknown_options": True,
@@ -173,7 +200,7 @@ def report_run(
         "help_option_names": ["-h", "--help"],
     }
 )
-@click.argument("script")
+@click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
 @click.option(
     "--output-format",
@@ -197,6 +224,7 @@ def report_run(
 @click.option("--profile-memory", is_flag=True, help="torch.profiler: record tensor allocations.")
 @click.option("--experiment", is_flag=True, help="Re-run the script with each switchable finding switched off, alternated with the original, and measure the saving.")
 @click.option("--budget", type=click.FloatRange(min=1), metavar="SECONDS", help="Time limit of --experiment (default: 4x the profiled run, at least 20 s).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), metavar="RUN_DIR", help="Rebuild the report of an earlier run from its run directory; runs nothing.")
 def profile(
     script: str,
     script_args: tuple[str, ...],
@@ -212,6 +240,7 @@ def profile(
     profile_memory: bool,
     experiment: bool = False,
     budget: float | None = None,
+    report_dir: Path | None = None,
 ) -> None:
     """Run SCRIPT under cProfile and torch.profiler and rank the findings by measured cost.
 
@@ -220,6 +249,8 @@ def profile(
     needed. Exit status is the script's own.
     """
     json_mode = output_format == "json"
+    if report_dir is not None or script is None:
+        rebuild_report(report_dir, script, output_format, no_browser)
     try:
         path = check_script(script)
     except ScriptError as exc:
