@@ -161,9 +161,9 @@ class Experiment:
             steps=steps_o if self.win.mode == "run" else cmp.original_steps, why=how,
         )
 
-    def close(self) -> None:
+    def close(self, *, force: bool = False) -> None:
         if self.server is not None:
-            self.server.close()
+            self.server.close(force=force)
 
 
 def _best(ms: list[Measurement]) -> Measurement:
@@ -203,6 +203,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                          run_steps=int(session.steps.get("count") or 0))
         exp.t0 = t_start
     by_finding: dict[tuple[str, str, int], list[Measurement]] = {}
+    interrupted = False
     try:
         for i, c in enumerate(todo):
             assert exp is not None
@@ -227,9 +228,13 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                 by_finding.setdefault(out.key(), []).append(out)
             else:
                 skipped.append(out)
+    except KeyboardInterrupt:  # Ctrl-C stops the experiment, not the report
+        interrupted = True
+        done = {(t["code"], t["line"], t["variant"]) for t in tried} | {(s["code"], s["line"], s["variant"]) for s in skipped}
+        skipped.extend(_skip(d, "interrupted (Ctrl-C)") for d in todo if (d.finding.code, d.finding.line, d.label) not in done)
     finally:
         if exp is not None:
-            exp.close()
+            exp.close(force=interrupted)
     for ms in by_finding.values():
         measurements.append(_best(ms))
     for s in skipped:  # a finding skipped for every variant is reported as such

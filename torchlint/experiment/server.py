@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ class WindowServer:
         self.work_dir = work_dir
         self.log = work_dir / "windows.log"
         self._n = 0
+        self.window_pid: int | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         err = open(self.log, "ab")
         try:
@@ -51,7 +53,9 @@ class WindowServer:
     def _read(self, stream: IO[str] | None) -> None:
         assert stream is not None
         for line in stream:
-            if line.startswith(PROTOCOL + " "):
+            if line.startswith(PROTOCOL + " started "):
+                self.window_pid = int(line.split()[-1])
+            elif line.startswith(PROTOCOL + " "):
                 self._lines.put(line[len(PROTOCOL) + 1 :].strip())
         self._lines.put(None)
 
@@ -115,7 +119,16 @@ class WindowServer:
                 pass
         return data
 
-    def close(self) -> None:
+    def close(self, *, force: bool = False) -> None:
+        """Stop the server; ``force`` (an interrupted experiment) also kills the window
+        in progress and its DataLoader workers (its own process group)."""
+        if force:
+            for group in (self.window_pid, self.proc.pid):
+                if group is not None:
+                    try:
+                        os.killpg(group, signal.SIGKILL)
+                    except OSError:
+                        pass
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None

@@ -163,6 +163,7 @@ def _run_forked(req: dict[str, Any]) -> str:
             code = 3
         finally:
             os._exit(code)
+    print(f"{PROTOCOL} started {req['id']} {pid}", flush=True)  # the parent may have to kill it
     deadline = time.monotonic() + float(req.get("timeout_s", 600))
     while True:
         done, _status = os.waitpid(pid, os.WNOHANG)
