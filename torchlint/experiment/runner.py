@@ -216,7 +216,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                     skipped.append(_skip(c, str(exc)))
                     continue
                 overrides, description = {v.original: v.copy}, v.description
-                c.label = f"{v.description} in {Path(v.copy).name}"
+                c.label = f"{v.description.split(':')[0]}: {v.summary()}"
             log(f"torchlint: experiment: {c.finding.code} at line {c.finding.line}: {c.label}")
             try:
                 out = exp.measure(c, overrides, description)

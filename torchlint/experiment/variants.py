@@ -21,6 +21,7 @@ result must parse and compile, and must differ from the original.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,16 @@ class SourceVariant:
     description: str  # what changed, for the report ("autofix (unsafe): ...")
     before: str
     after: str
+
+    def summary(self) -> str:
+        """The first changed line as it reads after the fix, for the report."""
+        old, new = self.before.splitlines(), self.after.splitlines()
+        for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+            if tag != "equal" and j2 > j1:
+                text = " / ".join(line.strip() for line in new[j1:j2])
+                text = text if len(text) <= 80 else text[:77] + "..."
+                return f"`{text}` at {Path(self.original).name}:{i1 + 1}"
+        return Path(self.original).name
 
 
 def _same_place(a: Finding, code: str, line: int, column: int | None) -> bool:
