@@ -33,6 +33,12 @@ def _is_none(expr: cst.CSTNode | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
 
+def _mentions(expr: cst.CSTNode | None, name: str, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
+    return expr is not None and any(
+        isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) == name for n in (expr, *tree_nodes(expr))
+    )
+
+
 def _none_tested(test: cst.BaseExpression) -> str | None:
     """``preds`` for ``preds is None`` (also ``self.preds is None``)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
@@ -82,7 +88,8 @@ class Guards:
 
     def first_pass(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
         """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs
-        once (its ``else`` runs on every later step), unless ``stop`` resets the name to None."""
+        once (its ``else`` runs on every later step), unless ``stop`` (the loop) binds the
+        name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
         name = _none_tested(branch.test)
         if name is None:
             return False
@@ -91,9 +98,10 @@ class Guards:
         if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
             return False  # the body does not fill the name in: it may run again
         for binding in bindings:
-            if stop is not None and tree.is_inside(binding.node, stop) and not tree.is_inside(binding.node, branch.body):
-                if _is_none(binding.value):
-                    return False  # `preds = None` on every step: the body runs every step too
+            if stop is None or not tree.is_inside(binding.node, stop) or tree.is_inside(binding.node, branch):
+                continue
+            if binding.kind != "augassign" and not _mentions(binding.value, name, tree.descendants):
+                return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
 
     def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
