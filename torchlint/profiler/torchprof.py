@@ -125,6 +125,7 @@ class Recorder:
         self.fetch_s = 0.0
         self.fetch_cpu_s = 0.0  # CPU time of the main thread inside fetches (the rest waited)
         self.fetches = 0
+        self.fetch_hook: Callable[[], None] | None = None
 
     def label(self, site: tuple[Any, ...], op: str) -> str:
         key = (site[0], site[1], op)
@@ -276,6 +277,8 @@ def _make_probe(
                 entry[0] += 1
                 entry[1] += dt - child
                 entry[2] += dt
+            if fetch and rec.fetch_hook is not None and not ops:
+                rec.fetch_hook()  # the evaluation window counts its batches
 
     # One code object per probed call, named after it, so that cProfile keeps them
     # apart and cprof.user_view can put the wrapped function in the wrapper's place.
@@ -384,6 +387,9 @@ class TorchRun:
             self.dynamo_import_s = time.perf_counter() - t
         self.first_optimizer: tuple[Any, ...] | None = None
         self._watch_first_optimizer()
+        from torchlint.profiler.evalwindow import EvalWindow
+
+        self.eval_window = EvalWindow(self)
 
         self.probed = install_probes()
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -428,6 +434,8 @@ class TorchRun:
         if threading.get_ident() != self.rec.main_ident:
             return
         self.optimizers.add(type(optimizer).__name__)
+        if self.eval_window.recording:
+            self.eval_window.stop("training resumed")
         primary = self.primary() if self.primary is not None else None
         if primary is None:
             import weakref
@@ -687,7 +695,10 @@ class TorchRun:
     def finish(self) -> dict[str, Any]:
         """Stop everything and return the torch part of the session."""
         rec = self.rec
-        rec.busy = True
+        rec.busy = True  # from here on, nothing is the script's time
+        if self.eval_window.recording:
+            self.eval_window.stop("the run ended")
+        self.eval_window.uninstall()
         rec.labels_on = False
         partial = False
         if self.prof is not None:

@@ -83,6 +83,10 @@ def _coverage(session: ProfileSession) -> dict[str, Any]:
                 "active_steps": len(steps),
                 "trace": cyc.get("trace"),
                 "partial": bool(cyc.get("partial")),
+                "eval": bool(cyc.get("eval")),
+                "after_step": cyc.get("after_step"),
+                "batches": cyc.get("batches"),
+                "ended": cyc.get("ended"),
             }
         )
     return {

@@ -16,6 +16,9 @@ def _pct(share: float | None) -> str:
 
 
 def _steps(window: dict[str, Any]) -> str:
+    if window.get("eval"):
+        until = f"{window['batches']} batches" if window.get("batches") else f"until {window.get('ended') or 'the end'}"
+        return f"evaluation after step {window.get('after_step') or 0} ({until})"
     steps = window.get("steps")
     if not steps:
         return "no steps"

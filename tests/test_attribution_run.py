@@ -1,0 +1,106 @@
+"""Attribution defects of issue 8 on a real profiled run (fixtures/scripts/attribution.py).
+
+One `torchlint profile` run is shared by the tests (torch start-up costs seconds).
+No test asserts on timings; only on where the run's numbers are charged.
+"""
+
+from __future__ import annotations
+
+import json
+import pstats
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_profile_run import SCRIPTS, Run, _env, profile
+
+from torchlint.estimate import analyse
+from torchlint.findings import Finding, Location
+from torchlint.profiler.session import load_run
+from torchlint.profiler.usercode import _TORCHLINT_DIR
+
+pytestmark = pytest.mark.slow
+NAME = "attribution.py"
+STEPS = 12
+
+
+def _line(needle: str) -> int:
+    lines = (SCRIPTS / NAME).read_text().splitlines()
+    return next(i for i, t in enumerate(lines, 1) if needle in t)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Run:
+    pytest.importorskip("torch")
+    cwd = tmp_path_factory.mktemp("attribution")
+    shutil.copy(SCRIPTS / NAME, cwd / NAME)
+    result = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", "--wait", "0",
+                     "--warmup", "1", "--active", "3", NAME, "--steps", str(STEPS))
+    assert result.rc == 0, result.stderr
+    return result
+
+
+def test_two_calls_on_one_line_are_told_apart_by_column(run):
+    line = _line("torch.tensor(small)")
+    text = (SCRIPTS / NAME).read_text().splitlines()[line - 1]
+    columns = [i + 1 for i in range(len(text)) if text.startswith("torch.tensor(", i)]
+    assert len(columns) == 2
+    session = load_run(run.run_dir)
+    probes = [h for h in session.hotspots if h.source == "probe" and h.op == "torch.tensor" and h.line == line]
+    assert sorted(h.column for h in probes) == columns
+    assert all(h.calls == STEPS for h in probes)
+    # two findings, one per call: each gets its own calls, not both lines' worth
+    ends = [text.index(")", c) + 2 for c in columns]
+    fs = [Finding("TL203", "tensor-copies-numpy", "m", Location(NAME, line, c, end_line=line, end_column=e))
+          for c, e in zip(columns, ends)]
+    result = analyse(fs, session)
+    assert [c.calls for c in result.findings] == [STEPS, STEPS]
+
+
+def test_profile_prof_shows_the_users_program_not_torchlints_wrappers(run):
+    stats = pstats.Stats(str(run.run_dir / "profile.prof")).stats  # type: ignore[attr-defined]
+    ours = [k for k in stats if str(k[0]).startswith(_TORCHLINT_DIR) or "torchlint probe" in str(k[2])]
+    assert ours == []
+    (item,) = [v for k, v in stats.items() if "TensorBase.item" in str(k[2])]
+    callers = {k[2]: e for k, e in item[4].items()}
+    assert callers["main"][1] == STEPS  # main calls .item() itself, as in its source
+
+
+def test_the_evaluation_pass_gets_a_window(run):
+    windows = run.report["coverage"]["torch_profiler"]["windows"]
+    (ev,) = [w for w in windows if w["eval"]]
+    assert ev["after_step"] == STEPS and ev["trace"] == "trace-eval.json"
+    events = json.loads((run.run_dir / ev["trace"]).read_text())["traceEvents"]
+    assert any(e.get("name") == "aten::addmm" for e in events)  # the evaluation's forward passes
+
+
+def test_one_time_costs_are_hotspots_with_their_cause(run):
+    causes = {h["line"]: h["cause"] for h in run.report["hotspots"] if h.get("cause")}
+    assert "torch._dynamo" in causes[_line("opt = torch.optim.SGD")]
+    assert "import torch" in causes[_line("import torch")]
+
+
+def test_shares_are_of_the_script_without_torchlints_work(run):
+    r = run.report
+    assert r["run"]["tool_s"] > 0
+    assert r["run"]["script_s"] == pytest.approx(r["run"]["wall_s"] - r["run"]["tool_s"])
+    (tl301,) = [f for f in r["findings"] if f["code"] == "TL301"]
+    assert tl301["observed"]["share"] == pytest.approx(tl301["observed"]["seconds"] / r["run"]["script_s"])
+
+
+def test_report_is_rebuilt_from_the_run_directory(run, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--report", str(run.run_dir), "--output-format", "json"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    before = run.report
+    assert [(f["code"], f["line"], f["rank"]) for f in again["findings"]] == [
+        (f["code"], f["line"], f["rank"]) for f in before["findings"]
+    ]
+    assert again["findings"] and again["hotspots"] == before["hotspots"]
+    assert "Traceback" not in proc.stderr
