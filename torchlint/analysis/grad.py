@@ -172,6 +172,10 @@ class GradContext:
             for index, where, call in self._backward_calls
         )
 
+    def guarded_by(self, node: cst.CSTNode, names: frozenset[str]) -> bool:
+        """Is ``node`` under an ``if`` whose test reads one of ``names`` (``if phase == "train":``)?"""
+        return bool(names) and self._guarded_by(node, names)
+
     def _guarded_by(self, node: cst.CSTNode, names: frozenset[str]) -> bool:
         tree = self.ctx.tree
         for branch in self.ctx.guards.conditions(node):

@@ -104,6 +104,8 @@ class EvalWithoutNoGrad(Check):
                 continue
             if phase is not None and tree.is_inside(call, phase) and not tree.is_inside(call, block):
                 continue  # the training branch of the phase `if`
+            if phase is not None and not tree.is_inside(call, phase) and ctx.grad.guarded_by(call, phase_names):
+                continue  # a later branch on the same phase: its own training or evaluation path
             if any(isinstance(a, cst.Lambda) for a in tree.ancestors(call)):
                 continue  # runs wherever the lambda is called
             if ctx.grad.runs_without_grad(call) or explicitly_enabled(ctx, call):
