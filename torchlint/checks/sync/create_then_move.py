@@ -44,7 +44,7 @@ class CreateThenMove(Check):
         device = ctx.keyword(node, "device")
         if device is not None and not is_cpu_device(device.value, ctx):
             return  # already built on a device (or one chosen at run time)
-        chain_top, with_numbers = self._conversions_above(node)
+        chain_top = self._conversions_above(node)
         move = self._move_of(chain_top)
         if move is None:
             move = self._moved_by_next_statement(chain_top)
@@ -52,46 +52,42 @@ class CreateThenMove(Check):
                 return
             fix = None
         else:
-            # arithmetic with anything but a number may mix devices once the factory moves
-            fix = self._fix(node, move, qualified) if qualified in _FACTORIES and with_numbers else None
+            fix = self._fix(node, move, qualified) if qualified in _FACTORIES else None
         hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
         self.report(node, fix=fix, hint=hint, factory=short_code(ctx.module, node), move=_move_text(ctx.module, move))
 
     # --- the shape of the code ---------------------------------------------------------
-    def _conversions_above(self, node: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+    def _conversions_above(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """``node`` followed by dtype conversions (``.long()``, ``.to(torch.half)``) and
-        arithmetic (``(torch.ones(n) * i).long()``); and whether every other operand of that
-        arithmetic is a plain number."""
+        arithmetic with a number (``(torch.ones(n) * i).long()``)."""
         current = node
-        with_numbers = True
         while True:
             arithmetic = self._arithmetic_on(current)
             if arithmetic is not None:
-                current, other = arithmetic
-                if other is not None and self.ctx.values.kind(other, current) is not Kind.HOST:
-                    with_numbers = False
+                current = arithmetic
                 continue
             call = self._method_call_on(current)
             if call is None:
-                return current, with_numbers
+                return current
             method = call.func.attr.value  # type: ignore[attr-defined]
             if (method in DTYPE_CONVERSIONS and not call.args) or self.ctx.devices.dtype_only_to(call):
                 current = call
                 continue
-            return current, with_numbers
+            return current
 
-    def _arithmetic_on(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
-        """``expr * i``, ``i + expr``, ``-expr`` and the other operand: arithmetic whose other
-        operand is not known to be a tensor or an array (that one decides where the result lives)."""
+    def _arithmetic_on(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``expr * i``, ``1 + expr``, ``-expr`` with a plain number: the result lives where
+        the factory's tensor does. With anything else (a batch, a tensor of unknown origin)
+        the move is that operand's, not the factory's."""
         parent = self.ctx.tree.parent(expr)
         if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
-            return parent, None
+            return parent
         if not isinstance(parent, cst.BinaryOperation) or not isinstance(parent.operator, _ARITHMETIC):
             return None
         other = parent.right if parent.left is expr else parent.left
-        if self.ctx.values.kind(other, parent) in (Kind.TENSOR, Kind.NUMPY):
-            return None
-        return parent, other
+        if isinstance(other, (cst.Integer, cst.Float)) or self.ctx.constants.int_value(other, parent) is not None:
+            return parent
+        return parent if self.ctx.values.kind(other, parent) is Kind.HOST else None
 
     def _method_call_on(self, expr: cst.BaseExpression) -> cst.Call | None:
         tree = self.ctx.tree
