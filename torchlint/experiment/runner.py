@@ -24,11 +24,12 @@ from torchlint.experiment import stats
 from torchlint.experiment.plan import Candidate, plan
 from torchlint.experiment.server import ServerError, WindowServer
 from torchlint.findings import Finding
-from torchlint.savings import SAVING, SKIPPED, Measurement
+from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
 MIN_PAIRS, MAX_PAIRS = 2, 4
+NOISY_PAIRS = 8  # while the interval contains 0 and the candidate's share of the budget allows
 RUN_PAIRS = 3  # whole-run windows: one figure per window, so more of them
 WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps
 MIN_MEASURED, MAX_MEASURED = 6, 40
@@ -107,20 +108,37 @@ class Experiment:
         self.window_s = 0.5 * self.window_s + 0.5 * (time.monotonic() - t)
         return out
 
-    def measure(self, c: Candidate, overrides: dict[str, str], description: str) -> Measurement | dict[str, Any]:
-        """Alternate original and variant windows; a Measurement, or a skip record."""
+    def _undecided(self, arms: dict[str, list[list[float]]]) -> bool:
+        try:
+            return stats.compare(arms["o"], arms["v"], iterations=300).verdict == NO_CHANGE
+        except ValueError:
+            return False
+
+    def measure(self, c: Candidate, overrides: dict[str, str], description: str,
+                share_s: float = float("inf")) -> Measurement | dict[str, Any]:
+        """Alternate original and variant windows; a Measurement, or a skip record.
+
+        At least ``min_pairs`` pairs, up to MAX_PAIRS while the budget lasts; beyond
+        that, up to NOISY_PAIRS while the interval still contains 0 and the candidate's
+        ``share_s`` of the remaining budget allows (noise is bought down, not reported
+        as a saving)."""
         f = c.finding
         arms: dict[str, list[list[float]]] = {"o": [], "v": []}
         fired = steps_o = 0
         pairs = 0
         least = self.win.min_pairs
-        while pairs < MAX_PAIRS:
+        t_begin = time.monotonic()
+        while pairs < NOISY_PAIRS:
             need = 2 * self.window_s * (least - pairs if pairs < least else 1)
             if self.server is None:
                 need += SERVER_START_S
             if self.left() < need:
                 if pairs < least:
                     return _skip(c, f"budget: needs about {need:.0f} s more, {max(self.left(), 0):.0f} s left")
+                break
+            if pairs >= least and time.monotonic() - t_begin + need > share_s:
+                break  # leave the rest of the budget to the candidates after this one
+            if pairs >= MAX_PAIRS and not self._undecided(arms):
                 break
             for arm in ("ov" if pairs % 2 == 0 else "vo"):
                 sw, ov = (c.switches, overrides) if arm == "v" else ([], {})
@@ -219,7 +237,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                 c.label = f"{v.description.split(':')[0]}: {v.summary()}"
             log(f"torchlint: experiment: {c.finding.code} at line {c.finding.line}: {c.label}")
             try:
-                out = exp.measure(c, overrides, description)
+                out = exp.measure(c, overrides, description, share_s=exp.left() / (len(todo) - i))
             except ServerError as exc:
                 skipped.extend(_skip(d, f"the window server failed: {exc}") for d in todo[i:])
                 break
