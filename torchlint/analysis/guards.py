@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -11,11 +12,17 @@ from torchlint.analysis.names import dotted
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-_CONSTANTS = (cst.Integer, cst.SimpleString, cst.Float)
+# `== 0`, `== 3`: one particular step. `== "train"` and `== 1.0` pick a mode or a setting
+# that holds on every step, so they are not rare.
+_STEP_NUMBERS = (cst.Integer,)
+# Names of step and batch counters: `if step < warmup:` and `if i == len(loader) - 1:` hold
+# on a few steps only.
+_COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count)$")
 
 
 def is_rare_test(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
-    """A test with a modulo (``step % N == 0``, also inside and/or) or ``== constant``."""
+    """A test with a modulo (``step % N == 0``, also inside and/or), ``== integer``, or a
+    step counter bounded above or matched (``i < 3``, ``step == len(loader) - 1``)."""
     for node in (test, *tree_nodes(test)):
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, cst.BaseString):  # "%s" % x is formatting
@@ -23,9 +30,49 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[
         if isinstance(node, cst.Comparison):
             for target in node.comparisons:
                 if isinstance(target.operator, cst.Equal) and (
-                    isinstance(target.comparator, _CONSTANTS) or isinstance(node.left, _CONSTANTS)
+                    isinstance(target.comparator, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)
                 ):
                     return True
+                if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)) and _is_counter(node.left):
+                    return True
+    return False
+
+
+def _is_counter(expr: cst.BaseExpression) -> bool:
+    """A step counter (``step``, ``batch_idx``, ``self.global_step``) or a fill level
+    (``len(buffer)``)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len":
+        return True
+    name = dotted(expr)
+    return name is not None and _COUNTER.match(name.rsplit(".", 1)[-1]) is not None
+
+
+def _exits_unless_rare(statement: cst.CSTNode) -> bool:
+    """``if step % N != 0: return`` (or ``continue``): what follows runs every N steps."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    if not isinstance(last, cst.SimpleStatementLine) or not any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body):
+        return False
+    test = statement.test
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return True  # `if step % N:` exits unless step is a multiple of N
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator = test.comparisons[0].operator
+        modulo = isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo)
+        if modulo and isinstance(operator, (cst.NotEqual, cst.GreaterThan)):
+            return True
+    return False
+
+
+def _after_rare_exit(block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
+    """Is ``child`` preceded in ``block`` by an early exit that only lets rare steps past?"""
+    for statement in block.body:
+        if statement is child:
+            return False
+        if _exits_unless_rare(statement):
+            return True
     return False
 
 
@@ -77,6 +124,8 @@ class Guards:
         for ancestor in tree.ancestors(node):
             if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
                 return False
+            if isinstance(ancestor, cst.IndentedBlock) and _after_rare_exit(ancestor, child):
+                return True
             if isinstance(ancestor, cst.If) and child is ancestor.body:
                 if is_rare_test(ancestor.test, tree.descendants) or self.first_pass(ancestor, stop):
                     return True
