@@ -103,6 +103,16 @@ class Project:
             return (importer, ref[1]) if ref[1] in self.functions.get(importer, ()) else None
         if kind == "method":
             return self.method(importer, ref[1], ref[2], depth)
+        if kind == "object":  # a method of an instance of a project class
+            owner = self.class_of(ref[1], importer, depth + 1)
+            if owner is None:
+                return None
+            names = ("forward", "__call__") if ref[2] == "__call__" else (ref[2],)
+            for name in names:
+                found = self.method(*owner, name, depth + 1)
+                if found is not None:
+                    return found
+            return None
         if kind == "star":
             for level, module in self.files[importer].stars if importer in self.files else ():
                 path = self.module_file(module, importer, level)

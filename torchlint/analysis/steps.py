@@ -7,7 +7,9 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("local", key)``: a function of this file (``key`` is ``"f"``, ``"Cls.m"``, ``"f.inner"``);
 - ``("method", class_key, name)``: ``self.name(...)`` inside a method of ``class_key``;
 - ``("import", level, dotted)``: a name imported from another module (level > 0: relative);
-- ``("star", name)``: a bare name that only a ``from m import *`` can define.
+- ``("star", name)``: a bare name that only a ``from m import *`` can define;
+- ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
+  refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first).
 """
 
 from __future__ import annotations
@@ -173,13 +175,22 @@ class StepSummarizer:
             compiled = self._compiled_alias(func, at)
             if compiled is not None:
                 return compiled
+            owner = self._instance_class(func, at)
+            if owner is not None:
+                return ("object", owner, "__call__")  # a module's forward, an object's __call__
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None
         if isinstance(func, cst.Attribute):
             if isinstance(func.value, cst.Name) and func.value.value == "self":
+                owner = self._instance_class(func, at)
+                if owner is not None:
+                    return ("object", owner, "__call__")  # `self.criterion(out, y)`
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            owner = self._instance_class(func.value, at)
+            if owner is not None:
+                return ("object", owner, func.attr.value)  # `meter.update(...)` on a project class
             name = dotted(func)
             if name is None:
                 return None
@@ -223,6 +234,56 @@ class StepSummarizer:
             if isinstance(first, cst.Name) and first.value != name.value:
                 return self.target(first, value)
         return None
+
+    # --- objects of the project's classes ----------------------------------------------
+    def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """The class ``expr`` is an instance of, when it was built here from a class that
+        may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
+        if isinstance(expr, cst.Name):
+            binding = self.ctx.bindings.reaching(expr.value, at)
+            value = _unwrap_moves(getattr(binding, "value", None))
+            return self._class_ref(value.func, at) if isinstance(value, cst.Call) else None
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = self.ctx.tree.enclosing_class(at)
+            return self._self_attributes.get(id(cls), {}).get(expr.attr.value) if cls is not None else None
+        return None
+
+    def _class_ref(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        name = dotted(func)
+        if name is None or name in _BUILTINS:
+            return None
+        if "." not in name and name in self._module_classes:
+            return ("local", self._module_classes[name])
+        head, _, rest = name.partition(".")
+        if head in self.relative:
+            level, module = self.relative[head]
+            return ("import", level, f"{module}.{rest}" if rest else module)
+        qualified = self.ctx.imports.qualify(func)
+        if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
+            return ("import", 0, qualified)
+        return None
+
+    @cached_property
+    def _module_classes(self) -> dict[str, str]:
+        body = self.ctx.tree.module.body
+        return {s.name.value: self.class_keys[id(s)] for s in body if isinstance(s, cst.ClassDef)}
+
+    @cached_property
+    def _self_attributes(self) -> dict[int, dict[str, Ref]]:
+        """For each class: ``self.x = Cls(...)`` assignments in its methods, as x -> class."""
+        found: dict[int, dict[str, Ref]] = {}
+        for assign in self.ctx.tree.nodes(cst.Assign):
+            value = _unwrap_moves(assign.value)
+            if not isinstance(value, cst.Call):
+                continue
+            for target in assign.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    cls = self.ctx.tree.enclosing_class(assign)
+                    ref = self._class_ref(value.func, assign) if cls is not None else None
+                    if ref is not None:
+                        found.setdefault(id(cls), {})[t.attr.value] = ref
+        return found
 
     # --- classes and framework hooks ---------------------------------------------------
     def _classes(self) -> tuple[ClassSummary, ...]:
@@ -268,6 +329,16 @@ class StepSummarizer:
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_"})
+
+
+def _unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``Net(...).cuda().eval()`` → ``Net(...)``: moves and modes keep the object."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+        value = value.func.value
+    return value
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:
