@@ -104,3 +104,15 @@ def test_message_names_the_loop_kind() -> None:
     )
     [finding] = lint_source(text, "t.py", from_table({"select": ["TL101"]}, Path(".")))
     assert "in an evaluation loop" in finding.message and "training" not in finding.message
+
+
+def test_helper_of_a_framework_hook_carries_the_call_in_the_hook() -> None:
+    path = FIXTURES / "rules" / "TL101" / "flagged_frameworks.py"
+    text = path.read_text()
+    findings = lint_source(text, str(path), from_table({"select": ["TL101"]}, Path(".")))
+    helper = next(f for f in findings if "in `accuracy()`" in f.message)
+    call_line = next(i for i, line in enumerate(text.splitlines(), 1) if "self.accuracy(" in line)
+    assert [r.line for r in helper.related] == [call_line]
+    assert f"run every step from Lightning `validation_step` at line {call_line}" in helper.message
+    hook = next(f for f in findings if "in Lightning `training_step`" in f.message)
+    assert hook.related == ()

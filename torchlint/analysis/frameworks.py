@@ -80,6 +80,10 @@ STEP_REGISTRATIONS: dict[str, str] = {
 PER_STEP_EVENTS = frozenset({"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
 
 
+#: Every method name some framework calls per step (their calls are located for `related`).
+HOOK_METHOD_NAMES = frozenset(name for hooks in BASE_HOOKS for name in hooks.methods)
+
+
 def base_hooks(qualified: str) -> BaseHooks | None:
     """The hook table of the framework base class named ``qualified``, if it is one."""
     root, _, rest = qualified.partition(".")

@@ -217,11 +217,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if callee is not None:
                 sites = (call.location,) if call.location is not None else ()
                 work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites)))
-    calls_by_caller: dict[tuple[str, str], list[Ref]] = {}
+    calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None]]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             if call.caller and call.loop is None:
-                calls_by_caller.setdefault((path, call.caller), []).append(call.target)
+                calls_by_caller.setdefault((path, call.caller), []).append((call.target, call.location))
     while work:
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
@@ -230,11 +230,12 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 steps[path][key] = StepInfo(known.origin, known.sites + info.sites[:1], known.hook)
             continue  # reached already: recursion and diamonds end here
         steps[path][key] = info
-        inherited = StepInfo(info.origin, info.sites)
-        for target in calls_by_caller.get((path, key), ()):
+        for target, location in calls_by_caller.get((path, key), ()):
             callee = project.function(target, path)
             if callee is not None and callee != (path, key):
-                work.append((*callee, inherited))
+                # Called by the framework's step itself: the call in the hook is the site.
+                sites = (location,) if info.hook and location is not None else info.sites
+                work.append((*callee, StepInfo(info.origin, sites)))
     return steps
 
 

@@ -42,7 +42,7 @@ class CallSite:
     caller: str  # function key; "" at module level
     target: Ref
     loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
-    location: Location | None = None  # hot call sites only (what a finding's `related` shows)
+    location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +101,17 @@ class StepSummarizer:
         return ".".join(reversed(parts))
 
     def hot_call_nodes(self) -> list[cst.Call]:
-        """The calls made from hot loops: the summary needs their positions."""
-        return [call for _, _, loop, call in self._pending if loop is not None]
+        """The calls whose positions the summary needs: those made from hot loops, and
+        those made by functions a framework may call per step (the step's call sites)."""
+        return [call for caller, _, loop, call in self._pending if self._located(caller, loop)]
+
+    def _located(self, caller: str, loop: str | None) -> bool:
+        return loop is not None or caller in self._hook_candidates
+
+    @cached_property
+    def _hook_candidates(self) -> set[str]:
+        named = {key for key in self.keys.values() if "." in key and key.rsplit(".", 1)[-1] in frameworks.HOOK_METHOD_NAMES}
+        return named | {hook.function for hook in self._hooks()}
 
     @cached_property
     def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call]]:
@@ -118,7 +127,7 @@ class StepSummarizer:
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if loop is not None else None)
+            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None)
             for caller, target, loop, call in self._pending
         )
         stars = tuple(star_modules(self.ctx.tree))
