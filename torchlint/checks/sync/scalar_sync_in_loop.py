@@ -35,4 +35,6 @@ class ScalarSyncInLoop(Check):
             return  # not a tensor: no device to wait for
         if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
             return  # a batch straight from the DataLoader is still on the host
+        if ctx.devices.moved_to_host(receiver, node):
+            return  # built on the host (`torch.randint(0, n, (1,))`) or moved there already
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")
