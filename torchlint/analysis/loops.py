@@ -95,6 +95,9 @@ class Loops:
         name = function.name.value.lower() if function is not None else ""
         if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
             return "an evaluation loop"
+        iterated = " ".join(self.ctx.module.code_for_node(r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
+        if "train" in name or "train" in iterated:
+            return "a training loop"  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return "a per-batch loop"
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
