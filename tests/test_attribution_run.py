@@ -104,3 +104,29 @@ def test_report_is_rebuilt_from_the_run_directory(run, tmp_path):
     ]
     assert again["findings"] and again["hotspots"] == before["hotspots"]
     assert "Traceback" not in proc.stderr
+
+
+def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(tmp_path, monkeypatch):
+    """--repeat 0 used to record window after window until the end (here one per step:
+    on an RNN, trace exports took most of the run). A window now starts only while
+    torchlint's own work is under the budget (10 % of the script's time so far); with
+    a budget no run can meet, only the first window is recorded."""
+    from torchlint.profiler.run import RunOptions, make_run_dir, run_child
+
+    shutil.copy(SCRIPTS / NAME, tmp_path / NAME)
+    monkeypatch.chdir(tmp_path)
+    steps = 60
+    counts = {}
+    for budget in (0.1, 1e-9):
+        run_dir = make_run_dir(Path(NAME), tmp_path / f"run-{budget}")
+        opts = RunOptions(wait=0, warmup=0, active=1, repeat=0, extra={"rolling_budget": budget})
+        assert run_child(NAME, ["--steps", str(steps)], run_dir, opts) == 0
+        session = load_run(run_dir)
+        cycles = [c for c in session.coverage["torch_profiler"]["cycles"] if not c.get("eval")]
+        counts[budget] = len(cycles)
+        assert session.coverage["torch_profiler"]["rolling_budget"] == budget
+        # the last window may overshoot the budget by its own cost, no more
+        slack = 2 * max(c["tool_s"] for c in cycles) + 0.05
+        assert session.meta["tool_s"] <= budget * session.wall_s + slack
+        assert any(h.source == "torch" for h in session.hotspots)  # summarised from the trace files
+    assert counts[1e-9] == 1 and counts[0.1] >= 1

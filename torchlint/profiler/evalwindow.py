@@ -139,7 +139,6 @@ class EvalWindow:
                 cycle["trace"] = EVAL_TRACE
             except Exception as exc:
                 cycle["trace_error"] = f"{type(exc).__name__}: {exc}"
-            run._collect(prof)
         except Exception as exc:
             cycle["events_error"] = f"{type(exc).__name__}: {exc}"
         run.cycles.append(cycle)

@@ -201,6 +201,14 @@ def load_run(run_dir: Path) -> ProfileSession:
             session.hotspots[i] = replace(h, path=real[h.path])
     if session.meta.get("script"):
         session.meta["script"] = resolve_path(str(session.meta["script"]), cwd)
+    traces = [str(t) for t in session.artifacts.get("traces") or []]
+    if traces and "labels" in session.torch_window and not session.by_source("torch"):
+        from torchlint.profiler.tracefile import summarise_run
+
+        hotspots, window, errors = summarise_run(run_dir, session.torch_window, bool(session.meta.get("cuda")), traces)
+        session.hotspots.extend(replace(h, path=resolve_path(h.path, cwd)) for h in hotspots)
+        session.torch_window.update(window)
+        session.meta.setdefault("warnings", []).extend(f"could not read {e}" for e in errors)
     prof = run_dir / PROFILE_FILE
     if prof.is_file() and not session.by_source("cprofile"):
         try:

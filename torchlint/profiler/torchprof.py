@@ -43,6 +43,7 @@ import torch  # noqa: E402  (this module is imported only in the profiled child)
 TORCH_IMPORT_S = time.perf_counter() - _t_import
 
 LABEL_PREFIX = "torchlint "
+ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 try:
     _PAGE = os.sysconf("SC_PAGE_SIZE")
 except (AttributeError, ValueError, OSError):  # not POSIX
@@ -356,21 +357,14 @@ class TorchRun:
         self.prof_error: str | None = None
         self.cycles: list[dict[str, Any]] = []
         self.window_steps: list[int] = []
-        self.torch_hotspots: list[Hotspot] = []
-        self.op_table: dict[str, list[float]] = {}
-        self.trace_stats: dict[str, Any] = {
-            "syncs": 0,
-            "pageable_copies": 0,
-            "memcpy": {},
-            "device_busy_us": 0.0,
-            "window_us": 0.0,
-            "events": 0,
-        }
         self.cuda = False
         self.sync_debug = False
         self.sync_sites: dict[tuple[str, int, str], int] = {}
         self.warnings: list[str] = []
         self._ready_seen = 0
+        self._window_done = False
+        self.rolling = False
+        self.rolling_budget = float(options.get("rolling_budget", ROLLING_BUDGET))
         self._tool_at_step = 0.0
 
         try:  # importing this lazily mid-run can break event names (profiling-facts.md)
@@ -463,6 +457,11 @@ class TorchRun:
         try:
             if self.steps == 1:
                 self._start_profiler()
+            elif self.prof is not None and self.rolling and self._window_done:
+                if rec.tool_s <= self.rolling_budget * (now - self.t0_ref[0]):
+                    self._window_done = False
+                    self.prof.stop()  # idle since its window: nothing to export
+                    self._start_profiler()
             elif self.prof is not None:
                 self.prof.step()
                 self._update_phase()
@@ -506,7 +505,7 @@ class TorchRun:
 
     def _start_profiler(self) -> None:
         self.cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-        if self.cuda:
+        if self.cuda and not self.sync_debug:
             self._enable_sync_debug()
         if not self.options.get("torch_profiler", True):
             return
@@ -515,7 +514,12 @@ class TorchRun:
         activities = [ProfilerActivity.CPU]
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
+        self.activities = [a.name for a in activities]
         sched = self.options.get("schedule") or {}
+        # --repeat 0: one window at a time, the next one only while torchlint's own work
+        # (recording, exporting) stays under ROLLING_BUDGET of the script's time so far:
+        # a long run with a long trace (an RNN) keeps its overhead bounded.
+        self.rolling = int(sched.get("repeat", 1)) == 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.prof = profile(
@@ -524,7 +528,7 @@ class TorchRun:
                     wait=int(sched.get("wait", 1)),
                     warmup=int(sched.get("warmup", 1)),
                     active=int(sched.get("active", 5)),
-                    repeat=int(sched.get("repeat", 1)),
+                    repeat=1 if self.rolling else int(sched.get("repeat", 1)),
                 ),
                 on_trace_ready=self._on_trace_ready,
                 record_shapes=bool(self.options.get("record_shapes")),
@@ -532,7 +536,6 @@ class TorchRun:
                 with_stack=False,  # no Python tracer: cProfile keeps the 3.11 profile hook
             )
             self.prof.start()
-        self.activities = [a.name for a in activities]
         self._update_phase()
 
     def _update_phase(self) -> None:
@@ -574,6 +577,7 @@ class TorchRun:
         rec.labels_on = False
         t_tool = time.perf_counter()
         self._ready_seen += 1
+        self._window_done = True
         n = self._ready_seen
         name = "trace.json" if n == 1 else f"trace-{n}.json"
         cycle: dict[str, Any] = {
@@ -587,108 +591,14 @@ class TorchRun:
             cycle["trace"] = name
         except Exception as exc:
             cycle["trace_error"] = f"{type(exc).__name__}: {exc}"
-        try:
-            self._collect(prof)
-        except Exception as exc:  # one bad event must not cost the report
-            cycle["events_error"] = f"{type(exc).__name__}: {exc}"
+        # No prof.events() here: building torch's event tree costs seconds on a long
+        # window (2.2 s for a 40k-event GRU window). The parent reads the trace file
+        # instead (tracefile.py), off the script's critical path.
+        cycle["tool_s"] = time.perf_counter() - t_tool
         self.cycles.append(cycle)
         rec.busy = was_busy
         if not was_busy:
             rec.tool_s += time.perf_counter() - t_tool
-
-    def _collect(self, prof: Any) -> None:
-        events = prof.events() or []
-        stats = self.trace_stats
-        labels = self.rec.labels
-        site_ops: dict[tuple[str, str], list[float]] = {}
-        device_intervals: list[tuple[float, float]] = []
-        cpu_lo = float("inf")
-        cpu_hi = float("-inf")
-        cpu = torch.autograd.DeviceType.CPU
-        syncs = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
-
-        def name_of(e: Any) -> str:
-            try:
-                return str(e.name)
-            except Exception:  # UnicodeDecodeError on a broken name
-                return "<undecodable>"
-
-        for e in events:
-            stats["events"] += 1
-            name = name_of(e)
-            try:
-                start, end = float(e.time_range.start), float(e.time_range.end)
-            except Exception:
-                continue
-            if e.device_type != cpu:
-                device_intervals.append((start, end))
-                if "Memcpy" in name:
-                    m = stats["memcpy"].setdefault(name, [0, 0.0])
-                    m[0] += 1
-                    m[1] += end - start
-                    if "Pageable" in name:
-                        stats["pageable_copies"] += 1
-                continue
-            cpu_lo = min(cpu_lo, start)
-            cpu_hi = max(cpu_hi, end)
-            if name in syncs:
-                stats["syncs"] += 1
-            if name.startswith("ProfilerStep"):
-                continue
-            if name.startswith(LABEL_PREFIX):
-                if name in labels:
-                    self._charge_site(e, name, site_ops)
-                continue
-            row = self.op_table.setdefault(name, [0, 0.0, 0.0, 0.0])
-            row[0] += 1
-            row[1] += e.self_cpu_time_total
-            row[2] += e.cpu_time_total
-            row[3] += e.self_device_time_total if self.cuda else 0.0
-        if cpu_hi > cpu_lo:
-            stats["window_us"] += cpu_hi - cpu_lo
-            stats["device_busy_us"] += _union_length(device_intervals, cpu_lo, cpu_hi)
-        for (label, op), (calls, self_us, total_us, dev_us) in site_ops.items():
-            path, line, func, _probe_op = labels[label]
-            self.torch_hotspots.append(
-                Hotspot(
-                    source="torch",
-                    path=path,
-                    line=line,
-                    granularity="line",
-                    function=func,
-                    op=op,
-                    kind=_probe_op,  # the probed call this op ran inside
-                    self_s=self_us / 1e6,
-                    total_s=total_us / 1e6,
-                    calls=int(calls),
-                    device_s=dev_us / 1e6,
-                )
-            )
-
-    def _charge_site(self, label_event: Any, label: str, site_ops: dict[tuple[str, str], list[float]]) -> None:
-        """Charge the ops under one call-site range to that site (nested ranges excluded)."""
-        todo = list(label_event.cpu_children)
-        while todo:
-            child = todo.pop()
-            try:
-                cname = str(child.name)
-            except Exception:
-                continue
-            if cname.startswith(LABEL_PREFIX):
-                continue  # a nested probed call charges its own site
-            row = site_ops.setdefault((label, cname), [0, 0.0, 0.0, 0.0])
-            row[0] += 1
-            row[1] += child.self_cpu_time_total
-            row[2] += child.cpu_time_total
-            if self.cuda:
-                row[3] += child.self_device_time_total
-                for k in getattr(child, "kernels", []) or []:
-                    kname = str(getattr(k, "name", ""))
-                    if "Memcpy" in kname:
-                        krow = site_ops.setdefault((label, kname), [0, 0.0, 0.0, 0.0])
-                        krow[0] += 1
-                        krow[3] += float(getattr(k, "duration", 0.0))
-            todo.extend(child.cpu_children)
 
     # -- end of run ----------------------------------------------------------
 
@@ -725,7 +635,7 @@ class TorchRun:
             except Exception:
                 pass
 
-        hotspots = rec.hotspots() + self.torch_hotspots
+        hotspots = rec.hotspots()
         for (path, line, func), n in self.sync_sites.items():
             hotspots.append(
                 Hotspot(
@@ -740,9 +650,6 @@ class TorchRun:
                     calls=n,
                 )
             )
-        ops = sorted(self.op_table.items(), key=lambda kv: -kv[1][1])[:40]
-        stats = self.trace_stats
-        window_us = stats["window_us"]
         active_steps = sum(len(c["steps"]) for c in self.cycles)
         device = "cpu"
         if self.cuda:
@@ -783,6 +690,7 @@ class TorchRun:
                 "record_shapes": bool(self.options.get("record_shapes")),
                 "profile_memory": bool(self.options.get("profile_memory")),
                 "cycles": self.cycles,
+                "rolling_budget": self.rolling_budget if self.rolling else None,
                 "active_steps": active_steps,
                 "partial": partial and bool(self.cycles),
                 "error": self.prof_error,
@@ -790,24 +698,10 @@ class TorchRun:
             },
             "probes": {"ops": self.probed},
             "sync_debug": {"enabled": self.sync_debug},
+            # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
-                "ops": [
-                    {
-                        "name": name,
-                        "calls": int(r[0]),
-                        "self_cpu_s": r[1] / 1e6,
-                        "cpu_total_s": r[2] / 1e6,
-                        "self_device_s": r[3] / 1e6,
-                    }
-                    for name, r in ops
-                ],
-                "window_s": window_us / 1e6,
                 "active_steps": active_steps,
-                "syncs": stats["syncs"],
-                "pageable_copies": stats["pageable_copies"],
-                "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in stats["memcpy"].items()},
-                "gpu_idle_share": (1.0 - stats["device_busy_us"] / window_us) if (self.cuda and window_us) else None,
-                "events": stats["events"],
+                "labels": {name: list(site) for name, site in rec.labels.items()},
             },
             "warnings": self.warnings,
         }
@@ -822,21 +716,3 @@ class TorchRun:
         sched = self.options.get("schedule") or {}
         first = int(sched.get("wait", 1)) + int(sched.get("warmup", 1)) + 2
         return f"the run ended after {self.steps} steps, before the window (step {first})"
-
-
-def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
-    total = 0.0
-    cur_s = cur_e = None
-    for s, e in sorted(intervals):
-        s, e = max(s, lo), min(e, hi)
-        if e <= s:
-            continue
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
-    return total

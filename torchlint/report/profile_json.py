@@ -97,6 +97,7 @@ def _coverage(session: ProfileSession) -> dict[str, Any]:
             "ran": bool(tp.get("ran")),
             "activities": tp.get("activities") or [],
             "schedule": tp.get("schedule"),
+            "rolling_budget": tp.get("rolling_budget"),
             "windows": windows,
             "active_steps": tp.get("active_steps", 0),
             "partial": bool(tp.get("partial")),

@@ -196,6 +196,11 @@ def render(report: dict[str, Any]) -> str:
             f"window wait {sched.get('wait')} / warmup {sched.get('warmup')} / active {sched.get('active')}"
             f" / repeat {sched.get('repeat')}; {'+'.join(tp['activities'])}; no Python tracer)"
         )
+        if tp.get("rolling_budget"):
+            lines.append(
+                f"                  --repeat 0: a new window whenever torchlint's own work was under "
+                f"{tp['rolling_budget']:.0%} of the script's time so far"
+            )
         if tp["partial"]:
             lines.append("                  the run ended inside a window: the last one is partial")
     else:
