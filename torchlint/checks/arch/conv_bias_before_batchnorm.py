@@ -77,19 +77,38 @@ class ConvBiasBeforeBatchnorm(Check):
         return f"The BatchNorm follows only under a condition: pass {spelled} so the convolution keeps its bias without it"
 
     def _visible_at(self, test: cst.BaseExpression, conv: cst.Call, branch: cst.If) -> bool:
-        """A test made of names (no calls) that mean the same at the conv as at the ``if``."""
+        """A test made of names (no calls) that mean the same at the conv as at the ``if``:
+        in the same function, or ``self.x`` attributes the conv's method (``__init__``)
+        sets once, before the conv, when the ``if`` is in another method (``forward``)."""
         ctx = self.ctx
         tree = ctx.tree
-        if tree.scope_of(conv) is not tree.scope_of(branch) or tree.index(conv) > tree.index(branch):
+        same_scope = tree.scope_of(conv) is tree.scope_of(branch)
+        if same_scope and tree.index(conv) > tree.index(branch):
             return False
         for node in (test, *tree.descendants(test)):
             if isinstance(node, (cst.Call, cst.Lambda, cst.NamedExpr, cst.Await)):
                 return False
             if isinstance(node, (cst.Name, cst.Attribute)) and not _is_attribute_name(tree, node):
                 name = dotted(node)
-                if name is None or ctx.bindings.reaching(name, conv) is not ctx.bindings.reaching(name, branch):
+                if name is None:
+                    return False
+                if same_scope and ctx.bindings.reaching(name, conv) is not ctx.bindings.reaching(name, branch):
+                    return False
+                if not same_scope and not self._set_once_before(name, conv, branch):
                     return False
         return True
+
+    def _set_once_before(self, name: str, conv: cst.Call, branch: cst.If) -> bool:
+        """``self.batchnorm = batchnorm`` once in the class, in the conv's method, before it."""
+        tree = self.ctx.tree
+        if not name.startswith("self.") or name.count(".") != 1 or tree.enclosing_class(conv) is not tree.enclosing_class(branch):
+            return False
+        bindings = self.ctx.bindings.lookup(name, conv)
+        return (
+            len(bindings) == 1
+            and tree.scope_of(bindings[0].node) is tree.scope_of(conv)
+            and tree.index(bindings[0].node) < tree.index(conv)
+        )
 
 
 def _is_attribute_name(tree, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
