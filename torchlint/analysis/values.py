@@ -113,14 +113,17 @@ class ValueKinds:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             name = dotted(expr)
             if name is not None:
-                key = (id(self.ctx.tree.scope_of(at)), name)
+                # `x = x.cpu().numpy()`: the assignment does not reach its own right-hand
+                # side, so there `x` has the kind its other bindings give it.
+                own = self._own_binding(name, at)
+                key = (id(self.ctx.tree.scope_of(at)), name, id(own) if own is not None else 0)
                 if key in self._memo:
                     return self._memo[key]
                 if key in self._in_progress:
                     return Kind.UNKNOWN
                 self._in_progress.add(key)
                 try:
-                    result = self._name_kind(name, expr, at)
+                    result = self._name_kind(name, expr, at, own)
                 finally:
                     self._in_progress.discard(key)
                 self._memo[key] = result
@@ -130,7 +133,17 @@ class ValueKinds:
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
         return self.kind(expr, at) is Kind.TENSOR
 
-    def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
+    def _own_binding(self, name: str, at: cst.CSTNode):  # type: ignore[no-untyped-def]
+        """The binding of ``name`` made by the assignment statement that holds ``at``."""
+        statement = self.ctx.tree.statement_of(at)
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for binding in self.ctx.bindings.lookup(name, at):
+            if binding.kind in ("assign", "augassign") and self.ctx.tree.statement_of(binding.node) is statement:
+                return binding
+        return None
+
+    def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode, own=None) -> Kind:  # type: ignore[no-untyped-def]
         if name in self._backward_names:
             return Kind.TENSOR
         qualified = self.ctx.qname(expr)
@@ -138,6 +151,8 @@ class ValueKinds:
             return Kind.UNKNOWN  # an imported module or function, not a value
         kinds = set()
         for binding in self.ctx.bindings.lookup(name, at):
+            if binding is own:
+                continue
             kinds.add(self._binding_kind(binding))
         kinds.discard(Kind.UNKNOWN)
         if len(kinds) == 1:
