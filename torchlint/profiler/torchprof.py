@@ -2,7 +2,7 @@
 
 Three instruments, all on public torch API (see docs/profiling.md):
 
-1. **Call-site probes.** A handful of torch entry points that sync, copy or
+1. **Call-site probes** (probes.py). A handful of torch entry points that sync, copy or
    fetch data (``Tensor.item``/``tolist``/``cpu``/``numpy``/``to``/``cuda``/
    ``__bool__``/``__float__``/``__int__``, ``torch.tensor``, ``torch.as_tensor``,
    ``torch.cuda.synchronize``, ``DataLoader.__iter__`` and the batch iterator's
@@ -28,12 +28,10 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torchlint.profiler.session import Hotspot
-from torchlint.profiler.usercode import is_user_file
 
 _t_import = time.perf_counter()
 import torch  # noqa: E402  (this module is imported only in the profiled child)
@@ -42,7 +40,8 @@ import torch  # noqa: E402  (this module is imported only in the profiled child)
 #: ``import torch`` would have paid (it is then a cache hit).
 TORCH_IMPORT_S = time.perf_counter() - _t_import
 
-LABEL_PREFIX = "torchlint "
+from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noqa: E402
+
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 try:
     _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -65,271 +64,6 @@ class MaxStepsReached(BaseException):
 
     A ``BaseException`` so that the script's ``except Exception`` blocks let it through.
     """
-
-
-# --------------------------------------------------------------------------
-# call-site attribution
-# --------------------------------------------------------------------------
-
-_user_cache: dict[str, bool] = {}
-_positions: dict[Any, list[tuple[int | None, int | None, int | None, int | None]]] = {}
-
-
-def user_site(frame: Any) -> tuple[str, int, str, int | None, int | None] | None:
-    """``(file, line, function, column, end column)`` of the innermost user frame at or
-    above ``frame``. The columns (1-based, end exclusive) are those of the call
-    expression being executed (``co_positions``), so that two calls on one line, and
-    two findings about them, are told apart."""
-    depth = 0
-    while frame is not None and depth < 96:
-        code = frame.f_code
-        filename = code.co_filename
-        user = _user_cache.get(filename)
-        if user is None:
-            user = _user_cache[filename] = is_user_file(filename)
-        if user:
-            line = frame.f_lineno
-            col = end = None
-            table = _positions.get(code)
-            if table is None:
-                table = _positions[code] = list(code.co_positions())
-            i = frame.f_lasti // 2
-            if 0 <= i < len(table):
-                start_line, end_line, c0, c1 = table[i]
-                if start_line == line and c0 is not None:
-                    col = c0 + 1
-                    end = c1 + 1 if (c1 is not None and end_line == line) else None
-            return (filename, line, code.co_name, col, end)
-        frame = frame.f_back
-        depth += 1
-    return None
-
-
-class Recorder:
-    """Accumulates probe measurements; shared with the sampler thread."""
-
-    def __init__(self) -> None:
-        self.main_ident = threading.main_thread().ident
-        # (file, line, function, op, kind, column, end column) -> [calls, self_s, total_s]
-        self.calls: dict[tuple[Any, ...], list[float]] = {}
-        self.stack: list[float] = [0.0]  # child time of each probed call in progress
-        self.ops: list[str] = []  # the probed calls in progress
-        self.busy = False  # torchlint's own work: probes pass through, samples go to tool time
-        self.in_fetch = 0  # > 0 while a DataLoader batch is being fetched
-        self.labels_on = False  # torch.profiler is recording: wrap probed calls in ranges
-        self.labels: dict[str, tuple[str, int, str, str]] = {}
-        self._label_of: dict[tuple[str, int, str], str] = {}
-        self.tool_s = 0.0
-        self.tool_at_first_fetch = 0.0  # torchlint's work before the loop: not in its span
-        self.loaders: dict[tuple[str, int], dict[str, Any]] = {}  # iter(loader) site -> options
-        self.fetch_first: float | None = None
-        self.fetch_s = 0.0
-        self.fetch_cpu_s = 0.0  # CPU time of the main thread inside fetches (the rest waited)
-        self.fetches = 0
-        self.fetch_hook: Callable[[], None] | None = None
-
-    def label(self, site: tuple[Any, ...], op: str) -> str:
-        key = (site[0], site[1], op)
-        name = self._label_of.get(key)
-        if name is None:
-            name = f"{LABEL_PREFIX}{os.path.basename(site[0])}:{site[1]} {op}"
-            if name in self.labels:  # same basename in two directories
-                name = f"{LABEL_PREFIX}{site[0]}:{site[1]} {op}"
-            self._label_of[key] = name
-            self.labels[name] = (site[0], site[1], site[2], op)
-        return name
-
-    def loader_options(self) -> list[dict[str, Any]]:
-        return [{"path": path, "line": line, **opts} for (path, line), opts in self.loaders.items()]
-
-    def hotspots(self) -> list[Hotspot]:
-        out = []
-        for (path, line, func, op, kind, col, end), (calls, self_s, total_s) in self.calls.items():
-            out.append(
-                Hotspot(
-                    source="probe",
-                    path=path,
-                    line=line,
-                    granularity="line",
-                    function=func,
-                    op=op,
-                    self_s=self_s,
-                    total_s=total_s,
-                    calls=int(calls),
-                    kind=kind,
-                    column=col,
-                    end_column=end,
-                )
-            )
-        return out
-
-
-RECORDER = Recorder()
-
-
-def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
-    """Direction of a copy done by ``.to()``/``.cpu()``/``.cuda()``; None when nothing moved."""
-    try:
-        src = args[0].device.type
-        dst = result.device.type
-    except Exception:
-        return None
-    if src == dst:
-        return None
-    if src == "cpu":
-        try:
-            return "HtoD pinned" if args[0].is_pinned() else "HtoD pageable"
-        except Exception:
-            return "HtoD"
-    if dst == "cpu":
-        return "DtoH"
-    return "DtoD"
-
-
-def _note_loader(site: tuple[Any, ...], args: tuple[Any, ...]) -> None:
-    """Remember how the loader iterated at ``site`` was configured, so that runtime
-    findings agree with the code (no "give it workers" to a loader that has them)."""
-    loader = args[0] if args else None
-    key = (site[0], site[1])
-    if loader is None or key in RECORDER.loaders:
-        return
-    opts: dict[str, Any] = {}
-    for name in ("num_workers", "pin_memory", "persistent_workers", "batch_size"):
-        value = getattr(loader, name, None)
-        if isinstance(value, (bool, int)) or value is None:
-            opts[name] = value
-    RECORDER.loaders[key] = opts
-
-
-def _make_probe(
-    orig: Callable[..., Any],
-    op: str,
-    classify: Callable[[tuple[Any, ...], Any], str | None] | None = None,
-    fetch: bool = False,
-    note: Callable[[tuple[Any, ...], tuple[Any, ...]], None] | None = None,
-) -> Callable[..., Any]:
-    rec = RECORDER
-    getframe = sys._getframe
-    perf = time.perf_counter
-    get_ident = threading.get_ident
-    compiling = torch.compiler.is_compiling
-    record_function = torch.autograd.profiler.record_function
-    thread_time = time.thread_time
-
-    @functools.wraps(orig)
-    def probe(*args: Any, **kwargs: Any) -> Any:
-        if compiling() or rec.busy or get_ident() != rec.main_ident:
-            return orig(*args, **kwargs)
-        ops = rec.ops
-        if ops and ops[-1] == op:  # re-dispatch through a subclass's __torch_function__
-            return orig(*args, **kwargs)
-        site = user_site(getframe(1))
-        if site is None:
-            return orig(*args, **kwargs)
-        stack = rec.stack
-        stack.append(0.0)
-        ops.append(op)
-        rf = None
-        if rec.labels_on:
-            try:
-                rf = record_function(rec.label(site, op))
-                rf.__enter__()
-            except Exception:
-                rf = None
-        if fetch:
-            rec.in_fetch += 1
-        if note is not None:
-            try:
-                note(site, args)
-            except Exception:
-                pass
-        kind = None
-        c0 = thread_time() if fetch else 0.0
-        t0 = perf()
-        try:
-            result = orig(*args, **kwargs)
-            if classify is not None:
-                kind = classify(args, result)
-            return result
-        finally:
-            dt = perf() - t0
-            if fetch:
-                rec.in_fetch -= 1
-                rec.fetch_s += dt
-                rec.fetch_cpu_s += thread_time() - c0
-                if op == "DataLoader.__next__":
-                    rec.fetches += 1
-                if rec.fetch_first is None:
-                    rec.fetch_first = t0
-                    rec.tool_at_first_fetch = rec.tool_s
-            if rf is not None:
-                try:
-                    rf.__exit__(None, None, None)
-                except Exception:
-                    pass
-            child = stack.pop()
-            ops.pop()
-            stack[-1] += dt
-            key = (site[0], site[1], site[2], op, kind, site[3], site[4])
-            entry = rec.calls.get(key)
-            if entry is None:
-                rec.calls[key] = [1, dt - child, dt]
-            else:
-                entry[0] += 1
-                entry[1] += dt - child
-                entry[2] += dt
-            if fetch and rec.fetch_hook is not None and not ops:
-                rec.fetch_hook()  # the evaluation window counts its batches
-
-    # One code object per probed call, named after it, so that cProfile keeps them
-    # apart and cprof.user_view can put the wrapped function in the wrapper's place.
-    name = f"<torchlint probe {op}>"
-    probe.__code__ = probe.__code__.replace(co_name=name, co_qualname=name)
-    probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
-    return probe
-
-
-def _patch(owner: Any, name: str, op: str, **kw: Any) -> bool:
-    orig = getattr(owner, name, None)
-    if orig is None or getattr(orig, "__torchlint_probe__", False):
-        return False
-    try:
-        setattr(owner, name, _make_probe(orig, op, **kw))
-    except (AttributeError, TypeError):
-        return False
-    return True
-
-
-def install_probes() -> list[str]:
-    """Wrap the probed torch entry points; returns the names of those wrapped."""
-    from torch.utils.data import dataloader as dl
-
-    probed: list[str] = []
-    tensor_methods = {
-        "item": None,
-        "tolist": None,
-        "numpy": None,
-        "cpu": _transfer_kind,
-        "cuda": _transfer_kind,
-        "to": _transfer_kind,
-        "__bool__": None,
-        "__float__": None,
-        "__int__": None,
-    }
-    for name, classify in tensor_methods.items():
-        if _patch(torch.Tensor, name, f"Tensor.{name}", classify=classify):
-            probed.append(f"Tensor.{name}")
-    for name in ("tensor", "as_tensor"):
-        if _patch(torch, name, f"torch.{name}"):
-            probed.append(f"torch.{name}")
-    for name in ("synchronize", "empty_cache"):
-        if _patch(torch.cuda, name, f"torch.cuda.{name}"):
-            probed.append(f"torch.cuda.{name}")
-    if _patch(dl._BaseDataLoaderIter, "__next__", "DataLoader.__next__", fetch=True):
-        probed.append("DataLoader.__next__")
-    if _patch(dl.DataLoader, "__iter__", "DataLoader.__iter__", fetch=True, note=_note_loader):
-        probed.append("DataLoader.__iter__")
-    return probed
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""The join itself: findings with the measurements at their lines, and ranking.
+
+Pure: no torch, no libcst. See the package docstring for the rules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+
+from torchlint.correlate.hotspots import one_time, unexplained
+from torchlint.correlate.model import (
+    DATALOADER_PROBES,
+    HOTSPOT_LIMIT,
+    LOOP_BODY_RULES,
+    RELATED_RULES,
+    RULE_KINDS,
+    RULE_PROBES,
+    SYNC_RULES,
+    Correlated,
+    Correlation,
+    Evidence,
+    FunctionCost,
+    _loop_ends,
+    _span,
+    enclosing_function,
+)
+from torchlint.correlate.runtime import runtime_findings
+from torchlint.findings import Finding, Location
+from torchlint.profiler.session import Hotspot, ProfileSession
+from torchlint.savings import Estimate, Measurement
+
+
+class _Index:
+    """Hotspots by (path, line), per source; paths resolved against the run's cwd."""
+
+    def __init__(self, session: ProfileSession) -> None:
+        real: dict[str, str] = {}
+        hotspots = []
+        for h in session.hotspots:
+            if h.path not in real:
+                real[h.path] = session.resolve(h.path)
+            hotspots.append(h if real[h.path] == h.path else replace(h, path=real[h.path]))
+        self.hotspots = hotspots
+        self.by_line: dict[str, dict[tuple[str, int], list[Hotspot]]] = defaultdict(lambda: defaultdict(list))
+        self.functions: dict[tuple[str, int], Hotspot] = {}
+        for h in hotspots:
+            if h.granularity == "function":
+                key = (h.path, h.line)
+                old = self.functions.get(key)
+                if old is None or h.total_s > old.total_s:
+                    self.functions[key] = h
+            else:
+                self.by_line[h.source][(h.path, h.line)].append(h)
+
+    def by_source(self, source: str) -> list[Hotspot]:
+        return [h for h in self.hotspots if h.source == source]
+
+    def at(self, source: str, path: str, first: int, last: int) -> list[Hotspot]:
+        table = self.by_line.get(source, {})
+        out: list[Hotspot] = []
+        for line in range(first, last + 1):
+            out.extend(table.get((path, line), ()))
+        return out
+
+
+def _same_call(h: Hotspot, loc: Location) -> bool:
+    """Whether probe ``h`` measured the call ``loc`` points at. Probes know the column
+    span of the call they timed (co_positions); two calls on one line are told apart
+    by overlap. Unknown columns, or a finding over several lines, match by line."""
+    if h.column is None or loc.end_line not in (None, loc.line) or h.line != loc.line:
+        return True
+    end = loc.end_column if loc.end_column is not None else loc.column + 1
+    h_end = h.end_column if h.end_column is not None else h.column + 1
+    return h.column < end and loc.column < h_end
+
+
+def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlated:
+    c = Correlated(finding=f)
+    path = session.resolve(f.location.path)
+    first, last = _span(f.location)
+    probes = RULE_PROBES.get(f.code)
+    kinds = RULE_KINDS.get(f.code)
+    places: list[tuple[str, int, int, str]] = [(path, first, last, "line")]
+    if f.code in LOOP_BODY_RULES:
+        for r in f.related:
+            rpath = session.resolve(r.path)
+            end = _loop_ends(rpath).get(r.line, r.line)
+            places.append((rpath, r.line + 1, end, "related"))
+            for h in idx.at("probe", rpath, r.line, r.line):
+                if h.op in DATALOADER_PROBES:
+                    c.context.append(Evidence.of(h, "related"))
+    elif f.code in RELATED_RULES:
+        places += [(session.resolve(r.path), r.line, r.line, "related") for r in f.related]
+    if probes is not None:
+        for p, lo, hi, via in places:
+            for h in idx.at("probe", p, lo, hi):
+                if h.op in probes and (kinds is None or h.kind in kinds):
+                    if via == "line" and not _same_call(h, f.location):
+                        continue  # another call on the same line
+                    c.evidence.append(Evidence.of(h, via))
+            for h in idx.at("torch", p, lo, hi):
+                if h.kind in probes:
+                    c.window.append(Evidence.of(h, via))
+        if c.evidence:
+            c.basis = "probe"
+    else:
+        for h in idx.at("sampler", path, first, last):
+            if h.total_s > 0:
+                c.evidence.append(Evidence.of(h, "sampler"))
+        if c.evidence:
+            c.basis = "sampler"
+    if f.code in SYNC_RULES:
+        c.syncs = sum(h.calls for h in idx.at("sync", path, first, last))
+    c.calls = sum(e.calls for e in c.evidence) if c.basis == "probe" else 0
+    c.self_s = sum(e.self_s for e in c.evidence)
+    c.total_s = sum(e.total_s for e in c.evidence)
+    c.observed_s = c.total_s
+    run_s = session.script_s
+    c.share = (c.observed_s / run_s) if (run_s > 0 and c.observed) else None
+    fn = enclosing_function(path, first)
+    if fn is not None:
+        first_line, def_line, name = fn
+        h = idx.functions.get((path, first_line)) or idx.functions.get((path, def_line))
+        if h is not None:
+            c.function = FunctionCost(name, path, h.line, h.calls, h.self_s, h.total_s)
+    return c
+
+
+def correlate(
+    findings: Iterable[Finding],
+    session: ProfileSession,
+    *,
+    measurements: Sequence[Measurement] | None = None,
+    estimator: Callable[[Correlated, ProfileSession], Estimate | None] | None = None,
+    hotspot_limit: int = HOTSPOT_LIMIT,
+) -> Correlation:
+    """Join ``findings`` with ``session`` and with an experiment's ``measurements``
+    (by code, absolute path and line), give each finding its ``expected`` saving
+    from ``estimator`` (estimate.expected_saving; the caller passes it so that this
+    module stays below the models), and rank with :func:`savings.rank_key`:
+    measured saving first, then expected. Observed time never ranks by itself."""
+    idx = _Index(session)
+    joined = [_correlate_one(f, idx, session) for f in findings]
+    runtime = runtime_findings(session, idx)
+    by_key = {(m.code, session.resolve(m.path), m.line): m for m in measurements or ()}
+    for c in (*joined, *runtime):
+        key = (c.finding.code, session.resolve(c.finding.location.path), c.finding.line)
+        c.measured = by_key.pop(key, None)
+        if estimator is not None:
+            c.expected = estimator(c, session)
+    ranked = sorted(
+        (c for c in joined if c.rank_key()[0] < 3),
+        key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
+    )
+    for rank, c in enumerate(ranked, 1):
+        c.rank = rank
+    observed = [c for c in joined if c.rank is None and c.observed]
+    static_only = [c for c in joined if c.rank is None and not c.observed]
+    hotspots = one_time(session) + unexplained(session, idx, joined + runtime, hotspot_limit)
+    return Correlation(
+        findings=ranked + observed + static_only,
+        hotspots=hotspots,
+        runtime=runtime,
+        run_s=session.script_s,
+        cwd=session.cwd,
+        unmatched=list(by_key.values()),
+    )
+
+
+def user_files(session: ProfileSession) -> list[str]:
+    """User source files the run executed: the ones to lint for correlation."""
+    files = {session.resolve(h.path) for h in session.hotspots if h.path.endswith(".py")}
+    script = session.meta.get("script")
+    if script:
+        files.add(session.resolve(str(script)))
+    return sorted(p for p in files if os.path.isfile(p))
+
+
