@@ -232,3 +232,9 @@ def test_unreadable_experiment_file_is_a_warning_not_a_traceback(tmp_path):
     (tmp_path / "experiment.json").write_text("{not json")
     measurements, problem = load_measurements(tmp_path)
     assert measurements == [] and "experiment.json" in problem
+
+
+def test_a_finding_whose_lines_never_ran_stays_static_only(script):
+    s = session(script, [hot("probe", script, 9, "Tensor.item", calls=100, total=0.5)])
+    result = analyse([tl201(), f("TL203", 5, 12, 27)], s)
+    assert result.ranked == [] and [c.expected for c in result.static_only] == [None, None]

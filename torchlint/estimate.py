@@ -236,8 +236,8 @@ def expected_saving(c: Correlated, session: ProfileSession) -> Estimate | None:
     model = MODELS.get(code)
     if model is None:
         return None
-    if code not in ("TL302",) and not c.observed and code not in ("TL201", "TLR01"):
-        return None  # nothing ran at the finding's lines: no time to save
+    if code != "TL302" and not c.observed:
+        return None  # nothing ran at the finding's lines: no time to save (TL302: memory, a whole-run figure)
     return model(c, session)
 
 
