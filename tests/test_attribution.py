@@ -10,6 +10,8 @@ import runpy
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from torchlint.profiler.sampler import LineSampler
 
 GIL_SCRIPT = textwrap.dedent(
@@ -51,3 +53,43 @@ def test_sampler_charges_a_gil_holding_line_to_itself_not_the_next(tmp_path):
     heavy, light = by_line.get(5, 0.0), by_line.get(6, 0.0)
     assert heavy > light, by_line
     assert heavy > 0.5 * (heavy + light), by_line
+
+
+def test_trace_file_summary_charges_ops_to_the_innermost_call_site(tmp_path):
+    """The parent reads the window's trace (the child no longer builds torch's event
+    tree): ops nest by time span, self time excludes children, and a probed call
+    inside another charges its own site."""
+    import json
+
+    from torchlint.profiler.tracefile import summarise_run
+
+    def ev(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    events = [
+        ev("ProfilerStep#3", 0, 1000, "user_annotation"),
+        ev("torchlint train.py:5 Tensor.to", 10, 100, "user_annotation"),
+        ev("aten::to", 10, 90),
+        ev("aten::_to_copy", 15, 80),
+        ev("aten::copy_", 20, 60),
+        ev("torchlint train.py:9 Tensor.item", 200, 50, "user_annotation"),
+        ev("aten::item", 200, 40),
+        ev("torchlint train.py:7 torch.tensor", 205, 10, "user_annotation"),  # nested probed call
+        ev("aten::lift_fresh", 206, 5),
+        ev("aten::mm", 400, 300),  # outside every call site
+    ]
+    (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": events}))
+    labels = {"torchlint train.py:5 Tensor.to": ["/p/train.py", 5, "main", "Tensor.to"],
+              "torchlint train.py:9 Tensor.item": ["/p/train.py", 9, "main", "Tensor.item"],
+              "torchlint train.py:7 torch.tensor": ["/p/train.py", 7, "main", "torch.tensor"]}
+    hotspots, window, errors = summarise_run(tmp_path, {"labels": labels, "active_steps": 1}, False, ["trace.json"])
+    assert errors == []
+    by = {(h.line, h.op): h for h in hotspots}
+    assert by[(5, "aten::to")].self_s == pytest.approx(10e-6) and by[(5, "aten::to")].total_s == pytest.approx(90e-6)
+    assert by[(5, "aten::copy_")].self_s == pytest.approx(60e-6)
+    assert (9, "aten::lift_fresh") not in by and by[(7, "aten::lift_fresh")].calls == 1
+    assert by[(9, "aten::item")].kind == "Tensor.item"
+    assert not any(h.op == "aten::mm" for h in hotspots)
+    ops = {o["name"]: o for o in window["ops"]}
+    assert ops["aten::mm"]["self_cpu_s"] == pytest.approx(300e-6) and window["events"] == len(events)
+    assert window["window_s"] == pytest.approx(1000e-6)

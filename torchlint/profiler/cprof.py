@@ -139,6 +139,9 @@ def user_view(stats: dict) -> dict:
 def write_user_profile(profiler: Any, path: Path) -> None:
     """``profiler.dump_stats(path)``, with :func:`user_view` applied."""
     profiler.create_stats()
-    stats = user_view(profiler.stats)
+    try:
+        stats = user_view(profiler.stats)
+    except Exception:  # an odd table must not cost the profile: keep it as cProfile made it
+        stats = profiler.stats
     with open(path, "wb") as f:
         marshal.dump(stats, f)

@@ -205,7 +205,10 @@ def load_run(run_dir: Path) -> ProfileSession:
     if traces and "labels" in session.torch_window and not session.by_source("torch"):
         from torchlint.profiler.tracefile import summarise_run
 
-        hotspots, window, errors = summarise_run(run_dir, session.torch_window, bool(session.meta.get("cuda")), traces)
+        try:
+            hotspots, window, errors = summarise_run(run_dir, session.torch_window, bool(session.meta.get("cuda")), traces)
+        except Exception as exc:  # a malformed trace must not cost the rest of the report
+            hotspots, window, errors = [], {}, [f"the traces: {type(exc).__name__}: {exc}"]
         session.hotspots.extend(replace(h, path=resolve_path(h.path, cwd)) for h in hotspots)
         session.torch_window.update(window)
         session.meta.setdefault("warnings", []).extend(f"could not read {e}" for e in errors)
