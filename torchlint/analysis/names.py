@@ -123,3 +123,7 @@ def canonical(name: str | None) -> str | None:
     if name.startswith("torch.nn.functional."):
         return name
     return name
+
+
+def last_segment(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
