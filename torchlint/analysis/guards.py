@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -20,22 +21,36 @@ _STEP_NUMBERS = (cst.Integer,)
 _COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count)$")
 
 
-def is_rare_test(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
-    """A test with a modulo (``step % N == 0``, also inside and/or), ``== integer``, or a
-    step counter bounded above or matched (``i < 3``, ``step == len(loader) - 1``)."""
+def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  # type: ignore[no-untyped-def]
+    """A test with a modulo (``step % N == 0``, also inside and/or), ``== integer``, a step
+    counter matched (``step == len(loader) - 1``) or bounded by a fixed number
+    (``i < 3``, ``step < warmup_steps``, ``len(buffer) < MAX``). ``is_host`` tells a Python
+    number (``ni = i + nb * epoch``) from a tensor for derived counters."""
     for node in (test, *tree_nodes(test)):
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
             if not isinstance(node.left, cst.BaseString):  # "%s" % x is formatting
                 return True
         if isinstance(node, cst.Comparison):
             for target in node.comparisons:
-                if isinstance(target.operator, cst.Equal) and (
-                    isinstance(target.comparator, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)
-                ):
+                operator, bound = target.operator, target.comparator
+                if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)):
                     return True
-                if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)) and _is_counter(node.left):
+                if isinstance(operator, cst.Equal) and _is_counter(node.left):
                     return True
+                if isinstance(operator, (cst.LessThan, cst.LessThanEqual)) and _fixed_bound(bound):
+                    # `j < x.shape[0]`, `i < n`: a bounds check, true on every step
+                    if _is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left)):
+                        return True
     return False
+
+
+def _fixed_bound(bound: cst.BaseExpression) -> bool:
+    """A number fixed for the run: a literal, a warm-up setting, an UPPER_CASE constant."""
+    if isinstance(bound, cst.Integer):
+        return True
+    name = dotted(bound)
+    last = name.rsplit(".", 1)[-1] if name else ""
+    return "warm" in last.lower() or (last.isupper() and len(last) > 1)
 
 
 def _is_counter(expr: cst.BaseExpression) -> bool:
@@ -48,22 +63,34 @@ def _is_counter(expr: cst.BaseExpression) -> bool:
 
 
 def _exits_unless_rare(statement: cst.CSTNode) -> bool:
-    """``if step % N != 0: return`` (or ``continue``): what follows runs every N steps."""
+    """``if step % N != 0: return`` (or ``continue``, also ``if not on or step % N:``):
+    what follows runs every N steps."""
     if not isinstance(statement, cst.If) or statement.orelse is not None:
         return False
     body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
     last = body[-1] if body else None
     if not isinstance(last, cst.SimpleStatementLine) or not any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body):
         return False
-    test = statement.test
+    return _true_unless_rare(statement.test)
+
+
+def _true_unless_rare(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _true_unless_rare(test.left) or _true_unless_rare(test.right)
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
         return True  # `if step % N:` exits unless step is a multiple of N
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         operator = test.comparisons[0].operator
         modulo = isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo)
-        if modulo and isinstance(operator, (cst.NotEqual, cst.GreaterThan)):
-            return True
+        return modulo and isinstance(operator, (cst.NotEqual, cst.GreaterThan))
     return False
+
+
+def _raises(block: cst.BaseSuite) -> bool:
+    """Does the block end by raising: an error path, not a step?"""
+    body = block.body if isinstance(block, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body)
 
 
 def _after_rare_exit(block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
@@ -127,13 +154,39 @@ class Guards:
             if isinstance(ancestor, cst.IndentedBlock) and _after_rare_exit(ancestor, child):
                 return True
             if isinstance(ancestor, cst.If) and child is ancestor.body:
-                if is_rare_test(ancestor.test, tree.descendants) or self.first_pass(ancestor, stop):
+                if _raises(ancestor.body):
+                    return True  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                if self._rare_test(ancestor, stop) or self.first_pass(ancestor, stop):
                     return True
             if isinstance(ancestor, cst.IfExp) and child is ancestor.body:
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
             child = ancestor
         return False
+
+    def _rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is the branch's test rare *per step*? A modulo on an inner loop's own index
+        (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""
+        tree = self.ctx.tree
+        if not is_rare_test(branch.test, tree.descendants, lambda e: self._derived_counter(e, branch)):
+            return False
+        inner: set[str] = set()
+        for ancestor in tree.ancestors(branch):
+            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if isinstance(ancestor, cst.For):
+                inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
+        return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
+
+    def _derived_counter(self, name: cst.Name, at: cst.CSTNode) -> bool:
+        """A Python int, or a name computed from a step counter: ``ni = i + nb * epoch``."""
+        if self.ctx.values.kind(name, at) is Kind.HOST:
+            return True
+        binding = self.ctx.bindings.reaching(name.value, at)
+        value = getattr(binding, "value", None)
+        if not isinstance(value, cst.BinaryOperation):
+            return False
+        return any(isinstance(n, cst.Name) and _is_counter(n) for n in self.ctx.tree.descendants(value))
 
     def first_pass(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
         """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs

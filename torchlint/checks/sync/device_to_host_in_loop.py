@@ -1,4 +1,4 @@
-"""`.cpu()`, `.numpy()` or `.to("cpu")` inside a training loop."""
+"""`.cpu()`, `.numpy(force=True)` or `.to("cpu")` inside a training loop."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torchlint.checks.base import Check
 
 
 class DeviceToHostInLoop(Check):
-    """`.cpu()`/`.numpy()`/`.to("cpu")` on a device value inside a hot loop."""
+    """`.cpu()`/`.numpy(force=True)`/`.to("cpu")` on a device value inside a hot loop."""
 
     code = "TL102"
     name = "device-to-host-in-loop"
@@ -44,16 +44,7 @@ class DeviceToHostInLoop(Check):
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
 
     def _numpy_of_device_value(self, node: cst.Call) -> bool:
-        """``t.numpy()`` where ``t`` is a tensor not already moved to the host in the same
-        expression (``t.cpu().numpy()`` is reported at ``.cpu()``); ``numpy(force=True)``
-        copies from the device itself."""
-        ctx = self.ctx
-        force = ctx.keyword(node, "force")
-        if force is not None:
-            return isinstance(force.value, cst.Name) and force.value.value == "True"
-        if node.args:
-            return False
-        receiver = node.func.value  # type: ignore[attr-defined]
-        if ctx.devices.moved_to_host(receiver, node):
-            return False  # `.cpu().numpy()`: the move is the finding
-        return ctx.values.kind(receiver, node) is Kind.TENSOR
+        """``t.numpy(force=True)`` copies from the device itself. A bare ``t.numpy()``
+        raises on a device tensor, so where it runs the value is already on the host."""
+        force = self.ctx.keyword(node, "force")
+        return force is not None and isinstance(force.value, cst.Name) and force.value.value == "True"
