@@ -93,3 +93,25 @@ def test_trace_file_summary_charges_ops_to_the_innermost_call_site(tmp_path):
     ops = {o["name"]: o for o in window["ops"]}
     assert ops["aten::mm"]["self_cpu_s"] == pytest.approx(300e-6) and window["events"] == len(events)
     assert window["window_s"] == pytest.approx(1000e-6)
+
+
+def test_traces_are_read_while_the_script_runs(tmp_path):
+    """watch() reads a finished trace file in the background (the parent is idle while
+    the child runs), so the report does not read it again after the run."""
+    import json
+    import time
+
+    from torchlint.profiler import tracefile
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}))
+    stop = tracefile.watch(tmp_path, interval=0.02)
+    try:
+        deadline = time.monotonic() + 5
+        while tracefile._key(trace) not in tracefile._cache and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop()
+    cached = tracefile._cache[tracefile._key(trace)]
+    assert tracefile.read_file(trace) is cached and cached.ops["aten::mm"][0] == 1

@@ -270,7 +270,13 @@ def profile(
     # while the script runs, in this otherwise idle process.
     prewarm = threading.Thread(target=_import_static_checks, name="torchlint-prewarm", daemon=True)
     prewarm.start()
+    # Each torch.profiler window's trace is summarised here as soon as it is written,
+    # while the script runs on (off its critical path; tracefile.py).
+    from torchlint.profiler.tracefile import watch
+
+    stop_watching = watch(run_dir)
     status = run_child(script, list(script_args), run_dir, options, stdout_to_stderr=json_mode)
+    stop_watching()
     prewarm.join()
     if experiment and status == 0:
         run_experiment_for(run_dir, budget)

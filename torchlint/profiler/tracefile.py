@@ -14,7 +14,9 @@ CUDA synchronisations, memcpys and the device's busy time over the window.
 from __future__ import annotations
 
 import json
+import threading
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +27,11 @@ SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventS
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
 
-class WindowSummary:
-    """Totals over every window read so far."""
+class FileSummary:
+    """One trace file's totals. Independent of the run's label table, so the parent
+    can read a window's trace while the script is still running (watch())."""
 
-    def __init__(self, labels: dict[str, list[Any]], cuda: bool) -> None:
-        self.labels = labels  # range name -> [path, line, function, probed call]
-        self.cuda = cuda
+    def __init__(self) -> None:
         self.site_ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
         self.ops: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
         self.memcpy: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
@@ -39,15 +40,10 @@ class WindowSummary:
         self.pageable = 0
         self.window_us = 0.0
         self.busy_us = 0.0
-        self.errors: list[str] = []
 
-    def add(self, path: Path) -> None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                events = json.load(f).get("traceEvents") or []
-        except (OSError, ValueError, AttributeError) as exc:
-            self.errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
-            return
+    def read(self, path: Path) -> None:
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f).get("traceEvents") or []
         cpu: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
@@ -114,15 +110,99 @@ class WindowSummary:
                 parent[2] += dur
             label = parent[3] if parent is not None else None
             if name.startswith(LABEL_PREFIX):
-                label = name if name in self.labels else None  # a nested probed call charges its own site
-            dev = kernel_us.get((e.get("args") or {}).get("External id"), 0.0) if self.cuda else 0.0
+                label = name  # a nested probed call charges its own site
+            dev = kernel_us.get((e.get("args") or {}).get("External id"), 0.0)
             stack.append([ts + dur, name, 0.0, label, dur, dev])
         while stack:
             close(stack.pop())
 
+
+_cache: dict[tuple[str, int, int], FileSummary] = {}
+_cache_lock = threading.Lock()
+
+
+def _key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def read_file(path: Path) -> FileSummary:
+    """A trace file's summary, from the cache when watch() already read this version."""
+    key = _key(path)
+    with _cache_lock:
+        cached = _cache.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    summary = FileSummary()
+    summary.read(path)
+    if key is not None:
+        with _cache_lock:
+            _cache[key] = summary
+    return summary
+
+
+def watch(run_dir: Path, interval: float = 0.5) -> Callable[[], None]:
+    """Read each window's trace as soon as the child has finished writing it (its
+    size held still for one interval), while the script runs on: the parent is
+    otherwise idle. Returns the function that stops watching."""
+    stop = threading.Event()
+    seen: dict[Path, int] = {}
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                for path in sorted(Path(run_dir).glob("trace*.json")):
+                    key = _key(path)
+                    if key is None or key in _cache:
+                        continue
+                    if seen.get(path) == key[1]:
+                        try:
+                            read_file(path)
+                        except (OSError, ValueError, AttributeError):
+                            pass  # still being written, or broken: the report reads it again
+                    seen[path] = key[1]
+            except Exception:  # never let a watcher error reach the user
+                pass
+
+    thread = threading.Thread(target=loop, name="torchlint-traces", daemon=True)
+    thread.start()
+
+    def stop_watching() -> None:
+        stop.set()
+        thread.join(timeout=5)
+
+    return stop_watching
+
+
+class WindowSummary:
+    """Totals over every window read so far."""
+
+    def __init__(self, labels: dict[str, list[Any]], cuda: bool) -> None:
+        self.labels = labels  # range name -> [path, line, function, probed call]
+        self.cuda = cuda
+        self.files: list[FileSummary] = []
+        self.errors: list[str] = []
+
+    def add(self, path: Path) -> None:
+        try:
+            self.files.append(read_file(path))
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            self.errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
+
     def hotspots(self) -> list[Hotspot]:
+        site_ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+        for f in self.files:
+            for key, row in f.site_ops.items():
+                acc = site_ops[key]
+                for i, v in enumerate(row):
+                    acc[i] += v
         out = []
-        for (label, op), (calls, self_us, total_us, dev_us) in self.site_ops.items():
+        for (label, op), (calls, self_us, total_us, dev_us) in site_ops.items():
+            if label not in self.labels:
+                continue
             path, line, func, probe = self.labels[label]
             out.append(Hotspot(source="torch", path=path, line=int(line), granularity="line", function=func,
                                op=op, kind=probe, self_s=self_us / 1e6, total_s=total_us / 1e6, calls=int(calls),
@@ -130,20 +210,32 @@ class WindowSummary:
         return out
 
     def window(self, active_steps: int) -> dict[str, Any]:
-        ops = sorted(self.ops.items(), key=lambda kv: -kv[1][1])[:40]
+        table: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+        memcpy: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        for f in self.files:
+            for name, row in f.ops.items():
+                acc = table[name]
+                for i, v in enumerate(row):
+                    acc[i] += v
+            for name, row in f.memcpy.items():
+                memcpy[name][0] += row[0]
+                memcpy[name][1] += row[1]
+        window_us = sum(f.window_us for f in self.files)
+        busy_us = sum(f.busy_us for f in self.files)
+        ops = sorted(table.items(), key=lambda kv: -kv[1][1])[:40]
         return {
             "ops": [
                 {"name": n, "calls": int(r[0]), "self_cpu_s": r[1] / 1e6, "cpu_total_s": r[2] / 1e6,
                  "self_device_s": r[3] / 1e6}
                 for n, r in ops
             ],
-            "window_s": self.window_us / 1e6,
+            "window_s": window_us / 1e6,
             "active_steps": active_steps,
-            "syncs": self.syncs,
-            "pageable_copies": self.pageable,
-            "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in self.memcpy.items()},
-            "gpu_idle_share": (1.0 - self.busy_us / self.window_us) if (self.cuda and self.window_us) else None,
-            "events": self.events,
+            "syncs": sum(f.syncs for f in self.files),
+            "pageable_copies": sum(f.pageable for f in self.files),
+            "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in memcpy.items()},
+            "gpu_idle_share": (1.0 - busy_us / window_us) if (self.cuda and window_us) else None,
+            "events": sum(f.events for f in self.files),
         }
 
 
