@@ -116,3 +116,32 @@ def test_helper_of_a_framework_hook_carries_the_call_in_the_hook() -> None:
     assert f"run every step from Lightning `validation_step` at line {call_line}" in helper.message
     hook = next(f for f in findings if "in Lightning `training_step`" in f.message)
     assert hook.related == ()
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(text)
+
+
+HELPER = "import torch\n\n\nclass Crit(torch.nn.Module):\n    def forward(self, x):\n        return x.sum().item()\n\n\ndef build():\n    return Crit()\n"
+CPU_TRAIN = (
+    "import torch\nfrom crit import Crit\n\n\ndef train(loader):\n    model = torch.nn.Linear(4, 4)\n"
+    "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    crit = Crit()\n"
+    "    for x in loader:\n        out = model(x)\n        out.sum().backward()\n        opt.step()\n        crit(out)\n"
+)
+
+
+def test_host_only_steps_do_not_make_device_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The step's file never touches a device: the helper's `.item()` reads a host tensor.
+    _write(tmp_path, {"crit.py": HELPER, "train.py": CPU_TRAIN})
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths([Path(".")], from_table({"select": ["TL101"]}, tmp_path)).findings == []
+
+
+def test_a_device_step_decides_for_a_helper_in_a_host_only_looking_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # crit.py builds a module and never names a device, but the step that calls it is on CUDA.
+    _write(tmp_path, {"crit.py": HELPER, "train.py": CPU_TRAIN.replace("out = model(x)", "out = model(x.cuda())")})
+    monkeypatch.chdir(tmp_path)
+    findings = lint_paths([Path(".")], from_table({"select": ["TL101"]}, tmp_path)).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("crit.py", 6)]
+    assert "run every step from a training loop at train.py:13" in findings[0].message

@@ -244,10 +244,14 @@ class Devices:
                 return False
         return True
 
-    def host_only(self) -> bool:
+    def host_only(self, node: cst.CSTNode | None = None) -> bool:
         """Does the module never touch a device: no accelerator, no ``.to(...)``/``.cuda()``,
         no ``device`` anywhere, no DataParallel? Then every tensor lives on the host and
-        reading one is not a host/device sync."""
+        reading one is not a host/device sync. For ``node`` in a function whose step the
+        project-wide join decides, the answer is the step's: False here (the join drops the
+        finding when every step that reaches it is in a host-only file)."""
+        if node is not None and self.ctx.loops.step_condition(node) is not None:
+            return False
         if self._host_only is None:
             self._host_only = not self.uses_accelerator() and not self._mentions_devices() and self._builds_its_own_model_or_data()
         return self._host_only

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.steps import ClassSummary, FileSummary, Ref
 from torchlint.findings import Location
 
+_PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
 
@@ -34,6 +35,7 @@ class StepInfo:
     origin: str  # "a training loop", "Lightning `training_step`"
     sites: tuple[Location, ...]  # the hot call sites that make the function per-step
     hook: bool = False  # the function is the framework's step itself
+    host_only: bool = False  # every step that reaches it is in a file that never uses a device
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages)."""
@@ -199,6 +201,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project = Project(summaries)
     steps: Steps = {}
     work: deque[tuple[str, str, StepInfo]] = deque()
+    seeds: list[tuple[int, str, str, StepInfo]] = []
     for path, summary in project.files.items():
         for cls in summary.classes:
             hooks = project.framework_hooks(path, cls)
@@ -206,9 +209,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 continue
             for method in cls.methods:
                 if method in hooks.methods:
-                    work.append((path, f"{cls.key}.{method}", StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True)))
+                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)))
         for hook in summary.hooks:
-            work.append((path, hook.function, StepInfo(hook.text, (), hook=True)))
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
+    # Training hooks first: a helper both training and evaluation call reads "training".
+    work.extend((path, key, info) for _, path, key, info in sorted(seeds, key=lambda seed: seed[0]))
     for path, summary in project.files.items():
         for call in summary.calls:
             if call.loop is None:
@@ -216,7 +221,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             callee = project.function(call.target, path)
             if callee is not None:
                 sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites)))
+                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only)))
     calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None]]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -227,15 +232,17 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
             if not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
-                steps[path][key] = StepInfo(known.origin, known.sites + info.sites[:1], known.hook)
-            continue  # reached already: recursion and diamonds end here
+                known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
+            if not (known.host_only and not info.host_only):
+                continue  # reached already: recursion and diamonds end here
+            info = replace(known, host_only=False)  # a step with device tensors reaches it too
         steps[path][key] = info
         for target, location in calls_by_caller.get((path, key), ()):
             callee = project.function(target, path)
             if callee is not None and callee != (path, key):
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (location,) if info.hook and location is not None else info.sites
-                work.append((*callee, StepInfo(info.origin, sites)))
+                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only)))
     return steps
 
 

@@ -68,6 +68,7 @@ class FileSummary:
     stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
+    host_only: bool = False  # the file never touches a device (analysis/devices.py)
 
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
@@ -131,7 +132,10 @@ class StepSummarizer:
             for caller, target, loop, call in self._pending
         )
         stars = tuple(star_modules(self.ctx.tree))
-        return FileSummary(path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains())
+        return FileSummary(
+            path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
+            host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
+        )
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()

@@ -45,6 +45,9 @@ class Check:
     # Findings only hold where the code runs every step (a hot loop, or a function the
     # project-wide join finds per-step). The message may use ``{loop}``: where that is.
     per_step: ClassVar[bool] = False
+    # Findings only hold where tensors live on a device: a per-step finding reached only
+    # from steps in host-only files is dropped by the join.
+    device_bound: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -60,8 +60,8 @@ class Linter:
         checks, ignored = self._checks_for(path)
         result = run_checks(source, checks, self.options, self.debug)
         result.findings = self._keep(result.findings, source, ignored)
-        kept = self._keep([f for _, f in result.conditional], source, ignored)
-        result.conditional = [(key, f) for key, f in result.conditional if f in kept]
+        kept = self._keep([f for _, f, _ in result.conditional], source, ignored)
+        result.conditional = [entry for entry in result.conditional if entry[1] in kept]
         result.path = path
         if steps is not None:
             settle_steps([result], steps)
@@ -148,9 +148,9 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
             file_result.conditional = []
             continue
         per_step = steps.get(file_result.summary.path, {})
-        for key, finding in file_result.conditional:
+        for key, finding, device_bound in file_result.conditional:
             info = per_step.get(key)
-            if info is not None:
+            if info is not None and not (device_bound and info.host_only):
                 file_result.findings.append(_per_step_finding(finding, key, info))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)

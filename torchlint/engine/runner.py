@@ -36,9 +36,10 @@ class FileResult:
     errors: list[InternalError] = field(default_factory=list)
     module: cst.Module | None = None
     path: Path | None = None  # the file on disk, when it came from one
-    # Findings that hold only if their function runs every step: (function key, finding).
-    # The project-wide join (analysis/project.py) keeps those whose function is per-step.
-    conditional: list[tuple[str, Finding]] = field(default_factory=list)
+    # Findings that hold only if their function runs every step: (function key, finding,
+    # whether it needs device tensors). The project-wide join keeps those whose function
+    # is per-step (from a step that may use a device, for device-bound ones).
+    conditional: list[tuple[str, Finding, bool]] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
 
 
@@ -117,7 +118,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 result.findings.append(finding)
         else:
-            result.conditional.append((function_key(ctx, report.condition), finding))
+            result.conditional.append((function_key(ctx, report.condition), finding, check_type.device_bound))
     if summarizer is not None:
         result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
     return result

@@ -16,6 +16,7 @@ class DeviceToHostInLoop(Check):
     name = "device-to-host-in-loop"
     message = "`{call}` in {loop} copies a device value to the host and waits for it on every step"
     per_step = True
+    device_bound = True
     fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -27,7 +28,7 @@ class DeviceToHostInLoop(Check):
         elif method not in ("cpu", "to") or ctx.devices.move(node) != "host":
             return
         loop = ctx.loops.hot_loop(node)
-        if loop is None or ctx.devices.host_only():
+        if loop is None or ctx.devices.host_only(node):
             return
         if ctx.guards.rare(node, stop=loop):
             return  # every N steps, or once

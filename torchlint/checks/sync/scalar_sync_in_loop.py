@@ -18,6 +18,7 @@ class ScalarSyncInLoop(Check):
     name = "scalar-sync-in-loop"
     message = "`{call}` in {loop} makes the host wait for the device on every step"
     per_step = True
+    device_bound = True
     fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -26,7 +27,7 @@ class ScalarSyncInLoop(Check):
         if method not in _SCALAR_READS or node.args:
             return
         loop = ctx.loops.hot_loop(node)
-        if loop is None or ctx.devices.host_only():
+        if loop is None or ctx.devices.host_only(node):
             return  # not per step, or a file whose tensors never leave the host
         if ctx.guards.rare(node, stop=loop):
             return  # logging every N steps is fine

@@ -19,6 +19,7 @@ class TensorConditionInLoop(Check):
     name = "tensor-condition-in-loop"
     message = "`{test}` branches on a tensor value in {loop}: the host waits for the device to decide"
     per_step = True
+    device_bound = True
     fix_hint = "Keep the decision on the device with `torch.where` / masking, or test it every N steps"
     default = False
 
@@ -34,7 +35,7 @@ class TensorConditionInLoop(Check):
     def _check(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
         ctx = self.ctx
         loop = ctx.loops.hot_loop(test)
-        if loop is None or ctx.devices.host_only():
+        if loop is None or ctx.devices.host_only(test):
             return
         if ctx.guards.rare(statement, stop=loop):
             return
