@@ -62,6 +62,27 @@ class Project:
                 self.modules.setdefault(name, []).append(path)
         self.classes = {path: {c.key: c for c in s.classes} for path, s in self.files.items()}
         self.functions = {path: set(s.functions) for path, s in self.files.items()}
+        self.params = {path: dict(s.params) for path, s in self.files.items()}
+        # (file, function key, parameter) -> the classes of objects callers pass there
+        self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
+
+    def index_arguments(self) -> None:
+        """Record, for every call that passes an object of a class, which parameter of the
+        callee receives it (one level: a parameter passed on again is not followed)."""
+        for path, summary in self.files.items():
+            for call in summary.calls:
+                if not call.args or call.target[0] == "param":
+                    continue
+                callee = self.function(call.target, path)
+                if callee is None:
+                    continue
+                names = self.params[callee[0]].get(callee[1], ())
+                offset = 1 if call.target[0] in ("method", "object") and names[:1] in (("self",), ("cls",)) else 0
+                for where, owner in call.args:
+                    index = where + offset if isinstance(where, int) else None
+                    name = names[index] if index is not None and index < len(names) else where
+                    if isinstance(name, str):
+                        self.passed.setdefault((*callee, name), []).append((owner, path))
 
     # --- modules ---------------------------------------------------------------------
     def module_file(self, module: str, importer: str, level: int = 0) -> str | None:
@@ -106,12 +127,10 @@ class Project:
         if kind == "method":
             return self.method(importer, ref[1], ref[2], depth)
         if kind == "object":  # a method of an instance of a project class
-            owner = self.class_of(ref[1], importer, depth + 1)
-            if owner is None:
-                return None
-            names = ("forward", "__call__") if ref[2] == "__call__" else (ref[2],)
-            for name in names:
-                found = self.method(*owner, name, depth + 1)
+            return self._object_method(ref[1], importer, ref[2], depth)
+        if kind == "param":  # a method of what the callers pass for a parameter
+            for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
+                found = self._object_method(owner, caller, ref[3], depth)
                 if found is not None:
                     return found
             return None
@@ -125,6 +144,16 @@ class Project:
             return None
         for path, rest in self._split(ref, importer):
             found = self._named(path, rest, depth)
+            if found is not None:
+                return found
+        return None
+
+    def _object_method(self, class_ref: Ref, importer: str, name: str, depth: int) -> tuple[str, str] | None:
+        owner = self.class_of(class_ref, importer, depth + 1)
+        if owner is None:
+            return None
+        for method in ("forward", "__call__") if name == "__call__" else (name,):
+            found = self.method(*owner, method, depth + 1)
             if found is not None:
                 return found
         return None
@@ -199,6 +228,7 @@ class Project:
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
     """Every per-step function of the project, with how it is reached."""
     project = Project(summaries)
+    project.index_arguments()
     steps: Steps = {}
     work: deque[tuple[str, str, StepInfo]] = deque()
     seeds: list[tuple[int, str, str, StepInfo]] = []

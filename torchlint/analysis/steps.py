@@ -9,7 +9,9 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("import", level, dotted)``: a name imported from another module (level > 0: relative);
 - ``("star", name)``: a bare name that only a ``from m import *`` can define;
 - ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
-  refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first).
+  refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first);
+- ``("param", function_key, parameter, name)``: method ``name`` of whatever object the
+  callers of ``function_key`` pass as ``parameter`` (``CallSite.args`` says).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class CallSite:
     target: Ref
     loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
     location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
+    args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class FileSummary:
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
+    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
 
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
@@ -128,14 +132,30 @@ class StepSummarizer:
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None)
+            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call))
             for caller, target, loop, call in self._pending
         )
         stars = tuple(star_modules(self.ctx.tree))
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
+            params=tuple((self.keys[id(f)], _positional(f)) for f in self.functions),
         )
+
+    def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
+        """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
+        class, so the callee's ``criterion(out, y)`` resolves to that class's forward."""
+        found: list[tuple[int | str, Ref]] = []
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                break  # positions after *args are unknown
+            owner = self._instance_class(arg.value, call) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if owner is not None:
+                found.append((arg.keyword.value if arg.keyword is not None else position, owner))
+            if arg.keyword is None:
+                position += 1
+        return tuple(found)
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()
@@ -191,6 +211,9 @@ class StepSummarizer:
             owner = self._instance_class(func, at)
             if owner is not None:
                 return ("object", owner, "__call__")  # a module's forward, an object's __call__
+            param = self._parameter(func, at)
+            if param is not None:
+                return ("param", *param, "__call__")  # `criterion(out, y)`: what the callers pass
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None
@@ -204,6 +227,9 @@ class StepSummarizer:
             owner = self._instance_class(func.value, at)
             if owner is not None:
                 return ("object", owner, func.attr.value)  # `meter.update(...)` on a project class
+            param = self._parameter(func.value, at)
+            if param is not None:
+                return ("param", *param, func.attr.value)
             name = dotted(func)
             if name is None:
                 return None
@@ -259,6 +285,18 @@ class StepSummarizer:
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
             return self._self_attributes.get(id(cls), {}).get(expr.attr.value) if cls is not None else None
+        return None
+
+    def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
+        """(function key, name) when ``expr`` is a parameter of the enclosing function."""
+        if not isinstance(expr, cst.Name) or expr.value in ("self", "cls"):
+            return None
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None:
+            return None
+        bound = self.ctx.bindings.lookup(expr.value, at)
+        if bound and all(b.kind == "param" for b in bound) and expr.value in _positional(function):
+            return (self.keys[id(function)], expr.value)
         return None
 
     def _class_ref(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
@@ -352,6 +390,11 @@ def _unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
         value = value.func.value
     return value
+
+
+def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
+    params = function.params
+    return tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:
