@@ -50,7 +50,6 @@ BASE_HOOKS: tuple[BaseHooks, ...] = (
             "test_step": EVALUATION,
             "predict_step": PREDICTION,
             "optimizer_step": TRAINING,
-            "backward": TRAINING,
             **_LIGHTNING_BATCH_HOOKS,
         },
     ),

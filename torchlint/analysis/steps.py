@@ -10,8 +10,8 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("star", name)``: a bare name that only a ``from m import *`` can define;
 - ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
   refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first);
-- ``("param", function_key, parameter, name)``: method ``name`` of whatever object the
-  callers of ``function_key`` pass as ``parameter`` (``CallSite.args`` says).
+- ``("param", function_key, parameter, "__call__")``: ``criterion(out, y)`` where
+  ``criterion`` is a parameter: the ``forward`` of what the callers pass (``CallSite.args``).
 """
 
 from __future__ import annotations
@@ -227,9 +227,6 @@ class StepSummarizer:
             owner = self._instance_class(func.value, at)
             if owner is not None:
                 return ("object", owner, func.attr.value)  # `meter.update(...)` on a project class
-            param = self._parameter(func.value, at)
-            if param is not None:
-                return ("param", *param, func.attr.value)
             name = dotted(func)
             if name is None:
                 return None
@@ -245,12 +242,18 @@ class StepSummarizer:
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at``: nested in an enclosing function
         first, then at module level (methods are reached through ``self``)."""
+        if name not in self._def_names:
+            return None  # no function of this file has that name
         for ancestor in self.ctx.tree.ancestors(at):
             if isinstance(ancestor, cst.FunctionDef):
                 key = self._defined_in.get(id(ancestor), {}).get(name)
                 if key is not None:
                     return key
         return self._defined_in.get(id(self.ctx.tree.module), {}).get(name)
+
+    @cached_property
+    def _def_names(self) -> set[str]:
+        return {names for table in self._defined_in.values() for names in table}
 
     @cached_property
     def _defined_in(self) -> dict[int, dict[str, str]]:
@@ -263,8 +266,28 @@ class StepSummarizer:
                 found.setdefault(id(owner), {})[function.name.value] = self.keys[id(function)]
         return found
 
+    @cached_property
+    def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
+        """Names assigned from a call of a Capitalised name (an object of a class), and
+        from a call of a compiler (``torch.compile(f)``): the only names worth a lookup."""
+        objects: set[str] = set()
+        compiled: set[str] = set()
+        for assign in self.ctx.tree.nodes(cst.Assign):
+            value = _unwrap_moves(assign.value)
+            if not isinstance(value, cst.Call):
+                continue
+            callee = dotted(value.func) or ""
+            names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
+            if callee.rsplit(".", 1)[-1][:1].isupper():
+                objects |= names
+            if self.ctx.qname(value.func) in _COMPILERS:
+                compiled |= names
+        return objects, compiled
+
     def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""
+        if name.value not in self._assigned_from_calls[1]:
+            return None
         ctx = self.ctx
         binding = ctx.bindings.reaching(name.value, at)
         value = getattr(binding, "value", None)
@@ -279,6 +302,8 @@ class StepSummarizer:
         """The class ``expr`` is an instance of, when it was built here from a class that
         may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
         if isinstance(expr, cst.Name):
+            if expr.value not in self._assigned_from_calls[0]:
+                return None  # never assigned from a class call: skip the binding lookup
             binding = self.ctx.bindings.reaching(expr.value, at)
             value = _unwrap_moves(getattr(binding, "value", None))
             return self._class_ref(value.func, at) if isinstance(value, cst.Call) else None
@@ -361,7 +386,15 @@ class StepSummarizer:
             return ("import", 0, qualified)
         return ("star", name) if self.star else None
 
+    @cached_property
+    def _hooks_found(self) -> tuple[Hook, ...]:
+        return self._find_hooks() if any(m.split(".")[0] == "ignite" for m in self.ctx.imports.modules) else ()
+
     def _hooks(self) -> tuple[Hook, ...]:
+        """Functions registered with ignite (the only registration API in the table)."""
+        return self._hooks_found
+
+    def _find_hooks(self) -> tuple[Hook, ...]:
         ctx = self.ctx
         hooks: list[Hook] = []
         for call in ctx.tree.nodes(cst.Call):
