@@ -45,11 +45,16 @@ from torchlint.experiment.stats import compare  # noqa: E402
 from torchlint.savings import SAVING  # noqa: E402
 
 SCRIPTS = ROOT / "fixtures" / "scripts" / "savings"
+# The script's own time: wall, and CPU (this process and its DataLoader workers), a
+# cross-check that other processes on a shared machine inflate far less than wall time.
 TIMER = (
-    "import os, runpy, sys, time; import torch; import torch._dynamo\n"
+    "import os, resource, runpy, sys, time; import torch; import torch._dynamo\n"
     "path = sys.argv[1]; sys.argv = sys.argv[1:]; sys.path[0] = os.path.dirname(os.path.abspath(path))\n"
-    "t = time.perf_counter(); runpy.run_path(path, run_name='__main__')\n"
-    "open(os.environ['TL_BENCH_OUT'], 'w').write(repr(time.perf_counter() - t))\n"
+    "def cpu():\n"
+    "    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime\n"
+    "t, c = time.perf_counter(), cpu(); runpy.run_path(path, run_name='__main__')\n"
+    "open(os.environ['TL_BENCH_OUT'], 'w').write(repr((time.perf_counter() - t, cpu() - c)))\n"
 )
 
 
@@ -60,13 +65,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _script_time(path: Path, cwd: Path) -> float:
+def _script_time(path: Path, cwd: Path) -> tuple[float, float]:
     out = cwd / ".bench-time"
     proc = subprocess.run([sys.executable, "-c", TIMER, path.name], cwd=cwd, env={**_env(), "TL_BENCH_OUT": str(out)},
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{path.name} failed:\n{proc.stderr[-2000:]}")
-    return float(out.read_text())
+    wall, cpu = eval(out.read_text())  # a tuple of two floats we wrote ourselves
+    return float(wall), float(cpu)
 
 
 def _wall(cmd: list[str], cwd: Path) -> float:
@@ -89,16 +95,18 @@ def changed_lines(original: Path, fixed: Path) -> set[int]:
 
 def true_savings(name: str, fixes: list[Path], work: Path, repeats: int) -> dict[str, dict]:
     arms = [work / f"{name}.py", *fixes]
-    times: dict[str, list[float]] = {p.name: [] for p in arms}
+    times: dict[str, list[tuple[float, float]]] = {p.name: [] for p in arms}
     for r in range(repeats):
         for p in arms if r % 2 == 0 else reversed(arms):
             times[p.name].append(_script_time(p, work))
-    base = [[t] for t in times[arms[0].name]]
+    base = times[arms[0].name]
     out = {}
     for p in fixes:
-        c = compare(base, [[t] for t in times[p.name]], iterations=2000)
+        c = compare([[w] for w, _ in base], [[w] for w, _ in times[p.name]], iterations=2000)
+        cpu = compare([[u] for _, u in base], [[u] for _, u in times[p.name]], iterations=2000)
         out[p.name] = {"true": c.per_step, "low": c.ci_low, "high": c.ci_high, "verdict": c.verdict,
-                       "original_s": c.original_median, "fixed_s": c.variant_median, "runs": repeats}
+                       "original_s": c.original_median, "fixed_s": c.variant_median, "runs": repeats,
+                       "true_cpu": cpu.per_step, "cpu_low": cpu.ci_low, "cpu_high": cpu.ci_high}
     return out
 
 
@@ -117,7 +125,10 @@ def profile_experiment(name: str, work: Path, budget: float) -> tuple[dict, dict
 
 
 def _figure(entry: dict | None, key: str = "total") -> float | None:
-    return None if not entry else entry.get(key)
+    """A time figure; one in another unit (TL302: bytes) is not a saving in seconds."""
+    if not entry or entry.get("unit", "s") != "s":
+        return None
+    return entry.get(key)
 
 
 def findings_of(report: dict, experiment: dict) -> list[dict]:
@@ -134,11 +145,43 @@ def findings_of(report: dict, experiment: dict) -> list[dict]:
         rows.append({"code": code, "line": line, "rank": f.get("rank"), "observed": observed,
                      "expected": _figure(exp) if exp and not exp.get("not_applicable") else None,
                      "expected_note": (exp or {}).get("not_applicable"),
-                     "measured": m.get("total") if m and m.get("verdict") != "skipped" else None,
+                     "measured": _figure(m) if m and m.get("verdict") != "skipped" else None,
                      "measured_verdict": m.get("verdict") if m else None,
                      "measured_ci": (m.get("ci_low"), m.get("ci_high")) if m else None,
                      "why": (m or {}).get("why", "")})
     return rows
+
+
+def match_rows(name: str, work: Path, report: dict, experiment: dict, truth: dict[str, dict]) -> list[dict]:
+    """One row per hand fix: the finding of its rule on the lines it changed, with both sides' figures."""
+    rows = findings_of(report, experiment)
+    out = []
+    for fix in sorted(work.glob(f"{name}.fix_*.py")):
+        code = fix.name.split(".fix_")[1].split("-")[0].removesuffix(".py")
+        lines = changed_lines(work / f"{name}.py", fix)
+        match = [r for r in rows if r["code"] == code and r["line"] in lines]
+        row = dict(match[0]) if match else {"code": code, "line": min(lines), "rank": None, "observed": None,
+                                            "expected": None, "measured": None, "measured_verdict": "not a finding"}
+        row.update(truth[fix.name], fix=fix.name, script=name)
+        out.append(row)
+    return out
+
+
+def render(results_json: Path) -> None:
+    """Re-print the tables of a finished run (``--json``) from its run directories."""
+    data = json.loads(results_json.read_text())
+    work = Path(data["work"])
+    rows = []
+    for name, res in data["scripts"].items():
+        report = json.loads((work / f"run-{name}" / "report.json").read_text())
+        exp_file = work / f"run-{name}" / "experiment.json"
+        experiment = json.loads(exp_file.read_text()) if exp_file.is_file() else {}
+        truth = {r["fix"]: {k: r[k] for k in ("true", "low", "high", "verdict", "original_s", "fixed_s", "runs")}
+                 for r in data["rows"] if r["script"] == name}
+        srows = match_rows(name, work, report, experiment, truth)
+        rows.extend(srows)
+        _print_script(name, srows, res)
+    _print_targets(rows, data["scripts"])
 
 
 def spearman(xs: list[float], ys: list[float]) -> float | None:
@@ -181,7 +224,10 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=150.0, help="--budget of each torchlint experiment (s)")
     ap.add_argument("--only", action="append", help="script name(s) to run (default: all)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--render", type=Path, metavar="JSON", help="only re-print the tables of a finished run's --json")
     opts = ap.parse_args()
+    if opts.render:
+        return render(opts.render)
     repeats, budget, overhead_repeats = (2, 40.0, 1) if opts.quick else (opts.repeats, opts.budget, 3)
     names = sorted(p.stem for p in SCRIPTS.glob("*.py") if ".fix_" not in p.name)
     names = [n for n in names if not opts.only or n in opts.only]
@@ -194,16 +240,8 @@ def main() -> None:
     for name in names:
         fixes = sorted(work.glob(f"{name}.fix_*.py"))
         report, experiment, exp_wall = profile_experiment(name, work, budget)
-        rows = findings_of(report, experiment)
         truth = true_savings(name, fixes, work, repeats)
-        for fix in fixes:
-            code = fix.name.split(".fix_")[1].split("-")[0].removesuffix(".py")
-            lines = changed_lines(work / f"{name}.py", fix)
-            match = [r for r in rows if r["code"] == code and r["line"] in lines]
-            row = match[0] if match else {"code": code, "line": min(lines), "rank": None, "observed": None,
-                                          "expected": None, "measured": None, "measured_verdict": "not a finding"}
-            row.update(truth[fix.name], fix=fix.name, script=name)
-            all_rows.append(row)
+        all_rows.extend(match_rows(name, work, report, experiment, truth))
         plain, prof = [], []
         for _ in range(overhead_repeats):
             plain.append(_wall([sys.executable, f"{name}.py"], work))
@@ -214,19 +252,20 @@ def main() -> None:
         _print_script(name, [r for r in all_rows if r["script"] == name], results[name])
     _print_targets(all_rows, results)
     if opts.json:
-        opts.json.write_text(json.dumps({"rows": all_rows, "scripts": results}, indent=2, default=str))
+        opts.json.write_text(json.dumps({"work": str(work), "rows": all_rows, "scripts": results}, indent=2, default=str))
 
 
 def _print_script(name: str, rows: list[dict], res: dict) -> None:
     print(f"== {name}.py  (plain {res['plain_s']:.2f} s, profile {res['profile_s']:.2f} s = {res['overhead']:.2f}x; "
           f"experiment took {res['experiment_wall_s']:.0f} s incl. the profiled run, spent {res['experiment_spent_s'] or 0:.0f} s)")
     print(f"  {'finding':<12} {'fix':<28} {'observed':>10} {'expected':>10} {'measured':>10} {'verdict':<21} "
-          f"{'true (95% CI)':>26} {'rank tl':>7} {'rank true':>9}")
+          f"{'true (95% CI)':>26} {'true CPU (95% CI)':>26} {'rank tl':>7} {'rank true':>9}")
     true_order = sorted(rows, key=lambda r: -r["true"])
     for r in rows:
         ci = f"{_ms(r['true'])} [{r['low'] * 1e3:+.0f},{r['high'] * 1e3:+.0f}]"
+        cpu = f"{_ms(r['true_cpu'])} [{r['cpu_low'] * 1e3:+.0f},{r['cpu_high'] * 1e3:+.0f}]" if "true_cpu" in r else "-"
         print(f"  {r['code'] + ':' + str(r['line']):<12} {r['fix']:<28} {_ms(r['observed']):>10} {_ms(r['expected']):>10} "
-              f"{_ms(r['measured']):>10} {str(r['measured_verdict']):<21} {ci:>26} {str(r['rank'] or '-'):>7} "
+              f"{_ms(r['measured']):>10} {str(r['measured_verdict']):<21} {ci:>26} {cpu:>26} {str(r['rank'] or '-'):>7} "
               f"{true_order.index(r) + 1:>9}")
     print()
 
@@ -256,10 +295,13 @@ def _print_targets(rows: list[dict], results: dict) -> None:
         print(f"    {line}")
     for name in results:
         srows = [r for r in rows if r["script"] == name]
-        rho = spearman([score(r) for r in srows], [r["true"] for r in srows])
-        print(f"  Spearman (torchlint's ranking figure vs true saving), {name}: {'n/a (<3 fixes)' if rho is None else f'{rho:.2f}'}")
+        # torchlint's order is the report's rank (unranked: after every ranked finding)
+        rho = spearman([-(r["rank"] or 1e9) for r in srows], [r["true"] for r in srows])
+        why = "n/a (fewer than 3 fixes)" if len(srows) < 3 else "n/a (no spread)"
+        print(f"  Spearman (torchlint's rank order vs true saving), {name}: {why if rho is None else f'{rho:.2f}'}")
     rho = spearman([score(r) for r in rows], [r["true"] for r in rows])
-    print(f"  Spearman, all {len(rows)} fixes pooled: {'n/a' if rho is None else f'{rho:.2f}'} (target >= 0.9)")
+    print(f"  Spearman, all {len(rows)} fixes pooled (torchlint's ranking figure: measured saving, else expected): "
+          f"{'n/a' if rho is None else f'{rho:.2f}'} (target >= 0.9)")
     worst = max(results.values(), key=lambda v: v["overhead"]) if results else None
     print(f"  overhead of torchlint profile vs plain: " + ", ".join(f"{n} {v['overhead']:.2f}x" for n, v in results.items())
           + (f" (worst {worst['overhead']:.2f}x, target <= 1.3x)" if worst else ""))
