@@ -213,3 +213,66 @@ def test_a_rule_without_a_rewrite_says_so(user_script: Path, tmp_path: Path) -> 
     finding = Finding("TL304", "x", "m", Location(str(user_script), 19, 10))
     with pytest.raises(VariantError):
         make_variant(finding, tmp_path / "v")
+
+
+# -- the alternation and the budget, with a fake window server --------------------
+
+
+class FakeServer:
+    """Answers windows from a model: the variant's steps take ``variant_s``."""
+
+    def __init__(self, original_s: float, variant_s: float, *, fired: int = 1, fail: str | None = None) -> None:
+        self.original_s, self.variant_s, self.fired, self.fail = original_s, variant_s, fired, fail
+        self.order: list[str] = []
+        self.rng = random.Random(0)
+
+    def window(self, script, args, cwd, *, max_steps, switches=None, overrides=None, timeout_s=0):
+        arm = "v" if (switches or overrides) else "o"
+        self.order.append(arm)
+        if self.fail == arm:
+            return {"status": 1, "error": "RuntimeError: boom"}
+        mean = self.variant_s if arm == "v" else self.original_s
+        steps = [mean * (1 + self.rng.gauss(0, 0.01)) for _ in range(12)]
+        return {"status": 0, "durations_s": steps, "steps": 13, "wall_s": sum(steps),
+                "applied": [{"target": "DataLoader", "calls": self.fired}] if arm == "v" else []}
+
+    def close(self, *, force=False):
+        pass
+
+
+def _experiment(server: FakeServer, budget: float = 60.0):
+    from torchlint.experiment.plan import Candidate
+    from torchlint.experiment.runner import Experiment
+
+    exp = Experiment(script="t.py", args=[], cwd="/", work_dir=Path("/nonexistent"), budget_s=budget,
+                     win=Windowing(15, 2, 0.01), run_steps=100, make_server=lambda _dir: server)
+    cand = Candidate(_finding("TL201"), "num_workers=2", "runtime", [{"target": "DataLoader"}])
+    return exp, cand
+
+
+def test_windows_alternate_abba_and_a_real_saving_is_measured() -> None:
+    server = FakeServer(0.020, 0.015)
+    exp, cand = _experiment(server)
+    m = exp.measure(cand, {}, "runtime switch")
+    assert server.order[:4] == ["o", "v", "v", "o"]
+    assert m.verdict == SAVING and m.per_step == pytest.approx(0.005, rel=0.2)
+    assert m.total == pytest.approx(m.per_step * 100)
+
+
+def test_a_switch_that_never_fired_is_skipped_not_no_change() -> None:
+    exp, cand = _experiment(FakeServer(0.02, 0.02, fired=0))
+    out = exp.measure(cand, {}, "runtime switch")
+    assert isinstance(out, dict) and "never applied" in out["reason"]
+
+
+def test_a_failing_variant_is_skipped_with_its_error() -> None:
+    exp, cand = _experiment(FakeServer(0.02, 0.02, fail="v"))
+    out = exp.measure(cand, {}, "runtime switch")
+    assert isinstance(out, dict) and "variant failed: RuntimeError: boom" in out["reason"]
+
+
+def test_no_window_starts_when_the_budget_cannot_hold_the_minimum() -> None:
+    server = FakeServer(0.02, 0.015)
+    exp, cand = _experiment(server, budget=1.0)  # less than starting the window server
+    out = exp.measure(cand, {}, "runtime switch")
+    assert isinstance(out, dict) and out["reason"].startswith("budget") and server.order == []
