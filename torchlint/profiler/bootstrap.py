@@ -227,6 +227,7 @@ def _write(
             "samples": sampler.samples,
             "sampled_s": sampler.sampled_s,
             "tool_s": sampler.tool_s,
+            "moved": sampler.moved,  # late samples charged to the instruction that held the GIL
         },
     }
     steps: dict[str, Any] = {"count": 0}
