@@ -58,7 +58,7 @@ BASE_HOOKS: tuple[BaseHooks, ...] = (
         "Hugging Face",
         ("transformers", "trl"),
         ("Trainer", "Seq2SeqTrainer", "SFTTrainer", "DPOTrainer", "RewardTrainer"),
-        {"compute_loss": TRAINING, "training_step": TRAINING, "prediction_step": EVALUATION},
+        {"compute_loss": TRAINING, "training_step": TRAINING, "_prepare_inputs": TRAINING, "prediction_step": EVALUATION},
     ),
     BaseHooks(
         "Hugging Face",

@@ -30,7 +30,26 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
                 calls.append(CallSite(key, target, None))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
     exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
-    return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports))
+    returns = []
+    for key, function in functions.items():
+        refs = _returned(function, key, functions, imports, relative, bool(stars))
+        if refs:
+            returns.append((key, refs))
+    return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports), returns=tuple(returns))
+
+
+def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], imports: dict[str, str], relative: dict[str, tuple[int, str]], star: bool) -> tuple[Ref | None, ...]:
+    """``return build(args)`` (a factory that delegates) or ``return Model(...), Loss()``."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            refs = []
+            for value in values:
+                ref = _target(value.func, key, functions, imports, relative, star) if isinstance(value, ast.Call) else None
+                last = (_dotted(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, ast.Call) else ""
+                refs.append(None if ref is None else ref if last[:1].isupper() else ("returned", ref, None))
+            return tuple(refs) if any(refs) else ()
+    return ()
 
 
 def _imports(tree: ast.Module) -> tuple[dict[str, str], dict[str, tuple[int, str]], list[tuple[int, str]]]:

@@ -63,6 +63,7 @@ class Project:
         self.classes = {path: {c.key: c for c in s.classes} for path, s in self.files.items()}
         self.functions = {path: set(s.functions) for path, s in self.files.items()}
         self.params = {path: dict(s.params) for path, s in self.files.items()}
+        self.returns = {(path, key): refs for path, s in self.files.items() for key, refs in s.returns}
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
 
@@ -71,13 +72,16 @@ class Project:
         callee receives it (one level: a parameter passed on again is not followed)."""
         for path, summary in self.files.items():
             for call in summary.calls:
-                if not call.args or call.target[0] == "param":
-                    continue
-                callee = self.function(call.target, path)
+                if not call.args or call.target[0] == "object" and call.target[1][0] == "passed":
+                    continue  # one level: an argument passed on again is not followed
+                callee, bound = self.function(call.target, path), call.target[0] in ("method", "object")
+                if callee is None:  # `SetCriterion(matcher=matcher)`: the class's __init__
+                    owner = self.class_of(call.target, path, 1) if call.target[0] in ("local", "import") else None
+                    callee, bound = (self.method(*owner, "__init__") if owner is not None else None), True
                 if callee is None:
                     continue
                 names = self.params[callee[0]].get(callee[1], ())
-                offset = 1 if call.target[0] in ("method", "object") and names[:1] in (("self",), ("cls",)) else 0
+                offset = 1 if bound and names[:1] in (("self",), ("cls",)) else 0
                 for where, owner in call.args:
                     index = where + offset if isinstance(where, int) else None
                     name = names[index] if index is not None and index < len(names) else where
@@ -128,12 +132,7 @@ class Project:
             return self.method(importer, ref[1], ref[2], depth)
         if kind == "object":  # a method of an instance of a project class
             return self._object_method(ref[1], importer, ref[2], depth)
-        if kind == "param":  # a method of what the callers pass for a parameter
-            for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
-                found = self._object_method(owner, caller, ref[3], depth)
-                if found is not None:
-                    return found
-            return None
+
         if kind == "star":
             for level, module in self.files[importer].stars if importer in self.files else ():
                 path = self.module_file(module, importer, level)
@@ -196,6 +195,24 @@ class Project:
         return found
 
     def class_of(self, ref: Ref, importer: str, depth: int) -> tuple[str, str] | None:
+        if depth > _MAX_DEPTH:
+            return None
+        if ref[0] == "returned":  # an object a project factory returns (element or whole)
+            factory = self.function(ref[1], importer, depth + 1)
+            returned = self.returns.get(factory) if factory is not None else None
+            if not returned:
+                return None
+            if len(returned) == 1 and returned[0] is not None and returned[0][0] == "returned" and returned[0][2] is None:
+                return self.class_of((*returned[0][:2], ref[2]), factory[0], depth + 1)  # `return build(args)`
+            element = 0 if ref[2] is None else ref[2]
+            inner = returned[element] if element < len(returned) else None
+            return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
+        if ref[0] == "passed":  # what the callers pass for a parameter (first that resolves)
+            for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
+                found = self.class_of(owner, caller, depth + 1)
+                if found is not None:
+                    return found
+            return None
         if ref[0] == "local":
             return (importer, ref[1])
         if ref[0] == "star":

@@ -10,8 +10,10 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("star", name)``: a bare name that only a ``from m import *`` can define;
 - ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
   refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first);
-- ``("param", function_key, parameter, "__call__")``: ``criterion(out, y)`` where
-  ``criterion`` is a parameter: the ``forward`` of what the callers pass (``CallSite.args``).
+- a class reference may also be ``("returned", factory_ref, element)``, what a factory
+  returns (``model, criterion = build(args)``), or ``("passed", function_key, parameter)``,
+  what the callers pass for a parameter (``CallSite.args`` records it; ``criterion(x)``
+  on a parameter, ``self.matcher = matcher`` in ``__init__``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ Ref = tuple
 # Libraries whose functions are never the project's own: their calls are not recorded.
 _NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing", "time", "random", "logging", "json", "re", "collections", "functools", "itertools", "pathlib", "copy", "warnings", "tqdm", "transformers", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "torchtext", "pandas", "sklearn", "scipy", "matplotlib", "wandb", "datasets", "accelerate"})
 _BUILTINS = frozenset(dir(builtins))
+_FACTORY_PREFIXES = ("build", "create", "make", "get_model", "load_model", "setup")
 _COMPILERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial", "torch.func.functional_call"})
 
 
@@ -73,6 +76,7 @@ class FileSummary:
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
+    returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
 
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
@@ -140,7 +144,33 @@ class StepSummarizer:
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], _positional(f)) for f in self.functions),
+            returns=self._returns(),
         )
+
+    def _returns(self) -> tuple[tuple[str, tuple[Ref | None, ...]], ...]:
+        """What factories return, element by element, when it is an object of a class:
+        ``return model, criterion, post`` (or ``return build(args)``: whatever that returns)."""
+        found = []
+        for function in self.functions:
+            for node in self.ctx.tree.descendants(function):
+                if not isinstance(node, cst.Return) or node.value is None or self.ctx.tree.enclosing_function(node) is not function:
+                    continue
+                values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+                refs = tuple(self._returned_object(v, node) for v in values)
+                if any(r is not None for r in refs):
+                    found.append((self.keys[id(function)], refs))
+                    break
+        return tuple(found)
+
+    def _returned_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        value = _unwrap_moves(value)
+        if isinstance(value, cst.Call):
+            owner = self._class_ref(value.func, at)
+            if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
+                return owner
+            factory = self.target(value.func, value)
+            return ("returned", factory, None) if factory is not None and factory[0] in ("import", "local") else None
+        return self._instance_class(value, at) if isinstance(value, cst.Name) else None
 
     def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
         """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
@@ -197,6 +227,8 @@ class StepSummarizer:
             local = self._local_function(func.value, at)
             if local is not None:
                 return ("local", local)
+            if func.value in self._module_classes:
+                return ("local", self._module_classes[func.value])  # a constructor: its arguments matter
             if func.value in self.relative:
                 level, name = self.relative[func.value]
                 return ("import", level, name)
@@ -213,7 +245,7 @@ class StepSummarizer:
                 return ("object", owner, "__call__")  # a module's forward, an object's __call__
             param = self._parameter(func, at)
             if param is not None:
-                return ("param", *param, "__call__")  # `criterion(out, y)`: what the callers pass
+                return ("object", ("passed", *param), "__call__")  # `criterion(out, y)`: what the callers pass
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None
@@ -278,7 +310,9 @@ class StepSummarizer:
                 continue
             callee = dotted(value.func) or ""
             names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
-            if callee.rsplit(".", 1)[-1][:1].isupper():
+            unpacked = {e.value.value for t in assign.targets if isinstance(t.target, (cst.Tuple, cst.List)) for e in t.target.elements if isinstance(e.value, cst.Name)}
+            objects |= unpacked  # `model, criterion = build(args)`: a factory's objects, maybe
+            if callee.rsplit(".", 1)[-1][:1].isupper() or callee.rsplit(".", 1)[-1].startswith(_FACTORY_PREFIXES):
                 objects |= names
             if self.ctx.qname(value.func) in _COMPILERS:
                 compiled |= names
@@ -303,10 +337,19 @@ class StepSummarizer:
         may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
         if isinstance(expr, cst.Name):
             if expr.value not in self._assigned_from_calls[0]:
-                return None  # never assigned from a class call: skip the binding lookup
+                return None  # never assigned from a call: skip the binding lookup
             binding = self.ctx.bindings.reaching(expr.value, at)
             value = _unwrap_moves(getattr(binding, "value", None))
-            return self._class_ref(value.func, at) if isinstance(value, cst.Call) else None
+            if not isinstance(value, cst.Call):
+                return None
+            element = binding.element  # type: ignore[union-attr]
+            if element is None:
+                owner = self._class_ref(value.func, at)
+                if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
+                    return owner
+            # `model, criterion, post = build_model(args)`: what the factory returns there
+            factory = self.target(value.func, value)
+            return ("returned", factory, element) if factory is not None and factory[0] == "import" or factory is not None and factory[0] == "local" else None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
             return self._self_attributes.get(id(cls), {}).get(expr.attr.value) if cls is not None else None
@@ -359,6 +402,15 @@ class StepSummarizer:
                     ref = self._class_ref(value.func, assign) if cls is not None else None
                     if ref is not None:
                         found.setdefault(id(cls), {})[t.attr.value] = ref
+        for assign in self.ctx.tree.nodes(cst.Assign):  # `self.matcher = matcher`: a constructor argument
+            if not isinstance(assign.value, cst.Name):
+                continue
+            param = self._parameter(assign.value, assign)
+            cls = self.ctx.tree.enclosing_class(assign)
+            for target in assign.targets:
+                t = target.target
+                if param is not None and cls is not None and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    found.setdefault(id(cls), {}).setdefault(t.attr.value, ("passed", *param))
         return found
 
     # --- classes and framework hooks ---------------------------------------------------
