@@ -115,3 +115,39 @@ def test_traces_are_read_while_the_script_runs(tmp_path):
         stop()
     cached = tracefile._cache[tracefile._key(trace)]
     assert tracefile.read_file(trace) is cached and cached.ops["aten::mm"][0] == 1
+
+
+@pytest.mark.slow
+def test_sampler_agrees_with_py_spy_on_the_line(tmp_path):
+    """py-spy reads the process without the GIL, so it is the reference for where the
+    time went. Skipped where py-spy is not installed or may not attach."""
+    import collections
+    import shutil
+    import subprocess
+    import sys
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        pytest.skip("py-spy is not installed")
+    script = tmp_path / "gil_bound.py"
+    script.write_text(GIL_SCRIPT)
+    raw = tmp_path / "raw.txt"
+    proc = subprocess.run([spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or not raw.exists():
+        pytest.skip(f"py-spy could not record here: {proc.stderr.strip()[-200:]}")
+    theirs: collections.Counter[int] = collections.Counter()
+    for row in raw.read_text().splitlines():
+        stack, n = row.rsplit(" ", 1)
+        frames = [f for f in stack.split(";") if "gil_bound.py" in f and f.startswith("work ")]
+        if frames:
+            theirs[int(frames[-1].rsplit(":", 1)[1].rstrip(")"))] += int(n)
+    ours = _self_by_line(tmp_path)
+    lines = (5, 6)
+    total_theirs = sum(theirs[n] for n in lines)
+    total_ours = sum(ours.get(n, 0.0) for n in lines)
+    assert total_theirs and total_ours
+    share_theirs = {n: theirs[n] / total_theirs for n in lines}
+    share_ours = {n: ours.get(n, 0.0) / total_ours for n in lines}
+    assert max(lines, key=share_ours.get) == max(lines, key=share_theirs.get)
+    assert abs(share_ours[5] - share_theirs[5]) < 0.25, (share_ours, share_theirs)
