@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 
 from torchlint.correlate import Correlated, Correlation, correlate, fmt_seconds
+from torchlint.correlate.model import SYNC_RULES
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
 from torchlint.savings import BYTES, Estimate, Measurement
@@ -31,10 +32,9 @@ from torchlint.savings import BYTES, Estimate, Measurement
 AUTOGRAD_SHARE = 0.2
 #: inference_mode over no_grad: it also skips version counters and view tracking.
 INFERENCE_MODE_SHARE = 0.05
-#: A ``torch.from_numpy`` call: wraps the array's buffer, no copy (about 1 µs).
+#: A ``torch.from_numpy`` call: wraps the array's buffer, no copy (1-2 µs a call).
 FROM_NUMPY_S = 2e-6
 
-SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
 GPU_ONLY = {
     "TL202": "pinned memory only matters for host-to-device copies on a GPU",
     "TL110": "no GPU: nothing is copied to a device",
@@ -68,7 +68,7 @@ def _steps(session: ProfileSession) -> int:
     return int(session.steps.get("count") or 0)
 
 
-def _per_step(total: float, session: ProfileSession, c: Correlated) -> float | None:
+def _per_step(total: float, session: ProfileSession) -> float | None:
     steps = _steps(session)
     return total / steps if steps else None
 
@@ -172,7 +172,7 @@ def tensor_copy_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     return Estimate(
         model=f"torch.tensor copies the array; torch.from_numpy wraps it (about {fmt_seconds(FROM_NUMPY_S)} a call): "
         f"{calls} call(s) here",
-        per_step=_per_step(saving, session, c),
+        per_step=_per_step(saving, session),
         total=saving,
     )
 
@@ -200,7 +200,7 @@ def share_estimate(share: float, what: str) -> Callable[[Correlated, ProfileSess
     def model(c: Correlated, session: ProfileSession) -> Estimate:
         saving = share * c.observed_s
         return Estimate(
-            model=f"{what}: at most {share:.0%} of the time observed at the line", per_step=_per_step(saving, session, c), total=saving
+            model=f"{what}: at most {share:.0%} of the time observed at the line", per_step=_per_step(saving, session), total=saving
         )
 
     return model
@@ -208,7 +208,7 @@ def share_estimate(share: float, what: str) -> Callable[[Correlated, ProfileSess
 
 def observed_bound(what: str) -> Callable[[Correlated, ProfileSession], Estimate]:
     def model(c: Correlated, session: ProfileSession) -> Estimate:
-        return Estimate(model=what, per_step=_per_step(c.observed_s, session, c), total=c.observed_s)
+        return Estimate(model=what, per_step=_per_step(c.observed_s, session), total=c.observed_s)
 
     return model
 
