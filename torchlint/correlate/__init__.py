@@ -9,7 +9,8 @@ The rules (docs/profiling.md, "Join rules"):
    are charged to their innermost user frame. A finding matches them when that
    line falls in ``[line, end_line]`` and the probed call is one the rule is
    about (:data:`RULE_PROBES`), so unrelated work on the same line does not
-   confirm it.
+   confirm it; on a one-line finding the call's columns must overlap too, so
+   two calls on one line are told apart.
 3. **Related places.** A finding whose cost shows up elsewhere (``Finding.related``:
    the ``for`` statements iterating a flagged ``DataLoader``) also takes the
    measurements at those lines (TL201: the batch fetch time). TL202 (no
@@ -22,9 +23,14 @@ The rules (docs/profiling.md, "Join rules"):
    line, so both that and the ``def`` line match) is shown as context, never
    as the finding's cost.
 
-Findings with measured cost are ranked by it; the rest stay in the report as
-static-only. Sampled lines that no finding explains are listed as hotspots,
-and runtime-only findings (``TLR01``...) are derived from the run as a whole.
+The time observed at a finding's lines (``observed_s``) is context, not a
+saving: findings are ranked by a measured saving (an experiment's
+``Measurement``), then by an expected one (``Estimate``, from the per-rule
+models in torchlint/estimate.py, passed in as ``estimator``), with
+:func:`torchlint.savings.rank_key`. The rest stay in the report unranked.
+Sampled lines that no finding explains, and the run's one-time costs, are
+listed as hotspots; runtime-only findings (``TLR01``...) are derived from the
+run as a whole.
 """
 
 from torchlint.correlate.join import correlate, user_files

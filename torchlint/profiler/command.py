@@ -242,7 +242,7 @@ def profile(
     budget: float | None = None,
     report_dir: Path | None = None,
 ) -> None:
-    """Run SCRIPT under cProfile and torch.profiler and rank the findings by measured cost.
+    """Run SCRIPT under cProfile and torch.profiler and rank the findings by what fixing them saves.
 
     SCRIPT runs as __main__ in a child Python process with ARGS as its own
     sys.argv. Steps are the optimizer's steps; no edits to the script are
