@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.steps import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

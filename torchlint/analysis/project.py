@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
-from torchlint.analysis.steps import ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import ClassSummary, FileSummary, Ref
 from torchlint.findings import Location
 
 _PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}

@@ -18,8 +18,6 @@ A reference to a callee is a tuple, resolved later against the whole project:
 
 from __future__ import annotations
 
-import builtins
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -27,56 +25,14 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.names import dotted
+from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from torchlint.analysis.context import FileContext
-
-Ref = tuple
-# Libraries whose functions are never the project's own: their calls are not recorded.
-_NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing", "time", "random", "logging", "json", "re", "collections", "functools", "itertools", "pathlib", "copy", "warnings", "tqdm", "transformers", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "torchtext", "pandas", "sklearn", "scipy", "matplotlib", "wandb", "datasets", "accelerate"})
-_BUILTINS = frozenset(dir(builtins))
-_FACTORY_PREFIXES = ("build", "create", "make", "get_model", "load_model", "setup")
-_COMPILERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial", "torch.func.functional_call"})
-
-
-@dataclass(frozen=True, slots=True)
-class CallSite:
-    caller: str  # function key; "" at module level
-    target: Ref
-    loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
-    location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
-    args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
-
-
-@dataclass(frozen=True, slots=True)
-class Hook:
-    function: str  # key
-    text: str  # "Lightning `training_step`"
-
-
-@dataclass(frozen=True, slots=True)
-class ClassSummary:
-    key: str
-    bases: tuple[Ref, ...]
-    methods: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class FileSummary:
-    path: str  # absolute
-    functions: tuple[str, ...]
-    classes: tuple[ClassSummary, ...]
-    calls: tuple[CallSite, ...]
-    hooks: tuple[Hook, ...]
-    stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
-    exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
-    trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
-    host_only: bool = False  # the file never touches a device (analysis/devices.py)
-    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
-    returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
 
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
@@ -88,7 +44,7 @@ def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
     return ".".join(reversed(parts))
 
 
-class StepSummarizer:
+class StepSummarizer(ObjectRefs):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
     as the findings."""
@@ -143,49 +99,9 @@ class StepSummarizer:
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
-            params=tuple((self.keys[id(f)], _positional(f)) for f in self.functions),
+            params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(),
         )
-
-    def _returns(self) -> tuple[tuple[str, tuple[Ref | None, ...]], ...]:
-        """What factories return, element by element, when it is an object of a class:
-        ``return model, criterion, post`` (or ``return build(args)``: whatever that returns)."""
-        found = []
-        for function in self.functions:
-            for node in self.ctx.tree.descendants(function):
-                if not isinstance(node, cst.Return) or node.value is None or self.ctx.tree.enclosing_function(node) is not function:
-                    continue
-                values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
-                refs = tuple(self._returned_object(v, node) for v in values)
-                if any(r is not None for r in refs):
-                    found.append((self.keys[id(function)], refs))
-                    break
-        return tuple(found)
-
-    def _returned_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        value = _unwrap_moves(value)
-        if isinstance(value, cst.Call):
-            owner = self._class_ref(value.func, at)
-            if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
-                return owner
-            factory = self.target(value.func, value)
-            return ("returned", factory, None) if factory is not None and factory[0] in ("import", "local") else None
-        return self._instance_class(value, at) if isinstance(value, cst.Name) else None
-
-    def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
-        """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
-        class, so the callee's ``criterion(out, y)`` resolves to that class's forward."""
-        found: list[tuple[int | str, Ref]] = []
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                break  # positions after *args are unknown
-            owner = self._instance_class(arg.value, call) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-            if owner is not None:
-                found.append((arg.keyword.value if arg.keyword is not None else position, owner))
-            if arg.keyword is None:
-                position += 1
-        return tuple(found)
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()
@@ -298,26 +214,6 @@ class StepSummarizer:
                 found.setdefault(id(owner), {})[function.name.value] = self.keys[id(function)]
         return found
 
-    @cached_property
-    def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
-        """Names assigned from a call of a Capitalised name (an object of a class), and
-        from a call of a compiler (``torch.compile(f)``): the only names worth a lookup."""
-        objects: set[str] = set()
-        compiled: set[str] = set()
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            value = _unwrap_moves(assign.value)
-            if not isinstance(value, cst.Call):
-                continue
-            callee = dotted(value.func) or ""
-            names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
-            unpacked = {e.value.value for t in assign.targets if isinstance(t.target, (cst.Tuple, cst.List)) for e in t.target.elements if isinstance(e.value, cst.Name)}
-            objects |= unpacked  # `model, criterion = build(args)`: a factory's objects, maybe
-            if callee.rsplit(".", 1)[-1][:1].isupper() or callee.rsplit(".", 1)[-1].startswith(_FACTORY_PREFIXES):
-                objects |= names
-            if self.ctx.qname(value.func) in _COMPILERS:
-                compiled |= names
-        return objects, compiled
-
     def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""
         if name.value not in self._assigned_from_calls[1]:
@@ -330,88 +226,6 @@ class StepSummarizer:
             if isinstance(first, cst.Name) and first.value != name.value:
                 return self.target(first, value)
         return None
-
-    # --- objects of the project's classes ----------------------------------------------
-    def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        """The class ``expr`` is an instance of, when it was built here from a class that
-        may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
-        if isinstance(expr, cst.Name):
-            if expr.value not in self._assigned_from_calls[0]:
-                return None  # never assigned from a call: skip the binding lookup
-            binding = self.ctx.bindings.reaching(expr.value, at)
-            value = _unwrap_moves(getattr(binding, "value", None))
-            if not isinstance(value, cst.Call):
-                return None
-            element = binding.element  # type: ignore[union-attr]
-            if element is None:
-                owner = self._class_ref(value.func, at)
-                if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
-                    return owner
-            # `model, criterion, post = build_model(args)`: what the factory returns there
-            factory = self.target(value.func, value)
-            return ("returned", factory, element) if factory is not None and factory[0] == "import" or factory is not None and factory[0] == "local" else None
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            cls = self.ctx.tree.enclosing_class(at)
-            return self._self_attributes.get(id(cls), {}).get(expr.attr.value) if cls is not None else None
-        return None
-
-    def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
-        """(function key, name) when ``expr`` is a parameter of the enclosing function."""
-        if not isinstance(expr, cst.Name) or expr.value in ("self", "cls"):
-            return None
-        function = self.ctx.tree.enclosing_function(at)
-        if function is None:
-            return None
-        bound = self.ctx.bindings.lookup(expr.value, at)
-        if bound and all(b.kind == "param" for b in bound) and expr.value in _positional(function):
-            return (self.keys[id(function)], expr.value)
-        return None
-
-    def _class_ref(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        name = dotted(func)
-        if name is None or name in _BUILTINS:
-            return None
-        if "." not in name and name in self._module_classes:
-            return ("local", self._module_classes[name])
-        head, _, rest = name.partition(".")
-        if head in self.relative:
-            level, module = self.relative[head]
-            return ("import", level, f"{module}.{rest}" if rest else module)
-        qualified = self.ctx.imports.qualify(func)
-        if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
-            return ("import", 0, qualified)
-        return None
-
-    @cached_property
-    def _module_classes(self) -> dict[str, str]:
-        body = self.ctx.tree.module.body
-        return {s.name.value: self.class_keys[id(s)] for s in body if isinstance(s, cst.ClassDef)}
-
-    @cached_property
-    def _self_attributes(self) -> dict[int, dict[str, Ref]]:
-        """For each class: ``self.x = Cls(...)`` assignments in its methods, as x -> class."""
-        found: dict[int, dict[str, Ref]] = {}
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            value = _unwrap_moves(assign.value)
-            if not isinstance(value, cst.Call):
-                continue
-            for target in assign.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                    cls = self.ctx.tree.enclosing_class(assign)
-                    ref = self._class_ref(value.func, assign) if cls is not None else None
-                    if ref is not None:
-                        found.setdefault(id(cls), {})[t.attr.value] = ref
-        for assign in self.ctx.tree.nodes(cst.Assign):  # `self.matcher = matcher`: a constructor argument
-            if not isinstance(assign.value, cst.Name):
-                continue
-            param = self._parameter(assign.value, assign)
-            cls = self.ctx.tree.enclosing_class(assign)
-            for target in assign.targets:
-                t = target.target
-                if param is not None and cls is not None and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                    found.setdefault(id(cls), {}).setdefault(t.attr.value, ("passed", *param))
-        return found
 
     # --- classes and framework hooks ---------------------------------------------------
     def _classes(self) -> tuple[ClassSummary, ...]:
@@ -465,21 +279,6 @@ class StepSummarizer:
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
-
-
-_MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_"})
-
-
-def _unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """``Net(...).cuda().eval()`` → ``Net(...)``: moves and modes keep the object."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
-        value = value.func.value
-    return value
-
-
-def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
-    params = function.params
-    return tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:

@@ -1,0 +1,51 @@
+"""The step summary of one file: plain frozen data (see :mod:`torchlint.analysis.steps`
+for how it is made and :mod:`torchlint.analysis.project` for how summaries are joined)."""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from torchlint.findings import Location
+
+Ref = tuple
+# Libraries whose functions are never the project's own: their calls are not recorded.
+_NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing", "time", "random", "logging", "json", "re", "collections", "functools", "itertools", "pathlib", "copy", "warnings", "tqdm", "transformers", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "torchtext", "pandas", "sklearn", "scipy", "matplotlib", "wandb", "datasets", "accelerate"})
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    caller: str  # function key; "" at module level
+    target: Ref
+    loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
+    location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
+    args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    function: str  # key
+    text: str  # "Lightning `training_step`"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSummary:
+    key: str
+    bases: tuple[Ref, ...]
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    path: str  # absolute
+    functions: tuple[str, ...]
+    classes: tuple[ClassSummary, ...]
+    calls: tuple[CallSite, ...]
+    hooks: tuple[Hook, ...]
+    stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
+    exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
+    trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
+    host_only: bool = False  # the file never touches a device (analysis/devices.py)
+    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
+    returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
