@@ -37,9 +37,12 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
                     return True
                 if isinstance(operator, cst.Equal) and _is_counter(node.left):
                     return True
-                if isinstance(operator, (cst.LessThan, cst.LessThanEqual)) and _fixed_bound(bound):
-                    # `j < x.shape[0]`, `i < n`: a bounds check, true on every step
-                    if _is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left)):
+                if isinstance(operator, (cst.LessThan, cst.LessThanEqual)):
+                    if _is_len(node.left):
+                        return True  # `len(buffer) < size`: filling up, then never again
+                    # A counter under a fixed bound is a warm-up; `j < x.shape[0]` or `i < n`
+                    # is a bounds check, true on every step.
+                    if _fixed_bound(bound) and (_is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left))):
                         return True
     return False
 
@@ -51,6 +54,10 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
     name = dotted(bound)
     last = name.rsplit(".", 1)[-1] if name else ""
     return "warm" in last.lower() or (last.isupper() and len(last) > 1)
+
+
+def _is_len(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
 
 
 def _is_counter(expr: cst.BaseExpression) -> bool:
