@@ -303,7 +303,7 @@ def test_reports_render_the_same_content(project):
     report = profile_json.build(result, s, run_dir=str(cwd / "run"), static={"available": True, "files_checked": 1},
                                 artifacts={"profile": "profile.prof"}, snakeviz={"command": "snakeviz x", "launched": False})
     data = json.loads(profile_json.render(report))
-    assert data["schema"] == "torchlint.profile-report" and data["schema_version"] == 1
+    assert data["schema"] == "torchlint.profile-report" and data["schema_version"] == 2
     assert [f["code"] for f in data["findings"]] == ["TL201", "TL101", "TL303"]
     f0 = data["findings"][0]
     for key in ("code", "path", "line", "message", "calls", "self_s", "total_s", "share", "evidence"):

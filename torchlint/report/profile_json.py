@@ -14,7 +14,9 @@ from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, dis
 from torchlint.profiler.session import ProfileSession
 
 SCHEMA = "torchlint.profile-report"
-SCHEMA_VERSION = 1
+#: 2: a finding's ``measured`` became the experiment's Measurement (it was a bool,
+#: now ``observed``), ``share`` is of ``run.script_s``, ranks are by saving.
+SCHEMA_VERSION = 2
 
 
 def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
