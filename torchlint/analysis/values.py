@@ -97,17 +97,18 @@ class ValueKinds(LossFacts, ArrayFacts):
         if isinstance(expr, (cst.Name, cst.Attribute)):
             name = dotted(expr)
             if name is not None:
-                # `x = x.cpu().numpy()`: the assignment does not reach its own right-hand
-                # side, so there `x` has the kind its other bindings give it.
-                own = self._own_binding(name, at)
-                key = (id(self.ctx.tree.scope_of(at)), name, id(own) if own is not None else 0)
+                # Bindings that cannot reach `at`: `x = x.cpu().numpy()` does not reach its
+                # own right-hand side, and `beta = torch.tensor(beta)` after `if beta == 0:`
+                # does not reach the test (unless a loop around both carries it back).
+                skipped = self._unreaching(name, at)
+                key = (id(self.ctx.tree.scope_of(at)), name, skipped)
                 if key in self._memo:
                     return self._memo[key]
                 if key in self._in_progress:
                     return Kind.UNKNOWN
                 self._in_progress.add(key)
                 try:
-                    result = self._name_kind(name, expr, at, own)
+                    result = self._name_kind(name, expr, at, skipped)
                 finally:
                     self._in_progress.discard(key)
                 self._memo[key] = result
@@ -117,17 +118,30 @@ class ValueKinds(LossFacts, ArrayFacts):
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
         return self.kind(expr, at) is Kind.TENSOR
 
-    def _own_binding(self, name: str, at: cst.CSTNode):  # type: ignore[no-untyped-def]
-        """The binding of ``name`` made by the assignment statement that holds ``at``."""
-        statement = self.ctx.tree.statement_of(at)
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return None
-        for binding in self.ctx.bindings.lookup(name, at):
-            if binding.kind in ("assign", "augassign") and self.ctx.tree.statement_of(binding.node) is statement:
-                return binding
-        return None
+    def _unreaching(self, name: str, at: cst.CSTNode) -> frozenset[int]:
+        """Ids of the bindings of ``name`` (in the scope of ``at``) that do not reach ``at``:
+        the assignment statement holding ``at`` itself, and assignments later in the same
+        scope that no enclosing loop carries back to ``at``."""
+        tree = self.ctx.tree
+        bound = self.ctx.bindings.lookup(name, at)
+        if len(bound) < 2 or "." in name:
+            return frozenset()  # one binding always stands; `self.x` is set in other methods
+        statement = tree.statement_of(at)
+        where, scope = tree.index(at), tree.scope_of(at)
+        loops: list[cst.CSTNode] | None = None
+        skipped = []
+        for binding in bound:
+            if binding.kind not in ("assign", "augassign"):
+                continue
+            if isinstance(statement, cst.SimpleStatementLine) and tree.statement_of(binding.node) is statement:
+                skipped.append(id(binding))
+            elif tree.index(binding.node) > where and tree.scope_of(binding.node) is scope:
+                loops = self.ctx.loops.enclosing_loops(at) if loops is None else loops
+                if not any(tree.is_inside(binding.node, loop) for loop in loops):
+                    skipped.append(id(binding))
+        return frozenset(skipped)
 
-    def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode, own=None) -> Kind:  # type: ignore[no-untyped-def]
+    def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode, skipped: frozenset[int] = frozenset()) -> Kind:
         if name in self._backward_names:
             return Kind.TENSOR
         qualified = self.ctx.qname(expr)
@@ -135,7 +149,7 @@ class ValueKinds(LossFacts, ArrayFacts):
             return Kind.UNKNOWN  # an imported module or function, not a value
         kinds = set()
         for binding in self.ctx.bindings.lookup(name, at):
-            if binding is own:
+            if id(binding) in skipped:
                 continue
             kinds.add(self._binding_kind(binding))
         kinds.discard(Kind.UNKNOWN)
