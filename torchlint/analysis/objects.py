@@ -34,17 +34,16 @@ class ObjectRefs:
     def _returns(self) -> tuple[tuple[str, tuple[Ref | None, ...]], ...]:
         """What factories return, element by element, when it is an object of a class:
         ``return model, criterion, post`` (or ``return build(args)``: whatever that returns)."""
-        found = []
-        for function in self.functions:
-            for node in self.ctx.tree.descendants(function):
-                if not isinstance(node, cst.Return) or node.value is None or self.ctx.tree.enclosing_function(node) is not function:
-                    continue
-                values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
-                refs = tuple(self._returned_object(v, node) for v in values)
-                if any(r is not None for r in refs):
-                    found.append((self.keys[id(function)], refs))
-                    break
-        return tuple(found)
+        found: dict[str, tuple[Ref | None, ...]] = {}
+        for node in self.ctx.tree.nodes(cst.Return):  # one pass over the file's returns
+            function = self.ctx.tree.enclosing_function(node)
+            if node.value is None or function is None or self.keys[id(function)] in found:
+                continue
+            values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+            refs = tuple(self._returned_object(v, node) for v in values)
+            if any(r is not None for r in refs):
+                found[self.keys[id(function)]] = refs
+        return tuple(found.items())
 
     def _returned_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         value = unwrap_moves(value)
