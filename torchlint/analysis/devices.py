@@ -175,6 +175,8 @@ class Devices:
             else:
                 break
         if isinstance(expr, cst.Call):
+            if _returns_host_tensors(expr, ctx):
+                return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             return ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
 
@@ -192,6 +194,13 @@ class Devices:
             return False
         for binding in bound:
             value = binding.value
+            if binding.kind in ("for", "comp") and value is not None:
+                # `for n in mask.cpu().sum(1)`, `for a, b in zip(x.cpu(), y)`: an item has
+                # the placement of what is iterated
+                item = _iterated_source(value, binding.element)
+                if item is None or not test(item, binding.node, depth + 1):
+                    return False
+                continue
             if binding.kind != "assign" or value is None:
                 return False
             if binding.element is not None:
@@ -397,3 +406,22 @@ class Devices:
         if dotted(value) == binding.name:
             return False
         return self.is_host_batch(value, binding.node, _depth + 1)
+
+
+def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
+    """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
+    arg = ctx.keyword(call, "return_tensors")
+    return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
+
+
+def _iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.BaseExpression | None:
+    """What a loop target takes its items from: the iterable, or for ``zip(a, b)`` and
+    ``enumerate(a)`` the argument at the target's position (None when unknown)."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
+        if element is None:
+            return None
+        if iterable.func.value == "enumerate":
+            return positional[0] if element == 1 and positional else None
+        return positional[element] if element < len(positional) else None
+    return iterable if element is None else None
