@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.bindings import Bindings
 from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
+from torchlint.analysis.functions import LocalFunctions
 from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
 from torchlint.analysis.layers import Layers
@@ -48,6 +49,10 @@ class FileContext:
     @cached_property
     def bindings(self) -> Bindings:
         return Bindings(self.tree)
+
+    @cached_property
+    def functions(self) -> LocalFunctions:
+        return LocalFunctions(self.tree)
 
     @cached_property
     def values(self) -> ValueKinds:

@@ -301,21 +301,8 @@ class Loops:
         return True
 
     def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The function of this file that ``call`` runs: ``f(...)`` for a module-level
-        ``def f``, ``self.m(...)`` for a method of the enclosing class."""
-        func = call.func
-        if isinstance(func, cst.Name) and self.ctx.qname(func) is None:
-            for function in self.ctx.tree.nodes(cst.FunctionDef):
-                if function.name.value == func.value and self.ctx.tree.parent(function) is self.ctx.tree.module:
-                    return function
-            return None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            cls = self.ctx.tree.enclosing_class(call)
-            if cls is not None and isinstance(cls.body, cst.IndentedBlock):
-                for statement in cls.body.body:
-                    if isinstance(statement, cst.FunctionDef) and statement.name.value == func.attr.value:
-                        return statement
-        return None
+        """The function of this file that ``call`` runs (``f(...)``, ``self.m(...)``)."""
+        return self.ctx.functions.called(call, self.ctx.qname(call.func))
 
     def _local_calls(self, function: cst.FunctionDef) -> list[cst.Call]:
         """Calls of ``function`` in this file (as resolved by :meth:`_local_function`)."""

@@ -188,31 +188,9 @@ class StepSummarizer(ObjectRefs):
         return None
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
-        """The key of the ``def name`` visible at ``at``: nested in an enclosing function
-        first, then at module level (methods are reached through ``self``)."""
-        if name not in self._def_names:
-            return None  # no function of this file has that name
-        for ancestor in self.ctx.tree.ancestors(at):
-            if isinstance(ancestor, cst.FunctionDef):
-                key = self._defined_in.get(id(ancestor), {}).get(name)
-                if key is not None:
-                    return key
-        return self._defined_in.get(id(self.ctx.tree.module), {}).get(name)
-
-    @cached_property
-    def _def_names(self) -> set[str]:
-        return {names for table in self._defined_in.values() for names in table}
-
-    @cached_property
-    def _defined_in(self) -> dict[int, dict[str, str]]:
-        """For the module and each function: the functions defined directly in its body."""
-        found: dict[int, dict[str, str]] = {}
-        for function in self.functions:
-            parent = self.ctx.tree.parent(function)
-            owner = self.ctx.tree.parent(parent) if isinstance(parent, cst.IndentedBlock) else parent
-            if isinstance(owner, (cst.FunctionDef, cst.Module)):
-                found.setdefault(id(owner), {})[function.name.value] = self.keys[id(function)]
-        return found
+        """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""
+        function = self.ctx.functions.named(name, at)
+        return self.keys[id(function)] if function is not None else None
 
     def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""

@@ -275,16 +275,10 @@ class ValueKinds(LossFacts, ArrayFacts):
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
 
     def _local_function(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
-        """The module-level ``def`` a plain name calls (defined once, never rebound)."""
-        if not hasattr(self, "_functions"):
-            defined: dict[str, list[cst.FunctionDef]] = {}
-            for statement in self.ctx.module.body:
-                if isinstance(statement, cst.FunctionDef):
-                    defined.setdefault(statement.name.value, []).append(statement)
-            self._functions = {name: defs[0] for name, defs in defined.items() if len(defs) == 1}
+        """The ``def`` a plain name calls (one visible where it is called, never rebound)."""
         if not isinstance(func, cst.Name) or self.ctx.qname(func) is not None:
             return None
-        function = self._functions.get(func.value)
+        function = self.ctx.functions.named(func.value, func)
         if function is None or self.ctx.bindings.lookup(func.value, func):
             return None
         return function
