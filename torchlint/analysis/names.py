@@ -53,7 +53,15 @@ class Imports:
                     self.aliases.setdefault(head, head)
                     if top:
                         self.module_level.setdefault(head, head)
+        # The user's own modules, for the project-wide step join: `from .metrics import
+        # accuracy` (name -> (level, "metrics.accuracy")) and `from m import *` modules.
+        self.relative: dict[str, tuple[int, str]] = {}
+        self.stars: list[tuple[int, str]] = []
         for node in tree.nodes(cst.ImportFrom):
+            if isinstance(node.names, cst.ImportStar):
+                self.stars.append((len(node.relative), dotted(node.module) or "" if node.module is not None else ""))
+            elif node.relative:
+                self._add_relative(node)
             module = _module_name(node)
             if module is None:
                 continue
@@ -70,6 +78,15 @@ class Imports:
                 self.aliases[bound] = f"{module}.{name}"
                 if not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in tree.ancestors(node)):
                     self.module_level[bound] = f"{module}.{name}"
+
+    def _add_relative(self, node: cst.ImportFrom) -> None:
+        base = dotted(node.module) if node.module is not None else ""
+        for alias in node.names:  # type: ignore[union-attr]
+            name = dotted(alias.name)
+            if name is None:
+                continue
+            bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            self.relative[bound] = (len(node.relative), f"{base}.{name}" if base else name)
 
     def spelling(self, qualified: str, via: tuple[str, ...] = ("torch",)) -> str | None:
         """Source text that names ``qualified`` anywhere in the file, through a module-level

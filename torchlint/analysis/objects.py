@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
+from torchlint.analysis.values import MODULE_CHAIN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -173,12 +174,11 @@ class ObjectRefs:
         return found
 
 
-_MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_"})
 
 
 def unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``Net(...).cuda().eval()`` → ``Net(...)``: moves and modes keep the object."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_CHAIN:
         value = value.func.value
     return value
 

@@ -55,8 +55,8 @@ class StepSummarizer(ObjectRefs):
         self.functions = tree.nodes(cst.FunctionDef)
         self.keys = {id(f): function_key(ctx, f) for f in self.functions}
         self.class_keys = {id(c): self._class_key(c) for c in tree.nodes(cst.ClassDef)}
-        self.relative = _relative_imports(tree)
-        self.star = any(isinstance(n.names, cst.ImportStar) for n in tree.nodes(cst.ImportFrom))
+        self.relative = ctx.imports.relative
+        self.star = bool(ctx.imports.stars)
 
     def _class_key(self, cls: cst.ClassDef) -> str:
         parts = [cls.name.value]
@@ -95,7 +95,7 @@ class StepSummarizer(ObjectRefs):
             CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call))
             for caller, target, loop, call in self._pending
         )
-        stars = tuple(star_modules(self.ctx.tree))
+        stars = tuple(self.ctx.imports.stars)
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
@@ -267,28 +267,3 @@ def _per_step_event(expr: cst.BaseExpression) -> bool:
 
 def _block(body: cst.BaseSuite) -> tuple[cst.CSTNode, ...]:
     return tuple(body.body) if isinstance(body, cst.IndentedBlock) else ()
-
-
-def _relative_imports(tree) -> dict[str, tuple[int, str]]:  # type: ignore[no-untyped-def]
-    """Names bound by ``from .m import f`` / ``from . import m``: name -> (level, dotted)."""
-    found: dict[str, tuple[int, str]] = {}
-    for node in tree.nodes(cst.ImportFrom):
-        if not node.relative or isinstance(node.names, cst.ImportStar):
-            continue
-        module = dotted(node.module) if node.module is not None else ""
-        for alias in node.names:
-            name = dotted(alias.name)
-            if name is None:
-                continue
-            bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
-            found[bound] = (len(node.relative), f"{module}.{name}" if module else name)
-    return found
-
-
-def star_modules(tree) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
-    """``from m import *`` modules as (level, dotted)."""
-    found = []
-    for node in tree.nodes(cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
-            found.append((len(node.relative), dotted(node.module) if node.module is not None else ""))
-    return found

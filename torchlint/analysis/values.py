@@ -40,7 +40,8 @@ _HOST_METHODS = {
 }
 _NUMPY_METHODS = {"numpy"}
 # Methods of nn.Module that return the module itself.
-_MODULE_CHAIN = {"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"}
+# Methods that return the object they are called on (a module stays a module).
+MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 # Calls on a name that say the name is an nn.Module.
 MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
 
@@ -237,7 +238,7 @@ class ValueKinds(LossFacts, ArrayFacts):
                     return Kind.HOST
                 return Kind.NUMPY if method in _NUMPY_METHODS else Kind.TENSOR
             if receiver is Kind.MODULE:
-                return Kind.MODULE if method in _MODULE_CHAIN else Kind.UNKNOWN
+                return Kind.MODULE if method in MODULE_CHAIN else Kind.UNKNOWN
             if receiver is Kind.NUMPY:
                 return Kind.HOST if method in ("item", "tolist") else Kind.NUMPY
             if receiver is Kind.UNKNOWN and method in _GENERATOR_METHODS and looks_like_numpy_generator(dotted(func.value)):
