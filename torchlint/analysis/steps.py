@@ -76,7 +76,7 @@ class StepSummarizer(ObjectRefs):
     @cached_property
     def _hook_candidates(self) -> set[str]:
         named = {key for key in self.keys.values() if "." in key and key.rsplit(".", 1)[-1] in frameworks.HOOK_METHOD_NAMES}
-        return named | {hook.function for hook in self._hooks()}
+        return named | {hook.function for hook in self._hooks}
 
     @cached_property
     def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call]]:
@@ -97,7 +97,7 @@ class StepSummarizer(ObjectRefs):
         )
         stars = tuple(self.ctx.imports.stars)
         return FileSummary(
-            path, tuple(self.keys.values()), self._classes(), calls, self._hooks(), stars, self._exports(), self._trains(),
+            path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(),
@@ -231,12 +231,9 @@ class StepSummarizer(ObjectRefs):
         return ("star", name) if self.star else None
 
     @cached_property
-    def _hooks_found(self) -> tuple[Hook, ...]:
-        return self._find_hooks() if any(m.split(".")[0] == "ignite" for m in self.ctx.imports.modules) else ()
-
     def _hooks(self) -> tuple[Hook, ...]:
         """Functions registered with ignite (the only registration API in the table)."""
-        return self._hooks_found
+        return self._find_hooks() if any(m.split(".")[0] == "ignite" for m in self.ctx.imports.modules) else ()
 
     def _find_hooks(self) -> tuple[Hook, ...]:
         ctx = self.ctx
