@@ -117,16 +117,22 @@ class LineSampler:
         # an instruction with no eval-breaker check (see stalled_line).
         late_after = 2 * sys.getswitchinterval()
         while True:
-            due = time.perf_counter() + self.interval
             if self._stop.wait(self.interval):
                 break
             now = time.perf_counter()
             dt = now - last
-            last = now
             try:
-                self._sample(dt, now - due > late_after)
+                self._sample(dt, dt - self.interval > late_after)
+                # The main thread can also take the GIL back mid-sample and hold it
+                # through a stall. It is then frozen where it handed the GIL over until
+                # this thread lets go, so look again at once: that is the stall's line.
+                after = time.perf_counter()
+                if after - now > late_after:
+                    self._sample(after - now, True)
+                    now = after
             except Exception:  # a sampler must never take the run down
                 pass
+            last = now
 
     def _sample(self, dt: float, late: bool = False) -> None:
         frame = sys._current_frames().get(self._target)
@@ -142,7 +148,10 @@ class LineSampler:
         user_cache = self._user
         depth = 0
         if late:
-            moved = stalled_line(frame)
+            try:
+                moved = stalled_line(frame)
+            except Exception:  # reading bytecode must not cost the sample itself
+                moved = None
             if moved is not None:
                 mframe, mline = moved
                 filename = mframe.f_code.co_filename
