@@ -177,8 +177,28 @@ class Devices:
         if isinstance(expr, cst.Call):
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
-            return ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None
+            if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
+                return True
+            return self._local_helper_of_host_values(expr, _depth)
+        if isinstance(expr, cst.BinaryOperation):
+            # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
+            # would make the result a device value, so both sides must be host or numbers)
+            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in (expr.left, expr.right))
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _local_helper_of_host_values(self, call: cst.Call, depth: int) -> bool:
+        """``xyxy2xywh(torch.tensor(box))``: a function of this file, given only host
+        values, that moves nothing to a device, returns host values."""
+        if depth > 3 or not call.args:
+            return False
+        function = self.ctx.functions.called(call, self.ctx.qname(call.func))
+        if function is None:
+            return False  # a model, a method of an object, or an import: it may move its input
+        if any(arg.star or not (_is_number(arg.value) or self.moved_to_host(arg.value, call, depth + 1)) for arg in call.args):
+            return False
+        # Why the body is read: `def to_device(x): return x.cuda()` takes host values too.
+        return not any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
+                       for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call))
 
     def _every_binding(self, expr: cst.BaseExpression, at: cst.CSTNode, test, depth: int, whole_value_of_tuples: bool) -> bool:  # type: ignore[no-untyped-def]
         """Does ``test`` hold for the value of every assignment that binds the name ``expr``?
@@ -406,6 +426,12 @@ class Devices:
         if dotted(value) == binding.name:
             return False
         return self.is_host_batch(value, binding.node, _depth + 1)
+
+
+def _is_number(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:

@@ -137,6 +137,19 @@ def _mentions_device(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ign
     return False
 
 
+def _only_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The expression of a function whose whole body is ``return expr`` (a docstring aside)."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else (function.body,)
+    statements = [s for s in body if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                          and isinstance(s.body[0], cst.Expr) and isinstance(s.body[0].value, cst.SimpleString))]
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return None
+    line = statements[0]
+    if len(line.body) != 1 or not isinstance(line.body[0], cst.Return):
+        return None
+    return line.body[0].value
+
+
 class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -175,7 +188,8 @@ class Guards:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""
         tree = self.ctx.tree
-        if not is_rare_test(branch.test, tree.descendants, lambda e: self._derived_counter(e, branch)):
+        if not (is_rare_test(branch.test, tree.descendants, lambda e: self._derived_counter(e, branch))
+                or self._calls_rare_predicate(branch.test)):
             return False
         inner: set[str] = set()
         for ancestor in tree.ancestors(branch):
@@ -184,6 +198,19 @@ class Guards:
             if isinstance(ancestor, cst.For):
                 inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
+
+    def _calls_rare_predicate(self, test: cst.BaseExpression) -> bool:
+        """``if divisible_by(step, 1000):``: a function of this file that only returns a
+        rare test of its parameters (``return numer % denom == 0``)."""
+        ctx = self.ctx
+        for node in (test, *ctx.tree.descendants(test)):
+            if not isinstance(node, cst.Call):
+                continue
+            function = ctx.functions.called(node, ctx.qname(node.func))
+            returned = _only_return(function) if function is not None else None
+            if returned is not None and is_rare_test(returned, ctx.tree.descendants):
+                return True
+        return False
 
     def _derived_counter(self, name: cst.Name, at: cst.CSTNode) -> bool:
         """A Python int, or a name computed from a step counter: ``ni = i + nb * epoch``."""
