@@ -242,7 +242,7 @@ def test_notebook_with_a_broken_cell_still_checks_the_others(tmp_path: Path) -> 
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
     }
     (tmp_path / "exercise.ipynb").write_text(json.dumps(notebook))
-    code, out, _ = run("check", ".", cwd=tmp_path)
+    code, out, _ = run("check", ".", "--output-format", "concise", cwd=tmp_path)
     assert code == 1
     assert "exercise.ipynb:cell 2:1:13: TL000" in out
     assert "exercise.ipynb:cell 5:4:11: TL101" in out

@@ -1,5 +1,5 @@
 """Whole training scripts, every rule selected, compared with a reviewed snapshot of the
-text report. Rewrite snapshots with `pytest --update-snapshots` and review the diff."""
+full report (each finding, its source lines with carets, its help). Rewrite snapshots with `pytest --update-snapshots` and review the diff."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from conftest import FIXTURES, ROOT
 from torchlint.config import from_table
 from torchlint.engine import lint_paths
-from torchlint.report import text
+from torchlint.cli_check import SourceLines
+from torchlint.report import ReportContext, render
 
 SCRIPTS = sorted(p for p in (FIXTURES / "scripts").glob("*.py") if p.with_suffix(".expected.txt").exists() or p.name == "cifar_train.py")
 
@@ -19,7 +20,7 @@ SCRIPTS = sorted(p for p in (FIXTURES / "scripts").glob("*.py") if p.with_suffix
 def test_script_report_matches_snapshot(script: Path, update_snapshots: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     result = lint_paths([script.relative_to(ROOT)], from_table({"select": ["ALL"]}, ROOT))
-    report = text.render(result.findings, result.files_checked) + "\n"
+    report = render("full", result.findings, ReportContext(files_checked=result.files_checked, root=ROOT, line_text=SourceLines())) + "\n"
     snapshot = script.with_suffix(".expected.txt")
     if update_snapshots:
         snapshot.write_text(report, encoding="utf-8")

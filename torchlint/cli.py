@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,10 +13,14 @@ from torchlint import __version__, catalogue
 from torchlint.config import ConfigError, load_config
 from torchlint.engine import LintResult, MissingPathError, lint_paths
 from torchlint.engine.fixes import ChangedOnDiskError, write_atomically
-from torchlint.report import json as json_report
-from torchlint.report import text as text_report
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+# The reporters live in torchlint/report/ (one module per format); `text` is the old name of `full`.
+OUTPUT_FORMATS = ["full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "text"]
+OUTPUT_FORMATS_HELP = (
+    "full: each finding with its source lines and help (default); concise: one line each; json; json-lines; "
+    "sarif: SARIF 2.1.0 for GitHub code scanning; github: workflow annotations; gitlab: Code Quality; junit: JUnit XML."
+)
 
 
 class UsageProblem(click.ClickException):
@@ -49,15 +54,21 @@ def main() -> None:
 @click.option("--min-dimension", type=int, help="TL402 ignores sizes below this (default 32).")
 @click.option("--target-torch", help="Oldest torch version the code must run on (default 2.4).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), help="Read this pyproject.toml instead of the nearest one.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True, help=OUTPUT_FORMATS_HELP)
+@click.option("-o", "--output-file", type=click.Path(path_type=Path, dir_okay=False), help="Write the report to this file instead of stdout.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the report (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
+@click.option("--stdin-filename", help="With PATH `-`: the name stdin's text is reported under (per-file ignores and excludes apply to it).")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to the line of every current finding.")
+@click.option("--statistics", is_flag=True, help="Print how many findings each rule has instead of the findings.")
+@click.option("--show-fixes", is_flag=True, help="List what --fix changed (or, without --fix, would change), per file and rule.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place (with PATH `-`: print the fixed source).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude patterns to files named on the command line too.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
 @click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool) -> None:
-    """Check PATHS (files or directories; default: the current directory)."""
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool) -> None:
+    """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     targets = list(paths) or [Path(".")]
     overrides = {
         "select": _codes(select), "extend-select": _codes(extend_select), "ignore": _codes(ignore),
@@ -67,18 +78,26 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     try:
         config = load_config(targets[0] if targets[0].exists() else Path("."), overrides, config_file)
         mode = ("unsafe" if unsafe_fixes else "safe") if (fix or diff) else None
+        if [str(t) for t in targets] == ["-"]:
+            config = load_config(Path(stdin_filename).parent if stdin_filename else Path("."), overrides, config_file)
+            _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero)
         result = lint_paths(targets, config, force_exclude=force_exclude, fix=mode, debug=debug)
         edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
+    if add_noqa:
+        _cli_check().add_noqa(result)
+        sys.exit(2 if result.errors else 0)
     fixed = _write_or_diff(edits, diff, result)
+    if show_fixes:
+        _show_fixes(result, config, mode, fix and not diff)
     if diff:
         count = sum(edit.fixed for edit in edits)
         click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {len(edits)} file{'s' if len(edits) != 1 else ''}.", err=True)
     else:
-        _print_report(result, output_format, fixed)
+        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics)
     _exit(result, bool(diff and edits), exit_zero)
 
 
@@ -99,17 +118,29 @@ def _write_or_diff(edits: list, diff: bool, result: LintResult) -> int:  # type:
     return fixed
 
 
-def _print_report(result: LintResult, output_format: str, fixed: int) -> None:
-    if output_format == "json":
-        click.echo(json_report.render(result.findings))
+def _cli_check():  # type: ignore[no-untyped-def]
+    from torchlint import cli_check
+
+    return cli_check
+
+
+def _show_fixes(result: LintResult, config: Any, mode: str | None, applied: bool) -> None:
+    cli_check = _cli_check()
+    if applied:
+        cli_check.show_fixes(cli_check.applied_fixes(result, config), applied=True)
     else:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        click.echo(text_report.render(result.findings, result.files_checked, color=color, fixed=fixed))
-    for error in result.errors:
-        click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)
-        click.echo(error.traceback.rstrip(), err=True)
-    if result.errors:
-        click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it.", err=True)
+        cli_check.show_fixes(cli_check.would_fix(result.findings, unsafe=mode == "unsafe"), applied=False)
+
+
+def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool, debug: bool, force_exclude: bool, output_format: str, output_file: Path | None, color: str, statistics: bool, exit_zero: bool) -> None:
+    """`check -`: stdin's findings (to stderr when stdout carries the fixed source)."""
+    cli_check = _cli_check()
+    result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude)
+    if diff and edit is not None:
+        click.echo(edit.diff(), nl=False)
+    fixed = edit.fixed if edit is not None and mode and not diff else 0
+    cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff)
+    _exit(result, bool(diff and edit), exit_zero)
 
 
 def _exit(result: LintResult, has_diff: bool, exit_zero: bool) -> None:

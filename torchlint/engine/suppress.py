@@ -1,22 +1,127 @@
-"""Which findings are kept: rule selection, per-file ignores and ``# noqa`` comments."""
+"""Which findings are kept: rule selection, per-file ignores and ``# noqa`` comments.
+
+Selections accept rule names as well as codes (``--select scalar-sync-in-loop``).
+``# noqa`` comments take codes only, as ruff's do: a ``# noqa: scalar-sync-in-loop``
+is malformed, suppresses nothing, and is reported once on stderr with the code to use.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pathspec
 
+from torchlint import catalogue
 from torchlint.config import Config, ConfigError, validate_codes
 from torchlint.engine.source import Source
 from torchlint.findings import Finding
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_CODE_LIST = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
+# `# noqa`, `# noqa: TL101, TL102`, or a malformed `# noqa:` followed by something else.
+_NOQA = re.compile(r"#\s*noqa(?P<colon>:[ \t]*(?P<rest>\S*))?", re.IGNORECASE)
+_CODES = re.compile(_CODE_LIST, re.IGNORECASE)
+# The file-level form, a comment on a line of its own: `# torchlint: noqa[: TL101, ...]`.
+_FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*torchlint:[ \t]*noqa(?P<colon>:[ \t]*(?P<rest>[^\n]*))?[ \t\r]*$", re.IGNORECASE | re.MULTILINE)
+
+ALL = frozenset()  # a directive that suppresses every rule
+_warned: set[tuple[str, int]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """A parsed ``noqa`` comment: the codes it suppresses (ALL: every rule), or malformed."""
+
+    codes: frozenset[str] | None  # None: malformed, suppresses nothing
+    text: str
+
+    def suppresses(self, code: str) -> bool:
+        return self.codes is not None and (self.codes is ALL or code in self.codes)
+
+
+def _directive(match: re.Match[str], rest: str | None) -> Directive:
+    if match.group("colon") is None:
+        return Directive(ALL, match.group(0))
+    codes = _CODES.match(rest or "")
+    if codes is None:
+        return Directive(None, match.group(0).strip())
+    return Directive(frozenset(re.split(r"[\s,]+", codes.group(0).upper().strip())), match.group(0))
+
+
+def line_directive(line: str) -> Directive | None:
+    """The ``# noqa`` comment on ``line``, if it has one."""
+    if "noqa" not in line.lower():
+        return None
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    rest = line[match.start("rest"):] if match.group("colon") is not None else None
+    return _directive(match, rest)
+
+
+def noqa_codes(line: str) -> set[str] | None:
+    """Codes a well-formed ``# noqa`` comment on ``line`` suppresses; an empty set means all."""
+    directive = line_directive(line)
+    if directive is None or directive.codes is None:
+        return None
+    return set(directive.codes)
+
+
+@functools.lru_cache(maxsize=8)  # keyed on the text, whose hash Python caches
+def file_directives(text: str) -> tuple[tuple[int, Directive], ...]:
+    """``(line, directive)`` for each file-level ``# torchlint: noqa`` comment."""
+    if "torchlint:" not in text:
+        return ()
+    return tuple(
+        (text.count("\n", 0, match.start()) + 1, _directive(match, match.group("rest")))
+        for match in _FILE_NOQA.finditer(text)
+    )
+
+
+def _warn_malformed(path: str, line: int, directive: Directive) -> None:
+    if (path, line) in _warned:
+        return
+    _warned.add((path, line))
+    rest = directive.text.split(":", 1)[-1].strip() if ":" in directive.text else ""
+    rule = catalogue.find(rest.split(",")[0].strip()) if rest else None
+    hint = f"`# noqa: {rule.code}`" if rule is not None else "codes such as `# noqa: TL101`"
+    print(f"torchlint: warning: {path}:{line}: malformed `{directive.text}` suppresses nothing; use {hint}", file=sys.stderr)
+
+
+def is_suppressed(finding: Finding, source: Source | None) -> bool:
+    if source is None or finding.code == "TL000":
+        return False
+    for line, directive in file_directives(source.text):
+        if directive.codes is None:
+            _warn_malformed(finding.path, line, directive)
+        elif directive.suppresses(finding.code):
+            return True
+    directive = line_directive(source.line_text(finding.location))
+    if directive is None:
+        return False
+    if directive.codes is None:
+        _warn_malformed(finding.path, finding.line, directive)
+        return False
+    return directive.suppresses(finding.code)
+
+
+@functools.lru_cache(maxsize=1)
+def _codes_by_name() -> dict[str, str]:
+    return {rule.name.upper(): rule.code for rule in catalogue.rules()}
+
+
+def resolve_names(codes: tuple[str, ...]) -> tuple[str, ...]:
+    """Codes for rule names (in any case), so names work wherever codes do."""
+    names = _codes_by_name()
+    return tuple(names.get(code.upper(), code) for code in codes)
 
 
 def _expand(codes: tuple[str, ...], known: dict[str, bool]) -> set[str]:
     selected: set[str] = set()
-    for code in codes:
+    for code in resolve_names(codes):
         if code == "ALL":
             selected.update(known)
         else:
@@ -27,9 +132,9 @@ def _expand(codes: tuple[str, ...], known: dict[str, bool]) -> set[str]:
 def selected_codes(config: Config, known: dict[str, bool]) -> set[str]:
     """The rule codes to run; ``known`` maps every code to whether it is on by default."""
     for key in ("select", "extend_select", "ignore"):
-        validate_codes(getattr(config, key), set(known), key.replace("_", "-"))
+        validate_codes(resolve_names(getattr(config, key)), set(known), key.replace("_", "-"))
     for pattern, codes in config.per_file_ignores.items():
-        validate_codes(codes, set(known), f"per-file-ignores.{pattern}")
+        validate_codes(resolve_names(codes), set(known), f"per-file-ignores.{pattern}")
     if config.select:
         chosen = _expand(config.select, known)
     else:
@@ -37,24 +142,6 @@ def selected_codes(config: Config, known: dict[str, bool]) -> set[str]:
     chosen |= _expand(config.extend_select, known)
     chosen -= _expand(config.ignore, known)
     return chosen
-
-
-def noqa_codes(line: str) -> set[str] | None:
-    """Codes a ``# noqa`` comment on ``line`` suppresses; an empty set means all of them."""
-    if "noqa" not in line.lower():
-        return None
-    match = _NOQA.search(line)
-    if match is None:
-        return None
-    codes = match.group("codes")
-    return set(re.split(r"[\s,]+", codes.upper().strip())) if codes else set()
-
-
-def is_suppressed(finding: Finding, source: Source | None) -> bool:
-    if source is None or finding.code == "TL000":
-        return False
-    codes = noqa_codes(source.line_text(finding.location))
-    return codes is not None and (not codes or finding.code in codes)
 
 
 class PerFileIgnores:
@@ -80,4 +167,4 @@ class PerFileIgnores:
         return codes
 
 
-__all__ = ["ConfigError", "PerFileIgnores", "is_suppressed", "noqa_codes", "selected_codes"]
+__all__ = ["ConfigError", "Directive", "PerFileIgnores", "file_directives", "is_suppressed", "line_directive", "noqa_codes", "resolve_names", "selected_codes"]

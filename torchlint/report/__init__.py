@@ -1,1 +1,47 @@
-"""Reporters: findings to text or JSON."""
+"""Reporters: one module per ``--output-format`` (and the profile report's two)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchlint.findings import Finding
+
+# --output-format name -> module in this package. `text` is the old name of `full`.
+FORMATS = {
+    "full": "full",
+    "concise": "concise",
+    "json": "json",
+    "json-lines": "json_lines",
+    "sarif": "sarif",
+    "github": "github",
+    "gitlab": "gitlab",
+    "junit": "junit",
+    "text": "full",
+}
+# Formats a person reads: they get colour, a summary line and the statistics table.
+HUMAN_FORMATS = {"full", "concise", "text"}
+
+
+def _no_lines(path: str, cell: int | None, line: int) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What a reporter may need besides the findings."""
+
+    files_checked: int = 0
+    fixed: int = 0
+    color: bool = False
+    root: Path = field(default_factory=Path.cwd)  # URIs in SARIF and GitLab reports are relative to it
+    # The text of a source line: (display path, notebook cell or None, 1-based line) -> text.
+    line_text: Callable[[str, int | None, int], str | None] = _no_lines
+
+
+def render(output_format: str, findings: Sequence[Finding], context: ReportContext) -> str:
+    """The report in ``output_format`` (a key of FORMATS), without a trailing newline."""
+    module = importlib.import_module(f"torchlint.report.{FORMATS[output_format]}")
+    return module.render(findings, context)

@@ -1,30 +1,31 @@
-"""The text report: ``path:line:col: CODE message``, a hint line, and a summary."""
+"""The concise report: ``path:line:col: CODE message``, one line per finding, and a summary."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from torchlint.findings import Finding, FixSafety
+
+if TYPE_CHECKING:
+    from torchlint.report import ReportContext
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def render_finding(finding: Finding, color: bool) -> str:
+def headline(finding: Finding, color: bool) -> str:
+    """The finding's one line: where, which rule ([*] when --fix repairs it), what."""
     location = str(finding.location)
     code = finding.code
     fixable = " [*]" if finding.fix is not None and finding.fix.safety is FixSafety.SAFE else ""
     if color:
         location = click.style(location, bold=True)
         code = click.style(code, fg="red", bold=True)
-    lines = [f"{location}: {code}{fixable} {finding.message}"]
-    if finding.fix_hint:
-        hint = click.style("help:", fg="cyan", bold=True) if color else "help:"
-        lines.append(f"  {hint} {finding.fix_hint}")
-    return "\n".join(lines)
+    return f"{location}: {code}{fixable} {finding.message}"
 
 
 def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> str:
@@ -45,6 +46,6 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> 
     return "\n".join(parts)
 
 
-def render(findings: Sequence[Finding], files_checked: int, color: bool = False, fixed: int = 0) -> str:
-    body = [render_finding(f, color) for f in findings]
-    return "\n".join([*body, *([""] if body else []), summary(findings, files_checked, fixed)])
+def render(findings: Sequence[Finding], context: ReportContext) -> str:
+    body = [headline(f, context.color) for f in findings]
+    return "\n".join([*body, *([""] if body else []), summary(findings, context.files_checked, context.fixed)])

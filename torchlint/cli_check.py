@@ -1,0 +1,203 @@
+"""What ``torchlint check`` does beyond linting: the report in its format and where it
+goes, stdin, ``--add-noqa``, ``--statistics`` and ``--show-fixes``. cli.py holds the
+options and exit codes; this module the work they ask for."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import click
+
+if TYPE_CHECKING:
+    from torchlint.engine import LintResult
+    from torchlint.engine.fixes import Edit
+    from torchlint.engine.source import Source
+    from torchlint.findings import Finding
+
+
+class SourceLines:
+    """Source lines for the reports, read once per file (stdin's text given up front)."""
+
+    def __init__(self, given: dict[str, Source] | None = None) -> None:
+        self.sources: dict[str, Source | None] = dict(given or {})
+
+    def _source(self, path: str) -> Source | None:
+        if path not in self.sources:
+            from torchlint.engine.source import Source, read_source
+
+            read = read_source(Path(path), path)
+            self.sources[path] = read if isinstance(read, Source) else None
+        return self.sources[path]
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per run
+    def _lines(self, path: str) -> list[str]:
+        source = self._source(path)
+        return source.text.splitlines() if source is not None else []
+
+    def __call__(self, path: str, cell: int | None, line: int) -> str | None:
+        source = self._source(path)
+        if source is None:
+            return None
+        if cell is not None and source.cells is not None:
+            line = source.cells.joined_line(cell, line)
+            spans = {number: (first, last) for number, first, last in source.cell_spans()}
+            first, last = spans.get(cell, (0, 0))
+            if not first <= line <= last:
+                return None
+        lines = self._lines(path)
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def emit(text: str, output_file: Path | None, err: bool = False, color: bool = False) -> None:
+    """The report to stdout (stderr when stdout carries fixed source), or written to
+    ``output_file`` (its folder made if needed)."""
+    if output_file is None:
+        click.echo(text, err=err, color=color or None)  # click strips styles off a pipe unless told
+        return
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    output_file.write_text(text + "\n", encoding="utf-8")
+
+
+def report(
+    result: LintResult,
+    output_format: str,
+    *,
+    fixed: int = 0,
+    color: str = "auto",
+    output_file: Path | None = None,
+    statistics: bool = False,
+    lines: SourceLines | None = None,
+    err: bool = False,
+) -> None:
+    """Print (or write) the report of ``result`` and its internal errors."""
+    from torchlint.report import HUMAN_FORMATS, ReportContext, render
+    from torchlint.report.color import use_color
+
+    if statistics:
+        from torchlint.report import statistics as stats
+
+        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS), output_file, err)
+    else:
+        stream: TextIO = sys.stderr if err else sys.stdout
+        context = ReportContext(
+            files_checked=result.files_checked,
+            fixed=fixed,
+            color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
+            root=Path.cwd(),
+            line_text=lines or SourceLines(),
+        )
+        emit(render(output_format, result.findings, context), output_file, err, context.color)
+    for error in result.errors:
+        click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)
+        click.echo(error.traceback.rstrip(), err=True)
+    if result.errors:
+        click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it.", err=True)
+
+
+def fixes_by_file(before: list[Finding], after: list[Finding], paths: set[str] | None = None) -> dict[str, Counter[tuple[str, str]]]:
+    """Per file and rule, how many findings with a fix went away between two runs."""
+    gone: dict[str, Counter[tuple[str, str]]] = {}
+    remaining = Counter((f.path, f.code) for f in after)
+    for finding in before:
+        if finding.fix is None or (paths is not None and finding.path not in paths):
+            continue
+        key = (finding.path, finding.code)
+        if remaining[key]:
+            remaining[key] -= 1
+            continue
+        gone.setdefault(finding.path, Counter())[(finding.code, finding.name)] += 1
+    return gone
+
+
+def applied_fixes(result: LintResult, config: Any) -> dict[str, Counter[tuple[str, str]]]:
+    """What the written fixes changed: each fixed file's text from before the fixes is
+    linted again (as its own project) and compared with what remains."""
+    from torchlint.engine import Linter, settle_steps
+    from torchlint.engine.source import Source
+
+    linter = Linter(config)
+    before: list[Finding] = []
+    for edit in result.edits:
+        file_result = linter.lint(Source(edit.display, edit.before), edit.path)
+        settle_steps([file_result])
+        before.extend(file_result.findings)
+    return fixes_by_file(before, result.findings, {edit.display for edit in result.edits})
+
+
+def would_fix(findings: list[Finding], unsafe: bool) -> dict[str, Counter[tuple[str, str]]]:
+    from torchlint.engine.fixes import applicable
+
+    planned: dict[str, Counter[tuple[str, str]]] = {}
+    for finding in applicable(findings, unsafe):
+        planned.setdefault(finding.path, Counter())[(finding.code, finding.name)] += 1
+    return planned
+
+
+def show_fixes(per_file: dict[str, Counter[tuple[str, str]]], applied: bool) -> None:
+    from torchlint.report import show_fixes as render_fixes
+
+    click.echo(render_fixes.render(per_file, applied), err=True)
+
+
+def add_noqa(result: LintResult) -> int:
+    """Add ``# noqa: CODE`` to the line of each finding, file by file; returns how many."""
+    from torchlint.engine.add_noqa import add_noqa as plan_noqa
+    from torchlint.engine.fixes import ChangedOnDiskError, Edit, write_atomically
+    from torchlint.engine.source import Source, read_source
+
+    by_file: dict[str, list[Finding]] = {}
+    for finding in result.findings:
+        by_file.setdefault(finding.path, []).append(finding)
+    added = 0
+    for display, findings in sorted(by_file.items()):
+        if display.endswith(".ipynb"):
+            click.echo(f"torchlint: {display}: --add-noqa does not edit notebooks; add the comments in the cells", err=True)
+            continue
+        source = read_source(Path(display), display)
+        if not isinstance(source, Source):
+            continue
+        plan = plan_noqa(source.text, findings)
+        for line in plan.skipped:
+            click.echo(f"torchlint: {display}:{line}: cannot add a `# noqa` comment to this line (it continues on the next)", err=True)
+        if plan.text == source.text:
+            continue
+        try:
+            write_atomically(Edit(Path(display), display, source.text, plan.text, source.encoding, source.digest, plan.added))
+        except ChangedOnDiskError:
+            click.echo(f"torchlint: {display} changed on disk while it was being checked; left as it was", err=True)
+            continue
+        except OSError as error:
+            click.echo(f"torchlint: cannot write {display}: {error}", err=True)
+            continue
+        added += plan.added
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+    return added
+
+
+def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool) -> tuple[LintResult, Edit | None, SourceLines]:
+    """Lint standard input; with --fix the fixed text goes to stdout (the report to stderr)."""
+    from torchlint.engine import LintResult
+    from torchlint.engine.source import Source, decode
+    from torchlint.engine.stdin import excluded, lint_stdin
+
+    data = click.get_binary_stream("stdin").read()
+    if filename and force_exclude and excluded(Path(filename), config):
+        if mode and not diff:
+            click.get_binary_stream("stdout").write(data)  # an excluded file passes through unchanged
+        return LintResult(), None, SourceLines()
+    result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+    display = result.findings[0].path if result.findings else (edit.display if edit else None)
+    lines = SourceLines()
+    if display is not None and not display.endswith(".ipynb"):
+        decoded = decode(display, data)
+        text = edit.after if edit is not None and not diff else decoded[0] if isinstance(decoded, tuple) else ""
+        lines = SourceLines({display: Source(display, text)})
+    if mode and not diff:
+        stdout = click.get_binary_stream("stdout")
+        stdout.write(edit.after.encode(edit.encoding) if edit is not None else data)
+        stdout.flush()
+    return result, edit, lines

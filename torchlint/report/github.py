@@ -1,0 +1,45 @@
+"""GitHub Actions workflow commands: one ``::warning`` annotation per finding.
+
+Values are escaped as the runner unescapes them (``%``, CR and LF everywhere; ``:``
+and ``,`` also in properties). A notebook finding annotates the file, its cell in the
+message, since the runner counts lines of the file's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from torchlint.findings import Finding
+from torchlint.report.paths import relative
+
+if TYPE_CHECKING:
+    from torchlint.report import ReportContext
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(finding: Finding, context: ReportContext) -> str:
+    loc = finding.location
+    properties = {"file": relative(loc.path, context.root)}
+    if loc.cell is None:
+        properties |= {"line": str(loc.line), "col": str(loc.column)}
+        if loc.end_line is not None:
+            properties["endLine"] = str(loc.end_line)
+        if loc.end_column is not None:
+            properties["endColumn"] = str(loc.end_column)
+    properties["title"] = f"{finding.code} {finding.name}"
+    level = "error" if finding.code == "TL000" else "warning"
+    where = f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
+    message = where + finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else "")
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
+    return f"::{level} {props}::{escape_data(message)}"
+
+
+def render(findings: Sequence[Finding], context: ReportContext) -> str:
+    return "\n".join(command(f, context) for f in findings)

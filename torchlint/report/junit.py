@@ -1,0 +1,31 @@
+"""JUnit XML: one test suite per file, one failing test case per finding (as ruff writes it)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from torchlint.findings import Finding
+
+if TYPE_CHECKING:
+    from torchlint.report import ReportContext
+
+
+def render(findings: Sequence[Finding], context: ReportContext) -> str:
+    suites = ET.Element("testsuites", name="torchlint", tests=str(max(len(findings), 1)), failures=str(len(findings)), errors="0")
+    if not findings:
+        suite = ET.SubElement(suites, "testsuite", name="torchlint", tests="1", failures="0", errors="0")
+        ET.SubElement(suite, "testcase", name="torchlint", classname="torchlint")
+    for path, group in groupby(sorted(findings, key=Finding.sort_key), key=lambda f: f.path):
+        cases = list(group)
+        suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(cases)), failures=str(len(cases)), errors="0")
+        for finding in cases:
+            loc = finding.location
+            case = ET.SubElement(suite, "testcase", name=f"torchlint.{finding.code}", classname=path, file=path, line=str(loc.line))
+            where = f"cell {loc.cell}, " if loc.cell is not None else ""
+            failure = ET.SubElement(case, "failure", message=finding.message, type=f"{finding.code} {finding.name}")
+            failure.text = f"{where}line {loc.line}, col {loc.column}, {finding.message}"
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
