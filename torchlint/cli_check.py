@@ -184,10 +184,10 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
     from torchlint.engine.source import Source, decode
     from torchlint.engine.stdin import excluded, lint_stdin
 
-    data = click.get_binary_stream("stdin").read()
+    data = sys.stdin.buffer.read()
     if filename and force_exclude and excluded(Path(filename), config):
         if mode and not diff:
-            click.get_binary_stream("stdout").write(data)  # an excluded file passes through unchanged
+            sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
     result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
     display = result.findings[0].path if result.findings else (edit.display if edit else None)
@@ -197,7 +197,7 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
         text = edit.after if edit is not None and not diff else decoded[0] if isinstance(decoded, tuple) else ""
         lines = SourceLines({display: Source(display, text)})
     if mode and not diff:
-        stdout = click.get_binary_stream("stdout")
+        stdout = sys.stdout.buffer
         stdout.write(edit.after.encode(edit.encoding) if edit is not None else data)
         stdout.flush()
     return result, edit, lines

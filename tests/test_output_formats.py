@@ -1,0 +1,246 @@
+"""Every --output-format on the same findings: full, concise, json, json-lines, SARIF
+(validated against the official 2.1.0 schema), github (parsed back), gitlab, junit; and
+-o, --color, NO_COLOR and FORCE_COLOR."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from torchlint import catalogue
+from torchlint.cli import main
+from torchlint.report.color import use_color
+
+BAD = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False)
+    print(loss.item())
+"""
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training, 100% of it: a,b"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": ["import torch\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": BAD.splitlines(keepends=True)[2:]},
+    ],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False, env=env)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(BAD)
+    (tmp_path / "notebook.ipynb").write_text(json.dumps(NOTEBOOK, indent=1))
+    return tmp_path
+
+
+def test_full_is_the_default_with_source_carets_and_help(project: Path) -> None:
+    code, out, _ = run(project, "src/train.py")
+    assert code == 1
+    block = out.split("\n\n")[1]  # the second finding, TL101
+    assert block.splitlines() == [
+        "src/train.py:7:11: TL101 `loss.item()` in a training loop makes the host wait for the device on every step",
+        "  |",
+        "5 |     loss.backward()",
+        "6 |     opt.zero_grad(set_to_none=False)",
+        "7 |     print(loss.item())",
+        "  |           ^^^^^^^^^^^ TL101",
+        "  |",
+        "  = help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",
+    ]
+    assert out.rstrip().endswith("1 fixable with `--fix` (marked [*]).")
+
+
+def test_full_shows_notebook_cells_lines(project: Path) -> None:
+    _, out, _ = run(project, "notebook.ipynb", "--select", "TL101")
+    assert "notebook.ipynb:cell 3:5:11: TL101" in out
+    assert "5 |     print(loss.item())" in out and "  |           ^^^^^^^^^^^ TL101" in out
+
+
+def test_concise_is_one_line_per_finding(project: Path) -> None:
+    code, out, _ = run(project, "src/train.py", "--output-format", "concise")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "src/train.py:6:5: TL303 [*] `opt.zero_grad(set_to_none=False)` writes zeros into every gradient instead of releasing it",
+        "src/train.py:7:11: TL101 `loss.item()` in a training loop makes the host wait for the device on every step",
+    ]
+    assert lines[2] == "" and lines[3].startswith("Found 2 problems")
+
+
+def test_json_keeps_its_fields_and_adds_url_and_schema_version(project: Path) -> None:
+    _, out, _ = run(project, "src/train.py", "--output-format", "json")
+    findings = json.loads(out)
+    assert [f["code"] for f in findings] == ["TL303", "TL101"]
+    first = findings[0]
+    assert {"path", "line", "column", "end_line", "end_column", "cell", "code", "name", "message", "fix_hint", "fixable", "fix_safety", "related"} <= set(first)
+    assert first["schema_version"] == 2
+    assert first["url"].endswith("/rules/TL303-zero-grad-memset.md")
+    assert first["url"].startswith("https://")
+
+
+def test_json_lines_is_one_object_per_line(project: Path) -> None:
+    _, out, _ = run(project, "src/train.py", "--output-format", "json-lines")
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert [json.loads(line)["line"] for line in lines] == [6, 7]
+
+
+def _sarif(project: Path, *paths: str) -> dict:
+    code, out, _ = run(project, *paths, "--output-format", "sarif")
+    assert code == 1
+    return json.loads(out)
+
+
+def test_sarif_validates_against_the_official_schema(project: Path) -> None:
+    log = _sarif(project, "src/train.py", "notebook.ipynb")
+    schema = json.loads((FIXTURES / "schemas" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator.check_schema(schema)
+    jsonschema.Draft4Validator(schema).validate(log)
+    assert log["version"] == "2.1.0"
+
+
+def test_sarif_describes_every_rule_and_points_at_repo_relative_regions(project: Path) -> None:
+    run_ = _sarif(project, "src/train.py", "notebook.ipynb")["runs"][0]
+    rules = run_["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [r.code for r in catalogue.rules()]
+    for rule in rules:
+        assert rule["name"] and rule["shortDescription"]["text"] and rule["fullDescription"]["text"]
+        assert rule["helpUri"].endswith(f"{rule['id']}-{rule['name']}.md")
+        assert rule["defaultConfiguration"]["level"] in ("warning", "error")
+    tl101 = next(r for r in rules if r["id"] == "TL101")
+    assert tl101["fullDescription"]["text"].startswith("Flags `.item()` and `.tolist()` on a tensor inside a hot loop.")
+    results = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]): r for r in run_["results"]}
+    script = results[("TL101", "src/train.py")]
+    assert script["locations"][0]["physicalLocation"]["region"] == {"startLine": 7, "startColumn": 11, "endLine": 7, "endColumn": 22}
+    assert rules[script["ruleIndex"]]["id"] == "TL101"
+    notebook = results[("TL101", "notebook.ipynb")]
+    assert notebook["message"]["text"].startswith("cell 3, line 5, column 11: `loss.item()`")
+
+
+def test_sarif_uris_are_relative_to_the_cwd_from_a_subfolder_too(project: Path) -> None:
+    run_ = _sarif(project / "src", "train.py")["runs"][0]
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run_["results"]} == {"train.py"}
+
+
+_COMMAND = re.compile(r"^::(?P<level>warning|error) (?P<props>[^:]*)::(?P<message>.*)$")
+
+
+def _unescape(value: str) -> str:
+    return value.replace("%0A", "\n").replace("%0D", "\r").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+
+
+def test_github_annotations_parse_back(project: Path) -> None:
+    (project / "odd, name: 100%.py").write_text(BAD)
+    _, out, _ = run(project, "odd, name: 100%.py", "notebook.ipynb", "--output-format", "github", "--select", "TL101")
+    parsed = []
+    for line in out.splitlines():
+        match = _COMMAND.match(line)
+        assert match, line
+        props = dict(pair.split("=", 1) for pair in match.group("props").split(","))
+        parsed.append(({k: _unescape(v) for k, v in props.items()}, _unescape(match.group("message"))))
+    by_file = {props["file"]: (props, message) for props, message in parsed}
+    props, message = by_file["odd, name: 100%.py"]
+    assert props == {"file": "odd, name: 100%.py", "line": "7", "col": "11", "endLine": "7", "endColumn": "22", "title": "TL101 scalar-sync-in-loop"}
+    assert message.splitlines() == [
+        "`loss.item()` in a training loop makes the host wait for the device on every step",
+        "help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",
+    ]
+    props, message = by_file["notebook.ipynb"]
+    assert "line" not in props and message.startswith("cell 3, line 5, column 11: ")
+
+
+def test_gitlab_fingerprints_survive_lines_moving(project: Path) -> None:
+    _, out, _ = run(project, "src/train.py", "--output-format", "gitlab")
+    before = json.loads(out)
+    assert {i["check_name"] for i in before} == {"TL101 scalar-sync-in-loop", "TL303 zero-grad-memset"}
+    assert all(i["location"]["path"] == "src/train.py" and i["severity"] == "minor" for i in before)
+    assert [i["location"]["lines"]["begin"] for i in before] == [6, 7]
+    (project / "src" / "train.py").write_text("# a comment\n\n" + BAD)
+    after = json.loads(run(project, "src/train.py", "--output-format", "gitlab")[1])
+    assert [i["location"]["lines"]["begin"] for i in after] == [8, 9]
+    assert [i["fingerprint"] for i in after] == [i["fingerprint"] for i in before]
+    # Two identical lines are two issues with two fingerprints.
+    (project / "src" / "train.py").write_text(BAD + "    print(loss.item())\n")
+    twice = json.loads(run(project, "src/train.py", "--output-format", "gitlab", "--select", "TL101")[1])
+    assert len({i["fingerprint"] for i in twice}) == 2
+
+
+def test_junit_has_a_failure_per_finding(project: Path) -> None:
+    _, out, _ = run(project, "src/train.py", "--output-format", "junit")
+    root = ET.fromstring(out.encode())
+    assert root.tag == "testsuites" and root.get("failures") == "2"
+    cases = root.findall("./testsuite/testcase")
+    assert [c.get("name") for c in cases] == ["torchlint.TL303", "torchlint.TL101"]
+    assert cases[1].find("failure").text == "line 7, col 11, `loss.item()` in a training loop makes the host wait for the device on every step"
+
+
+def test_clean_run_in_machine_formats(project: Path) -> None:
+    (project / "clean.py").write_text("import torch\nx = torch.zeros(3)\n")
+    for fmt, empty in (("json", []), ("gitlab", []), ("json-lines", None)):
+        code, out, _ = run(project, "clean.py", "--output-format", fmt)
+        assert code == 0
+        assert (json.loads(out) if empty is not None else out.strip()) == (empty if empty is not None else "")
+    code, out, _ = run(project, "clean.py", "--output-format", "junit")
+    assert code == 0 and ET.fromstring(out.encode()).get("failures") == "0"
+    assert _sarif_clean(project)["runs"][0]["results"] == []
+
+
+def _sarif_clean(project: Path) -> dict:
+    return json.loads(run(project, "clean.py", "--output-format", "sarif")[1])
+
+
+def test_output_file_takes_the_report(project: Path) -> None:
+    code, out, _ = run(project, "src/train.py", "--output-format", "sarif", "-o", "reports/torchlint.sarif")
+    assert code == 1 and out == ""
+    assert json.loads((project / "reports" / "torchlint.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_help_lists_the_formats() -> None:
+    result = CliRunner().invoke(main, ["check", "--help"], terminal_width=200)
+    for name in ("full", "concise", "json-lines", "sarif", "github", "gitlab", "junit"):
+        assert name in result.output
+
+
+@pytest.mark.parametrize(
+    ("choice", "tty", "env", "expected"),
+    [
+        ("auto", True, {}, True), ("auto", False, {}, False),
+        ("auto", True, {"NO_COLOR": "1"}, False), ("auto", True, {"NO_COLOR": ""}, True),
+        ("auto", False, {"FORCE_COLOR": "1"}, True), ("auto", False, {"FORCE_COLOR": ""}, False),
+        ("always", False, {"NO_COLOR": "1"}, True), ("never", True, {"FORCE_COLOR": "1"}, False),
+    ],
+)
+def test_colour_choice(choice: str, tty: bool, env: dict[str, str], expected: bool) -> None:
+    assert use_color(choice, tty, env) is expected
+
+
+def test_colour_reaches_the_output_only_when_asked(project: Path) -> None:
+    plain = run(project, "src/train.py", env={"NO_COLOR": "", "FORCE_COLOR": ""})[1]
+    assert "\x1b[" not in plain
+    forced = run(project, "src/train.py", env={"FORCE_COLOR": "1", "NO_COLOR": ""})[1]
+    assert "\x1b[" in forced and re.sub(r"\x1b\[[0-9;]*m", "", forced) == plain
+    assert "\x1b[" not in run(project, "src/train.py", "--color", "never", env={"FORCE_COLOR": "1"})[1]
+    assert "\x1b[" in run(project, "src/train.py", "--color", "always", env={"NO_COLOR": "1"})[1]
+    assert "\x1b[" not in run(project, "src/train.py", "--output-format", "json", "--color", "always")[1]

@@ -1,0 +1,89 @@
+"""`torchlint check -`: findings under --stdin-filename, per-file ignores and excludes
+by that name, and --fix printing the fixed source."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from torchlint.cli import main
+
+SOURCE = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False)
+    print(loss.item())
+"""
+
+
+def run(cwd: Path, text: str | bytes, *args: str) -> tuple[int, str, str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", *args], input=text, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_findings_are_reported_under_the_stdin_filename(tmp_path: Path) -> None:
+    code, out, _ = run(tmp_path, SOURCE, "-", "--stdin-filename", "src/train.py", "--output-format", "json")
+    assert code == 1
+    assert [(f["path"], f["line"], f["code"]) for f in json.loads(out)] == [("src/train.py", 6, "TL303"), ("src/train.py", 7, "TL101")]
+    code, out, _ = run(tmp_path, SOURCE, "-")
+    assert "-:7:11: TL101" in out and "7 |     print(loss.item())" in out
+
+
+def test_per_file_ignores_and_excludes_apply_to_the_name(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchlint]\nper-file-ignores = { "scripts/*" = ["TL101"] }\nexclude = ["vendor/"]\n'
+    )
+    out = run(tmp_path, SOURCE, "-", "--stdin-filename", "scripts/train.py", "--output-format", "json")[1]
+    assert [f["code"] for f in json.loads(out)] == ["TL303"]
+    code, out, _ = run(tmp_path, SOURCE, "-", "--stdin-filename", "vendor/lib.py", "--force-exclude", "--output-format", "json")
+    assert code == 0 and json.loads(out) == []
+    # Named without --force-exclude, an excluded file is checked, as on the command line.
+    assert run(tmp_path, SOURCE, "-", "--stdin-filename", "vendor/lib.py")[0] == 1
+
+
+def test_fix_prints_the_fixed_source_and_reports_on_stderr(tmp_path: Path) -> None:
+    code, out, err = run(tmp_path, SOURCE, "-", "--fix", "--stdin-filename", "train.py")
+    assert out == SOURCE.replace("set_to_none=False", "set_to_none=True")
+    assert "train.py:7:11: TL101" in err and "Fixed 1 problem." in err
+    assert code == 1  # TL101 remains
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_fix_passes_an_excluded_file_through(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["vendor/"]\n')
+    code, out, _ = run(tmp_path, SOURCE, "-", "--fix", "--force-exclude", "--stdin-filename", "vendor/x.py")
+    assert code == 0 and out == SOURCE
+
+
+def test_diff_on_stdin(tmp_path: Path) -> None:
+    code, out, _ = run(tmp_path, SOURCE, "-", "--diff", "--stdin-filename", "train.py")
+    assert code == 1
+    assert "+    opt.zero_grad(set_to_none=True)" in out
+
+
+def test_unparsable_and_undecodable_stdin_is_tl000(tmp_path: Path) -> None:
+    out = run(tmp_path, "import torch\ndef (:\n", "-", "--output-format", "json")[1]
+    assert [f["code"] for f in json.loads(out)] == ["TL000"]
+    out = run(tmp_path, b"import torch\nname = 'caf\xe9'\n", "-", "--output-format", "json")[1]
+    assert [(f["code"], f["line"]) for f in json.loads(out)] == [("TL000", 2)]
+
+
+def test_real_pipe(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "-", "--stdin-filename", "t.py", "--output-format", "concise"],
+        input=SOURCE, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("t.py:6:5: TL303 [*]")

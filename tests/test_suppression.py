@@ -1,0 +1,125 @@
+"""Each suppression form: line `# noqa`, file-level `# torchlint: noqa`, a malformed
+directive (suppresses nothing, warns once), rule names in selections, --add-noqa
+(idempotent, merging, keeping comments), --statistics and --show-fixes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from torchlint.cli import main
+from torchlint.config import Config
+from torchlint.engine import lint_source
+
+LOOP = """import torch
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False){zero}
+    print(loss.item()){item}
+"""
+
+
+def source(zero: str = "", item: str = "", head: str = "") -> str:
+    return head + LOOP.format(zero=zero, item=item)
+
+
+def codes(text: str, config: Config | None = None) -> list[str]:
+    return [f.code for f in lint_source(text, "train.py", config)]
+
+
+def run(cwd: Path, *args: str) -> tuple[int, str, str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_line_noqa_forms() -> None:
+    assert codes(source()) == ["TL303", "TL101"]
+    assert codes(source(item="  # noqa")) == ["TL303"]
+    assert codes(source(item="  # noqa: TL101")) == ["TL303"]
+    assert codes(source(item="  # noqa:TL102,TL101 reason")) == ["TL303"]
+    assert codes(source(item="  # noqa: TL303")) == ["TL303", "TL101"]
+
+
+def test_file_level_noqa_anywhere_on_its_own_line() -> None:
+    assert codes(source(head="# torchlint: noqa\n")) == []
+    assert codes(source() + "\n# torchlint: noqa: TL101\n") == ["TL303"]
+    assert codes(source() + "    # torchlint: noqa: TL101, TL303\n") == []
+    # At the end of a line of code it is not file-level (nor a line noqa).
+    assert codes(source(item="  # torchlint: noqa")) == ["TL303", "TL101"]
+
+
+def test_malformed_noqa_suppresses_nothing_and_warns_once(capsys) -> None:  # type: ignore[no-untyped-def]
+    text = source(item="  # noqa: scalar-sync-in-loop")
+    assert codes(text) == ["TL303", "TL101"]
+    codes(text)
+    err = capsys.readouterr().err
+    assert err.count("malformed") == 1
+    assert "train.py:6: malformed `# noqa: scalar-sync-in-loop` suppresses nothing; use `# noqa: TL101`" in err
+    assert codes(source(head="# torchlint: noqa: everything\n")) == ["TL303", "TL101"]
+    assert "malformed `# torchlint: noqa: everything`" in capsys.readouterr().err
+
+
+def test_rule_names_work_where_codes_do(tmp_path: Path) -> None:
+    assert codes(source(), Config(select=("SCALAR-SYNC-IN-LOOP",))) == ["TL101"]
+    assert codes(source(), Config(ignore=("ZERO-GRAD-MEMSET",))) == ["TL101"]
+    (tmp_path / "train.py").write_text(source())
+    code, out, _ = run(tmp_path, "train.py", "--select", "scalar-sync-in-loop", "--output-format", "json")
+    assert code == 1 and [f["code"] for f in json.loads(out)] == ["TL101"]
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["scalar-sync-in-loop"]\n')
+    assert [f["code"] for f in json.loads(run(tmp_path, "train.py", "--output-format", "json")[1])] == ["TL303"]
+    code, _, err = run(tmp_path, "train.py", "--select", "no-such-rule")
+    assert code == 2 and "unknown rule code" in err
+
+
+def test_add_noqa_keeps_comments_merges_and_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(source(zero="  # reset", item="  # noqa: TL999 kept"))
+    code, _, err = run(tmp_path, "--add-noqa", "train.py")
+    assert code == 0 and "Added 2 noqa directives." in err
+    after = path.read_text()
+    assert "    opt.zero_grad(set_to_none=False)  # reset  # noqa: TL303\n" in after
+    assert "    print(loss.item())  # noqa: TL101, TL999 kept\n" in after
+    assert run(tmp_path, "train.py")[0] == 0
+    code, _, err = run(tmp_path, "--add-noqa", "train.py")
+    assert "Added 0 noqa directives." in err and path.read_text() == after
+
+
+def test_add_noqa_skips_lines_that_cannot_end_in_a_comment(tmp_path: Path) -> None:
+    text = "import torch\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n    v = loss.item() + \\\n        1\n"
+    (tmp_path / "train.py").write_text(text)
+    assert run(tmp_path, "train.py")[0] == 1
+    _, _, err = run(tmp_path, "--add-noqa", "train.py")
+    assert "train.py:5: cannot add a `# noqa` comment" in err
+    assert (tmp_path / "train.py").read_text() == text
+
+
+def test_statistics_counts_per_rule(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(source())
+    (tmp_path / "b.py").write_text(source(zero="  # noqa"))
+    code, out, _ = run(tmp_path, ".", "--statistics")
+    assert code == 1
+    assert out.splitlines() == ["2\tTL101\t    scalar-sync-in-loop", "1\tTL303\t[*] zero-grad-memset"]
+    rows = json.loads(run(tmp_path, ".", "--statistics", "--output-format", "json")[1])
+    assert rows == [
+        {"code": "TL101", "name": "scalar-sync-in-loop", "count": 2, "fixable": False},
+        {"code": "TL303", "name": "zero-grad-memset", "count": 1, "fixable": True},
+    ]
+
+
+def test_show_fixes_before_and_after_fixing(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(source())
+    _, _, err = run(tmp_path, "a.py", "--show-fixes")
+    assert "Would fix 1 problem:\n- a.py:\n    1 × TL303 (zero-grad-memset)" in err
+    code, _, err = run(tmp_path, "a.py", "--show-fixes", "--fix")
+    assert "Fixed 1 problem:\n- a.py:\n    1 × TL303 (zero-grad-memset)" in err
+    assert "set_to_none=True" in (tmp_path / "a.py").read_text()
+    assert "No fixes applied." in run(tmp_path, "a.py", "--show-fixes", "--fix")[2]
