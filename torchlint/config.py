@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import pathspec
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -21,6 +23,9 @@ class ConfigError(Exception):
 
 _CODE = re.compile(r"^TL\d{0,3}$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])?\s*$")
+_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
+DEFAULT_MAX_FILE_SIZE = 1_000_000  # libcst needs ~700x a file's size in memory
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class Config:
     tensor_core_multiple: int = 8
     min_dimension: int = 32
     target_torch: str = "2.4"
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; larger files are reported, not parsed
     root: Path = field(default_factory=Path.cwd)  # where relative patterns are anchored
     source: Path | None = None  # the pyproject.toml that was read, if any
 
@@ -64,11 +70,17 @@ def _coerce(key: str, value: Any) -> Any:
     if name in ("exclude", "extend_exclude"):
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"`{key}` must be a list of glob patterns")
+        for pattern in value:
+            check_pattern(pattern, key)
         return tuple(value)
     if name == "per_file_ignores":
         if not isinstance(value, dict):
             raise ConfigError("`per-file-ignores` must be a table of pattern = [codes]")
+        for pattern in value:
+            check_pattern(pattern, key)
         return {pattern: _as_codes(codes, key) for pattern, codes in value.items()}
+    if name == "max_file_size":
+        return _as_size(value, key)
     if name in ("tensor_core_multiple", "min_dimension"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"`{key}` must be a positive integer, got {value!r}")
@@ -83,6 +95,32 @@ def _coerce(key: str, value: Any) -> Any:
             raise ConfigError(f"`target-torch` must look like '2.4', got {value!r}")
         return value
     return value
+
+
+def check_pattern(pattern: str, key: str) -> None:
+    """ConfigError unless ``pattern`` is a gitignore glob that pathspec (and ``re``) accept."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern]).match_file("x")
+    except (ValueError, re.error) as error:
+        raise ConfigError(f"invalid glob {pattern!r} in `{key}`: {error}") from None
+
+
+def _as_size(value: Any, key: str) -> int:
+    """A size in bytes from an integer or a string such as ``"2MB"`` or ``"500 KiB"``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(f"`{key}` must be a positive size in bytes or like \"2MB\", got {value!r}")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
+
+
+def format_size(size: int) -> str:
+    """``1000000`` as ``1 MB``, ``1500`` as ``1.5 kB``."""
+    for unit, scale in (("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
 
 
 def from_table(table: dict[str, Any], root: Path, source: Path | None = None, base: Config | None = None) -> Config:
@@ -105,14 +143,28 @@ def find_pyproject(start: Path) -> Path | None:
     directory = start if start.is_dir() else start.parent
     for candidate in (directory, *directory.parents):
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
-            if "torchlint" in data.get("tool", {}):
-                return pyproject
+        if pyproject.is_file() and "torchlint" in _tool_table(_read_toml(pyproject), pyproject):
+            return pyproject
     return None
+
+
+def _read_toml(pyproject: Path) -> dict[str, Any]:
+    """The parsed file; ConfigError (never a silent skip) when it cannot be read or parsed."""
+    try:
+        return tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {pyproject}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read {pyproject}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {pyproject}: {error}") from None
+
+
+def _tool_table(data: dict[str, Any], pyproject: Path) -> dict[str, Any]:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"`tool` in {pyproject} must be a table, got {type(tool).__name__}")
+    return tool
 
 
 def load_config(start: Path, overrides: dict[str, Any] | None = None, config_file: Path | None = None) -> Config:
@@ -124,13 +176,9 @@ def load_config(start: Path, overrides: dict[str, Any] | None = None, config_fil
     pyproject = config_file or find_pyproject(start)
     config = Config(root=(start if start.is_dir() else start.parent).resolve())
     if pyproject is not None:
-        try:
-            data = tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {pyproject}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read {pyproject}: {error}") from None
-        table = data.get("tool", {}).get("torchlint", {})
+        table = _tool_table(_read_toml(Path(pyproject)), Path(pyproject)).get("torchlint", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"`tool.torchlint` in {pyproject} must be a table")
         config = from_table(table, Path(pyproject).resolve().parent, Path(pyproject))
     given = {k: v for k, v in (overrides or {}).items() if v is not None and v != ()}
     if given:

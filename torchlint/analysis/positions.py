@@ -28,10 +28,10 @@ class _TargetPositionState(CodegenState):
         tokens = self.tokens
         for i in range(self._scanned, len(tokens)):
             token = tokens[i]
-            newlines = token.count("\n")
-            if newlines:
-                self._line += newlines
-                self._column = len(token) - token.rindex("\n") - 1
+            if "\n" in token or "\r" in token:
+                # Python's line breaks: \r\n, \n and a lone \r (old Mac files) alike
+                self._line += token.count("\n") + token.count("\r") - token.count("\r\n")
+                self._column = len(token) - max(token.rfind("\n"), token.rfind("\r")) - 1
             else:
                 self._column += len(token)
         self._scanned = len(tokens)

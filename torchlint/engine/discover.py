@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
-from torchlint.config import Config
+from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config
+from torchlint.engine.source import Source, read_source
+from torchlint.findings import Finding
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 _SKIPPED_DIRS = {
@@ -27,13 +31,39 @@ class MissingPathError(Exception):
 class SourceFile:
     path: Path  # as found on disk
     display: str  # how findings name it: relative to the cwd when it lies below it
+    max_bytes: int | None = DEFAULT_MAX_FILE_SIZE  # larger files are reported, not parsed
+
+    def read(self) -> Source | Finding:
+        """The file's source, or the TL000 that says why it cannot be checked."""
+        return read_source(self.path, self.display, self.max_bytes)
+
+
+def real(path: Path | str) -> Path:
+    """The path with every symlink resolved; never raises (a loop stays as it is)."""
+    return Path(os.path.realpath(path))
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes (lone surrogates from the file system) as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _display(path: Path) -> str:
+    """The path relative to the cwd when it lies below it; a symlink keeps its own name."""
+    own = real(path.parent) / path.name if path.name else real(path)
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        shown = own.relative_to(real(Path.cwd())).as_posix()
     except ValueError:
-        return path.as_posix()
+        shown = path.as_posix()
+    return printable(shown)
+
+
+def _test(path: Path, test: str) -> bool:
+    """``path.is_file()`` and the like, False where the answer is an error (no permission)."""
+    try:
+        return bool(getattr(path, test)())
+    except OSError:
+        return False
 
 
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
@@ -41,14 +71,36 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
 
 
 def _is_virtualenv(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file() or (directory / "conda-meta").is_dir()
+    return _test(directory / "pyvenv.cfg", "is_file") or _test(directory / "conda-meta", "is_dir")
+
+
+def _relative(path: Path, directory: Path) -> str | None:
+    try:
+        return path.relative_to(directory).as_posix()
+    except ValueError:
+        return None
+
+
+def _matches(spec: pathspec.PathSpec, path: Path, base: Path, suffix: str, walk_root: Path | None) -> bool:
+    """Whether ``spec`` (anchored at ``base``) ignores ``path``. A tree named explicitly
+    (``walk_root``) is checked even when ``spec`` ignores it as a whole, as ruff does: its
+    contents are then matched by their path inside it."""
+    relative = _relative(path, base)
+    if relative is None:
+        return False
+    if walk_root is not None and walk_root != base:
+        root_relative = _relative(walk_root, base)
+        if root_relative is not None and spec.match_file(root_relative + "/"):
+            inside = _relative(path, walk_root)
+            return inside is not None and spec.match_file(inside + suffix)
+    return spec.match_file(relative + suffix)
 
 
 class _Ignores:
     """exclude patterns (anchored at the config root) and .gitignore files met while walking."""
 
     def __init__(self, config: Config) -> None:
-        self.root = config.root.resolve()
+        self.root = real(config.root)
         self.exclude = _spec(config.exclude + config.extend_exclude)
         self.respect_gitignore = config.respect_gitignore
         self.gitignores: dict[Path, pathspec.PathSpec | None] = {}
@@ -57,68 +109,107 @@ class _Ignores:
         if directory not in self.gitignores:
             file = directory / ".gitignore"
             spec = None
-            if file.is_file():
+            if _test(file, "is_file"):
                 try:
                     spec = pathspec.GitIgnoreSpec.from_lines(file.read_text(encoding="utf-8", errors="replace").splitlines())
-                except (OSError, ValueError):
+                except (OSError, ValueError, re.error):  # a broken .gitignore ignores nothing
                     spec = None
             self.gitignores[directory] = spec
         return self.gitignores[directory]
 
-    def ignored(self, path: Path, is_dir: bool, walk_root: Path) -> bool:
-        resolved = path.resolve()
+    def ignored(self, path: Path, is_dir: bool, walk_root: Path | None = None) -> bool:
+        resolved = real(path.parent) / path.name
         suffix = "/" if is_dir else ""
         if self.exclude is not None:
-            try:
-                relative = resolved.relative_to(self.root).as_posix()
-            except ValueError:
-                relative = None
-            if relative is not None and self.exclude.match_file(relative + suffix):
+            if _matches(self.exclude, resolved, self.root, suffix, walk_root):
                 return True
-            if self.exclude.match_file(path.name + suffix):
+            if walk_root != resolved and self.exclude.match_file(path.name + suffix):
                 return True
         if self.respect_gitignore:
-            for directory in (resolved.parent, *resolved.parent.parents):
+            for directory in resolved.parents:
                 spec = self._gitignore(directory)
-                if spec is not None and spec.match_file(resolved.relative_to(directory).as_posix() + suffix):
+                if spec is not None and _matches(spec, resolved, directory, suffix, walk_root):
                     return True
-                if (directory / ".git").exists():  # the repository root
+                if _test(directory / ".git", "exists"):  # the repository root
                     break
         return False
+
+
+def _walked_kind(file: Path) -> str:
+    """'source' for a regular file (or a symlink to one), 'broken' for a symlink that
+    leads nowhere (reported under its own name), 'other' for a FIFO, socket or device."""
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        return "broken"
+    return "source" if stat.S_ISREG(mode) else "other"
+
+
+def split_missing(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The paths that exist (a broken symlink does: it is reported by name) and the
+    printable names of those that do not."""
+    present = [p for p in paths if os.path.lexists(p)]
+    return present, [printable(str(p)) for p in paths if not os.path.lexists(p)]
 
 
 def discover(paths: list[Path], config: Config, force_exclude: bool = False) -> Iterator[SourceFile]:
     """Yield the source files under ``paths`` in a stable order.
 
-    Files named explicitly are always checked (unless ``force_exclude``, as the
-    pre-commit hook passes); files found by walking a directory are filtered.
+    Files and directories named explicitly are always checked (unless ``force_exclude``,
+    as the pre-commit hook passes); what is found by walking a directory is filtered.
+    What cannot be read (a broken symlink, a FIFO, an unreadable directory) is yielded
+    too, so that it is reported by name.
     """
     ignores = _Ignores(config)
+    limit = config.max_file_size
     seen: set[Path] = set()
+
+    def new(file: Path) -> bool:
+        key = real(file)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     for given in paths:
-        if not given.exists():
-            raise MissingPathError(str(given))
-        if given.is_file():
-            if force_exclude and ignores.ignored(given, False, given.parent.resolve()):
-                continue
-            if given.resolve() not in seen:
-                seen.add(given.resolve())
-                yield SourceFile(given, _display(given))
+        if not os.path.lexists(given):
+            raise MissingPathError(printable(str(given)))
+        is_dir = _test(given, "is_dir")
+        if force_exclude and ignores.ignored(given, is_dir):
             continue
-        walk_root = given.resolve()
-        for directory, dirnames, filenames in os.walk(given):
-            base = Path(directory)
-            dirnames[:] = sorted(
-                d for d in dirnames
-                if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")
-                and not _is_virtualenv(base / d) and not ignores.ignored(base / d, True, walk_root)
-            )
-            for filename in sorted(filenames):
-                if not filename.endswith(SOURCE_SUFFIXES):
-                    continue
-                file = base / filename
-                if ignores.ignored(file, False, walk_root):
-                    continue
-                if file.resolve() not in seen:
-                    seen.add(file.resolve())
-                    yield SourceFile(file, _display(file))
+        if not is_dir:
+            if new(given):
+                yield SourceFile(given, _display(given), limit)
+            continue
+        yield from _walk(given, ignores, limit, new)
+
+
+def _walk(given: Path, ignores: _Ignores, limit: int, new) -> Iterator[SourceFile]:  # type: ignore[no-untyped-def]
+    walk_root = real(given)
+    unreadable: list[OSError] = []
+    for directory, dirnames, filenames in os.walk(given, onerror=unreadable.append):
+        base = Path(directory)
+        yield from _unreadable(unreadable)
+        dirnames[:] = sorted(
+            d for d in dirnames
+            if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")
+            and not _is_virtualenv(base / d) and not ignores.ignored(base / d, True, walk_root)
+        )
+        for filename in sorted(filenames):
+            if not filename.endswith(SOURCE_SUFFIXES):
+                continue
+            file = base / filename
+            if _walked_kind(file) == "other" or ignores.ignored(file, False, walk_root):
+                continue
+            if new(file):
+                yield SourceFile(file, _display(file), limit)
+    yield from _unreadable(unreadable)
+
+
+def _unreadable(errors: list[OSError]) -> Iterator[SourceFile]:
+    """A directory the walk could not list: reading it reports why (TL000, by its name)."""
+    while errors:
+        error = errors.pop(0)
+        if error.filename:
+            where = Path(error.filename)
+            yield SourceFile(where, _display(where))

@@ -75,6 +75,10 @@ class ChangedOnDiskError(Exception):
     """The file changed between reading and writing: it is left as it is."""
 
 
+class RefusedWriteError(OSError):
+    """The file must not be rewritten (read-only, or a symlink leading out of the tree)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Edit:
     path: Path
@@ -84,39 +88,166 @@ class Edit:
     encoding: str
     digest: str
     fixed: int
+    original: tuple[Finding, ...] = ()  # the file's findings before fixing, kept if the write fails
 
     def diff(self) -> str:
         return "".join(
             difflib.unified_diff(
                 self.before.splitlines(keepends=True),
                 self.after.splitlines(keepends=True),
-                fromfile=f"a/{self.display}",
-                tofile=f"b/{self.display}",
+                fromfile=_patch_name(f"a/{self.display}"),
+                tofile=_patch_name(f"b/{self.display}"),
             )
         )
 
 
-def write_atomically(edit: Edit) -> None:
-    """Replace the file's content in one rename, keeping its permissions.
+def _patch_name(name: str) -> str:
+    """A diff header name that GNU patch reads back whole: C-quoted (as git does) when it
+    holds quotes, backslashes or control characters; ended by a tab when it holds spaces."""
+    if any(c in name for c in '"\\') or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        escapes = {"\\": "\\\\", '"': '\\"', "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+        return '"' + "".join(escapes.get(c, c if ord(c) >= 32 and ord(c) != 127 else f"\\{ord(c):03o}") for c in name) + '"'
+    return name + "\t" if any(c.isspace() for c in name) else name
 
-    Raises ChangedOnDiskError (and writes nothing) when the file no longer holds
-    the bytes that were linted.
+
+_TEMP_SUFFIX = ".torchlint"
+
+
+def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> None:
+    """Write the fixed text over the file, keeping its mode, owner and hard links.
+
+    Raises ChangedOnDiskError (and writes nothing) when the file no longer holds the
+    bytes that were linted, RefusedWriteError for a read-only file or for a symlink
+    whose target lies outside ``roots`` (the checked trees), OSError when writing fails.
     """
-    path = edit.path
-    current = path.read_bytes()
-    if hashlib.sha256(current).hexdigest() != edit.digest:
-        raise ChangedOnDiskError(str(path))
-    mode = os.stat(path).st_mode
-    directory = path.resolve().parent
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchlint", dir=directory)
+    target = _target(edit, roots)
+    info = os.stat(target)
+    if not info.st_mode & 0o222 or not os.access(target, os.W_OK):
+        raise RefusedWriteError(f"{edit.display} is read-only; not fixed")
+    if hashlib.sha256(target.read_bytes()).hexdigest() != edit.digest:
+        raise ChangedOnDiskError(str(edit.path))
+    data = edit.after.encode(edit.encoding)
+    remove_stale_temporaries(target.parent)
+    if info.st_nlink > 1:
+        _write_in_place(target, data, edit.before.encode(edit.encoding))
+    else:
+        _replace(target, data, info)
+
+
+def _target(edit: Edit, roots: tuple[Path, ...] | None) -> Path:
+    """The file to write: a symlink's target, when that lies inside one of ``roots``."""
+    target = Path(os.path.realpath(edit.path))
+    if roots is None or target == Path(os.path.abspath(edit.path)):
+        return target
+    if not any(target == root or root in target.parents for root in roots):
+        raise RefusedWriteError(f"{edit.display} is a symlink to {target}, outside the checked tree; not fixed")
+    return target
+
+
+def checked_roots(paths: list[Path]) -> tuple[Path, ...]:
+    """The trees a run checks: each directory named, and the directory of each file named."""
+    return tuple(Path(os.path.realpath(p if p.is_dir() else (p.parent if str(p.parent) else Path(".")))) for p in paths)
+
+
+def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
+    """Write a temporary file beside ``target`` and rename it over it, in one step."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=_TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(edit.after.encode(edit.encoding))
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.chmod(temporary, mode & 0o7777)
-        os.replace(temporary, path.resolve())
+        _copy_owner_and_mode(temporary, info)
+        os.replace(temporary, target)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _copy_owner_and_mode(temporary: str, info: os.stat_result) -> None:
+    if hasattr(os, "chown") and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+        try:
+            os.chown(temporary, info.st_uid, info.st_gid)
+        except PermissionError:  # only root may give a file away: keep the group at least
+            try:
+                os.chown(temporary, -1, info.st_gid)
+            except PermissionError:
+                pass
+    os.chmod(temporary, info.st_mode & 0o7777)
+
+
+def _write_in_place(target: Path, data: bytes, before: bytes) -> None:
+    """A hard-linked file is rewritten through its own inode, so every link sees the fix;
+    if the write fails half-way, the original bytes are put back."""
+    with open(target, "r+b") as stream:
+        try:
+            stream.write(data)
+            stream.truncate()
+            stream.flush()
+            os.fsync(stream.fileno())
+        except BaseException:
+            stream.seek(0)
+            stream.write(before)
+            stream.truncate()
+            raise
+
+
+def remove_stale_temporaries(directory: Path) -> None:
+    """Delete temporary files that a killed run left in ``directory`` (their process is gone)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(".") and name.endswith(_TEMP_SUFFIX)):
+            continue
+        parts = name[: -len(_TEMP_SUFFIX)].rsplit(".", 2)
+        if len(parts) != 3 or not parts[1].isdigit() or _alive(int(parts[1])):
+            continue
+        try:
+            os.unlink(directory / name)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_edits(edits: list[Edit], findings: list[Finding], roots: tuple[Path, ...], say, config=None) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Write each edit; ``(problems fixed, files not written)``. A file that cannot be
+    written is said (``say``) and its findings go back into ``findings``, as read."""
+    fixed = failed = 0
+    for edit in edits:
+        try:
+            write_atomically(edit, roots)
+            fixed += edit.fixed
+            continue
+        except ChangedOnDiskError:
+            say(f"torchlint: {edit.display} changed on disk while it was being checked; not fixed")
+        except RefusedWriteError as error:
+            say(f"torchlint: {error}")
+        except OSError as error:
+            say(f"torchlint: cannot write {edit.display}: {error.strerror or error}; not fixed")
+        failed += 1
+        findings[:] = [f for f in findings if f.location.path != edit.display] + _unfixed(edit, config)
+    findings.sort(key=Finding.sort_key)
+    return fixed, failed
+
+
+def _unfixed(edit: Edit, config) -> list[Finding]:  # type: ignore[no-untyped-def]
+    """The file's findings as it still is on disk (the fixes were not written)."""
+    if edit.original:
+        return list(edit.original)
+    from torchlint.engine import lint_source  # the engine imports this module
+
+    return lint_source(edit.before, edit.display, config)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
+import stat
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
 from torchlint.findings import SYNTAX_ERROR, Finding, Location
 
 # IPython syntax a notebook cell may hold that is not Python: magics, shell escapes, help.
@@ -19,10 +23,21 @@ from torchlint.findings import SYNTAX_ERROR, Finding, Location
 _IPYTHON_LINE = re.compile(r"^(?P<indent>\s*)(%|!|\?|[\w.*]+\?{1,2}\s*$)")
 # Cell magics whose body is still Python; the body of any other (%%bash...) is not.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
+# Python's own line breaks: str.splitlines() also breaks at form feeds, U+2028 and
+# other characters that Python keeps inside a line.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def python_lines(text: str) -> list[str]:
+    """``text`` split into lines as Python's tokenizer counts them (no line ends kept)."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()  # a final line break ends the last line; it does not start one
+    return lines
 
 
 def _cell_lines(body: str) -> list[str]:
-    raw_lines = body.splitlines() or [""]
+    raw_lines = python_lines(body) or [""]
     first = raw_lines[0].strip()
     if first.startswith("%%") and first.split()[0] not in _PYTHON_CELL_MAGICS:
         return ["# " + raw for raw in raw_lines]
@@ -66,7 +81,7 @@ class Source:
         """(cell number, first joined line, last joined line) of each code cell."""
         if self.cells is None:
             return []
-        total = len(self.text.splitlines())
+        total = len(python_lines(self.text))
         starts = self.cells.starts
         return [
             (number, start, (starts[i + 1][0] - 1) if i + 1 < len(starts) else total)
@@ -75,7 +90,7 @@ class Source:
 
     def without_lines(self, spans: list[tuple[int, int]]) -> Source:
         """The same source with the lines in ``spans`` (1-based, inclusive) commented out."""
-        lines = self.text.splitlines()
+        lines = python_lines(self.text)
         for first, last in spans:
             for i in range(first - 1, last):
                 lines[i] = "# " + lines[i]
@@ -86,7 +101,7 @@ class Source:
         line = location.line
         if self.cells is not None and location.cell is not None:
             line = self.cells.joined_line(location.cell, line)
-        lines = self.text.splitlines()
+        lines = python_lines(self.text)
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def location(self, line: int, column: int, end_line: int | None = None, end_column: int | None = None) -> Location:
@@ -98,9 +113,13 @@ class Source:
         return Location(self.path, cell_line, column, end, end_column, cell=cell)
 
 
-def syntax_error(path: str, message: str, line: int = 1, column: int = 1, cell: int | None = None) -> Finding:
+_PARSE_HINT = "Fix the file so that Python can parse it"
+_READ_HINT = "Make it a readable regular file, or exclude it (`exclude` in [tool.torchlint])"
+
+
+def syntax_error(path: str, message: str, line: int = 1, column: int = 1, cell: int | None = None, hint: str = _PARSE_HINT) -> Finding:
     code, name = SYNTAX_ERROR
-    return Finding(code, name, message, Location(path, max(line, 1), max(column, 1), cell=cell), fix_hint="Fix the file so that Python can parse it")
+    return Finding(code, name, message, Location(path, max(line, 1), max(column, 1), cell=cell), fix_hint=hint)
 
 
 def decode(path: str, data: bytes) -> tuple[str, str] | Finding:
@@ -130,28 +149,111 @@ def notebook_source(path: str, text: str) -> Source | Finding:
         line = getattr(error, "lineno", 1)
         column = getattr(error, "colno", 1)
         return syntax_error(path, f"not a valid notebook: {error}", line, column)
+    if not _python_kernel(notebook):
+        return Source(path, "", CellMap())  # an R or Julia notebook: nothing to check
     lines: list[str] = []
     cell_map = CellMap()
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         body = cell.get("source", "")
-        body = "".join(body) if isinstance(body, list) else str(body)
+        if isinstance(body, list) and all(isinstance(part, str) for part in body):
+            body = "".join(body)
+        if not isinstance(body, str):
+            return syntax_error(path, f"not a valid notebook: the source of cell {number} is not text")
         cell_map.starts.append((len(lines) + 1, number))
         lines.extend(_cell_lines(body))
     return Source(path, "\n".join(lines) + "\n", cell_map)
 
 
-def read_source(path: Path, display: str) -> Source | Finding:
+def _python_kernel(notebook: object) -> bool:
+    """Whether the notebook's kernel runs Python (true when it does not say)."""
+    metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
+    if not isinstance(metadata, dict):
+        return True
+    for key, field_name in (("kernelspec", "language"), ("language_info", "name")):
+        table = metadata.get(key)
+        language = table.get(field_name) if isinstance(table, dict) else None
+        if isinstance(language, str) and language:
+            return language.lower() == "python"
+    return True
+
+
+def compile_error(path: str, text: str) -> Finding | None:
+    """TL000 where the running Python's own compiler rejects ``text`` (parser and
+    compile-time errors alike: a misplaced ``from __future__``, too deep nesting)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes warn; that is not a syntax error
+            compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return syntax_error(path, f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1)
+    except (ValueError, RecursionError, MemoryError, OverflowError) as error:
+        return syntax_error(path, f"cannot parse: {error or type(error).__name__}")
+    return None
+
+
+class FileTooLargeError(OSError):
+    """The file is larger than ``max-file-size``: libcst needs ~700x its size in memory."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"the file is {format_size(size)}, above the {format_size(limit)} limit; not checked "
+            "(raise `max-file-size` in [tool.torchlint] to check it)"
+        )
+
+
+def read_bytes(path: Path, max_bytes: int | None = DEFAULT_MAX_FILE_SIZE) -> bytes:
+    """The file's bytes; OSError for what is not a regular file, FileTooLargeError above
+    ``max_bytes``. The file is opened without blocking and checked with fstat before it
+    is read, so a FIFO or socket named ``*.py`` never hangs the run."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"not a regular file ({_file_kind(info.st_mode)})")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise FileTooLargeError(info.st_size, max_bytes)
+        return stream.read()
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "an unusual file")
+
+
+def read_source(path: Path, display: str, max_bytes: int | None = DEFAULT_MAX_FILE_SIZE) -> Source | Finding:
     """Read ``path`` for linting; problems become a TL000 finding, never an exception."""
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, max_bytes)
+    except FileTooLargeError as error:
+        return syntax_error(display, str(error), hint="Raise `max-file-size`, or exclude the file")
     except OSError as error:
-        return syntax_error(display, f"cannot read the file: {error.strerror or error}")
+        if os.path.isdir(path):
+            return syntax_error(display, f"cannot read the directory: {_listing_problem(path)}", hint=_READ_HINT)
+        return syntax_error(display, f"cannot read the file: {error.strerror or error}", hint=_READ_HINT)
+    return source_from_bytes(path, display, data)
+
+
+def _listing_problem(directory: Path) -> str:
+    """Why a directory the walk met could not be listed."""
+    try:
+        with os.scandir(directory):
+            return "it is a directory"
+    except OSError as error:
+        return error.strerror or str(error)
+
+
+def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding:
+    """The bytes of ``path`` as source text (a notebook's code cells joined), or TL000."""
     decoded = decode(display, data)
     if isinstance(decoded, Finding):
         return decoded
     text, encoding = decoded
     if path.suffix == ".ipynb":
         return notebook_source(display, text)
+    problem = compile_error(display, text)
+    if problem is not None:
+        return problem
     return Source(display, text, encoding=encoding, digest=hashlib.sha256(data).hexdigest())

@@ -1,0 +1,312 @@
+"""`check` on the inputs real trees hold: every bad input becomes a value, never a traceback.
+
+One test per class of input: odd files (symlinks, FIFOs, sockets, unreadable
+directories, huge files, undecodable names), missing paths, configuration values
+that pathspec or ``re`` reject, TL000 parity with the running CPython, notebooks,
+and Python's own line breaking for positions and ``# noqa``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint.cli import main
+from torchlint.engine.discover import discover
+from torchlint.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+FINDING = "import torch\nx = torch.zeros(3).cuda()\n"  # TL110 on line 2
+
+
+def run(cwd: Path, *args: str) -> tuple[int, list[dict], str]:
+    """``torchlint check --output-format json ARGS`` in ``cwd``: exit code, findings, stderr."""
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", "--output-format", "json", *args], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    assert "Traceback" not in result.stderr, result.stderr
+    findings = json.loads(result.stdout) if result.stdout.strip() else []
+    return result.exit_code, findings, result.stderr
+
+
+def by_path(findings: list[dict]) -> dict[str, list[tuple[str, int, int]]]:
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for f in findings:
+        out.setdefault(f["path"], []).append((f["code"], f["line"], f["column"]))
+    return out
+
+
+# -- files that are not plain readable files ---------------------------------------
+
+
+def test_symlink_loops_and_dangling_links_are_reported_under_their_own_names(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(FINDING)
+    (tmp_path / "self.py").symlink_to("self.py")
+    (tmp_path / "dangling.py").symlink_to("nowhere/target.py")
+    for args in (("good.py", "self.py", "dangling.py"), (".",)):  # named, and found by walking
+        code, findings, _ = run(tmp_path, *args)
+        found = by_path(findings)
+        assert code == 1
+        assert found["good.py"] == [("TL110", 2, 5)]
+        assert [c for c, _, _ in found["self.py"]] == ["TL000"]
+        assert [c for c, _, _ in found["dangling.py"]] == ["TL000"]
+        messages = {f["path"]: f["message"] for f in findings}
+        assert "symbolic links" in messages["self.py"]
+        assert "No such file" in messages["dangling.py"]
+
+
+def test_fifo_and_socket_named_py_never_hang(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(FINDING)
+    os.mkfifo(tmp_path / "fifo.py")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "sock.py"))
+    try:
+        # in a subprocess with a timeout: today's bug is a hang, not an exception
+        named = subprocess.run(
+            [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "good.py", "fifo.py", "sock.py"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, env=_env(),
+        )
+        walked = subprocess.run(
+            [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "."],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, env=_env(),
+        )
+    finally:
+        server.close()
+    found = by_path(json.loads(named.stdout))
+    assert named.returncode == 1, named.stderr
+    assert [c for c, _, _ in found["fifo.py"]] == ["TL000"] and [c for c, _, _ in found["sock.py"]] == ["TL000"]
+    assert "FIFO" in json.loads(named.stdout)[0]["message"] or any("FIFO" in f["message"] for f in json.loads(named.stdout))
+    # found by walking, a FIFO or socket is not a source file: skipped
+    assert walked.returncode == 1 and set(by_path(json.loads(walked.stdout))) == {"good.py"}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_directory_without_search_permission_is_reported_and_the_rest_checked(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "good.py").write_text(FINDING)
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "hidden.py").write_text(FINDING)
+    os.chmod(tmp_path / "locked", 0o000)
+    if os.geteuid() == 0:  # root reads anything: make the listing fail as it does for a user
+        real_scandir = os.scandir
+
+        def scandir(path=".") -> object:  # type: ignore[no-untyped-def]
+            if Path(path).name == "locked":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+    try:
+        for args in ((".",), ("locked", "good.py")):
+            code, findings, _ = run(tmp_path, *args)
+            assert code == 1
+            assert by_path(findings) == {"good.py": [("TL110", 2, 5)], "locked": [("TL000", 1, 1)]}
+            assert "cannot read the directory: Permission denied" in findings[1]["message"]
+    finally:
+        os.chmod(tmp_path / "locked", 0o755)
+
+
+def test_missing_paths_are_reported_and_the_rest_checked_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(FINDING)
+    code, findings, err = run(tmp_path, "missing.py", "good.py", "gone/")
+    assert code == 2
+    assert "no such file or directory: missing.py" in err and "no such file or directory: gone" in err
+    assert by_path(findings) == {"good.py": [("TL110", 2, 5)]}
+    code, findings, err = run(tmp_path, "missing.py")
+    assert code == 2 and findings == [] and "missing.py" in err
+
+
+def test_files_above_the_size_limit_are_reported_not_parsed(tmp_path: Path) -> None:
+    big = "import torch\n" + "x = 1\n" * 200_000 + "y = torch.zeros(3).cuda()\n"  # ~1.2 MB
+    (tmp_path / "big.py").write_text(big)
+    code, findings, _ = run(tmp_path, "big.py")
+    assert code == 1 and [f["code"] for f in findings] == ["TL000"]
+    assert "above the 1 MB limit" in findings[0]["message"] and "max-file-size" in findings[0]["message"]
+    # the limit is configurable (small sizes here: parsing 1 MB takes libcst many seconds)
+    (tmp_path / "small.py").write_text("import torch\n" + "x = 1\n" * 300 + "y = torch.zeros(3).cuda()\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmax-file-size = "1kB"\n')
+    code, findings, _ = run(tmp_path, "small.py")
+    assert [f["code"] for f in findings] == ["TL000"] and "above the 1 kB limit" in findings[0]["message"]
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmax-file-size = "4kB"\n')
+    code, findings, _ = run(tmp_path, "small.py")
+    assert code == 1 and [f["code"] for f in findings] == ["TL110"]
+
+
+def test_undecodable_file_names_never_reach_the_output_as_surrogates(tmp_path: Path) -> None:
+    name = os.fsdecode(b"b\xffad.py")
+    (tmp_path / name).write_text(FINDING)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "."], cwd=tmp_path, capture_output=True, env=_env(), timeout=60,
+    )
+    out = proc.stdout.decode("utf-8")  # strict: a lone surrogate would have failed to encode
+    assert proc.returncode == 1 and "b\ufffdad.py:2:5: TL110" in out, proc.stderr
+    code, findings, _ = run(tmp_path, ".")
+    assert code == 1 and [f["path"] for f in findings] == ["b\ufffdad.py"]
+
+
+def test_a_tree_ignored_by_an_enclosing_gitignore_is_checked_when_named(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("generated/\n*_pb2.py\n")
+    (tmp_path / "generated" / "sub").mkdir(parents=True)
+    for name in ("generated/a.py", "generated/sub/b.py", "generated/x_pb2.py"):
+        (tmp_path / name).write_text(FINDING)
+    code, findings, _ = run(tmp_path, "generated")
+    assert code == 1 and set(by_path(findings)) == {"generated/a.py", "generated/sub/b.py"}
+    assert run(tmp_path, ".")[1] == []  # walking from above, the tree stays ignored
+    assert run(tmp_path, "--force-exclude", "generated")[1] == []
+    config = load_config(tmp_path)
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert [f.display for f in discover([Path("generated")], config)] == ["generated/a.py", "generated/sub/b.py"]
+    finally:
+        os.chdir(old)
+
+
+# -- configuration ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "args", "message"),
+    [
+        ('[tool.torchlint]\nexclude = ["!"]\n', (), "invalid glob '!' in `exclude`"),
+        ("", ("--exclude", "[z-a]"), "invalid glob '[z-a]' in `exclude`"),
+        ('[tool.torchlint]\nextend-exclude = ["a\\\\"]\n', (), "in `extend-exclude`"),
+        ('[tool.torchlint.per-file-ignores]\n"[z-a]" = ["TL110"]\n', (), "in `per-file-ignores`"),
+        ('tool = "torchlint"\n', (), "`tool` in"),
+        ("[tool]\ntorchlint = 3\n", (), "`tool.torchlint` in"),
+        ("[tool.torchlint\nselect = 1\n", (), "cannot read"),
+        ('[tool.torchlint]\nmax-file-size = "lots"\n', (), "`max-file-size` must be"),
+    ],
+)
+def test_bad_configuration_is_a_clear_error_exit_2(tmp_path: Path, pyproject: str, args: tuple[str, ...], message: str) -> None:
+    if pyproject:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    (tmp_path / "good.py").write_text(FINDING)
+    code, findings, err = run(tmp_path, *args, "good.py")
+    assert code == 2 and findings == []
+    assert err.startswith("torchlint: error: ") and message in err, err
+
+
+def test_an_invalid_pyproject_above_is_an_error_not_skipped(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nselect = [\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "good.py").write_text(FINDING)
+    code, _, err = run(tmp_path / "pkg", "good.py")
+    assert code == 2 and "pyproject.toml" in err
+
+
+# -- TL000 parity with the running CPython ------------------------------------------
+
+
+VALID = [
+    "import torch\n(x): int = 1\n",  # libcst cannot parse it; CPython can
+    "x = [i for i in range(3)]\n",
+    "import torch\n\x0c\nx = 1\n",  # a form feed on its own line is whitespace
+    "import torch\ns = 'a\u2028b'\n",  # U+2028 inside a string is not a line break
+]
+INVALID = [  # (source, CPython's message)
+    ("import torch\nfrom __future__ import annotations\n", "from __future__ imports must occur"),
+    ("import os\nfrom __future__ import annotations\n", "from __future__ imports must occur"),
+    ("import torch\nx = " + "(" * 300 + "1" + ")" * 300 + "\n", "too many nested parentheses"),
+    ("import torch\ndef f():\n    nonlocal x\n", "nonlocal"),
+    ("return 1\n", "'return' outside function"),
+    ("from __future__ import braces\n", "not a chance"),
+]
+if sys.version_info < (3, 12):
+    INVALID.append(("import torch\ntype X = int\n", "invalid syntax"))  # PEP 695 is 3.12+
+else:
+    VALID.append("type X = int\n")
+
+
+@pytest.mark.parametrize("source", VALID)
+def test_code_cpython_compiles_never_gets_tl000(tmp_path: Path, source: str) -> None:
+    (tmp_path / "ok.py").write_text(source)
+    code, findings, _ = run(tmp_path, "ok.py")
+    assert [f for f in findings if f["code"] == "TL000"] == []
+
+
+@pytest.mark.parametrize(("source", "message"), INVALID)
+def test_code_cpython_rejects_gets_tl000_at_its_position(tmp_path: Path, source: str, message: str) -> None:
+    (tmp_path / "bad.py").write_text(source)
+    try:
+        compile(source, "bad.py", "exec", dont_inherit=True)
+    except SyntaxError as error:
+        expected = (error.lineno, error.offset)
+    code, findings, _ = run(tmp_path, "bad.py")
+    assert code == 1 and [f["code"] for f in findings] == ["TL000"]
+    assert message in findings[0]["message"]
+    assert (findings[0]["line"], findings[0]["column"]) == expected
+
+
+# -- notebooks ----------------------------------------------------------------------
+
+
+def _notebook(cells: list, language: str | None = "python") -> str:
+    metadata = {"kernelspec": {"language": language, "name": "k"}} if language else {}
+    return json.dumps({"cells": [{"cell_type": "code", "source": s, "metadata": {}} for s in cells], "metadata": metadata, "nbformat": 4})
+
+
+@pytest.mark.parametrize("source", [["x = 1\n", 3], [None], {"a": 1}, ["ok\n", ["nested"]]])
+def test_notebook_source_that_is_not_text_is_tl000(tmp_path: Path, source: object) -> None:
+    (tmp_path / "nb.ipynb").write_text(_notebook(["import torch\n", source]))
+    code, findings, _ = run(tmp_path, "nb.ipynb")
+    assert code == 1 and [f["code"] for f in findings] == ["TL000"]
+    assert "cell 2" in findings[0]["message"]
+
+
+def test_notebooks_whose_kernel_is_not_python_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "r.ipynb").write_text(_notebook(["library(torch)\nx <- torch_zeros(3)$cuda()\n"], "R"))
+    (tmp_path / "py.ipynb").write_text(_notebook(["import torch\n", "x = torch.zeros(3).cuda()\n"]))
+    code, findings, _ = run(tmp_path, ".")
+    assert code == 1 and {f["path"] for f in findings} == {"py.ipynb"}
+
+
+# -- Python's own line breaking ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("import torch\r\rx = torch.zeros(3).cuda()\r", 3),  # CR-only (classic Mac)
+        ("import torch\r\n\r\nx = torch.zeros(3).cuda()\r\n", 3),
+        ("import torch\n\x0c\nx = torch.zeros(3).cuda()\n", 3),  # a form feed line
+        ("import torch\ns = 'a\u2028b\x1cc\x85d'\nx = torch.zeros(3).cuda()\n", 3),  # breaks str.splitlines() only
+    ],
+)
+def test_positions_and_noqa_use_pythons_line_breaks(tmp_path: Path, text: str, line: int) -> None:
+    (tmp_path / "f.py").write_bytes(text.encode("utf-8"))
+    code, findings, _ = run(tmp_path, "f.py")
+    assert [(f["code"], f["line"]) for f in findings] == [("TL110", line)]
+    newline = "\r" if "\r" in text and "\r\n" not in text else ("\r\n" if "\r\n" in text else "\n")
+    suppressed = text.replace("cuda()", "cuda()  # noqa: TL110", 1)
+    (tmp_path / "f.py").write_bytes(suppressed.encode("utf-8"))
+    assert run(tmp_path, "f.py")[:2] == (0, [])
+    # a noqa on the line before (as str.splitlines() would misplace it) does not count
+    lines = text.split(newline)
+    lines[line - 2] += "  # noqa: TL110"
+    (tmp_path / "f.py").write_bytes(newline.join(lines).encode("utf-8"))
+    assert [(f["code"], f["line"]) for f in run(tmp_path, "f.py")[1]] == [("TL110", line)]
+
+
+def test_config_accepts_sizes_with_units() -> None:
+    from torchlint.config import from_table
+
+    assert from_table({"max-file-size": "2MB"}, Path(".")).max_file_size == 2_000_000
+    assert from_table({"max-file-size": "1.5 KiB"}, Path(".")).max_file_size == 1536
+    assert from_table({"max-file-size": 4096}, Path(".")).max_file_size == 4096
+    assert Config().max_file_size == 1_000_000
