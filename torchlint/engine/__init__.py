@@ -68,7 +68,7 @@ class Linter:
         return result
 
     def lint_file(self, file: SourceFile, steps: Steps | None = None) -> FileResult:
-        source = read_source(file.path, file.display)
+        source = file.read()  # the size limit and odd files (FIFOs, loops) as discover set them
         if isinstance(source, Finding):
             return FileResult(None, self._keep([source], None, set()), path=file.path)
         return self.lint(source, file.path, steps)
