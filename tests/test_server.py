@@ -1,0 +1,155 @@
+"""`torchlint server` driven over stdio as an editor drives it: initialize, didOpen,
+diagnostics, code actions (a fix and "add # noqa") applied to the text, a debounced
+didChange, hover, shutdown and exit."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pygls")
+
+SOURCE = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False)  # reset
+    print(loss.item())
+"""
+
+
+class Client:
+    """The JSON-RPC side of an editor, over the server's stdin and stdout."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "torchlint", "server"], cwd=cwd,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None
+        while True:
+            length = None
+            while True:
+                header = stream.readline()
+                if not header:
+                    return
+                if header in (b"\r\n", b"\n"):
+                    break
+                name, _, value = header.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            assert length is not None
+            self.messages.put(json.loads(stream.read(length)))
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self.send({"method": method, "params": params or {}})
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        self.next_id += 1
+        self.send({"id": self.next_id, "method": method, "params": params or {}})
+        reply = self.wait(lambda m: m.get("id") == self.next_id and "method" not in m)
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    def wait(self, wanted, timeout: float = 60.0) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("the server did not send the expected message")
+            message = self.messages.get(timeout=remaining)
+            if wanted(message):
+                return message
+
+    def diagnostics(self, uri: str) -> list[dict[str, Any]]:
+        message = self.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri)
+        return message["params"]["diagnostics"]
+
+
+def apply(text: str, edit: dict[str, Any]) -> str:
+    lines = text.splitlines(keepends=True)
+    def offset(position: dict[str, int]) -> int:
+        return sum(len(line) for line in lines[: position["line"]]) + position["character"]
+    start, end = offset(edit["range"]["start"]), offset(edit["range"]["end"])
+    return text[:start] + edit["newText"] + text[end:]
+
+
+@pytest.mark.slow
+def test_an_editor_session(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(SOURCE)
+    uri = path.as_uri()
+    client = Client(tmp_path)
+    try:
+        init = client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        capabilities = init["capabilities"]
+        assert capabilities["codeActionProvider"] and capabilities["hoverProvider"]
+        client.notify("initialized")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        diagnostics = client.diagnostics(uri)
+        assert sorted(d["code"] for d in diagnostics) == ["TL101", "TL303"]
+        tl303 = next(d for d in diagnostics if d["code"] == "TL303")
+        assert tl303["range"] == {"start": {"line": 5, "character": 4}, "end": {"line": 5, "character": 36}}
+        assert tl303["source"] == "torchlint" and tl303["codeDescription"]["href"].endswith("TL303-zero-grad-memset.md")
+
+        actions = client.request("textDocument/codeAction", {
+            "textDocument": {"uri": uri}, "range": tl303["range"], "context": {"diagnostics": [tl303]},
+        })
+        titles = [a["title"] for a in actions]
+        fix = next(a for a in actions if "noqa" not in a["title"])
+        assert "TL303: add `# noqa: TL303`" in titles
+        (edit,) = fix["edit"]["changes"][uri]
+        fixed = apply(SOURCE, edit)
+        assert fixed == SOURCE.replace("set_to_none=False", "set_to_none=True")
+        noqa = next(a for a in actions if a["title"] == "TL303: add `# noqa: TL303`")
+        assert "    opt.zero_grad(set_to_none=False)  # reset  # noqa: TL303\n" in apply(SOURCE, noqa["edit"]["changes"][uri][0])
+
+        # The editor applies the fix; after the pause, only TL101 is left.
+        client.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"range": edit["range"], "text": edit["newText"]}],
+        })
+        assert [d["code"] for d in client.diagnostics(uri)] == ["TL101"]
+
+        hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 6, "character": 14}})
+        assert hover["contents"]["kind"] == "markdown"
+        assert "**TL101 scalar-sync-in-loop**" in hover["contents"]["value"] and "rules/TL101-scalar-sync-in-loop.md" in hover["contents"]["value"]
+        assert client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}) is None
+
+        # Keystrokes in quick succession are linted once, after the last one.
+        for version, text in ((3, fixed + "#"), (4, fixed + "#x"), (5, fixed)):
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]})
+        published = []
+        while not published or published[-1]["version"] != 5:
+            published.append(client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"])
+        assert [p["version"] for p in published] == [5]
+
+        client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        assert [d["code"] for d in client.diagnostics(uri)] == ["TL101"]
+        assert client.request("shutdown") is None
+        client.notify("exit")
+        assert client.process.wait(timeout=30) == 0
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+        client.process.wait()

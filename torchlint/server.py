@@ -1,0 +1,214 @@
+"""``torchlint server``: a Language Server over stdio (pygls), for editors.
+
+Diagnostics on open and save, and on change after a short pause (debounced); code
+actions for the engine's fixes and for "add ``# noqa: CODE``"; hover over a finding
+shows its rule's summary and page. Each document is linted as its own project, as
+``torchlint check -`` lints stdin. Notebooks are left to ``torchlint check``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsprotocol import types
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+
+from torchlint import __version__, catalogue
+from torchlint.config import ConfigError, load_config
+from torchlint.engine import Linter, settle_steps
+from torchlint.engine.add_noqa import add_noqa
+from torchlint.engine.fixes import apply_fixes
+from torchlint.engine.source import Source
+from torchlint.findings import Finding
+from torchlint.report.rule_info import description, rule_url
+
+DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Linted:
+    """A document's text as linted, its tree (for fixes) and findings."""
+
+    text: str
+    module: object | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+
+class TorchlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.linted: dict[str, Linted] = {}
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+
+
+def _path(uri: str) -> Path | None:
+    fs_path = uris.to_fs_path(uri)
+    return Path(fs_path) if fs_path else None
+
+
+def lint_text(text: str, path: Path) -> Linted:
+    """Findings of ``text`` as the file ``path``, with its nearest configuration."""
+    config = load_config(path.parent, {})
+    display = path.name
+    try:
+        display = path.resolve().relative_to(config.root).as_posix()
+    except ValueError:
+        pass
+    linter = Linter(config)
+    result = linter.lint(Source(display, text), path)
+    settle_steps([result])
+    return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key))
+
+
+def _range(finding: Finding) -> types.Range:
+    loc = finding.location
+    end_line = loc.end_line if loc.end_line is not None else loc.line
+    end_column = loc.end_column if loc.end_column is not None else loc.column + 1
+    return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
+
+
+def diagnostic(finding: Finding) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=_range(finding),
+        message=finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
+        severity=types.DiagnosticSeverity.Error if finding.code == "TL000" else types.DiagnosticSeverity.Warning,
+        code=finding.code,
+        code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)),
+        source="torchlint",
+    )
+
+
+def publish(server: TorchlintServer, uri: str) -> None:
+    """Lint the document as it is now and send its diagnostics."""
+    server.pending.pop(uri, None)
+    path = _path(uri)
+    if path is None or path.suffix != ".py":
+        return
+    document = server.workspace.get_text_document(uri)
+    try:
+        linted = lint_text(document.source, path)
+    except ConfigError as error:
+        server.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"torchlint: {error}"))
+        return
+    server.linted[uri] = linted
+    diagnostics = [diagnostic(f) for f in linted.findings]
+    server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version))
+
+
+def _offset_position(text: str, offset: int) -> types.Position:
+    line = text.count("\n", 0, offset)
+    return types.Position(line, offset - (text.rfind("\n", 0, offset) + 1))
+
+
+def text_edit(before: str, after: str) -> types.TextEdit:
+    """One edit turning ``before`` into ``after``: the span between their common ends."""
+    start = 0
+    limit = min(len(before), len(after))
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < limit - start and before[len(before) - 1 - end] == after[len(after) - 1 - end]:
+        end += 1
+    return types.TextEdit(
+        range=types.Range(_offset_position(before, start), _offset_position(before, len(before) - end)),
+        new_text=after[start: len(after) - end],
+    )
+
+
+def _overlaps(a: types.Range, b: types.Range) -> bool:
+    return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (a.end.line, a.end.character)
+
+
+def _action(title: str, uri: str, before: str, after: str, finding: Finding, preferred: bool) -> types.CodeAction:
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic(finding)],
+        edit=types.WorkspaceEdit(changes={uri: [text_edit(before, after)]}),
+        is_preferred=preferred,
+    )
+
+
+def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.CodeAction]:
+    """A fix (where the rule has one) and "add # noqa" for each finding in ``wanted``."""
+    actions = []
+    for finding in linted.findings:
+        if not _overlaps(_range(finding), wanted) or finding.code == "TL000":
+            continue
+        if finding.fix is not None and linted.module is not None:
+            fixed, applied = apply_fixes(linted.module, [finding])  # type: ignore[arg-type]
+            if applied and fixed != linted.text:
+                what = finding.fix.description or finding.fix_hint or "apply the fix"
+                safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""
+                actions.append(_action(f"{finding.code}: {what}{safety}", uri, linted.text, fixed, finding, finding.fix.safety.value == "safe"))
+        plan = add_noqa(linted.text, [finding])
+        if plan.added:
+            actions.append(_action(f"{finding.code}: add `# noqa: {finding.code}`", uri, linted.text, plan.text, finding, False))
+    return actions
+
+
+def hover_text(finding: Finding) -> str:
+    rule = catalogue.find(finding.code)
+    summary = rule.summary if rule is not None else finding.name
+    more = description(finding.code)
+    url = rule_url(finding.code, finding.name)
+    return f"**{finding.code} {finding.name}**: {summary}\n\n{more}\n\n[Rule page]({url})"
+
+
+def _contains(r: types.Range, position: types.Position) -> bool:
+    return (r.start.line, r.start.character) <= (position.line, position.character) <= (r.end.line, r.end.character)
+
+
+def build() -> TorchlintServer:
+    server = TorchlintServer()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: TorchlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        publish(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: TorchlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        publish(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    async def did_change(ls: TorchlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        waiting = ls.pending.pop(uri, None)
+        if waiting is not None:
+            waiting.cancel()
+        ls.pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, publish, ls, uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TorchlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.linted.pop(uri, None)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        linted = ls.linted.get(params.text_document.uri)
+        if linted is None or linted.text != ls.workspace.get_text_document(params.text_document.uri).source:
+            return []  # the document changed since it was linted; actions come with the next lint
+        return code_actions(linted, params.text_document.uri, params.range)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
+        linted = ls.linted.get(params.text_document.uri)
+        if linted is None:
+            return None
+        found = [f for f in linted.findings if _contains(_range(f), params.position)]
+        if not found:
+            return None
+        text = "\n\n---\n\n".join(hover_text(f) for f in found)
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=_range(found[0]))
+
+    return server
+
+
+def serve() -> None:
+    """Serve over stdin and stdout until the editor says exit."""
+    build().start_io()
