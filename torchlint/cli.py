@@ -12,7 +12,7 @@ import click
 from torchlint import __version__, catalogue
 from torchlint.config import ConfigError, load_config
 from torchlint.engine import LintResult, MissingPathError, lint_paths
-from torchlint.engine.fixes import ChangedOnDiskError, write_atomically
+from torchlint.engine.fixes import checked_roots, write_edits
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The reporters live in torchlint/report/ (one module per format); `text` is the old name of `full`.
@@ -69,14 +69,19 @@ def main() -> None:
 @click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it.")
 def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
-    targets = list(paths) or [Path(".")]
+    from torchlint.engine.discover import split_missing
+
+    stdin = [str(p) for p in paths] == ["-"]  # `check -`: handled once the config is read
+    targets, missing = ([Path("-")], []) if stdin else split_missing(list(paths) or [Path(".")])
+    for name in missing:  # reported, and the rest is still checked (exit 2 at the end)
+        click.echo(f"torchlint: error: no such file or directory: {name}", err=True)
     overrides = {
         "select": _codes(select), "extend-select": _codes(extend_select), "ignore": _codes(ignore),
         "exclude": exclude or None, "tensor-core-multiple": tensor_core_multiple,
         "min-dimension": min_dimension, "target-torch": target_torch,
     }
     try:
-        config = load_config(targets[0] if targets[0].exists() else Path("."), overrides, config_file)
+        config = load_config(targets[0] if targets and targets[0].exists() else Path("."), overrides, config_file)
         mode = ("unsafe" if unsafe_fixes else "safe") if (fix or diff) else None
         if [str(t) for t in targets] == ["-"]:
             config = load_config(Path(stdin_filename).parent if stdin_filename else Path("."), overrides, config_file)
@@ -90,7 +95,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if add_noqa:
         _cli_check().add_noqa(result)
         sys.exit(2 if result.errors else 0)
-    fixed = _write_or_diff(edits, diff, result)
+    fixed, failed = _write_or_diff(edits, diff, result, targets, config)
     if show_fixes:
         _show_fixes(result, config, mode, fix and not diff)
     if diff:
@@ -98,24 +103,17 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {len(edits)} file{'s' if len(edits) != 1 else ''}.", err=True)
     else:
         _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics)
-    _exit(result, bool(diff and edits), exit_zero)
+    _exit(result, bool(diff and edits), exit_zero, failed=bool(missing or failed))
 
 
-def _write_or_diff(edits: list, diff: bool, result: LintResult) -> int:  # type: ignore[type-arg]
+def _write_or_diff(edits: list, diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:  # type: ignore[type-arg]
+    """Print the diff or write the fixes: (problems fixed, files that could not be written)."""
     if diff:
         for edit in edits:
             click.echo(edit.diff(), nl=False)
-        return 0
-    fixed = 0
-    for edit in edits:
-        try:
-            write_atomically(edit)
-            fixed += edit.fixed
-        except ChangedOnDiskError:
-            click.echo(f"torchlint: {edit.display} changed on disk while it was being checked; not fixed", err=True)
-        except OSError as error:
-            click.echo(f"torchlint: cannot write {edit.display}: {error}", err=True)
-    return fixed
+        return 0, 0
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    return write_edits(edits, result.findings, checked_roots(targets), say, config)
 
 
 def _cli_check():  # type: ignore[no-untyped-def]
@@ -143,8 +141,8 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     _exit(result, bool(diff and edit), exit_zero)
 
 
-def _exit(result: LintResult, has_diff: bool, exit_zero: bool) -> None:
-    if result.errors:
+def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = False) -> None:
+    if result.errors or failed:  # an internal error, a missing path, a fix not written
         sys.exit(2)
     sys.exit(1 if (result.findings or has_diff) and not exit_zero else 0)
 
