@@ -1,0 +1,119 @@
+"""docs/ci.md stays true: every `torchlint` command in it runs on a small project with
+sane exit codes and outputs, and its YAML files fit what they feed (the hook manifest,
+the SARIF upload, the Code Quality artifact)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import FIXTURES, ROOT
+from torchlint.cli import main
+
+DOC = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", DOC, re.DOTALL)
+TRAIN = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False)
+    print(loss.item())
+"""
+
+
+def commands() -> list[list[str]]:
+    found = []
+    for _, body in BLOCKS:
+        for line in body.splitlines():
+            line = re.sub(r"^\s*(- run:|-)\s*", "", line).strip()
+            if line.startswith("torchlint "):
+                found.append(shlex.split(line)[1:])
+    return found
+
+
+def yaml_blocks() -> list[dict]:
+    return [yaml.safe_load(body) for lang, body in BLOCKS if lang == "yaml"]
+
+
+def test_the_doc_has_the_commands_it_promises() -> None:
+    formats = {args[args.index("--output-format") + 1] for args in commands() if "--output-format" in args}
+    assert {"sarif", "github", "gitlab", "concise"} <= formats
+    assert len(commands()) >= 6
+
+
+@pytest.mark.parametrize("args", commands(), ids=lambda a: " ".join(a))
+def test_each_command_runs(args: list[str], tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    assert result.exit_code == (0 if "--exit-zero" in args else 1), result.output
+    assert "Traceback" not in result.stdout + result.stderr
+    if "--fix" in args:
+        assert "set_to_none=True" in (tmp_path / "train.py").read_text()
+    output_format = args[args.index("--output-format") + 1] if "--output-format" in args else "full"
+    report = (tmp_path / args[args.index("--output-file") + 1]).read_text() if "--output-file" in args else result.stdout
+    if output_format == "sarif":
+        schema = json.loads((FIXTURES / "schemas" / "sarif-schema-2.1.0.json").read_text())
+        log = json.loads(report)
+        jsonschema.Draft4Validator(schema).validate(log)
+        assert {r["ruleId"] for r in log["runs"][0]["results"]} == {"TL101", "TL303"}
+    elif output_format == "gitlab":
+        issues = json.loads(report)
+        assert {i["location"]["path"] for i in issues} == {"train.py"} and all(i["fingerprint"] for i in issues)
+    elif output_format == "github":
+        assert all(line.startswith("::warning file=train.py,") for line in report.splitlines())
+    else:
+        assert "train.py:7:11: TL101" in report
+
+
+def test_github_workflow_uploads_what_torchlint_wrote() -> None:
+    workflow = next(b for b in yaml_blocks() if "jobs" in b)
+    steps = workflow["jobs"]["torchlint"]["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    sarif_run = next(s["run"] for s in steps if "sarif" in s.get("run", ""))
+    args = shlex.split(sarif_run)
+    assert args[args.index("--output-file") + 1] == upload["with"]["sarif_file"]
+    assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_gitlab_job_reports_what_torchlint_wrote() -> None:
+    job = next(b for b in yaml_blocks() if "torchlint" in b and "script" in b["torchlint"])["torchlint"]
+    line = next(s for s in job["script"] if "--output-format gitlab" in s)
+    args = shlex.split(line)
+    assert args[args.index("--output-file") + 1] == job["artifacts"]["reports"]["codequality"]
+
+
+def test_pre_commit_configs_name_the_shipped_hook() -> None:
+    manifest = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = manifest
+    assert hook["require_serial"] is True and hook["minimum_pre_commit_version"]
+    assert hook["entry"] == "torchlint check --force-exclude"
+    configs = [b for b in yaml_blocks() if "repos" in b]
+    readme = re.search(r"```yaml\n(# \.pre-commit-config\.yaml.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    assert readme is not None
+    configs.append(yaml.safe_load(readme.group(1)))
+    for config in configs:
+        (repo,) = config["repos"]
+        assert repo["repo"].startswith("https://") and "<" not in repo["repo"] and repo["rev"]
+        assert [h["id"] for h in repo["hooks"]] == [hook["id"]]
+
+
+def test_readme_sample_output_is_what_torchlint_prints() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sample = re.search(r"Sample output.*?```text\n(.*?)```", readme, re.DOTALL)
+    assert sample is not None
+    snapshot = (FIXTURES / "scripts" / "cifar_train.expected.txt").read_text(encoding="utf-8")
+    assert sample.group(1) in snapshot  # the snapshot is what `check --select ALL` prints for the script
