@@ -244,3 +244,10 @@ def test_colour_reaches_the_output_only_when_asked(project: Path) -> None:
     assert "\x1b[" not in run(project, "src/train.py", "--color", "never", env={"FORCE_COLOR": "1"})[1]
     assert "\x1b[" in run(project, "src/train.py", "--color", "always", env={"NO_COLOR": "1"})[1]
     assert "\x1b[" not in run(project, "src/train.py", "--output-format", "json", "--color", "always")[1]
+
+
+def test_unwritable_output_file_is_exit_2_without_traceback(project: Path) -> None:
+    (project / "taken").write_text("a file, not a folder")
+    code, out, err = run(project, "src/train.py", "-o", "taken/report.txt")
+    assert code == 2
+    assert "cannot write the report to taken/report.txt" in err and "Traceback" not in err + out

@@ -58,8 +58,12 @@ def emit(text: str, output_file: Path | None, err: bool = False, color: bool = F
     if output_file is None:
         click.echo(text, err=err, color=color or None)  # click strips styles off a pipe unless told
         return
-    output_file.parent.mkdir(parents=True, exist_ok=True)
-    output_file.write_text(text + "\n", encoding="utf-8")
+    try:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        output_file.write_text(text + "\n", encoding="utf-8")
+    except OSError as error:
+        click.echo(f"torchlint: error: cannot write the report to {output_file}: {error.strerror or error}", err=True)
+        sys.exit(2)
 
 
 def report(

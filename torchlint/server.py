@@ -92,7 +92,7 @@ def publish(server: TorchlintServer, uri: str) -> None:
     try:
         linted = lint_text(document.source, path)
     except ConfigError as error:
-        server.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"torchlint: {error}"))
+        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {error}"))
         return
     server.linted[uri] = linted
     diagnostics = [diagnostic(f) for f in linted.findings]
