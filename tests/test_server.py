@@ -153,3 +153,31 @@ def test_an_editor_session(tmp_path: Path) -> None:
         if client.process.poll() is None:
             client.process.kill()
         client.process.wait()
+
+
+HELPER = "import torch\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n"
+TRAIN = "import torch\nfrom helper import accuracy\n\nfor x, y in loader:\n    out = model(x)\n    out.sum().backward()\n    acc = accuracy(out, y)\n"
+
+
+@pytest.mark.slow
+def test_a_helper_is_per_step_once_the_loop_calling_it_is_open(tmp_path: Path) -> None:
+    helper, train = tmp_path / "helper.py", tmp_path / "train.py"
+    helper.write_text(HELPER)
+    train.write_text(TRAIN)
+    client = Client(tmp_path)
+    try:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": helper.as_uri(), "languageId": "python", "version": 1, "text": HELPER}})
+        assert client.diagnostics(helper.as_uri()) == []  # on its own, nothing says it runs every step
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": train.as_uri(), "languageId": "python", "version": 1, "text": TRAIN}})
+        assert client.diagnostics(train.as_uri()) == []
+        (finding,) = client.diagnostics(helper.as_uri())
+        assert finding["code"] == "TL101" and "train.py:7" in finding["message"]
+        assert client.request("shutdown") is None
+        client.notify("exit")
+        assert client.process.wait(timeout=30) == 0
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+        client.process.wait()

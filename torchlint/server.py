@@ -2,13 +2,16 @@
 
 Diagnostics on open and save, and on change after a short pause (debounced); code
 actions for the engine's fixes and for "add ``# noqa: CODE``"; hover over a finding
-shows its rule's summary and page. Each document is linted as its own project, as
-``torchlint check -`` lints stdin. Notebooks are left to ``torchlint check``."""
+shows its rule's summary and page. A document is linted with the step summaries of the
+other documents the server has linted (``analysis/project.py`` joins them), so a helper
+that an open training loop calls every step is flagged in the helper too. Notebooks are
+left to ``torchlint check``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +20,8 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from torchlint import __version__, catalogue
+from torchlint.analysis.project import join
+from torchlint.analysis.summary import FileSummary
 from torchlint.config import ConfigError, load_config
 from torchlint.engine import Linter, settle_steps
 from torchlint.engine.add_noqa import add_noqa
@@ -36,12 +41,14 @@ class Linted:
     text: str
     module: object | None = None
     findings: list[Finding] = field(default_factory=list)
+    summary: FileSummary | None = None  # where its steps are, for the other documents' joins
 
 
 class TorchlintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.linted: dict[str, Linted] = {}
+        self.linted: dict[str, Linted] = {}  # open documents
+        self.summaries: dict[str, FileSummary] = {}  # every document linted, open or closed since
         self.pending: dict[str, asyncio.TimerHandle] = {}
 
 
@@ -50,8 +57,9 @@ def _path(uri: str) -> Path | None:
     return Path(fs_path) if fs_path else None
 
 
-def lint_text(text: str, path: Path) -> Linted:
-    """Findings of ``text`` as the file ``path``, with its nearest configuration."""
+def lint_text(text: str, path: Path, others: Iterable[FileSummary] = ()) -> Linted:
+    """Findings of ``text`` as the file ``path``, with its nearest configuration; per-step
+    findings settled by joining its summary with ``others``."""
     config = load_config(path.parent, {})
     display = path.name
     try:
@@ -60,8 +68,9 @@ def lint_text(text: str, path: Path) -> Linted:
         pass
     linter = Linter(config)
     result = linter.lint(Source(display, text), path)
-    settle_steps([result])
-    return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key))
+    summary = result.summary
+    settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
+    return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key), summary)
 
 
 def _range(finding: Finding) -> types.Range:
@@ -82,21 +91,29 @@ def diagnostic(finding: Finding) -> types.Diagnostic:
     )
 
 
-def publish(server: TorchlintServer, uri: str) -> None:
-    """Lint the document as it is now and send its diagnostics."""
+def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
+    """Lint the document as it is now and send its diagnostics; when its steps changed,
+    the other open documents are linted again (their per-step findings may change)."""
     server.pending.pop(uri, None)
     path = _path(uri)
     if path is None or path.suffix != ".py":
         return
     document = server.workspace.get_text_document(uri)
+    others = [summary for other, summary in server.summaries.items() if other != uri]
     try:
-        linted = lint_text(document.source, path)
+        linted = lint_text(document.source, path, others)
     except ConfigError as error:
         server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {error}"))
         return
     server.linted[uri] = linted
     diagnostics = [diagnostic(f) for f in linted.findings]
     server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version))
+    steps_changed = server.summaries.get(uri) != linted.summary
+    if linted.summary is not None:
+        server.summaries[uri] = linted.summary
+    if others_too and steps_changed:
+        for other in [u for u in server.linted if u != uri]:
+            publish(server, other, others_too=False)
 
 
 def _offset_position(text: str, offset: int) -> types.Position:
