@@ -240,6 +240,53 @@ class Guards:
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
 
+    def tensor_if_passed(self, node: cst.CSTNode) -> bool:
+        """``if isinstance(v, torch.Tensor): v = v.item()`` on a parameter (or an item of
+        ``**kwargs``): the branch runs only when a caller passes a tensor."""
+        ctx = self.ctx
+        function = ctx.tree.enclosing_function(node)
+        if function is None:
+            return False
+        params = {p.name.value for p in (*function.params.params, *function.params.posonly_params, *function.params.kwonly_params)}
+        for star in (function.params.star_arg, function.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                params.add(star.name.value)
+        for branch in self.conditions(node):
+            if not ctx.tree.is_inside(node, branch.body):
+                continue
+            name = self._tensor_tested(branch.test)
+            if name is not None and _mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
+                return True
+        return False
+
+    def _tensor_tested(self, test: cst.BaseExpression) -> str | None:
+        """``v`` for ``isinstance(v, torch.Tensor)`` (also in a tuple of types) and ``torch.is_tensor(v)``."""
+        if not isinstance(test, cst.Call) or not test.args:
+            return None
+        func = self.ctx.qname(test.func) or dotted(test.func)
+        subject = test.args[0].value
+        if func == "torch.is_tensor":
+            return dotted(subject)
+        if func != "isinstance" or len(test.args) != 2:
+            return None
+        kinds = test.args[1].value
+        types = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if any((self.ctx.qname(t) or "") in ("torch.Tensor", "torch.FloatTensor") for t in types):
+            return dotted(subject)
+        return None
+
+    def _from_parameters(self, name: str, at: cst.CSTNode, params: set[str]) -> bool:
+        """Is every binding of ``name`` a parameter, or a loop over one (``for k, v in kwargs.items()``)?"""
+        # `v = v.item()` inside the branch is the conversion itself, not where v comes from
+        bound = [b for b in self.ctx.bindings.lookup(name, at) if not self.ctx.tree.is_inside(b.node, at)]
+        if name in params and all(b.kind == "param" for b in bound):
+            return True
+        return bool(bound) and all(
+            b.kind in ("for", "comp") and b.value is not None
+            and any(isinstance(n, cst.Name) and n.value in params for n in (b.value, *self.ctx.tree.descendants(b.value)))
+            for b in bound
+        )
+
     def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""

@@ -36,6 +36,7 @@ class StepInfo:
     sites: tuple[Location, ...]  # the hot call sites that make the function per-step
     hook: bool = False  # the function is the framework's step itself
     host_only: bool = False  # every step that reaches it is in a file that never uses a device
+    tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages)."""
@@ -268,28 +269,30 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             callee = project.function(call.target, path)
             if callee is not None:
                 sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only)))
-    calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None]]] = {}
+                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only, tensor_args=call.tensors)))
+    calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None, bool]]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             if call.caller and call.loop is None:
-                calls_by_caller.setdefault((path, call.caller), []).append((call.target, call.location))
+                calls_by_caller.setdefault((path, call.caller), []).append((call.target, call.location, call.tensors))
     while work:
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
             if not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
+            if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
+                known = steps[path][key] = replace(known, tensor_args=True)
             if not (known.host_only and not info.host_only):
                 continue  # reached already: recursion and diamonds end here
             info = replace(known, host_only=False)  # a step with device tensors reaches it too
         steps[path][key] = info
-        for target, location in calls_by_caller.get((path, key), ()):
+        for target, location, tensors in calls_by_caller.get((path, key), ()):
             callee = project.function(target, path)
             if callee is not None and callee != (path, key):
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (location,) if info.hook and location is not None else info.sites
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only)))
+                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors)))
     return steps
 
 

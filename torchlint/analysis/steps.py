@@ -26,6 +26,7 @@ import libcst as cst
 from torchlint.analysis import frameworks
 from torchlint.analysis.names import dotted
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, Ref
 from torchlint.findings import Location
 
@@ -92,7 +93,8 @@ class StepSummarizer(ObjectRefs):
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call))
+            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call),
+                     self._may_pass_tensors(call))
             for caller, target, loop, call in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -102,6 +104,13 @@ class StepSummarizer(ObjectRefs):
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(),
         )
+
+    def _may_pass_tensors(self, call: cst.Call) -> bool:
+        """May ``call`` hand its callee a tensor? Only arguments known to be Python values
+        (``loss.item()``, numbers, strings, learning rates) say no; ``*args``/``**kwargs``
+        and anything unknown may be tensors."""
+        values = self.ctx.values
+        return any(arg.star or values.kind(arg.value, call) is not Kind.HOST for arg in call.args)
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()

@@ -21,6 +21,7 @@ class CallSite:
     loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
     location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
     args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
+    tensors: bool = True  # may pass a tensor: an argument known to be one, or `*`/`**` (False: Python values only)
 
 
 @dataclass(frozen=True, slots=True)

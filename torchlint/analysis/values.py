@@ -212,6 +212,8 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.TENSOR
             return Kind.NUMPY if Kind.NUMPY in operands else Kind.UNKNOWN  # `labels != -1`: a bool array
         if isinstance(expr, cst.Subscript):
+            if _optimizer_setting(expr):
+                return Kind.HOST  # `optimizer.param_groups[0]["lr"]`: a hyperparameter, a Python number
             inner = self.kind(expr.value, at)
             return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
         if isinstance(expr, cst.Attribute):
@@ -232,6 +234,8 @@ class ValueKinds(LossFacts, ArrayFacts):
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
+            if method in ("item", "tolist") and not call.args:
+                return Kind.HOST  # a Python number or list, whatever it was read from
             receiver = self.kind(func.value, at)
             if receiver is Kind.TENSOR:
                 if method in _HOST_METHODS:
@@ -327,6 +331,13 @@ class ValueKinds(LossFacts, ArrayFacts):
         if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
             return bound[0].value
         return None
+
+def _optimizer_setting(expr: cst.Subscript) -> bool:
+    """``opt.param_groups[i][key]``: one setting of one parameter group."""
+    inner = expr.value
+    return (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Attribute)
+            and inner.value.attr.value == "param_groups")
+
 
 def _counts(iterable: cst.BaseExpression, element: int | None) -> bool:
     """Does a loop over ``iterable`` bind a Python int: ``range(n)``, or position 0 of

@@ -26,6 +26,9 @@ class Report:
     # The function that must run once per step for this finding to hold (the project-wide
     # join decides); None when the finding holds as it is.
     condition: cst.FunctionDef | None = None
+    # Holds only if a caller passes a tensor (``if isinstance(v, torch.Tensor): v.item()``
+    # on a parameter): the join keeps it when a per-step call site may pass one.
+    needs_tensor_argument: bool = False
 
 
 class Check:
@@ -92,7 +95,8 @@ class Check:
             condition = loops.step_condition(node)
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition))
+        needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""
