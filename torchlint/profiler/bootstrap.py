@@ -64,11 +64,41 @@ def _script_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+class Terminated(BaseException):
+    """SIGTERM reached the script (CI cancel, ``timeout``, ``docker stop``): it unwinds
+    as for Ctrl-C, so that what was collected is written."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent may forward the same signal
+    raise Terminated()
+
+
 def _ignore_sigint() -> None:
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except ValueError:  # not the main thread
         pass
+
+
+def _install_stop_signals(parent: int | None) -> None:
+    """Ctrl-C raises KeyboardInterrupt in the script even when the parent was started with
+    SIGINT ignored (a ``&`` job of a script inherits SIG_IGN); SIGTERM unwinds it too; and
+    on Linux the child is sent SIGTERM if the parent dies, so no orphan keeps training."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the parent's own handlers still stop us
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _prepare_main(abs_script: str) -> tuple[types.CodeType, types.ModuleType]:
@@ -125,6 +155,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.setprofile(None)
         if recorder is not None:
             recorder.busy = True
+        try:  # a DataLoader worker ends as the script's own would, not by unwinding ours
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except ValueError:  # forked from a thread other than the main one
+            pass
 
     os.register_at_fork(after_in_child=in_forked_child)
     sampler = LineSampler(recorder, interval=float(options.get("sample_interval", 0.005)))
@@ -134,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
 
     profiler = cProfile.Profile()
     status, reason, tb_text = 0, "completed", None
+    _install_stop_signals(options.get("parent_pid"))
     sampler.start()
     t0_ref[0] = t0 = time.perf_counter()
     code, main_module = _prepare_main(abs_script)
@@ -153,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as exc:
         status, reason = 130, "interrupted"
         tb_text = _script_traceback(exc)
+    except Terminated:
+        status, reason = 128 + signal.SIGTERM, "terminated"
+        print("torchlint: the script was stopped by SIGTERM", file=sys.stderr)
     except max_steps_exc as exc:
         status, reason = 0, "max-steps"
         print(f"torchlint: stopped after {exc} optimizer steps (--max-steps)", file=sys.stderr)

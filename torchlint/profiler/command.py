@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from torchlint.profiler.run import OUTPUT_LOG, RunOptions, ScriptError, check_script, make_run_dir, run_child
+from torchlint.profiler.run import OUTPUT_LOG, RunDirError, RunOptions, ScriptError, check_script, make_run_dir, release_run_dir, run_child
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
 
 REPORT_JSON = "report.json"
@@ -212,8 +212,9 @@ def rebuild_report(run_dir: Path | None, script: str | None, output_format: str,
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Run directory (default: torchlint-profile/<script>-<time>/).",
+    help="Run directory (default: torchlint-profile/<script>-<time>/). Must be empty, unless --overwrite.",
 )
+@click.option("--overwrite", is_flag=True, help="Empty the --out directory of an earlier run first.")
 @click.option("--no-browser", is_flag=True, help="Do not start snakeviz; print its command instead.")
 @click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: steps skipped before each window.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: warm-up steps (recorded, discarded).")
@@ -241,6 +242,7 @@ def profile(
     experiment: bool = False,
     budget: float | None = None,
     report_dir: Path | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Run SCRIPT under cProfile and torch.profiler and rank the findings by what fixing them saves.
 
@@ -248,7 +250,6 @@ def profile(
     sys.argv. Steps are the optimizer's steps; no edits to the script are
     needed. Exit status is the script's own.
     """
-    json_mode = output_format == "json"
     if report_dir is not None or script is None:
         rebuild_report(report_dir, script, output_format, no_browser)
     try:
@@ -256,16 +257,23 @@ def profile(
     except ScriptError as exc:
         click.echo(f"torchlint: error: {exc}", err=True)
         sys.exit(2)
-    run_dir = make_run_dir(path, out)
-    options = RunOptions(
-        wait=wait,
-        warmup=warmup,
-        active=active,
-        repeat=repeat,
-        max_steps=max_steps,
-        record_shapes=record_shapes,
-        profile_memory=profile_memory,
-    )
+    try:
+        run_dir = make_run_dir(path, out, overwrite=overwrite)
+    except RunDirError as exc:
+        click.echo(f"torchlint: error: {exc}", err=True)
+        sys.exit(2)
+    try:
+        _profile_into(run_dir, path, script, script_args, output_format, no_browser, experiment, budget, RunOptions(
+            wait=wait, warmup=warmup, active=active, repeat=repeat, max_steps=max_steps,
+            record_shapes=record_shapes, profile_memory=profile_memory,
+        ))
+    finally:
+        release_run_dir(run_dir)
+
+
+def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, experiment: bool, budget: float | None, options: RunOptions) -> None:
+    """Run the script into ``run_dir``, then report; exits with the script's status."""
+    json_mode = output_format == "json"
     # The static checks' imports (libcst) take a few tenths of a second: do them
     # while the script runs, in this otherwise idle process.
     prewarm = threading.Thread(target=_import_static_checks, name="torchlint-prewarm", daemon=True)
@@ -297,4 +305,8 @@ def profile(
     if not json_mode:
         click.echo("")  # a blank line between the script's output and the report
     click.echo(rendered, nl=False)
+    if _report["snakeviz"].get("launched"):
+        from torchlint.profiler import snakeviz
+
+        snakeviz.serve_until_interrupted(_report["snakeviz"]["pid"], say=lambda text: click.echo(text, err=True))
     sys.exit(status)

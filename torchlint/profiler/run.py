@@ -56,6 +56,7 @@ class RunOptions:
             "profile_memory": self.profile_memory,
             "torch_profiler": self.torch_profiler,
             "sample_interval": self.sample_interval,
+            "parent_pid": os.getpid(),  # the child stops itself if this process dies
             **self.extra,
         }
 
@@ -82,11 +83,24 @@ def check_script(script: str) -> Path:
     return path
 
 
-def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None) -> Path:
-    """``out`` if given, else ``torchlint-profile/<script>-<time>/`` (unique)."""
+class RunDirError(Exception):
+    """``--out`` names a directory this run must not write into."""
+
+
+CLAIM = ".torchlint-run"  # holds the pid of the run writing into the directory
+
+
+def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None, *, overwrite: bool = False) -> Path:
+    """``out`` if given, else ``torchlint-profile/<script>-<time>/`` (unique), claimed for
+    this run. A non-empty ``out`` is refused (an earlier run must never be reported as this
+    one) unless ``overwrite``, which empties it, if no other run is writing into it."""
     if out is not None:
         out = out.resolve()
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create {out}: {exc.strerror or exc}") from exc
+        _claim(out, overwrite)
         return out
     base = (root or Path.cwd()) / "torchlint-profile"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -96,10 +110,72 @@ def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None
     while True:
         try:
             candidate.mkdir(parents=True, exist_ok=False)
+            _claim(candidate, overwrite=False)
             return candidate
         except FileExistsError:
             n += 1
             candidate = base / f"{name}-{n}"
+
+
+def _claim(directory: Path, overwrite: bool) -> None:
+    """Create the claim file; RunDirError if another run holds it or (without
+    ``overwrite``) if the directory holds anything at all."""
+    claim = directory / CLAIM
+    if claim.exists():
+        holder = _claim_holder(claim)
+        if holder is not None:
+            raise RunDirError(f"{directory} is being written by another torchlint run (pid {holder}); use another --out")
+    if any(p.name != CLAIM for p in directory.iterdir()):
+        if not overwrite:
+            raise RunDirError(f"{directory} is not empty (an earlier run?); pass --overwrite to replace it, or choose another --out")
+        if not (claim.exists() or (directory / "session.json").exists() or (directory / "profile.prof").exists()):
+            raise RunDirError(f"{directory} does not look like a torchlint run directory; --overwrite will not empty it")
+        _empty(directory)
+    try:
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        if _claim_holder(claim) is not None:
+            raise RunDirError(f"{directory} is being written by another torchlint run; use another --out") from None
+        os.unlink(claim)  # left by a run that was killed
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as stream:
+        stream.write(str(os.getpid()))
+
+
+def _claim_holder(claim: Path) -> int | None:
+    """The pid of the live run holding ``claim``, or None (no claim, or a dead run's)."""
+    try:
+        pid = int(claim.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def _empty(directory: Path) -> None:
+    import shutil
+
+    for entry in directory.iterdir():
+        if entry.name == CLAIM:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def release_run_dir(run_dir: Path) -> None:
+    """The run is over: drop its claim (the artifacts stay)."""
+    claim = run_dir / CLAIM
+    if _claim_holder(claim) == os.getpid():
+        claim.unlink(missing_ok=True)
 
 
 def child_command(script: str, args: list[str], options: dict[str, Any]) -> list[str]:
@@ -119,6 +195,33 @@ def _pump(src: IO[bytes], sinks: list[IO[bytes]]) -> None:
                 pass
 
 
+def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
+    """Install the parent's SIGINT and SIGTERM handlers while the child runs; returns the
+    handlers they replace.
+
+    The first Ctrl-C from a terminal reaches the child too (same process group): let it
+    unwind and write its profile. A second one is forwarded (for a SIGINT sent to us
+    alone); a third kills it. SIGTERM may come to us alone (``kill``, a CI runner) or to
+    the whole group (``timeout``, ``docker stop``): it is forwarded at once, which the
+    child ignores when it already has one; a third one kills it.
+    """
+    counts = {signal.SIGINT: 0, signal.SIGTERM: 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        counts[signum] += 1
+        if proc.poll() is not None:
+            return
+        try:
+            if counts[signum] >= 3:
+                proc.kill()
+            elif signum == signal.SIGTERM or counts[signum] >= 2:
+                proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    return {signum: signal.signal(signum, on_signal) for signum in counts}
+
+
 def run_child(
     script: str,
     args: list[str],
@@ -133,7 +236,7 @@ def run_child(
     stderr and to ``OUTPUT_LOG`` in the run directory, so that our stdout can
     carry nothing but the JSON report. Otherwise the child shares our
     terminal. Ctrl-C reaches the child (same process group); the parent keeps
-    waiting so that the child can write its profile (see on_sigint).
+    waiting so that the child can write its profile (see _forward_stop_signals).
     """
     cmd = child_command(script, args, options.child_options(run_dir))
     env = dict(os.environ)
@@ -153,23 +256,7 @@ def run_child(
     else:
         proc = subprocess.Popen(cmd, env=env)
 
-    interrupts = 0
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            nonlocal interrupts
-            interrupts += 1
-            # The first Ctrl-C from a terminal reaches the child too (same process
-            # group): let it unwind and write its profile. A second one is
-            # forwarded (for a SIGINT sent to us alone); a third kills it.
-            if proc.poll() is None and interrupts >= 2:
-                try:
-                    proc.kill() if interrupts >= 3 else proc.send_signal(signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-
-        previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = _forward_stop_signals(proc) if threading.current_thread() is threading.main_thread() else {}
     try:
         while True:
             try:
@@ -178,8 +265,8 @@ def run_child(
             except KeyboardInterrupt:  # pragma: no cover - handler installed above
                 continue
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         for t in threads:
             t.join(timeout=5)
         if log is not None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -106,6 +110,7 @@ class Server:
         return False
 
     def stop(self, timeout: float = 5.0) -> None:
+        _LAUNCHED.pop(self.process.pid, None)
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -115,10 +120,82 @@ class Server:
                 self.process.wait(timeout=timeout)
 
 
+_LAUNCHED: dict[int, Server] = {}  # the servers this process started, by pid
+
+
+def state_file() -> Path:
+    """Where the server a ``profile`` run left serving is recorded (one per user)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"torchlint-snakeviz-{uid}.json"
+
+
+def _is_snakeviz(pid: int) -> bool:
+    """Whether ``pid`` runs snakeviz (never signal a pid that was reused by something else)."""
+    try:
+        return b"snakeviz" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return not sys.platform.startswith("linux")  # no /proc: trust the record
+
+
+def stop_previous() -> int | None:
+    """Stop the server an earlier ``profile`` run left serving; its pid, or None."""
+    try:
+        pid = int(json.loads(state_file().read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    state_file().unlink(missing_ok=True)
+    if not _is_snakeviz(pid):
+        return None
+    _terminate(pid)
+    return pid
+
+
+def _terminate(pid: int, timeout: float = 5.0) -> None:
+    server = _LAUNCHED.pop(pid, None)
+    if server is not None:
+        server.stop(timeout)
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _is_snakeviz(pid):
+        time.sleep(0.05)
+    if _is_snakeviz(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def serve_until_interrupted(pid: int, say: Callable[[str], None] = print) -> None:
+    """Wait at a prompt while snakeviz serves; Ctrl-C (or SIGTERM) stops the server."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        say(f"snakeviz: serving (pid {pid}); press Ctrl-C to stop it")
+        while _is_snakeviz(pid) and (pid not in _LAUNCHED or _LAUNCHED[pid].process.poll() is None):
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _terminate(pid)
+        try:
+            if json.loads(state_file().read_text()).get("pid") == pid:
+                state_file().unlink(missing_ok=True)
+        except (OSError, ValueError, AttributeError):
+            pass
+        say("snakeviz: stopped")
+
+
 def launch(prof: Path, *, port: int | None = None, browser: bool = True, log: Path | None = None) -> Server:
-    """Start snakeviz on ``prof`` in its own session; it outlives torchlint. Raises OSError."""
+    """Start snakeviz on ``prof`` in its own session, replacing the one an earlier run
+    left serving (recorded in :func:`state_file`). Raises OSError."""
     if executable() is None:
         raise OSError("snakeviz is not installed (pip install snakeviz)")
+    stop_previous()
     port = port or free_port()
     cmd = command(prof, port=port, server=not browser)
     out = open(log, "ab") if log is not None else subprocess.DEVNULL
@@ -133,4 +210,10 @@ def launch(prof: Path, *, port: int | None = None, browser: bool = True, log: Pa
     finally:
         if log is not None:
             out.close()  # type: ignore[union-attr]
-    return Server(proc, port, Path(prof).resolve())
+    server = Server(proc, port, Path(prof).resolve())
+    _LAUNCHED[proc.pid] = server
+    try:
+        state_file().write_text(json.dumps({"pid": proc.pid, "port": port, "prof": str(server.prof)}))
+    except OSError:  # the next run cannot replace it, but this one still serves
+        pass
+    return server

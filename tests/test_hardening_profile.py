@@ -1,0 +1,220 @@
+"""`torchlint profile`: every ending writes a report, and no child outlives its parent.
+
+Real runs of fixtures/scripts/stops_early.py (a CPU training loop that would run for
+a minute), stopped by the signals CI and shells send: SIGTERM to the process group or
+to the parent alone, SIGKILL to the parent, SIGINT to a parent that was started with
+SIGINT ignored. Plus the run directory (reused or shared --out) and the snakeviz server.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torchlint.profiler import snakeviz
+from torchlint.profiler.run import CLAIM, RunDirError, make_run_dir, release_run_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "fixtures" / "scripts" / "stops_early.py"
+LONG = ["stops_early.py", "--mode", "none", "--steps", "1000", "--step-sleep", "0.05"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    return env
+
+
+def _start(cwd: Path, *args: str, ignore_sigint: bool = False) -> subprocess.Popen[str]:
+    """`torchlint profile ARGS` in its own process group, once the script is at step 3."""
+    shutil.copy(SCRIPT, cwd / SCRIPT.name)
+
+    def setup() -> None:
+        if ignore_sigint:  # as a `&` job of a non-interactive shell starts it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", *args, *LONG],
+        cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=setup,
+    )
+    seen, deadline = "", time.monotonic() + 120
+    while "step 3 " not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            break
+        seen += line
+    assert "step 3 " in seen, seen + proc.stderr.read()  # type: ignore[union-attr]
+    return proc
+
+
+def _group_ends(pgid: int, timeout: float = 60) -> bool:
+    """Whether every process of the group (the parent and the training child) is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _report(cwd: Path) -> dict:
+    return json.loads((cwd / "run" / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def torch_available() -> None:
+    pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("to_group", [True, False], ids=["process-group", "parent-alone"])
+def test_sigterm_stops_the_child_and_reports_what_was_collected(tmp_path: Path, torch_available, to_group: bool) -> None:
+    proc = _start(tmp_path)
+    (os.killpg if to_group else os.kill)(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _group_ends(proc.pid, timeout=10), "a child outlived the run"
+    report = _report(tmp_path)
+    assert report["run"]["stop_reason"] == "terminated"
+    assert report["run"]["steps"] >= 3
+    assert "step 1000 " not in out
+    assert (tmp_path / "run" / "profile.prof").is_file() and "exit status 143" in out
+    assert not (tmp_path / "run" / CLAIM).exists()  # the run released its directory
+
+
+def test_a_killed_parent_leaves_no_child_training(tmp_path: Path, torch_available) -> None:
+    proc = _start(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)  # no handler can run: the child must notice alone
+    proc.communicate(timeout=60)
+    assert _group_ends(proc.pid, timeout=60), "the child kept training after its parent died"
+    session = json.loads((tmp_path / "run" / "session.json").read_text())
+    assert session["meta"]["stop_reason"] == "terminated"  # it unwound and wrote what it had
+    assert session["steps"]["count"] >= 3
+
+
+def test_a_parent_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path: Path, torch_available) -> None:
+    proc = _start(tmp_path, ignore_sigint=True)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C from a terminal: the whole group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "KeyboardInterrupt" in err  # the script itself was interrupted
+    assert _report(tmp_path)["run"]["stop_reason"] == "interrupted"
+    assert _group_ends(proc.pid, timeout=10)
+
+
+# -- the run directory ---------------------------------------------------------------
+
+
+def test_a_reused_out_directory_is_refused_or_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = make_run_dir(Path("train.py"), out)
+    (first / "report.json").write_text('{"run": "the earlier one"}')
+    (first / "session.json").write_text("{}")
+    release_run_dir(first)
+    with pytest.raises(RunDirError, match="not empty"):
+        make_run_dir(Path("train.py"), out)
+    again = make_run_dir(Path("train.py"), out, overwrite=True)
+    assert again == first.resolve() and sorted(p.name for p in again.iterdir()) == [CLAIM]
+    release_run_dir(again)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not a run")
+    with pytest.raises(RunDirError, match="does not look like"):
+        make_run_dir(Path("train.py"), tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_two_runs_never_share_a_directory(tmp_path: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "run"
+        out.mkdir()
+        (out / CLAIM).write_text(str(other.pid))  # a live run is writing here
+        for overwrite in (False, True):
+            with pytest.raises(RunDirError, match="another torchlint run"):
+                make_run_dir(Path("train.py"), out, overwrite=overwrite)
+    finally:
+        other.kill()
+        other.wait()
+    # a claim left by a killed run does not block the next one
+    assert make_run_dir(Path("train.py"), out, overwrite=True) == out.resolve()
+    # default directories are unique per run, even within one second
+    a, b = make_run_dir(Path("t.py"), root=tmp_path), make_run_dir(Path("t.py"), root=tmp_path)
+    assert a != b and a.parent == b.parent
+
+
+def test_the_cli_refuses_a_non_empty_out(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_text("{}")
+    (tmp_path / "s.py").write_text("print('hi')\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "s.py"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2 and "is not empty" in proc.stderr and "--overwrite" in proc.stderr
+    assert "hi" not in proc.stdout  # nothing ran
+
+
+# -- snakeviz -------------------------------------------------------------------------
+
+
+needs_snakeviz = pytest.mark.skipif(snakeviz.executable() is None, reason="snakeviz is not installed")
+
+
+@pytest.fixture
+def prof(tmp_path: Path) -> Path:
+    path = tmp_path / "profile.prof"
+    profiler = cProfile.Profile()
+    profiler.runcall(sum, range(1000))
+    profiler.dump_stats(str(path))
+    return path
+
+
+@needs_snakeviz
+def test_a_second_run_replaces_the_server_an_earlier_one_left(prof: Path, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(snakeviz, "state_file", lambda: tmp_path / "state.json")
+    first = snakeviz.launch(prof, browser=False)
+    second = None
+    try:
+        assert first.wait_ready(timeout=30)
+        snakeviz._LAUNCHED.clear()  # as if the first had been started by another torchlint
+        second = snakeviz.launch(prof, browser=False)
+        assert first.process.wait(timeout=10) is not None  # replaced: stopped
+        assert json.loads((tmp_path / "state.json").read_text())["pid"] == second.pid
+        assert second.wait_ready(timeout=30)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+@needs_snakeviz
+def test_ctrl_c_at_the_prompt_stops_the_server(prof: Path, tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from torchlint.profiler import snakeviz\n"
+        f"snakeviz.state_file = lambda: Path({str(tmp_path / 'state.json')!r})\n"
+        f"server = snakeviz.launch(Path({str(prof)!r}), browser=False)\n"
+        "assert server.wait_ready(30)\n"
+        "print(server.pid, flush=True)\n"
+        "snakeviz.serve_until_interrupted(server.pid)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, text=True, start_new_session=True)
+    pid = int(proc.stdout.readline())  # type: ignore[union-attr]
+    assert proc.stdout.readline().startswith("snakeviz: serving")  # type: ignore[union-attr]
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: snakeviz is in its own session, so not reached
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "snakeviz: stopped" in out
+    assert not Path(f"/proc/{pid}").exists() or b"snakeviz" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert not (tmp_path / "state.json").exists()
