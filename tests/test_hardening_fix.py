@@ -155,3 +155,84 @@ def test_diff_applies_with_gnu_patch(tmp_path: Path, folder: str) -> None:
     applied = subprocess.run(["patch", "-p1", "--batch"], input=out, text=True, cwd=tmp_path, capture_output=True, timeout=30)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert (tmp_path / folder / "my file.py").read_text() == AFTER
+
+
+# -- fixes keep every comment, each with its own element ---------------------------------
+
+import re  # noqa: E402
+
+import libcst as cst  # noqa: E402
+
+from torchlint.analysis.context import FileContext  # noqa: E402
+
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+def fixed_text(tmp_path: Path, source: str, *args: str) -> str:
+    (tmp_path / "f.py").write_text(source)
+    code, _, err = run(tmp_path, "--fix", "--unsafe-fixes", "--select", "ALL", *args, "f.py")
+    assert code in (0, 1), err
+    return (tmp_path / "f.py").read_text()
+
+
+COMMENTED = {
+    "TL110": (
+        "import torch\n"
+        "a = torch.zeros(  # size\n    3,  # three\n).cuda(  # move\n)\n"
+        "b = (torch.zeros(3)  # made\n     .cuda())  # moved\n"
+        "for i in range(3):\n    w = torch.zeros(\n        3,  # count\n    ).to(device)\n",
+        ['device="cuda"', 'device="cuda"', "device=device"],
+    ),
+    "TL204": (
+        "import torch\nfrom torch.autograd import Variable\nx = torch.randn(3)\n"
+        "a = Variable(  # wrap\n    x,  # the data\n)\n"
+        "b = Variable(x,  # keep\n             requires_grad=True)  # grad\n"
+        "d = torch.FloatTensor(  # legacy\n    [1.0, 2.0],  # data\n)\n",
+        ["a = (x", ".detach().requires_grad_(", "torch.tensor("],
+    ),
+    "TL401": (
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 8, 3,  # conv\n                              bias=True)  # with bias\n"
+        "        self.bn = nn.BatchNorm2d(8)\n\n    def forward(self, x):\n        return self.bn(self.conv(x))\n",
+        ["bias=False"],
+    ),
+    "TL502": (
+        "import torch\nwith torch.cuda.amp.autocast(  # amp\n    enabled=True,  # on\n    dtype=torch.float16,  # half\n):\n    pass\n",
+        ['torch.amp.autocast(  # amp\n    "cuda",\n    enabled=True,  # on'],
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(COMMENTED))
+def test_fixes_keep_every_comment_once(tmp_path: Path, code: str) -> None:
+    source, expected = COMMENTED[code]
+    after = fixed_text(tmp_path, source, "--select", code)
+    assert after != source, "the fix did not apply"
+    for text in expected:
+        assert text in after, after
+    assert sorted(_COMMENT.findall(after)) == sorted(_COMMENT.findall(source)), after
+    compile(after, "f.py", "exec", dont_inherit=True)
+    # the comments stay with their elements: each line that held `x,  # c` still does
+    for line in source.splitlines():
+        element = line.split("#")[0].strip()
+        if "#" in line and element.endswith(",") and code != "TL204":
+            assert any(l.strip().startswith(element) and l.strip().endswith(line.split("#", 1)[1].strip()) for l in after.splitlines()), (line, after)
+    assert fixed_text(tmp_path, after, "--select", code) == after  # a second --fix changes nothing
+
+
+@pytest.mark.parametrize("argument", ["out=buffer", "pin_memory=True", "layout=torch.sparse_coo"])
+def test_create_then_move_is_not_fixed_when_an_argument_places_the_result(tmp_path: Path, argument: str) -> None:
+    source = f"import torch\nbuffer = torch.empty(3)\nx = torch.zeros(3, {argument}).cuda()\n"
+    (tmp_path / "f.py").write_text(source)
+    code, found, _ = findings(tmp_path, "--fix", "--select", "TL110", "f.py")
+    assert code == 1 and found == [("f.py", "TL110", 3)]
+    assert (tmp_path / "f.py").read_text() == source
+
+
+def test_autocast_rewrite_still_uses_an_accelerator(tmp_path: Path) -> None:
+    source = "import torch\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
+    after = fixed_text(tmp_path, source, "--select", "TL502")
+    assert 'torch.amp.autocast("cuda")' in after
+    for text in (source, after, after.replace('autocast("cuda")', 'autocast(device_type="cuda")')):
+        assert FileContext(cst.parse_module(text), "f.py").devices.uses_accelerator(), text
+    assert not FileContext(cst.parse_module(after.replace('"cuda"', '"cpu"')), "f.py").devices.uses_accelerator()

@@ -67,6 +67,16 @@ def legacy_dtype(qualified: str | None) -> str | None:
         return "float32"
     last = (qualified or "").rsplit(".", 1)[-1]
     return LEGACY_DTYPES.get(last[: -len("Tensor")]) if last.endswith("Tensor") else None
+# Calls whose first argument (or `device_type=`) names the device: `torch.amp.autocast("cuda")`.
+_DEVICE_TYPE_FIRST = {"torch.amp.autocast", "torch.autocast", "torch.amp.GradScaler", "torch.amp.autocast_mode.autocast"}
+
+
+def _is_device_type(arg: cst.Arg, call: cst.Call) -> bool:
+    if arg.keyword is not None:
+        return arg.keyword.value == "device_type"
+    return bool(call.args) and call.args[0] is arg
+
+
 _ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "npu", "hpu", "meta")
 # Calls that build a tensor on the host unless given `device=`.
 _HOST_BUILDERS = {
@@ -342,7 +352,8 @@ class Devices:
                     return True
                 call = tree.parent(ancestor)
                 if isinstance(call, cst.Call):
-                    if self.ctx.qname(call.func) == "torch.device":
+                    qualified = self.ctx.qname(call.func)
+                    if qualified == "torch.device" or (qualified in _DEVICE_TYPE_FIRST and _is_device_type(ancestor, call)):
                         return True
                     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "to"
                 return False
@@ -374,9 +385,21 @@ class Devices:
             if binding.kind not in ("for", "comp"):
                 return False  # rebound, e.g. `x = x.to(device)`
             loop = binding.node
-            if self.ctx.loops.loader_of(binding.value, loop) is None:
+            if self.ctx.loops.loader_of(binding.value, loop) is None or self._places_batches(binding.value, loop):
                 return False
         return True
+
+    def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode) -> bool:
+        """A loader handed to ``accelerator.prepare(...)`` or ``fabric.setup_dataloaders(...)``
+        yields batches already on the device."""
+        name = dotted(iterable) if iterable is not None else None
+        if name is None:
+            return False
+        return any(
+            isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
+            and b.value.func.attr.value in _PLACING_LOADERS
+            for b in self.ctx.bindings.lookup(name, at) if b.kind == "assign"
+        )
 
     def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a
@@ -426,6 +449,10 @@ class Devices:
         if dotted(value) == binding.name:
             return False
         return self.is_host_batch(value, binding.node, _depth + 1)
+
+
+# Wrappers whose loaders move every batch to the device (Accelerate, Lightning Fabric).
+_PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:

@@ -6,11 +6,13 @@ import difflib
 import hashlib
 import os
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
 
+from torchlint.analysis.edits import comments, with_comments
 from torchlint.findings import Finding, FixSafety
 
 
@@ -43,12 +45,30 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[str, list[
         inner = {id(n) for n in _subtree(fix.old)}
         if inner & claimed:
             continue
+        new = _keeping_comments(fix.old, fix.new)
+        if new is None:
+            continue  # the fix would lose or copy a comment: reported, not applied
         claimed |= inner
-        chosen[id(fix.old)] = fix.new
+        chosen[id(fix.old)] = new
         fixed.append(finding)
     if not chosen:
         return module.code, []
     return module.visit(_Replace(chosen)).code, fixed
+
+
+def _keeping_comments(old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode | None:
+    """``new`` with every comment of ``old`` that it dropped put back (each on a line of its
+    own); None when ``new`` would hold a comment twice or cannot take the dropped ones."""
+    before, after = Counter(comments(old)), Counter(comments(new))
+    if after - before:
+        return None
+    missing = before - after
+    lost = []
+    for text in comments(old):
+        if missing[text]:
+            missing[text] -= 1
+            lost.append(text)
+    return with_comments(new, lost)
 
 
 def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:

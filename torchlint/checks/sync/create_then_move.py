@@ -24,6 +24,9 @@ _LEGACY = {
     "torch.IntTensor", "torch.LongTensor", "torch.BoolTensor",
 }
 
+# Arguments that fix the result's device or storage: adding `device=` would fight them.
+_PLACES_STORAGE = ("out", "pin_memory", "layout")
+
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 
 
@@ -140,12 +143,16 @@ class CreateThenMove(Check):
             return None
         if ctx.keyword(factory, "requires_grad") is not None:
             return None  # moving a `requires_grad` leaf makes a non-leaf: the fix would change autograd
+        if any(ctx.keyword(factory, name) is not None for name in _PLACES_STORAGE):
+            return None  # `out=` (or pinned or sparse storage) already decides where the result lives
         target = _device_argument(move)
         if target is None:
             return None
         receiver = move.func.value  # type: ignore[attr-defined]
         new_factory = with_keyword(factory, "device", target)
         new = new_factory if receiver is factory else receiver.deep_replace(factory, new_factory)
+        if move.lpar and not new.lpar:  # `(torch.zeros(3)\n .cuda())`: the parentheses stay
+            new = new.with_changes(lpar=move.lpar, rpar=move.rpar)
         return move, new
 
 
