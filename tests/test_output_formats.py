@@ -251,3 +251,14 @@ def test_unwritable_output_file_is_exit_2_without_traceback(project: Path) -> No
     code, out, err = run(project, "src/train.py", "-o", "taken/report.txt")
     assert code == 2
     assert "cannot write the report to taken/report.txt" in err and "Traceback" not in err + out
+
+
+def test_full_report_never_reads_a_fifo_for_its_lines(tmp_path: Path) -> None:
+    from torchlint.cli_check import SourceLines
+
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    lines = SourceLines()
+    assert lines(str(fifo), None, 1) is None  # returns at once instead of blocking on open()
+    (tmp_path / "ok.py").write_text("a = 1\nb = 2\n")
+    assert lines(str(tmp_path / "ok.py"), None, 2) == "b = 2"

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from torchlint.findings import Finding
 
 
+MAX_SNIPPET_FILE = 8 * 1024 * 1024  # bytes; larger files are reported without source lines
+
+
 class SourceLines:
     """Source lines for the reports, read once per file (stdin's text given up front)."""
 
@@ -29,8 +32,17 @@ class SourceLines:
         if path not in self.sources:
             from torchlint.engine.source import Source, read_source
 
-            read = read_source(Path(path), path)
-            self.sources[path] = read if isinstance(read, Source) else None
+            self.sources[path] = None
+            file = Path(path)
+            try:
+                # Only regular files of a sane size: a FIFO would block, a huge file (its
+                # finding a TL000 saying so) is not worth reading for a few lines.
+                readable = file.is_file() and file.stat().st_size <= MAX_SNIPPET_FILE
+            except OSError:
+                readable = False
+            if readable:
+                read = read_source(file, path)
+                self.sources[path] = read if isinstance(read, Source) else None
         return self.sources[path]
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per run
