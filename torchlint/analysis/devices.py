@@ -67,6 +67,8 @@ def legacy_dtype(qualified: str | None) -> str | None:
         return "float32"
     last = (qualified or "").rsplit(".", 1)[-1]
     return LEGACY_DTYPES.get(last[: -len("Tensor")]) if last.endswith("Tensor") else None
+
+
 # Calls whose first argument (or `device_type=`) names the device: `torch.amp.autocast("cuda")`.
 _DEVICE_TYPE_FIRST = {"torch.amp.autocast", "torch.autocast", "torch.amp.GradScaler", "torch.amp.autocast_mode.autocast"}
 
