@@ -15,7 +15,7 @@ from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import FileSummary, StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
-from torchlint.engine.source import Source, syntax_error
+from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
 
 
@@ -137,7 +137,7 @@ _STEP_MARKERS = (".backward(", ".item()", ".tolist()", ".cpu()", ".numpy()", "sy
 def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tuple[Source, cst.Module | Finding]:
     """A notebook whose cells do not parse together: report each cell that does not
     parse on its own and check the others, so one broken cell never hides the rest."""
-    lines = source.text.splitlines()
+    lines = python_lines(source.text)  # Python's line breaks, as the cell map counts them
     bad = []
     for number, first, last in source.cell_spans():
         cell = Source(source.path, "\n".join(lines[first - 1:last]) + "\n")
