@@ -429,7 +429,7 @@ class Devices:
         if best is None:
             return False
         if best.kind in ("for", "comp"):
-            return self.ctx.loops.loader_of(best.value, best.node) is not None
+            return self.ctx.loops.loader_of(best.value, best.node) is not None and not self._places_batches(best.value, best.node)
         if best.kind == "assign" and best.value is not None:
             value = best.value
             if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):

@@ -7,6 +7,8 @@ of ``.item()``; TL203 flags only a known NumPy array).
 
 from __future__ import annotations
 
+import re
+
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -30,7 +32,11 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.autograd.grad_mode", "torch.accelerator.", "torch.finfo", "torch.iinfo",
     "torch.use_deterministic", "torch.numel", "torch.typename", "torch.library.",
     "torch.onnx.", "torch.fx.", "torch.export.", "torch.testing.", "torch.random.",
+    "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
+    "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
 )
+# Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
+_BACKWARD_RUNNER = re.compile(r"accelerator|fabric|engine|trainer|strategy|deepspeed|model|scaler|booster")
 _TORCH_TENSOR_IN_NN = ("torch.nn.functional.", "torch.nn.utils.clip_grad_norm_", "torch.nn.init.")
 # Tensor methods whose result is not a tensor on the device.
 _HOST_METHODS = {
@@ -47,9 +53,10 @@ MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules",
 
 
 def looks_like_loader(name: str) -> bool:
-    """``train_loader``, ``self.val_dataloader``, ``loader``: named as a DataLoader."""
+    """``train_loader``, ``self.val_dataloader``, ``loader``: named as a DataLoader
+    (``dataloaders``, a collection of them, is not one)."""
     last = _last_segment(name).lower()
-    return "loader" in last
+    return "loader" in last and not last.endswith("loaders")
 
 
 def looks_like_numpy_generator(name: str | None) -> bool:
@@ -87,8 +94,17 @@ class ValueKinds(LossFacts, ArrayFacts):
         names: set[str] = set()
         for call in self.ctx.method_calls({"backward"}):
             receiver = dotted(call.func.value)  # type: ignore[attr-defined]
-            if receiver is not None:
-                names.add(receiver)
+            if receiver is None:
+                continue
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            if positional and _BACKWARD_RUNNER.search(receiver.rsplit(".", 1)[-1].lower()):
+                # `accelerator.backward(loss)`, `fabric.backward(loss)`, DeepSpeed's
+                # `model_engine.backward(loss)`: the argument is the tensor, not the receiver
+                argument = dotted(positional[0])
+                if argument is not None:
+                    names.add(argument)
+                continue
+            names.add(receiver)
         return names
 
     # --- inference ----------------------------------------------------------------
