@@ -310,3 +310,14 @@ def test_config_accepts_sizes_with_units() -> None:
     assert from_table({"max-file-size": "1.5 KiB"}, Path(".")).max_file_size == 1536
     assert from_table({"max-file-size": 4096}, Path(".")).max_file_size == 4096
     assert Config().max_file_size == 1_000_000
+
+
+def test_a_name_rebound_by_the_comprehension_over_it_is_no_internal_error(tmp_path: Path) -> None:
+    # torch/_inductor/codegen/simd.py: `[node for node in node.get_nodes()]` made the
+    # object analysis chase `node` through its own binding until RecursionError
+    (tmp_path / "f.py").write_text(
+        "import torch\n\n\ndef f(node):\n    nodes = [node for node in node.get_nodes() if node.ok()]\n"
+        "    if nodes:\n        node = Fused(nodes)\n    return node.analysis(nodes)\n"
+    )
+    code, findings, err = run(tmp_path, "f.py")
+    assert (code, findings) == (0, []), err

@@ -95,6 +95,18 @@ class ObjectRefs:
     def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """The class ``expr`` is an instance of, when it was built here from a class that
         may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
+        # `node = node.parent()` in a loop reaches itself: such a cycle names no class
+        resolving: set[tuple[int, int]] = self.__dict__.setdefault("_resolving", set())
+        key = (id(expr), id(at))
+        if key in resolving:
+            return None
+        resolving.add(key)
+        try:
+            return self._instance_class_of(expr, at)
+        finally:
+            resolving.discard(key)
+
+    def _instance_class_of(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         if isinstance(expr, cst.Name):
             if expr.value not in self._assigned_from_calls[0]:
                 return None  # never assigned from a call: skip the binding lookup
