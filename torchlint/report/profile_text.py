@@ -293,7 +293,7 @@ def render(report: dict[str, Any]) -> str:
     lines.append("  " + "  ".join(n for n in names if n))
     sv = report["snakeviz"]
     if sv.get("launched"):
-        lines.append(f"snakeviz: serving {sv['url']} (pid {sv['pid']}; stop it with: kill {sv['pid']})")
+        lines.append(f"snakeviz: serving {sv['url']} (pid {sv['pid']}; Ctrl-C at the prompt below stops it)")
     elif sv.get("command"):
         reason = sv.get("reason")
         lines.append(f"snakeviz ({reason}): {sv['command']}" if reason else f"snakeviz: {sv['command']}")
