@@ -188,8 +188,9 @@ class Guards:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""
         tree = self.ctx.tree
-        if not (is_rare_test(branch.test, tree.descendants, lambda e: self._derived_counter(e, branch))
-                or self._calls_rare_predicate(branch.test)):
+        test = self._named_test(branch.test, branch)
+        if not (is_rare_test(test, tree.descendants, lambda e: self._derived_counter(e, branch))
+                or self._calls_rare_predicate(test)):
             return False
         inner: set[str] = set()
         for ancestor in tree.ancestors(branch):
@@ -199,6 +200,16 @@ class Guards:
                 inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
+    def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
+        """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a
+        name was assigned (one plain assignment in scope), else ``test`` itself."""
+        if not isinstance(test, cst.Name):
+            return test
+        bound = self.ctx.bindings.lookup(test.value, at)
+        if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
+            return bound[0].value
+        return test
+
     def _calls_rare_predicate(self, test: cst.BaseExpression) -> bool:
         """``if divisible_by(step, 1000):``: a function of this file that only returns a
         rare test of its parameters (``return numer % denom == 0``)."""
@@ -207,10 +218,27 @@ class Guards:
             if not isinstance(node, cst.Call):
                 continue
             function = ctx.functions.called(node, ctx.qname(node.func))
-            returned = _only_return(function) if function is not None else None
+            if function is None:
+                continue
+            returned = _only_return(function)
             if returned is not None and is_rare_test(returned, ctx.tree.descendants):
                 return True
+            if self._true_only_when_rare(function):
+                return True
         return False
+
+    def _true_only_when_rare(self, function: cst.FunctionDef) -> bool:
+        """``def check_frequency(self, i): if i % self.every == 0: ...; return True``
+        then ``return False``: every ``return True`` sits under a rare test."""
+        tree = self.ctx.tree
+        returns = [n for n in tree.descendants(function) if isinstance(n, cst.Return) and tree.enclosing_function(n) is function]
+        trues = [r for r in returns if isinstance(r.value, cst.Name) and r.value.value == "True"]
+        if not trues or any(not (isinstance(r.value, cst.Name) and r.value.value in ("True", "False")) for r in returns):
+            return False
+        return all(
+            any(is_rare_test(branch.test, tree.descendants) for branch in self.conditions(r) if tree.is_inside(r, branch.body))
+            for r in trues
+        )
 
     def _derived_counter(self, name: cst.Name, at: cst.CSTNode) -> bool:
         """A Python int, or a name computed from a step counter: ``ni = i + nb * epoch``."""

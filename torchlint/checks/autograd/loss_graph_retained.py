@@ -32,7 +32,10 @@ class LossGraphRetained(Check):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Subscript):
             return
-        self._check(node, dotted(node.targets[0].target.value), node.value)
+        target = node.targets[0].target
+        if _fixed_key(target):
+            return  # `losses["d"] = d_loss` replaces last step's entry: nothing accumulates
+        self._check(node, dotted(target.value), node.value)
 
     def _check(self, node: cst.CSTNode, accumulator: str | None, value: cst.BaseExpression) -> None:
         ctx = self.ctx
@@ -111,3 +114,10 @@ class LossGraphRetained(Check):
             if binding.kind == "assign" and (binding.node is loop or tree.is_inside(binding.node, loop)):
                 return True
         return False
+
+
+def _fixed_key(target: cst.Subscript) -> bool:
+    """``d["loss"]``, ``d[0]``: a literal key, the same entry on every step."""
+    if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+        return False
+    return isinstance(target.slice[0].slice.value, (cst.SimpleString, cst.Integer))
