@@ -46,7 +46,7 @@ def main() -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--select", help="Rules to run (codes or prefixes, comma-separated; ALL for every rule).")
+@click.option("--select", help="Rules to run (codes, names or prefixes, comma-separated; ALL for every rule).")
 @click.option("--extend-select", help="Rules to run on top of the selection.")
 @click.option("--ignore", help="Rules not to run.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable; replaces the config's).")
