@@ -181,3 +181,29 @@ def test_a_helper_is_per_step_once_the_loop_calling_it_is_open(tmp_path: Path) -
         if client.process.poll() is None:
             client.process.kill()
         client.process.wait()
+
+
+@pytest.mark.slow
+def test_positions_are_utf16_units_as_lsp_counts_them(tmp_path: Path) -> None:
+    text = SOURCE.replace("    print(loss.item())", "    print('\U0001f525', loss.item())")  # an emoji: 2 UTF-16 units
+    path = tmp_path / "train.py"
+    path.write_text(text, encoding="utf-8")
+    client = Client(tmp_path)
+    try:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}})
+        tl101 = next(d for d in client.diagnostics(path.as_uri()) if d["code"] == "TL101")
+        line = text.splitlines()[6]
+        start = len(line[: line.index("loss.item()")].encode("utf-16-le")) // 2
+        assert tl101["range"]["start"] == {"line": 6, "character": start}
+        assert tl101["range"]["end"] == {"line": 6, "character": start + len("loss.item()")}
+        hover = client.request("textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 6, "character": start + 1}})
+        assert "TL101" in hover["contents"]["value"]
+        client.request("shutdown")
+        client.notify("exit")
+        assert client.process.wait(timeout=30) == 0
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+        client.process.wait()

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types
 from pygls import uris
@@ -42,6 +43,16 @@ class Linted:
     module: object | None = None
     findings: list[Finding] = field(default_factory=list)
     summary: FileSummary | None = None  # where its steps are, for the other documents' joins
+    codec: Any = None  # the document's position codec: torchlint counts code points, the client UTF-16 units
+
+    def to_client(self, r: types.Range) -> types.Range:
+        return self.codec.range_to_client_units(self.text.splitlines(keepends=True), r) if self.codec is not None else r
+
+    def from_client(self, position: types.Position) -> types.Position:
+        if self.codec is None:
+            return position
+        converted = self.codec.position_from_client_units(self.text.splitlines(keepends=True), position)
+        return types.Position(converted.line, converted.character)
 
 
 class TorchlintServer(LanguageServer):
@@ -80,9 +91,9 @@ def _range(finding: Finding) -> types.Range:
     return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
 
 
-def diagnostic(finding: Finding) -> types.Diagnostic:
+def diagnostic(finding: Finding, linted: Linted) -> types.Diagnostic:
     return types.Diagnostic(
-        range=_range(finding),
+        range=linted.to_client(_range(finding)),
         message=finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
         severity=types.DiagnosticSeverity.Error if finding.code == "TL000" else types.DiagnosticSeverity.Warning,
         code=finding.code,
@@ -102,11 +113,12 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
     others = [summary for other, summary in server.summaries.items() if other != uri]
     try:
         linted = lint_text(document.source, path, others)
+        linted.codec = document.position_codec
     except ConfigError as error:
         server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {error}"))
         return
     server.linted[uri] = linted
-    diagnostics = [diagnostic(f) for f in linted.findings]
+    diagnostics = [diagnostic(f, linted) for f in linted.findings]
     server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version))
     steps_changed = server.summaries.get(uri) != linted.summary
     if linted.summary is not None:
@@ -140,12 +152,14 @@ def _overlaps(a: types.Range, b: types.Range) -> bool:
     return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (a.end.line, a.end.character)
 
 
-def _action(title: str, uri: str, before: str, after: str, finding: Finding, preferred: bool) -> types.CodeAction:
+def _action(title: str, uri: str, linted: Linted, after: str, finding: Finding, preferred: bool) -> types.CodeAction:
+    edit = text_edit(linted.text, after)
+    edit.range = linted.to_client(edit.range)
     return types.CodeAction(
         title=title,
         kind=types.CodeActionKind.QuickFix,
-        diagnostics=[diagnostic(finding)],
-        edit=types.WorkspaceEdit(changes={uri: [text_edit(before, after)]}),
+        diagnostics=[diagnostic(finding, linted)],
+        edit=types.WorkspaceEdit(changes={uri: [edit]}),
         is_preferred=preferred,
     )
 
@@ -153,6 +167,7 @@ def _action(title: str, uri: str, before: str, after: str, finding: Finding, pre
 def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.CodeAction]:
     """A fix (where the rule has one) and "add # noqa" for each finding in ``wanted``."""
     actions = []
+    wanted = types.Range(linted.from_client(wanted.start), linted.from_client(wanted.end))
     for finding in linted.findings:
         if not _overlaps(_range(finding), wanted) or finding.code == "TL000":
             continue
@@ -161,10 +176,10 @@ def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.Co
             if applied and fixed != linted.text:
                 what = finding.fix.description or finding.fix_hint or "apply the fix"
                 safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""
-                actions.append(_action(f"{finding.code}: {what}{safety}", uri, linted.text, fixed, finding, finding.fix.safety.value == "safe"))
+                actions.append(_action(f"{finding.code}: {what}{safety}", uri, linted, fixed, finding, finding.fix.safety.value == "safe"))
         plan = add_noqa(linted.text, [finding])
         if plan.added:
-            actions.append(_action(f"{finding.code}: add `# noqa: {finding.code}`", uri, linted.text, plan.text, finding, False))
+            actions.append(_action(f"{finding.code}: add `# noqa: {finding.code}`", uri, linted, plan.text, finding, False))
     return actions
 
 
@@ -217,11 +232,12 @@ def build() -> TorchlintServer:
         linted = ls.linted.get(params.text_document.uri)
         if linted is None:
             return None
-        found = [f for f in linted.findings if _contains(_range(f), params.position)]
+        position = linted.from_client(params.position)
+        found = [f for f in linted.findings if _contains(_range(f), position)]
         if not found:
             return None
         text = "\n\n---\n\n".join(hover_text(f) for f in found)
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=_range(found[0]))
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=linted.to_client(_range(found[0])))
 
     return server
 
