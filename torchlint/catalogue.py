@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from torchlint.checks import FAMILIES, all_checks
 from torchlint.findings import SYNTAX_ERROR, FixSafety
 
 FAMILY_TITLES = {
@@ -18,7 +17,36 @@ FAMILY_TITLES = {
     "TL5": "precision and compilation",
     "TL6": "multi-GPU and distributed",
 }
-assert set(FAMILIES.values()) <= set(FAMILY_TITLES)
+
+# Every check's metadata, written out so that `torchlint rules`, `rule` and a warm-cache
+# run never import the checks (and libcst, about 0.4 s). tests/test_startup.py fails,
+# printing the new rows, whenever this drifts from the checks themselves (`from_checks`).
+_TABLE = (
+    ('TL101', 'scalar-sync-in-loop', True, 'NONE', '`.item()`/`.tolist()` on a tensor inside a hot loop.'),
+    ('TL102', 'device-to-host-in-loop', True, 'NONE', '`.cpu()`/`.numpy(force=True)`/`.to("cpu")` on a device value inside a hot loop.'),
+    ('TL103', 'sync-call-in-loop', True, 'NONE', '`torch.cuda.synchronize()`/`torch.cuda.empty_cache()` unconditionally inside a hot loop.'),
+    ('TL104', 'tensor-condition-in-loop', False, 'NONE', '`if`/`while` whose test is a tensor value, inside a hot loop.'),
+    ('TL110', 'create-then-move', True, 'SAFE', 'A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away.'),
+    ('TL111', 'blocking-host-to-device', False, 'SAFE', '`.to(device)`/`.cuda()` of a DataLoader batch without `non_blocking=True`.'),
+    ('TL112', 'device-round-trip', True, 'NONE', '`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once.'),
+    ('TL201', 'dataloader-no-workers', True, 'NONE', '`DataLoader(...)` without `num_workers`, or with `num_workers=0`.'),
+    ('TL202', 'dataloader-no-pin-memory', True, 'NONE', '`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator.'),
+    ('TL203', 'tensor-copies-numpy', True, 'UNSAFE', '`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array.'),
+    ('TL204', 'legacy-tensor-constructor', True, 'UNSAFE', '`torch.FloatTensor(...)`, `torch.cuda.LongTensor`, `torch.Tensor([...])` or `Variable(...)`.'),
+    ('TL301', 'eval-without-no-grad', True, 'NONE', 'A model called after `.eval()` without `no_grad`/`inference_mode`.'),
+    ('TL302', 'loss-graph-retained', True, 'NONE', 'A loss tensor (with its graph) appended to or summed into a value that outlives the step.'),
+    ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
+    ('TL304', 'inference-use-inference-mode', False, 'NONE', '`with torch.no_grad():` around pure inference: `torch.inference_mode()` skips more bookkeeping.'),
+    ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
+    ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
+    ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),
+    ('TL404', 'channels-last-missing', False, 'NONE', 'Conv2d model trained under autocast without `memory_format=torch.channels_last`.'),
+    ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
+    ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
+    ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
+    ('TL601', 'data-parallel', True, 'NONE', '`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU.'),
+    ('TL602', 'ddp-without-distributed-sampler', True, 'NONE', '`DataLoader(shuffle=True)` with no sampler in a module that wraps a model in DDP.'),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +62,29 @@ class Rule:
         return self.code[:3]
 
 
-def rules() -> list[Rule]:
-    """Every rule, TL000 first, sorted by code."""
+def _syntax_error_rule() -> Rule:
     code, name = SYNTAX_ERROR
-    found = [Rule(code, name, "A file that cannot be read or parsed", True, FixSafety.NONE)]
+    return Rule(code, name, "A file that cannot be read or parsed", True, FixSafety.NONE)
+
+
+def rules() -> list[Rule]:
+    """Every rule, TL000 first, sorted by code (from the table: no check is imported)."""
+    return [_syntax_error_rule()] + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
+
+
+def from_checks() -> list[Rule]:
+    """Every rule as the checks themselves describe it (what ``_TABLE`` must equal)."""
+    from torchlint.checks import all_checks
+
+    found = [_syntax_error_rule()]
     for check in all_checks():
         found.append(Rule(check.code, check.name, check.summary(), check.default, check.fix_safety))
     return found
+
+
+def table_rows(table: list[Rule]) -> str:
+    """``_TABLE``'s source for ``table`` (printed by the test when the table is stale)."""
+    return "\n".join(f"    {(r.code, r.name, r.default, r.fix.name, r.summary)!r}," for r in table if r.code != SYNTAX_ERROR[0])
 
 
 def defaults() -> dict[str, bool]:

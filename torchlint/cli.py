@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from torchlint import __version__, catalogue
-from torchlint.config import ConfigError, load_config
-from torchlint.engine import LintResult, MissingPathError, lint_paths
-from torchlint.engine.fixes import checked_roots, write_edits
+from torchlint import __version__
 
+if TYPE_CHECKING:
+    from torchlint.engine import LintResult
+
+# Only click is imported up front: `--version`, `--help`, `rules` and `rule` stay fast, and a
+# run whose results all come from the cache never imports libcst or the checks.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The reporters live in torchlint/report/ (one module per format); `text` is the old name of `full`.
 OUTPUT_FORMATS = ["full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "text"]
@@ -38,7 +40,33 @@ def _codes(value: str | None) -> tuple[str, ...] | None:
     return tuple(code.strip().upper() for code in value.split(",") if code.strip())
 
 
-@click.group(context_settings=CONTEXT)
+class _LazyGroup(click.Group):
+    """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
+
+    LAZY = {"profile": ("torchlint.profiler.command", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY and name not in self.commands:
+            module, attribute, _ = self.LAZY[name]
+            try:
+                import importlib
+
+                self.add_command(getattr(importlib.import_module(module), attribute))
+            except ImportError:  # the runtime half is optional while it is being built
+                return None
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.commands[name].get_short_help_str(formatter.width - 20)) for name in super().list_commands(ctx)]
+        rows += [(name, help_text) for name, (_, _, help_text) in self.LAZY.items() if name not in self.commands]
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
+
+
+@click.group(cls=_LazyGroup, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="torchlint")
 def main() -> None:
     """Find PyTorch performance problems, and measure what they cost."""
@@ -66,9 +94,17 @@ def main() -> None:
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude patterns to files named on the command line too.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
-@click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool) -> None:
+@click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it (runs in one process).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes to check files with (default: the available cores).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
+    from torchlint.config import ConfigError, load_config
+    from torchlint.engine import MissingPathError, lint_paths
+    from torchlint.engine import cache as result_cache
+    from torchlint.engine import pool, progress
     from torchlint.engine.discover import split_missing
 
     stdin = [str(p) for p in paths] == ["-"]  # `check -`: handled once the config is read
@@ -86,7 +122,12 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         if [str(t) for t in targets] == ["-"]:
             config = load_config(Path(stdin_filename).parent if stdin_filename else Path("."), overrides, config_file)
             _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero)
-        result = lint_paths(targets, config, force_exclude=force_exclude, fix=mode, debug=debug)
+        cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
+        show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
+        result = lint_paths(
+            targets, config, force_exclude=force_exclude, fix=mode, debug=debug,
+            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress,
+        )
         edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
@@ -106,12 +147,17 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     _exit(result, bool(diff and edits), exit_zero, failed=bool(missing or failed))
 
 
-def _write_or_diff(edits: list, diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:  # type: ignore[type-arg]
+def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:
     """Print the diff or write the fixes: (problems fixed, files that could not be written)."""
+    if not edits:
+        return 0, 0
+    from torchlint.engine.fixes import checked_roots, write_edits
+
     if diff:
         for edit in edits:
             click.echo(edit.diff(), nl=False)
         return 0, 0
+    # A file that cannot be written keeps its findings (as it still is on disk): exit 2.
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     return write_edits(edits, result.findings, checked_roots(targets), say, config)
 
@@ -151,6 +197,8 @@ def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = Fa
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format: str) -> None:
     """List every rule: code, name, default on/off, autofix."""
+    from torchlint import catalogue
+
     table = catalogue.rules()
     if output_format == "json":
         import json
@@ -167,6 +215,8 @@ def rules(output_format: str) -> None:
 @click.argument("code")
 def rule(code: str) -> None:
     """Print the page of rule CODE (a code such as TL101, or its name)."""
+    from torchlint import catalogue
+
     found = catalogue.find(code)
     if found is None:
         raise UsageProblem(f"unknown rule `{code}`; `torchlint rules` lists them")
@@ -175,16 +225,6 @@ def rule(code: str) -> None:
         raise UsageProblem(f"the page of {found.code} is missing from this installation")
     click.echo(text.rstrip())
 
-
-def _register_profile() -> None:
-    try:
-        from torchlint.profiler.command import profile as profile_command
-    except ImportError:  # the runtime half is optional while it is being built
-        return
-    main.add_command(profile_command)
-
-
-_register_profile()
 
 @main.command(context_settings=CONTEXT)
 def server() -> None:

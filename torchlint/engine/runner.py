@@ -5,42 +5,17 @@ from __future__ import annotations
 import ast
 import os
 import traceback
-from pathlib import Path
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
-from torchlint.analysis.steps import FileSummary, StepSummarizer, function_key
+from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
+from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
-
-
-@dataclass(frozen=True, slots=True)
-class InternalError:
-    """A check that raised on one file: reported, and the run goes on."""
-
-    path: str
-    code: str
-    error: str
-    traceback: str
-
-
-@dataclass(slots=True)
-class FileResult:
-    source: Source | None
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[InternalError] = field(default_factory=list)
-    module: cst.Module | None = None
-    path: Path | None = None  # the file on disk, when it came from one
-    # Findings that hold only if their function runs every step: (function key, finding,
-    # whether it needs device tensors). The project-wide join keeps those whose function
-    # is per-step (from a step that may use a device, for device-bound ones).
-    conditional: list[tuple[str, Finding, bool]] = field(default_factory=list)
-    summary: FileSummary | None = None  # where this file's steps are, for that join
 
 
 def parse(source: Source) -> cst.Module | Finding:

@@ -1,0 +1,70 @@
+"""Every failure while checking one file is a value: that file is named (exit 2), and
+every other file is still checked and reported."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint.analysis.steps import StepSummarizer
+from torchlint.cli import main
+
+LOOP = "import torch\nfor x in loader:\n    loss = model(x)\n{extra}    print(loss.item())\n"
+
+
+def chain(terms: int) -> str:
+    return LOOP.format(extra="    total = " + " + ".join(f"a{i}" for i in range(terms)) + "\n")
+
+
+def run(cwd: Path, *args: str) -> tuple[int, str, str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", "--no-cache", *args, "."])
+    finally:
+        os.chdir(old)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_500_term_chain_is_checked_like_any_file(tmp_path: Path) -> None:
+    # libcst's code generation recursed past Python's default limit here, and the
+    # RecursionError ended the whole run with a traceback.
+    (tmp_path / "long.py").write_text(chain(500))
+    (tmp_path / "other.py").write_text(LOOP.format(extra=""))
+    code, out, err = run(tmp_path)
+    assert code == 1 and err == ""
+    assert "long.py:5:11: TL101" in out and "other.py:4:11: TL101" in out
+
+
+def test_a_chain_past_the_bounded_limit_is_an_internal_error_for_that_file_only(tmp_path: Path) -> None:
+    (tmp_path / "deep.py").write_text(chain(3000))
+    (tmp_path / "other.py").write_text(LOOP.format(extra=""))
+    code, out, err = run(tmp_path)
+    assert code == 2
+    assert "other.py:4:11: TL101" in out
+    assert "internal error in engine on deep.py: RecursionError" in err
+    assert len(err.splitlines()) < 150  # the traceback is cut short, not 3,000 frames
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_exception_in_the_summary_step_names_the_file_and_the_rest_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str) -> None:
+    for i in range(9):  # enough files for a pool with --jobs 2 (workers are forked: they see the patch)
+        (tmp_path / f"ok{i}.py").write_text(LOOP.format(extra=""))
+    (tmp_path / "boom.py").write_text(LOOP.format(extra="    boom = 1\n"))
+    real = StepSummarizer.summary
+
+    def summary(self: StepSummarizer, path: str, locate: object) -> object:
+        if path.endswith("boom.py"):
+            raise ValueError("injected")
+        return real(self, path, locate)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StepSummarizer, "summary", summary)
+    code, out, err = run(tmp_path, "--jobs", jobs)
+    assert code == 2
+    assert all(f"ok{i}.py:4:11: TL101" in out for i in range(9))
+    assert "internal error in engine on boom.py: ValueError: injected" in err
+    assert "Traceback" in err  # for the bug report, not a crash

@@ -1,0 +1,208 @@
+"""The result cache: each file's plain result, keyed by its bytes and everything that shapes it.
+
+An entry holds what checking one file gives before the project-wide join (findings,
+conditional findings, the step summary), so a warm run joins cached summaries without
+parsing anything, and without importing libcst. Entries are written atomically (a
+temporary file, then ``os.replace``), so concurrent runs never see half an entry; one
+that cannot be read back (truncated, corrupt, another version's) is a miss, and the
+file is checked and its entry rewritten. The directory is bounded: past ``max_entries``
+the least recently used entries are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import pickle
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchlint import __version__
+from torchlint.analysis.summary import FileSummary
+from torchlint.engine.results import FileResult
+from torchlint.findings import Finding
+
+CACHE_DIR_ENV = "TORCHLINT_CACHE_DIR"
+DEFAULT_DIR_NAME = ".torchlint_cache"
+MAX_ENTRIES = 20_000
+_MAGIC = b"torchlint-cache 1\n"
+_ENTRIES = "entries-v1"
+_TOUCH_AFTER_S = 24 * 3600  # a hit refreshes its entry's age at most once a day
+_STALE_TEMP_S = 3600
+
+
+def cache_dir(root: Path, given: Path | None = None) -> Path:
+    """``--cache-dir``, else ``$TORCHLINT_CACHE_DIR``, else ``.torchlint_cache`` in ``root``."""
+    if given is not None:
+        return given
+    from_env = os.environ.get(CACHE_DIR_ENV)
+    return Path(from_env) if from_env else root / DEFAULT_DIR_NAME
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FileKey:
+    """Everything besides the file's bytes that its result depends on."""
+
+    display: str  # how findings name the file
+    absolute: str  # how its step summary names it
+    codes: tuple[str, ...]  # the rules run on it (the selection less its per-file ignores)
+    ignored: tuple[str, ...]
+    options: tuple[object, ...]
+
+
+class Cache:
+    def __init__(self, directory: Path, max_entries: int = MAX_ENTRIES) -> None:
+        self.directory = directory
+        self.entries = directory / _ENTRIES
+        self.max_entries = max_entries
+        self.salt = _engine_salt()
+        self.writable = True
+        self.written = 0
+
+    def key(self, file: FileKey, digest: str) -> str:
+        material = repr((self.salt, digest, file)).encode("utf-8", "surrogatepass")
+        return hashlib.sha256(material).hexdigest()
+
+    def load(self, key: str) -> FileResult | None:
+        """The stored result for ``key``; None when absent, unreadable or not ours."""
+        path = self.entries / key
+        try:
+            with open(path, "rb") as handle:
+                age = time.time() - os.fstat(handle.fileno()).st_mtime
+                data = handle.read()
+        except OSError:
+            return None
+        result = _decode(data, key)
+        if result is not None and age > _TOUCH_AFTER_S:
+            _touch(path)  # recently used entries survive pruning
+        return result
+
+    def store(self, key: str, result: FileResult) -> None:
+        """Write ``result`` (plain: no tree, no fix nodes) atomically; never raises."""
+        if not self.writable:
+            return
+        payload = _MAGIC + key.encode("ascii") + b"\n" + pickle.dumps((result.findings, result.conditional, result.summary), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self._prepare()
+            handle = tempfile.NamedTemporaryFile(dir=self.entries, prefix=".tmp-", delete=False)
+            try:
+                with handle:
+                    handle.write(payload)
+                os.replace(handle.name, self.entries / key)
+            except BaseException:
+                _remove(Path(handle.name))
+                raise
+        except OSError:
+            self.writable = False  # a read-only or full disk costs speed, never the run
+            return
+        self.written += 1
+
+    def prune(self) -> int:
+        """Remove the least recently used entries beyond the bound, and stale temporary
+        files of interrupted runs; returns how many files were removed."""
+        if not self.written:
+            return 0  # nothing was added: the bound still holds
+        now, removed = time.time(), 0
+        entries = []
+        try:
+            with os.scandir(self.entries) as found:
+                for entry in found:
+                    try:
+                        mtime = entry.stat().st_mtime
+                    except OSError:
+                        continue
+                    if entry.name.startswith(".tmp-"):
+                        if now - mtime > _STALE_TEMP_S:
+                            removed += _remove(Path(entry.path))
+                    else:
+                        entries.append((mtime, entry.path))
+        except OSError:
+            return removed
+        if len(entries) > self.max_entries:
+            entries.sort()
+            keep = self.max_entries * 4 // 5  # room for the next runs before pruning again
+            for _, path in entries[: len(entries) - keep]:
+                removed += _remove(Path(path))
+        return removed
+
+    def _prepare(self) -> None:
+        if self.entries.is_dir():
+            return
+        self.entries.mkdir(parents=True, exist_ok=True)
+        ignore = self.directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by torchlint: the cache is never committed.\n*\n", encoding="utf-8")
+        tag = self.directory / "CACHEDIR.TAG"
+        if not tag.exists():  # backup tools skip directories tagged so
+            tag.write_text("Signature: 8a477f597d28d172789f06886806bc55\n# torchlint's result cache\n", encoding="utf-8")
+
+
+def _decode(data: bytes, key: str) -> FileResult | None:
+    header = _MAGIC + key.encode("ascii") + b"\n"
+    if not data.startswith(header):
+        return None  # another version's entry, or one cut short while written by hand
+    try:
+        findings, conditional, summary = pickle.loads(data[len(header):])
+    except Exception:  # a corrupt entry is a miss: unpickling garbage can raise anything
+        return None
+    if not _well_formed(findings, conditional, summary):
+        return None
+    return FileResult(None, findings, conditional=conditional, summary=summary)
+
+
+def _well_formed(findings: object, conditional: object, summary: object) -> bool:
+    return (
+        isinstance(findings, list) and all(isinstance(f, Finding) for f in findings)
+        and isinstance(conditional, list)
+        and all(isinstance(c, tuple) and len(c) == 3 and isinstance(c[1], Finding) for c in conditional)
+        and (summary is None or isinstance(summary, FileSummary))
+    )
+
+
+def _engine_salt() -> str:
+    """torchlint's version, Python's, and a fingerprint of the code that makes results
+    (torchlint's own modules and libcst's version file), so an edited checkout or an
+    upgraded parser never reads results an older engine wrote."""
+    package = Path(__file__).resolve().parent.parent
+    stamps = []
+    for directory, dirnames, filenames in os.walk(package):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                stamps.append(_stamp(os.path.join(directory, name)))
+    spec = importlib.util.find_spec("libcst")  # finds the package without importing it
+    if spec is not None and spec.origin:
+        stamps.append(_stamp(os.path.join(os.path.dirname(spec.origin), "_version.py")))
+    fingerprint = hashlib.sha256(repr(stamps).encode()).hexdigest()
+    return f"{__version__}|{sys.version}|{fingerprint}"
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (path, 0, 0)
+    return (path, info.st_mtime_ns, info.st_size)
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _remove(path: Path) -> int:
+    try:
+        path.unlink()
+    except OSError:
+        return 0
+    return 1

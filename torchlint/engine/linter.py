@@ -1,0 +1,97 @@
+"""The checks of one configuration applied to one file (imports libcst and every check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchlint import catalogue
+from torchlint.analysis.context import Options
+from torchlint.analysis.project import Steps
+from torchlint.checks import all_checks
+from torchlint.checks.base import Check
+from torchlint.config import Config
+from torchlint.engine.discover import SourceFile
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
+from torchlint.engine.results import FileResult
+from torchlint.engine.runner import run_checks
+from torchlint.engine.settle import settle_steps
+from torchlint.engine.source import Source, read_source
+from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
+from torchlint.findings import Finding
+
+
+def options_of(config: Config) -> Options:
+    return Options(config.tensor_core_multiple, config.min_dimension, config.target_torch_version)
+
+
+class Linter:
+    """The selected checks and filters of one configuration, applied file by file."""
+
+    def __init__(self, config: Config, debug: bool = False) -> None:
+        known = catalogue.defaults()
+        self.codes = selected_codes(config, known)
+        self.checks = [c for c in all_checks() if c.code in self.codes]
+        self.per_file = PerFileIgnores(config, known)
+        self.options = options_of(config)
+        self.debug = debug
+
+    def _checks_for(self, path: Path) -> tuple[list[type[Check]], set[str]]:
+        ignored = self.per_file.ignored_codes(path)
+        return [c for c in self.checks if c.code not in ignored], ignored
+
+    def _keep(self, findings: list[Finding], source: Source | None, ignored: set[str]) -> list[Finding]:
+        return [
+            f for f in findings
+            if (f.code in self.codes or f.code == "TL000") and f.code not in ignored and not is_suppressed(f, source)
+        ]
+
+    def lint(self, source: Source, path: Path, steps: Steps | None = None) -> FileResult:
+        """Check one file. With ``steps`` (the project-wide join, already made), findings
+        that hold only in per-step functions are settled at once; without, they stay in
+        ``result.conditional`` for :func:`settle_steps`."""
+        checks, ignored = self._checks_for(path)
+        result = run_checks(source, checks, self.options, self.debug)
+        result.findings = self._keep(result.findings, source, ignored)
+        kept = self._keep([f for _, f, _ in result.conditional], source, ignored)
+        result.conditional = [entry for entry in result.conditional if entry[1] in kept]
+        result.path = path
+        if steps is not None:
+            settle_steps([result], steps)
+        return result
+
+    def lint_file(self, file: SourceFile, steps: Steps | None = None) -> FileResult:
+        source = file.read()  # the size limit and odd files (FIFOs, loops) as discover set them
+        if isinstance(source, Finding):
+            return FileResult(None, self._keep([source], None, set()), path=file.path)
+        return self.lint(source, file.path, steps)
+
+    def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10) -> Edit | None:
+        """Apply fixes round by round until none is left; ``result.findings`` becomes what
+        remains. Each round's code must parse, so a second --fix changes nothing."""
+        source, path = result.source, result.path
+        if source is None or path is None or source.cells is not None or result.module is None:
+            return None  # unreadable files and notebooks are not rewritten
+        module, text, fixed_total = result.module, source.text, 0
+        for _ in range(max_rounds):
+            todo = applicable(result.findings, unsafe)
+            if not todo:
+                break
+            new_text, fixed = apply_fixes(module, todo)
+            if not fixed or new_text == text or not is_valid_python(new_text):
+                break
+            rerun = self.lint(Source(source.path, new_text), path, steps if steps is not None else {})
+            if rerun.module is None:
+                break
+            fixed_total += len(fixed)
+            text, module, result.findings = new_text, rerun.module, rerun.findings
+        if text == source.text:
+            return None
+        return Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total)
+
+
+def lint_source(text: str, path: str = "<string>", config: Config | None = None) -> list[Finding]:
+    """Lint source text (for tests and editors); selection and ``# noqa`` apply. The text
+    is its own project: its per-step functions are those its own loops and hooks reach."""
+    result = Linter(config or Config(), debug=True).lint(Source(path, text), Path(path))
+    settle_steps([result])
+    return sorted(result.findings, key=Finding.sort_key)

@@ -1,0 +1,196 @@
+"""Checking many files: in this process or in a pool of worker processes.
+
+Each file is read, checked and reduced to plain data (``results.plain``) wherever it runs,
+so a worker sends back findings and a step summary, never a tree, and holds one tree at a
+time. Every failure while checking one file becomes an ``InternalError`` naming that file;
+the other files are still checked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+from torchlint.config import Config
+from torchlint.engine.discover import SourceFile
+from torchlint.engine.results import FileResult, InternalError, plain
+
+if TYPE_CHECKING:
+    from torchlint.engine.linter import Linter
+
+# Fewer files than this are checked in this process: a pool costs more to start
+# (about 0.3 s of imports per worker) than it saves.
+MIN_POOL_FILES = 8
+# libcst's code generation recurses once or twice per nested node, and a long `a + b + ...`
+# chain nests deeply: 500 terms pass Python's default limit of 1,000. This bound keeps
+# the C stack (8 MiB) safe while covering chains of about 2,000 terms.
+RECURSION_LIMIT = 4_000
+_TRACEBACK_FRAMES = 25  # a RecursionError's traceback would be thousands of lines
+
+Progress = Callable[[int], None]
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "process_cpu_count"):  # Python 3.13
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+@contextmanager
+def deeper_recursion(limit: int = RECURSION_LIMIT) -> Iterator[None]:
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+T = TypeVar("T")
+
+
+def guarded(file: SourceFile, debug: bool, work: Callable[[], T]) -> T | FileResult:
+    """``work()``, or a result holding an ``InternalError`` that names ``file`` when
+    anything in it raises (parse, analysis, positions, summary: not only a check)."""
+    try:
+        with deeper_recursion():
+            return work()
+    except Exception as error:
+        if debug:
+            raise
+        trace = traceback.format_exc(limit=-_TRACEBACK_FRAMES)
+        message = f"{type(error).__name__}: {error}"
+        return FileResult(None, errors=[InternalError(file.display, "engine", message, trace)], path=file.path)
+
+
+def check_file(linter: Linter, file: SourceFile) -> FileResult:
+    """Check ``file``; its plain result, whatever happens."""
+    return plain(guarded(file, linter.debug, lambda: linter.lint_file(file)))
+
+
+def check_files(files: list[SourceFile], config: Config, *, jobs: int, debug: bool = False, progress: Progress | None = None) -> list[FileResult]:
+    """Check ``files`` (in their order) with up to ``jobs`` processes."""
+    if not files:
+        return []  # all cached: libcst and the checks are never imported
+    if jobs > 1 and len(files) >= MIN_POOL_FILES and not debug:
+        checked = _in_pool(files, config, jobs, progress)
+        if checked is not None:
+            return checked
+    return _in_process(files, config, debug, progress)
+
+
+def _in_process(files: list[SourceFile], config: Config, debug: bool, progress: Progress | None) -> list[FileResult]:
+    from torchlint.engine.linter import Linter
+
+    linter = Linter(config, debug)
+    checked = []
+    for file in files:
+        checked.append(check_file(linter, file))
+        if progress is not None:
+            progress(1)
+    return checked
+
+
+# The worker's linter, made once per process by the pool's initializer.
+_worker_linter: Linter | None = None
+
+
+def _start_worker(config: Config) -> None:
+    global _worker_linter
+    from torchlint.engine.linter import Linter
+
+    _worker_linter = Linter(config)
+
+
+def _check_chunk(files: list[SourceFile]) -> list[FileResult]:
+    assert _worker_linter is not None
+    return [check_file(_worker_linter, file) for file in files]
+
+
+def _chunks(files: list[SourceFile], jobs: int) -> list[list[SourceFile]]:
+    """Batches small enough to balance the load (about 8 per worker), at most 16 files."""
+    size = max(1, min(16, len(files) // (jobs * 8)))
+    return [files[i:i + size] for i in range(0, len(files), size)]
+
+
+def _in_pool(files: list[SourceFile], config: Config, jobs: int, progress: Progress | None) -> list[FileResult] | None:
+    """The files checked by a pool of ``jobs`` processes; None when no pool can start."""
+    chunks = _chunks(files, jobs)
+    executor = _new_pool(min(jobs, len(chunks)), config)
+    if executor is None:
+        return None
+    with executor:
+        try:
+            futures = {executor.submit(_check_chunk, chunk): index for index, chunk in enumerate(chunks)}
+        except (OSError, RuntimeError):
+            return None
+        done = _collect(futures, chunks, progress)
+    lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
+    again = _one_by_one(lost, config, progress, worked=bool(done)) if lost else []
+    if again is None:
+        return None  # no worker ever finished a file: the pool cannot run here
+    retried = iter(again)
+    return [result for index, chunk in enumerate(chunks) for result in (done.get(index) or [next(retried) for _ in chunk])]
+
+
+def _new_pool(workers: int, config: Config) -> ProcessPoolExecutor | None:
+    try:
+        return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(config,))
+    except (OSError, ValueError, NotImplementedError, ImportError):
+        return None  # no processes or semaphores here (a sandbox, a read-only /dev/shm)
+
+
+def _collect(futures: dict[Future[list[FileResult]], int], chunks: list[list[SourceFile]], progress: Progress | None) -> dict[int, list[FileResult]]:
+    done: dict[int, list[FileResult]] = {}
+    pending = set(futures)
+    while pending:
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in finished:
+            index = futures[future]
+            try:
+                done[index] = future.result()
+            except Exception:  # a worker died (killed, out of memory), which breaks the pool
+                continue
+            if progress is not None:
+                progress(len(chunks[index]))
+    return done
+
+
+def _one_by_one(files: list[SourceFile], config: Config, progress: Progress | None, worked: bool) -> list[FileResult] | None:
+    """After a worker died: the unfinished files one at a time in a one-worker pool, so a
+    file that kills its worker again is known, reported, and a new worker goes on. None
+    when the first two files fail and no worker has ever finished one (``worked``)."""
+    results: list[FileResult] = []
+    executor = None
+    for file in files:
+        if not worked and len(results) == 2:
+            return None
+        executor = executor or _new_pool(1, config)
+        try:
+            if executor is None:
+                raise OSError("no worker process")
+            results.extend(executor.submit(_check_chunk, [file]).result())
+            worked = True
+        except Exception:
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+            executor = None
+            results.append(_lost(file))
+        if progress is not None:
+            progress(1)
+    if executor is not None:
+        executor.shutdown()
+    return results
+
+
+def _lost(file: SourceFile) -> FileResult:
+    message = "the worker process checking this file stopped before it finished (killed, or out of memory)"
+    return FileResult(None, errors=[InternalError(file.display, "engine", message, "")], path=file.path)

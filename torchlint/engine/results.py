@@ -1,0 +1,57 @@
+"""What checking one file gives: plain data a worker process returns and the cache keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchlint.findings import Finding
+
+if TYPE_CHECKING:
+    from torchlint.analysis.summary import FileSummary
+    from torchlint.engine.source import Source
+
+
+@dataclass(frozen=True, slots=True)
+class InternalError:
+    """A check (or the engine) that raised on one file: reported, and the run goes on."""
+
+    path: str
+    code: str
+    error: str
+    traceback: str
+
+
+@dataclass(slots=True)
+class FileResult:
+    source: Source | None
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[InternalError] = field(default_factory=list)
+    module: Any = None  # the libcst Module, while the file is being checked or fixed
+    path: Path | None = None  # the file on disk, when it came from one
+    # Findings that hold only if their function runs every step: (function key, finding,
+    # whether it needs device tensors). The project-wide join keeps those whose function
+    # is per-step (from a step that may use a device, for device-bound ones).
+    conditional: list[tuple[str, Finding, bool]] = field(default_factory=list)
+    summary: FileSummary | None = None  # where this file's steps are, for that join
+
+
+def plain(result: FileResult) -> FileResult:
+    """The result without its tree, source text or fix nodes: picklable data, small, and
+    readable without libcst. A fix keeps its safety (what reports and ``--fix`` ask); its
+    nodes come back when ``--fix`` checks the file again."""
+    return FileResult(
+        None,
+        [_without_fix_nodes(f) for f in result.findings],
+        list(result.errors),
+        path=result.path,
+        conditional=[(key, _without_fix_nodes(f), device) for key, f, device in result.conditional],
+        summary=result.summary,
+    )
+
+
+def _without_fix_nodes(finding: Finding) -> Finding:
+    if finding.fix is None or (finding.fix.old is None and finding.fix.new is None):
+        return finding
+    return replace(finding, fix=replace(finding.fix, old=None, new=None))
