@@ -4,7 +4,6 @@ options and exit codes; this module the work they ask for."""
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,16 +22,25 @@ MAX_SNIPPET_FILE = 8 * 1024 * 1024  # bytes; larger files are reported without s
 
 
 class SourceLines:
-    """Source lines for the reports, read once per file (stdin's text given up front)."""
+    """Source lines for the reports, read once per file (stdin's text given up front).
+    Only the lines are kept, and only of files that have findings."""
 
     def __init__(self, given: dict[str, Source] | None = None) -> None:
-        self.sources: dict[str, Source | None] = dict(given or {})
+        self.files: dict[str, tuple[list[str], Source | None] | None] = {}
+        for path, source in (given or {}).items():
+            self.files[path] = self._entry(source)
 
-    def _source(self, path: str) -> Source | None:
-        if path not in self.sources:
+    @staticmethod
+    def _entry(source: Source) -> tuple[list[str], Source | None]:
+        # A notebook also keeps its Source: its cell map says which lines are which cell.
+        cells = source if source.cells is not None else None
+        return source.text.splitlines(), cells
+
+    def _file(self, path: str) -> tuple[list[str], Source | None] | None:
+        if path not in self.files:
             from torchlint.engine.source import Source, read_source
 
-            self.sources[path] = None
+            self.files[path] = None
             file = Path(path)
             try:
                 # Only regular files of a sane size: a FIFO would block, a huge file (its
@@ -42,25 +50,21 @@ class SourceLines:
                 readable = False
             if readable:
                 read = read_source(file, path)
-                self.sources[path] = read if isinstance(read, Source) else None
-        return self.sources[path]
-
-    @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per run
-    def _lines(self, path: str) -> list[str]:
-        source = self._source(path)
-        return source.text.splitlines() if source is not None else []
+                if isinstance(read, Source):
+                    self.files[path] = self._entry(read)
+        return self.files[path]
 
     def __call__(self, path: str, cell: int | None, line: int) -> str | None:
-        source = self._source(path)
-        if source is None:
+        entry = self._file(path)
+        if entry is None:
             return None
-        if cell is not None and source.cells is not None:
-            line = source.cells.joined_line(cell, line)
-            spans = {number: (first, last) for number, first, last in source.cell_spans()}
+        lines, notebook = entry
+        if cell is not None and notebook is not None and notebook.cells is not None:
+            line = notebook.cells.joined_line(cell, line)
+            spans = {number: (first, last) for number, first, last in notebook.cell_spans()}
             first, last = spans.get(cell, (0, 0))
             if not first <= line <= last:
                 return None
-        lines = self._lines(path)
         return lines[line - 1] if 0 < line <= len(lines) else None
 
 
