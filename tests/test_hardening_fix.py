@@ -145,6 +145,18 @@ def test_temporary_files_of_a_killed_run_are_cleaned(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.py", live.name])
 
 
+def test_a_plain_check_also_cleans_what_a_killed_fix_left(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(BEFORE)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / "pkg" / f".a.py.{dead.pid}.q9w8e7.torchlint"
+    stale.write_text("half a file")
+    code, found, _ = findings(tmp_path, ".")
+    assert code == 1 and found == [("pkg/a.py", "TL110", 2)]
+    assert not stale.exists() and (tmp_path / "pkg" / "a.py").read_text() == BEFORE
+
+
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
 @pytest.mark.parametrize("folder", ["with space", "tab\there", 'quote"d', "plain"])
 def test_diff_applies_with_gnu_patch(tmp_path: Path, folder: str) -> None:

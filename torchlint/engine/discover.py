@@ -13,6 +13,7 @@ import pathspec
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config
 from torchlint.engine.source import Source, read_source
+from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
@@ -195,6 +196,8 @@ def _walk(given: Path, ignores: _Ignores, limit: int, new) -> Iterator[SourceFil
             if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")
             and not _is_virtualenv(base / d) and not ignores.ignored(base / d, True, walk_root)
         )
+        if any(name.endswith(TEMP_SUFFIX) for name in filenames):
+            remove_stale_temporaries(base)  # left by a `--fix` that was killed mid-write
         for filename in sorted(filenames):
             if not filename.endswith(SOURCE_SUFFIXES):
                 continue

@@ -13,6 +13,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
+from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 
 
@@ -130,9 +131,6 @@ def _patch_name(name: str) -> str:
     return name + "\t" if any(c.isspace() for c in name) else name
 
 
-_TEMP_SUFFIX = ".torchlint"
-
-
 def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> None:
     """Write the fixed text over the file, keeping its mode, owner and hard links.
 
@@ -171,7 +169,7 @@ def checked_roots(paths: list[Path]) -> tuple[Path, ...]:
 
 def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
     """Write a temporary file beside ``target`` and rename it over it, in one step."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=_TEMP_SUFFIX, dir=target.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -211,36 +209,6 @@ def _write_in_place(target: Path, data: bytes, before: bytes) -> None:
             stream.write(before)
             stream.truncate()
             raise
-
-
-def remove_stale_temporaries(directory: Path) -> None:
-    """Delete temporary files that a killed run left in ``directory`` (their process is gone)."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    for name in names:
-        if not (name.startswith(".") and name.endswith(_TEMP_SUFFIX)):
-            continue
-        parts = name[: -len(_TEMP_SUFFIX)].rsplit(".", 2)
-        if len(parts) != 3 or not parts[1].isdigit() or _alive(int(parts[1])):
-            continue
-        try:
-            os.unlink(directory / name)
-        except OSError:
-            pass
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_edits(edits: list[Edit], findings: list[Finding], roots: tuple[Path, ...], say, config=None) -> tuple[int, int]:  # type: ignore[no-untyped-def]
