@@ -67,6 +67,25 @@ def test_a_file_changed_on_disk_keeps_its_findings_and_exit_is_2(tmp_path: Path,
     assert (tmp_path / "b.py").read_text() == AFTER
 
 
+def test_a_file_not_written_keeps_its_per_step_findings_from_other_files(tmp_path: Path, monkeypatch) -> None:
+    # `accuracy` syncs every step only because train.py calls it from its loop: a finding
+    # that re-checking helpers.py alone would lose
+    (tmp_path / "helpers.py").write_text(
+        "import torch\nBIAS = torch.zeros(3).cuda()\n\n\ndef accuracy(logits):\n    return logits.sum().item()\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom helpers import accuracy\n\n\ndef train(model, loader, opt):\n"
+        "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+        "        opt.step()\n        print(accuracy(model(x)))\n"
+    )
+    before = findings(tmp_path, ".")[1]
+    assert ("helpers.py", "TL101", 6) in before and ("helpers.py", "TL110", 2) in before
+    monkeypatch.setattr(fixes, "_target", lambda edit, roots: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system")))
+    code, found, err = findings(tmp_path, "--fix", ".")
+    assert code == 2 and "cannot write helpers.py: Read-only file system" in err
+    assert found == before
+
+
 def test_a_directory_that_refuses_the_write_keeps_the_findings(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "a.py").write_text(BEFORE)
 

@@ -72,6 +72,7 @@ class Linter:
         if source is None or path is None or source.cells is not None or result.module is None:
             return None  # unreadable files and notebooks are not rewritten
         module, text, fixed_total = result.module, source.text, 0
+        original = tuple(result.findings)  # reported again if the fixed text cannot be written
         for _ in range(max_rounds):
             todo = applicable(result.findings, unsafe)
             if not todo:
@@ -86,7 +87,7 @@ class Linter:
             text, module, result.findings = new_text, rerun.module, rerun.findings
         if text == source.text:
             return None
-        return Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total)
+        return Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total, original)
 
 
 def lint_source(text: str, path: str = "<string>", config: Config | None = None) -> list[Finding]:
