@@ -207,14 +207,18 @@ def read_bytes(path: Path, max_bytes: int | None = DEFAULT_MAX_FILE_SIZE) -> byt
     """The file's bytes; OSError for what is not a regular file, FileTooLargeError above
     ``max_bytes``. The file is opened without blocking and checked with fstat before it
     is read, so a FIFO or socket named ``*.py`` never hangs the run."""
+    _check_regular(os.stat(path), max_bytes)  # before opening: opening a FIFO touches its writer
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(stream.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"not a regular file ({_file_kind(info.st_mode)})")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise FileTooLargeError(info.st_size, max_bytes)
+        _check_regular(os.fstat(stream.fileno()), max_bytes)  # it may have been swapped meanwhile
         return stream.read()
+
+
+def _check_regular(info: os.stat_result, max_bytes: int | None) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"not a regular file ({_file_kind(info.st_mode)})")
+    if max_bytes is not None and info.st_size > max_bytes:
+        raise FileTooLargeError(info.st_size, max_bytes)
 
 
 def _file_kind(mode: int) -> str:
