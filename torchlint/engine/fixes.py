@@ -13,6 +13,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
+from torchlint.engine.discover import printable
 from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 
@@ -158,7 +159,7 @@ def _target(edit: Edit, roots: tuple[Path, ...] | None) -> Path:
     if roots is None or target == Path(os.path.abspath(edit.path)):
         return target
     if not any(target == root or root in target.parents for root in roots):
-        raise RefusedWriteError(f"{edit.display} is a symlink to {target}, outside the checked tree; not fixed")
+        raise RefusedWriteError(f"{edit.display} is a symlink to {printable(str(target))}, outside the checked tree; not fixed")
     return target
 
 
