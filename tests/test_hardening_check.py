@@ -147,6 +147,24 @@ def test_files_above_the_size_limit_are_reported_not_parsed(tmp_path: Path) -> N
     assert code == 1 and [f["code"] for f in findings] == ["TL110"]
 
 
+def test_a_notebook_is_held_to_the_limit_by_its_code_not_its_outputs(tmp_path: Path) -> None:
+    import json
+
+    def notebook(code: str, output_bytes: int) -> str:
+        cell = {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": code.splitlines(True),
+                "outputs": [{"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * output_bytes}}]}
+        return json.dumps({"cells": [cell], "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+                           "nbformat": 4, "nbformat_minor": 5})
+
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmax-file-size = "4kB"\n')
+    (tmp_path / "plots.ipynb").write_text(notebook("import torch\ny = torch.zeros(3).cuda()\n", 20_000))
+    code, findings, _ = run(tmp_path, "plots.ipynb")
+    assert code == 1 and [f["code"] for f in findings] == ["TL110"]  # 20 kB of image output, 2 lines of code
+    (tmp_path / "long.ipynb").write_text(notebook("import torch\n" + "x = 1\n" * 1000, 0))
+    code, findings, _ = run(tmp_path, "long.ipynb")
+    assert [f["code"] for f in findings] == ["TL000"] and "notebook's code" in findings[0]["message"]
+
+
 def test_undecodable_file_names_never_reach_the_output_as_surrogates(tmp_path: Path) -> None:
     name = os.fsdecode(b"b\xffad.py")
     (tmp_path / name).write_text(FINDING)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pathspec
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config
-from torchlint.engine.source import Source, read_source
+from torchlint.engine.source import Source, byte_limit, read_source
 from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding
 
@@ -37,6 +37,11 @@ class SourceFile:
     def read(self) -> Source | Finding:
         """The file's source, or the TL000 that says why it cannot be checked."""
         return read_source(self.path, self.display, self.max_bytes)
+
+    @property
+    def byte_limit(self) -> int | None:
+        """The most bytes worth reading (a notebook's outputs do not count against it)."""
+        return byte_limit(self.path, self.max_bytes)
 
 
 def real(path: Path | str) -> Path:

@@ -128,7 +128,7 @@ def _look_up(store: Cache | None, keys: _Keys, file: SourceFile) -> tuple[FileRe
         return None, None
     try:
         info = file.path.stat()
-        if not stat.S_ISREG(info.st_mode) or (file.max_bytes is not None and info.st_size > file.max_bytes):
+        if not stat.S_ISREG(info.st_mode) or (file.byte_limit is not None and info.st_size > file.byte_limit):
             return None, None  # a FIFO (reading would block), a file too large: TL000 there
         stamp = (info.st_mtime_ns, info.st_size)
         data = file.path.read_bytes()

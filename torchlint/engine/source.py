@@ -227,17 +227,35 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "an unusual file")
 
 
+#: A notebook's file is mostly outputs (images, tables): its limit is this many times
+#: ``max-file-size``, and its code cells are held to ``max-file-size`` itself.
+NOTEBOOK_SIZE_FACTOR = 64
+
+
+def byte_limit(path: Path, max_bytes: int | None) -> int | None:
+    """The most bytes of ``path`` worth reading: ``max_bytes``, more for a notebook."""
+    if max_bytes is None or path.suffix != ".ipynb":
+        return max_bytes
+    return max_bytes * NOTEBOOK_SIZE_FACTOR
+
+
 def read_source(path: Path, display: str, max_bytes: int | None = DEFAULT_MAX_FILE_SIZE) -> Source | Finding:
     """Read ``path`` for linting; problems become a TL000 finding, never an exception."""
     try:
-        data = read_bytes(path, max_bytes)
+        data = read_bytes(path, byte_limit(path, max_bytes))
     except FileTooLargeError as error:
         return syntax_error(display, str(error), hint="Raise `max-file-size`, or exclude the file")
     except OSError as error:
         if os.path.isdir(path):
             return syntax_error(display, f"cannot read the directory: {_listing_problem(path)}", hint=_READ_HINT)
         return syntax_error(display, f"cannot read the file: {error.strerror or error}", hint=_READ_HINT)
-    return source_from_bytes(path, display, data)
+    source = source_from_bytes(path, display, data)
+    if isinstance(source, Source) and max_bytes is not None and path.suffix == ".ipynb":
+        code = len(source.text.encode("utf-8", "surrogatepass"))
+        if code > max_bytes:  # what libcst parses is the code cells, not the outputs
+            message = f"the notebook's code is {format_size(code)}, above the {format_size(max_bytes)} limit; not checked"
+            return syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")
+    return source
 
 
 def _listing_problem(directory: Path) -> str:
