@@ -23,7 +23,7 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
-from torchlint.engine.results import FileResult
+from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import Finding
 
 CACHE_DIR_ENV = "TORCHLINT_CACHE_DIR"
@@ -162,7 +162,7 @@ def _well_formed(findings: object, conditional: object, summary: object) -> bool
     return (
         isinstance(findings, list) and all(isinstance(f, Finding) for f in findings)
         and isinstance(conditional, list)
-        and all(isinstance(c, tuple) and len(c) == 3 and isinstance(c[1], Finding) for c in conditional)
+        and all(isinstance(c, Conditional) and isinstance(c.finding, Finding) for c in conditional)
         and (summary is None or isinstance(summary, FileSummary))
     )
 

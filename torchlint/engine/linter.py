@@ -52,8 +52,8 @@ class Linter:
         checks, ignored = self._checks_for(path)
         result = run_checks(source, checks, self.options, self.debug)
         result.findings = self._keep(result.findings, source, ignored)
-        kept = self._keep([f for _, f, _ in result.conditional], source, ignored)
-        result.conditional = [entry for entry in result.conditional if entry[1] in kept]
+        kept = self._keep([c.finding for c in result.conditional], source, ignored)
+        result.conditional = [c for c in result.conditional if c.finding in kept]
         result.path = path
         if steps is not None:
             settle_steps([result], steps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchlint.findings import Finding
 
@@ -23,6 +23,15 @@ class InternalError:
     traceback: str
 
 
+class Conditional(NamedTuple):
+    """A finding that holds only if its function runs every step."""
+
+    key: str  # the function
+    finding: Finding
+    device_bound: bool  # holds only where the step may use device tensors
+    needs_tensor: bool = False  # holds only where a call that makes it per-step may pass a tensor
+
+
 @dataclass(slots=True)
 class FileResult:
     source: Source | None
@@ -30,10 +39,10 @@ class FileResult:
     errors: list[InternalError] = field(default_factory=list)
     module: Any = None  # the libcst Module, while the file is being checked or fixed
     path: Path | None = None  # the file on disk, when it came from one
-    # Findings that hold only if their function runs every step: (function key, finding,
-    # whether it needs device tensors). The project-wide join keeps those whose function
-    # is per-step (from a step that may use a device, for device-bound ones).
-    conditional: list[tuple[str, Finding, bool]] = field(default_factory=list)
+    # Findings that hold only if their function runs every step. The project-wide join
+    # keeps those whose function is per-step (from a step that may use a device, for
+    # device-bound ones; through a call that may pass a tensor, for those that need one).
+    conditional: list[Conditional] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
 
 
@@ -46,7 +55,7 @@ def plain(result: FileResult) -> FileResult:
         [_without_fix_nodes(f) for f in result.findings],
         list(result.errors),
         path=result.path,
-        conditional=[(key, _without_fix_nodes(f), device) for key, f, device in result.conditional],
+        conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
     )
 

@@ -13,7 +13,7 @@ from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import FileResult, InternalError
+from torchlint.engine.results import Conditional, FileResult, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
 
@@ -93,7 +93,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 result.findings.append(finding)
         else:
-            result.conditional.append((function_key(ctx, report.condition), finding, check_type.device_bound))
+            result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument))
     if summarizer is not None:
         result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
     return result

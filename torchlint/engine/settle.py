@@ -24,10 +24,13 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
             file_result.conditional = []
             continue
         per_step = steps.get(file_result.summary.path, {})
-        for key, finding, device_bound in file_result.conditional:
-            info = per_step.get(key)
-            if info is not None and not (device_bound and info.host_only):
-                file_result.findings.append(_per_step_finding(finding, key, info))
+        for condition in file_result.conditional:
+            info = per_step.get(condition.key)
+            if info is None or (condition.device_bound and info.host_only):
+                continue
+            if condition.needs_tensor and not info.tensor_args:
+                continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
