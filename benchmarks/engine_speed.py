@@ -1,67 +1,146 @@
-"""Side-by-side CPU time: torchlint check vs a bare ``libcst.parse_module`` loop.
+"""Side by side in one run: the bare libcst parse floor, `torchlint check` on one core, on
+every core, with a warm cache (nothing changed, then one file changed); CPU, wall, peak RSS.
 
-    python benchmarks/engine_speed.py [PATH ...] [--repeat 3] [--select ALL]
+    python benchmarks/engine_speed.py [PATH ...] [--sample 400] [--jobs N] [--repeat 1]
 
-Both sides read the same files in the same process; the runs alternate and the
-median of each is reported, so machine load affects both alike. The ratio is the
-number the engine is held to (at most 2.5x the bare parse, default rules).
+The corpus is copied into a temporary directory (the installed torch package's sources by
+default, every k-th file with --sample), so the one-file edit never touches the original.
+Every scenario runs as its own process (interpreter start-up and imports included, as a
+user pays them); CPU time includes the pool's workers, peak RSS is the largest process.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import libcst
-
-from torchlint.config import Config, from_table
-from torchlint.engine import lint_paths
+from torchlint.config import Config
 from torchlint.engine.discover import discover
+from torchlint.engine.pool import default_jobs
+
+_FLOOR = """
+import sys, libcst
+for name in open(sys.argv[1]).read().splitlines():
+    try:
+        libcst.parse_module(open(name, "rb").read())
+    except Exception:
+        pass
+"""
 
 
-def _files(paths: list[Path]) -> list[Path]:
-    return [f.path for f in discover(paths, Config(respect_gitignore=False)) if f.path.suffix == ".py"]
+@dataclass(frozen=True)
+class Measured:
+    cpu_s: float
+    wall_s: float
+    peak_rss_mib: float
 
 
-def bare_parse(files: list[Path]) -> float:
-    start = time.process_time()
+def measure(argv: list[str], cwd: Path, env: dict[str, str]) -> Measured:
+    """One process (and the workers it waits for): CPU, wall and the largest peak RSS."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} exited {child.returncode}: {child.stderr.read().decode()[-2000:] if child.stderr else ''}")
+    return Measured(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
+
+
+def corpus(paths: list[Path], sample: int | None, into: Path) -> list[Path]:
+    """The .py files under ``paths`` (every k-th for ``sample``), copied below ``into``."""
+    files = [f.path for f in discover(paths, Config(respect_gitignore=False)) if f.path.suffix == ".py"]
+    if sample and sample < len(files):
+        step = len(files) / sample
+        files = [files[int(i * step)] for i in range(sample)]
+    copied = []
     for file in files:
-        try:
-            libcst.parse_module(file.read_bytes())
-        except Exception:  # noqa: BLE001 - the floor skips what it cannot parse, as torchlint reports it
-            pass
-    return time.process_time() - start
+        base = next(p for p in paths if file.resolve().is_relative_to(p.resolve()))
+        target = into / base.name / file.resolve().relative_to(base.resolve())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, target)
+        copied.append(target)
+    return copied
 
 
-def torchlint_check(files: list[Path], config: Config) -> tuple[float, int]:
-    start = time.process_time()
-    result = lint_paths(files, config)
-    return time.process_time() - start, len(result.findings)
+_CHECK = [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "--exit-zero"]
+
+
+def scenarios(root: Path, jobs: int, cache: Path) -> dict[str, list[str]]:
+    check = [*_CHECK, "."]
+    return {
+        "bare libcst parse (1 core)": [sys.executable, "-c", _FLOOR, str(root / "files.txt")],
+        "torchlint --jobs 1, no cache": [*check, "--jobs", "1", "--no-cache"],
+        f"torchlint --jobs {jobs}, no cache": [*check, "--jobs", str(jobs), "--no-cache"],
+        "warm cache, nothing changed": [*check, "--jobs", str(jobs), "--cache-dir", str(cache)],
+        "warm cache, one file changed": [*check, "--jobs", str(jobs), "--cache-dir", str(cache)],
+    }
+
+
+def run_all(root: Path, files: list[Path], jobs: int, repeat: int) -> tuple[dict[str, Measured], Measured]:
+    """The scenarios' medians, and one cold run of the edited file alone (its own cost)."""
+    cache = root.parent / "cache"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    (root / "files.txt").write_text("\n".join(str(f) for f in files))
+    results: dict[str, list[Measured]] = {}
+    plan = scenarios(root, jobs, cache)
+    edited = max(files, key=lambda f: f.stat().st_size if b"torch" in f.read_bytes() else 0)
+    for round_ in range(repeat):
+        shutil.rmtree(cache, ignore_errors=True)
+        for label, argv in plan.items():
+            if label.startswith("warm cache, nothing"):
+                measure(list(argv), root, env)  # the cold run that fills the cache
+            if label.startswith("warm cache, one file"):
+                with open(edited, "a", encoding="utf-8") as handle:
+                    handle.write(f"\n# edited in round {round_}\n")
+            results.setdefault(label, []).append(measure(list(argv), root, env))
+    alone = measure([*_CHECK, "--no-cache", "--jobs", "1", str(edited)], root, env)
+    return {label: _median(runs) for label, runs in results.items()}, alone
+
+
+def _median(runs: list[Measured]) -> Measured:
+    return Measured(*(statistics.median(getattr(r, f) for r in runs) for f in ("cpu_s", "wall_s", "peak_rss_mib")))
+
+
+def report(results: dict[str, Measured], alone: Measured, jobs: int) -> None:
+    floor = next(iter(results.values()))
+    labels = list(results)
+    one, many, warm, changed = (results[label] for label in labels[1:])
+    print(f"{'':32} {'CPU s':>8} {'wall s':>8} {'peak RSS MiB':>13} {'CPU / floor':>12} {'wall / jobs 1':>14}")
+    for label, m in results.items():
+        print(f"{label:32} {m.cpu_s:8.2f} {m.wall_s:8.2f} {m.peak_rss_mib:13.0f} {m.cpu_s / floor.cpu_s:11.2f}x {m.wall_s / one.wall_s:13.3f}x")
+    print()
+    print(f"cold, one core: {one.cpu_s / floor.cpu_s:.2f}x the parse floor's CPU (target at most 1.5x)")
+    print(f"cold, {jobs} jobs: wall {many.wall_s / one.wall_s:.3f} of --jobs 1 (target at most {1.25 / jobs:.3f}, 0.8 of linear)")
+    print(f"warm, nothing changed: wall {warm.wall_s / many.wall_s:.1%} of the cold run (target at most 5 %)")
+    print(f"warm, one file changed: {changed.wall_s - warm.wall_s:+.2f} s over the unchanged warm run; that file "
+          f"alone, cold, takes {alone.wall_s:.2f} s with start-up (target: its cost plus at most 0.2 s)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--select", default=None, help="e.g. ALL (default: the default rules)")
+    parser.add_argument("--sample", type=int, default=None, help="check every k-th file, this many in all")
+    parser.add_argument("--jobs", type=int, default=default_jobs())
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    paths = args.paths or [Path(__import__("torch").__file__).parent] if not args.paths else args.paths
-    files = _files(paths)
-    mentions = [f for f in files if b"torch" in f.read_bytes()]
-    lines = sum(f.read_bytes().count(b"\n") for f in files)
-    config = from_table({"select": [args.select]} if args.select else {}, Path.cwd())
-    print(f"{len(files)} files, {lines:,} lines ({len(mentions)} files mention torch); rules: {args.select or 'default'}")
-    for label, subset in (("all files", files), ("files that mention torch", mentions)):
-        parse_times, lint_times = [], []
-        for _ in range(args.repeat):
-            parse_times.append(bare_parse(subset))
-            elapsed, found = torchlint_check(subset, config)
-            lint_times.append(elapsed)
-        parse_s, lint_s = statistics.median(parse_times), statistics.median(lint_times)
-        print(f"  {label:<26} bare parse {parse_s:7.2f} s   torchlint {lint_s:7.2f} s   ratio {lint_s / parse_s:5.2f}x   ({found} findings)")
+    paths = args.paths or [Path(__import__("importlib.util").util.find_spec("torch").origin).parent]
+    with tempfile.TemporaryDirectory(prefix="torchlint-bench-") as tmp:
+        root = Path(tmp) / "corpus"
+        files = corpus(paths, args.sample, root)
+        lines = sum(f.read_bytes().count(b"\n") for f in files)
+        print(f"{len(files)} files, {lines:,} lines; {os.cpu_count()} CPUs, --jobs {args.jobs}; "
+              f"load average {os.getloadavg()[0]:.2f}; median of {args.repeat}")
+        results, alone = run_all(root, files, args.jobs, args.repeat)
+        report(results, alone, args.jobs)
     sys.stdout.flush()
 
 

@@ -168,7 +168,10 @@ def _plan_fixes(files: list[SourceFile], done: list[FileResult], config: Config,
     for index in wanted:
         file = files[index]
         fresh = guarded(file, debug, lambda: linter.lint_file(file, steps))
-        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps)) if not fresh.errors else None
+        if fresh.module is None and fresh.errors:  # checking it again raised: report that
+            done[index].errors.extend(fresh.errors)
+            continue
+        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps))
         if isinstance(edit, FileResult):  # fixing raised: report it, keep what the check found
             done[index].errors.extend(edit.errors)
         elif edit is not None:

@@ -9,6 +9,7 @@ the other files are still checked.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -107,6 +108,8 @@ def _start_worker(config: Config) -> None:
     global _worker_linter
     from torchlint.engine.linter import Linter
 
+    # Ctrl-C is the parent's to handle: it stops the pool, and no worker prints a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_linter = Linter(config)
 
 
@@ -116,13 +119,31 @@ def _check_chunk(files: list[SourceFile]) -> list[FileResult]:
 
 
 def _chunks(files: list[SourceFile], jobs: int) -> list[list[SourceFile]]:
-    """Batches small enough to balance the load (about 8 per worker), at most 16 files."""
-    size = max(1, min(16, len(files) // (jobs * 8)))
+    """Batches, largest files first (a large file started last would leave the other
+    workers idle), small enough to balance the load: about 16 per worker, at most 8 files."""
+    size = max(1, min(8, len(files) // (jobs * 16)))
     return [files[i:i + size] for i in range(0, len(files), size)]
 
 
+def _size(file: SourceFile) -> int:
+    try:
+        return file.path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _in_pool(files: list[SourceFile], config: Config, jobs: int, progress: Progress | None) -> list[FileResult] | None:
-    """The files checked by a pool of ``jobs`` processes; None when no pool can start."""
+    """The files checked by a pool of ``jobs`` processes, in their order; None when no
+    pool can start."""
+    order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
+    checked = _in_pool_ordered([files[i] for i in order], config, jobs, progress)
+    if checked is None:
+        return None
+    results: dict[int, FileResult] = dict(zip(order, checked))
+    return [results[index] for index in range(len(files))]
+
+
+def _in_pool_ordered(files: list[SourceFile], config: Config, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
     executor = _new_pool(min(jobs, len(chunks)), config)
     if executor is None:
@@ -132,7 +153,11 @@ def _in_pool(files: list[SourceFile], config: Config, jobs: int, progress: Progr
             futures = {executor.submit(_check_chunk, chunk): index for index, chunk in enumerate(chunks)}
         except (OSError, RuntimeError):
             return None
-        done = _collect(futures, chunks, progress)
+        try:
+            done = _collect(futures, chunks, progress)
+        except KeyboardInterrupt:
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
     lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
     again = _one_by_one(lost, config, progress, worked=bool(done)) if lost else []
     if again is None:
