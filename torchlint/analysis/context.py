@@ -93,6 +93,24 @@ class FileContext:
     def imports_torch(self) -> bool:
         return self.imports.imports_torch()
 
+    @cached_property
+    def is_test_file(self) -> bool:
+        """``tests/…``, ``test_x.py``, ``x_test.py``, ``conftest.py``: a test suite's file."""
+        parts = self.path.replace("\\", "/").split("/")
+        name = parts[-1]
+        return (any(part in ("tests", "test") for part in parts[:-1])
+                or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+
+    def in_tests(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` test code: in a test suite's file, or in a unittest ``Test…`` class?
+        A loader, a ``DataParallel`` or a layer built there exercises a library, not a
+        training run. (A ``def test_…`` elsewhere is not pytest's: a tutorial's
+        ``test_model(...)`` evaluates on the test set.)"""
+        if self.is_test_file:
+            return True
+        owner = self.tree.enclosing_class(node)
+        return owner is not None and owner.name.value.startswith("Test")
+
     def imports_pandas(self) -> bool:
         return any(m.split(".")[0] == "pandas" for m in self.imports.modules)
 

@@ -191,12 +191,30 @@ class Devices:
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
                 return True
+            if self._torch_op_of_host_values(expr, at, _depth):
+                return True
             return self._local_helper_of_host_values(expr, _depth)
         if isinstance(expr, cst.BinaryOperation):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
             # would make the result a device value, so both sides must be host or numbers)
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in (expr.left, expr.right))
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
+        tensor inputs are all on the host (and no ``device=``) computes on the host."""
+        qualified = self.ctx.qname(call.func) or ""
+        if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > 3 or not call.args:
+            return False
+        if self.ctx.keyword(call, "device") is not None or self.ctx.keyword(call, "out") is not None:
+            return False
+        inputs = []
+        for arg in call.args:
+            if arg.keyword is not None:
+                continue
+            value = arg.value
+            inputs.extend(e.value for e in value.elements) if isinstance(value, (cst.List, cst.Tuple)) else inputs.append(value)
+        return bool(inputs) and all(_is_number(v) or self.moved_to_host(v, at, depth + 1) for v in inputs)
 
     def _local_helper_of_host_values(self, call: cst.Call, depth: int) -> bool:
         """``xyxy2xywh(torch.tensor(box))``: a function of this file, given only host
@@ -387,21 +405,27 @@ class Devices:
             if binding.kind not in ("for", "comp"):
                 return False  # rebound, e.g. `x = x.to(device)`
             loop = binding.node
-            if self.ctx.loops.loader_of(binding.value, loop) is None or self._places_batches(binding.value, loop):
+            loader = self.ctx.loops.loader_of(binding.value, loop)
+            if loader is None or self._places_batches(loader, loop):
                 return False
         return True
 
-    def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode) -> bool:
+    def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
         """A loader handed to ``accelerator.prepare(...)`` or ``fabric.setup_dataloaders(...)``
-        yields batches already on the device."""
+        yields batches already on the device (also through ``active = train_loader`` or
+        ``accelerator.skip_first_batches(train_loader, n)``)."""
         name = dotted(iterable) if iterable is not None else None
-        if name is None:
+        if name is None or depth > 3:
             return False
-        return any(
-            isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
-            and b.value.func.attr.value in _PLACING_LOADERS
-            for b in self.ctx.bindings.lookup(name, at) if b.kind == "assign"
-        )
+        for binding in self.ctx.bindings.lookup(name, at):
+            value = binding.value
+            if binding.kind != "assign" or value is None:
+                continue
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PLACING_LOADERS:
+                return True
+            if binding.element is None and isinstance(value, (cst.Name, cst.Attribute)) and self._places_batches(value, binding.node, depth + 1):
+                return True
+        return False
 
     def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a
@@ -429,7 +453,8 @@ class Devices:
         if best is None:
             return False
         if best.kind in ("for", "comp"):
-            return self.ctx.loops.loader_of(best.value, best.node) is not None and not self._places_batches(best.value, best.node)
+            loader = self.ctx.loops.loader_of(best.value, best.node)
+            return loader is not None and not self._places_batches(loader, best.node)
         if best.kind == "assign" and best.value is not None:
             value = best.value
             if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):
@@ -454,7 +479,7 @@ class Devices:
 
 
 # Wrappers whose loaders move every batch to the device (Accelerate, Lightning Fabric).
-_PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
+_PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches"})
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:

@@ -281,6 +281,8 @@ class ValueKinds(LossFacts, ArrayFacts):
         function = self._local_function(call.func)
         if function is None or id(function) in self._returning:
             return Kind.UNKNOWN  # not ours, or recursion
+        if element is None and _annotated_python_value(function):
+            return Kind.HOST  # `def cutoff(...) -> int:`
         self._returning.add(id(function))
         try:
             kinds = set()
@@ -347,6 +349,12 @@ class ValueKinds(LossFacts, ArrayFacts):
         if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
             return bound[0].value
         return None
+
+def _annotated_python_value(function: cst.FunctionDef) -> bool:
+    """Is the function annotated to return a plain Python number, flag or string?"""
+    returns = function.returns
+    return returns is not None and isinstance(returns.annotation, cst.Name) and returns.annotation.value in ("int", "float", "bool", "str")
+
 
 def _optimizer_setting(expr: cst.Subscript) -> bool:
     """``opt.param_groups[i][key]``: one setting of one parameter group."""
