@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -9,8 +10,43 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+# A small training loop with findings of several rules (TL101, TL303, ...), shared by
+# the output, stdin and docs tests.
+LOOP_WITH_FINDINGS = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    opt.zero_grad(set_to_none=False)
+    print(loss.item())
+"""
 RULES_DIR = ROOT / "rules"
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+
+
+def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`torchlint check ARGS` in this process, with ``cwd`` as the working directory:
+    (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a `torchlint profile` child: this checkout importable, no display."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    return env
 
 
 def expected_markers(text: str) -> set[tuple[int, str]]:

@@ -15,19 +15,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, LOOP_WITH_FINDINGS, ROOT
 from torchlint.cli import main
 
 DOC = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", DOC, re.DOTALL)
-TRAIN = """import torch
-opt = torch.optim.SGD(params, lr=0.1)
-for x, y in loader:
-    loss = model(x).sum()
-    loss.backward()
-    opt.zero_grad(set_to_none=False)
-    print(loss.item())
-"""
+TRAIN = LOOP_WITH_FINDINGS
 
 
 def commands() -> list[list[str]]:

@@ -7,9 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from torchlint.cli import main
+from conftest import run_check
 from torchlint.config import from_table
 from torchlint.engine import lint_paths
 from torchlint.engine.fixes import ChangedOnDiskError, write_atomically
@@ -18,14 +17,7 @@ SOURCE = "import torch\n\nopt = torch.optim.SGD(params, lr=0.1)\nopt.zero_grad(s
 FIXED = "import torch\n\nopt = torch.optim.SGD(params, lr=0.1)\nopt.zero_grad(set_to_none=True)  # reset\n"
 
 
-def invoke(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    old = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout, result.stderr
+invoke = run_check
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from torchlint.cli import main
+from conftest import run_check
 from torchlint.engine import fixes
 
 BEFORE = "import torch\nx = torch.zeros(3).cuda()\n"  # TL110, safe fix
@@ -26,14 +25,9 @@ AFTER = 'import torch\nx = torch.zeros(3, device="cuda")\n'
 
 
 def run(cwd: Path, *args: str) -> tuple[int, str, str]:
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    assert "Traceback" not in result.stderr, result.stderr
-    return result.exit_code, result.stdout, result.stderr
+    code, out, err = run_check(cwd, *args)
+    assert "Traceback" not in err, err
+    return code, out, err
 
 
 def findings(cwd: Path, *args: str) -> tuple[int, list[tuple[str, str, int]], str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import child_env
 from torchlint.profiler import snakeviz
 from torchlint.profiler.run import CLAIM, RunDirError, make_run_dir, release_run_dir
 
@@ -28,12 +29,7 @@ SCRIPT = ROOT / "fixtures" / "scripts" / "stops_early.py"
 LONG = ["stops_early.py", "--mode", "none", "--steps", "1000", "--step-sleep", "0.05"]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("DISPLAY", None)
-    env.pop("WAYLAND_DISPLAY", None)
-    return env
+_env = child_env
 
 
 def _start(cwd: Path, *args: str, ignore_sigint: bool = False) -> subprocess.Popen[str]:

@@ -14,19 +14,12 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES
+from conftest import FIXTURES, LOOP_WITH_FINDINGS
 from torchlint import catalogue
 from torchlint.cli import main
 from torchlint.report.color import use_color
 
-BAD = """import torch
-opt = torch.optim.SGD(params, lr=0.1)
-for x, y in loader:
-    loss = model(x).sum()
-    loss.backward()
-    opt.zero_grad(set_to_none=False)
-    print(loss.item())
-"""
+BAD = LOOP_WITH_FINDINGS
 NOTEBOOK = {
     "cells": [
         {"cell_type": "markdown", "metadata": {}, "source": ["# Training, 100% of it: a,b"]},

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "fixtures" / "scripts"
 STEPS = 6
@@ -39,12 +41,7 @@ class Run:
         return json.loads((self.run_dir / "report.json").read_text())
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("DISPLAY", None)
-    env.pop("WAYLAND_DISPLAY", None)
-    return env
+_env = child_env
 
 
 def profile(cwd: Path, *args: str, timeout: float = 180) -> Run:

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -96,16 +98,31 @@ def apply(text: str, edit: dict[str, Any]) -> str:
 
 
 @pytest.mark.slow
+@contextmanager
+def editor(root: Path) -> Iterator[tuple[Client, dict[str, Any]]]:
+    """A server initialized for ``root``, and its initialize result; shut down and exited
+    as an editor does when the block ends (killed if it hangs)."""
+    client = Client(root)
+    try:
+        init = client.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
+        client.notify("initialized")
+        yield client, init
+        assert client.request("shutdown") is None
+        client.notify("exit")
+        assert client.process.wait(timeout=30) == 0
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+        client.process.wait()
+
+
 def test_an_editor_session(tmp_path: Path) -> None:
     path = tmp_path / "train.py"
     path.write_text(SOURCE)
     uri = path.as_uri()
-    client = Client(tmp_path)
-    try:
-        init = client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+    with editor(tmp_path) as (client, init):
         capabilities = init["capabilities"]
         assert capabilities["codeActionProvider"] and capabilities["hoverProvider"]
-        client.notify("initialized")
         client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
         diagnostics = client.diagnostics(uri)
         assert sorted(d["code"] for d in diagnostics) == ["TL101", "TL303"]
@@ -146,13 +163,6 @@ def test_an_editor_session(tmp_path: Path) -> None:
 
         client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
         assert [d["code"] for d in client.diagnostics(uri)] == ["TL101"]
-        assert client.request("shutdown") is None
-        client.notify("exit")
-        assert client.process.wait(timeout=30) == 0
-    finally:
-        if client.process.poll() is None:
-            client.process.kill()
-        client.process.wait()
 
 
 HELPER = "import torch\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n"
@@ -164,23 +174,13 @@ def test_a_helper_is_per_step_once_the_loop_calling_it_is_open(tmp_path: Path) -
     helper, train = tmp_path / "helper.py", tmp_path / "train.py"
     helper.write_text(HELPER)
     train.write_text(TRAIN)
-    client = Client(tmp_path)
-    try:
-        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
-        client.notify("initialized")
+    with editor(tmp_path) as (client, _):
         client.notify("textDocument/didOpen", {"textDocument": {"uri": helper.as_uri(), "languageId": "python", "version": 1, "text": HELPER}})
         assert client.diagnostics(helper.as_uri()) == []  # on its own, nothing says it runs every step
         client.notify("textDocument/didOpen", {"textDocument": {"uri": train.as_uri(), "languageId": "python", "version": 1, "text": TRAIN}})
         assert client.diagnostics(train.as_uri()) == []
         (finding,) = client.diagnostics(helper.as_uri())
         assert finding["code"] == "TL101" and "train.py:7" in finding["message"]
-        assert client.request("shutdown") is None
-        client.notify("exit")
-        assert client.process.wait(timeout=30) == 0
-    finally:
-        if client.process.poll() is None:
-            client.process.kill()
-        client.process.wait()
 
 
 @pytest.mark.slow
@@ -188,10 +188,7 @@ def test_positions_are_utf16_units_as_lsp_counts_them(tmp_path: Path) -> None:
     text = SOURCE.replace("    print(loss.item())", "    print('\U0001f525', loss.item())")  # an emoji: 2 UTF-16 units
     path = tmp_path / "train.py"
     path.write_text(text, encoding="utf-8")
-    client = Client(tmp_path)
-    try:
-        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
-        client.notify("initialized")
+    with editor(tmp_path) as (client, _):
         client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}})
         tl101 = next(d for d in client.diagnostics(path.as_uri()) if d["code"] == "TL101")
         line = text.splitlines()[6]
@@ -200,10 +197,3 @@ def test_positions_are_utf16_units_as_lsp_counts_them(tmp_path: Path) -> None:
         assert tl101["range"]["end"] == {"line": 6, "character": start + len("loss.item()")}
         hover = client.request("textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 6, "character": start + 1}})
         assert "TL101" in hover["contents"]["value"]
-        client.request("shutdown")
-        client.notify("exit")
-        assert client.process.wait(timeout=30) == 0
-    finally:
-        if client.process.poll() is None:
-            client.process.kill()
-        client.process.wait()

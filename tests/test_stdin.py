@@ -11,16 +11,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from conftest import LOOP_WITH_FINDINGS
+
 from torchlint.cli import main
 
-SOURCE = """import torch
-opt = torch.optim.SGD(params, lr=0.1)
-for x, y in loader:
-    loss = model(x).sum()
-    loss.backward()
-    opt.zero_grad(set_to_none=False)
-    print(loss.item())
-"""
+SOURCE = LOOP_WITH_FINDINGS
 
 
 def run(cwd: Path, text: str | bytes, *args: str) -> tuple[int, str, str]:

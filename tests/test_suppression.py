@@ -5,12 +5,10 @@ directive (suppresses nothing, warns once), rule names in selections, --add-noqa
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from click.testing import CliRunner
 
-from torchlint.cli import main
+from conftest import run_check
 from torchlint.config import Config
 from torchlint.engine import lint_source
 
@@ -31,14 +29,7 @@ def codes(text: str, config: Config | None = None) -> list[str]:
     return [f.code for f in lint_source(text, "train.py", config)]
 
 
-def run(cwd: Path, *args: str) -> tuple[int, str, str]:
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout, result.stderr
+run = run_check
 
 
 def test_line_noqa_forms() -> None:
