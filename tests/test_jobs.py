@@ -91,11 +91,11 @@ def test_default_jobs_is_the_cores_this_process_may_use() -> None:
 _REAL_CHECK_CHUNK = pool._check_chunk
 
 
-def _die_on_engine_py(chunk: list) -> list:  # type: ignore[type-arg]
+def _die_on_engine_py(chunk: list, slots: tuple) -> list:  # type: ignore[type-arg]
     """A worker killed mid-file (out of memory, a segfault) whenever it gets engine.py."""
     if any(file.path.name == "engine.py" for file in chunk):
         os._exit(3)
-    return _REAL_CHECK_CHUNK(chunk)
+    return _REAL_CHECK_CHUNK(chunk, slots)
 
 
 def test_a_worker_that_dies_loses_only_its_file(steps_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

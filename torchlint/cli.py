@@ -81,7 +81,10 @@ def main() -> None:
 @click.option("--tensor-core-multiple", type=int, help="Alignment TL402 asks for (default 8; 64 for A100).")
 @click.option("--min-dimension", type=int, help="TL402 ignores sizes below this (default 32).")
 @click.option("--target-torch", help="Oldest torch version the code must run on (default 2.4).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), help="Read this pyproject.toml instead of the nearest one.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), help="Use this config file (torchlint.toml or pyproject.toml) for every file, instead of each file's nearest one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--show-settings", type=click.Path(path_type=Path, exists=True), metavar="FILE", help="Print the settings FILE is checked with, and the config file they come from.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, one per line.")
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True, help=OUTPUT_FORMATS_HELP)
 @click.option("-o", "--output-file", type=click.Path(path_type=Path, dir_okay=False), help="Write the report to this file instead of stdout.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the report (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
@@ -99,9 +102,9 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool) -> None:
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
-    from torchlint.config import ConfigError, load_config
+    from torchlint.config import ConfigError, Resolver
     from torchlint.engine import MissingPathError, lint_paths
     from torchlint.engine import cache as result_cache
     from torchlint.engine import pool, progress
@@ -117,15 +120,24 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         "min-dimension": min_dimension, "target-torch": target_torch,
     }
     try:
-        config = load_config(targets[0] if targets and targets[0].exists() else Path("."), overrides, config_file)
+        # Each file is checked with its own nearest config; the current directory's says
+        # where the cache goes, so the order of PATHS never matters.
+        settings = Resolver(overrides, config_file, isolated)
+        config = settings.for_path(Path("."))
         mode = ("unsafe" if unsafe_fixes else "safe") if (fix or diff) else None
-        if [str(t) for t in targets] == ["-"]:
-            config = load_config(Path(stdin_filename).parent if stdin_filename else Path("."), overrides, config_file)
+        if show_settings is not None:
+            _cli_check().show_settings(show_settings, settings)
+            sys.exit(0)
+        if show_files:
+            _cli_check().show_files(targets, settings, force_exclude)
+            sys.exit(2 if missing else 0)
+        if stdin:
+            config = settings.for_path(Path(stdin_filename) if stdin_filename else Path("."))
             _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero)
         cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
         result = lint_paths(
-            targets, config, force_exclude=force_exclude, fix=mode, debug=debug,
+            targets, settings, force_exclude=force_exclude, fix=mode, debug=debug,
             jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress,
         )
         edits = result.edits
@@ -138,7 +150,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         sys.exit(2 if result.errors else 0)
     fixed, failed = _write_or_diff(edits, diff, result, targets, config)
     if show_fixes:
-        _show_fixes(result, config, mode, fix and not diff)
+        _show_fixes(result, settings, mode, fix and not diff)
     if diff:
         count = sum(edit.fixed for edit in edits)
         click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {len(edits)} file{'s' if len(edits) != 1 else ''}.", err=True)

@@ -135,13 +135,16 @@ def fixes_by_file(before: list[Finding], after: list[Finding], paths: set[str] |
 
 def applied_fixes(result: LintResult, config: Any) -> dict[str, Counter[tuple[str, str]]]:
     """What the written fixes changed: each fixed file's text from before the fixes is
-    linted again (as its own project) and compared with what remains."""
+    linted again (as its own project, with its own config: ``config`` is a Config or a
+    Resolver) and compared with what remains."""
+    from torchlint.config import Resolver
     from torchlint.engine import Linter, settle_steps
     from torchlint.engine.source import Source
 
-    linter = Linter(config)
+    settings = config if isinstance(config, Resolver) else Resolver.fixed(config)
     before: list[Finding] = []
     for edit in result.edits:
+        linter = Linter(settings.for_path(edit.path))
         file_result = linter.lint(Source(edit.display, edit.before), edit.path)
         settle_steps([file_result])
         before.extend(file_result.findings)
@@ -221,3 +224,46 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
         stdout.write(edit.after.encode(edit.encoding) if edit is not None else data)
         stdout.flush()
     return result, edit, lines
+
+
+def show_files(targets: list[Path], settings: Any, force_exclude: bool) -> None:
+    """``--show-files``: each file that would be checked, one per line, sorted."""
+    from torchlint.engine.discover import discover
+
+    for name in sorted(file.display for file in discover(targets, settings, force_exclude)):
+        click.echo(name)
+
+
+def show_settings(path: Path, settings: Any) -> None:
+    """``--show-settings FILE``: the config file FILE's settings come from, its ``extend``
+    chain, the settings (as TOML) and the rules that run on it."""
+    from dataclasses import fields
+
+    from torchlint import catalogue
+    from torchlint.engine.suppress import PerFileIgnores, selected_codes
+
+    config = settings.for_path(path)
+    known = catalogue.defaults()
+    rules = selected_codes(config, known) - PerFileIgnores(config, known).ignored_codes(path)
+    click.echo(f"Settings for: {path}")
+    click.echo(f"Config file: {config.source or '(none: the defaults)'}")
+    for base in config.extended:
+        click.echo(f"Extends: {base}")
+    click.echo(f"root = {_toml(str(config.root))}")
+    for item in fields(config):
+        if item.name not in ("root", "source", "extended"):
+            click.echo(f"{item.name.replace('_', '-')} = {_toml(getattr(config, item.name))}")
+    click.echo(f"# rules run on this file\nrules = {_toml(tuple(sorted(rules)))}")
+
+
+def _toml(value: Any) -> str:
+    """``value`` written as a TOML value (strings quoted, lists, inline tables)."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    return str(value) if isinstance(value, int) else json.dumps(str(value))

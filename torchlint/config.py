@@ -1,8 +1,10 @@
-"""Configuration: ``[tool.torchlint]`` in pyproject.toml, merged with CLI options."""
+"""Configuration: ``[tool.torchlint]`` in pyproject.toml (or a ``torchlint.toml``), found
+for each file, merged with CLI options."""
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -42,7 +44,8 @@ class Config:
     target_torch: str = "2.4"
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; larger files are reported, not parsed
     root: Path = field(default_factory=Path.cwd)  # where relative patterns are anchored
-    source: Path | None = None  # the pyproject.toml that was read, if any
+    source: Path | None = None  # the config file that was read, if any
+    extended: tuple[Path, ...] = ()  # the files its `extend` chain read, nearest first
 
     @property
     def target_torch_version(self) -> tuple[int, int]:
@@ -52,7 +55,10 @@ class Config:
         return int(match.group(1)), int(match.group(2))
 
 
-_KEYS = {f.name.replace("_", "-"): f.name for f in fields(Config) if f.name not in ("root", "source")}
+_KEYS = {f.name.replace("_", "-"): f.name for f in fields(Config) if f.name not in ("root", "source", "extended")}
+# In one directory, the first of these that exists is its config file (as ruff's ruff.toml
+# wins over pyproject.toml); a pyproject.toml counts only with a [tool.torchlint] table.
+CONFIG_NAMES = (".torchlint.toml", "torchlint.toml", "pyproject.toml")
 
 
 def _as_codes(value: Any, key: str) -> tuple[str, ...]:
@@ -138,14 +144,39 @@ def from_table(table: dict[str, Any], root: Path, source: Path | None = None, ba
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start`` that has ``[tool.torchlint]``."""
+    """The nearest config file (``torchlint.toml``, or a pyproject.toml with
+    ``[tool.torchlint]``) at or above ``start``."""
     start = start.resolve()
-    directory = start if start.is_dir() else start.parent
-    for candidate in (directory, *directory.parents):
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and "torchlint" in _tool_table(_read_toml(pyproject), pyproject):
-            return pyproject
+    return _nearest_config({}, start if start.is_dir() else start.parent)
+
+
+def config_file_in(directory: Path) -> Path | None:
+    """The config file of ``directory`` itself, if it has one (see ``CONFIG_NAMES``)."""
+    for name in CONFIG_NAMES:
+        candidate = directory / name
+        if not candidate.is_file():
+            continue
+        if name != "pyproject.toml" or "torchlint" in _tool_table(_read_toml(candidate), candidate):
+            return candidate
     return None
+
+
+def _nearest_config(memo: dict[Path, Path | None], directory: Path) -> Path | None:
+    """The config file at or above ``directory``; ``memo`` remembers every directory asked
+    about on the way, so the files of one tree cost one lookup per directory."""
+    walked: list[Path] = []
+    found: Path | None = None
+    for candidate in (directory, *directory.parents):
+        if candidate in memo:
+            found = memo[candidate]
+            break
+        walked.append(candidate)
+        found = config_file_in(candidate)
+        if found is not None:
+            break
+    for candidate in walked:
+        memo[candidate] = found
+    return found
 
 
 def _read_toml(pyproject: Path) -> dict[str, Any]:
@@ -167,23 +198,100 @@ def _tool_table(data: dict[str, Any], pyproject: Path) -> dict[str, Any]:
     return tool
 
 
+def _settings_table(path: Path) -> dict[str, Any]:
+    """The settings a config file holds: ``[tool.torchlint]`` of a pyproject.toml, the
+    whole file otherwise."""
+    data = _read_toml(path)
+    if path.name != "pyproject.toml":
+        return data
+    table = _tool_table(data, path).get("torchlint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"`tool.torchlint` in {path} must be a table")
+    return table
+
+
+def read_config_file(path: Path, chain: tuple[Path, ...] = ()) -> Config:
+    """The Config a file sets, its ``extend`` chain followed (its own keys win); its
+    patterns are anchored at its directory. A cycle of ``extend`` is a ConfigError."""
+    path = Path(os.path.abspath(path))
+    table = dict(_settings_table(path))
+    extend = table.pop("extend", None)
+    base = None
+    if extend is not None:
+        if not isinstance(extend, str) or not extend:
+            raise ConfigError(f"`extend` in {path} must be the path of a config file")
+        target = Path(os.path.abspath(path.parent / os.path.expanduser(extend)))
+        if target in (*chain, path):
+            cycle = " -> ".join(str(p) for p in (*chain, path, target))
+            raise ConfigError(f"`extend` makes a cycle: {cycle}")
+        base = read_config_file(target, (*chain, path))
+    config = from_table(table, path.resolve().parent, path, base=base)
+    return replace(config, extended=(base.source, *base.extended) if base is not None and base.source else ())
+
+
+def _overridden(config: Config, overrides: dict[str, Any]) -> Config:
+    return from_table(overrides, config.root, config.source, base=config) if overrides else config
+
+
+class Resolver:
+    """Each file's Config: that of the nearest config file above it (``config_file``: that
+    one for every file; ``isolated``: none), with the command line's ``overrides`` on top.
+    Lookups are cached per directory, and each config file is read once."""
+
+    def __init__(self, overrides: dict[str, Any] | None = None, config_file: Path | None = None, isolated: bool = False, cwd: Path | None = None) -> None:
+        # Options that were not given (None, or an empty repeatable option) change nothing.
+        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None and v != ()}
+        self.config_file = config_file
+        self.isolated = isolated
+        self.cwd = Path(os.path.abspath(cwd or Path.cwd()))  # the root when no file applies
+        self._fixed: Config | None = None
+        self._nearest: dict[Path, Path | None] = {}
+        self._configs: dict[Path | None, Config] = {}
+        if config_file is not None and not isolated:
+            self._config_of(Path(os.path.abspath(config_file)))  # a bad --config fails at once
+
+    @classmethod
+    def fixed(cls, config: Config) -> Resolver:
+        """A resolver that gives ``config`` to every file."""
+        resolver = cls()
+        resolver._fixed = config
+        return resolver
+
+    def for_path(self, path: Path) -> Config:
+        """The Config of a file (from its directory's lookup) or of a directory."""
+        absolute = Path(os.path.abspath(path))
+        return self.for_directory(absolute if absolute.is_dir() else absolute.parent)
+
+    def for_directory(self, directory: Path) -> Config:
+        if self._fixed is not None:
+            return self._fixed
+        return self._config_of(self.source_for(directory))
+
+    def source_for(self, directory: Path) -> Path | None:
+        """The config file that applies in ``directory`` (None: the defaults)."""
+        if self.isolated:
+            return None
+        if self.config_file is not None:
+            return Path(os.path.abspath(self.config_file))
+        return _nearest_config(self._nearest, Path(os.path.abspath(directory)))
+
+    def _config_of(self, source: Path | None) -> Config:
+        if source not in self._configs:
+            base = Config(root=self.cwd) if source is None else read_config_file(source)
+            self._configs[source] = _overridden(base, self.overrides)
+        return self._configs[source]
+
+
 def load_config(start: Path, overrides: dict[str, Any] | None = None, config_file: Path | None = None) -> Config:
-    """Read the nearest ``[tool.torchlint]`` (or ``config_file``) and apply ``overrides``.
+    """The Config of ``start`` (a file or directory): its nearest config file (or
+    ``config_file``) with ``overrides`` applied; with no config file, rooted at ``start``.
 
     ``overrides`` use config keys (``select``, ``tensor-core-multiple``...); values
     that are None are left out, so CLI options that were not given change nothing.
     """
-    pyproject = config_file or find_pyproject(start)
-    config = Config(root=(start if start.is_dir() else start.parent).resolve())
-    if pyproject is not None:
-        table = _tool_table(_read_toml(Path(pyproject)), Path(pyproject)).get("torchlint", {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"`tool.torchlint` in {pyproject} must be a table")
-        config = from_table(table, Path(pyproject).resolve().parent, Path(pyproject))
-    given = {k: v for k, v in (overrides or {}).items() if v is not None and v != ()}
-    if given:
-        config = from_table(given, config.root, config.source, base=config)
-    return config
+    start = Path(os.path.abspath(start))
+    directory = start if start.is_dir() else start.parent
+    return Resolver(overrides, config_file, cwd=directory.resolve()).for_directory(directory)
 
 
 def validate_codes(codes: tuple[str, ...], known: set[str], key: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pathspec
 
-from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config
+from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config, Resolver
 from torchlint.engine.source import Source, byte_limit, read_source
 from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding
@@ -103,13 +103,18 @@ def _matches(spec: pathspec.PathSpec, path: Path, base: Path, suffix: str, walk_
 
 
 class _Ignores:
-    """exclude patterns (anchored at the config root) and .gitignore files met while walking."""
+    """exclude patterns (each file's, anchored at its config's root) and .gitignore files
+    met while walking. A walked entry is judged by the config of the directory holding it."""
 
-    def __init__(self, config: Config) -> None:
-        self.root = real(config.root)
-        self.exclude = _spec(config.exclude + config.extend_exclude)
-        self.respect_gitignore = config.respect_gitignore
+    def __init__(self, settings: Resolver) -> None:
+        self.settings = settings
+        self.excludes: dict[int, tuple[Config, Path, pathspec.PathSpec | None]] = {}
         self.gitignores: dict[Path, pathspec.PathSpec | None] = {}
+
+    def _exclude(self, config: Config) -> tuple[Path, pathspec.PathSpec | None]:
+        if id(config) not in self.excludes:  # the config is kept, so its id stays its own
+            self.excludes[id(config)] = (config, real(config.root), _spec(config.exclude + config.extend_exclude))
+        return self.excludes[id(config)][1:]
 
     def _gitignore(self, directory: Path) -> pathspec.PathSpec | None:
         if directory not in self.gitignores:
@@ -124,14 +129,16 @@ class _Ignores:
         return self.gitignores[directory]
 
     def ignored(self, path: Path, is_dir: bool, walk_root: Path | None = None) -> bool:
+        config = self.settings.for_directory(Path(os.path.abspath(path)).parent)
+        root, exclude = self._exclude(config)
         resolved = real(path.parent) / path.name
         suffix = "/" if is_dir else ""
-        if self.exclude is not None:
-            if _matches(self.exclude, resolved, self.root, suffix, walk_root):
+        if exclude is not None:
+            if _matches(exclude, resolved, root, suffix, walk_root):
                 return True
-            if walk_root != resolved and self.exclude.match_file(path.name + suffix):
+            if walk_root != resolved and exclude.match_file(path.name + suffix):
                 return True
-        if self.respect_gitignore:
+        if config.respect_gitignore:
             for directory in resolved.parents:
                 spec = self._gitignore(directory)
                 if spec is not None and _matches(spec, resolved, directory, suffix, walk_root):
@@ -158,16 +165,16 @@ def split_missing(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return present, [printable(str(p)) for p in paths if not os.path.lexists(p)]
 
 
-def discover(paths: list[Path], config: Config, force_exclude: bool = False) -> Iterator[SourceFile]:
+def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool = False) -> Iterator[SourceFile]:
     """Yield the source files under ``paths`` in a stable order.
 
     Files and directories named explicitly are always checked (unless ``force_exclude``,
     as the pre-commit hook passes); what is found by walking a directory is filtered.
     What cannot be read (a broken symlink, a FIFO, an unreadable directory) is yielded
-    too, so that it is reported by name.
+    too, so that it is reported by name. ``settings``: one Config, or each file's.
     """
-    ignores = _Ignores(config)
-    limit = config.max_file_size
+    resolver = settings if isinstance(settings, Resolver) else Resolver.fixed(settings)
+    ignores = _Ignores(resolver)
     seen: set[Path] = set()
 
     def new(file: Path) -> bool:
@@ -185,12 +192,12 @@ def discover(paths: list[Path], config: Config, force_exclude: bool = False) -> 
             continue
         if not is_dir:
             if new(given):
-                yield SourceFile(given, _display(given), limit)
+                yield SourceFile(given, _display(given), resolver.for_path(given).max_file_size)
             continue
-        yield from _walk(given, ignores, limit, new)
+        yield from _walk(given, ignores, new)
 
 
-def _walk(given: Path, ignores: _Ignores, limit: int, new) -> Iterator[SourceFile]:  # type: ignore[no-untyped-def]
+def _walk(given: Path, ignores: _Ignores, new) -> Iterator[SourceFile]:  # type: ignore[no-untyped-def]
     walk_root = real(given)
     unreadable: list[OSError] = []
     for directory, dirnames, filenames in os.walk(given, onerror=unreadable.append):
@@ -210,7 +217,7 @@ def _walk(given: Path, ignores: _Ignores, limit: int, new) -> Iterator[SourceFil
             if _walked_kind(file) == "other" or ignores.ignored(file, False, walk_root):
                 continue
             if new(file):
-                yield SourceFile(file, _display(file), limit)
+                yield SourceFile(file, _display(file), ignores.settings.for_directory(base).max_file_size)
     yield from _unreadable(unreadable)
 
 

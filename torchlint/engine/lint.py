@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint import catalogue
-from torchlint.config import Config
+from torchlint.config import Config, Resolver
 from torchlint.engine.cache import Cache, FileKey, content_digest
 from torchlint.engine.discover import SourceFile, discover
 from torchlint.engine.pool import check_files, guarded
@@ -37,7 +37,7 @@ class LintResult:
 
 def lint_paths(
     paths: Iterable[Path],
-    config: Config,
+    config: Config | Resolver,
     *,
     force_exclude: bool = False,
     fix: str | None = None,
@@ -53,20 +53,23 @@ def lint_paths(
     the largest file per process); ``cache`` is a cache directory (None: no cache).
     ``fix="safe"`` or ``fix="unsafe"`` also plans the fixes (``result.edits``) and
     reports what would remain after them. The output does not depend on ``jobs`` or on
-    what the cache held.
+    what the cache held. ``config`` is every file's, or a Resolver that gives each file its
+    own (files are checked with the config of their directory; the join spans them all).
     """
-    files = list(discover(list(paths), config, force_exclude=force_exclude))
+    resolver = config if isinstance(config, Resolver) else Resolver.fixed(config)
+    files = list(discover(list(paths), resolver, force_exclude=force_exclude))
     if on_file is not None:
         for file in files:
             on_file(file)
-    keys = _Keys(config)
+    configs = [resolver.for_path(file.path) for file in files]
+    keys = _keys_of(configs)  # raises ConfigError for an unknown code in any of them
     store = Cache(cache) if cache is not None else None
-    looked_up = [_look_up(store, keys, file) for file in files]
+    looked_up = [_look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
     results: list[FileResult | None] = [hit for hit, _ in looked_up]
     todo = [i for i, r in enumerate(results) if r is None]
     bar = Bar(len(todo), progress)
     try:
-        checked = check_files([files[i] for i in todo], config, jobs=jobs, debug=debug, progress=bar.advance)
+        checked = check_files([files[i] for i in todo], [configs[i] for i in todo], jobs=jobs, debug=debug, progress=bar.advance)
     finally:
         bar.close()
     for index, file_result in zip(todo, checked):
@@ -80,7 +83,7 @@ def lint_paths(
     steps = settle_steps(done)
     result = LintResult(files_checked=len(files), cached=len(files) - len(todo))
     if fix is not None:
-        _plan_fixes(files, done, config, steps, fix, debug, result)
+        _plan_fixes(files, done, configs, steps, fix, debug, result)
     for file_result in done:
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
@@ -94,7 +97,16 @@ def _order(finding: Finding) -> tuple[str, int, int, int, str]:
     return (location.path, location.cell or 0, location.line, location.column, finding.code)
 
 
-_NOT_IN_KEY = {"root", "source", "per_file_ignores"}
+_NOT_IN_KEY = {"root", "source", "extended", "per_file_ignores"}
+
+
+def _keys_of(configs: list[Config]) -> dict[int, _Keys]:
+    """The cache keys of each distinct config (one object per config file), by its id."""
+    keys: dict[int, _Keys] = {}
+    for config in configs:
+        if id(config) not in keys:
+            keys[id(config)] = _Keys(config)
+    return keys
 
 
 class _Keys:
@@ -155,7 +167,7 @@ def _unchanged(file: SourceFile, entry: _Entry) -> bool:
         return False
 
 
-def _plan_fixes(files: list[SourceFile], done: list[FileResult], config: Config, steps: Steps, fix: str, debug: bool, result: LintResult) -> None:
+def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[Config], steps: Steps, fix: str, debug: bool, result: LintResult) -> None:
     """Check again, in this process, each file with a fix to apply: fixing needs its tree,
     which no worker or cache entry keeps (the file is checked again before writing)."""
     allowed = {FixSafety.SAFE, FixSafety.UNSAFE} if fix == "unsafe" else {FixSafety.SAFE}
@@ -164,9 +176,12 @@ def _plan_fixes(files: list[SourceFile], done: list[FileResult], config: Config,
         return
     from torchlint.engine.linter import Linter
 
-    linter = Linter(config, debug)
+    linters: dict[int, Linter] = {}
     for index in wanted:
         file = files[index]
+        if id(configs[index]) not in linters:  # one linter per config with a file to fix
+            linters[id(configs[index])] = Linter(configs[index], debug)
+        linter = linters[id(configs[index])]
         fresh = guarded(file, debug, lambda: linter.lint_file(file, steps))
         if fresh.module is None and fresh.errors:  # checking it again raised: report that
             done[index].errors.extend(fresh.errors)

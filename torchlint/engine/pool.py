@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -77,45 +77,74 @@ def check_file(linter: Linter, file: SourceFile) -> FileResult:
     return plain(guarded(file, linter.debug, lambda: linter.lint_file(file)))
 
 
-def check_files(files: list[SourceFile], config: Config, *, jobs: int, debug: bool = False, progress: Progress | None = None) -> list[FileResult]:
-    """Check ``files`` (in their order) with up to ``jobs`` processes."""
+class Configs:
+    """The distinct configurations of a run, and which one each file has (its slot)."""
+
+    def __init__(self, files: list[SourceFile], config_of: Config | Sequence[Config]) -> None:
+        per_file = [config_of] * len(files) if isinstance(config_of, Config) else list(config_of)
+        self.distinct: list[Config] = []
+        index: dict[int, int] = {}  # Configs hold dicts (unhashable): one object per config file
+        self.slots: dict[int, int] = {}
+        for file, config in zip(files, per_file):
+            if id(config) not in index:
+                index[id(config)] = len(self.distinct)
+                self.distinct.append(config)
+            self.slots[id(file)] = index[id(config)]
+
+    def slot(self, file: SourceFile) -> int:
+        return self.slots[id(file)]
+
+
+def check_files(files: list[SourceFile], config: Config | Sequence[Config], *, jobs: int, debug: bool = False, progress: Progress | None = None) -> list[FileResult]:
+    """Check ``files`` (in their order) with up to ``jobs`` processes; ``config`` is
+    theirs, or one per file."""
     if not files:
         return []  # all cached: libcst and the checks are never imported
+    configs = Configs(files, config)
     if jobs > 1 and len(files) >= MIN_POOL_FILES and not debug:
-        checked = _in_pool(files, config, jobs, progress)
+        checked = _in_pool(files, configs, jobs, progress)
         if checked is not None:
             return checked
-    return _in_process(files, config, debug, progress)
+    return _in_process(files, configs, debug, progress)
 
 
-def _in_process(files: list[SourceFile], config: Config, debug: bool, progress: Progress | None) -> list[FileResult]:
+def _in_process(files: list[SourceFile], config: Config | Configs, debug: bool, progress: Progress | None) -> list[FileResult]:
     from torchlint.engine.linter import Linter
 
-    linter = Linter(config, debug)
+    configs = config if isinstance(config, Configs) else Configs(files, config)
+    linters = [Linter(c, debug) for c in configs.distinct]
     checked = []
     for file in files:
-        checked.append(check_file(linter, file))
+        checked.append(check_file(linters[configs.slot(file)], file))
         if progress is not None:
             progress(1)
     return checked
 
 
-# The worker's linter, made once per process by the pool's initializer.
-_worker_linter: Linter | None = None
+# The worker's linters (one per distinct config, made on first use) and their configs,
+# given once per process by the pool's initializer.
+_worker_configs: tuple[Config, ...] = ()
+_worker_linters: dict[int, Linter] = {}
 
 
-def _start_worker(config: Config) -> None:
-    global _worker_linter
-    from torchlint.engine.linter import Linter
-
+def _start_worker(configs: tuple[Config, ...]) -> None:
+    global _worker_configs
     # Ctrl-C is the parent's to handle: it stops the pool, and no worker prints a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _worker_linter = Linter(config)
+    _worker_configs = configs
+    _worker_linters.clear()
 
 
-def _check_chunk(files: list[SourceFile]) -> list[FileResult]:
-    assert _worker_linter is not None
-    return [check_file(_worker_linter, file) for file in files]
+def _worker_linter(slot: int) -> Linter:
+    if slot not in _worker_linters:
+        from torchlint.engine.linter import Linter
+
+        _worker_linters[slot] = Linter(_worker_configs[slot])
+    return _worker_linters[slot]
+
+
+def _check_chunk(files: list[SourceFile], slots: Sequence[int]) -> list[FileResult]:
+    return [check_file(_worker_linter(slot), file) for file, slot in zip(files, slots)]
 
 
 def _chunks(files: list[SourceFile], jobs: int) -> list[list[SourceFile]]:
@@ -132,25 +161,26 @@ def _size(file: SourceFile) -> int:
         return 0
 
 
-def _in_pool(files: list[SourceFile], config: Config, jobs: int, progress: Progress | None) -> list[FileResult] | None:
+def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     """The files checked by a pool of ``jobs`` processes, in their order; None when no
     pool can start."""
+    configs = config if isinstance(config, Configs) else Configs(files, config)
     order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
-    checked = _in_pool_ordered([files[i] for i in order], config, jobs, progress)
+    checked = _in_pool_ordered([files[i] for i in order], configs, jobs, progress)
     if checked is None:
         return None
     results: dict[int, FileResult] = dict(zip(order, checked))
     return [results[index] for index in range(len(files))]
 
 
-def _in_pool_ordered(files: list[SourceFile], config: Config, jobs: int, progress: Progress | None) -> list[FileResult] | None:
+def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
-    executor = _new_pool(min(jobs, len(chunks)), config)
+    executor = _new_pool(min(jobs, len(chunks)), configs)
     if executor is None:
         return None
     with executor:
         try:
-            futures = {executor.submit(_check_chunk, chunk): index for index, chunk in enumerate(chunks)}
+            futures = {executor.submit(_check_chunk, chunk, _slots(chunk, configs)): index for index, chunk in enumerate(chunks)}
         except (OSError, RuntimeError):
             return None
         try:
@@ -159,16 +189,20 @@ def _in_pool_ordered(files: list[SourceFile], config: Config, jobs: int, progres
             executor.shutdown(wait=False, cancel_futures=True)
             raise
     lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
-    again = _one_by_one(lost, config, progress, worked=bool(done)) if lost else []
+    again = _one_by_one(lost, configs, progress, worked=bool(done)) if lost else []
     if again is None:
         return None  # no worker ever finished a file: the pool cannot run here
     retried = iter(again)
     return [result for index, chunk in enumerate(chunks) for result in (done.get(index) or [next(retried) for _ in chunk])]
 
 
-def _new_pool(workers: int, config: Config) -> ProcessPoolExecutor | None:
+def _slots(chunk: list[SourceFile], configs: Configs) -> tuple[int, ...]:
+    return tuple(configs.slot(file) for file in chunk)
+
+
+def _new_pool(workers: int, configs: Configs) -> ProcessPoolExecutor | None:
     try:
-        return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(config,))
+        return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(tuple(configs.distinct),))
     except (OSError, ValueError, NotImplementedError, ImportError):
         return None  # no processes or semaphores here (a sandbox, a read-only /dev/shm)
 
@@ -189,7 +223,7 @@ def _collect(futures: dict[Future[list[FileResult]], int], chunks: list[list[Sou
     return done
 
 
-def _one_by_one(files: list[SourceFile], config: Config, progress: Progress | None, worked: bool) -> list[FileResult] | None:
+def _one_by_one(files: list[SourceFile], configs: Configs, progress: Progress | None, worked: bool) -> list[FileResult] | None:
     """After a worker died: the unfinished files one at a time in a one-worker pool, so a
     file that kills its worker again is known, reported, and a new worker goes on. None
     when the first two files fail and no worker has ever finished one (``worked``)."""
@@ -198,11 +232,11 @@ def _one_by_one(files: list[SourceFile], config: Config, progress: Progress | No
     for file in files:
         if not worked and len(results) == 2:
             return None
-        executor = executor or _new_pool(1, config)
+        executor = executor or _new_pool(1, configs)
         try:
             if executor is None:
                 raise OSError("no worker process")
-            results.extend(executor.submit(_check_chunk, [file]).result())
+            results.extend(executor.submit(_check_chunk, [file], _slots([file], configs)).result())
             worked = True
         except Exception:
             if executor is not None:
