@@ -66,6 +66,20 @@ def test_window_to_window_noise_widens_the_interval() -> None:
     assert noisy.noise > calm.noise
 
 
+def test_three_whole_run_windows_per_arm_never_make_a_verdict() -> None:
+    """Whole-run windows are the only replicates: 3 against 3, even fully apart, cannot
+    reach 95 % (an exact permutation test gives p = 0.1), although the bootstrap's
+    interval excludes 0. Four against four, fully apart, can (p = 2/70)."""
+    slow, fast = [[2.45], [2.50], [2.40]], [[2.10], [2.20], [2.15]]
+    three = stats.compare(slow, fast)
+    assert three.ci_low > 0 and three.verdict == NO_CHANGE
+    assert stats.permutation_p([2.45, 2.5, 2.4], [2.1, 2.2, 2.15]) == pytest.approx(0.1)
+    assert stats.compare([*slow, [2.6]], [*fast, [2.0]]).verdict == SAVING
+    assert stats.compare([*fast, [2.0]], [*slow, [2.6]]).verdict == SLOWER
+    mixed = stats.compare([[2.4], [2.1], [2.45], [2.6]], [[2.5], [2.15], [2.2], [2.0]])
+    assert mixed.verdict == NO_CHANGE
+
+
 def test_compare_needs_steps_on_both_arms() -> None:
     with pytest.raises(ValueError):
         stats.compare([[0.1, 0.2]], [[]])

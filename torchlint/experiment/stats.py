@@ -9,13 +9,19 @@ levels: windows with replacement, then steps within each drawn window
 should; with a single window per arm it reduces to a plain bootstrap over steps.
 
 The difference is ``median(original) - median(variant)``: positive means the
-variant's steps are shorter (a saving). The verdict follows the 95 % interval
-only: an interval that contains 0 is "no measurable change", whatever the
-point estimate says.
+variant's steps are shorter (a saving). An interval that contains 0 is "no
+measurable change", whatever the point estimate says.
+
+When every window holds one figure (whole-run windows), the windows are the only
+replicates, and a bootstrap over three of them is far too narrow: with 3 against 3
+it can exclude 0 although no test on six numbers can reach 95 %. So a saving or a
+slowdown there also needs an exact permutation test over the windows
+(``permutation_p``) below 5 %: at least 4 windows per arm, all apart.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 from collections.abc import Sequence
@@ -62,6 +68,29 @@ def window_noise(windows: Windows) -> float:
     return (max(medians) - min(medians)) / mid if mid > 0 else 0.0
 
 
+def permutation_p(a: Sequence[float], b: Sequence[float], exact_up_to: int = 20_000, seed: int = 0) -> float:
+    """Two-sided p-value of the difference of means between ``a`` and ``b`` under
+    relabelling (means, not medians: with a handful of windows, medians tie across many
+    splits and no split could ever be extreme enough); exact over every split when there
+    are few, else 20,000 random ones."""
+    pooled = [*a, *b]
+    n, k = len(pooled), len(a)
+    observed = abs(statistics.fmean(a) - statistics.fmean(b))
+
+    def gap(chosen: set[int]) -> float:
+        left = [pooled[i] for i in chosen]
+        right = [pooled[i] for i in range(n) if i not in chosen]
+        return abs(statistics.fmean(left) - statistics.fmean(right))
+
+    if len(list(itertools.islice(itertools.combinations(range(n), k), exact_up_to + 1))) <= exact_up_to:
+        splits = [set(c) for c in itertools.combinations(range(n), k)]
+    else:
+        rng = random.Random(seed)
+        splits = [set(rng.sample(range(n), k)) for _ in range(exact_up_to)]
+    extreme = sum(1 for chosen in splits if gap(chosen) >= observed - 1e-12)
+    return extreme / len(splits)
+
+
 def verdict_of(low: float, high: float) -> str:
     if low > 0:
         return SAVING
@@ -92,11 +121,15 @@ def compare(
     low = diffs[int(tail * (iterations - 1))]
     high = diffs[int(round((1.0 - tail) * (iterations - 1)))]
     om, vm = _pooled_median(original), _pooled_median(variant)
+    verdict = verdict_of(low, high)
+    if verdict != NO_CHANGE and all(len(w) == 1 for w in (*original, *variant)):
+        if permutation_p([w[0] for w in original], [w[0] for w in variant]) >= 1.0 - confidence:
+            verdict = NO_CHANGE  # too few whole-run windows to tell (see the module docstring)
     return Comparison(
         per_step=om - vm,
         ci_low=low,
         ci_high=high,
-        verdict=verdict_of(low, high),
+        verdict=verdict,
         original_median=om,
         variant_median=vm,
         original_steps=sum(len(w) for w in original),
