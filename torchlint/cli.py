@@ -152,25 +152,26 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if show_fixes:
         _show_fixes(result, settings, mode, fix and not diff)
     if diff:
-        count = sum(edit.fixed for edit in edits)
-        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {len(edits)} file{'s' if len(edits) != 1 else ''}.", err=True)
+        count, files = sum(edit.fixed for edit in edits), sum(edit.changed for edit in edits)
+        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
     else:
         _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics)
-    _exit(result, bool(diff and edits), exit_zero, failed=bool(missing or failed))
+    _exit(result, diff and any(edit.changed for edit in edits), exit_zero, failed=bool(missing or failed))
 
 
 def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:
     """Print the diff or write the fixes: (problems fixed, files that could not be written)."""
     if not edits:
         return 0, 0
-    from torchlint.engine.fixes import checked_roots, write_edits
+    from torchlint.engine.fixes import checked_roots, say_notes, write_edits
 
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    say_notes(edits, say)  # fixes left out of a notebook, and why
     if diff:
         for edit in edits:
             click.echo(edit.diff(), nl=False)
         return 0, 0
     # A file that cannot be written keeps its findings (as it still is on disk): exit 2.
-    say = lambda text: click.echo(text, err=True)  # noqa: E731
     return write_edits(edits, result.findings, checked_roots(targets), say, config)
 
 
@@ -192,6 +193,8 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     """`check -`: stdin's findings (to stderr when stdout carries the fixed source)."""
     cli_check = _cli_check()
     result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude)
+    for note in edit.notes if edit is not None else ():
+        click.echo(f"torchlint: {note}", err=True)
     if diff and edit is not None:
         click.echo(edit.diff(), nl=False)
     fixed = edit.fixed if edit is not None and mode and not diff else 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -32,8 +33,9 @@ class SourceLines:
 
     @staticmethod
     def _entry(source: Source) -> tuple[list[str], Source | None]:
-        # A notebook also keeps its Source: its cell map says which lines are which cell.
-        cells = source if source.cells is not None else None
+        # A notebook also keeps its Source: its cell map says which lines are which cell
+        # (not its JSON, which may be megabytes of outputs).
+        cells = replace(source, notebook=None) if source.cells is not None else None
         return source.text.splitlines(), cells
 
     def _file(self, path: str) -> tuple[list[str], Source | None] | None:
@@ -139,13 +141,12 @@ def applied_fixes(result: LintResult, config: Any) -> dict[str, Counter[tuple[st
     Resolver) and compared with what remains."""
     from torchlint.config import Resolver
     from torchlint.engine import Linter, settle_steps
-    from torchlint.engine.source import Source
 
     settings = config if isinstance(config, Resolver) else Resolver.fixed(config)
     before: list[Finding] = []
     for edit in result.edits:
         linter = Linter(settings.for_path(edit.path))
-        file_result = linter.lint(Source(edit.display, edit.before), edit.path)
+        file_result = linter.lint(edit.source_before(), edit.path)
         settle_steps([file_result])
         before.extend(file_result.findings)
     return fixes_by_file(before, result.findings, {edit.display for edit in result.edits})

@@ -72,8 +72,10 @@ class Finding:
     def line(self) -> int:
         return self.location.line
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.location.path, self.location.line, self.location.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        """By path, notebook cell, line, column and code."""
+        loc = self.location
+        return (loc.path, loc.cell or 0, loc.line, loc.column, self.code)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of a finding (stable; documented in docs/output.md)."""
@@ -92,6 +94,6 @@ class Finding:
             "fixable": self.fix is not None,
             "fix_safety": self.fix.safety.value if self.fix else None,
             "related": [
-                {"path": r.path, "line": r.line, "column": r.column} for r in self.related
+                {"path": r.path, "line": r.line, "column": r.column, "cell": r.cell} for r in self.related
             ],
         }

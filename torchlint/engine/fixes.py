@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
 from torchlint.engine.discover import printable
+from torchlint.engine.source import Source, notebook_source
 from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 
@@ -111,16 +112,44 @@ class Edit:
     digest: str
     fixed: int
     original: tuple[Finding, ...] = ()  # the file's findings before fixing, kept if the write fails
+    # A notebook's edit: before and after are the file's JSON; cells are (number, old
+    # source, new source) of each changed code cell, which is what diff shows.
+    cells: tuple[tuple[int, str, str], ...] | None = None
+    notes: tuple[str, ...] = ()  # why some fixes were not applied (a notebook's cells)
+
+    @property
+    def changed(self) -> bool:
+        return self.after != self.before
+
+    def source_before(self) -> Source:
+        """What was checked before the fixes: the text, or a notebook's code cells."""
+        if self.cells is None:
+            return Source(self.display, self.before)
+        read = notebook_source(self.display, self.before)
+        return read if isinstance(read, Source) else Source(self.display, "")
 
     def diff(self) -> str:
+        if self.cells is None:
+            return _unified(self.before, self.after, _patch_name(f"a/{self.display}"), _patch_name(f"b/{self.display}"))
         return "".join(
-            difflib.unified_diff(
-                self.before.splitlines(keepends=True),
-                self.after.splitlines(keepends=True),
-                fromfile=_patch_name(f"a/{self.display}"),
-                tofile=_patch_name(f"b/{self.display}"),
-            )
+            _unified(_ended(old), _ended(new), _cell_name(f"a/{self.display}", number), _cell_name(f"b/{self.display}", number))
+            for number, old, new in self.cells
         )
+
+
+def _unified(before: str, after: str, old_name: str, new_name: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=old_name, tofile=new_name)
+    return "".join(lines)
+
+
+def _ended(cell: str) -> str:
+    """A cell's source with a final line end, so its last line reads as a line in a diff."""
+    return cell if not cell or cell.endswith(("\n", "\r")) else cell + "\n"
+
+
+def _cell_name(name: str, number: int) -> str:
+    """``a/nb.ipynb:cell 3``, as ruff names a notebook cell in a diff."""
+    return _patch_name(name).rstrip("\t") + f":cell {number}"
 
 
 def _patch_name(name: str) -> str:
@@ -212,11 +241,20 @@ def _write_in_place(target: Path, data: bytes, before: bytes) -> None:
             raise
 
 
+def say_notes(edits: list[Edit], say) -> None:  # type: ignore[no-untyped-def]
+    """Say why fixes were left out (a notebook change that cannot go back into its cells)."""
+    for edit in edits:
+        for note in edit.notes:
+            say(f"torchlint: {note}")
+
+
 def write_edits(edits: list[Edit], findings: list[Finding], roots: tuple[Path, ...], say, config=None) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """Write each edit; ``(problems fixed, files not written)``. A file that cannot be
     written is said (``say``) and its findings go back into ``findings``, as read."""
     fixed = failed = 0
     for edit in edits:
+        if not edit.changed:  # a notebook none of whose fixes could be put back in its cells
+            continue
         try:
             write_atomically(edit, roots)
             fixed += edit.fixed
@@ -235,7 +273,7 @@ def write_edits(edits: list[Edit], findings: list[Finding], roots: tuple[Path, .
 
 def _unfixed(edit: Edit, config) -> list[Finding]:  # type: ignore[no-untyped-def]
     """The file's findings as it still is on disk (the fixes were not written)."""
-    if edit.original:
+    if edit.original or edit.cells is not None:  # a notebook's edit always has them
         return list(edit.original)
     from torchlint.engine import lint_source  # the engine imports this module
 

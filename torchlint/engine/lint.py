@@ -87,14 +87,8 @@ def lint_paths(
     for file_result in done:
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
-    result.findings.sort(key=_order)
+    result.findings.sort(key=Finding.sort_key)  # by path, notebook cell, line, column, code
     return result
-
-
-def _order(finding: Finding) -> tuple[str, int, int, int, str]:
-    """By path, notebook cell, line, column and code."""
-    location = finding.location
-    return (location.path, location.cell or 0, location.line, location.column, finding.code)
 
 
 _NOT_IN_KEY = {"root", "source", "extended", "per_file_ignores"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from torchlint import catalogue
 from torchlint.analysis.context import Options
@@ -12,6 +13,7 @@ from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
+from torchlint.engine.notebook import Unmappable, cell_changes, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
@@ -67,27 +69,72 @@ class Linter:
 
     def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10) -> Edit | None:
         """Apply fixes round by round until none is left; ``result.findings`` becomes what
-        remains. Each round's code must parse, so a second --fix changes nothing."""
+        remains. Each round's code must parse, so a second --fix changes nothing. A
+        notebook's fixed code goes back into its cells (fixes that cannot are noted)."""
         source, path = result.source, result.path
-        if source is None or path is None or source.cells is not None or result.module is None:
-            return None  # unreadable files and notebooks are not rewritten
-        module, text, fixed_total = result.module, source.text, 0
+        if source is None or path is None or result.module is None or (source.cells is not None and source.notebook is None):
+            return None  # unreadable files (and a notebook whose kernel is not Python) are not rewritten
+        current, module, fixed_total, notes = source, result.module, 0, []
         original = tuple(result.findings)  # reported again if the fixed text cannot be written
         for _ in range(max_rounds):
             todo = applicable(result.findings, unsafe)
             if not todo:
                 break
-            new_text, fixed = apply_fixes(module, todo)
-            if not fixed or new_text == text or not is_valid_python(new_text):
+            fixed_source, fixed = self._fix_round(current, module, todo, notes)
+            if fixed_source is None:
                 break
-            rerun = self.lint(Source(source.path, new_text), path, steps if steps is not None else {})
-            if rerun.module is None:
+            rerun = self.lint(fixed_source, path, steps if steps is not None else {})
+            if rerun.module is None or rerun.source is None:
                 break
             fixed_total += len(fixed)
-            text, module, result.findings = new_text, rerun.module, rerun.findings
-        if text == source.text:
+            current, module, result.findings = rerun.source, rerun.module, rerun.findings
+        return _edit(path, source, current, fixed_total, original, notes)
+
+    def _fix_round(self, source: Source, module: Any, todo: list[Finding], notes: list[str]) -> tuple[Source | None, list[Finding]]:
+        """``source`` with the fixes of ``todo`` applied (None when none applies). In a
+        notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
+        new_text, fixed = apply_fixes(module, todo)
+        if not fixed or new_text == source.text or not is_valid_python(new_text):
+            return None, []
+        if source.cells is None:
+            return Source(source.path, new_text), fixed
+        try:
+            return put_back(source, new_text), fixed
+        except Unmappable:
+            pass
+        kept = [finding for finding in fixed if _fits_cells(source, module, finding, notes)]
+        if not kept:
+            return None, []
+        new_text, fixed = apply_fixes(module, kept)
+        try:
+            return put_back(source, new_text), fixed
+        except Unmappable:
+            return None, []
+
+
+def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str]) -> bool:
+    """Whether ``finding``'s fix alone can be put back into the notebook's cells."""
+    try:
+        put_back(source, apply_fixes(module, [finding])[0])
+    except Unmappable as why:
+        note = f"{finding.location}: {finding.code} not fixed: {why}"
+        if note not in notes:
+            notes.append(note)
+        return False
+    return True
+
+
+def _edit(path: Path, source: Source, fixed: Source, count: int, original: tuple[Finding, ...], notes: list[str]) -> Edit | None:
+    """The planned write of ``path``: its text, or for a notebook its JSON, as fixed."""
+    if source.notebook is None:
+        if fixed.text == source.text:
             return None
-        return Edit(path, source.path, source.text, text, source.encoding, source.digest, fixed_total, original)
+        return Edit(path, source.path, source.text, fixed.text, source.encoding, source.digest, count, original)
+    after = fixed.notebook or source.notebook
+    if after == source.notebook and not notes:
+        return None
+    cells = cell_changes(source.notebook, after)
+    return Edit(path, source.path, source.notebook, after, source.encoding, source.digest, count, original, cells, tuple(notes))
 
 
 def lint_source(text: str, path: str = "<string>", config: Config | None = None) -> list[Finding]:

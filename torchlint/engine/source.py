@@ -10,7 +10,7 @@ import re
 import stat
 import tokenize
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
@@ -34,6 +34,18 @@ def python_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()  # a final line break ends the last line; it does not start one
     return lines
+
+
+def lines_with_ends(body: str) -> list[str]:
+    """``body`` split at Python's line breaks, each line keeping its end; as many lines as
+    the reader gives the cell (an empty cell is one empty line)."""
+    lines, position = [], 0
+    for match in _LINE_BREAK.finditer(body):
+        lines.append(body[position:match.end()])
+        position = match.end()
+    if position < len(body):
+        lines.append(body[position:])
+    return lines or [""]
 
 
 def _cell_lines(body: str) -> list[str]:
@@ -76,6 +88,7 @@ class Source:
     cells: CellMap | None = None  # set for notebooks
     encoding: str = "utf-8"
     digest: str = ""  # sha256 of the bytes read, to detect a file changed before --fix writes
+    notebook: str | None = None  # a notebook's file text (its JSON), which --fix rewrites
 
     def cell_spans(self) -> list[tuple[int, int, int]]:
         """(cell number, first joined line, last joined line) of each code cell."""
@@ -94,7 +107,7 @@ class Source:
         for first, last in spans:
             for i in range(first - 1, last):
                 lines[i] = "# " + lines[i]
-        return Source(self.path, "\n".join(lines) + "\n", self.cells, self.encoding, self.digest)
+        return replace(self, text="\n".join(lines) + "\n")
 
     def line_text(self, location: Location) -> str:
         """The text of the line ``location`` points at."""
@@ -163,7 +176,7 @@ def notebook_source(path: str, text: str) -> Source | Finding:
             return syntax_error(path, f"not a valid notebook: the source of cell {number} is not text")
         cell_map.starts.append((len(lines) + 1, number))
         lines.extend(_cell_lines(body))
-    return Source(path, "\n".join(lines) + "\n", cell_map)
+    return Source(path, "\n".join(lines) + "\n", cell_map, notebook=text)
 
 
 def _python_kernel(notebook: object) -> bool:
@@ -273,9 +286,11 @@ def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding
     if isinstance(decoded, Finding):
         return decoded
     text, encoding = decoded
+    digest = hashlib.sha256(data).hexdigest()
     if path.suffix == ".ipynb":
-        return notebook_source(display, text)
+        notebook = notebook_source(display, text)
+        return replace(notebook, encoding=encoding, digest=digest) if isinstance(notebook, Source) else notebook
     problem = compile_error(display, text)
     if problem is not None:
         return problem
-    return Source(display, text, encoding=encoding, digest=hashlib.sha256(data).hexdigest())
+    return Source(display, text, encoding=encoding, digest=digest)

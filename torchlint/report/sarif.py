@@ -54,9 +54,13 @@ def _location(loc: Location, context: ReportContext) -> dict[str, Any]:
     return {"physicalLocation": physical}
 
 
+def _where(loc: Location) -> str:
+    """A notebook place, which the region cannot give: ``cell C, line L, column N: ``."""
+    return f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
+
+
 def _message(finding: Finding) -> str:
-    loc = finding.location
-    where = f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
+    where = _where(finding.location)
     hint = f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""
     return f"{where}{finding.message}{hint}"
 
@@ -72,7 +76,7 @@ def _result(finding: Finding, index: dict[str, int], context: ReportContext) -> 
         result["ruleIndex"] = index[finding.code]
     if finding.related:
         result["relatedLocations"] = [
-            {"id": number, **_location(related, context), "message": {"text": "where this costs time"}}
+            {"id": number, **_location(related, context), "message": {"text": _where(related) + "where this costs time"}}
             for number, related in enumerate(finding.related)
         ]
     return result
