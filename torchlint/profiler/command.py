@@ -30,7 +30,7 @@ def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]
     cwd = Path(session.cwd)
     shown = [display_path(f, str(cwd)) for f in files]
     try:
-        from torchlint.config import load_config
+        from torchlint.config import Resolver
         from torchlint.engine import lint_paths
     except Exception as exc:  # the static half is missing or broken
         return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
@@ -38,8 +38,8 @@ def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]
     try:
         if cwd.is_dir() and cwd != here:  # --report from elsewhere: paths are the run's
             os.chdir(cwd)
-        config = load_config(cwd)
-        result = lint_paths([Path(p) for p in shown], config)
+        # each file with its own nearest config, as `torchlint check` does
+        result = lint_paths([Path(p) for p in shown], Resolver(cwd=cwd))
     except Exception as exc:
         return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
     finally:
