@@ -166,14 +166,16 @@ def _nearest_config(memo: dict[Path, Path | None], directory: Path) -> Path | No
     about on the way, so the files of one tree cost one lookup per directory."""
     walked: list[Path] = []
     found: Path | None = None
-    for candidate in (directory, *directory.parents):
+    candidate = directory
+    while True:  # upward, lazily: building every parent of every file up front costs
         if candidate in memo:
             found = memo[candidate]
             break
         walked.append(candidate)
         found = config_file_in(candidate)
-        if found is not None:
+        if found is not None or candidate.parent == candidate:
             break
+        candidate = candidate.parent
     for candidate in walked:
         memo[candidate] = found
     return found
@@ -246,6 +248,7 @@ class Resolver:
         self.cwd = Path(os.path.abspath(cwd or Path.cwd()))  # the root when no file applies
         self._fixed: Config | None = None
         self._nearest: dict[Path, Path | None] = {}
+        self._by_name: dict[str, Path | None] = {}  # the same, by the absolute name asked for
         self._configs: dict[Path | None, Config] = {}
         if config_file is not None and not isolated:
             self._config_of(Path(os.path.abspath(config_file)))  # a bad --config fails at once
@@ -259,21 +262,28 @@ class Resolver:
 
     def for_path(self, path: Path) -> Config:
         """The Config of a file (from its directory's lookup) or of a directory."""
-        absolute = Path(os.path.abspath(path))
-        return self.for_directory(absolute if absolute.is_dir() else absolute.parent)
+        absolute = os.path.abspath(path)
+        return self.for_directory(absolute if os.path.isdir(absolute) else os.path.dirname(absolute))
 
-    def for_directory(self, directory: Path) -> Config:
+    def for_file(self, path: Path | str) -> Config:
+        """The Config of a file known not to be a directory (no stat)."""
+        return self.for_directory(os.path.dirname(os.path.abspath(path)))
+
+    def for_directory(self, directory: Path | str) -> Config:
         if self._fixed is not None:
             return self._fixed
         return self._config_of(self.source_for(directory))
 
-    def source_for(self, directory: Path) -> Path | None:
+    def source_for(self, directory: Path | str) -> Path | None:
         """The config file that applies in ``directory`` (None: the defaults)."""
         if self.isolated:
             return None
         if self.config_file is not None:
             return Path(os.path.abspath(self.config_file))
-        return _nearest_config(self._nearest, Path(os.path.abspath(directory)))
+        name = os.path.abspath(directory)
+        if name not in self._by_name:
+            self._by_name[name] = _nearest_config(self._nearest, Path(name))
+        return self._by_name[name]
 
     def _config_of(self, source: Path | None) -> Config:
         if source not in self._configs:

@@ -129,7 +129,7 @@ class _Ignores:
         return self.gitignores[directory]
 
     def ignored(self, path: Path, is_dir: bool, walk_root: Path | None = None) -> bool:
-        config = self.settings.for_directory(Path(os.path.abspath(path)).parent)
+        config = self.settings.for_file(path)  # the config of the directory holding it
         root, exclude = self._exclude(config)
         resolved = real(path.parent) / path.name
         suffix = "/" if is_dir else ""

@@ -61,7 +61,7 @@ def lint_paths(
     if on_file is not None:
         for file in files:
             on_file(file)
-    configs = [resolver.for_path(file.path) for file in files]
+    configs = [resolver.for_file(file.path) for file in files]
     keys = _keys_of(configs)  # raises ConfigError for an unknown code in any of them
     store = Cache(cache) if cache is not None else None
     looked_up = [_look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
