@@ -13,7 +13,7 @@ from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
-from torchlint.engine.notebook import Unmappable, cell_changes, put_back
+from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
@@ -100,22 +100,34 @@ class Linter:
             return Source(source.path, new_text), fixed
         try:
             return put_back(source, new_text), fixed
-        except Unmappable:
-            pass
-        kept = [finding for finding in fixed if _fits_cells(source, module, finding, notes)]
-        if not kept:
-            return None, []
-        new_text, fixed = apply_fixes(module, kept)
-        try:
-            return put_back(source, new_text), fixed
-        except Unmappable:
-            return None, []
+        except Unmappable as failure:
+            near = failure.lines  # first try alone only the fixes near the changes with no place
+        for suspects in ([f for f in fixed if _joined_lines(source, f) & near], fixed):
+            kept = [f for f in fixed if f not in suspects or _fits_cells(source, module, f, notes)]
+            if not kept:
+                break
+            new_text, applied = apply_fixes(module, kept)
+            if not applied:
+                break
+            try:
+                return put_back(source, new_text), applied
+            except Unmappable:
+                continue  # together they still do not fit: try every fix alone
+        return None, []
+
+
+def _joined_lines(source: Source, finding: Finding) -> set[int]:
+    """The lines of the joined notebook code that ``finding`` spans."""
+    assert source.cells is not None
+    location = finding.location
+    first = source.cells.joined_line(location.cell or 1, location.line)
+    return set(range(first, first + (location.end_line or location.line) - location.line + 1))
 
 
 def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str]) -> bool:
     """Whether ``finding``'s fix alone can be put back into the notebook's cells."""
     try:
-        put_back(source, apply_fixes(module, [finding])[0])
+        place(source, apply_fixes(module, [finding])[0])
     except Unmappable as why:
         note = f"{finding.location}: {finding.code} not fixed: {why}"
         if note not in notes:

@@ -5,6 +5,7 @@ file (outputs, metadata, ids, indentation, key order, escapes) is kept as it was
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from torchlint.engine.source import Source, lines_with_ends, notebook_source, py
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
-# A \uXXXX escape of a character above ASCII (after an even number of backslashes).
-_NON_ASCII_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u(?!00[0-7][0-9a-fA-F])[0-9a-fA-F]{4}")
+# A run of backslashes before u and four hex digits: a \uXXXX escape when the run is odd.
+_ESCAPE = re.compile(r"(\\+)u([0-9a-fA-F]{4})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ def _body(value: object) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def code_cells(text: str) -> list[CodeCell]:
+@functools.lru_cache(maxsize=2)  # a round tries each of its fixes on the same notebook
+def code_cells(text: str) -> tuple[CodeCell, ...]:
     """The code cells of the notebook ``text`` (which notebook_source has read)."""
     start = _skip(text, 0)
     cells_at = None
@@ -79,17 +81,33 @@ def code_cells(text: str) -> list[CodeCell]:
         value_start, value_end = members.get("source", (-1, -1))
         body = _body(json.loads(text[value_start:value_end])) if value_start >= 0 else ""
         found.append(CodeCell(number, tuple(lines_with_ends(body)), value_start, value_end))
-    return found
+    return tuple(found)
 
 
 class Unmappable(Exception):
-    """The fixed code cannot be put back into the cells: the message says why."""
+    """The fixed code cannot be put back into the cells: the message says why, and
+    ``lines`` holds the joined lines (1-based) around each change that has no place."""
+
+    def __init__(self, message: str, lines: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.lines = lines
 
 
 def put_back(source: Source, fixed: str) -> Source:
     """The notebook ``source`` with its code replaced by ``fixed`` (the joined cells, as
-    fixed), read again as a notebook; Unmappable when a change crosses a cell boundary,
-    adds lines between two cells or touches an IPython line the reader masked."""
+    fixed), read again as a notebook; Unmappable when :func:`place` finds no place."""
+    assert source.notebook is not None
+    text = splice(source.notebook, code_cells(source.notebook), place(source, fixed))
+    reread = notebook_source(source.path, text)
+    if not isinstance(reread, Source) or _without_sources(text) != _without_sources(source.notebook):
+        raise Unmappable("the rewritten notebook would not be the same notebook besides its code")
+    return replace(reread, encoding=source.encoding, digest=source.digest)
+
+
+def place(source: Source, fixed: str) -> dict[int, str]:
+    """Each code cell's new text (by cell number) once ``fixed`` replaces the joined cells
+    of ``source``; Unmappable when a change crosses a cell boundary, adds lines between
+    two cells or touches an IPython line the reader masked."""
     assert source.notebook is not None
     cells = code_cells(source.notebook)
     raw = [(index, line) for index, cell in enumerate(cells) for line in cell.lines]
@@ -98,21 +116,23 @@ def put_back(source: Source, fixed: str) -> Source:
         raise Unmappable("its cells could not be matched with the code that was checked")
     placed: list[list[tuple[str, str | None]]] = [[] for _ in cells]  # per cell: (line, its end)
     new = python_lines(fixed)
+    problems: list[tuple[str, range]] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
             for i in range(i1, i2):
                 line = raw[i][1]
                 placed[raw[i][0]].append((line.rstrip("\r\n"), _end(line)))
             continue
-        owner = _owner(cells, raw, old, i1, i2)
+        try:
+            owner = _owner(cells, raw, old, i1, i2)
+        except Unmappable as problem:
+            problems.append((str(problem), range(i1, max(i2, i1 + 1) + 1)))  # with the lines beside it
+            continue
         end = _end(raw[i1][1]) if i1 < i2 else None  # a rewritten line ends as the line it replaces
         placed[owner].extend((line, end) for line in new[j1:j2])
-    bodies = {cells[i].number: _assemble(cells[i], lines) for i, lines in enumerate(placed)}
-    text = splice(source.notebook, cells, bodies)
-    reread = notebook_source(source.path, text)
-    if not isinstance(reread, Source) or _without_sources(text) != _without_sources(source.notebook):
-        raise Unmappable("the rewritten notebook would not be the same notebook besides its code")
-    return replace(reread, encoding=source.encoding, digest=source.digest)
+    if problems:
+        raise Unmappable(problems[0][0], frozenset(line for _, lines in problems for line in lines))
+    return {cells[i].number: _assemble(cells[i], lines) for i, lines in enumerate(placed)}
 
 
 def _without_sources(text: str) -> object:
@@ -124,7 +144,7 @@ def _without_sources(text: str) -> object:
     return notebook
 
 
-def _owner(cells: list[CodeCell], raw: list[tuple[int, str]], old: list[str], i1: int, i2: int) -> int:
+def _owner(cells: tuple[CodeCell, ...], raw: list[tuple[int, str]], old: list[str], i1: int, i2: int) -> int:
     """The one cell that the changed lines ``old[i1:i2]`` (or an insertion at ``i1``) belong to."""
     if i1 == i2:  # an insertion: inside a cell, or at the very start or end
         before = raw[i1 - 1][0] if i1 > 0 else None
@@ -158,9 +178,9 @@ def _assemble(cell: CodeCell, placed: list[tuple[str, str | None]]) -> str:
     return "".join(out)
 
 
-def splice(text: str, cells: list[CodeCell], bodies: dict[int, str]) -> str:
+def splice(text: str, cells: tuple[CodeCell, ...], bodies: dict[int, str]) -> str:
     """``text`` with the ``source`` of each changed cell rewritten in the file's style."""
-    ascii_only = text.isascii() and bool(_NON_ASCII_ESCAPE.search(text))
+    ascii_only = None
     parts, position = [], 0
     for cell in cells:
         body = bodies[cell.number]
@@ -168,9 +188,19 @@ def splice(text: str, cells: list[CodeCell], bodies: dict[int, str]) -> str:
             continue
         if cell.start < 0:
             raise Unmappable(f"cell {cell.number} has no `source` to write the fix into")
+        if ascii_only is None:
+            ascii_only = _escapes_non_ascii(text)
         parts += [text[position:cell.start], _source_value(text, cell, body, ascii_only)]
         position = cell.end
     return "".join(parts) + text[position:]
+
+
+def _escapes_non_ascii(text: str) -> bool:
+    """Whether the file was written with ``ensure_ascii``: all ASCII, and some character
+    above ASCII written as a \\uXXXX escape (Jupyter's own files keep such characters)."""
+    if not text.isascii() or "\\u" not in text:
+        return False
+    return any(len(m.group(1)) % 2 and int(m.group(2), 16) > 0x7F for m in _ESCAPE.finditer(text))
 
 
 def _source_value(text: str, cell: CodeCell, body: str, ascii_only: bool) -> str:
