@@ -185,6 +185,44 @@ def test_put_back_refuses_a_masked_line_and_lines_between_cells(tmp_path: Path) 
     assert json.loads(fixed.notebook or "")["cells"][1]["source"] == SETUP[:3] + ["extra = 1\n", SETUP[3]]
 
 
+def test_lines_added_to_an_empty_list_source_are_laid_out_as_the_file_is(tmp_path: Path) -> None:
+    source = _source(tmp_path, notebook())
+    fixed = put_back(source, source.text + "extra = 1\n")
+    text = fixed.notebook or ""
+    assert json.loads(text)["cells"][3]["source"] == ["\n", "extra = 1"]
+    assert '   "source": [\n    "\\n",\n    "extra = 1"\n   ]\n' in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_edited_line_changes_only_its_own_cell(tmp_path: Path, seed: int) -> None:
+    """Random notebooks (list or string sources, CRLF, magics, empty cells): putting back
+    the code unchanged gives the same bytes; editing one code line changes only that line."""
+    import random
+
+    rng = random.Random(seed)
+    pool = ["x = 1", "%time y = 2", "!ls", "", "def f():", "    return 3", "# note", "z = torch.ones(2)"]
+    data = notebook()
+    for number in range(rng.randint(1, 5)):
+        lines = [rng.choice(pool) + rng.choice(["\n", "\r\n"]) for _ in range(rng.randint(0, 4))]
+        if lines and rng.random() < 0.5:
+            lines[-1] = lines[-1].rstrip("\r\n")
+        body: list[str] | str = lines if rng.random() < 0.5 else "".join(lines)
+        data["cells"].insert(rng.randint(0, len(data["cells"])), {"cell_type": "code", "id": f"r{number}", "metadata": {}, "outputs": [], "source": body})
+    source = _source(tmp_path, data)
+    assert put_back(source, source.text).notebook == source.notebook
+    lines = source.text.splitlines(keepends=True)
+    editable = [i for i, line in enumerate(lines) if line.strip() and not line.startswith(("pass  #", "#"))]
+    index = rng.choice(editable)
+    lines[index] = lines[index].rstrip("\n") + "  # edited\n"
+    after = json.loads(put_back(source, "".join(lines)).notebook or "")
+    before = json.loads(source.notebook or "")
+    changed = [i for i, (a, b) in enumerate(zip(before["cells"], after["cells"])) if a != b]
+    assert len(changed) == 1 and without_sources(after) == without_sources(before)
+    old, new = before["cells"][changed[0]]["source"], after["cells"][changed[0]]["source"]
+    assert type(old) is type(new)
+    assert "".join(new).replace("  # edited", "", 1) == "".join(old)
+
+
 def test_stdin_fix_prints_the_fixed_notebook(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
