@@ -236,3 +236,12 @@ def test_a_bad_key_in_a_config_below_is_reported(tmp_path: Path) -> None:
     root = _write(tmp_path, {"pkg/torchlint.toml": 'selct = ["TL101"]\n', "pkg/train.py": SYNC_LOOP})
     with pytest.raises(ConfigError, match="did you mean `select`"):
         Resolver(cwd=root).for_path(root / "pkg/train.py")
+
+
+def test_a_misspelt_extend_is_named(tmp_path: Path) -> None:
+    root = _write(tmp_path, {"torchlint.toml": 'extends = "base.toml"\n', "train.py": SYNC_LOOP})
+    code, _, err = run_check(root, "--no-cache", ".")
+    assert code == 2 and "unknown configuration key `extends`" in err and "did you mean `extend`?" in err
+    (root / "torchlint.toml").write_text("extend = 3\n")
+    code, _, err = run_check(root, "--no-cache", ".")
+    assert code == 2 and "`extend` in" in err and "must be the path of a config file" in err

@@ -135,7 +135,7 @@ def from_table(table: dict[str, Any], root: Path, source: Path | None = None, ba
     for key, value in table.items():
         normalised = key.replace("_", "-")
         if normalised not in _KEYS:
-            hint = difflib.get_close_matches(normalised, list(_KEYS), n=1)
+            hint = difflib.get_close_matches(normalised, [*_KEYS, "extend"] if source else list(_KEYS), n=1)
             where = f" in {source}" if source else ""
             suggestion = f" (did you mean `{hint[0]}`?)" if hint else ""
             raise ConfigError(f"unknown configuration key `{key}`{where}{suggestion}")
