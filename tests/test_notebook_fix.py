@@ -240,3 +240,19 @@ def test_findings_sort_by_cell_then_line_and_related_places_carry_their_cell() -
     early = Finding("TL101", "n", "m", Location("nb.ipynb", 9, 1, cell=2))
     assert sorted([late, early], key=Finding.sort_key) == [early, late]
     assert late.to_dict()["related"] == [{"path": "nb.ipynb", "line": 2, "column": 1, "cell": 4}]
+
+
+def test_related_places_in_a_notebook_name_their_cell_in_json_and_sarif(tmp_path: Path) -> None:
+    cells = [
+        "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\n",
+        "for xb, yb in loader:\n    loss = model(xb).sum()\n    loss.backward()\n    opt.step()\n",
+    ]
+    data = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    write(tmp_path / "loader.ipynb", data)
+    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--select", "TL201", "--output-format", "json")
+    (finding,) = json.loads(out)
+    assert (finding["cell"], finding["line"]) == (1, 3)
+    assert finding["related"] == [{"path": "loader.ipynb", "line": 1, "column": 1, "cell": 2}]
+    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--select", "TL201", "--output-format", "sarif")
+    (related,) = json.loads(out)["runs"][0]["results"][0]["relatedLocations"]
+    assert related["message"]["text"] == "cell 2, line 1, column 1: where this costs time"
