@@ -223,14 +223,16 @@ def _source_value(text: str, cell: CodeCell, body: str, ascii_only: bool) -> str
 
 def _fresh_layout(text: str, start: int) -> tuple[str, str, str]:
     """Opening, closing and separating whitespace for a list that was empty: one line per
-    element, one indentation step deeper than the line of its key (the file's step)."""
+    element, one indentation step deeper than the line of its key (the file's step and
+    line end)."""
     line = text[text.rfind("\n", 0, start) + 1:start]
-    indent = line[:len(line) - len(line.lstrip(" "))]
-    step = re.search(r"\n( +)\S", text)
+    indent = line[:len(line) - len(line.lstrip(" \t"))]
+    step = re.search(r"(\r?\n)([ \t]+)\S", text)
     if step is None:  # a file on one line
         return "", "", ", "
-    inner = "\n" + indent + step.group(1)
-    return inner, "\n" + indent, "," + inner
+    newline, unit = step.groups()
+    inner = newline + indent + unit
+    return inner, newline + indent, "," + inner
 
 
 def cell_changes(before: str, after: str) -> tuple[tuple[int, str, str], ...]:
