@@ -49,8 +49,14 @@ def test_sampler_charges_a_gil_holding_line_to_itself_not_the_next(tmp_path):
     """``big * 5`` keeps the GIL with no eval-breaker check, so the sampler only gets
     to look at the next line; py-spy (which needs no GIL) puts most of the time on
     line 5. Without the fix line 5 got nothing and line 6 everything."""
-    by_line = _self_by_line(tmp_path)
-    heavy, light = by_line.get(5, 0.0), by_line.get(6, 0.0)
+    # A wall-clock sampler on a loaded machine can be starved of the CPU for a whole
+    # run (the OS, not the GIL): up to three runs. The defect this guards against put
+    # every stall on line 6 in every run, so it still fails.
+    for _ in range(3):
+        by_line = _self_by_line(tmp_path)
+        heavy, light = by_line.get(5, 0.0), by_line.get(6, 0.0)
+        if heavy > light and heavy > 0.5 * (heavy + light):
+            break
     assert heavy > light, by_line
     assert heavy > 0.5 * (heavy + light), by_line
 
