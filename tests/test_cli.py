@@ -247,3 +247,17 @@ def test_notebook_with_a_broken_cell_still_checks_the_others(tmp_path: Path) -> 
     assert "exercise.ipynb:cell 2:1:13: TL000" in out
     assert "exercise.ipynb:cell 5:4:11: TL101" in out
     assert out.count("TL000") == 1
+
+
+def test_an_empty_selection_says_so_and_exits_0(tmp_path: Path) -> None:
+    """As ruff: a tree that `exclude` empties, named with --force-exclude, or a folder
+    with no Python in it, is a warning on stderr, not a silent "0 files"."""
+    from conftest import run_check
+
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["pkg"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    code, _, err = run_check(tmp_path, "--force-exclude", "pkg")
+    assert code == 0 and "no Python files or notebooks found" in err
+    code, _, err = run_check(tmp_path, "pkg")  # named explicitly: checked, as ruff does
+    assert code == 1 and "no Python files" not in err

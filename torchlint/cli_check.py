@@ -113,6 +113,11 @@ def report(
             line_text=lines or SourceLines(),
         )
         emit(render(output_format, result.findings, context), output_file, err, context.color)
+    if result.files_checked == 0 and not result.errors:
+        # As ruff: an empty selection is worth saying (a mistyped path pattern, a tree
+        # that `exclude` or .gitignore empties), though it is not an error.
+        click.echo("torchlint: warning: no Python files or notebooks found under the given paths "
+                   "(check `exclude`, .gitignore and --force-exclude)", err=True)
     for error in result.errors:
         click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)
         click.echo(error.traceback.rstrip(), err=True)
