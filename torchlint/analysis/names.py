@@ -105,13 +105,17 @@ class Imports:
 
     def qualify(self, node: cst.BaseExpression | None) -> str | None:
         """The fully qualified name ``node`` refers to, or None when it is not imported."""
+        base = node
+        while isinstance(base, cst.Attribute):
+            base = base.value
+        # Most names asked about are locals: look the head up before joining the chain.
+        target = self.aliases.get(base.value) if isinstance(base, cst.Name) else None
+        if target is None:
+            return None
         name = dotted(node)
         if name is None:
             return None
-        head, _, rest = name.partition(".")
-        target = self.aliases.get(head)
-        if target is None:
-            return None
+        rest = name.partition(".")[2]
         return f"{target}.{rest}" if rest else target
 
 
