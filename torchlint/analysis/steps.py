@@ -109,8 +109,20 @@ class StepSummarizer(ObjectRefs):
         """May ``call`` hand its callee a tensor? Only arguments known to be Python values
         (``loss.item()``, numbers, strings, learning rates) say no; ``*args``/``**kwargs``
         and anything unknown may be tensors."""
-        values = self.ctx.values
-        return any(arg.star or values.kind(arg.value, call) is not Kind.HOST for arg in call.args)
+        return any(arg.star or not self._python_value(arg.value, call) for arg in call.args)
+
+    def _python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
+        name or subscript the value analysis calls one. Other calls are not inferred
+        (what they return may be a tensor, and asking costs more than it saves)."""
+        if isinstance(value, (cst.Integer, cst.Float, cst.BaseString)):
+            return True
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute):
+                return func.attr.value in ("item", "tolist") and not value.args
+            return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
+        return self.ctx.values.kind(value, at) is Kind.HOST
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()
