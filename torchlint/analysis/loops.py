@@ -283,7 +283,8 @@ class Loops:
 
     def only_first_batch(self, value: cst.BaseExpression) -> bool:
         """Is ``value`` assigned to a name that is only ever read as ``next(iter(name))``
-        (a loader built to peek at one batch, never iterated)?"""
+        or ``len(name)`` (a loader built to peek at one batch, never iterated), and at
+        least once as the first?"""
         ctx = self.ctx
         bindings = ctx.bindings.bound_to(value)
         if not bindings:
@@ -291,14 +292,18 @@ class Loops:
         uses = [use for binding in bindings for use in ctx.bindings.uses(binding, ordered=True)]
         if not uses:
             return False
+        peeked = False
         for use in uses:
             arg = ctx.tree.parent(use)
             inner = ctx.tree.parent(arg) if isinstance(arg, cst.Arg) else None
+            if isinstance(inner, cst.Call) and dotted(inner.func) == "len":
+                continue  # its size, e.g. for a progress bar: no batch is loaded
             outer_arg = ctx.tree.parent(inner) if isinstance(inner, cst.Call) else None
             outer = ctx.tree.parent(outer_arg) if isinstance(outer_arg, cst.Arg) else None
             if not (isinstance(inner, cst.Call) and dotted(inner.func) == "iter" and isinstance(outer, cst.Call) and dotted(outer.func) == "next"):
                 return False
-        return True
+            peeked = True
+        return peeked
 
     def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function of this file that ``call`` runs (``f(...)``, ``self.m(...)``)."""
