@@ -177,6 +177,18 @@ def test_notebook_cells_are_checked_with_cell_positions(tmp_path: Path) -> None:
     assert "broken.ipynb:1:3: TL000" in out
 
 
+def test_a_shell_escape_continued_over_lines_is_not_a_syntax_error(tmp_path: Path) -> None:
+    """`!python train.py \\` and its continuation lines are one IPython line: masked
+    whole, whatever their indentation (the continuation used to read as a bad indent)."""
+    cell = ["!python train.py \\\n", "    --epochs 3 \\\n", "    --lr 0.1\n", "import torch\n",
+            "x = torch.zeros(3).cuda()\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": cell}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "run.ipynb").write_text(json.dumps(notebook))
+    code, out, _ = run("check", "--output-format", "concise", "run.ipynb", cwd=tmp_path)
+    assert code == 1 and "TL000" not in out
+    assert "run.ipynb:cell 1:5:5: TL110" in out
+
+
 def test_internal_error_names_file_and_check_and_run_goes_on(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from torchlint.checks.sync.scalar_sync_in_loop import ScalarSyncInLoop
 

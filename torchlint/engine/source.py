@@ -54,9 +54,16 @@ def _cell_lines(body: str) -> list[str]:
     if first.startswith("%%") and first.split()[0] not in _PYTHON_CELL_MAGICS:
         return ["# " + raw for raw in raw_lines]
     lines = []
+    continued = False  # the previous IPython line ended in `\`: this one belongs to it
     for raw in raw_lines:
-        match = _IPYTHON_LINE.match(raw)
-        lines.append(f"{match.group('indent')}pass  # {raw.strip()}" if match else raw)
+        if continued:
+            lines.append("# " + raw.strip())  # a comment: no indentation to keep
+        else:
+            match = _IPYTHON_LINE.match(raw)
+            lines.append(f"{match.group('indent')}pass  # {raw.strip()}" if match else raw)
+            if not match:
+                continue
+        continued = raw.rstrip().endswith("\\")
     return lines
 
 
