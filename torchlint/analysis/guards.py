@@ -150,6 +150,15 @@ def _only_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
     return line.body[0].value
 
 
+def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
+    for node in (test, *tree_nodes(test)):
+        if isinstance(node, cst.Name) and "version" in node.value.lower():
+            return True
+        if isinstance(node, cst.Name) and node.value.upper().startswith(("TORCH_GREATER", "TORCH_LESS", "_TORCH_GREATER")):
+            return True
+    return False
+
+
 class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -324,6 +333,20 @@ class Guards:
             if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
                 return False
             if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_device(ancestor.test, tree.descendants):
+                return True
+            child = ancestor
+        return False
+
+    def version_gated(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
+        "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
+        Code there serves both old and new torch on purpose."""
+        tree = self.ctx.tree
+        child = node
+        for ancestor in tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_version(ancestor.test, tree.descendants):
                 return True
             child = ancestor
         return False
