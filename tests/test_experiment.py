@@ -44,7 +44,7 @@ def test_a_real_saving_is_a_saving_with_an_interval_around_it() -> None:
 
 
 def test_a_slower_variant_is_slower() -> None:
-    c = stats.compare(_windows(0.030, 0.001, 3, 20, seed=3), _windows(0.036, 0.001, 3, 20, seed=4))
+    c = stats.compare(_windows(0.030, 0.001, 4, 20, seed=3), _windows(0.036, 0.001, 4, 20, seed=4))
     assert c.verdict == SLOWER
     assert c.per_step < 0 and c.ci_high < 0
 
@@ -78,6 +78,22 @@ def test_three_whole_run_windows_per_arm_never_make_a_verdict() -> None:
     assert stats.compare([*fast, [2.0]], [*slow, [2.6]]).verdict == SLOWER
     mixed = stats.compare([[2.4], [2.1], [2.45], [2.6]], [[2.5], [2.15], [2.2], [2.0]])
     assert mixed.verdict == NO_CHANGE
+
+
+def test_step_windows_are_replicated_by_window_not_by_step() -> None:
+    """Steps of one window share its process: 3 windows a side whose every step is 1 ms
+    apart make a bootstrap interval that excludes 0, but windows, not steps, are the
+    replicates, and 3 against 3 cannot reach 95 %. A fourth window each, apart, can."""
+    rng = random.Random(1)
+
+    def arm(medians: list[float]) -> list[list[float]]:
+        return [[m + rng.gauss(0, 0.0003) for _ in range(30)] for m in medians]
+
+    slow, fast = arm([0.0500, 0.0506, 0.0497]), arm([0.0490, 0.0492, 0.0494])
+    three = stats.compare(slow, fast)
+    assert three.ci_low > 0 and three.verdict == NO_CHANGE
+    assert stats.window_p(slow, fast) == pytest.approx(0.1)
+    assert stats.compare([*slow, *arm([0.0503])], [*fast, *arm([0.0489])]).verdict == SAVING
 
 
 def test_compare_needs_steps_on_both_arms() -> None:

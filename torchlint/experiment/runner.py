@@ -28,9 +28,9 @@ from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
-MIN_PAIRS, MAX_PAIRS = 2, 4
+MIN_PAIRS, MAX_PAIRS = 4, 4  # 4 against 4 windows is the fewest a permutation test can call at 95 % (stats)
 NOISY_PAIRS = 8  # while the interval contains 0 and the candidate's share of the budget allows
-RUN_PAIRS = 4  # whole-run windows: one figure per window, so more of them (4 against 4 is the fewest a permutation test can call at 95 %)
+RUN_PAIRS = MIN_PAIRS  # whole-run windows
 WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps
 MIN_MEASURED, MAX_MEASURED = 6, 40
 SERVER_START_S = 4.0  # what starting the window server is assumed to cost (import torch)
