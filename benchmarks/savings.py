@@ -245,7 +245,7 @@ def main() -> None:
         plain, prof = [], []
         for _ in range(overhead_repeats):
             plain.append(_wall([sys.executable, f"{name}.py"], work))
-            prof.append(_wall([sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", f"ovh-{name}", f"{name}.py"], work))
+            prof.append(_wall([sys.executable, "-m", "torchlint", "profile", "--no-browser", "--overwrite", "--out", f"ovh-{name}", f"{name}.py"], work))
         results[name] = {"overhead": statistics.median(prof) / statistics.median(plain), "plain_s": statistics.median(plain),
                          "profile_s": statistics.median(prof), "experiment_wall_s": exp_wall,
                          "experiment_spent_s": experiment.get("spent_s"), "skipped": experiment.get("skipped", [])}
