@@ -16,6 +16,7 @@ FAMILY_TITLES = {
     "TL4": "model architecture",
     "TL5": "precision and compilation",
     "TL6": "multi-GPU and distributed",
+    "TLR": "runtime (reported by `torchlint profile`)",
 }
 
 # Every check's metadata, written out so that `torchlint rules`, `rule` and a warm-cache
@@ -49,6 +50,21 @@ _TABLE = (
 )
 
 
+# The runtime findings of `torchlint profile` (correlate/runtime.py): no source pattern, so
+# `check` never runs them. tests/test_catalogue.py fails when this drifts from
+# correlate.runtime.RUNTIME_RULES.
+_RUNTIME_TABLE = (
+    ('TLR01', 'dataloader-wait-share', 'The training loop waited on a DataLoader for 5 % or more of its time.'),
+    ('TLR02', 'host-device-syncs', 'One or more host-device synchronisations per step (CUDA sync debug).'),
+    ('TLR03', 'pageable-copies', 'Host-to-device copies from pageable (unpinned) memory.'),
+    ('TLR04', 'gpu-idle-share', 'The GPU was idle half or more of the torch.profiler window.'),
+    ('TLR05', 'optimizer-single-tensor', 'An optimizer `step()` ran the per-parameter for-loop where `foreach`/`fused` exist.'),
+    ('TLR06', 'fill-then-move', 'A host tensor made by a factory or filled in place, then copied to the device.'),
+    ('TLR07', 'low-precision-matmul-misaligned', 'fp16/bf16 matmuls whose M, N or K is not a multiple of 8.'),
+    ('TLR08', 'fp32-matmul-without-tf32', 'fp32 matmuls on an Ampere-or-newer GPU with TF32 off.'),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     code: str
@@ -56,6 +72,7 @@ class Rule:
     summary: str
     default: bool
     fix: FixSafety
+    runtime: bool = False  # a runtime finding of `torchlint profile`, not a static check
 
     @property
     def family(self) -> str:
@@ -70,6 +87,20 @@ def _syntax_error_rule() -> Rule:
 def rules() -> list[Rule]:
     """Every rule, TL000 first, sorted by code (from the table: no check is imported)."""
     return [_syntax_error_rule()] + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
+
+
+def runtime_rules() -> list[Rule]:
+    """The runtime findings (``TLR..``) of `torchlint profile`, sorted by code."""
+    return [Rule(code, name, summary, True, FixSafety.NONE, runtime=True) for code, name, summary in _RUNTIME_TABLE]
+
+
+def all_rules() -> list[Rule]:
+    """Static rules, then runtime ones: the whole catalogue (`torchlint rules`)."""
+    return rules() + runtime_rules()
+
+
+def runtime_codes() -> frozenset[str]:
+    return frozenset(code for code, _, _ in _RUNTIME_TABLE)
 
 
 def from_checks() -> list[Rule]:
@@ -92,9 +123,10 @@ def defaults() -> dict[str, bool]:
     return {rule.code: rule.default for rule in rules()}
 
 
-def find(code_or_name: str) -> Rule | None:
+def find(code_or_name: str, runtime: bool = False) -> Rule | None:
+    """The static rule with that code or name; with ``runtime``, runtime rules too."""
     wanted = code_or_name.strip()
-    for rule in rules():
+    for rule in all_rules() if runtime else rules():
         if rule.code == wanted.upper() or rule.name == wanted.lower():
             return rule
     return None

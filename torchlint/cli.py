@@ -211,19 +211,21 @@ def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = Fa
 @main.command(context_settings=CONTEXT)
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format: str) -> None:
-    """List every rule: code, name, default on/off, autofix."""
+    """List every rule: code, name, default on/off, autofix; runtime rules (TLR, reported
+    by `torchlint profile`) after the static ones."""
     from torchlint import catalogue
 
-    table = catalogue.rules()
+    table = catalogue.all_rules()
     if output_format == "json":
         import json
 
-        click.echo(json.dumps([{"code": r.code, "name": r.name, "default": r.default, "fix": r.fix.value, "summary": r.summary} for r in table], indent=2))
+        click.echo(json.dumps([{"code": r.code, "name": r.name, "kind": "runtime" if r.runtime else "static", "default": r.default, "fix": r.fix.value, "summary": r.summary} for r in table], indent=2))
         return
     width = max(len(r.name) for r in table)
     click.echo(f"{'CODE':<6} {'NAME':<{width}} {'DEFAULT':<8} {'AUTOFIX':<7} SUMMARY")
     for r in table:
-        click.echo(f"{r.code:<6} {r.name:<{width}} {'on' if r.default else 'opt-in':<8} {r.fix.value:<7} {r.summary}")
+        default = "runtime" if r.runtime else "on" if r.default else "opt-in"
+        click.echo(f"{r.code:<6} {r.name:<{width}} {default:<8} {r.fix.value:<7} {r.summary}")
 
 
 @main.command(context_settings=CONTEXT)
@@ -232,7 +234,7 @@ def rule(code: str) -> None:
     """Print the page of rule CODE (a code such as TL101, or its name)."""
     from torchlint import catalogue
 
-    found = catalogue.find(code)
+    found = catalogue.find(code, runtime=True)
     if found is None:
         raise UsageProblem(f"unknown rule `{code}`; `torchlint rules` lists them")
     text = catalogue.page(found)

@@ -46,7 +46,13 @@ GPU_ONLY = {
     "TL501": "mixed precision is timed here only on a GPU (CPU autocast is a different trade-off)",
     "TL601": "DataParallel only matters with several GPUs",
     "TL602": "a DistributedSampler only matters with several processes",
+    "TLR06": "no GPU: nothing is copied to a device",
+    "TLR07": "effect only on GPU tensor cores",
+    "TLR08": "TF32 is a mode of GPU tensor cores",
 }
+#: TLR05 on the CPU: foreach took 0.53-0.68x the for-loop's step() time for many small
+#: tensors (rules/TLR05), so at most half of the observed step() time is saved.
+FOREACH_CPU_SHARE = 0.5
 
 
 def on_gpu(session: ProfileSession) -> bool:
@@ -225,6 +231,8 @@ MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
     "TL202": observed_bound("the pageable host-to-device copies in the loop: pinning makes them faster and asynchronous"),
     "TL110": observed_bound("the host-to-device copy at the line: creating on the device skips it"),
     "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
+    "TLR05": lambda c, s: (observed_bound("the for-loop step() time: foreach replaces its per-tensor launches")
+                           if on_gpu(s) else share_estimate(FOREACH_CPU_SHARE, "foreach over the for-loop step() on the CPU"))(c, s),
 }
 
 

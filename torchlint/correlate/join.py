@@ -27,7 +27,7 @@ from torchlint.correlate.model import (
     _span,
     enclosing_function,
 )
-from torchlint.correlate.runtime import runtime_findings
+from torchlint.correlate.runtime import runtime_findings, runtime_skipped
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 from torchlint.savings import Estimate, Measurement
@@ -167,6 +167,7 @@ def correlate(
         run_s=session.script_s,
         cwd=session.cwd,
         unmatched=list(by_key.values()),
+        runtime_skipped=runtime_skipped(session),
     )
 
 

@@ -187,6 +187,8 @@ class Correlation:
     run_s: float  # the script's own time: its wall time less torchlint's work inside it
     cwd: str
     unmatched: list[Measurement] = field(default_factory=list)  # measurements no finding took
+    #: runtime patterns this run could not show, by code, with the reason (no GPU ...)
+    runtime_skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def ranked(self) -> list[Correlated]:

@@ -19,6 +19,7 @@ from torchlint.correlate.model import (
     _fmt_s,
     display_path,
 )
+from torchlint.correlate.patterns import pattern_findings
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 
@@ -55,6 +56,26 @@ RUNTIME_RULES = {
         "gpu-idle-share",
         "Feed the GPU faster (DataLoader workers, fewer syncs) or give it more work per step "
         "(bigger batch)",
+    ),
+    "TLR05": RuntimeRule(
+        "TLR05",
+        "optimizer-single-tensor",
+        "Pass foreach=True to the optimizer (fused=True where it exists, on CUDA)",
+    ),
+    "TLR06": RuntimeRule(
+        "TLR06",
+        "fill-then-move",
+        "Create the tensor on the device: pass device= to the factory",
+    ),
+    "TLR07": RuntimeRule(
+        "TLR07",
+        "low-precision-matmul-misaligned",
+        "Pad or choose sizes that are multiples of 8 (features, hidden sizes, vocabulary, batch)",
+    ),
+    "TLR08": RuntimeRule(
+        "TLR08",
+        "fp32-matmul-without-tf32",
+        "torch.backends.cuda.matmul.allow_tf32 = True, or torch.set_float32_matmul_precision('high')",
     ),
 }
 
@@ -99,7 +120,9 @@ def runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
         workers = opts.get("num_workers")
         hint = None
         has = ""
-        if isinstance(workers, int) and workers > 0:
+        if workers == 0:
+            has = "; the loader has num_workers=0, so each batch is made in the main process while the step waits"
+        elif isinstance(workers, int) and workers > 0:
             has = f", although the loader has {workers} worker{'s' if workers != 1 else ''}"
             hint = (
                 "Its workers do not keep up: make __getitem__ cheaper, or add workers if cores are free"
@@ -179,6 +202,18 @@ def runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
         c.observed_s = idle * window_s
         c.share = idle
         out.append(c)
+
+    # TLR05-TLR08: what the pattern probes recorded (correlate/patterns.py)
+    out.extend(pattern_findings(session, _maker(cwd))[0])
     return out
+
+
+def _maker(cwd: str):  # type: ignore[no-untyped-def]
+    return lambda code, message, path, line, hint: _runtime_finding(code, message, path, line, cwd, hint)
+
+
+def runtime_skipped(session: ProfileSession) -> dict[str, str]:
+    """Runtime patterns this run could not show, each with the reason (no GPU ...)."""
+    return pattern_findings(session, _maker(session.cwd))[1]
 
 

@@ -110,7 +110,7 @@ def is_suppressed(finding: Finding, source: Source | None) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _codes_by_name() -> dict[str, str]:
-    return {rule.name.upper(): rule.code for rule in catalogue.rules()}
+    return {rule.name.upper(): rule.code for rule in catalogue.all_rules()}
 
 
 def resolve_names(codes: tuple[str, ...]) -> tuple[str, ...]:
@@ -129,12 +129,33 @@ def _expand(codes: tuple[str, ...], known: dict[str, bool]) -> set[str]:
     return selected
 
 
+def _runtime_only(code: str, known: dict[str, bool]) -> bool:
+    """``code`` names runtime rules (``TLR01``, ``TLR``) and no static one."""
+    return not any(k.startswith(code) for k in known) and any(r.startswith(code) for r in catalogue.runtime_codes())
+
+
+def _static(codes: tuple[str, ...], known: dict[str, bool], key: str) -> tuple[str, ...]:
+    """``codes`` without runtime codes: ignoring one is fine (a config shared with
+    `torchlint profile`), selecting one is an error, as `check` cannot run it."""
+    kept = []
+    for code in resolve_names(codes):
+        if not _runtime_only(code, known):
+            kept.append(code)
+        elif key in ("select", "extend-select"):
+            raise ConfigError(
+                f"`{code}` in `{key}` is a runtime rule: `torchlint profile` reports it from a run of the "
+                "script; `check` runs the static rules only"
+            )
+    return tuple(kept)
+
+
 def selected_codes(config: Config, known: dict[str, bool]) -> set[str]:
     """The rule codes to run; ``known`` maps every code to whether it is on by default."""
     for key in ("select", "extend_select", "ignore"):
-        validate_codes(resolve_names(getattr(config, key)), set(known), key.replace("_", "-"))
+        name = key.replace("_", "-")
+        validate_codes(_static(getattr(config, key), known, name), set(known), name)
     for pattern, codes in config.per_file_ignores.items():
-        validate_codes(resolve_names(codes), set(known), f"per-file-ignores.{pattern}")
+        validate_codes(_static(codes, known, "per-file-ignores"), set(known), f"per-file-ignores.{pattern}")
     if config.select:
         chosen = _expand(config.select, known)
     else:

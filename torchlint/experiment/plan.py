@@ -37,6 +37,9 @@ GPU_ONLY = {
     "TLR02": "a device sync",
     "TLR03": "pinned memory",
     "TLR04": "GPU idle time",
+    "TLR06": "a host-to-device copy",
+    "TLR07": "tensor-core alignment",
+    "TLR08": "TF32 (a tensor-core mode)",
 }
 NOT_SWITCHABLE = {
     "TL304": "no mechanical rewrite: inference_mode changes which tensors can be used later",
@@ -110,6 +113,11 @@ def candidates_for(finding: Finding, *, cuda: bool, cores: int, priority: float 
         return [Candidate(finding, "torch.backends.cudnn.benchmark = True", "runtime",
                           [{"target": "cudnn.benchmark", "path": finding.path, "lines": _span(finding)}],
                           priority=priority)]
+    if code == "TLR05":  # the optimizer stepped at the finding's line runs foreach
+        return [Candidate(finding, "foreach=True", "runtime",
+                          [{"target": "foreach", "path": finding.path, "lines": _span(finding)}], priority=priority)]
+    if code == "TLR08":
+        return [Candidate(finding, "allow_tf32 = True", "runtime", [{"target": "tf32"}], priority=priority)]
     if code == "TLR01":
         return skip("its remedy is the DataLoader's (TL201 at the loader's construction)")
     if code.startswith("TLR"):

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from torchlint.profiler.patterns import install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.usercode import is_user_file
 
@@ -133,9 +134,11 @@ def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
         return None
     if src == "cpu":
         try:
-            return "HtoD pinned" if args[0].is_pinned() else "HtoD pageable"
+            kind = "HtoD pinned" if args[0].is_pinned() else "HtoD pageable"
         except Exception:
-            return "HtoD"
+            kind = "HtoD"
+        note_moved(args[0], kind)  # TLR06: a tensor made or filled on the host, then moved
+        return kind
     if dst == "cpu":
         return "DtoH"
     return "DtoD"
@@ -284,4 +287,8 @@ def install_probes() -> list[str]:
         probed.append("DataLoader.__next__")
     if _patch(dl.DataLoader, "__iter__", "DataLoader.__iter__", fetch=True, note=_note_loader):
         probed.append("DataLoader.__iter__")
+    # the runtime patterns (TLR05-TLR08, patterns.py): cheap where nothing matches
+    install_optimizer_watch(RECORDER.main_ident, user_site)
+    probed.extend(install_matmul_watch(RECORDER.main_ident, user_site, RECORDER))
+    probed.extend(install_fill_watch(RECORDER.main_ident, user_site, RECORDER))
     return probed

@@ -15,6 +15,8 @@ subclass built at that line counts too). Targets:
   the call passed, positionally or by keyword;
 - ``zero_grad``: ``Optimizer.zero_grad`` / ``Module.zero_grad`` called with
   ``set_to_none=True``;
+- ``foreach``: the optimizer whose ``step()`` is called from the site runs its
+  multi-tensor implementation (``foreach=True`` in its param groups; fused ones kept);
 - ``cudnn.benchmark`` and ``tf32``: global flags (no call site).
 
 Each applied switch counts the calls it changed; the window reports them, so an
@@ -65,6 +67,21 @@ def _patch_kwargs(owner: Any, name: str, switch: dict[str, Any], counter: dict[s
     setattr(owner, name, patched)
 
 
+def _foreach_at_site(switch: dict[str, Any], counter: dict[str, int]) -> None:
+    """foreach=True for the optimizers stepped from the switch's lines (TLR05)."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    def before(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not _at_site(switch):
+            return
+        for group in optimizer.param_groups:
+            if "foreach" in group and not group.get("fused"):
+                group["foreach"] = True
+        counter["calls"] += 1
+
+    register_optimizer_step_pre_hook(before)
+
+
 def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Install every switch; returns one record per switch with its call count."""
     import torch
@@ -84,6 +101,8 @@ def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif target == "cudnn.benchmark":
             torch.backends.cudnn.benchmark = True
             counter["calls"] = 1
+        elif target == "foreach":
+            _foreach_at_site(switch, counter)
         elif target == "tf32":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True

@@ -431,6 +431,7 @@ class TorchRun:
                 "not_run_reason": None if self.cycles else self._not_run_reason(),
             },
             "probes": {"ops": self.probed},
+            "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
             "sync_debug": {"enabled": self.sync_debug},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
@@ -450,3 +451,12 @@ class TorchRun:
         sched = self.options.get("schedule") or {}
         first = int(sched.get("wait", 1)) + int(sched.get("warmup", 1)) + 2
         return f"the run ended after {self.steps} steps, before the window (step {first})"
+
+
+def _patterns_summary() -> dict[str, Any]:
+    from torchlint.profiler.patterns import summary
+
+    try:
+        return summary()
+    except Exception as exc:  # the patterns must never cost the rest of the session
+        return {"error": f"{type(exc).__name__}: {exc}"}

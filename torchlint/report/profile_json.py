@@ -156,6 +156,7 @@ def build(
         "findings": [_finding(c, cwd) for c in correlation.findings],
         "unmatched_measurements": [m.to_dict() for m in correlation.unmatched],
         "runtime_findings": [_finding(c, cwd) for c in correlation.runtime],
+        "runtime_skipped": [{"code": code, "reason": reason} for code, reason in sorted(correlation.runtime_skipped.items())],
         "hotspots": [_hotspot(h, cwd) for h in correlation.hotspots],
         "dataloader": dict(session.dataloader),
         "torch_window": {

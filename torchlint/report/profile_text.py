@@ -270,6 +270,8 @@ def render(report: dict[str, Any]) -> str:
         _finding_block(f, "   -  ", lines, show_cost=False)
     if not str(run.get("device") or "cpu").startswith("cuda"):
         lines.append("  (CPU run: host-device syncs, pageable copies and GPU idle time need a CUDA device)")
+    for skipped in report.get("runtime_skipped") or ():
+        lines.append(f"  {skipped['code']} not shown here: {skipped['reason']}")
     lines.append("")
 
     tw = report["torch_window"]

@@ -21,17 +21,18 @@ def rule_url(code: str, name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def rules_by_code() -> dict[str, catalogue.Rule]:
-    return {rule.code: rule for rule in catalogue.rules()}
+    return {rule.code: rule for rule in catalogue.all_rules()}
 
 
 @functools.lru_cache(maxsize=None)
 def description(code: str) -> str:
-    """The first paragraph of the page's "What it does" section (the summary without one)."""
+    """The first paragraph of the page's "What it does" section ("What it measures" for a
+    runtime rule; the summary without one)."""
     rule = rules_by_code().get(code)
     if rule is None:
         return ""
     page = catalogue.page(rule) or ""
-    section = re.search(r"^## What it does\s*\n+(.+?)(?:\n\s*\n|\Z)", page, re.MULTILINE | re.DOTALL)
+    section = re.search(r"^## What it (?:does|measures)\s*\n+(.+?)(?:\n\s*\n|\Z)", page, re.MULTILINE | re.DOTALL)
     if section is None:
         return rule.summary
     return " ".join(line.strip() for line in section.group(1).splitlines())
