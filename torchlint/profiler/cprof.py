@@ -71,21 +71,32 @@ def _wrapped(key: _Key, stats: dict, op: str) -> _Key | None:
     return best
 
 
-def _subtract_up(stats: dict, key: _Key, amount: float, depth: int = 0) -> None:
+def _subtract_up(stats: dict, key: _Key, amount: float) -> None:
     """Take ``amount`` seconds out of ``key``'s cumulative time and, in proportion,
-    out of every caller above it (they included it)."""
-    entry = stats.get(key)
-    if entry is None or amount <= 0 or depth > 200:
-        return
-    cc, nc, tt, ct, callers = entry
-    if ct <= 0:
-        return
-    stats[key] = (cc, nc, tt, max(ct - amount, 0.0), callers)
-    for caller, (ecc, enc, ett, ect) in list(callers.items()):
-        part = amount * ect / ct
-        callers[caller] = (ecc, enc, ett, max(ect - part, 0.0))
-        if caller != key:
-            _subtract_up(stats, caller, part, depth + 1)
+    out of every caller above it (they included it).
+
+    Level by level, with each caller's share summed over the paths that reach it: a
+    walk per path is exponential in a call graph with cycles (recursion through torch's
+    own functions under DDP), which kept a rank writing its profile for minutes."""
+    pending = {key: amount}
+    for _level in range(200):
+        above: dict[_Key, float] = {}
+        for k, part_of_k in pending.items():
+            entry = stats.get(k)
+            if entry is None or part_of_k <= 0:
+                continue
+            cc, nc, tt, ct, callers = entry
+            if ct <= 0:
+                continue
+            stats[k] = (cc, nc, tt, max(ct - part_of_k, 0.0), callers)
+            for caller, (ecc, enc, ett, ect) in list(callers.items()):
+                part = part_of_k * ect / ct
+                callers[caller] = (ecc, enc, ett, max(ect - part, 0.0))
+                if caller != k:
+                    above[caller] = above.get(caller, 0.0) + part
+        pending = {k: v for k, v in above.items() if v > 1e-9}
+        if not pending:
+            return
 
 
 def _drop(stats: dict, key: _Key) -> None:
