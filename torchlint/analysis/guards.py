@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import FUNCTION_OR_CLASS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -167,9 +168,9 @@ class Guards:
         """The ``if`` statements whose body (or else branch) holds ``node``, up to ``stop``."""
         found: list[cst.If] = []
         for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
                 break
-            if isinstance(ancestor, cst.If) and not self.ctx.tree.is_inside(node, ancestor.test):
+            if type(ancestor) is cst.If and not self.ctx.tree.is_inside(node, ancestor.test):  # type: ignore[attr-defined]
                 found.append(ancestor)
         return found
 
@@ -178,16 +179,19 @@ class Guards:
         tree = self.ctx.tree
         child = node
         for ancestor in tree.ancestors(node):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            # Exact types, not isinstance (libcst's ABCs make a failing one slow): this runs
+            # for every ancestor of every call the step summary places.
+            ancestor_type = type(ancestor)
+            if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
                 return False
-            if isinstance(ancestor, cst.IndentedBlock) and _after_rare_exit(ancestor, child):
+            if ancestor_type is cst.IndentedBlock and _after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return True
-            if isinstance(ancestor, cst.If) and child is ancestor.body:
+            if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 if _raises(ancestor.body):
                     return True  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
                 if self._rare_test(ancestor, stop) or self.first_pass(ancestor, stop):
                     return True
-            if isinstance(ancestor, cst.IfExp) and child is ancestor.body:
+            if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
             child = ancestor
@@ -203,9 +207,9 @@ class Guards:
             return False
         inner: set[str] = set()
         for ancestor in tree.ancestors(branch):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
                 break
-            if isinstance(ancestor, cst.For):
+            if type(ancestor) is cst.For:
                 inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 

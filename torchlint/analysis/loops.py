@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import Kind, looks_like_optimizer
 
 if TYPE_CHECKING:
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
 Loop = cst.For | cst.While | cst.CompFor
 _SCOPE_BARRIERS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_BARRIER_TYPES = node_types(*_SCOPE_BARRIERS)
+_COMPREHENSION_TYPES = node_types(*_COMPREHENSIONS)
+_NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 _SAMPLING = frozenset({"generate", "sample", "multinomial"})
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
@@ -43,12 +47,14 @@ class Loops:
         loops: list[cst.CSTNode] = []
         child = node
         for ancestor in self.ctx.tree.ancestors(node):
-            if isinstance(ancestor, _SCOPE_BARRIERS):
+            # Type sets, not isinstance: this runs for every ancestor of most calls and names.
+            ancestor_type = type(ancestor)
+            if ancestor_type in _BARRIER_TYPES:
                 break
-            if isinstance(ancestor, (cst.For, cst.While)):
+            if ancestor_type is cst.For or ancestor_type is cst.While:
                 if any(child is part for part in _body_children(ancestor)):
                     loops.append(ancestor)
-            elif isinstance(ancestor, _COMPREHENSIONS):
+            elif ancestor_type in _COMPREHENSION_TYPES:
                 first = ancestor.for_in
                 if child is not first or self._inside_comp_body(node, first):
                     loops.append(ancestor)
@@ -156,7 +162,7 @@ class Loops:
         """Does the loop's own body (not a nested loop's) run a training or model step?"""
         for part in _body_children(loop) or ((loop.elt,) if hasattr(loop, "elt") else ()):
             for node in self._own_nodes(part):
-                if isinstance(node, cst.Call) and self.is_step_call(node):
+                if type(node) is cst.Call and self.is_step_call(node):
                     return True
         return False
 
@@ -165,7 +171,7 @@ class Loops:
         while stack:
             node = stack.pop()
             yield node
-            if isinstance(node, (cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)) and node is not root:
+            if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root:
                 continue
             stack.extend(self.ctx.tree_children(node))
 
@@ -192,7 +198,7 @@ class Loops:
             for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While)):
                 backward = step = False
                 for node in self._loop_nodes(loop):
-                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                    if type(node) is cst.Call and type(node.func) is cst.Attribute:  # type: ignore[attr-defined]
                         method = node.func.attr.value
                         if method == "backward":
                             backward = True
@@ -212,7 +218,7 @@ class Loops:
         while stack:
             node = stack.pop()
             yield node
-            if isinstance(node, _SCOPE_BARRIERS):
+            if type(node) in _BARRIER_TYPES:
                 continue
             stack.extend(self.ctx.tree_children(node))
 

@@ -9,12 +9,14 @@ from torchlint.analysis.tree import Tree
 
 def dotted(node: cst.BaseExpression | cst.ImportFrom | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
+    # `type(...) is`, not isinstance: libcst's classes are ABCs, whose failing isinstance
+    # is slow, and this runs for most names the analyses meet (no class derives from these).
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)  # type: ignore[union-attr]
+        node = node.value  # type: ignore[union-attr]
+    if type(node) is cst.Name:
+        parts.append(node.value)  # type: ignore[union-attr]
         return ".".join(reversed(parts))
     return None
 
@@ -106,10 +108,10 @@ class Imports:
     def qualify(self, node: cst.BaseExpression | None) -> str | None:
         """The fully qualified name ``node`` refers to, or None when it is not imported."""
         base = node
-        while isinstance(base, cst.Attribute):
-            base = base.value
+        while type(base) is cst.Attribute:  # not isinstance: see `dotted`
+            base = base.value  # type: ignore[union-attr]
         # Most names asked about are locals: look the head up before joining the chain.
-        target = self.aliases.get(base.value) if isinstance(base, cst.Name) else None
+        target = self.aliases.get(base.value) if type(base) is cst.Name else None  # type: ignore[union-attr]
         if target is None:
             return None
         name = dotted(node)

@@ -34,16 +34,48 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     return fields
 
 
+def node_types(*bases: type) -> frozenset[type]:
+    """``bases`` and every class derived from them: ``type(node) in node_types(A, B)`` is
+    ``isinstance(node, (A, B))``, several times faster. libcst's node classes are ABCs,
+    and an ``isinstance`` that fails calls ``ABCMeta.__instancecheck__`` in Python; the
+    hot helpers ask such questions of every ancestor of every node they look at. (Every
+    node class is defined once libcst is imported, so the set is complete.)"""
+    found: set[type] = set()
+    stack = list(bases)
+    while stack:
+        cls = stack.pop()
+        if cls not in found:
+            found.add(cls)
+            stack.extend(cls.__subclasses__())
+    return frozenset(found)
+
+
+class _IsNode(dict):  # type: ignore[type-arg]
+    """type -> whether it is a CSTNode class, filled on first sight (a dict lookup, not an
+    ABC ``isinstance``, for every field of every node the walk reads)."""
+
+    def __missing__(self, value_type: type) -> bool:
+        answer = self[value_type] = issubclass(value_type, CSTNode)
+        return answer
+
+
+_IS_NODE = _IsNode()
+FUNCTION_OR_CLASS = node_types(cst.FunctionDef, cst.ClassDef)
+_STATEMENTS = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The syntactic children of ``node`` in source order (trivia left out)."""
+    is_node = _IS_NODE
     for name in _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, CSTNode):
-            yield value
-        elif type(value) is tuple or type(value) is list:
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
             for item in value:
-                if isinstance(item, CSTNode):
+                if is_node[type(item)]:
                     yield item
+        elif is_node[value_type]:
+            yield value
 
 
 class Tree:
@@ -54,12 +86,13 @@ class Tree:
         self.parents: dict[int, cst.CSTNode] = {}
         self.order: dict[int, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        self._function_of: dict[int, cst.FunctionDef | None] = {}
         self._walk(module)
 
     def _walk(self, module: cst.Module) -> None:
         # `children` inlined: this walk touches every node of every file once, and the
         # generator's overhead was a third of it.
-        parents, order, by_type, known = self.parents, self.order, self.by_type, _CHILD_FIELDS
+        parents, order, by_type, known, is_node = self.parents, self.order, self.by_type, _CHILD_FIELDS, _IS_NODE
         stack: list[cst.CSTNode] = [module]
         index = 0
         while stack:
@@ -74,10 +107,11 @@ class Tree:
             kids: list[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
-                if isinstance(value, CSTNode):
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
+                    kids.extend(item for item in value if is_node[type(item)])
+                elif is_node[value_type]:
                     kids.append(value)
-                elif type(value) is tuple or type(value) is list:
-                    kids.extend(item for item in value if isinstance(item, CSTNode))
             for kid in kids:
                 parents[id(kid)] = node
             kids.reverse()
@@ -117,21 +151,39 @@ class Tree:
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The innermost statement (simple or compound) that holds ``node``."""
-        for candidate in (node, *self.ancestors(node)):
-            if isinstance(candidate, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return candidate
+        statements, parents = _STATEMENTS, self.parents
+        current: cst.CSTNode | None = node
+        while current is not None:
+            if type(current) in statements:
+                return current  # type: ignore[return-value]
+            current = parents.get(id(current))
         return None
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                return ancestor
-        return None
+        """The innermost ``def`` around ``node`` (not ``node`` itself)."""
+        # Asked for most calls, names and loops by several analyses: each node's answer
+        # is remembered for the nodes on the way up (id -> its innermost def, itself included).
+        memo, parents, passed = self._function_of, self.parents, []
+        current = parents.get(id(node))
+        found = None
+        while current is not None:
+            key = id(current)
+            if key in memo:
+                found = memo[key]
+                break
+            if type(current) is cst.FunctionDef:
+                found = memo[key] = current
+                break
+            passed.append(key)
+            current = parents.get(key)
+        for key in passed:
+            memo[key] = found
+        return found
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.ClassDef):
-                return ancestor
+            if type(ancestor) is cst.ClassDef:
+                return ancestor  # type: ignore[return-value]
         return None
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:

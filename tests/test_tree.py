@@ -1,0 +1,97 @@
+"""The one walk and its fast helpers (analysis/tree.py) answer exactly as the plain
+isinstance-based definitions they replace, on every node of real files."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from torchlint.analysis.context import FileContext
+from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import Tree, children, node_types
+
+# Every rule's fixtures and the cross-file project: nested defs, classes, lambdas,
+# comprehensions, loops and branches of many shapes.
+FILES = sorted([*FIXTURES.glob("rules/*/*.py"), *FIXTURES.glob("projects/steps/**/*.py")])
+
+
+def _plain_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Child nodes as the walk's field filter would find them with isinstance."""
+    found = []
+    for field in dataclasses.fields(node):
+        if field.name.startswith(("whitespace", "comma", "lpar", "rpar", "semicolon", "colon", "equal", "dot",
+                                  "lbracket", "rbracket", "lbrace", "rbrace", "header", "footer", "leading_lines",
+                                  "lines_after_decorators", "trailing_whitespace", "operator", "newline",
+                                  "asynchronous", "indent", "lines_after", "star_tok")):
+            continue
+        value = getattr(node, field.name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+def _plain_enclosing_function(tree: Tree, node: cst.CSTNode) -> cst.FunctionDef | None:
+    return next((a for a in tree.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+
+
+def _plain_statement_of(tree: Tree, node: cst.CSTNode) -> cst.CSTNode | None:
+    candidates = (node, *tree.ancestors(node))
+    return next((c for c in candidates if isinstance(c, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
+
+
+def test_fixture_files_are_found() -> None:
+    assert len(FILES) > 40
+
+
+@pytest.mark.parametrize("path", FILES[::3], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_helpers_agree_with_isinstance(path: Path) -> None:
+    module = cst.parse_module(path.read_text())
+    tree = Tree(module)
+    nodes = [n for nodes in tree.by_type.values() for n in nodes]
+    assert len(nodes) == len(tree.order)
+    # Asked in two orders (leaves first, then roots first), so remembered answers are used
+    # both ways: a memo filled on the way up must agree with a fresh walk.
+    for node in sorted(nodes, key=tree.index, reverse=True) + sorted(nodes, key=tree.index):
+        assert tree.enclosing_function(node) is _plain_enclosing_function(tree, node)
+        assert tree.statement_of(node) is _plain_statement_of(tree, node)
+        assert tree.enclosing_class(node) is next((a for a in tree.ancestors(node) if isinstance(a, cst.ClassDef)), None)
+    for node in nodes:
+        assert list(children(node)) == _plain_children(node)
+        kids = _plain_children(node)
+        assert all(tree.parent(kid) is node for kid in kids)
+
+
+def test_the_walk_reaches_every_node_once_in_pre_order() -> None:
+    module = cst.parse_module("def f(x):\n    return [y * 2 for y in x if y]  # c\nclass A:\n    z: int = f(1)\n")
+    tree = Tree(module)
+    order = sorted(tree.order.items(), key=lambda kv: kv[1])
+    assert [index for _, index in order] == list(range(len(order)))
+    names = [n.value for n in tree.nodes(cst.Name)]
+    assert names == ["f", "x", "y", "y", "x", "y", "A", "z", "int", "f"]
+
+
+def test_node_types_is_isinstance_for_every_node_class() -> None:
+    every = node_types(cst.CSTNode)
+    assert cst.Name in every and cst.FunctionDef in every and cst.BaseExpression in every
+    bases = [(cst.BaseExpression,), (cst.FunctionDef, cst.ClassDef), (cst.BaseCompoundStatement,), (cst.BaseString,)]
+    samples = [cst.Name("x"), cst.Integer("1"), cst.SimpleString("'s'"), cst.parse_expression("f'{x}'"),
+               cst.parse_statement("def f(): pass"), cst.parse_statement("class A: pass"),
+               cst.parse_statement("if x: pass"), cst.parse_statement("x = 1"), cst.Arg(cst.Name("y"))]
+    for base in bases:
+        members = node_types(*base)
+        for sample in samples:
+            assert (type(sample) in members) == isinstance(sample, base), (base, sample)
+
+
+def test_qualified_names_and_dotted_chains() -> None:
+    ctx = FileContext(cst.parse_module("import torch.nn as nn\nfrom torch import cuda\nnn.functional.relu(x)\ncuda.synchronize()\n(a).b\nf().g\n"), "m.py")
+    calls = ctx.tree.nodes(cst.Call)
+    assert [ctx.qname(c.func) for c in calls] == ["torch.nn.functional.relu", "torch.cuda.synchronize", None]
+    attributes = ctx.tree.nodes(cst.Attribute)
+    assert [dotted(a) for a in attributes] == ["torch.nn", "nn.functional.relu", "nn.functional", "cuda.synchronize", "a.b", None]
