@@ -79,3 +79,23 @@ def _private_result_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     """Every test (and every torchlint it starts) caches results in its own temporary
     directory: never in the repository, never shared between tests."""
     monkeypatch.setenv("TORCHLINT_CACHE_DIR", str(tmp_path_factory.mktemp("torchlint-cache")))
+
+
+@pytest.fixture(scope="session")
+def html_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real `torchlint profile` run of the slow-loader MLP (torch start-up is paid
+    once), for the report.html and interchange-file tests: its run directory."""
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    cwd = tmp_path_factory.mktemp("html-run")
+    shutil.copy(FIXTURES / "scripts" / "mlp_slow_loader.py", cwd)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "--wait", "0", "--warmup", "1",
+         "--active", "3", "mlp_slow_loader.py", "--steps", "8", "--sleep-ms", "1"],
+        cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return cwd / "run"

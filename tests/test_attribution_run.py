@@ -72,7 +72,7 @@ def test_profile_prof_shows_the_users_program_not_torchlints_wrappers(run):
 def test_the_evaluation_pass_gets_a_window(run):
     windows = run.report["coverage"]["torch_profiler"]["windows"]
     (ev,) = [w for w in windows if w["eval"]]
-    assert ev["after_step"] == STEPS and ev["trace"] == "trace-eval.json"
+    assert ev["after_step"] == STEPS and ev["trace"].startswith("traces/eval/") and ev["trace"].endswith(".pt.trace.json")
     events = json.loads((run.run_dir / ev["trace"]).read_text())["traceEvents"]
     assert any(e.get("name") == "aten::addmm" for e in events)  # the evaluation's forward passes
 

@@ -173,7 +173,11 @@ def test_trace_is_valid_json_with_events(mlp_run):
 
 def test_run_directory_holds_every_artifact(mlp_run):
     names = {p.name for p in mlp_run.run_dir.iterdir()}
-    assert {"profile.prof", "trace.json", "report.json", "report.txt", "session.json"} <= names
+    assert {"profile.prof", "traces", "report.json", "report.txt", "session.json"} <= names
+    assert {"samples.speedscope.json", "samples.collapsed.txt"} <= names
+    # torch's tensorboard_trace_handler layout: traces/<window>/<worker>.<time_ms>.pt.trace.json
+    (trace,) = mlp_run.report["artifacts"]["traces"]
+    assert trace.startswith("traces/window-1/") and trace.endswith(".pt.trace.json")
     text = (mlp_run.run_dir / "report.txt").read_text()
     assert "Findings ranked by what fixing them saves" in text and "What each profiler covered" in text
 

@@ -254,6 +254,15 @@ def _write(
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")
 
     hotspots = sampler.hotspots()
+    try:  # the sampler's stacks for speedscope and flame graphs (stacks.py)
+        from torchlint import __version__
+        from torchlint.profiler import stacks
+
+        name = os.path.basename(str(meta.get("script") or "script"))
+        artifacts["samples"] = stacks.write(run_dir, sampler.stacks, cwd=str(meta.get("cwd") or os.getcwd()),
+                                            name=name, exporter=f"torchlint {__version__}")
+    except Exception as exc:
+        meta["warnings"].append(f"could not write the sampled stacks: {exc}")
     coverage: dict[str, Any] = {
         "cprofile": {
             "span": "script",

@@ -20,6 +20,7 @@ from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSessio
 
 REPORT_JSON = "report.json"
 REPORT_TEXT = "report.txt"
+REPORT_HTML = "report.html"
 
 
 def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]]:
@@ -160,6 +161,7 @@ def report_run(
         "traces": [t for t in (session.artifacts.get("traces") or []) if (run_dir / t).is_file()],
         "report_json": REPORT_JSON,
         "report_text": REPORT_TEXT,
+        "report_html": REPORT_HTML,
         "session": SESSION_FILE if (run_dir / SESSION_FILE).is_file() else None,
         "script_output": OUTPUT_LOG if (run_dir / OUTPUT_LOG).is_file() else None,
     }
@@ -170,10 +172,46 @@ def report_run(
     text = profile_text.render(report)
     (run_dir / REPORT_JSON).write_text(profile_json.render(report), encoding="utf-8")
     (run_dir / REPORT_TEXT).write_text(text, encoding="utf-8")
+    _write_html(report, session, run_dir)
     return report, (profile_json.render(report) if output_format == "json" else text)
 
 
-def rebuild_report(run_dir: Path | None, script: str | None, output_format: str, no_browser: bool) -> None:
+def _write_html(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> None:
+    """report.html beside the others; a failure here costs only the page, said on stderr."""
+    try:
+        from torchlint.report import profile_html
+
+        (run_dir / REPORT_HTML).write_text(profile_html.render(report, session, run_dir), encoding="utf-8")
+    except Exception as exc:
+        click.echo(f"torchlint: warning: could not write {REPORT_HTML}: {type(exc).__name__}: {exc}", err=True)
+
+
+def show_html(run_dir: Path, open_it: bool, json_mode: bool) -> None:
+    """``--open``: report.html in the browser; otherwise (or with no browser) its file:// URL."""
+    page = run_dir / REPORT_HTML
+    if not page.is_file():
+        return
+    url = page.resolve().as_uri()
+    if open_it:
+        from torchlint.profiler import snakeviz
+
+        reason = snakeviz.headless_reason()
+        if reason is None:
+            try:
+                import webbrowser
+
+                if webbrowser.open(url):
+                    click.echo(f"torchlint: opened {url}", err=True)
+                    return
+                reason = "no browser found"
+            except Exception as exc:  # webbrowser.Error, a broken browser command
+                reason = f"{type(exc).__name__}: {exc}"
+        click.echo(f"torchlint: could not open a browser ({reason}); the report: {url}", err=True)
+        return
+    click.echo(f"HTML report: {url}", err=json_mode)
+
+
+def rebuild_report(run_dir: Path | None, script: str | None, output_format: str, no_browser: bool, open_html: bool = False) -> None:
     """``--report RUN_DIR``: the report of an earlier run, from what it left; exits."""
     if run_dir is None:
         click.echo("torchlint: error: give a SCRIPT to profile, or --report RUN_DIR", err=True)
@@ -190,6 +228,7 @@ def rebuild_report(run_dir: Path | None, script: str | None, output_format: str,
         click.echo(f"torchlint: error: could not rebuild the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
     click.echo(rendered, nl=False)
+    show_html(run_dir, open_html, output_format == "json")
     sys.exit(0)
 
 
@@ -216,6 +255,7 @@ def rebuild_report(run_dir: Path | None, script: str | None, output_format: str,
 )
 @click.option("--overwrite", is_flag=True, help="Empty the --out directory of an earlier run first.")
 @click.option("--no-browser", is_flag=True, help="Do not start snakeviz; print its command instead.")
+@click.option("--open", "open_html", is_flag=True, help="Open report.html (the run directory's HTML report) in the browser.")
 @click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: steps skipped before each window.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="torch.profiler schedule: warm-up steps (recorded, discarded).")
 @click.option("--active", type=click.IntRange(min=1), default=5, show_default=True, help="torch.profiler schedule: steps recorded per window.")
@@ -243,6 +283,7 @@ def profile(
     budget: float | None = None,
     report_dir: Path | None = None,
     overwrite: bool = False,
+    open_html: bool = False,
 ) -> None:
     """Run SCRIPT under cProfile and torch.profiler and rank the findings by what fixing them saves.
 
@@ -251,7 +292,7 @@ def profile(
     needed. Exit status is the script's own.
     """
     if report_dir is not None or script is None:
-        rebuild_report(report_dir, script, output_format, no_browser)
+        rebuild_report(report_dir, script, output_format, no_browser, open_html)
     try:
         path = check_script(script)
     except ScriptError as exc:
@@ -266,12 +307,12 @@ def profile(
         _profile_into(run_dir, path, script, script_args, output_format, no_browser, experiment, budget, RunOptions(
             wait=wait, warmup=warmup, active=active, repeat=repeat, max_steps=max_steps,
             record_shapes=record_shapes, profile_memory=profile_memory,
-        ))
+        ), open_html=open_html)
     finally:
         release_run_dir(run_dir)
 
 
-def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, experiment: bool, budget: float | None, options: RunOptions) -> None:
+def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, experiment: bool, budget: float | None, options: RunOptions, open_html: bool = False) -> None:
     """Run the script into ``run_dir``, then report; exits with the script's status."""
     json_mode = output_format == "json"
     # The static checks' imports (libcst) take a few tenths of a second: do them
@@ -305,6 +346,7 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
     if not json_mode:
         click.echo("")  # a blank line between the script's output and the report
     click.echo(rendered, nl=False)
+    show_html(run_dir, open_html, json_mode)
     if _report["snakeviz"].get("launched"):
         from torchlint.profiler import snakeviz
 

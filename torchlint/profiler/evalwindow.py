@@ -6,7 +6,7 @@ TL304 findings live. When the script switches a module to eval mode and the
 scheduled windows are over (or never started), this records one more window, from
 ``eval()`` until training resumes (``train()`` or the next optimizer step), the
 run ends, or ``--active`` evaluation batches have been fetched, whichever comes
-first. Its trace is ``trace-eval.json``; its ops are charged to probed call sites
+first. Its trace is in ``traces/eval/`` (tracefile.trace_name); its ops are charged to probed call sites
 like any window's. Imported only in the profiled child.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-EVAL_TRACE = "trace-eval.json"
+EVAL_WINDOW = "eval"  # its folder under traces/
 
 
 class EvalWindow:
@@ -95,6 +95,9 @@ class EvalWindow:
                     profile_memory=bool(run.options.get("profile_memory")),
                     with_stack=False,
                 )
+                from torchlint.profiler.torchprof import add_rank_metadata
+
+                add_rank_metadata(prof)
                 prof.start()
             self.prof = prof
             self.after_step = run.steps
@@ -135,8 +138,12 @@ class EvalWindow:
         try:
             prof.stop()
             try:
-                prof.export_chrome_trace(str(run.run_dir / EVAL_TRACE))
-                cycle["trace"] = EVAL_TRACE
+                from torchlint.profiler.tracefile import trace_name
+
+                name = trace_name(EVAL_WINDOW)
+                (run.run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                prof.export_chrome_trace(str(run.run_dir / name))
+                cycle["trace"] = name
             except Exception as exc:
                 cycle["trace_error"] = f"{type(exc).__name__}: {exc}"
         except Exception as exc:

@@ -11,6 +11,7 @@ hook, so it cannot conflict with cProfile.
 from __future__ import annotations
 
 import dis
+import os
 import sys
 import threading
 import time
@@ -19,6 +20,23 @@ from typing import Any
 
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.usercode import is_user_file
+
+#: Distinct stacks kept (stack -> seconds); later new stacks are folded into OTHER.
+MAX_STACKS = 20_000
+#: A run of library frames is one frame: torch's own, or any other library's.
+TORCH_GROUP, LIB_GROUP = ("[torch]", 0, ""), ("[lib]", 0, "")
+OTHER = (("[other stacks]", 0, ""),)
+_TORCHLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TORCH_PART = os.sep + "torch" + os.sep
+
+
+def library_group(filename: str) -> tuple[str, int, str] | None:
+    """The collapsed frame a library file belongs to; None for torchlint's own frames
+    (the bootstrap and the step hook are not the script's)."""
+    if filename.startswith(_TORCHLINT_DIR):
+        # a probe wrapper stands for the torch call it wraps
+        return TORCH_GROUP if filename.endswith("probes.py") else None
+    return TORCH_GROUP if _TORCH_PART in filename else LIB_GROUP
 
 
 #: Instructions after which CPython 3.11 checks its "eval breaker", the only places
@@ -97,6 +115,10 @@ class LineSampler:
         self.moved = 0  # late samples charged to the line that held the GIL
         # (file, line, function) -> [self_s, total_s, samples, dataloader_s]
         self.lines: dict[tuple[str, int, str], list[float]] = {}
+        # outermost-first stacks of user frames (file, line, function), each run of
+        # library frames collapsed into one TORCH_GROUP/LIB_GROUP frame -> seconds
+        self.stacks: dict[tuple[tuple[str, int, str], ...], float] = {}
+        self._group: dict[str, tuple[str, int, str] | None] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._target = threading.main_thread().ident
@@ -146,6 +168,8 @@ class LineSampler:
         seen: set[tuple[str, int, str]] = set()
         innermost = True
         user_cache = self._user
+        group_cache = self._group
+        chain: list[tuple[str, int, str]] = []  # innermost first
         depth = 0
         if late:
             try:
@@ -167,6 +191,7 @@ class LineSampler:
                     if in_fetch:
                         row[3] += dt
                     seen.add(key)
+                    chain.append(key)
                     innermost = False
                     self.moved += 1
                     frame = mframe.f_back  # the frames above it had not started yet
@@ -190,10 +215,35 @@ class LineSampler:
                     if in_fetch:
                         row[3] += dt
                     seen.add(key)
+                chain.append(key)
+            else:
+                if filename in group_cache:
+                    group = group_cache[filename]
+                else:
+                    group = group_cache[filename] = library_group(filename)
+                if group is not None and (not chain or chain[-1] is not group):
+                    chain.append(group)
             frame = frame.f_back
             depth += 1
+        self._add_stack(chain, dt)
         self.samples += 1
         self.sampled_s += dt
+
+    def _add_stack(self, chain: list[tuple[str, int, str]], dt: float) -> None:
+        """Count ``dt`` for the sampled stack; the library frames that called the
+        script (the interpreter, torchlint's bootstrap) are dropped."""
+        while len(chain) > 1 and (chain[-1] is TORCH_GROUP or chain[-1] is LIB_GROUP):
+            chain.pop()
+        if not chain:
+            return
+        stack = tuple(reversed(chain))
+        stacks = self.stacks
+        if stack in stacks:
+            stacks[stack] += dt
+        elif len(stacks) < MAX_STACKS:
+            stacks[stack] = dt
+        else:
+            stacks[OTHER] = stacks.get(OTHER, 0.0) + dt
 
     def hotspots(self) -> list[Hotspot]:
         return [

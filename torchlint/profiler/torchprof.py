@@ -22,6 +22,7 @@ Three instruments, all on public torch API (see docs/profiling.md):
 from __future__ import annotations
 
 import functools
+import json
 import os
 import statistics
 import sys
@@ -41,6 +42,7 @@ import torch  # noqa: E402  (this module is imported only in the profiled child)
 TORCH_IMPORT_S = time.perf_counter() - _t_import
 
 from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noqa: E402
+from torchlint.profiler.tracefile import trace_name  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 try:
@@ -57,6 +59,19 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 _MAX_STEP_TIMES = 10_000
+
+
+def add_rank_metadata(prof: Any) -> None:
+    """``distributedInfo`` (rank 0 of 1) in each trace, which HTA reads the rank from;
+    under torch.distributed, torch writes the real one itself."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return
+        prof.preset_metadata_json("distributedInfo", json.dumps({"backend": "none", "rank": 0, "world_size": 1}))
+    except Exception:  # an older torch without preset_metadata_json: traces without it
+        pass
 
 
 class MaxStepsReached(BaseException):
@@ -123,6 +138,9 @@ class TorchRun:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._hook = register_optimizer_step_post_hook(self._on_step)
+        from torchlint.profiler.modules import ModuleTimer
+
+        self.modules = ModuleTimer()  # forward time per nn.Module, in the windows only
 
     def _watch_first_optimizer(self) -> None:
         """Note where the first optimizer is built, then step out of the way."""
@@ -269,6 +287,7 @@ class TorchRun:
                 profile_memory=bool(self.options.get("profile_memory")),
                 with_stack=False,  # no Python tracer: cProfile keeps the 3.11 profile hook
             )
+            add_rank_metadata(self.prof)
             self.prof.start()
         self._update_phase()
 
@@ -278,6 +297,10 @@ class TorchRun:
         action = getattr(self.prof, "current_action", None)
         recording = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         self.rec.labels_on = recording
+        if recording:
+            self.modules.start()
+        else:
+            self.modules.stop()
         if recording:
             self.window_steps.append(self.steps + 1)  # the iteration that starts now
 
@@ -309,11 +332,12 @@ class TorchRun:
         was_busy = rec.busy
         rec.busy = True
         rec.labels_on = False
+        self.modules.stop()
         t_tool = time.perf_counter()
         self._ready_seen += 1
         self._window_done = True
         n = self._ready_seen
-        name = "trace.json" if n == 1 else f"trace-{n}.json"
+        name = trace_name(f"window-{n}")
         cycle: dict[str, Any] = {
             "cycle": n,
             "steps": list(self.window_steps),
@@ -321,6 +345,7 @@ class TorchRun:
         }
         self.window_steps = []
         try:
+            (self.run_dir / name).parent.mkdir(parents=True, exist_ok=True)
             prof.export_chrome_trace(str(self.run_dir / name))
             cycle["trace"] = name
         except Exception as exc:
@@ -344,6 +369,7 @@ class TorchRun:
             self.eval_window.stop("the run ended")
         self.eval_window.uninstall()
         rec.labels_on = False
+        self.modules.stop()
         partial = False
         if self.prof is not None:
             from torch.profiler import ProfilerAction
@@ -437,6 +463,7 @@ class TorchRun:
             "torch_window": {
                 "active_steps": active_steps,
                 "labels": {name: list(site) for name, site in rec.labels.items()},
+                "modules": self.modules.summary(),
             },
             "warnings": self.warnings,
         }

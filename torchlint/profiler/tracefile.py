@@ -14,7 +14,10 @@ CUDA synchronisations, memcpys and the device's busy time over the window.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +26,27 @@ from typing import Any
 from torchlint.profiler.session import Hotspot
 
 LABEL_PREFIX = "torchlint "
+#: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
+#: of torch's ``tensorboard_trace_handler``: ``tensorboard --logdir RUN_DIR/traces`` shows
+#: each window as a run, and HTA's ``TraceAnalysis(trace_dir=RUN_DIR/traces/<window>)``
+#: reads one (one file per rank). Runs made before this layout have ``trace*.json``.
+TRACES_DIR = "traces"
+TRACE_SUFFIX = ".pt.trace.json"
 SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+
+def trace_name(window: str, worker: str | None = None, when_ms: int | None = None) -> str:
+    """The run-relative name of a window's trace file (its folder is made by the caller)."""
+    worker = worker or f"{socket.gethostname()}_{os.getpid()}"
+    when_ms = int(time.time() * 1000) if when_ms is None else when_ms
+    return f"{TRACES_DIR}/{window}/{worker}.{when_ms}{TRACE_SUFFIX}"
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    """Every trace in a run directory, in either layout."""
+    run_dir = Path(run_dir)
+    return sorted(run_dir.glob("trace*.json")) + sorted(run_dir.glob(f"{TRACES_DIR}/*/*{TRACE_SUFFIX}"))
 
 
 class FileSummary:
@@ -154,7 +176,7 @@ def watch(run_dir: Path, interval: float = 0.5) -> Callable[[], None]:
     def loop() -> None:
         while not stop.wait(interval):
             try:
-                for path in sorted(Path(run_dir).glob("trace*.json")):
+                for path in trace_files(run_dir):
                     key = _key(path)
                     if key is None or key in _cache:
                         continue

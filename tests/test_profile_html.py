@@ -1,0 +1,187 @@
+"""report.html from a real profiled run (conftest.html_run): a DOM-level check with
+html.parser that always runs, and a headless-browser check where one is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html import escape
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import child_env
+
+VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "source", "wbr"}
+ALLOWED_REMOTE = {"https://ui.perfetto.dev"}
+
+
+class Page(HTMLParser):
+    """Tags must balance; collects every src/href and the step chart's parts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.urls: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+        self.polylines: list[dict[str, str]] = []
+        self.step_dots = 0
+        self.flame: list[dict[str, str]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        for key in ("src", "href"):
+            if key in a:
+                self.urls.append((tag, key, a[key]))
+        if tag == "polyline" and a.get("class") == "steps":
+            self.polylines.append(a)
+        if tag == "circle" and a.get("class") == "step":
+            self.step_dots += 1
+        if tag == "div" and a.get("class", "").startswith("fg "):
+            self.flame.append(a)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(html: str) -> Page:
+    page = Page()
+    page.feed(html)
+    page.close()
+    return page
+
+
+@pytest.fixture(scope="module")
+def page(html_run: Path) -> tuple[str, Page]:
+    html = (html_run / "report.html").read_text(encoding="utf-8")
+    return html, _parse(html)
+
+
+def test_page_is_well_formed_and_self_contained(page):
+    html, parsed = page
+    assert parsed.errors == [] and parsed.stack == []
+    remote = [u for u in parsed.urls if re.match(r"(?i)https?:", u[2]) and u[2] not in ALLOWED_REMOTE]
+    assert remote == []
+    assert not any(tag in ("script", "link", "img") for tag, _attr, _url in parsed.urls)  # CSS, JS inline
+    assert "<style>" in html and "<script>" in html
+    assert ("a", "href", "https://ui.perfetto.dev") in parsed.urls
+
+
+def test_page_names_the_top_finding_with_its_source(page, html_run):
+    html, parsed = page
+    report = json.loads((html_run / "report.json").read_text())
+    top = min((f for f in report["findings"] if f.get("rank") is not None), key=lambda f: f["rank"])
+    text = "".join(parsed.text)
+    assert f"{top['path']}:{top['line']}:{top['column']}" in text and top["code"] in text
+    assert escape(top["message"]) in html
+    source_line = (html_run.parent / top["path"]).read_text().splitlines()[top["line"] - 1]
+    assert f'<span class="hit">{top["line"]:>5}  {escape(source_line)}</span>' in html
+    # the rule's page, linked from its finding
+    assert any(u[2].endswith(f"/rules/{top['code']}-{top['name']}.md") for u in parsed.urls)
+    # the figures as report.json has them
+    assert "expected saving" in text and "observed" in text
+
+
+def test_step_chart_has_one_point_per_recorded_step(page, html_run):
+    _html, parsed = page
+    durations = json.loads((html_run / "session.json").read_text())["steps"]["durations_s"]
+    assert len(durations) == 7  # 8 steps: one time between each two
+    (line,) = parsed.polylines
+    assert int(line["data-steps"]) == len(line["points"].split()) == len(durations) == parsed.step_dots
+
+
+def test_flame_graph_and_module_breakdown(page, html_run):
+    html, parsed = page
+    labels = [d["title"] for d in parsed.flame]
+    assert parsed.flame[0]["class"] == "fg root" and parsed.flame[0]["data-w"] == "1.000000"
+    assert any(t.startswith("main (mlp_slow_loader.py:") for t in labels)
+    assert any(d["class"] == "fg torch" for d in parsed.flame)
+    modules = json.loads((html_run / "session.json").read_text())["torch_window"]["modules"]
+    names = {m["module"] for m in modules}
+    assert {"Sequential", "Sequential.0", "Sequential.2"} <= names
+    assert all(m["calls"] == 3 for m in modules if m["module"].startswith("Sequential"))  # 3 active steps
+    assert "<code>Sequential.0</code>" in html
+
+
+def test_rebuilding_with_report_writes_the_same_page(html_run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(html_run, copy)
+    (copy / "report.html").unlink()
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", "--report", str(copy), "--no-browser"],
+                          cwd=html_run.parent, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"HTML report: {(copy / 'report.html').resolve().as_uri()}" in proc.stdout
+    original = (html_run / "report.html").read_text()
+    rebuilt = (copy / "report.html").read_text()
+    # the same page but for where the run directory now is
+    assert rebuilt.replace(str(copy.resolve()), str(html_run.resolve())) == original
+
+
+def test_open_without_a_browser_prints_the_path(html_run):
+    env = child_env()
+    env.pop("CI", None)
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", "--report", str(html_run), "--no-browser",
+                           "--open"], cwd=html_run.parent, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert f"could not open a browser (no display); the report: {(html_run / 'report.html').resolve().as_uri()}" in proc.stderr
+
+
+def test_old_run_directory_with_trace_json(html_run, tmp_path):
+    """A run made before the traces/ layout still reports, its trace linked by its old name."""
+    old = tmp_path / "old"
+    shutil.copytree(html_run, old)
+    session = json.loads((old / "session.json").read_text())
+    (trace,) = session["artifacts"]["traces"]
+    (old / trace).rename(old / "trace.json")
+    shutil.rmtree(old / "traces")
+    session["artifacts"]["traces"] = ["trace.json"]
+    session["coverage"]["torch_profiler"]["cycles"][0]["trace"] = "trace.json"
+    for name in ("samples.speedscope.json", "samples.collapsed.txt", "report.html"):
+        (old / name).unlink()
+    (old / "session.json").write_text(json.dumps(session))
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", "--report", str(old), "--no-browser",
+                           "--output-format", "json"], cwd=html_run.parent, env=child_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["artifacts"]["traces"] == ["trace.json"] and report["torch_window"]["ops"]
+    html = (old / "report.html").read_text()
+    assert '<a href="trace.json">' in html and "no sampled stacks" in html
+    assert _parse(html).errors == []
+
+
+def _browser() -> str | None:
+    return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+@pytest.mark.skipif(_browser() is None, reason="no chromium or google-chrome on PATH: the DOM-level tests above stand in")
+def test_page_loads_in_a_headless_browser_without_console_errors(html_run, tmp_path):
+    report = json.loads((html_run / "report.json").read_text())
+    top = min((f for f in report["findings"] if f.get("rank") is not None), key=lambda f: f["rank"])
+    proc = subprocess.run(
+        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}",
+         "--enable-logging=stderr", "--v=0", "--dump-dom", (html_run / "report.html").resolve().as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    assert f"{top['path']}:{top['line']}:{top['column']}" in proc.stdout

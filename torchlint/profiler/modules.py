@@ -1,0 +1,96 @@
+"""Forward time per ``nn.Module``, by its path in the model, during the torch.profiler windows.
+
+torch.profiler's ``with_modules`` needs its Python tracer, which would take cProfile's
+profiling hook (torchprof.py). Instead, global forward pre/post hooks
+(``torch.nn.modules.module.register_module_forward_pre_hook`` and
+``register_module_forward_hook``) time each module's forward with ``perf_counter``.
+They are registered only while a window records and removed after it: a registered
+global hook takes every module call off torch's fast path, so outside the windows the
+script runs exactly as without torchlint. A module's path comes from the nesting of
+the calls: the outermost module called is named by its class (``Net``), a child by its
+attribute name in the module that called it (``Net.features.0``).
+
+The time is host time of the forward call: on a GPU it is launch time, not kernel time;
+backward is not covered (autograd runs it outside any module's forward).
+Imported only in the profiled child.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+MAX_MODULES = 200  # rows kept in the session, by total time
+
+
+class ModuleTimer:
+    def __init__(self) -> None:
+        self.rows: dict[str, list[float]] = {}  # path -> [calls, total_s, self_s]
+        self._stack: list[list[Any]] = []  # [module, path, start, child_s]
+        self._names: dict[tuple[int, int], str] = {}
+        self._handles: list[Any] = []
+        self._main = threading.main_thread().ident
+
+    @property
+    def active(self) -> bool:
+        return bool(self._handles)
+
+    def start(self) -> None:
+        if self._handles:
+            return
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self._handles = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post)]
+
+    def stop(self) -> None:
+        for handle in self._handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self._handles = []
+        self._stack.clear()
+
+    def _child_name(self, parent: Any, module: Any) -> str:
+        key = (id(parent), id(module))
+        name = self._names.get(key)
+        if name is None:
+            name = next((n for n, m in parent._modules.items() if m is module), None) or type(module).__name__
+            self._names[key] = name
+        return name
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if threading.get_ident() != self._main:
+            return
+        stack = self._stack
+        if stack:
+            path = f"{stack[-1][1]}.{self._child_name(stack[-1][0], module)}"
+        else:
+            path = type(module).__name__
+        stack.append([module, path, time.perf_counter(), 0.0])
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        now = time.perf_counter()
+        stack = self._stack
+        if threading.get_ident() != self._main or not stack:
+            return
+        if stack[-1][0] is not module:
+            if not any(entry[0] is module for entry in stack):
+                return  # its forward began before the window
+            while stack[-1][0] is not module:  # a forward that raised never reached this hook
+                stack.pop()
+        _, path, start, child = stack.pop()
+        spent = now - start
+        row = self.rows.get(path)
+        if row is None:
+            row = self.rows[path] = [0, 0.0, 0.0]
+        row[0] += 1
+        row[1] += spent
+        row[2] += max(spent - child, 0.0)
+        if stack:
+            stack[-1][3] += spent
+
+    def summary(self) -> list[dict[str, Any]]:
+        rows = sorted(self.rows.items(), key=lambda kv: -kv[1][1])[:MAX_MODULES]
+        return [{"module": path, "calls": int(r[0]), "total_s": r[1], "self_s": r[2]} for path, r in rows]
