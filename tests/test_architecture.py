@@ -28,7 +28,7 @@ ALLOWED = {
     "report": {"findings", "correlate", "profiler", "catalogue", "savings", "estimate", "experiment"},
 }
 # The `profile` command is a CLI module that lives beside the profiler it drives.
-CLI_MODULES = {"cli", "cli_check", "server", "__main__", "__init__", "profiler.command"}
+CLI_MODULES = {"cli", "cli_check", "server", "__main__", "__init__", "profiler.command", "profiler.command_ranks"}
 
 
 def _part(module: str) -> str:

@@ -20,6 +20,7 @@ from torchlint.correlate.model import (
     display_path,
 )
 from torchlint.correlate.patterns import pattern_findings
+from torchlint.correlate.ranks import RANK_RULES
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 
@@ -78,6 +79,9 @@ RUNTIME_RULES = {
         "torch.backends.cuda.matmul.allow_tf32 = True, or torch.set_float32_matmul_precision('high')",
     ),
 }
+
+# The multi-rank findings share the catalogue (TLR10..TLR13, correlate/ranks.py).
+RUNTIME_RULES.update(RANK_RULES)  # type: ignore[arg-type]  # same fields: code, name, fix_hint
 
 
 def _runtime_finding(code: str, message: str, path: str, line: int, cwd: str, hint: str | None = None) -> Finding:

@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     options: dict[str, Any] = json.loads(argv[0])
     script, script_args = argv[1], argv[2:]
     run_dir = Path(options["run_dir"])
+    rank_child = _rank_child(options, script, script_args)  # None outside torchrun
+    if rank_child is not None:
+        run_dir = rank_child.run_dir
     abs_script = os.path.abspath(script)
     started_at = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
     cwd = os.getcwd()  # the script may chdir; paths are resolved against where it started
@@ -142,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
             torch_run = torchprof.TorchRun(options, run_dir, t0_ref)
             max_steps_exc = torchprof.MaxStepsReached
             torch_version = torchprof.torch.__version__
+            if rank_child is not None:
+                rank_child.install()
         except Exception as exc:  # torch broken: still profile with cProfile
             warnings_list.append(f"torch instruments unavailable: {type(exc).__name__}: {exc}")
             torch_run = None
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.path[0] = os.path.dirname(abs_script)
 
     profiler = cProfile.Profile()
-    status, reason, tb_text = 0, "completed", None
+    status, reason, tb_text, stopped_at = 0, "completed", None, None
     _install_stop_signals(options.get("parent_pid"))
     sampler.start()
     t0_ref[0] = t0 = time.perf_counter()
@@ -188,8 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as exc:
         status, reason = 130, "interrupted"
         tb_text = _script_traceback(exc)
-    except Terminated:
+    except Terminated as exc:
         status, reason = 128 + signal.SIGTERM, "terminated"
+        stopped_at = _script_traceback(exc)  # where a hung rank was, not printed
         print("torchlint: the script was stopped by SIGTERM", file=sys.stderr)
     except max_steps_exc as exc:
         status, reason = 0, "max-steps"
@@ -231,9 +237,27 @@ def main(argv: list[str] | None = None) -> None:
             "traceback": tb_text,
             "max_steps": options.get("max_steps"),
             "warnings": warnings_list,
+            "stopped_at": stopped_at,
+            "distributed": rank_child.summary() if rank_child is not None else None,
         },
     )
+    if rank_child is not None:
+        rank_child.finish()
     sys.exit(status)
+
+
+def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) -> Any:
+    """Under ``torchlint profile --nproc-per-node``: this rank's directory and probes
+    (a rank left out by ``--ranks`` becomes ``python SCRIPT ARGS`` here)."""
+    if not options.get("distributed"):
+        return None
+    from torchlint.profiler.rankchild import RankChild
+
+    child = RankChild(options)
+    if not child.profiled(options):
+        child.run_plain(script, script_args)
+    child.start()
+    return child
 
 
 def _write(

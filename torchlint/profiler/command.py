@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from torchlint.profiler.run import OUTPUT_LOG, RunDirError, RunOptions, ScriptError, check_script, make_run_dir, release_run_dir, run_child
+from torchlint.profiler.command_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
 
 REPORT_JSON = "report.json"
@@ -232,6 +233,20 @@ def rebuild_report(run_dir: Path | None, script: str | None, output_format: str,
     sys.exit(0)
 
 
+def rebuild_rank_report(run_dir: Path, script: str | None, output_format: str, no_browser: bool, detail_rank: int | None) -> None:
+    """``--report RUN_DIR`` of a multi-rank run: every rank merged again; exits."""
+    if script is not None:
+        click.echo("torchlint: error: --report rebuilds a report and runs nothing: give no SCRIPT with it", err=True)
+        sys.exit(2)
+    try:
+        _report, rendered = report_ranks(run_dir, output_format=output_format, no_browser=no_browser, detail_rank=detail_rank)
+    except Exception as exc:  # a damaged run directory: say so, no traceback
+        click.echo(f"torchlint: error: could not rebuild the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(rendered, nl=False)
+    sys.exit(0)
+
+
 @click.command(
     context_settings={
         "ignore_unknown_options": True,
@@ -266,6 +281,7 @@ def rebuild_report(run_dir: Path | None, script: str | None, output_format: str,
 @click.option("--experiment", is_flag=True, help="Re-run the script with each switchable finding switched off, alternated with the original, and measure the saving.")
 @click.option("--budget", type=click.FloatRange(min=1), metavar="SECONDS", help="Time limit of --experiment (default: 4x the profiled run, at least 20 s).")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), metavar="RUN_DIR", help="Rebuild the report of an earlier run from its run directory; runs nothing.")
+@rank_options
 def profile(
     script: str,
     script_args: tuple[str, ...],
@@ -284,6 +300,7 @@ def profile(
     report_dir: Path | None = None,
     overwrite: bool = False,
     open_html: bool = False,
+    **ranks: Any,
 ) -> None:
     """Run SCRIPT under cProfile and torch.profiler and rank the findings by what fixing them saves.
 
@@ -291,8 +308,11 @@ def profile(
     sys.argv. Steps are the optimizer's steps; no edits to the script are
     needed. Exit status is the script's own.
     """
+    if report_dir is not None and is_rank_run(report_dir):
+        rebuild_rank_report(report_dir, script, output_format, no_browser, ranks.get("detail_rank"))
     if report_dir is not None or script is None:
         rebuild_report(report_dir, script, output_format, no_browser, open_html)
+    launch = launch_or_exit(ranks, experiment)  # None: one process
     try:
         path = check_script(script)
     except ScriptError as exc:
@@ -304,6 +324,11 @@ def profile(
         click.echo(f"torchlint: error: {exc}", err=True)
         sys.exit(2)
     try:
+        if launch is not None:
+            profile_ranks(run_dir, script, script_args, output_format, no_browser, RunOptions(
+                wait=wait, warmup=warmup, active=active, repeat=repeat, max_steps=max_steps,
+                record_shapes=record_shapes, profile_memory=profile_memory,
+            ), launch, ranks.get("detail_rank"))
         _profile_into(run_dir, path, script, script_args, output_format, no_browser, experiment, budget, RunOptions(
             wait=wait, warmup=warmup, active=active, repeat=repeat, max_steps=max_steps,
             record_shapes=record_shapes, profile_memory=profile_memory,

@@ -163,6 +163,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append("  the profiled process ended before it could write its measurements")
     for w in run.get("warnings") or []:
         lines.append(f"  warning: {w}")
+    if report.get("distributed"):  # a multi-rank run: every rank, then rank K in detail
+        from torchlint.report.profile_ranks import render_lines
+
+        lines.append("")
+        lines.extend(render_lines(report))
 
     lines.append("")
     lines.append("What each profiler covered")
