@@ -101,7 +101,7 @@ def report_ranks(run_dir: Path, *, output_format: str = "text", no_browser: bool
     """Load every rank, lint once, correlate each, merge; writes report.json and report.txt."""
     from torchlint.correlate.ranks import rank_figures
     from torchlint.estimate import analyse
-    from torchlint.profiler.command import REPORT_JSON, REPORT_TEXT, _snakeviz, lint_for_session
+    from torchlint.profiler.command import REPORT_HTML, REPORT_JSON, REPORT_TEXT, _snakeviz, _write_html, lint_for_session
     from torchlint.report import profile_json, profile_ranks, profile_text
 
     dirs = rank_dirs(run_dir)
@@ -120,6 +120,7 @@ def report_ranks(run_dir: Path, *, output_format: str = "text", no_browser: bool
         "traces": [f"{name}/{t}" for t in session.artifacts.get("traces") or [] if (dirs[detail] / t).is_file()],
         "report_json": REPORT_JSON,
         "report_text": REPORT_TEXT,
+        "report_html": REPORT_HTML,
         "session": f"{name}/{SESSION_FILE}" if (dirs[detail] / SESSION_FILE).is_file() else None,
         "script_output": f"{name}/script-output.log" if (dirs[detail] / "script-output.log").is_file() else None,
     }
@@ -135,6 +136,7 @@ def report_ranks(run_dir: Path, *, output_format: str = "text", no_browser: bool
     text = profile_text.render(report)
     (run_dir / REPORT_JSON).write_text(profile_json.render(report), encoding="utf-8")
     (run_dir / REPORT_TEXT).write_text(text, encoding="utf-8")
+    _write_html(report, session, run_dir)  # the detailed rank's page; rank_data() has every rank
     return report, (profile_json.render(report) if output_format == "json" else text)
 
 
