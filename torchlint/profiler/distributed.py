@@ -174,6 +174,27 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_for_ranks(run_dir: Path, stopper: _Stopper) -> None:
+    """Until every rank still running has written its profile (it removes its pid file
+    then); after a stop, at most until the grace period ends, then they are killed."""
+    deadline = stopper.deadline or (time.monotonic() + STOP_GRACE_S)
+    while any(_alive(pid) for pid in rank_pids(run_dir)):
+        if time.monotonic() >= deadline:
+            stopper.kill()
+            break
+        time.sleep(0.1)
+
+
 def run_ranks(cmd: list[str], run_dir: Path, timeout: float | None, *, stdout_to_stderr: bool = False) -> LaunchResult:
     """Run the launcher until every rank has ended; a timeout, SIGINT or SIGTERM stops
     them all (they still write their profiles). Returns how it ended."""
@@ -201,6 +222,7 @@ def run_ranks(cmd: list[str], run_dir: Path, timeout: float | None, *, stdout_to
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    _wait_for_ranks(run_dir, stopper)  # a rank may outlive a launcher that died first
     if stopper.reason is not None:
         _signal_group(proc.pid, signal.SIGKILL)  # nothing of the launcher's outlives the stop
     for marker in run_dir.glob(f"rank*/{PID_FILE}"):  # left by a rank that was killed
