@@ -185,3 +185,81 @@ def test_page_loads_in_a_headless_browser_without_console_errors(html_run, tmp_p
     console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert console == []
     assert f"{top['path']}:{top['line']}:{top['column']}" in proc.stdout
+
+
+# -- the parts, on synthetic input ----------------------------------------------------
+
+
+def test_step_chart_marks_every_window_and_the_experiment():
+    from torchlint.report import svg
+
+    durations = [0.1] * 18 + [0.5]  # steps 2..20
+    windows = [{"steps": [3, 7], "eval": False}, {"steps": [], "eval": True, "after_step": 20}]
+    chart = svg.step_chart(durations, windows, {"mode": "steps", "max_steps": 12, "warmup": 2})
+    parsed = _parse(chart)
+    assert parsed.errors == [] and parsed.stack == []
+    assert int(parsed.polylines[0]["data-steps"]) == 19 == parsed.step_dots
+    assert chart.count('class="band-window"') == 1 and chart.count('class="band-eval"') == 1
+    assert "experiment: 12-step windows compare steps 3-12" in chart and "torch.profiler window, steps 3-7" in chart
+    # the slowest step is drawn highest (smallest y)
+    ys = [float(p.split(",")[1]) for p in parsed.polylines[0]["points"].split()]
+    assert ys.index(min(ys)) == 18
+    assert "fewer than two optimizer steps" in svg.step_chart([], windows, None)
+
+
+def test_flame_graph_widths_are_shares_and_tiny_frames_are_left_out():
+    from torchlint.report import svg
+
+    stacks = [([("main", "user"), ("[torch]", "torch")], 3.0), ([("main", "user"), ("step", "user")], 1.0),
+              ([("other", "user")], 0.001)]  # 0.025 % of the samples: not drawn
+    parsed = _parse(svg.flame_graph(stacks))
+    cells = {d["title"].split(":")[0]: d for d in parsed.flame}
+    assert set(cells) == {"all samples", "main", "[torch]", "step"}
+    assert float(cells["main"]["data-w"]) == pytest.approx(4.0 / 4.001, abs=1e-6)
+    assert float(cells["[torch]"]["data-w"]) == pytest.approx(3.0 / 4.001, abs=1e-6)
+    # children sit side by side under their parent, the heaviest first
+    assert float(cells["step"]["data-x"]) == pytest.approx(float(cells["[torch]"]["data-w"]), abs=1e-6)
+    assert cells["[torch]"]["data-d"] == cells["step"]["data-d"] == "2"
+    assert "<b>" not in svg.flame_graph([([("<b>", "user")], 1.0)])  # names are escaped
+
+
+def test_module_timer_names_modules_by_their_path():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from torchlint.profiler.modules import ModuleTimer
+
+    class Boom(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+            self.head = nn.Linear(4, 2)
+            self.boom = Boom()
+
+        def forward(self, x, fail=False):
+            if fail:
+                try:
+                    self.boom(x)
+                except ValueError:
+                    pass
+            return self.head(self.features(x))
+
+    net, timer = Net(), ModuleTimer()
+    net(torch.randn(2, 4))  # before start(): not counted
+    timer.start()
+    net(torch.randn(2, 4), fail=True)  # a forward that raised leaves no stale entry behind
+    net(torch.randn(2, 4))
+    timer.stop()
+    net(torch.randn(2, 4))  # after stop(): not counted, hooks gone
+    rows = {r["module"]: r for r in timer.summary()}
+    # Net.boom raised: it is not timed, and the modules after it are still Net's
+    assert set(rows) == {"Net", "Net.features", "Net.features.0", "Net.features.1", "Net.head"}
+    assert all(r["calls"] == 2 for r in rows.values())
+    net_row, children = rows["Net"], [rows["Net.features"], rows["Net.head"]]
+    assert net_row["total_s"] >= sum(c["total_s"] for c in children)
+    assert net_row["self_s"] == pytest.approx(net_row["total_s"] - sum(c["total_s"] for c in children), abs=1e-3)
+    assert not timer.active and timer._stack == []

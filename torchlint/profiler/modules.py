@@ -52,22 +52,29 @@ class ModuleTimer:
         self._handles = []
         self._stack.clear()
 
-    def _child_name(self, parent: Any, module: Any) -> str:
+    def _child_name(self, parent: Any, module: Any) -> str | None:
+        """``module``'s attribute name in ``parent``; None when it is not its child."""
         key = (id(parent), id(module))
-        name = self._names.get(key)
-        if name is None:
-            name = next((n for n, m in parent._modules.items() if m is module), None) or type(module).__name__
-            self._names[key] = name
+        if key in self._names:
+            return self._names[key]
+        name = next((n for n, m in parent._modules.items() if m is module), None)
+        self._names[key] = name
         return name
 
     def _pre(self, module: Any, args: Any) -> None:
         if threading.get_ident() != self._main:
             return
         stack = self._stack
+        path = type(module).__name__
         if stack:
-            path = f"{stack[-1][1]}.{self._child_name(stack[-1][0], module)}"
-        else:
-            path = type(module).__name__
+            name = self._child_name(stack[-1][0], module)
+            if name is None:  # a forward that raised left its entry: find the real parent
+                for depth in range(len(stack) - 2, -1, -1):
+                    name = self._child_name(stack[depth][0], module)
+                    if name is not None:
+                        del stack[depth + 1:]
+                        break
+            path = f"{stack[-1][1]}.{name or path}"
         stack.append([module, path, time.perf_counter(), 0.0])
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
