@@ -6,6 +6,7 @@ child's recorders on real tensors, in process."""
 from __future__ import annotations
 
 import json
+import pstats
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    data = json.loads(proc.stdout)
+    data["_run_dir"] = str(cwd / "run")
+    return data
 
 
 def _runtime(report: dict, code: str) -> list[dict]:
@@ -68,6 +71,14 @@ def test_bf16_misaligned_matmuls_at_the_user_line_with_shapes(report):
     assert shapes == {("linear bfloat16", "M=12* N=30* K=30*"): 12 * STEPS, ("linear bfloat16", "M=12* N=10* K=30*"): STEPS}
     assert f["expected"]["not_applicable"] == "effect only on GPU tensor cores"
     assert f["rank"] is None
+
+
+def test_profile_prof_shows_the_wrapped_matmuls_not_the_wrappers(report):
+    stats = pstats.Stats(str(Path(report["_run_dir"]) / "profile.prof")).stats
+    assert not [k for k in stats if "torchlint" in str(k[0])], "the pattern probes are taken out of profile.prof"
+    (linear,) = [v for k, v in stats.items() if "_nn.linear" in str(k[2])]
+    assert linear[1] == (2 * 13 + 2) * STEPS  # the odd model twice (bf16, fp32) and the aligned one, per step
+    assert {c[2] for c in linear[4]} == {"forward"}  # Linear.forward calls it, as without torchlint
 
 
 def test_patterns_this_cpu_cannot_show_are_skipped_with_reasons(report):

@@ -88,7 +88,7 @@ def _optimizer_finding(session: ProfileSession, record: dict[str, Any], make: Ma
     effect = (
         "on the GPU the loop launches a few kernels per tensor; foreach launches a few per group"
         if on_gpu
-        else "on this kind of CPU foreach took 0.53-0.68x the loop's time for many small tensors"
+        else "on a CPU foreach measured 0.53-0.68x of the loop's time for many small tensors (rules/TLR05)"
     )
     msg = (
         f"{cls}.step() ran the per-parameter for-loop ({why}) over {tensors} parameter tensors: "

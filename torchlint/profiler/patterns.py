@@ -32,7 +32,7 @@ import torch
 ALIGN = 8  # tensor-core alignment in elements (fp16/bf16), as TL402
 _MAX_KEYS = 2000  # distinct (line, op, dtype, shape) records kept: varying shapes stay bounded
 _LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
-_FACTORIES = ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "tensor")
+_FACTORIES = ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange")  # torch.tensor: probes.py
 _FILLS = ("fill_", "zero_")
 
 
@@ -158,17 +158,19 @@ def matmul_dims(op: str, args: tuple[Any, ...]) -> tuple[int, int, int] | None:
     return int(a.shape[-2]), int(b.shape[-1]), int(a.shape[-1])
 
 
-def _first_tensor(op: str, args: tuple[Any, ...]) -> Any:
-    return args[1] if op == "addmm" else args[0]
-
-
-def _effective_dtype(tensor: Any) -> tuple[Any, str]:
-    """The dtype the op runs in (autocast's for the tensor's device when it is on) and the device."""
-    device = tensor.device.type
+def _watched(tensor: Any) -> tuple[str | None, str]:
+    """(``float16``/``bfloat16``, device) for a call that runs in half precision (its
+    dtype, or autocast's for its device), (None, ``cuda``) for fp32 on CUDA, else
+    (None, ""). The common case, fp32 on the CPU without autocast, is two cheap checks."""
     dtype = tensor.dtype
-    if dtype.is_floating_point and torch.is_autocast_enabled(device):
-        dtype = torch.get_autocast_dtype(device)
-    return dtype, device
+    if dtype is torch.float32:
+        if tensor.is_cpu:
+            return (_LOW.get(torch.get_autocast_dtype("cpu")), "cpu") if torch.is_autocast_enabled("cpu") else (None, "")
+        if tensor.is_cuda:
+            return (_LOW.get(torch.get_autocast_dtype("cuda")) if torch.is_autocast_enabled("cuda") else None), "cuda"
+        return None, ""
+    low = _LOW.get(dtype)
+    return (low, tensor.device.type) if low is not None else (None, "")
 
 
 def _wrap_matmul(orig: Callable[..., Any], op: str, main_ident: int | None, user_site: Callable[[Any], Any], rec: Any) -> Callable[..., Any]:
@@ -178,14 +180,17 @@ def _wrap_matmul(orig: Callable[..., Any], op: str, main_ident: int | None, user
     compiling = torch.compiler.is_compiling
     getframe = sys._getframe
 
+    first = 1 if op == "addmm" else 0
+
     @functools.wraps(orig)
     def probe(*args: Any, **kwargs: Any) -> Any:
-        if pat.in_matmul or rec.busy or kwargs or len(args) < (3 if op == "addmm" else 2) or get_ident() != main_ident or compiling():
+        if kwargs or pat.in_matmul or len(args) <= first + 1:
             return orig(*args, **kwargs)
         try:
-            dtype, device = _effective_dtype(_first_tensor(op, args))
-            low = _LOW.get(dtype)
-            if low is None and not (dtype is torch.float32 and device == "cuda"):
+            low, device = _watched(args[first])
+            if not device or (low is None and device != "cuda"):
+                return orig(*args, **kwargs)
+            if rec.busy or get_ident() != main_ident or compiling():
                 return orig(*args, **kwargs)
             dims = matmul_dims(op, args)
         except Exception:
@@ -204,6 +209,14 @@ def _wrap_matmul(orig: Callable[..., Any], op: str, main_ident: int | None, user
                 tf32 = None if low else bool(torch.backends.cuda.matmul.allow_tf32)
                 _count(pat.matmuls, (site[0], site[1], site[2], op, low or "float32", device, dims, tf32), dt)
 
+    return _named(probe, f"{'F.' if op == 'linear' else ''}{getattr(orig, '__name__', op)}")
+
+
+def _named(probe: Callable[..., Any], op: str) -> Callable[..., Any]:
+    """Named as probes.py names its wrappers, so that cprof.user_view shows the wrapped
+    call in the wrapper's place (other torchlint frames are removed with their time)."""
+    name = f"<torchlint probe {op}>"
+    probe.__code__ = probe.__code__.replace(co_name=name, co_qualname=name)
     probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
     return probe
 
@@ -284,12 +297,17 @@ def _wrap_creator(orig: Callable[..., Any], how: str, user_site: Callable[[Any],
             note_created(result, user_site(getframe(1)), how)
         return result
 
-    return probe
+    return _named(probe, how)
+
+
+def fill_watch_wanted() -> bool:
+    """Creation lines are tracked only where a host tensor can be moved to a device."""
+    return bool(torch.cuda.is_available())
 
 
 def install_fill_watch(main_ident: int | None, user_site: Callable[[Any], Any], rec: Any) -> list[str]:
     """Track creation lines of host tensors, only where there is a device to move them to."""
-    if not torch.cuda.is_available():
+    if not fill_watch_wanted():
         PATTERNS.fill_watch = "no CUDA device: a host tensor has no other device to be moved to"
         return []
     done = []
