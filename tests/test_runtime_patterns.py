@@ -10,6 +10,7 @@ import pstats
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,20 @@ def test_fill_watch_charges_a_move_to_the_creation_line_while_the_tensor_lives(m
     assert patterns.PATTERNS.moves == {("train.py", 7, "main", "torch.zeros", "HtoD pageable"): [1, 4000]}
     del t
     assert len(patterns.PATTERNS.created) == 0  # weakly held: the map never keeps a tensor alive
+
+
+def test_factory_wrapper_records_the_callers_line(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from torchlint.profiler import patterns
+
+    monkeypatch.setattr(patterns, "PATTERNS", patterns.Patterns())
+    rec = type("Rec", (), {"busy": False})()
+    here = threading.get_ident()
+    zeros = patterns._wrap_creator(torch.zeros, "torch.zeros", lambda frame: ("train.py", frame.f_lineno, "f"), here, rec)
+    assert zeros.__code__.co_name == "<torchlint probe torch.zeros>"  # cprof.user_view shows torch.zeros instead
+    t = zeros(4)
+    line = sys._getframe().f_lineno - 1
+    assert [origin for _ref, origin in patterns.PATTERNS.created.values()] == [("train.py", line, "f", "torch.zeros")]
+    rec.busy = True  # torchlint's own work is not the user's
+    zeros(4)
+    assert len(patterns.PATTERNS.created) == 1 and t.shape == (4,)
