@@ -94,6 +94,8 @@ def test_a_crashing_rank_is_named_with_its_traceback(one_node: dict[str, Any]) -
     assert rows[0]["steps"] >= 6 and rows[1]["steps"] == 6  # rank 0's profile is still there
     text = (one_node["dir"] / "report.txt").read_text()
     assert "rank 1 failed first (exception, exit status 1)" in text
+    page = (one_node["dir"] / "report.html").read_text()
+    assert "Ranks side by side" in page and "rank 1 (failed)" in page and "rank 1 failed at step 7" in page
     assert "Traceback" not in proc.stderr.split("torchlint: torchrun:")[-1]  # not torchrun's own
 
 

@@ -98,12 +98,21 @@ class RankFigures:
     loaders: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def comm_per_step_s(self) -> float | None:
-        """Time a collective was in flight per step: the window's, else the probed calls'."""
+    def comm_share(self) -> float | None:
+        """Share of the step time some collective was in flight: over the torch.profiler
+        window (whose steps run slower than the rest, so a share of the window, not its
+        seconds, carries over), else the timed collective calls over the whole run."""
         if self.window_steps and self.window_s:
-            return self.comm_s / self.window_steps
+            return min(self.comm_s / self.window_s, 1.0)
         probed = sum(c.get("seconds", 0.0) for c in self.probed_collectives.values())
-        return probed / self.steps if (self.steps and probed) else None
+        if probed and self.steps and self.step_median_s:
+            return min(probed / (self.steps * self.step_median_s), 1.0)
+        return None
+
+    @property
+    def comm_per_step_s(self) -> float | None:
+        share = self.comm_share
+        return share * self.step_median_s if (share is not None and self.step_median_s) else None
 
     @property
     def work_per_step_s(self) -> float | None:
@@ -111,11 +120,6 @@ class RankFigures:
         if self.step_median_s is None:
             return None
         return max(self.step_median_s - (self.comm_per_step_s or 0.0), 0.0)
-
-    @property
-    def comm_share(self) -> float | None:
-        comm = self.comm_per_step_s
-        return min(comm / self.step_median_s, 1.0) if (comm is not None and self.step_median_s) else None
 
     @property
     def failed(self) -> bool:

@@ -255,7 +255,9 @@ def render(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> st
     """The whole page."""
     run_dir = Path(run_dir)
     cwd = report["run"]["cwd"]
-    body = (_header(report) + _findings(report, cwd) + _step_section(report, session, run_dir)
+    from torchlint.report.profile_ranks import html_section  # several ranks: side by side
+
+    body = (_header(report) + html_section(report) + _findings(report, cwd) + _step_section(report, session, run_dir)
             + _flame_section(session, run_dir) + _ops_section(report, session) + _hotspots(report)
             + _files(report, run_dir))
     title = escape(f"torchlint profile: {report['run']['script']}")

@@ -101,8 +101,10 @@ def render_lines(report: dict[str, Any]) -> list[str]:
     if launch.get("stopped"):
         lines.append("")
         for r in dist["ranks"]:
-            where = r.get("stopped_at") or "(unknown: no profile written)"
-            lines.append(f"  rank {r['rank']} was stopped after step {r['steps']}, at {where}")
+            if r["exit_status"] is None:
+                lines.append(f"  rank {r['rank']} wrote no profile (killed, or it never started)")
+            elif r["stop_reason"] in ("terminated", "interrupted"):
+                lines.append(f"  rank {r['rank']} was stopped after step {r['steps']}, at {r.get('stopped_at') or 'an unknown line'}")
     spread = [f for f in dist["findings"] if len(f["ranks"]) > 1 and f["spread_s"] > 0]
     if spread:
         lines.append("")
@@ -112,3 +114,36 @@ def render_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"    {f['code']} {f['path']}:{f['line']}  {per}  spread {_s(f['spread_s'])}")
     lines.append("")
     return lines
+
+
+def html_section(report: dict[str, Any]) -> str:
+    """The ranks side by side, for report.html (empty for a single-process report): one
+    column per rank, a row per figure, then a row per finding with its cost on each rank."""
+    from html import escape
+
+    rows = rank_data(report)
+    if not rows:
+        return ""
+    failed = set((report.get("distributed") or {}).get("failed_ranks") or [])
+    head = "".join(f"<th>rank {r['rank']}{' (failed)' if r['rank'] in failed else ''}</th>" for r in rows)
+    figures = [
+        ("node", lambda r: str(r["node_rank"]) if r["node_rank"] is not None else "-"),
+        ("ended", lambda r: f"{r['stop_reason']} ({r['exit_status']})" if r["exit_status"] is not None else "no profile"),
+        ("steps", lambda r: str(r["steps"])),
+        ("median step", lambda r: _s(r["step_median_s"])),
+        ("in collectives / step", lambda r: f"{_s(r['collectives_per_step_s'])} ({_pct(r['collectives_share'])})"),
+        ("own work / step", lambda r: _s(r["work_per_step_s"])),
+        ("DataLoader wait", lambda r: _pct(r["dataloader_wait_share"])),
+    ]
+    out = [f"<h2>Ranks side by side</h2><table><tr><th></th>{head}</tr>"]
+    for label, cell in figures:
+        out.append(f"<tr><th>{escape(label)}</th>" + "".join(f"<td class=num>{escape(cell(r))}</td>" for r in rows) + "</tr>")
+    names = sorted({name for r in rows for name in r["findings"]})
+    for name in names[:20]:
+        cells = "".join(f"<td class=num>{_s(r['findings'].get(name))}</td>" for r in rows)
+        out.append(f"<tr><th><code>{escape(name)}</code></th>{cells}</tr>")
+    out.append("</table>")
+    for r in rows:
+        if r["rank"] in failed and r.get("traceback"):
+            out.append(f"<h3>rank {r['rank']}: traceback</h3><pre>{escape(r['traceback'])}</pre>")
+    return "".join(out)
