@@ -78,6 +78,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._memo: dict[tuple[int, str], Kind] = {}
         self._in_progress: set[tuple[int, str]] = set()
         self._returning: set[int] = set()  # functions whose returns are being inferred
+        self._returns_memo: dict[int, list[cst.Return]] = {}
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
@@ -308,12 +309,21 @@ class ValueKinds(LossFacts, ArrayFacts):
 
     def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The function's own ``return`` statements; none for a generator (it yields)."""
-        found = []
-        for node in self.ctx.tree.descendants(function):
-            if isinstance(node, (cst.Yield, cst.Await)):
-                return []
-            if isinstance(node, cst.Return) and self.ctx.tree.enclosing_function(node) is function:
-                found.append(node)
+        # Remembered per function, and exact types rather than isinstance (libcst's ABCs
+        # make a failing one slow): every call of a local function asks for its returns.
+        key = id(function)
+        if key in self._returns_memo:
+            return self._returns_memo[key]
+        found: list[cst.Return] = []
+        tree = self.ctx.tree
+        for node in tree.descendants(function):
+            node_type = type(node)
+            if node_type is cst.Yield or node_type is cst.Await:
+                found = []
+                break
+            if node_type is cst.Return and tree.enclosing_function(node) is function:
+                found.append(node)  # type: ignore[arg-type]
+        self._returns_memo[key] = found
         return found
 
     def _library_call_kind(self, qualified: str) -> Kind:

@@ -42,10 +42,12 @@ class LegacyTensorConstructor(Check):
             self._reference(node)
 
     def visit_Name(self, node: cst.Name) -> None:
+        if self.ctx.imports.aliases.get(node.value) is None:
+            return  # not an imported name (most names: asked first, as it is cheapest)
         parent = self.ctx.tree.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(parent) is cst.Attribute and parent.attr is node:  # type: ignore[union-attr]
             return  # `torch.FloatTensor`'s `FloatTensor`: the Attribute is the reference
-        if self.ctx.imports.aliases.get(node.value) is not None and self._names_legacy(node):
+        if self._names_legacy(node):
             self._reference(node)
 
     def visit_Call(self, node: cst.Call) -> None:
