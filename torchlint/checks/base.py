@@ -51,6 +51,10 @@ class Check:
     # Findings only hold where tensors live on a device: a per-step finding reached only
     # from steps in host-only files is dropped by the join.
     device_bound: ClassVar[bool] = False
+    # Test code (a test suite's file, a unittest ``Test…`` class: ``ctx.in_tests``) runs a
+    # library on toy inputs once, not a training run, so what it costs is not a finding.
+    # A rule whose finding holds there too (a deprecated API) sets this.
+    applies_to_tests: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -86,6 +90,8 @@ class Check:
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
         replaces the class's ``fix_hint`` for this finding."""
+        if not self.applies_to_tests and self.ctx.in_tests(node):
+            return
         made_fix = None
         if fix is not None and self.fix_safety is not FixSafety.NONE:
             made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)

@@ -36,8 +36,6 @@ class TensorCoreMisaligned(Check):
         params = _SIZES.get(qualified or "")
         if params is None:
             return
-        if ctx.in_tests(node):
-            return  # a toy layer in a test suite: sized for the test, never trained at scale
         multiple = ctx.options.tensor_core_multiple
         floor = ctx.options.min_dimension
         misaligned = []

@@ -20,8 +20,6 @@ class DataloaderNoPinMemory(Check):
         ctx = self.ctx
         if not is_dataloader(ctx, node):
             return
-        if ctx.in_tests(node):
-            return  # a loader built to test a library, not a data pipeline
         arg = loader_option(ctx, node, "pin_memory")
         if arg is UNKNOWN:
             return  # a splat may carry pin_memory

@@ -20,8 +20,6 @@ class DataloaderNoWorkers(Check):
         ctx = self.ctx
         if not is_dataloader(ctx, node):
             return
-        if ctx.in_tests(node):
-            return  # a loader built to test a library (sharding, gathering), not a data pipeline
         arg = loader_option(ctx, node, "num_workers")
         if arg is UNKNOWN:
             return  # a splat may carry num_workers

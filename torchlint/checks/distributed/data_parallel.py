@@ -24,6 +24,4 @@ class DataParallel(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qname(node.func) in _DATA_PARALLEL:
-            if self.ctx.in_tests(node):
-                return  # a test that wraps a model to check DataParallel support, not a training run
             self.report(node, call=short_code(self.ctx.module, node.func) + "(...)")

@@ -19,6 +19,7 @@ class DeprecatedAmpApi(Check):
     """apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`."""
 
     code = "TL502"
+    applies_to_tests = True  # a deprecated API breaks a test suite on a torch upgrade as well
     name = "deprecated-amp-api"
     message = "`{call}` is a deprecated mixed-precision API; {instead}"
     fix_hint = 'Use `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`; replace apex `amp.initialize`/`amp.scale_loss` with them'
