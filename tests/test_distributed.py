@@ -43,7 +43,7 @@ def _copy_scripts(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = _copy_scripts(tmp_path_factory.mktemp("one-node"))
-    args = ["--nproc-per-node", "2", "ddp_no_sampler.py", "--slow-rank", "1", "--crash-rank", "1", "--fault-step", "7"]
+    args = ["--nproc-per-node", "2", "ddp_no_sampler.py", "--slow-rank", "1", "--slow-s", "0.08", "--crash-rank", "1", "--fault-step", "7"]
     proc = subprocess.run(_command(cwd / "run", *args), cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=240)
     return {"proc": proc, "dir": cwd / "run", "report": json.loads(proc.stdout), "cwd": cwd}
 
@@ -117,7 +117,7 @@ def test_merged_report_has_per_rank_figures_and_spread(one_node: dict[str, Any])
 def test_straggler_and_time_in_collectives(one_node: dict[str, Any]) -> None:
     report = one_node["report"]
     rows = {r["rank"]: r for r in report["distributed"]["ranks"]}
-    # rank 1 sleeps 50 ms a step; rank 0 waits for it inside DDP's all-reduce
+    # rank 1 sleeps 80 ms a step; rank 0 waits for it inside DDP's all-reduce
     assert rows[0]["collectives_per_step_s"] > rows[1]["collectives_per_step_s"] + 0.02
     assert rows[1]["work_per_step_s"] > rows[0]["work_per_step_s"] + 0.02
     wait = _runtime(report, "TLR10")

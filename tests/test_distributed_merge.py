@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.correlate.model import Correlated, Correlation
+from torchlint.correlate.model import Correlated, Correlation, UnexplainedHotspot
 from torchlint.correlate.ranks import (
     RankFigures,
     _innermost_user_frame,
@@ -84,6 +84,25 @@ def test_straggler_is_the_rank_with_the_most_own_work() -> None:
     assert found["TLR10"].finding.message.startswith("Rank 0 had a collective in flight for 92%")
     even = [_fig(r, step_median_s=0.060, comm_s=0.02, window_s=0.3, window_steps=5) for r in (0, 1)]
     assert multi_rank_findings(even, {}, {}, "/w", "/w/train.py") == []
+
+
+def _hot(line: int, self_s: float) -> UnexplainedHotspot:
+    return UnexplainedHotspot(path="/w/train.py", line=line, function="train", self_s=self_s, total_s=self_s, share=None, samples=1, dataloader_s=0.0)
+
+
+def test_straggler_points_at_what_it_does_beyond_the_others() -> None:
+    figs = [
+        _fig(0, step_median_s=0.060, comm_s=0.275, window_s=0.3, window_steps=5),
+        _fig(1, step_median_s=0.060, comm_s=0.025, window_s=0.3, window_steps=5),
+    ]
+    # the rendezvous (line 29) is long on both ranks; only rank 1 sleeps (line 48)
+    corr = {
+        0: Correlation(findings=[], hotspots=[_hot(29, 0.9)], runtime=[], run_s=1.0, cwd="/w"),
+        1: Correlation(findings=[], hotspots=[_hot(29, 0.8), _hot(48, 0.4)], runtime=[], run_s=1.0, cwd="/w"),
+    }
+    (straggler,) = [c for c in multi_rank_findings(figs, {}, corr, "/w", "/w/train.py") if c.finding.code == "TLR11"]
+    assert straggler.finding.location.line == 48
+    assert "train.py:48 (+400.0 ms)" in straggler.finding.message
 
 
 def test_per_step_findings_need_three_steps_on_every_rank() -> None:

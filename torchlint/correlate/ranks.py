@@ -323,15 +323,33 @@ def _straggler(figs: list[RankFigures], correlations: dict[int, Correlation], cw
         f"(work per step, step time less time in collectives: {per_rank})"
     )
     path, line = script, 1
-    corr = correlations.get(slow)
-    lines = [h for h in (corr.hotspots if corr is not None else []) if not h.cause]
-    if lines:  # what the straggler spends its time on (one-time costs aside)
-        path, line = lines[0].path, lines[0].line
-        msg += f"; its top unexplained line is {display_path(path, cwd)}:{line}"
+    extra = _straggler_line(slow, correlations)
+    if extra is not None:
+        path, line, extra_s = extra
+        msg += f"; the line where it spends the most time beyond the others is {display_path(path, cwd)}:{line} (+{_fmt_s(extra_s)})"
     c = _finding("TLR11", msg, path, line, cwd)
     steps = next(f.steps for f in figs if f.rank == slow)
     c.observed_s = excess * steps
     return c
+
+
+def _straggler_line(slow: int, correlations: dict[int, Correlation]) -> tuple[str, int, float] | None:
+    """The unexplained line where the straggler spent the most time beyond the other ranks'
+    median there: what it does that they do not (a line every rank waits on, such as the
+    rendezvous, cancels out)."""
+    mine = correlations.get(slow)
+    if mine is None:
+        return None
+    others = [c for r, c in correlations.items() if r != slow]
+    best = None
+    for h in mine.hotspots:
+        if h.cause:  # a one-time cost (import torch) every rank paid
+            continue
+        theirs = [next((o.self_s for o in c.hotspots if (o.path, o.line) == (h.path, h.line)), 0.0) for c in others]
+        extra = h.self_s - (statistics.median(theirs) if theirs else 0.0)
+        if extra > 0 and (best is None or extra > best[2]):
+            best = (h.path, h.line, extra)
+    return best
 
 
 def _wait_per_rank(figs: list[RankFigures], sessions: dict[int, ProfileSession], cwd: str, script: str) -> Correlated | None:
