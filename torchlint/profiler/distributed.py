@@ -34,9 +34,13 @@ try:
     ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: no orphan launcher
 except Exception:
     pass
-from torch.distributed.run import main
-from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+try:
+    from torch.distributed.run import main
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+except ImportError as exc:
+    print(f"torchlint: error: --nproc-per-node needs torch.distributed: {exc}", file=sys.stderr)
+    sys.exit(2)
 try:
     main(sys.argv[1:])
 except ChildFailedError as exc:
