@@ -220,6 +220,22 @@ def test_launch_arguments() -> None:
         distributed.parse_ranks("x")
 
 
+def test_every_rank_runs_the_bootstrap_under_torchrun(tmp_path: Path) -> None:
+    from torchlint.profiler.run import RunOptions
+
+    launch = distributed.Launch(2, ranks=(0, 3))
+    cmd = distributed.launcher_command(launch, "train.py", ["--lr", "3e-4"], RunOptions(max_steps=5), tmp_path)
+    assert cmd[:2] == [sys.executable, "-c"] and "torch.distributed.run import main" in cmd[2]
+    rest = cmd[3:]
+    no_python = rest.index("--no-python")
+    assert rest[:no_python] == launch.torchrun_args()
+    assert rest[no_python + 1:no_python + 3] == [sys.executable, "-c"]  # what torchrun runs per rank
+    options = json.loads(rest[no_python + 4])
+    assert options["distributed"] and options["ranks"] == [0, 3] and options["parent_pid"] is None
+    assert options["max_steps"] == 5 and options["run_dir"] == str(tmp_path)
+    assert rest[no_python + 5:] == ["train.py", "--lr", "3e-4"]
+
+
 def test_cprof_subtraction_through_a_cycle_is_fast_and_proportional() -> None:
     # a <-> b call each other (recursion through torch); pair i+1's a calls pair i's a
     stats: dict = {}
