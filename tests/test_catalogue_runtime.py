@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from conftest import RULES_DIR, child_env
+from conftest import RULES_DIR
 from torchlint import catalogue
+from torchlint.cli import main
 from torchlint.correlate.runtime import RUNTIME_RULES
 from torchlint.report.rule_info import description
 
@@ -20,8 +21,20 @@ RUNTIME = catalogue.runtime_rules()
 SECTIONS = ["What it measures", "Threshold", "Why is this bad?", "How to fix", "Evidence", "When it is skipped", "Static twin", "References"]
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torchlint", *args], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=60)
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _cli(*args: str, cwd: Path | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> Result:
+    """The command in process (click's runner), as test_cli runs it."""
+    if cwd is not None:
+        assert monkeypatch is not None
+        monkeypatch.chdir(cwd)
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
 
 
 def test_catalogue_agrees_with_the_runtime_findings() -> None:
@@ -68,23 +81,23 @@ def test_rule_prints_a_runtime_page_by_code_or_name() -> None:
 
 @pytest.mark.parametrize("option", ["--select", "--extend-select"])
 @pytest.mark.parametrize("code", ["TLR01", "TLR", "dataloader-wait-share"])
-def test_check_refuses_to_select_a_runtime_rule(tmp_path: Path, option: str, code: str) -> None:
+def test_check_refuses_to_select_a_runtime_rule(tmp_path: Path, option: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.py").write_text("import torch\n")
-    proc = _cli("check", "--no-cache", option, code, "a.py", cwd=tmp_path)
+    proc = _cli("check", "--no-cache", option, code, "a.py", cwd=tmp_path, monkeypatch=monkeypatch)
     assert proc.returncode == 2
     assert "is a runtime rule" in proc.stderr and "torchlint profile" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_check_accepts_ignoring_a_runtime_rule(tmp_path: Path) -> None:
+def test_check_accepts_ignoring_a_runtime_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TLR06"]\n[tool.torchlint.per-file-ignores]\n"a.py" = ["TLR07"]\n')
-    proc = _cli("check", "--no-cache", "--ignore", "TLR01", "--output-format", "concise", "a.py", cwd=tmp_path)
+    proc = _cli("check", "--no-cache", "--ignore", "TLR01", "--output-format", "concise", "a.py", cwd=tmp_path, monkeypatch=monkeypatch)
     assert proc.returncode == 1, proc.stderr
     assert "TL110" in proc.stdout and proc.stderr == ""
 
 
-def test_an_unknown_tlr_code_is_still_unknown(tmp_path: Path) -> None:
+def test_an_unknown_tlr_code_is_still_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.py").write_text("import torch\n")
-    proc = _cli("check", "--no-cache", "--select", "TLR99", "a.py", cwd=tmp_path)
+    proc = _cli("check", "--no-cache", "--select", "TLR99", "a.py", cwd=tmp_path, monkeypatch=monkeypatch)
     assert proc.returncode == 2 and "unknown rule code `TLR99`" in proc.stderr
