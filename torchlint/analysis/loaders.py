@@ -30,8 +30,73 @@ def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
 
 def tensor_dataset(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     """The ``TensorDataset(...)`` call that built the loader's dataset, when known."""
-    dataset = ctx.argument(call, 0, "dataset")
-    built = ctx.values.constructed_by(dataset.value, call) if dataset is not None else None
+    built = _dataset_call(ctx, call)
     if built is not None and ctx.qname(built.func) in _TENSOR_DATASETS:
         return built
     return None
+
+
+def _dataset_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    dataset = ctx.argument(call, 0, "dataset")
+    return ctx.values.constructed_by(dataset.value, call) if dataset is not None else None
+
+
+# What a __getitem__ may call and still only slice tensors it holds: no file, no decode,
+# no transform (a call to anything else may be the work workers would take over).
+_SLICING_METHODS = frozenset({
+    "long", "int", "float", "half", "bfloat16", "to", "cuda", "size", "clone", "view", "reshape",
+    "unsqueeze", "squeeze", "contiguous", "item", "numel", "narrow",
+})
+_SLICING_BUILTINS = frozenset({"len", "int", "min", "max", "slice", "range"})
+
+
+def in_memory_dataset(ctx: FileContext, call: cst.Call) -> str | None:
+    """Why the loader's dataset, a class of this file, gives workers nothing to do: its
+    ``__getitem__`` returns items already on the device, or only slices tensors it holds.
+    None when it may do real work (or is not known)."""
+    built = _dataset_call(ctx, call)
+    if built is None or not isinstance(built.func, cst.Name):
+        return None
+    getitem = _method(ctx, built.func.value, "__getitem__")
+    if getitem is None:
+        return None
+    calls = [n for n in ctx.tree.descendants(getitem) if isinstance(n, cst.Call)]
+    returns = [n for n in ctx.tree.descendants(getitem) if isinstance(n, cst.Return) and n.value is not None]
+    if returns and all(_moved_to_device(ctx, r.value) for r in returns):
+        return "device"
+    if calls and all(_slicing_call(ctx, c) for c in calls) and any(isinstance(n, cst.Subscript) for n in ctx.tree.descendants(getitem)):
+        return "slices"
+    return None
+
+
+def _method(ctx: FileContext, class_name: str, method: str) -> cst.FunctionDef | None:
+    classes = [c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == class_name]
+    if len(classes) != 1:
+        return None  # not defined here, or defined twice: unknown
+    for statement in classes[0].body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == method:
+            return statement
+    return None
+
+
+def _moved_to_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """``x.cuda()`` or ``x.to(device)`` (not ``x.to(torch.float32)``), directly or through the
+    one name it was assigned to."""
+    built = expr if isinstance(expr, cst.Call) else ctx.values.constructed_by(expr)
+    if not isinstance(built, cst.Call) or not isinstance(built.func, cst.Attribute):
+        return False
+    method = built.func.attr.value
+    if method == "cuda":
+        return True
+    target = ctx.argument(built, 0, "device") if method == "to" else None
+    return target is not None and ctx.devices.device_value(target.value, built) == "device"
+
+
+def _slicing_call(ctx: FileContext, call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value in _SLICING_BUILTINS
+    qualified = ctx.qname(func) or ""
+    if qualified.startswith("torch."):
+        return qualified.split(".")[-1].startswith(("rand", "tensor", "stack", "cat", "arange"))
+    return isinstance(func, cst.Attribute) and func.attr.value in _SLICING_METHODS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
 from torchlint.checks.base import Check
 
 class DataloaderNoPinMemory(Check):
@@ -36,5 +36,7 @@ class DataloaderNoPinMemory(Check):
         built = tensor_dataset(ctx, node)
         if built is not None and any(ctx.devices.on_device(arg.value, built) for arg in built.args):
             return  # the tensors are on the device already: nothing to pin
+        if in_memory_dataset(ctx, node) == "device":
+            return  # items come back on the device: pinning them raises
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

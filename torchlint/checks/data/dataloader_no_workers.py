@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
 from torchlint.checks.base import Check
 
 class DataloaderNoWorkers(Check):
@@ -33,5 +33,7 @@ class DataloaderNoWorkers(Check):
             return  # built to peek at one batch: workers would only add start-up time
         if tensor_dataset(ctx, node) is not None:
             return  # tensors already in memory (or on the device, where workers cannot go)
+        if in_memory_dataset(ctx, node) is not None:
+            return  # its items are slices of tensors it holds, or made on the device: the same
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
