@@ -254,3 +254,18 @@ def test_cprof_subtraction_through_a_cycle_is_fast_and_proportional() -> None:
     assert stats[("f", 0, "a")][3] <= 8.0  # its own 2 s, and more around its cycle
     assert stats[("f", 19, "a")][3] < 10.0  # the caller at the top of the chain loses a part
     assert all(v[3] >= 0 for v in stats.values())
+
+
+def test_overwrite_empties_a_multi_rank_run_directory(tmp_path: Path) -> None:
+    from torchlint.profiler.run import RunDirError, make_run_dir, release_run_dir
+
+    out = tmp_path / "run"
+    (out / "rank0").mkdir(parents=True)
+    (out / "rank0" / "session.json").write_text("{}")
+    (out / "launch.json").write_text("{}")
+    with pytest.raises(RunDirError, match="not empty"):
+        make_run_dir(tmp_path / "train.py", out)
+    run_dir = make_run_dir(tmp_path / "train.py", out, overwrite=True)
+    assert [p.name for p in run_dir.iterdir()] == [".torchlint-run"]
+    release_run_dir(run_dir)
+

@@ -128,7 +128,8 @@ def _claim(directory: Path, overwrite: bool) -> None:
     if any(p.name != CLAIM for p in directory.iterdir()):
         if not overwrite:
             raise RunDirError(f"{directory} is not empty (an earlier run?); pass --overwrite to replace it, or choose another --out")
-        if not (claim.exists() or (directory / "session.json").exists() or (directory / "profile.prof").exists()):
+        left = ("session.json", "profile.prof", "launch.json")  # launch.json: a multi-rank run's
+        if not (claim.exists() or any((directory / name).exists() for name in left)):
             raise RunDirError(f"{directory} does not look like a torchlint run directory; --overwrite will not empty it")
         _empty(directory)
     try:
