@@ -178,6 +178,6 @@ def test_two_nodes_hang_stopped_by_timeout(two_nodes: dict[str, Any]) -> None:
 
 def test_misused_rank_options_are_usage_errors(tmp_path: Path) -> None:
     cwd = _copy_scripts(tmp_path)
-    for args in (["--timeout", "5", "ddp_train.py"], ["--nproc-per-node", "2", "--experiment", "ddp_train.py"], ["--nproc-per-node", "2", "--ranks", "x", "ddp_train.py"]):
+    for args in (["--timeout", "5", "ddp_train.py"], ["--rank", "1", "ddp_train.py"], ["--nproc-per-node", "2", "--experiment", "ddp_train.py"], ["--nproc-per-node", "2", "--ranks", "x", "ddp_train.py"]):
         proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", *args], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and "torchlint: error:" in proc.stderr and "Traceback" not in proc.stderr

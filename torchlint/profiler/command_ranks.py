@@ -110,6 +110,8 @@ def report_ranks(run_dir: Path, *, output_format: str = "text", no_browser: bool
     launch = _load_launch(run_dir)
     sessions = {k: load_run(d) for k, d in dirs.items()}
     detail = detail_rank if detail_rank in sessions else min(sessions)
+    if detail_rank is not None and detail_rank != detail:
+        sessions[detail].meta.setdefault("warnings", []).append(f"--rank {detail_rank}: no such rank here; rank {detail} is shown")
     findings, static = lint_for_session(sessions[detail])
     correlations = {k: analyse(findings, s, []) for k, s in sessions.items()}
     figures = [rank_figures(k, sessions[k], dirs[k]) for k in sessions]
@@ -160,7 +162,12 @@ _OPTIONS = (
     click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS", help="With --nproc-per-node: stop every rank after SECONDS (a hang) and report what they wrote."),
     click.option("--rank", "detail_rank", type=click.IntRange(min=0), help="With --nproc-per-node or --report: the rank shown in detail and opened in snakeviz (default 0)."),
 )
-_TORCHRUN_ONLY = ("nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port", "ranks_text", "timeout")
+#: Options that mean nothing without --nproc-per-node, by parameter name.
+_TORCHRUN_ONLY = {
+    "nnodes": "--nnodes", "node_rank": "--node-rank", "rdzv_backend": "--rdzv-backend",
+    "rdzv_endpoint": "--rdzv-endpoint", "rdzv_id": "--rdzv-id", "master_addr": "--master-addr",
+    "master_port": "--master-port", "ranks_text": "--ranks", "timeout": "--timeout", "detail_rank": "--rank",
+}
 
 
 def rank_options(command: Any) -> Any:
@@ -174,10 +181,9 @@ def launch_or_exit(ranks: dict[str, Any], experiment: bool) -> Launch | None:
     """The torchrun launch the options ask for (None: one process); exit 2 on a misuse."""
     nproc = ranks.get("nproc_per_node")
     if nproc is None:
-        given = [name for name in _TORCHRUN_ONLY if ranks.get(name) is not None]
+        given = [flag for name, flag in _TORCHRUN_ONLY.items() if ranks.get(name) is not None]
         if given:
-            flag = "--" + given[0].replace("_text", "").replace("_", "-")
-            _usage(f"{flag} needs --nproc-per-node")
+            _usage(f"{given[0]} needs --nproc-per-node")
         return None
     if experiment:
         _usage("--experiment runs one process; it cannot be combined with --nproc-per-node")
