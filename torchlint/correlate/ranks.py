@@ -123,7 +123,8 @@ class RankFigures:
 
     @property
     def failed(self) -> bool:
-        return self.stop_reason in ("exception", "sys.exit") and bool(self.exit_status) or self.incomplete
+        script_failed = self.stop_reason in ("exception", "sys.exit") and bool(self.exit_status)
+        return script_failed or self.incomplete
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,10 +160,10 @@ def rank_figures(rank: int, session: ProfileSession, rank_dir: Path) -> RankFigu
     """One rank's row, from its loaded session and its trace files."""
     meta, dist = session.meta, dict(session.meta.get("distributed") or {})
     dl, steps = session.dataloader, session.steps
-    traces = [rank_dir / t for t in session.artifacts.get("traces") or [] if (rank_dir / t).is_file()]
     cycles = (session.coverage.get("torch_profiler") or {}).get("cycles") or []
-    window_steps = sum(len(c.get("steps") or []) for c in cycles if not c.get("eval") and c.get("trace"))
-    comm_s, window_s = comm_in_traces([t for t in traces if "eval" not in t.name])
+    training = [c for c in cycles if c.get("trace") and not c.get("eval") and (rank_dir / c["trace"]).is_file()]
+    window_steps = sum(len(c.get("steps") or []) for c in training)
+    comm_s, window_s = comm_in_traces([rank_dir / c["trace"] for c in training])
     return RankFigures(
         rank=rank,
         directory=rank_dir.name,
