@@ -14,7 +14,7 @@ from torchlint.findings import FixSafety
 
 _FACTORIES = {
     "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
-    "torch.randint", "torch.arange", "torch.eye", "torch.tensor", "torch.linspace",
+    "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
     "torch.logspace", "torch.randperm",
 }
 # Legacy typed constructors take no `device=`: reported, never fixed.
@@ -44,6 +44,8 @@ class CreateThenMove(Check):
         qualified = ctx.qname(node.func)
         if qualified not in _FACTORIES and qualified not in _LEGACY:
             return
+        if qualified in _LEGACY and _holds_data(ctx, node):
+            return  # built from data, like torch.tensor: the data is copied over either way
         device = ctx.keyword(node, "device")
         if device is not None and not is_cpu_device(device.value, ctx):
             return  # already built on a device (or one chosen at run time)
@@ -173,13 +175,18 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
 def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type: ignore[no-untyped-def]
     """Legacy constructors take no ``device=``: name the modern factory that does."""
     dtype = legacy_dtype(qualified) or "float32"
-    first = factory.args[0].value if factory.args and factory.args[0].keyword is None else None
-    data = first is not None and (ctx.values.is_sequence_literal(first, factory) or ctx.values.is_numpy_array(first, factory))
-    spelled = f"torch.tensor(data, dtype=torch.{dtype}, device=device)" if data else f"torch.empty(size, dtype=torch.{dtype}, device=device)"
-    return f"Legacy constructors take no `device=`: create it on the device with `{spelled}`"
+    return f"Legacy constructors take no `device=`: create it on the device with `torch.empty(size, dtype=torch.{dtype}, device=device)`"
 
 
 def _move_text(module: cst.Module, move: cst.Call) -> str:
     method = move.func.attr.value  # type: ignore[attr-defined]
     arguments = ", ".join(module.code_for_node(a).strip().rstrip(",").strip() for a in move.args)
     return f".{method}({arguments})" if len(arguments) <= 40 else f".{method}(...)"
+
+
+def _holds_data(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """``torch.LongTensor([1, 2])``, ``torch.FloatTensor(array)``: a legacy constructor
+    given data, not sizes."""
+    first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    return first is not None and (ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call))
+
