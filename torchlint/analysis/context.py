@@ -44,6 +44,13 @@ class FileContext:
         self.options = options or Options()
         self.tree = Tree(module)
         self.imports = Imports(self.tree)
+        self._qnames: dict[int, tuple[cst.BaseExpression | None, str | None]] = {}
+
+    def close(self) -> None:
+        """Drop the tree and every analysis: they point back at this context, so without
+        this the file's tree (millions of objects) would wait for Python's cyclic
+        collector, which the engine keeps paused while a file is checked."""
+        self.__dict__.clear()
 
     # --- the analyses ------------------------------------------------------------
     @cached_property
@@ -85,7 +92,14 @@ class FileContext:
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:
         """Canonical qualified name of ``expr`` (``nn.Conv2d`` → ``torch.nn.Conv2d``)."""
-        return canonical(self.imports.qualify(expr))
+        # Most checks ask it of the same calls: remembered per node, which is kept with
+        # its answer (so a later node that reuses a freed node's id is never mistaken for it).
+        entry = self._qnames.get(id(expr))
+        if entry is not None and entry[0] is expr:
+            return entry[1]
+        name = canonical(self.imports.qualify(expr))
+        self._qnames[id(expr)] = (expr, name)
+        return name
 
     def call_name(self, call: cst.Call) -> str | None:
         return self.qname(call.func)
@@ -211,7 +225,7 @@ class FileContext:
 
     @staticmethod
     def method_name(call: cst.Call) -> str | None:
-        return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        return call.func.attr.value if type(call.func) is cst.Attribute else None  # type: ignore[attr-defined]  # not isinstance: see names.dotted
 
 
 def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:

@@ -43,12 +43,13 @@ class GradContext:
         """True under ``with torch.no_grad()``/``inference_mode()``/``set_grad_enabled(False)``
         or in a function decorated with ``@torch.no_grad()``/``@torch.inference_mode()``."""
         for ancestor in self.ctx.tree.ancestors(node):
-            if isinstance(ancestor, (cst.With)):
-                for item in ancestor.items:
+            # Exact types: libcst's classes are ABCs, whose failing isinstance is slow.
+            if type(ancestor) is cst.With:
+                for item in ancestor.items:  # type: ignore[attr-defined]
                     state = self.effect(item.item)
                     if state is not None:
                         return not state
-            elif isinstance(ancestor, cst.FunctionDef):
+            elif type(ancestor) is cst.FunctionDef:
                 if self.function_disables(ancestor):
                     return True
                 return False  # a nested function runs wherever it is called
@@ -66,9 +67,9 @@ class GradContext:
         """Under a ``with`` whose grad effect depends on a run-time value:
         ``torch.set_grad_enabled(train)``, ``torch.no_grad() if not train else nullcontext()``."""
         for ancestor in self.ctx.tree.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
+            if type(ancestor) is cst.FunctionDef:  # exact types: see is_disabled
                 return False
-            if isinstance(ancestor, cst.With):
+            if type(ancestor) is cst.With:
                 for item in ancestor.items:
                     expr = item.item
                     if isinstance(expr, cst.IfExp) and False in (self.effect(expr.body), self.effect(expr.orelse)):
@@ -106,8 +107,8 @@ class GradContext:
         is_method = self.ctx.tree.enclosing_class(function) is not None
         sites: list[cst.Call] = []
         tree = self.ctx.tree
-        for ref in tree.nodes(cst.Name) if not is_method else ():
-            if ref.value != name or ref is function.name:
+        for ref in tree.names_valued(name) if not is_method else ():
+            if ref is function.name:
                 continue
             parent = tree.parent(ref)
             if isinstance(parent, cst.Call) and parent.func is ref:
@@ -118,9 +119,7 @@ class GradContext:
                 continue
             else:
                 return None
-        for attr in tree.nodes(cst.Attribute) if is_method else ():
-            if attr.attr.value != name:
-                continue
+        for attr in tree.attributes_named(name) if is_method else ():
             parent = tree.parent(attr)
             if isinstance(parent, cst.Call) and parent.func is attr:
                 sites.append(parent)

@@ -28,10 +28,11 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
     (``i < 3``, ``step < warmup_steps``, ``len(buffer) < MAX``). ``is_host`` tells a Python
     number (``ni = i + nb * epoch``) from a tensor for derived counters."""
     for node in (test, *tree_nodes(test)):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        node_type = type(node)  # exact types: libcst's ABCs make a failing isinstance slow
+        if node_type is cst.BinaryOperation and type(node.operator) is cst.Modulo:
             if not isinstance(node.left, cst.BaseString):  # "%s" % x is formatting
                 return True
-        if isinstance(node, cst.Comparison):
+        if node_type is cst.Comparison:
             for target in node.comparisons:
                 operator, bound = target.operator, target.comparator
                 if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)):
@@ -73,8 +74,8 @@ def _is_counter(expr: cst.BaseExpression) -> bool:
 def _exits_unless_rare(statement: cst.CSTNode) -> bool:
     """``if step % N != 0: return`` (or ``continue``, also ``if not on or step % N:``):
     what follows runs every N steps."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
-        return False
+    if type(statement) is not cst.If or statement.orelse is not None:  # type: ignore[attr-defined]
+        return False  # (an exact type, asked of every statement before a placed call)
     body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
     last = body[-1] if body else None
     if not isinstance(last, cst.SimpleStatementLine) or not any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body):

@@ -18,11 +18,14 @@ class _TargetPositionState(CodegenState):
     parse; here the generated tokens are scanned once, lazily, at targets only.
     """
 
-    def __init__(self, module: cst.Module, targets: set[int]) -> None:
+    def __init__(self, module: cst.Module, targets: set[int], unplaced: int = 0) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.targets = targets
         self.spans: dict[int, Span] = {}
         self._line, self._column, self._scanned = 1, 0, 0
+        # Targets still to place; codegen never places `unplaced` of them (comprehension
+        # clauses). Once every other one is placed the rest of the module is not generated.
+        self._left = len(targets) - unplaced
 
     def _here(self) -> tuple[int, int]:
         tokens = self.tokens
@@ -51,7 +54,15 @@ class _TargetPositionState(CodegenState):
         start = self._here()
         yield
         end = self._here()
+        if id(node) not in self.spans:
+            self._left -= 1
         self.spans[id(node)] = (start[0], start[1], end[0], end[1])
+        if self._left <= 0:
+            raise _AllPlaced  # the codegen of everything after the last target is wasted
+
+
+class _AllPlaced(Exception):
+    """Every target has its span: ends the codegen early."""
 
 
 def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, Span]:
@@ -65,8 +76,11 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int,
     comp_fors = [n for n in nodes if isinstance(n, cst.CompFor)]
     for comp_for in comp_fors:
         targets.update((id(comp_for.target), id(comp_for.iter)))
-    state = _TargetPositionState(module, targets)
-    module._codegen(state)
+    state = _TargetPositionState(module, targets, unplaced=len({id(c) for c in comp_fors}))
+    try:
+        module._codegen(state)
+    except _AllPlaced:
+        pass
     spans = state.spans
     for comp_for in comp_fors:
         start, end = spans.get(id(comp_for.target)), spans.get(id(comp_for.iter))

@@ -25,6 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, Ref
@@ -35,12 +36,15 @@ if TYPE_CHECKING:
 
     from torchlint.analysis.context import FileContext
 
+# Arguments `_python_value` knows on sight to be Python values.
+_NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
+
 
 def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
     """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""
     parts = [function.name.value]
     for ancestor in ctx.tree.ancestors(function):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+        if type(ancestor) in FUNCTION_OR_CLASS:
             parts.append(ancestor.name.value)
     return ".".join(reversed(parts))
 
@@ -62,7 +66,7 @@ class StepSummarizer(ObjectRefs):
     def _class_key(self, cls: cst.ClassDef) -> str:
         parts = [cls.name.value]
         for ancestor in self.ctx.tree.ancestors(cls):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            if type(ancestor) in FUNCTION_OR_CLASS:
                 parts.append(ancestor.name.value)
         return ".".join(reversed(parts))
 
@@ -115,11 +119,12 @@ class StepSummarizer(ObjectRefs):
         """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
         name or subscript the value analysis calls one. Other calls are not inferred
         (what they return may be a tensor, and asking costs more than it saves)."""
-        if isinstance(value, (cst.Integer, cst.Float, cst.BaseString)):
+        value_type = type(value)  # exact types: libcst's ABCs make a failing isinstance slow
+        if value_type in _NUMBERS_AND_STRINGS:
             return True
-        if isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute):
+        if value_type is cst.Call:
+            func = value.func  # type: ignore[attr-defined]
+            if type(func) is cst.Attribute:
                 return func.attr.value in ("item", "tolist") and not value.args
             return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
         return self.ctx.values.kind(value, at) is Kind.HOST
@@ -160,7 +165,8 @@ class StepSummarizer(ObjectRefs):
     # --- what a call refers to ---------------------------------------------------------
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         ctx = self.ctx
-        if isinstance(func, cst.Name):
+        func_type = type(func)  # exact types: libcst's ABCs make a failing isinstance slow
+        if func_type is cst.Name:
             local = self._local_function(func.value, at)
             if local is not None:
                 return ("local", local)
@@ -186,8 +192,8 @@ class StepSummarizer(ObjectRefs):
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None
-        if isinstance(func, cst.Attribute):
-            if isinstance(func.value, cst.Name) and func.value.value == "self":
+        if func_type is cst.Attribute:
+            if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
                 if owner is not None:
                     return ("object", owner, "__call__")  # `self.criterion(out, y)`

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import cached_property
 from typing import TypeVar
 
 import libcst as cst
@@ -120,6 +121,30 @@ class Tree:
     def nodes(self, node_type: type[N]) -> list[N]:
         """Every node of exactly ``node_type``, in source order."""
         return self.by_type.get(node_type, [])  # type: ignore[return-value]
+
+    def names_valued(self, value: str) -> list[cst.Name]:
+        """Every ``Name`` node spelled ``value``, in the order of :meth:`nodes`."""
+        return self._names_by_value.get(value, [])
+
+    def attributes_named(self, attr: str) -> list[cst.Attribute]:
+        """Every ``x.attr`` node for this ``attr``, in the order of :meth:`nodes`."""
+        return self._attributes_by_name.get(attr, [])
+
+    # Indexes for the analyses that look for one name among all (a function's call sites
+    # for each function): one pass over the names instead of one per question.
+    @cached_property
+    def _names_by_value(self) -> dict[str, list[cst.Name]]:
+        index: dict[str, list[cst.Name]] = defaultdict(list)
+        for name in self.nodes(cst.Name):
+            index[name.value].append(name)
+        return index
+
+    @cached_property
+    def _attributes_by_name(self) -> dict[str, list[cst.Attribute]]:
+        index: dict[str, list[cst.Attribute]] = defaultdict(list)
+        for attribute in self.nodes(cst.Attribute):
+            index[attribute.attr.value].append(attribute)
+        return index
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(id(node))

@@ -17,6 +17,7 @@ from torchlint.analysis.arrays import _DATAFRAME_TO_NUMPY, _GENERATOR_METHODS, A
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.losses import LossFacts, optimized_tensors  # noqa: F401 - re-exported for checks
 from torchlint.analysis.names import canonical, dotted, last_segment as _last_segment
+from torchlint.analysis.tree import node_types
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -50,6 +51,11 @@ _NUMPY_METHODS = {"numpy"}
 MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 # Calls on a name that say the name is an nn.Module.
 MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
+
+
+# What `_expr_kind` calls a Python value on sight: literals, displays, comprehensions.
+_HOST_LITERALS = node_types(cst.Integer, cst.Float, cst.Imaginary, cst.BaseString, cst.List, cst.Dict, cst.Set,
+                            cst.ListComp, cst.DictComp, cst.SetComp, cst.Tuple)
 
 
 def looks_like_loader(name: str) -> bool:
@@ -112,7 +118,7 @@ class ValueKinds(LossFacts, ArrayFacts):
     def kind(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> Kind:
         """The kind of ``expr`` evaluated where ``at`` (default: ``expr``) stands."""
         at = at or expr
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if type(expr) is cst.Name or type(expr) is cst.Attribute:  # not isinstance: see _expr_kind
             name = dotted(expr)
             if name is not None:
                 # Bindings that cannot reach `at`: `x = x.cpu().numpy()` does not reach its
@@ -207,10 +213,15 @@ class ValueKinds(LossFacts, ArrayFacts):
         return self.kind(value, binding.node)
 
     def _expr_kind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
-        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp, cst.Tuple)):
+        # Exact types for the common cases: libcst's classes are ABCs, and a failing
+        # isinstance against the eleven literal kinds cost more than the rest of the call.
+        expr_type = type(expr)
+        if expr_type in _HOST_LITERALS:
             return Kind.HOST
-        if isinstance(expr, cst.Call):
-            return self._call_kind(expr, at)
+        if expr_type is cst.Call:
+            return self._call_kind(expr, at)  # type: ignore[arg-type]
+        if expr_type is cst.Name:
+            return Kind.UNKNOWN  # none of the cases below
         if isinstance(expr, cst.BinaryOperation):
             left, right = self.kind(expr.left, at), self.kind(expr.right, at)
             if Kind.TENSOR in (left, right):
