@@ -32,7 +32,8 @@ import torch
 ALIGN = 8  # tensor-core alignment in elements (fp16/bf16), as TL402
 _MAX_KEYS = 2000  # distinct (line, op, dtype, shape) records kept: varying shapes stay bounded
 _LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
-_FACTORIES = ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange")  # torch.tensor: probes.py
+# Not torch.tensor: a tensor built from host data is copied even with device= (as TL110 says)
+_FACTORIES = ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange")
 _FILLS = ("fill_", "zero_")
 
 

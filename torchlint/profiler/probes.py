@@ -16,14 +16,7 @@ from typing import Any
 
 import torch
 
-from torchlint.profiler.patterns import (
-    fill_watch_wanted,
-    install_fill_watch,
-    install_matmul_watch,
-    install_optimizer_watch,
-    note_created,
-    note_moved,
-)
+from torchlint.profiler.patterns import install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.usercode import is_user_file
 
@@ -151,10 +144,6 @@ def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
     return "DtoD"
 
 
-def _made_by_tensor(site: tuple[Any, ...], result: Any) -> None:
-    note_created(result, site, "torch.tensor")
-
-
 def _note_loader(site: tuple[Any, ...], args: tuple[Any, ...]) -> None:
     """Remember how the loader iterated at ``site`` was configured, so that runtime
     findings agree with the code (no "give it workers" to a loader that has them)."""
@@ -176,7 +165,6 @@ def _make_probe(
     classify: Callable[[tuple[Any, ...], Any], str | None] | None = None,
     fetch: bool = False,
     note: Callable[[tuple[Any, ...], tuple[Any, ...]], None] | None = None,
-    after: Callable[[tuple[Any, ...], Any], None] | None = None,
 ) -> Callable[..., Any]:
     rec = RECORDER
     getframe = sys._getframe
@@ -220,8 +208,6 @@ def _make_probe(
             result = orig(*args, **kwargs)
             if classify is not None:
                 kind = classify(args, result)
-            if after is not None:
-                after(site, result)
             return result
         finally:
             dt = perf() - t0
@@ -292,9 +278,7 @@ def install_probes() -> list[str]:
         if _patch(torch.Tensor, name, f"Tensor.{name}", classify=classify):
             probed.append(f"Tensor.{name}")
     for name in ("tensor", "as_tensor"):
-        # TLR06: torch.tensor's host results are watched here (patterns.py wraps the other factories)
-        made = _made_by_tensor if name == "tensor" and fill_watch_wanted() else None
-        if _patch(torch, name, f"torch.{name}", after=made):
+        if _patch(torch, name, f"torch.{name}"):
             probed.append(f"torch.{name}")
     for name in ("synchronize", "empty_cache"):
         if _patch(torch.cuda, name, f"torch.cuda.{name}"):
