@@ -284,7 +284,7 @@ def _write(
 
         name = os.path.basename(str(meta.get("script") or "script"))
         artifacts["samples"] = stacks.write(run_dir, sampler.stacks, cwd=str(meta.get("cwd") or os.getcwd()),
-                                            name=name, exporter=f"torchlint@{__version__}")  # speedscope: "name@version"
+                                            name=name, exporter=f"torchlint@{__version__}")
     except Exception as exc:
         meta["warnings"].append(f"could not write the sampled stacks: {exc}")
     coverage: dict[str, Any] = {
