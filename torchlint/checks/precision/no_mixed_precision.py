@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from torchlint.checks.base import Check
 
 # Anything that says the script already handles precision itself.
@@ -26,4 +28,16 @@ class NoMixedPrecision(Check):
             return
         if ctx.method_calls({"half", "bfloat16", "autocast"}) or ctx.references("accelerate.Accelerator"):
             return  # precision handled by hand or by a framework (`accelerator.autocast()`)
+        if _precision_argument(ctx):
+            return  # a framework told its precision: `Fabric(precision="bf16-mixed")`, `Trainer(precision=...)`
         self.report(loops[0])  # one finding per module: autocast is a module-wide decision
+
+
+def _precision_argument(ctx) -> bool:  # type: ignore[no-untyped-def]
+    """Is some call in the module given ``precision=`` or ``mixed_precision=``?"""
+    return any(
+        arg.keyword is not None and arg.keyword.value in ("precision", "mixed_precision")
+        for call in ctx.tree.nodes(cst.Call)
+        for arg in call.args
+    )
+
