@@ -27,20 +27,20 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.fixture
 def monorepo(tmp_path: Path) -> Path:
-    """Package a: TL101 and TL303, TL101 off in its tests/, its /generated excluded
+    """Package a: TL101 and TL303, TL101 off in its scripts/, its /generated excluded
     (anchored at a's directory). Package b (torchlint.toml): TL303 only, nothing excluded."""
     return _write(tmp_path / "repo", {
         "pyproject.toml": '[tool.torchlint]\nselect = ["TL101"]\n',
         "packages/a/pyproject.toml": (
             '[tool.torchlint]\nselect = ["TL101", "TL303"]\n'
-            'per-file-ignores = { "tests/*" = ["TL101"] }\nexclude = ["/generated"]\n'
+            'per-file-ignores = { "scripts/*" = ["TL101"] }\nexclude = ["/generated"]\n'
         ),
         "packages/a/train.py": LOOP_WITH_FINDINGS,
-        "packages/a/tests/loop.py": SYNC_LOOP,
+        "packages/a/scripts/loop.py": SYNC_LOOP,
         "packages/a/generated/gen.py": LOOP_WITH_FINDINGS,
         "packages/b/torchlint.toml": 'select = ["TL303"]\n',
         "packages/b/train.py": LOOP_WITH_FINDINGS,
-        "packages/b/tests/loop.py": SYNC_LOOP,
+        "packages/b/scripts/loop.py": SYNC_LOOP,
         "packages/b/generated/gen.py": LOOP_WITH_FINDINGS,
         "top.py": SYNC_LOOP,
     })
@@ -72,7 +72,7 @@ def test_each_file_has_its_own_config_whatever_the_order(monorepo: Path) -> None
 
 
 def test_files_named_one_by_one_in_either_order(monorepo: Path) -> None:
-    files = ["packages/a/train.py", "packages/b/train.py", "packages/a/tests/loop.py"]
+    files = ["packages/a/train.py", "packages/b/train.py", "packages/a/scripts/loop.py"]
     forward = run_check(monorepo, "--output-format", "concise", "--no-cache", *files)
     backward = run_check(monorepo, "--output-format", "concise", "--no-cache", *reversed(files))
     assert forward == backward
@@ -96,7 +96,7 @@ def test_the_cache_keys_each_file_by_its_own_config(monorepo: Path, tmp_path: Pa
     assert _codes_by_file(first[1]) == EXPECTED
     (monorepo / "packages/b/torchlint.toml").write_text('select = ["TL101"]\n')
     found = _codes_by_file(run_check(monorepo, "--output-format", "concise", "--cache-dir", cache, ".")[1])
-    assert found["packages/b/train.py"] == ["TL101"] and found["packages/b/tests/loop.py"] == ["TL101"]
+    assert found["packages/b/train.py"] == ["TL101"] and found["packages/b/scripts/loop.py"] == ["TL101"]
     assert found["packages/a/train.py"] == ["TL101", "TL303"]  # a's config did not change
 
 
@@ -118,19 +118,19 @@ def test_show_files_lists_what_would_be_checked(monorepo: Path) -> None:
     code, out, err = run_check(monorepo, "--show-files", "packages/b", "packages/a")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "packages/a/tests/loop.py", "packages/a/train.py",
-        "packages/b/generated/gen.py", "packages/b/tests/loop.py", "packages/b/train.py",
+        "packages/a/scripts/loop.py", "packages/a/train.py",
+        "packages/b/generated/gen.py", "packages/b/scripts/loop.py", "packages/b/train.py",
     ]
 
 
 def test_show_settings_names_the_config_file_and_the_rules(monorepo: Path) -> None:
-    code, out, _ = run_check(monorepo, "--show-settings", "packages/a/tests/loop.py")
+    code, out, _ = run_check(monorepo, "--show-settings", "packages/a/scripts/loop.py")
     assert code == 0
     lines = out.splitlines()
     assert f"Config file: {monorepo / 'packages/a/pyproject.toml'}" in lines
     assert 'select = ["TL101", "TL303"]' in lines
-    assert 'per-file-ignores = {"tests/*" = ["TL101"]}' in lines
-    assert 'rules = ["TL303"]' in lines  # TL101 is ignored in a's tests/
+    assert 'per-file-ignores = {"scripts/*" = ["TL101"]}' in lines
+    assert 'rules = ["TL303"]' in lines  # TL101 is ignored in a's scripts/
     code, out, _ = run_check(monorepo, "--show-settings", "packages/b/train.py", "--ignore", "TL303")
     assert code == 0
     assert f"Config file: {monorepo / 'packages/b/torchlint.toml'}" in out.splitlines()
@@ -225,11 +225,11 @@ def test_lookups_are_cached_per_directory(monorepo: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(config_module, "config_file_in", counting)
     resolver = Resolver(cwd=monorepo)
-    for name in ("train.py", "tests/loop.py", "generated/gen.py", "train.py"):
+    for name in ("train.py", "scripts/loop.py", "generated/gen.py", "train.py"):
         assert resolver.for_path(monorepo / "packages/a" / name).source == monorepo / "packages/a/pyproject.toml"
-    assert resolver.for_path(monorepo / "packages/b/tests/loop.py").source == monorepo / "packages/b/torchlint.toml"
+    assert resolver.for_path(monorepo / "packages/b/scripts/loop.py").source == monorepo / "packages/b/torchlint.toml"
     assert len(asked) == len(set(asked))  # no directory was looked at twice
-    assert resolver.for_path(monorepo / "packages/a/train.py") is resolver.for_path(monorepo / "packages/a/tests/loop.py")
+    assert resolver.for_path(monorepo / "packages/a/train.py") is resolver.for_path(monorepo / "packages/a/scripts/loop.py")
 
 
 def test_a_bad_key_in_a_config_below_is_reported(tmp_path: Path) -> None:

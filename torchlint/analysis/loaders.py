@@ -98,5 +98,6 @@ def _slicing_call(ctx: FileContext, call: cst.Call) -> bool:
         return func.value in _SLICING_BUILTINS
     qualified = ctx.qname(func) or ""
     if qualified.startswith("torch."):
-        return qualified.split(".")[-1].startswith(("rand", "tensor", "stack", "cat", "arange"))
+        # an index drawn or counted; torch.tensor(array[i]) would be a conversion: real work
+        return qualified.split(".")[-1].startswith(("rand", "arange"))
     return isinstance(func, cst.Attribute) and func.attr.value in _SLICING_METHODS
