@@ -93,6 +93,8 @@ class LegacyTensorConstructor(Check):
         tree = self.ctx.tree
         parent = tree.parent(node)
         called = isinstance(parent, cst.Call) and parent.func is node
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return False  # `Variable._execution_engine.queue_callback(...)`: the class's attribute, nothing built
         child = node
         for ancestor in tree.ancestors(node):
             if isinstance(ancestor, (cst.Annotation, cst.Import, cst.ImportFrom)):
