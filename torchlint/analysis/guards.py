@@ -152,6 +152,12 @@ def _only_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
     return line.body[0].value
 
 
+_EXPORT_TESTS = frozenset({
+    "torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
+    "torch._C._get_tracing_state",
+})
+
+
 def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
     for node in (test, *tree_nodes(test)):
         if isinstance(node, cst.Name) and "version" in node.value.lower():
@@ -353,6 +359,22 @@ class Guards:
                 return False
             if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_version(ancestor.test, tree.descendants):
                 return True
+            child = ancestor
+        return False
+
+    def export_only(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in the body of ``if torch.onnx.is_in_onnx_export():`` (or
+        ``torch.jit.is_tracing()``/``is_scripting()``)? That code runs while a model is
+        exported or traced, once, and is often written for the exporter on purpose."""
+        tree, ctx = self.ctx.tree, self.ctx
+        child = node
+        for ancestor in tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
+                calls = (n for n in (ancestor.test, *tree.descendants(ancestor.test)) if isinstance(n, cst.Call))
+                if any(ctx.qname(c.func) in _EXPORT_TESTS for c in calls):
+                    return True
             child = ancestor
         return False
 

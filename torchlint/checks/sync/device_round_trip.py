@@ -28,6 +28,8 @@ class DeviceRoundTrip(Check):
         earlier = self._previous_move(node.func.value)  # type: ignore[attr-defined]
         if earlier is None or earlier == later:
             return
+        if ctx.guards.export_only(node):
+            return  # written for the ONNX exporter or a tracer (a constant it can fold), run once
         words = {"host": "to the host", "device": "to the device"}
         self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=words[later])
 
