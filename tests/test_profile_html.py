@@ -129,6 +129,7 @@ def test_rebuilding_with_report_writes_the_same_page(html_run, tmp_path):
                           cwd=html_run.parent, env=child_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"HTML report: {(copy / 'report.html').resolve().as_uri()}" in proc.stdout
+    assert "report.html" in proc.stdout.split("Run directory:")[1].splitlines()[1]  # the text report's file list
     original = (html_run / "report.html").read_text()
     rebuilt = (copy / "report.html").read_text()
     # the same page but for where the run directory now is

@@ -295,7 +295,7 @@ def render(report: dict[str, Any]) -> str:
         )
     art = report["artifacts"]
     lines.append(f"Run directory: {display_path(art['run_dir'], report['run']['cwd'])}")
-    names = [art.get(k) for k in ("profile", "report_text", "report_json", "session", "script_output")]
+    names = [art.get(k) for k in ("profile", "report_text", "report_json", "report_html", "session", "script_output")]
     names += list(art.get("traces") or [])
     lines.append("  " + "  ".join(n for n in names if n))
     sv = report["snakeviz"]
