@@ -8,6 +8,7 @@ the other files are still checked.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -74,7 +75,29 @@ def guarded(file: SourceFile, debug: bool, work: Callable[[], T]) -> T | FileRes
 
 def check_file(linter: Linter, file: SourceFile) -> FileResult:
     """Check ``file``; its plain result, whatever happens."""
-    return plain(guarded(file, linter.debug, lambda: linter.lint_file(file)))
+    with collector_paused():
+        return plain(guarded(file, linter.debug, lambda: linter.lint_file(file)))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while one file is checked, one pass over what it left.
+
+    A file's tree is up to millions of objects that live until the file is done, and
+    Python's collector, triggered by allocations, walks them again and again as they
+    age through its generations: a fifth of the CPU of a run over torch's sources.
+    Reference counting frees almost everything; the one pass afterwards (over the
+    objects made since the last one) frees the cycles the analyses make (``FileContext``
+    and the analyses it caches point at each other), so memory stays one tree's."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect(0)
 
 
 class Configs:

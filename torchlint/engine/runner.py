@@ -96,6 +96,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument))
     if summarizer is not None:
         result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
+    ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
 
 
