@@ -196,7 +196,7 @@ class Guards:
             if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 if _raises(ancestor.body):
                     return True  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
-                if self._rare_test(ancestor, stop) or self.first_pass(ancestor, stop):
+                if (self._rare_test(ancestor, stop) and not self._steps_optimizer(ancestor)) or self.first_pass(ancestor, stop):
                     return True
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 if is_rare_test(ancestor.test, tree.descendants):
@@ -219,6 +219,23 @@ class Guards:
             if type(ancestor) is cst.For:
                 inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
+
+    def _steps_optimizer(self, branch: cst.If) -> bool:
+        """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
+        == 0: opt.step()``)? Then it is the optimizer step of gradient accumulation, every
+        step, not a rare one. A loop that also steps outside it (lazy regularization every
+        N steps, after the step of every batch) keeps the branch rare."""
+        tree = self.ctx.tree
+        if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)):
+            return False
+        loop = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
+        if loop is None or type(loop) in FUNCTION_OR_CLASS:
+            return True
+        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(loop.body))
+
+    def _optimizer_step(self, node: cst.CSTNode) -> bool:
+        return (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step"
+                and self.ctx.loops.is_step_call(node))
 
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a
