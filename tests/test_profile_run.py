@@ -280,11 +280,14 @@ def test_bad_script_exits_2(tmp_path, name, content, message):
 
 def test_script_arguments_are_passed_through(tmp_path):
     script = tmp_path / "echo_args.py"
-    script.write_text("import sys\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
+    script.write_text("import sys\nimport torch\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
     run = profile(tmp_path, "--no-browser", "echo_args.py", "--steps", "3", "-h", "--no-browser")
     assert run.rc == 0, run.stderr
     assert "ARGS ['echo_args.py', '--steps', '3', '-h', '--no-browser']" in run.stdout
     assert "MAIN __main__" in run.stdout
+    # a script that never builds an optimizer would not have imported torch._dynamo
+    causes = [h.get("cause") or "" for h in run.report["hotspots"]]
+    assert any("import torch" in c for c in causes) and not any("torch._dynamo" in c for c in causes)
 
 
 def test_pure_python_run_without_torch_instruments(tmp_path, monkeypatch):

@@ -129,6 +129,7 @@ class TorchRun:
             import torch._dynamo  # noqa: F401
             self.dynamo_import_s = time.perf_counter() - t
         self.first_optimizer: tuple[Any, ...] | None = None
+        self.optimizer_built = False
         self._watch_first_optimizer()
         from torchlint.profiler.evalwindow import EvalWindow
 
@@ -151,6 +152,7 @@ class TorchRun:
         @functools.wraps(orig)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             cls.__init__ = orig  # once is enough
+            run.optimizer_built = True
             if run.first_optimizer is None and threading.get_ident() == run.rec.main_ident:
                 run.first_optimizer = user_site(sys._getframe(1))
             orig(self, *args, **kwargs)
@@ -162,7 +164,9 @@ class TorchRun:
             {"what": "import torch", "seconds": TORCH_IMPORT_S, "path": None, "line": None,
              "cause": "the script's first `import torch` (done by torchlint before the script, so the script's own was free)"}
         ]
-        if self.dynamo_import_s > 0:
+        if self.dynamo_import_s > 0 and self.optimizer_built:
+            # only a script that built an optimizer would have paid it (one that failed
+            # or stopped before does not)
             site = self.first_optimizer
             out.append({
                 "what": "import torch._dynamo",
