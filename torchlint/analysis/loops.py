@@ -116,8 +116,22 @@ class Loops:
     def is_hot(self, loop: cst.CSTNode) -> bool:
         key = id(loop)
         if key not in self._hot:
-            self._hot[key] = not self.runs_once(loop) and (self._iterates_loader(loop) or self._body_steps(loop))
+            self._hot[key] = not self.runs_once(loop) and (
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)))
         return self._hot[key]
+
+    def _rare_sweep(self, loop: cst.CSTNode) -> bool:
+        """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
+        collection (a literal, or an UPPER_CASE constant) in a rare branch of a loop
+        runs a few times every N steps, not every step. A loader's loop there (a whole
+        evaluation pass) is hot in itself and is not this."""
+        iterable = loop.iter if type(loop) is cst.For else None
+        fixed = type(iterable) in (cst.List, cst.Tuple, cst.Set) or (
+            type(iterable) is cst.Name and iterable.value.isupper())
+        if not fixed:
+            return False
+        outer = next(iter(self.enclosing_loops(loop)), None)
+        return outer is not None and type(outer) in (cst.For, cst.While) and self.ctx.guards.rare(loop, stop=outer)
 
     @staticmethod
     def runs_once(loop: cst.CSTNode) -> bool:
