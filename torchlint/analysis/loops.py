@@ -32,12 +32,24 @@ def _body_children(loop: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     return ()
 
 
+_BACKWARD, _OPTIMIZER = 1, 2  # the parts of a training step a function runs
+
+
+def _slices_a_batch(loop: cst.CSTNode) -> bool:
+    """``for i in range(0, batch.shape[0], micro)``: a range with a step, over one batch."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+        return False
+    func = loop.iter.func
+    return type(func) is cst.Name and func.value == "range" and len(loop.iter.args) == 3
+
+
 class Loops:
     """Loop nesting and hot-loop facts of one file."""
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._hot: dict[int, bool] = {}
+        self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
@@ -95,6 +107,8 @@ class Loops:
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
             return "a training loop"
+        if any(self._calls_a_trainer(c) for c in calls):
+            return "a training loop"  # the step is in a function it calls: `self.run_step(batch)`
         if methods & _SAMPLING:
             return "a sampling loop"
         function = self.ctx.tree.enclosing_function(loop)
@@ -173,12 +187,57 @@ class Loops:
         return self.loader_of(self.iterated_expression(loop), loop) is not None
 
     def _body_steps(self, loop: cst.CSTNode) -> bool:
-        """Does the loop's own body (not a nested loop's) run a training or model step?"""
+        """Does the loop's own body (not a nested loop's) run a training or model step,
+        itself or through a function of this file it calls (``while ...: self.run_step(b)``)?"""
         for part in _body_children(loop) or ((loop.elt,) if hasattr(loop, "elt") else ()):
             for node in self._own_nodes(part):
-                if type(node) is cst.Call and self.is_step_call(node):
+                if type(node) is cst.Call and (self.is_step_call(node) or self._calls_a_trainer(node)):
                     return True
         return False
+
+    def _calls_a_trainer(self, call: cst.Call) -> bool:
+        """Does ``call`` run a function of this file that makes one training step: a
+        backward and an optimizer step (``opt.step()``, or an optimizer handed to a call:
+        ``self.mp_trainer.optimize(self.opt)``), outside any loop of its own, itself or
+        through the functions of this file it calls (two levels deep)?"""
+        return self._step_parts(call, 0) == _BACKWARD | _OPTIMIZER
+
+    def _step_parts(self, call: cst.Call, depth: int) -> int:
+        function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
+        if function is None:
+            return 0
+        key = id(function)
+        if key not in self._trains:
+            self._trains[key] = 0  # recursion ends here
+            parts = 0
+            for n in self._step_nodes(function.body):
+                if type(n) is cst.Call:
+                    parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            self._trains[key] = parts
+        return self._trains[key]
+
+    def _own_step_parts(self, call: cst.Call) -> int:
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "backward":
+            return _BACKWARD
+        if type(func) is cst.Attribute and func.attr.value == "step" and self.is_step_call(call):
+            return _OPTIMIZER
+        if any(looks_like_optimizer(dotted(arg.value) or "") for arg in call.args):
+            return _OPTIMIZER
+        return 0
+
+    def _step_nodes(self, root: cst.CSTNode):  # type: ignore[no-untyped-def]
+        """The nodes of one step of a function: its own statements and its microbatch
+        loops (``for i in range(0, len(batch), micro):``). Any other loop (over a loader,
+        over epochs, ``while``) makes the function a whole epoch or run, so that its
+        caller's loop is an epoch loop, not a step loop."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            yield node
+            if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root and not _slices_a_batch(node):
+                continue
+            stack.extend(self.ctx.tree_children(node))
 
     def _own_nodes(self, root: cst.CSTNode):  # type: ignore[no-untyped-def]
         stack = [root]
