@@ -110,13 +110,16 @@ class Tree:
                 value = getattr(node, name)
                 value_type = type(value)
                 if value_type is tuple or value_type is list:
-                    kids.extend(item for item in value if is_node[type(item)])
+                    for item in value:  # a loop, not a generator: most sequences are short
+                        if is_node[type(item)]:
+                            parents[id(item)] = node
+                            kids.append(item)
                 elif is_node[value_type]:
+                    parents[id(value)] = node
                     kids.append(value)
-            for kid in kids:
-                parents[id(kid)] = node
-            kids.reverse()
-            stack.extend(kids)
+            if kids:
+                kids.reverse()
+                stack.extend(kids)
 
     def nodes(self, node_type: type[N]) -> list[N]:
         """Every node of exactly ``node_type``, in source order."""
