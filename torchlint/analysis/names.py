@@ -129,6 +129,9 @@ _CANONICAL = {
     "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
     "torch.nn.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
     "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    # torchdata's drop-in subclass (same arguments, same worker and pinning behaviour)
+    "torchdata.stateful_dataloader.StatefulDataLoader": "torch.utils.data.DataLoader",
+    "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader": "torch.utils.data.DataLoader",
     "torch.autograd.variable.Variable": "torch.autograd.Variable",
     "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
     "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
