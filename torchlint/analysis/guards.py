@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -355,42 +356,36 @@ class Guards:
     def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
-        tree = self.ctx.tree
-        child = node
-        for ancestor in tree.ancestors(node):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_device(ancestor.test, tree.descendants):
-                return True
-            child = ancestor
-        return False
+        return self._in_branch(node, lambda test: _mentions_device(test, self.ctx.tree.descendants), stop=stop)
 
     def version_gated(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
         "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
         Code there serves both old and new torch on purpose."""
-        tree = self.ctx.tree
-        child = node
-        for ancestor in tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _mentions_version(ancestor.test, tree.descendants):
-                return True
-            child = ancestor
-        return False
+        return self._in_branch(node, lambda test: _mentions_version(test, self.ctx.tree.descendants))
 
     def export_only(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in the body of ``if torch.onnx.is_in_onnx_export():`` (or
         ``torch.jit.is_tracing()``/``is_scripting()``)? That code runs while a model is
         exported or traced, once, and is often written for the exporter on purpose."""
-        tree, ctx = self.ctx.tree, self.ctx
+        ctx = self.ctx
+
+        def exporting(test: cst.BaseExpression) -> bool:
+            calls = (n for n in (test, *ctx.tree.descendants(test)) if isinstance(n, cst.Call))
+            return any(ctx.qname(c.func) in _EXPORT_TESTS for c in calls)
+
+        return self._in_branch(node, exporting, body_only=True)
+
+    def _in_branch(self, node: cst.CSTNode, chosen_by: Callable[[cst.BaseExpression], bool], *,
+                   body_only: bool = False, stop: cst.CSTNode | None = None) -> bool:
+        """Is ``node`` in a branch of an ``if`` (or ``a if t else b``) of its function whose
+        test ``chosen_by`` accepts: either branch, or only the body with ``body_only``?"""
         child = node
-        for ancestor in tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
                 return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
-                calls = (n for n in (ancestor.test, *tree.descendants(ancestor.test)) if isinstance(n, cst.Call))
-                if any(ctx.qname(c.func) in _EXPORT_TESTS for c in calls):
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+                if (not body_only or child is ancestor.body) and chosen_by(ancestor.test):
                     return True
             child = ancestor
         return False
