@@ -231,20 +231,16 @@ class Loops:
         loops (``for i in range(0, len(batch), micro):``). Any other loop (over a loader,
         over epochs, ``while``) makes the function a whole epoch or run, so that its
         caller's loop is an epoch loop, not a step loop."""
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            yield node
-            if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root and not _slices_a_batch(node):
-                continue
-            stack.extend(self.ctx.tree_children(node))
+        return self._own_nodes(root, enter=_slices_a_batch)
 
-    def _own_nodes(self, root: cst.CSTNode):  # type: ignore[no-untyped-def]
+    def _own_nodes(self, root: cst.CSTNode, enter=lambda node: False):  # type: ignore[no-untyped-def]
+        """``root`` and its nodes, not descending into nested loops and scopes (except
+        the loops ``enter`` accepts)."""
         stack = [root]
         while stack:
             node = stack.pop()
             yield node
-            if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root:
+            if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root and not enter(node):
                 continue
             stack.extend(self.ctx.tree_children(node))
 
