@@ -58,6 +58,15 @@ HOTSPOT_LIMIT = 10
 
 
 @dataclass(frozen=True, slots=True)
+class RuntimeRule:
+    """A runtime finding's code, name and fix hint (TLR.., shared by runtime and ranks)."""
+
+    code: str
+    name: str
+    fix_hint: str
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """One measurement joined to a finding."""
 

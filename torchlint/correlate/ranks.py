@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchlint.correlate.model import DATALOADER_WAIT_THRESHOLD, Correlated, Correlation, _fmt_s, display_path
+from torchlint.correlate.model import DATALOADER_WAIT_THRESHOLD, Correlated, Correlation, RuntimeRule, _fmt_s, display_path
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import ProfileSession
 from torchlint.profiler.usercode import is_user_file
@@ -39,30 +39,23 @@ MIN_STEPS = 3
 COMM_PREFIXES = ("gloo:", "nccl:", "ucc:", "mpi:", "ncclKernel", "ncclDevKernel")
 
 
-@dataclass(frozen=True, slots=True)
-class RankRule:
-    code: str
-    name: str
-    fix_hint: str
-
-
 RANK_RULES = {
-    "TLR10": RankRule(
+    "TLR10": RuntimeRule(
         "TLR10", "collective-wait",
         "Find why the ranks arrive at the collective at different times (a straggler, uneven "
         "batches), overlap communication with compute, or synchronise less often",
     ),
-    "TLR11": RankRule(
+    "TLR11": RuntimeRule(
         "TLR11", "straggler-rank",
         "Give every rank the same work (equal shards and batch sizes) and look at what this rank "
         "does that the others do not (logging, checkpointing, a slower device or host)",
     ),
-    "TLR12": RankRule(
+    "TLR12": RuntimeRule(
         "TLR12", "dataloader-wait-per-rank",
         "Give the ranks that wait DataLoader workers (num_workers > 0) or cheaper samples; one "
         "rank's wait holds every rank at the next collective",
     ),
-    "TLR13": RankRule(
+    "TLR13": RuntimeRule(
         "TLR13", "ranks-same-samples",
         "Use DistributedSampler(dataset) as the DataLoader's sampler (and call set_epoch each epoch) "
         "so each rank sees its own shard",

@@ -6,10 +6,10 @@ Pure: no torch, no libcst.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchlint.correlate.model import (
+    RuntimeRule,
     DATALOADER_PROBES,
     DATALOADER_WAIT_THRESHOLD,
     GPU_IDLE_THRESHOLD,
@@ -26,13 +26,6 @@ from torchlint.profiler.session import Hotspot, ProfileSession
 
 if TYPE_CHECKING:
     from torchlint.correlate.join import _Index
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeRule:
-    code: str
-    name: str
-    fix_hint: str
 
 
 RUNTIME_RULES = {
