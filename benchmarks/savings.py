@@ -4,12 +4,16 @@ Not a test: everything is measured side by side in one invocation and printed.
 For each training script in fixtures/scripts/savings/ (``NAME.py``) and its hand
 fixes (``NAME.fix_CODE[-tag].py``, one anti-pattern fixed each):
 
-1. **True saving** of each fix: the original and every fix run in turn, forward
+1. **True saving** of each fix: every arm runs once untimed (the first run of a
+   script after another ran ~10 % slower here, cold caches, and it would always
+   fall on the original), then the original and every fix run in turn, forward
    then backward order (O F1 F2, F2 F1 O, ...), ``--repeats`` times, each a fresh
    ``python`` process with ``OMP_NUM_THREADS=1``. The figure is the script's own
    time (torch and ``torch._dynamo`` imported first, outside the timing, the same
-   in every arm): median(original) - median(fix), with a bootstrap 95 % interval
-   over the runs (``torchlint.experiment.stats``), so the noise is reported.
+   in every arm): the Hodges-Lehmann shift between the runs of the original and of
+   the fix (the median of all their differences; the same statistic the experiment
+   uses for whole-run windows), with a bootstrap 95 % interval over the runs
+   (``torchlint.experiment.stats``), so the noise is reported.
 2. **torchlint's figures**: ``torchlint profile --experiment --output-format json``
    on the original; per finding the observed time, the expected saving, the
    measured saving and the report's rank. A fix is matched to the finding of its
@@ -21,7 +25,7 @@ Then the targets: measured within +-30 % (or +-20 ms) of true; no finding with a
 true saving <= 0 ranked above one with a real saving; Spearman rank correlation of
 torchlint's order with the true savings >= 0.9; overhead <= 1.3x.
 
-    python benchmarks/savings.py [--quick] [--repeats 5] [--budget 120] [--only NAME]
+    python benchmarks/savings.py [--quick] [--repeats 10] [--budget 150] [--only NAME]
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ def changed_lines(original: Path, fixed: Path) -> set[int]:
 def true_savings(name: str, fixes: list[Path], work: Path, repeats: int) -> dict[str, dict]:
     arms = [work / f"{name}.py", *fixes]
     times: dict[str, list[tuple[float, float]]] = {p.name: [] for p in arms}
+    for p in arms:  # warm-up, untimed
+        _script_time(p, work)
     for r in range(repeats):
         for p in arms if r % 2 == 0 else reversed(arms):
             times[p.name].append(_script_time(p, work))
@@ -220,7 +226,7 @@ def score(row: dict) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 repeats, small budget, one overhead pair")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--budget", type=float, default=150.0, help="--budget of each torchlint experiment (s)")
     ap.add_argument("--only", action="append", help="script name(s) to run (default: all)")
     ap.add_argument("--json", type=Path, help="also write the results here")

@@ -9,8 +9,13 @@ levels: windows with replacement, then steps within each drawn window
 should; with a single window per arm it reduces to a plain bootstrap over steps.
 
 The difference is ``median(original) - median(variant)``: positive means the
-variant's steps are shorter (a saving). An interval that contains 0 is "no
-measurable change", whatever the point estimate says.
+variant's steps are shorter (a saving). Where every window is one figure (a
+whole-run time), the windows are plain samples and the difference is the
+Hodges-Lehmann shift, the median of every original-minus-variant difference:
+as robust to one slow run as the difference of medians, and nearly as precise
+as the difference of means (with ten normal runs a side it scatters 12 % less
+than the difference of medians, which would need about a quarter more runs). An interval that
+contains 0 is "no measurable change", whatever the point estimate says.
 
 The windows are the only independent replicates, and a bootstrap over a few of them
 is far too narrow: with 3 against 3 whole-run windows it can exclude 0 although no
@@ -62,6 +67,11 @@ def _resample(windows: Windows, rng: random.Random) -> list[float]:
     return drawn
 
 
+def hodges_lehmann(original: Sequence[float], variant: Sequence[float]) -> float:
+    """The median of every pairwise difference ``o - v``: the shift between two samples."""
+    return statistics.median([o - v for o in original for v in variant])
+
+
 def window_noise(windows: Windows) -> float:
     """Relative spread of the windows' medians: (max - min) / median of them."""
     medians = [statistics.median(w) for w in windows if w]
@@ -78,18 +88,19 @@ def permutation_p(a: Sequence[float], b: Sequence[float], exact_up_to: int = 20_
     are few, else 20,000 random ones."""
     pooled = [*a, *b]
     n, k = len(pooled), len(a)
-    observed = abs(statistics.fmean(a) - statistics.fmean(b))
+    total = sum(pooled)
 
-    def gap(chosen: set[int]) -> float:
-        left = [pooled[i] for i in chosen]
-        right = [pooled[i] for i in range(n) if i not in chosen]
-        return abs(statistics.fmean(left) - statistics.fmean(right))
+    def gap(chosen: tuple[int, ...]) -> float:
+        left = sum(pooled[i] for i in chosen)
+        return abs(left / k - (total - left) / (n - k))
+
+    observed = gap(tuple(range(k)))  # the labelling as measured, by the same arithmetic as every split
 
     if len(list(itertools.islice(itertools.combinations(range(n), k), exact_up_to + 1))) <= exact_up_to:
-        splits = [set(c) for c in itertools.combinations(range(n), k)]
+        splits = list(itertools.combinations(range(n), k))
     else:
         rng = random.Random(seed)
-        splits = [set(rng.sample(range(n), k)) for _ in range(exact_up_to)]
+        splits = [tuple(rng.sample(range(n), k)) for _ in range(exact_up_to)]
     extreme = sum(1 for chosen in splits if gap(chosen) >= observed - 1e-12)
     return extreme / len(splits)
 
@@ -116,16 +127,19 @@ def compare(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Comparison:
-    """Median per-step difference (original - variant) with a hierarchical bootstrap CI."""
+    """Median per-step difference (original - variant) with a hierarchical bootstrap CI
+    (the Hodges-Lehmann shift where every window is one figure)."""
     original = [list(w) for w in original if len(w) > 0]
     variant = [list(w) for w in variant if len(w) > 0]
     if not original or not variant:
         raise ValueError("each arm needs at least one window with steps")
     rng = random.Random(seed)
-    diffs = sorted(
-        statistics.median(_resample(original, rng)) - statistics.median(_resample(variant, rng))
-        for _ in range(iterations)
-    )
+    one_figure = all(len(w) == 1 for w in (*original, *variant))
+
+    def shift(o: list[float], v: list[float]) -> float:
+        return hodges_lehmann(o, v) if one_figure else statistics.median(o) - statistics.median(v)
+
+    diffs = sorted(shift(_resample(original, rng), _resample(variant, rng)) for _ in range(iterations))
     tail = (1.0 - confidence) / 2.0
     low = diffs[int(tail * (iterations - 1))]
     high = diffs[int(round((1.0 - tail) * (iterations - 1)))]
@@ -134,7 +148,7 @@ def compare(
     if verdict != NO_CHANGE and window_p(original, variant) >= 1.0 - confidence:
         verdict = NO_CHANGE  # the windows themselves do not tell the arms apart (module docstring)
     return Comparison(
-        per_step=om - vm,
+        per_step=shift([x for w in original for x in w], [x for w in variant for x in w]),
         ci_low=low,
         ci_high=high,
         verdict=verdict,
