@@ -101,15 +101,17 @@ def _install_stop_signals(parent: int | None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _prepare_main(abs_script: str) -> tuple[types.CodeType, types.ModuleType]:
+def _prepare_main(abs_script: str, source_path: str | None = None) -> tuple[types.CodeType, types.ModuleType]:
     """The script compiled and a fresh ``__main__`` module, as ``python SCRIPT`` makes them.
 
     ``runpy.run_path`` is not used because it rewrites ``sys.argv[0]`` to the
-    path it was given; ``python SCRIPT`` keeps the path as typed.
+    path it was given; ``python SCRIPT`` keeps the path as typed. ``source_path``:
+    compile that file instead (an experiment's private copy of the script).
     """
-    with open(abs_script, "rb") as f:
+    source_path = source_path or abs_script
+    with open(source_path, "rb") as f:
         source = f.read()
-    code = compile(source, abs_script, "exec", dont_inherit=True)
+    code = compile(source, source_path, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__file__ = abs_script
     module.__loader__ = importlib.machinery.SourceFileLoader("__main__", abs_script)
