@@ -24,7 +24,7 @@ from torchlint.experiment import stats
 from torchlint.experiment.plan import Candidate, plan
 from torchlint.experiment.server import ServerError, WindowServer
 from torchlint.findings import Finding
-from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, Measurement
+from torchlint.savings import SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
