@@ -128,7 +128,7 @@ def _window(req: dict[str, Any]) -> dict[str, Any]:
     # the script itself may be a variant: then its private copy runs (compiled once either way)
     code, module = _prepare_main(abs_script, overrides.get(abs_script))
     sys.modules["__main__"] = module
-    padding = _shuffled_layout()  # noqa: F841 - alive until the window ends
+    padding = _shuffled_layout()  # kept alive until the window ends
     depth = len(padding[0]) % 64
     status, reason, error = 0, "completed", None
     t0 = time.perf_counter()
