@@ -62,6 +62,7 @@ _RUNTIME_TABLE = (
     ('TLR06', 'fill-then-move', 'A host tensor made by a factory or filled in place, then copied to the device.'),
     ('TLR07', 'low-precision-matmul-misaligned', 'fp16/bf16 matmuls whose M, N or K is not a multiple of 8.'),
     ('TLR08', 'fp32-matmul-without-tf32', 'fp32 matmuls on an Ampere-or-newer GPU with TF32 off.'),
+    ('TLR09', 'host-allocator-churn', "glibc's malloc gave memory back and faulted it in again: 5 % or more of the run."),
     # multi-rank runs (`profile --nproc-per-node`, correlate/ranks.py)
     ('TLR10', 'collective-wait', 'A rank had a collective in flight for 10 % or more of its step time.'),
     ('TLR11', 'straggler-rank', 'One rank works longer per step than the others, which wait for it.'),

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 
 from torchlint.correlate import Correlated, Correlation, correlate, fmt_seconds
+from torchlint.correlate.allocator import churn_seconds
 from torchlint.correlate.model import SYNC_RULES
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
@@ -50,6 +51,8 @@ GPU_ONLY = {
     "TLR07": "effect only on GPU tensor cores",
     "TLR08": "TF32 is a mode of GPU tensor cores",
 }
+#: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults).
+WHOLE_RUN = frozenset({"TL302", "TLR09"})
 #: TLR05 on the CPU: foreach took 0.53-0.68x the for-loop's step() time for many small
 #: tensors (rules/TLR05), so at most half of the observed step() time is saved.
 FOREACH_CPU_SHARE = 0.5
@@ -202,6 +205,17 @@ def retained_memory_estimate(c: Correlated, session: ProfileSession) -> Estimate
     )
 
 
+def churn_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    record = session.meta.get("allocator")
+    seconds = churn_seconds(record if isinstance(record, dict) else {})
+    return Estimate(
+        model="the pages faulted in again after the third step times the kernel's work per page (map, fault, zero, "
+        "unmap) timed on this machine: what keeping freed memory in the process can save",
+        per_step=_per_step(seconds, session),
+        total=seconds,
+    )
+
+
 def share_estimate(share: float, what: str) -> Callable[[Correlated, ProfileSession], Estimate]:
     def model(c: Correlated, session: ProfileSession) -> Estimate:
         saving = share * c.observed_s
@@ -231,6 +245,7 @@ MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
     "TL202": observed_bound("the pageable host-to-device copies in the loop: pinning makes them faster and asynchronous"),
     "TL110": observed_bound("the host-to-device copy at the line: creating on the device skips it"),
     "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
+    "TLR09": churn_estimate,
     "TLR05": lambda c, s: (observed_bound("the for-loop step() time: foreach replaces its per-tensor launches")
                            if on_gpu(s) else share_estimate(FOREACH_CPU_SHARE, "foreach over the for-loop step() on the CPU"))(c, s),
 }
@@ -244,8 +259,8 @@ def expected_saving(c: Correlated, session: ProfileSession) -> Estimate | None:
     model = MODELS.get(code)
     if model is None:
         return None
-    if code != "TL302" and not c.observed:
-        return None  # nothing ran at the finding's lines: no time to save (TL302: memory, a whole-run figure)
+    if code not in WHOLE_RUN and not c.observed:
+        return None  # nothing ran at the finding's lines: no time to save
     return model(c, session)
 
 

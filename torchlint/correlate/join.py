@@ -18,6 +18,7 @@ from torchlint.correlate.model import (
     RELATED_RULES,
     RULE_KINDS,
     RULE_PROBES,
+    SYMPTOM_RULES,
     SYNC_RULES,
     Correlated,
     Correlation,
@@ -151,12 +152,15 @@ def correlate(
         c.measured = by_key.pop(key, None)
         if estimator is not None:
             c.expected = estimator(c, session)
-    ranked = sorted(
-        (c for c in joined if c.rank_key()[0] < 3),
+    # one ranking for every fix: the static findings and the runtime findings with a remedy
+    # of their own (the symptoms' remedies are static findings, ranked there already)
+    ranked_all = sorted(
+        (c for c in (*joined, *runtime) if c.rank_key()[0] < 3 and c.finding.code not in SYMPTOM_RULES),
         key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
     )
-    for rank, c in enumerate(ranked, 1):
+    for rank, c in enumerate(ranked_all, 1):
         c.rank = rank
+    ranked = [c for c in ranked_all if c.origin != "runtime"]
     observed = [c for c in joined if c.rank is None and c.observed]
     static_only = [c for c in joined if c.rank is None and not c.observed]
     hotspots = one_time(session) + unexplained(session, idx, joined + runtime, hotspot_limit)

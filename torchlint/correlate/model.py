@@ -42,6 +42,11 @@ RULE_KINDS: dict[str, frozenset[str | None]] = {
 #: Rules whose cost is a host-device synchronisation (CUDA sync-debug records count).
 SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
 
+#: Runtime findings that are the symptoms of static ones (a DataLoader's wait, syncs,
+#: pageable copies, an idle GPU): their remedies are those findings' (TL201, TL101 ...),
+#: already ranked, so they are shown but not ranked again (one fix, one place in the list).
+SYMPTOM_RULES = frozenset({"TLR01", "TLR02", "TLR03", "TLR04"})
+
 #: Rules joined through ``Finding.related`` (the cost is where the object is used).
 RELATED_RULES = frozenset({"TL201", "TL202"})
 

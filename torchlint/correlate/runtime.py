@@ -19,6 +19,7 @@ from torchlint.correlate.model import (
     _fmt_s,
     display_path,
 )
+from torchlint.correlate.allocator import churn_findings, churn_reason
 from torchlint.correlate.patterns import pattern_findings
 from torchlint.correlate.ranks import RANK_RULES
 from torchlint.findings import Finding, Location
@@ -70,6 +71,12 @@ RUNTIME_RULES = {
         "TLR08",
         "fp32-matmul-without-tf32",
         "torch.backends.cuda.matmul.allow_tf32 = True, or torch.set_float32_matmul_precision('high')",
+    ),
+    "TLR09": RuntimeRule(
+        "TLR09",
+        "host-allocator-churn",
+        "Keep freed memory in the process: MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ (glibc), "
+        "or preload jemalloc or tcmalloc",
     ),
 }
 
@@ -202,6 +209,8 @@ def runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
 
     # TLR05-TLR08: what the pattern probes recorded (correlate/patterns.py)
     out.extend(pattern_findings(session, _maker(cwd))[0])
+    # TLR09: memory the allocator gave back and faulted in again (correlate/allocator.py)
+    out.extend(churn_findings(session, _maker(cwd))[0])
     return out
 
 
@@ -211,6 +220,12 @@ def _maker(cwd: str):  # type: ignore[no-untyped-def]
 
 def runtime_skipped(session: ProfileSession) -> dict[str, str]:
     """Runtime patterns this run could not show, each with the reason (no GPU ...)."""
-    return pattern_findings(session, _maker(session.cwd))[1]
+    skipped = pattern_findings(session, _maker(session.cwd))[1]
+    record = session.meta.get("allocator")
+    if isinstance(record, dict) and record and not churn_findings(session, _maker(session.cwd))[0]:
+        reason = churn_reason(record, float(session.script_s or 0.0))
+        if reason and not reason.startswith("re-faulted pages cost"):  # under the bar: nothing to say
+            skipped["TLR09"] = reason
+    return skipped
 
 

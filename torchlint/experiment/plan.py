@@ -118,6 +118,9 @@ def candidates_for(finding: Finding, *, cuda: bool, cores: int, priority: float 
                           [{"target": "foreach", "path": finding.path, "lines": _span(finding)}], priority=priority)]
     if code == "TLR08":
         return [Candidate(finding, "allow_tf32 = True", "runtime", [{"target": "tf32"}], priority=priority)]
+    if code == "TLR09":  # the process-wide malloc thresholds, as the hint's environment variables set them
+        return [Candidate(finding, "glibc malloc keeps freed memory (mallopt)", "runtime", [{"target": "malloc"}],
+                          priority=priority)]
     if code == "TLR01":
         return skip("its remedy is the DataLoader's (TL201 at the loader's construction)")
     if code.startswith("TLR"):

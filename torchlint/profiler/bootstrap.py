@@ -321,6 +321,7 @@ def _write(
             meta["cpus"] = t.get("cpus")
             meta["one_time"] = t.get("one_time") or []
             meta["patterns"] = t.get("patterns") or {}
+            meta["allocator"] = t.get("allocator") or {}
             meta["warnings"].extend(t["warnings"])
             steps = t["steps"]
             torch_window = t["torch_window"]

@@ -17,7 +17,10 @@ subclass built at that line counts too). Targets:
   ``set_to_none=True``;
 - ``foreach``: the optimizer whose ``step()`` is called from the site runs its
   multi-tensor implementation (``foreach=True`` in its param groups; fused ones kept);
-- ``cudnn.benchmark`` and ``tf32``: global flags (no call site).
+- ``cudnn.benchmark`` and ``tf32``: global flags (no call site);
+- ``malloc``: glibc's ``mallopt`` keeps freed memory in the process (TLR09): the
+  mmap and trim thresholds at 1 GiB, as ``MALLOC_MMAP_THRESHOLD_`` and
+  ``MALLOC_TRIM_THRESHOLD_`` would set them at start-up.
 
 Each applied switch counts the calls it changed; the window reports them, so an
 experiment whose switch never fired says so instead of reporting a non-change.
@@ -82,6 +85,25 @@ def _foreach_at_site(switch: dict[str, Any], counter: dict[str, int]) -> None:
     register_optimizer_step_pre_hook(before)
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+KEEP_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> int:
+    """glibc's mallopt: 1 when both thresholds were set, 0 where there is no glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        libc = None
+    if libc is None or not hasattr(libc, "mallopt"):
+        return 0
+    return int(libc.mallopt(M_MMAP_THRESHOLD, KEEP_BYTES) == 1 and libc.mallopt(M_TRIM_THRESHOLD, KEEP_BYTES) == 1)
+
+
 def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Install every switch; returns one record per switch with its call count."""
     import torch
@@ -103,6 +125,8 @@ def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
             counter["calls"] = 1
         elif target == "foreach":
             _foreach_at_site(switch, counter)
+        elif target == "malloc":
+            counter["calls"] = keep_freed_memory()
         elif target == "tf32":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True

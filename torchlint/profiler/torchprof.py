@@ -41,6 +41,7 @@ import torch  # noqa: E402  (this module is imported only in the profiled child)
 #: ``import torch`` would have paid (it is then a cache hit).
 TORCH_IMPORT_S = time.perf_counter() - _t_import
 
+from torchlint.profiler.allocator import FaultWatch  # noqa: E402
 from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
 
@@ -142,6 +143,7 @@ class TorchRun:
         from torchlint.profiler.modules import ModuleTimer
 
         self.modules = ModuleTimer()  # forward time per nn.Module, in the windows only
+        self.faults = FaultWatch()  # page faults in the steady state (TLR09)
 
     def _watch_first_optimizer(self) -> None:
         """Note where the first optimizer is built, then step out of the way."""
@@ -205,9 +207,11 @@ class TorchRun:
             self.first_step_at = now
         self.last_step_at = now
         self.steps += 1
+        self.faults.on_step(self.steps)
         rec = self.rec
         rec.busy = True
         t_tool = time.perf_counter()
+        self.faults.tool_begin()
         if len(self.memory) < _MAX_STEP_TIMES:
             self.memory.append(self._memory_now())
         try:
@@ -228,6 +232,7 @@ class TorchRun:
         finally:
             rec.busy = False
             rec.tool_s += time.perf_counter() - t_tool
+            self.faults.tool_end()
         if self.max_steps and self.steps >= self.max_steps:
             raise MaxStepsReached(self.steps)
 
@@ -369,6 +374,7 @@ class TorchRun:
         """Stop everything and return the torch part of the session."""
         rec = self.rec
         rec.busy = True  # from here on, nothing is the script's time
+        self.faults.stop()
         if self.eval_window.recording:
             self.eval_window.stop("the run ended")
         self.eval_window.uninstall()
@@ -462,6 +468,7 @@ class TorchRun:
             },
             "probes": {"ops": self.probed},
             "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
+            "allocator": self._allocator_summary(),  # TLR09 evidence (allocator.py)
             "sync_debug": {"enabled": self.sync_debug},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
@@ -471,6 +478,12 @@ class TorchRun:
             },
             "warnings": self.warnings,
         }
+
+    def _allocator_summary(self) -> dict[str, Any]:
+        try:
+            return self.faults.summary()
+        except Exception as exc:  # never cost the rest of the session
+            return {"skipped": f"{type(exc).__name__}: {exc}"}
 
     def _not_run_reason(self) -> str:
         if not self.options.get("torch_profiler", True):

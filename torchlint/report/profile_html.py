@@ -16,6 +16,7 @@ from torchlint.correlate import fmt_seconds as _s
 from torchlint.profiler import stacks as stack_files
 from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
+from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line
 
 HTML_FILE = "report.html"
@@ -105,7 +106,7 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) ->
 
 def _findings(report: dict[str, Any], cwd: str) -> str:
     findings = report["findings"]
-    ranked = [f for f in findings if f.get("rank") is not None]
+    ranked = ranked_findings(report)
     unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
     static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
@@ -123,7 +124,7 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     out.append("<h2>Runtime findings</h2>")
     if not report["runtime_findings"]:
         out.append('<p class="muted">none</p>')
-    out.extend(_finding(f, cwd, "–", show_cost=False) for f in report["runtime_findings"])
+    out.extend(_finding(f, cwd, "–", show_cost=False) for f in report["runtime_findings"] if f.get("rank") is None)
     return "".join(out)
 
 

@@ -57,6 +57,12 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
     return d
 
 
+def ranked_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ranked finding of a report, static and runtime, in rank order."""
+    both = [*(report.get("findings") or ()), *(report.get("runtime_findings") or ())]
+    return sorted((f for f in both if f.get("rank") is not None), key=lambda f: f["rank"])
+
+
 def _hotspot(h: UnexplainedHotspot, cwd: str) -> dict[str, Any]:
     return {
         "path": display_path(h.path, cwd),

@@ -7,6 +7,7 @@ from typing import Any
 
 from torchlint.correlate import display_path
 from torchlint.correlate import fmt_seconds as _s
+from torchlint.report.profile_json import ranked_findings
 
 
 def _pct(share: float | None) -> str:
@@ -219,7 +220,7 @@ def render(report: dict[str, Any]) -> str:
         )
 
     findings = report["findings"]
-    ranked = [f for f in findings if f.get("rank") is not None]
+    ranked = ranked_findings(report)
     unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
     static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
     lines.append("")
@@ -272,7 +273,10 @@ def render(report: dict[str, Any]) -> str:
     if not report["runtime_findings"]:
         lines.append("  none")
     for f in report["runtime_findings"]:
-        _finding_block(f, "   -  ", lines, show_cost=False)
+        if f.get("rank") is not None:
+            lines.append(f"  {f['rank']:>2}  {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']} (ranked above)")
+        else:
+            _finding_block(f, "   -  ", lines, show_cost=False)
     if not str(run.get("device") or "cpu").startswith("cuda"):
         lines.append("  (CPU run: host-device syncs, pageable copies and GPU idle time need a CUDA device)")
     for skipped in report.get("runtime_skipped") or ():
