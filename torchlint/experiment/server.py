@@ -82,7 +82,6 @@ class WindowServer:
         switches: list[dict[str, Any]] | None = None,
         overrides: dict[str, str] | None = None,
         timeout_s: float = 600.0,
-        layout_seed: int | None = None,
     ) -> dict[str, Any]:
         """Run one window; returns the child's result, with ``timeout`` or ``crashed`` set
         when it has none."""
@@ -99,7 +98,6 @@ class WindowServer:
             "result": str(result),
             "log": str(self.log),
             "timeout_s": timeout_s,
-            "layout_seed": layout_seed,
         }
         assert self.proc.stdin is not None
         try:

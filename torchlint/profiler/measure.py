@@ -68,7 +68,7 @@ def _install_overrides(overrides: dict[str, str]) -> None:
     sys.meta_path.insert(0, CopyFinder())
 
 
-def _shuffled_layout(seed: int | None = None) -> list[Any]:
+def _shuffled_layout() -> list[Any]:
     """Random padding on the heap, kept alive for the window.
 
     Every window is a fork of one server, so without this each arm would run with
@@ -81,7 +81,7 @@ def _shuffled_layout(seed: int | None = None) -> list[Any]:
     alternation and the interval account for."""
     import random
 
-    rng = random.Random(os.urandom(8) if seed is None else seed)
+    rng = random.Random(os.urandom(8))
     small = [bytearray(rng.randrange(8, 512)) for _ in range(rng.randrange(16, 4096))]
     return [small, bytearray(rng.randrange(0, 1 << 22))]
 
@@ -128,7 +128,7 @@ def _window(req: dict[str, Any]) -> dict[str, Any]:
     # the script itself may be a variant: then its private copy runs (compiled once either way)
     code, module = _prepare_main(abs_script, overrides.get(abs_script))
     sys.modules["__main__"] = module
-    padding = _shuffled_layout(req.get("layout_seed"))  # kept alive until the window ends
+    padding = _shuffled_layout()  # kept alive until the window ends
     depth = len(padding[0]) % 64
     status, reason, error = 0, "completed", None
     t0 = time.perf_counter()
