@@ -2,7 +2,9 @@
 
 Not a test: everything is measured side by side in one invocation and printed.
 For each training script in fixtures/scripts/savings/ (``NAME.py``) and its hand
-fixes (``NAME.fix_CODE[-tag].py``, one anti-pattern fixed each):
+fixes (``NAME.fix_CODE[-tag].py``, one anti-pattern fixed each; every script has a
+``.fix_TLR09.py``, glibc's ``mallopt`` before its code, whether or not torchlint
+flags the churn there: a fix it misses shows as "not a finding"):
 
 1. **True saving** of each fix: every arm runs once untimed (the first run of a
    script after another ran ~10 % slower here, cold caches, and it would always
@@ -17,9 +19,9 @@ fixes (``NAME.fix_CODE[-tag].py``, one anti-pattern fixed each):
    The same comparison again in *warm forks* (``--fork-repeats`` runs an arm,
    default 20): each run a fork of one interpreter that imported torch once (the
    experiment's window server, running the hand-fixed script files as they are).
-   Fresh processes differ run to run by several % here (memory layout), forks by
-   about 1 %: this truth is tighter, and tells an experiment that is wrong from a
-   truth that is noisy. Both are printed, and the targets are checked against both.
+   Fresh processes differ run to run by several % here (memory layout: how much
+   memory glibc's malloc gives back and faults in again, TLR09); this truth tells
+   an experiment that is wrong from a truth that is noisy. Both are printed, and the targets are checked against both.
 2. **torchlint's figures**: ``torchlint profile --experiment --output-format json``
    on the original; per finding the observed time, the expected saving, the
    measured saving and the report's rank. A fix is matched to the finding of its

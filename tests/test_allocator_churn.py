@@ -66,10 +66,11 @@ def test_a_fresh_scratch_tensor_per_step_is_churn_ranked_by_its_expected_saving(
     assert f["rank"] == 1 and f["observed"] is None  # a process figure, never "time at lines"
     expected = f["expected"]
     assert expected["total"] > 0 and "kernel's work per page" in expected["model"]
+    assert expected["bound"] is False  # an estimate, labelled as one
     assert f["fix_hint"].startswith("Keep freed memory in the process") and "MALLOC_MMAP_THRESHOLD_" in f["fix_hint"]
     text = profile_text.render(report)
     ranked = text.split("Findings ranked by what fixing them saves")[1].split("Runtime findings")[0]
-    assert "TLR09 host-allocator-churn" in ranked
+    assert "TLR09 host-allocator-churn" in ranked and "expected saving ≈ " in ranked
     assert "TLR09 host-allocator-churn (ranked above)" in text.split("Runtime findings")[1]
 
 
@@ -107,6 +108,7 @@ def test_decision_fires_over_the_bar_with_its_figures(tmp_path):
     assert (c.finding.code, c.finding.line, c.calls) == ("TLR09", 1, 50_000)
     assert "50,000 pages (0.19 GiB)" in c.finding.message and "4.00 µs a page" in c.finding.message
     assert c.expected is not None and c.expected.total == pytest.approx(0.2) and c.expected.per_step == pytest.approx(0.02)
+    assert c.expected.bound is False and "not a bound" in c.expected.model
     assert c.rank == 1
 
 

@@ -4,7 +4,8 @@ The observed time at a finding's lines is what the run spent there; it is not
 what fixing the finding saves (an ``.item()`` on a CPU tensor costs only the
 call; DataLoader workers overlap fetching with compute only as far as the
 cores allow). Each model here turns the session's measurements into an
-:class:`~torchlint.savings.Estimate`: an *upper bound* on the saving, with a
+:class:`~torchlint.savings.Estimate`: an *upper bound* on the saving (TLR09's is an
+estimate, marked ``bound=False``: no figure of the run bounds it), with a
 one-sentence ``model`` saying how it was computed, or ``not_applicable`` with
 the reason it cannot act on this machine. docs/profiling.md ("What a number
 is") documents every model.
@@ -209,10 +210,12 @@ def churn_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     record = session.meta.get("allocator")
     seconds = churn_seconds(record if isinstance(record, dict) else {})
     return Estimate(
-        model="the pages faulted in again after the third step times the kernel's work per page (map, fault, zero, "
-        "unmap) timed on this machine: what keeping freed memory in the process can save",
+        model="an estimate, not a bound: the pages faulted in again after the third step times the kernel's work per "
+        "page (map, fault, zero, unmap) timed on this machine; how much memory goes back and forth depends on the "
+        "heap's layout and varies from run to run (rules/TLR09)",
         per_step=_per_step(seconds, session),
         total=seconds,
+        bound=False,
     )
 
 

@@ -32,13 +32,15 @@ SKIPPED = "skipped"
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """An expected saving from a model: an upper bound, labelled with the model."""
+    """An expected saving from a model, labelled with the model: an upper bound, or, where
+    no figure of the run can bound it (``bound=False``), an estimate that says so."""
 
     model: str  # one sentence: what the figure is computed from
     per_step: float | None = None  # in ``unit`` per optimizer step
     total: float | None = None  # in ``unit`` over the profiled run
     unit: str = SECONDS
     not_applicable: str | None = None  # why there is no figure here ("effect only on GPU tensor cores")
+    bound: bool = True  # False: an estimate ("≈"), not an upper bound ("≤")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -54,7 +54,8 @@ def expected_line(e: dict[str, Any] | None) -> str | None:
     if unit == "bytes":
         return f"retained memory ≤ {_amount(e.get('per_step'), unit)} per step (model: {e['model']})"
     per = f", {_amount(e.get('per_step'), unit)}/step" if e.get("per_step") is not None else ""
-    return f"expected saving ≤ {_amount(e.get('total'), unit)}{per} (model: {e['model']})"
+    how = "≤" if e.get("bound", True) else "≈"  # an estimate says it is one (TLR09)
+    return f"expected saving {how} {_amount(e.get('total'), unit)}{per} (model: {e['model']})"
 
 
 def measured_line(m: dict[str, Any] | None) -> str | None:
