@@ -47,7 +47,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         pytest.skip("TLR09 reads glibc's malloc")
     cwd = tmp_path_factory.mktemp("churn")
     shutil.copy(SCRIPT, cwd / SCRIPT.name)
-    return {"fresh": _profile(cwd, "fresh"), "reuse": _profile(cwd, "reuse", "--reuse")}
+    return {"fresh": _profile(cwd, "fresh"), "reuse": _profile(cwd, "reuse", "--reuse"),
+            "workers": _profile(cwd, "workers", "--reuse", "--workers", "1")}
 
 
 def _tlr09(report: dict) -> list[dict]:
@@ -80,6 +81,15 @@ def test_a_reused_scratch_buffer_stays_quiet(runs):
     assert "TLR09" not in {s["code"] for s in report["runtime_skipped"]}  # under the bar: nothing to say
 
 
+def test_batches_from_worker_processes_are_not_churn(runs, tmp_path):
+    report = runs["workers"]
+    assert _tlr09(report) == []
+    # the worker batches were seen and left out: without that, their faults would count
+    record = ProfileSession.load(Path(report["artifacts"]["run_dir"]) / "session.json").meta["allocator"]
+    assert record["worker_batch_bytes"] >= 5 * 8 * 1024 * 1024
+    assert record["faults"] > refaulted(record)
+
+
 # -- the decision on recorded sessions ------------------------------------------------
 
 
@@ -97,9 +107,10 @@ def _record(**kw) -> dict:
             "page_bytes": 4096, "fault_cost_s": 4e-6, **kw}
 
 
-def test_refaults_are_faults_beyond_the_growth_of_the_peak():
+def test_refaults_are_faults_beyond_the_growth_of_the_peak_and_the_worker_batches():
     assert refaulted(_record()) == 50_000
     assert refaulted(_record(peak_growth_bytes=10**9)) == 0  # all new memory (a retained graph): no churn
+    assert refaulted(_record(worker_batch_bytes=20_000 * 4096)) == 30_000  # shared memory from workers
 
 
 def test_decision_fires_over_the_bar_with_its_figures(tmp_path):

@@ -2,9 +2,10 @@
 
 Pure: no torch, no libcst; tested with plain session data.
 
-A page fault in the steady state is either new memory (the peak grew: a growing
-cache, a retained graph) or memory the process had and gave back. Only the second
-kind is churn: ``faults - peak growth in pages`` is the floor of the re-faulted pages,
+A page fault in the steady state is new memory (the peak grew: a growing cache, a
+retained graph), a DataLoader worker's batch (shared memory mapped anew), or memory
+the process had and gave back. Only the last is churn: ``faults - peak growth -
+worker batches``, in pages, is the floor of the re-faulted pages,
 and each cost the kernel a map, a fault, a zeroed page and an unmap, timed on the same
 machine at the end of the run.
 """
@@ -27,10 +28,13 @@ HINT = (
 
 
 def refaulted(record: dict[str, Any]) -> int:
-    """Faults beyond what the growth of the peak explains: pages given back and touched again."""
+    """Faults beyond what the growth of the peak and the DataLoader workers' batches explain:
+    pages given back and touched again. A worker's batch arrives in shared memory that the
+    main process maps anew (fewer faults than pages: the kernel maps file pages in groups),
+    so all its pages are left out: a floor, never the workers' faults counted as churn."""
     page = int(record.get("page_bytes") or 4096)
-    growth_pages = int(record.get("peak_growth_bytes") or 0) // page
-    return max(int(record.get("faults") or 0) - growth_pages, 0)
+    explained = (int(record.get("peak_growth_bytes") or 0) + int(record.get("worker_batch_bytes") or 0)) // page
+    return max(int(record.get("faults") or 0) - explained, 0)
 
 
 def churn_reason(record: dict[str, Any], script_s: float) -> str | None:

@@ -10,7 +10,7 @@ run (rules/TLR09).
 What the child records: minor page faults (``getrusage``) and peak resident
 memory at the third optimizer step (the first two allocate the optimizer state)
 and at the end of the run, the allocator the process runs on, whether its options
-were already set, and the cost of one first-touch fault on this machine. The
+were already set, and the kernel's work per page of churn on this machine. The
 decision is made in the parent, on plain data (``correlate/allocator.py``).
 
 Linux only: elsewhere ``summary`` says why it measured nothing.
@@ -21,10 +21,14 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import resource
 import sys
 import time
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # not on Windows: FaultWatch.supported is False there
+    resource = None  # type: ignore[assignment]
 
 PAGE = mmap.PAGESIZE
 #: environment variables that set glibc malloc's thresholds (then it no longer adapts them)
@@ -32,7 +36,7 @@ GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD
 GLIBC_TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold", "glibc.malloc.top_pad")
 #: allocators a user preloads instead of glibc's (the usual CPU advice for PyTorch)
 OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
-_CALIBRATION_BYTES = 32 << 20
+_CALIBRATION_BYTES = 8 << 20  # 2,048 pages: a few ms a round
 
 
 def snapshot() -> tuple[int, int]:
@@ -69,7 +73,7 @@ def glibc_options() -> list[str]:
 def fault_cost_s() -> float | None:
     """Seconds of kernel work per page of churn here: map, first touch (a fault and a
     zeroed page), unmap, less the write itself (a second write to the same pages); the
-    median of three rounds on 32 MiB of anonymous memory."""
+    median of three rounds on 8 MiB of anonymous memory."""
     pages = _CALIBRATION_BYTES // PAGE
     costs = []
     for _ in range(3):
@@ -95,13 +99,16 @@ class FaultWatch:
     def __init__(self) -> None:
         self.start: tuple[int, int] | None = None
         self.end: tuple[int, int] | None = None
+        self.shared = [0, 0]  # bytes of worker batches so far, at the start and at the end
         self.tool_faults = 0  # torchlint's own work in the step hook (trace export) is not the script's
         self._tool_start = 0
-        self.supported = sys.platform.startswith("linux")
+        self.supported = sys.platform.startswith("linux") and resource is not None
 
-    def on_step(self, step: int) -> None:
+    def on_step(self, step: int, shared_bytes: int = 0) -> None:
+        """``shared_bytes``: the worker batches received so far (their pages fault too)."""
         if self.supported and step == self.STEADY_STEP:
             self.start = snapshot()
+            self.shared[0] = shared_bytes
 
     def tool_begin(self) -> None:
         if self.start is not None:
@@ -111,10 +118,11 @@ class FaultWatch:
         if self.start is not None:
             self.tool_faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - self._tool_start
 
-    def stop(self) -> None:
+    def stop(self, shared_bytes: int = 0) -> None:
         """The end of the script's time: called before torchlint's final trace export."""
         if self.start is not None and self.end is None:
             self.end = snapshot()
+            self.shared[1] = shared_bytes
 
     def summary(self) -> dict[str, Any]:
         if not self.supported:
@@ -128,6 +136,7 @@ class FaultWatch:
             "options": glibc_options(),
             "faults": max(self.end[0] - self.start[0] - self.tool_faults, 0),
             "peak_growth_bytes": max(self.end[1] - self.start[1], 0),
+            "worker_batch_bytes": max(self.shared[1] - self.shared[0], 0),
             "page_bytes": PAGE,
             "fault_cost_s": fault_cost_s(),
         }

@@ -82,6 +82,7 @@ class Recorder:
         self.fetch_s = 0.0
         self.fetch_cpu_s = 0.0  # CPU time of the main thread inside fetches (the rest waited)
         self.fetches = 0
+        self.worker_batch_bytes = 0  # batches from worker processes: shared memory the main process maps (TLR09)
         self.fetch_hook: Callable[[], None] | None = None
 
     def label(self, site: tuple[Any, ...], op: str) -> str:
@@ -142,6 +143,22 @@ def _transfer_kind(args: tuple[Any, ...], result: Any) -> str | None:
     if dst == "cpu":
         return "DtoH"
     return "DtoD"
+
+
+def _batch_bytes(batch: Any, depth: int = 0) -> int:
+    """Bytes of the tensors in a batch (nested lists, tuples, dicts; bounded walk). A
+    worker's batch arrives in shared memory, and mapping it faults in the main process:
+    page faults that are not the allocator's churn (TLR09 leaves them out)."""
+    if isinstance(batch, torch.Tensor):
+        try:
+            return int(batch.untyped_storage().nbytes())
+        except Exception:
+            return 0
+    if depth < 3 and isinstance(batch, (list, tuple)):
+        return sum(_batch_bytes(b, depth + 1) for b in batch[:64])
+    if depth < 3 and isinstance(batch, dict):
+        return sum(_batch_bytes(b, depth + 1) for b in list(batch.values())[:64])
+    return 0
 
 
 def _note_loader(site: tuple[Any, ...], args: tuple[Any, ...]) -> None:
@@ -208,6 +225,8 @@ def _make_probe(
             result = orig(*args, **kwargs)
             if classify is not None:
                 kind = classify(args, result)
+            if op == "DataLoader.__next__" and getattr(args[0], "_num_workers", 0):
+                rec.worker_batch_bytes += _batch_bytes(result)
             return result
         finally:
             dt = perf() - t0

@@ -207,7 +207,7 @@ class TorchRun:
             self.first_step_at = now
         self.last_step_at = now
         self.steps += 1
-        self.faults.on_step(self.steps)
+        self.faults.on_step(self.steps, self.rec.worker_batch_bytes)
         rec = self.rec
         rec.busy = True
         t_tool = time.perf_counter()
@@ -374,7 +374,7 @@ class TorchRun:
         """Stop everything and return the torch part of the session."""
         rec = self.rec
         rec.busy = True  # from here on, nothing is the script's time
-        self.faults.stop()
+        self.faults.stop(rec.worker_batch_bytes)
         if self.eval_window.recording:
             self.eval_window.stop("the run ended")
         self.eval_window.uninstall()
