@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import subprocess
+import statistics
 import sys
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def test_workers_switched_on_at_runtime_are_a_saving(experiment_run) -> None:
     assert m["ci_low"] > 0 and m["ci_low"] <= m["per_step"] <= m["ci_high"]
     assert m["total"] == pytest.approx(m["per_step"] * 40)  # 320 items / 8 per batch
     assert m["steps"] > 0
+    original, variant = m["windows"]  # the figures the verdict came from, one per window
+    assert len(original) == len(variant) >= 4 and statistics.median(original) > statistics.median(variant)
 
 
 def test_gpu_remedies_are_skipped_with_the_reason(experiment_run) -> None:

@@ -66,6 +66,9 @@ class Measurement:
     steps: int = 0  # optimizer steps measured per arm
     unit: str = SECONDS
     why: str = ""  # for SKIPPED: the reason; otherwise how it was measured
+    # each window's figure (its whole-run time, or its median step), original then variant,
+    # in the order they ran: what the verdict came from, to check it afterwards
+    windows: tuple[list[float], list[float]] | None = None
 
     def key(self) -> tuple[str, str, int]:
         return (self.code, self.path, self.line)

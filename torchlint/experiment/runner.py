@@ -191,6 +191,7 @@ class Experiment:
             code=f.code, path=f.path, line=f.line, variant=c.label, verdict=cmp.verdict,
             per_step=per_step, ci_low=low, ci_high=high, total=total,
             steps=steps_o if self.win.mode == "run" else cmp.original_steps, why=how,
+            windows=([statistics.median(w) for w in arms["o"] if w], [statistics.median(w) for w in arms["v"] if w]),
         )
 
     def close(self, *, force: bool = False) -> None:
