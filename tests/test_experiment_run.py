@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
