@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from torchlint.profiler.allocator import GLIBC_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 # A small training loop with findings of several rules (TL101, TL303, ...), shared by
@@ -46,7 +48,7 @@ def child_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
-    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"):
+    for name in (*GLIBC_ENV, "GLIBC_TUNABLES"):
         env.pop(name, None)  # a CI image's malloc settings would change what TLR09 reports
     return env
 

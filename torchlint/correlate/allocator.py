@@ -37,8 +37,8 @@ def refaulted(record: dict[str, Any]) -> int:
     return max(int(record.get("faults") or 0) - explained, 0)
 
 
-def churn_reason(record: dict[str, Any], script_s: float) -> str | None:
-    """Why this run's faults are not reported, or None when they are."""
+def unmeasured_reason(record: dict[str, Any], script_s: float) -> str | None:
+    """Why this run could not tell churn at all (worth saying in the report), or None."""
     if not record:
         return "not measured in this run"
     if record.get("skipped"):
@@ -48,9 +48,16 @@ def churn_reason(record: dict[str, Any], script_s: float) -> str | None:
         return f"the process runs on {name}, not glibc's malloc"
     if record.get("options"):  # the user already chose the thresholds
         return f"malloc options already set ({', '.join(record['options'])})"
-    cost = record.get("fault_cost_s")
-    if not cost or script_s <= 0:
+    if not record.get("fault_cost_s") or script_s <= 0:
         return "the cost of a page fault could not be measured"
+    return None
+
+
+def churn_reason(record: dict[str, Any], script_s: float) -> str | None:
+    """Why this run's faults are not reported, or None when they are."""
+    reason = unmeasured_reason(record, script_s)
+    if reason is not None:
+        return reason
     share = churn_seconds(record) / script_s
     if share < CHURN_SHARE_THRESHOLD:
         return f"re-faulted pages cost {share:.1%} of the run, under {CHURN_SHARE_THRESHOLD:.0%}"

@@ -19,7 +19,8 @@ from torchlint.correlate.model import (
     _fmt_s,
     display_path,
 )
-from torchlint.correlate.allocator import churn_findings, churn_reason
+from torchlint.correlate.allocator import HINT as CHURN_HINT
+from torchlint.correlate.allocator import churn_findings, unmeasured_reason
 from torchlint.correlate.patterns import pattern_findings
 from torchlint.correlate.ranks import RANK_RULES
 from torchlint.findings import Finding, Location
@@ -75,8 +76,7 @@ RUNTIME_RULES = {
     "TLR09": RuntimeRule(
         "TLR09",
         "host-allocator-churn",
-        "Keep freed memory in the process: MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ (glibc), "
-        "or preload jemalloc or tcmalloc",
+        CHURN_HINT,
     ),
 }
 
@@ -222,10 +222,10 @@ def runtime_skipped(session: ProfileSession) -> dict[str, str]:
     """Runtime patterns this run could not show, each with the reason (no GPU ...)."""
     skipped = pattern_findings(session, _maker(session.cwd))[1]
     record = session.meta.get("allocator")
-    if isinstance(record, dict) and record and not churn_findings(session, _maker(session.cwd))[0]:
-        reason = churn_reason(record, float(session.script_s or 0.0))
-        if reason and not reason.startswith("re-faulted pages cost"):  # under the bar: nothing to say
-            skipped["TLR09"] = reason
+    # an old session has no record; a run under the bar has nothing to say
+    reason = unmeasured_reason(record, float(session.script_s or 0.0)) if isinstance(record, dict) and record else None
+    if reason:
+        skipped["TLR09"] = reason
     return skipped
 
 

@@ -70,7 +70,7 @@ def glibc_options() -> list[str]:
     return found
 
 
-def fault_cost_s() -> float | None:
+def fault_cost_s() -> float:
     """Seconds of kernel work per page of churn here: map, first touch (a fault and a
     zeroed page), unmap, less the write itself (a second write to the same pages); the
     median of three rounds on 8 MiB of anonymous memory."""
