@@ -186,7 +186,7 @@ def test_windows_cover_k_steps_or_the_whole_short_run() -> None:
 
 def test_whole_run_windows_when_the_budget_affords_them() -> None:
     steps = {"count": 100, "durations_s": [0.02] * 99, "first_step_at_s": 0.5}
-    affordable = windowing(steps, 2.5, candidates=2, budget_s=60)
+    affordable = windowing(steps, 2.5, candidates=2, budget_s=70)
     assert isinstance(affordable, Windowing) and affordable.mode == "run" and affordable.max_steps is None
     tight = windowing(steps, 2.5, candidates=2, budget_s=20)
     assert isinstance(tight, Windowing) and tight.mode == "steps" and tight.max_steps == 2 + 1 + 25

@@ -69,6 +69,8 @@ class Measurement:
     # each window's figure (its whole-run time, or its median step), original then variant,
     # in the order they ran: what the verdict came from, to check it afterwards
     windows: tuple[list[float], list[float]] | None = None
+    p: float | None = None  # the windows' permutation p-value, this variant alone
+    p_corrected: float | None = None  # the same, Holm-corrected for every variant the experiment tested
 
     def key(self) -> tuple[str, str, int]:
         return (self.code, self.path, self.line)

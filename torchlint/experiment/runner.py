@@ -24,14 +24,14 @@ from torchlint.experiment import stats
 from torchlint.experiment.plan import Candidate, plan
 from torchlint.experiment.server import ServerError, WindowServer
 from torchlint.findings import Finding
-from torchlint.savings import SAVING, SKIPPED, Measurement
+from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
 MIN_PAIRS = 4  # 4 against 4 windows is the fewest a permutation test can call at 95 % (stats)
+ALPHA = 0.05  # family-wise: for all the verdicts of one experiment together (stats.holm)
 MAX_PAIRS = 16  # while the interval is wider than PRECISION and the candidate's share of the budget allows
 PRECISION = 0.25, 0.01  # enough: a 95 % half-width within 25 % of the shift, or 1 % of the compared figure
-RUN_PAIRS = MIN_PAIRS  # whole-run windows
 WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps
 MIN_MEASURED, MAX_MEASURED = 6, 40
 SERVER_START_S = 4.0  # what starting the window server is assumed to cost (import torch)
@@ -54,7 +54,9 @@ class Windowing:
 def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budget_s: float = 0.0) -> Windowing | str:
     """The window length from the profiled run's steps, or why there can be none.
 
-    When the budget affords it (every candidate, RUN_PAIRS pairs of whole runs), each
+    Each candidate gets the pairs its verdict needs once corrected for the others
+    (``stats.pairs_to_separate``). When the budget affords that many whole runs for
+    every candidate, each
     window is the whole run and the compared figure is the script's own time, so
     work outside the optimizer steps (an evaluation pass after training, per-epoch
     worker start-up) counts. Otherwise windows are K steps and the figure is the
@@ -65,15 +67,16 @@ def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budg
         return f"the profiled run made {count} optimizer steps; an experiment needs at least 4"
     limit = steps.get("max_steps")  # the profiled run stopped there: so do its windows
     run_cost = wall_s + 0.3
-    if SERVER_START_S + candidates * 2 * RUN_PAIRS * run_cost <= budget_s:
-        return Windowing(int(limit) if limit else None, 0, run_cost, "run", RUN_PAIRS)
+    pairs = stats.pairs_to_separate(candidates, MIN_PAIRS, ALPHA)
+    if SERVER_START_S + candidates * 2 * pairs * run_cost <= budget_s:
+        return Windowing(int(limit) if limit else None, 0, run_cost, "run", pairs)
     step = statistics.median(durations)
     measured = min(max(math.ceil(WINDOW_TARGET_S / step), MIN_MEASURED), MAX_MEASURED)
     head = float(steps.get("first_step_at_s") or 0.0)
     k = WARMUP_STEPS + 1 + measured
     if k >= count:  # the run is short: a window is all of its steps
-        return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), run_cost)
-    return Windowing(k, WARMUP_STEPS, head + k * step + 0.2)
+        return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), run_cost, min_pairs=pairs)
+    return Windowing(k, WARMUP_STEPS, head + k * step + 0.2, min_pairs=pairs)
 
 
 def _abs(finding: Finding, resolve: Callable[[str], str]) -> Finding:
@@ -192,11 +195,33 @@ class Experiment:
             per_step=per_step, ci_low=low, ci_high=high, total=total,
             steps=steps_o if self.win.mode == "run" else cmp.original_steps, why=how,
             windows=([statistics.median(w) for w in arms["o"] if w], [statistics.median(w) for w in arms["v"] if w]),
+            p=cmp.p,
         )
 
     def close(self, *, force: bool = False) -> None:
         if self.server is not None:
             self.server.close(force=force)
+
+
+def corrected(ms: list[Measurement], alpha: float = ALPHA) -> list[Measurement]:
+    """The verdicts of one experiment corrected together (Holm): a saving or a slowdown
+    stands only if its p-value stays under ``alpha`` once multiplied for the tests beside
+    it, so that a ranked list of measured savings holds a false one at most 5 % of the
+    time, not 5 % per line."""
+    tested = [m for m in ms if m.p is not None]
+    adjusted = dict(zip(map(id, tested), stats.holm([m.p for m in tested])))
+    out = []
+    for m in ms:
+        if id(m) not in adjusted:
+            out.append(m)
+            continue
+        q = adjusted[id(m)]
+        note = f"windows' permutation p = {m.p:.3f}, {q:.3f} corrected for the {len(tested)} variants tested (Holm)"
+        if m.verdict != NO_CHANGE and q >= alpha:
+            note += f"; it would read '{m.verdict}' alone, not once corrected"
+            m = dataclasses.replace(m, verdict=NO_CHANGE)
+        out.append(dataclasses.replace(m, p_corrected=q, why=f"{m.why}; {note}"))
+    return out
 
 
 def _best(ms: list[Measurement]) -> Measurement:
@@ -221,7 +246,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
     items = [(_abs(f, session.resolve), cost) for f, cost in findings]
     candidates = plan(items, cuda=cuda)
     measurements: list[Measurement] = []
-    tried: list[dict[str, Any]] = []
+    done: list[Measurement] = []
     skipped: list[dict[str, Any]] = [_skip(c, c.skip) for c in candidates if c.skip]
     todo = [c for c in candidates if not c.skip]
     win = windowing(session.steps, session.wall_s, candidates=len(todo), budget_s=budget)
@@ -235,7 +260,6 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                          budget_s=budget, win=win,
                          run_steps=int(session.steps.get("count") or 0))
         exp.t0 = t_start
-    by_finding: dict[tuple[str, str, int], list[Measurement]] = {}
     interrupted = False
     try:
         for i, c in enumerate(todo):
@@ -257,17 +281,20 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                 skipped.extend(_skip(d, f"the window server failed: {exc}") for d in todo[i:])
                 break
             if isinstance(out, Measurement):
-                tried.append(out.to_dict())
-                by_finding.setdefault(out.key(), []).append(out)
+                done.append(out)
             else:
                 skipped.append(out)
     except KeyboardInterrupt:  # Ctrl-C stops the experiment, not the report
         interrupted = True
-        done = {(t["code"], t["line"], t["variant"]) for t in tried} | {(s["code"], s["line"], s["variant"]) for s in skipped}
-        skipped.extend(_skip(d, "interrupted (Ctrl-C)") for d in todo if (d.finding.code, d.finding.line, d.label) not in done)
+        seen = {(m.code, m.line, m.variant) for m in done} | {(s["code"], s["line"], s["variant"]) for s in skipped}
+        skipped.extend(_skip(d, "interrupted (Ctrl-C)") for d in todo if (d.finding.code, d.finding.line, d.label) not in seen)
     finally:
         if exp is not None:
             exp.close(force=interrupted)
+    done = corrected(done)
+    by_finding: dict[tuple[str, str, int], list[Measurement]] = {}
+    for m in done:
+        by_finding.setdefault(m.key(), []).append(m)
     for ms in by_finding.values():
         measurements.append(_best(ms))
     for s in skipped:  # a finding skipped for every variant is reported as such
@@ -276,7 +303,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
             measurements.append(Measurement(s["code"], s["path"], s["line"], s["variant"], SKIPPED, why=s["reason"]))
     data = {
         "measurements": [m.to_dict() for m in measurements],
-        "variants": tried,
+        "variants": [m.to_dict() for m in done],
         "skipped": skipped,
         "budget_s": budget,
         "spent_s": time.monotonic() - t_start,

@@ -77,6 +77,9 @@ def measured_line(m: dict[str, Any] | None) -> str | None:
         slower_total = _amount(-total if total is not None else None, unit)
         slower_per = _amount(-per if per is not None else None, unit)
         return f"measured: slower by {slower_total}/run, {slower_per}/step{ci} (experiment: {variant})"
+    alone, together = m.get("p"), m.get("p_corrected")
+    if alone is not None and together is not None and alone < 0.05 <= together:
+        ci += ", within the noise once corrected for the other variants tested (Holm)"
     return f"measured: no measurable change{ci} (experiment: {variant})"
 
 
