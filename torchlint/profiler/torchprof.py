@@ -16,7 +16,10 @@ Three instruments, all on public torch API (see docs/profiling.md):
    in a ``record_function`` range named after its call site, so the aten ops,
    CUDA runtime calls and memcpys inside it are charged to that line.
 3. On CUDA, ``torch.cuda.set_sync_debug_mode("warn")``: each synchronising
-   operation warns from inside the op, where the Python stack names its line.
+   operation warns from inside the op, where the Python stack names its line
+   (syncdebug.py).
+
+Memory per step (stepmemory.py) and page faults (allocator.py) are sampled at each step.
 """
 
 from __future__ import annotations
@@ -32,8 +35,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchlint.profiler.session import Hotspot
-
 _t_import = time.perf_counter()
 import torch  # noqa: E402  (this module is imported only in the profiled child)
 
@@ -43,13 +44,11 @@ TORCH_IMPORT_S = time.perf_counter() - _t_import
 
 from torchlint.profiler.allocator import FaultWatch  # noqa: E402
 from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noqa: E402
+from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
+from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
-try:
-    _PAGE = os.sysconf("SC_PAGE_SIZE")
-except (AttributeError, ValueError, OSError):  # not POSIX
-    _PAGE = 4096
 
 
 def _usable_cores() -> int:
@@ -97,7 +96,7 @@ class TorchRun:
         self.t0_ref = t0_ref  # [perf_counter at script start], filled in by the bootstrap
         self.steps = 0
         self.step_times: list[float] = []
-        self.memory: list[int] = []  # per step: CUDA allocated bytes, else resident bytes
+        self.memory = StepMemory()  # per step: CUDA allocated bytes, else resident bytes
         self.last_step_at: float | None = None
         self.first_step_at: float | None = None
         self.primary: Any = None
@@ -108,8 +107,7 @@ class TorchRun:
         self.cycles: list[dict[str, Any]] = []
         self.window_steps: list[int] = []
         self.cuda = False
-        self.sync_debug = False
-        self.sync_sites: dict[tuple[str, int, str], int] = {}
+        self.sync_debug = SyncDebug()
         self.warnings: list[str] = []
         self._ready_seen = 0
         self._window_done = False
@@ -212,8 +210,7 @@ class TorchRun:
         rec.busy = True
         t_tool = time.perf_counter()
         self.faults.tool_begin()
-        if len(self.memory) < _MAX_STEP_TIMES:
-            self.memory.append(self._memory_now())
+        self.memory.on_step()
         try:
             if self.steps == 1:
                 self._start_profiler()
@@ -236,38 +233,10 @@ class TorchRun:
         if self.max_steps and self.steps >= self.max_steps:
             raise MaxStepsReached(self.steps)
 
-    def _memory_now(self) -> int:
-        if self.cuda:
-            try:
-                return int(torch.cuda.memory_allocated())
-            except Exception:
-                return -1
-        try:  # resident set size, Linux: pages in /proc/self/statm
-            with open("/proc/self/statm", "rb") as f:
-                return int(f.read().split()[1]) * _PAGE
-        except (OSError, ValueError, IndexError):
-            return -1
-
-    def _memory_summary(self) -> dict[str, Any]:
-        """Growth of memory per step (least squares after the first two steps, which
-        allocate the optimizer state): what a retained graph (TL302) costs."""
-        values = [v for v in self.memory[2:] if v >= 0]
-        out: dict[str, Any] = {"source": "cuda" if self.cuda else "rss", "samples": len(values)}
-        if len(values) < 3:
-            out["growth_per_step"] = None
-            return out
-        n = len(values)
-        mean_x = (n - 1) / 2
-        mean_y = sum(values) / n
-        sxx = sum((i - mean_x) ** 2 for i in range(n))
-        sxy = sum((i - mean_x) * (v - mean_y) for i, v in enumerate(values))
-        out.update(first_bytes=values[0], last_bytes=values[-1], growth_per_step=sxy / sxx)
-        return out
-
     def _start_profiler(self) -> None:
-        self.cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-        if self.cuda and not self.sync_debug:
-            self._enable_sync_debug()
+        self.cuda = self.memory.cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+        if self.cuda and not self.sync_debug.enabled:
+            self.sync_debug.enable(self.warnings)
         if not self.options.get("torch_profiler", True):
             return
         from torch.profiler import ProfilerActivity, profile, schedule
@@ -312,27 +281,6 @@ class TorchRun:
             self.modules.stop()
         if recording:
             self.window_steps.append(self.steps + 1)  # the iteration that starts now
-
-    def _enable_sync_debug(self) -> None:
-        try:
-            torch.cuda.set_sync_debug_mode("warn")
-        except Exception as exc:
-            self.warnings.append(f"sync debug mode unavailable: {exc}")
-            return
-        self.sync_debug = True
-        warnings.filterwarnings("always", message=".*synchroniz", category=UserWarning)
-        previous = warnings.showwarning
-        sites = self.sync_sites
-
-        def showwarning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
-            if "synchroniz" in str(message).lower():
-                site = user_site(sys._getframe(1))
-                if site is not None:
-                    sites[site[:3]] = sites.get(site[:3], 0) + 1
-                return
-            previous(message, category, filename, lineno, file, line)
-
-        warnings.showwarning = showwarning
 
     # -- the trace window ------------------------------------------------------
 
@@ -399,27 +347,8 @@ class TorchRun:
             self._hook.remove()
         except Exception:
             pass
-        if self.sync_debug:
-            try:
-                torch.cuda.set_sync_debug_mode(0)
-            except Exception:
-                pass
-
-        hotspots = rec.hotspots()
-        for (path, line, func), n in self.sync_sites.items():
-            hotspots.append(
-                Hotspot(
-                    source="sync",
-                    path=path,
-                    line=line,
-                    granularity="line",
-                    function=func,
-                    op="cuda sync",
-                    self_s=0.0,
-                    total_s=0.0,
-                    calls=n,
-                )
-            )
+        self.sync_debug.disable()
+        hotspots = rec.hotspots() + self.sync_debug.hotspots()
         active_steps = sum(len(c["steps"]) for c in self.cycles)
         device = "cpu"
         if self.cuda:
@@ -442,7 +371,7 @@ class TorchRun:
                 "mean_s": statistics.fmean(durations) if durations else None,
                 "median_s": statistics.median(durations) if durations else None,
                 "max_steps": self.max_steps,
-                "memory": self._memory_summary(),
+                "memory": self.memory.summary(),
             },
             "cpus": _usable_cores(),
             "one_time": self.one_time_costs(),
@@ -469,7 +398,7 @@ class TorchRun:
             "probes": {"ops": self.probed},
             "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
             "allocator": self._allocator_summary(),  # TLR09 evidence (allocator.py)
-            "sync_debug": {"enabled": self.sync_debug},
+            "sync_debug": {"enabled": self.sync_debug.enabled},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
                 "active_steps": active_steps,
