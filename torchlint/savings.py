@@ -29,6 +29,9 @@ SLOWER = "slower"
 NO_CHANGE = "no measurable change"
 SKIPPED = "skipped"
 
+#: Family-wise error of one experiment's verdicts together (Holm's correction).
+ALPHA = 0.05
+
 
 @dataclass(frozen=True, slots=True)
 class Estimate:

@@ -24,12 +24,11 @@ from torchlint.experiment import stats
 from torchlint.experiment.plan import Candidate, plan
 from torchlint.experiment.server import ServerError, WindowServer
 from torchlint.findings import Finding
-from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, Measurement
+from torchlint.savings import ALPHA, NO_CHANGE, SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
 MIN_PAIRS = 4  # 4 against 4 windows is the fewest a permutation test can call at 95 % (stats)
-ALPHA = 0.05  # family-wise: for all the verdicts of one experiment together (stats.holm)
 MAX_PAIRS = 16  # while the interval is wider than PRECISION and the candidate's share of the budget allows
 PRECISION = 0.25, 0.01  # enough: a 95 % half-width within 25 % of the shift, or 1 % of the compared figure
 WINDOW_TARGET_S = 0.5  # measured time per window: long enough for dozens of steps

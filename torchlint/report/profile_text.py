@@ -8,6 +8,7 @@ from typing import Any
 from torchlint.correlate import display_path
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.savings import ALPHA
 
 
 def _pct(share: float | None) -> str:
@@ -78,7 +79,8 @@ def measured_line(m: dict[str, Any] | None) -> str | None:
         slower_per = _amount(-per if per is not None else None, unit)
         return f"measured: slower by {slower_total}/run, {slower_per}/step{ci} (experiment: {variant})"
     alone, together = m.get("p"), m.get("p_corrected")
-    if alone is not None and together is not None and alone < 0.05 <= together:
+    apart = (m.get("ci_low") or 0) > 0 or (m.get("ci_high") or 0) < 0  # the interval alone said a difference
+    if apart and alone is not None and together is not None and alone < ALPHA <= together:
         ci += ", within the noise once corrected for the other variants tested (Holm)"
     return f"measured: no measurable change{ci} (experiment: {variant})"
 
