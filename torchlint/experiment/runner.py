@@ -57,8 +57,8 @@ def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budg
     (``stats.pairs_to_separate``). When the budget affords that many whole runs for
     every candidate, each window is the whole run and the compared figure is the
     script's own time, so work outside the optimizer steps (an evaluation pass after
-    training, per-epoch worker start-up) counts. Otherwise windows are K steps and the figure is the
-    median step, which such work does not reach."""
+    training, per-epoch worker start-up) counts. Otherwise windows are K steps and the
+    figure is the median step, which such work does not reach."""
     count = int(steps.get("count") or 0)
     durations = [d for d in (steps.get("durations_s") or []) if d > 0]
     if count < 4 or not durations:

@@ -218,15 +218,13 @@ def _make_probe(
                 note(site, args)
             except Exception:
                 pass
-        kind = None
+        kind = result = None
         c0 = thread_time() if fetch else 0.0
         t0 = perf()
         try:
             result = orig(*args, **kwargs)
             if classify is not None:
                 kind = classify(args, result)
-            if op == "DataLoader.__next__" and getattr(args[0], "_num_workers", 0):
-                rec.worker_batch_bytes += _batch_bytes(result)
             return result
         finally:
             dt = perf() - t0
@@ -236,6 +234,9 @@ def _make_probe(
                 rec.fetch_cpu_s += thread_time() - c0
                 if op == "DataLoader.__next__":
                     rec.fetches += 1
+                    if result is not None and getattr(args[0], "_num_workers", 0):
+                        # counted after the fetch's time is taken: torchlint's walk is not the loader's
+                        rec.worker_batch_bytes += _batch_bytes(result)
                 if rec.fetch_first is None:
                     rec.fetch_first = t0
                     rec.tool_at_first_fetch = rec.tool_s
