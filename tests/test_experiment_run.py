@@ -90,6 +90,16 @@ def test_exit_status_and_report_survive_the_experiment(experiment_run) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_overwrite_knows_every_file_a_run_writes(experiment_run) -> None:
+    """--overwrite removes only RUN_ARTIFACTS: a name a run writes outside that list would
+    survive an overwrite and be read as the next run's."""
+    from torchlint.profiler.run import RUN_MARKER, is_run_artifact
+
+    _proc, _data, script, _digest = experiment_run
+    left = [p.name for p in (script.parent / "run").iterdir() if p.name != RUN_MARKER and not is_run_artifact(p)]
+    assert left == []
+
+
 def test_the_users_script_is_never_written(experiment_run) -> None:
     _proc, _data, script, digest = experiment_run
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import child_env
 from torchlint.profiler import snakeviz
-from torchlint.profiler.run import CLAIM, RunDirError, make_run_dir, release_run_dir
+from torchlint.profiler.run import CLAIM, RUN_MARKER, RunDirError, make_run_dir, release_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "fixtures" / "scripts" / "stops_early.py"
@@ -119,17 +119,57 @@ def test_a_reused_out_directory_is_refused_or_overwritten(tmp_path: Path) -> Non
     first = make_run_dir(Path("train.py"), out)
     (first / "report.json").write_text('{"run": "the earlier one"}')
     (first / "session.json").write_text("{}")
+    (first / "traces" / "window-1").mkdir(parents=True)
+    (first / "notes.txt").write_text("the user's own, written into the run directory")
     release_run_dir(first)
     with pytest.raises(RunDirError, match="not empty"):
         make_run_dir(Path("train.py"), out)
     again = make_run_dir(Path("train.py"), out, overwrite=True)
-    assert again == first.resolve() and sorted(p.name for p in again.iterdir()) == [CLAIM]
+    assert again == first.resolve()
+    assert sorted(p.name for p in again.iterdir()) == sorted([CLAIM, RUN_MARKER, "notes.txt"])
     release_run_dir(again)
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("not a run")
-    with pytest.raises(RunDirError, match="does not look like"):
-        make_run_dir(Path("train.py"), tmp_path / "mine", overwrite=True)
-    assert (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_overwrite_never_empties_a_directory_torchlint_did_not_make(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("notes.txt", "session.json", "profile.prof", "launch.json"):
+        (mine / name).write_text("the user's")
+    with pytest.raises(RunDirError, match="not made by torchlint"):
+        make_run_dir(Path("train.py"), mine, overwrite=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["launch.json", "notes.txt", "profile.prof", "session.json"]
+
+
+def test_overwrite_out_dot_in_a_project_deletes_nothing(tmp_path: Path) -> None:
+    """The reported data loss: `profile --overwrite --out .` in a project whose files
+    happen to include a session.json emptied the project, .git and the script included."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "src").mkdir()
+    (project / "src" / "model.py").write_text("import torch\n")
+    (project / "train.py").write_text("print('train')\n")
+    (project / "session.json").write_text("{}")
+    (project / "profile.prof").write_text("")
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--overwrite", "--out", ".", "train.py"],
+        cwd=project, env=_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "not made by torchlint" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+
+
+def test_overwrite_leaves_symlinked_artifact_names_alone(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("outside the run directory")
+    out = make_run_dir(Path("train.py"), tmp_path / "run")
+    (out / "traces").symlink_to(outside, target_is_directory=True)
+    release_run_dir(out)
+    make_run_dir(Path("train.py"), out, overwrite=True)
+    assert (outside / "keep.txt").exists()
 
 
 def test_two_runs_never_share_a_directory(tmp_path: Path) -> None:
