@@ -218,7 +218,13 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
         if mode and not diff:
             sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
-    result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+    try:
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+    except BaseException:
+        if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        raise
     display = result.findings[0].path if result.findings else (edit.display if edit else None)
     lines = SourceLines()
     if display is not None and not display.endswith(".ipynb"):

@@ -80,10 +80,16 @@ class Linter:
             todo = applicable(result.findings, unsafe)
             if not todo:
                 break
-            fixed_source, fixed = self._fix_round(current, module, todo, notes)
-            if fixed_source is None:
+            try:
+                fixed_source, fixed = self._fix_round(current, module, todo, notes)
+                if fixed_source is None:
+                    break
+                rerun = self.lint(fixed_source, path, steps if steps is not None else {})
+            except RecursionError:
+                # libcst's rewriting visitor needs more frames per level of nesting than
+                # the walk that found these: the findings stand, the file is not rewritten.
+                notes.append(f"{source.path}: not fixed: an expression is nested too deeply to rewrite safely")
                 break
-            rerun = self.lint(fixed_source, path, steps if steps is not None else {})
             if rerun.module is None or rerun.source is None:
                 break
             fixed_total += len(fixed)
@@ -139,9 +145,9 @@ def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str])
 def _edit(path: Path, source: Source, fixed: Source, count: int, original: tuple[Finding, ...], notes: list[str]) -> Edit | None:
     """The planned write of ``path``: its text, or for a notebook its JSON, as fixed."""
     if source.notebook is None:
-        if fixed.text == source.text:
+        if fixed.text == source.text and not notes:
             return None
-        return Edit(path, source.path, source.text, fixed.text, source.encoding, source.digest, count, original)
+        return Edit(path, source.path, source.text, fixed.text, source.encoding, source.digest, count, original, notes=tuple(notes))
     after = fixed.notebook or source.notebook
     if after == source.notebook and not notes:
         return None

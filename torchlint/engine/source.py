@@ -264,17 +264,29 @@ def read_source(path: Path, display: str, max_bytes: int | None = DEFAULT_MAX_FI
     try:
         data = read_bytes(path, byte_limit(path, max_bytes))
     except FileTooLargeError as error:
-        return syntax_error(display, str(error), hint="Raise `max-file-size`, or exclude the file")
+        return syntax_error(display, str(error), hint=_SIZE_HINT)
     except OSError as error:
         if os.path.isdir(path):
             return syntax_error(display, f"cannot read the directory: {_listing_problem(path)}", hint=_READ_HINT)
         return syntax_error(display, f"cannot read the file: {error.strerror or error}", hint=_READ_HINT)
+    return source_within_limit(path, display, data, max_bytes)
+
+
+_SIZE_HINT = "Raise `max-file-size`, or exclude the file"
+
+
+def source_within_limit(path: Path, display: str, data: bytes, max_bytes: int | None) -> Source | Finding:
+    """``data`` (read from a file or standard input) as source, or the TL000 that says why
+    not: above ``max-file-size`` (a notebook's outputs aside), undecodable, not Python."""
+    limit = byte_limit(path, max_bytes)
+    if limit is not None and len(data) > limit:
+        return syntax_error(display, str(FileTooLargeError(len(data), limit)), hint=_SIZE_HINT)
     source = source_from_bytes(path, display, data)
     if isinstance(source, Source) and max_bytes is not None and path.suffix == ".ipynb":
         code = len(source.text.encode("utf-8", "surrogatepass"))
         if code > max_bytes:  # what libcst parses is the code cells, not the outputs
             message = f"the notebook's code is {format_size(code)}, above the {format_size(max_bytes)} limit; not checked"
-            return syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")
+            return syntax_error(display, message, hint=_SIZE_HINT)
     return source
 
 
