@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, LOOP_WITH_FINDINGS
+from conftest import FIXTURES, LOOP_WITH_FINDINGS, run_check
 from torchlint import catalogue
 from torchlint.cli import main
 from torchlint.report.color import use_color
@@ -255,3 +255,12 @@ def test_full_report_never_reads_a_fifo_for_its_lines(tmp_path: Path) -> None:
     assert lines(str(fifo), None, 1) is None  # returns at once instead of blocking on open()
     (tmp_path / "ok.py").write_text("a = 1\nb = 2\n")
     assert lines(str(tmp_path / "ok.py"), None, 2) == "b = 2"
+
+
+def test_full_format_counts_lines_as_python_after_a_form_feed(tmp_path: Path) -> None:
+    """str.splitlines breaks at a form feed: the snippet showed an empty line and the
+    carets under the wrong code."""
+    (tmp_path / "ff.py").write_bytes(b"import torch\n\x0cy = 1\n\x0cx = torch.zeros(3).cuda()\n")
+    code, out, _ = run_check(tmp_path, "ff.py", "--output-format", "full")
+    assert code == 1 and "ff.py:3:6: TL110" in out
+    assert "3 |  x = torch.zeros(3).cuda()\n  |      ^^^^^^^^^^^^^^ TL110" in out

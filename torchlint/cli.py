@@ -146,8 +146,8 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
     if add_noqa:
-        _cli_check().add_noqa(result)
-        sys.exit(2 if result.errors else 0)
+        _added, unwritten = _cli_check().add_noqa(result, targets)
+        sys.exit(2 if result.errors or unwritten else 0)
     fixed, failed = _write_or_diff(edits, diff, result, targets, config)
     if show_fixes:
         _show_fixes(result, settings, mode, fix and not diff)

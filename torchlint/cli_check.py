@@ -36,7 +36,9 @@ class SourceLines:
         # A notebook also keeps its Source: its cell map says which lines are which cell
         # (not its JSON, which may be megabytes of outputs).
         cells = replace(source, notebook=None) if source.cells is not None else None
-        return source.text.splitlines(), cells
+        from torchlint.engine.source import python_lines
+
+        return python_lines(source.text), cells  # Python's line breaks: findings count lines as it does
 
     def _file(self, path: str) -> tuple[list[str], Source | None] | None:
         if path not in self.files:
@@ -172,16 +174,19 @@ def show_fixes(per_file: dict[str, Counter[tuple[str, str]]], applied: bool) -> 
     click.echo(render_fixes.render(per_file, applied), err=True)
 
 
-def add_noqa(result: LintResult) -> int:
-    """Add ``# noqa: CODE`` to the line of each finding, file by file; returns how many."""
+def add_noqa(result: LintResult, targets: list[Path]) -> tuple[int, int]:
+    """Add ``# noqa: CODE`` for each finding, file by file: ``(codes added, files that
+    could not be written)``. A file is written as ``--fix`` writes one: atomically, never
+    a read-only file or a symlink whose target lies outside the checked trees."""
     from torchlint.engine.add_noqa import add_noqa as plan_noqa
-    from torchlint.engine.fixes import ChangedOnDiskError, Edit, write_atomically
+    from torchlint.engine.fixes import ChangedOnDiskError, Edit, RefusedWriteError, checked_roots, write_atomically
     from torchlint.engine.source import Source, read_source
 
     by_file: dict[str, list[Finding]] = {}
     for finding in result.findings:
         by_file.setdefault(finding.path, []).append(finding)
-    added = 0
+    roots = checked_roots(targets)
+    added = failed = 0
     for display, findings in sorted(by_file.items()):
         if display.endswith(".ipynb"):
             click.echo(f"torchlint: {display}: --add-noqa does not edit notebooks; add the comments in the cells", err=True)
@@ -191,20 +196,27 @@ def add_noqa(result: LintResult) -> int:
             continue
         plan = plan_noqa(source.text, findings)
         for line in plan.skipped:
-            click.echo(f"torchlint: {display}:{line}: cannot add a `# noqa` comment to this line (it continues on the next)", err=True)
+            click.echo(f"torchlint: {display}:{line}: cannot add a `# noqa` comment for this line (mend its malformed `# noqa` by hand)", err=True)
         if plan.text == source.text:
             continue
         try:
-            write_atomically(Edit(Path(display), display, source.text, plan.text, source.encoding, source.digest, plan.added))
+            note = write_atomically(Edit(Path(display), display, source.text, plan.text, source.encoding, source.digest, plan.added), roots)
         except ChangedOnDiskError:
             click.echo(f"torchlint: {display} changed on disk while it was being checked; left as it was", err=True)
-            continue
+        except RefusedWriteError as error:
+            click.echo(f"torchlint: {error}", err=True)
         except OSError as error:
-            click.echo(f"torchlint: cannot write {display}: {error}", err=True)
+            click.echo(f"torchlint: cannot write {display}: {error.strerror or error}", err=True)
+        else:
+            if note is not None:
+                click.echo(f"torchlint: {note}", err=True)
+            added += plan.added
             continue
-        added += plan.added
+        failed += 1
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
-    return added
+    if failed:
+        click.echo(f"torchlint: {failed} file{'s' if failed != 1 else ''} could not be written", err=True)
+    return added, failed
 
 
 def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool) -> tuple[LintResult, Edit | None, SourceLines]:

@@ -26,8 +26,8 @@ from torchlint.analysis.summary import FileSummary
 from torchlint.config import ConfigError, load_config
 from torchlint.engine import Linter, settle_steps
 from torchlint.engine.add_noqa import add_noqa
-from torchlint.engine.fixes import apply_fixes
-from torchlint.engine.source import Source
+from torchlint.engine.fixes import apply_fixes, keep_untouched
+from torchlint.engine.source import Source, line_and_column, lines_with_ends
 from torchlint.findings import Finding
 from torchlint.report.rule_info import description, rule_url
 
@@ -46,12 +46,12 @@ class Linted:
     codec: Any = None  # the document's position codec: torchlint counts code points, the client UTF-16 units
 
     def to_client(self, r: types.Range) -> types.Range:
-        return self.codec.range_to_client_units(self.text.splitlines(keepends=True), r) if self.codec is not None else r
+        return self.codec.range_to_client_units(lines_with_ends(self.text), r) if self.codec is not None else r
 
     def from_client(self, position: types.Position) -> types.Position:
         if self.codec is None:
             return position
-        converted = self.codec.position_from_client_units(self.text.splitlines(keepends=True), position)
+        converted = self.codec.position_from_client_units(lines_with_ends(self.text), position)
         return types.Position(converted.line, converted.character)
 
 
@@ -129,8 +129,7 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
 
 
 def _offset_position(text: str, offset: int) -> types.Position:
-    line = text.count("\n", 0, offset)
-    return types.Position(line, offset - (text.rfind("\n", 0, offset) + 1))
+    return types.Position(*line_and_column(text, offset))
 
 
 def text_edit(before: str, after: str) -> types.TextEdit:
@@ -173,6 +172,7 @@ def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.Co
             continue
         if finding.fix is not None and linted.module is not None:
             fixed, applied = apply_fixes(linted.module, [finding])  # type: ignore[arg-type]
+            fixed = keep_untouched(linted.text, fixed, linted.module)  # type: ignore[arg-type]
             if applied and fixed != linted.text:
                 what = finding.fix.description or finding.fix_hint or "apply the fix"
                 safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""

@@ -12,7 +12,7 @@ from torchlint.checks import all_checks
 from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python, keep_untouched
 from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
@@ -100,6 +100,7 @@ class Linter:
         """``source`` with the fixes of ``todo`` applied (None when none applies). In a
         notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
         new_text, fixed = apply_fixes(module, todo)
+        new_text = keep_untouched(source.text, new_text, module)
         if not fixed or new_text == source.text or not is_valid_python(new_text):
             return None, []
         if source.cells is None:
@@ -113,6 +114,7 @@ class Linter:
             if not kept:
                 break
             new_text, applied = apply_fixes(module, kept)
+            new_text = keep_untouched(source.text, new_text, module)
             if not applied:
                 break
             try:

@@ -82,7 +82,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             raise
         result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
         summarizer, hot_calls = None, []
-    spans = _spans(module, made, hot_calls)
+    spans = _spans(module, made, hot_calls, source.text)
     seen: set[tuple[str, int | None, int]] = set()
     for (check_type, report), finding in zip(made, _locate(source, spans, made)):
         key = (check_type.code, finding.location.cell, finding.location.line)
@@ -144,10 +144,28 @@ def _quick_parse(source: Source) -> ast.Module | Finding:
         return syntax_error(source.path, f"cannot parse: {error}")
 
 
-def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode]) -> dict:  # type: ignore[type-arg]
+def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]
     """Positions of every reported, related and extra node, in one codegen pass."""
     nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related] + list(extra)
-    return compute_spans(module, nodes) if nodes else {}
+    spans = compute_spans(module, nodes) if nodes else {}
+    if spans and "\x0c" in text:
+        spans = _with_dropped_form_feeds(spans, text, module.code)
+    return spans
+
+
+def _with_dropped_form_feeds(spans: dict, text: str, code: str) -> dict:  # type: ignore[type-arg]
+    """The spans as columns of ``text``: libcst's code drops the form feeds before a
+    statement's indentation, so a column on such a line is short by their number."""
+    shift: dict[int, int] = {}
+    for number, (line, regenerated) in enumerate(zip(python_lines(text), python_lines(code)), start=1):
+        if len(line) > len(regenerated) and line.endswith(regenerated) and not line[: len(line) - len(regenerated)].strip(" \t\x0c"):
+            shift[number] = len(line) - len(regenerated)
+    if not shift:
+        return spans
+    return {
+        key: (line, column + shift.get(line, 0), end_line, end_column + shift.get(end_line, 0))
+        for key, (line, column, end_line, end_column) in spans.items()
+    }
 
 
 def _locate(source: Source, spans: dict, made: list[tuple[type[Check], Report]]) -> list[Finding]:  # type: ignore[type-arg]

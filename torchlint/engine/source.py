@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -34,6 +35,20 @@ def python_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()  # a final line break ends the last line; it does not start one
     return lines
+
+
+def line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """0-based (line, column) of ``offset`` in ``text``, lines broken as Python (and the
+    Language Server Protocol) break them: at ``\n``, ``\r\n`` and ``\r`` only."""
+    line, start = 0, 0
+    for match in _LINE_BREAK.finditer(text, 0, offset):
+        line, start = line + 1, match.end()
+    return line, offset - start
+
+
+@functools.lru_cache(maxsize=4)  # a file's findings ask for its lines one after another
+def _cached_lines(text: str) -> tuple[str, ...]:
+    return tuple(python_lines(text))
 
 
 def lines_with_ends(body: str) -> list[str]:
@@ -116,12 +131,16 @@ class Source:
                 lines[i] = "# " + lines[i]
         return replace(self, text="\n".join(lines) + "\n")
 
+    def text_line(self, location: Location) -> int:
+        """The line of ``self.text`` that ``location`` points at (a cell's line, joined)."""
+        if self.cells is not None and location.cell is not None:
+            return self.cells.joined_line(location.cell, location.line)
+        return location.line
+
     def line_text(self, location: Location) -> str:
         """The text of the line ``location`` points at."""
-        line = location.line
-        if self.cells is not None and location.cell is not None:
-            line = self.cells.joined_line(location.cell, line)
-        lines = python_lines(self.text)
+        line = self.text_line(location)
+        lines = _cached_lines(self.text)
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def location(self, line: int, column: int, end_line: int | None = None, end_column: int | None = None) -> Location:

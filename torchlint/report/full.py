@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 CONTEXT_LINES = 2  # shown before and after the flagged line
 
 
+# Characters a Python line may hold that a terminal would move the cursor for (a form
+# feed, U+2028): shown as one space each, so the carets stay under their columns.
+_INVISIBLE = str.maketrans({c: " " for c in "\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\u2029"})
+
+
 def _expand(text: str) -> str:
-    return text.replace("\t", "    ")
+    return text.replace("\t", "    ").translate(_INVISIBLE)
 
 
 def _carets(finding: Finding, text: str) -> tuple[int, int]:
