@@ -86,15 +86,20 @@ class Check:
         fix: tuple[cst.CSTNode, cst.CSTNode] | None = None,
         related: tuple[cst.CSTNode, ...] = (),
         hint: str = "",
+        fix_safety: FixSafety | None = None,
+        fix_description: str = "",
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
-        replaces the class's ``fix_hint`` for this finding."""
+        replaces the class's ``fix_hint`` for this finding, ``fix_safety`` the class's
+        ``fix_safety`` for this fix (a fix that is safe in general but not here), and
+        ``fix_description`` says what the fix does."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
-        if fix is not None and self.fix_safety is not FixSafety.NONE:
-            made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
+        safety = fix_safety or self.fix_safety
+        if fix is not None and safety is not FixSafety.NONE:
+            made_fix = Fix(old=fix[0], new=fix[1], safety=safety, description=fix_description)
         condition = None
         if self.per_step:
             loops = self.ctx.loops
