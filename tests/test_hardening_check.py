@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -340,3 +341,52 @@ def test_a_name_rebound_by_the_comprehension_over_it_is_no_internal_error(tmp_pa
     )
     code, findings, err = run(tmp_path, "f.py")
     assert (code, findings) == (0, []), err
+
+
+def _without_root_powers() -> list[str]:
+    """A command prefix that runs as this user without the power to read what its
+    permissions forbid (root's DAC override), or [] when that is already so."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions cannot be enforced")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--"]
+
+
+def test_a_directory_listed_but_not_entered_is_tl000_not_a_traceback(tmp_path: Path) -> None:
+    """Read permission without search (0o644): its names list, nothing in it opens."""
+    (tmp_path / "good.py").write_text(FINDING)
+    (tmp_path / "listed" / "deeper").mkdir(parents=True)
+    (tmp_path / "listed" / "deeper" / "hidden.py").write_text(FINDING)
+    (tmp_path / "listed" / "top.py").write_text(FINDING)
+    os.chmod(tmp_path / "listed", 0o644)
+    try:
+        for args in ([".", "--no-cache"], ["listed/top.py", "good.py", "--no-cache"]):
+            proc = subprocess.run(
+                [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--output-format", "json", *args],
+                cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+            )
+            assert "Traceback" not in proc.stderr and proc.returncode == 1, proc.stderr
+            found = by_path(json.loads(proc.stdout))
+            assert found["good.py"] == [("TL110", 2, 5)]
+            assert [code for code, _, _ in found.get("listed", found.get("listed/top.py", []))] == ["TL000"]
+    finally:
+        os.chmod(tmp_path / "listed", 0o755)
+
+
+def test_an_unexpected_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Whatever escapes a command (here: a broken report) never prints a traceback."""
+    (tmp_path / "good.py").write_text(FINDING)
+    code = (
+        "import sys, torchlint.cli_check as c\n"
+        "def broken(*a, **k): raise RuntimeError('the report broke')\n"
+        "c.report = broken\n"
+        "from torchlint.cli import main\n"
+        "sys.argv = ['torchlint', 'check', '--no-cache', 'good.py']\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "internal error: RuntimeError: the report broke" in proc.stderr and proc.stdout == ""

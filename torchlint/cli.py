@@ -59,6 +59,23 @@ class _LazyGroup(click.Group):
                 return None
         return super().get_command(ctx, name)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
+        traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            if "--debug" in sys.argv or os.environ.get("TORCHLINT_DEBUG"):
+                raise
+            click.echo(
+                f"torchlint: internal error: {type(error).__name__}: {error}\n"
+                "torchlint: this is a bug in torchlint; rerun with TORCHLINT_DEBUG=1 for the traceback, and report it",
+                err=True,
+            )
+            sys.exit(2)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, self.commands[name].get_short_help_str(formatter.width - 20)) for name in super().list_commands(ctx)]
         rows += [(name, help_text) for name, (_, _, help_text) in self.LAZY.items() if name not in self.commands]

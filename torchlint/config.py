@@ -154,7 +154,10 @@ def config_file_in(directory: Path) -> Path | None:
     """The config file of ``directory`` itself, if it has one (see ``CONFIG_NAMES``)."""
     for name in CONFIG_NAMES:
         candidate = directory / name
-        if not candidate.is_file():
+        try:
+            if not candidate.is_file():
+                continue
+        except OSError:  # a directory that can be listed but not entered: nothing to read there
             continue
         if name != "pyproject.toml" or "torchlint" in _tool_table(_read_toml(candidate), candidate):
             return candidate

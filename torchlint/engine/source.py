@@ -312,10 +312,16 @@ def source_within_limit(path: Path, display: str, data: bytes, max_bytes: int | 
 def _listing_problem(directory: Path) -> str:
     """Why a directory the walk met could not be listed."""
     try:
-        with os.scandir(directory):
-            return "it is a directory"
+        with os.scandir(directory) as entries:
+            first = next(entries, None)
     except OSError as error:
         return error.strerror or str(error)
+    try:
+        if first is not None:
+            os.lstat(first.path)  # listed but not entered: no search permission
+    except OSError as error:
+        return f"it can be listed but not entered ({error.strerror or error})"
+    return "it is a directory"
 
 
 def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding:
