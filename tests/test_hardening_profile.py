@@ -254,3 +254,81 @@ def test_ctrl_c_at_the_prompt_stops_the_server(prof: Path, tmp_path: Path) -> No
     assert proc.returncode == 0 and "snakeviz: stopped" in out
     assert not Path(f"/proc/{pid}").exists() or b"snakeviz" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert not (tmp_path / "state.json").exists()
+
+
+def test_sighup_to_the_group_keeps_the_profile(tmp_path: Path, torch_available) -> None:
+    """A closed terminal sends SIGHUP to the group: the whole profile was lost."""
+    proc = _start(tmp_path)
+    os.killpg(proc.pid, signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert _group_ends(proc.pid, timeout=10)
+    report = _report(tmp_path)
+    assert report["run"]["stop_reason"] == "hangup" and report["run"]["steps"] >= 3
+    assert (tmp_path / "run" / "profile.prof").is_file()
+
+
+LINGERING = '''\
+import threading, time
+import torch
+
+def keep_busy():
+    while True:
+        time.sleep(0.1)
+
+threading.Thread(target=keep_busy).start()  # not a daemon: python waits for it at exit
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+print("main done", flush=True)
+'''
+
+
+def test_one_sigterm_ends_a_script_that_waits_for_its_threads(tmp_path: Path, torch_available) -> None:
+    """Plain python ends on one SIGTERM while it waits for a non-daemon thread; under
+    `profile` it took three (the child ignored it once its profile was written)."""
+    (tmp_path / "lingering.py").write_text(LINGERING)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "lingering.py"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    assert "main done" in proc.stdout.readline()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "run" / "session.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the child has written its profile and now waits for the thread
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert _group_ends(proc.pid, timeout=10)
+    assert _report(tmp_path)["run"]["steps"] == 3
+
+
+def test_sigterm_during_the_experiment_still_reports_the_run(tmp_path: Path, torch_available) -> None:
+    """The profiled run had completed: SIGTERM in the experiment left no report at all."""
+    shutil.copy(SCRIPT, tmp_path / SCRIPT.name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--experiment", "--budget", "120", "--out", "run",
+         "stops_early.py", "--steps", "30", "--step-sleep", "0.02"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    seen, deadline = "", time.monotonic() + 120
+    while "torchlint: experiment: " not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()  # type: ignore[union-attr]
+        if not line:
+            break
+        seen += line
+    assert "torchlint: experiment: " in seen, seen
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "stopped by SIGTERM" in err
+    report = _report(tmp_path)
+    assert report["run"]["exit_status"] == 0 and "Run directory" in out

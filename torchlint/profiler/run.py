@@ -236,9 +236,12 @@ def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
     unwind and write its profile. A second one is forwarded (for a SIGINT sent to us
     alone); a third kills it. SIGTERM may come to us alone (``kill``, a CI runner) or to
     the whole group (``timeout``, ``docker stop``): it is forwarded at once, which the
-    child ignores when it already has one; a third one kills it.
+    child ignores when it already has one; a third one kills it. SIGHUP (the terminal
+    closed) is handled as SIGTERM.
     """
     counts = {signal.SIGINT: 0, signal.SIGTERM: 0}
+    if hasattr(signal, "SIGHUP"):  # a closed terminal: as SIGTERM, so the profile is written
+        counts[signal.SIGHUP] = 0
 
     def on_signal(signum: int, frame: Any) -> None:
         counts[signum] += 1
@@ -247,12 +250,54 @@ def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
         try:
             if counts[signum] >= 3:
                 proc.kill()
-            elif signum == signal.SIGTERM or counts[signum] >= 2:
+            elif signum != signal.SIGINT or counts[signum] >= 2:
                 proc.send_signal(signum)
         except ProcessLookupError:
             pass
 
     return {signum: signal.signal(signum, on_signal) for signum in counts}
+
+
+class StopRequested(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached torchlint after the profiled run (during the experiment):
+    it stops what torchlint is doing, as Ctrl-C does, and the report is still written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.reason = f"stopped by {signal.Signals(signum).name}"
+
+
+class StopSignals:
+    """SIGTERM and SIGHUP while torchlint works on a finished run: the first one raises
+    :class:`StopRequested` while ``raising`` (the experiment), and is only remembered after
+    :meth:`defer` (the report being written). ``signum`` is the first one that came."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.raising = True
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+        self._previous = {signum: signal.signal(signum, self._on_signal) for signum in wanted}
+        return self
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if first and self.raising:
+            raise StopRequested(signum)
+
+    def defer(self) -> None:
+        self.raising = False
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def run_child(
