@@ -390,3 +390,25 @@ def test_an_unexpected_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "internal error: RuntimeError: the report broke" in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo.toml", "huge.toml"], ids=["dev-zero", "fifo", "huge"])
+def test_extend_never_blocks_or_reads_without_end(tmp_path: Path, target: str) -> None:
+    """`extend = "/dev/zero"` read until the OOM killer; a FIFO blocked forever."""
+    (tmp_path / "good.py").write_text(FINDING)
+    if target == "fifo.toml":
+        os.mkfifo(tmp_path / target)
+    elif target == "huge.toml":
+        (tmp_path / target).write_text("# padding\n" * 200_000)
+    (tmp_path / "torchlint.toml").write_text(f'extend = "{target}"\n')
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "check", "good.py"], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "torchlint: error: cannot read" in proc.stderr and proc.stdout == ""
+
+
+def test_a_size_below_one_byte_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(FINDING)
+    (tmp_path / "torchlint.toml").write_text('max-file-size = "0.5B"\n')
+    code, _, err = run(tmp_path, "good.py")
+    assert code == 2 and "max-file-size" in err and "at least 1 byte" in err
