@@ -224,3 +224,33 @@ def test_quick_fixes_apply_where_lsp_counts_lines(tmp_path: Path, text: str) -> 
         assert apply(text, edit) == text.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')
         noqa = next(a for a in actions if "noqa" in a["title"])
         assert apply(text, noqa["edit"]["changes"][path.as_uri()][0]) == text.replace(".cuda()", ".cuda()  # noqa: TL110")
+
+
+@pytest.mark.slow
+def test_a_huge_document_is_one_tl000_and_the_server_stays_responsive(tmp_path: Path) -> None:
+    """A 3 MB document was parsed whatever max-file-size said: no answer for 30 s and more."""
+    text = SOURCE + "x = 1\n" * 500_000
+    path = tmp_path / "train.py"
+    with editor(tmp_path) as (client, _):
+        started = time.monotonic()
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}})
+        (tl000,) = client.diagnostics(path.as_uri())
+        assert tl000["code"] == "TL000" and "above the 1 MB limit" in tl000["message"]
+        hover = client.request("textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 0, "character": 0}})
+        assert "TL000" in hover["contents"]["value"]  # it still answers
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.slow
+def test_a_failed_lint_clears_the_diagnostics_it_cannot_renew(tmp_path: Path) -> None:
+    """When linting the new version fails, the old version's diagnostics must not stay."""
+    path = tmp_path / "train.py"
+    path.write_text(SOURCE)
+    with editor(tmp_path) as (client, _):
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": SOURCE}})
+        assert client.diagnostics(path.as_uri())
+        (tmp_path / "torchlint.toml").write_text("select = [\n")  # broken mid-edit
+        client.notify("textDocument/didSave", {"textDocument": {"uri": path.as_uri()}})
+        shown = client.wait(lambda m: m.get("method") == "window/showMessage")  # said first, then cleared
+        assert "torchlint: cannot read" in shown["params"]["message"]
+        assert client.diagnostics(path.as_uri()) == []

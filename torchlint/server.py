@@ -23,11 +23,13 @@ from pygls.lsp.server import LanguageServer
 from torchlint import __version__, catalogue
 from torchlint.analysis.project import join
 from torchlint.analysis.summary import FileSummary
-from torchlint.config import ConfigError, load_config
+from torchlint.config import ConfigError, format_size, load_config
 from torchlint.engine import Linter, settle_steps
 from torchlint.engine.add_noqa import add_noqa
 from torchlint.engine.fixes import apply_fixes, keep_untouched
-from torchlint.engine.source import Source, line_and_column, lines_with_ends
+from torchlint.engine.discover import SourceFile
+from torchlint.engine.pool import collector_paused, guarded
+from torchlint.engine.source import Source, line_and_column, lines_with_ends, syntax_error
 from torchlint.findings import Finding
 from torchlint.report.rule_info import description, rule_url
 
@@ -77,8 +79,16 @@ def lint_text(text: str, path: Path, others: Iterable[FileSummary] = ()) -> Lint
         display = path.resolve().relative_to(config.root).as_posix()
     except ValueError:
         pass
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > config.max_file_size:  # as `check` does: libcst needs ~700x a file's size
+        message = f"the document is {format_size(size)}, above the {format_size(config.max_file_size)} limit; not checked"
+        return Linted(text, None, [syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")])
     linter = Linter(config)
-    result = linter.lint(Source(display, text), path)
+    file = SourceFile(path, display, config.max_file_size)
+    with collector_paused():
+        result = guarded(file, False, lambda: linter.lint(Source(display, text), path))  # deep nesting: as `check`
+    for error in result.errors:  # a check that raised: its findings are missing, the others stand
+        log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
     summary = result.summary
     settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
     return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key), summary)
@@ -114,8 +124,13 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
     try:
         linted = lint_text(document.source, path, others)
         linted.codec = document.position_codec
-    except ConfigError as error:
-        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {error}"))
+    except Exception as error:  # a bad config, or a bug: say so, and leave no stale diagnostics
+        if not isinstance(error, ConfigError):
+            log.exception("torchlint: internal error on %s", uri)
+        what = str(error) if isinstance(error, ConfigError) else f"internal error: {type(error).__name__}: {error}"
+        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {what}"))
+        server.linted.pop(uri, None)
+        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[], version=document.version))
         return
     server.linted[uri] = linted
     diagnostics = [diagnostic(f, linted) for f in linted.findings]
