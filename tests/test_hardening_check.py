@@ -412,3 +412,19 @@ def test_a_size_below_one_byte_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "torchlint.toml").write_text('max-file-size = "0.5B"\n')
     code, _, err = run(tmp_path, "good.py")
     assert code == 2 and "max-file-size" in err and "at least 1 byte" in err
+
+
+def test_an_internal_error_is_never_reported_as_no_problems(tmp_path: Path, monkeypatch) -> None:
+    from torchlint.engine.linter import Linter
+
+    (tmp_path / "a.py").write_text(FINDING)
+
+    def broken(self, *args, **kwargs):  # the engine failing on the file, as a bug would
+        raise RuntimeError("the walk broke")
+
+    monkeypatch.setattr(Linter, "lint", broken)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--jobs", "1", "a.py"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "No problems found" not in result.stdout
+    assert "1 file could not be checked in full (internal error, on stderr)." in result.stdout

@@ -110,6 +110,7 @@ def report(
         context = ReportContext(
             files_checked=result.files_checked,
             fixed=fixed,
+            failed=len({error.path for error in result.errors}),
             color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
             root=Path.cwd(),
             line_text=lines or SourceLines(),

@@ -188,6 +188,8 @@ def notebook_source(path: str, text: str) -> Source | Finding:
         line = getattr(error, "lineno", 1)
         column = getattr(error, "colno", 1)
         return syntax_error(path, f"not a valid notebook: {error}", line, column)
+    except RecursionError:  # JSON nested deeper than any notebook (the decoder recurses)
+        return syntax_error(path, "not a valid notebook: its JSON is nested too deeply to read")
     if not _python_kernel(notebook):
         return Source(path, "", CellMap())  # an R or Julia notebook: nothing to check
     lines: list[str] = []

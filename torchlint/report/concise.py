@@ -28,15 +28,19 @@ def headline(finding: Finding, color: bool) -> str:
     return f"{location}: {code}{fixable} {finding.message}"
 
 
-def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> str:
+def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, failed: int = 0) -> str:
     parts = []
     if fixed:
         parts.append(f"Fixed {_plural(fixed, 'problem')}.")
+    # A file an internal error stopped is not a file without problems: never say so of it.
+    unchecked = f"; {_plural(failed, 'file')} could not be checked in full (internal error, on stderr)" if failed else ""
     if not findings:
-        parts.append(f"No problems found in {_plural(files_checked, 'file')}.")
+        clean = files_checked - failed
+        parts.append(f"No problems found in {_plural(clean, 'file')}{unchecked}." if clean or not failed
+                     else f"{_plural(failed, 'file')} could not be checked in full (internal error, on stderr).")
         return "\n".join(parts)
     files = len({f.path for f in findings})
-    parts.append(f"Found {_plural(len(findings), 'problem')} in {_plural(files, 'file')} ({files_checked} checked).")
+    parts.append(f"Found {_plural(len(findings), 'problem')} in {_plural(files, 'file')} ({files_checked} checked{unchecked}).")
     safe = sum(1 for f in findings if f.fix is not None and f.fix.safety is FixSafety.SAFE)
     unsafe = sum(1 for f in findings if f.fix is not None and f.fix.safety is FixSafety.UNSAFE)
     if safe:
@@ -48,4 +52,4 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
     body = [headline(f, context.color) for f in findings]
-    return "\n".join([*body, *([""] if body else []), summary(findings, context.files_checked, context.fixed)])
+    return "\n".join([*body, *([""] if body else []), summary(findings, context.files_checked, context.fixed, context.failed)])

@@ -89,4 +89,4 @@ def render_finding(finding: Finding, context: ReportContext) -> str:
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
     body = [render_finding(f, context) + "\n" for f in findings]
-    return "\n".join([*body, summary(findings, context.files_checked, context.fixed)])
+    return "\n".join([*body, summary(findings, context.files_checked, context.fixed, context.failed)])
