@@ -428,3 +428,20 @@ def test_an_internal_error_is_never_reported_as_no_problems(tmp_path: Path, monk
     assert result.exit_code == 2
     assert "No problems found" not in result.stdout
     assert "1 file could not be checked in full (internal error, on stderr)." in result.stdout
+
+
+def test_a_named_unreadable_file_is_tl000_and_the_others_are_checked(tmp_path: Path) -> None:
+    """As configuration.md says (click refused the whole run: 'Path is not readable')."""
+    (tmp_path / "good.py").write_text(FINDING)
+    (tmp_path / "locked.py").write_text(FINDING)
+    os.chmod(tmp_path / "locked.py", 0o000)
+    try:
+        proc = subprocess.run(
+            [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--no-cache", "--output-format", "json", "locked.py", "good.py"],
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+        )
+    finally:
+        os.chmod(tmp_path / "locked.py", 0o644)
+    assert proc.returncode == 1, proc.stderr
+    found = by_path(json.loads(proc.stdout))
+    assert found == {"good.py": [("TL110", 2, 5)], "locked.py": [("TL000", 1, 1)]}

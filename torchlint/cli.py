@@ -90,7 +90,7 @@ def main() -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))  # an unreadable file is a TL000, not a usage error
 @click.option("--select", help="Rules to run (codes, names or prefixes, comma-separated; ALL for every rule).")
 @click.option("--extend-select", help="Rules to run on top of the selection.")
 @click.option("--ignore", help="Rules not to run.")
