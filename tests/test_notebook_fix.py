@@ -256,3 +256,16 @@ def test_related_places_in_a_notebook_name_their_cell_in_json_and_sarif(tmp_path
     _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--select", "TL201", "--output-format", "sarif")
     (related,) = json.loads(out)["runs"][0]["results"][0]["relatedLocations"]
     assert related["message"]["text"] == "cell 2, line 1, column 1: where this costs time"
+
+
+def test_fixes_on_neighbouring_lines_of_two_cells_are_both_applied(tmp_path: Path) -> None:
+    """The last line of one cell and the first of the next form one run of the line diff:
+    both fixes were skipped, silently, while the summary said "2 fixable"."""
+    data = notebook(["import torch\n", "a = torch.zeros(3).cuda()"], ["b = torch.ones(3).cuda()\n", *LOOP])
+    path = tmp_path / "train.ipynb"
+    write(path, data)
+    code, out, err = run_check(tmp_path, "train.ipynb", "--no-cache", "--fix", "--output-format", "concise")
+    assert "Fixed 3 problems." in out and "TL110" not in out, out + err
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    assert cells[1]["source"] == ["import torch\n", 'a = torch.zeros(3, device="cuda")']
+    assert cells[2]["source"][0] == 'b = torch.ones(3, device="cuda")\n'

@@ -121,6 +121,10 @@ class Linter:
                 return put_back(source, new_text), applied
             except Unmappable:
                 continue  # together they still do not fit: try every fix alone
+        for finding in fixed:  # each fits alone but not all together: one now, the rest next round
+            if _fits_cells(source, module, finding, notes):
+                alone, applied = apply_fixes(module, [finding])
+                return put_back(source, keep_untouched(source.text, alone, module)), applied
         return None, []
 
 
