@@ -269,3 +269,18 @@ def test_fixes_on_neighbouring_lines_of_two_cells_are_both_applied(tmp_path: Pat
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     assert cells[1]["source"] == ["import torch\n", 'a = torch.zeros(3, device="cuda")']
     assert cells[2]["source"][0] == 'b = torch.ones(3, device="cuda")\n'
+
+
+def test_ipython_assignments_are_not_syntax_errors(tmp_path: Path) -> None:
+    """`files = !ls` and `t = %timeit -o f()` are IPython, as `!ls` is: they were TL000,
+    and the name they bind stays bound for the code after them."""
+    setup = ["import torch\n", "files = !ls *.pt\n", "t = %timeit -o torch.zeros(3)\n", "first, rest = !head -2 log\n",
+             "x = torch.zeros(3).cuda()\n", "print(files, t, first, rest, x)"]
+    path = tmp_path / "train.ipynb"
+    before = write(path, notebook(setup))
+    code, out, _ = run_check(tmp_path, "train.ipynb", "--no-cache", "--output-format", "concise")
+    assert "TL000" not in out and "train.ipynb:cell 2:5:5: TL110" in out, out
+    run_check(tmp_path, "train.ipynb", "--no-cache", "--fix")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    assert cells[1]["source"][:4] == setup[:4]  # the masked lines come back as they were
+    assert cells[1]["source"][4] == 'x = torch.zeros(3, device="cuda")\n' and before != path.read_text(encoding="utf-8")

@@ -22,6 +22,8 @@ from torchlint.findings import SYNTAX_ERROR, Finding, Location
 # (`?x`, `torch.*Tensor?`). Each becomes `pass` at its indentation, so a magic that is
 # the only statement of a block (`if x:\n    %pip install y`) leaves the block valid.
 _IPYTHON_LINE = re.compile(r"^(?P<indent>\s*)(%|!|\?|[\w.*]+\?{1,2}\s*$)")
+# IPython's assignment forms (`files = !ls`, `t = %timeit -o f()`): the name stays bound.
+_IPYTHON_ASSIGNMENT = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]")
 # Cell magics whose body is still Python; the body of any other (%%bash...) is not.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
 # Python's own line breaks: str.splitlines() also breaks at form feeds, U+2028 and
@@ -75,8 +77,13 @@ def _cell_lines(body: str) -> list[str]:
             lines.append("# " + raw.strip())  # a comment: no indentation to keep
         else:
             match = _IPYTHON_LINE.match(raw)
-            lines.append(f"{match.group('indent')}pass  # {raw.strip()}" if match else raw)
-            if not match:
+            assigned = None if match else _IPYTHON_ASSIGNMENT.match(raw)
+            if match:
+                lines.append(f"{match.group('indent')}pass  # {raw.strip()}")
+            elif assigned:
+                lines.append(f"{assigned.group('indent')}{assigned.group('target')} = None  # {raw.strip()}")
+            else:
+                lines.append(raw)
                 continue
         continued = raw.rstrip().endswith("\\")
     return lines
