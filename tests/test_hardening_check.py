@@ -445,3 +445,17 @@ def test_a_named_unreadable_file_is_tl000_and_the_others_are_checked(tmp_path: P
     assert proc.returncode == 1, proc.stderr
     found = by_path(json.loads(proc.stdout))
     assert found == {"good.py": [("TL110", 2, 5)], "locked.py": [("TL000", 1, 1)]}
+
+
+def test_python_312_syntax_is_checked_on_any_python(tmp_path: Path) -> None:
+    """PEP 695 type parameters and aliases and PEP 701 f-strings were TL000 on 3.11,
+    whose compiler rejects them although libcst parses them."""
+    (tmp_path / "new.py").write_text(
+        'import torch\nclass Box[T]:\n    pass\ntype Pair = tuple[int, int]\nname = f"{"nested"}"\n'
+        "def first[T](xs: list[T]) -> T:\n    return xs[0]\ny = torch.zeros(3).cuda()\n"
+    )
+    (tmp_path / "plain.py").write_text("class Box[T]:\n    pass\n")  # no torch: the light path
+    (tmp_path / "bad.py").write_text("import torch\nreturn 1\n")  # rejected by every Python
+    code, findings, _ = run(tmp_path, "new.py", "plain.py", "bad.py")
+    assert code == 1
+    assert by_path(findings) == {"new.py": [("TL110", 8, 5)], "bad.py": [("TL000", 2, 1)]}

@@ -14,7 +14,7 @@ from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
 from torchlint.engine.results import Conditional, FileResult, InternalError
-from torchlint.engine.source import Source, python_lines, syntax_error
+from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error
 from torchlint.findings import Finding, Location
 
 
@@ -138,6 +138,8 @@ def _quick_parse(source: Source) -> ast.Module | Finding:
     try:
         return compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
+        if newer_python_syntax(source.text, error):
+            return ast.Module(body=[], type_ignores=[])  # valid for Python 3.12: nothing to report
         location = source.location(error.lineno or 1, error.offset or 1)
         return syntax_error(source.path, f"cannot parse: {error.msg}", location.line, location.column, location.cell)
     except (ValueError, RecursionError, MemoryError) as error:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tokenize
 import warnings
 from dataclasses import dataclass, field, replace
@@ -235,10 +236,42 @@ def compile_error(path: str, text: str) -> Finding | None:
             warnings.simplefilter("ignore")  # invalid escapes warn; that is not a syntax error
             compile(text, path, "exec", dont_inherit=True)
     except SyntaxError as error:
+        if newer_python_syntax(text, error):
+            return None
         return syntax_error(path, f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1)
     except (ValueError, RecursionError, MemoryError, OverflowError) as error:
         return syntax_error(path, f"cannot parse: {error or type(error).__name__}")
     return None
+
+
+def newer_python_syntax(text: str, error: SyntaxError) -> bool:
+    """Whether the running Python (before 3.12) rejects ``text`` only for syntax that
+    Python 3.12 accepts and libcst parses: PEP 695 type parameters and ``type`` aliases,
+    PEP 701 f-strings. Such code is valid for the Python it targets: no TL000."""
+    if sys.version_info >= (3, 12):
+        return False
+    import libcst as cst  # only on this error path: `import torchlint.engine` loads no libcst
+
+    try:
+        module = cst.parse_module(text)
+    except Exception:
+        return False
+    if (error.msg or "").startswith("f-string"):
+        return True  # libcst reads every f-string as 3.12 does (quotes reused inside, ...)
+
+    class NewSyntax(cst.CSTVisitor):
+        found = False
+
+        def visit_TypeAlias(self, node: cst.TypeAlias) -> bool:
+            NewSyntax.found = True
+            return False
+
+        def visit_TypeParameters(self, node: cst.TypeParameters) -> bool:
+            NewSyntax.found = True
+            return False
+
+    module.visit(NewSyntax())
+    return NewSyntax.found
 
 
 class FileTooLargeError(OSError):
