@@ -81,6 +81,9 @@ def test_the_trace_gives_each_sync_its_wait_and_the_idle_gap_after_it(tmp_path):
     assert g["gap_s"] == pytest.approx(2 * 120e-6)
     assert g["saving_s"] == pytest.approx(2 * 120e-6)  # min(wait, gap) per sync
     assert win["matmul_device_s"] == pytest.approx(2 * 4300e-6)  # aten::mm's kernels, not the add's
+    # a GEMM known by its name alone (cuBLAS's nvjet kernels on Hopper), whatever op it is linked to
+    renamed = events + [kernel(20_000, 700, ext=999, name="nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT")]
+    assert window_of(tmp_path, renamed, "/abs/train.py")["matmul_device_s"] == pytest.approx(2 * 4300e-6 + 700e-6)
     # the window's last sync with no kernel after it is counted, not measured
     last = step_events(0, wait=50, gap=300, gemm=40)[:-2]
     (g,) = window_of(tmp_path, last, "/abs/train.py")["sync_gaps"]

@@ -38,10 +38,17 @@ TRACES_DIR = "traces"
 TRACE_SUFFIX = ".pt.trace.json"
 SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-#: aten ops that launch the GEMM kernels TF32 would speed up (the innermost op that launched
-#: a kernel is charged its device time, so these never count a kernel twice)
+#: aten ops that launch the GEMM kernels TF32 would speed up; a kernel counts when the op whose
+#: External id it carries is one of these, or when its name says GEMM (cuBLAS's names vary by
+#: GPU and version: ``ampere_sgemm_*``, ``sm90_xmma_gemm_*``, ``cutlass_*gemm*``, ``nvjet_*``)
 MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
-                        "aten::_addmm_activation", "aten::addmv", "aten::mv"})
+                        "aten::_addmm_activation", "aten::addmv", "aten::mv", "aten::matmul", "aten::linear"})
+_GEMM_NAMES = ("gemm", "gemv", "nvjet")
+
+
+def _is_gemm(kernel: str) -> bool:
+    low = kernel.lower()
+    return any(word in low for word in _GEMM_NAMES)
 
 
 def trace_name(window: str, worker: str | None = None, when_ms: int | None = None) -> str:
@@ -70,6 +77,7 @@ class FileSummary:
         self.pageable = 0
         self.window_us = 0.0
         self.busy_us = 0.0
+        self.gemm_us = 0.0  # device time of the GEMM kernels (TLR08's model)
         #: call-site range (None: outside any) -> [syncs, waited_us, gap_us, saving_us, syncs with a next kernel]
         self.sync_sites: dict[str | None, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
         self._syncs: list[tuple[str | None, float, float]] = []  # (range, end, waited), this file
@@ -80,6 +88,8 @@ class FileSummary:
         cpu: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
+        kernels: list[tuple[Any, str, float]] = []  # (External id, name, µs): the GEMMs are picked below
+        op_names: dict[Any, str] = {}  # External id -> the CPU op that holds it
         for e in events:
             if e.get("ph") != "X" or e.get("cat") == "Trace":  # "Trace": the profiler's own span
                 continue
@@ -91,6 +101,8 @@ class FileSummary:
                 ext = (e.get("args") or {}).get("External id")
                 if ext is not None:
                     kernel_us[ext] += dur
+                if cat == "kernel":
+                    kernels.append((ext, name, dur))
                 if "Memcpy" in name:
                     m = self.memcpy[name]
                     m[0] += 1
@@ -100,6 +112,8 @@ class FileSummary:
                 continue
             if name in SYNCS:
                 self.syncs += 1
+            if cat == "cpu_op":
+                op_names[(e.get("args") or {}).get("External id")] = name
             cpu[e.get("tid")].append(e)
         lo, hi = float("inf"), float("-inf")
         for thread in cpu.values():
@@ -111,6 +125,7 @@ class FileSummary:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
         self._sync_gaps(sorted(start for start, _ in device))
+        self.gemm_us += sum(dur for ext, name, dur in kernels if op_names.get(ext) in MATMUL_OPS or _is_gemm(name))
 
     def _sync_gaps(self, starts: list[float]) -> None:
         """The GPU idle gap after each sync: from its return to the next device activity
@@ -274,7 +289,7 @@ class WindowSummary:
                 memcpy[name][1] += row[1]
         window_us = sum(f.window_us for f in self.files)
         busy_us = sum(f.busy_us for f in self.files)
-        matmul_us = sum(row[3] for name, row in table.items() if name in MATMUL_OPS)
+        matmul_us = sum(f.gemm_us for f in self.files)
         ops = sorted(table.items(), key=lambda kv: -kv[1][1])[:40]
         return {
             "ops": [
