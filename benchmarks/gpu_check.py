@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     kit = Kit(out=out, work=work, dry=opts.dry_run, deadline_s=opts.deadline_s, wheels=opts.wheels,
               smoke=not opts.no_smoke)
+    kit.writer = write_outputs
     kit.log(f"gpu_check {'--dry-run ' if kit.dry else ''}out={out} work={work} deadline={opts.deadline_s:.0f}s")
     status = 0
     try:

@@ -67,6 +67,7 @@ class Kit:
         self.started = time.monotonic()
         self.deadline = self.started + deadline_s
         self.site: Path | None = None  # wheels installed with --target, when the environment refused them
+        self.writer: Callable[[Kit], None] | None = None  # writes summary.md and gpu_check.json (gpu_check.py)
         self.results: dict[str, Any] = {
             "kit": "torchlint benchmarks/gpu_check.py", "dry_run": dry, "deadline_s": deadline_s,
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "facts": {}, "steps": {},
@@ -120,6 +121,12 @@ class Kit:
 
     def python(self, *args: str, **kw: Any) -> dict[str, Any]:
         return self.run([sys.executable, *args], **kw)
+
+    def progress(self, step: str, partial: dict[str, Any]) -> None:
+        """A step's results so far, written out: a run stopped at its limit keeps them."""
+        self.results["steps"][step] = {"verdict": "running", **partial}
+        if self.writer is not None:
+            self.writer(self)
 
     # -- steps --------------------------------------------------------------
 
@@ -212,7 +219,7 @@ def _wheels(kit: Kit) -> dict[str, Any]:
 
 
 def _facts(kit: Kit) -> dict[str, Any]:
-    facts: dict[str, Any] = {"commit": _commit()}
+    facts: dict[str, Any] = {"commit": _commit(), "sources": _tree_digest()}
     if kit.dry:
         from importlib import metadata
 
@@ -228,6 +235,17 @@ def _facts(kit: Kit) -> dict[str, Any]:
     except (ValueError, IndexError):
         facts["error"] = res["output"][-1000:]
     return facts
+
+
+def _tree_digest() -> str:
+    """A digest of torchlint's sources: names the version where the copy has no git history."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "torchlint").rglob("*.py")):
+        h.update(str(p.relative_to(ROOT)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def _commit() -> str:
@@ -357,8 +375,8 @@ def step_profile(kit: Kit) -> dict[str, Any]:
         if entry.get("plain_wall_s"):
             entry["overhead"] = res["wall_s"] / entry["plain_wall_s"]
         runs[name] = entry
-        kit.results["steps"]["profile"] = {"verdict": "running", "runs": runs}
         kit.pack_runs()
+        kit.progress("profile", {"runs": runs})
     bad = [n for n, r in runs.items() if r.get("verdict") == "FAIL"]
     return {"verdict": "FAIL" if bad else "PASS", "runs": runs,
             "why": f"failed: {', '.join(bad)}" if bad else f"{sum(1 for r in runs.values() if r.get('verdict') == 'PASS')} runs reported"}

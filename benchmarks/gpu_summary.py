@@ -19,6 +19,10 @@ def _s(x: Any) -> str:
     return "-" if x is None else (f"{x:.2f} s" if abs(x) >= 1 else f"{x * 1e3:.1f} ms")
 
 
+def _yes(x: Any) -> str:
+    return "-" if x is None else ("yes" if x else "NO")
+
+
 def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.0%}"
 
@@ -33,7 +37,7 @@ def render_summary(results: dict[str, Any]) -> str:
         f"- GPU: {gpu}; driver {facts.get('driver') or '-'}; nvidia-smi: {facts.get('nvidia_smi') or '-'}",
         f"- torch {facts.get('torch') or '-'} (CUDA {facts.get('torch_cuda') or '-'}, cuDNN {facts.get('cudnn') or '-'}), "
         f"Python {facts.get('python') or '-'}, {facts.get('cpus') or '-'} CPUs",
-        f"- torchlint: {facts.get('commit') or '-'}",
+        f"- torchlint: {facts.get('commit') or '-'} (sources {facts.get('sources') or '-'})",
         f"- started {results.get('started')}, "
         + (f"finished {results['finished']} after {results.get('elapsed_s', 0):.0f} s" if results.get("finished")
            else "still running (or stopped before its end: the steps below are what it had)"),
@@ -138,9 +142,10 @@ def _savings(step: dict[str, Any], dry: bool) -> list[str]:
         truth = (f"{_s(t.get('true'))} [{_s(t.get('low'))}, {_s(t.get('high'))}] {t.get('verdict')}" if t else "-")
         ci = r.get("measured_ci") or (None, None)
         meas = (f"{_s(r.get('measured'))} [{_s(ci[0])}, {_s(ci[1])}] {r.get('measured_verdict')}"
-                if r.get("measured") is not None else str(r.get("measured_verdict") or "-"))
+                if r.get("measured") is not None else
+                " ".join(x for x in (str(r.get("measured_verdict") or "-"), str(r.get("why") or "")[:120]) if x))
         out.append(f"| {r['script']} | {r['fix']} | {r.get('rank') or '-'} | {_s(r.get('expected'))} | {_cell(meas)} | "
-                   f"{truth} | {r.get('agree', '-')} | {r.get('within', '-')} |")
+                   f"{truth} | {_yes(r.get('agree'))} | {_yes(r.get('within'))} |")
     for name, note in (step.get("notes") or {}).items():
         out.append(f"- {name}: {note}")
     return out + [""]

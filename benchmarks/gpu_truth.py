@@ -26,7 +26,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from savings import changed_lines, findings_of  # noqa: E402
 
 from torchlint.experiment.stats import compare  # noqa: E402
-from torchlint.savings import NO_CHANGE  # noqa: E402
 
 ROUNDS = 4  # timed rounds after the warm-up: 4 runs an arm, the fewest that can exclude 0
 
@@ -64,7 +63,7 @@ def savings_rows(kit: Any, where: Path) -> dict[str, Any]:
         found = findings_of(report, experiment)
         for fix in fixes:
             rows.append(_row(name, fix, where, found, truth.get(fix.name), steps))
-            kit.results["steps"]["savings"] = {"verdict": "running", "rows": rows}
+        kit.progress("savings", {"rows": rows, "notes": notes})
     judged = [r for r in rows if r.get("measured_verdict") not in (None, "skipped", "not a finding") and r.get("truth")]
     agree = [r for r in judged if r["agree"]]
     verdict = "PASS" if judged and len(agree) == len(judged) else ("FAIL" if judged else "SKIPPED")
@@ -120,8 +119,8 @@ def _row(name: str, fix: Path, where: Path, found: list[dict[str, Any]], truth: 
         same = row["measured_verdict"] == truth["verdict"]
         close = abs(row["measured"] - truth["true"]) <= max(0.3 * abs(truth["true"]), 0.020)
         row.update(agree=same, within=close)
-    elif truth:
-        row.update(agree=truth["verdict"] == NO_CHANGE and row.get("measured_verdict") == NO_CHANGE, within=None)
+    else:
+        row.update(agree=None, within=None)  # nothing measured (skipped, not a finding) or no truth
     return row
 
 
