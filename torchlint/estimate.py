@@ -154,15 +154,10 @@ def workers_estimate(c: Correlated, session: ProfileSession, workers: int = 0) -
 
 
 def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
-    """A sync costs the GPU idle gap it creates, never more than the host waited in it.
-
-    While the host waits in a sync the GPU is still busy with the work queued before it;
-    what the sync loses is the time after it returns, until the host has launched the
-    next kernel: the gap the torch.profiler window shows (trace ``sync_gaps``). Without
-    the sync the host would have queued that kernel while the GPU was busy, so removing
-    it saves ``min(wait, gap)`` per sync. Issue 26: on a GPU-busy loop the older bound
-    (``min(host, device)`` capped by the wait) said 4.3 ms a step where removing the
-    ``.item()`` saved 0.12 ms; the gap after it was the next step's launch latency."""
+    """A sync costs the GPU idle gap it leaves (from its return to the next kernel's start,
+    the window's ``sync_gaps``), never more than the host waited in it: while the host
+    waits, the GPU still runs what was queued. Issue 26: the older bound said 4.3 ms a step
+    where removing the ``.item()`` saved 0.12 ms, the next step's launch latency."""
     if not on_gpu(session):
         return Estimate(
             model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
@@ -200,8 +195,7 @@ def _gaps_at(c: Correlated, session: ProfileSession) -> list[dict[str, Any]]:
 
 
 def _sync_bound_without_trace(c: Correlated, session: ProfileSession, steps: int) -> Estimate:
-    """The older bound, where no device trace covers the finding's syncs (no window ran, or
-    its syncs were outside it): labelled, because it overstates on a busy GPU."""
+    """The older bound where no trace covers the syncs: labelled, it overstates on a busy GPU."""
     observed = c.observed_s
     if not steps:
         return Estimate(model="the wait at these lines (no optimizer steps to spread it over; no device trace)",
@@ -226,14 +220,10 @@ def _sync_bound_without_trace(c: Correlated, session: ProfileSession, steps: int
 
 
 def tf32_estimate(c: Correlated, session: ProfileSession) -> Estimate | None:
-    """TLR08: the GEMM kernels' device time at TF32's throughput.
-
-    The window's matmul kernels (forward and backward: the backward's GEMMs are launched
-    by autograd, not at the finding's line) per step, shared between the TLR08 lines by
-    their fp32 FLOPs, less that time at TF32's tensor-core rate: up to 8x fp32's on the
-    A100 (156 vs 19.5 TFLOP/s) and 7.4x on the H100/H200 (495 vs 67), so at most 7/8 of
-    it. Every GEMM in the window counts, so where some ran in half precision it is an
-    upper bound. Issue 26, one H200: 9.1 -> 3.2 ms a step on a fp32 MLP (65 %)."""
+    """TLR08: the window's GEMM kernels per step (forward and backward: autograd launches the
+    backward's), shared between the TLR08 lines by fp32 FLOPs, less that time at TF32's rate.
+    Every GEMM counts, so with some in half precision it is an upper bound. Issue 26, one
+    H200: 9.1 -> 3.2 ms a step on an fp32 MLP (65 %)."""
     tw = session.torch_window
     matmul, active = tw.get("matmul_device_s"), int(tw.get("active_steps") or 0)
     if not matmul or not active:
