@@ -30,7 +30,7 @@ def cuda() -> None:
 
 
 def profile(tmp_path: Path, script: str, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json", "--out", "run",
          str(GPU / script), *args],
