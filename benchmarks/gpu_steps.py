@@ -457,8 +457,6 @@ def step_micro(kit: Kit) -> dict[str, Any]:
     data = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
     errors = data.get("errors") or {}
     results = data.get("results") or []
-    for r in results:
-        r.pop("times", None) if kit.dry else None
     if kit.dry:
         ok = res["rc"] == 0 and not errors and results
         return {"verdict": "DRY" if ok else "FAIL", "errors": errors, "benchmarks": [r["key"] for r in results],
