@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_steps  # noqa: E402
+from gpu_profile import digest_run  # noqa: E402
 from gpu_summary import render_summary  # noqa: E402
 
 WHEEL = "libcst-1.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
@@ -108,7 +109,7 @@ def _report(tmp_path: Path) -> Path:
 
 def test_a_real_runs_digest_and_summary(tmp_path):
     run_dir = _report(tmp_path)
-    entry = gpu_steps.digest_run(run_dir, {"rc": 0, "wall_s": 3.0, "timed_out": False, "output": ""})
+    entry = digest_run(run_dir, {"rc": 0, "wall_s": 3.0, "timed_out": False, "output": ""})
     assert entry["verdict"] == "PASS" and entry["steps"] == 100
     assert [(r["rank"], r["code"]) for r in entry["ranked"]] == [(1, "TLR08"), (2, "TL101")]
     assert entry["ranked"][1]["expected_per_step"] == pytest.approx(120e-6)
