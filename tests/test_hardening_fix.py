@@ -275,7 +275,7 @@ COMMENTED = {
         "a = Variable(  # wrap\n    x,  # the data\n)\n"
         "b = Variable(x,  # keep\n             requires_grad=True)  # grad\n"
         "d = torch.FloatTensor(  # legacy\n    [1.0, 2.0],  # data\n)\n",
-        ["a = (x", ".detach().requires_grad_(", "torch.tensor("],
+        ["a = x.detach(", ".detach().requires_grad_(", "torch.tensor("],
     ),
     "TL401": (
         "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
