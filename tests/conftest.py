@@ -23,7 +23,10 @@ for x, y in loader:
     print(loss.item())
 """
 RULES_DIR = ROOT / "rules"
-_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+# `# expect: TL101` or, with the finding's impact, `# expect: TL101 (high), TL102 (low)`
+_MARKER = r"TL\d{3}(?:\s*\((?:high|medium|low)\))?"
+_EXPECT = re.compile(rf"#\s*expect:\s*(?P<codes>{_MARKER}(?:\s*,\s*{_MARKER})*)")
+_IMPACT_MARKER = re.compile(r"(?P<code>TL\d{3})(?:\s*\((?P<impact>high|medium|low)\))?")
 
 
 def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
@@ -59,8 +62,20 @@ def expected_markers(text: str) -> set[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), start=1):
         match = _EXPECT.search(line)
         if match:
-            for code in re.split(r"\s*,\s*", match.group("codes")):
-                found.add((number, code))
+            for marker in _IMPACT_MARKER.finditer(match.group("codes")):
+                found.add((number, marker.group("code")))
+    return found
+
+
+def expected_impacts(text: str) -> dict[tuple[int, str], str]:
+    """``(line, code) -> impact`` for every marker that names one (`# expect: TL101 (high)`)."""
+    found = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _EXPECT.search(line)
+        if match:
+            for marker in _IMPACT_MARKER.finditer(match.group("codes")):
+                if marker.group("impact"):
+                    found[(number, marker.group("code"))] = marker.group("impact")
     return found
 
 

@@ -32,7 +32,7 @@ def run(cwd: Path, *args: str) -> tuple[int, list[dict], str]:
     old = Path.cwd()
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, ["check", "--output-format", "json", *args], catch_exceptions=False)
+        result = CliRunner().invoke(main, ["check", "--min-impact", "low", "--output-format", "json", *args], catch_exceptions=False)
     finally:
         os.chdir(old)
     assert "Traceback" not in result.stderr, result.stderr
@@ -74,11 +74,11 @@ def test_fifo_and_socket_named_py_never_hang(tmp_path: Path) -> None:
     try:
         # in a subprocess with a timeout: today's bug is a hang, not an exception
         named = subprocess.run(
-            [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "good.py", "fifo.py", "sock.py"],
+            [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "--output-format", "json", "good.py", "fifo.py", "sock.py"],
             cwd=tmp_path, capture_output=True, text=True, timeout=60, env=_env(),
         )
         walked = subprocess.run(
-            [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "."],
+            [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "--output-format", "json", "."],
             cwd=tmp_path, capture_output=True, text=True, timeout=60, env=_env(),
         )
     finally:
@@ -170,7 +170,7 @@ def test_undecodable_file_names_never_reach_the_output_as_surrogates(tmp_path: P
     name = os.fsdecode(b"b\xffad.py")
     (tmp_path / name).write_text(FINDING)
     proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "."], cwd=tmp_path, capture_output=True, env=_env(), timeout=60,
+        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "."], cwd=tmp_path, capture_output=True, env=_env(), timeout=60,
     )
     out = proc.stdout.decode("utf-8")  # strict: a lone surrogate would have failed to encode
     assert proc.returncode == 1 and "b\ufffdad.py:2:5: TL110" in out, proc.stderr
@@ -364,7 +364,7 @@ def test_a_directory_listed_but_not_entered_is_tl000_not_a_traceback(tmp_path: P
     try:
         for args in ([".", "--no-cache"], ["listed/top.py", "good.py", "--no-cache"]):
             proc = subprocess.run(
-                [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--output-format", "json", *args],
+                [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "--output-format", "json", *args],
                 cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
             )
             assert "Traceback" not in proc.stderr and proc.returncode == 1, proc.stderr
@@ -400,7 +400,7 @@ def test_extend_never_blocks_or_reads_without_end(tmp_path: Path, target: str) -
     elif target == "huge.toml":
         (tmp_path / target).write_text("# padding\n" * 200_000)
     (tmp_path / "torchlint.toml").write_text(f'extend = "{target}"\n')
-    proc = subprocess.run([sys.executable, "-m", "torchlint", "check", "good.py"], cwd=tmp_path, env=_env(),
+    proc = subprocess.run([sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "good.py"], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "torchlint: error: cannot read" in proc.stderr and proc.stdout == ""
@@ -436,7 +436,7 @@ def test_a_named_unreadable_file_is_tl000_and_the_others_are_checked(tmp_path: P
     os.chmod(tmp_path / "locked.py", 0o000)
     try:
         proc = subprocess.run(
-            [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--no-cache", "--output-format", "json", "locked.py", "good.py"],
+            [*_without_root_powers(), sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "--no-cache", "--output-format", "json", "locked.py", "good.py"],
             cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
         )
     finally:

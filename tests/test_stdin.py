@@ -22,7 +22,7 @@ def run(cwd: Path, text: str | bytes, *args: str) -> tuple[int, str, str]:
     old = Path.cwd()
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, ["check", *args], input=text, catch_exceptions=False)
+        result = CliRunner().invoke(main, ["check", "--min-impact", "low", *args], input=text, catch_exceptions=False)
     finally:
         os.chdir(old)
     return result.exit_code, result.stdout, result.stderr
@@ -77,11 +77,12 @@ def test_unparsable_and_undecodable_stdin_is_tl000(tmp_path: Path) -> None:
 
 def test_real_pipe(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "-", "--stdin-filename", "t.py", "--output-format", "concise"],
+        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "-", "--stdin-filename", "t.py", "--output-format", "concise"],
         input=SOURCE, capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.startswith("t.py:6:5: TL303 [*]")
+    assert proc.stdout.startswith("t.py:7:11: TL101")  # the highest impact first
+    assert "\nt.py:6:5: TL303 [*]" in proc.stdout
 
 
 def _long_chain(terms: int) -> str:
@@ -94,7 +95,7 @@ def test_fix_on_a_deeply_nested_file_echoes_it_and_keeps_its_findings(tmp_path: 
     unchanged (it came back empty, a RecursionError on stderr)."""
     text = _long_chain(1500)
     proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "-", "--fix", "--stdin-filename", "d.py"],
+        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "-", "--fix", "--stdin-filename", "d.py"],
         input=text, capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )
     assert proc.stdout == text

@@ -29,7 +29,9 @@ def codes(text: str, config: Config | None = None) -> list[str]:
     return [f.code for f in lint_source(text, "train.py", config)]
 
 
-run = run_check
+def run(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`check ARGS` showing every finding: TL303 (a memset per step) is low impact."""
+    return run_check(cwd, "--min-impact", "low", *args)
 
 
 def test_line_noqa_forms() -> None:
@@ -138,12 +140,16 @@ def test_statistics_counts_per_rule(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text(source(zero="  # noqa"))
     code, out, _ = run(tmp_path, ".", "--statistics")
     assert code == 1
-    assert out.splitlines() == ["2\tTL101\t    scalar-sync-in-loop", "1\tTL303\t[*] zero-grad-memset"]
+    assert out.splitlines() == ["2\tTL101\t    scalar-sync-in-loop\t2 high", "1\tTL303\t[*] zero-grad-memset\t1 low"]
     rows = json.loads(run(tmp_path, ".", "--statistics", "--output-format", "json")[1])
     assert rows == [
-        {"code": "TL101", "name": "scalar-sync-in-loop", "count": 2, "fixable": False},
-        {"code": "TL303", "name": "zero-grad-memset", "count": 1, "fixable": True},
+        {"code": "TL101", "name": "scalar-sync-in-loop", "count": 2, "fixable": False, "impact": {"high": 2}},
+        {"code": "TL303", "name": "zero-grad-memset", "count": 1, "fixable": True, "impact": {"low": 1}},
     ]
+    # By default (medium and up) the low one is not counted, and the last line says so.
+    code, out, _ = run_check(tmp_path, ".", "--statistics")
+    assert out.splitlines() == ["2\tTL101\t    scalar-sync-in-loop\t2 high",
+                                "(1 lower-impact finding not counted: `--min-impact low` counts them)"]
 
 
 def test_show_fixes_before_and_after_fixing(tmp_path: Path) -> None:

@@ -72,6 +72,21 @@ class SourceLines:
         return lines[line - 1] if 0 < line <= len(lines) else None
 
 
+def keep_shown(result: LintResult, config_for: Any) -> Counter[str]:
+    """Keep in ``result`` the findings at or above each file's ``min-impact`` (what the
+    report shows and the exit status follows); how many of each impact were left out."""
+    from torchlint.findings import at_least
+
+    shown, left_out = [], Counter()
+    for finding in result.findings:
+        if at_least(finding.impact, config_for(Path(finding.path)).min_impact):
+            shown.append(finding)
+        else:
+            left_out[finding.impact] += 1
+    result.findings = shown
+    return left_out
+
+
 def emit(text: str, output_file: Path | None, err: bool = False, color: bool = False) -> None:
     """The report to stdout (stderr when stdout carries fixed source), or written to
     ``output_file`` (its folder made if needed)."""
@@ -96,21 +111,24 @@ def report(
     statistics: bool = False,
     lines: SourceLines | None = None,
     err: bool = False,
+    left_out: Counter[str] | None = None,
 ) -> None:
-    """Print (or write) the report of ``result`` and its internal errors."""
+    """Print (or write) the report of ``result`` and its internal errors; ``left_out``
+    counts the findings below ``min-impact``, by impact (the summary says how to see them)."""
     from torchlint.report import HUMAN_FORMATS, ReportContext, render
     from torchlint.report.color import use_color
 
     if statistics:
         from torchlint.report import statistics as stats
 
-        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS), output_file, err)
+        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out), output_file, err)
     else:
         stream: TextIO = sys.stderr if err else sys.stdout
         context = ReportContext(
             files_checked=result.files_checked,
             fixed=fixed,
             failed=len({error.path for error in result.errors}),
+            left_out=dict(left_out or {}),
             color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
             root=Path.cwd(),
             line_text=lines or SourceLines(),

@@ -29,6 +29,7 @@ _VERSION = re.compile(r"^(\d+)\.(\d+)")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])?\s*$")
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
 DEFAULT_MAX_FILE_SIZE = 1_000_000  # libcst needs ~700x a file's size in memory
+_IMPACTS = ("high", "medium", "low")  # findings.IMPACTS, highest first (tests/test_catalogue.py keeps them equal)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Config:
     min_dimension: int = 32
     target_torch: str = "2.4"
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; larger files are reported, not parsed
+    min_impact: str = "medium"  # the lowest impact shown: findings.IMPACTS (not imported: see the table in docs/architecture.md)
     root: Path = field(default_factory=Path.cwd)  # where relative patterns are anchored
     source: Path | None = None  # the config file that was read, if any
     extended: tuple[Path, ...] = ()  # the files its `extend` chain read, nearest first
@@ -95,6 +97,10 @@ def _coerce(key: str, value: Any) -> Any:
     if name == "respect_gitignore":
         if not isinstance(value, bool):
             raise ConfigError(f"`{key}` must be true or false")
+        return value
+    if name == "min_impact":
+        if value not in _IMPACTS:
+            raise ConfigError(f"`{key}` must be one of {', '.join(_IMPACTS)}, got {value!r}")
         return value
     if name == "target_torch":
         value = str(value)

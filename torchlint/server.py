@@ -30,7 +30,7 @@ from torchlint.engine.fixes import apply_fixes, keep_untouched
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.pool import collector_paused, guarded
 from torchlint.engine.source import Source, line_and_column, lines_with_ends, syntax_error
-from torchlint.findings import Finding
+from torchlint.findings import LOW, MEDIUM, Finding
 from torchlint.report.rule_info import description, rule_url
 
 DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
@@ -101,11 +101,20 @@ def _range(finding: Finding) -> types.Range:
     return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
 
 
+def _severity(finding: Finding) -> types.DiagnosticSeverity:
+    """An editor's severity by impact: high findings are warnings (errors are TL000's, code
+    that cannot be checked), medium ones information, low ones hints (dots, not squiggles)."""
+    if finding.code == "TL000":
+        return types.DiagnosticSeverity.Error
+    return {LOW: types.DiagnosticSeverity.Hint, MEDIUM: types.DiagnosticSeverity.Information}.get(finding.impact, types.DiagnosticSeverity.Warning)
+
+
 def diagnostic(finding: Finding, linted: Linted) -> types.Diagnostic:
     return types.Diagnostic(
         range=linted.to_client(_range(finding)),
-        message=finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
-        severity=types.DiagnosticSeverity.Error if finding.code == "TL000" else types.DiagnosticSeverity.Warning,
+        message=finding.message + (f"\nimpact: {finding.impact} ({finding.impact_reason})" if finding.impact else "")
+        + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
+        severity=_severity(finding),
         code=finding.code,
         code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)),
         source="torchlint",

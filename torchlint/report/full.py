@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from torchlint.findings import Finding
-from torchlint.report.concise import headline, summary
+from torchlint.report.concise import by_impact, headline, summary
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -80,13 +80,17 @@ def snippet(finding: Finding, context: ReportContext) -> tuple[list[str], int]:
 def render_finding(finding: Finding, context: ReportContext) -> str:
     source, width = snippet(finding, context)
     lines = [headline(finding, context.color), *source]
+    # Under the gutter's `|` as ruff puts it; indented as the concise help was without source.
+    lead = f"{' ' * width} = " if source else "  "
+    if finding.impact:
+        label = click.style("impact:", fg="magenta", bold=True) if context.color else "impact:"
+        lines.append(f"{lead}{label} {finding.impact} ({finding.impact_reason})")
     if finding.fix_hint:
         hint = click.style("help:", fg="cyan", bold=True) if context.color else "help:"
-        # Under the gutter's `|` as ruff puts it; indented as the concise help was without source.
-        lines.append(f"{' ' * width} = {hint} {finding.fix_hint}" if source else f"  {hint} {finding.fix_hint}")
+        lines.append(f"{lead}{hint} {finding.fix_hint}")
     return "\n".join(lines)
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
-    body = [render_finding(f, context) + "\n" for f in findings]
-    return "\n".join([*body, summary(findings, context.files_checked, context.fixed, context.failed)])
+    body = [render_finding(f, context) + "\n" for f in by_impact(findings)]
+    return "\n".join([*body, summary(findings, context.files_checked, context.fixed, context.failed, context.left_out)])

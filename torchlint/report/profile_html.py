@@ -17,7 +17,7 @@ from torchlint.profiler import stacks as stack_files
 from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line
+from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, static_by_impact
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -108,7 +108,7 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     findings = report["findings"]
     ranked = ranked_findings(report)
     unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
-    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    static_only = static_by_impact(findings)
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
     if not ranked and not unranked:
         out.append('<p class="muted">No finding had an observed cost or an expected saving in this run.</p>')
@@ -117,8 +117,8 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
         out.append("<h3>Observed but not ranked (no saving model applies here)</h3>")
         out.extend(_finding(f, cwd, "–") for f in unranked)
     if static_only:
-        out.append("<h3>Static-only findings (nothing measured at these lines)</h3><ul>")
-        out.extend(f"<li><code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
+        out.append("<h3>Static-only findings (nothing measured at these lines), by their static impact</h3><ul>")
+        out.extend(f"<li>{escape(f.get('impact') or '')} <code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
     out.append("<h2>Runtime findings</h2>")

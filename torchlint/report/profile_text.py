@@ -8,7 +8,14 @@ from typing import Any
 from torchlint.correlate import display_path
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.findings import IMPACT_RANK
 from torchlint.savings import ALPHA
+
+
+def static_by_impact(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings nothing in the run measured, highest static impact first (docs/impact.md)."""
+    static = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    return sorted(static, key=lambda f: IMPACT_RANK.get(f.get("impact") or "", 0))
 
 
 def _pct(share: float | None) -> str:
@@ -228,7 +235,7 @@ def render(report: dict[str, Any]) -> str:
     findings = report["findings"]
     ranked = ranked_findings(report)
     unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
-    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    static_only = static_by_impact(findings)
     lines.append("")
     if ranked:
         lines.append("Findings ranked by what fixing them saves (measured saving first, then expected)")
@@ -247,9 +254,10 @@ def render(report: dict[str, Any]) -> str:
         lines.append("No finding had an observed cost or an expected saving in this run.")
         lines.append("")
     if static_only:
-        lines.append("Static-only findings (nothing measured at these lines in this run)")
+        lines.append("Static-only findings (nothing measured at these lines in this run), by their static impact")
         for f in static_only:
-            lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+            impact = f"[{f['impact']}] " if f.get("impact") else ""
+            lines.append(f"      {impact}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
             if f.get("context"):
                 fetch_s = sum(e["total_s"] for e in f["context"])
                 lines.append(f"      {'':>4}context: {_s(fetch_s)} fetching batches from this loader")

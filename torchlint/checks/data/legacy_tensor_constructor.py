@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import LEGACY_DTYPES, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -28,6 +29,7 @@ class LegacyTensorConstructor(Check):
 
     code = "TL204"
     name = "legacy-tensor-constructor"
+    cost = Cost.API_AGE
     message = "`{ref}` {why}"
     fix_hint = "Use `torch.tensor(data, dtype=..., device=...)` (or `torch.empty(size, dtype=...)`); `Variable(x)` is `x.detach()` (just `x` when it tracks no gradient)"
     fix_safety = FixSafety.UNSAFE

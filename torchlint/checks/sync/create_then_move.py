@@ -9,6 +9,7 @@ from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device, legacy_
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -37,6 +38,7 @@ class CreateThenMove(Check):
 
     code = "TL110"
     name = "create-then-move"
+    cost = Cost.ALLOCATION
     message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
