@@ -401,6 +401,21 @@ class ValueKinds(LossFacts, ArrayFacts):
             return bound[0].value
         return None
 
+    def constructors(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> list[cst.Call]:
+        """Every call that may have built ``expr``'s value: ``expr`` itself, or the call of
+        each binding of the name (``ds = A(...)`` in one branch, ``ds = A(...)`` in the
+        other). Empty when a binding is anything but a call assigned whole."""
+        if isinstance(expr, cst.Call):
+            return [expr]
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return []
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        if not bound or not all(b.kind == "assign" and b.element is None and isinstance(b.value, cst.Call) for b in bound):
+            return []
+        return [b.value for b in bound]  # type: ignore[misc]
+
+
 def _annotated_python_value(function: cst.FunctionDef) -> bool:
     """Is the function annotated to return a plain Python number, flag or string?"""
     returns = function.returns

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_feeds, loader_option, tensor_dataset
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
@@ -33,9 +33,7 @@ class DataloaderNoWorkers(Check):
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch: workers would only add start-up time
-        if tensor_dataset(ctx, node) is not None:
-            return  # tensors already in memory (or on the device, where workers cannot go)
-        if in_memory_dataset(ctx, node) is not None:
-            return  # its items are slices of tensors it holds, or made on the device: the same
+        if no_work_for_workers(ctx, node) is not None:
+            return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         call = short_code(ctx.module, node.func) + "(...)"
         self.report(node, where=loader_feeds(ctx, node), related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
