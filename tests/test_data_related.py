@@ -42,3 +42,15 @@ def test_related_lines_are_the_loops_that_iterate_the_loader() -> None:
     findings = lint_source(SOURCE, "train.py", from_table({"select": ["TL201"]}, Path(".")))
     related = {f.line: sorted(r.line for r in f.related) for f in findings}
     assert related == {7: [12, 26], 18: [21]}
+
+
+def test_a_legacy_constructor_of_one_unknown_argument_gets_a_hint_for_data_and_for_sizes() -> None:
+    """`torch.FloatTensor(rows).cuda()`: `rows` may be data or a size; `torch.empty(size)`
+    alone was wrong code for data."""
+    from torchlint.config import from_table
+    from torchlint.engine import lint_source
+
+    text = "import torch\n\ndef f(rows):\n    return torch.FloatTensor(rows).cuda()\n"
+    (finding,) = lint_source(text, "f.py", from_table({"select": ["TL110"]}, Path(".")))
+    assert "`torch.tensor(rows, dtype=torch.float32, device=device)`" in finding.fix_hint
+    assert "`torch.empty(rows, dtype=torch.float32, device=device)`" in finding.fix_hint

@@ -189,6 +189,8 @@ class Devices:
         if isinstance(expr, cst.Call):
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
+            if self.module_on_host(expr.func, at):
+                return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
                 return True
             if self._torch_op_of_host_values(expr, at, _depth):
@@ -199,6 +201,50 @@ class Devices:
             # would make the result a device value, so both sides must be host or numbers)
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in (expr.left, expr.right))
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def module_on_host(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is the callable ``func`` (``model``, ``self.net``) a module whose last move before
+        ``at`` in source order took it to the host? ``nn.Module.cpu()`` and ``.to("cpu")``
+        move the module in place, so ``model_cpu = model.cpu()`` moves ``model`` too, and
+        every call of either runs on the host until a move back."""
+        name = dotted(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(func) is not None:
+            return False
+        tree = self.ctx.tree
+        where, scope = tree.index(at), tree.scope_of(at)
+        latest: tuple[int, str] | None = None
+        for index, placement, moved_in in self._module_moves().get(name, ()):
+            # the same name in another function may be another module: moves count in the
+            # scope of `at`, or at module level for a name the scope does not bind itself
+            same = moved_in is scope or (moved_in is tree.module and not self._bound_in(name, at, scope))
+            if same and index < where and (latest is None or index > latest[0]):
+                latest = (index, placement)
+        reaching = self.ctx.bindings.reaching(name, at)  # `model_cpu = model.cpu()`: the alias
+        if reaching is not None and isinstance(reaching.value, cst.Call) and reaching.element is None:
+            moved = self.move(reaching.value)
+            index = self.ctx.tree.index(reaching.node)
+            if moved is not None and (latest is None or index > latest[0]):
+                latest = (index, moved)
+        return latest is not None and latest[1] == "host"
+
+    def _module_moves(self) -> dict[str, list[tuple[int, str, cst.CSTNode]]]:
+        """receiver name -> (pre-order index, "host" or "device", scope) of each ``.cpu()``,
+        ``.cuda()`` or ``.to(place)`` made on it (once per file)."""
+        if not hasattr(self, "_moves"):
+            self._moves: dict[str, list[tuple[int, str, cst.CSTNode]]] = {}
+            tree = self.ctx.tree
+            for call in self.ctx.method_calls(("cpu", "cuda", "to")):
+                receiver = dotted(call.func.value)  # type: ignore[attr-defined]
+                placement = self.move(call)
+                if receiver is not None and placement is not None:
+                    self._moves.setdefault(receiver, []).append((tree.index(call), placement, tree.scope_of(call)))
+        return self._moves
+
+    def _bound_in(self, name: str, at: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """Does ``scope``, the function around ``at``, bind ``name`` itself (a parameter,
+        an assignment), so that the module-level name is not the one ``at`` reads?"""
+        return scope is not self.ctx.tree.module and any(
+            self.ctx.tree.scope_of(b.node) is scope for b in self.ctx.bindings.lookup(name, at))
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose

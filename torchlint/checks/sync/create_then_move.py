@@ -186,8 +186,15 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
 
 
 def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type: ignore[no-untyped-def]
-    """Legacy constructors take no ``device=``: name the modern factory that does."""
+    """Legacy constructors take no ``device=``: name the modern factory that does. One
+    argument that is neither a number nor known data may be either: name both."""
     dtype = legacy_dtype(qualified) or "float32"
+    positional = [a.value for a in factory.args if a.keyword is None and not a.star]
+    if len(positional) == 1 and not isinstance(positional[0], cst.Integer):
+        arg = short_code(ctx.module, positional[0])
+        return (f"Legacy constructors take no `device=`: if `{arg}` holds data, build it on the device with "
+                f"`torch.tensor({arg}, dtype=torch.{dtype}, device=device)`; if it is a size, "
+                f"`torch.empty({arg}, dtype=torch.{dtype}, device=device)`")
     return f"Legacy constructors take no `device=`: create it on the device with `torch.empty(size, dtype=torch.{dtype}, device=device)`"
 
 
