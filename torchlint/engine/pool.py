@@ -254,23 +254,25 @@ def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progr
 
 def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
-    executor = _new_pool(min(jobs, len(chunks)), configs)
-    if executor is None:
-        return None
-    with executor:
-        try:
-            futures = {executor.submit(_check_chunk, chunk, _slots(chunk, configs)): index for index, chunk in enumerate(chunks)}
-        except (OSError, RuntimeError):
+    # The handlers come first: a signal between the workers' start and the wait for their
+    # results must stop them too.
+    with _stop_signals_end_the_pool():
+        executor = _new_pool(min(jobs, len(chunks)), configs)
+        if executor is None:
             return None
-        try:
-            with _stop_signals_end_the_pool():
+        with executor:
+            try:
+                try:
+                    futures = {executor.submit(_check_chunk, chunk, _slots(chunk, configs)): index for index, chunk in enumerate(chunks)}
+                except (OSError, RuntimeError):
+                    return None
                 done = _collect(futures, chunks, progress)
-        except KeyboardInterrupt:
-            executor.shutdown(wait=False, cancel_futures=True)
-            raise
-        except _Stopped as stopped:
-            _kill_workers(executor)
-            raise SystemExit(128 + stopped.signum) from None
+            except KeyboardInterrupt:
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+            except _Stopped as stopped:
+                _kill_workers(executor)
+                raise SystemExit(128 + stopped.signum) from None
     lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
     again = _one_by_one(lost, configs, progress, worked=bool(done)) if lost else []
     if again is None:
