@@ -47,6 +47,7 @@ from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noq
 from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
+from torchlint.profiler.tooltime import TOOL, as_probe  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 
@@ -141,6 +142,9 @@ class TorchRun:
         from torchlint.profiler.modules import ModuleTimer
 
         self.modules = ModuleTimer()  # forward time per nn.Module, in the windows only
+        from torchlint.profiler.linetrace import LineRanges
+
+        self.lines = LineRanges(self.rec.labels)  # the user's line around each op, in the windows only
         self.faults = FaultWatch()  # page faults in the steady state (TLR09)
 
     def _watch_first_optimizer(self) -> None:
@@ -157,7 +161,7 @@ class TorchRun:
                 run.first_optimizer = user_site(sys._getframe(1))
             orig(self, *args, **kwargs)
 
-        cls.__init__ = __init__
+        cls.__init__ = as_probe(__init__, "Optimizer.__init__")  # profile.prof shows the constructor
 
     def one_time_costs(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [
@@ -183,6 +187,13 @@ class TorchRun:
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self.rec.main_ident:
             return
+        t_hook = TOOL.begin()
+        try:
+            self._step(optimizer)
+        finally:  # all of the hook is torchlint's: profile.prof takes it out of its callers
+            TOOL.end(t_hook, sys._getframe())
+
+    def _step(self, optimizer: Any) -> None:
         self.optimizers.add(type(optimizer).__name__)
         if self.eval_window.recording:
             self.eval_window.stop("training resumed")
@@ -211,6 +222,7 @@ class TorchRun:
         t_tool = time.perf_counter()
         self.faults.tool_begin()
         self.memory.on_step()
+        self.lines.stop()  # its ranges end before a window can: _update_phase opens them again
         try:
             if self.steps == 1:
                 self._start_profiler()
@@ -277,8 +289,10 @@ class TorchRun:
         self.rec.labels_on = recording
         if recording:
             self.modules.start()
+            self.lines.start(sys._getframe())
         else:
             self.modules.stop()
+            self.lines.stop()
         if recording:
             self.window_steps.append(self.steps + 1)  # the iteration that starts now
 
@@ -290,6 +304,7 @@ class TorchRun:
         rec.busy = True
         rec.labels_on = False
         self.modules.stop()
+        self.lines.stop()
         t_tool = time.perf_counter()
         self._ready_seen += 1
         self._window_done = True
@@ -328,6 +343,7 @@ class TorchRun:
         self.eval_window.uninstall()
         rec.labels_on = False
         self.modules.stop()
+        self.lines.stop()
         partial = False
         if self.prof is not None:
             from torch.profiler import ProfilerAction
@@ -399,6 +415,7 @@ class TorchRun:
             "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
             "allocator": self._allocator_summary(),  # TLR09 evidence (allocator.py)
             "sync_debug": {"enabled": self.sync_debug.enabled},
+            "lines": {"recorded": self.lines.lines_seen, "refused": self.lines.refused},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
                 "active_steps": active_steps,

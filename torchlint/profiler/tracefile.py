@@ -26,6 +26,10 @@ from typing import Any
 from torchlint.profiler.session import Hotspot
 
 LABEL_PREFIX = "torchlint "
+LINE_PREFIX = "torchlint line "  # linetrace.py: the user's line an op ran under
+MODULE_PREFIX = "torchlint module "  # modules.py: the nn.Module whose forward ran it
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "  # one autograd node's backward
+_NO_FORWARD = "accumulate"  # the backward of a node no forward op made (a leaf's AccumulateGrad)
 #: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
 #: of torch's ``tensorboard_trace_handler``: ``tensorboard --logdir RUN_DIR/traces`` shows
 #: each window as a run, and HTA's ``TraceAnalysis(trace_dir=RUN_DIR/traces/<window>)``
@@ -62,6 +66,15 @@ class FileSummary:
         self.pageable = 0
         self.window_us = 0.0
         self.busy_us = 0.0
+        # line range name -> [forward CPU us, backward CPU us, forward device us, backward device us]
+        self.lines: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+        self.module_backward: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module range -> [cpu, device]
+        self.backward_unattributed = [0.0, 0.0]  # no forward op of the window made the node (AccumulateGrad)
+        self._seq_site: dict[Any, tuple[str | None, str | None]] = {}  # forward op's sequence number -> (line, module)
+        self._backward: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])  # sequence number -> [cpu, device]
+        self._flows: dict[tuple[Any, ...], Any] = {}  # ("s" | "f", tid, ts) -> fwdbwd flow id
+        self._flow_site: dict[Any, tuple[str | None, str | None]] = {}  # flow id -> forward op's (line, module)
+        self._flow_seq: dict[Any, Any] = {}  # flow id -> the backward node's sequence number
 
     def read(self, path: Path) -> None:
         with open(path, encoding="utf-8") as f:
@@ -69,7 +82,12 @@ class FileSummary:
         cpu: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
+        self._flows = {}
         for e in events:
+            if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
+                # torch's link from the forward op that made an autograd node to the node's backward
+                self._flows[(e.get("ph"), e.get("tid"), float(e.get("ts", 0.0)))] = e.get("id")
+                continue
             if e.get("ph") != "X" or e.get("cat") == "Trace":  # "Trace": the profiler's own span
                 continue
             self.events += 1
@@ -96,18 +114,20 @@ class FileSummary:
             lo = min(lo, float(thread[0].get("ts", 0.0)))
             hi = max(hi, max(float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)) for e in thread))
             self._thread(thread, kernel_us)
+        self._charge_backward()
         if hi > lo:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
 
     def _thread(self, events: list[dict[str, Any]], kernel_us: dict[Any, float]) -> None:
-        """Self times by nesting (an event inside another's span is its child), and the
-        innermost call-site range around each op."""
-        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us]
+        """Self times by nesting (an event inside another's span is its child); the
+        innermost call-site range around each op, its innermost line and module range,
+        and the autograd node (sequence number) whose backward it belongs to."""
+        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us, line, module, backward seq, range]
 
         def close(item: list[Any]) -> None:
-            end, name, child, label, dur, dev = item
-            if name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep"):
+            end, name, child, label, dur, dev, line, module, seq, is_range = item
+            if is_range:
                 return
             self_us = max(dur - child, 0.0)
             row = self.ops[name]
@@ -121,22 +141,74 @@ class FileSummary:
                 site[1] += self_us
                 site[2] += dur
                 site[3] += dev
+            if seq is not None:  # backward: charged to the forward op's line once all threads are read
+                bwd = self._backward[seq]
+                bwd[0] += self_us
+                bwd[1] += dev
+            elif line is not None:
+                cost = self.lines[line]
+                cost[0] += self_us
+                cost[2] += dev
 
         for e in events:
             ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
             while stack and stack[-1][0] <= ts:
                 close(stack.pop())
             name = str(e.get("name", ""))
+            args = e.get("args") or {}
             parent = stack[-1] if stack else None
             if parent is not None:
                 parent[2] += dur
-            label = parent[3] if parent is not None else None
-            if name.startswith(LABEL_PREFIX):
+            label, line, module, seq = (parent[3], parent[6], parent[7], parent[8]) if parent is not None else (None,) * 4
+            is_range = name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep")
+            if name.startswith(LINE_PREFIX):
+                line = name
+            elif name.startswith(MODULE_PREFIX):
+                module = name
+            elif name.startswith(LABEL_PREFIX):
                 label = name  # a nested probed call charges its own site
-            dev = kernel_us.get((e.get("args") or {}).get("External id"), 0.0)
-            stack.append([ts + dur, name, 0.0, label, dur, dev])
+            number = args.get("Sequence number")
+            if name.startswith(BACKWARD_PREFIX):
+                seq = number if number is not None else _NO_FORWARD  # AccumulateGrad: no forward op made it
+            elif seq is None and number is not None and not is_range:
+                # every op carries the number of the next node: the last one made it
+                self._seq_site[number] = (line, module)
+            if self._flows:
+                where = (e.get("tid"), ts)
+                flow = self._flows.get(("s",) + where)
+                if flow is not None and seq is None:
+                    self._flow_site[flow] = (line, module)
+                flow = self._flows.get(("f",) + where)
+                if flow is not None and number is not None:
+                    self._flow_seq[flow] = number
+            dev = kernel_us.get(args.get("External id"), 0.0)
+            stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range])
         while stack:
             close(stack.pop())
+
+    def _charge_backward(self) -> None:
+        """Each autograd node's backward to the line (and module) of the forward op
+        that created it: they share the node's sequence number."""
+        if self._flow_seq:  # the forward op that made each node, as torch linked them
+            for flow, seq in self._flow_seq.items():
+                if flow in self._flow_site:
+                    self._seq_site[seq] = self._flow_site[flow]
+        for seq, (cpu, dev) in self._backward.items():
+            line, module = self._seq_site.get(seq, (None, None))
+            if line is not None:
+                cost = self.lines[line]
+                cost[1] += cpu
+                cost[3] += dev
+            else:
+                self.backward_unattributed[0] += cpu
+                self.backward_unattributed[1] += dev
+            if module is not None:
+                mod = self.module_backward[module]
+                mod[0] += cpu
+                mod[1] += dev
+        self._backward.clear()
+        self._seq_site.clear()
+        self._flows, self._flow_site, self._flow_seq = {}, {}, {}
 
 
 _cache: dict[tuple[str, int, int], FileSummary] = {}
@@ -206,11 +278,15 @@ class WindowSummary:
         self.labels = labels  # range name -> [path, line, function, probed call]
         self.cuda = cuda
         self.files: list[FileSummary] = []
+        self.eval_files: list[FileSummary] = []  # the evaluation window's: its lines are reported apart
         self.errors: list[str] = []
 
     def add(self, path: Path) -> None:
         try:
-            self.files.append(read_file(path))
+            summary = read_file(path)
+            self.files.append(summary)
+            if path.parent.name == "eval" or path.name == "trace-eval.json":
+                self.eval_files.append(summary)
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             self.errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
 
@@ -258,6 +334,47 @@ class WindowSummary:
             "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in memcpy.items()},
             "gpu_idle_share": (1.0 - busy_us / window_us) if (self.cuda and window_us) else None,
             "events": sum(f.events for f in self.files),
+            **self.line_costs(),
+        }
+
+    def line_costs(self, top: int = 40) -> dict[str, Any]:
+        """What each user line cost in the windows: its forward ops, the backward of the
+        autograd nodes its ops created, their device time; the evaluation window's
+        forward apart. Totals over the windows (the report divides by their steps)."""
+        rows: dict[str, list[float]] = defaultdict(lambda: [0.0] * 5)
+        for f in self.files:
+            evaluation = any(f is e for e in self.eval_files)
+            for name, (fwd, bwd, fdev, bdev) in f.lines.items():
+                row = rows[name]
+                if evaluation:
+                    row[4] += fwd
+                else:
+                    row[0] += fwd
+                    row[1] += bwd
+                    row[2] += fdev
+                    row[3] += bdev
+        out = []
+        for name, (fwd, bwd, fdev, bdev, ev) in rows.items():
+            site = self.labels.get(name)
+            if site is None or fwd + bwd + fdev + bdev + ev <= 0:
+                continue
+            out.append({"path": site[0], "line": int(site[1]), "function": site[2], "forward_s": fwd / 1e6,
+                        "backward_s": bwd / 1e6, "device_s": (fdev + bdev) / 1e6,
+                        "backward_device_s": bdev / 1e6, "eval_forward_s": ev / 1e6})
+        out.sort(key=lambda r: -(r["forward_s"] + r["backward_s"] + r["device_s"] + r["eval_forward_s"]))
+        modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        unattributed = [0.0, 0.0]
+        for f in self.files:
+            for name, (cpu, dev) in f.module_backward.items():
+                modules[name[len(MODULE_PREFIX):]][0] += cpu
+                modules[name[len(MODULE_PREFIX):]][1] += dev
+            unattributed[0] += f.backward_unattributed[0]
+            unattributed[1] += f.backward_unattributed[1]
+        return {
+            "lines": out[:top],
+            "lines_total": len(out),
+            "backward_unattributed_s": unattributed[0] / 1e6,
+            "module_backward": {m: {"backward_s": c / 1e6, "backward_device_s": d / 1e6} for m, (c, d) in modules.items()},
         }
 
 
