@@ -28,6 +28,7 @@ from torchlint.correlate.model import (
     _span,
     enclosing_function,
 )
+from torchlint.correlate.lines import LineTable, line_table
 from torchlint.correlate.runtime import runtime_findings, runtime_skipped
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
@@ -78,7 +79,7 @@ def _same_call(h: Hotspot, loc: Location) -> bool:
     return h.column < end and loc.column < h_end
 
 
-def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlated:
+def _correlate_one(f: Finding, idx: _Index, session: ProfileSession, lines: LineTable) -> Correlated:
     c = Correlated(finding=f)
     path = session.resolve(f.location.path)
     first, last = _span(f.location)
@@ -118,7 +119,13 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
     c.calls = sum(e.calls for e in c.evidence) if c.basis == "probe" else 0
     c.self_s = sum(e.self_s for e in c.evidence)
     c.total_s = sum(e.total_s for e in c.evidence)
-    c.observed_s = c.total_s
+    steps = int(session.steps.get("count") or 0)
+    # backward runs at loss.backward(), not at these lines: the windows charge it to the line
+    # of the forward op that made each autograd node; per step, times the run's steps
+    c.backward_s = lines.backward_at(path, first, last) * steps
+    c.observed_s = c.total_s + c.backward_s
+    if c.basis is None and c.backward_s > 0:
+        c.basis = "backward"
     run_s = session.script_s
     c.share = (c.observed_s / run_s) if (run_s > 0 and c.observed) else None
     fn = enclosing_function(path, first)
@@ -144,7 +151,8 @@ def correlate(
     module stays below the models), and rank with :func:`savings.rank_key`:
     measured saving first, then expected. Observed time never ranks by itself."""
     idx = _Index(session)
-    joined = [_correlate_one(f, idx, session) for f in findings]
+    lines = line_table(session)
+    joined = [_correlate_one(f, idx, session, lines) for f in findings]
     runtime = runtime_findings(session, idx)
     by_key = {(m.code, session.resolve(m.path), m.line): m for m in measurements or ()}
     for c in (*joined, *runtime):

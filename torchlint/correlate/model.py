@@ -149,6 +149,7 @@ class Correlated:
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
     function: FunctionCost | None = None
     observed_s: float = 0.0
+    backward_s: float = 0.0  # in observed_s: the backward of the autograd nodes its lines' ops made (correlate/lines.py)
     calls: int = 0
     self_s: float = 0.0
     total_s: float = 0.0
@@ -163,7 +164,7 @@ class Correlated:
     @property
     def observed(self) -> bool:
         """Something was measured at the finding's lines."""
-        return bool(self.evidence) or self.syncs > 0
+        return bool(self.evidence) or self.syncs > 0 or self.backward_s > 0
 
     @property
     def cost_s(self) -> float:  # the name report.json keeps for observed_s

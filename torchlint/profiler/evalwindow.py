@@ -91,7 +91,9 @@ class EvalWindow:
         t = time.perf_counter()
         t_tool = TOOL.begin()
         try:
-            with warnings.catch_warnings():
+            from torchlint.profiler.torchprof import add_rank_metadata, kineto_quiet
+
+            with warnings.catch_warnings(), kineto_quiet():
                 warnings.simplefilter("ignore")
                 prof = profile(
                     activities=activities,
@@ -99,8 +101,6 @@ class EvalWindow:
                     profile_memory=bool(run.options.get("profile_memory")),
                     with_stack=False,
                 )
-                from torchlint.profiler.torchprof import add_rank_metadata
-
                 add_rank_metadata(prof)
                 prof.start()
             self.prof = prof

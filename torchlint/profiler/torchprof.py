@@ -24,6 +24,7 @@ Memory per step (stepmemory.py) and page faults (allocator.py) are sampled at ea
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -73,6 +74,22 @@ def add_rank_metadata(prof: Any) -> None:
         prof.preset_metadata_json("distributedInfo", json.dumps({"backend": "none", "rank": 0, "world_size": 1}))
     except Exception:  # an older torch without preset_metadata_json: traces without it
         pass
+
+
+@contextlib.contextmanager
+def kineto_quiet() -> Any:
+    """torch's profiler library (kineto) prints ``USDT: ... profiler_start`` and
+    ``profiler_stop`` on stderr at every window unless ``KINETO_LOG_LEVEL`` is above its
+    levels; it reads the variable once, when the first profiler starts. So it is set for
+    that start only (unless the user set it), and the script's environment stays as it was."""
+    if "KINETO_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["KINETO_LOG_LEVEL"] = "6"  # above ERROR (4) and USDT (5)
+    try:
+        yield
+    finally:
+        os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
 class MaxStepsReached(BaseException):
@@ -232,7 +249,8 @@ class TorchRun:
                     self.prof.stop()  # idle since its window: nothing to export
                     self._start_profiler()
             elif self.prof is not None:
-                self.prof.step()
+                with kineto_quiet():  # the window's first step starts kineto
+                    self.prof.step()
                 self._update_phase()
         except Exception as exc:  # the profiler must never break the user's training
             self.prof_error = f"{type(exc).__name__}: {exc}"
@@ -262,22 +280,28 @@ class TorchRun:
         # (recording, exporting) stays under ROLLING_BUDGET of the script's time so far:
         # a long run with a long trace (an RNN) keeps its overhead bounded.
         self.rolling = int(sched.get("repeat", 1)) == 0
-        with warnings.catch_warnings():
+        # The trace names each iteration ProfilerStep#<n>: n is made the iteration's own
+        # number (the one starting now is steps + 1), as the report counts them, and the
+        # schedule is shifted to match.
+        first = self.steps + 1
+        base = schedule(
+            wait=int(sched.get("wait", 1)),
+            warmup=int(sched.get("warmup", 1)),
+            active=int(sched.get("active", 5)),
+            repeat=1 if self.rolling else int(sched.get("repeat", 1)),
+        )
+        with warnings.catch_warnings(), kineto_quiet():
             warnings.simplefilter("ignore")
             self.prof = profile(
                 activities=activities,
-                schedule=schedule(
-                    wait=int(sched.get("wait", 1)),
-                    warmup=int(sched.get("warmup", 1)),
-                    active=int(sched.get("active", 5)),
-                    repeat=1 if self.rolling else int(sched.get("repeat", 1)),
-                ),
+                schedule=lambda n: base(max(n - first, 0)),
                 on_trace_ready=self._on_trace_ready,
                 record_shapes=bool(self.options.get("record_shapes")),
                 profile_memory=bool(self.options.get("profile_memory")),
                 with_stack=False,  # no Python tracer: cProfile keeps the 3.11 profile hook
             )
             add_rank_metadata(self.prof)
+            self.prof.step_num = first
             self.prof.start()
         self._update_phase()
 
@@ -415,12 +439,12 @@ class TorchRun:
             "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
             "allocator": self._allocator_summary(),  # TLR09 evidence (allocator.py)
             "sync_debug": {"enabled": self.sync_debug.enabled},
-            "lines": {"recorded": self.lines.lines_seen, "refused": self.lines.refused},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
                 "active_steps": active_steps,
                 "labels": {name: list(site) for name, site in rec.labels.items()},
                 "modules": self.modules.summary(),
+                "line_ranges": {"recorded": self.lines.lines_seen, "refused": self.lines.refused},
             },
             "warnings": self.warnings,
         }

@@ -181,22 +181,44 @@ def _ops_section(report: dict[str, Any], session: ProfileSession) -> str:
                    f"{_s(op['self_device_s']) if op.get('self_device_s') else ''}</td>"
                    f"<td class=num>{op['calls']}</td><td><code>{escape(op['name'])}</code></td></tr>" for op in ops)
         out.append("</table>")
-    modules = list(session.torch_window.get("modules") or [])[:TOP_MODULES]
+    out.append(_lines_section(report))
+    modules = list(report.get("modules") or [])[:TOP_MODULES]
     steps = int(report["coverage"]["torch_profiler"].get("active_steps") or 0)
     if modules:
-        out.append("<h3>Forward time per module</h3><p class=muted>Host time of each <code>nn.Module</code>'s "
-                   f"forward in the windows ({steps} steps), by its path in the model; backward not included.</p>"
-                   "<table><tr><th class=num>total</th><th class=num>per step</th><th class=num>self</th>"
-                   "<th class=num>calls</th><th>module</th></tr>")
+        out.append("<h3>Time per module</h3><p class=muted>Host time of each <code>nn.Module</code>'s "
+                   f"forward in the windows ({steps} steps), by its path in the model, and the backward of the "
+                   "autograd nodes its forward made (from the trace).</p>"
+                   "<table><tr><th class=num>forward</th><th class=num>per step</th><th class=num>self</th>"
+                   "<th class=num>backward</th><th class=num>calls</th><th>module</th></tr>")
         for m in modules:
             per = _s(m["total_s"] / steps) if steps else ""
+            bwd = _s(m["backward_s"]) if m.get("backward_s") is not None else ""
             out.append(f"<tr><td class=num>{_s(m['total_s'])}</td><td class=num>{per}</td>"
-                       f"<td class=num>{_s(m['self_s'])}</td><td class=num>{m['calls']}</td>"
+                       f"<td class=num>{_s(m['self_s'])}</td><td class=num>{bwd}</td><td class=num>{m['calls']}</td>"
                        f"<td><code>{escape(m['module'])}</code></td></tr>")
         out.append("</table>")
     if len(out) == 1:
         reason = report["coverage"]["torch_profiler"].get("not_run_reason") or "nothing was recorded"
         out.append(f'<p class="muted">torch.profiler did not record: {escape(str(reason))}</p>')
+    return "".join(out)
+
+
+def _lines_section(report: dict[str, Any]) -> str:
+    table = report.get("cost_by_line") or {}
+    rows = table.get("lines") or []
+    if not table.get("recorded") or not rows:
+        reason = table.get("not_recorded_reason")
+        return f'<h3>Cost by line</h3><p class="muted">Not recorded: {escape(str(reason))}</p>' if reason else ""
+    device = any(r.get("device_s") for r in rows)
+    out = [f"<h3>Cost by line</h3><p class=muted>Per step, over the windows' {table['steps']} steps: the ops each "
+           "line of your code launched (forward), and the backward of the autograd nodes those ops made (the "
+           "trace links each node to its forward op).</p><table><tr><th class=num>forward</th>"
+           "<th class=num>backward</th>" + ("<th class=num>device</th>" if device else "") + "<th>line</th></tr>"]
+    for r in rows:
+        dev = f"<td class=num>{_s(r['device_s'])}</td>" if device else ""
+        out.append(f"<tr><td class=num>{_s(r['forward_s'])}</td><td class=num>{_s(r['backward_s'])}</td>{dev}"
+                   f"<td><code>{escape(r['path'])}:{r['line']}</code> <code>{escape(r['source'])}</code></td></tr>")
+    out.append("</table>")
     return "".join(out)
 
 

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from torchlint import __version__
-from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path
+from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path, lines
 from torchlint.profiler.session import ProfileSession
 
 SCHEMA = "torchlint.profile-report"
@@ -29,7 +29,8 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
             "origin": c.origin,
             "rank": c.rank,
             # the three figures (docs/profiling.md, "What a number is")
-            "observed": {"seconds": c.observed_s, "basis": c.basis, "share": c.share} if c.observed else None,
+            "observed": {"seconds": c.observed_s, "basis": c.basis, "share": c.share,
+                         "backward_s": c.backward_s} if c.observed else None,
             "expected": c.expected.to_dict() if c.expected is not None else None,
             "measured": c.measured.to_dict() if c.measured is not None else None,
             "basis": c.basis,
@@ -119,6 +120,19 @@ def _coverage(session: ProfileSession) -> dict[str, Any]:
     }
 
 
+def _modules(window: dict[str, Any], top: int = 25) -> list[dict[str, Any]]:
+    """Per ``nn.Module`` path: its forward (host time, the windows' hooks) and the backward
+    of the autograd nodes its forward made (the trace), both totals over the windows."""
+    backward = window.get("module_backward") or {}
+    rows = []
+    for m in list(window.get("modules") or [])[:top]:
+        path = m["module"]
+        inside = [b for p, b in backward.items() if p == path or p.startswith(path + ".")]  # with its children, as forward
+        rows.append({**m, "backward_s": sum(b["backward_s"] for b in inside) if backward else None,
+                     "backward_device_s": sum(b.get("backward_device_s") or 0.0 for b in inside) if backward else None})
+    return rows
+
+
 def build(
     correlation: Correlation,
     session: ProfileSession,
@@ -174,6 +188,8 @@ def build(
             "memcpy": window.get("memcpy") or {},
             "ops": list(window.get("ops") or [])[:15],
         },
+        "cost_by_line": lines.to_dict(lines.line_table(session), cwd),
+        "modules": _modules(window),
         "static": static,
         "artifacts": {"run_dir": run_dir, **artifacts},
         "snakeviz": snakeviz,

@@ -103,6 +103,9 @@ def _evidence_line(f: dict[str, Any]) -> str:
                 parts.append(f"{calls} calls of {op}" + (f" at line {line}" if via == "related" else ""))
     elif f["basis"] == "sampler":
         parts.append("wall time with this line on the stack (line sampler)")
+    backward = (f.get("observed") or {}).get("backward_s")
+    if backward:
+        parts.append(f"incl. {_s(backward)} of backward made by these lines (torch.profiler windows, per step x steps)")
     if f.get("syncs"):
         parts.append(f"{f['syncs']} CUDA syncs")
     return " · ".join(parts)
@@ -150,6 +153,28 @@ def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: b
         lines.append(f"{pad}in {fn['name']}(): {_s(fn['total_s'])} total, {fn['calls']} call(s) (cProfile)")
     if f.get("fix_hint"):
         lines.append(f"{pad}fix: {f['fix_hint']}")
+
+
+def cost_by_line(report: dict[str, Any], top: int = 8) -> list[str]:
+    """The "Cost by line" section: the windows' ops per user line, forward and backward."""
+    table = report.get("cost_by_line") or {}
+    if not table.get("recorded"):
+        reason = table.get("not_recorded_reason")
+        return [f"Cost by line: not recorded ({reason})", ""] if reason else []
+    rows = table.get("lines") or []
+    if not rows:
+        return []
+    device = any(r.get("device_s") for r in rows)
+    out = [f"Cost by line in the torch.profiler windows (per step, over {table['steps']} steps; backward is "
+           "charged to the line whose forward op made each autograd node)"]
+    out.append(f"  {'forward':>9} {'backward':>9}" + (f" {'device':>9}" if device else "") + "  line")
+    for r in rows[:top]:
+        dev = f" {_s(r['device_s']):>9}" if device else ""
+        out.append(f"  {_s(r['forward_s']):>9} {_s(r['backward_s']):>9}{dev}  {r['path']}:{r['line']}  {r['source']}")
+    if table.get("backward_unattributed_s"):
+        out.append(f"  {'':>9} {_s(table['backward_unattributed_s']):>9}  (gradient accumulation into parameters: no line)")
+    out.append("")
+    return out
 
 
 def render(report: dict[str, Any]) -> str:
@@ -296,6 +321,8 @@ def render(report: dict[str, Any]) -> str:
             dev = f"  {_s(op['self_device_s'])} GPU" if op.get("self_device_s") else ""
             lines.append(f"  {_s(op['self_cpu_s']):>9}  x{op['calls']:<6} {op['name']}{dev}")
         lines.append("")
+
+    lines.extend(cost_by_line(report))
 
     st = report["static"]
     if st.get("available"):
