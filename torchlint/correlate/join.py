@@ -32,7 +32,7 @@ from torchlint.correlate.lines import LineTable, line_table
 from torchlint.correlate.runtime import runtime_findings, runtime_skipped
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
-from torchlint.savings import Estimate, Measurement
+from torchlint.savings import UNRANKED, Estimate, Measurement
 
 
 class _Index:
@@ -163,7 +163,7 @@ def correlate(
     # one ranking for every fix: the static findings and the runtime findings with a remedy
     # of their own (the symptoms' remedies are static findings, ranked there already)
     ranked_all = sorted(
-        (c for c in (*joined, *runtime) if c.rank_key()[0] < 3 and c.finding.code not in SYMPTOM_RULES),
+        (c for c in (*joined, *runtime) if c.rank_key()[0] < UNRANKED and c.finding.code not in SYMPTOM_RULES),
         key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
     )
     for rank, c in enumerate(ranked_all, 1):

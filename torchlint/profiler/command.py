@@ -17,7 +17,7 @@ import click
 
 from torchlint.profiler.run import OUTPUT_LOG, RunDirError, RunOptions, ScriptError, check_script, make_run_dir, release_run_dir, run_child
 from torchlint.profiler.command_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
-from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
+from torchlint.profiler.session import EXPERIMENT_FILE, PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
 
 REPORT_JSON = "report.json"
 REPORT_TEXT = "report.txt"
@@ -134,6 +134,7 @@ def report_run(
     status: int | None = None,
     script: Path | None = None,
     argv: list[str] | None = None,
+    hint: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Load, correlate and render a finished run; writes report.json and report.txt.
 
@@ -155,6 +156,8 @@ def report_run(
         session.meta.setdefault("script", str(script.resolve()))
     if argv is not None:
         session.meta.setdefault("argv", argv)
+    if hint:
+        session.meta.setdefault("warnings", []).append(hint)
     findings, static = lint_for_session(session)
     correlation = analyse(findings, session, measurements)
     artifacts: dict[str, Any] = {
@@ -165,16 +168,29 @@ def report_run(
         "report_html": REPORT_HTML,
         "session": SESSION_FILE if (run_dir / SESSION_FILE).is_file() else None,
         "script_output": OUTPUT_LOG if (run_dir / OUTPUT_LOG).is_file() else None,
+        "experiment": EXPERIMENT_FILE if (run_dir / EXPERIMENT_FILE).is_file() else None,
     }
     sv = _snakeviz(run_dir, no_browser)
     report = profile_json.build(
-        correlation, session, run_dir=str(run_dir), static=static, artifacts=artifacts, snakeviz=sv
+        correlation, session, run_dir=str(run_dir), static=static, artifacts=artifacts, snakeviz=sv,
+        experiment=_experiment_data(run_dir),
     )
     text = profile_text.render(report)
     (run_dir / REPORT_JSON).write_text(profile_json.render(report), encoding="utf-8")
     (run_dir / REPORT_TEXT).write_text(text, encoding="utf-8")
     _write_html(report, session, run_dir)
     return report, (profile_json.render(report) if output_format == "json" else text)
+
+
+def _experiment_data(run_dir: Path) -> dict[str, Any] | None:
+    """experiment.json as data, for the report's account of what the experiment saw."""
+    import json
+
+    path = run_dir / EXPERIMENT_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):  # load_measurements already says it could not be read
+        return None
 
 
 def _write_html(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> None:
@@ -337,6 +353,18 @@ def profile(
         release_run_dir(run_dir)
 
 
+def misplaced_options_hint(script: str, script_args: tuple[str, ...]) -> str | None:
+    """When a run failed and the script was given one of torchlint's own options (``train.py
+    --no-browser``: everything after SCRIPT is the script's), say where they go."""
+    ours = {o for p in profile.params for o in getattr(p, "opts", ()) if o.startswith("--")}
+    misplaced = [a for a in script_args if a.split("=", 1)[0] in ours]
+    if not misplaced:
+        return None
+    names = " ".join(dict.fromkeys(a.split("=", 1)[0] for a in misplaced))
+    return (f"{names} came after the script, so the script got {'it' if len(misplaced) == 1 else 'them'}: "
+            f"torchlint's options go before SCRIPT (torchlint profile {' '.join(misplaced)} {script} ...)")
+
+
 def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, experiment: bool, budget: float | None, options: RunOptions, open_html: bool = False) -> None:
     """Run the script into ``run_dir``, then report; exits with the script's status."""
     json_mode = output_format == "json"
@@ -352,6 +380,7 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
     status = run_child(script, list(script_args), run_dir, options, stdout_to_stderr=json_mode)
     stop_watching()
     prewarm.join()
+    hint = misplaced_options_hint(script, script_args) if status != 0 else None
     if experiment and status == 0:
         run_experiment_for(run_dir, budget)
     elif experiment:
@@ -364,6 +393,7 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
             status=status,
             script=path,
             argv=[script, *script_args],
+            hint=hint,
         )
     except Exception as exc:  # the script's status still wins; say what went wrong
         click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)

@@ -70,6 +70,8 @@ class FileSummary:
         self.lines: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         self.module_backward: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module range -> [cpu, device]
         self.backward_unattributed = [0.0, 0.0]  # no forward op of the window made the node (AccumulateGrad)
+        self.seen: dict[str, set[str]] = defaultdict(set)  # line range -> the ProfilerStep ranges it ran in ("" outside)
+        self.steps: set[str] = set()  # the ProfilerStep ranges of the window
         self._seq_site: dict[Any, tuple[str | None, str | None]] = {}  # forward op's sequence number -> (line, module)
         self._backward: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])  # sequence number -> [cpu, device]
         self._flows: dict[tuple[Any, ...], Any] = {}  # ("s" | "f", tid, ts) -> fwdbwd flow id
@@ -123,10 +125,10 @@ class FileSummary:
         """Self times by nesting (an event inside another's span is its child); the
         innermost call-site range around each op, its innermost line and module range,
         and the autograd node (sequence number) whose backward it belongs to."""
-        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us, line, module, backward seq, range]
+        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us, line, module, backward seq, range, step]
 
         def close(item: list[Any]) -> None:
-            end, name, child, label, dur, dev, line, module, seq, is_range = item
+            end, name, child, label, dur, dev, line, module, seq, is_range, _step = item
             if is_range:
                 return
             self_us = max(dur - child, 0.0)
@@ -159,10 +161,14 @@ class FileSummary:
             parent = stack[-1] if stack else None
             if parent is not None:
                 parent[2] += dur
-            label, line, module, seq = (parent[3], parent[6], parent[7], parent[8]) if parent is not None else (None,) * 4
+            label, line, module, seq, step = (parent[3], parent[6], parent[7], parent[8], parent[10]) if parent is not None else (None,) * 5
             is_range = name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep")
+            if name.startswith("ProfilerStep"):
+                step = name
+                self.steps.add(name)
             if name.startswith(LINE_PREFIX):
                 line = name
+                self.seen[name].add(step or "")
             elif name.startswith(MODULE_PREFIX):
                 module = name
             elif name.startswith(LABEL_PREFIX):
@@ -182,7 +188,7 @@ class FileSummary:
                 if flow is not None and number is not None:
                     self._flow_seq[flow] = number
             dev = kernel_us.get(args.get("External id"), 0.0)
-            stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range])
+            stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range, step])
         while stack:
             close(stack.pop())
 
@@ -370,9 +376,29 @@ class WindowSummary:
                 modules[name[len(MODULE_PREFIX):]][1] += dev
             unattributed[0] += f.backward_unattributed[0]
             unattributed[1] += f.backward_unattributed[1]
+        train: dict[str, int] = defaultdict(int)  # line range -> in how many of the windows' steps it ran
+        evaluation: set[str] = set()
+        steps = 0
+        for f in self.files:
+            if any(f is e for e in self.eval_files):
+                evaluation.update(f.seen)
+                continue
+            steps += len(f.steps)
+            for name, where in f.seen.items():
+                train[name] += len(where - {""})
+
+        def sites(names: Any) -> list[list[Any]]:
+            return sorted([self.labels[n][0], int(self.labels[n][1]), *([names[n]] if isinstance(names, dict) else [])]
+                          for n in names if n in self.labels)
+
         return {
             "lines": out[:top],
             "lines_total": len(out),
+            # which lines the training windows ran, and in how many of their steps: what an
+            # experiment's step windows (median steps) can see (experiment/runner.py)
+            "lines_seen": sites(train),
+            "window_steps": steps,
+            "eval_lines_seen": sites(evaluation),
             "backward_unattributed_s": unattributed[0] / 1e6,
             "module_backward": {m: {"backward_s": c / 1e6, "backward_device_s": d / 1e6} for m, (c, d) in modules.items()},
         }

@@ -17,7 +17,7 @@ from torchlint.profiler import stacks as stack_files
 from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line
+from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -90,7 +90,8 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) ->
            f'<div class="head"><span class="rank">{escape(label)}</span> <code>{escape(f["code"])}</code> '
            f'{escape(f.get("name") or "")} <code class="where">{escape(where)}</code>{_rule_link(f["code"])}</div>',
            f'<div>{escape(f.get("message") or "")}</div>']
-    measured, expected = measured_line(f.get("measured")), expected_line(f.get("expected"))
+    inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
+    measured, expected = measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))
     if measured:
         out.append(f'<div class="figure measured">{escape(measured)}</div>')
     if expected:
@@ -104,11 +105,28 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) ->
     return "".join(out)
 
 
+def _experiment_section(exp: dict[str, Any] | None) -> str:
+    """What the experiment could and could not see, and why candidates were left out."""
+    if not exp:
+        return ""
+    out = [f"<h3>What the experiment could see</h3><p>{escape(exp['sees'])}</p><ul>"]
+    for m in exp.get("measured") or []:
+        out.append(f"<li>measured <code>{escape(str(m['code']))}</code> at <code>{escape(m['path'])}:{m['line']}"
+                   f"</code> ({escape(str(m['variant']))}): {escape(str(m['verdict']))}</li>")
+    for kind in ("not_measurable", "skipped"):
+        label = "not measurable" if kind == "not_measurable" else "skipped"
+        for m in exp.get(kind) or []:
+            out.append(f"<li>{label} <code>{escape(str(m['code']))}</code> at <code>{escape(m['path'])}:{m['line']}"
+                       f"</code>{' (' + escape(str(m['variant'])) + ')' if m.get('variant') else ''}: "
+                       f"{escape(str(m['why']))}</li>")
+    out.append("</ul>")
+    return "".join(out)
+
+
 def _findings(report: dict[str, Any], cwd: str) -> str:
     findings = report["findings"]
     ranked = ranked_findings(report)
-    unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
-    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    unranked, not_here, static_only = unranked_sections(findings)
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
     if not ranked and not unranked:
         out.append('<p class="muted">No finding had an observed cost or an expected saving in this run.</p>')
@@ -116,11 +134,15 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     if unranked:
         out.append("<h3>Observed but not ranked (no saving model applies here)</h3>")
         out.extend(_finding(f, cwd, "–") for f in unranked)
+    if not_here:
+        out.append("<h3>Not applicable on this machine</h3>")
+        out.extend(_finding(f, cwd, "–") for f in not_here)
     if static_only:
         out.append("<h3>Static-only findings (nothing measured at these lines)</h3><ul>")
         out.extend(f"<li><code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
+    out.append(_experiment_section(report.get("experiment")))
     out.append("<h2>Runtime findings</h2>")
     if not report["runtime_findings"]:
         out.append('<p class="muted">none</p>')
@@ -252,7 +274,8 @@ def _files(report: dict[str, Any], run_dir: Path) -> str:
                        (stack_files.COLLAPSED_FILE, "collapsed stacks for flamegraph.pl / inferno"),
                        (art.get("report_json"), "this report as data"),
                        (art.get("report_text"), "the text report"),
-                       (art.get("session"), "everything measured")):
+                       (art.get("session"), "everything measured"),
+                       (art.get("experiment"), "what --experiment measured, and what it could not")):
         if name and (run_dir / name).is_file():
             out.append(f'<li><a href="{escape(name)}">{escape(name)}</a>: {what}</li>')
     out.append("</ul>")

@@ -33,6 +33,8 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
                          "backward_s": c.backward_s} if c.observed else None,
             "expected": c.expected.to_dict() if c.expected is not None else None,
             "measured": c.measured.to_dict() if c.measured is not None else None,
+            # which figure placed it: a measurement only when it decides (savings.rank_key)
+            "ranked_by": _ranked_by(c),
             "basis": c.basis,
             "cost_s": c.observed_s,
             "share": c.share,
@@ -56,6 +58,45 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
         }
     )
     return d
+
+
+def _ranked_by(c: Correlated) -> str | None:
+    group = c.rank_key()[0]
+    return {0: "measured", 2: "measured", 1: "expected", 3: "expected"}.get(group)
+
+
+def _experiment(data: dict[str, Any] | None, cwd: str) -> dict[str, Any] | None:
+    """What ``--experiment`` could and could not see, and why candidates were not
+    measured: from experiment.json, for the text and HTML reports."""
+    if not data:
+        return None
+    win = data.get("windowing") or {}
+    if win.get("mode") == "run":
+        sees = ("whole-run windows: the script's own time from its first line to its exit, evaluation passes "
+                "and all work between the optimizer steps included")
+    elif win.get("mode") == "steps":
+        length = f"{win['max_steps']}-step windows" if win.get("max_steps") else "windows of the whole run"
+        sees = (f"{length} compared by their median optimizer step (the first {win.get('warmup')} steps dropped): "
+                "work outside most steps (evaluation passes, per-epoch set-up) is not seen; a candidate whose code "
+                "runs there gets whole-run windows (the script's own time), or is marked not measurable")
+    else:
+        sees = f"no windows: {win.get('reason') or 'unknown'}"
+
+    def row(m: dict[str, Any], reason_key: str) -> dict[str, Any]:
+        return {"code": m.get("code"), "path": display_path(str(m.get("path") or ""), cwd), "line": m.get("line"),
+                "variant": m.get("variant"), "verdict": m.get("verdict"), "why": m.get(reason_key)}
+
+    skipped = data.get("skipped") or []
+    return {
+        "budget_s": data.get("budget_s"),
+        "spent_s": data.get("spent_s"),
+        "mode": win.get("mode"),
+        "sees": sees,
+        "measured": [row(m, "why") for m in data.get("variants") or []],
+        "not_measurable": [row(m, "reason") for m in skipped if m.get("not_measurable")],
+        "skipped": [row(m, "reason") for m in skipped if not m.get("not_measurable")],
+        "load": data.get("load"),
+    }
 
 
 def ranked_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,8 +182,9 @@ def build(
     static: dict[str, Any],
     artifacts: dict[str, Any],
     snakeviz: dict[str, Any],
+    experiment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as JSON-ready data."""
+    """The report as JSON-ready data (``experiment``: experiment.json's content, if any)."""
     cwd = correlation.cwd
     meta = session.meta
     steps = session.steps
@@ -188,6 +230,7 @@ def build(
             "memcpy": window.get("memcpy") or {},
             "ops": list(window.get("ops") or [])[:15],
         },
+        "experiment": _experiment(experiment, cwd),
         "cost_by_line": lines.to_dict(lines.line_table(session), cwd),
         "modules": _modules(window),
         "static": static,
