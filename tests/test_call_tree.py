@@ -11,52 +11,13 @@ model's forward hung unconnected. The runs are shared with tests/test_line_costs
 
 from __future__ import annotations
 
-import pstats
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from test_profile_run import SCRIPTS, Run, profile
-
-from conftest import child_env
+from conftest import TREE_SCRIPT
 from torchlint.profiler.cprof import user_view
 from torchlint.profiler.usercode import _TORCHLINT_DIR
 
-NAME = "tiny_transformer.py"
-PLAIN = (
-    "import cProfile, os, runpy, sys\n"
-    "import torch, torch._dynamo\n"  # imported before the profile, as torchlint does
-    "out, script = sys.argv[1:3]; sys.argv = sys.argv[2:]\n"
-    "sys.path[0] = os.path.dirname(os.path.abspath(script))\n"
-    "p = cProfile.Profile(); p.enable()\n"
-    "try:\n    runpy.run_path(script, run_name='__main__')\n"
-    "finally:\n    p.disable(); p.dump_stats(out)\n"
-)
-
-
-@dataclass
-class Both:
-    plain: dict
-    ours: dict
-    run: Run
-
-
-@pytest.fixture(scope="session")
-def both(tmp_path_factory) -> Both:
-    pytest.importorskip("torch")
-    cwd = tmp_path_factory.mktemp("tree")
-    shutil.copy(SCRIPTS / NAME, cwd / NAME)
-    proc = subprocess.run([sys.executable, "-c", PLAIN, str(cwd / "plain.prof"), str(cwd / NAME)], cwd=cwd,
-                          env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", NAME)
-    assert run.rc == 0, run.stderr
-    return Both(pstats.Stats(str(cwd / "plain.prof")).stats,  # type: ignore[attr-defined]
-                pstats.Stats(str(run.run_dir / "profile.prof")).stats, run)  # type: ignore[attr-defined]
+NAME = TREE_SCRIPT  # the run is conftest's ``both`` fixture, shared with test_line_costs and others
 
 
 def _main(stats: dict) -> float:

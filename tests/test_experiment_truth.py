@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from test_call_tree import both  # noqa: F401  (the shared runs)
 from test_profile_run import profile
 
 from conftest import child_env
