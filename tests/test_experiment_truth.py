@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from test_profile_run import profile
 
 from conftest import child_env
@@ -148,7 +146,7 @@ def test_the_report_says_what_the_experiment_saw_and_why_it_skipped():
 
 
 def test_experiment_json_is_listed_and_its_account_reported(both, tmp_path):
-    from torchlint.profiler.command import report_run
+    from torchlint.cli_profile import report_run
 
     run_dir = tmp_path / "run"
     shutil.copytree(both.run.run_dir, run_dir)

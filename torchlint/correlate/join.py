@@ -6,11 +6,10 @@ Pure: no torch, no libcst. See the package docstring for the rules.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 
 from torchlint.correlate.hotspots import one_time, unexplained
+from torchlint.correlate.index import _Index
 from torchlint.correlate.model import (
     DATALOADER_PROBES,
     HOTSPOT_LIMIT,
@@ -33,39 +32,6 @@ from torchlint.correlate.runtime import runtime_findings, runtime_skipped
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 from torchlint.savings import UNRANKED, Estimate, Measurement
-
-
-class _Index:
-    """Hotspots by (path, line), per source; paths resolved against the run's cwd."""
-
-    def __init__(self, session: ProfileSession) -> None:
-        real: dict[str, str] = {}
-        hotspots = []
-        for h in session.hotspots:
-            if h.path not in real:
-                real[h.path] = session.resolve(h.path)
-            hotspots.append(h if real[h.path] == h.path else replace(h, path=real[h.path]))
-        self.hotspots = hotspots
-        self.by_line: dict[str, dict[tuple[str, int], list[Hotspot]]] = defaultdict(lambda: defaultdict(list))
-        self.functions: dict[tuple[str, int], Hotspot] = {}
-        for h in hotspots:
-            if h.granularity == "function":
-                key = (h.path, h.line)
-                old = self.functions.get(key)
-                if old is None or h.total_s > old.total_s:
-                    self.functions[key] = h
-            else:
-                self.by_line[h.source][(h.path, h.line)].append(h)
-
-    def by_source(self, source: str) -> list[Hotspot]:
-        return [h for h in self.hotspots if h.source == source]
-
-    def at(self, source: str, path: str, first: int, last: int) -> list[Hotspot]:
-        table = self.by_line.get(source, {})
-        out: list[Hotspot] = []
-        for line in range(first, last + 1):
-            out.extend(table.get((path, line), ()))
-        return out
 
 
 def _same_call(h: Hotspot, loc: Location) -> bool:

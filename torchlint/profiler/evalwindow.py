@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet
 from torchlint.profiler.tooltime import TOOL, as_probe
 
 EVAL_WINDOW = "eval"  # its folder under traces/
@@ -91,8 +92,6 @@ class EvalWindow:
         t = time.perf_counter()
         t_tool = TOOL.begin()
         try:
-            from torchlint.profiler.torchprof import add_rank_metadata, kineto_quiet
-
             with warnings.catch_warnings(), kineto_quiet():
                 warnings.simplefilter("ignore")
                 prof = profile(

@@ -24,9 +24,7 @@ Memory per step (stepmemory.py) and page faults (allocator.py) are sampled at ea
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import os
 import statistics
 import sys
@@ -48,6 +46,7 @@ from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noq
 from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
+from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet  # noqa: E402
 from torchlint.profiler.tooltime import TOOL, as_probe  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
@@ -61,35 +60,6 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 _MAX_STEP_TIMES = 10_000
-
-
-def add_rank_metadata(prof: Any) -> None:
-    """``distributedInfo`` (rank 0 of 1) in each trace, which HTA reads the rank from;
-    under torch.distributed, torch writes the real one itself."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return
-        prof.preset_metadata_json("distributedInfo", json.dumps({"backend": "none", "rank": 0, "world_size": 1}))
-    except Exception:  # an older torch without preset_metadata_json: traces without it
-        pass
-
-
-@contextlib.contextmanager
-def kineto_quiet() -> Any:
-    """torch's profiler library (kineto) prints ``USDT: ... profiler_start`` and
-    ``profiler_stop`` on stderr at every window unless ``KINETO_LOG_LEVEL`` is above its
-    levels; it reads the variable once, when the first profiler starts. So it is set for
-    that start only (unless the user set it), and the script's environment stays as it was."""
-    if "KINETO_LOG_LEVEL" in os.environ:
-        yield
-        return
-    os.environ["KINETO_LOG_LEVEL"] = "6"  # above ERROR (4) and USDT (5)
-    try:
-        yield
-    finally:
-        os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
 class MaxStepsReached(BaseException):
