@@ -128,7 +128,8 @@ class LineRanges:
         """Stop marking lines; every open range is closed, innermost first."""
         if not self.active:
             return
-        sys.settrace(None)
+        if sys.gettrace() is self._global:  # a trace function the script set since stays
+            sys.settrace(None)
         self.active = False
         while self._open:
             f, rf = self._open.pop()
