@@ -128,7 +128,7 @@ class LineRanges:
         """Stop marking lines; every open range is closed, innermost first."""
         if not self.active:
             return
-        if sys.gettrace() is self._global:  # a trace function the script set since stays
+        if sys.gettrace() == self._global:  # a trace function the script set since stays (bound methods: ==)
             sys.settrace(None)
         self.active = False
         while self._open:
