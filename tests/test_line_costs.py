@@ -156,3 +156,25 @@ def test_a_findings_observed_cost_includes_its_lines_backward(tmp_path):
     (c,) = correlate([finding], session).findings
     assert c.backward_s == pytest.approx(0.2)  # 0.02 s a step, 10 steps
     assert c.observed_s == pytest.approx(1.2)
+
+
+def test_line_ranges_end_with_the_window_and_leave_a_script_tracer_alone():
+    pytest.importorskip("torch")
+    import sys
+
+    from torchlint.profiler.linetrace import LineRanges
+
+    lines = LineRanges({})
+    lines.start(sys._getframe())
+    assert sys.gettrace() is not None and lines.active
+    lines.stop()
+    assert sys.gettrace() is None and not lines.active and not lines._open
+
+    def theirs(frame, event, arg):
+        return None
+
+    lines.start(sys._getframe())
+    sys.settrace(theirs)  # the script starts a tracer of its own inside the window
+    lines.stop()
+    assert sys.gettrace() is theirs
+    sys.settrace(None)
