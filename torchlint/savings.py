@@ -89,13 +89,13 @@ class Measurement:
         return (self.ci_low * scale, self.ci_high * scale)
 
     def inconclusive_about(self, expected_total: float) -> bool:
-        """No saving resolved, and the interval holds both 0 and ``expected_total``: the
-        windows could not tell the expected saving from none, so this is no evidence
-        against it."""
+        """No saving resolved (the interval holds 0, or it did not pass the corrected
+        test), and the interval holds ``expected_total``: the windows could not tell the
+        expected saving apart, so this is no evidence against it."""
         if self.verdict != NO_CHANGE:
             return False
         interval = self.interval_total()
-        return interval is not None and interval[0] <= 0 <= interval[1] and interval[0] <= expected_total <= interval[1]
+        return interval is not None and interval[0] <= expected_total <= interval[1]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,8 +115,8 @@ def rank_key(measured: Measurement | None, expected: Estimate | None) -> tuple[i
 
     0. a measured saving (the interval resolves it), by its size;
     1. an expected saving above zero, by its size; a measurement ranks a finding only when
-       it decides, so an inconclusive one (its interval holds 0 and the expected saving)
-       and one that could not see the code (``not measurable``, ``skipped``) leave the
+       it decides, so an inconclusive one (no saving resolved, and its interval holds the
+       expected saving) and one that could not see the code (``not measurable``, ``skipped``) leave the
        expected figure in charge;
     2. measured as no change or slower where the interval excludes the expected saving
        (or there is no expected figure), by the measured difference;

@@ -86,7 +86,7 @@ def measured_line(m: dict[str, Any] | None, inconclusive: bool = False) -> str |
     if apart and alone is not None and together is not None and alone < ALPHA <= together:
         ci += ", within the noise once corrected for the other variants tested (Holm)"
     if inconclusive:
-        ci += "; inconclusive: the interval holds both 0 and the expected saving, so the expected figure ranks"
+        ci += "; inconclusive: its interval holds the expected saving, so the expected figure ranks"
     return f"measured: no measurable change{ci} (experiment: {variant})"
 
 
