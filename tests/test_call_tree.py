@@ -45,16 +45,19 @@ def test_every_user_function_has_the_same_calls_and_callers(both):
 
 def test_cumulative_times_agree_with_plain_cprofile(both):
     """Every function with 5 % of main() or more, in torch's files too (_call_impl,
-    backward, the optimizer step): the same calls and the same share, within noise."""
-    main_plain, main_ours = _main(both.plain), _main(both.ours)
+    backward, the optimizer step): the same calls and the same share, within noise (the
+    share of one of two plain runs: a stall of a shared machine, as a first torch.randint
+    that once took 28 % of main(), hits one run, not the tree)."""
+    main_ours = _main(both.ours)
     checked = []
     for key, (_cc, nc, _tt, ct, _callers) in both.plain.items():
-        if ct < 0.05 * main_plain or key[2] in ("run_path", "_run_module_code", "_run_code") or key[0] == "~" and "exec" in key[2]:
+        if ct < 0.05 * _main(both.plain) or key[2] in ("run_path", "_run_module_code", "_run_code") or key[0] == "~" and "exec" in key[2]:
             continue
         assert key in both.ours, key
         ours = both.ours[key]
         assert ours[1] == nc, key
-        assert ours[3] / main_ours == pytest.approx(ct / main_plain, abs=0.12), key
+        shares = [p[key][3] / _main(p) for p in both.plains if key in p]
+        assert min(abs(ours[3] / main_ours - s) for s in shares) <= 0.12, (key, ours[3] / main_ours, shares)
         checked.append(key[2])
     assert {"_call_impl", "train_epoch", "evaluate", "forward", "backward"} <= set(checked)
 

@@ -236,15 +236,16 @@ def test_every_rank_runs_the_bootstrap_under_torchrun(tmp_path: Path) -> None:
 
 
 def test_overwrite_empties_a_multi_rank_run_directory(tmp_path: Path) -> None:
-    from torchlint.profiler.run import RunDirError, make_run_dir, release_run_dir
+    from torchlint.profiler.run import CLAIM, RUN_MARKER, RunDirError, make_run_dir, release_run_dir
 
-    out = tmp_path / "run"
+    out = make_run_dir(tmp_path / "train.py", tmp_path / "run")  # as a multi-rank run leaves it
     (out / "rank0").mkdir(parents=True)
     (out / "rank0" / "session.json").write_text("{}")
     (out / "launch.json").write_text("{}")
+    release_run_dir(out)
     with pytest.raises(RunDirError, match="not empty"):
         make_run_dir(tmp_path / "train.py", out)
     run_dir = make_run_dir(tmp_path / "train.py", out, overwrite=True)
-    assert [p.name for p in run_dir.iterdir()] == [".torchlint-run"]
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted([CLAIM, RUN_MARKER])
     release_run_dir(run_dir)
 

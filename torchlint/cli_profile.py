@@ -9,6 +9,7 @@ the child process.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -19,7 +20,7 @@ import click
 from torchlint.cli_profile_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
 from torchlint.cli_profile_report import _import_static_checks, lint_for_session, report_run, show_html
 from torchlint.profiler.loadrun import load_run
-from torchlint.profiler.run import RunDirError, RunOptions, ScriptError, check_script, make_run_dir, release_run_dir, run_child
+from torchlint.profiler.run import RunDirError, RunOptions, ScriptError, StopRequested, StopSignals, check_script, make_run_dir, release_run_dir, run_child
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE
 
 
@@ -201,28 +202,38 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
     stop_watching()
     prewarm.join()
     hint = misplaced_options_hint(script, script_args) if status != 0 else None
-    if experiment and status == 0:
-        run_experiment_for(run_dir, budget)
-    elif experiment:
-        click.echo(f"torchlint: experiment not run: the script exited with status {status}", err=True)
-    try:
-        _report, rendered = report_run(
-            run_dir,
-            output_format=output_format,
-            no_browser=no_browser,
-            status=status,
-            script=path,
-            argv=[script, *script_args],
-            hint=hint,
-        )
-    except Exception as exc:  # the script's status still wins; say what went wrong
-        click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(status if status else 1)
+    # SIGTERM or SIGHUP from here on stops the experiment, never the report of a run that
+    # finished: the report is written, then torchlint exits with the signal's status.
+    with StopSignals() as stops:
+        if experiment and status == 0:
+            try:
+                run_experiment_for(run_dir, budget)
+            except StopRequested as stop:
+                click.echo(f"torchlint: experiment {stop.reason}; reporting the profiled run", err=True)
+        elif experiment:
+            click.echo(f"torchlint: experiment not run: the script exited with status {status}", err=True)
+        stops.defer()
+        try:
+            _report, rendered = report_run(
+                run_dir,
+                output_format=output_format,
+                no_browser=no_browser,
+                status=status,
+                script=path,
+                argv=[script, *script_args],
+                hint=hint,
+            )
+        except Exception as exc:  # the script's status still wins; say what went wrong
+            click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(status if status else 1)
+    if stops.signum is not None:
+        click.echo(f"torchlint: stopped by {signal.Signals(stops.signum).name}; the report is in {run_dir}", err=True)
+        status = 128 + stops.signum
     if not json_mode:
         click.echo("")  # a blank line between the script's output and the report
     click.echo(rendered, nl=False)
     show_html(run_dir, open_html, json_mode)
-    if _report["snakeviz"].get("launched"):
+    if _report["snakeviz"].get("launched") and stops.signum is None:
         from torchlint.profiler import snakeviz
 
         snakeviz.serve_until_interrupted(_report["snakeviz"]["pid"], say=lambda text: click.echo(text, err=True))

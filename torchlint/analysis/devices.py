@@ -442,14 +442,9 @@ class Devices:
         if name is None or _depth > 3:
             return False
         tree = self.ctx.tree
-        where = tree.index(at)
-        best = None
-        for binding in self.ctx.bindings.lookup(name, at):
-            index = tree.index(binding.node)
-            if index >= where or (best is not None and index <= tree.index(best.node)):
-                continue
-            if binding.kind in ("for", "comp") or not tree.is_inside(at, binding.node):
-                best = binding  # a loop binds its target before its body runs
+        # a loop binds its target before its body runs; an assignment only after its value
+        best = self.ctx.bindings.latest_before(
+            self.ctx.bindings.lookup(name, at), at, lambda b: b.kind in ("for", "comp") or not tree.is_inside(at, b.node))
         if best is None:
             return False
         if best.kind in ("for", "comp"):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
+
+from torchlint.analysis.impact import Where, where_of
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -101,3 +104,30 @@ def _slicing_call(ctx: FileContext, call: cst.Call) -> bool:
         # an index drawn or counted; torch.tensor(array[i]) would be a conversion: real work
         return qualified.split(".")[-1].startswith(("rand", "arange"))
     return isinstance(func, cst.Attribute) and func.attr.value in _SLICING_METHODS
+
+
+_EVAL_NAME = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluation|dev|holdout|predict|inference)(_|$|loader|set|data)", re.IGNORECASE)
+
+
+def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
+    """Where a ``DataLoader(...)``'s batches go: the step of a training loop that iterates
+    it (in this file), else of an evaluation loop; without such a loop, what it is called
+    (``val_loader``, Lightning's ``test_dataloader()``) or whether it shuffles (training
+    data is shuffled, evaluation data is not). ``Where.BATCH`` when nothing says."""
+    loops = ctx.loops
+    found = {where_of(loops.describe(loop)) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
+    for where in (Where.TRAIN, Where.BATCH, Where.EVAL):
+        if where in found:
+            return where
+    names = [binding.name for binding in ctx.bindings.bound_to(call)]
+    function = ctx.tree.enclosing_function(call)
+    if function is not None:
+        names.append(function.name.value)
+    if any(_EVAL_NAME.search(name.rsplit(".", 1)[-1]) for name in names):
+        return Where.EVAL
+    if any("train" in name.lower() for name in names):
+        return Where.TRAIN
+    shuffle = loader_option(ctx, call, "shuffle")
+    if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name):
+        return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL
+    return Where.BATCH

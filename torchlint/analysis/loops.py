@@ -49,6 +49,7 @@ class Loops:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._hot: dict[int, bool] = {}
+        self._described: dict[int, str] = {}  # a loop's description: one walk of it, however many findings it holds
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -103,6 +104,12 @@ class Loops:
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
+        key = id(loop)
+        if key not in self._described:
+            self._described[key] = self._describe(loop)
+        return self._described[key]
+
+    def _describe(self, loop: cst.CSTNode) -> str:
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):

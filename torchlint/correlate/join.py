@@ -129,7 +129,7 @@ def correlate(
     # one ranking for every fix: the static findings and the runtime findings with a remedy
     # of their own (the symptoms' remedies are static findings, ranked there already)
     ranked_all = sorted(
-        (c for c in (*joined, *runtime) if c.rank_key()[0] < UNRANKED and c.finding.code not in SYMPTOM_RULES),
+        (c for c in (*joined, *runtime) if c.rank_key()[0] < UNRANKED and _ranks_itself(c, joined, session)),
         key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
     )
     for rank, c in enumerate(ranked_all, 1):
@@ -147,6 +147,19 @@ def correlate(
         unmatched=list(by_key.values()),
         runtime_skipped=runtime_skipped(session),
     )
+
+
+def _ranks_itself(c: Correlated, joined: list[Correlated], session: ProfileSession) -> bool:
+    """Whether ``c`` takes a place of its own in the ranking. A symptom does not (its remedy
+    is a static finding's), except TLR01 at a loop whose loader no TL201 finding covers
+    (a loader that has workers, or one TL201 leaves alone): then its remedy, workers, is
+    ranked nowhere else."""
+    code = c.finding.code
+    if code == "TLR01":
+        place = (session.resolve(c.finding.location.path), c.finding.line)
+        return not any(j.finding.code == "TL201" and place in {(session.resolve(r.path), r.line) for r in j.finding.related}
+                       for j in joined)
+    return code not in SYMPTOM_RULES
 
 
 def user_files(session: ProfileSession) -> list[str]:

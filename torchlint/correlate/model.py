@@ -45,6 +45,7 @@ SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
 #: Runtime findings that are the symptoms of static ones (a DataLoader's wait, syncs,
 #: pageable copies, an idle GPU): their remedies are those findings' (TL201, TL101 ...),
 #: already ranked, so they are shown but not ranked again (one fix, one place in the list).
+#: TLR01 is ranked where no TL201 finding covers its loader (join._ranks_itself).
 SYMPTOM_RULES = frozenset({"TLR01", "TLR02", "TLR03", "TLR04"})
 
 #: Rules joined through ``Finding.related`` (the cost is where the object is used).

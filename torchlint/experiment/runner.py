@@ -374,10 +374,11 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                 skipped.append(out)
             else:
                 skipped.append(out)
-    except KeyboardInterrupt:  # Ctrl-C stops the experiment, not the report
+    except KeyboardInterrupt as stop:  # Ctrl-C (or SIGTERM, SIGHUP) stops the experiment, not the report
         interrupted = True
+        why = getattr(stop, "reason", "interrupted (Ctrl-C)")
         seen = {(m.code, m.line, m.variant) for m in done} | {(s["code"], s["line"], s["variant"]) for s in skipped}
-        skipped.extend(_skip(d, "interrupted (Ctrl-C)") for d in todo if (d.finding.code, d.finding.line, d.label) not in seen)
+        skipped.extend(_skip(d, why) for d in todo if (d.finding.code, d.finding.line, d.label) not in seen)
     finally:
         if exp is not None:
             exp.close(force=interrupted)

@@ -8,7 +8,10 @@ reads it back when it loads the run: the summary is off the script's critical pa
 
 From each trace: the aten ops under each ``torchlint <file>:<line> <call>`` range
 (charged to that call site, nested ranges excluded), a table of ops by self time,
-CUDA synchronisations, memcpys and the device's busy time over the window.
+CUDA synchronisations, memcpys and the device's busy time over the window; for each
+synchronisation inside a call site's range, how long the host waited in it and the
+GPU idle gap it left (from its return to the next kernel's start: what the sync model
+of estimate.py charges); and the device time of the matmul kernels (TLR08's model).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from bisect import bisect_left
 import threading
 import time
 from collections import defaultdict
@@ -38,6 +42,17 @@ TRACES_DIR = "traces"
 TRACE_SUFFIX = ".pt.trace.json"
 SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: aten ops that launch the GEMM kernels TF32 would speed up; a kernel counts when the op whose
+#: External id it carries is one of these, or when its name says GEMM (cuBLAS's names vary by
+#: GPU and version: ``ampere_sgemm_*``, ``sm90_xmma_gemm_*``, ``cutlass_*gemm*``, ``nvjet_*``)
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                        "aten::_addmm_activation", "aten::addmv", "aten::mv", "aten::matmul", "aten::linear"})
+_GEMM_NAMES = ("gemm", "gemv", "nvjet")
+
+
+def _is_gemm(kernel: str) -> bool:
+    low = kernel.lower()
+    return any(word in low for word in _GEMM_NAMES)
 
 
 def trace_name(window: str, worker: str | None = None, when_ms: int | None = None) -> str:
@@ -77,6 +92,10 @@ class FileSummary:
         self._flows: dict[tuple[Any, ...], Any] = {}  # ("s" | "f", tid, ts) -> fwdbwd flow id
         self._flow_site: dict[Any, tuple[str | None, str | None]] = {}  # flow id -> forward op's (line, module)
         self._flow_seq: dict[Any, Any] = {}  # flow id -> the backward node's sequence number
+        self.gemm_us = 0.0  # device time of the GEMM kernels (TLR08's model)
+        #: call-site range (None: outside any) -> [syncs, waited_us, gap_us, saving_us, syncs with a next kernel]
+        self.sync_sites: dict[str | None, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
+        self._syncs: list[tuple[str | None, float, float]] = []  # (range, end, waited), this file
 
     def read(self, path: Path) -> None:
         with open(path, encoding="utf-8") as f:
@@ -85,6 +104,8 @@ class FileSummary:
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
         self._flows = {}
+        kernels: list[tuple[Any, str, float]] = []  # (External id, name, µs): the GEMMs are picked below
+        op_names: dict[Any, str] = {}  # External id -> the CPU op that holds it
         for e in events:
             if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
                 # torch's link from the forward op that made an autograd node to the node's backward
@@ -100,6 +121,8 @@ class FileSummary:
                 ext = (e.get("args") or {}).get("External id")
                 if ext is not None:
                     kernel_us[ext] += dur
+                if cat == "kernel":
+                    kernels.append((ext, name, dur))
                 if "Memcpy" in name:
                     m = self.memcpy[name]
                     m[0] += 1
@@ -109,6 +132,8 @@ class FileSummary:
                 continue
             if name in SYNCS:
                 self.syncs += 1
+            if cat == "cpu_op":
+                op_names[(e.get("args") or {}).get("External id")] = name
             cpu[e.get("tid")].append(e)
         lo, hi = float("inf"), float("-inf")
         for thread in cpu.values():
@@ -120,6 +145,24 @@ class FileSummary:
         if hi > lo:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
+        self._sync_gaps(sorted(start for start, _ in device))
+        self.gemm_us += sum(dur for ext, name, dur in kernels if op_names.get(ext) in MATMUL_OPS or _is_gemm(name))
+
+    def _sync_gaps(self, starts: list[float]) -> None:
+        """The GPU idle gap after each sync: from its return to the next device activity
+        (kernel, memcpy, memset). A sync the window's last kernel precedes has no gap to
+        read; it is counted, not measured."""
+        for label, end, waited in self._syncs:
+            row = self.sync_sites[label]
+            row[0] += 1
+            row[1] += waited
+            i = bisect_left(starts, end)
+            if i < len(starts):
+                gap = max(starts[i] - end, 0.0)
+                row[2] += gap
+                row[3] += min(gap, waited)
+                row[4] += 1
+        self._syncs = []
 
     def _thread(self, events: list[dict[str, Any]], kernel_us: dict[Any, float]) -> None:
         """Self times by nesting (an event inside another's span is its child); the
@@ -188,6 +231,8 @@ class FileSummary:
                 if flow is not None and number is not None:
                     self._flow_seq[flow] = number
             dev = kernel_us.get(args.get("External id"), 0.0)
+            if name in SYNCS:
+                self._syncs.append((label, ts + dur, dur))
             stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range, step])
         while stack:
             close(stack.pop())
@@ -326,6 +371,7 @@ class WindowSummary:
                 memcpy[name][1] += row[1]
         window_us = sum(f.window_us for f in self.files)
         busy_us = sum(f.busy_us for f in self.files)
+        matmul_us = sum(f.gemm_us for f in self.files)
         ops = sorted(table.items(), key=lambda kv: -kv[1][1])[:40]
         return {
             "ops": [
@@ -340,6 +386,8 @@ class WindowSummary:
             "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in memcpy.items()},
             "gpu_idle_share": (1.0 - busy_us / window_us) if (self.cuda and window_us) else None,
             "events": sum(f.events for f in self.files),
+            "sync_gaps": self.sync_gaps() if self.cuda else [],
+            "matmul_device_s": matmul_us / 1e6 if self.cuda else None,
             **self.line_costs(),
         }
 
@@ -402,6 +450,24 @@ class WindowSummary:
             "backward_unattributed_s": unattributed[0] / 1e6,
             "module_backward": {m: {"backward_s": c / 1e6, "backward_device_s": d / 1e6} for m, (c, d) in modules.items()},
         }
+
+    def sync_gaps(self) -> list[dict[str, Any]]:
+        """Per probed call site: its syncs in the window, the host's wait in them, and the
+        GPU idle gap each left (totals over the syncs a next kernel followed: ``measured``)."""
+        sites: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
+        for f in self.files:
+            for label, row in f.sync_sites.items():
+                if label is None or label not in self.labels:
+                    continue  # outside probed calls: no line to charge it to
+                acc = sites[label]
+                for i, v in enumerate(row):
+                    acc[i] += v
+        out = []
+        for label, (syncs, waited, gap, saving, measured) in sites.items():
+            path, line, func, probe = self.labels[label]
+            out.append({"path": path, "line": int(line), "function": func, "call": probe, "syncs": int(syncs),
+                        "measured": int(measured), "wait_s": waited / 1e6, "gap_s": gap / 1e6, "saving_s": saving / 1e6})
+        return sorted(out, key=lambda g: -g["saving_s"])
 
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:

@@ -138,8 +138,8 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
         out.append("<h3>Not applicable on this machine</h3>")
         out.extend(_finding(f, cwd, "–") for f in not_here)
     if static_only:
-        out.append("<h3>Static-only findings (nothing measured at these lines)</h3><ul>")
-        out.extend(f"<li><code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
+        out.append("<h3>Static-only findings (nothing measured at these lines), by their static impact</h3><ul>")
+        out.extend(f"<li>{escape(f.get('impact') or '')} <code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
     out.append(_experiment_section(report.get("experiment")))

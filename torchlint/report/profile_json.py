@@ -229,6 +229,8 @@ def build(
             "gpu_idle_share": window.get("gpu_idle_share"),
             "memcpy": window.get("memcpy") or {},
             "ops": list(window.get("ops") or [])[:15],
+            "sync_gaps": [{**g, "path": display_path(str(g.get("path") or ""), cwd)} for g in window.get("sync_gaps") or []],
+            "matmul_device_s": window.get("matmul_device_s"),
         },
         "experiment": _experiment(experiment, cwd),
         "cost_by_line": lines.to_dict(lines.line_table(session), cwd),

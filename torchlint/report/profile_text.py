@@ -9,7 +9,14 @@ from torchlint.correlate import display_path
 from torchlint.correlate import fmt_interval
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.findings import IMPACT_RANK
 from torchlint.savings import ALPHA, NOT_MEASURABLE
+
+
+def static_by_impact(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings nothing in the run measured, highest static impact first (docs/impact.md)."""
+    static = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    return sorted(static, key=lambda f: IMPACT_RANK.get(f.get("impact") or "", 0))
 
 
 def _pct(share: float | None) -> str:
@@ -165,10 +172,13 @@ def unranked_sections(findings: list[dict[str, Any]]) -> tuple[list[dict[str, An
     """The unranked findings, each in one section: observed (no saving model applies),
     not applicable on this machine (whether or not the sampler happened to catch their
     line: one rule's findings are not split by that), and static-only."""
+    def here(f: dict[str, Any]) -> bool:
+        return not (f.get("expected") or {}).get("not_applicable")
+
     rest = [f for f in findings if f.get("rank") is None]
-    not_here = [f for f in rest if (f.get("expected") or {}).get("not_applicable")]
-    others = [f for f in rest if not (f.get("expected") or {}).get("not_applicable")]
-    return [f for f in others if f.get("observed")], not_here, [f for f in others if not f.get("observed")]
+    not_here = [f for f in rest if not here(f)]
+    observed = [f for f in rest if here(f) and f.get("observed")]
+    return observed, not_here, [f for f in static_by_impact(findings) if here(f)]
 
 
 def experiment_section(exp: dict[str, Any] | None) -> list[str]:
@@ -318,9 +328,10 @@ def render(report: dict[str, Any]) -> str:
         lines.append("No finding had an observed cost or an expected saving in this run.")
         lines.append("")
     if static_only:
-        lines.append("Static-only findings (nothing measured at these lines in this run)")
+        lines.append("Static-only findings (nothing measured at these lines in this run), by their static impact")
         for f in static_only:
-            lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+            impact = f"[{f['impact']}] " if f.get("impact") else ""
+            lines.append(f"      {impact}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
             if f.get("context"):
                 fetch_s = sum(e["total_s"] for e in f["context"])
                 lines.append(f"      {'':>4}context: {_s(fetch_s)} fetching batches from this loader")

@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.grad import explicitly_enabled
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import submodule_attributes
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -66,6 +67,7 @@ class EvalWithoutNoGrad(Check):
 
     code = "TL301"
     name = "eval-without-no-grad"
+    cost = Cost.GRAPH_BUILT
     message = "`{call}` runs after `{model}.eval()` with autograd still recording the graph"
     fix_hint = "Run the evaluation under `with torch.inference_mode():` (or `torch.no_grad()`), or decorate the function with `@torch.inference_mode()`"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_feeds, loader_option, tensor_dataset
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 class DataloaderNoPinMemory(Check):
@@ -13,6 +14,7 @@ class DataloaderNoPinMemory(Check):
 
     code = "TL202"
     name = "dataloader-no-pin-memory"
+    cost = Cost.PINNED_COPY
     message = "`{call}` has {why}, so each batch is staged through pageable host memory before its copy to the device"
     fix_hint = "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`"
 
@@ -39,4 +41,4 @@ class DataloaderNoPinMemory(Check):
         if in_memory_dataset(ctx, node) == "device":
             return  # items come back on the device: pinning them raises
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        self.report(node, where=loader_feeds(ctx, node), related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_feeds, loader_option, tensor_dataset
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 class DataloaderNoWorkers(Check):
@@ -13,6 +14,7 @@ class DataloaderNoWorkers(Check):
 
     code = "TL201"
     name = "dataloader-no-workers"
+    cost = Cost.INPUT_PIPELINE
     message = "`{call}` has {why}, so every batch is loaded and collated in the training process while the model waits"
     fix_hint = "Pass `num_workers` > 0 (about 4 per GPU to start with) so worker processes prepare batches ahead of the step"
 
@@ -36,4 +38,4 @@ class DataloaderNoWorkers(Check):
         if in_memory_dataset(ctx, node) is not None:
             return  # its items are slices of tensors it holds, or made on the device: the same
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        self.report(node, where=loader_feeds(ctx, node), related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _DATA_PARALLEL = {
@@ -19,9 +20,10 @@ class DataParallel(Check):
 
     code = "TL601"
     name = "data-parallel"
+    cost = Cost.MULTI_GPU_OVERHEAD
     message = "`{call}` drives every GPU from one Python process, replicating the model and scattering each batch on every step"
     fix_hint = "Use `torch.nn.parallel.DistributedDataParallel` with one process per GPU (launched with `torchrun`)"
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qname(node.func) in _DATA_PARALLEL:
-            self.report(node, call=short_code(self.ctx.module, node.func) + "(...)")
+            self.report(node, where=Where.TRAIN, call=short_code(self.ctx.module, node.func) + "(...)")

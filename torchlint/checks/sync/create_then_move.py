@@ -9,6 +9,7 @@ from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device, legacy_
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -17,6 +18,8 @@ _FACTORIES = {
     "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
     "torch.logspace", "torch.randperm",
 }
+# Drawn from a random generator: on the device, from the device's generator.
+_RANDOM = {"torch.rand", "torch.randn", "torch.randint", "torch.randperm"}
 # Legacy typed constructors take no `device=`: reported, never fixed.
 _LEGACY = {
     "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor",
@@ -35,6 +38,7 @@ class CreateThenMove(Check):
 
     code = "TL110"
     name = "create-then-move"
+    cost = Cost.ALLOCATION
     message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
@@ -59,7 +63,14 @@ class CreateThenMove(Check):
         else:
             fix = self._fix(node, move, qualified) if qualified in _FACTORIES else None
         hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
-        self.report(node, fix=fix, hint=hint, factory=short_code(ctx.module, node), move=_move_text(ctx.module, move))
+        # A random draw made on the device comes from the device's generator: a seeded run
+        # draws other values, so that fix is offered as unsafe only.
+        safety = FixSafety.UNSAFE if qualified in _RANDOM else None
+        self.report(
+            node, fix=fix, hint=hint, fix_safety=safety,
+            fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
+            factory=short_code(ctx.module, node), move=_move_text(ctx.module, move),
+        )
 
     # --- the shape of the code ---------------------------------------------------------
     def _conversions_above(self, node: cst.BaseExpression) -> cst.BaseExpression:
@@ -145,6 +156,8 @@ class CreateThenMove(Check):
             return None
         if ctx.keyword(factory, "requires_grad") is not None:
             return None  # moving a `requires_grad` leaf makes a non-leaf: the fix would change autograd
+        if ctx.keyword(factory, "generator") is not None:
+            return None  # a generator draws on its own device: `device="cuda"` with a CPU one raises
         if any(ctx.keyword(factory, name) is not None for name in _PLACES_STORAGE):
             return None  # `out=` (or pinned or sparse storage) already decides where the result lives
         target = _device_argument(move)

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 # Comparisons that do not read the tensor's value.
@@ -17,6 +18,7 @@ class TensorConditionInLoop(Check):
 
     code = "TL104"
     name = "tensor-condition-in-loop"
+    cost = Cost.SYNC
     message = "`{test}` branches on a tensor value in {loop}: the host waits for the device to decide"
     per_step = True
     device_bound = True
