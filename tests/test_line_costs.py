@@ -23,6 +23,7 @@ from torchlint.correlate.lines import line_table
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 from torchlint.profiler.tracefile import FileSummary, WindowSummary
+from torchlint.profiler.tracelines import line_costs
 
 
 def _line(needle: str) -> int:
@@ -122,7 +123,7 @@ def test_backward_follows_the_flow_to_the_op_that_made_the_node(tmp_path):
     labels = {f"torchlint line a.py:{n}": ["/p/a.py", n, "f", "line"] for n in (1, 2, 3)}
     window = WindowSummary(labels, cuda=True)
     window.files.append(f)
-    rows = {r["line"]: r for r in window.line_costs()["lines"]}
+    rows = {r["line"]: r for r in line_costs(window)["lines"]}
     assert rows[2]["device_s"] == pytest.approx(90e-6) and rows[2]["backward_device_s"] == pytest.approx(60e-6)
 
 

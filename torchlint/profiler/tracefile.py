@@ -28,12 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.profiler.session import Hotspot
+from torchlint.profiler.tracelines import BACKWARD_PREFIX, LINE_PREFIX, MODULE_PREFIX, NO_FORWARD, charge_backward, line_costs
 
 LABEL_PREFIX = "torchlint "
-LINE_PREFIX = "torchlint line "  # linetrace.py: the user's line an op ran under
-MODULE_PREFIX = "torchlint module "  # modules.py: the nn.Module whose forward ran it
-BACKWARD_PREFIX = "autograd::engine::evaluate_function: "  # one autograd node's backward
-_NO_FORWARD = "accumulate"  # the backward of a node no forward op made (a leaf's AccumulateGrad)
 #: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
 #: of torch's ``tensorboard_trace_handler``: ``tensorboard --logdir RUN_DIR/traces`` shows
 #: each window as a run, and HTA's ``TraceAnalysis(trace_dir=RUN_DIR/traces/<window>)``
@@ -141,7 +138,7 @@ class FileSummary:
             lo = min(lo, float(thread[0].get("ts", 0.0)))
             hi = max(hi, max(float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)) for e in thread))
             self._thread(thread, kernel_us)
-        self._charge_backward()
+        charge_backward(self)
         if hi > lo:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
@@ -218,7 +215,7 @@ class FileSummary:
                 label = name  # a nested probed call charges its own site
             number = args.get("Sequence number")
             if name.startswith(BACKWARD_PREFIX):
-                seq = number if number is not None else _NO_FORWARD  # AccumulateGrad: no forward op made it
+                seq = number if number is not None else NO_FORWARD  # AccumulateGrad: no forward op made it
             elif seq is None and number is not None and not is_range:
                 # every op carries the number of the next node: the last one made it
                 self._seq_site[number] = (line, module)
@@ -237,29 +234,6 @@ class FileSummary:
         while stack:
             close(stack.pop())
 
-    def _charge_backward(self) -> None:
-        """Each autograd node's backward to the line (and module) of the forward op
-        that created it: they share the node's sequence number."""
-        if self._flow_seq:  # the forward op that made each node, as torch linked them
-            for flow, seq in self._flow_seq.items():
-                if flow in self._flow_site:
-                    self._seq_site[seq] = self._flow_site[flow]
-        for seq, (cpu, dev) in self._backward.items():
-            line, module = self._seq_site.get(seq, (None, None))
-            if line is not None:
-                cost = self.lines[line]
-                cost[1] += cpu
-                cost[3] += dev
-            else:
-                self.backward_unattributed[0] += cpu
-                self.backward_unattributed[1] += dev
-            if module is not None:
-                mod = self.module_backward[module]
-                mod[0] += cpu
-                mod[1] += dev
-        self._backward.clear()
-        self._seq_site.clear()
-        self._flows, self._flow_site, self._flow_seq = {}, {}, {}
 
 
 _cache: dict[tuple[str, int, int], FileSummary] = {}
@@ -388,67 +362,7 @@ class WindowSummary:
             "events": sum(f.events for f in self.files),
             "sync_gaps": self.sync_gaps() if self.cuda else [],
             "matmul_device_s": matmul_us / 1e6 if self.cuda else None,
-            **self.line_costs(),
-        }
-
-    def line_costs(self, top: int = 40) -> dict[str, Any]:
-        """What each user line cost in the windows: its forward ops, the backward of the
-        autograd nodes its ops created, their device time; the evaluation window's
-        forward apart. Totals over the windows (the report divides by their steps)."""
-        rows: dict[str, list[float]] = defaultdict(lambda: [0.0] * 5)
-        for f in self.files:
-            evaluation = any(f is e for e in self.eval_files)
-            for name, (fwd, bwd, fdev, bdev) in f.lines.items():
-                row = rows[name]
-                if evaluation:
-                    row[4] += fwd
-                else:
-                    row[0] += fwd
-                    row[1] += bwd
-                    row[2] += fdev
-                    row[3] += bdev
-        out = []
-        for name, (fwd, bwd, fdev, bdev, ev) in rows.items():
-            site = self.labels.get(name)
-            if site is None or fwd + bwd + fdev + bdev + ev <= 0:
-                continue
-            out.append({"path": site[0], "line": int(site[1]), "function": site[2], "forward_s": fwd / 1e6,
-                        "backward_s": bwd / 1e6, "device_s": (fdev + bdev) / 1e6,
-                        "backward_device_s": bdev / 1e6, "eval_forward_s": ev / 1e6})
-        out.sort(key=lambda r: -(r["forward_s"] + r["backward_s"] + r["device_s"] + r["eval_forward_s"]))
-        modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        unattributed = [0.0, 0.0]
-        for f in self.files:
-            for name, (cpu, dev) in f.module_backward.items():
-                modules[name[len(MODULE_PREFIX):]][0] += cpu
-                modules[name[len(MODULE_PREFIX):]][1] += dev
-            unattributed[0] += f.backward_unattributed[0]
-            unattributed[1] += f.backward_unattributed[1]
-        train: dict[str, int] = defaultdict(int)  # line range -> in how many of the windows' steps it ran
-        evaluation: set[str] = set()
-        steps = 0
-        for f in self.files:
-            if any(f is e for e in self.eval_files):
-                evaluation.update(f.seen)
-                continue
-            steps += len(f.steps)
-            for name, where in f.seen.items():
-                train[name] += len(where - {""})
-
-        def sites(names: Any) -> list[list[Any]]:
-            return sorted([self.labels[n][0], int(self.labels[n][1]), *([names[n]] if isinstance(names, dict) else [])]
-                          for n in names if n in self.labels)
-
-        return {
-            "lines": out[:top],
-            "lines_total": len(out),
-            # which lines the training windows ran, and in how many of their steps: what an
-            # experiment's step windows (median steps) can see (experiment/runner.py)
-            "lines_seen": sites(train),
-            "window_steps": steps,
-            "eval_lines_seen": sites(evaluation),
-            "backward_unattributed_s": unattributed[0] / 1e6,
-            "module_backward": {m: {"backward_s": c / 1e6, "backward_device_s": d / 1e6} for m, (c, d) in modules.items()},
+            **line_costs(self),
         }
 
     def sync_gaps(self) -> list[dict[str, Any]]:
@@ -468,7 +382,6 @@ class WindowSummary:
             out.append({"path": path, "line": int(line), "function": func, "call": probe, "syncs": int(syncs),
                         "measured": int(measured), "wait_s": waited / 1e6, "gap_s": gap / 1e6, "saving_s": saving / 1e6})
         return sorted(out, key=lambda g: -g["saving_s"])
-
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     total = 0.0
