@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, SLOWER
+from torchlint.savings import NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, SLOWER
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +141,8 @@ def test_source_variants_are_measured_or_skipped_with_a_reason(experiment_run) -
         (m,) = _by_code(data, code)
         if m["verdict"] == SKIPPED:
             assert m["why"].startswith("budget"), m
+        elif m["verdict"] == NOT_MEASURABLE:  # its code ran outside the steps and whole runs did not fit
+            assert m["why"].startswith("not measurable by this experiment: it ") and "budget" in m["why"], m
         else:
             assert m["verdict"] in (SAVING, NO_CHANGE, SLOWER)
             assert "mechanical" in m["variant"] and m["ci_low"] <= m["ci_high"]

@@ -43,7 +43,7 @@ def _codes(value: str | None) -> tuple[str, ...] | None:
 class _LazyGroup(click.Group):
     """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
 
-    LAZY = {"profile": ("torchlint.profiler.command", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
+    LAZY = {"profile": ("torchlint.cli_profile", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])

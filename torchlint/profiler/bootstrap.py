@@ -314,7 +314,11 @@ def _write(
     try:
         from torchlint.profiler.cprof import write_user_profile
 
-        write_user_profile(profiler, run_dir / PROFILE_FILE)  # without torchlint's own frames
+        from torchlint.profiler.tooltime import TOOL
+
+        splice = torch_run.modules.splice() if torch_run is not None else ()
+        # without torchlint's own frames, and its work taken out of the functions above it
+        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice)
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")

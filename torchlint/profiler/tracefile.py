@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.profiler.session import Hotspot
+from torchlint.profiler.tracelines import BACKWARD_PREFIX, LINE_PREFIX, MODULE_PREFIX, NO_FORWARD, charge_backward, line_costs
 
 LABEL_PREFIX = "torchlint "
 #: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
@@ -77,6 +78,17 @@ class FileSummary:
         self.pageable = 0
         self.window_us = 0.0
         self.busy_us = 0.0
+        # line range name -> [forward CPU us, backward CPU us, forward device us, backward device us]
+        self.lines: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+        self.module_backward: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module range -> [cpu, device]
+        self.backward_unattributed = [0.0, 0.0]  # no forward op of the window made the node (AccumulateGrad)
+        self.seen: dict[str, set[str]] = defaultdict(set)  # line range -> the ProfilerStep ranges it ran in ("" outside)
+        self.steps: set[str] = set()  # the ProfilerStep ranges of the window
+        self._seq_site: dict[Any, tuple[str | None, str | None]] = {}  # forward op's sequence number -> (line, module)
+        self._backward: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])  # sequence number -> [cpu, device]
+        self._flows: dict[tuple[Any, ...], Any] = {}  # ("s" | "f", tid, ts) -> fwdbwd flow id
+        self._flow_site: dict[Any, tuple[str | None, str | None]] = {}  # flow id -> forward op's (line, module)
+        self._flow_seq: dict[Any, Any] = {}  # flow id -> the backward node's sequence number
         self.gemm_us = 0.0  # device time of the GEMM kernels (TLR08's model)
         #: call-site range (None: outside any) -> [syncs, waited_us, gap_us, saving_us, syncs with a next kernel]
         self.sync_sites: dict[str | None, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
@@ -88,9 +100,14 @@ class FileSummary:
         cpu: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
+        self._flows = {}
         kernels: list[tuple[Any, str, float]] = []  # (External id, name, µs): the GEMMs are picked below
         op_names: dict[Any, str] = {}  # External id -> the CPU op that holds it
         for e in events:
+            if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
+                # torch's link from the forward op that made an autograd node to the node's backward
+                self._flows[(e.get("ph"), e.get("tid"), float(e.get("ts", 0.0)))] = e.get("id")
+                continue
             if e.get("ph") != "X" or e.get("cat") == "Trace":  # "Trace": the profiler's own span
                 continue
             self.events += 1
@@ -121,6 +138,7 @@ class FileSummary:
             lo = min(lo, float(thread[0].get("ts", 0.0)))
             hi = max(hi, max(float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)) for e in thread))
             self._thread(thread, kernel_us)
+        charge_backward(self)
         if hi > lo:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
@@ -144,13 +162,14 @@ class FileSummary:
         self._syncs = []
 
     def _thread(self, events: list[dict[str, Any]], kernel_us: dict[Any, float]) -> None:
-        """Self times by nesting (an event inside another's span is its child), and the
-        innermost call-site range around each op."""
-        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us]
+        """Self times by nesting (an event inside another's span is its child); the
+        innermost call-site range around each op, its innermost line and module range,
+        and the autograd node (sequence number) whose backward it belongs to."""
+        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us, line, module, backward seq, range, step]
 
         def close(item: list[Any]) -> None:
-            end, name, child, label, dur, dev = item
-            if name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep"):
+            end, name, child, label, dur, dev, line, module, seq, is_range, _step = item
+            if is_range:
                 return
             self_us = max(dur - child, 0.0)
             row = self.ops[name]
@@ -164,24 +183,57 @@ class FileSummary:
                 site[1] += self_us
                 site[2] += dur
                 site[3] += dev
+            if seq is not None:  # backward: charged to the forward op's line once all threads are read
+                bwd = self._backward[seq]
+                bwd[0] += self_us
+                bwd[1] += dev
+            elif line is not None:
+                cost = self.lines[line]
+                cost[0] += self_us
+                cost[2] += dev
 
         for e in events:
             ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
             while stack and stack[-1][0] <= ts:
                 close(stack.pop())
             name = str(e.get("name", ""))
+            args = e.get("args") or {}
             parent = stack[-1] if stack else None
             if parent is not None:
                 parent[2] += dur
-            label = parent[3] if parent is not None else None
-            if name.startswith(LABEL_PREFIX):
+            label, line, module, seq, step = (parent[3], parent[6], parent[7], parent[8], parent[10]) if parent is not None else (None,) * 5
+            is_range = name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep")
+            if name.startswith("ProfilerStep"):
+                step = name
+                self.steps.add(name)
+            if name.startswith(LINE_PREFIX):
+                line = name
+                self.seen[name].add(step or "")
+            elif name.startswith(MODULE_PREFIX):
+                module = name
+            elif name.startswith(LABEL_PREFIX):
                 label = name  # a nested probed call charges its own site
-            dev = kernel_us.get((e.get("args") or {}).get("External id"), 0.0)
+            number = args.get("Sequence number")
+            if name.startswith(BACKWARD_PREFIX):
+                seq = number if number is not None else NO_FORWARD  # AccumulateGrad: no forward op made it
+            elif seq is None and number is not None and not is_range:
+                # every op carries the number of the next node: the last one made it
+                self._seq_site[number] = (line, module)
+            if self._flows:
+                where = (e.get("tid"), ts)
+                flow = self._flows.get(("s",) + where)
+                if flow is not None and seq is None:
+                    self._flow_site[flow] = (line, module)
+                flow = self._flows.get(("f",) + where)
+                if flow is not None and number is not None:
+                    self._flow_seq[flow] = number
+            dev = kernel_us.get(args.get("External id"), 0.0)
             if name in SYNCS:
                 self._syncs.append((label, ts + dur, dur))
-            stack.append([ts + dur, name, 0.0, label, dur, dev])
+            stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range, step])
         while stack:
             close(stack.pop())
+
 
 
 _cache: dict[tuple[str, int, int], FileSummary] = {}
@@ -251,11 +303,15 @@ class WindowSummary:
         self.labels = labels  # range name -> [path, line, function, probed call]
         self.cuda = cuda
         self.files: list[FileSummary] = []
+        self.eval_files: list[FileSummary] = []  # the evaluation window's: its lines are reported apart
         self.errors: list[str] = []
 
     def add(self, path: Path) -> None:
         try:
-            self.files.append(read_file(path))
+            summary = read_file(path)
+            self.files.append(summary)
+            if path.parent.name == "eval" or path.name == "trace-eval.json":
+                self.eval_files.append(summary)
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             self.errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
 
@@ -306,6 +362,7 @@ class WindowSummary:
             "events": sum(f.events for f in self.files),
             "sync_gaps": self.sync_gaps() if self.cuda else [],
             "matmul_device_s": matmul_us / 1e6 if self.cuda else None,
+            **line_costs(self),
         }
 
     def sync_gaps(self) -> list[dict[str, Any]]:
@@ -325,7 +382,6 @@ class WindowSummary:
             out.append({"path": path, "line": int(line), "function": func, "call": probe, "syncs": int(syncs),
                         "measured": int(measured), "wait_s": waited / 1e6, "gap_s": gap / 1e6, "saving_s": saving / 1e6})
         return sorted(out, key=lambda g: -g["saving_s"])
-
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     total = 0.0
