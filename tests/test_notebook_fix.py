@@ -249,11 +249,11 @@ def test_related_places_in_a_notebook_name_their_cell_in_json_and_sarif(tmp_path
     ]
     data = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     write(tmp_path / "loader.ipynb", data)
-    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--select", "TL201", "--output-format", "json")
+    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--min-impact", "low", "--select", "TL201", "--output-format", "json")
     (finding,) = json.loads(out)
     assert (finding["cell"], finding["line"]) == (1, 3)
     assert finding["related"] == [{"path": "loader.ipynb", "line": 1, "column": 1, "cell": 2}]
-    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--select", "TL201", "--output-format", "sarif")
+    _, out, _ = run_check(tmp_path, "loader.ipynb", "--no-cache", "--min-impact", "low", "--select", "TL201", "--output-format", "sarif")
     (related,) = json.loads(out)["runs"][0]["results"][0]["relatedLocations"]
     assert related["message"]["text"] == "cell 2, line 1, column 1: where this costs time"
 

@@ -22,8 +22,10 @@ class Where(enum.Enum):
     """How often the flagged code runs."""
 
     TRAIN = "every step of a training loop"
-    EVAL = "every step of an evaluation, inference or sampling loop"
+    INFER = "every step of an inference or sampling loop"
+    EVAL = "every step of an evaluation loop"
     BATCH = "every step of a loop over batches"
+    EPOCH = "once per epoch (a full-batch step, or a loop around the steps)"
     EVERY_N = "every N steps (a logging or checkpoint branch)"
     ONCE = "once (not every step)"
 
@@ -34,13 +36,16 @@ class Cost(enum.Enum):
     SYNC = "a host-device sync that stalls the GPU pipeline"
     HOST_COPY = "a device-to-host copy and the sync it waits for"
     ROUND_TRIP = "a copy to the other device and back, with a sync"
-    ALLOCATION = "an extra allocation or host-to-device copy"
+    UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
+    ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     INPUT_PIPELINE = "batches loaded while the GPU waits"
+    HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
     PINNED_COPY = "pageable host-to-device copies"
+    PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
@@ -49,30 +54,39 @@ class Cost(enum.Enum):
     UNCHECKED = "the file could not be checked: none of its problems can be found"
 
 
-# (cost, where) -> tier. Read by docs/impact.md's test: keep the two in step.
+# (cost, where) -> tier, columns in Where's order: train, infer, eval, batch, epoch,
+# every_n, once. docs/impact.md holds the same table (tests/test_impact.py compares them).
+_TABLE = """
+SYNC                 high   medium low    medium low    low    low
+HOST_COPY            high   low    low    low    low    low    low
+ROUND_TRIP           high   medium low    medium low    low    low
+UPLOAD               high   medium low    medium low    low    low
+ALLOCATION           medium low    low    low    low    low    low
+SMALL_WORK           low    low    low    low    low    low    low
+SMALL_KERNELS        low    low    low    low    low    low    low
+MEMORY_KEPT          high   medium medium medium high   low    low
+GRAPH_BUILT          medium medium medium medium low    low    low
+INPUT_PIPELINE       high   medium low    medium low    low    low
+HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
+PINNED_COPY          medium low    low    low    low    low    low
+PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
+MISSING_PIECES       medium low    low    low    low    low    low
+PRECISION            high   medium medium medium medium low    low
+DUPLICATED_WORK      high   medium medium high   medium low    low
+MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
+API_AGE              low    low    low    low    low    low    low
+UNCHECKED            high   high   high   high   high   high   high
+"""
 _TIERS: dict[Cost, dict[Where, str]] = {
-    Cost.SYNC: {Where.TRAIN: HIGH, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.HOST_COPY: {Where.TRAIN: HIGH, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.ROUND_TRIP: {Where.TRAIN: HIGH, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.ALLOCATION: {Where.TRAIN: MEDIUM, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.SMALL_WORK: {Where.TRAIN: LOW, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.SMALL_KERNELS: {Where.TRAIN: LOW, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.MEMORY_KEPT: {Where.TRAIN: HIGH, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.GRAPH_BUILT: {Where.TRAIN: MEDIUM, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.INPUT_PIPELINE: {Where.TRAIN: HIGH, Where.EVAL: LOW, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.PINNED_COPY: {Where.TRAIN: MEDIUM, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.MISSING_PIECES: {Where.TRAIN: MEDIUM, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.PRECISION: {Where.TRAIN: HIGH, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.DUPLICATED_WORK: {Where.TRAIN: HIGH, Where.EVAL: MEDIUM, Where.BATCH: HIGH, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.MULTI_GPU_OVERHEAD: {Where.TRAIN: MEDIUM, Where.EVAL: LOW, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.API_AGE: {Where.TRAIN: LOW, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
-    Cost.UNCHECKED: {Where.TRAIN: HIGH, Where.EVAL: HIGH, Where.BATCH: HIGH, Where.EVERY_N: HIGH, Where.ONCE: HIGH},
+    Cost[row[0]]: dict(zip(Where, row[1:])) for row in (line.split() for line in _TABLE.strip().splitlines())
 }
+assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS.values())
 
 # Costs that only a device has: where no tensor ever leaves the host they cost (almost)
-# nothing, so they fall to low.
+# nothing, so they fall to low. Where the place comes from the file's own loops only: a
+# model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
-    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.ALLOCATION, Cost.PINNED_COPY, Cost.MISSING_PIECES, Cost.PRECISION,
+    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
 })
 
 
@@ -94,9 +108,13 @@ def where_of(origin: str) -> Where:
     """How often a step runs, from the words the loop analysis and the join use for it
     ("a training loop", "an evaluation loop", "Lightning `validation_step`", ...)."""
     text = origin.lower()
-    if any(word in text for word in ("evaluation", "validation", "test_step", "predict", "sampling", "inference")):
+    if "epoch loop" in text:
+        return Where.EPOCH
+    if any(word in text for word in ("evaluation", "validation", "test_step", "test loop")):
         return Where.EVAL
-    if "train" in text or "backward" in text or "optimizer" in text:
+    if any(word in text for word in ("predict", "sampling", "inference", "generation")):
+        return Where.INFER
+    if any(word in text for word in ("train", "backward", "optimizer", "compute_loss")):
         return Where.TRAIN
     return Where.BATCH
 

@@ -150,13 +150,27 @@ def _indexes_a_held_list(ctx: FileContext, class_name: str, value: cst.BaseExpre
             if name is not None and name.startswith("self."):
                 held[name] = node.value
     for part in parts:
-        if not (isinstance(part, cst.Subscript) and (dotted(part.value) or "") in held):
+        base = part
+        while isinstance(base, cst.Subscript):  # `self.trajectories["states"][t][j]`
+            base = base.value
+        if base is part or (dotted(base) or "") not in held:
             return False
-        source = held[dotted(part.value)]  # type: ignore[index]
-        in_memory = isinstance(source, _IN_MEMORY) or (isinstance(source, cst.Call) and dotted(source.func) in ("list", "tuple", "dict", "sorted"))
-        if not in_memory:
+        if not _in_memory(ctx, held[dotted(base)]):  # type: ignore[index]
             return False
     return True
+
+
+# Calls whose value is in memory (a lazily read file is not: h5py, np.memmap, np.load's mmap_mode).
+_IN_MEMORY_CALLS = frozenset({"list", "tuple", "dict", "sorted", "torch.load", "pickle.load", "json.load"})
+
+
+def _in_memory(ctx: FileContext, source: cst.BaseExpression) -> bool:
+    if isinstance(source, _IN_MEMORY):
+        return True
+    if not isinstance(source, cst.Call):
+        return False
+    name = ctx.qname(source.func) or dotted(source.func)
+    return name in _IN_MEMORY_CALLS and ctx.keyword(source, "mmap") is None
 
 
 def _method(ctx: FileContext, class_name: str, method: str) -> cst.FunctionDef | None:

@@ -110,6 +110,8 @@ class EvalWithoutNoGrad(Check):
                 continue  # a later branch on the same phase: its own training or evaluation path
             if any(isinstance(a, cst.Lambda) for a in tree.ancestors(call)):
                 continue  # runs wherever the lambda is called
+            if _returned(tree, call) and _handed_out(tree, tree.enclosing_function(call)):
+                continue  # a model function a factory returns: whoever calls it chooses the grad mode
             if ctx.grad.runs_without_grad(call) or explicitly_enabled(ctx, call):
                 continue
             if ctx.grad.backward_after(call, unless_guarded_by=phase_names):
@@ -142,3 +144,21 @@ class EvalWithoutNoGrad(Check):
             return True
         head, _, attr = name.rpartition(".")
         return head == model and attr in submodules
+
+
+def _returned(tree, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``call``'s value returned as it is (``return model(x)``, ``return model(x), y``)?"""
+    parent = tree.parent(call)
+    if isinstance(parent, cst.Element):
+        parent = tree.parent(tree.parent(parent))
+    return isinstance(parent, cst.Return)
+
+
+def _handed_out(tree, function: cst.FunctionDef | None) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``function`` a closure its enclosing function returns (``get_model_fn`` returns
+    ``model_fn``)? Its callers are not in sight: they may run it under ``no_grad``."""
+    outer = tree.enclosing_function(function) if function is not None else None
+    if outer is None:
+        return False
+    return any(isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value == function.name.value
+               for n in tree.descendants(outer))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoPinMemory(Check):
@@ -38,4 +38,8 @@ class DataloaderNoPinMemory(Check):
         if no_work_for_workers(ctx, node) is not None:
             return  # no workers to pin in: pinning in the loop costs a copy of its own (or raises, for device items)
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, where=loader_feeds(ctx, node), related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        # Without workers the loop itself pins each batch: one more copy (TL201 is the fix).
+        workers = loader_option(ctx, node, "num_workers")
+        alone = workers is None or (isinstance(workers, cst.Arg) and isinstance(workers.value, cst.Integer) and workers.value.evaluated_value == 0)
+        self.report(node, where=loader_feeds(ctx, node), cost=Cost.PIN_WITHOUT_WORKERS if alone else None,
+                    related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoWorkers(Check):
@@ -36,4 +36,8 @@ class DataloaderNoWorkers(Check):
         if no_work_for_workers(ctx, node) is not None:
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, where=loader_feeds(ctx, node), related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        loops = ctx.loops.iterations_of(node)
+        # Trained here, on the host only: workers would share the cores the model uses.
+        on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
+        self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None,
+                    related=tuple(loops), call=call, why=why)

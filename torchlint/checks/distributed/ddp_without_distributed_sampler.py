@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_feeds, loader_option
 from torchlint.analysis.names import dotted
-from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"

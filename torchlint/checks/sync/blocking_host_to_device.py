@@ -16,7 +16,7 @@ class BlockingHostToDevice(Check):
 
     code = "TL111"
     name = "blocking-host-to-device"
-    cost = Cost.ALLOCATION
+    cost = Cost.UPLOAD
     message = "`{call}` copies the batch to the device synchronously: the host waits for the copy on every step"
     fix_hint = "Pass `non_blocking=True` (with `pin_memory=True` on the DataLoader) so the copy overlaps with compute"
     default = False

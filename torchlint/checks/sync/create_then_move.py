@@ -7,9 +7,9 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind
-from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -38,7 +38,7 @@ class CreateThenMove(Check):
 
     code = "TL110"
     name = "create-then-move"
-    cost = Cost.ALLOCATION
+    cost = Cost.UPLOAD
     message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
@@ -48,8 +48,8 @@ class CreateThenMove(Check):
         qualified = ctx.qname(node.func)
         if qualified not in _FACTORIES and qualified not in _LEGACY:
             return
-        if qualified in _LEGACY and _holds_data(ctx, node):
-            return  # built from data, like torch.tensor: the data is copied over either way
+        if qualified in _LEGACY and not _given_sizes(ctx, node):
+            return  # built from data (or maybe): copied over either way; TL204 names the data's fix
         device = ctx.keyword(node, "device")
         if device is not None and not is_cpu_device(device.value, ctx):
             return  # already built on a device (or one chosen at run time)
@@ -186,15 +186,8 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
 
 
 def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type: ignore[no-untyped-def]
-    """Legacy constructors take no ``device=``: name the modern factory that does. One
-    argument that is neither a number nor known data may be either: name both."""
+    """Legacy constructors take no ``device=``: name the modern factory that does."""
     dtype = legacy_dtype(qualified) or "float32"
-    positional = [a.value for a in factory.args if a.keyword is None and not a.star]
-    if len(positional) == 1 and not isinstance(positional[0], cst.Integer):
-        arg = short_code(ctx.module, positional[0])
-        return (f"Legacy constructors take no `device=`: if `{arg}` holds data, build it on the device with "
-                f"`torch.tensor({arg}, dtype=torch.{dtype}, device=device)`; if it is a size, "
-                f"`torch.empty({arg}, dtype=torch.{dtype}, device=device)`")
     return f"Legacy constructors take no `device=`: create it on the device with `torch.empty(size, dtype=torch.{dtype}, device=device)`"
 
 
@@ -204,9 +197,26 @@ def _move_text(module: cst.Module, move: cst.Call) -> str:
     return f".{method}({arguments})" if len(arguments) <= 40 else f".{method}(...)"
 
 
-def _holds_data(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
-    """``torch.LongTensor([1, 2])``, ``torch.FloatTensor(array)``: a legacy constructor
-    given data, not sizes."""
-    first = call.args[0].value if call.args and call.args[0].keyword is None else None
-    return first is not None and (ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call))
+def _given_sizes(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """``torch.FloatTensor(n, 3)``, ``torch.LongTensor(x.size(0))``: a legacy constructor
+    given sizes (which `torch.empty(..., device=)` replaces), not data. One argument of
+    unknown kind is data as often as not: `torch.empty` would be wrong code for data."""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    return len(args) != 1 or _size_like(ctx, args[0], call)  # data comes alone: several are sizes
 
+
+def _size_like(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    if isinstance(expr, cst.Integer) or ctx.constants.int_value(expr, at) is not None:
+        return True
+    if isinstance(expr, cst.Tuple):
+        return all(_size_like(ctx, e.value, at) for e in expr.elements)
+    if isinstance(expr, cst.BinaryOperation):
+        return _size_like(ctx, expr.left, at) and _size_like(ctx, expr.right, at)
+    if isinstance(expr, cst.Call):  # `len(x)`, `x.size(0)`, `x.numel()`, `int(n)`
+        name = dotted(expr.func) or ""
+        return name in ("len", "int") or name.rsplit(".", 1)[-1] in ("size", "numel", "dim")
+    if isinstance(expr, cst.Subscript):  # `x.shape[0]`, `x.size()[1]`
+        return (dotted(expr.value) or "").endswith(".shape") or isinstance(expr.value, cst.Call) and _size_like(ctx, expr.value, at)
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value == "shape"  # `x.shape`: a torch.Size
+    return False
