@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.batches import BatchPlacement
+from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
-
-_MOVE_METHODS = {"to", "cuda"}
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -99,7 +99,9 @@ def _looks_like_device_name(name: str) -> bool:
     return last in _DEVICE_NAMES or last.endswith(("_device", "device")) or last.startswith("device")
 
 
-class Devices:
+class Devices(BatchPlacement, ModuleMoves):
+    """Where values live; loader batches (batches.py) and moved modules (module_moves.py) are its parts."""
+
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._uses_accelerator: bool | None = None
@@ -201,50 +203,6 @@ class Devices:
             # would make the result a device value, so both sides must be host or numbers)
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in (expr.left, expr.right))
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
-
-    def module_on_host(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """Is the callable ``func`` (``model``, ``self.net``) a module whose last move before
-        ``at`` in source order took it to the host? ``nn.Module.cpu()`` and ``.to("cpu")``
-        move the module in place, so ``model_cpu = model.cpu()`` moves ``model`` too, and
-        every call of either runs on the host until a move back."""
-        name = dotted(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-        if name is None or self.ctx.qname(func) is not None:
-            return False
-        tree = self.ctx.tree
-        where, scope = tree.index(at), tree.scope_of(at)
-        latest: tuple[int, str] | None = None
-        for index, placement, moved_in in self._module_moves().get(name, ()):
-            # the same name in another function may be another module: moves count in the
-            # scope of `at`, or at module level for a name the scope does not bind itself
-            same = moved_in is scope or (moved_in is tree.module and not self._bound_in(name, at, scope))
-            if same and index < where and (latest is None or index > latest[0]):
-                latest = (index, placement)
-        reaching = self.ctx.bindings.reaching(name, at)  # `model_cpu = model.cpu()`: the alias
-        if reaching is not None and isinstance(reaching.value, cst.Call) and reaching.element is None:
-            moved = self.move(reaching.value)
-            index = self.ctx.tree.index(reaching.node)
-            if moved is not None and (latest is None or index > latest[0]):
-                latest = (index, moved)
-        return latest is not None and latest[1] == "host"
-
-    def _module_moves(self) -> dict[str, list[tuple[int, str, cst.CSTNode]]]:
-        """receiver name -> (pre-order index, "host" or "device", scope) of each ``.cpu()``,
-        ``.cuda()`` or ``.to(place)`` made on it (once per file)."""
-        if not hasattr(self, "_moves"):
-            self._moves: dict[str, list[tuple[int, str, cst.CSTNode]]] = {}
-            tree = self.ctx.tree
-            for call in self.ctx.method_calls(("cpu", "cuda", "to")):
-                receiver = dotted(call.func.value)  # type: ignore[attr-defined]
-                placement = self.move(call)
-                if receiver is not None and placement is not None:
-                    self._moves.setdefault(receiver, []).append((tree.index(call), placement, tree.scope_of(call)))
-        return self._moves
-
-    def _bound_in(self, name: str, at: cst.CSTNode, scope: cst.CSTNode) -> bool:
-        """Does ``scope``, the function around ``at``, bind ``name`` itself (a parameter,
-        an assignment), so that the module-level name is not the one ``at`` reads?"""
-        return scope is not self.ctx.tree.module and any(
-            self.ctx.tree.scope_of(b.node) is scope for b in self.ctx.bindings.lookup(name, at))
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
@@ -428,99 +386,7 @@ class Devices:
             return False
         return False
 
-    def is_host_batch(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
-        """A value straight from iterating a DataLoader that is never moved to a device
-        (or computed from one on the host: ``x[0]``, ``y.sum()``; or unpacked from one:
-        ``images, labels = batch``)."""
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVE_METHODS:
-                expr = expr.func.value
-            else:
-                break
-        name = dotted(expr)
-        if name is None:
-            return False
-        bindings = self.ctx.bindings.lookup(name, at)
-        if not bindings:
-            return False
-        for binding in bindings:
-            if binding.kind == "assign" and binding.value is not None and _depth < 3 and self._unpacks_batch(binding, _depth):
-                continue  # `images, labels = batch`, `x = batch["image"]`
-            if binding.kind not in ("for", "comp"):
-                return False  # rebound, e.g. `x = x.to(device)`
-            loop = binding.node
-            loader = self.ctx.loops.loader_of(binding.value, loop)
-            if loader is None or self._places_batches(loader, loop):
-                return False
-        return True
 
-    def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
-        """A loader handed to ``accelerator.prepare(...)`` or ``fabric.setup_dataloaders(...)``
-        yields batches already on the device (also through ``active = train_loader`` or
-        ``accelerator.skip_first_batches(train_loader, n)``)."""
-        name = dotted(iterable) if iterable is not None else None
-        if name is None or depth > 3:
-            return False
-        for binding in self.ctx.bindings.lookup(name, at):
-            value = binding.value
-            if binding.kind != "assign" or value is None:
-                continue
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PLACING_LOADERS:
-                return True
-            if binding.element is None and isinstance(value, (cst.Name, cst.Attribute)) and self._places_batches(value, binding.node, depth + 1):
-                return True
-        return False
-
-    def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
-        """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a
-        DataLoader loop produced (``x`` in ``for x, y in loader: x = x.to(device)``, read on
-        the right-hand side), or a part of it (``batch[0]``, ``images, labels = batch``)?"""
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVE_METHODS:
-                expr = expr.func.value
-            else:
-                break
-        name = dotted(expr)
-        if name is None or _depth > 3:
-            return False
-        tree = self.ctx.tree
-        # a loop binds its target before its body runs; an assignment only after its value
-        best = self.ctx.bindings.latest_before(
-            self.ctx.bindings.lookup(name, at), at, lambda b: b.kind in ("for", "comp") or not tree.is_inside(at, b.node))
-        if best is None:
-            return False
-        if best.kind in ("for", "comp"):
-            loader = self.ctx.loops.loader_of(best.value, best.node)
-            return loader is not None and not self._places_batches(loader, best.node)
-        if best.kind == "assign" and best.value is not None:
-            value = best.value
-            if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):
-                if best.element >= len(value.elements):
-                    return False
-                value = value.elements[best.element].value
-            if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and dotted(value) != name:
-                return self.loader_value(value, best.node, _depth + 1)
-        return False
-
-    def _unpacks_batch(self, binding, _depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
-        value = binding.value
-        if binding.element is not None and isinstance(value, (cst.Tuple, cst.List)):
-            if binding.element >= len(value.elements):
-                return False
-            value = value.elements[binding.element].value
-        if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
-            return False  # a call may move it: `x = to_device(batch)`
-        if dotted(value) == binding.name:
-            return False
-        return self.is_host_batch(value, binding.node, _depth + 1)
-
-
-# Wrappers whose loaders move every batch to the device (Accelerate, Lightning Fabric).
-_PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches"})
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:
