@@ -149,15 +149,18 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         if show_files:
             _cli_check().show_files(targets, settings, force_exclude)
             sys.exit(2 if missing else 0)
+        cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
         if stdin:
             config = settings.for_path(Path(stdin_filename) if stdin_filename else Path("."))
-            _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero)
-        cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
+            project = _cli_check().Project(settings, cache, jobs or pool.default_jobs())
+            _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero, project)
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
         result = lint_paths(
             targets, settings, force_exclude=force_exclude, fix=mode, debug=debug,
-            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress,
+            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True,
         )
+        if result.note:
+            click.echo(f"torchlint: note: {result.note}", err=True)
         edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
@@ -210,10 +213,10 @@ def _show_fixes(result: LintResult, config: Any, mode: str | None, applied: bool
         cli_check.show_fixes(cli_check.would_fix(result.findings, unsafe=mode == "unsafe"), applied=False)
 
 
-def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool, debug: bool, force_exclude: bool, output_format: str, output_file: Path | None, color: str, statistics: bool, exit_zero: bool) -> None:
+def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool, debug: bool, force_exclude: bool, output_format: str, output_file: Path | None, color: str, statistics: bool, exit_zero: bool, project: Any = None) -> None:
     """`check -`: stdin's findings (to stderr when stdout carries the fixed source)."""
     cli_check = _cli_check()
-    result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude)
+    result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude, project=project)
     for note in edit.notes if edit is not None else ():
         click.echo(f"torchlint: {note}", err=True)
     if diff and edit is not None:

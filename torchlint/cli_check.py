@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -238,8 +238,28 @@ def add_noqa(result: LintResult, targets: list[Path]) -> tuple[int, int]:
     return added, failed
 
 
-def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool) -> tuple[LintResult, Edit | None, SourceLines]:
-    """Lint standard input; with --fix the fixed text goes to stdout (the report to stderr)."""
+@dataclass(frozen=True)
+class Project:
+    """Where stdin's project context comes from: each file's settings, the result cache
+    and the processes that may summarise what the cache lacks."""
+
+    settings: Any
+    cache: Path | None
+    jobs: int
+
+    def summaries(self, filename: str) -> list[Any]:
+        from torchlint.engine.project_files import project_summaries
+
+        context = project_summaries(Path(filename), self.settings, cache=self.cache, jobs=self.jobs)
+        if context.note:
+            click.echo(f"torchlint: note: {context.note}", err=True)
+        return context.summaries
+
+
+def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool, project: Project | None = None) -> tuple[LintResult, Edit | None, SourceLines]:
+    """Lint standard input; with --fix the fixed text goes to stdout (the report to stderr).
+    With ``--stdin-filename``, the text is checked in the context of that file's project
+    (the other files' summaries; the file on disk is the one stdin replaces)."""
     from torchlint.engine import LintResult
     from torchlint.engine.source import Source, decode
     from torchlint.engine.stdin import excluded, lint_stdin
@@ -250,7 +270,8 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
             sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
     try:
-        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+        context = project.summaries(filename) if filename and project is not None else []
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=context)
     except BaseException:
         if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
             sys.stdout.buffer.write(data)
