@@ -107,9 +107,10 @@ def test_a_commit_that_touches_only_the_helper_is_stopped(tmp_path: Path, pre_co
     helper.write_text(PACKAGE["mytrain/utils.py"].replace(".mean()\n", ".mean().item()\n"))
     _git(repo, pre_commit_env, "add", "mytrain/utils.py")
     stopped = _git(repo, pre_commit_env, "commit", "-m", "report accuracy as a number")
-    assert stopped.returncode != 0, stopped.stdout + stopped.stderr
-    assert "mytrain/utils.py:2:12: TL101" in stopped.stdout and "mytrain/train.py:10" in stopped.stdout, stopped.stdout
-    assert "Found 1 problem" in stopped.stdout  # the helper's finding only: train.py is context, not checked
+    said = stopped.stdout + stopped.stderr  # git shows the hook's output on stderr
+    assert stopped.returncode != 0, said
+    assert "mytrain/utils.py:2:12: TL101" in said and "mytrain/train.py:10" in said, said
+    assert "Found 1 problem" in said  # the helper's finding only: train.py is context, not checked
 
     helper.write_text(PACKAGE["mytrain/utils.py"])
     _git(repo, pre_commit_env, "add", "mytrain/utils.py")
