@@ -22,7 +22,7 @@ from pathlib import Path
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config, ConfigError, Resolver
 from torchlint.engine.cache import Cache, Entry, Keys, look_up, unchanged
-from torchlint.engine.discover import SOURCE_SUFFIXES, SourceFile, discover, real
+from torchlint.engine.discover import SOURCE_SUFFIXES, SourceFile, discover, real, real_file
 from torchlint.engine.results import FileResult
 
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", ".git", ".hg")
@@ -43,7 +43,7 @@ def project_root(path: Path, settings: Resolver) -> Path | None:
     """The root of the project ``path`` (a file, a directory, or a name that need not
     exist yet, as ``--stdin-filename`` gives) belongs to; None outside any project."""
     absolute = real(path)
-    directory = absolute if absolute.is_dir() else absolute.parent
+    directory = absolute if os.path.isdir(absolute) else absolute.parent
     for candidate in (directory, *directory.parents):
         if any(os.path.lexists(candidate / marker) for marker in PROJECT_MARKERS):
             return candidate
@@ -61,7 +61,7 @@ def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolv
     the files whose summaries give the given ones their context. TooLarge when a project
     holds more than ``MAX_PROJECT_FILES`` files."""
     paths = list(paths)
-    given_dirs = [real(p) for p in paths if p.is_dir()]
+    given_dirs = [real(p) for p in paths if os.path.isdir(p)]
     roots = {root for root in (project_root(p, settings) for p in paths) if root is not None}
     roots = sorted(root for root in roots if not any(other in root.parents for other in roots))  # the outer tree holds the inner
     seen = {real(p) for p in given}
@@ -70,7 +70,7 @@ def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolv
         if _covered(root, given_dirs):
             continue  # `check .` at the root: every file is given
         for file in discover([root], settings):
-            key = real(file.path)
+            key = real_file(file.path)
             if key in seen or file.path.suffix not in SOURCE_SUFFIXES:
                 continue  # a given file, or an unreadable directory (its own run reports it)
             seen.add(key)
