@@ -52,7 +52,7 @@ class Linter:
         that hold only in per-step functions are settled at once; without, they stay in
         ``result.conditional`` for :func:`settle_steps`."""
         checks, ignored = self._checks_for(path)
-        result = run_checks(source, checks, self.options, self.debug)
+        result = run_checks(source, checks, self.options, self.debug, file=str(path))
         result.findings = self._keep(result.findings, source, ignored)
         kept = self._keep([c.finding for c in result.conditional], source, ignored)
         result.conditional = [c for c in result.conditional if c.finding in kept]
