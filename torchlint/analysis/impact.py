@@ -47,6 +47,7 @@ class Cost(enum.Enum):
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
     API_AGE = "an old API: a style matter, not a cost"
     UNCHECKED = "the file could not be checked: none of its problems can be found"
+    SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
 
 
 # (cost, where) -> tier. Read by docs/impact.md's test: keep the two in step.
@@ -67,6 +68,7 @@ _TIERS: dict[Cost, dict[Where, str]] = {
     Cost.MULTI_GPU_OVERHEAD: {Where.TRAIN: MEDIUM, Where.EVAL: LOW, Where.BATCH: MEDIUM, Where.EVERY_N: LOW, Where.ONCE: LOW},
     Cost.API_AGE: {Where.TRAIN: LOW, Where.EVAL: LOW, Where.BATCH: LOW, Where.EVERY_N: LOW, Where.ONCE: LOW},
     Cost.UNCHECKED: {Where.TRAIN: HIGH, Where.EVAL: HIGH, Where.BATCH: HIGH, Where.EVERY_N: HIGH, Where.ONCE: HIGH},
+    Cost.SUPPRESSION: {Where.TRAIN: MEDIUM, Where.EVAL: MEDIUM, Where.BATCH: MEDIUM, Where.EVERY_N: MEDIUM, Where.ONCE: MEDIUM},
 }
 
 # Costs that only a device has: where no tensor ever leaves the host they cost (almost)
@@ -78,7 +80,7 @@ _DEVICE_COSTS = frozenset({
 
 def assess(cost: Cost, where: Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
-    if cost in (Cost.API_AGE, Cost.UNCHECKED):
+    if cost in (Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION):
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {where.value}, but on the host only: no device to wait for"
