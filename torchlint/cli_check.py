@@ -112,6 +112,7 @@ def report(
     lines: SourceLines | None = None,
     err: bool = False,
     left_out: Counter[str] | None = None,
+    unsafe: bool = False,
 ) -> None:
     """Print (or write) the report of ``result`` and its internal errors; ``left_out``
     counts the findings below ``min-impact``, by impact (the summary says how to see them)."""
@@ -121,7 +122,7 @@ def report(
     if statistics:
         from torchlint.report import statistics as stats
 
-        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out), output_file, err)
+        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out, unsafe=unsafe), output_file, err)
     else:
         stream: TextIO = sys.stderr if err else sys.stdout
         context = ReportContext(
