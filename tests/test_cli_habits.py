@@ -109,3 +109,50 @@ def test_statistics_mark_fixes_that_need_unsafe_fixes(tmp_path: Path) -> None:
     ]
     _, out, _ = run_check(tmp_path, "--statistics", "--min-impact", "low", "--unsafe-fixes", "data.py")
     assert "1\tTL203\t[*] tensor-copies-numpy\t1 low" in out.splitlines() and "[-]" not in out
+
+
+def test_a_missing_path_prints_only_the_error(tmp_path: Path) -> None:
+    code, out, err = run_check(tmp_path, "nowhere.py")
+    assert code == 2 and out == "" and err == "torchlint: error: no such file or directory: nowhere.py\n"
+    (tmp_path / "here.py").write_text(CREATE_THEN_MOVE)
+    code, out, err = run_check(tmp_path, "nowhere.py", "here.py", "--min-impact", "low")
+    assert code == 2 and "here.py:2:5: TL110" in out and "nowhere.py" in err  # the rest is still checked
+
+
+ACCURACY_LOOP = """import torch
+opt = torch.optim.SGD(params, lr=0.1)
+for logits, labels in loader:
+    loss = model(logits).sum()
+    loss.backward()
+    opt.step()
+    accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
+"""
+
+
+def test_long_expressions_in_messages_are_cut_at_a_token_with_one_ellipsis(tmp_path: Path) -> None:
+    import libcst as cst
+
+    from torchlint.analysis.context import short_code
+
+    (tmp_path / "train.py").write_text(ACCURACY_LOOP)
+    _, out, _ = run_check(tmp_path, "--output-format", "concise", "train.py")
+    assert "`(logits.argmax(dim=1)\u2026).float().mean().item()`" in out, out
+    assert "...." not in out and "floa." not in out
+    module = cst.parse_module("x = some_function(first_argument) + another_function(second_argument) + third\n")
+    text = short_code(module, module.body[0].body[0].value)  # type: ignore[attr-defined]
+    assert text == "some_function(first_argument) +\u2026" and len(text) <= 40
+
+
+def test_a_syntax_error_shows_its_source_and_help_as_every_finding_does(tmp_path: Path) -> None:
+    (tmp_path / "old.py").write_text("import torch\n\n\ndef report(step):\n    print 'step', step\n")
+    _, out, _ = run_check(tmp_path, "old.py")
+    assert out.splitlines()[:8] == [
+        "old.py:5:5: TL000 cannot parse: Missing parentheses in call to 'print'. Did you mean print(...)?",
+        "  |",
+        "4 | def report(step):",
+        "5 |     print 'step', step",
+        "  |     ^^^^^^^^^^^^^^^^^^ TL000",
+        "  |",
+        "  = impact: high (the file could not be checked: none of its problems can be found)",
+        "  = help: Fix the file so that Python can parse it",
+    ]

@@ -145,6 +145,8 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     targets, missing = ([Path("-")], []) if stdin else split_missing(list(paths) or [Path(".")])
     for name in missing:  # reported, and the rest is still checked (exit 2 at the end)
         click.echo(f"torchlint: error: no such file or directory: {name}", err=True)
+    if missing and not targets:
+        sys.exit(2)  # nothing left to check: the error is the whole answer (no report of 0 files)
     overrides = {
         "select": _codes(select), "extend-select": _codes(extend_select), "ignore": _codes(ignore),
         "exclude": exclude or None, "tensor-core-multiple": tensor_core_multiple,

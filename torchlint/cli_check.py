@@ -27,22 +27,25 @@ class SourceLines:
     Only the lines are kept, and only of files that have findings."""
 
     def __init__(self, given: dict[str, Source] | None = None) -> None:
-        self.files: dict[str, tuple[list[str], Source | None] | None] = {}
+        self.files: dict[str, tuple[list[str], Source | None, dict[int, tuple[int, ...]]] | None] = {}
         for path, source in (given or {}).items():
             self.files[path] = self._entry(source)
 
     @staticmethod
-    def _entry(source: Source) -> tuple[list[str], Source | None]:
-        # A notebook also keeps its Source: its cell map says which lines are which cell
-        # (not its JSON, which may be megabytes of outputs).
+    def _entry(source: Source) -> tuple[list[str], Source | None, dict[int, tuple[int, ...]]]:
+        # A notebook also keeps its Source: its cell map says which lines are which cell,
+        # and which line of the file holds each cell line (not its JSON, which may be
+        # megabytes of outputs).
         cells = replace(source, notebook=None) if source.cells is not None else None
+        from torchlint.engine.notebook import file_lines
         from torchlint.engine.source import python_lines
 
-        return python_lines(source.text), cells  # Python's line breaks: findings count lines as it does
+        in_file = file_lines(source.notebook) if source.notebook is not None else {}
+        return python_lines(source.text), cells, in_file  # Python's line breaks: findings count lines as it does
 
-    def _file(self, path: str) -> tuple[list[str], Source | None] | None:
+    def _file(self, path: str) -> tuple[list[str], Source | None, dict[int, tuple[int, ...]]] | None:
         if path not in self.files:
-            from torchlint.engine.source import Source, read_source
+            from torchlint.engine.source import Source, byte_limit, read_bytes, source_from_bytes
 
             self.files[path] = None
             file = Path(path)
@@ -53,7 +56,12 @@ class SourceLines:
             except OSError:
                 readable = False
             if readable:
-                read = read_source(file, path)
+                try:
+                    data = read_bytes(file, byte_limit(file, MAX_SNIPPET_FILE))
+                except OSError:
+                    return None
+                # The text whether or not it parses: a syntax error (TL000) shows its line too.
+                read = source_from_bytes(file, path, data, compiled=False)
                 if isinstance(read, Source):
                     self.files[path] = self._entry(read)
         return self.files[path]
@@ -62,7 +70,7 @@ class SourceLines:
         entry = self._file(path)
         if entry is None:
             return None
-        lines, notebook = entry
+        lines, notebook, _ = entry
         if cell is not None and notebook is not None and notebook.cells is not None:
             line = notebook.cells.joined_line(cell, line)
             spans = {number: (first, last) for number, first, last in notebook.cell_spans()}
@@ -70,6 +78,12 @@ class SourceLines:
             if not first <= line <= last:
                 return None
         return lines[line - 1] if 0 < line <= len(lines) else None
+
+    def file_line(self, path: str, cell: int, line: int) -> int | None:
+        """The line of the notebook file ``path`` that holds line ``line`` of cell ``cell``."""
+        entry = self._file(path)
+        in_cell = entry[2].get(cell, ()) if entry is not None else ()
+        return in_cell[line - 1] if 0 < line <= len(in_cell) else None
 
 
 def keep_shown(result: LintResult, config_for: Any) -> Counter[str]:
@@ -125,6 +139,7 @@ def report(
         emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out, unsafe=unsafe), output_file, err)
     else:
         stream: TextIO = sys.stderr if err else sys.stdout
+        lines = lines or SourceLines()
         context = ReportContext(
             files_checked=result.files_checked,
             fixed=fixed,
@@ -132,7 +147,8 @@ def report(
             left_out=dict(left_out or {}),
             color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
             root=Path.cwd(),
-            line_text=lines or SourceLines(),
+            line_text=lines,
+            file_line=lines.file_line,
         )
         emit(render(output_format, result.findings, context), output_file, err, context.color)
     if result.files_checked == 0 and not result.errors:
