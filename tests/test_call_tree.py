@@ -57,7 +57,11 @@ def test_cumulative_times_agree_with_plain_cprofile(both):
         ours = both.ours[key]
         assert ours[1] == nc, key
         shares = [p[key][3] / _main(p) for p in both.plains if key in p]
-        assert min(abs(ours[3] / main_ours - s) for s in shares) <= 0.12, (key, ours[3] / main_ours, shares)
+        # 0.3: torch.profiler records every op in its windows (6 of this run's 16 steps),
+        # which weighs on backward's many small ops: 0.58-0.64 against 0.40-0.44 seen at a
+        # load of 3-4 on 2 cores. The broken tree this guards against read 0.0 for
+        # `_call_impl` against 0.4 and more.
+        assert min(abs(ours[3] / main_ours - s) for s in shares) <= 0.3, (key, ours[3] / main_ours, shares)
         checked.append(key[2])
     assert {"_call_impl", "train_epoch", "evaluate", "forward", "backward"} <= set(checked)
 

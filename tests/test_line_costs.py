@@ -37,7 +37,7 @@ def test_the_attention_scores_line_has_the_largest_backward_share(both):
     rows = table["lines"]
     top = max(rows, key=lambda r: r["backward_s"])
     assert top["line"] == _line("torch.softmax(q @ k.transpose") and top["function"] == "forward"
-    assert top["backward_share"] > 0.4
+    assert top["backward_share"] > 0.25  # 0.35 to 0.89 seen, the next line 0.05 on a quiet machine
     assert top["forward_s"] > 0 and top["backward_s"] > 0
 
 
