@@ -21,19 +21,13 @@ from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from torchlint import __version__, catalogue
+from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import ConfigError
-from torchlint.engine.add_noqa import add_noqa
-from torchlint.engine.fixes import apply_fixes, keep_untouched
-from torchlint.engine.source import line_and_column
-from torchlint.findings import LOW, MEDIUM, Finding
-from torchlint.report.rule_info import description, rule_url
-from torchlint.server_lint import Linted, Projects, absolute, fix_all, lint_text
+from torchlint.server_actions import FIX_ALL, _contains, _range, code_actions, diagnostic, hover_text
+from torchlint.server_lint import Linted, Projects, absolute, lint_text
 
 DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
-FIX_ALL = "source.fixAll.torchlint"
-CONFIG_NAMES = ("pyproject.toml", "torchlint.toml", ".torchlint.toml")
 WATCHED = ("**/pyproject.toml", "**/torchlint.toml", "**/.torchlint.toml", "**/*.py", "**/*.ipynb")
 log = logging.getLogger(__name__)
 
@@ -56,36 +50,6 @@ class TorchlintServer(LanguageServer):
 def _path(uri: str) -> Path | None:
     fs_path = uris.to_fs_path(uri)
     return Path(fs_path) if fs_path else None
-
-
-def _range(finding: Finding) -> types.Range:
-    loc = finding.location
-    end_line = loc.end_line if loc.end_line is not None else loc.line
-    end_column = loc.end_column if loc.end_column is not None else loc.column + 1
-    return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
-
-
-def _severity(finding: Finding) -> types.DiagnosticSeverity:
-    """An editor's severity by impact: high findings are warnings (errors are TL000's, code
-    that cannot be checked), medium ones information, low ones hints (dots, not squiggles)."""
-    if finding.code == "TL000":
-        return types.DiagnosticSeverity.Error
-    return {LOW: types.DiagnosticSeverity.Hint, MEDIUM: types.DiagnosticSeverity.Information}.get(finding.impact, types.DiagnosticSeverity.Warning)
-
-
-def diagnostic(finding: Finding, linted: Linted) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=linted.to_client(_range(finding)),
-        message=finding.message + (f"\nimpact: {finding.impact} ({finding.impact_reason})" if finding.impact else "")
-        + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
-        severity=_severity(finding),
-        code=finding.code,
-        code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)),
-        source="torchlint",
-    )
-
-
-# --- documents -------------------------------------------------------------------------
 
 
 def _notebook_uri(server: TorchlintServer, uri: str) -> str | None:
@@ -198,7 +162,8 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
     owner = _notebook_uri(server, uri) or uri
     linted = lint_document(server, owner)
     if linted is None:
-        if not server.pull and _path(owner) is not None and _path(owner).suffix in (".py", ".ipynb"):  # type: ignore[union-attr]
+        path = _path(owner)
+        if not server.pull and path is not None and path.suffix in (".py", ".ipynb"):  # a failed lint: no stale diagnostics
             for document in _documents_of(server, owner):
                 server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document, diagnostics=[]))
         return
@@ -247,90 +212,6 @@ def pulled(server: TorchlintServer, uri: str) -> list[types.Diagnostic]:
             relint_open(server, but=owner)
         view = _view(server, uri)
     return [diagnostic(f, view) for f in view.findings] if view is not None else []
-
-
-# --- code actions and hover ---------------------------------------------------------------
-
-
-def _offset_position(text: str, offset: int) -> types.Position:
-    return types.Position(*line_and_column(text, offset))
-
-
-def text_edit(before: str, after: str) -> types.TextEdit:
-    """One edit turning ``before`` into ``after``: the span between their common ends."""
-    start = 0
-    limit = min(len(before), len(after))
-    while start < limit and before[start] == after[start]:
-        start += 1
-    end = 0
-    while end < limit - start and before[len(before) - 1 - end] == after[len(after) - 1 - end]:
-        end += 1
-    return types.TextEdit(
-        range=types.Range(_offset_position(before, start), _offset_position(before, len(before) - end)),
-        new_text=after[start: len(after) - end],
-    )
-
-
-def _overlaps(a: types.Range, b: types.Range) -> bool:
-    return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (a.end.line, a.end.character)
-
-
-def _action(title: str, uri: str, linted: Linted, after: str, finding: Finding | None, preferred: bool, kind: str = types.CodeActionKind.QuickFix) -> types.CodeAction:
-    edit = text_edit(linted.text, after)
-    edit.range = linted.to_client(edit.range)
-    return types.CodeAction(
-        title=title,
-        kind=kind,
-        diagnostics=[diagnostic(finding, linted)] if finding is not None else None,
-        edit=types.WorkspaceEdit(changes={uri: [edit]}),
-        is_preferred=preferred,
-    )
-
-
-def _wanted(only: list[str] | None, kind: str) -> bool:
-    """Whether a client that asked for the kinds ``only`` wants an action of ``kind``
-    (kinds are hierarchical: ``source`` takes ``source.fixAll.torchlint``)."""
-    return only is None or any(kind == asked or kind.startswith(asked + ".") for asked in only)
-
-
-def code_actions(linted: Linted, uri: str, wanted: types.Range, only: list[str] | None = None) -> list[types.CodeAction]:
-    """A fix (where the rule has one) and "add # noqa" for each finding in ``wanted``, and
-    one action that applies every safe fix of the document (``source.fixAll.torchlint``)."""
-    actions = []
-    wanted = types.Range(linted.from_client(wanted.start), linted.from_client(wanted.end))
-    for finding in linted.findings if _wanted(only, types.CodeActionKind.QuickFix) else []:
-        if not _overlaps(_range(finding), wanted) or finding.code == "TL000":
-            continue
-        if finding.fix is not None and linted.module is not None:
-            fixed, applied = apply_fixes(linted.module, [finding])  # type: ignore[arg-type]
-            fixed = keep_untouched(linted.text, fixed, linted.module)  # type: ignore[arg-type]
-            if applied and fixed != linted.text:
-                what = finding.fix.description or finding.fix_hint or "apply the fix"
-                safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""
-                actions.append(_action(f"{finding.code}: {what}{safety}", uri, linted, fixed, finding, finding.fix.safety.value == "safe"))
-        plan = add_noqa(linted.text, [finding])
-        if plan.added:
-            actions.append(_action(f"{finding.code}: add `# noqa: {finding.code}`", uri, linted, plan.text, finding, False))
-    if _wanted(only, FIX_ALL):
-        after = fix_all(linted)
-        if after is not None:
-            actions.append(_action("torchlint: apply every safe fix", uri, linted, after, None, False, FIX_ALL))
-    return actions
-
-
-def hover_text(finding: Finding) -> str:
-    rule = catalogue.find(finding.code)
-    summary = rule.summary if rule is not None else finding.name
-    more = description(finding.code)
-    url = rule_url(finding.code, finding.name)
-    return f"**{finding.code} {finding.name}**: {summary}\n\n{more}\n\n[Rule page]({url})"
-
-
-def _contains(r: types.Range, position: types.Position) -> bool:
-    return (r.start.line, r.start.character) <= (position.line, position.character) <= (r.end.line, r.end.character)
-
-
-# --- the server ------------------------------------------------------------------------------
 
 
 def _later(ls: TorchlintServer, uri: str) -> None:

@@ -10,6 +10,7 @@ whatever else is open. server.py wires these to LSP messages."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, lines_with_ends, notebook_source, syntax_error
 from torchlint.findings import Finding
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class Linted:
@@ -86,9 +88,7 @@ def lint_text(text: str, path: Path, others: Iterable[FileSummary] = (), cells: 
     with collector_paused():
         result = guarded(file, False, lambda: linter.lint(source, path))  # deep nesting: as `check`
     for error in result.errors:  # a check that raised: its findings are missing, the others stand
-        import logging
-
-        logging.getLogger(__name__).error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
+        log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
     summary = result.summary
     steps = settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
     findings = sorted(result.findings, key=Finding.sort_key)
