@@ -71,7 +71,7 @@ def lint_paths(
     looked_up = [look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
     results: list[FileResult | None] = [hit for hit, _ in looked_up]
     todo = [i for i, r in enumerate(results) if r is None]
-    context = Context.around(paths, [f.path for f in files], resolver, store) if project else Context()
+    context = Context.around(paths, [f.path for f in files], resolver, store) if project and files else Context()
     bar = Bar(len(todo) + len(context.todo), progress)
     try:
         checked = check_files(
