@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from torchlint.findings import SYNTAX_ERROR, FixSafety
+from torchlint.findings import ENGINE_CODES, SYNTAX_ERROR, UNUSED_NOQA, FixSafety
 
 FAMILY_TITLES = {
-    "TL0": "parse problems",
+    "TL0": "the engine's own: parse problems and suppression comments",
     "TL1": "host/device synchronization and transfers",
     "TL2": "data loading and tensor creation",
     "TL3": "autograd and memory",
@@ -85,14 +85,18 @@ class Rule:
         return self.code[:3]
 
 
-def _syntax_error_rule() -> Rule:
-    code, name = SYNTAX_ERROR
-    return Rule(code, name, "A file that cannot be read or parsed", True, FixSafety.NONE)
+def _engine_rules() -> list[Rule]:
+    """The rules the engine reports itself: TL000 (a file it cannot read) and TL001 (a
+    `# noqa` code that suppresses nothing, opt-in as ruff's RUF100 is)."""
+    return [
+        Rule(SYNTAX_ERROR[0], SYNTAX_ERROR[1], "A file that cannot be read or parsed", True, FixSafety.NONE),
+        Rule(UNUSED_NOQA[0], UNUSED_NOQA[1], "A `# noqa` code that suppresses nothing: unused, unknown or not selected", False, FixSafety.NONE),
+    ]
 
 
 def rules() -> list[Rule]:
-    """Every rule, TL000 first, sorted by code (from the table: no check is imported)."""
-    return [_syntax_error_rule()] + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
+    """Every rule, TL000 and TL001 first, sorted by code (from the table: no check is imported)."""
+    return _engine_rules() + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
 
 
 def runtime_rules() -> list[Rule]:
@@ -113,7 +117,7 @@ def from_checks() -> list[Rule]:
     """Every rule as the checks themselves describe it (what ``_TABLE`` must equal)."""
     from torchlint.checks import all_checks
 
-    found = [_syntax_error_rule()]
+    found = _engine_rules()
     for check in all_checks():
         found.append(Rule(check.code, check.name, check.summary(), check.default, check.fix_safety))
     return found
@@ -121,7 +125,7 @@ def from_checks() -> list[Rule]:
 
 def table_rows(table: list[Rule]) -> str:
     """``_TABLE``'s source for ``table`` (printed by the test when the table is stale)."""
-    return "\n".join(f"    {(r.code, r.name, r.default, r.fix.name, r.summary)!r}," for r in table if r.code != SYNTAX_ERROR[0])
+    return "\n".join(f"    {(r.code, r.name, r.default, r.fix.name, r.summary)!r}," for r in table if r.code not in ENGINE_CODES)
 
 
 def defaults() -> dict[str, bool]:

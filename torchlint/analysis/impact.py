@@ -52,6 +52,7 @@ class Cost(enum.Enum):
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
     API_AGE = "an old API: a style matter, not a cost"
     UNCHECKED = "the file could not be checked: none of its problems can be found"
+    SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
 
 
 # (cost, where) -> tier, columns in Where's order: train, infer, eval, batch, epoch,
@@ -76,6 +77,7 @@ DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
 API_AGE              low    low    low    low    low    low    low
 UNCHECKED            high   high   high   high   high   high   high
+SUPPRESSION          medium medium medium medium medium medium medium
 """
 _TIERS: dict[Cost, dict[Where, str]] = {
     Cost[row[0]]: dict(zip(Where, row[1:])) for row in (line.split() for line in _TABLE.strip().splitlines())
@@ -92,7 +94,7 @@ _DEVICE_COSTS = frozenset({
 
 def assess(cost: Cost, where: Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
-    if cost in (Cost.API_AGE, Cost.UNCHECKED):
+    if cost in (Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION):
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {where.value}, but on the host only: no device to wait for"
