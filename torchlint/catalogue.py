@@ -38,6 +38,7 @@ _TABLE = (
     ('TL302', 'loss-graph-retained', True, 'NONE', 'A loss tensor (with its graph) appended to or summed into a value that outlives the step.'),
     ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
     ('TL304', 'inference-use-inference-mode', False, 'NONE', '`with torch.no_grad():` around pure inference: `torch.inference_mode()` skips more bookkeeping.'),
+    ('TL305', 'ema-python-loop', True, 'NONE', '`for e, p in zip(ema.parameters(), model.parameters()): e.mul_(d).add_(...)`: an EMA per parameter.'),
     ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),

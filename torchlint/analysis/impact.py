@@ -40,6 +40,7 @@ class Cost(enum.Enum):
     ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
+    PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     INPUT_PIPELINE = "batches loaded while the GPU waits"
@@ -65,6 +66,7 @@ UPLOAD               high   medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
+PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 INPUT_PIPELINE       high   medium low    medium low    low    low
