@@ -48,6 +48,7 @@ _TABLE = (
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
     ('TL601', 'data-parallel', True, 'NONE', '`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU.'),
     ('TL602', 'ddp-without-distributed-sampler', True, 'NONE', '`DataLoader(shuffle=True)` with no sampler in a module that wraps a model in DDP.'),
+    ('TL603', 'ddp-accumulation-without-no-sync', True, 'NONE', '`loss.backward()` every micro-step and `optimizer.step()` every N under DDP, with no `no_sync()`.'),
 )
 
 

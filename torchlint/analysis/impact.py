@@ -49,6 +49,7 @@ class Cost(enum.Enum):
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
+    EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
     API_AGE = "an old API: a style matter, not a cost"
@@ -75,6 +76,7 @@ PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
+EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
 API_AGE              low    low    low    low    low    low    low
