@@ -43,6 +43,7 @@ _TABLE = (
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),
     ('TL404', 'channels-last-missing', False, 'NONE', 'Conv2d model trained under autocast without `memory_format=torch.channels_last`.'),
+    ('TL405', 'hand-written-attention', True, 'NONE', "`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),

@@ -1,0 +1,164 @@
+"""Scaled dot-product attention written out by hand instead of `F.scaled_dot_product_attention`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.names import dotted
+from torchlint.checks.base import Check
+
+_SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
+_MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
+_DROPOUT = frozenset({"torch.nn.functional.dropout", "torch.dropout"})
+# Steps between the scores and the softmax that SDPA takes as arguments (scale, mask).
+_SCORE_METHODS = frozenset({"masked_fill", "masked_fill_", "float", "to", "type_as", "contiguous"})
+
+
+class HandWrittenAttention(Check):
+    """`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."""
+
+    code = "TL405"
+    name = "hand-written-attention"
+    cost = Cost.UNFUSED_ATTENTION
+    per_step = True
+    message = ("`{softmax}` in {loop} is attention written by hand ({shape}): the full weight matrix is written "
+               "to memory and read back by several kernels, where one fused kernel would do")
+    fix_hint = ("Use `F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p if self.training else 0.0, "
+                "is_causal=...)`: the scale, mask and dropout are its arguments")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        scores = _softmax_input(ctx, node)
+        if scores is None:
+            return
+        product = _score_product(ctx, scores, node, 0)
+        if product is None:
+            return  # a softmax over anything but q @ k^T (a classifier's logits, a gate)
+        weights = _through_dropout(ctx, node)
+        use = _weights_times_values(ctx, weights, node)
+        if use is None:
+            return  # the weights are not multiplied into values here: no attention, or returned for a plot
+        if _weights_used_elsewhere(ctx, weights, use):
+            return  # the weights themselves are returned or kept: the fused kernel does not give them
+        self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product)
+
+
+def _softmax_input(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]
+    """The tensor a softmax over the last dimension is taken of, or None."""
+    if ctx.qname(call.func) in _SOFTMAX:
+        args = [a for a in call.args if a.keyword is None]
+        dim = ctx.keyword(call, "dim") or (args[1] if len(args) > 1 else None)
+        target = args[0].value if args else None
+    elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "softmax" and ctx.qname(call.func) is None:
+        dim = ctx.keyword(call, "dim") or (call.args[0] if call.args and call.args[0].keyword is None else None)
+        target = call.func.value
+    else:
+        return None
+    if dim is None or not _last_dim(dim.value):
+        return None
+    return target
+
+
+def _last_dim(expr: cst.BaseExpression) -> bool:
+    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and isinstance(expr.expression, cst.Integer) and expr.expression.value == "1") or (
+        isinstance(expr, cst.Integer) and expr.value in ("2", "3"))
+
+
+def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:  # type: ignore[no-untyped-def]
+    """How the scores were made, when they are ``q @ k^T`` through a scale, a mask or a cast."""
+    if depth > 6:
+        return None
+    if isinstance(expr, cst.Name):
+        binding = ctx.bindings.reaching(expr.value, at)
+        if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
+            return None
+        return _score_product(ctx, binding.value, binding.node, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, cst.MatrixMultiply):
+            return "q @ k^T" if _transposed(ctx, expr.right) else None
+        if isinstance(expr.operator, (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)):
+            return _score_product(ctx, expr.left, at, depth + 1) or _score_product(ctx, expr.right, at, depth + 1)
+        return None
+    if isinstance(expr, cst.Call):
+        name = ctx.qname(expr.func)
+        if name in _MATMUL:
+            args = [a.value for a in expr.args if a.keyword is None]
+            if name == "torch.einsum":
+                return "einsum over the head dimension" if _einsum_scores(args) else None
+            return f"{name.rsplit('.', 1)[-1]}(q, k^T)" if len(args) == 2 and _transposed(ctx, args[1]) else None
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
+            return _score_product(ctx, expr.func.value, at, depth + 1)
+    return None
+
+
+def _transposed(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """``k.transpose(-2, -1)``, ``k.transpose(1, 2)``, ``k.mT``, ``k.permute(...)``."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
+        return True
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("transpose", "permute", "t")
+
+
+def _einsum_scores(args: list[cst.BaseExpression]) -> bool:
+    """``einsum("bhid,bhjd->bhij", q, k)``: the two operands contracted over a shared last index."""
+    if len(args) != 3 or not isinstance(args[0], cst.SimpleString):
+        return False
+    spec = args[0].evaluated_value.replace(" ", "") if isinstance(args[0].evaluated_value, str) else ""
+    if "->" not in spec or spec.count(",") != 1:
+        return False
+    inputs, out = spec.split("->")
+    left, right = inputs.split(",")
+    return bool(left and right) and left[-1] == right[-1] and left[-1] not in out and left[:-1] != right[:-1]
+
+
+def _through_dropout(ctx, softmax: cst.Call) -> cst.BaseExpression:  # type: ignore[no-untyped-def]
+    """The softmax call, or the dropout applied straight to it (``self.attn_drop(...)``)."""
+    parent = ctx.tree.parent(softmax)
+    call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
+        return call
+    return softmax
+
+
+def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> cst.CSTNode | None:  # type: ignore[no-untyped-def]
+    """The ``weights @ v`` (or matmul/bmm/einsum) that consumes the weights, directly or
+    through the name they are bound to, possibly after a dropout on that name."""
+    for use in _uses(ctx, weights):
+        parent = ctx.tree.parent(use)
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
+            return parent
+        call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
+        if isinstance(call, cst.Call):
+            if ctx.qname(call.func) in _MATMUL and parent in call.args[:3]:
+                return call
+            if ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower():
+                found = _weights_times_values(ctx, call, at)
+                if found is not None:
+                    return found
+    return None
+
+
+def _uses(ctx, expr: cst.BaseExpression) -> list[cst.BaseExpression]:  # type: ignore[no-untyped-def]
+    """``expr`` itself where it is used in place, or the reads of the name it is assigned to."""
+    parent = ctx.tree.parent(expr)
+    if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        name = parent.targets[0].target.value
+        bound = [b for b in ctx.bindings.lookup(name, expr) if b.node is parent]
+        return [u for b in bound for u in ctx.bindings.uses(b, ordered=True)]
+    return [expr]
+
+
+def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Are the weights read anywhere but the product with the values (returned, stored,
+    appended, averaged for a plot)?"""
+    for use in _uses(ctx, weights):
+        if use is weights or ctx.tree.is_inside(use, matmul):
+            continue
+        parent = ctx.tree.parent(use)
+        call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
+        if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
+            continue
+        return True
+    return False
