@@ -71,6 +71,7 @@ _RUNTIME_TABLE = (
     # torch.compile (correlate/compiled.py)
     ('TLR14', 'compile-graph-break', 'torch.compile left its graph at this line (a graph break) while the run compiled it.'),
     ('TLR15', 'compile-recompilation', 'A compiled function was compiled again because a guard failed (a shape, a Python number ...).'),
+    ('TLR16', 'ddp-accumulation-sync', 'DDP all-reduced the gradients in more than one backward pass per optimizer step (no `no_sync()`).'),
 )
 
 

@@ -157,6 +157,10 @@ def _take_graph_breaks(c: Correlated, runtime: list[Correlated], session: Profil
     """A static graph-break finding takes what the run measured of the break at its lines
     (TLR14): the crossings and the time outside the graphs are its cost, and it ranks by them."""
     first, last = _span(c.finding.location)
+    # what the sampler saw at the line is the graphs' compute and the compiling, not the break's cost
+    c.evidence, c.basis, c.calls = [], None, 0
+    c.observed_s = c.total_s = c.self_s = c.backward_s = 0.0
+    c.share = None
     for r in breaks_at(runtime, session.resolve(c.finding.location.path), first, last):
         c.evidence.extend(r.evidence)
         c.calls += r.calls

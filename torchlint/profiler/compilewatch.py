@@ -233,6 +233,13 @@ class CompileWatch:
                 log.propagate = propagate
             except Exception:
                 pass
+        self.loggers = []
+        try:
+            from torch._dynamo import callback_handler
+
+            callback_handler.remove_start_callback(self._compile_started)
+        except Exception:  # not registered (a torch without it), or torch._dynamo.reset() cleared it
+            pass
 
     def summary(self) -> dict[str, Any]:
         if self.disabled:

@@ -365,7 +365,7 @@ class TorchRun:
             pass
         self.sync_debug.disable()
         self.compile.finish()
-        if self.modules.blocked and self.modules.used:
+        if self.modules.blocked and (self.modules.used or self.cycles):  # a window ran without them
             self.warnings.append(f"module times {self.modules.blocked}")
         hotspots = rec.hotspots() + self.sync_debug.hotspots()
         active_steps = sum(len(c["steps"]) for c in self.cycles)
