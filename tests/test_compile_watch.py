@@ -18,7 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchlint.correlate.compiled import guard_of, reason_parts  # noqa: E402
+from torchlint.correlate.compiled import reason_parts  # noqa: E402
+from torchlint.correlate.guards import guard_of  # noqa: E402
 from torchlint.profiler import compilewatch  # noqa: E402
 from torchlint.profiler.traceregions import LOOKUP, REGION, RegionStats  # noqa: E402
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchlint.correlate.guards import KINDS, Guard, guard_of
 from torchlint.correlate.model import Correlated, Evidence, RuntimeRule, _fmt_s, enclosing_function
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
@@ -49,34 +50,7 @@ GRAPH_BREAK_STATIC_RULES: frozenset[str] = frozenset()
 
 RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
 _CID = re.compile(r"^(?P<frame>\d+)/(?P<n>\d+)")
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$', re.M)
 _URL = re.compile(r"https?://\S+")
-_SIZE = re.compile(r"tensor '(?P<name>[^']+)' size mismatch at index (?P<dim>-?\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)")
-_TENSOR = re.compile(r"tensor '(?P<name>[^']+)' (?P<what>[\w ]+?) mismatch")
-_TYPE = re.compile(r"___check_type_id\((?P<name>[^,]+),.*?type=<class '(?P<type>[^']+)'>")
-_OBJ = re.compile(r"___check_obj_id\((?P<name>[^,]+),")
-_VALUE = re.compile(r"^(?P<name>[\w\[\]'\".]+)\s*(?P<op>==|!=|<=|>=|<|>)\s*(?P<value>[^\s#]+)")
-_LEN = re.compile(r"len\((?P<name>[^)]+)\)")
-
-#: guard kinds, the words a message uses for them, and their hint
-KINDS = {
-    "shape": ("a tensor's shape changed", "Mark the changing dimension dynamic (torch._dynamo.mark_dynamic(x, dim)) or "
-              "compile with dynamic=True; or pad inputs to a few fixed sizes"),
-    "tensor": ("a tensor property changed (dtype, device, strides, requires_grad)",
-               "Give the compiled function tensors of the same dtype, device, layout and requires_grad on every call"),
-    "value": ("a Python value changed (torch.compile specialises on Python numbers it reads)",
-              "Pass the changing number as a tensor (torch.tensor(x)) or keep it constant; ints become dynamic only "
-              "after the first change, floats of torch < 2.6 never"),
-    "type": ("the type of an argument changed", "Pass the same type on every call (an int every time, not an int then a float)"),
-    "object": ("a different object was passed (a new module, function or container)",
-               "Reuse one object between calls, or compile the object itself"),
-    "length": ("the length of a list, tuple or dict changed", "Keep container lengths the same between calls, or pass a tensor"),
-    "global": ("global state changed (grad mode, autocast, default dtype, deterministic mode)",
-               "Call the compiled function under the same grad mode and autocast state every time"),
-    "other": ("a guard failed", "Run with TORCH_LOGS=recompiles to see each guard that fails"),
-}
-
-
 @dataclass
 class CompiledFunction:
     """A compiled function of the user's code, as the report names it."""
@@ -84,15 +58,6 @@ class CompiledFunction:
     path: str
     line: int
     name: str
-
-
-@dataclass
-class Guard:
-    kind: str
-    detail: str  # the guard as torch wrote it, shortened
-    name: str | None = None
-    values: tuple[str, str] | None = None  # (expected, actual) for a shape
-    used_at: tuple[str, int] | None = None  # the user line the guarded value was read at
 
 
 @dataclass
@@ -259,33 +224,6 @@ def graph_break_findings(session: ProfileSession, make: Make) -> list[Correlated
 # --------------------------------------------------------------------------
 
 
-def guard_of(reason: str) -> Guard:
-    """The guard a recompilation reason names, and its kind."""
-    first = reason.strip().splitlines()[0] if reason.strip() else ""
-    first = re.sub(r"^\s*\d+/\d+:\s*", "", first)
-    detail = first.split("  #", 1)[0].strip() or first.strip()
-    used = None
-    for m in _FRAME.finditer(reason):
-        if is_user_file(m.group("file")):
-            used = (m.group("file"), int(m.group("line")))
-    if m := _SIZE.search(detail):
-        return Guard("shape", detail, m.group("name"), (m.group("a"), m.group("b")), used)
-    if m := _TENSOR.search(detail):
-        kind = "shape" if "rank" in m.group("what") or "dim" in m.group("what") else "tensor"
-        return Guard(kind, detail, m.group("name"), None, used)
-    if m := _TYPE.search(detail):
-        return Guard("type", detail, m.group("name").strip(), None, used)
-    if m := _OBJ.search(detail):
-        return Guard("object", detail, m.group("name").strip(), None, used)
-    if "global_state" in detail.lower() or "GLOBAL_STATE" in detail:
-        return Guard("global", detail, None, None, used)
-    if m := _LEN.search(detail):
-        return Guard("length", detail, m.group("name"), None, used)
-    if m := _VALUE.match(detail):
-        return Guard("value", detail, m.group("name"), None, used)
-    return Guard("other", detail or "unknown", None, None, used)
-
-
 def recompile_groups(session: ProfileSession) -> list[Recompiles]:
     groups: dict[tuple[str, int, str], Recompiles] = {}
     records = _compile(session).get("compiles") or ()
@@ -337,16 +275,18 @@ def _guards_text(g: Recompiles) -> str:
 
 def recompile_findings(session: ProfileSession, make: Make) -> list[Correlated]:
     out = []
-    records = _compile(session).get("compiles") or ()
+    compilations: dict[tuple[str, int], int] = defaultdict(int)  # compiled function -> its compilations
+    for r in _compile(session).get("compiles") or ():
+        fn = compiled_function(session, r) if r.get("forward") is not False and r.get("frame") else None
+        if fn is not None:
+            compilations[(fn.path, fn.line)] += 1
     for g in recompile_groups(session):
         seconds = sum(float(r.get("_with_backward_s") or 0.0) for r in g.records if not r.get("fail_type"))
         limit = [r for r in g.records if "recompile limit" in str(r.get("fail_reason") or "").lower()
                  or "cache_size_limit" in str(r.get("fail_reason") or "")]
         n = len(g.records) - len(limit)
         what, hint = KINDS.get(g.kind, KINDS["other"])
-        total = sum(1 for r in records if r.get("forward") is not False and r.get("frame")
-                    and (compiled_function(session, r) or CompiledFunction("", 0, "")).path == g.function.path
-                    and (compiled_function(session, r) or CompiledFunction("", 0, "")).line == g.function.line)
+        total = compilations.get((g.function.path, g.function.line), 0)
         msg = (f"`{g.function.name}()` was recompiled {n} time{'s' if n != 1 else ''} because {what}: {_guards_text(g)}; "
                f"{_fmt_s(seconds)} compiling again ({total} compilation{'s' if total != 1 else ''} of it in all)")
         if limit:
