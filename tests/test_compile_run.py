@@ -96,6 +96,8 @@ def test_recompilations_name_the_guard_at_the_compiled_function(run: dict[str, A
 def test_the_compile_section_and_the_text_report(run: dict[str, Any]) -> None:
     c = run["report"]["compile"]
     assert c["compile_s"] > 0 and c["compilations"] >= 4 and c["recompilations"] >= 3 and c["graph_breaks"] == 2
+    breaks = [f for f in run["report"]["runtime_findings"] if f["code"] == "TLR14"]
+    assert c["between_graphs_s"] == pytest.approx(sum(f["cost_s"] for f in breaks)) and c["between_graphs_s"] > 0
     forward = next(fn for fn in c["functions"] if fn["function"] == "forward")
     assert forward["line"] == FORWARD_LINE and forward["called_at"] == {"path": SCRIPT.name, "line": CALL_LINE}
     assert not c["errors"], c["errors"]

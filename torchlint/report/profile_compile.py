@@ -21,6 +21,8 @@ def _headline(c: dict[str, Any]) -> str:
     text = (f"compile time {_s(c['compile_s'])}{_share(c.get('share'))}: {n} compilation{'s' if n != 1 else ''}"
             f"{f', {r} of them recompilations (TLR15)' if r else ''}; {c['graph_breaks']} graph break"
             f"{'s' if c['graph_breaks'] != 1 else ''} (TLR14)")
+    if c.get("between_graphs_s") is not None:
+        text += f"; about {_s(c['between_graphs_s'])} outside the graphs at the breaks (the windows' crossings x the run's steps)"
     if c.get("backend_s"):
         text += f"; the backend's share {_s(c['backend_s'])}"
         if c.get("inductor_s"):
