@@ -15,6 +15,8 @@ Modes (whole-process wall time, interpreter start-up and `import torch` included
                        (the whole command: run, static checks, correlation, reports)
     baseline           `torchlint profile` from another checkout (--baseline DIR): a change's
                        overhead side by side with the version before it
+    nowatch            `torchlint profile` with TORCHLINT_COMPILE_WATCH=0: no torch.compile graph
+                       breaks or compilations collected (a compiled script's collection cost)
     cProfile           python -m cProfile -o FILE SCRIPT ARGS
     torch.profiler     SCRIPT under torch.profiler.profile(CPU, with_stack=True),
                        trace exported at the end
@@ -72,7 +74,7 @@ def main() -> None:
     )
     parser.add_argument("--args", help="the script's arguments, one string (default: --steps N --sleep-ms M)")
     parser.add_argument("--baseline", type=Path, metavar="DIR", help="another torchlint checkout to time beside this one")
-    parser.add_argument("--modes", default="plain,torchlint,baseline,cProfile,torch.profiler",
+    parser.add_argument("--modes", default="plain,torchlint,baseline,cProfile,torch.profiler",  # nowatch: on request
                         help="comma-separated modes to run (default: all)")
     opts = parser.parse_args()
 
@@ -93,6 +95,7 @@ def main() -> None:
         "plain": lambda i: [py, script.name, *args],
         "torchlint profile": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"tl-{i}", script.name, *args],
         "baseline": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"base-{i}", script.name, *args],
+        "nowatch": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"nowatch-{i}", script.name, *args],
         "cProfile": lambda i: [py, "-m", "cProfile", "-o", f"cprof-{i}.prof", script.name, *args],
         "torch.profiler": lambda i: [py, "-c", TORCH_PROFILER_WRAPPER, script.name, f"trace-{i}.json", *args],
     }
@@ -100,6 +103,7 @@ def main() -> None:
     modes = {m: cmd for m, cmd in all_modes.items() if m.split()[0] in wanted or m in wanted}
     if opts.baseline is None:
         modes.pop("baseline", None)
+    nowatch_env = {**env, "TORCHLINT_COMPILE_WATCH": "0"}
     times: dict[str, list[float]] = {m: [] for m in modes}
     splits: list[dict[str, float]] = []
     print(
@@ -110,7 +114,7 @@ def main() -> None:
     _time(modes["plain"](-1), work, env)  # warm the file cache once, not counted
     for i in range(opts.repeats):
         for mode, cmd in modes.items():
-            times[mode].append(_time(cmd(i), work, base_env if mode == "baseline" else env))
+            times[mode].append(_time(cmd(i), work, base_env if mode == "baseline" else nowatch_env if mode == "nowatch" else env))
         if "torchlint profile" in modes:
             session = json.loads((work / f"tl-{i}" / "session.json").read_text())
             meta = session["meta"]

@@ -73,6 +73,10 @@ _RUNTIME_TABLE = (
     ('TLR11', 'straggler-rank', 'One rank works longer per step than the others, which wait for it.'),
     ('TLR12', 'dataloader-wait-per-rank', 'The ranks wait on their DataLoaders unequally.'),
     ('TLR13', 'ranks-same-samples', 'Every rank iterates the whole dataset (TL602 confirmed by the run).'),
+    # torch.compile (correlate/compiled.py)
+    ('TLR14', 'compile-graph-break', 'torch.compile left its graph at this line (a graph break) while the run compiled it.'),
+    ('TLR15', 'compile-recompilation', 'A compiled function was compiled again because a guard failed (a shape, a Python number ...).'),
+    ('TLR16', 'ddp-accumulation-sync', 'DDP all-reduced the gradients in more than one backward pass per optimizer step (no `no_sync()`).'),
 )
 
 

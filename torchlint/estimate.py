@@ -23,6 +23,7 @@ from typing import Any
 
 from torchlint.correlate import RULE_PROBES, Correlated, Correlation, correlate, fmt_seconds, loader_at
 from torchlint.correlate.allocator import churn_seconds
+from torchlint.correlate.compiled import GRAPH_BREAK_STATIC_RULES
 from torchlint.correlate.model import SYNC_RULES, _span
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
@@ -53,8 +54,9 @@ GPU_ONLY = {
     "TLR07": "effect only on GPU tensor cores",
     "TLR08": "TF32 is a mode of GPU tensor cores",
 }
-#: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults).
-WHOLE_RUN = frozenset({"TL302", "TLR09"})
+#: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults),
+#: TLR14 (a graph break no window saw still says so), TLR15 (compile time).
+WHOLE_RUN = frozenset({"TL302", "TLR09", "TLR14", "TLR15"})
 #: TLR05 on the CPU: foreach took 0.53-0.68x the for-loop's step() time for many small
 #: tensors (rules/TLR05), so at most half of the observed step() time is saved.
 FOREACH_CPU_SHARE = 0.5
@@ -330,6 +332,50 @@ def churn_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     )
 
 
+def graph_break_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    """TLR14 (and a static graph-break finding at the same line): the time the run spent
+    outside the compiled graphs at the break. The torch.profiler windows time each crossing
+    (the eager code at the break, the cache lookup whose guards re-enter the resume function,
+    its prologue; traceregions.py), the median over the crossings times the crossings per
+    step times the run's steps. Merging the graphs removes the re-entry; the break's own
+    work stays if the code still needs it (an ``.item()`` it branches on); on a GPU the
+    fusion lost across the break is not counted. So: an estimate, not a bound."""
+    facts = [c.facts] if c.finding.code == "TLR14" else list(c.facts.get("graph_breaks") or ())
+    seen = [f.get("crossings") for f in facts if f.get("crossings")]
+    if not seen:
+        return Estimate(model="a graph break costs its crossings, and no torch.profiler window timed the compiled "
+                        "code of this run: not timed", bound=False)
+    if not any(s.get("calls") for s in seen):
+        return Estimate(model="a graph break costs its crossings: the torch.profiler window saw none of this one "
+                        "(it did not run there, or no window recorded the compiled code)", total=0.0, per_step=0.0,
+                        bound=False)
+    per_step = [s["per_step"] * (s.get("cost_s") or 0.0) for s in seen]
+    crossing = [s.get("cost_s") for s in seen if s.get("cost_s") is not None]
+    return Estimate(
+        model=f"the time outside the compiled graphs at each crossing of the break in the torch.profiler window "
+        f"(median {fmt_seconds(crossing[0]) if crossing else '?'}: the eager code at the break, the guards that "
+        f"re-enter, the resume function's prologue) x {sum(s['per_step'] for s in seen):.3g} crossing(s) a step x "
+        f"the run's steps; the break's own work stays if the code needs it, fusion lost across the break (GPU) "
+        f"is not counted",
+        per_step=sum(per_step),
+        total=c.observed_s,
+        bound=False,
+    )
+
+
+def recompile_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    """TLR15: the compile time of the recompilations, measured by torch (its compilation
+    records: dynamo's whole frame, the backend, the backward graphs); a fix that keeps the
+    guards true (or makes the input dynamic) compiles once, so at most that is saved."""
+    return Estimate(
+        model="the time torch spent compiling these recompilations (torch._dynamo's compilation records, forward "
+        "and backward graphs), measured under the profilers, which slow dynamo's Python (about 2x for "
+        "fixtures/scripts/compiled_train.py); keeping the guarded value fixed or marking it dynamic compiles once",
+        per_step=_per_step(c.observed_s, session),
+        total=c.observed_s,
+    )
+
+
 def share_estimate(share: float, what: str) -> Callable[[Correlated, ProfileSession], Estimate]:
     def model(c: Correlated, session: ProfileSession) -> Estimate:
         saving = share * c.observed_s
@@ -361,6 +407,9 @@ MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
     "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
     "TLR09": churn_estimate,
     "TLR08": tf32_estimate,
+    "TLR14": graph_break_estimate,
+    **{code: graph_break_estimate for code in GRAPH_BREAK_STATIC_RULES},
+    "TLR15": recompile_estimate,
     "TLR05": lambda c, s: (observed_bound("the for-loop step() time: foreach replaces its per-tensor launches")
                            if on_gpu(s) else share_estimate(FOREACH_CPU_SHARE, "foreach over the for-loop step() on the CPU"))(c, s),
 }

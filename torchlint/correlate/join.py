@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 
+from torchlint.correlate.compiled import GRAPH_BREAK_STATIC_RULES, breaks_at
 from torchlint.correlate.hotspots import one_time, unexplained
 from torchlint.correlate.index import _Index
 from torchlint.correlate.model import (
@@ -120,6 +121,9 @@ def correlate(
     lines = line_table(session)
     joined = [_correlate_one(f, idx, session, lines) for f in findings]
     runtime = runtime_findings(session, idx)
+    for c in joined:
+        if c.finding.code in GRAPH_BREAK_STATIC_RULES:
+            _take_graph_breaks(c, runtime, session)
     by_key = {(m.code, session.resolve(m.path), m.line): m for m in measurements or ()}
     for c in (*joined, *runtime):
         key = (c.finding.code, session.resolve(c.finding.location.path), c.finding.line)
@@ -149,12 +153,37 @@ def correlate(
     )
 
 
+def _take_graph_breaks(c: Correlated, runtime: list[Correlated], session: ProfileSession) -> None:
+    """A static graph-break finding takes what the run measured of the break at its lines
+    (TLR14): the crossings and the time outside the graphs are its cost, and it ranks by them."""
+    first, last = _span(c.finding.location)
+    # what the sampler saw at the line is the graphs' compute and the compiling, not the break's cost
+    c.evidence, c.basis, c.calls = [], None, 0
+    c.observed_s = c.total_s = c.self_s = c.backward_s = 0.0
+    c.share = None
+    for r in breaks_at(runtime, session.resolve(c.finding.location.path), first, last):
+        c.evidence.extend(r.evidence)
+        c.calls += r.calls
+        c.observed_s += r.observed_s
+        c.total_s += r.total_s
+        c.self_s += r.self_s
+        c.facts.setdefault("graph_breaks", []).append(r.facts)
+        c.basis = c.basis or r.basis
+    if c.observed_s and session.script_s:
+        c.share = c.observed_s / session.script_s
+
+
 def _ranks_itself(c: Correlated, joined: list[Correlated], session: ProfileSession) -> bool:
     """Whether ``c`` takes a place of its own in the ranking. A symptom does not (its remedy
     is a static finding's), except TLR01 at a loop whose loader no TL201 finding covers
     (a loader that has workers, or one TL201 leaves alone): then its remedy, workers, is
-    ranked nowhere else."""
+    ranked nowhere else. A graph break (TLR14) ranks unless a static graph-break finding at
+    its line took its measurements."""
     code = c.finding.code
+    if code == "TLR14":  # a static graph-break finding at its line ranks the break once
+        path, line = session.resolve(c.finding.location.path), c.finding.line
+        return not any(j.finding.code in GRAPH_BREAK_STATIC_RULES and session.resolve(j.finding.location.path) == path
+                       and _span(j.finding.location)[0] <= line <= _span(j.finding.location)[1] for j in joined)
     if code == "TLR01":
         place = (session.resolve(c.finding.location.path), c.finding.line)
         return not any(j.finding.code == "TL201" and place in {(session.resolve(r.path), r.line) for r in j.finding.related}

@@ -161,6 +161,8 @@ class Correlated:
     measured: Measurement | None = None
     hint: str | None = None  # a fix hint that agrees with this run, replacing the static one
     loader_workers: int | None = None  # TLR01: the loader's num_workers, as the run saw it
+    #: what a runtime decision saw, for the reports (TLR14/TLR15: compilations, crossings; TLR16: passes)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def observed(self) -> bool:

@@ -8,7 +8,9 @@ runtime findings that exist only with several ranks (docs/distributed.md):
 - TLR10 collective-wait: a rank spent a large share of its steps in collectives;
 - TLR11 straggler-rank: one rank works longer per step, the others wait for it;
 - TLR12 dataloader-wait-per-rank: the ranks wait on their DataLoaders unequally;
-- TLR13 ranks-same-samples: every rank iterates the whole dataset (TL602 at run time).
+- TLR13 ranks-same-samples: every rank iterates the whole dataset (TL602 at run time);
+- TLR16 ddp-accumulation-sync: DDP all-reduced in more than one backward pass per optimizer
+  step (gradient accumulation without no_sync(); correlate/ddpsync.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchlint.correlate.ddpsync import DDP_RULES, accumulation_finding, sync_passes
 from torchlint.correlate.model import DATALOADER_WAIT_THRESHOLD, Correlated, Correlation, RuntimeRule, _fmt_s, display_path
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import ProfileSession
@@ -60,6 +63,7 @@ RANK_RULES = {
         "Use DistributedSampler(dataset) as the DataLoader's sampler (and call set_epoch each epoch) "
         "so each rank sees its own shard",
     ),
+    **DDP_RULES,
 }
 
 
@@ -89,6 +93,7 @@ class RankFigures:
     probed_collectives: dict[str, Any] = field(default_factory=dict)  # whole run, explicit calls
     collective_sites: list[dict[str, Any]] = field(default_factory=list)
     loaders: list[dict[str, Any]] = field(default_factory=list)
+    ddp: dict[str, Any] | None = None  # DDP's synchronised backward passes per step (ddpsync.py)
 
     @property
     def comm_share(self) -> float | None:
@@ -146,6 +151,7 @@ class RankFigures:
             "work_per_step_s": self.work_per_step_s,
             "probed_collectives": self.probed_collectives,
             "loaders": self.loaders,
+            "ddp_sync": self.ddp,
         }
 
 
@@ -157,6 +163,7 @@ def rank_figures(rank: int, session: ProfileSession, rank_dir: Path) -> RankFigu
     training = [c for c in cycles if c.get("trace") and not c.get("eval") and (rank_dir / c["trace"]).is_file()]
     window_steps = sum(len(c.get("steps") or []) for c in training)
     comm_s, window_s = comm_in_traces([rank_dir / c["trace"] for c in training])
+    ddp = sync_passes([rank_dir / c["trace"] for c in training])
     return RankFigures(
         rank=rank,
         directory=rank_dir.name,
@@ -180,6 +187,7 @@ def rank_figures(rank: int, session: ProfileSession, rank_dir: Path) -> RankFigu
         probed_collectives=dict(dist.get("collectives") or {}),
         collective_sites=list(dist.get("collective_sites") or []),
         loaders=list(dist.get("loaders") or []),
+        ddp=ddp,
     )
 
 
@@ -278,7 +286,9 @@ def multi_rank_findings(figs: list[RankFigures], sessions: dict[int, ProfileSess
         _wait_per_rank(stepped, sessions, cwd, script) if stepped else None,
         _same_samples(done, correlations, cwd, script),
     )
-    return [c for c in found if c is not None]
+    resolve = next(iter(sessions.values())).resolve if sessions else (lambda p: p)
+    accumulation = accumulation_finding([(f.rank, f.ddp, f.steps) for f in done], cwd, script, resolve)
+    return [c for c in found if c is not None] + accumulation
 
 
 def _collective_wait(figs: list[RankFigures], cwd: str, script: str) -> Correlated | None:

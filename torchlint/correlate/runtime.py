@@ -21,6 +21,7 @@ from torchlint.correlate.model import (
 )
 from torchlint.correlate.allocator import HINT as CHURN_HINT
 from torchlint.correlate.allocator import churn_findings, unmeasured_reason
+from torchlint.correlate.compiled import COMPILE_RULES, compile_findings
 from torchlint.correlate.patterns import pattern_findings
 from torchlint.correlate.ranks import RANK_RULES
 from torchlint.findings import Finding, Location
@@ -80,8 +81,10 @@ RUNTIME_RULES = {
     ),
 }
 
-# The multi-rank findings share the catalogue (TLR10..TLR13, correlate/ranks.py).
+# The multi-rank findings share the catalogue (TLR10..TLR13, correlate/ranks.py), and so do
+# torch.compile's graph breaks and recompilations (TLR14, TLR15, correlate/compiled.py).
 RUNTIME_RULES.update(RANK_RULES)  # type: ignore[arg-type]  # same fields: code, name, fix_hint
+RUNTIME_RULES.update(COMPILE_RULES)
 
 
 def _runtime_finding(code: str, message: str, path: str, line: int, cwd: str, hint: str | None = None) -> Finding:
@@ -211,6 +214,8 @@ def runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
     out.extend(pattern_findings(session, _maker(cwd))[0])
     # TLR09: memory the allocator gave back and faulted in again (correlate/allocator.py)
     out.extend(churn_findings(session, _maker(cwd))[0])
+    # TLR14, TLR15: torch.compile's graph breaks and recompilations (correlate/compiled.py)
+    out.extend(compile_findings(session, _maker(cwd)))
     return out
 
 

@@ -366,6 +366,7 @@ def _write(
             meta["one_time"] = t.get("one_time") or []
             meta["patterns"] = t.get("patterns") or {}
             meta["allocator"] = t.get("allocator") or {}
+            meta["compile"] = t.get("compile") or {}
             meta["warnings"].extend(t["warnings"])
             steps = t["steps"]
             torch_window = t["torch_window"]

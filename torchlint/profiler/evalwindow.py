@@ -38,8 +38,10 @@ class EvalWindow:
         window = self
         orig = self._orig_train
 
+        compiling = torch.compiler.is_compiling
+
         def train(module: Any, mode: bool = True) -> Any:
-            if window._in_train or threading.get_ident() != run.rec.main_ident or run.rec.busy:
+            if compiling() or window._in_train or threading.get_ident() != run.rec.main_ident or run.rec.busy:
                 return orig(module, mode)  # a child module, another thread, or torchlint itself
             window._in_train = True
             try:

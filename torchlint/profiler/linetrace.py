@@ -44,6 +44,10 @@ class LineRanges:
         self.active = False
         self.refused: str | None = None  # why lines are not recorded (a trace function of the script's)
         self.lines_seen = 0
+        from torchlint.profiler.tooltime import hide_from_dynamo
+
+        hide_from_dynamo(self._global)  # the trace functions run as they are under torch.compile
+        hide_from_dynamo(self._local)
 
     # -- the trace function -----------------------------------------------------
 

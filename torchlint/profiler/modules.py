@@ -58,13 +58,24 @@ class ModuleTimer:
         self._main = threading.main_thread().ident
         self.used = False
         self.foreign = False  # a hook of the script's own: torch's slow path was not only ours
+        #: why no hooks are registered any more: the script compiles (compilewatch.py), and dynamo
+        #: would trace global hooks into the compiled module (a recompilation under them failed)
+        self.blocked: str | None = None
+        self.compiled: Any = None  # () -> whether dynamo has compiled a frame of this run
+        from torchlint.profiler.tooltime import hide_from_dynamo
+
+        hide_from_dynamo(self._pre)
+        hide_from_dynamo(self._post)
 
     @property
     def active(self) -> bool:
         return bool(self._handles)
 
     def start(self) -> None:
-        if self._handles:
+        if self._handles or self.blocked:
+            return
+        if self.compiled is not None and self.compiled():
+            self.block()
             return
         from torch.nn.modules import module as torch_module
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -87,6 +98,12 @@ class ModuleTimer:
         self._handles = []
         while self._stack:  # forwards still running: their ranges end with the window
             _exit(self._stack.pop()[4])
+
+    def block(self) -> None:
+        """No module hooks from now on: the script uses torch.compile."""
+        self.stop()
+        self.blocked = ("not recorded: the script uses torch.compile, and global module hooks would be traced into "
+                        "its compiled modules")
 
     def _child_name(self, parent: Any, module: Any) -> str | None:
         """``module``'s attribute name in ``parent``; None when it is not its child."""

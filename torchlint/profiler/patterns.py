@@ -137,7 +137,10 @@ def install_optimizer_watch(main_ident: int | None, user_site: Callable[[Any], A
             record["step_s"] += perf() - t0
 
     # registered before torchprof's own post hook: its work is not in step()'s time
-    pat.hooks = [register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after)]
+    from torchlint.profiler.tooltime import hide_from_dynamo
+
+    pat.hooks = [register_optimizer_step_pre_hook(hide_from_dynamo(before)),
+                 register_optimizer_step_post_hook(hide_from_dynamo(after))]
 
 
 # --------------------------------------------------------------------------
@@ -185,13 +188,14 @@ def _wrap_matmul(orig: Callable[..., Any], op: str, main_ident: int | None, user
 
     @functools.wraps(orig)
     def probe(*args: Any, **kwargs: Any) -> Any:
-        if kwargs or pat.in_matmul or len(args) <= first + 1:
+        # compiling first: torch.compile traces straight through to orig (compilewatch.py)
+        if compiling() or kwargs or pat.in_matmul or len(args) <= first + 1:
             return orig(*args, **kwargs)
         try:
             low, device = _watched(args[first])
             if not device or (low is None and device != "cuda"):
                 return orig(*args, **kwargs)
-            if rec.busy or get_ident() != main_ident or compiling():
+            if rec.busy or get_ident() != main_ident:
                 return orig(*args, **kwargs)
             dims = matmul_dims(op, args)
         except Exception:
@@ -215,11 +219,11 @@ def _wrap_matmul(orig: Callable[..., Any], op: str, main_ident: int | None, user
 
 def _named(probe: Callable[..., Any], op: str) -> Callable[..., Any]:
     """Named as probes.py names its wrappers, so that cprof.user_view shows the wrapped
-    call in the wrapper's place (other torchlint frames are removed with their time)."""
-    name = f"<torchlint probe {op}>"
-    probe.__code__ = probe.__code__.replace(co_name=name, co_qualname=name)
-    probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
-    return probe
+    call in the wrapper's place (other torchlint frames are removed with their time),
+    and hidden from torch.compile's frame evaluation (tooltime.as_probe)."""
+    from torchlint.profiler.tooltime import as_probe
+
+    return as_probe(probe, op)
 
 
 def _count(table: dict[tuple[Any, ...], list[float]], key: tuple[Any, ...], dt: float) -> None:
@@ -290,9 +294,12 @@ def note_moved(tensor: Any, kind: str | None) -> None:
 def _wrap_creator(orig: Callable[..., Any], how: str, user_site: Callable[[Any], Any], main_ident: int | None, rec: Any) -> Callable[..., Any]:
     getframe = sys._getframe
     get_ident = threading.get_ident
+    compiling = torch.compiler.is_compiling
 
     @functools.wraps(orig)
     def probe(*args: Any, **kwargs: Any) -> Any:
+        if compiling():  # torch.compile traces straight through to orig (compilewatch.py)
+            return orig(*args, **kwargs)
         result = orig(*args, **kwargs)
         if not rec.busy and get_ident() == main_ident:
             note_created(result, user_site(getframe(1)), how)

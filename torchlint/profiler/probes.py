@@ -18,6 +18,7 @@ import torch
 
 from torchlint.profiler.patterns import install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
 from torchlint.profiler.session import Hotspot
+from torchlint.profiler.tooltime import as_probe
 from torchlint.profiler.usercode import is_user_file
 
 LABEL_PREFIX = "torchlint "
@@ -261,10 +262,7 @@ def _make_probe(
 
     # One code object per probed call, named after it, so that cProfile keeps them
     # apart and cprof.user_view can put the wrapped function in the wrapper's place.
-    name = f"<torchlint probe {op}>"
-    probe.__code__ = probe.__code__.replace(co_name=name, co_qualname=name)
-    probe.__torchlint_probe__ = True  # type: ignore[attr-defined]
-    return probe
+    return as_probe(probe, op)  # hidden from torch.compile's frame evaluation too
 
 
 def _patch(owner: Any, name: str, op: str, **kw: Any) -> bool:

@@ -115,11 +115,14 @@ class RankChild:
     def _timed(self, orig: Any, name: str, main: int | None) -> Any:
         from torchlint.profiler.probes import user_site
 
+        import torch
+
         totals, sites = self.collectives, self.collective_sites
+        compiling = torch.compiler.is_compiling
 
         @functools.wraps(orig)
         def collective(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != main:
+            if compiling() or threading.get_ident() != main:  # compiling first: dynamo traces through
                 return orig(*args, **kwargs)
             t0 = time.perf_counter()
             try:
@@ -172,12 +175,9 @@ class RankChild:
 def _as_probe(wrapper: Any, op: str) -> Any:
     """Name the wrapper's code as the call probes are named, so that profile.prof shows
     the wrapped function in its place (cprof.user_view), not torchlint's frame."""
-    from torchlint.profiler.cprof import PROBE_PREFIX
+    from torchlint.profiler.tooltime import as_probe
 
-    name = f"{PROBE_PREFIX}{op}>"
-    wrapper.__code__ = wrapper.__code__.replace(co_name=name, co_qualname=name)
-    wrapper.__torchlint_probe__ = True
-    return wrapper
+    return as_probe(wrapper, op)
 
 
 def _loader_facts(loader: Any, site: tuple[Any, ...] | None) -> dict[str, Any]:

@@ -100,11 +100,49 @@ class ToolTime:
 def as_probe(wrapper: Any, op: str) -> Any:
     """Name a wrapper of a torch function as the call probes are named
     (``<torchlint probe OP>``), so that ``profile.prof`` shows the function it wrapped in
-    its place (cprof.user_view): the wrapper's time is the call's, minus what was charged."""
+    its place (cprof.user_view): the wrapper's time is the call's, minus what was charged.
+    Its frames are hidden from torch.compile (:func:`hide_from_dynamo`)."""
     name = f"<torchlint probe {op}>"
     wrapper.__code__ = wrapper.__code__.replace(co_name=name, co_qualname=name)
     wrapper.__torchlint_probe__ = True
+    hide_from_dynamo(wrapper)
     return wrapper
+
+
+# torchlint's wrappers and hooks, as frames torch.compile must run and never compile
+# (compilewatch.py): marked once dynamo is imported, the ones made before that then.
+_pending: list[CodeType] = []
+_skipper: list[Any] = []  # [function marking a code object, the list its failures go to]
+
+
+def hide_from_dynamo(fn: Any) -> Any:
+    """Mark ``fn``'s code (a function, or a bound method's) as a frame dynamo runs as it is.
+    Dynamo still traces *through* it when compiled code calls it: each wrapper checks
+    ``torch.compiler.is_compiling()`` first and then only calls what it wraps."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return fn
+    if _skipper:
+        _mark(code)
+    else:
+        _pending.append(code)
+    return fn
+
+
+def set_frame_skipper(mark: Any, errors: list[str]) -> None:
+    """Install dynamo's marker (compilewatch.skip_frames) and mark what was made before it."""
+    _skipper[:] = [mark, errors]
+    while _pending:
+        _mark(_pending.pop())
+
+
+def _mark(code: CodeType) -> None:
+    mark, errors = _skipper
+    try:
+        mark(code)
+    except Exception as exc:  # a torch without the marker: noted once, the run goes on
+        if len(errors) < 5:
+            errors.append(f"could not hide torchlint's frames from torch.compile: {type(exc).__name__}: {exc}")
 
 
 def _key(code: CodeType) -> Key:

@@ -47,7 +47,7 @@ from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
 from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet  # noqa: E402
-from torchlint.profiler.tooltime import TOOL, as_probe  # noqa: E402
+from torchlint.profiler.tooltime import TOOL, as_probe, hide_from_dynamo  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 
@@ -115,6 +115,10 @@ class TorchRun:
             t = time.perf_counter()
             import torch._dynamo  # noqa: F401
             self.dynamo_import_s = time.perf_counter() - t
+        from torchlint.profiler.compilewatch import WATCH
+
+        self.compile = WATCH  # graph breaks, compilations; torchlint's frames hidden from dynamo
+        self.compile.install()
         self.first_optimizer: tuple[Any, ...] | None = None
         self.optimizer_built = False
         self._watch_first_optimizer()
@@ -125,10 +129,12 @@ class TorchRun:
         self.probed = install_probes()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._hook = register_optimizer_step_post_hook(self._on_step)
+        self._hook = register_optimizer_step_post_hook(hide_from_dynamo(self._on_step))
         from torchlint.profiler.modules import ModuleTimer
 
         self.modules = ModuleTimer()  # forward time per nn.Module, in the windows only
+        self.modules.compiled = self.compile.compiled
+        self.compile.on_first_compile.append(self.modules.block)
         from torchlint.profiler.linetrace import LineRanges
 
         self.lines = LineRanges(self.rec.labels)  # the user's line around each op, in the windows only
@@ -172,7 +178,7 @@ class TorchRun:
     # -- steps ---------------------------------------------------------------
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if threading.get_ident() != self.rec.main_ident:
+        if torch.compiler.is_compiling() or threading.get_ident() != self.rec.main_ident:
             return
         t_hook = TOOL.begin()
         try:
@@ -358,6 +364,9 @@ class TorchRun:
         except Exception:
             pass
         self.sync_debug.disable()
+        self.compile.finish()
+        if self.modules.blocked and (self.modules.used or self.cycles):  # a window ran without them
+            self.warnings.append(f"module times {self.modules.blocked}")
         hotspots = rec.hotspots() + self.sync_debug.hotspots()
         active_steps = sum(len(c["steps"]) for c in self.cycles)
         device = "cpu"
@@ -408,6 +417,7 @@ class TorchRun:
             "probes": {"ops": self.probed},
             "patterns": _patterns_summary(),  # TLR05-TLR08 evidence (patterns.py)
             "allocator": self._allocator_summary(),  # TLR09 evidence (allocator.py)
+            "compile": self._compile_summary(),  # TLR14, TLR15 evidence (compilewatch.py)
             "sync_debug": {"enabled": self.sync_debug.enabled},
             # summarised from the trace files by the parent (tracefile.py)
             "torch_window": {
@@ -418,6 +428,12 @@ class TorchRun:
             },
             "warnings": self.warnings,
         }
+
+    def _compile_summary(self) -> dict[str, Any]:
+        try:
+            return self.compile.summary()
+        except Exception as exc:  # never cost the rest of the session
+            return {"errors": [f"{type(exc).__name__}: {exc}"]}
 
     def _allocator_summary(self) -> dict[str, Any]:
         try:

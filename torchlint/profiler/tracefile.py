@@ -29,6 +29,7 @@ from typing import Any
 
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.tracelines import BACKWARD_PREFIX, LINE_PREFIX, MODULE_PREFIX, NO_FORWARD, charge_backward, line_costs
+from torchlint.profiler.traceregions import RegionStats
 
 LABEL_PREFIX = "torchlint "
 #: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
@@ -93,6 +94,7 @@ class FileSummary:
         #: call-site range (None: outside any) -> [syncs, waited_us, gap_us, saving_us, syncs with a next kernel]
         self.sync_sites: dict[str | None, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
         self._syncs: list[tuple[str | None, float, float]] = []  # (range, end, waited), this file
+        self.regions = RegionStats()  # torch.compile's compiled regions (traceregions.py)
 
     def read(self, path: Path) -> None:
         with open(path, encoding="utf-8") as f:
@@ -138,6 +140,8 @@ class FileSummary:
             lo = min(lo, float(thread[0].get("ts", 0.0)))
             hi = max(hi, max(float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)) for e in thread))
             self._thread(thread, kernel_us)
+            # torchlint's own ranges (lines, modules, probed calls) are left out of the regions' nesting
+            self.regions.read_thread([e for e in thread if not str(e.get("name", "")).startswith(LABEL_PREFIX)])
         charge_backward(self)
         if hi > lo:
             self.window_us += hi - lo
@@ -344,6 +348,10 @@ class WindowSummary:
                 memcpy[name][0] += row[0]
                 memcpy[name][1] += row[1]
         window_us = sum(f.window_us for f in self.files)
+        regions = RegionStats()
+        for f in self.files:
+            if f not in self.eval_files:  # per training step: the evaluation window's batches apart
+                regions.merge(f.regions)
         busy_us = sum(f.busy_us for f in self.files)
         matmul_us = sum(f.gemm_us for f in self.files)
         ops = sorted(table.items(), key=lambda kv: -kv[1][1])[:40]
@@ -362,6 +370,7 @@ class WindowSummary:
             "events": sum(f.events for f in self.files),
             "sync_gaps": self.sync_gaps() if self.cuda else [],
             "matmul_device_s": matmul_us / 1e6 if self.cuda else None,
+            "compiled_regions": regions.to_dict(),
             **line_costs(self),
         }
 

@@ -17,6 +17,7 @@ from torchlint.profiler import stacks as stack_files
 from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
+from torchlint.report.profile_compile import html_section as compile_section
 from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
 
 HTML_FILE = "report.html"
@@ -304,7 +305,7 @@ def render(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> st
     from torchlint.report.profile_ranks import html_section  # several ranks: side by side
 
     body = (_header(report) + html_section(report) + _findings(report, cwd) + _step_section(report, session, run_dir)
-            + _flame_section(session, run_dir) + _ops_section(report, session) + _hotspots(report)
+            + compile_section(report) + _flame_section(session, run_dir) + _ops_section(report, session) + _hotspots(report)
             + _files(report, run_dir))
     title = escape(f"torchlint profile: {report['run']['script']}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'

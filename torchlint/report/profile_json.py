@@ -11,6 +11,7 @@ from typing import Any
 
 from torchlint import __version__
 from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path, lines
+from torchlint.correlate.compiled import compile_summary
 from torchlint.profiler.session import ProfileSession
 
 SCHEMA = "torchlint.profile-report"
@@ -174,6 +175,23 @@ def _modules(window: dict[str, Any], top: int = 25) -> list[dict[str, Any]]:
     return rows
 
 
+def _compile(session: ProfileSession, correlation: Correlation) -> dict[str, Any] | None:
+    """The run's compile time and what it went to, with paths as the report shows them, and
+    the time outside the graphs at its graph breaks (the TLR14 findings' figures)."""
+    summary = compile_summary(session)
+    if summary is None:
+        return None
+    cwd = correlation.cwd
+    breaks = [c for c in correlation.runtime if c.finding.code == "TLR14"]
+    timed = [c for c in breaks if c.facts.get("crossings") and (c.facts["crossings"] or {}).get("cost_s") is not None]
+    summary["between_graphs_s"] = sum(c.observed_s for c in timed) if timed else None
+    for fn in summary["functions"]:
+        fn["path"] = display_path(fn["path"], cwd) if fn["path"] else fn["path"]
+        if fn.get("called_at"):
+            fn["called_at"]["path"] = display_path(fn["called_at"]["path"], cwd)
+    return summary
+
+
 def build(
     correlation: Correlation,
     session: ProfileSession,
@@ -232,6 +250,7 @@ def build(
             "sync_gaps": [{**g, "path": display_path(str(g.get("path") or ""), cwd)} for g in window.get("sync_gaps") or []],
             "matmul_device_s": window.get("matmul_device_s"),
         },
+        "compile": _compile(session, correlation),
         "experiment": _experiment(experiment, cwd),
         "cost_by_line": lines.to_dict(lines.line_table(session), cwd),
         "modules": _modules(window),

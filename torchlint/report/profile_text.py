@@ -9,6 +9,7 @@ from torchlint.correlate import display_path
 from torchlint.correlate import fmt_interval
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.report.profile_compile import text_lines as compile_lines
 from torchlint.findings import IMPACT_RANK
 from torchlint.savings import ALPHA, NOT_MEASURABLE
 
@@ -372,6 +373,8 @@ def render(report: dict[str, Any]) -> str:
     for skipped in report.get("runtime_skipped") or ():
         lines.append(f"  {skipped['code']} not shown here: {skipped['reason']}")
     lines.append("")
+
+    lines.extend(compile_lines(report))
 
     tw = report["torch_window"]
     if tw.get("ops"):
