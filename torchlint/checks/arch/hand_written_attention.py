@@ -102,24 +102,39 @@ def _transposed(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyp
 
 
 def _einsum_scores(args: list[cst.BaseExpression]) -> bool:
-    """``einsum("bhid,bhjd->bhij", q, k)``: the two operands contracted over a shared last index."""
+    """``einsum("bhid,bhjd->bhij", q, k)`` or ``einsum("bct,bcs->bts", q, k)``: two operands
+    contracted over an index that leaves, each keeping one index of its own (the query's
+    and the key's positions)."""
     if len(args) != 3 or not isinstance(args[0], cst.SimpleString):
         return False
     spec = args[0].evaluated_value.replace(" ", "") if isinstance(args[0].evaluated_value, str) else ""
     if "->" not in spec or spec.count(",") != 1:
         return False
     inputs, out = spec.split("->")
-    left, right = inputs.split(",")
-    return bool(left and right) and left[-1] == right[-1] and left[-1] not in out and left[:-1] != right[:-1]
+    left, right = (set(part) for part in inputs.split(","))
+    contracted = (left & right) - set(out)
+    return bool(contracted) and bool((left - right) & set(out)) and bool((right - left) & set(out))
+
+
+# Casts a softmax's weights go through on their way (``softmax(w.float()).type(w.dtype)``).
+_CASTS = frozenset({"type", "to", "float", "half", "bfloat16", "type_as"})
 
 
 def _through_dropout(ctx, softmax: cst.Call) -> cst.BaseExpression:  # type: ignore[no-untyped-def]
-    """The softmax call, or the dropout applied straight to it (``self.attn_drop(...)``)."""
-    parent = ctx.tree.parent(softmax)
-    call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
-    if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
-        return call
-    return softmax
+    """The softmax call, or what it becomes straight away: a cast back to the input's dtype,
+    a dropout applied to it (``self.attn_drop(...)``)."""
+    current: cst.BaseExpression = softmax
+    while True:
+        parent = ctx.tree.parent(current)
+        call = ctx.tree.parent(parent) if isinstance(parent, (cst.Arg, cst.Attribute)) else None
+        if not isinstance(call, cst.Call):
+            return current
+        if isinstance(parent, cst.Attribute) and call.func is parent and parent.attr.value in _CASTS:
+            current = call
+        elif isinstance(parent, cst.Arg) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
+            current = call
+        else:
+            return current
 
 
 def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> cst.CSTNode | None:  # type: ignore[no-untyped-def]

@@ -48,8 +48,13 @@ def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> 
     """``m.parameters()``, ``m.state_dict().values()``, ``list(m.parameters())``, or a
     name bound to one of them (``ema_params = list(ema.parameters())``)."""
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        bound = [b for b in ctx.bindings.lookup(dotted(expr) or "", at) if b.kind == "assign" and b.value is not None]
-        return bool(bound) and all(_iterates_module_tensors(ctx, b.value, b.node) for b in bound) if dotted(expr) else False
+        name = dotted(expr)
+        if name is None:
+            return False
+        if any(word in name.rsplit(".", 1)[-1].lower() for word in ("param", "weight")):
+            return True  # `target_params`, `self.ema_weights`: a list of a model's tensors by name
+        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None]
+        return bool(bound) and all(_iterates_module_tensors(ctx, b.value, b.node) for b in bound)
     if not isinstance(expr, cst.Call):
         return False
     if dotted(expr.func) in ("list", "tuple") and expr.args:
