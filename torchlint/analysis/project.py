@@ -37,16 +37,20 @@ class StepInfo:
     hook: bool = False  # the function is the framework's step itself
     host_only: bool = False  # every step that reaches it is in a file that never uses a device
     tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
+    via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
 
     def text(self, key: str, here: str) -> str:
-        """How a finding in function ``key`` of file ``here`` runs every step (messages)."""
+        """How a finding in function ``key`` of file ``here`` runs every step (messages):
+        "`LengthRegulator.expand()` (called from `LengthRegulator.LR()`, run every step from
+        a training loop at train.py:84)"."""
         if self.hook:
             return self.origin
         where = ""
         if self.sites:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
-        return f"`{key.rsplit('.', 1)[-1]}()` (run every step from {self.origin}{where})"
+        via = f"called from `{self.via}()`, " if self.via else ""
+        return f"`{key}()` ({via}run every step from {self.origin}{where})"
 
 
 Steps = dict[str, dict[str, StepInfo]]  # file path -> function key -> how it is per-step
@@ -100,11 +104,17 @@ class Project:
                 if candidate in self.files:
                     return candidate
             return None
+        candidates = self.module_files(module, importer)
+        return candidates[0] if candidates else None
+
+    def module_files(self, module: str, importer: str) -> list[str]:
+        """The files an absolute import of ``module`` may mean, nearest the importer first.
+        Several files can be module ``model`` (``model/__init__.py``, ``utils/model.py``);
+        a module does not import itself, so the importer comes last."""
         candidates = self.modules.get(module)
         if not candidates:
-            return None
-        # Several files can be module `utils`: the one nearest the importer wins.
-        return max(candidates, key=lambda c: len(os.path.commonpath([c, importer])))
+            return []
+        return sorted(candidates, key=lambda c: (c == importer, -len(os.path.commonpath([c, importer]))))
 
     def _split(self, ref: Ref, importer: str) -> list[tuple[str, list[str]]]:
         """(file, remaining name parts) for each way an import reference can split into a
@@ -116,9 +126,8 @@ class Project:
             module, rest = ".".join(parts[:cut]), parts[cut:]
             if not rest or (not module and not level):
                 continue
-            path = self.module_file(module, importer, level)
-            if path is not None:
-                found.append((path, rest))
+            paths = self.module_files(module, importer) if not level else [self.module_file(module, importer, level)]
+            found.extend((path, rest) for path in paths if path is not None)
         return found
 
     # --- functions and classes -------------------------------------------------------
@@ -129,8 +138,8 @@ class Project:
         kind = ref[0]
         if kind == "local":
             return (importer, ref[1]) if ref[1] in self.functions.get(importer, ()) else None
-        if kind == "method":
-            return self.method(importer, ref[1], ref[2], depth)
+        if kind == "method":  # a method, else an object a (base) class keeps in that attribute
+            return self.method(importer, ref[1], ref[2], depth) or self._object_method(("attr", ref[1], ref[2]), importer, "__call__", depth)
         if kind == "object":  # a method of an instance of a project class
             return self._object_method(ref[1], importer, ref[2], depth)
 
@@ -216,6 +225,12 @@ class Project:
             return None
         if ref[0] == "local":
             return (importer, ref[1])
+        if ref[0] == "attr":  # `self.policy` that this class or a project base class keeps
+            for owner_path, owner in self.mro(importer, ref[1], depth + 1):
+                for name, held in owner.attributes:
+                    if name == ref[2]:
+                        return self.class_of(held, owner_path, depth + 1)
+            return None
         if ref[0] == "star":
             for level, module in self.files[importer].stars:
                 path = self.module_file(module, importer, level)
@@ -292,7 +307,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if callee is not None and callee != (path, key):
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (location,) if info.hook and location is not None else info.sites
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors)))
+                via = "" if info.hook else key
+                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors, via=via)))
     return steps
 
 

@@ -73,7 +73,7 @@ class StepSummarizer(ObjectRefs):
     def hot_call_nodes(self) -> list[cst.Call]:
         """The calls whose positions the summary needs: those made from hot loops, and
         those made by functions a framework may call per step (the step's call sites)."""
-        return [call for caller, _, loop, call in self._pending if self._located(caller, loop)]
+        return list({id(call): call for caller, _, loop, call in self._pending if self._located(caller, loop)}.values())
 
     def _located(self, caller: str, loop: str | None) -> bool:
         return loop is not None or caller in self._hook_candidates
@@ -91,8 +91,10 @@ class StepSummarizer(ObjectRefs):
             if target is None:
                 continue
             placed = self._placement(call)
-            if placed is not None:
-                found.append((placed[0], target, placed[1], call))
+            if placed is None:
+                continue
+            for each in target[1] if target[0] == "each" else (target,):  # a container's members
+                found.append((placed[0], each, placed[1], call))
         return found
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
@@ -185,7 +187,7 @@ class StepSummarizer(ObjectRefs):
                 return compiled
             owner = self._instance_class(func, at)
             if owner is not None:
-                return ("object", owner, "__call__")  # a module's forward, an object's __call__
+                return _object_call(owner, "__call__")  # a module's forward, an object's __call__
             param = self._parameter(func, at)
             if param is not None:
                 return ("object", ("passed", *param), "__call__")  # `criterion(out, y)`: what the callers pass
@@ -195,13 +197,16 @@ class StepSummarizer(ObjectRefs):
         if func_type is cst.Attribute:
             if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
-                if owner is not None:
-                    return ("object", owner, "__call__")  # `self.criterion(out, y)`
+                if owner is not None and owner[0] != "attr":
+                    return _object_call(owner, "__call__")  # `self.criterion(out, y)`
+                # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
             owner = self._instance_class(func.value, at)
             if owner is not None:
-                return ("object", owner, func.attr.value)  # `meter.update(...)` on a project class
+                return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
+            if type(func.value) is cst.Name and func.value.value in self._module_classes:
+                return ("method", self._module_classes[func.value.value], func.attr.value)  # `Trainer.step(...)`
             name = dotted(func)
             if name is None:
                 return None
@@ -212,6 +217,9 @@ class StepSummarizer(ObjectRefs):
             qualified = ctx.imports.qualify(func)
             if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
                 return ("import", 0, qualified)
+        if func_type is cst.Subscript:  # `self.blocks[i](x)`
+            owner = self._instance_class(func, at)
+            return _object_call(owner, "__call__") if owner is not None else None
         return None
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
@@ -238,7 +246,7 @@ class StepSummarizer(ObjectRefs):
         for cls in self.ctx.tree.nodes(cst.ClassDef):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
@@ -281,6 +289,13 @@ class StepSummarizer(ObjectRefs):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+def _object_call(owner: Ref, method: str) -> Ref:
+    """A call of ``method`` on an object of ``owner``; on each member for a container."""
+    if owner[0] == "each":
+        return ("each", tuple(("object", member, method) for member in owner[1]))
+    return ("object", owner, method)
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:
