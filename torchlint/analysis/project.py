@@ -49,8 +49,8 @@ class StepInfo:
         if self.sites:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
-        via = f"called from `{self.via}()`, " if self.via else ""
-        return f"`{key}()` ({via}run every step from {self.origin}{where})"
+        via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
+        return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
 
 
 Steps = dict[str, dict[str, StepInfo]]  # file path -> function key -> how it is per-step
@@ -285,6 +285,16 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if callee is not None:
                 sites = (call.location,) if call.location is not None else ()
                 work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only, tensor_args=call.tensors)))
+    step_loops = _step_loops(project)
+    for (path, key), text in step_loops.items():
+        work.append((path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            text = step_loops.get((path, call.within)) if call.within else None
+            callee = project.function(call.target, path) if text is not None else None
+            if callee is not None:
+                sites = (call.location,) if call.location is not None else ()
+                work.append((*callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors)))  # type: ignore[arg-type]
     calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None, bool]]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -309,7 +319,48 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 sites = (location,) if info.hook and location is not None else info.sites
                 via = "" if info.hook else key
                 work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors, via=via)))
+    _loops_of_steps(project, steps)
     return steps
+
+
+def _step_loops(project: Project) -> dict[tuple[str, str], str]:
+    """Loops that are step loops because their own body calls a model of the project
+    (``self.policy(obs)``, whose class another module defines) or a function of another
+    module that makes one training step; and the loops nested in them. Key -> loop text."""
+    loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
+    found: dict[tuple[str, str], str] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            where = (path, call.within)
+            loop = loops.get(where) if call.within else None
+            if loop is None or not loop.may_step or where in found or call.target[0] not in ("object", "method", "local", "import"):
+                continue
+            callee = project.function(call.target, path)
+            if callee is None:
+                continue
+            if callee[1] in project.files[callee[0]].one_step:
+                found[where] = "a training loop"
+            elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
+                found[where] = loop.text  # a model's forward
+    for (path, key), loop in loops.items():  # loops inside a step loop run every step too
+        parent = (path, loop.parent)
+        while parent in loops and parent not in found:
+            parent = (path, loops[parent].parent)
+        if parent in found and (path, key) not in found:
+            found[(path, key)] = found[parent]
+    return found
+
+
+def _loops_of_steps(project: Project, steps: Steps) -> None:
+    """A loop (not hot itself) in a per-step function runs every step with it: findings
+    there wait for the loop's key (see ``Loops.step_condition``)."""
+    for path, summary in project.files.items():
+        known = steps.get(path)
+        if not known:
+            continue
+        for loop in summary.loops:  # source order: a loop's parent comes first
+            if loop.key not in known and loop.parent in known:
+                known[loop.key] = known[loop.parent]
 
 
 def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:

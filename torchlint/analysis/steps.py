@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -40,13 +41,12 @@ if TYPE_CHECKING:
 _NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 
-def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
-    """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""
-    parts = [function.name.value]
-    for ancestor in ctx.tree.ancestors(function):
-        if type(ancestor) in FUNCTION_OR_CLASS:
-            parts.append(ancestor.name.value)
-    return ".".join(reversed(parts))
+def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
+    """What a conditional finding waits for: ``Cls.m`` / ``f.inner`` (a function's dotted
+    name within its file) or ``Cls.m#loop2`` (a loop: see ``Loops.loop_key``)."""
+    if type(node) is cst.FunctionDef:
+        return dotted_function_name(ctx.tree, node)
+    return ctx.loops.loop_key(node)
 
 
 class StepSummarizer(ObjectRefs):
@@ -71,12 +71,13 @@ class StepSummarizer(ObjectRefs):
         return ".".join(reversed(parts))
 
     def hot_call_nodes(self) -> list[cst.Call]:
-        """The calls whose positions the summary needs: those made from hot loops, and
-        those made by functions a framework may call per step (the step's call sites)."""
-        return list({id(call): call for caller, _, loop, call in self._pending if self._located(caller, loop)}.values())
+        """The calls whose positions the summary needs: those made from hot loops (also
+        loops the join may find to be step loops), and those made by functions a framework
+        may call per step (the step's call sites)."""
+        return list({id(call): call for caller, _, loop, call, within in self._pending if self._located(caller, loop, within)}.values())
 
-    def _located(self, caller: str, loop: str | None) -> bool:
-        return loop is not None or caller in self._hook_candidates
+    def _located(self, caller: str, loop: str | None, within: str) -> bool:
+        return loop is not None or bool(within) or caller in self._hook_candidates
 
     @cached_property
     def _hook_candidates(self) -> set[str]:
@@ -84,7 +85,7 @@ class StepSummarizer(ObjectRefs):
         return named | {hook.function for hook in self._hooks}
 
     @cached_property
-    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call]]:
+    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call, str]]:
         found = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
@@ -93,23 +94,42 @@ class StepSummarizer(ObjectRefs):
             placed = self._placement(call)
             if placed is None:
                 continue
+            caller, loop, within = placed
             for each in target[1] if target[0] == "each" else (target,):  # a container's members
-                found.append((placed[0], each, placed[1], call))
+                found.append((caller, each, loop, call, within))
         return found
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call),
-                     self._may_pass_tensors(call))
-            for caller, target, loop, call in self._pending
+            CallSite(caller, target, loop, locate(call) if self._located(caller, loop, within) else None, self._argument_classes(call),
+                     self._may_pass_tensors(call), within)
+            for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
-            returns=self._returns(),
+            returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
         )
+
+    def _loops(self) -> tuple[LoopSummary, ...]:
+        """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
+        ctx, loops, found = self.ctx, self.ctx.loops, []
+        for loop in sorted((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)), key=ctx.tree.index):
+            if loops.is_hot(loop) or loops.local_hot_loop(loop) is not None:
+                continue
+            outer = loops.statement_loop(loop)
+            function = ctx.tree.enclosing_function(loop)
+            parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop), not loops.runs_once(loop)))
+        return tuple(found)
+
+    def _one_step(self) -> tuple[str, ...]:
+        """Functions that make one whole training step (of those that train at all)."""
+        ctx = self.ctx
+        functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := ctx.tree.enclosing_function(call)) is not None}
+        return tuple(sorted(self.keys[key] for key, f in functions.items() if ctx.loops.makes_one_step(f)))
 
     def _may_pass_tensors(self, call: cst.Call) -> bool:
         """May ``call`` hand its callee a tensor? Only arguments known to be Python values
@@ -149,9 +169,10 @@ class StepSummarizer(ObjectRefs):
         return tuple(found)
 
     # --- where a call runs -----------------------------------------------------------
-    def _placement(self, call: cst.Call) -> tuple[str, str | None] | None:
-        """(caller key, hot loop text or None), or None when the call does not run per
-        caller run (module-level code outside hot loops, rare branches)."""
+    def _placement(self, call: cst.Call) -> tuple[str, str | None, str] | None:
+        """(caller key, hot loop text or None, key of the loop around it that is not hot or
+        ""), or None when the call does not run per caller run (module-level code outside
+        loops, rare branches)."""
         ctx = self.ctx
         function = ctx.tree.enclosing_function(call)
         caller = self.keys[id(function)] if function is not None else ""
@@ -159,10 +180,12 @@ class StepSummarizer(ObjectRefs):
             if ctx.loops.is_hot(loop):
                 if ctx.guards.rare(call, stop=loop):
                     return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.describe(loop)
-        if function is None or ctx.guards.rare(call, stop=function):
+                return caller, ctx.loops.describe(loop), ""
+        # Not in a hot loop: a loop around it may still be a step loop (the join decides).
+        loop = ctx.loops.statement_loop(call)
+        if function is None and loop is None or ctx.guards.rare(call, stop=function or loop):
             return None
-        return caller, None
+        return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
 
     # --- what a call refers to ---------------------------------------------------------
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:

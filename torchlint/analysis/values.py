@@ -51,6 +51,19 @@ _NUMPY_METHODS = {"numpy"}
 MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 # Calls on a name that say the name is an nn.Module.
 MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
+# Moves: a name that is moved and also called is a module (a tensor is not callable).
+_MOVES = frozenset({"to", "cuda", "half", "bfloat16"})
+# Class methods that build a model (`AutoModel.from_pretrained(name)`), and the classes
+# whose `from_pretrained` builds something else.
+PRETRAINED = frozenset({"from_pretrained", "from_config", "load_from_checkpoint"})
+_NOT_MODELS = ("Tokenizer", "Processor", "Config", "Scheduler", "Extractor", "Vocab", "Dataset", "Generation")
+
+
+def builds_a_model(receiver: str | None, method: str) -> bool:
+    """``AutoModelForCausalLM.from_pretrained(...)``, ``LitNet.load_from_checkpoint(...)``:
+    a model, even when its source is never read (not a tokenizer's or a config's)."""
+    last = (receiver or "").rsplit(".", 1)[-1]
+    return method in PRETRAINED and last[:1].isupper() and not any(word in last for word in _NOT_MODELS)
 
 
 # What `_expr_kind` calls a Python value on sight: literals, displays, comprehensions.
@@ -95,6 +108,11 @@ class ValueKinds(LossFacts, ArrayFacts):
             receiver = dotted(call.func.value)  # type: ignore[attr-defined]
             if receiver is not None and not looks_like_optimizer(receiver):
                 names.add(receiver)
+        # `self.policy = self.policy.to(device)` and `self.policy(obs)`: a module kept on self
+        moved = {name for call in self.ctx.method_calls(_MOVES) if (name := dotted(call.func.value)) and name.startswith("self.")}  # type: ignore[attr-defined]
+        if moved:
+            called = {dotted(call.func) for call in self.ctx.tree.nodes(cst.Call) if type(call.func) in (cst.Name, cst.Attribute)}
+            names |= {name for name in moved & called if name is not None and name.split(".")[0] not in self.ctx.imports.aliases}  # type: ignore[misc]
         return names
 
     def _names_with_backward(self) -> set[str]:
@@ -279,6 +297,8 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.NUMPY
             if method == "to_numpy":
                 return Kind.NUMPY
+            if builds_a_model(dotted(func.value), method):
+                return Kind.MODULE  # a project class's `from_pretrained`
         callee = self.kind(func, at)
         if callee is Kind.MODULE:
             return Kind.TENSOR  # model(x), criterion(out, y)
@@ -346,11 +366,16 @@ class ValueKinds(LossFacts, ArrayFacts):
             return Kind.OPTIMIZER
         if qualified.startswith(_TORCH_TENSOR_IN_NN):
             return Kind.TENSOR
+        if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"):
+            return Kind.TENSOR  # a tensor, on the device once its module is moved
         if qualified.startswith("torch.nn.parallel.") or qualified == "torch.nn.DataParallel":
             return Kind.MODULE
         if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
             return Kind.MODULE
-        if qualified == "torch.compile":
+        if qualified == "torch.compile" or qualified.startswith("torch.distributed.fsdp.Fully"):
+            return Kind.MODULE
+        receiver, _, method = qualified.rpartition(".")
+        if builds_a_model(receiver, method):
             return Kind.MODULE
         if qualified.startswith(("torchvision.models.", "timm.create_model")):
             return Kind.MODULE

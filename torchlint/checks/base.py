@@ -25,7 +25,7 @@ class Report:
     hint: str = ""  # replaces the check's fix_hint for this finding
     # The function that must run once per step for this finding to hold (the project-wide
     # join decides); None when the finding holds as it is.
-    condition: cst.FunctionDef | None = None
+    condition: cst.CSTNode | None = None  # a function, or a loop (Loops.step_condition)
     # Holds only if a caller passes a tensor (``if isinstance(v, torch.Tensor): v.item()``
     # on a parameter): the join keeps it when a per-step call site may pass one.
     needs_tensor_argument: bool = False
