@@ -122,8 +122,17 @@ class StepSummarizer(ObjectRefs):
             outer = loops.statement_loop(loop)
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop), not loops.runs_once(loop)))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop), self._may_step(loop, function)))
         return tuple(found)
+
+    def _may_step(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
+        """Can the join make this loop a step loop? Not one that runs at most once, not a
+        loop in a ``forward`` (it runs within the step: per step when ``forward`` is), and
+        not a loop over the layers an object keeps (``for layer in self.layers``)."""
+        if self.ctx.loops.runs_once(loop) or function is not None and function.name.value == "forward":
+            return False
+        iterable = loop.iter if type(loop) is cst.For else None
+        return not (iterable is not None and _over_own_attribute(iterable))
 
     def _one_step(self) -> tuple[str, ...]:
         """Functions that make one whole training step (of those that train at all)."""
@@ -312,6 +321,19 @@ class StepSummarizer(ObjectRefs):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+def _over_own_attribute(iterable: cst.BaseExpression) -> bool:
+    """``self.layers``, ``enumerate(self.blocks)``, ``zip(self.a, self.b)``, ``self.heads.values()``."""
+    while type(iterable) is cst.Call:
+        func = iterable.func
+        if type(func) is cst.Name and func.value in ("enumerate", "zip", "reversed") and iterable.args:
+            iterable = iterable.args[0].value
+        elif type(func) is cst.Attribute and func.attr.value in ("values", "items", "children", "modules"):
+            iterable = func.value
+        else:
+            return False
+    return type(iterable) is cst.Attribute and type(iterable.value) is cst.Name and iterable.value.value == "self"
 
 
 def _object_call(owner: Ref, method: str) -> Ref:
