@@ -263,38 +263,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project = Project(summaries)
     project.index_arguments()
     steps: Steps = {}
-    work: deque[tuple[str, str, StepInfo]] = deque()
-    seeds: list[tuple[int, str, str, StepInfo]] = []
-    for path, summary in project.files.items():
-        for cls in summary.classes:
-            hooks = project.framework_hooks(path, cls)
-            if hooks is None:
-                continue
-            for method in cls.methods:
-                if method in hooks.methods:
-                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)))
-        for hook in summary.hooks:
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
-    # Training hooks first: a helper both training and evaluation call reads "training".
-    work.extend((path, key, info) for _, path, key, info in sorted(seeds, key=lambda seed: seed[0]))
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.loop is None:
-                continue
-            callee = project.function(call.target, path)
-            if callee is not None:
-                sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only, tensor_args=call.tensors)))
-    step_loops = _step_loops(project)
-    for (path, key), text in step_loops.items():
-        work.append((path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            text = step_loops.get((path, call.within)) if call.within else None
-            callee = project.function(call.target, path) if text is not None else None
-            if callee is not None:
-                sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors)))  # type: ignore[arg-type]
+    # Training first: a helper that both training and evaluation reach reads "training".
+    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
     calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None, bool]]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -321,6 +291,42 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors, via=via)))
     _loops_of_steps(project, steps)
     return steps
+
+
+def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
+    """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
+    calls made from hot loops, loops the join finds to be step loops and their calls."""
+    seeds: list[tuple[int, str, str, StepInfo]] = []
+    for path, summary in project.files.items():
+        for cls in summary.classes:
+            hooks = project.framework_hooks(path, cls)
+            if hooks is None:
+                continue
+            for method in cls.methods:
+                if method in hooks.methods:
+                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)
+                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", info))
+        for hook in summary.hooks:
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
+    step_loops = _step_loops(project)
+    for (path, key), text in step_loops.items():
+        seeds.append((_rank(text), path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.loop is not None:
+                text: str | None = call.loop
+            else:
+                text = step_loops.get((path, call.within)) if call.within else None
+            callee = project.function(call.target, path) if text is not None else None
+            if callee is not None:
+                text = _loop_text(text, project, callee)  # type: ignore[arg-type]
+                sites = (call.location,) if call.location is not None else ()
+                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors)))
+    return seeds
+
+
+def _rank(text: str) -> int:
+    return 0 if "training" in text else 1 if "evaluation" in text else 2
 
 
 def _step_loops(project: Project) -> dict[tuple[str, str], str]:

@@ -1,0 +1,27 @@
+"""A device tensor indexed with an index built on the host, inside a training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.checks.base import Check
+
+
+class HostIndexInLoop(Check):
+    """`x[idx]` on a device tensor where `idx` is a host tensor, a NumPy array or a list, inside a hot loop."""
+
+    code = "TL114"
+    name = "host-index-in-loop"
+    message = "`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, and the host waits, on every step"
+    per_step = True
+    device_bound = True
+    fix_hint = "Build the index on the device (`torch.arange(n, device=x.device)`, `torch.tensor(ids, device=x.device)` once before the loop)"
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        ctx = self.ctx
+        indexes = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+        if not indexes or not any(ctx.uploads.host_index(index, node) for index in indexes):
+            return
+        if ctx.syncs.in_step(node) and ctx.syncs.device_tensor(node.value, node):
+            self.report(node, expr=short_code(ctx.module, node, limit=60))
