@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.guards import none_tested
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import Kind, looks_like_optimizer
@@ -104,7 +105,12 @@ class Loops:
         its own body calling a model or a training step of another module; else its function."""
         if self.local_hot_loop(node) is not None:
             return None
-        return self.statement_loop(node) or self.ctx.tree.enclosing_function(node)
+        loop = self.statement_loop(node)
+        if loop is None:
+            branch = self.ctx.guards.default_branch(node)
+            if branch is not None:
+                return branch[0]  # runs when a per-step caller leaves the parameter out
+        return loop or self.ctx.tree.enclosing_function(node)
 
     def statement_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost ``for``/``while`` statement whose body holds ``node`` (same scope)."""
@@ -112,6 +118,13 @@ class Loops:
             if type(loop) is cst.For or type(loop) is cst.While:
                 return loop
         return None
+
+    def branch_key(self, branch: cst.If) -> str:
+        """``f#none:max_len``: the branch of ``f`` that runs when ``max_len`` is left out
+        (``if max_len is None:``, or the ``else`` of ``if max_len is not None:``)."""
+        function = self.ctx.tree.enclosing_function(branch)
+        owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
+        return f"{owner}#none:{none_tested(branch.test) or none_tested(branch.test, negated=True)}"
 
     def loop_key(self, loop: cst.CSTNode) -> str:
         """``Cls.m#loop2``: the third ``for``/``while`` of its function (``#loop0`` at module

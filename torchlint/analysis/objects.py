@@ -80,7 +80,12 @@ class ObjectRefs:
         for arg in call.args:
             if arg.star:
                 break  # positions after *args are unknown
-            owner = _single(self._instance_class(arg.value, call)) if type(arg.value) in (cst.Name, cst.Attribute) else None
+            value = arg.value
+            if type(value) in (cst.List, cst.Tuple):  # `train(rank, [net_g, net_d], ...)`: each element's class
+                refs = tuple(_single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
+                owner = ("tuple", refs) if any(r is not None for r in refs) else None
+            else:
+                owner = _single(self._instance_class(value, call)) if type(value) in (cst.Name, cst.Attribute) else None
             if owner is not None:
                 found.append((arg.keyword.value if arg.keyword is not None else position, owner))
             if arg.keyword is None:
@@ -202,6 +207,9 @@ class ObjectRefs:
             return None
         if element is None and (value_type is cst.Name or value_type is cst.Attribute or value_type is cst.Subscript):
             return self._instance_class(value, at)
+        if element is not None and value_type is cst.Name:  # `net_g, net_d = nets`, a parameter
+            param = self._parameter(value, at)
+            return ("passed", *param, element) if param is not None else None
         return None
 
     def _unwrapped(self, value: cst.BaseExpression | None, element: int | None) -> tuple[cst.BaseExpression | None, int | None]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
-from torchlint.analysis.summary import ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
 from torchlint.findings import Location
 
 _PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
@@ -38,6 +38,7 @@ class StepInfo:
     host_only: bool = False  # every step that reaches it is in a file that never uses a device
     tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
     via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
+    omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages):
@@ -71,6 +72,17 @@ class Project:
         self.returns = {(path, key): refs for path, s in self.files.items() for key, refs in s.returns}
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
+
+    def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
+        if call.given is None:
+            return frozenset()
+        names = self.params[callee[0]].get(callee[1], ())
+        bound = call.target[0] in ("method", "object") or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
+        if bound and names[:1] in (("self",), ("cls",)):
+            names = names[1:]
+        positional, keywords = call.given
+        return frozenset(names[positional:]) - set(keywords)
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -219,6 +231,12 @@ class Project:
             return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
         if ref[0] == "passed":  # what the callers pass for a parameter (first that resolves)
             for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
+                if len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
+                    owner = owner[1][ref[3]] if owner[0] == "tuple" and ref[3] < len(owner[1]) else None
+                elif owner[0] == "tuple":
+                    continue
+                if owner is None:
+                    continue
                 found = self.class_of(owner, caller, depth + 1)
                 if found is not None:
                     return found
@@ -265,11 +283,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps: Steps = {}
     # Training first: a helper that both training and evaluation reach reads "training".
     work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
-    calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None, bool]]] = {}
+    calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             if call.caller and call.loop is None:
-                calls_by_caller.setdefault((path, call.caller), []).append((call.target, call.location, call.tensors))
+                calls_by_caller.setdefault((path, call.caller), []).append(call)
     while work:
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
@@ -278,18 +296,24 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
             if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
                 known = steps[path][key] = replace(known, tensor_args=True)
-            if not (known.host_only and not info.host_only):
+            grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
+            if grown:
+                known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            if not (known.host_only and not info.host_only) and not grown:
                 continue  # reached already: recursion and diamonds end here
-            info = replace(known, host_only=False)  # a step with device tensors reaches it too
+            info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
         steps[path][key] = info
-        for target, location, tensors in calls_by_caller.get((path, key), ()):
-            callee = project.function(target, path)
+        for call in calls_by_caller.get((path, key), ()):
+            if call.branch and call.branch not in info.omitted:
+                continue  # `if max_len is None: ...` and every per-step call passes `max_len`
+            callee = project.function(call.target, path)
             if callee is not None and callee != (path, key):
                 # Called by the framework's step itself: the call in the hook is the site.
-                sites = (location,) if info.hook and location is not None else info.sites
+                sites = (call.location,) if info.hook and call.location is not None else info.sites
                 via = "" if info.hook else key
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors, via=via)))
-    _loops_of_steps(project, steps)
+                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
+                                               omitted=project.omitted(call, callee))))
+    _inner_places(project, steps)
     return steps
 
 
@@ -321,7 +345,8 @@ def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
             if callee is not None:
                 text = _loop_text(text, project, callee)  # type: ignore[arg-type]
                 sites = (call.location,) if call.location is not None else ()
-                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors)))
+                omitted = project.omitted(call, callee)
+                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors, omitted=omitted)))
     return seeds
 
 
@@ -357,9 +382,10 @@ def _step_loops(project: Project) -> dict[tuple[str, str], str]:
     return found
 
 
-def _loops_of_steps(project: Project, steps: Steps) -> None:
-    """A loop (not hot itself) in a per-step function runs every step with it: findings
-    there wait for the loop's key (see ``Loops.step_condition``)."""
+def _inner_places(project: Project, steps: Steps) -> None:
+    """Places inside a per-step function that findings wait for (``Loops.step_condition``):
+    a loop (not hot itself) runs every step with its function; the branch
+    ``if max_len is None:`` runs every step when a per-step call leaves ``max_len`` out."""
     for path, summary in project.files.items():
         known = steps.get(path)
         if not known:
@@ -367,6 +393,9 @@ def _loops_of_steps(project: Project, steps: Steps) -> None:
         for loop in summary.loops:  # source order: a loop's parent comes first
             if loop.key not in known and loop.parent in known:
                 known[loop.key] = known[loop.parent]
+        for key, info in list(known.items()):
+            for name in info.omitted:
+                known.setdefault(f"{key}#none:{name}", info)
 
 
 def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:

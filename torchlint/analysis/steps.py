@@ -43,9 +43,12 @@ _NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
     """What a conditional finding waits for: ``Cls.m`` / ``f.inner`` (a function's dotted
-    name within its file) or ``Cls.m#loop2`` (a loop: see ``Loops.loop_key``)."""
+    name within its file), ``Cls.m#loop2`` (a loop: see ``Loops.loop_key``) or
+    ``f#none:max_len`` (the branch that runs when a caller leaves ``max_len`` out)."""
     if type(node) is cst.FunctionDef:
         return dotted_function_name(ctx.tree, node)
+    if type(node) is cst.If:
+        return ctx.loops.branch_key(node)
     return ctx.loops.loop_key(node)
 
 
@@ -99,10 +102,15 @@ class StepSummarizer(ObjectRefs):
                 found.append((caller, each, loop, call, within))
         return found
 
+    def _branch(self, call: cst.Call, loop: str | None) -> str:
+        """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
+        found = self.ctx.guards.default_branch(call) if loop is None else None
+        return found[1] if found is not None else ""
+
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if self._located(caller, loop, within) else None, self._argument_classes(call),
-                     self._may_pass_tensors(call), within)
+                     self._may_pass_tensors(call), within, _given(call), self._branch(call, loop))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -321,6 +329,22 @@ class StepSummarizer(ObjectRefs):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:
+    """How many positional arguments and which keywords a call passes (a literal ``None``
+    counts as left out); None when ``*args``/``**kwargs`` may pass anything."""
+    if any(arg.star for arg in call.args):
+        return None
+    positional = [a for a in call.args if a.keyword is None]
+    while positional and _is_none(positional[-1].value):
+        positional.pop()
+    keywords = tuple(a.keyword.value for a in call.args if a.keyword is not None and not _is_none(a.value))
+    return (len(positional), keywords)
+
+
+def _is_none(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Name and value.value == "None"
 
 
 def _over_own_attribute(iterable: cst.BaseExpression) -> bool:

@@ -23,6 +23,8 @@ class CallSite:
     args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
     tensors: bool = True  # may pass a tensor: an argument known to be one, or `*`/`**` (False: Python values only)
     within: str = ""  # the innermost (not hot) `for`/`while` around a call made outside hot loops: its key
+    given: tuple[int, tuple[str, ...]] | None = (0, ())  # positional arguments and keywords passed (not None); None: `*`/`**`
+    branch: str = ""  # made only when the caller's parameter of this name is left out (`if max_len is None:`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -263,6 +263,8 @@ class Uploads:
             reads = [n for n in tree.descendants(statement) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
             if not reads:
                 continue
+            if type(statement) is not cst.SimpleStatementLine:
+                return None  # used in a loop or a branch: maybe on the host first, maybe not every time
             for read in reads:
                 top_read, _ = self.host_chain(read)
                 move = self.move_of(top_read)
@@ -326,10 +328,12 @@ class Uploads:
             return all(_building(ctx.tree.enclosing_function(b.node)) for b in bound)
         if "." in name:
             return False
-        if all(ctx.tree.enclosing_function(b.node) is None for b in bound):
-            return True  # a module constant
         loop = step if type(step) in (cst.For, cst.While) else None
-        return loop is not None and not any(b.node is loop or ctx.tree.is_inside(b.node, loop) for b in bound)
+        if loop is not None and any(b.node is loop or ctx.tree.is_inside(b.node, loop) for b in bound):
+            return False  # `obs = next_obs` in the loop: each step's data
+        if all(ctx.tree.enclosing_function(b.node) is None for b in bound) and ctx.tree.enclosing_function(at) is not None:
+            return True  # a module constant, read in a function
+        return loop is not None  # bound before the loop, never inside it
 
     # --- indexes built on the host -----------------------------------------------------------
     def host_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
