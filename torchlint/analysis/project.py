@@ -394,7 +394,7 @@ def _inner_places(project: Project, steps: Steps) -> None:
             if loop.key not in known and loop.parent in known:
                 known[loop.key] = known[loop.parent]
         for key, info in list(known.items()):
-            for name in info.omitted:
+            for name in info.omitted if "#" not in key else ():
                 known.setdefault(f"{key}#none:{name}", info)
 
 

@@ -131,6 +131,9 @@ class HiddenSyncs:
             binding = ctx.bindings.reaching(name, at) if name is not None else None
             if binding is None or binding.kind != "assign" or binding.value is None:
                 return False
+            branch = ctx.guards.default_branch(binding.node)
+            if branch is not None and branch[1] == name:
+                return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
             value = binding.value
             if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
                 if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):

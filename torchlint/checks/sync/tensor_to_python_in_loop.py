@@ -6,18 +6,22 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.uploads import FACTORIES
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
 _CONVERSIONS = frozenset({"int", "float", "bool", "complex"})
 _COMPARING = frozenset({"min", "max", "sorted"})
 _COUNTING = frozenset({"range"})
+# Sizes are Python ints: a tensor given as one is read (`torch.arange(lengths.max())`, `x.view(n, -1)`).
+_SIZED_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "narrow"})
+_SIZE_KEYWORDS = frozenset({"start", "end", "step", "size", "steps", "high", "low"})
 # `math` functions convert their argument to a Python float first.
 _MATH_PREFIX = "math."
 
 
 class TensorToPythonInLoop(Check):
-    """`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)` or `items[t]` on a device tensor inside a hot loop."""
+    """`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]` or a size `torch.arange(t)` on a device tensor inside a hot loop."""
 
     code = "TL105"
     name = "tensor-to-python-in-loop"
@@ -39,6 +43,8 @@ class TensorToPythonInLoop(Check):
                 return
         elif (ctx.qname(func) or "").startswith(_MATH_PREFIX):
             read = node.args
+        elif ctx.qname(func) in FACTORIES or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS and ctx.qname(func) is None:
+            read = [a for a in node.args if a.keyword is None or a.keyword.value in _SIZE_KEYWORDS]  # `torch.arange(t)`: a size
         else:
             return
         tensors = [arg.value for arg in read if arg.keyword is None and not arg.star]
@@ -47,12 +53,14 @@ class TensorToPythonInLoop(Check):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         ctx = self.ctx
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-            return
-        if not self._python_sequence(node.value, node):
-            return
-        index = node.slice[0].slice.value
-        if ctx.syncs.in_step(node) and ctx.syncs.device_tensor(index, node):
+        read: list[cst.BaseExpression] = []
+        for element in node.slice:  # `x[:, start:end]` with tensor bounds: each bound is read
+            if isinstance(element.slice, cst.Slice):
+                read.extend(b for b in (element.slice.lower, element.slice.upper, element.slice.step) if b is not None)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and self._python_sequence(node.value, node):
+            read.append(node.slice[0].slice.value)  # `items[t]`: a list index
+        read = [value for value in read if type(value) not in (cst.Integer, cst.UnaryOperation)]
+        if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
