@@ -196,6 +196,10 @@ class HiddenSyncs:
             func = expr.func
             if ctx.qname(func) in _BOOL_FUNCTIONS:
                 return True
+            helper = ctx.functions.called(expr, ctx.qname(func))
+            if helper is not None:  # `mask = lengths_to_mask(lengths)`: a helper of this file returning one
+                returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None]
+                return bool(returns) and all(self.bool_mask(value, value, depth + 1) for value in returns)
             return type(func) is cst.Attribute and func.attr.value in _BOOL_METHODS and ctx.qname(func) is None and self.tensorish(func.value, at)
         if expr_type is cst.Name:
             bound = [b for b in ctx.bindings.lookup(expr.value, at) if b.kind != "augassign"]

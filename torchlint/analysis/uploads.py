@@ -153,7 +153,7 @@ class Uploads:
         if id(function) in memo:
             return memo[id(function)]
         memo[id(function)] = None  # recursion
-        returns = [r for r in ctx.values._returns_of(function) if r.value is not None]
+        returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
         made = [self.made_on_host(r.value, r) for r in returns]
         found = made[0] if made and all(m is not None and ctx.qname(m.func) in FACTORIES for m in made) else None
         memo[id(function)] = found

@@ -318,7 +318,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._returning.add(id(function))
         try:
             kinds = set()
-            for ret in self._returns_of(function):
+            for ret in self.returns_of(function):
                 value = ret.value
                 if element is not None:
                     if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
@@ -338,7 +338,7 @@ class ValueKinds(LossFacts, ArrayFacts):
             return None
         return function
 
-    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The function's own ``return`` statements; none for a generator (it yields)."""
         # Remembered per function, and exact types rather than isinstance (libcst's ABCs
         # make a failing one slow): every call of a local function asks for its returns.
