@@ -95,3 +95,18 @@ def test_a_loop_calling_a_model_of_another_module_is_a_step_loop(project: Path) 
     # `ActorCritic` (rl/policies.py), an nn.Module; without that module it is not.
     assert any(Path(f.path).name == "algorithm.py" for f in _findings(project, "rl"))
     assert not [f for f in _findings(project, "rl/algorithm.py", "rl/buffer.py")]
+
+
+def test_a_container_built_from_itself_ends_quietly() -> None:
+    # `layers = nn.ModuleList(layers)` then `nn.Sequential(*layers)`: the members are looked
+    # up through the name, which is bound to the container itself.
+    text = (
+        "import torch\nimport torch.nn as nn\n"
+        "class Block(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        layers = [Block()]\n        layers = nn.ModuleList(layers)\n        self.body = nn.Sequential(*layers)\n"
+        "    def forward(self, x):\n        return self.body(x)\n"
+        "def main(loader):\n    model = Net().cuda()\n    for x in loader:\n        model(x).sum().backward()\n"
+    )
+    findings = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert [f.line for f in findings] == [5]

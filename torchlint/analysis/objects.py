@@ -314,6 +314,16 @@ class ObjectRefs:
     def _container_members(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
         """``nn.Sequential(A(), B())``, ``nn.ModuleList([Block() for _ in range(n)])``,
         ``nn.Sequential(*layers)`` (a list built with appends), ``nn.ModuleDict({"a": A()})``."""
+        expanding: set[int] = self.__dict__.setdefault("_expanding", set())
+        if id(call) in expanding:
+            return None  # `layers = nn.ModuleList(layers)`: the list is itself
+        expanding.add(id(call))
+        try:
+            return self._members_of_call(call, at)
+        finally:
+            expanding.discard(id(call))
+
+    def _members_of_call(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
         refs: list[Ref] = []
         for arg in call.args:
             for item in self._items(arg.value, at, 0):

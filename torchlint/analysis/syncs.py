@@ -101,16 +101,16 @@ class HiddenSyncs:
     def tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is ``expr`` a tensor: by the value analysis, by use (``x.unsqueeze(0)`` in the same
         function, a registered buffer), moved to the device (``y = y.cuda()``), or computed
-        from one by arithmetic, indexing or a tensor method (``y.max()``, ``1 + self.step``)?"""
+        from one by arithmetic, indexing or a tensor method (``y.max()``, ``1 + self.step``)?
+        A plain name is judged by the binding that reaches it (``for start in range(...)``
+        after ``start = torch.clip(...)`` is a number)."""
         ctx = self.ctx
-        kind = ctx.values.kind(expr, at)
         expr_type = type(expr)
-        if kind is Kind.HOST and (expr_type is cst.Name or expr_type is cst.Attribute):
-            return self.used_as_tensor(expr, at)  # `self.step += 1` on a registered buffer
-        if kind is Kind.HOST and expr_type in (cst.BinaryOperation, cst.UnaryOperation) and depth <= 6:
-            kind = Kind.UNKNOWN  # `1 + self.step`: its operands decide
-        if kind is not Kind.UNKNOWN or depth > 6:
-            return kind is Kind.TENSOR
+        if depth > 6:
+            return False
+        if expr_type is cst.Name:
+            return self._name_tensorish(expr, at, depth)
+        # Operators: their operands decide (`1 + self.step`, `start + size` after `for start in range(...)`).
         if expr_type is cst.BinaryOperation:
             return self.tensorish(expr.left, at, depth + 1) or self.tensorish(expr.right, at, depth + 1)
         if expr_type is cst.UnaryOperation:
@@ -119,30 +119,50 @@ class HiddenSyncs:
             return self.tensorish(expr.value, at, depth + 1)
         if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
             return self.bool_mask(expr, at, depth + 1)
+        kind = ctx.values.kind(expr, at)
+        if kind is Kind.HOST and expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at)  # `self.step += 1` on a registered buffer
+        if kind is not Kind.UNKNOWN:
+            return kind is Kind.TENSOR
         if expr_type is cst.Call:
             func = expr.func
             if type(func) is not cst.Attribute or ctx.qname(func) is not None or func.attr.value in _NOT_TENSOR_RESULTS:
                 return False
             return self.tensorish(func.value, at, depth + 1)
-        if expr_type is cst.Name or expr_type is cst.Attribute:
-            if self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at):
-                return True
-            name = dotted(expr)
-            binding = ctx.bindings.reaching(name, at) if name is not None else None
-            if binding is None or binding.kind != "assign" or binding.value is None:
-                return False
-            branch = ctx.guards.default_branch(binding.node)
-            if branch is not None and branch[1] == name:
-                return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
-            value = binding.value
-            if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
-                if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
-                    return False
-                value = value.elements[binding.element].value
-            if type(value) is cst.Call and ctx.devices.move(value) == "device":
-                return True
-            return self.tensorish(value, binding.node, depth + 1)
+        if expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at) or self._bound_tensorish(expr, at, depth)
         return False
+
+    def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
+        ctx = self.ctx
+        if self.used_as_tensor(name, at):
+            return True
+        binding = ctx.bindings.reaching(name.value, at)
+        if binding is None or binding.kind not in ("assign", "for", "comp"):
+            kind = ctx.values.kind(name, at)
+            return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
+        if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
+            return ctx.values._binding_kind(binding) is Kind.TENSOR or ctx.devices.on_device(name, at)
+        return self._bound_tensorish(name, at, depth)
+
+    def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """Judged by the assignment that reaches ``at``."""
+        ctx = self.ctx
+        name = dotted(expr)
+        binding = ctx.bindings.reaching(name, at) if name is not None else None
+        if binding is None or binding.kind != "assign" or binding.value is None:
+            return False
+        branch = ctx.guards.default_branch(binding.node)
+        if branch is not None and branch[1] == name:
+            return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
+        value = binding.value
+        if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
+            if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
+                return ctx.values.kind(value, binding.node) is Kind.TENSOR
+            value = value.elements[binding.element].value
+        if type(value) is cst.Call and ctx.devices.move(value) == "device":
+            return True
+        return self.tensorish(value, binding.node, depth + 1)
 
     def reads_truth(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Does Python take the truth value of a device tensor to evaluate ``expr`` (a
