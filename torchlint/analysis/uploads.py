@@ -137,10 +137,27 @@ class Uploads:
             binding = ctx.bindings.reaching(expr.value, at)
             if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
                 return None
-            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at):
+            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at) or self._filled(expr.value, binding.node, at):
                 return None
             return self.made_on_host(binding.value, binding.node, depth + 1)
         return None
+
+    def _filled(self, name: str, bound: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is ``name`` written into between ``bound`` and ``at`` (``buf[i] = v``, ``buf += v``,
+        ``buf.fill_(0)``)? Then it holds more than its factory made."""
+        tree = self.ctx.tree
+        start, end = tree.index(bound), tree.index(at)
+        for node in tree.names_valued(name):
+            if not start < tree.index(node) < end:
+                continue
+            parent = tree.parent(node)
+            if type(parent) is cst.Subscript and parent.value is node and type(tree.parent(parent)) in (cst.AssignTarget, cst.AugAssign):
+                return True
+            if type(parent) is cst.AugAssign and parent.target is node:
+                return True
+            if type(parent) is cst.Attribute and parent.value is node and parent.attr.value.endswith("_") and not parent.attr.value.startswith("_"):
+                return True
+        return False
 
     def host_helper(self, call: cst.Call) -> cst.Call | None:
         """``noise_like(shape)``, a function of this file every ``return`` of which is a

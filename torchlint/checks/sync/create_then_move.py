@@ -113,8 +113,13 @@ def _move_text(module: cst.Module, move: cst.Call) -> str:
 
 
 def _holds_data(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
-    """``torch.LongTensor([1, 2])``, ``torch.FloatTensor(array)``: a legacy constructor
-    given data, not sizes."""
+    """``torch.LongTensor([1, 2])``, ``torch.FloatTensor(array)``,
+    ``torch.IntTensor(tokenizer.encode(text))``: a legacy constructor given data, not sizes
+    (a call that is not a size, such as ``len(x)`` or ``x.size(0)``, returns data)."""
     first = call.args[0].value if call.args and call.args[0].keyword is None else None
-    return first is not None and (ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call))
+    if first is None:
+        return False
+    if type(first) is cst.Call and not ctx.uploads.python_number(first, call):
+        return True
+    return ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call)
 
