@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.names import dotted
 from torchlint.analysis.uploads import FACTORIES
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
@@ -121,5 +122,8 @@ def _holds_data(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
         return False
     if type(first) is cst.Call and not ctx.uploads.python_number(first, call):
         return True
+    if type(first) is cst.Name and any(b.kind == "assign" and type(b.value) is cst.Call and dotted(b.value.func) == "list"
+                                       for b in ctx.bindings.lookup(first.value, call)):
+        return True  # `lengths = list()` ... `torch.LongTensor(lengths)`
     return ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call)
 
