@@ -116,6 +116,8 @@ class HiddenSyncs:
         if expr_type is cst.UnaryOperation:
             return self.tensorish(expr.expression, at, depth + 1)
         if expr_type is cst.Subscript:
+            if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
+                return False  # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict)
             return self.tensorish(expr.value, at, depth + 1)
         if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
             return self.bool_mask(expr, at, depth + 1)
@@ -128,6 +130,8 @@ class HiddenSyncs:
             func = expr.func
             if type(func) is not cst.Attribute or ctx.qname(func) is not None or func.attr.value in _NOT_TENSOR_RESULTS:
                 return False
+            if func.attr.value.startswith(("get_", "is_", "has_", "num_", "to_")):
+                return False  # `edge_index.get_sparse_size()`: a subclass's accessor, maybe a Python value
             return self.tensorish(func.value, at, depth + 1)
         if expr_type is cst.Attribute:
             return self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at) or self._bound_tensorish(expr, at, depth)
