@@ -184,7 +184,8 @@ class Guards:
         return found
 
     def rare(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` in the body of an ``if`` that runs every N steps or once?"""
+        """Is ``node`` in the body of an ``if`` that runs every N steps or once, or in an
+        ``except`` handler?"""
         tree = self.ctx.tree
         child = node
         for ancestor in tree.ancestors(node):
@@ -193,6 +194,8 @@ class Guards:
             ancestor_type = type(ancestor)
             if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
                 return False
+            if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
+                return True  # runs when something failed: an error path, an OOM retry, the end of an iterator
             if ancestor_type is cst.IndentedBlock and _after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return True
             if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
