@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, expected_markers
+
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 

@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.members import (
+    CONTAINERS,
+    MemberRefs,
+    iterated_item,
+    may_iterate_modules,
+    target_names,
+)
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 from torchlint.analysis.values import MODULE_CHAIN
@@ -42,12 +49,11 @@ _WRAPPERS = frozenset({
 _PREPARERS = frozenset({"prepare", "prepare_model", "setup"})
 # Class methods that build an instance of their class.
 CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_from_checkpoint", "from_checkpoint"})
-_CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 # Annotations that never name a project class.
 _PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "object", "Any", "None", "Tensor", "Module"})
 
 
-class ObjectRefs:
+class ObjectRefs(MemberRefs):
     """Class references for objects (see the reference kinds in steps.py)."""
 
     ctx: FileContext
@@ -119,8 +125,8 @@ class ObjectRefs:
             if self.ctx.qname(value.func) in _COMPILERS:
                 compiled |= names
         for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.CompFor)):
-            if _may_iterate_modules(loop.iter):  # `for layer in self.layers`, `enumerate(blocks)`
-                objects |= {n.value for n in _target_names(loop.target)}
+            if may_iterate_modules(loop.iter):  # `for layer in self.layers`, `enumerate(blocks)`
+                objects |= {n.value for n in target_names(loop.target)}
         for param in self.ctx.tree.nodes(cst.Param):
             if param.annotation is not None and _annotation_name(param.annotation.annotation) is not None:
                 objects.add(param.name.value)
@@ -163,7 +169,7 @@ class ObjectRefs:
             if binding.kind == "param":
                 return self._annotated(binding.node.annotation, binding.node)
             if binding.kind in ("for", "comp"):
-                source = _iterated_item(binding.value, binding.element)
+                source = iterated_item(binding.value, binding.element)
                 return self._members_of(source, binding.node) if source is not None else None
             if binding.kind != "assign":
                 return None
@@ -199,7 +205,7 @@ class ObjectRefs:
                     owner = self._class_ref(name)
                     if owner is not None:
                         return owner
-                if self.ctx.qname(func) in _CONTAINERS:
+                if self.ctx.qname(func) in CONTAINERS:
                     return self._container_members(value, at)
             factory = self.target(func, value)
             if factory is not None and factory[0] in ("import", "local"):
@@ -306,71 +312,6 @@ class ObjectRefs:
                 found.append((name, ref))
         return tuple(found)
 
-    def _members_of(self, container: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        """The member classes of a container module held in ``container`` (``self.layers``)."""
-        found = self._instance_class(container, at)
-        return found if found is not None and found[0] == "each" else None
-
-    def _container_members(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
-        """``nn.Sequential(A(), B())``, ``nn.ModuleList([Block() for _ in range(n)])``,
-        ``nn.Sequential(*layers)`` (a list built with appends), ``nn.ModuleDict({"a": A()})``."""
-        expanding: set[int] = self.__dict__.setdefault("_expanding", set())
-        if id(call) in expanding:
-            return None  # `layers = nn.ModuleList(layers)`: the list is itself
-        expanding.add(id(call))
-        try:
-            return self._members_of_call(call, at)
-        finally:
-            expanding.discard(id(call))
-
-    def _members_of_call(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
-        refs: list[Ref] = []
-        for arg in call.args:
-            for item in self._items(arg.value, at, 0):
-                found = self._object_of(item, at, None)
-                if found is not None and found[0] == "each":
-                    refs.extend(found[1])
-                elif found is not None:
-                    refs.append(found)
-        unique = tuple(dict.fromkeys(refs))
-        return ("each", unique) if unique else None
-
-    def _items(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
-        """The expressions a container argument is made of."""
-        value_type = type(value)
-        if depth > 3:
-            return []
-        if value_type in (cst.List, cst.Tuple, cst.Set):
-            return [item for e in value.elements for item in self._items(e.value, at, depth + 1)]
-        if value_type in (cst.ListComp, cst.GeneratorExp):
-            return self._items(value.elt, at, depth + 1)
-        if value_type is cst.Dict:
-            return [item for e in value.elements if isinstance(e, cst.DictElement) for item in self._items(e.value, at, depth + 1)]
-        if value_type is cst.Call and (dotted(value.func) or "").endswith("OrderedDict") and value.args:
-            pairs = value.args[0].value
-            return [item for e in getattr(pairs, "elements", ()) if type(e.value) is cst.Tuple and len(e.value.elements) == 2
-                    for item in self._items(e.value.elements[1].value, at, depth + 1)]
-        if value_type is cst.Name:
-            return self._list_items(value, at, depth)
-        return [value]
-
-    def _list_items(self, name: cst.Name, at: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
-        """``layers = [A()]``, ``layers.append(B())``, ``layers += [C()]`` in the same scope."""
-        ctx, tree = self.ctx, self.ctx.tree
-        items: list[cst.BaseExpression] = []
-        scope = tree.scope_of(at)
-        for binding in ctx.bindings.lookup(name.value, at):
-            if binding.value is not None and binding.element is None and binding.kind in ("assign", "augassign"):
-                if type(binding.value) is cst.Call and ctx.qname(binding.value.func) in _CONTAINERS:
-                    items.append(binding.value)
-                elif type(binding.value) is not cst.Name:
-                    items.extend(self._items(binding.value, binding.node, depth + 1))
-        for call in ctx.method_calls(("append", "extend", "add_module", "insert")):
-            receiver = call.func.value  # type: ignore[attr-defined]
-            if type(receiver) is cst.Name and receiver.value == name.value and tree.scope_of(call) is scope and call.args:
-                items.extend(self._items(call.args[-1].value, call, depth + 1))
-        return items
-
     # --- names of classes ------------------------------------------------------------------
     def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
         """(function key, name) when ``expr`` is a parameter of the enclosing function."""
@@ -409,39 +350,6 @@ class ObjectRefs:
 def _single(ref: Ref | None) -> Ref | None:
     """A reference to one class (a container's several members are not one object)."""
     return None if ref is None or ref[0] == "each" else ref
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if type(target) is cst.Name:
-        return [target]
-    if type(target) in (cst.Tuple, cst.List):
-        return [name for e in target.elements for name in _target_names(e.value)]
-    return []
-
-
-def _may_iterate_modules(iterable: cst.BaseExpression) -> bool:
-    """``self.layers``, ``blocks``, ``enumerate(self.layers)``, ``zip(self.a, self.b)``,
-    ``self.heads.values()``: an iterable that may be a container of modules."""
-    if type(iterable) is cst.Call:
-        func = iterable.func
-        if type(func) is cst.Name and func.value in ("zip", "enumerate"):
-            return any(_may_iterate_modules(a.value) for a in iterable.args)
-        return type(func) is cst.Attribute and func.attr.value == "values" and _may_iterate_modules(func.value)
-    return type(iterable) is cst.Name or type(iterable) is cst.Attribute
-
-
-def _iterated_item(iterable: cst.BaseExpression | None, element: int | None) -> cst.BaseExpression | None:
-    """What a loop variable takes its items from: ``for layer in self.layers`` →
-    ``self.layers``; ``for i, layer in enumerate(self.layers)`` → ``self.layers`` for ``layer``;
-    ``zip(self.a, self.b)`` → the matching argument."""
-    if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("zip", "enumerate"):
-        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
-        if iterable.func.value == "enumerate":
-            return positional[0] if element == 1 and positional else None
-        return positional[element] if element is not None and element < len(positional) else None
-    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "values" and element is None:
-        return iterable.func.value  # `for head in self.heads.values()`
-    return iterable if element is None else None
 
 
 def _annotation_name(annotation: cst.BaseExpression) -> str | None:

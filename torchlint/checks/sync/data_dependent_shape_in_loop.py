@@ -43,7 +43,7 @@ class DataDependentShapeInLoop(Check):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         ctx = self.ctx
         parent = ctx.tree.parent(node)
-        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) or isinstance(parent, cst.Del):
+        if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.Del)):
             return  # `x[mask] = 0` writes in place: no new tensor of unknown size
         masks = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
         mask = next((m for m in masks if ctx.syncs.bool_mask(m, node)), None)
