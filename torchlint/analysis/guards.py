@@ -318,7 +318,11 @@ class Guards:
         function = ctx.tree.enclosing_function(node)
         if function is None:
             return None
-        defaults = {p.name.value for p in (*function.params.params, *function.params.kwonly_params) if p.default is not None and _is_none(p.default)}
+        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_none_defaults", {})
+        defaults = memo.get(id(function))
+        if defaults is None:
+            params = (*function.params.params, *function.params.kwonly_params)
+            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and _is_none(p.default))
         if not defaults:
             return None
         child = node

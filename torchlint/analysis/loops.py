@@ -52,6 +52,7 @@ class Loops:
         self.ctx = ctx
         self._hot: dict[int, bool] = {}
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
+        self._described: dict[int, str] = {}
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
@@ -148,6 +149,12 @@ class Loops:
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
+        known = self._described.get(id(loop))
+        if known is None:
+            known = self._described[id(loop)] = self._describe(loop)
+        return known
+
+    def _describe(self, loop: cst.CSTNode) -> str:
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):

@@ -73,14 +73,17 @@ class StepSummarizer(ObjectRefs):
                 parts.append(ancestor.name.value)
         return ".".join(reversed(parts))
 
-    def hot_call_nodes(self) -> list[cst.Call]:
-        """The calls whose positions the summary needs: those made from hot loops (also
-        loops the join may find to be step loops), and those made by functions a framework
-        may call per step (the step's call sites)."""
-        return list({id(call): call for caller, _, loop, call, within in self._pending if self._located(caller, loop, within)}.values())
-
-    def _located(self, caller: str, loop: str | None, within: str) -> bool:
-        return loop is not None or bool(within) or caller in self._hook_candidates
+    def hot_call_nodes(self, located: bool = False) -> list[cst.Call]:
+        """The calls whose positions the summary needs: those made from hot loops and those
+        made by functions a framework may call per step (the step's call sites). Calls that
+        may make a loop a step loop in the join (a call of an object, or of a function named
+        like a step) come too when the file pays for positions anyway (``located``: it has
+        findings, or the calls above): positions cost a codegen pass over the file."""
+        needed = {id(call): call for caller, _, loop, call, _ in self._pending if loop is not None or caller in self._hook_candidates}
+        if needed or located:
+            needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and _may_make_a_step(target))
+        self._positioned = set(needed)
+        return list(needed.values())
 
     @cached_property
     def _hook_candidates(self) -> set[str]:
@@ -107,9 +110,11 @@ class StepSummarizer(ObjectRefs):
         found = self.ctx.guards.default_branch(call) if loop is None else None
         return found[1] if found is not None else ""
 
+    _positioned: set[int] = set()  # ids of the calls `hot_call_nodes` asked positions for
+
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if self._located(caller, loop, within) else None, self._argument_classes(call),
+            CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, _given(call), self._branch(call, loop))
             for caller, target, loop, call, within in self._pending
         )
@@ -130,8 +135,20 @@ class StepSummarizer(ObjectRefs):
             outer = loops.statement_loop(loop)
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop), self._may_step(loop, function)))
+            may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop) if may_step else "", may_step))
         return tuple(found)
+
+    @cached_property
+    def _candidate_loops(self) -> set[int]:
+        """Loops whose own body makes a call that may make it a step loop in the join."""
+        ctx, found = self.ctx, set()
+        for _, target, loop, call, within in self._pending:
+            if within and _may_make_a_step(target):
+                inner = ctx.loops.statement_loop(call)
+                if inner is not None:
+                    found.add(id(inner))
+        return found
 
     def _may_step(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
         """Can the join make this loop a step loop? Not one that runs at most once, not a
@@ -193,13 +210,15 @@ class StepSummarizer(ObjectRefs):
         ctx = self.ctx
         function = ctx.tree.enclosing_function(call)
         caller = self.keys[id(function)] if function is not None else ""
-        for loop in ctx.loops.enclosing_loops(call):
-            if ctx.loops.is_hot(loop):
-                if ctx.guards.rare(call, stop=loop):
+        loop = None  # the innermost `for`/`while` around it
+        for each in ctx.loops.enclosing_loops(call):
+            if ctx.loops.is_hot(each):
+                if ctx.guards.rare(call, stop=each):
                     return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.describe(loop), ""
+                return caller, ctx.loops.describe(each), ""
+            if loop is None and (type(each) is cst.For or type(each) is cst.While):
+                loop = each
         # Not in a hot loop: a loop around it may still be a step loop (the join decides).
-        loop = ctx.loops.statement_loop(call)
         if function is None and loop is None or ctx.guards.rare(call, stop=function or loop):
             return None
         return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
@@ -329,6 +348,18 @@ class StepSummarizer(ObjectRefs):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit")
+
+
+def _may_make_a_step(target: Ref) -> bool:
+    """A call that may make its loop a step loop: an object's ``__call__`` (a model's
+    forward), or a function or method whose name says it trains (``train_step``, ``update``)."""
+    if target[0] == "object" and target[2] == "__call__":
+        return True
+    name = str(target[-1]).rsplit(".", 1)[-1].lower()
+    return any(word in name for word in _STEP_WORDS)
 
 
 def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:

@@ -39,6 +39,27 @@ _BOOL_FUNCTIONS = frozenset(f"torch.{name}" for name in (*_BOOL_METHODS, "isnegi
 TRUTH_BUILTINS = frozenset({"all", "any"})
 
 
+def plainly_python(expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` a Python value on sight (a literal, ``-1``, ``x.shape[0]``, ``x.size(1)``,
+    ``len(xs)``)? A cheap test that spares the analysis most sizes and indexes."""
+    expr_type = type(expr)
+    if expr_type is cst.UnaryOperation:
+        expr, expr_type = expr.expression, type(expr.expression)
+    if expr_type in _LITERALS:
+        return True
+    if expr_type is cst.Subscript:
+        expr, expr_type = expr.value, type(expr.value)
+    if expr_type is cst.Attribute:
+        return expr.attr.value in ("shape", "ndim", "dtype", "device")
+    if expr_type is cst.Call:
+        func = expr.func
+        return type(func) is cst.Attribute and func.attr.value in ("size", "dim", "numel", "item") or type(func) is cst.Name and func.value in ("len", "int", "float")
+    return False
+
+
+_LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})
+
+
 class HiddenSyncs:
     """Facts about device tensors read by Python, for one file."""
 
@@ -50,10 +71,15 @@ class HiddenSyncs:
         the project-wide join may find per-step), not in a rare branch (``step % 100 == 0``),
         not in a file whose tensors never leave the host?"""
         ctx = self.ctx
-        loop = ctx.loops.hot_loop(node)
-        if loop is None or ctx.devices.host_only(node):
-            return False
-        return not ctx.guards.rare(node, stop=loop)
+        place = ctx.loops.local_hot_loop(node)
+        if place is not None:
+            if ctx.devices.host_only():
+                return False  # a file whose tensors never leave the host
+        else:  # the join decides, device included (`host_only(node)` is False there)
+            place = ctx.tree.enclosing_function(node) or ctx.loops.statement_loop(node)
+            if place is None:
+                return False
+        return not ctx.guards.rare(node, stop=place)
 
     @cached_property
     def _tensor_names(self) -> dict[int, set[str]]:

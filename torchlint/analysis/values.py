@@ -8,6 +8,7 @@ of ``.item()``; TL203 flags only a known NumPy array).
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 from typing import TYPE_CHECKING
 
@@ -97,7 +98,6 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._memo: dict[tuple[int, str], Kind] = {}
         self._in_progress: set[tuple[int, str]] = set()
         self._returning: set[int] = set()  # functions whose returns are being inferred
-        self._returns_memo: dict[int, list[cst.Return]] = {}
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
@@ -340,21 +340,23 @@ class ValueKinds(LossFacts, ArrayFacts):
 
     def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The function's own ``return`` statements; none for a generator (it yields)."""
-        # Remembered per function, and exact types rather than isinstance (libcst's ABCs
-        # make a failing one slow): every call of a local function asks for its returns.
-        key = id(function)
-        if key in self._returns_memo:
-            return self._returns_memo[key]
-        found: list[cst.Return] = []
+        return self._returns_by_function.get(id(function), [])
+
+    @cached_property
+    def _returns_by_function(self) -> dict[int, list[cst.Return]]:
+        """Each function's own returns, from one pass over the file's returns and yields
+        (every call of a local function asks for its returns)."""
         tree = self.ctx.tree
-        for node in tree.descendants(function):
-            node_type = type(node)
-            if node_type is cst.Yield or node_type is cst.Await:
-                found = []
-                break
-            if node_type is cst.Return and tree.enclosing_function(node) is function:
-                found.append(node)  # type: ignore[arg-type]
-        self._returns_memo[key] = found
+        found: dict[int, list[cst.Return]] = {}
+        for node in tree.nodes(cst.Return):
+            function = tree.enclosing_function(node)
+            if function is not None:
+                found.setdefault(id(function), []).append(node)
+        for kind in (cst.Yield, cst.Await):
+            for node in tree.nodes(kind):
+                function = tree.enclosing_function(node)
+                if function is not None:
+                    found[id(function)] = []  # a generator or a coroutine
         return found
 
     def _library_call_kind(self, qualified: str) -> Kind:

@@ -20,8 +20,12 @@ class HostIndexInLoop(Check):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         ctx = self.ctx
-        indexes = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
-        if not indexes or not any(ctx.uploads.host_index(index, node) for index in indexes):
+        indexes = [e.slice.value for e in node.slice if type(e.slice) is cst.Index and type(e.slice.value) in _MAY_HOLD_AN_INDEX]
+        if not indexes or not ctx.syncs.in_step(node):
             return
-        if ctx.syncs.in_step(node) and ctx.syncs.device_tensor(node.value, node):
+        if any(ctx.uploads.host_index(index, node) for index in indexes) and ctx.syncs.device_tensor(node.value, node):
             self.report(node, expr=short_code(ctx.module, node, limit=60))
+
+
+# Index expressions that may be an index array (a number, a slice, a string or `None` never is).
+_MAY_HOLD_AN_INDEX = frozenset({cst.Name, cst.Call, cst.List, cst.ListComp, cst.Subscript, cst.Attribute})

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
 from torchlint.checks.base import Check
 
@@ -47,7 +48,7 @@ class TensorToPythonInLoop(Check):
             read = [a for a in node.args if a.keyword is None or a.keyword.value in _SIZE_KEYWORDS]  # `torch.arange(t)`: a size
         else:
             return
-        tensors = [arg.value for arg in read if arg.keyword is None and not arg.star]
+        tensors = [arg.value for arg in read if arg.keyword is None and not arg.star and not plainly_python(arg.value)]
         if tensors and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in tensors):
             self.report(node, expr=short_code(ctx.module, node))
 
@@ -55,12 +56,14 @@ class TensorToPythonInLoop(Check):
         ctx = self.ctx
         read: list[cst.BaseExpression] = []
         for element in node.slice:  # `x[:, start:end]` with tensor bounds: each bound is read
-            if isinstance(element.slice, cst.Slice):
-                read.extend(b for b in (element.slice.lower, element.slice.upper, element.slice.step) if b is not None)
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and self._python_sequence(node.value, node):
-            read.append(node.slice[0].slice.value)  # `items[t]`: a list index
-        read = [value for value in read if type(value) not in (cst.Integer, cst.UnaryOperation)]
-        if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
+            if type(element.slice) is cst.Slice:
+                read.extend(b for b in (element.slice.lower, element.slice.upper, element.slice.step) if b is not None and not plainly_python(b))
+        index = node.slice[0].slice.value if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
+        if index is not None and not plainly_python(index):
+            read.append(index)  # `items[t]`, when `items` is a list (asked last: it costs most)
+        if not read or not ctx.syncs.in_step(node):
+            return
+        if any(ctx.syncs.device_tensor(value, node) and (value is not index or self._python_sequence(node.value, node)) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
