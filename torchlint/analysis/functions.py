@@ -28,6 +28,10 @@ class LocalFunctions:
                 table[name] = None if name in table else function
         self._names = {name for table in self._defined.values() for name in table}
 
+    def defines(self, name: str) -> bool:
+        """Does a function of this file (not a method) have that name?"""
+        return name in self._names
+
     def named(self, name: str, at: cst.CSTNode) -> cst.FunctionDef | None:
         """The ``def name`` visible at ``at`` (None when there is none, or two)."""
         if name not in self._names:

@@ -140,7 +140,8 @@ class ObjectRefs(MemberRefs):
         qualified = self.ctx.qname(call.func)
         if qualified is not None:
             return qualified in _WRAPPERS or qualified.split(".")[0] not in _NOT_PROJECT
-        return type(call.func) is cst.Name and callee not in _BUILTINS
+        # a factory of this file or of a relative import (other names build nothing of the project's)
+        return type(call.func) is cst.Name and (callee in self.relative or self.ctx.functions.defines(callee))
 
     # --- objects of the project's classes ----------------------------------------------
     def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
