@@ -16,6 +16,7 @@ import libcst as cst
 
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import node_types
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -57,6 +58,9 @@ def plainly_python(expr: cst.BaseExpression) -> bool:
     return False
 
 
+_SIMPLE_OR_COMPOUND = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+# Places inside a statement where code runs on its own terms (a branch, once per item, later).
+_OWN_PLACES = node_types(cst.IfExp, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.BooleanOperation)
 _LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})
 
 
@@ -70,6 +74,23 @@ class HiddenSyncs:
         """May ``node`` run every step on device tensors: in a hot loop (or a function or loop
         the project-wide join may find per-step), not in a rare branch (``step % 100 == 0``),
         not in a file whose tensors never leave the host?"""
+        # The answer is the same for every node of a simple statement, unless a conditional
+        # expression, a comprehension or a lambda sits between: remembered per statement.
+        parents = self.ctx.tree.parents
+        current = parents.get(id(node))
+        while current is not None and type(current) not in _SIMPLE_OR_COMPOUND:
+            if type(current) in _OWN_PLACES:
+                return self._in_step(node)
+            current = parents.get(id(current))
+        if type(current) is not cst.SimpleStatementLine:
+            return self._in_step(node)
+        memo: dict[int, bool] = self.__dict__.setdefault("_in_step_memo", {})
+        known = memo.get(id(current))
+        if known is None:
+            known = memo[id(current)] = self._in_step(node)
+        return known
+
+    def _in_step(self, node: cst.CSTNode) -> bool:
         ctx = self.ctx
         place = ctx.loops.local_hot_loop(node)
         if place is not None:
