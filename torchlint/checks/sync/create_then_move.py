@@ -45,7 +45,11 @@ class CreateThenMove(Check):
             hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
             self._check_made(node, fixable=qualified in _FACTORIES, hint=hint)
             return
-        factory = ctx.uploads.host_helper(node) if qualified is None else None
+        # A helper's result moved on: it is read as `helper(...).to(d)`, `helper(...) * k` or assigned.
+        parent = ctx.tree.parent(node)
+        if qualified is not None or type(parent) not in (cst.Attribute, cst.Assign, cst.BinaryOperation, cst.UnaryOperation):
+            return
+        factory = ctx.uploads.host_helper(node)
         if factory is not None:  # `noise_like(shape).to(device)`: the helper builds on the host
             function = ctx.functions.called(node, None)
             hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]

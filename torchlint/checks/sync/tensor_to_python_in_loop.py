@@ -59,14 +59,14 @@ class TensorToPythonInLoop(Check):
             if type(element.slice) is cst.Slice:
                 read.extend(b for b in (element.slice.lower, element.slice.upper, element.slice.step) if b is not None and not plainly_python(b))
         index = node.slice[0].slice.value if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
-        if index is not None and not plainly_python(index):
-            read.append(index)  # `items[t]`, when `items` is a list (asked last: it costs most)
-        if not read or not ctx.syncs.in_step(node):
-            return
-        if any(ctx.syncs.device_tensor(value, node) and (value is not index or self._python_sequence(node.value, node)) for value in read):
+        if index is not None and not plainly_python(index) and self._python_sequence(node.value, node):
+            read.append(index)  # `items[t]` on a list
+        if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list or tuple (a dict hashes a tensor by identity: no read)."""
         ctx = self.ctx
-        return ctx.values.kind(value, at) is Kind.HOST and ctx.values.is_sequence_literal(value, at)
+        if type(value) not in (cst.Name, cst.Attribute, cst.List, cst.Tuple):
+            return False
+        return ctx.values.is_sequence_literal(value, at) and ctx.values.kind(value, at) is Kind.HOST
