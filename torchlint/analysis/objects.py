@@ -190,6 +190,8 @@ class ObjectRefs(MemberRefs):
     def _object_of(self, value: cst.BaseExpression | None, at: cst.CSTNode, element: int | None) -> Ref | None:
         """The class of what ``value`` (element ``element`` of it, for ``a, b = value``) holds."""
         value, element = self._unwrapped(value, element)
+        if type(value) is cst.BooleanOperation:  # `sampler or UniformSampler(diffusion)`: the one that is known
+            return self._object_of(value.left, at, element) or self._object_of(value.right, at, element)
         if element is not None and type(value) in (cst.Tuple, cst.List):
             items = value.elements
             if element >= len(items):

@@ -39,6 +39,7 @@ class StepInfo:
     tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
     via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
     omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
+    constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages):
@@ -77,12 +78,23 @@ class Project:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
         if call.given is None:
             return frozenset()
-        names = self.params[callee[0]].get(callee[1], ())
-        bound = call.target[0] in ("method", "object") or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
-        if bound and names[:1] in (("self",), ("cls",)):
-            names = names[1:]
+        names = self._parameters(call, callee)
         positional, keywords = call.given
         return frozenset(names[positional:]) - set(keywords)
+
+    def constants(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` passes a value the same on every step."""
+        if not call.constants:
+            return frozenset()
+        names = self._parameters(call, callee)
+        return frozenset(where if isinstance(where, str) else names[where] for where in call.constants
+                         if isinstance(where, str) or where < len(names))
+
+    def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
+        """The callee's parameters as the call's arguments fill them (``self`` left out)."""
+        names = self.params[callee[0]].get(callee[1], ())
+        bound = call.target[0] in ("method", "object") or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
+        return names[1:] if bound and names[:1] in (("self",), ("cls",)) else names
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -154,6 +166,11 @@ class Project:
             return self.method(importer, ref[1], ref[2], depth) or self._object_method(("attr", ref[1], ref[2]), importer, "__call__", depth)
         if kind == "object":  # a method of an instance of a project class
             return self._object_method(ref[1], importer, ref[2], depth)
+        if kind == "super":  # `super().m()`: the first base class (of the project) that defines it
+            for owner_path, owner in self.mro(importer, ref[1], depth)[1:]:
+                if ref[2] in owner.methods:
+                    return (owner_path, f"{owner.key}.{ref[2]}")
+            return None
 
         if kind == "star":
             for level, module in self.files[importer].stars if importer in self.files else ():
@@ -296,6 +313,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
             if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
                 known = steps[path][key] = replace(known, tensor_args=True)
+            if not info.constants <= known.constants:  # its own parameters: callees are not affected
+                known = steps[path][key] = replace(known, constants=known.constants | info.constants)
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
@@ -312,7 +331,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 sites = (call.location,) if info.hook and call.location is not None else info.sites
                 via = "" if info.hook else key
                 work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
-                                               omitted=project.omitted(call, callee))))
+                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee))))
     _inner_places(project, steps)
     return steps
 
@@ -345,8 +364,9 @@ def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
             if callee is not None:
                 text = _loop_text(text, project, callee)  # type: ignore[arg-type]
                 sites = (call.location,) if call.location is not None else ()
-                omitted = project.omitted(call, callee)
-                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors, omitted=omitted)))
+                omitted, constants = project.omitted(call, callee), project.constants(call, callee)
+                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors,
+                                                             omitted=omitted, constants=constants)))
     return seeds
 
 
@@ -396,6 +416,8 @@ def _inner_places(project: Project, steps: Steps) -> None:
         for key, info in list(known.items()):
             for name in info.omitted if "#" not in key else ():
                 known.setdefault(f"{key}#none:{name}", info)
+            for name in info.constants if "#" not in key else ():
+                known.setdefault(f"{key}#const:{name}", info)
 
 
 def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:

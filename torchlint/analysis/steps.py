@@ -49,6 +49,9 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
         return dotted_function_name(ctx.tree, node)
     if type(node) is cst.If:
         return ctx.loops.branch_key(node)
+    if type(node) is cst.Param:  # holds when a per-step call passes a constant there
+        function = ctx.tree.enclosing_function(node)
+        return f"{dotted_function_name(ctx.tree, function) if function is not None else ''}#const:{node.name.value}"
     return ctx.loops.loop_key(node)
 
 
@@ -105,6 +108,21 @@ class StepSummarizer(ObjectRefs):
                 found.append((caller, each, loop, call, within))
         return found
 
+    def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments that hold the same value on every step (``self.alphas`` set in
+        ``__init__``, a module constant): a callee that uploads them uploads a constant."""
+        found: list[int | str] = []
+        step = None
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) is cst.Attribute or type(value) is cst.BinaryOperation or type(value) is cst.Name and value.value.isupper():
+                step = step or self.ctx.loops.hot_loop(call)
+                if self.ctx.uploads.same_every_step(value, call, step):
+                    found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _branch(self, call: cst.Call, loop: str | None) -> str:
         """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
         found = self.ctx.guards.default_branch(call) if loop is None else None
@@ -115,7 +133,7 @@ class StepSummarizer(ObjectRefs):
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                     self._may_pass_tensors(call), within, _given(call), self._branch(call, loop))
+                     self._may_pass_tensors(call), within, _given(call), self._branch(call, loop), self._constant_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -254,6 +272,10 @@ class StepSummarizer(ObjectRefs):
                 return ("star", func.value)
             return None
         if func_type is cst.Attribute:
+            receiver = func.value
+            if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
+                cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
+                return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
             if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
                 if owner is not None and owner[0] != "attr":
@@ -294,8 +316,8 @@ class StepSummarizer(ObjectRefs):
         binding = ctx.bindings.reaching(name.value, at)
         value = getattr(binding, "value", None)
         if isinstance(value, cst.Call) and ctx.qname(value.func) in _COMPILERS and value.args:
-            first = value.args[0].value
-            if isinstance(first, cst.Name) and first.value != name.value:
+            first = value.args[0].value  # `partial(self.diffusion.training_losses, model, x)` too
+            if type(first) in (cst.Name, cst.Attribute) and dotted(first) != name.value:
                 return self.target(first, value)
         return None
 

@@ -25,6 +25,7 @@ class CallSite:
     within: str = ""  # the innermost (not hot) `for`/`while` around a call made outside hot loops: its key
     given: tuple[int, tuple[str, ...]] | None = (0, ())  # positional arguments and keywords passed (not None); None: `*`/`**`
     branch: str = ""  # made only when the caller's parameter of this name is left out (`if max_len is None:`)
+    constants: tuple[int | str, ...] = ()  # arguments (position or keyword) that hold the same value on every step
 
 
 @dataclass(frozen=True, slots=True)

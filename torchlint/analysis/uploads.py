@@ -335,22 +335,36 @@ class Uploads:
             return True
         if data_type in (cst.List, cst.Tuple):
             return bool(data.elements) and all(self.same_every_step(e.value, at, step) for e in data.elements)
+        if data_type is cst.BinaryOperation:  # `1.0 - self.alphas_cumprod`
+            return self.same_every_step(data.left, at, step) and self.same_every_step(data.right, at, step)
         name = dotted(data) if data_type in (cst.Name, cst.Attribute) else None
         if name is None or ctx.qname(data) is not None:
             return False
         bound = ctx.bindings.lookup(name, at)
+        loop = step if type(step) in (cst.For, cst.While) else None
+        if loop is not None and bound and all(b.kind == "param" for b in bound):
+            return True  # a parameter of the function that runs the loop: the same on every pass
         if not bound or any(b.kind not in ("assign", "augassign") for b in bound):
             return False  # a parameter, a loop variable: it may change
         if name.startswith("self.") and name.count(".") == 1:
             return all(_building(ctx.tree.enclosing_function(b.node)) for b in bound)
         if "." in name:
             return False
-        loop = step if type(step) in (cst.For, cst.While) else None
         if loop is not None and any(b.node is loop or ctx.tree.is_inside(b.node, loop) for b in bound):
             return False  # `obs = next_obs` in the loop: each step's data
         if all(ctx.tree.enclosing_function(b.node) is None for b in bound) and ctx.tree.enclosing_function(at) is not None:
             return True  # a module constant, read in a function
         return loop is not None  # bound before the loop, never inside it
+
+    def constant_parameter(self, data: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
+        """``def extract(arr, t): torch.from_numpy(arr).to(t.device)``: the parameter ``data``
+        names, when that is all it is bound to (the callers decide whether it is constant)."""
+        if type(data) is not cst.Name:
+            return None
+        bound = self.ctx.bindings.lookup(data.value, at)
+        if len(bound) != 1 or bound[0].kind != "param":
+            return None
+        return bound[0].node  # type: ignore[return-value]
 
     # --- indexes built on the host -----------------------------------------------------------
     def host_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:

@@ -86,19 +86,21 @@ class Check:
         fix: tuple[cst.CSTNode, cst.CSTNode] | None = None,
         related: tuple[cst.CSTNode, ...] = (),
         hint: str = "",
+        condition: cst.CSTNode | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
-        replaces the class's ``fix_hint`` for this finding."""
+        replaces the class's ``fix_hint`` for this finding. A per-step check may give the
+        ``condition`` the finding waits for (a parameter: it holds when a per-step call
+        passes a constant there) instead of where ``node`` runs."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
         if fix is not None and self.fix_safety is not FixSafety.NONE:
             made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
-        condition = None
         if self.per_step:
             loops = self.ctx.loops
-            condition = loops.step_condition(node)
+            condition = condition or loops.step_condition(node)
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)

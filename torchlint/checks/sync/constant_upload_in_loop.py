@@ -23,8 +23,13 @@ class ConstantUploadInLoop(Check):
         data = ctx.uploads.uploaded_data(node)
         if data is None or not ctx.syncs.in_step(node):
             return
+        condition = None
         if not ctx.uploads.same_every_step(data, node, ctx.loops.hot_loop(node)):
-            return  # data of this step: the copy is the step's input
+            condition = ctx.uploads.constant_parameter(data, node) if ctx.loops.local_hot_loop(node) is None else None
+            if condition is None:
+                return  # data of this step: the copy is the step's input
+            # `def extract(arr, t): torch.from_numpy(arr).to(t.device)`: holds when a per-step
+            # caller passes a constant (`extract(self.alphas, t)`), which the join decides
         in_class = ctx.tree.enclosing_class(node) is not None and ctx.tree.enclosing_function(node) is not None
-        hint = "" if in_class else "Upload it once, before the loop, and reuse the device tensor"
-        self.report(node, hint=hint, expr=short_code(ctx.module, node, limit=60))
+        hint = "" if in_class or condition is not None else "Upload it once, before the loop, and reuse the device tensor"
+        self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60))
