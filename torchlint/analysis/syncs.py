@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
 
@@ -193,7 +194,10 @@ class HiddenSyncs:
             kind = ctx.values.kind(name, at)
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
         if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
-            return ctx.values._binding_kind(binding) is Kind.TENSOR or ctx.devices.on_device(name, at)
+            if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
+                return ctx.values._binding_kind(binding) is Kind.TENSOR
+            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`
+            return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
 
     def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
