@@ -53,6 +53,7 @@ class Loops:
         self._hot: dict[int, bool] = {}
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
         self._described: dict[int, str] = {}
+        self._loop_keys: dict[int, str] = {}
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
@@ -137,9 +138,12 @@ class Loops:
                 scope = id(tree.enclosing_function(each))
                 self._loop_ordinals[id(each)] = counts.get(scope, 0)
                 counts[scope] = counts.get(scope, 0) + 1
-        function = self.ctx.tree.enclosing_function(loop)
-        owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
-        return f"{owner}#loop{self._loop_ordinals[id(loop)]}"
+        key = self._loop_keys.get(id(loop))
+        if key is None:
+            function = self.ctx.tree.enclosing_function(loop)
+            owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
+            key = self._loop_keys[id(loop)] = f"{owner}#loop{self._loop_ordinals[id(loop)]}"
+        return key
 
     def makes_one_step(self, function: cst.FunctionDef) -> bool:
         """Does ``function`` make one whole training step (a backward and an optimizer step,

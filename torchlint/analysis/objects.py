@@ -287,7 +287,10 @@ class ObjectRefs(MemberRefs):
 
     def _class_annotations(self, cls: cst.ClassDef) -> dict[str, cst.Annotation]:
         """``policy: ActorCriticPolicy`` in the class body."""
-        found = {}
+        memo: dict[int, dict[str, cst.Annotation]] = self.__dict__.setdefault("_annotations_memo", {})
+        if id(cls) in memo:
+            return memo[id(cls)]
+        found = memo[id(cls)] = {}
         for statement in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
             if type(statement) is cst.SimpleStatementLine:
                 for small in statement.body:

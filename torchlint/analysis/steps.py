@@ -112,15 +112,11 @@ class StepSummarizer(ObjectRefs):
         """Arguments that hold the same value on every step (``self.alphas`` set in
         ``__init__``, a module constant): a callee that uploads them uploads a constant."""
         found: list[int | str] = []
-        step = None
         for position, arg in enumerate(call.args):
             if arg.star:
                 break
-            value = arg.value
-            if type(value) is cst.Attribute or type(value) is cst.BinaryOperation or type(value) is cst.Name and value.value.isupper():
-                step = step or self.ctx.loops.hot_loop(call)
-                if self.ctx.uploads.same_every_step(value, call, step):
-                    found.append(arg.keyword.value if arg.keyword is not None else position)
+            if _may_be_constant(arg.value) and self.ctx.uploads.same_every_step(arg.value, call, None):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:
@@ -382,6 +378,19 @@ def _may_make_a_step(target: Ref) -> bool:
         return True
     name = str(target[-1]).rsplit(".", 1)[-1].lower()
     return any(word in name for word in _STEP_WORDS)
+
+
+def _may_be_constant(value: cst.BaseExpression) -> bool:
+    """``self.alphas``, ``1.0 - self.alphas``, ``WEIGHTS``: what may hold the same value on
+    every step (a cheap filter: most arguments are the step's own values)."""
+    value_type = type(value)
+    if value_type is cst.Attribute:
+        return type(value.value) is cst.Name and value.value.value == "self"
+    if value_type is cst.Name:
+        return value.value.isupper()
+    if value_type is cst.BinaryOperation:
+        return _may_be_constant(value.left) or _may_be_constant(value.right)
+    return False
 
 
 def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:
