@@ -5,12 +5,16 @@ side in one invocation (the modes are interleaved, repeat after repeat, and
 the median of each is reported), for a fixture training script:
 
     python benchmarks/profile_overhead.py [--repeats 3] [--steps 40] [--sleep-ms 2]
+    python benchmarks/profile_overhead.py --script fixtures/scripts/savings/gru_text.py --args "" \
+        --baseline /path/to/another/checkout --modes plain,torchlint,baseline
 
 Modes (whole-process wall time, interpreter start-up and `import torch` included):
 
     plain              python SCRIPT ARGS
     torchlint profile  python -m torchlint profile --no-browser --out DIR SCRIPT ARGS
                        (the whole command: run, static checks, correlation, reports)
+    baseline           `torchlint profile` from another checkout (--baseline DIR): a change's
+                       overhead side by side with the version before it
     cProfile           python -m cProfile -o FILE SCRIPT ARGS
     torch.profiler     SCRIPT under torch.profiler.profile(CPU, with_stack=True),
                        trace exported at the end
@@ -66,24 +70,36 @@ def main() -> None:
         "--threads", type=int, default=1,
         help="OMP_NUM_THREADS for every mode (default 1: spinning intra-op threads make small machines noisy)",
     )
+    parser.add_argument("--args", help="the script's arguments, one string (default: --steps N --sleep-ms M)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", help="another torchlint checkout to time beside this one")
+    parser.add_argument("--modes", default="plain,torchlint,baseline,cProfile,torch.profiler",
+                        help="comma-separated modes to run (default: all)")
     opts = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="torchlint-bench-"))
     script = work / opts.script.name
     shutil.copy(opts.script, script)
-    args = ["--steps", str(opts.steps), "--sleep-ms", str(opts.sleep_ms)]
+    args = opts.args.split() if opts.args is not None else ["--steps", str(opts.steps), "--sleep-ms", str(opts.sleep_ms)]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("DISPLAY", None)
     if opts.threads:
         env["OMP_NUM_THREADS"] = str(opts.threads)
     py = sys.executable
-    modes = {
+    base_env = dict(env)
+    if opts.baseline is not None:
+        base_env["PYTHONPATH"] = str(opts.baseline.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    all_modes = {
         "plain": lambda i: [py, script.name, *args],
         "torchlint profile": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"tl-{i}", script.name, *args],
+        "baseline": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"base-{i}", script.name, *args],
         "cProfile": lambda i: [py, "-m", "cProfile", "-o", f"cprof-{i}.prof", script.name, *args],
         "torch.profiler": lambda i: [py, "-c", TORCH_PROFILER_WRAPPER, script.name, f"trace-{i}.json", *args],
     }
+    wanted = {m.strip() for m in opts.modes.split(",")} | {"plain"}
+    modes = {m: cmd for m, cmd in all_modes.items() if m.split()[0] in wanted or m in wanted}
+    if opts.baseline is None:
+        modes.pop("baseline", None)
     times: dict[str, list[float]] = {m: [] for m in modes}
     splits: list[dict[str, float]] = []
     print(
@@ -94,10 +110,11 @@ def main() -> None:
     _time(modes["plain"](-1), work, env)  # warm the file cache once, not counted
     for i in range(opts.repeats):
         for mode, cmd in modes.items():
-            times[mode].append(_time(cmd(i), work, env))
-        session = json.loads((work / f"tl-{i}" / "session.json").read_text())
-        meta = session["meta"]
-        splits.append({"setup": meta["setup_s"], "script": meta["script_wall_s"], "tool": meta["tool_s"]})
+            times[mode].append(_time(cmd(i), work, base_env if mode == "baseline" else env))
+        if "torchlint profile" in modes:
+            session = json.loads((work / f"tl-{i}" / "session.json").read_text())
+            meta = session["meta"]
+            splits.append({"setup": meta["setup_s"], "script": meta["script_wall_s"], "tool": meta["tool_s"]})
         print(f"  repeat {i + 1}: " + ", ".join(f"{m} {times[m][-1]:.2f}s" for m in modes), flush=True)
 
     plain = statistics.median(times["plain"])
@@ -107,6 +124,9 @@ def main() -> None:
         med = statistics.median(times[mode])
         print(f"{mode:<20}{med:>11.2f}s{med / plain:>8.2f}")
     print()
+    if not splits:
+        shutil.rmtree(work, ignore_errors=True)
+        return
     med = {k: statistics.median(s[k] for s in splits) for k in ("setup", "script", "tool")}
     print(
         "torchlint profile, inside the child: "

@@ -1,6 +1,7 @@
 """`check` over big real trees: the installed torch package and the standard library.
 
     python benchmarks/robustness.py [PATH ...] [--select ALL] [--show 10]
+    python benchmarks/robustness.py --classes     (every class of hostile input: input_classes.py)
 
 Default paths: the installed torch package and the standard library. For each tree
 it prints the files checked, findings, TL000 count (files Python itself rejects: the
@@ -57,7 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path)
     parser.add_argument("--select", help="Rules to run (default: the default rules).")
     parser.add_argument("--show", type=int, default=10, help="How many TL000 and internal errors to list.")
+    parser.add_argument("--classes", action="store_true", help="Run the generated input classes instead (input_classes.py).")
     args = parser.parse_args(argv)
+    if args.classes:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from input_classes import sweep
+
+        return 1 if sweep() else 0
     table: dict[str, object] = {"respect-gitignore": False, "max-file-size": "1MB"}
     if args.select:
         table["select"] = [args.select]

@@ -185,7 +185,7 @@ def findings_of(report: dict, experiment: dict) -> list[dict]:
         observed = obs.get("seconds") if isinstance(obs, dict) else f.get("cost_s")
         m = f.get("measured") or measured.get((code, line))
         exp = f.get("expected")
-        rows.append({"code": code, "line": line, "rank": f.get("rank"), "observed": observed,
+        rows.append({"code": code, "line": line, "rank": f.get("rank"), "ranked_by": f.get("ranked_by"), "observed": observed,
                      "expected": _figure(exp) if exp and not exp.get("not_applicable") else None,
                      "expected_note": (exp or {}).get("not_applicable"),
                      "measured": _figure(m) if m and m.get("verdict") != "skipped" else None,
@@ -255,10 +255,38 @@ def _ms(x: float | None) -> str:
 
 
 def score(row: dict) -> float:
-    """torchlint's ranking figure: measured saving, else expected (what rank_key uses)."""
-    if row.get("measured") is not None:
+    """torchlint's ranking figure (what rank_key uses): the measured saving where the
+    measurement decided the rank, else the expected saving."""
+    decided = row.get("ranked_by") == "measured" or (row.get("ranked_by") is None and row.get("measured") is not None)
+    if decided and row.get("measured") is not None:
         return row["measured"] if row["measured_verdict"] == SAVING else min(row["measured"], 0.0)
     return row["expected"] if row.get("expected") is not None else float("-inf")
+
+
+def ranking_rule_violations(report: dict) -> list[str]:
+    """The ranking rule of issue 28, checked on a report: a finding expected to save
+    nothing never ranks above one expected to save something, and a measurement ranks a
+    finding only when it decides (a resolved saving, or an interval that excludes the
+    expected saving)."""
+    ranked = [f for f in report.get("findings", []) + report.get("runtime_findings", []) if f.get("rank") is not None]
+    out = []
+
+    def expected(f: dict) -> float | None:
+        e = f.get("expected") or {}
+        return None if e.get("not_applicable") or e.get("unit", "s") != "s" else e.get("total")
+
+    for a in ranked:
+        for b in ranked:
+            if a["rank"] < b["rank"] and expected(a) == 0 and (expected(b) or 0) > 0:
+                out.append(f"{a['code']}:{a['line']} (expected 0) ranked above {b['code']}:{b['line']} "
+                           f"(expected {_ms(expected(b))})")
+    for f in ranked:
+        m, e = f.get("measured") or {}, expected(f)
+        if f.get("ranked_by") == "measured" and m.get("verdict") == "no measurable change" and e and e > 0:
+            scale = (m["total"] / m["per_step"]) if m.get("per_step") and m.get("total") is not None else 1.0
+            if m.get("ci_low") is not None and m["ci_low"] * scale <= e <= m["ci_high"] * scale:
+                out.append(f"{f['code']}:{f['line']} ranked by an inconclusive measurement")
+    return out
 
 
 def main() -> None:
@@ -297,6 +325,7 @@ def main() -> None:
         results[name] = {"overhead": statistics.median(prof) / statistics.median(plain), "plain_s": statistics.median(plain),
                          "profile_s": statistics.median(prof), "experiment_wall_s": exp_wall,
                          "experiment_spent_s": experiment.get("spent_s"), "skipped": experiment.get("skipped", [])}
+        results[name]["ranking_rule"] = ranking_rule_violations(report)
         _print_script(name, [r for r in all_rows if r["script"] == name], results[name])
     _print_targets(all_rows, results)
     if opts.json:
@@ -315,6 +344,10 @@ def _print_script(name: str, rows: list[dict], res: dict) -> None:
         print(f"  {r['code'] + ':' + str(r['line']):<12} {r['fix']:<28} {_ms(r['observed']):>10} {_ms(r['expected']):>10} "
               f"{_ms(r['measured']):>10} {str(r['measured_verdict']):<21} {ci:>26} {fork:>26} {str(r['rank'] or '-'):>7} "
               f"{true_order.index(r) + 1:>9}")
+    violations = res.get("ranking_rule")
+    if violations is not None:
+        print("  ranking rule (zero expected never above nonzero; only deciding measurements rank): "
+              + ("OK" if not violations else f"{len(violations)} violation(s): " + "; ".join(violations)))
     print()
 
 

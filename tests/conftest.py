@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import pstats
 import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +29,10 @@ for x, y in loader:
     print(loss.item())
 """
 RULES_DIR = ROOT / "rules"
-_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+# `# expect: TL101` or, with the finding's impact, `# expect: TL101 (high), TL102 (low)`
+_MARKER = r"TL\d{3}(?:\s*\((?:high|medium|low)\))?"
+_EXPECT = re.compile(rf"#\s*expect:\s*(?P<codes>{_MARKER}(?:\s*,\s*{_MARKER})*)")
+_IMPACT_MARKER = re.compile(r"(?P<code>TL\d{3})(?:\s*\((?P<impact>high|medium|low)\))?")
 
 
 def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
@@ -59,8 +68,20 @@ def expected_markers(text: str) -> set[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), start=1):
         match = _EXPECT.search(line)
         if match:
-            for code in re.split(r"\s*,\s*", match.group("codes")):
-                found.add((number, code))
+            for marker in _IMPACT_MARKER.finditer(match.group("codes")):
+                found.add((number, marker.group("code")))
+    return found
+
+
+def expected_impacts(text: str) -> dict[tuple[int, str], str]:
+    """``(line, code) -> impact`` for every marker that names one (`# expect: TL101 (high)`)."""
+    found = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _EXPECT.search(line)
+        if match:
+            for marker in _IMPACT_MARKER.finditer(match.group("codes")):
+                if marker.group("impact"):
+                    found[(number, marker.group("code"))] = marker.group("impact")
     return found
 
 
@@ -103,3 +124,46 @@ def html_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, proc.stderr
     return cwd / "run"
+
+
+# -- one `torchlint profile` run and one plain cProfile run of the same script, shared by
+# tests/test_call_tree.py, test_line_costs.py and test_experiment_truth.py (torch start-up
+# costs seconds: made once per session)
+
+TREE_SCRIPT = "tiny_transformer.py"
+_PLAIN_CPROFILE = (
+    "import cProfile, os, runpy, sys\n"
+    "import torch, torch._dynamo\n"  # imported before the profile, as torchlint does
+    "out, script = sys.argv[1:3]; sys.argv = sys.argv[2:]\n"
+    "sys.path[0] = os.path.dirname(os.path.abspath(script))\n"
+    "p = cProfile.Profile(); p.enable()\n"
+    "try:\n    runpy.run_path(script, run_name='__main__')\n"
+    "finally:\n    p.disable(); p.dump_stats(out)\n"
+)
+
+
+@dataclass
+class Both:
+    plain: dict  # pstats' table of the plain cProfile run
+    ours: dict  # pstats' table of torchlint's profile.prof
+    run: Any  # test_profile_run.Run
+    plains: list[dict]  # two plain runs: a one-off stall of the machine hits one of them
+
+
+@pytest.fixture(scope="session")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
+    pytest.importorskip("torch")
+    from test_profile_run import profile
+
+    cwd = tmp_path_factory.mktemp("tree")
+    shutil.copy(FIXTURES / "scripts" / TREE_SCRIPT, cwd / TREE_SCRIPT)
+    plains = []
+    for i in range(2):
+        out = cwd / f"plain-{i}.prof"
+        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), str(cwd / TREE_SCRIPT)], cwd=cwd,
+                              env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]
+    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
+    assert run.rc == 0, run.stderr
+    return Both(plains[0], pstats.Stats(str(run.run_dir / "profile.prof")).stats, run, plains)  # type: ignore[attr-defined]

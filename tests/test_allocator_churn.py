@@ -141,12 +141,17 @@ def test_a_measured_runtime_saving_ranks_with_the_static_findings_but_symptoms_d
     hs = [Hotspot("probe", script, 1, "line", "main", "DataLoader.__next__", 0.8, 0.8, 10)]
     loaders = [{"path": script, "line": 1, "num_workers": 0}]
     s = _session(tmp_path, _record(), hotspots=hs, dataloader={"wait_share": 0.4, "fetch_s": 0.8, "loaders": loaders})
-    result = analyse([], s)
-    by_code = {c.finding.code: c for c in result.runtime}
-    assert by_code["TLR09"].rank == 1
+    tl201 = Finding(code="TL201", name="dataloader-no-workers", message="no workers",
+                    location=Location("train.py", 1, 1), related=(Location("train.py", 1, 1),))
+    result = analyse([tl201], s)
+    by_code = {c.finding.code: c for c in (*result.runtime, *result.findings)}
+    assert by_code["TLR09"].rank is not None and by_code["TL201"].rank is not None
     assert by_code["TLR01"].expected is not None and by_code["TLR01"].rank is None  # TL201's remedy: ranked there
     data = profile_json.build(result, s, run_dir=str(tmp_path), static={}, artifacts={}, snakeviz={})
-    assert [f["code"] for f in profile_json.ranked_findings(data)] == ["TLR09"]
+    assert sorted(f["code"] for f in profile_json.ranked_findings(data)) == ["TL201", "TLR09"]
+    # no TL201 at its loader (one TL201 leaves alone): the wait's remedy is ranked nowhere else, so TLR01 is
+    alone = {c.finding.code: c for c in analyse([], s).runtime}
+    assert alone["TLR01"].rank is not None and alone["TLR01"].expected.total is not None
 
 
 def test_the_experiment_switches_the_malloc_thresholds():

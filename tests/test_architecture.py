@@ -25,10 +25,12 @@ ALLOWED = {
     "correlate": {"findings", "profiler", "savings"},
     "estimate": {"findings", "profiler", "savings", "correlate"},
     "experiment": {"findings", "profiler", "savings", "correlate", "estimate", "engine", "config"},
-    "report": {"findings", "correlate", "profiler", "catalogue", "savings", "estimate", "experiment"},
+    "report": {"findings", "correlate", "profiler", "catalogue", "savings"},
 }
-# The `profile` command is a CLI module that lives beside the profiler it drives.
-CLI_MODULES = {"cli", "cli_check", "server", "__main__", "__init__", "profiler.command", "profiler.command_ranks"}
+# The application layer: the commands, which drive the parts and may import any of them.
+# `profile`'s orchestration lives here, beside `check`'s, not inside the collectors.
+CLI_MODULES = {"cli", "cli_check", "cli_profile", "cli_profile_ranks", "cli_profile_report", "server", "__main__",
+               "__init__"}
 
 
 def _part(module: str) -> str:
@@ -72,3 +74,62 @@ def test_torch_is_imported_only_by_the_profiler(path: Path) -> None:
         return
     for name in _imports(path):
         assert name.split(".")[0] not in ("torch", "snakeviz"), f"{dotted} imports {name}"
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (anywhere in it, lazily too)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / package).glob("*.py")):
+        name = f"{package}.{path.stem}"
+        graph[name] = {t[len("torchlint."):] for t in _imports(path) if t.startswith(f"torchlint.{package}.")}
+    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("package", ["profiler", "correlate", "experiment", "report"])
+def test_no_import_circle_inside_the_runtime_half(package: str) -> None:
+    """collect -> session -> join -> estimate / experiment -> render reads one way inside
+    each part too (the session's loading, the hotspot index, kineto's settings were the
+    seams of the circles there were)."""
+    assert _cycles(_module_graph(package)) == []
+
+
+def test_the_collectors_import_nothing_above_them() -> None:
+    """profiler/ holds what collects (and the session data it leaves): nothing in it
+    imports the join, the estimates, the experiment, the reports or the commands."""
+    above = ("correlate", "estimate", "experiment", "report", "engine", "checks", "analysis", "cli")
+    for path in sorted((PACKAGE / "profiler").glob("*.py")):
+        for name in _imports(path):
+            if name.startswith("torchlint."):
+                assert not name[len("torchlint."):].startswith(above), f"profiler/{path.name} imports {name}"

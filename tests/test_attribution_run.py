@@ -19,7 +19,7 @@ from test_profile_run import SCRIPTS, Run, _env, profile
 
 from torchlint.estimate import analyse
 from torchlint.findings import Finding, Location
-from torchlint.profiler.session import load_run
+from torchlint.profiler.loadrun import load_run
 from torchlint.profiler.usercode import _TORCHLINT_DIR
 
 pytestmark = pytest.mark.slow

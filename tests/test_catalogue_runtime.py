@@ -92,7 +92,7 @@ def test_check_refuses_to_select_a_runtime_rule(tmp_path: Path, option: str, cod
 def test_check_accepts_ignoring_a_runtime_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TLR06"]\n[tool.torchlint.per-file-ignores]\n"a.py" = ["TLR07"]\n')
-    proc = _cli("check", "--no-cache", "--ignore", "TLR01", "--output-format", "concise", "a.py", cwd=tmp_path, monkeypatch=monkeypatch)
+    proc = _cli("check", "--no-cache", "--min-impact", "low", "--ignore", "TLR01", "--output-format", "concise", "a.py", cwd=tmp_path, monkeypatch=monkeypatch)
     assert proc.returncode == 1, proc.stderr
     assert "TL110" in proc.stdout and proc.stderr == ""
 

@@ -46,7 +46,8 @@ def test_findings_exit_1_with_location_code_message_and_hint(project: Path) -> N
     assert code == 1
     assert "bad.py:5:11: TL101 `loss.item()`" in out
     assert "help: Accumulate" in out
-    assert "Found 1 problem in 1 file (2 checked)." in out
+    assert "Found 1 problem (1 high) in 1 file (2 checked)." in out
+    assert "= impact: high (a host-device sync that stalls the GPU pipeline, every step of a training loop)" in out
 
 
 def test_clean_exit_0(project: Path) -> None:
@@ -184,7 +185,7 @@ def test_a_shell_escape_continued_over_lines_is_not_a_syntax_error(tmp_path: Pat
             "x = torch.zeros(3).cuda()\n"]
     notebook = {"cells": [{"cell_type": "code", "source": cell}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "run.ipynb").write_text(json.dumps(notebook))
-    code, out, _ = run("check", "--output-format", "concise", "run.ipynb", cwd=tmp_path)
+    code, out, _ = run("check", "--min-impact", "low", "--output-format", "concise", "run.ipynb", cwd=tmp_path)
     assert code == 1 and "TL000" not in out
     assert "run.ipynb:cell 1:5:5: TL110" in out
 
@@ -271,5 +272,5 @@ def test_an_empty_selection_says_so_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "pkg" / "a.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
     code, _, err = run_check(tmp_path, "--force-exclude", "pkg")
     assert code == 0 and "no Python files or notebooks found" in err
-    code, _, err = run_check(tmp_path, "pkg")  # named explicitly: checked, as ruff does
+    code, _, err = run_check(tmp_path, "--min-impact", "low", "pkg")  # named explicitly: checked, as ruff does
     assert code == 1 and "no Python files" not in err

@@ -64,8 +64,8 @@ EXPECTED = {
 
 
 def test_each_file_has_its_own_config_whatever_the_order(monorepo: Path) -> None:
-    forward = run_check(monorepo, "--output-format", "concise", "--no-cache", "packages/a", "packages/b", "top.py")
-    backward = run_check(monorepo, "--output-format", "concise", "--no-cache", "top.py", "packages/b", "packages/a")
+    forward = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "packages/a", "packages/b", "top.py")
+    backward = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "top.py", "packages/b", "packages/a")
     assert forward == backward
     assert forward[0] == 1
     assert _codes_by_file(forward[1]) == EXPECTED
@@ -73,8 +73,8 @@ def test_each_file_has_its_own_config_whatever_the_order(monorepo: Path) -> None
 
 def test_files_named_one_by_one_in_either_order(monorepo: Path) -> None:
     files = ["packages/a/train.py", "packages/b/train.py", "packages/a/scripts/loop.py"]
-    forward = run_check(monorepo, "--output-format", "concise", "--no-cache", *files)
-    backward = run_check(monorepo, "--output-format", "concise", "--no-cache", *reversed(files))
+    forward = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", *files)
+    backward = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", *reversed(files))
     assert forward == backward
     assert _codes_by_file(forward[1]) == {"packages/a/train.py": ["TL101", "TL303"], "packages/b/train.py": ["TL303"]}
 
@@ -82,8 +82,8 @@ def test_files_named_one_by_one_in_either_order(monorepo: Path) -> None:
 def test_worker_processes_check_each_file_with_its_config(monorepo: Path) -> None:
     for index in range(5):  # enough files for a pool
         _write(monorepo, {f"packages/a/more{index}.py": SYNC_LOOP, f"packages/b/more{index}.py": SYNC_LOOP})
-    in_pool = run_check(monorepo, "--output-format", "concise", "--no-cache", "--jobs", "2", ".")
-    in_process = run_check(monorepo, "--output-format", "concise", "--no-cache", "--jobs", "1", ".")
+    in_pool = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "--jobs", "2", ".")
+    in_process = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "--jobs", "1", ".")
     assert in_pool == in_process
     found = _codes_by_file(in_pool[1])
     assert all(found[f"packages/a/more{i}.py"] == ["TL101"] for i in range(5))
@@ -92,23 +92,23 @@ def test_worker_processes_check_each_file_with_its_config(monorepo: Path) -> Non
 
 def test_the_cache_keys_each_file_by_its_own_config(monorepo: Path, tmp_path: Path) -> None:
     cache = str(tmp_path / "cache")
-    first = run_check(monorepo, "--output-format", "concise", "--cache-dir", cache, ".")
+    first = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--cache-dir", cache, ".")
     assert _codes_by_file(first[1]) == EXPECTED
     (monorepo / "packages/b/torchlint.toml").write_text('select = ["TL101"]\n')
-    found = _codes_by_file(run_check(monorepo, "--output-format", "concise", "--cache-dir", cache, ".")[1])
+    found = _codes_by_file(run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--cache-dir", cache, ".")[1])
     assert found["packages/b/train.py"] == ["TL101"] and found["packages/b/scripts/loop.py"] == ["TL101"]
     assert found["packages/a/train.py"] == ["TL101", "TL303"]  # a's config did not change
 
 
 def test_command_line_options_override_every_files_config(monorepo: Path) -> None:
-    code, out, _ = run_check(monorepo, "--output-format", "concise", "--no-cache", "--select", "TL303", ".")
+    code, out, _ = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "--select", "TL303", ".")
     assert code == 1
     assert set(_codes_by_file(out)) == {"packages/a/train.py", "packages/b/train.py", "packages/b/generated/gen.py"}
     assert {c for codes in _codes_by_file(out).values() for c in codes} == {"TL303"}
 
 
 def test_config_forces_one_file_for_all(monorepo: Path) -> None:
-    code, out, _ = run_check(monorepo, "--output-format", "concise", "--no-cache", "--config", "packages/b/torchlint.toml", "packages/a")
+    code, out, _ = run_check(monorepo, "--min-impact", "low", "--output-format", "concise", "--no-cache", "--config", "packages/b/torchlint.toml", "packages/a")
     assert code == 1
     # a's own config is not read: its selection, nor its exclude of /generated
     assert _codes_by_file(out) == {"packages/a/train.py": ["TL303"], "packages/a/generated/gen.py": ["TL303"]}
@@ -143,7 +143,7 @@ def test_torchlint_toml_wins_over_pyproject_in_one_directory(tmp_path: Path) -> 
         "torchlint.toml": 'select = ["TL303"]\n',
         "train.py": LOOP_WITH_FINDINGS,
     })
-    code, out, _ = run_check(root, "--output-format", "concise", "--no-cache", ".")
+    code, out, _ = run_check(root, "--min-impact", "low", "--output-format", "concise", "--no-cache", ".")
     assert code == 1 and _codes_by_file(out) == {"train.py": ["TL303"]}
     (root / ".torchlint.toml").write_text('select = ["TL101"]\n')  # the dotted name wins over both
     assert f"Config file: {root / '.torchlint.toml'}" in run_check(root, "--show-settings", "train.py")[1]
@@ -169,7 +169,7 @@ def test_extend_inherits_and_the_extending_files_keys_win(tmp_path: Path) -> Non
     lines = out.splitlines()
     assert f"Extends: {root / 'shared/base.toml'}" in lines
     assert 'select = ["TL303"]' in lines and "tensor-core-multiple = 64" in lines
-    code, out, _ = run_check(root, "--output-format", "concise", "--no-cache", "pkg")
+    code, out, _ = run_check(root, "--min-impact", "low", "--output-format", "concise", "--no-cache", "pkg")
     assert code == 1 and _codes_by_file(out) == {"pkg/train.py": ["TL303"]}
 
 
@@ -179,14 +179,14 @@ def test_an_extend_cycle_is_a_configuration_error(tmp_path: Path) -> None:
         "other.toml": 'extend = "torchlint.toml"\n',
         "train.py": SYNC_LOOP,
     })
-    code, out, err = run_check(root, "--no-cache", ".")
+    code, out, err = run_check(root, "--min-impact", "low", "--no-cache", ".")
     assert code == 2 and out == ""
     assert "cycle" in err and "other.toml" in err and "Traceback" not in err
 
 
 def test_extend_of_a_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
     root = _write(tmp_path, {"torchlint.toml": 'extend = "nowhere.toml"\n', "train.py": SYNC_LOOP})
-    code, _, err = run_check(root, "--no-cache", ".")
+    code, _, err = run_check(root, "--min-impact", "low", "--no-cache", ".")
     assert code == 2 and "config file not found" in err and "nowhere.toml" in err
 
 
@@ -240,8 +240,8 @@ def test_a_bad_key_in_a_config_below_is_reported(tmp_path: Path) -> None:
 
 def test_a_misspelt_extend_is_named(tmp_path: Path) -> None:
     root = _write(tmp_path, {"torchlint.toml": 'extends = "base.toml"\n', "train.py": SYNC_LOOP})
-    code, _, err = run_check(root, "--no-cache", ".")
+    code, _, err = run_check(root, "--min-impact", "low", "--no-cache", ".")
     assert code == 2 and "unknown configuration key `extends`" in err and "did you mean `extend`?" in err
     (root / "torchlint.toml").write_text("extend = 3\n")
-    code, _, err = run_check(root, "--no-cache", ".")
+    code, _, err = run_check(root, "--min-impact", "low", "--no-cache", ".")
     assert code == 2 and "`extend` in" in err and "must be the path of a config file" in err

@@ -218,11 +218,11 @@ def test_reports_label_each_figure(script, tmp_path):
                                 artifacts={}, snakeviz={"launched": False, "command": None})
     data = json.loads(profile_json.render(report))
     tl101 = next(x for x in data["findings"] if x["code"] == "TL101")
-    assert tl101["observed"] == {"seconds": pytest.approx(1.2), "basis": "probe", "share": pytest.approx(0.12)}
+    assert tl101["observed"] == {"seconds": pytest.approx(1.2), "basis": "probe", "share": pytest.approx(0.12), "backward_s": 0}
     assert tl101["expected"]["total"] == 0.0 and tl101["measured"]["verdict"] == SAVING and tl101["rank"] == 1
     text = profile_text.render(data)
     assert "observed 1.20 s at these lines (probe)" in text
-    assert "measured saving 310.0 ms/run, 2.1 ms/step [95% CI 1.8 ms–2.4 ms] (experiment: deferred .item())" in text
+    assert "measured saving 310.0 ms/run, 2.1 ms/step, 95% CI [+1.80, +2.40] ms/step (experiment: deferred .item())" in text
     assert "measured: slower by 200.0 ms/run" in text
     assert "measured: no measurable change" in text
     assert "expected saving ≤ 400.0 ms" in text and "(model: autograd bookkeeping" in text

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.savings import NO_CHANGE, SAVING, SKIPPED, SLOWER
+from torchlint.savings import NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, SLOWER
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +90,16 @@ def test_exit_status_and_report_survive_the_experiment(experiment_run) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_overwrite_knows_every_file_a_run_writes(experiment_run) -> None:
+    """--overwrite removes only RUN_ARTIFACTS: a name a run writes outside that list would
+    survive an overwrite and be read as the next run's."""
+    from torchlint.profiler.run import RUN_MARKER, is_run_artifact
+
+    _proc, _data, script, _digest = experiment_run
+    left = [p.name for p in (script.parent / "run").iterdir() if p.name != RUN_MARKER and not is_run_artifact(p)]
+    assert left == []
+
+
 def test_the_users_script_is_never_written(experiment_run) -> None:
     _proc, _data, script, digest = experiment_run
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
@@ -108,11 +118,21 @@ def test_workers_switched_on_at_runtime_are_a_saving(experiment_run) -> None:
     assert len(original) == len(variant) >= 4 and statistics.median(original) > statistics.median(variant)
 
 
+@pytest.mark.gpu  # holds on both: the GPU kit (benchmarks/gpu_check.py) runs it with CUDA
 def test_gpu_remedies_are_skipped_with_the_reason(experiment_run) -> None:
+    """Without CUDA the device remedies are skipped, saying so; with CUDA they are tried
+    (TL101's `seen += loss.item()` by the deferred-sync variant, TL202 by pin_memory=True):
+    measured, or skipped for the budget, never for want of a device."""
+    import torch
+
     _proc, data, _script, _digest = experiment_run
     for code in ("TL101", "TL202"):
         (m,) = _by_code(data, code)
-        assert m["verdict"] == SKIPPED and "CUDA" in m["why"], m
+        if not torch.cuda.is_available():
+            assert m["verdict"] == SKIPPED and "CUDA" in m["why"], m
+        else:
+            assert "CUDA" not in m["why"], m
+            assert m["verdict"] in (SAVING, NO_CHANGE, SLOWER) or m["why"].startswith("budget"), m
 
 
 def test_source_variants_are_measured_or_skipped_with_a_reason(experiment_run) -> None:
@@ -121,6 +141,8 @@ def test_source_variants_are_measured_or_skipped_with_a_reason(experiment_run) -
         (m,) = _by_code(data, code)
         if m["verdict"] == SKIPPED:
             assert m["why"].startswith("budget"), m
+        elif m["verdict"] == NOT_MEASURABLE:  # its code ran outside the steps and whole runs did not fit
+            assert m["why"].startswith("not measurable by this experiment: it ") and "budget" in m["why"], m
         else:
             assert m["verdict"] in (SAVING, NO_CHANGE, SLOWER)
             assert "mechanical" in m["variant"] and m["ci_low"] <= m["ci_high"]

@@ -25,7 +25,7 @@ AFTER = 'import torch\nx = torch.zeros(3, device="cuda")\n'
 
 
 def run(cwd: Path, *args: str) -> tuple[int, str, str]:
-    code, out, err = run_check(cwd, *args)
+    code, out, err = run_check(cwd, "--min-impact", "low", *args)  # every finding: the fixes are the subject
     assert "Traceback" not in err, err
     return code, out, err
 
@@ -86,7 +86,7 @@ def test_a_directory_that_refuses_the_write_keeps_the_findings(tmp_path: Path, m
     def no_space(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise OSError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(fixes.tempfile, "mkstemp", no_space)
+    monkeypatch.setattr(fixes, "make_temporary", no_space)
     code, out, err = run(tmp_path, "--fix", "a.py")
     assert code == 2
     assert "cannot write a.py: Permission denied; not fixed" in err
@@ -119,14 +119,52 @@ def test_mode_and_owner_are_kept(tmp_path: Path) -> None:
     assert (info.st_uid, info.st_gid) == owner
 
 
-def test_hard_links_are_not_split(tmp_path: Path) -> None:
+def test_a_hard_linked_file_is_replaced_whole_and_its_other_links_keep_the_old_text(tmp_path: Path) -> None:
+    """Writing through a shared inode is never atomic (a kill between the write and the
+    truncate left fixed text followed by the old tail): the name is replaced in one rename."""
     (tmp_path / "a.py").write_text(BEFORE)
     os.link(tmp_path / "a.py", tmp_path / "other_name.txt")
-    inode = os.stat(tmp_path / "a.py").st_ino
+    code, _, err = findings(tmp_path, "--fix", "a.py")
+    assert code == 0 and (tmp_path / "a.py").read_text() == AFTER
+    assert (tmp_path / "other_name.txt").read_text() == BEFORE
+    assert "a.py had 1 other hard link" in err
+
+
+def test_a_killed_write_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    """Whatever stops the write (here an exception in fsync) leaves the old bytes whole
+    and no temporary behind."""
+    target = tmp_path / "a.py"
+    target.write_text(BEFORE + "# " + "x" * 5000 + "\n")
+    os.link(target, tmp_path / "b.py")
+    edit = fixes.Edit(target, "a.py", target.read_text(), AFTER, "utf-8", fixes.hashlib.sha256(target.read_bytes()).hexdigest(), 1)
+
+    def killed(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fixes.os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fixes.write_atomically(edit)
+    assert target.read_text() == edit.before and (tmp_path / "b.py").read_text() == edit.before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("import torch\n\x0cx = 1\ndef f():\n    a = 1\n\x0c    y = torch.zeros(3).cuda()\n\x0c    return y\n",
+         'import torch\n\x0cx = 1\ndef f():\n    a = 1\n\x0c    y = torch.zeros(3, device="cuda")\n\x0c    return y\n'),
+        ("import torch\rx = torch.zeros(3).cuda()\ry = 2\r",
+         'import torch\rx = torch.zeros(3, device="cuda")\ry = 2\r'),
+        ("import torch\rx = 1\ry = torch.zeros(3).cuda()\r",
+         'import torch\rx = 1\ry = torch.zeros(3, device="cuda")\r'),
+    ],
+    ids=["form-feeds", "cr-only", "cr-only-last-line-fixed"],
+)
+def test_fix_changes_only_the_lines_it_fixes(tmp_path: Path, before: str, after: str) -> None:
+    """libcst drops a form feed before a statement and a CR-only file's last CR."""
+    (tmp_path / "a.py").write_bytes(before.encode())
     code, _, _ = findings(tmp_path, "--fix", "a.py")
-    assert code == 0
-    assert os.stat(tmp_path / "a.py").st_ino == inode and os.stat(tmp_path / "a.py").st_nlink == 2
-    assert (tmp_path / "other_name.txt").read_text() == AFTER
+    assert code == 0 and (tmp_path / "a.py").read_bytes() == after.encode()
 
 
 def test_symlinks_are_fixed_at_their_target_only_inside_the_checked_tree(tmp_path: Path) -> None:
@@ -145,14 +183,29 @@ def test_symlinks_are_fixed_at_their_target_only_inside_the_checked_tree(tmp_pat
     assert (tree / "real.py").read_text() == AFTER and (tree / "in_link.py").is_symlink()
 
 
-def test_temporary_files_of_a_killed_run_are_cleaned(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text(BEFORE)
+def _stale_temporary(directory: Path, name: str) -> Path:
+    """A temporary as a killed `--fix` of ``name`` would have left it."""
+    from torchlint.engine import tempfiles
+
     dead = subprocess.Popen(["true"])
     dead.wait()  # a pid that no longer runs
-    stale = tmp_path / f".a.py.{dead.pid}.x1y2z3.torchlint"
-    stale.write_text("half a file")
-    live = tmp_path / f".a.py.{os.getpid()}.abcdef.torchlint"  # a run still going: left alone
-    live.write_text("being written")
+    monkey_pid = os.getpid
+    try:
+        tempfiles.os.getpid = lambda: dead.pid  # type: ignore[assignment]
+        fd, path = tempfiles.make_temporary(directory / name)
+    finally:
+        tempfiles.os.getpid = monkey_pid  # type: ignore[assignment]
+    os.write(fd, b"half a file")
+    os.close(fd)
+    return Path(path)
+
+
+def test_temporary_files_of_a_killed_run_are_cleaned(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(BEFORE)
+    stale = _stale_temporary(tmp_path, "a.py")
+    fd, live_name = fixes.make_temporary(tmp_path / "a.py")  # a run still going: left alone
+    os.close(fd)
+    live = Path(live_name)
     code, _, _ = findings(tmp_path, "--fix", "a.py")
     assert code == 0 and not stale.exists() and live.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.py", live.name])
@@ -161,13 +214,22 @@ def test_temporary_files_of_a_killed_run_are_cleaned(tmp_path: Path) -> None:
 def test_a_plain_check_also_cleans_what_a_killed_fix_left(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text(BEFORE)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    stale = tmp_path / "pkg" / f".a.py.{dead.pid}.q9w8e7.torchlint"
-    stale.write_text("half a file")
+    stale = _stale_temporary(tmp_path / "pkg", "a.py")
     code, found, _ = findings(tmp_path, ".")
     assert code == 1 and found == [("pkg/a.py", "TL110", 2)]
     assert not stale.exists() and (tmp_path / "pkg" / "a.py").read_text() == BEFORE
+
+
+def test_a_users_file_named_like_a_temporary_is_never_removed(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(BEFORE)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lookalikes = [f".a.py.{dead.pid}.x1y2z3.torchlint", f".a.py.{dead.pid}.x1y2z3.0123456789abcdef.torchlint", ".notes.1.2.3.torchlint"]
+    for name in lookalikes:
+        (tmp_path / name).write_text("the user's")
+    for args in ([".", ], ["--fix", "a.py"]):
+        findings(tmp_path, *args)
+    assert all((tmp_path / name).read_text() == "the user's" for name in lookalikes)
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
@@ -213,7 +275,7 @@ COMMENTED = {
         "a = Variable(  # wrap\n    x,  # the data\n)\n"
         "b = Variable(x,  # keep\n             requires_grad=True)  # grad\n"
         "d = torch.FloatTensor(  # legacy\n    [1.0, 2.0],  # data\n)\n",
-        ["a = (x", ".detach().requires_grad_(", "torch.tensor("],
+        ["a = x.detach(", ".detach().requires_grad_(", "torch.tensor("],
     ),
     "TL401": (
         "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import child_env
 from torchlint.profiler import snakeviz
-from torchlint.profiler.run import CLAIM, RunDirError, make_run_dir, release_run_dir
+from torchlint.profiler.run import CLAIM, RUN_MARKER, RunDirError, make_run_dir, release_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "fixtures" / "scripts" / "stops_early.py"
@@ -119,17 +119,57 @@ def test_a_reused_out_directory_is_refused_or_overwritten(tmp_path: Path) -> Non
     first = make_run_dir(Path("train.py"), out)
     (first / "report.json").write_text('{"run": "the earlier one"}')
     (first / "session.json").write_text("{}")
+    (first / "traces" / "window-1").mkdir(parents=True)
+    (first / "notes.txt").write_text("the user's own, written into the run directory")
     release_run_dir(first)
     with pytest.raises(RunDirError, match="not empty"):
         make_run_dir(Path("train.py"), out)
     again = make_run_dir(Path("train.py"), out, overwrite=True)
-    assert again == first.resolve() and sorted(p.name for p in again.iterdir()) == [CLAIM]
+    assert again == first.resolve()
+    assert sorted(p.name for p in again.iterdir()) == sorted([CLAIM, RUN_MARKER, "notes.txt"])
     release_run_dir(again)
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("not a run")
-    with pytest.raises(RunDirError, match="does not look like"):
-        make_run_dir(Path("train.py"), tmp_path / "mine", overwrite=True)
-    assert (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_overwrite_never_empties_a_directory_torchlint_did_not_make(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("notes.txt", "session.json", "profile.prof", "launch.json"):
+        (mine / name).write_text("the user's")
+    with pytest.raises(RunDirError, match="not made by torchlint"):
+        make_run_dir(Path("train.py"), mine, overwrite=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["launch.json", "notes.txt", "profile.prof", "session.json"]
+
+
+def test_overwrite_out_dot_in_a_project_deletes_nothing(tmp_path: Path) -> None:
+    """The reported data loss: `profile --overwrite --out .` in a project whose files
+    happen to include a session.json emptied the project, .git and the script included."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "src").mkdir()
+    (project / "src" / "model.py").write_text("import torch\n")
+    (project / "train.py").write_text("print('train')\n")
+    (project / "session.json").write_text("{}")
+    (project / "profile.prof").write_text("")
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--overwrite", "--out", ".", "train.py"],
+        cwd=project, env=_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "not made by torchlint" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+
+
+def test_overwrite_leaves_symlinked_artifact_names_alone(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("outside the run directory")
+    out = make_run_dir(Path("train.py"), tmp_path / "run")
+    (out / "traces").symlink_to(outside, target_is_directory=True)
+    release_run_dir(out)
+    make_run_dir(Path("train.py"), out, overwrite=True)
+    assert (outside / "keep.txt").exists()
 
 
 def test_two_runs_never_share_a_directory(tmp_path: Path) -> None:
@@ -214,3 +254,81 @@ def test_ctrl_c_at_the_prompt_stops_the_server(prof: Path, tmp_path: Path) -> No
     assert proc.returncode == 0 and "snakeviz: stopped" in out
     assert not Path(f"/proc/{pid}").exists() or b"snakeviz" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert not (tmp_path / "state.json").exists()
+
+
+def test_sighup_to_the_group_keeps_the_profile(tmp_path: Path, torch_available) -> None:
+    """A closed terminal sends SIGHUP to the group: the whole profile was lost."""
+    proc = _start(tmp_path)
+    os.killpg(proc.pid, signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert _group_ends(proc.pid, timeout=10)
+    report = _report(tmp_path)
+    assert report["run"]["stop_reason"] == "hangup" and report["run"]["steps"] >= 3
+    assert (tmp_path / "run" / "profile.prof").is_file()
+
+
+LINGERING = '''\
+import threading, time
+import torch
+
+def keep_busy():
+    while True:
+        time.sleep(0.1)
+
+threading.Thread(target=keep_busy).start()  # not a daemon: python waits for it at exit
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+print("main done", flush=True)
+'''
+
+
+def test_one_sigterm_ends_a_script_that_waits_for_its_threads(tmp_path: Path, torch_available) -> None:
+    """Plain python ends on one SIGTERM while it waits for a non-daemon thread; under
+    `profile` it took three (the child ignored it once its profile was written)."""
+    (tmp_path / "lingering.py").write_text(LINGERING)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "lingering.py"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    assert "main done" in proc.stdout.readline()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "run" / "session.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the child has written its profile and now waits for the thread
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert _group_ends(proc.pid, timeout=10)
+    assert _report(tmp_path)["run"]["steps"] == 3
+
+
+def test_sigterm_during_the_experiment_still_reports_the_run(tmp_path: Path, torch_available) -> None:
+    """The profiled run had completed: SIGTERM in the experiment left no report at all."""
+    shutil.copy(SCRIPT, tmp_path / SCRIPT.name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--experiment", "--budget", "120", "--out", "run",
+         "stops_early.py", "--steps", "30", "--step-sleep", "0.02"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    seen, deadline = "", time.monotonic() + 120
+    while "torchlint: experiment: " not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()  # type: ignore[union-attr]
+        if not line:
+            break
+        seen += line
+    assert "torchlint: experiment: " in seen, seen
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and "stopped by SIGTERM" in err
+    report = _report(tmp_path)
+    assert report["run"]["exit_status"] == 0 and "Run directory" in out

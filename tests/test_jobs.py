@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,72 @@ def test_a_worker_that_dies_loses_only_its_file(steps_project: Path, monkeypatch
     assert "stopped before it finished" in lost[0].error
     expected = pool._in_process(files, Config(root=steps_project), False, None)
     assert [r.findings for r in checked if r.path.name != "engine.py"] == [r.findings for r in expected if r.path.name != "engine.py"]
+
+
+def _state(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process from /proc; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1])
+
+
+def _alive(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state[0] != "Z"
+
+
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid``."""
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    return [child for child in pids if (_state(child) or ("Z", 0))[1] == pid and _alive(child)]
+
+
+def _busy_pool(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """`check --jobs 2` over enough files to be mid-run, and its two workers."""
+    for i in range(800):
+        shutil.copy(FIXTURES / "scripts" / "cifar_train.py", tmp_path / f"train_{i}.py")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    with open(tmp_path.parent / f"{tmp_path.name}.stderr", "wb") as err:  # not a pipe: a worker holding it open would block its reader
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchlint", "check", "--jobs", "2", "--no-cache", "-q", "."],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    if len(workers) < 2:
+        proc.kill()
+        pytest.skip("the pool never started two workers here")
+    return proc, workers
+
+
+def _all_end(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None:
+    """SIGTERM stops the workers and exits 143; after a SIGKILL (no handler can run) they
+    notice their parent is gone. Both left the workers waiting on the queue forever."""
+    proc, workers = _busy_pool(tmp_path)
+    proc.send_signal(how)
+    status = proc.wait(timeout=30)
+    assert status == (128 + signal.SIGTERM if how == signal.SIGTERM else -signal.SIGKILL)
+    assert b"Traceback" not in (tmp_path.parent / f"{tmp_path.name}.stderr").read_bytes()
+    try:
+        assert _all_end(workers, timeout=10), "a worker outlived its run"
+    finally:
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, LOOP_WITH_FINDINGS
+from conftest import FIXTURES, LOOP_WITH_FINDINGS, run_check
 from torchlint import catalogue
 from torchlint.cli import main
 from torchlint.report.color import use_color
@@ -48,10 +48,10 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_full_is_the_default_with_source_carets_and_help(project: Path) -> None:
+def test_full_is_the_default_with_source_carets_impact_and_help(project: Path) -> None:
     code, out, _ = run(project, "src/train.py")
     assert code == 1
-    block = out.split("\n\n")[1]  # the second finding, TL101
+    block = out.split("\n\n")[0]  # TL101, high: TL303 (a memset per step) is low, not shown
     assert block.splitlines() == [
         "src/train.py:7:11: TL101 `loss.item()` in a training loop makes the host wait for the device on every step",
         "  |",
@@ -60,9 +60,33 @@ def test_full_is_the_default_with_source_carets_and_help(project: Path) -> None:
         "7 |     print(loss.item())",
         "  |           ^^^^^^^^^^^ TL101",
         "  |",
+        "  = impact: high (a host-device sync that stalls the GPU pipeline, every step of a training loop)",
         "  = help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",
     ]
-    assert out.rstrip().endswith("1 fixable with `--fix` (marked [*]).")
+    assert out.rstrip().splitlines()[-2:] == [
+        "Found 1 problem (1 high) in 1 file (1 checked).",
+        "1 low-impact finding not shown (`--min-impact low` shows it).",
+    ]
+
+
+def test_min_impact_low_shows_every_finding_highest_first(project: Path) -> None:
+    code, out, _ = run(project, "src/train.py", "--min-impact", "low")
+    assert code == 1
+    blocks = out.split("\n\n")
+    assert blocks[0].startswith("src/train.py:7:11: TL101") and blocks[1].startswith("src/train.py:6:5: TL303 [*]")
+    assert "  = impact: low (a little extra work (a memset, a bias add, autograd bookkeeping), every step of a training loop)" in blocks[1]
+    assert out.rstrip().endswith("Found 2 problems (1 high, 1 low) in 1 file (1 checked).\n1 fixable with `--fix` (marked [*]).")
+
+
+def test_only_low_impact_findings_exit_0_and_say_so(project: Path) -> None:
+    (project / "cheap.py").write_text("import torch\nopt = torch.optim.SGD(params, lr=0.1)\nopt.zero_grad(set_to_none=False)\n")
+    code, out, _ = run(project, "cheap.py")
+    assert code == 0  # the exit status follows what is shown: pre-commit and CI pass
+    assert out.splitlines() == ["No problems worth fixing first found in 1 file.",
+                                "1 low-impact finding not shown (`--min-impact low` shows it)."]
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nmin-impact = "low"\n')
+    assert run(project, "cheap.py")[0] == 1  # the config key does what the option does
+    assert run(project, "cheap.py", "--min-impact", "high")[0] == 0
 
 
 def test_full_shows_notebook_cells_lines(project: Path) -> None:
@@ -72,32 +96,34 @@ def test_full_shows_notebook_cells_lines(project: Path) -> None:
 
 
 def test_concise_is_one_line_per_finding(project: Path) -> None:
-    code, out, _ = run(project, "src/train.py", "--output-format", "concise")
+    code, out, _ = run(project, "src/train.py", "--output-format", "concise", "--min-impact", "low")
     assert code == 1
     lines = out.splitlines()
-    assert lines[:2] == [
-        "src/train.py:6:5: TL303 [*] `opt.zero_grad(set_to_none=False)` writes zeros into every gradient instead of releasing it",
+    assert lines[:2] == [  # by impact, then by place
         "src/train.py:7:11: TL101 `loss.item()` in a training loop makes the host wait for the device on every step",
+        "src/train.py:6:5: TL303 [*] `opt.zero_grad(set_to_none=False)` writes zeros into every gradient instead of releasing it",
     ]
-    assert lines[2] == "" and lines[3].startswith("Found 2 problems")
+    assert lines[2] == "" and lines[3].startswith("Found 2 problems (1 high, 1 low)")
 
 
-def test_json_keeps_its_fields_and_adds_url_and_schema_version(project: Path) -> None:
-    _, out, _ = run(project, "src/train.py", "--output-format", "json")
+def test_json_keeps_its_fields_and_adds_url_schema_version_and_impact(project: Path) -> None:
+    _, out, _ = run(project, "src/train.py", "--output-format", "json", "--min-impact", "low")
     findings = json.loads(out)
-    assert [f["code"] for f in findings] == ["TL303", "TL101"]
+    assert [f["code"] for f in findings] == ["TL303", "TL101"]  # machine formats keep the file order
     first = findings[0]
-    assert {"path", "line", "column", "end_line", "end_column", "cell", "code", "name", "message", "fix_hint", "fixable", "fix_safety", "related"} <= set(first)
+    assert {"path", "line", "column", "end_line", "end_column", "cell", "code", "name", "message", "fix_hint", "fixable", "fix_safety", "related", "impact", "impact_reason"} <= set(first)
     assert first["schema_version"] == 2
     assert first["url"].endswith("/rules/TL303-zero-grad-memset.md")
     assert first["url"].startswith("https://")
+    assert [(f["impact"], f["impact_reason"].rsplit(", ", 1)[1]) for f in findings] == [("low", "every step of a training loop"), ("high", "every step of a training loop")]
+    assert [f["code"] for f in json.loads(run(project, "src/train.py", "--output-format", "json")[1])] == ["TL101"]
 
 
 def test_json_lines_is_one_object_per_line(project: Path) -> None:
-    _, out, _ = run(project, "src/train.py", "--output-format", "json-lines")
+    _, out, _ = run(project, "src/train.py", "--output-format", "json-lines", "--min-impact", "low")
     lines = out.splitlines()
     assert len(lines) == 2
-    assert [json.loads(line)["line"] for line in lines] == [6, 7]
+    assert [(json.loads(line)["line"], json.loads(line)["impact"]) for line in lines] == [(6, "low"), (7, "high")]
 
 
 def _sarif(project: Path, *paths: str) -> dict:
@@ -165,13 +191,13 @@ def test_github_annotations_parse_back(project: Path) -> None:
 
 
 def test_gitlab_fingerprints_survive_lines_moving(project: Path) -> None:
-    _, out, _ = run(project, "src/train.py", "--output-format", "gitlab")
+    _, out, _ = run(project, "src/train.py", "--output-format", "gitlab", "--min-impact", "low")
     before = json.loads(out)
-    assert {i["check_name"] for i in before} == {"TL101 scalar-sync-in-loop", "TL303 zero-grad-memset"}
-    assert all(i["location"]["path"] == "src/train.py" and i["severity"] == "minor" for i in before)
+    assert {(i["check_name"], i["severity"]) for i in before} == {("TL101 scalar-sync-in-loop", "major"), ("TL303 zero-grad-memset", "info")}
+    assert all(i["location"]["path"] == "src/train.py" for i in before)
     assert [i["location"]["lines"]["begin"] for i in before] == [6, 7]
     (project / "src" / "train.py").write_text("# a comment\n\n" + BAD)
-    after = json.loads(run(project, "src/train.py", "--output-format", "gitlab")[1])
+    after = json.loads(run(project, "src/train.py", "--output-format", "gitlab", "--min-impact", "low")[1])
     assert [i["location"]["lines"]["begin"] for i in after] == [8, 9]
     assert [i["fingerprint"] for i in after] == [i["fingerprint"] for i in before]
     # Two identical lines are two issues with two fingerprints.
@@ -181,12 +207,22 @@ def test_gitlab_fingerprints_survive_lines_moving(project: Path) -> None:
 
 
 def test_junit_has_a_failure_per_finding(project: Path) -> None:
-    _, out, _ = run(project, "src/train.py", "--output-format", "junit")
+    _, out, _ = run(project, "src/train.py", "--output-format", "junit", "--min-impact", "low")
     root = ET.fromstring(out.encode())
     assert root.tag == "testsuites" and root.get("failures") == "2"
     cases = root.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == ["torchlint.TL303", "torchlint.TL101"]
-    assert cases[1].find("failure").text == "line 7, col 11, `loss.item()` in a training loop makes the host wait for the device on every step"
+    assert cases[1].find("failure").text == (
+        "line 7, col 11, `loss.item()` in a training loop makes the host wait for the device on every step "
+        "(impact: high: a host-device sync that stalls the GPU pipeline, every step of a training loop)"
+    )
+
+
+def test_each_format_maps_impact_to_its_own_severity(project: Path) -> None:
+    sarif = json.loads(run(project, "src/train.py", "--output-format", "sarif", "--min-impact", "low")[1])
+    assert {(r["ruleId"], r["level"], r["properties"]["impact"]) for r in sarif["runs"][0]["results"]} == {("TL101", "error", "high"), ("TL303", "note", "low")}
+    github = run(project, "src/train.py", "--output-format", "github", "--min-impact", "low")[1].splitlines()
+    assert sorted(line.split(" ", 1)[0] for line in github) == ["::error", "::notice"]
 
 
 def test_clean_run_in_machine_formats(project: Path) -> None:
@@ -255,3 +291,12 @@ def test_full_report_never_reads_a_fifo_for_its_lines(tmp_path: Path) -> None:
     assert lines(str(fifo), None, 1) is None  # returns at once instead of blocking on open()
     (tmp_path / "ok.py").write_text("a = 1\nb = 2\n")
     assert lines(str(tmp_path / "ok.py"), None, 2) == "b = 2"
+
+
+def test_full_format_counts_lines_as_python_after_a_form_feed(tmp_path: Path) -> None:
+    """str.splitlines breaks at a form feed: the snippet showed an empty line and the
+    carets under the wrong code."""
+    (tmp_path / "ff.py").write_bytes(b"import torch\n\x0cy = 1\n\x0cx = torch.zeros(3).cuda()\n")
+    code, out, _ = run_check(tmp_path, "ff.py", "--min-impact", "low", "--output-format", "full")
+    assert code == 1 and "ff.py:3:6: TL110" in out
+    assert "3 |  x = torch.zeros(3).cuda()\n  |      ^^^^^^^^^^^^^^ TL110" in out

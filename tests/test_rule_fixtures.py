@@ -1,4 +1,5 @@
-"""Every fixture under fixtures/rules/<CODE>/ yields exactly its `# expect:` markers.
+"""Every fixture under fixtures/rules/<CODE>/ yields exactly its `# expect:` markers, with
+the impact a marker names (`# expect: TL101 (high)`).
 
 Each file runs with only its rule selected, so fixtures stay stable as rules are added.
 A file may set options on its first lines: `# torchlint-options: tensor-core-multiple=64`.
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, expected_markers
+from conftest import FIXTURES, expected_impacts, expected_markers
 from torchlint.config import Config, from_table
 from torchlint.engine import lint_source
 
@@ -45,6 +46,9 @@ def test_fixture_findings_match_markers(path: Path) -> None:
         f"  reported but not expected: {unexpected}\n"
         + "\n".join(f"    {f.location}: {f.code} {f.message}" for f in findings)
     )
+    impacts = {(f.line, f.code): f.impact for f in findings}
+    wrong = {key: (impact, impacts.get(key)) for key, impact in expected_impacts(text).items() if impacts.get(key) != impact}
+    assert not wrong, f"{path.relative_to(FIXTURES.parent)}: (expected impact, actual) by (line, code): {wrong}"
 
 
 def test_every_rule_has_fixtures() -> None:

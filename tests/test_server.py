@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -90,7 +91,8 @@ class Client:
 
 
 def apply(text: str, edit: dict[str, Any]) -> str:
-    lines = text.splitlines(keepends=True)
+    """``edit`` applied as an LSP client applies it: lines end at \\n, \\r\\n or \\r only."""
+    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
     def offset(position: dict[str, int]) -> int:
         return sum(len(line) for line in lines[: position["line"]]) + position["character"]
     start, end = offset(edit["range"]["start"]), offset(edit["range"]["end"])
@@ -197,3 +199,58 @@ def test_positions_are_utf16_units_as_lsp_counts_them(tmp_path: Path) -> None:
         assert tl101["range"]["end"] == {"line": 6, "character": start + len("loss.item()")}
         hover = client.request("textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 6, "character": start + 1}})
         assert "TL101" in hover["contents"]["value"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "text",
+    ["import torch\n\x0cy = 1\n\x0cx = torch.zeros(3).cuda()\n", "import torch\ry = 1\rx = torch.zeros(3).cuda()\r"],
+    ids=["form-feeds", "cr-only"],
+)
+def test_quick_fixes_apply_where_lsp_counts_lines(tmp_path: Path, text: str) -> None:
+    """A form feed is inside a line for LSP (str.splitlines breaks there), a lone CR ends one:
+    the quick fix, applied as sent, gave `x = to, device="cuda"rch.zeros(3).cuda()`."""
+    path = tmp_path / "train.py"
+    path.write_bytes(text.encode())
+    with editor(tmp_path) as (client, _):
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}})
+        (tl110,) = client.diagnostics(path.as_uri())
+        assert tl110["range"]["start"] == {"line": 2, "character": 5 if "\x0c" in text else 4}
+        actions = client.request("textDocument/codeAction", {
+            "textDocument": {"uri": path.as_uri()}, "range": tl110["range"], "context": {"diagnostics": [tl110]},
+        })
+        fix = next(a for a in actions if "noqa" not in a["title"])
+        (edit,) = fix["edit"]["changes"][path.as_uri()]
+        assert apply(text, edit) == text.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')
+        noqa = next(a for a in actions if "noqa" in a["title"])
+        assert apply(text, noqa["edit"]["changes"][path.as_uri()][0]) == text.replace(".cuda()", ".cuda()  # noqa: TL110")
+
+
+@pytest.mark.slow
+def test_a_huge_document_is_one_tl000_and_the_server_stays_responsive(tmp_path: Path) -> None:
+    """A 3 MB document was parsed whatever max-file-size said: no answer for 30 s and more."""
+    text = SOURCE + "x = 1\n" * 500_000
+    path = tmp_path / "train.py"
+    with editor(tmp_path) as (client, _):
+        started = time.monotonic()
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}})
+        (tl000,) = client.diagnostics(path.as_uri())
+        assert tl000["code"] == "TL000" and "above the 1 MB limit" in tl000["message"]
+        hover = client.request("textDocument/hover", {"textDocument": {"uri": path.as_uri()}, "position": {"line": 0, "character": 0}})
+        assert "TL000" in hover["contents"]["value"]  # it still answers
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.slow
+def test_a_failed_lint_clears_the_diagnostics_it_cannot_renew(tmp_path: Path) -> None:
+    """When linting the new version fails, the old version's diagnostics must not stay."""
+    path = tmp_path / "train.py"
+    path.write_text(SOURCE)
+    with editor(tmp_path) as (client, _):
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": SOURCE}})
+        assert client.diagnostics(path.as_uri())
+        (tmp_path / "torchlint.toml").write_text("select = [\n")  # broken mid-edit
+        client.notify("textDocument/didSave", {"textDocument": {"uri": path.as_uri()}})
+        shown = client.wait(lambda m: m.get("method") == "window/showMessage")  # said first, then cleared
+        assert "torchlint: cannot read" in shown["params"]["message"]
+        assert client.diagnostics(path.as_uri()) == []

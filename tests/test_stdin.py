@@ -22,7 +22,7 @@ def run(cwd: Path, text: str | bytes, *args: str) -> tuple[int, str, str]:
     old = Path.cwd()
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, ["check", *args], input=text, catch_exceptions=False)
+        result = CliRunner().invoke(main, ["check", "--min-impact", "low", *args], input=text, catch_exceptions=False)
     finally:
         os.chdir(old)
     return result.exit_code, result.stdout, result.stderr
@@ -77,8 +77,49 @@ def test_unparsable_and_undecodable_stdin_is_tl000(tmp_path: Path) -> None:
 
 def test_real_pipe(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "-", "--stdin-filename", "t.py", "--output-format", "concise"],
+        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "-", "--stdin-filename", "t.py", "--output-format", "concise"],
         input=SOURCE, capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.startswith("t.py:6:5: TL303 [*]")
+    assert proc.stdout.startswith("t.py:7:11: TL101")  # the highest impact first
+    assert "\nt.py:6:5: TL303 [*]" in proc.stdout
+
+
+def _long_chain(terms: int) -> str:
+    """A file whose one expression is nested ``terms`` deep (libcst recurses per term)."""
+    return "import torch\nx = torch.zeros(3).cuda()\ny = " + " + ".join(["a"] * terms) + "\n"
+
+
+def test_fix_on_a_deeply_nested_file_echoes_it_and_keeps_its_findings(tmp_path: Path) -> None:
+    """An editor takes stdout as the new buffer: a file --fix cannot rewrite comes back
+    unchanged (it came back empty, a RecursionError on stderr)."""
+    text = _long_chain(1500)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "-", "--fix", "--stdin-filename", "d.py"],
+        input=text, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert proc.stdout == text
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "d.py:2:5: TL110" in proc.stderr and "nested too deeply" in proc.stderr
+
+
+def test_fix_echoes_the_input_whatever_fails(tmp_path: Path, monkeypatch) -> None:
+    from torchlint.engine.linter import Linter
+
+    def broken(self, *args, **kwargs):  # a check that raises, as a bug would
+        raise RuntimeError("a check broke")
+
+    monkeypatch.setattr(Linter, "lint", broken)
+    code, out, err = run(tmp_path, SOURCE, "-", "--fix", "--stdin-filename", "train.py")
+    assert out == SOURCE and code == 2
+    assert "internal error" in err and "a check broke" in err
+
+
+def test_max_file_size_applies_to_stdin(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmax-file-size = "1KB"\n')
+    text = SOURCE + "# padding\n" * 200
+    code, out, _ = run(tmp_path, text, "-", "--stdin-filename", "train.py", "--output-format", "json")
+    found = json.loads(out)
+    assert code == 1 and [f["code"] for f in found] == ["TL000"] and "limit" in found[0]["message"]
+    code, out, _ = run(tmp_path, text, "-", "--fix", "--stdin-filename", "train.py")
+    assert out == text

@@ -43,7 +43,7 @@ def _codes(value: str | None) -> tuple[str, ...] | None:
 class _LazyGroup(click.Group):
     """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
 
-    LAZY = {"profile": ("torchlint.profiler.command", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
+    LAZY = {"profile": ("torchlint.cli_profile", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -59,6 +59,23 @@ class _LazyGroup(click.Group):
                 return None
         return super().get_command(ctx, name)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
+        traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            if "--debug" in sys.argv or os.environ.get("TORCHLINT_DEBUG"):
+                raise
+            click.echo(
+                f"torchlint: internal error: {type(error).__name__}: {error}\n"
+                "torchlint: this is a bug in torchlint; rerun with TORCHLINT_DEBUG=1 for the traceback, and report it",
+                err=True,
+            )
+            sys.exit(2)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, self.commands[name].get_short_help_str(formatter.width - 20)) for name in super().list_commands(ctx)]
         rows += [(name, help_text) for name, (_, _, help_text) in self.LAZY.items() if name not in self.commands]
@@ -73,7 +90,7 @@ def main() -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))  # an unreadable file is a TL000, not a usage error
 @click.option("--select", help="Rules to run (codes, names or prefixes, comma-separated; ALL for every rule).")
 @click.option("--extend-select", help="Rules to run on top of the selection.")
 @click.option("--ignore", help="Rules not to run.")
@@ -81,6 +98,7 @@ def main() -> None:
 @click.option("--tensor-core-multiple", type=int, help="Alignment TL402 asks for (default 8; 64 for A100).")
 @click.option("--min-dimension", type=int, help="TL402 ignores sizes below this (default 32).")
 @click.option("--target-torch", help="Oldest torch version the code must run on (default 2.4).")
+@click.option("--min-impact", type=click.Choice(["high", "medium", "low"]), help="Show findings of this impact and above (default: medium; low shows every finding).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), help="Use this config file (torchlint.toml or pyproject.toml) for every file, instead of each file's nearest one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--show-settings", type=click.Path(path_type=Path, exists=True), metavar="FILE", help="Print the settings FILE is checked with, and the config file they come from.")
@@ -102,7 +120,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool) -> None:
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     from torchlint.config import ConfigError, Resolver
     from torchlint.engine import MissingPathError, lint_paths
@@ -117,7 +135,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     overrides = {
         "select": _codes(select), "extend-select": _codes(extend_select), "ignore": _codes(ignore),
         "exclude": exclude or None, "tensor-core-multiple": tensor_core_multiple,
-        "min-dimension": min_dimension, "target-torch": target_torch,
+        "min-dimension": min_dimension, "target-torch": target_torch, "min-impact": min_impact,
     }
     try:
         # Each file is checked with its own nearest config; the current directory's says
@@ -145,17 +163,20 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         raise UsageProblem(f"no such file or directory: {error}") from None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
+    fixed, failed = 0, 0
+    if not add_noqa:  # fixes apply to every selected rule: impact says what to look at first
+        fixed, failed = _write_or_diff(edits, diff, result, targets, config)
+    left_out = _cli_check().keep_shown(result, settings.for_path)
     if add_noqa:
-        _cli_check().add_noqa(result)
-        sys.exit(2 if result.errors else 0)
-    fixed, failed = _write_or_diff(edits, diff, result, targets, config)
+        _added, unwritten = _cli_check().add_noqa(result, targets)
+        sys.exit(2 if result.errors or unwritten else 0)
     if show_fixes:
         _show_fixes(result, settings, mode, fix and not diff)
     if diff:
         count, files = sum(edit.fixed for edit in edits), sum(edit.changed for edit in edits)
         click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
     else:
-        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics)
+        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out)
     _exit(result, diff and any(edit.changed for edit in edits), exit_zero, failed=bool(missing or failed))
 
 
@@ -198,7 +219,8 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     if diff and edit is not None:
         click.echo(edit.diff(), nl=False)
     fixed = edit.fixed if edit is not None and mode and not diff else 0
-    cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff)
+    left_out = cli_check.keep_shown(result, lambda path: config)
+    cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
     _exit(result, bool(diff and edit), exit_zero)
 
 

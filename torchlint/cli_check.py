@@ -36,7 +36,9 @@ class SourceLines:
         # A notebook also keeps its Source: its cell map says which lines are which cell
         # (not its JSON, which may be megabytes of outputs).
         cells = replace(source, notebook=None) if source.cells is not None else None
-        return source.text.splitlines(), cells
+        from torchlint.engine.source import python_lines
+
+        return python_lines(source.text), cells  # Python's line breaks: findings count lines as it does
 
     def _file(self, path: str) -> tuple[list[str], Source | None] | None:
         if path not in self.files:
@@ -70,6 +72,21 @@ class SourceLines:
         return lines[line - 1] if 0 < line <= len(lines) else None
 
 
+def keep_shown(result: LintResult, config_for: Any) -> Counter[str]:
+    """Keep in ``result`` the findings at or above each file's ``min-impact`` (what the
+    report shows and the exit status follows); how many of each impact were left out."""
+    from torchlint.findings import at_least
+
+    shown, left_out = [], Counter()
+    for finding in result.findings:
+        if at_least(finding.impact, config_for(Path(finding.path)).min_impact):
+            shown.append(finding)
+        else:
+            left_out[finding.impact] += 1
+    result.findings = shown
+    return left_out
+
+
 def emit(text: str, output_file: Path | None, err: bool = False, color: bool = False) -> None:
     """The report to stdout (stderr when stdout carries fixed source), or written to
     ``output_file`` (its folder made if needed)."""
@@ -94,20 +111,24 @@ def report(
     statistics: bool = False,
     lines: SourceLines | None = None,
     err: bool = False,
+    left_out: Counter[str] | None = None,
 ) -> None:
-    """Print (or write) the report of ``result`` and its internal errors."""
+    """Print (or write) the report of ``result`` and its internal errors; ``left_out``
+    counts the findings below ``min-impact``, by impact (the summary says how to see them)."""
     from torchlint.report import HUMAN_FORMATS, ReportContext, render
     from torchlint.report.color import use_color
 
     if statistics:
         from torchlint.report import statistics as stats
 
-        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS), output_file, err)
+        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out), output_file, err)
     else:
         stream: TextIO = sys.stderr if err else sys.stdout
         context = ReportContext(
             files_checked=result.files_checked,
             fixed=fixed,
+            failed=len({error.path for error in result.errors}),
+            left_out=dict(left_out or {}),
             color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
             root=Path.cwd(),
             line_text=lines or SourceLines(),
@@ -172,16 +193,19 @@ def show_fixes(per_file: dict[str, Counter[tuple[str, str]]], applied: bool) -> 
     click.echo(render_fixes.render(per_file, applied), err=True)
 
 
-def add_noqa(result: LintResult) -> int:
-    """Add ``# noqa: CODE`` to the line of each finding, file by file; returns how many."""
+def add_noqa(result: LintResult, targets: list[Path]) -> tuple[int, int]:
+    """Add ``# noqa: CODE`` for each finding, file by file: ``(codes added, files that
+    could not be written)``. A file is written as ``--fix`` writes one: atomically, never
+    a read-only file or a symlink whose target lies outside the checked trees."""
     from torchlint.engine.add_noqa import add_noqa as plan_noqa
-    from torchlint.engine.fixes import ChangedOnDiskError, Edit, write_atomically
+    from torchlint.engine.fixes import ChangedOnDiskError, Edit, RefusedWriteError, checked_roots, write_atomically
     from torchlint.engine.source import Source, read_source
 
     by_file: dict[str, list[Finding]] = {}
     for finding in result.findings:
         by_file.setdefault(finding.path, []).append(finding)
-    added = 0
+    roots = checked_roots(targets)
+    added = failed = 0
     for display, findings in sorted(by_file.items()):
         if display.endswith(".ipynb"):
             click.echo(f"torchlint: {display}: --add-noqa does not edit notebooks; add the comments in the cells", err=True)
@@ -191,20 +215,27 @@ def add_noqa(result: LintResult) -> int:
             continue
         plan = plan_noqa(source.text, findings)
         for line in plan.skipped:
-            click.echo(f"torchlint: {display}:{line}: cannot add a `# noqa` comment to this line (it continues on the next)", err=True)
+            click.echo(f"torchlint: {display}:{line}: cannot add a `# noqa` comment for this line (mend its malformed `# noqa` by hand)", err=True)
         if plan.text == source.text:
             continue
         try:
-            write_atomically(Edit(Path(display), display, source.text, plan.text, source.encoding, source.digest, plan.added))
+            note = write_atomically(Edit(Path(display), display, source.text, plan.text, source.encoding, source.digest, plan.added), roots)
         except ChangedOnDiskError:
             click.echo(f"torchlint: {display} changed on disk while it was being checked; left as it was", err=True)
-            continue
+        except RefusedWriteError as error:
+            click.echo(f"torchlint: {error}", err=True)
         except OSError as error:
-            click.echo(f"torchlint: cannot write {display}: {error}", err=True)
+            click.echo(f"torchlint: cannot write {display}: {error.strerror or error}", err=True)
+        else:
+            if note is not None:
+                click.echo(f"torchlint: {note}", err=True)
+            added += plan.added
             continue
-        added += plan.added
+        failed += 1
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
-    return added
+    if failed:
+        click.echo(f"torchlint: {failed} file{'s' if failed != 1 else ''} could not be written", err=True)
+    return added, failed
 
 
 def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool) -> tuple[LintResult, Edit | None, SourceLines]:
@@ -218,7 +249,13 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
         if mode and not diff:
             sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
-    result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+    try:
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+    except BaseException:
+        if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        raise
     display = result.findings[0].path if result.findings else (edit.display if edit else None)
     lines = SourceLines()
     if display is not None and not display.endswith(".ipynb"):

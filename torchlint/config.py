@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ _VERSION = re.compile(r"^(\d+)\.(\d+)")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])?\s*$")
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
 DEFAULT_MAX_FILE_SIZE = 1_000_000  # libcst needs ~700x a file's size in memory
+_IMPACTS = ("high", "medium", "low")  # findings.IMPACTS, highest first (tests/test_catalogue.py keeps them equal)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Config:
     min_dimension: int = 32
     target_torch: str = "2.4"
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; larger files are reported, not parsed
+    min_impact: str = "medium"  # the lowest impact shown: findings.IMPACTS (not imported: see the table in docs/architecture.md)
     root: Path = field(default_factory=Path.cwd)  # where relative patterns are anchored
     source: Path | None = None  # the config file that was read, if any
     extended: tuple[Path, ...] = ()  # the files its `extend` chain read, nearest first
@@ -95,6 +98,10 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f"`{key}` must be true or false")
         return value
+    if name == "min_impact":
+        if value not in _IMPACTS:
+            raise ConfigError(f"`{key}` must be one of {', '.join(_IMPACTS)}, got {value!r}")
+        return value
     if name == "target_torch":
         value = str(value)
         if not _VERSION.match(value):
@@ -116,9 +123,10 @@ def _as_size(value: Any, key: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     match = _SIZE.match(value) if isinstance(value, str) else None
-    if match is None or float(match.group(1)) <= 0:
-        raise ConfigError(f"`{key}` must be a positive size in bytes or like \"2MB\", got {value!r}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
+    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]) if match is not None else 0
+    if size < 1:  # "0.5B" is no size at all: it would make every file too large
+        raise ConfigError(f"`{key}` must be a positive size in bytes or like \"2MB\" (at least 1 byte), got {value!r}")
+    return size
 
 
 def format_size(size: int) -> str:
@@ -154,7 +162,10 @@ def config_file_in(directory: Path) -> Path | None:
     """The config file of ``directory`` itself, if it has one (see ``CONFIG_NAMES``)."""
     for name in CONFIG_NAMES:
         candidate = directory / name
-        if not candidate.is_file():
+        try:
+            if not candidate.is_file():
+                continue
+        except OSError:  # a directory that can be listed but not entered: nothing to read there
             continue
         if name != "pyproject.toml" or "torchlint" in _tool_table(_read_toml(candidate), candidate):
             return candidate
@@ -181,10 +192,30 @@ def _nearest_config(memo: dict[Path, Path | None], directory: Path) -> Path | No
     return found
 
 
+# A config file is a few hundred bytes; a larger one is a mistake (`extend = "/dev/zero"`).
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def _config_bytes(path: Path) -> bytes:
+    """The bytes of a config file; OSError for what is not a regular file (a FIFO would
+    block the run, /dev/zero never ends) or is above ``MAX_CONFIG_BYTES``."""
+    def check(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise OSError(f"{format_size(info.st_size)}, above the {format_size(MAX_CONFIG_BYTES)} a config file may have")
+
+    check(os.stat(path))  # before opening: opening a FIFO waits for its writer
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as stream:
+        check(os.fstat(stream.fileno()))  # it may have been swapped meanwhile
+        return stream.read(MAX_CONFIG_BYTES + 1)
+
+
 def _read_toml(pyproject: Path) -> dict[str, Any]:
     """The parsed file; ConfigError (never a silent skip) when it cannot be read or parsed."""
     try:
-        return tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))
+        return tomllib.loads(_config_bytes(Path(pyproject)).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {pyproject}") from None
     except OSError as error:

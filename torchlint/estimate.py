@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from torchlint.correlate import Correlated, Correlation, correlate, fmt_seconds
+from torchlint.correlate import RULE_PROBES, Correlated, Correlation, correlate, fmt_seconds, loader_at
 from torchlint.correlate.allocator import churn_seconds
-from torchlint.correlate.model import SYNC_RULES
+from torchlint.correlate.model import SYNC_RULES, _span
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
 from torchlint.savings import BYTES, Estimate, Measurement
@@ -57,6 +58,9 @@ WHOLE_RUN = frozenset({"TL302", "TLR09"})
 #: TLR05 on the CPU: foreach took 0.53-0.68x the for-loop's step() time for many small
 #: tensors (rules/TLR05), so at most half of the observed step() time is saved.
 FOREACH_CPU_SHARE = 0.5
+#: TF32 over fp32 GEMMs, tensor-core peak: 8x on the A100 (156 vs 19.5 TFLOP/s), 7.4x on
+#: the H100/H200 (495 vs 67); the larger, so TLR08's figure stays an upper bound.
+TF32_SPEEDUP = 8.0
 
 
 def on_gpu(session: ProfileSession) -> bool:
@@ -150,14 +154,52 @@ def workers_estimate(c: Correlated, session: ProfileSession, workers: int = 0) -
 
 
 def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    """A sync costs the GPU idle gap it leaves (from its return to the next kernel's start,
+    the window's ``sync_gaps``), never more than the host waited in it: while the host
+    waits, the GPU still runs what was queued. Issue 26: the older bound said 4.3 ms a step
+    where removing the ``.item()`` saved 0.12 ms, the next step's launch latency."""
     if not on_gpu(session):
         return Estimate(
-            model="no device to wait for: a CPU tensor's .item() costs only the call", per_step=0.0, total=0.0
+            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
+            per_step=0.0,
+            total=0.0,
         )
     steps = _steps(session)
+    gaps = _gaps_at(c, session)
+    active = int(session.torch_window.get("active_steps") or 0)
+    measured = sum(int(g.get("measured") or 0) for g in gaps)
+    if gaps and measured and active:
+        syncs = sum(int(g.get("syncs") or 0) for g in gaps)
+        per_sync = sum(float(g.get("saving_s") or 0.0) for g in gaps) / measured
+        gap = sum(float(g.get("gap_s") or 0.0) for g in gaps) / measured
+        waited = sum(float(g.get("wait_s") or 0.0) for g in gaps) / syncs
+        per = per_sync * syncs / active
+        return Estimate(
+            model=f"a sync costs the GPU idle gap it leaves, from its return to the next kernel's start, and never more "
+            f"than the host waited in it: {fmt_seconds(gap)} gap, {fmt_seconds(waited)} waited per sync, "
+            f"{syncs / active:.1f} sync(s) a step (torch.profiler window)",
+            per_step=per,
+            total=per * steps if steps else per,
+        )
+    return _sync_bound_without_trace(c, session, steps)
+
+
+def _gaps_at(c: Correlated, session: ProfileSession) -> list[dict[str, Any]]:
+    """The window's sync gaps at the finding's lines, from the calls its rule is about."""
+    calls = RULE_PROBES.get(c.finding.code)
+    path = session.resolve(c.finding.location.path)
+    first, last = _span(c.finding.location)
+    return [g for g in session.torch_window.get("sync_gaps") or ()
+            if first <= int(g.get("line") or 0) <= last and session.resolve(str(g.get("path") or "")) == path
+            and (calls is None or g.get("call") in calls)]
+
+
+def _sync_bound_without_trace(c: Correlated, session: ProfileSession, steps: int) -> Estimate:
+    """The older bound where no trace covers the syncs: labelled, it overstates on a busy GPU."""
     observed = c.observed_s
     if not steps:
-        return Estimate(model="the wait at these lines (no optimizer steps to spread it over)", total=observed)
+        return Estimate(model="the wait at these lines (no optimizer steps to spread it over; no device trace)",
+                        total=observed)
     wait = observed / steps
     median = float(session.steps.get("median_s") or 0.0)
     host = max(median - wait, 0.0)
@@ -169,11 +211,80 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     bound = min(wait, host) if device is None else min(wait, host, device)
     what = "min(host, device) time per step" if device is not None else "min(host time, wait) per step (no device time measured)"
     return Estimate(
-        model=f"a sync serialises host and device: removing it overlaps them, saving at most {what}, "
+        model=f"no device trace of these syncs (no GPU idle gap to read): the older bound, which overstates on a busy "
+        f"GPU: a sync serialises host and device, removing it overlaps them, saving at most {what}, "
         f"and never more than the {fmt_seconds(wait)} waited here per step",
         per_step=bound,
         total=bound * steps,
     )
+
+
+def tf32_estimate(c: Correlated, session: ProfileSession) -> Estimate | None:
+    """TLR08: the window's GEMM kernels per step (forward and backward: autograd launches the
+    backward's), shared between the TLR08 lines by fp32 FLOPs, less that time at TF32's rate.
+    Every GEMM counts, so with some in half precision it is an upper bound. Issue 26, one
+    H200: 9.1 -> 3.2 ms a step on an fp32 MLP (65 %)."""
+    tw = session.torch_window
+    matmul, active = tw.get("matmul_device_s"), int(tw.get("active_steps") or 0)
+    if not matmul or not active:
+        return None  # no device trace of the matmuls: observed, not ranked
+    share = _fp32_flops_share(c, session)
+    per = float(matmul) / active * share * (1.0 - 1.0 / TF32_SPEEDUP)
+    where = "" if share >= 0.999 else f", {share:.0%} of them this line's (by fp32 FLOPs)"
+    return Estimate(
+        model=f"the GEMM kernels' device time ({fmt_seconds(float(matmul) / active)} a step in the torch.profiler "
+        f"window, forward and backward{where}) at TF32's tensor-core throughput, up to {TF32_SPEEDUP:g}x fp32's "
+        f"(A100, H100/H200 datasheets): at most {1 - 1 / TF32_SPEEDUP:.0%} of it",
+        per_step=per,
+        total=per * _steps(session) if _steps(session) else per,
+    )
+
+
+def _fp32_flops_share(c: Correlated, session: ProfileSession) -> float:
+    """This TLR08 line's share of the run's fp32 CUDA matmul FLOPs (1 when it is the only one)."""
+    records = (session.meta.get("patterns") or {}).get("matmuls") or ()
+    fp32 = [r for r in records if r.get("dtype") == "float32" and r.get("device") == "cuda" and r.get("allow_tf32") is False]
+
+    def flops(r: dict[str, Any]) -> float:
+        m, n, k = (list(r.get("mnk") or ()) + [0, 0, 0])[:3]
+        return 2.0 * float(m) * float(n) * float(k) * int(r.get("calls") or 0)
+
+    total = sum(flops(r) for r in fp32)
+    if total <= 0:
+        return 1.0
+    path = session.resolve(c.finding.location.path)
+    mine = sum(flops(r) for r in fp32 if int(r.get("line") or 0) == c.finding.line
+               and session.resolve(str(r.get("path") or "")) == path)
+    return mine / total
+
+
+def pin_estimate(c: Correlated, session: ProfileSession) -> Estimate:
+    """TL202: without workers, pinning costs a copy in the main process (issue 26)."""
+    workers = _loader_workers(c, session)
+    if workers == 0:
+        return Estimate(
+            model="the loader has no workers: pin_memory=True would pin every batch in the main process, one more "
+            "host copy before the same host-to-device copy, so no saving is expected (measured 0.94 ms a step slower "
+            "on one H200, issue 26); with workers a pin-memory thread pins batches ahead, and non_blocking=True "
+            "overlaps the copy",
+            per_step=0.0,
+            total=0.0,
+        )
+    return Estimate(
+        model="the pageable host-to-device copies in the loop: with workers, batches are pinned ahead by a thread, "
+        "and pinned copies are faster (and asynchronous with non_blocking=True)",
+        per_step=_per_step(c.observed_s, session),
+        total=c.observed_s,
+    )
+
+
+def _loader_workers(c: Correlated, session: ProfileSession) -> int | None:
+    """num_workers of the loader iterated at the finding's related loops, as the run saw it."""
+    for r in c.finding.related:
+        opts = loader_at(session, session.resolve(r.path), r.line)
+        if opts is not None and isinstance(opts.get("num_workers"), int):
+            return int(opts["num_workers"])
+    return None
 
 
 def tensor_copy_estimate(c: Correlated, session: ProfileSession) -> Estimate:
@@ -245,10 +356,11 @@ MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
     "TL301": share_estimate(AUTOGRAD_SHARE, "autograd bookkeeping in an evaluation forward"),
     "TL304": share_estimate(INFERENCE_MODE_SHARE, "inference_mode over no_grad (version counters, view tracking)"),
     "TL303": observed_bound("the memset of the gradients: the zero_grad line's time is the bound"),
-    "TL202": observed_bound("the pageable host-to-device copies in the loop: pinning makes them faster and asynchronous"),
+    "TL202": pin_estimate,
     "TL110": observed_bound("the host-to-device copy at the line: creating on the device skips it"),
     "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
     "TLR09": churn_estimate,
+    "TLR08": tf32_estimate,
     "TLR05": lambda c, s: (observed_bound("the for-loop step() time: foreach replaces its per-tensor launches")
                            if on_gpu(s) else share_estimate(FOREACH_CPU_SHARE, "foreach over the for-loop step() on the CPU"))(c, s),
 }

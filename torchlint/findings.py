@@ -10,6 +10,19 @@ from typing import Any
 SYNTAX_ERROR = ("TL000", "syntax-error")  # the one rule the engine reports itself
 
 
+# What fixing a finding is worth (analysis/impact.py has the model, docs/impact.md the table).
+HIGH, MEDIUM, LOW = "high", "medium", "low"
+IMPACTS = (HIGH, MEDIUM, LOW)
+IMPACT_RANK = {HIGH: 0, MEDIUM: 1, LOW: 2}
+DEFAULT_MIN_IMPACT = MEDIUM  # what `check` shows unless told: what is worth acting on
+
+
+def at_least(impact: str, floor: str) -> bool:
+    """Whether ``impact`` is ``floor`` or higher (``--min-impact``); a finding without an
+    impact (a runtime one, an old cache entry) is always shown."""
+    return IMPACT_RANK.get(impact, 0) <= IMPACT_RANK[floor]
+
+
 class FixSafety(enum.Enum):
     """How much a fix can be trusted to keep behaviour (ruff's fix safety)."""
 
@@ -63,6 +76,8 @@ class Finding:
     fix_hint: str = ""
     fix: Fix | None = field(default=None, compare=False)
     related: tuple[Location, ...] = ()
+    impact: str = field(default="", compare=False)  # HIGH, MEDIUM or LOW ("": not assessed)
+    impact_reason: str = field(default="", compare=False)  # one line: how often, and what it costs
 
     @property
     def path(self) -> str:
@@ -93,6 +108,8 @@ class Finding:
             "fix_hint": self.fix_hint,
             "fixable": self.fix is not None,
             "fix_safety": self.fix.safety.value if self.fix else None,
+            "impact": self.impact or None,
+            "impact_reason": self.impact_reason or None,
             "related": [
                 {"path": r.path, "line": r.line, "column": r.column, "cell": r.cell} for r in self.related
             ],

@@ -28,6 +28,9 @@ SAVING = "saving"
 SLOWER = "slower"
 NO_CHANGE = "no measurable change"
 SKIPPED = "skipped"
+#: the experiment's windows could not see the finding's code (it runs outside them):
+#: not a measurement, and the expected figure ranks
+NOT_MEASURABLE = "not measurable"
 
 #: Family-wise error of one experiment's verdicts together (Holm's correction).
 ALPHA = 0.05
@@ -78,6 +81,22 @@ class Measurement:
     def key(self) -> tuple[str, str, int]:
         return (self.code, self.path, self.line)
 
+    def interval_total(self) -> tuple[float, float] | None:
+        """The 95 % interval on the scale of ``total`` (over the run), if there is one."""
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        scale = self.total / self.per_step if (self.per_step and self.total is not None) else 1.0
+        return (self.ci_low * scale, self.ci_high * scale)
+
+    def inconclusive_about(self, expected_total: float) -> bool:
+        """No saving resolved (the interval holds 0, or it did not pass the corrected
+        test), and the interval holds ``expected_total``: the windows could not tell the
+        expected saving apart, so this is no evidence against it."""
+        if self.verdict != NO_CHANGE:
+            return False
+        interval = self.interval_total()
+        return interval is not None and interval[0] <= expected_total <= interval[1]
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -86,13 +105,35 @@ class Measurement:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
+#: rank_key's first element for a finding with nothing to rank it by (not ranked)
+UNRANKED = 4
+
+
 def rank_key(measured: Measurement | None, expected: Estimate | None) -> tuple[int, float]:
-    """Sort key (ascending) for ranking findings by what fixing them saves: a measured
-    saving first, then an expected one; observed time never ranks by itself. Findings
-    measured as no change or slower, or with no time figure, sort last."""
+    """Sort key (ascending) for ranking findings by what fixing them saves; observed time
+    never ranks by itself. In order:
+
+    0. a measured saving (the interval resolves it), by its size;
+    1. an expected saving above zero, by its size; a measurement ranks a finding only when
+       it decides, so an inconclusive one (no saving resolved, and its interval holds the
+       expected saving) and one that could not see the code (``not measurable``, ``skipped``) leave the
+       expected figure in charge;
+    2. measured as no change or slower where the interval excludes the expected saving
+       (or there is no expected figure), by the measured difference;
+    3. an expected saving of zero ("none here"): never above a finding expected to save;
+    4. (UNRANKED) nothing to rank by.
+    """
+    expected_total = None
+    if expected is not None and expected.unit == SECONDS and expected.total is not None and expected.not_applicable is None:
+        expected_total = expected.total
     if measured is not None and measured.unit == SECONDS and measured.verdict in (SAVING, NO_CHANGE, SLOWER):
         value = measured.total if measured.total is not None else (measured.per_step or 0.0)
-        return (0, -value) if measured.verdict == SAVING else (2, -value)
-    if expected is not None and expected.unit == SECONDS and expected.total is not None and expected.not_applicable is None:
-        return (1, -expected.total)
-    return (3, 0.0)
+        if measured.verdict == SAVING:
+            return (0, -value)
+        if expected_total is None:
+            return (2, -value)
+        if expected_total > 0 and not measured.inconclusive_about(expected_total):
+            return (2, -value)  # the windows saw it, and they exclude the expected saving
+    if expected_total is not None:
+        return (1, -expected_total) if expected_total > 0 else (3, 0.0)
+    return (UNRANKED, 0.0)

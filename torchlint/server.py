@@ -23,12 +23,14 @@ from pygls.lsp.server import LanguageServer
 from torchlint import __version__, catalogue
 from torchlint.analysis.project import join
 from torchlint.analysis.summary import FileSummary
-from torchlint.config import ConfigError, load_config
+from torchlint.config import ConfigError, format_size, load_config
 from torchlint.engine import Linter, settle_steps
 from torchlint.engine.add_noqa import add_noqa
-from torchlint.engine.fixes import apply_fixes
-from torchlint.engine.source import Source
-from torchlint.findings import Finding
+from torchlint.engine.fixes import apply_fixes, keep_untouched
+from torchlint.engine.discover import SourceFile
+from torchlint.engine.pool import collector_paused, guarded
+from torchlint.engine.source import Source, line_and_column, lines_with_ends, syntax_error
+from torchlint.findings import LOW, MEDIUM, Finding
 from torchlint.report.rule_info import description, rule_url
 
 DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
@@ -46,12 +48,12 @@ class Linted:
     codec: Any = None  # the document's position codec: torchlint counts code points, the client UTF-16 units
 
     def to_client(self, r: types.Range) -> types.Range:
-        return self.codec.range_to_client_units(self.text.splitlines(keepends=True), r) if self.codec is not None else r
+        return self.codec.range_to_client_units(lines_with_ends(self.text), r) if self.codec is not None else r
 
     def from_client(self, position: types.Position) -> types.Position:
         if self.codec is None:
             return position
-        converted = self.codec.position_from_client_units(self.text.splitlines(keepends=True), position)
+        converted = self.codec.position_from_client_units(lines_with_ends(self.text), position)
         return types.Position(converted.line, converted.character)
 
 
@@ -77,8 +79,16 @@ def lint_text(text: str, path: Path, others: Iterable[FileSummary] = ()) -> Lint
         display = path.resolve().relative_to(config.root).as_posix()
     except ValueError:
         pass
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > config.max_file_size:  # as `check` does: libcst needs ~700x a file's size
+        message = f"the document is {format_size(size)}, above the {format_size(config.max_file_size)} limit; not checked"
+        return Linted(text, None, [syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")])
     linter = Linter(config)
-    result = linter.lint(Source(display, text), path)
+    file = SourceFile(path, display, config.max_file_size)
+    with collector_paused():
+        result = guarded(file, False, lambda: linter.lint(Source(display, text), path))  # deep nesting: as `check`
+    for error in result.errors:  # a check that raised: its findings are missing, the others stand
+        log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
     summary = result.summary
     settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
     return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key), summary)
@@ -91,11 +101,20 @@ def _range(finding: Finding) -> types.Range:
     return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
 
 
+def _severity(finding: Finding) -> types.DiagnosticSeverity:
+    """An editor's severity by impact: high findings are warnings (errors are TL000's, code
+    that cannot be checked), medium ones information, low ones hints (dots, not squiggles)."""
+    if finding.code == "TL000":
+        return types.DiagnosticSeverity.Error
+    return {LOW: types.DiagnosticSeverity.Hint, MEDIUM: types.DiagnosticSeverity.Information}.get(finding.impact, types.DiagnosticSeverity.Warning)
+
+
 def diagnostic(finding: Finding, linted: Linted) -> types.Diagnostic:
     return types.Diagnostic(
         range=linted.to_client(_range(finding)),
-        message=finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
-        severity=types.DiagnosticSeverity.Error if finding.code == "TL000" else types.DiagnosticSeverity.Warning,
+        message=finding.message + (f"\nimpact: {finding.impact} ({finding.impact_reason})" if finding.impact else "")
+        + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
+        severity=_severity(finding),
         code=finding.code,
         code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)),
         source="torchlint",
@@ -114,8 +133,13 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
     try:
         linted = lint_text(document.source, path, others)
         linted.codec = document.position_codec
-    except ConfigError as error:
-        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {error}"))
+    except Exception as error:  # a bad config, or a bug: say so, and leave no stale diagnostics
+        if not isinstance(error, ConfigError):
+            log.exception("torchlint: internal error on %s", uri)
+        what = str(error) if isinstance(error, ConfigError) else f"internal error: {type(error).__name__}: {error}"
+        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {what}"))
+        server.linted.pop(uri, None)
+        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[], version=document.version))
         return
     server.linted[uri] = linted
     diagnostics = [diagnostic(f, linted) for f in linted.findings]
@@ -129,8 +153,7 @@ def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
 
 
 def _offset_position(text: str, offset: int) -> types.Position:
-    line = text.count("\n", 0, offset)
-    return types.Position(line, offset - (text.rfind("\n", 0, offset) + 1))
+    return types.Position(*line_and_column(text, offset))
 
 
 def text_edit(before: str, after: str) -> types.TextEdit:
@@ -173,6 +196,7 @@ def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.Co
             continue
         if finding.fix is not None and linted.module is not None:
             fixed, applied = apply_fixes(linted.module, [finding])  # type: ignore[arg-type]
+            fixed = keep_untouched(linted.text, fixed, linted.module)  # type: ignore[arg-type]
             if applied and fixed != linted.text:
                 what = finding.fix.description or finding.fix_hint or "apply the fix"
                 safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class Bindings:
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
+        self._in_order: dict[int, tuple[list[Binding], list[int]]] = {}  # see latest_before
         self.by_scope: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self.self_attrs: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         for node in tree.nodes(cst.Assign):
@@ -104,16 +106,22 @@ class Bindings:
 
     def reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
         """The last binding of ``name`` before ``at`` in source order (control flow ignored)."""
-        where = self.tree.index(at)
-        best: Binding | None = None
-        best_index = -1
-        for binding in self.lookup(name, at):
-            index = self.tree.index(binding.node)
-            if binding.kind in ("assign", "augassign") and self.tree.is_inside(at, binding.node):
-                continue  # `x = f(x)`: the right-hand side still sees the earlier binding
-            if best_index < index < where:
-                best, best_index = binding, index
-        return best
+        # `x = f(x)`: the right-hand side still sees the earlier binding
+        return self.latest_before(self.lookup(name, at), at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node)))
+
+    def latest_before(self, bound: list[Binding], at: cst.CSTNode, accept) -> Binding | None:  # type: ignore[no-untyped-def]
+        """The last of ``bound`` that starts before ``at`` in source order and is ``accept``-ed.
+        A binary search over the bindings in source order, then a step back per rejected
+        one: a name bound thousands of times costs a use no walk over all of them."""
+        key = id(bound)
+        if key not in self._in_order:
+            ordered = sorted(bound, key=lambda b: self.tree.index(b.node))
+            self._in_order[key] = (ordered, [self.tree.index(b.node) for b in ordered])
+        ordered, starts = self._in_order[key]
+        for position in range(bisect.bisect_left(starts, self.tree.index(at)) - 1, -1, -1):
+            if accept(ordered[position]):
+                return ordered[position]
+        return None
 
     def bound_to(self, value: cst.CSTNode, element: int | None = None) -> list[Binding]:
         """Bindings whose value is ``value`` itself (``loader = DataLoader(...)``); with

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.batches import BatchPlacement
+from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
-
-_MOVE_METHODS = {"to", "cuda"}
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -99,7 +99,9 @@ def _looks_like_device_name(name: str) -> bool:
     return last in _DEVICE_NAMES or last.endswith(("_device", "device")) or last.startswith("device")
 
 
-class Devices:
+class Devices(BatchPlacement, ModuleMoves):
+    """Where values live; loader batches (batches.py) and moved modules (module_moves.py) are its parts."""
+
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._uses_accelerator: bool | None = None
@@ -189,6 +191,8 @@ class Devices:
         if isinstance(expr, cst.Call):
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
+            if self.module_on_host(expr.func, at):
+                return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
                 return True
             if self._torch_op_of_host_values(expr, at, _depth):
@@ -382,104 +386,7 @@ class Devices:
             return False
         return False
 
-    def is_host_batch(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
-        """A value straight from iterating a DataLoader that is never moved to a device
-        (or computed from one on the host: ``x[0]``, ``y.sum()``; or unpacked from one:
-        ``images, labels = batch``)."""
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVE_METHODS:
-                expr = expr.func.value
-            else:
-                break
-        name = dotted(expr)
-        if name is None:
-            return False
-        bindings = self.ctx.bindings.lookup(name, at)
-        if not bindings:
-            return False
-        for binding in bindings:
-            if binding.kind == "assign" and binding.value is not None and _depth < 3 and self._unpacks_batch(binding, _depth):
-                continue  # `images, labels = batch`, `x = batch["image"]`
-            if binding.kind not in ("for", "comp"):
-                return False  # rebound, e.g. `x = x.to(device)`
-            loop = binding.node
-            loader = self.ctx.loops.loader_of(binding.value, loop)
-            if loader is None or self._places_batches(loader, loop):
-                return False
-        return True
 
-    def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
-        """A loader handed to ``accelerator.prepare(...)`` or ``fabric.setup_dataloaders(...)``
-        yields batches already on the device (also through ``active = train_loader`` or
-        ``accelerator.skip_first_batches(train_loader, n)``)."""
-        name = dotted(iterable) if iterable is not None else None
-        if name is None or depth > 3:
-            return False
-        for binding in self.ctx.bindings.lookup(name, at):
-            value = binding.value
-            if binding.kind != "assign" or value is None:
-                continue
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _PLACING_LOADERS:
-                return True
-            if binding.element is None and isinstance(value, (cst.Name, cst.Attribute)) and self._places_batches(value, binding.node, depth + 1):
-                return True
-        return False
-
-    def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
-        """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a
-        DataLoader loop produced (``x`` in ``for x, y in loader: x = x.to(device)``, read on
-        the right-hand side), or a part of it (``batch[0]``, ``images, labels = batch``)?"""
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVE_METHODS:
-                expr = expr.func.value
-            else:
-                break
-        name = dotted(expr)
-        if name is None or _depth > 3:
-            return False
-        tree = self.ctx.tree
-        where = tree.index(at)
-        best = None
-        for binding in self.ctx.bindings.lookup(name, at):
-            index = tree.index(binding.node)
-            if index >= where or (best is not None and index <= tree.index(best.node)):
-                continue
-            if binding.kind in ("for", "comp") or not tree.is_inside(at, binding.node):
-                best = binding  # a loop binds its target before its body runs
-        if best is None:
-            return False
-        if best.kind in ("for", "comp"):
-            loader = self.ctx.loops.loader_of(best.value, best.node)
-            return loader is not None and not self._places_batches(loader, best.node)
-        if best.kind == "assign" and best.value is not None:
-            value = best.value
-            if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):
-                if best.element >= len(value.elements):
-                    return False
-                value = value.elements[best.element].value
-            if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and dotted(value) != name:
-                return self.loader_value(value, best.node, _depth + 1)
-        return False
-
-    def _unpacks_batch(self, binding, _depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
-        value = binding.value
-        if binding.element is not None and isinstance(value, (cst.Tuple, cst.List)):
-            if binding.element >= len(value.elements):
-                return False
-            value = value.elements[binding.element].value
-        if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
-            return False  # a call may move it: `x = to_device(batch)`
-        if dotted(value) == binding.name:
-            return False
-        return self.is_host_batch(value, binding.node, _depth + 1)
-
-
-# Wrappers whose loaders move every batch to the device (Accelerate, Lightning Fabric).
-_PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches"})
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:

@@ -160,6 +160,10 @@ _EXPORT_TESTS = frozenset({
 })
 
 
+# Exceptions an API missing from an older torch raises: their handlers are its fallback.
+_COMPAT_ERRORS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "NameError"})
+
+
 def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
     for node in (test, *tree_nodes(test)):
         if isinstance(node, cst.Name) and "version" in node.value.lower():
@@ -397,7 +401,20 @@ class Guards:
         """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
         "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
         Code there serves both old and new torch on purpose."""
-        return self._in_branch(node, lambda test: _mentions_version(test, self.ctx.tree.descendants))
+        return self._in_branch(node, lambda test: _mentions_version(test, self.ctx.tree.descendants)) or self._compat_fallback(node)
+
+    def _compat_fallback(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in an ``except`` for an API a torch version lacks (``AttributeError``,
+        ``TypeError``, ``ImportError``...), the fallback of a ``try`` that uses the new one?"""
+        for ancestor in self.ctx.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, cst.ExceptHandler) and ancestor.type is not None:
+                caught = ancestor.type.elements if isinstance(ancestor.type, cst.Tuple) else [ancestor.type]
+                names = {dotted(getattr(e, "value", e)) for e in caught}
+                if names & _COMPAT_ERRORS:
+                    return True
+        return False
 
     def export_only(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in the body of ``if torch.onnx.is_in_onnx_export():`` (or

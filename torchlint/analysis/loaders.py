@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
+
+from torchlint.analysis.impact import Where, where_of
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -29,11 +34,66 @@ def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
 
 
 def tensor_dataset(ctx: FileContext, call: cst.Call) -> cst.Call | None:
-    """The ``TensorDataset(...)`` call that built the loader's dataset, when known."""
-    built = _dataset_call(ctx, call)
-    if built is not None and ctx.qname(built.func) in _TENSOR_DATASETS:
-        return built
+    """The ``TensorDataset(...)`` call that built the loader's dataset, when known (the
+    first of them, when the name is bound to one in each branch)."""
+    dataset = ctx.argument(call, 0, "dataset")
+    built = ctx.values.constructors(dataset.value, call) if dataset is not None else []
+    if built and all(ctx.qname(b.func) in _TENSOR_DATASETS for b in built):
+        return built[0]
     return None
+
+
+def no_work_for_workers(ctx: FileContext, call: cst.Call) -> str | None:
+    """Why worker processes (and pinned memory) would not help this ``DataLoader``: its
+    items are tensors or indices already in memory, or come back on the device (workers
+    would start CUDA in forked processes, pinning would raise); None when they may help."""
+    dataset = ctx.argument(call, 0, "dataset")
+    if dataset is not None and _indices(ctx, dataset.value, call):
+        return "indices"  # `DataLoader(range(n))`: batches of indices into data held elsewhere
+    if dataset is not None and ctx.values.kind(dataset.value, call) is Kind.TENSOR:
+        return "a tensor"
+    if tensor_dataset(ctx, call) is not None:
+        return "tensors"
+    held = in_memory_dataset(ctx, call)
+    if held is not None:
+        return held
+    collate = loader_option(ctx, call, "collate_fn")
+    if isinstance(collate, cst.Arg) and _returns_device_batches(ctx, collate.value):
+        return "device"
+    return None
+
+
+_INDEX_FACTORIES = frozenset({"range", "torch.arange", "numpy.arange", "torch.randperm", "numpy.random.permutation"})
+
+
+def _indices(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """``range(n)``, ``list(range(n))``, ``torch.arange(n)``: the dataset is its indices."""
+    built = ctx.values.constructors(value, at)
+    return bool(built) and all(_index_call(ctx, call) for call in built)
+
+
+def _index_call(ctx: FileContext, call: cst.Call) -> bool:
+    if dotted(call.func) in ("list", "tuple") and call.args and isinstance(call.args[0].value, cst.Call):
+        call = call.args[0].value
+    return (ctx.qname(call.func) or dotted(call.func)) in _INDEX_FACTORIES
+
+
+def _returns_device_batches(ctx: FileContext, collate: cst.BaseExpression) -> bool:
+    """A ``collate_fn`` of this file whose every ``return`` moves its batch to the device."""
+    if not isinstance(collate, cst.Name):
+        return False
+    defined = [f for f in ctx.tree.nodes(cst.FunctionDef) if f.name.value == collate.value]
+    if len(defined) != 1:
+        return False  # not defined here, or twice: unknown
+    function = defined[0]
+    returns = [n for n in ctx.tree.descendants(function) if isinstance(n, cst.Return) and n.value is not None]
+    return bool(returns) and all(_moved_to_device(ctx, r.value) or _all_moved(ctx, r.value) for r in returns)
+
+
+def _all_moved(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """``return x.to(device), y.to(device)``: every element moved."""
+    return isinstance(value, (cst.Tuple, cst.List)) and bool(value.elements) and all(
+        _moved_to_device(ctx, e.value) for e in value.elements)
 
 
 def _dataset_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
@@ -66,7 +126,51 @@ def in_memory_dataset(ctx: FileContext, call: cst.Call) -> str | None:
         return "device"
     if calls and all(_slicing_call(ctx, c) for c in calls) and any(isinstance(n, cst.Subscript) for n in ctx.tree.descendants(getitem)):
         return "slices"
+    if not calls and returns and all(_indexes_a_held_list(ctx, built.func.value, r.value) for r in returns):
+        return "list items"
     return None
+
+
+# What `__init__` may bind an attribute to for `self.items[i]` to read memory, not a file
+# (an h5py dataset or a memmap would read from disk on every index).
+_IN_MEMORY = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)
+
+
+def _indexes_a_held_list(ctx: FileContext, class_name: str, value: cst.BaseExpression) -> bool:
+    """``return self.items[i]`` (or a tuple of such) where ``__init__`` built ``self.items``
+    as a list in memory: ``list(...)``, a literal or a comprehension."""
+    parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    init = _method(ctx, class_name, "__init__")
+    if init is None or not parts:
+        return False
+    held = {}
+    for node in ctx.tree.descendants(init):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            name = dotted(node.targets[0].target)
+            if name is not None and name.startswith("self."):
+                held[name] = node.value
+    for part in parts:
+        base = part
+        while isinstance(base, cst.Subscript):  # `self.trajectories["states"][t][j]`
+            base = base.value
+        if base is part or (dotted(base) or "") not in held:
+            return False
+        if not _in_memory(ctx, held[dotted(base)]):  # type: ignore[index]
+            return False
+    return True
+
+
+# Calls whose value is in memory (a lazily read file is not: h5py, np.memmap, np.load's mmap_mode).
+_IN_MEMORY_CALLS = frozenset({"list", "tuple", "dict", "sorted", "torch.load", "pickle.load", "json.load"})
+
+
+def _in_memory(ctx: FileContext, source: cst.BaseExpression) -> bool:
+    if isinstance(source, _IN_MEMORY):
+        return True
+    if not isinstance(source, cst.Call):
+        return False
+    name = ctx.qname(source.func) or dotted(source.func)
+    return name in _IN_MEMORY_CALLS and ctx.keyword(source, "mmap") is None
 
 
 def _method(ctx: FileContext, class_name: str, method: str) -> cst.FunctionDef | None:
@@ -101,3 +205,30 @@ def _slicing_call(ctx: FileContext, call: cst.Call) -> bool:
         # an index drawn or counted; torch.tensor(array[i]) would be a conversion: real work
         return qualified.split(".")[-1].startswith(("rand", "arange"))
     return isinstance(func, cst.Attribute) and func.attr.value in _SLICING_METHODS
+
+
+_EVAL_NAME = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluation|dev|holdout|predict|inference)(_|$|loader|set|data)", re.IGNORECASE)
+
+
+def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
+    """Where a ``DataLoader(...)``'s batches go: the step of a training loop that iterates
+    it (in this file), else of an evaluation loop; without such a loop, what it is called
+    (``val_loader``, Lightning's ``test_dataloader()``) or whether it shuffles (training
+    data is shuffled, evaluation data is not). ``Where.BATCH`` when nothing says."""
+    loops = ctx.loops
+    found = {where_of(loops.describe(loop)) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
+    for where in (Where.TRAIN, Where.BATCH, Where.EVAL):
+        if where in found:
+            return where
+    names = [binding.name for binding in ctx.bindings.bound_to(call)]
+    function = ctx.tree.enclosing_function(call)
+    if function is not None:
+        names.append(function.name.value)
+    if any(_EVAL_NAME.search(name.rsplit(".", 1)[-1]) for name in names):
+        return Where.EVAL
+    if any("train" in name.lower() for name in names):
+        return Where.TRAIN
+    shuffle = loader_option(ctx, call, "shuffle")
+    if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name):
+        return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL
+    return Where.BATCH

@@ -51,8 +51,8 @@ class Loops:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._hot: dict[int, bool] = {}
+        self._described: dict[int, str] = {}  # a loop's description: one walk of it, however many findings it holds
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
-        self._described: dict[int, str] = {}
         self._loop_keys: dict[int, str] = {}
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -153,12 +153,16 @@ class Loops:
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
-        known = self._described.get(id(loop))
-        if known is None:
-            known = self._described[id(loop)] = self._describe(loop)
-        return known
+        key = id(loop)
+        if key not in self._described:
+            self._described[key] = self._describe(loop)
+        return self._described[key]
 
     def _describe(self, loop: cst.CSTNode) -> str:
+        if _epoch_loop(loop):
+            # `for epoch in range(n): train(...)`: one step per epoch (full-batch training),
+            # or the code around an inner loop over batches: once per epoch either way
+            return "an epoch loop"
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
@@ -245,9 +249,12 @@ class Loops:
     def _body_steps(self, loop: cst.CSTNode) -> bool:
         """Does the loop's own body (not a nested loop's) run a training or model step,
         itself or through a function of this file it calls (``while ...: self.run_step(b)``)?"""
+        models = _target_names(loop)  # `for net in nets: net(x)` goes over models, not batches
         for part in _body_children(loop) or ((loop.elt,) if hasattr(loop, "elt") else ()):
             for node in self._own_nodes(part):
                 if type(node) is cst.Call and (self.is_step_call(node) or self._calls_a_trainer(node)):
+                    if dotted(node.func) in models:
+                        continue  # each model called once: the loop's step is no batch's
                     return True
         return False
 
@@ -465,3 +472,25 @@ class Loops:
             positional = positional[1:]  # self.m(x): x is the parameter after `self`
         index = [a for a in call.args if a.keyword is None].index(arg)
         return positional[index] if index < len(positional) else None
+
+
+def _target_names(loop: cst.CSTNode) -> set[str]:
+    """The names a loop binds each iteration (``net`` in ``for net in nets``,
+    ``net, opt`` in ``for net, opt in zip(nets, opts)``)."""
+    target = loop.target if isinstance(loop, cst.For) else getattr(getattr(loop, "for_in", None), "target", None)
+    if target is None:
+        return set()
+    parts = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    return {name for name in (dotted(p) for p in parts) if name is not None}
+
+
+def _epoch_loop(loop: cst.CSTNode) -> bool:
+    """``for epoch in range(...)`` (or ``tqdm(range(...))``): a loop over epochs, not batches."""
+    if type(loop) is not cst.For or not any("epoch" in name.lower() for name in _target_names(loop)):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted(iterable.func) in ("tqdm", "tqdm.tqdm", "trange", "enumerate") and iterable.args:
+        if dotted(iterable.func) == "trange":
+            return True
+        iterable = iterable.args[0].value
+    return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range"

@@ -88,6 +88,8 @@ class Tree:
         self.order: dict[int, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
         self._function_of: dict[int, cst.FunctionDef | None] = {}
+        self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
+        self._next: dict[int, cst.BaseStatement | None] = {}  # id -> the statement after it
         self._walk(module)
 
     def _walk(self, module: cst.Module) -> None:
@@ -164,7 +166,26 @@ class Tree:
         return self.order[id(node)]
 
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return any(a is container for a in self.ancestors(node))
+        """Whether ``container`` is an ancestor of ``node``: a subtree is one run of the
+        pre-order, so two index comparisons answer it (no walk up per question)."""
+        at, start = self.order.get(id(node)), self.order.get(id(container))
+        if at is None or start is None:  # a node made after the walk (a fix's): walk up
+            return any(a is container for a in self.ancestors(node))
+        return start < at <= self._last_index(container)
+
+    def _last_index(self, node: cst.CSTNode) -> int:
+        """The pre-order index of the last node of ``node``'s subtree."""
+        key = id(node)
+        last = self._last.get(key)
+        if last is None:
+            current = node
+            while True:
+                kids = list(children(current))
+                if not kids:
+                    break
+                current = kids[-1]
+            last = self._last[key] = self.order[id(current)]
+        return last
 
     def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """All nodes under ``node`` (not ``node`` itself), pre-order."""
@@ -220,10 +241,14 @@ class Tree:
 
     def next_statement(self, statement: cst.BaseStatement) -> cst.BaseStatement | None:
         """The statement right after ``statement`` in the same block, if any."""
-        parent = self.parent(statement)
-        body = getattr(parent, "body", None)
-        if isinstance(body, (list, tuple)):
-            for i, item in enumerate(body):
-                if item is statement:
-                    return body[i + 1] if i + 1 < len(body) else None
-        return None
+        key = id(statement)
+        if key not in self._next:
+            parent = self.parent(statement)
+            body = getattr(parent, "body", None)
+            if not isinstance(body, (list, tuple)):
+                return None
+            # One pass over the block answers every statement in it (a module of 20,000
+            # statements asked once per statement was quadratic).
+            for item, following in zip(body, list(body[1:]) + [None]):
+                self._next[id(item)] = following
+        return self._next.get(key)

@@ -8,8 +8,8 @@ of ``.item()``; TL203 flags only a known NumPy array).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import cached_property
-
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -38,6 +38,9 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
 )
 # Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
+# Above this many bindings of one name in a scope, a use's unreaching bindings are only
+# its own statement's (the later-in-the-scope refinement walks every binding per use).
+_MANY_BINDINGS = 64
 _BACKWARD_RUNNER = re.compile(r"accelerator|fabric|engine|trainer|strategy|deepspeed|model|scaler|booster")
 _TORCH_TENSOR_IN_NN = ("torch.nn.functional.", "torch.nn.utils.clip_grad_norm_", "torch.nn.init.")
 # Tensor methods whose result is not a tensor on the device.
@@ -96,6 +99,8 @@ class ValueKinds(LossFacts, ArrayFacts):
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._memo: dict[tuple[int, str], Kind] = {}
+        self._by_statement: dict[int, dict[int, frozenset[int]]] = {}  # see _own_statement_bindings
+        self._kind_counts: dict[int, tuple[dict[int, Kind], Counter[Kind]]] = {}  # see _kinds_of
         self._in_progress: set[tuple[int, str]] = set()
         self._returning: set[int] = set()  # functions whose returns are being inferred
         self._module_names = self._names_used_as_modules()
@@ -169,6 +174,11 @@ class ValueKinds(LossFacts, ArrayFacts):
         if len(bound) < 2 or "." in name:
             return frozenset()  # one binding always stands; `self.x` is set in other methods
         statement = tree.statement_of(at)
+        if len(bound) > _MANY_BINDINGS:
+            # Hundreds of bindings of one name (generated code, a long flat script): only
+            # the statement's own binding is left out, found in an index, so each use costs
+            # no walk over every binding (that made such files quadratic).
+            return self._own_statement_bindings(bound).get(id(statement), frozenset())
         where, scope = tree.index(at), tree.scope_of(at)
         loops: list[cst.CSTNode] | None = None
         skipped = []
@@ -189,11 +199,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         qualified = self.ctx.qname(expr)
         if qualified is not None:
             return Kind.UNKNOWN  # an imported module or function, not a value
-        kinds = set()
-        for binding in self.ctx.bindings.lookup(name, at):
-            if id(binding) in skipped:
-                continue
-            kinds.add(self._binding_kind(binding))
+        kinds = self._kinds_of(self.ctx.bindings.lookup(name, at), skipped)
         kinds.discard(Kind.UNKNOWN)
         if len(kinds) == 1:
             return kinds.pop()
@@ -208,6 +214,30 @@ class ValueKinds(LossFacts, ArrayFacts):
         if not kinds and isinstance(expr, cst.Attribute):
             return self._expr_kind(expr, at)  # never bound itself: `frame.values`, `x.data`
         return Kind.UNKNOWN
+
+    def _own_statement_bindings(self, bound: list) -> dict[int, frozenset[int]]:  # type: ignore[type-arg]
+        """For many bindings of one name: id(statement) -> ids of its assignments' bindings."""
+        key = id(bound)
+        if key not in self._by_statement:
+            statement_of = self.ctx.tree.statement_of
+            index: dict[int, set[int]] = {}
+            for binding in bound:
+                if binding.kind in ("assign", "augassign"):
+                    index.setdefault(id(statement_of(binding.node)), set()).add(id(binding))
+            self._by_statement[key] = {k: frozenset(v) for k, v in index.items()}
+        return self._by_statement[key]
+
+    def _kinds_of(self, bound: list, skipped: frozenset[int]) -> set[Kind]:  # type: ignore[type-arg]
+        """The kinds of the bindings in ``bound`` but not in ``skipped``."""
+        if len(bound) <= _MANY_BINDINGS:
+            return {self._binding_kind(b) for b in bound if id(b) not in skipped}
+        key = id(bound)
+        if key not in self._kind_counts:  # each binding's kind once, then counts per use
+            kinds = {id(b): self._binding_kind(b) for b in bound}
+            self._kind_counts[key] = (kinds, Counter(kinds.values()))
+        kinds, counts = self._kind_counts[key]
+        left = counts - Counter(kinds[i] for i in skipped if i in kinds)
+        return set(left)
 
     def _binding_kind(self, binding) -> Kind:  # type: ignore[no-untyped-def]
         value = binding.value
@@ -397,6 +427,21 @@ class ValueKinds(LossFacts, ArrayFacts):
         if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
             return bound[0].value
         return None
+
+    def constructors(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> list[cst.Call]:
+        """Every call that may have built ``expr``'s value: ``expr`` itself, or the call of
+        each binding of the name (``ds = A(...)`` in one branch, ``ds = A(...)`` in the
+        other). Empty when a binding is anything but a call assigned whole."""
+        if isinstance(expr, cst.Call):
+            return [expr]
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return []
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        if not bound or not all(b.kind == "assign" and b.element is None and isinstance(b.value, cst.Call) for b in bound):
+            return []
+        return [b.value for b in bound]  # type: ignore[misc]
+
 
 def _annotated_python_value(function: cst.FunctionDef) -> bool:
     """Is the function annotated to return a plain Python number, flag or string?"""

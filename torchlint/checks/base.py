@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
+from torchlint.analysis.impact import Cost, Where
 from torchlint.findings import Fix, FixSafety
 
 #: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
@@ -29,6 +30,8 @@ class Report:
     # Holds only if a caller passes a tensor (``if isinstance(v, torch.Tensor): v.item()``
     # on a parameter): the join keeps it when a per-step call site may pass one.
     needs_tensor_argument: bool = False
+    cost: Cost | None = None  # replaces the check's cost for this finding (impact.py)
+    where: Where | None = None  # how often it runs, when the check knows better than the code's place
 
 
 class Check:
@@ -55,6 +58,9 @@ class Check:
     # library on toy inputs once, not a training run, so what it costs is not a finding.
     # A rule whose finding holds there too (a deprecated API) sets this.
     applies_to_tests: ClassVar[bool] = False
+    # What the pattern costs each time it runs: with how often it runs, the finding's
+    # impact (analysis/impact.py, docs/impact.md). Every check names one.
+    cost: ClassVar[Cost]
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -86,25 +92,33 @@ class Check:
         fix: tuple[cst.CSTNode, cst.CSTNode] | None = None,
         related: tuple[cst.CSTNode, ...] = (),
         hint: str = "",
+        fix_safety: FixSafety | None = None,
+        fix_description: str = "",
+        cost: Cost | None = None,
+        where: Where | None = None,
         condition: cst.CSTNode | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
-        replaces the class's ``fix_hint`` for this finding. A per-step check may give the
-        ``condition`` the finding waits for (a parameter: it holds when a per-step call
-        passes a constant there) instead of where ``node`` runs."""
+        replaces the class's ``fix_hint`` for this finding, ``fix_safety`` the class's
+        ``fix_safety`` for this fix (a fix that is safe in general but not here), and
+        ``fix_description`` says what the fix does. ``cost`` and ``where`` replace what the
+        impact model would take (the check's cost, the place's frequency) for this finding.
+        A per-step check may give the ``condition`` the finding waits for (a parameter: it
+        holds when a per-step call passes a constant there) instead of where ``node`` runs."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
-        if fix is not None and self.fix_safety is not FixSafety.NONE:
-            made_fix = Fix(old=fix[0], new=fix[1], safety=self.fix_safety)
+        safety = fix_safety or self.fix_safety
+        if fix is not None and safety is not FixSafety.NONE:
+            made_fix = Fix(old=fix[0], new=fix[1], safety=safety, description=fix_description)
         if self.per_step:
             loops = self.ctx.loops
             condition = condition or loops.step_condition(node)
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor))
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -43,6 +43,7 @@ from torchlint.correlate.model import (
     UnexplainedHotspot,
     display_path,
     enclosing_function,
+    fmt_interval,
     fmt_seconds,
     source_line,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "correlate",
     "display_path",
     "enclosing_function",
+    "fmt_interval",
     "fmt_seconds",
     "loader_at",
     "source_line",

@@ -20,7 +20,7 @@ from torchlint.correlate.model import (
 from torchlint.profiler.session import ProfileSession
 
 if TYPE_CHECKING:
-    from torchlint.correlate.join import _Index
+    from torchlint.correlate.index import _Index
 
 
 def one_time(session: ProfileSession) -> list[UnexplainedHotspot]:

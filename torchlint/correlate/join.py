@@ -6,11 +6,10 @@ Pure: no torch, no libcst. See the package docstring for the rules.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 
 from torchlint.correlate.hotspots import one_time, unexplained
+from torchlint.correlate.index import _Index
 from torchlint.correlate.model import (
     DATALOADER_PROBES,
     HOTSPOT_LIMIT,
@@ -28,43 +27,11 @@ from torchlint.correlate.model import (
     _span,
     enclosing_function,
 )
+from torchlint.correlate.lines import LineTable, line_table
 from torchlint.correlate.runtime import runtime_findings, runtime_skipped
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
-from torchlint.savings import Estimate, Measurement
-
-
-class _Index:
-    """Hotspots by (path, line), per source; paths resolved against the run's cwd."""
-
-    def __init__(self, session: ProfileSession) -> None:
-        real: dict[str, str] = {}
-        hotspots = []
-        for h in session.hotspots:
-            if h.path not in real:
-                real[h.path] = session.resolve(h.path)
-            hotspots.append(h if real[h.path] == h.path else replace(h, path=real[h.path]))
-        self.hotspots = hotspots
-        self.by_line: dict[str, dict[tuple[str, int], list[Hotspot]]] = defaultdict(lambda: defaultdict(list))
-        self.functions: dict[tuple[str, int], Hotspot] = {}
-        for h in hotspots:
-            if h.granularity == "function":
-                key = (h.path, h.line)
-                old = self.functions.get(key)
-                if old is None or h.total_s > old.total_s:
-                    self.functions[key] = h
-            else:
-                self.by_line[h.source][(h.path, h.line)].append(h)
-
-    def by_source(self, source: str) -> list[Hotspot]:
-        return [h for h in self.hotspots if h.source == source]
-
-    def at(self, source: str, path: str, first: int, last: int) -> list[Hotspot]:
-        table = self.by_line.get(source, {})
-        out: list[Hotspot] = []
-        for line in range(first, last + 1):
-            out.extend(table.get((path, line), ()))
-        return out
+from torchlint.savings import UNRANKED, Estimate, Measurement
 
 
 def _same_call(h: Hotspot, loc: Location) -> bool:
@@ -78,7 +45,7 @@ def _same_call(h: Hotspot, loc: Location) -> bool:
     return h.column < end and loc.column < h_end
 
 
-def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlated:
+def _correlate_one(f: Finding, idx: _Index, session: ProfileSession, lines: LineTable) -> Correlated:
     c = Correlated(finding=f)
     path = session.resolve(f.location.path)
     first, last = _span(f.location)
@@ -118,7 +85,13 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession) -> Correlat
     c.calls = sum(e.calls for e in c.evidence) if c.basis == "probe" else 0
     c.self_s = sum(e.self_s for e in c.evidence)
     c.total_s = sum(e.total_s for e in c.evidence)
-    c.observed_s = c.total_s
+    steps = int(session.steps.get("count") or 0)
+    # backward runs at loss.backward(), not at these lines: the windows charge it to the line
+    # of the forward op that made each autograd node; per step, times the run's steps
+    c.backward_s = lines.backward_at(path, first, last) * steps
+    c.observed_s = c.total_s + c.backward_s
+    if c.basis is None and c.backward_s > 0:
+        c.basis = "backward"
     run_s = session.script_s
     c.share = (c.observed_s / run_s) if (run_s > 0 and c.observed) else None
     fn = enclosing_function(path, first)
@@ -144,7 +117,8 @@ def correlate(
     module stays below the models), and rank with :func:`savings.rank_key`:
     measured saving first, then expected. Observed time never ranks by itself."""
     idx = _Index(session)
-    joined = [_correlate_one(f, idx, session) for f in findings]
+    lines = line_table(session)
+    joined = [_correlate_one(f, idx, session, lines) for f in findings]
     runtime = runtime_findings(session, idx)
     by_key = {(m.code, session.resolve(m.path), m.line): m for m in measurements or ()}
     for c in (*joined, *runtime):
@@ -155,7 +129,7 @@ def correlate(
     # one ranking for every fix: the static findings and the runtime findings with a remedy
     # of their own (the symptoms' remedies are static findings, ranked there already)
     ranked_all = sorted(
-        (c for c in (*joined, *runtime) if c.rank_key()[0] < 3 and c.finding.code not in SYMPTOM_RULES),
+        (c for c in (*joined, *runtime) if c.rank_key()[0] < UNRANKED and _ranks_itself(c, joined, session)),
         key=lambda c: (c.rank_key(), -c.syncs, c.finding.sort_key()),
     )
     for rank, c in enumerate(ranked_all, 1):
@@ -173,6 +147,19 @@ def correlate(
         unmatched=list(by_key.values()),
         runtime_skipped=runtime_skipped(session),
     )
+
+
+def _ranks_itself(c: Correlated, joined: list[Correlated], session: ProfileSession) -> bool:
+    """Whether ``c`` takes a place of its own in the ranking. A symptom does not (its remedy
+    is a static finding's), except TLR01 at a loop whose loader no TL201 finding covers
+    (a loader that has workers, or one TL201 leaves alone): then its remedy, workers, is
+    ranked nowhere else."""
+    code = c.finding.code
+    if code == "TLR01":
+        place = (session.resolve(c.finding.location.path), c.finding.line)
+        return not any(j.finding.code == "TL201" and place in {(session.resolve(r.path), r.line) for r in j.finding.related}
+                       for j in joined)
+    return code not in SYMPTOM_RULES
 
 
 def user_files(session: ProfileSession) -> list[str]:

@@ -45,6 +45,7 @@ SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
 #: Runtime findings that are the symptoms of static ones (a DataLoader's wait, syncs,
 #: pageable copies, an idle GPU): their remedies are those findings' (TL201, TL101 ...),
 #: already ranked, so they are shown but not ranked again (one fix, one place in the list).
+#: TLR01 is ranked where no TL201 finding covers its loader (join._ranks_itself).
 SYMPTOM_RULES = frozenset({"TLR01", "TLR02", "TLR03", "TLR04"})
 
 #: Rules joined through ``Finding.related`` (the cost is where the object is used).
@@ -149,6 +150,7 @@ class Correlated:
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
     function: FunctionCost | None = None
     observed_s: float = 0.0
+    backward_s: float = 0.0  # in observed_s: the backward of the autograd nodes its lines' ops made (correlate/lines.py)
     calls: int = 0
     self_s: float = 0.0
     total_s: float = 0.0
@@ -163,7 +165,7 @@ class Correlated:
     @property
     def observed(self) -> bool:
         """Something was measured at the finding's lines."""
-        return bool(self.evidence) or self.syncs > 0
+        return bool(self.evidence) or self.syncs > 0 or self.backward_s > 0
 
     @property
     def cost_s(self) -> float:  # the name report.json keeps for observed_s
@@ -288,11 +290,24 @@ def source_line(path: str, line: int) -> str:
 
 
 def _fmt_s(s: float) -> str:
-    if s >= 1:
+    if abs(s) >= 1:
         return f"{s:.2f} s"
-    if s >= 1e-3:
+    if abs(s) >= 1e-3:
         return f"{s * 1e3:.1f} ms"
     return f"{s * 1e6:.0f} µs"
+
+
+_UNITS = {"s": (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)), "bytes": (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))}
+
+
+def fmt_interval(low: float, high: float, unit: str = "s") -> str:
+    """A 95 % interval in one unit, chosen by its wider end, with signs:
+    ``[-24.7, +13.8] ms`` (it read ``-24747 µs–13.8 ms``)."""
+    units = _UNITS.get(unit, _UNITS["s"])
+    big = max(abs(low), abs(high))
+    name, size = next(((n, f) for n, f in units if big >= f), units[-1])
+    digits = 0 if big / size >= 100 else 1 if big / size >= 10 else 2
+    return f"[{low / size:+.{digits}f}, {high / size:+.{digits}f}] {name}"
 
 
 # re-exported for the renderers

@@ -27,7 +27,7 @@ from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
 
 if TYPE_CHECKING:
-    from torchlint.correlate.join import _Index
+    from torchlint.correlate.index import _Index
 
 
 RUNTIME_RULES = {

@@ -1,17 +1,19 @@
-"""``--add-noqa``: a ``# noqa: CODE`` comment on the line of each current finding.
+"""``--add-noqa``: a ``# noqa: CODE`` comment for each current finding.
 
-Existing comments stay; codes join an existing ``# noqa:`` list; a line that already
-has a bare ``# noqa`` is left alone. A line that cannot end in a comment (it goes on
-with a backslash, or a string continues past it) is skipped and reported."""
+The comment goes where suppression reads it (``engine/comments.py``): at the end of the
+finding's line, or, when that line ends inside a string or goes on with a backslash,
+after the last token of the line that ends it; never inside a string. Existing comments
+stay; codes join an existing ``# noqa:`` list; a bare ``# noqa`` is left alone. A line
+whose ``# noqa`` is malformed, or a text that does not tokenize, is skipped and reported."""
 
 from __future__ import annotations
 
-import io
-import tokenize
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from torchlint.engine.comments import comments
+from torchlint.engine.source import lines_with_ends
 from torchlint.engine.suppress import _CODES, _NOQA, ALL, line_directive
 from torchlint.findings import Finding
 
@@ -23,18 +25,6 @@ class NoqaPlan:
     skipped: list[int] = field(default_factory=list)  # lines that cannot hold a comment
 
 
-def commentable_lines(text: str) -> set[int] | None:
-    """Lines whose end is outside any string and not continued by a backslash
-    (None when the text does not tokenize)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return None
-    return {tok.start[0] for tok in tokens if tok.type in (tokenize.NEWLINE, tokenize.NL)} | {
-        tok.start[0] for tok in tokens if tok.type == tokenize.COMMENT
-    }
-
-
 def codes_by_line(findings: Iterable[Finding]) -> dict[int, set[str]]:
     """Which codes to suppress on which line (syntax errors cannot be suppressed)."""
     lines: dict[int, set[str]] = defaultdict(set)
@@ -44,23 +34,24 @@ def codes_by_line(findings: Iterable[Finding]) -> dict[int, set[str]]:
     return lines
 
 
-def _with_codes(line: str, codes: set[str]) -> tuple[str, int]:
-    """``line`` (without its line ending) suppressing ``codes`` too, and how many were added."""
-    directive = line_directive(line)
+def _merged(comment: str, codes: set[str]) -> tuple[str, int] | None:
+    """``comment`` (a ``#`` comment's text) suppressing ``codes`` too, and how many were
+    added; None when its ``# noqa`` is malformed (it must be mended by hand)."""
+    directive = line_directive(comment)
     if directive is None:
-        return f"{line.rstrip()}  # noqa: {', '.join(sorted(codes))}", len(codes)
-    if directive.codes is ALL:
-        return line, 0
-    assert directive.codes is not None
+        kept = comment.rstrip(" \t")
+        return f"{kept}  # noqa: {', '.join(sorted(codes))}", len(codes)
+    if directive.codes is None:
+        return None
     missing = codes - directive.codes
-    if not missing:
-        return line, 0
-    match = _NOQA.search(line)
+    if directive.codes is ALL or not missing:
+        return comment, 0
+    match = _NOQA.search(comment)
     assert match is not None
-    listed = _CODES.match(line, match.start("rest"))
+    listed = _CODES.match(comment, match.start("rest"))
     assert listed is not None
     merged = ", ".join(sorted(directive.codes | missing))
-    return line[: listed.start()] + merged + line[listed.end():], len(missing)
+    return comment[: listed.start()] + merged + comment[listed.end():], len(missing)
 
 
 def add_noqa(text: str, findings: Iterable[Finding]) -> NoqaPlan:
@@ -69,23 +60,32 @@ def add_noqa(text: str, findings: Iterable[Finding]) -> NoqaPlan:
     plan = NoqaPlan(text)
     if not wanted:
         return plan
-    safe = commentable_lines(text) or set()
-    lines = text.splitlines(keepends=True)
+    found = comments(text)
+    by_home: dict[int, set[str]] = defaultdict(set)
     for number, codes in sorted(wanted.items()):
-        if number > len(lines):
-            continue
-        body = lines[number - 1]
-        ending = body[len(body.rstrip("\r\n")):]
-        body = body[: len(body) - len(ending)]
-        directive = line_directive(body)
-        if number not in safe or (directive is not None and directive.codes is None):
+        home = found.home(number) if found.tokenized else None
+        if home is None:
             plan.skipped.append(number)
+        else:
+            by_home[home] |= codes
+    lines = lines_with_ends(text)
+    for home, codes in sorted(by_home.items()):
+        if home > len(lines):
+            plan.skipped.append(home)
             continue
-        new, added = _with_codes(body, codes)
-        lines[number - 1] = new + ending
+        line = lines[home - 1]
+        body = line.rstrip("\r\n")
+        ending = line[len(body):]
+        column, comment = found.text_of.get(home, (found.code_end.get(home, len(body.rstrip(" \t\f"))), ""))
+        merged = _merged(comment, codes) if comment else (f"  # noqa: {', '.join(sorted(codes))}", len(codes))
+        if merged is None:
+            plan.skipped.append(home)
+            continue
+        new, added = merged
+        lines[home - 1] = body[:column] + new + (body[column + len(comment):] if comment else "") + ending
         plan.added += added
     plan.text = "".join(lines)
     return plan
 
 
-__all__ = ["NoqaPlan", "add_noqa", "codes_by_line", "commentable_lines"]
+__all__ = ["NoqaPlan", "add_noqa", "codes_by_line"]

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
-from torchlint.engine.results import Conditional, FileResult
+from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
 from torchlint.findings import Finding
 
 CACHE_DIR_ENV = "TORCHLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".torchlint_cache"
 MAX_ENTRIES = 20_000
-_MAGIC = b"torchlint-cache 1\n"
+_MAGIC = b"torchlint-cache 2\n"  # 2: impacts and the functions that may raise them
 _ENTRIES = "entries-v1"
 _TOUCH_AFTER_S = 24 * 3600  # a hit refreshes its entry's age at most once a day
 _STALE_TEMP_S = 3600
@@ -89,7 +89,7 @@ class Cache:
         """Write ``result`` (plain: no tree, no fix nodes) atomically; never raises."""
         if not self.writable:
             return
-        payload = _MAGIC + key.encode("ascii") + b"\n" + pickle.dumps((result.findings, result.conditional, result.summary), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = _MAGIC + key.encode("ascii") + b"\n" + pickle.dumps((result.findings, result.conditional, result.summary, result.in_functions), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self._prepare()
             handle = tempfile.NamedTemporaryFile(dir=self.entries, prefix=".tmp-", delete=False)
@@ -150,12 +150,16 @@ def _decode(data: bytes, key: str) -> FileResult | None:
     if not data.startswith(header):
         return None  # another version's entry, or one cut short while written by hand
     try:
-        findings, conditional, summary = pickle.loads(data[len(header):])
+        findings, conditional, summary, in_functions = pickle.loads(data[len(header):])
     except Exception:  # a corrupt entry is a miss: unpickling garbage can raise anything
         return None
-    if not _well_formed(findings, conditional, summary):
+    if not _well_formed(findings, conditional, summary) or not _all_of(in_functions, InStepIfCalled):
         return None
-    return FileResult(None, findings, conditional=conditional, summary=summary)
+    return FileResult(None, findings, conditional=conditional, summary=summary, in_functions=in_functions)
+
+
+def _all_of(items: object, kind: type) -> bool:
+    return isinstance(items, list) and all(isinstance(item, kind) for item in items)
 
 
 def _well_formed(findings: object, conditional: object, summary: object) -> bool:

@@ -161,8 +161,20 @@ def _walked_kind(file: Path) -> str:
 def split_missing(paths: list[Path]) -> tuple[list[Path], list[str]]:
     """The paths that exist (a broken symlink does: it is reported by name) and the
     printable names of those that do not."""
-    present = [p for p in paths if os.path.lexists(p)]
-    return present, [printable(str(p)) for p in paths if not os.path.lexists(p)]
+    present = [p for p in paths if _exists(p)]
+    return present, [printable(str(p)) for p in paths if not _exists(p)]
+
+
+def _exists(path: Path) -> bool:
+    """``os.path.lexists``, except that a path behind a directory without search
+    permission exists (reading it reports the permission), it is not missing."""
+    try:
+        os.lstat(path)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool = False) -> Iterator[SourceFile]:
@@ -185,7 +197,7 @@ def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool
         return True
 
     for given in paths:
-        if not os.path.lexists(given):
+        if not _exists(given):
             raise MissingPathError(printable(str(given)))
         is_dir = _test(given, "is_dir")
         if force_exclude and ignores.ignored(given, is_dir):
@@ -203,6 +215,10 @@ def _walk(given: Path, ignores: _Ignores, new) -> Iterator[SourceFile]:  # type:
     for directory, dirnames, filenames in os.walk(given, onerror=unreadable.append):
         base = Path(directory)
         yield from _unreadable(unreadable)
+        if (dirnames or filenames) and not _enterable(base, (dirnames or filenames)[0]):
+            dirnames[:] = []  # listed, but nothing in it can be opened: reported by its name
+            yield SourceFile(base, _display(base))
+            continue
         dirnames[:] = sorted(
             d for d in dirnames
             if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")
@@ -219,6 +235,18 @@ def _walk(given: Path, ignores: _Ignores, new) -> Iterator[SourceFile]:  # type:
             if new(file):
                 yield SourceFile(file, _display(file), ignores.settings.for_directory(base).max_file_size)
     yield from _unreadable(unreadable)
+
+
+def _enterable(directory: Path, name: str) -> bool:
+    """Whether the entries of a listed ``directory`` can be reached (it has search
+    permission): a directory with read but no execute permission lists its names only."""
+    try:
+        os.lstat(directory / name)
+    except PermissionError:
+        return False
+    except OSError:
+        return True  # gone meanwhile, or the like: each file says so itself
+    return True
 
 
 def _unreadable(errors: list[OSError]) -> Iterator[SourceFile]:

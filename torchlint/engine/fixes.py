@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +13,8 @@ import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
 from torchlint.engine.discover import printable
-from torchlint.engine.source import Source, notebook_source
-from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
+from torchlint.engine.source import Source, lines_with_ends, notebook_source
+from torchlint.engine.tempfiles import make_temporary, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 
 
@@ -57,6 +56,41 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[str, list[
     if not chosen:
         return module.code, []
     return module.visit(_Replace(chosen)).code, fixed
+
+
+def keep_untouched(original: str, fixed: str, module: cst.Module) -> str:
+    """``fixed`` with every line the fixes did not change as it was in ``original``.
+
+    libcst does not give back every byte it parsed: a form feed before a statement's
+    indentation and the last ``\r`` of a CR-only file are dropped by ``module.code``.
+    Lines equal in ``module.code`` and ``fixed`` are the ones no fix touched; those are
+    taken from ``original``, so a fix changes only what it fixes."""
+    if "\x0c" not in original and not original.endswith("\r"):
+        return fixed  # nothing libcst drops: its code is the original's
+    regenerated = lines_with_ends(module.code)
+    before = lines_with_ends(original)
+    if len(before) != len(regenerated):
+        return fixed  # not a line-for-line round trip: nothing can be mapped back safely
+    after = lines_with_ends(fixed)
+    kept: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, regenerated, after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            kept.extend(before[i1:i2])
+        elif tag == "replace" and i2 - i1 == j2 - j1:  # lines rewritten in place keep their form feeds
+            kept.extend(_dropped_prefix(old, new) + fixed_line for old, new, fixed_line in zip(before[i1:i2], regenerated[i1:i2], after[j1:j2]))
+        else:
+            kept.extend(after[j1:j2])
+    text = "".join(kept)
+    if original.endswith("\r") and not text.endswith(("\r", "\n")):
+        text += "\r"  # a changed last line lost the CR-only file's final line break
+    return text
+
+
+def _dropped_prefix(original: str, regenerated: str) -> str:
+    """What libcst dropped from the start of ``original`` (form feeds before a statement)."""
+    body, again = original.rstrip("\r\n"), regenerated.rstrip("\r\n")
+    prefix = body[: len(body) - len(again)]
+    return prefix if len(body) > len(again) and body.endswith(again) and not prefix.strip(" \t\x0c") else ""
 
 
 def _keeping_comments(old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode | None:
@@ -161,8 +195,9 @@ def _patch_name(name: str) -> str:
     return name + "\t" if any(c.isspace() for c in name) else name
 
 
-def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> None:
-    """Write the fixed text over the file, keeping its mode, owner and hard links.
+def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> str | None:
+    """Write the fixed text over the file in one rename, keeping its mode and owner;
+    returns a note to show when the file had other hard links (they keep the old text).
 
     Raises ChangedOnDiskError (and writes nothing) when the file no longer holds the
     bytes that were linted, RefusedWriteError for a read-only file or for a symlink
@@ -176,10 +211,14 @@ def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> None:
         raise ChangedOnDiskError(str(edit.path))
     data = edit.after.encode(edit.encoding)
     remove_stale_temporaries(target.parent)
+    # A hard-linked file is replaced too: no write through the shared inode is atomic (a
+    # kill between write and truncate left fixed text followed by the old tail), so this
+    # name gets the fixed file and the other links keep the old text, whole.
+    _replace(target, data, info)
     if info.st_nlink > 1:
-        _write_in_place(target, data, edit.before.encode(edit.encoding))
-    else:
-        _replace(target, data, info)
+        others = info.st_nlink - 1
+        return f"{edit.display} had {others} other hard link{'s' if others > 1 else ''}: the fixed file replaces this name only, the other{'s keep' if others > 1 else ' keeps'} the old text"
+    return None
 
 
 def _target(edit: Edit, roots: tuple[Path, ...] | None) -> Path:
@@ -199,7 +238,7 @@ def checked_roots(paths: list[Path]) -> tuple[Path, ...]:
 
 def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
     """Write a temporary file beside ``target`` and rename it over it, in one step."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent)
+    handle, temporary = make_temporary(target)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -225,22 +264,6 @@ def _copy_owner_and_mode(temporary: str, info: os.stat_result) -> None:
     os.chmod(temporary, info.st_mode & 0o7777)
 
 
-def _write_in_place(target: Path, data: bytes, before: bytes) -> None:
-    """A hard-linked file is rewritten through its own inode, so every link sees the fix;
-    if the write fails half-way, the original bytes are put back."""
-    with open(target, "r+b") as stream:
-        try:
-            stream.write(data)
-            stream.truncate()
-            stream.flush()
-            os.fsync(stream.fileno())
-        except BaseException:
-            stream.seek(0)
-            stream.write(before)
-            stream.truncate()
-            raise
-
-
 def say_notes(edits: list[Edit], say) -> None:  # type: ignore[no-untyped-def]
     """Say why fixes were left out (a notebook change that cannot go back into its cells)."""
     for edit in edits:
@@ -256,7 +279,9 @@ def write_edits(edits: list[Edit], findings: list[Finding], roots: tuple[Path, .
         if not edit.changed:  # a notebook none of whose fixes could be put back in its cells
             continue
         try:
-            write_atomically(edit, roots)
+            note = write_atomically(edit, roots)
+            if note is not None:
+                say(f"torchlint: {note}")
             fixed += edit.fixed
             continue
         except ChangedOnDiskError:

@@ -12,7 +12,7 @@ from torchlint.checks import all_checks
 from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python, keep_untouched
 from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
@@ -80,10 +80,16 @@ class Linter:
             todo = applicable(result.findings, unsafe)
             if not todo:
                 break
-            fixed_source, fixed = self._fix_round(current, module, todo, notes)
-            if fixed_source is None:
+            try:
+                fixed_source, fixed = self._fix_round(current, module, todo, notes)
+                if fixed_source is None:
+                    break
+                rerun = self.lint(fixed_source, path, steps if steps is not None else {})
+            except RecursionError:
+                # libcst's rewriting visitor needs more frames per level of nesting than
+                # the walk that found these: the findings stand, the file is not rewritten.
+                notes.append(f"{source.path}: not fixed: an expression is nested too deeply to rewrite safely")
                 break
-            rerun = self.lint(fixed_source, path, steps if steps is not None else {})
             if rerun.module is None or rerun.source is None:
                 break
             fixed_total += len(fixed)
@@ -94,6 +100,7 @@ class Linter:
         """``source`` with the fixes of ``todo`` applied (None when none applies). In a
         notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
         new_text, fixed = apply_fixes(module, todo)
+        new_text = keep_untouched(source.text, new_text, module)
         if not fixed or new_text == source.text or not is_valid_python(new_text):
             return None, []
         if source.cells is None:
@@ -107,12 +114,17 @@ class Linter:
             if not kept:
                 break
             new_text, applied = apply_fixes(module, kept)
+            new_text = keep_untouched(source.text, new_text, module)
             if not applied:
                 break
             try:
                 return put_back(source, new_text), applied
             except Unmappable:
                 continue  # together they still do not fit: try every fix alone
+        for finding in fixed:  # each fits alone but not all together: one now, the rest next round
+            if _fits_cells(source, module, finding, notes):
+                alone, applied = apply_fixes(module, [finding])
+                return put_back(source, keep_untouched(source.text, alone, module)), applied
         return None, []
 
 
@@ -139,9 +151,9 @@ def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str])
 def _edit(path: Path, source: Source, fixed: Source, count: int, original: tuple[Finding, ...], notes: list[str]) -> Edit | None:
     """The planned write of ``path``: its text, or for a notebook its JSON, as fixed."""
     if source.notebook is None:
-        if fixed.text == source.text:
+        if fixed.text == source.text and not notes:
             return None
-        return Edit(path, source.path, source.text, fixed.text, source.encoding, source.digest, count, original)
+        return Edit(path, source.path, source.text, fixed.text, source.encoding, source.digest, count, original, notes=tuple(notes))
     after = fixed.notebook or source.notebook
     if after == source.notebook and not notes:
         return None

@@ -123,6 +123,17 @@ def place(source: Source, fixed: str) -> dict[int, str]:
                 line = raw[i][1]
                 placed[raw[i][0]].append((line.rstrip("\r\n"), _end(line)))
             continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            # Lines rewritten one for one: each stays in its own cell, so two fixes on
+            # neighbouring lines of two cells (one run of the diff) both go back.
+            try:
+                owners = [_owner(cells, raw, old, i, i + 1) for i in range(i1, i2)]
+            except Unmappable as problem:
+                problems.append((str(problem), range(i1, i2 + 1)))
+                continue
+            for owner, i, line in zip(owners, range(i1, i2), new[j1:j2]):
+                placed[owner].append((line, _end(raw[i][1])))
+            continue
         try:
             owner = _owner(cells, raw, old, i1, i2)
         except Unmappable as problem:

@@ -156,6 +156,62 @@ def _start_worker(configs: tuple[Config, ...]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_configs = configs
     _worker_linters.clear()
+    _end_with_parent(os.getppid())
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker whose parent is gone (killed: SIGKILL leaves it no time to stop the pool)
+    ends too. Each worker holds the task queue's write end, so it would wait on the queue
+    forever; a daemon thread notices the new parent within a second."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="torchlint-parent-watch", daemon=True).start()
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP reached the parent while the pool ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_signals_end_the_pool() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise in the parent while the pool runs, so the workers are
+    stopped before the parent ends with the signal's status (128 + its number)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {signum: signal.signal(signum, stop) for signum in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    """Stop every worker now (a stopped run has no use for what they are checking)."""
+    for process in list(getattr(executor, "_processes", {}).values()):
+        try:
+            process.kill()
+        except (OSError, AttributeError):
+            pass
+    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _worker_linter(slot: int) -> Linter:
@@ -198,19 +254,25 @@ def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progr
 
 def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
-    executor = _new_pool(min(jobs, len(chunks)), configs)
-    if executor is None:
-        return None
-    with executor:
-        try:
-            futures = {executor.submit(_check_chunk, chunk, _slots(chunk, configs)): index for index, chunk in enumerate(chunks)}
-        except (OSError, RuntimeError):
+    # The handlers come first: a signal between the workers' start and the wait for their
+    # results must stop them too.
+    with _stop_signals_end_the_pool():
+        executor = _new_pool(min(jobs, len(chunks)), configs)
+        if executor is None:
             return None
-        try:
-            done = _collect(futures, chunks, progress)
-        except KeyboardInterrupt:
-            executor.shutdown(wait=False, cancel_futures=True)
-            raise
+        with executor:
+            try:
+                try:
+                    futures = {executor.submit(_check_chunk, chunk, _slots(chunk, configs)): index for index, chunk in enumerate(chunks)}
+                except (OSError, RuntimeError):
+                    return None
+                done = _collect(futures, chunks, progress)
+            except KeyboardInterrupt:
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+            except _Stopped as stopped:
+                _kill_workers(executor)
+                raise SystemExit(128 + stopped.signum) from None
     lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
     again = _one_by_one(lost, configs, progress, worked=bool(done)) if lost else []
     if again is None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchlint.findings import Finding
+from torchlint.findings import Finding, Location
 
 if TYPE_CHECKING:
     from torchlint.analysis.summary import FileSummary
@@ -30,6 +30,17 @@ class Conditional(NamedTuple):
     finding: Finding
     device_bound: bool  # holds only where the step may use device tensors
     needs_tensor: bool = False  # holds only where a call that makes it per-step may pass a tensor
+    cost: str = ""  # the finding's analysis.impact.Cost (by name): its impact follows from the step
+
+
+class InStepIfCalled(NamedTuple):
+    """A finding in a function that is not known, in its own file, to run every step: when
+    the project-wide join finds that function per-step, its impact is that step's."""
+
+    key: str  # the function
+    code: str
+    location: Location
+    cost: str  # analysis.impact.Cost, by name
 
 
 @dataclass(slots=True)
@@ -44,6 +55,7 @@ class FileResult:
     # device-bound ones; through a call that may pass a tensor, for those that need one).
     conditional: list[Conditional] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
+    in_functions: list[InStepIfCalled] = field(default_factory=list)  # impacts the join may raise
 
 
 def plain(result: FileResult) -> FileResult:
@@ -57,6 +69,7 @@ def plain(result: FileResult) -> FileResult:
         path=result.path,
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
+        in_functions=list(result.in_functions),
     )
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import ast
 import os
 import traceback
+from dataclasses import replace
 
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.impact import Cost, Where, assess, where_of
 from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import Conditional, FileResult, InternalError
-from torchlint.engine.source import Source, python_lines, syntax_error
+from torchlint.engine.results import Conditional, FileResult, InStepIfCalled, InternalError
+from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error
 from torchlint.findings import Finding, Location
 
 
@@ -82,18 +84,22 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             raise
         result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
         summarizer, hot_calls = None, []
-    spans = _spans(module, made, hot_calls)
+    spans = _spans(module, made, hot_calls, source.text)
     seen: set[tuple[str, int | None, int]] = set()
     for (check_type, report), finding in zip(made, _locate(source, spans, made)):
         key = (check_type.code, finding.location.cell, finding.location.line)
         if key in seen:
             continue  # one finding per rule per line: the first one stands for the line
         seen.add(key)
+        cost = report.cost or check_type.cost
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
+                finding, in_function = _with_impact(ctx, finding, report, cost)
                 result.findings.append(finding)
+                if in_function is not None:
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name))
         else:
-            result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument))
+            result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument, cost.name))
     if summarizer is not None:
         result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -138,16 +144,62 @@ def _quick_parse(source: Source) -> ast.Module | Finding:
     try:
         return compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
+        if newer_python_syntax(source.text, error):
+            return ast.Module(body=[], type_ignores=[])  # valid for Python 3.12: nothing to report
         location = source.location(error.lineno or 1, error.offset or 1)
         return syntax_error(source.path, f"cannot parse: {error.msg}", location.line, location.column, location.cell)
     except (ValueError, RecursionError, MemoryError) as error:
         return syntax_error(source.path, f"cannot parse: {error}")
 
 
-def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode]) -> dict:  # type: ignore[type-arg]
+def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost) -> tuple[Finding, str | None]:
+    """``finding`` with its impact as far as this file tells, and the function whose being
+    per-step (the project-wide join decides) would raise it; None when the place says it all."""
+    where, in_function, host_only = report.where, None, False
+    if where is None:
+        where = _where_in_file(ctx, report.node)
+        function = ctx.tree.enclosing_function(report.node) if where is Where.ONCE else None
+        if function is not None:
+            in_function = function_key(ctx, function)
+        # The file's own code runs where the file puts its tensors. A place the check gave
+        # (a model's layers, a loader's batches) may run on a device another file chooses.
+        host_only = ctx.devices.host_only()
+    impact, reason = assess(cost, where, host_only)
+    return replace(finding, impact=impact, impact_reason=reason), in_function
+
+
+def _where_in_file(ctx: FileContext, node: cst.CSTNode) -> Where:
+    """How often ``node`` runs, from the loops of its own file."""
+    loop = ctx.loops.local_hot_loop(node)
+    if loop is None:
+        return Where.ONCE
+    if ctx.guards.rare(node, stop=loop):
+        return Where.EVERY_N
+    return where_of(ctx.loops.describe(loop))
+
+
+def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]
     """Positions of every reported, related and extra node, in one codegen pass."""
     nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related] + list(extra)
-    return compute_spans(module, nodes) if nodes else {}
+    spans = compute_spans(module, nodes) if nodes else {}
+    if spans and "\x0c" in text:
+        spans = _with_dropped_form_feeds(spans, text, module.code)
+    return spans
+
+
+def _with_dropped_form_feeds(spans: dict, text: str, code: str) -> dict:  # type: ignore[type-arg]
+    """The spans as columns of ``text``: libcst's code drops the form feeds before a
+    statement's indentation, so a column on such a line is short by their number."""
+    shift: dict[int, int] = {}
+    for number, (line, regenerated) in enumerate(zip(python_lines(text), python_lines(code)), start=1):
+        if len(line) > len(regenerated) and line.endswith(regenerated) and not line[: len(line) - len(regenerated)].strip(" \t\x0c"):
+            shift[number] = len(line) - len(regenerated)
+    if not shift:
+        return spans
+    return {
+        key: (line, column + shift.get(line, 0), end_line, end_column + shift.get(end_line, 0))
+        for key, (line, column, end_line, end_column) in spans.items()
+    }
 
 
 def _locate(source: Source, spans: dict, made: list[tuple[type[Check], Report]]) -> list[Finding]:  # type: ignore[type-arg]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from torchlint.analysis.impact import Cost, assess, where_of
 from torchlint.analysis.project import StepInfo, Steps, join
 from torchlint.engine.results import FileResult
-from torchlint.findings import Finding
+from torchlint.findings import IMPACT_RANK, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
 # runs on cached results too (tests/test_startup.py keeps the two equal).
@@ -20,22 +21,50 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
     if steps is None:
         steps = join(r.summary for r in results if r.summary is not None)
     for file_result in results:
+        per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
+        if file_result.in_functions and per_step:
+            _raise_impacts(file_result, per_step)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
-        per_step = steps.get(file_result.summary.path, {})
         for condition in file_result.conditional:
             info = per_step.get(condition.key)
             if info is None or (condition.device_bound and info.host_only):
                 continue
             if condition.needs_tensor and not info.tensor_args:
                 continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
-            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info))
+            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info, condition.cost))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
 
 
-def _per_step_finding(finding: Finding, key: str, info: StepInfo) -> Finding:
+def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> Finding:
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, info.text(key, finding.location.path)), related=related)
+    impact, reason = _step_impact(cost, info) if cost else (finding.impact, finding.impact_reason)
+    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, info.text(key, finding.location.path)),
+                   related=related, impact=impact, impact_reason=reason)
+
+
+def _step_impact(cost: str, info: StepInfo) -> tuple[str, str]:
+    """The impact of a finding in a function the join found per-step: that step's."""
+    return assess(Cost[cost], where_of(info.origin), info.host_only)
+
+
+def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo]) -> None:
+    """Findings in functions a step calls (``forward``, a helper) cost what the step's
+    frequency says, not what their place in their own file said (once)."""
+    raised: dict[tuple[str, object], tuple[str, str]] = {}
+    for pending in file_result.in_functions:
+        info = per_step.get(pending.key)
+        if info is not None:
+            raised[(pending.code, pending.location)] = _step_impact(pending.cost, info)
+    if not raised:
+        return
+    findings = []
+    for finding in file_result.findings:
+        better = raised.get((finding.code, finding.location))
+        if better is not None and IMPACT_RANK[better[0]] < IMPACT_RANK.get(finding.impact, 3):
+            finding = replace(finding, impact=better[0], impact_reason=better[1])
+        findings.append(finding)
+    file_result.findings = findings

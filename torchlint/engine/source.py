@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import os
 import re
 import stat
+import sys
 import tokenize
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
-from torchlint.findings import SYNTAX_ERROR, Finding, Location
+from torchlint.findings import HIGH, SYNTAX_ERROR, Finding, Location
+
+# Why TL000 is always shown: nothing else in the file could be checked (analysis/impact.py's Cost.UNCHECKED).
+UNCHECKED = "the file could not be checked: none of its problems can be found"
 
 # IPython syntax a notebook cell may hold that is not Python: magics, shell escapes, help.
 # IPython syntax a cell may hold that is not Python: line magics, shell escapes, help
 # (`?x`, `torch.*Tensor?`). Each becomes `pass` at its indentation, so a magic that is
 # the only statement of a block (`if x:\n    %pip install y`) leaves the block valid.
 _IPYTHON_LINE = re.compile(r"^(?P<indent>\s*)(%|!|\?|[\w.*]+\?{1,2}\s*$)")
+# IPython's assignment forms (`files = !ls`, `t = %timeit -o f()`): the name stays bound.
+_IPYTHON_ASSIGNMENT = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]")
 # Cell magics whose body is still Python; the body of any other (%%bash...) is not.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
 # Python's own line breaks: str.splitlines() also breaks at form feeds, U+2028 and
@@ -34,6 +41,20 @@ def python_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()  # a final line break ends the last line; it does not start one
     return lines
+
+
+def line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """0-based (line, column) of ``offset`` in ``text``, lines broken as Python (and the
+    Language Server Protocol) break them: at ``\n``, ``\r\n`` and ``\r`` only."""
+    line, start = 0, 0
+    for match in _LINE_BREAK.finditer(text, 0, offset):
+        line, start = line + 1, match.end()
+    return line, offset - start
+
+
+@functools.lru_cache(maxsize=4)  # a file's findings ask for its lines one after another
+def _cached_lines(text: str) -> tuple[str, ...]:
+    return tuple(python_lines(text))
 
 
 def lines_with_ends(body: str) -> list[str]:
@@ -60,8 +81,13 @@ def _cell_lines(body: str) -> list[str]:
             lines.append("# " + raw.strip())  # a comment: no indentation to keep
         else:
             match = _IPYTHON_LINE.match(raw)
-            lines.append(f"{match.group('indent')}pass  # {raw.strip()}" if match else raw)
-            if not match:
+            assigned = None if match else _IPYTHON_ASSIGNMENT.match(raw)
+            if match:
+                lines.append(f"{match.group('indent')}pass  # {raw.strip()}")
+            elif assigned:
+                lines.append(f"{assigned.group('indent')}{assigned.group('target')} = None  # {raw.strip()}")
+            else:
+                lines.append(raw)
                 continue
         continued = raw.rstrip().endswith("\\")
     return lines
@@ -116,12 +142,16 @@ class Source:
                 lines[i] = "# " + lines[i]
         return replace(self, text="\n".join(lines) + "\n")
 
+    def text_line(self, location: Location) -> int:
+        """The line of ``self.text`` that ``location`` points at (a cell's line, joined)."""
+        if self.cells is not None and location.cell is not None:
+            return self.cells.joined_line(location.cell, location.line)
+        return location.line
+
     def line_text(self, location: Location) -> str:
         """The text of the line ``location`` points at."""
-        line = location.line
-        if self.cells is not None and location.cell is not None:
-            line = self.cells.joined_line(location.cell, line)
-        lines = python_lines(self.text)
+        line = self.text_line(location)
+        lines = _cached_lines(self.text)
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def location(self, line: int, column: int, end_line: int | None = None, end_column: int | None = None) -> Location:
@@ -139,7 +169,8 @@ _READ_HINT = "Make it a readable regular file, or exclude it (`exclude` in [tool
 
 def syntax_error(path: str, message: str, line: int = 1, column: int = 1, cell: int | None = None, hint: str = _PARSE_HINT) -> Finding:
     code, name = SYNTAX_ERROR
-    return Finding(code, name, message, Location(path, max(line, 1), max(column, 1), cell=cell), fix_hint=hint)
+    return Finding(code, name, message, Location(path, max(line, 1), max(column, 1), cell=cell), fix_hint=hint,
+                   impact=HIGH, impact_reason=UNCHECKED)
 
 
 def decode(path: str, data: bytes) -> tuple[str, str] | Finding:
@@ -169,6 +200,8 @@ def notebook_source(path: str, text: str) -> Source | Finding:
         line = getattr(error, "lineno", 1)
         column = getattr(error, "colno", 1)
         return syntax_error(path, f"not a valid notebook: {error}", line, column)
+    except RecursionError:  # JSON nested deeper than any notebook (the decoder recurses)
+        return syntax_error(path, "not a valid notebook: its JSON is nested too deeply to read")
     if not _python_kernel(notebook):
         return Source(path, "", CellMap())  # an R or Julia notebook: nothing to check
     lines: list[str] = []
@@ -207,10 +240,42 @@ def compile_error(path: str, text: str) -> Finding | None:
             warnings.simplefilter("ignore")  # invalid escapes warn; that is not a syntax error
             compile(text, path, "exec", dont_inherit=True)
     except SyntaxError as error:
+        if newer_python_syntax(text, error):
+            return None
         return syntax_error(path, f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1)
     except (ValueError, RecursionError, MemoryError, OverflowError) as error:
         return syntax_error(path, f"cannot parse: {error or type(error).__name__}")
     return None
+
+
+def newer_python_syntax(text: str, error: SyntaxError) -> bool:
+    """Whether the running Python (before 3.12) rejects ``text`` only for syntax that
+    Python 3.12 accepts and libcst parses: PEP 695 type parameters and ``type`` aliases,
+    PEP 701 f-strings. Such code is valid for the Python it targets: no TL000."""
+    if sys.version_info >= (3, 12):
+        return False
+    import libcst as cst  # only on this error path: `import torchlint.engine` loads no libcst
+
+    try:
+        module = cst.parse_module(text)
+    except Exception:
+        return False
+    if (error.msg or "").startswith("f-string"):
+        return True  # libcst reads every f-string as 3.12 does (quotes reused inside, ...)
+
+    class NewSyntax(cst.CSTVisitor):
+        found = False
+
+        def visit_TypeAlias(self, node: cst.TypeAlias) -> bool:
+            NewSyntax.found = True
+            return False
+
+        def visit_TypeParameters(self, node: cst.TypeParameters) -> bool:
+            NewSyntax.found = True
+            return False
+
+    module.visit(NewSyntax())
+    return NewSyntax.found
 
 
 class FileTooLargeError(OSError):
@@ -264,27 +329,45 @@ def read_source(path: Path, display: str, max_bytes: int | None = DEFAULT_MAX_FI
     try:
         data = read_bytes(path, byte_limit(path, max_bytes))
     except FileTooLargeError as error:
-        return syntax_error(display, str(error), hint="Raise `max-file-size`, or exclude the file")
+        return syntax_error(display, str(error), hint=_SIZE_HINT)
     except OSError as error:
         if os.path.isdir(path):
             return syntax_error(display, f"cannot read the directory: {_listing_problem(path)}", hint=_READ_HINT)
         return syntax_error(display, f"cannot read the file: {error.strerror or error}", hint=_READ_HINT)
+    return source_within_limit(path, display, data, max_bytes)
+
+
+_SIZE_HINT = "Raise `max-file-size`, or exclude the file"
+
+
+def source_within_limit(path: Path, display: str, data: bytes, max_bytes: int | None) -> Source | Finding:
+    """``data`` (read from a file or standard input) as source, or the TL000 that says why
+    not: above ``max-file-size`` (a notebook's outputs aside), undecodable, not Python."""
+    limit = byte_limit(path, max_bytes)
+    if limit is not None and len(data) > limit:
+        return syntax_error(display, str(FileTooLargeError(len(data), limit)), hint=_SIZE_HINT)
     source = source_from_bytes(path, display, data)
     if isinstance(source, Source) and max_bytes is not None and path.suffix == ".ipynb":
         code = len(source.text.encode("utf-8", "surrogatepass"))
         if code > max_bytes:  # what libcst parses is the code cells, not the outputs
             message = f"the notebook's code is {format_size(code)}, above the {format_size(max_bytes)} limit; not checked"
-            return syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")
+            return syntax_error(display, message, hint=_SIZE_HINT)
     return source
 
 
 def _listing_problem(directory: Path) -> str:
     """Why a directory the walk met could not be listed."""
     try:
-        with os.scandir(directory):
-            return "it is a directory"
+        with os.scandir(directory) as entries:
+            first = next(entries, None)
     except OSError as error:
         return error.strerror or str(error)
+    try:
+        if first is not None:
+            os.lstat(first.path)  # listed but not entered: no search permission
+    except OSError as error:
+        return f"it can be listed but not entered ({error.strerror or error})"
+    return "it is a directory"
 
 
 def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding:

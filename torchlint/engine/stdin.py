@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pathspec
 
 from torchlint.config import Config
 from torchlint.engine import LintResult, Linter, settle_steps
+from torchlint.engine.discover import SourceFile
 from torchlint.engine.fixes import Edit
-from torchlint.engine.source import Source, decode, notebook_source
+from torchlint.engine.pool import collector_paused, guarded
+from torchlint.engine.results import FileResult
+from torchlint.engine.source import source_within_limit
 from torchlint.findings import Finding
 
 STDIN = "-"
@@ -40,23 +42,32 @@ def _display(path: Path) -> str:
 
 def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | None = None, debug: bool = False) -> tuple[LintResult, Edit | None]:
     """Findings for ``data`` as if it were the file ``filename`` (per-file ignores apply
-    by that name), and with ``fix``, the planned edit whose ``after`` is the fixed text."""
+    by that name), and with ``fix``, the planned edit whose ``after`` is the fixed text.
+
+    Standard input is one file like any other: the size limit, the raised recursion
+    limit and the guard that turns any exception into an internal error all apply. A
+    run with an internal error plans no edit, so the caller echoes the input unchanged."""
     path = Path(filename) if filename else Path(STDIN)
     display = _display(path) if filename else STDIN
     result = LintResult(files_checked=1)
-    decoded = decode(display, data)
-    if isinstance(decoded, Finding):
-        result.findings.append(decoded)
-        return result, None
-    text, encoding = decoded
-    source = notebook_source(display, text) if path.suffix == ".ipynb" else Source(display, text, encoding=encoding, digest=hashlib.sha256(data).hexdigest())
+    source = source_within_limit(path, display, data, config.max_file_size)
     if isinstance(source, Finding):
         result.findings.append(source)
         return result, None
     linter = Linter(config, debug)
-    file_result = linter.lint(source, path)
-    steps = settle_steps([file_result])
-    edit = linter.fix(file_result, unsafe=fix == "unsafe", steps=steps) if fix else None
+    file = SourceFile(path, display, config.max_file_size)
+    with collector_paused():
+        file_result = guarded(file, debug, lambda: linter.lint(source, path))  # errors held, not raised
+        edit = None
+        if fix and not file_result.errors:
+            steps = settle_steps([file_result])
+            planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps))
+            if isinstance(planned, FileResult):  # the fix raised: no edit, the error reported
+                file_result.errors.extend(planned.errors)
+            else:
+                edit = planned
+        else:
+            settle_steps([file_result])
     result.findings = sorted(file_result.findings, key=Finding.sort_key)
     result.errors = list(file_result.errors)
     return result, edit

@@ -17,8 +17,9 @@ import pathspec
 
 from torchlint import catalogue
 from torchlint.config import Config, ConfigError, validate_codes
-from torchlint.engine.source import Source
-from torchlint.findings import Finding
+from torchlint.engine.comments import comments
+from torchlint.engine.source import Source, python_lines
+from torchlint.findings import Finding, Location
 
 _CODE_LIST = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 # `# noqa`, `# noqa: TL101, TL102`, or a malformed `# noqa:` followed by something else.
@@ -71,14 +72,44 @@ def noqa_codes(line: str) -> set[str] | None:
 
 
 @functools.lru_cache(maxsize=8)  # keyed on the text, whose hash Python caches
+def _mentions_noqa(text: str) -> bool:
+    return "noqa" in text.lower()
+
+
+@functools.lru_cache(maxsize=8)
 def file_directives(text: str) -> tuple[tuple[int, Directive], ...]:
-    """``(line, directive)`` for each file-level ``# torchlint: noqa`` comment."""
-    if "torchlint:" not in text:
+    """``(line, directive)`` for each file-level ``# torchlint: noqa`` comment: a real
+    comment alone on its line (one inside a docstring is text, not a directive)."""
+    if "torchlint:" not in text or not _mentions_noqa(text):
         return ()
-    return tuple(
-        (text.count("\n", 0, match.start()) + 1, _directive(match, match.group("rest")))
-        for match in _FILE_NOQA.finditer(text)
-    )
+    found = comments(text)
+    if not found.tokenized:  # no comment can be told from text: as a line of its own
+        candidates = [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in _FILE_NOQA.finditer(text)]
+    else:
+        candidates = found.own_line_comments(python_lines(text))
+    directives = []
+    for line, comment in candidates:
+        match = _FILE_NOQA.match(comment)
+        if match is not None:
+            directives.append((line, _directive(match, match.group("rest"))))
+    return tuple(directives)
+
+
+def comment_directive(source: Source, location: Location) -> tuple[int, Directive] | None:
+    """The line and ``# noqa`` comment that govern a finding at ``location``: the comment
+    ending its line, or, for a line that ends inside a string or goes on with a
+    backslash, the comment ending the line where that logical line can first take one."""
+    if not _mentions_noqa(source.text):
+        return None
+    line = source.text_line(location)
+    found = comments(source.text)
+    if not found.tokenized:  # e.g. syntax newer than this Python's tokenizer: the line's text
+        directive = line_directive(source.line_text(location))
+        return (line, directive) if directive is not None else None
+    home = found.home(line)
+    text = found.comment(home) if home is not None else None
+    directive = line_directive(text) if text is not None else None
+    return (home, directive) if directive is not None and home is not None else None
 
 
 def _warn_malformed(path: str, line: int, directive: Directive) -> None:
@@ -99,11 +130,12 @@ def is_suppressed(finding: Finding, source: Source | None) -> bool:
             _warn_malformed(finding.path, line, directive)
         elif directive.suppresses(finding.code):
             return True
-    directive = line_directive(source.line_text(finding.location))
-    if directive is None:
+    governing = comment_directive(source, finding.location)
+    if governing is None:
         return False
+    line, directive = governing
     if directive.codes is None:
-        _warn_malformed(finding.path, finding.line, directive)
+        _warn_malformed(finding.path, finding.line + line - source.text_line(finding.location), directive)
         return False
     return directive.suppresses(finding.code)
 
@@ -188,4 +220,4 @@ class PerFileIgnores:
         return codes
 
 
-__all__ = ["ConfigError", "Directive", "PerFileIgnores", "file_directives", "is_suppressed", "line_directive", "noqa_codes", "resolve_names", "selected_codes"]
+__all__ = ["ConfigError", "Directive", "comment_directive", "PerFileIgnores", "file_directives", "is_suppressed", "line_directive", "noqa_codes", "resolve_names", "selected_codes"]

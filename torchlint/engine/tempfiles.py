@@ -1,29 +1,61 @@
-"""The temporary files ``--fix`` writes beside a file, and cleaning those a killed run left."""
+"""The temporary files ``--fix`` writes beside a file, and cleaning those a killed run left.
+
+A temporary is named ``.NAME.<pid>.<random>.<tag>.torchlint``, where the tag is a hash of
+the rest of the name: a file of the user's that merely looks like one (a name is all a
+clean-up can see) never carries the right tag, so only files torchlint made are removed,
+and only once the run that made them is gone."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 from pathlib import Path
 
-TEMP_SUFFIX = ".torchlint"  # `.name.<pid>.<random>.torchlint`, beside the file being fixed
+TEMP_SUFFIX = ".torchlint"
+
+
+def _tag(name: str, pid: str, token: str) -> str:
+    return hashlib.sha256(f"torchlint-fix\0{name}\0{pid}\0{token}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def make_temporary(target: Path) -> tuple[int, str]:
+    """A new temporary file beside ``target``, opened for writing: ``(fd, path)``."""
+    pid = str(os.getpid())
+    while True:
+        token = secrets.token_hex(4)
+        path = target.parent / f".{target.name}.{pid}.{token}.{_tag(target.name, pid, token)}{TEMP_SUFFIX}"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), str(path)
+        except FileExistsError:
+            continue
+
+
+def made_by_a_dead_run(name: str) -> bool:
+    """Whether ``name`` is a temporary torchlint made, for a run that no longer runs."""
+    if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+        return False
+    parts = name[1: -len(TEMP_SUFFIX)].rsplit(".", 3)
+    if len(parts) != 4:
+        return False
+    target, pid, token, tag = parts
+    if not pid.isdigit() or tag != _tag(target, pid, token):
+        return False
+    return not _alive(int(pid))
 
 
 def remove_stale_temporaries(directory: Path) -> None:
-    """Delete temporary files that a killed run left in ``directory`` (their process is gone)."""
+    """Delete the temporary files that a killed run left in ``directory``."""
     try:
         names = os.listdir(directory)
     except OSError:
         return
     for name in names:
-        if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
-            continue
-        parts = name[: -len(TEMP_SUFFIX)].rsplit(".", 2)
-        if len(parts) != 3 or not parts[1].isdigit() or _alive(int(parts[1])):
-            continue
-        try:
-            os.unlink(directory / name)
-        except OSError:
-            pass
+        if made_by_a_dead_run(name):
+            try:
+                os.unlink(directory / name)
+            except OSError:
+                pass
 
 
 def _alive(pid: int) -> bool:

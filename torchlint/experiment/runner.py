@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from torchlint.experiment import stats
 from torchlint.experiment.plan import Candidate, plan
 from torchlint.experiment.server import ServerError, WindowServer
 from torchlint.findings import Finding
-from torchlint.savings import ALPHA, NO_CHANGE, SAVING, SKIPPED, Measurement
+from torchlint.savings import ALPHA, NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, Measurement
 
 EXPERIMENT_FILE = "experiment.json"
 WARMUP_STEPS = 2  # per-window step durations dropped before comparing
@@ -75,6 +76,50 @@ def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budg
     if k >= count:  # the run is short: a window is all of its steps
         return Windowing(int(limit) if limit else None, min(WARMUP_STEPS, (count - 1) // 3), run_cost, min_pairs=pairs)
     return Windowing(k, WARMUP_STEPS, head + k * step + 0.2, min_pairs=pairs)
+
+
+#: findings about the whole process: every window runs them
+PROCESS_WIDE = frozenset({"TLR09"})
+#: findings at a definition (a layer, a backend flag) whose effect is wherever the model runs
+EFFECT_ELSEWHERE = frozenset({"TL401", "TL402", "TL403", "TL404"})
+LOAD_CHANGE = 1.0  # a load average that moved this much during a candidate's windows changed its noise
+
+
+def where_it_runs(session: Any, finding: Finding) -> tuple[bool | None, str]:
+    """Whether the finding's code runs in the optimizer steps, which step windows time by
+    their median step: its lines, or the loops it is about (``related``), in most of the
+    steps of the profiled run's training windows (linetrace.py records which lines each
+    step ran). ``False`` with where it runs instead (the evaluation pass, work between
+    some steps); ``None``: not known."""
+    window = session.torch_window
+    seen = window.get("lines_seen")
+    if finding.code in PROCESS_WIDE or finding.code in EFFECT_ELSEWHERE or not seen:
+        return None, ""
+    steps = int(window.get("window_steps") or 0)
+    train = {(session.resolve(str(r[0])), int(r[1])): int(r[2]) if len(r) > 2 else steps for r in seen}
+    evaluation = {(session.resolve(str(r[0])), int(r[1])) for r in window.get("eval_lines_seen") or []}
+    end = finding.location.end_line if finding.location.end_line is not None else finding.line
+    places = [(finding.path, finding.line, max(end, finding.line))]
+    places += [(session.resolve(r.path), r.line, r.line) for r in finding.related]
+    lines = [(path, n) for path, lo, hi in places for n in range(lo, hi + 1)]
+    most = max((train.get(key, 0) for key in lines), default=0)
+    if steps and most * 2 > steps:
+        return True, ""
+    if most:
+        return False, f"it ran in {most} of the {steps} profiled steps (work between steps, as an evaluation pass)"
+    if any(key in evaluation for key in lines):
+        return False, "it runs in the evaluation pass"
+    ran = {(session.resolve(h.path), h.line) for h in session.hotspots if h.source in ("probe", "sampler")}
+    if any(key in ran for key in lines):
+        return False, "it ran outside the profiled steps"
+    return None, ""
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _abs(finding: Finding, resolve: Callable[[str], str]) -> Finding:
@@ -130,13 +175,26 @@ class Experiment:
             self._window([], {})
 
     def measure(self, c: Candidate, overrides: dict[str, str], description: str,
-                share_s: float = float("inf")) -> Measurement | dict[str, Any]:
+                share_s: float = float("inf"), win: Windowing | None = None) -> Measurement | dict[str, Any]:
         """Alternate original and variant windows; a Measurement, or a skip record.
 
         At least ``min_pairs`` pairs while the budget lasts; beyond that, up to MAX_PAIRS
         while the interval is wider than PRECISION and the candidate's ``share_s`` of the
-        remaining budget allows (noise is bought down, not reported as a saving)."""
+        remaining budget allows (noise is bought down, not reported as a saving).
+        ``win``: other windows for this candidate (whole runs, for code outside the steps)."""
+        if win is None:
+            return self._measure(c, overrides, description, share_s)
+        saved, saved_s = self.win, self.window_s
+        self.win, self.window_s = win, win.estimate_s
+        try:
+            return self._measure(c, overrides, description, share_s)
+        finally:
+            self.win, self.window_s = saved, saved_s
+
+    def _measure(self, c: Candidate, overrides: dict[str, str], description: str,
+                 share_s: float) -> Measurement | dict[str, Any]:
         f = c.finding
+        loads: list[float] = []
         arms: dict[str, list[list[float]]] = {"o": [], "v": []}
         fired = steps_o = 0
         pairs = 0
@@ -155,6 +213,9 @@ class Experiment:
             if pairs >= least and self._precise(arms):
                 break
             self._warm_up()
+            load = _load()
+            if load is not None:
+                loads.append(load)
             for arm in ("ov" if pairs % 2 == 0 else "vo"):
                 sw, ov = (c.switches, overrides) if arm == "v" else ([], {})
                 r = self._window(sw, ov)
@@ -187,7 +248,7 @@ class Experiment:
                     f"{cmp.original_median * 1e3:.2f} ms -> {cmp.variant_median * 1e3:.2f} ms; time outside the "
                     "optimizer steps is not seen")
         how = (f"{description}; {pairs} pairs of windows alternated (ABBA), {what}; "
-               f"window-to-window noise {cmp.noise * 100:.0f} %")
+               f"window-to-window noise {cmp.noise * 100:.0f} %{_load_note(loads)}")
         return Measurement(
             code=f.code, path=f.path, line=f.line, variant=c.label, verdict=cmp.verdict,
             per_step=per_step, ci_low=low, ci_high=high, total=total,
@@ -196,9 +257,27 @@ class Experiment:
             p=cmp.p,
         )
 
+    def whole_runs(self, wall_s: float, limit: int | None) -> Windowing:
+        """Windows that run the whole script (up to the profiled run's ``--max-steps``),
+        for a candidate whose code the step windows' median step does not see."""
+        return Windowing(limit, 0, wall_s + 0.3, "run", self.win.min_pairs)
+
     def close(self, *, force: bool = False) -> None:
         if self.server is not None:
             self.server.close(force=force)
+
+
+def _load_note(loads: list[float]) -> str:
+    """The machine's load average over a candidate's windows; when it moved, that other
+    processes, not the fix, made part of the noise (a shared machine)."""
+    if not loads:
+        return ""
+    lo, hi = min(loads), max(loads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    note = f"; load average {lo:.1f}-{hi:.1f} ({cores} usable cores)"
+    if hi - lo >= LOAD_CHANGE or hi > cores:
+        note += ": the machine's load changed or exceeded its cores during these windows, so part of the noise is other processes'"
+    return note
 
 
 def corrected(ms: list[Measurement], alpha: float = ALPHA) -> list[Measurement]:
@@ -237,6 +316,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
     from torchlint.experiment.variants import VariantError, make_variant
 
     t_start = time.monotonic()
+    load_at_start = _load()
     budget = default_budget(session.wall_s) if budget_s is None else float(budget_s)
     work = run_dir / "experiment"
     work.mkdir(parents=True, exist_ok=True)
@@ -272,20 +352,33 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
                     continue
                 overrides, description = {v.original: v.copy}, v.description
                 c.label = f"{v.description.split(':')[0]}: {v.summary()}"
+            inside, where = where_it_runs(session, c.finding)
+            whole = None
+            if exp.win.mode == "steps" and inside is False:  # step windows would time nothing it does
+                limit = session.steps.get("max_steps")
+                whole = exp.whole_runs(session.wall_s, int(limit) if limit else None)
+                description += f"; whole-run windows, since {where}, outside the optimizer steps"
             log(f"torchlint: experiment: {c.finding.code} at line {c.finding.line}: {c.label}")
             try:
-                out = exp.measure(c, overrides, description, share_s=exp.left() / (len(todo) - i))
+                out = exp.measure(c, overrides, description, share_s=exp.left() / (len(todo) - i), win=whole)
             except ServerError as exc:
                 skipped.extend(_skip(d, f"the window server failed: {exc}") for d in todo[i:])
                 break
             if isinstance(out, Measurement):
                 done.append(out)
+            elif whole is not None and out["reason"].startswith("budget"):
+                out["reason"] = (f"not measurable by this experiment: {where}, which its step windows (the median "
+                                 f"optimizer step) do not see, and whole-run windows did not fit the budget "
+                                 f"({out['reason'][len('budget: '):]})")
+                out["not_measurable"] = True
+                skipped.append(out)
             else:
                 skipped.append(out)
-    except KeyboardInterrupt:  # Ctrl-C stops the experiment, not the report
+    except KeyboardInterrupt as stop:  # Ctrl-C (or SIGTERM, SIGHUP) stops the experiment, not the report
         interrupted = True
+        why = getattr(stop, "reason", "interrupted (Ctrl-C)")
         seen = {(m.code, m.line, m.variant) for m in done} | {(s["code"], s["line"], s["variant"]) for s in skipped}
-        skipped.extend(_skip(d, "interrupted (Ctrl-C)") for d in todo if (d.finding.code, d.finding.line, d.label) not in seen)
+        skipped.extend(_skip(d, why) for d in todo if (d.finding.code, d.finding.line, d.label) not in seen)
     finally:
         if exp is not None:
             exp.close(force=interrupted)
@@ -297,8 +390,9 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
         measurements.append(_best(ms))
     for s in skipped:  # a finding skipped for every variant is reported as such
         key = (s["code"], s["path"], s["line"])
-        if key not in by_finding and not any(m.key() == key for m in measurements if m.verdict == SKIPPED):
-            measurements.append(Measurement(s["code"], s["path"], s["line"], s["variant"], SKIPPED, why=s["reason"]))
+        if key not in by_finding and not any(m.key() == key for m in measurements if m.verdict in (SKIPPED, NOT_MEASURABLE)):
+            verdict = NOT_MEASURABLE if s.get("not_measurable") else SKIPPED
+            measurements.append(Measurement(s["code"], s["path"], s["line"], s["variant"], verdict, why=s["reason"]))
     data = {
         "measurements": [m.to_dict() for m in measurements],
         "variants": [m.to_dict() for m in done],
@@ -306,6 +400,7 @@ def run_experiment(session: Any, findings: list[tuple[Finding, float]], run_dir:
         "budget_s": budget,
         "spent_s": time.monotonic() - t_start,
         "windowing": dataclasses.asdict(win) if not isinstance(win, str) else {"reason": win},
+        "load": {"at_start": load_at_start, "at_end": _load()},
     }
     (run_dir / EXPERIMENT_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")
     return data

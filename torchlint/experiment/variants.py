@@ -12,7 +12,9 @@ rewrite that an experiment can make even if a user would write it differently:
 
 - TL301: the statement holding the evaluation call goes under ``with torch.no_grad():``;
 - TL302: the stored loss becomes ``(...).detach()``;
-- TL203: ``torch.tensor(array)`` becomes ``torch.from_numpy(array)`` (no ``dtype``/``device``).
+- TL203: ``torch.tensor(array)`` becomes ``torch.from_numpy(array)`` (no ``dtype``/``device``);
+- TL101/TL102: a value read back every step only to be accumulated or appended stays on
+  the device, and is read where it is used (:mod:`torchlint.experiment.deferred`).
 
 Each rewrite is applied through ``apply_fixes`` as a one-node replacement, then the
 result must parse and compile, and must differ from the original.
@@ -32,9 +34,11 @@ from torchlint.config import Config
 from torchlint.engine import Linter
 from torchlint.engine.fixes import apply_fixes, is_valid_python
 from torchlint.engine.source import read_source
+from torchlint.experiment.deferred import Refused, deferred_fixes
 from torchlint.findings import Finding, Fix, FixSafety
 
 MECHANICAL = frozenset({"TL301", "TL302", "TL203"})
+DEFERRED = frozenset({"TL101", "TL102"})  # several replacements: the call and every read
 
 
 class VariantError(Exception):
@@ -48,12 +52,15 @@ class SourceVariant:
     description: str  # what changed, for the report ("autofix (unsafe): ...")
     before: str
     after: str
+    line: int | None = None  # the finding's line: its change is the one the report shows
 
     def summary(self) -> str:
-        """The first changed line as it reads after the fix, for the report."""
+        """The changed line at the finding (else the first changed line) as it reads after the fix."""
         old, new = self.before.splitlines(), self.after.splitlines()
-        for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-            if tag != "equal" and j2 > j1:
+        changes = [op for op in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes() if op[0] != "equal"]
+        at = [op for op in changes if self.line is not None and op[1] < self.line <= max(op[2], op[1] + 1)]
+        for tag, i1, _i2, j1, j2 in at + changes:
+            if j2 > j1:
                 text = " / ".join(line.strip() for line in new[j1:j2])
                 text = text if len(text) <= 80 else text[:77] + "..."
                 return f"`{text}` at {Path(self.original).name}:{i1 + 1}"
@@ -153,6 +160,16 @@ def make_variant(finding: Finding, out_dir: Path, config: Config | None = None) 
         fix = _mechanical(target, wrapper)
         description = f"mechanical: {fix.description}"
         new_text, fixed = apply_fixes(wrapper.module, [dataclasses.replace(target, fix=fix)])
+    elif target.code in DEFERRED:
+        wrapper = MetadataWrapper(result.module, unsafe_skip_copy=True)
+        try:
+            fixes = deferred_fixes(target, wrapper)
+        except Refused as exc:
+            raise VariantError(str(exc)) from None
+        description = f"mechanical: {fixes[0].description}"
+        new_text, fixed = apply_fixes(wrapper.module, [dataclasses.replace(target, fix=fix) for fix in fixes])
+        if len(fixed) != len(fixes):
+            raise VariantError("not every read of the kept value could be rewritten")
     else:
         raise VariantError(f"{target.code} has no autofix and no mechanical rewrite")
     if not fixed or new_text == source.text:
@@ -162,4 +179,4 @@ def make_variant(finding: Finding, out_dir: Path, config: Config | None = None) 
     out_dir.mkdir(parents=True, exist_ok=True)
     copy = out_dir / path.name
     copy.write_text(new_text, encoding=source.encoding)
-    return SourceVariant(str(path), str(copy), description, source.text, new_text)
+    return SourceVariant(str(path), str(copy), description, source.text, new_text, finding.line)

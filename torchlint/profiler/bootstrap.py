@@ -65,19 +65,56 @@ def _script_traceback(exc: BaseException) -> str:
 
 
 class Terminated(BaseException):
-    """SIGTERM reached the script (CI cancel, ``timeout``, ``docker stop``): it unwinds
-    as for Ctrl-C, so that what was collected is written."""
+    """SIGTERM or SIGHUP reached the script (CI cancel, ``timeout``, ``docker stop``, a
+    closed terminal): it unwinds as for Ctrl-C, so that what was collected is written."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent may forward the same signal
-    raise Terminated()
+# SIGHUP is SIGTERM's twin here: a closed terminal or ssh session must not lose the profile.
+_STOP_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 
-def _ignore_sigint() -> None:
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    for each in _STOP_SIGNALS:
+        signal.signal(each, signal.SIG_IGN)  # the parent may forward the same signal
+    raise Terminated(signum)
+
+
+_deferred: list[int] = []  # stop signals that came while the profile was being written
+
+
+def _defer_stop_signals() -> None:
+    """The run is over: a signal now must not lose the profile being written. It is
+    remembered, and acted on once the profile is on disk (``_after_writing``)."""
+    def remember(signum: int, frame: Any) -> None:
+        _deferred.append(signum)
+
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, remember)
+        for each in _STOP_SIGNALS:
+            signal.signal(each, remember)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _after_writing(status: int) -> None:
+    """The profile is written: a stop signal that came meanwhile ends the process now;
+    otherwise the signals act as in plain ``python`` while it waits for the script's
+    non-daemon threads (one SIGTERM ends it, Ctrl-C raises KeyboardInterrupt)."""
+    if _deferred:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(128 + _deferred[0])
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for each in _STOP_SIGNALS:
+            signal.signal(each, signal.SIG_DFL)
     except ValueError:  # not the main thread
         pass
 
@@ -87,7 +124,8 @@ def _install_stop_signals(parent: int | None) -> None:
     SIGINT ignored (a ``&`` job of a script inherits SIG_IGN); SIGTERM unwinds it too; and
     on Linux the child is sent SIGTERM if the parent dies, so no orphan keeps training."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for each in _STOP_SIGNALS:
+        signal.signal(each, _on_stop_signal)
     if parent is None or not sys.platform.startswith("linux"):
         return
     try:
@@ -163,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         if recorder is not None:
             recorder.busy = True
         try:  # a DataLoader worker ends as the script's own would, not by unwinding ours
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            for each in _STOP_SIGNALS:
+                signal.signal(each, signal.SIG_DFL)
         except ValueError:  # forked from a thread other than the main one
             pass
 
@@ -188,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             profiler.disable()
             # The run is over: a second Ctrl-C must not lose the profile.
-            _ignore_sigint()
+            _defer_stop_signals()
     except SystemExit as exc:
         status = _exit_code(exc)
         reason = "sys.exit"
@@ -196,9 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         status, reason = 130, "interrupted"
         tb_text = _script_traceback(exc)
     except Terminated as exc:
-        status, reason = 128 + signal.SIGTERM, "terminated"
+        status, reason = 128 + exc.signum, "terminated" if exc.signum == signal.SIGTERM else "hangup"
         stopped_at = _script_traceback(exc)  # where a hung rank was, not printed
-        print("torchlint: the script was stopped by SIGTERM", file=sys.stderr)
+        print(f"torchlint: the script was stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
     except max_steps_exc as exc:
         status, reason = 0, "max-steps"
         print(f"torchlint: stopped after {exc} optimizer steps (--max-steps)", file=sys.stderr)
@@ -245,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if rank_child is not None:
         rank_child.finish()
+    _after_writing(status)
     sys.exit(status)
 
 
@@ -274,7 +314,11 @@ def _write(
     try:
         from torchlint.profiler.cprof import write_user_profile
 
-        write_user_profile(profiler, run_dir / PROFILE_FILE)  # without torchlint's own frames
+        from torchlint.profiler.tooltime import TOOL
+
+        splice = torch_run.modules.splice() if torch_run is not None else ()
+        # without torchlint's own frames, and its work taken out of the functions above it
+        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice)
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")

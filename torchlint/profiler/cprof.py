@@ -51,6 +51,7 @@ def function_hotspots(prof: Path, cwd: str, *, user_only: bool = True) -> list[H
 PROBE_PREFIX = "<torchlint probe "  # the name each probe wrapper's code object carries
 
 _Key = tuple  # (filename, line, function name), as pstats keys its table
+_Edge = tuple  # (primitive calls, calls, inline seconds, cumulative seconds)
 
 
 def _is_torchlint(key: _Key) -> bool:
@@ -71,34 +72,6 @@ def _wrapped(key: _Key, stats: dict, op: str) -> _Key | None:
     return best
 
 
-def _subtract_up(stats: dict, key: _Key, amount: float) -> None:
-    """Take ``amount`` seconds out of ``key``'s cumulative time and, in proportion,
-    out of every caller above it (they included it).
-
-    Level by level, with each caller's share summed over the paths that reach it: a
-    walk per path is exponential in a call graph with cycles (recursion through torch's
-    own functions under DDP), which kept a rank writing its profile for minutes."""
-    pending = {key: amount}
-    for _level in range(200):
-        above: dict[_Key, float] = {}
-        for k, part_of_k in pending.items():
-            entry = stats.get(k)
-            if entry is None or part_of_k <= 0:
-                continue
-            cc, nc, tt, ct, callers = entry
-            if ct <= 0:
-                continue
-            stats[k] = (cc, nc, tt, max(ct - part_of_k, 0.0), callers)
-            for caller, (ecc, enc, ett, ect) in list(callers.items()):
-                part = part_of_k * ect / ct
-                callers[caller] = (ecc, enc, ett, max(ect - part, 0.0))
-                if caller != k:
-                    above[caller] = above.get(caller, 0.0) + part
-        pending = {k: v for k, v in above.items() if v > 1e-9}
-        if not pending:
-            return
-
-
 def _drop(stats: dict, key: _Key) -> None:
     """Remove ``key`` and the calls it made; callees nobody else calls go too."""
     if stats.pop(key, None) is None:
@@ -109,49 +82,132 @@ def _drop(stats: dict, key: _Key) -> None:
         if not callers:
             _drop(stats, callee)
         else:
-            stats[callee] = (cc - ecc, nc - enc, tt - ett, ct - ect, callers)
+            stats[callee] = (cc - ecc, nc - enc, max(tt - ett, 0.0), max(ct - ect, 0.0), callers)
 
 
-def user_view(stats: dict) -> dict:
-    """pstats' table with torchlint's frames taken out, so that snakeviz shows the
-    user's program: each probe wrapper's callers call the wrapped torch function
-    directly (the wrapper's own time is charged to that call, as the user's code
-    paid it), and torchlint's other work (the optimizer step hook that exports the
-    trace) is removed along with its time in every caller above it."""
-    stats = {k: (cc, nc, tt, ct, dict(callers)) for k, (cc, nc, tt, ct, callers) in stats.items()}
-    for key in [k for k in stats if _is_torchlint(k) and str(k[2]).startswith(PROBE_PREFIX)]:
-        cc, nc, tt, ct, callers = stats[key]
-        op = str(key[2])[len(PROBE_PREFIX):].rstrip(">")
-        target = _wrapped(key, stats, op)
-        if target is not None and ct > 0:
-            tcc, tnc, ttt, tct, tcallers = stats[target]
-            ecc, enc, ett, ect = tcallers.pop(key)
-            overhead = max(ct - ect, 0.0)
-            for caller, (pcc, pnc, ptt, pct) in callers.items():
-                share = pct / ct
-                old = tcallers.get(caller, (0, 0, 0.0, 0.0))
-                tcallers[caller] = (old[0] + pcc, old[1] + pnc, old[2] + (ett + overhead) * share, old[3] + (ect + overhead) * share)
-            stats[target] = (tcc, tnc, ttt + overhead, tct + overhead, tcallers)
-            stats[key] = (cc, nc, tt, ct, {})  # its callers now call the target
+def _add_own_time(stats: dict, key: _Key, seconds: float) -> None:
+    """``seconds`` spent in ``key`` itself (a dropped frame's residue): its inline time,
+    and each call edge's in proportion to the calls."""
+    entry = stats.get(key)
+    if entry is None or seconds <= 0:
+        return
+    cc, nc, tt, ct, callers = entry
+    for caller, (ecc, enc, ett, ect) in callers.items():
+        callers[caller] = (ecc, enc, ett + seconds * enc / max(nc, 1), ect)
+    stats[key] = (cc, nc, tt + seconds, ct, callers)
+
+
+def _take_path(stats: dict, path: list[_Key], seconds: float) -> None:
+    """Take ``seconds`` of torchlint's work out of each distinct function on ``path``
+    (the hook's caller first, the root last) and each distinct call between two of them:
+    once each, as cProfile counts a recursive function's time once."""
+    for key in set(path):
+        entry = stats.get(key)
+        if entry is not None:
+            cc, nc, tt, ct, callers = entry
+            stats[key] = (cc, nc, tt, max(ct - seconds, 0.0), callers)
+    for callee, caller in set(zip(path, path[1:])):
+        entry = stats.get(callee)
+        if entry is not None and caller in entry[4]:
+            ecc, enc, ett, ect = entry[4][caller]
+            entry[4][caller] = (ecc, enc, ett, max(ect - seconds, 0.0))
+
+
+def _replace_probe(stats: dict, key: _Key, charged: dict[_Key, float]) -> None:
+    """The probe's callers call the wrapped function instead; the wrapper's own time is
+    the call's (the user's code paid it), torchlint's work inside it (``charged``, per
+    caller) is not."""
+    cc, nc, tt, ct, callers = stats[key]
+    op = str(key[2])[len(PROBE_PREFIX):].rstrip(">")
+    target = _wrapped(key, stats, op)
+    if target is None or ct <= 0:
+        for caller, edge in callers.items():
+            _add_own_time(stats, caller, max(edge[3] - charged.get(caller, 0.0), 0.0))
+        stats[key] = (cc, nc, tt, ct, {})
         _drop(stats, key)
+        return
+    tcc, tnc, ttt, tct, tcallers = stats[target]
+    ecc, enc, ett, ect = tcallers.pop(key)
+    added = 0.0
+    for caller, (pcc, pnc, ptt, pct) in callers.items():
+        paid = max(pct - charged.get(caller, 0.0), 0.0)  # this caller's calls, without torchlint's work
+        share = pct / ct
+        old = tcallers.get(caller, (0, 0, 0.0, 0.0))
+        own = max(paid - ect * share, 0.0)  # the wrapper's own time: the call's inline time
+        tcallers[caller] = (old[0] + pcc, old[1] + pnc, old[2] + ett * share + own, old[3] + paid)
+        added += paid
+    overhead = max(added - ect, 0.0)
+    stats[target] = (tcc, tnc, ttt + overhead, tct - ect + added, tcallers)
+    stats[key] = (cc, nc, tt, ct, {})  # its callers now call the target
+    _drop(stats, key)
+
+
+def _splice(stats: dict, key: _Key) -> None:
+    """Fold ``key`` into its caller: its calls become the caller's, its own time too
+    (torch's ``_call_impl.<locals>.inner``, which only torchlint's module hooks made run)."""
+    entry = stats.get(key)
+    if entry is None:
+        return
+    cc, nc, tt, ct, callers = entry
+    total = sum(e[3] for e in callers.values()) or 1.0
+    parents = [(p, e[3] / total if total else 1.0 / len(callers)) for p, e in callers.items()]
+    for callee, (c_cc, c_nc, c_tt, c_ct, c_callers) in list(stats.items()):
+        edge = c_callers.pop(key, None) if callee != key else None
+        if edge is None:
+            continue
+        for parent, share in parents:
+            old = c_callers.get(parent, (0, 0, 0.0, 0.0))
+            c_callers[parent] = (old[0] + round(edge[0] * share), old[1] + round(edge[1] * share),
+                                 old[2] + edge[2] * share, old[3] + edge[3] * share)
+    for parent, share in parents:
+        _add_own_time(stats, parent, tt * share)
+    del stats[key]
+
+
+def user_view(stats: dict, tool: list[tuple[_Key, list[_Key], float]] | None = None,
+              splice: tuple[_Key, ...] = ()) -> dict:
+    """pstats' table with torchlint's frames taken out, so that snakeviz shows the
+    user's program as ``python -m cProfile`` would:
+
+    - each probe wrapper's callers call the wrapped torch function directly (the
+      wrapper's own time is charged to that call, as the user's code paid it);
+    - torchlint's work noted by :mod:`torchlint.profiler.tooltime` (``tool``: entry
+      frame, the path above it, seconds; the step hook, the evaluation window) is
+      taken out of exactly the functions on its path;
+    - torchlint's other frames (a module hook's few microseconds) are removed and
+      their time left to their caller as its own;
+    - the functions in ``splice`` are folded into their callers."""
+    stats = {k: (cc, nc, tt, ct, dict(callers)) for k, (cc, nc, tt, ct, callers) in stats.items()}
+    charged: dict[_Key, dict[_Key, float]] = {}  # entry -> its caller -> seconds
+    for entry, path, seconds in tool or ():
+        if path:
+            per_caller = charged.setdefault(entry, {})
+            per_caller[path[0]] = per_caller.get(path[0], 0.0) + seconds
+    for key in [k for k in stats if _is_torchlint(k) and str(k[2]).startswith(PROBE_PREFIX)]:
+        if key in stats:
+            _replace_probe(stats, key, charged.get(key, {}))
+    for _entry, path, seconds in tool or ():
+        _take_path(stats, path, seconds)
     for key in [k for k in stats if _is_torchlint(k)]:
         entry = stats.get(key)
         if entry is None:
             continue
-        callers = entry[4]
-        outside = {c: e for c, e in callers.items() if not _is_torchlint(c)}
-        for caller, edge in outside.items():  # torchlint's work was inside these calls
-            _subtract_up(stats, caller, edge[3])
+        for caller, edge in entry[4].items():
+            if not _is_torchlint(caller):  # what the path did not account for stays the caller's own time
+                _add_own_time(stats, caller, max(edge[3] - charged.get(key, {}).get(caller, 0.0), 0.0))
         stats[key] = (entry[0], entry[1], entry[2], entry[3], {})
         _drop(stats, key)
+    for key in splice:
+        _splice(stats, key)
     return stats
 
 
-def write_user_profile(profiler: Any, path: Path) -> None:
+def write_user_profile(profiler: Any, path: Path, tool: list[tuple[_Key, list[_Key], float]] | None = None,
+                       splice: tuple[_Key, ...] = ()) -> None:
     """``profiler.dump_stats(path)``, with :func:`user_view` applied."""
     profiler.create_stats()
     try:
-        stats = user_view(profiler.stats)
+        stats = user_view(profiler.stats, tool, splice)
     except Exception:  # an odd table must not cost the profile: keep it as cProfile made it
         stats = profiler.stats
     with open(path, "wb") as f:

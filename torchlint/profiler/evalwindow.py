@@ -12,12 +12,16 @@ like any window's. Imported only in the profiled child.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import warnings
 from typing import Any
 
 import torch
+
+from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet
+from torchlint.profiler.tooltime import TOOL, as_probe
 
 EVAL_WINDOW = "eval"  # its folder under traces/
 
@@ -49,7 +53,7 @@ class EvalWindow:
                 window.done = True
             return result
 
-        torch.nn.Module.train = train  # type: ignore[method-assign]
+        torch.nn.Module.train = as_probe(train, "Module.train")  # type: ignore[method-assign]
 
     @property
     def recording(self) -> bool:
@@ -86,8 +90,9 @@ class EvalWindow:
         rec = run.rec
         rec.busy = True
         t = time.perf_counter()
+        t_tool = TOOL.begin()
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), kineto_quiet():
                 warnings.simplefilter("ignore")
                 prof = profile(
                     activities=activities,
@@ -95,8 +100,6 @@ class EvalWindow:
                     profile_memory=bool(run.options.get("profile_memory")),
                     with_stack=False,
                 )
-                from torchlint.profiler.torchprof import add_rank_metadata
-
                 add_rank_metadata(prof)
                 prof.start()
             self.prof = prof
@@ -104,9 +107,11 @@ class EvalWindow:
             self.batches = 0
             rec.fetch_hook = self._on_fetch
             rec.labels_on = True
+            run.lines.start(sys._getframe())
         finally:
             rec.busy = False
             rec.tool_s += time.perf_counter() - t
+            TOOL.end(t_tool, sys._getframe())
 
     def _on_fetch(self) -> None:
         self.batches += 1
@@ -125,7 +130,9 @@ class EvalWindow:
         was_busy = rec.busy
         rec.busy = True
         rec.labels_on = False
+        run.lines.stop()
         t = time.perf_counter()
+        t_tool = TOOL.begin()
         cycle: dict[str, Any] = {
             "cycle": len(run.cycles) + 1,
             "steps": [],
@@ -152,3 +159,4 @@ class EvalWindow:
         rec.busy = was_busy
         if not was_busy:
             rec.tool_s += time.perf_counter() - t
+        TOOL.end(t_tool, sys._getframe())

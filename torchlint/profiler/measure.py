@@ -96,7 +96,7 @@ def _window(req: dict[str, Any]) -> dict[str, Any]:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from torchlint.profiler import switches
+    from torchlint.profiler import deferred, switches
 
     sys.dont_write_bytecode = True
     os.chdir(req["cwd"])
@@ -105,6 +105,7 @@ def _window(req: dict[str, Any]) -> dict[str, Any]:
     overrides = {os.path.abspath(k): v for k, v in (req.get("overrides") or {}).items()}
     applied = switches.apply(req.get("switches") or [])
     _install_overrides(overrides)  # also when empty: the original's imports pay the same finder
+    deferred.install()  # the reads a deferred-sync variant calls; in every window, so both arms prepare alike
     threads = req.get("threads")
     if threads:
         torch.set_num_threads(int(threads))

@@ -10,6 +10,7 @@ it leaves in the run directory.
 from __future__ import annotations
 
 import datetime as _dt
+import fnmatch
 import json
 import os
 import signal
@@ -88,6 +89,19 @@ class RunDirError(Exception):
 
 
 CLAIM = ".torchlint-run"  # holds the pid of the run writing into the directory
+# Written once, when torchlint makes or claims a run directory, and never removed: only a
+# directory holding it may be emptied by --overwrite. A file named like an artifact
+# (session.json, profile.prof) proves nothing: a project directory may hold one.
+RUN_MARKER = ".torchlint-run-dir"
+_MARKER_TEXT = "This directory holds a torchlint profile run. --overwrite empties it of run files only.\n"
+# Every top-level name a run writes (the child, the experiment, the ranks, the reports).
+# --overwrite removes these and nothing else, so a user's file that strayed in stays.
+RUN_ARTIFACTS = (
+    "session.json", "profile.prof", "report.json", "report.txt", "report.html",
+    "experiment.json", "launch.json", "script-output.log", "snakeviz.log",
+    "samples.speedscope.json", "samples.collapsed.txt",
+    "traces/", "experiment/", "rank[0-9]*/",
+)
 
 
 def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None, *, overwrite: bool = False) -> Path:
@@ -117,20 +131,33 @@ def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None
             candidate = base / f"{name}-{n}"
 
 
+def is_run_artifact(entry: Path) -> bool:
+    """Whether ``entry`` (a top-level entry of a run directory) is one a run writes."""
+    is_dir = entry.is_dir() and not entry.is_symlink()
+    for pattern in RUN_ARTIFACTS:
+        wants_dir = pattern.endswith("/")
+        if wants_dir == is_dir and fnmatch.fnmatchcase(entry.name, pattern.rstrip("/")):
+            return True
+    return False
+
+
 def _claim(directory: Path, overwrite: bool) -> None:
     """Create the claim file; RunDirError if another run holds it or (without
-    ``overwrite``) if the directory holds anything at all."""
+    ``overwrite``) if the directory holds anything at all. ``overwrite`` empties only a
+    directory torchlint made (its marker), and only of what a run writes."""
     claim = directory / CLAIM
     if claim.exists():
         holder = _claim_holder(claim)
         if holder is not None:
             raise RunDirError(f"{directory} is being written by another torchlint run (pid {holder}); use another --out")
-    if any(p.name != CLAIM for p in directory.iterdir()):
+    if any(p.name not in (CLAIM, RUN_MARKER) for p in directory.iterdir()):
         if not overwrite:
             raise RunDirError(f"{directory} is not empty (an earlier run?); pass --overwrite to replace it, or choose another --out")
-        left = ("session.json", "profile.prof", "launch.json")  # launch.json: a multi-rank run's
-        if not (claim.exists() or any((directory / name).exists() for name in left)):
-            raise RunDirError(f"{directory} does not look like a torchlint run directory; --overwrite will not empty it")
+        if not (directory / RUN_MARKER).is_file():
+            raise RunDirError(
+                f"{directory} was not made by torchlint (no {RUN_MARKER} in it); "
+                "--overwrite empties only run directories: choose another --out"
+            )
         _empty(directory)
     try:
         fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -141,6 +168,10 @@ def _claim(directory: Path, overwrite: bool) -> None:
         fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "w") as stream:
         stream.write(str(os.getpid()))
+    try:
+        (directory / RUN_MARKER).write_text(_MARKER_TEXT)
+    except OSError as exc:
+        raise RunDirError(f"cannot write into {directory}: {exc.strerror or exc}") from exc
 
 
 def _claim_holder(claim: Path) -> int | None:
@@ -161,10 +192,11 @@ def _claim_holder(claim: Path) -> int | None:
 
 
 def _empty(directory: Path) -> None:
+    """Remove what an earlier run wrote; everything else in ``directory`` stays."""
     import shutil
 
     for entry in directory.iterdir():
-        if entry.name == CLAIM:
+        if not is_run_artifact(entry):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -204,9 +236,12 @@ def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
     unwind and write its profile. A second one is forwarded (for a SIGINT sent to us
     alone); a third kills it. SIGTERM may come to us alone (``kill``, a CI runner) or to
     the whole group (``timeout``, ``docker stop``): it is forwarded at once, which the
-    child ignores when it already has one; a third one kills it.
+    child ignores when it already has one; a third one kills it. SIGHUP (the terminal
+    closed) is handled as SIGTERM.
     """
     counts = {signal.SIGINT: 0, signal.SIGTERM: 0}
+    if hasattr(signal, "SIGHUP"):  # a closed terminal: as SIGTERM, so the profile is written
+        counts[signal.SIGHUP] = 0
 
     def on_signal(signum: int, frame: Any) -> None:
         counts[signum] += 1
@@ -215,12 +250,54 @@ def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
         try:
             if counts[signum] >= 3:
                 proc.kill()
-            elif signum == signal.SIGTERM or counts[signum] >= 2:
+            elif signum != signal.SIGINT or counts[signum] >= 2:
                 proc.send_signal(signum)
         except ProcessLookupError:
             pass
 
     return {signum: signal.signal(signum, on_signal) for signum in counts}
+
+
+class StopRequested(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached torchlint after the profiled run (during the experiment):
+    it stops what torchlint is doing, as Ctrl-C does, and the report is still written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.reason = f"stopped by {signal.Signals(signum).name}"
+
+
+class StopSignals:
+    """SIGTERM and SIGHUP while torchlint works on a finished run: the first one raises
+    :class:`StopRequested` while ``raising`` (the experiment), and is only remembered after
+    :meth:`defer` (the report being written). ``signum`` is the first one that came."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.raising = True
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+        self._previous = {signum: signal.signal(signum, self._on_signal) for signum in wanted}
+        return self
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if first and self.raising:
+            raise StopRequested(signum)
+
+    def defer(self) -> None:
+        self.raising = False
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def run_child(

@@ -25,7 +25,6 @@ Memory per step (stepmemory.py) and page faults (allocator.py) are sampled at ea
 from __future__ import annotations
 
 import functools
-import json
 import os
 import statistics
 import sys
@@ -47,6 +46,8 @@ from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noq
 from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
+from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet  # noqa: E402
+from torchlint.profiler.tooltime import TOOL, as_probe  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 
@@ -59,19 +60,6 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 _MAX_STEP_TIMES = 10_000
-
-
-def add_rank_metadata(prof: Any) -> None:
-    """``distributedInfo`` (rank 0 of 1) in each trace, which HTA reads the rank from;
-    under torch.distributed, torch writes the real one itself."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return
-        prof.preset_metadata_json("distributedInfo", json.dumps({"backend": "none", "rank": 0, "world_size": 1}))
-    except Exception:  # an older torch without preset_metadata_json: traces without it
-        pass
 
 
 class MaxStepsReached(BaseException):
@@ -141,6 +129,9 @@ class TorchRun:
         from torchlint.profiler.modules import ModuleTimer
 
         self.modules = ModuleTimer()  # forward time per nn.Module, in the windows only
+        from torchlint.profiler.linetrace import LineRanges
+
+        self.lines = LineRanges(self.rec.labels)  # the user's line around each op, in the windows only
         self.faults = FaultWatch()  # page faults in the steady state (TLR09)
 
     def _watch_first_optimizer(self) -> None:
@@ -157,7 +148,7 @@ class TorchRun:
                 run.first_optimizer = user_site(sys._getframe(1))
             orig(self, *args, **kwargs)
 
-        cls.__init__ = __init__
+        cls.__init__ = as_probe(__init__, "Optimizer.__init__")  # profile.prof shows the constructor
 
     def one_time_costs(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [
@@ -183,6 +174,13 @@ class TorchRun:
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self.rec.main_ident:
             return
+        t_hook = TOOL.begin()
+        try:
+            self._step(optimizer)
+        finally:  # all of the hook is torchlint's: profile.prof takes it out of its callers
+            TOOL.end(t_hook, sys._getframe())
+
+    def _step(self, optimizer: Any) -> None:
         self.optimizers.add(type(optimizer).__name__)
         if self.eval_window.recording:
             self.eval_window.stop("training resumed")
@@ -211,6 +209,7 @@ class TorchRun:
         t_tool = time.perf_counter()
         self.faults.tool_begin()
         self.memory.on_step()
+        self.lines.stop()  # its ranges end before a window can: _update_phase opens them again
         try:
             if self.steps == 1:
                 self._start_profiler()
@@ -220,7 +219,8 @@ class TorchRun:
                     self.prof.stop()  # idle since its window: nothing to export
                     self._start_profiler()
             elif self.prof is not None:
-                self.prof.step()
+                with kineto_quiet():  # the window's first step starts kineto
+                    self.prof.step()
                 self._update_phase()
         except Exception as exc:  # the profiler must never break the user's training
             self.prof_error = f"{type(exc).__name__}: {exc}"
@@ -250,22 +250,28 @@ class TorchRun:
         # (recording, exporting) stays under ROLLING_BUDGET of the script's time so far:
         # a long run with a long trace (an RNN) keeps its overhead bounded.
         self.rolling = int(sched.get("repeat", 1)) == 0
-        with warnings.catch_warnings():
+        # The trace names each iteration ProfilerStep#<n>: n is made the iteration's own
+        # number (the one starting now is steps + 1), as the report counts them, and the
+        # schedule is shifted to match.
+        first = self.steps + 1
+        base = schedule(
+            wait=int(sched.get("wait", 1)),
+            warmup=int(sched.get("warmup", 1)),
+            active=int(sched.get("active", 5)),
+            repeat=1 if self.rolling else int(sched.get("repeat", 1)),
+        )
+        with warnings.catch_warnings(), kineto_quiet():
             warnings.simplefilter("ignore")
             self.prof = profile(
                 activities=activities,
-                schedule=schedule(
-                    wait=int(sched.get("wait", 1)),
-                    warmup=int(sched.get("warmup", 1)),
-                    active=int(sched.get("active", 5)),
-                    repeat=1 if self.rolling else int(sched.get("repeat", 1)),
-                ),
+                schedule=lambda n: base(max(n - first, 0)),
                 on_trace_ready=self._on_trace_ready,
                 record_shapes=bool(self.options.get("record_shapes")),
                 profile_memory=bool(self.options.get("profile_memory")),
                 with_stack=False,  # no Python tracer: cProfile keeps the 3.11 profile hook
             )
             add_rank_metadata(self.prof)
+            self.prof.step_num = first
             self.prof.start()
         self._update_phase()
 
@@ -277,8 +283,10 @@ class TorchRun:
         self.rec.labels_on = recording
         if recording:
             self.modules.start()
+            self.lines.start(sys._getframe())
         else:
             self.modules.stop()
+            self.lines.stop()
         if recording:
             self.window_steps.append(self.steps + 1)  # the iteration that starts now
 
@@ -290,6 +298,7 @@ class TorchRun:
         rec.busy = True
         rec.labels_on = False
         self.modules.stop()
+        self.lines.stop()
         t_tool = time.perf_counter()
         self._ready_seen += 1
         self._window_done = True
@@ -328,6 +337,7 @@ class TorchRun:
         self.eval_window.uninstall()
         rec.labels_on = False
         self.modules.stop()
+        self.lines.stop()
         partial = False
         if self.prof is not None:
             from torch.profiler import ProfilerAction
@@ -404,6 +414,7 @@ class TorchRun:
                 "active_steps": active_steps,
                 "labels": {name: list(site) for name, site in rec.labels.items()},
                 "modules": self.modules.summary(),
+                "line_ranges": {"recorded": self.lines.lines_seen, "refused": self.lines.refused},
             },
             "warnings": self.warnings,
         }

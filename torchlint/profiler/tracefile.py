@@ -8,7 +8,10 @@ reads it back when it loads the run: the summary is off the script's critical pa
 
 From each trace: the aten ops under each ``torchlint <file>:<line> <call>`` range
 (charged to that call site, nested ranges excluded), a table of ops by self time,
-CUDA synchronisations, memcpys and the device's busy time over the window.
+CUDA synchronisations, memcpys and the device's busy time over the window; for each
+synchronisation inside a call site's range, how long the host waited in it and the
+GPU idle gap it left (from its return to the next kernel's start: what the sync model
+of estimate.py charges); and the device time of the matmul kernels (TLR08's model).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from bisect import bisect_left
 import threading
 import time
 from collections import defaultdict
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.profiler.session import Hotspot
+from torchlint.profiler.tracelines import BACKWARD_PREFIX, LINE_PREFIX, MODULE_PREFIX, NO_FORWARD, charge_backward, line_costs
 
 LABEL_PREFIX = "torchlint "
 #: Each window's trace is ``traces/<window>/<worker>.<time_ms>.pt.trace.json``, the layout
@@ -34,6 +39,17 @@ TRACES_DIR = "traces"
 TRACE_SUFFIX = ".pt.trace.json"
 SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: aten ops that launch the GEMM kernels TF32 would speed up; a kernel counts when the op whose
+#: External id it carries is one of these, or when its name says GEMM (cuBLAS's names vary by
+#: GPU and version: ``ampere_sgemm_*``, ``sm90_xmma_gemm_*``, ``cutlass_*gemm*``, ``nvjet_*``)
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                        "aten::_addmm_activation", "aten::addmv", "aten::mv", "aten::matmul", "aten::linear"})
+_GEMM_NAMES = ("gemm", "gemv", "nvjet")
+
+
+def _is_gemm(kernel: str) -> bool:
+    low = kernel.lower()
+    return any(word in low for word in _GEMM_NAMES)
 
 
 def trace_name(window: str, worker: str | None = None, when_ms: int | None = None) -> str:
@@ -62,6 +78,21 @@ class FileSummary:
         self.pageable = 0
         self.window_us = 0.0
         self.busy_us = 0.0
+        # line range name -> [forward CPU us, backward CPU us, forward device us, backward device us]
+        self.lines: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+        self.module_backward: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module range -> [cpu, device]
+        self.backward_unattributed = [0.0, 0.0]  # no forward op of the window made the node (AccumulateGrad)
+        self.seen: dict[str, set[str]] = defaultdict(set)  # line range -> the ProfilerStep ranges it ran in ("" outside)
+        self.steps: set[str] = set()  # the ProfilerStep ranges of the window
+        self._seq_site: dict[Any, tuple[str | None, str | None]] = {}  # forward op's sequence number -> (line, module)
+        self._backward: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])  # sequence number -> [cpu, device]
+        self._flows: dict[tuple[Any, ...], Any] = {}  # ("s" | "f", tid, ts) -> fwdbwd flow id
+        self._flow_site: dict[Any, tuple[str | None, str | None]] = {}  # flow id -> forward op's (line, module)
+        self._flow_seq: dict[Any, Any] = {}  # flow id -> the backward node's sequence number
+        self.gemm_us = 0.0  # device time of the GEMM kernels (TLR08's model)
+        #: call-site range (None: outside any) -> [syncs, waited_us, gap_us, saving_us, syncs with a next kernel]
+        self.sync_sites: dict[str | None, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
+        self._syncs: list[tuple[str | None, float, float]] = []  # (range, end, waited), this file
 
     def read(self, path: Path) -> None:
         with open(path, encoding="utf-8") as f:
@@ -69,7 +100,14 @@ class FileSummary:
         cpu: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         device: list[tuple[float, float]] = []
         kernel_us: dict[Any, float] = defaultdict(float)  # External id -> device time it launched
+        self._flows = {}
+        kernels: list[tuple[Any, str, float]] = []  # (External id, name, µs): the GEMMs are picked below
+        op_names: dict[Any, str] = {}  # External id -> the CPU op that holds it
         for e in events:
+            if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
+                # torch's link from the forward op that made an autograd node to the node's backward
+                self._flows[(e.get("ph"), e.get("tid"), float(e.get("ts", 0.0)))] = e.get("id")
+                continue
             if e.get("ph") != "X" or e.get("cat") == "Trace":  # "Trace": the profiler's own span
                 continue
             self.events += 1
@@ -80,6 +118,8 @@ class FileSummary:
                 ext = (e.get("args") or {}).get("External id")
                 if ext is not None:
                     kernel_us[ext] += dur
+                if cat == "kernel":
+                    kernels.append((ext, name, dur))
                 if "Memcpy" in name:
                     m = self.memcpy[name]
                     m[0] += 1
@@ -89,6 +129,8 @@ class FileSummary:
                 continue
             if name in SYNCS:
                 self.syncs += 1
+            if cat == "cpu_op":
+                op_names[(e.get("args") or {}).get("External id")] = name
             cpu[e.get("tid")].append(e)
         lo, hi = float("inf"), float("-inf")
         for thread in cpu.values():
@@ -96,18 +138,38 @@ class FileSummary:
             lo = min(lo, float(thread[0].get("ts", 0.0)))
             hi = max(hi, max(float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)) for e in thread))
             self._thread(thread, kernel_us)
+        charge_backward(self)
         if hi > lo:
             self.window_us += hi - lo
             self.busy_us += _union_length(device, lo, hi)
+        self._sync_gaps(sorted(start for start, _ in device))
+        self.gemm_us += sum(dur for ext, name, dur in kernels if op_names.get(ext) in MATMUL_OPS or _is_gemm(name))
+
+    def _sync_gaps(self, starts: list[float]) -> None:
+        """The GPU idle gap after each sync: from its return to the next device activity
+        (kernel, memcpy, memset). A sync the window's last kernel precedes has no gap to
+        read; it is counted, not measured."""
+        for label, end, waited in self._syncs:
+            row = self.sync_sites[label]
+            row[0] += 1
+            row[1] += waited
+            i = bisect_left(starts, end)
+            if i < len(starts):
+                gap = max(starts[i] - end, 0.0)
+                row[2] += gap
+                row[3] += min(gap, waited)
+                row[4] += 1
+        self._syncs = []
 
     def _thread(self, events: list[dict[str, Any]], kernel_us: dict[Any, float]) -> None:
-        """Self times by nesting (an event inside another's span is its child), and the
-        innermost call-site range around each op."""
-        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us]
+        """Self times by nesting (an event inside another's span is its child); the
+        innermost call-site range around each op, its innermost line and module range,
+        and the autograd node (sequence number) whose backward it belongs to."""
+        stack: list[list[Any]] = []  # [end, name, child_us, label, dur, device_us, line, module, backward seq, range, step]
 
         def close(item: list[Any]) -> None:
-            end, name, child, label, dur, dev = item
-            if name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep"):
+            end, name, child, label, dur, dev, line, module, seq, is_range, _step = item
+            if is_range:
                 return
             self_us = max(dur - child, 0.0)
             row = self.ops[name]
@@ -121,22 +183,57 @@ class FileSummary:
                 site[1] += self_us
                 site[2] += dur
                 site[3] += dev
+            if seq is not None:  # backward: charged to the forward op's line once all threads are read
+                bwd = self._backward[seq]
+                bwd[0] += self_us
+                bwd[1] += dev
+            elif line is not None:
+                cost = self.lines[line]
+                cost[0] += self_us
+                cost[2] += dev
 
         for e in events:
             ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
             while stack and stack[-1][0] <= ts:
                 close(stack.pop())
             name = str(e.get("name", ""))
+            args = e.get("args") or {}
             parent = stack[-1] if stack else None
             if parent is not None:
                 parent[2] += dur
-            label = parent[3] if parent is not None else None
-            if name.startswith(LABEL_PREFIX):
+            label, line, module, seq, step = (parent[3], parent[6], parent[7], parent[8], parent[10]) if parent is not None else (None,) * 5
+            is_range = name.startswith(LABEL_PREFIX) or name.startswith("ProfilerStep")
+            if name.startswith("ProfilerStep"):
+                step = name
+                self.steps.add(name)
+            if name.startswith(LINE_PREFIX):
+                line = name
+                self.seen[name].add(step or "")
+            elif name.startswith(MODULE_PREFIX):
+                module = name
+            elif name.startswith(LABEL_PREFIX):
                 label = name  # a nested probed call charges its own site
-            dev = kernel_us.get((e.get("args") or {}).get("External id"), 0.0)
-            stack.append([ts + dur, name, 0.0, label, dur, dev])
+            number = args.get("Sequence number")
+            if name.startswith(BACKWARD_PREFIX):
+                seq = number if number is not None else NO_FORWARD  # AccumulateGrad: no forward op made it
+            elif seq is None and number is not None and not is_range:
+                # every op carries the number of the next node: the last one made it
+                self._seq_site[number] = (line, module)
+            if self._flows:
+                where = (e.get("tid"), ts)
+                flow = self._flows.get(("s",) + where)
+                if flow is not None and seq is None:
+                    self._flow_site[flow] = (line, module)
+                flow = self._flows.get(("f",) + where)
+                if flow is not None and number is not None:
+                    self._flow_seq[flow] = number
+            dev = kernel_us.get(args.get("External id"), 0.0)
+            if name in SYNCS:
+                self._syncs.append((label, ts + dur, dur))
+            stack.append([ts + dur, name, 0.0, label, dur, dev, line, module, seq, is_range, step])
         while stack:
             close(stack.pop())
+
 
 
 _cache: dict[tuple[str, int, int], FileSummary] = {}
@@ -206,11 +303,15 @@ class WindowSummary:
         self.labels = labels  # range name -> [path, line, function, probed call]
         self.cuda = cuda
         self.files: list[FileSummary] = []
+        self.eval_files: list[FileSummary] = []  # the evaluation window's: its lines are reported apart
         self.errors: list[str] = []
 
     def add(self, path: Path) -> None:
         try:
-            self.files.append(read_file(path))
+            summary = read_file(path)
+            self.files.append(summary)
+            if path.parent.name == "eval" or path.name == "trace-eval.json":
+                self.eval_files.append(summary)
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             self.errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
 
@@ -244,6 +345,7 @@ class WindowSummary:
                 memcpy[name][1] += row[1]
         window_us = sum(f.window_us for f in self.files)
         busy_us = sum(f.busy_us for f in self.files)
+        matmul_us = sum(f.gemm_us for f in self.files)
         ops = sorted(table.items(), key=lambda kv: -kv[1][1])[:40]
         return {
             "ops": [
@@ -258,8 +360,28 @@ class WindowSummary:
             "memcpy": {k: {"calls": v[0], "device_s": v[1] / 1e6} for k, v in memcpy.items()},
             "gpu_idle_share": (1.0 - busy_us / window_us) if (self.cuda and window_us) else None,
             "events": sum(f.events for f in self.files),
+            "sync_gaps": self.sync_gaps() if self.cuda else [],
+            "matmul_device_s": matmul_us / 1e6 if self.cuda else None,
+            **line_costs(self),
         }
 
+    def sync_gaps(self) -> list[dict[str, Any]]:
+        """Per probed call site: its syncs in the window, the host's wait in them, and the
+        GPU idle gap each left (totals over the syncs a next kernel followed: ``measured``)."""
+        sites: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0])
+        for f in self.files:
+            for label, row in f.sync_sites.items():
+                if label is None or label not in self.labels:
+                    continue  # outside probed calls: no line to charge it to
+                acc = sites[label]
+                for i, v in enumerate(row):
+                    acc[i] += v
+        out = []
+        for label, (syncs, waited, gap, saving, measured) in sites.items():
+            path, line, func, probe = self.labels[label]
+            out.append({"path": path, "line": int(line), "function": func, "call": probe, "syncs": int(syncs),
+                        "measured": int(measured), "wait_s": waited / 1e6, "gap_s": gap / 1e6, "saving_s": saving / 1e6})
+        return sorted(out, key=lambda g: -g["saving_s"])
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     total = 0.0

@@ -35,6 +35,8 @@ class ReportContext:
 
     files_checked: int = 0
     fixed: int = 0
+    failed: int = 0  # files an internal error kept from being checked in full
+    left_out: dict[str, int] = field(default_factory=dict)  # findings below min-impact, by impact
     color: bool = False
     root: Path = field(default_factory=Path.cwd)  # URIs in SARIF and GitLab reports are relative to it
     # The text of a source line: (display path, notebook cell or None, 1-based line) -> text.

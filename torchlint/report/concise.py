@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from torchlint.findings import Finding, FixSafety
+from collections import Counter
+
+from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -28,15 +30,25 @@ def headline(finding: Finding, color: bool) -> str:
     return f"{location}: {code}{fixable} {finding.message}"
 
 
-def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> str:
+def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, failed: int = 0, left_out: dict[str, int] | None = None) -> str:
     parts = []
     if fixed:
         parts.append(f"Fixed {_plural(fixed, 'problem')}.")
+    # A file an internal error stopped is not a file without problems: never say so of it.
+    unchecked = f"; {_plural(failed, 'file')} could not be checked in full (internal error, on stderr)" if failed else ""
+    hidden = _left_out(left_out or {})
     if not findings:
-        parts.append(f"No problems found in {_plural(files_checked, 'file')}.")
+        clean = files_checked - failed
+        what = "problems worth fixing first" if hidden else "problems"
+        parts.append(f"No {what} found in {_plural(clean, 'file')}{unchecked}." if clean or not failed
+                     else f"{_plural(failed, 'file')} could not be checked in full (internal error, on stderr).")
+        parts.extend(hidden)
         return "\n".join(parts)
     files = len({f.path for f in findings})
-    parts.append(f"Found {_plural(len(findings), 'problem')} in {_plural(files, 'file')} ({files_checked} checked).")
+    tiers = Counter(f.impact for f in findings if f.impact)
+    by_impact = f" ({', '.join(f'{tiers[i]} {i}' for i in IMPACTS if tiers[i])})" if tiers else ""
+    parts.append(f"Found {_plural(len(findings), 'problem')}{by_impact} in {_plural(files, 'file')} ({files_checked} checked{unchecked}).")
+    parts.extend(hidden)
     safe = sum(1 for f in findings if f.fix is not None and f.fix.safety is FixSafety.SAFE)
     unsafe = sum(1 for f in findings if f.fix is not None and f.fix.safety is FixSafety.UNSAFE)
     if safe:
@@ -46,6 +58,21 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> 
     return "\n".join(parts)
 
 
+def _left_out(left_out: dict[str, int]) -> list[str]:
+    """The line that says how many lower-impact findings were not shown, and how to see them."""
+    count = sum(left_out.values())
+    if not count:
+        return []
+    lowest = next(i for i in reversed(IMPACTS) if left_out.get(i))
+    tiers = " or ".join(i for i in IMPACTS if left_out.get(i))
+    return [f"{_plural(count, f'{tiers}-impact finding')} not shown (`--min-impact {lowest}` shows {'it' if count == 1 else 'them'})."]
+
+
+def by_impact(findings: Sequence[Finding]) -> list[Finding]:
+    """Highest impact first, then by file and line (what is worth fixing first leads)."""
+    return sorted(findings, key=lambda f: (IMPACT_RANK.get(f.impact, 0), f.sort_key()))
+
+
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
-    body = [headline(f, context.color) for f in findings]
-    return "\n".join([*body, *([""] if body else []), summary(findings, context.files_checked, context.fixed)])
+    body = [headline(f, context.color) for f in by_impact(findings)]
+    return "\n".join([*body, *([""] if body else []), summary(findings, context.files_checked, context.fixed, context.failed, context.left_out)])

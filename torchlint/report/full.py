@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from torchlint.findings import Finding
-from torchlint.report.concise import headline, summary
+from torchlint.report.concise import by_impact, headline, summary
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 CONTEXT_LINES = 2  # shown before and after the flagged line
 
 
+# Characters a Python line may hold that a terminal would move the cursor for (a form
+# feed, U+2028): shown as one space each, so the carets stay under their columns.
+_INVISIBLE = str.maketrans({c: " " for c in "\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\u2029"})
+
+
 def _expand(text: str) -> str:
-    return text.replace("\t", "    ")
+    return text.replace("\t", "    ").translate(_INVISIBLE)
 
 
 def _carets(finding: Finding, text: str) -> tuple[int, int]:
@@ -75,13 +80,17 @@ def snippet(finding: Finding, context: ReportContext) -> tuple[list[str], int]:
 def render_finding(finding: Finding, context: ReportContext) -> str:
     source, width = snippet(finding, context)
     lines = [headline(finding, context.color), *source]
+    # Under the gutter's `|` as ruff puts it; indented as the concise help was without source.
+    lead = f"{' ' * width} = " if source else "  "
+    if finding.impact:
+        label = click.style("impact:", fg="magenta", bold=True) if context.color else "impact:"
+        lines.append(f"{lead}{label} {finding.impact} ({finding.impact_reason})")
     if finding.fix_hint:
         hint = click.style("help:", fg="cyan", bold=True) if context.color else "help:"
-        # Under the gutter's `|` as ruff puts it; indented as the concise help was without source.
-        lines.append(f"{' ' * width} = {hint} {finding.fix_hint}" if source else f"  {hint} {finding.fix_hint}")
+        lines.append(f"{lead}{hint} {finding.fix_hint}")
     return "\n".join(lines)
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
-    body = [render_finding(f, context) + "\n" for f in findings]
-    return "\n".join([*body, summary(findings, context.files_checked, context.fixed)])
+    body = [render_finding(f, context) + "\n" for f in by_impact(findings)]
+    return "\n".join([*body, summary(findings, context.files_checked, context.fixed, context.failed, context.left_out)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from torchlint.findings import Finding
+from torchlint.findings import HIGH, LOW, MEDIUM, Finding
 from torchlint.report.paths import relative
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+# GitHub's workflow commands by impact: an annotation's colour and where it is listed.
+_LEVELS = {HIGH: "error", MEDIUM: "warning", LOW: "notice"}
+
+
 def command(finding: Finding, context: ReportContext) -> str:
     loc = finding.location
     properties = {"file": relative(loc.path, context.root)}
@@ -34,7 +38,7 @@ def command(finding: Finding, context: ReportContext) -> str:
         if loc.end_column is not None:
             properties["endColumn"] = str(loc.end_column)
     properties["title"] = f"{finding.code} {finding.name}"
-    level = "error" if finding.code == "TL000" else "warning"
+    level = _LEVELS.get(finding.impact, "error" if finding.code == "TL000" else "warning")
     where = f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
     message = where + finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else "")
     props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())

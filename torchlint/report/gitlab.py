@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from torchlint.findings import Finding
+from torchlint.findings import HIGH, LOW, MEDIUM, Finding
 from torchlint.report.paths import relative
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ def _fingerprint(finding: Finding, path: str, text: str, occurrence: int) -> str
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+# GitLab Code Quality's severities by impact (blocker and critical are left to security tools).
+_SEVERITIES = {HIGH: "major", MEDIUM: "minor", LOW: "info"}
+
+
 def _issue(finding: Finding, path: str, fingerprint: str) -> dict[str, Any]:
     loc = finding.location
     where = f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
@@ -32,7 +36,7 @@ def _issue(finding: Finding, path: str, fingerprint: str) -> dict[str, Any]:
         "description": f"{where}{finding.message}",
         "check_name": f"{finding.code} {finding.name}",
         "fingerprint": fingerprint,
-        "severity": "major" if finding.code == "TL000" else "minor",
+        "severity": _SEVERITIES.get(finding.impact, "major" if finding.code == "TL000" else "minor"),
         "location": {"path": path, "lines": {"begin": line, "end": max(loc.end_line or line, line) if loc.cell is None else line}},
     }
 

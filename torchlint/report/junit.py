@@ -26,6 +26,7 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
             case = ET.SubElement(suite, "testcase", name=f"torchlint.{finding.code}", classname=path, file=path, line=str(loc.line))
             where = f"cell {loc.cell}, " if loc.cell is not None else ""
             failure = ET.SubElement(case, "failure", message=finding.message, type=f"{finding.code} {finding.name}")
-            failure.text = f"{where}line {loc.line}, col {loc.column}, {finding.message}"
+            impact = f" (impact: {finding.impact}: {finding.impact_reason})" if finding.impact else ""
+            failure.text = f"{where}line {loc.line}, col {loc.column}, {finding.message}{impact}"
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")

@@ -17,7 +17,7 @@ from torchlint.profiler import stacks as stack_files
 from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line
+from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -90,7 +90,8 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) ->
            f'<div class="head"><span class="rank">{escape(label)}</span> <code>{escape(f["code"])}</code> '
            f'{escape(f.get("name") or "")} <code class="where">{escape(where)}</code>{_rule_link(f["code"])}</div>',
            f'<div>{escape(f.get("message") or "")}</div>']
-    measured, expected = measured_line(f.get("measured")), expected_line(f.get("expected"))
+    inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
+    measured, expected = measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))
     if measured:
         out.append(f'<div class="figure measured">{escape(measured)}</div>')
     if expected:
@@ -104,11 +105,28 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) ->
     return "".join(out)
 
 
+def _experiment_section(exp: dict[str, Any] | None) -> str:
+    """What the experiment could and could not see, and why candidates were left out."""
+    if not exp:
+        return ""
+    out = [f"<h3>What the experiment could see</h3><p>{escape(exp['sees'])}</p><ul>"]
+    for m in exp.get("measured") or []:
+        out.append(f"<li>measured <code>{escape(str(m['code']))}</code> at <code>{escape(m['path'])}:{m['line']}"
+                   f"</code> ({escape(str(m['variant']))}): {escape(str(m['verdict']))}</li>")
+    for kind in ("not_measurable", "skipped"):
+        label = "not measurable" if kind == "not_measurable" else "skipped"
+        for m in exp.get(kind) or []:
+            out.append(f"<li>{label} <code>{escape(str(m['code']))}</code> at <code>{escape(m['path'])}:{m['line']}"
+                       f"</code>{' (' + escape(str(m['variant'])) + ')' if m.get('variant') else ''}: "
+                       f"{escape(str(m['why']))}</li>")
+    out.append("</ul>")
+    return "".join(out)
+
+
 def _findings(report: dict[str, Any], cwd: str) -> str:
     findings = report["findings"]
     ranked = ranked_findings(report)
-    unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
-    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    unranked, not_here, static_only = unranked_sections(findings)
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
     if not ranked and not unranked:
         out.append('<p class="muted">No finding had an observed cost or an expected saving in this run.</p>')
@@ -116,11 +134,15 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     if unranked:
         out.append("<h3>Observed but not ranked (no saving model applies here)</h3>")
         out.extend(_finding(f, cwd, "–") for f in unranked)
+    if not_here:
+        out.append("<h3>Not applicable on this machine</h3>")
+        out.extend(_finding(f, cwd, "–") for f in not_here)
     if static_only:
-        out.append("<h3>Static-only findings (nothing measured at these lines)</h3><ul>")
-        out.extend(f"<li><code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
+        out.append("<h3>Static-only findings (nothing measured at these lines), by their static impact</h3><ul>")
+        out.extend(f"<li>{escape(f.get('impact') or '')} <code>{escape(f['path'])}:{f['line']}</code> <code>{escape(f['code'])}</code> "
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
+    out.append(_experiment_section(report.get("experiment")))
     out.append("<h2>Runtime findings</h2>")
     if not report["runtime_findings"]:
         out.append('<p class="muted">none</p>')
@@ -181,22 +203,44 @@ def _ops_section(report: dict[str, Any], session: ProfileSession) -> str:
                    f"{_s(op['self_device_s']) if op.get('self_device_s') else ''}</td>"
                    f"<td class=num>{op['calls']}</td><td><code>{escape(op['name'])}</code></td></tr>" for op in ops)
         out.append("</table>")
-    modules = list(session.torch_window.get("modules") or [])[:TOP_MODULES]
+    out.append(_lines_section(report))
+    modules = list(report.get("modules") or [])[:TOP_MODULES]
     steps = int(report["coverage"]["torch_profiler"].get("active_steps") or 0)
     if modules:
-        out.append("<h3>Forward time per module</h3><p class=muted>Host time of each <code>nn.Module</code>'s "
-                   f"forward in the windows ({steps} steps), by its path in the model; backward not included.</p>"
-                   "<table><tr><th class=num>total</th><th class=num>per step</th><th class=num>self</th>"
-                   "<th class=num>calls</th><th>module</th></tr>")
+        out.append("<h3>Time per module</h3><p class=muted>Host time of each <code>nn.Module</code>'s "
+                   f"forward in the windows ({steps} steps), by its path in the model, and the backward of the "
+                   "autograd nodes its forward made (from the trace).</p>"
+                   "<table><tr><th class=num>forward</th><th class=num>per step</th><th class=num>self</th>"
+                   "<th class=num>backward</th><th class=num>calls</th><th>module</th></tr>")
         for m in modules:
             per = _s(m["total_s"] / steps) if steps else ""
+            bwd = _s(m["backward_s"]) if m.get("backward_s") is not None else ""
             out.append(f"<tr><td class=num>{_s(m['total_s'])}</td><td class=num>{per}</td>"
-                       f"<td class=num>{_s(m['self_s'])}</td><td class=num>{m['calls']}</td>"
+                       f"<td class=num>{_s(m['self_s'])}</td><td class=num>{bwd}</td><td class=num>{m['calls']}</td>"
                        f"<td><code>{escape(m['module'])}</code></td></tr>")
         out.append("</table>")
     if len(out) == 1:
         reason = report["coverage"]["torch_profiler"].get("not_run_reason") or "nothing was recorded"
         out.append(f'<p class="muted">torch.profiler did not record: {escape(str(reason))}</p>')
+    return "".join(out)
+
+
+def _lines_section(report: dict[str, Any]) -> str:
+    table = report.get("cost_by_line") or {}
+    rows = table.get("lines") or []
+    if not table.get("recorded") or not rows:
+        reason = table.get("not_recorded_reason")
+        return f'<h3>Cost by line</h3><p class="muted">Not recorded: {escape(str(reason))}</p>' if reason else ""
+    device = any(r.get("device_s") for r in rows)
+    out = [f"<h3>Cost by line</h3><p class=muted>Per step, over the windows' {table['steps']} steps: the ops each "
+           "line of your code launched (forward), and the backward of the autograd nodes those ops made (the "
+           "trace links each node to its forward op).</p><table><tr><th class=num>forward</th>"
+           "<th class=num>backward</th>" + ("<th class=num>device</th>" if device else "") + "<th>line</th></tr>"]
+    for r in rows:
+        dev = f"<td class=num>{_s(r['device_s'])}</td>" if device else ""
+        out.append(f"<tr><td class=num>{_s(r['forward_s'])}</td><td class=num>{_s(r['backward_s'])}</td>{dev}"
+                   f"<td><code>{escape(r['path'])}:{r['line']}</code> <code>{escape(r['source'])}</code></td></tr>")
+    out.append("</table>")
     return "".join(out)
 
 
@@ -230,7 +274,8 @@ def _files(report: dict[str, Any], run_dir: Path) -> str:
                        (stack_files.COLLAPSED_FILE, "collapsed stacks for flamegraph.pl / inferno"),
                        (art.get("report_json"), "this report as data"),
                        (art.get("report_text"), "the text report"),
-                       (art.get("session"), "everything measured")):
+                       (art.get("session"), "everything measured"),
+                       (art.get("experiment"), "what --experiment measured, and what it could not")):
         if name and (run_dir / name).is_file():
             out.append(f'<li><a href="{escape(name)}">{escape(name)}</a>: {what}</li>')
     out.append("</ul>")

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from torchlint import __version__
-from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path
+from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path, lines
 from torchlint.profiler.session import ProfileSession
 
 SCHEMA = "torchlint.profile-report"
@@ -29,9 +29,12 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
             "origin": c.origin,
             "rank": c.rank,
             # the three figures (docs/profiling.md, "What a number is")
-            "observed": {"seconds": c.observed_s, "basis": c.basis, "share": c.share} if c.observed else None,
+            "observed": {"seconds": c.observed_s, "basis": c.basis, "share": c.share,
+                         "backward_s": c.backward_s} if c.observed else None,
             "expected": c.expected.to_dict() if c.expected is not None else None,
             "measured": c.measured.to_dict() if c.measured is not None else None,
+            # which figure placed it: a measurement only when it decides (savings.rank_key)
+            "ranked_by": _ranked_by(c),
             "basis": c.basis,
             "cost_s": c.observed_s,
             "share": c.share,
@@ -55,6 +58,45 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
         }
     )
     return d
+
+
+def _ranked_by(c: Correlated) -> str | None:
+    group = c.rank_key()[0]
+    return {0: "measured", 2: "measured", 1: "expected", 3: "expected"}.get(group)
+
+
+def _experiment(data: dict[str, Any] | None, cwd: str) -> dict[str, Any] | None:
+    """What ``--experiment`` could and could not see, and why candidates were not
+    measured: from experiment.json, for the text and HTML reports."""
+    if not data:
+        return None
+    win = data.get("windowing") or {}
+    if win.get("mode") == "run":
+        sees = ("whole-run windows: the script's own time from its first line to its exit, evaluation passes "
+                "and all work between the optimizer steps included")
+    elif win.get("mode") == "steps":
+        length = f"{win['max_steps']}-step windows" if win.get("max_steps") else "windows of the whole run"
+        sees = (f"{length} compared by their median optimizer step (the first {win.get('warmup')} steps dropped): "
+                "work outside most steps (evaluation passes, per-epoch set-up) is not seen; a candidate whose code "
+                "runs there gets whole-run windows (the script's own time), or is marked not measurable")
+    else:
+        sees = f"no windows: {win.get('reason') or 'unknown'}"
+
+    def row(m: dict[str, Any], reason_key: str) -> dict[str, Any]:
+        return {"code": m.get("code"), "path": display_path(str(m.get("path") or ""), cwd), "line": m.get("line"),
+                "variant": m.get("variant"), "verdict": m.get("verdict"), "why": m.get(reason_key)}
+
+    skipped = data.get("skipped") or []
+    return {
+        "budget_s": data.get("budget_s"),
+        "spent_s": data.get("spent_s"),
+        "mode": win.get("mode"),
+        "sees": sees,
+        "measured": [row(m, "why") for m in data.get("variants") or []],
+        "not_measurable": [row(m, "reason") for m in skipped if m.get("not_measurable")],
+        "skipped": [row(m, "reason") for m in skipped if not m.get("not_measurable")],
+        "load": data.get("load"),
+    }
 
 
 def ranked_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -119,6 +161,19 @@ def _coverage(session: ProfileSession) -> dict[str, Any]:
     }
 
 
+def _modules(window: dict[str, Any], top: int = 25) -> list[dict[str, Any]]:
+    """Per ``nn.Module`` path: its forward (host time, the windows' hooks) and the backward
+    of the autograd nodes its forward made (the trace), both totals over the windows."""
+    backward = window.get("module_backward") or {}
+    rows = []
+    for m in list(window.get("modules") or [])[:top]:
+        path = m["module"]
+        inside = [b for p, b in backward.items() if p == path or p.startswith(path + ".")]  # with its children, as forward
+        rows.append({**m, "backward_s": sum(b["backward_s"] for b in inside) if backward else None,
+                     "backward_device_s": sum(b.get("backward_device_s") or 0.0 for b in inside) if backward else None})
+    return rows
+
+
 def build(
     correlation: Correlation,
     session: ProfileSession,
@@ -127,8 +182,9 @@ def build(
     static: dict[str, Any],
     artifacts: dict[str, Any],
     snakeviz: dict[str, Any],
+    experiment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as JSON-ready data."""
+    """The report as JSON-ready data (``experiment``: experiment.json's content, if any)."""
     cwd = correlation.cwd
     meta = session.meta
     steps = session.steps
@@ -173,7 +229,12 @@ def build(
             "gpu_idle_share": window.get("gpu_idle_share"),
             "memcpy": window.get("memcpy") or {},
             "ops": list(window.get("ops") or [])[:15],
+            "sync_gaps": [{**g, "path": display_path(str(g.get("path") or ""), cwd)} for g in window.get("sync_gaps") or []],
+            "matmul_device_s": window.get("matmul_device_s"),
         },
+        "experiment": _experiment(experiment, cwd),
+        "cost_by_line": lines.to_dict(lines.line_table(session), cwd),
+        "modules": _modules(window),
         "static": static,
         "artifacts": {"run_dir": run_dir, **artifacts},
         "snakeviz": snakeviz,

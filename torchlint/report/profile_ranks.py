@@ -103,7 +103,7 @@ def render_lines(report: dict[str, Any]) -> list[str]:
         for r in dist["ranks"]:
             if r["exit_status"] is None:
                 lines.append(f"  rank {r['rank']} wrote no profile (killed, or it never started)")
-            elif r["stop_reason"] in ("terminated", "interrupted"):
+            elif r["stop_reason"] in ("terminated", "hangup", "interrupted"):
                 lines.append(f"  rank {r['rank']} was stopped after step {r['steps']}, at {r.get('stopped_at') or 'an unknown line'}")
     spread = [f for f in dist["findings"] if len(f["ranks"]) > 1 and f["spread_s"] > 0]
     if spread:

@@ -6,9 +6,17 @@ import shlex
 from typing import Any
 
 from torchlint.correlate import display_path
+from torchlint.correlate import fmt_interval
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
-from torchlint.savings import ALPHA
+from torchlint.findings import IMPACT_RANK
+from torchlint.savings import ALPHA, NOT_MEASURABLE
+
+
+def static_by_impact(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings nothing in the run measured, highest static impact first (docs/impact.md)."""
+    static = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    return sorted(static, key=lambda f: IMPACT_RANK.get(f.get("impact") or "", 0))
 
 
 def _pct(share: float | None) -> str:
@@ -59,7 +67,7 @@ def expected_line(e: dict[str, Any] | None) -> str | None:
     return f"expected saving {how} {_amount(e.get('total'), unit)}{per} (model: {e['model']})"
 
 
-def measured_line(m: dict[str, Any] | None) -> str | None:
+def measured_line(m: dict[str, Any] | None, inconclusive: bool = False) -> str | None:
     """The experiment's verdict (savings.Measurement as data): a difference inside
     the noise is never shown as a saving."""
     if m is None:
@@ -67,10 +75,12 @@ def measured_line(m: dict[str, Any] | None) -> str | None:
     variant = m.get("variant") or "variant"
     if m["verdict"] == "skipped":
         return f"experiment skipped ({variant}): {m.get('why') or 'no reason given'}"
+    if m["verdict"] == NOT_MEASURABLE:
+        return f"{m.get('why') or 'not measurable by this experiment'} (the expected figure ranks)"
     unit = m.get("unit") or "s"
     ci = ""
     if m.get("ci_low") is not None and m.get("ci_high") is not None:
-        ci = f" [95% CI {_amount(m['ci_low'], unit)}–{_amount(m['ci_high'], unit)}]"
+        ci = f", 95% CI {fmt_interval(m['ci_low'], m['ci_high'], unit)}/step"
     per, total = m.get("per_step"), m.get("total")
     if m["verdict"] == "saving":
         return f"measured saving {_amount(total, unit)}/run, {_amount(per, unit)}/step{ci} (experiment: {variant})"
@@ -82,6 +92,8 @@ def measured_line(m: dict[str, Any] | None) -> str | None:
     apart = (m.get("ci_low") or 0) > 0 or (m.get("ci_high") or 0) < 0  # the interval alone said a difference
     if apart and alone is not None and together is not None and alone < ALPHA <= together:
         ci += ", within the noise once corrected for the other variants tested (Holm)"
+    if inconclusive:
+        ci += "; inconclusive: its interval holds the expected saving, so the expected figure ranks"
     return f"measured: no measurable change{ci} (experiment: {variant})"
 
 
@@ -103,6 +115,9 @@ def _evidence_line(f: dict[str, Any]) -> str:
                 parts.append(f"{calls} calls of {op}" + (f" at line {line}" if via == "related" else ""))
     elif f["basis"] == "sampler":
         parts.append("wall time with this line on the stack (line sampler)")
+    backward = (f.get("observed") or {}).get("backward_s")
+    if backward:
+        parts.append(f"incl. {_s(backward)} of backward made by these lines (torch.profiler windows, per step x steps)")
     if f.get("syncs"):
         parts.append(f"{f['syncs']} CUDA syncs")
     return " · ".join(parts)
@@ -131,7 +146,8 @@ def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: b
     lines.append(f"{label}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']}")
     pad = " " * len(label)
     lines.append(f"{pad}{f['message']}")
-    for figure in (measured_line(f.get("measured")), expected_line(f.get("expected"))):
+    inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
+    for figure in (measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))):
         if figure:
             lines.append(f"{pad}{figure}")
     if show_cost and f.get("observed"):
@@ -150,6 +166,64 @@ def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: b
         lines.append(f"{pad}in {fn['name']}(): {_s(fn['total_s'])} total, {fn['calls']} call(s) (cProfile)")
     if f.get("fix_hint"):
         lines.append(f"{pad}fix: {f['fix_hint']}")
+
+
+def unranked_sections(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The unranked findings, each in one section: observed (no saving model applies),
+    not applicable on this machine (whether or not the sampler happened to catch their
+    line: one rule's findings are not split by that), and static-only."""
+    def here(f: dict[str, Any]) -> bool:
+        return not (f.get("expected") or {}).get("not_applicable")
+
+    rest = [f for f in findings if f.get("rank") is None]
+    not_here = [f for f in rest if not here(f)]
+    observed = [f for f in rest if here(f) and f.get("observed")]
+    return observed, not_here, [f for f in static_by_impact(findings) if here(f)]
+
+
+def experiment_section(exp: dict[str, Any] | None) -> list[str]:
+    """What ``--experiment`` could and could not see, and why each candidate it did not
+    measure was left out (experiment.json has the details)."""
+    if not exp:
+        return []
+    spent = f", spent {_s(exp['spent_s'])}" if exp.get("spent_s") is not None else ""
+    out = [f"What the experiment could see (budget {_s(exp.get('budget_s') or 0)}{spent}; details in experiment.json)",
+           f"  {exp['sees']}"]
+    for m in exp.get("measured") or []:
+        out.append(f"  measured       {m['code']} at {m['path']}:{m['line']} ({m['variant']}): {m['verdict']}")
+    for m in exp.get("not_measurable") or []:
+        out.append(f"  not measurable {m['code']} at {m['path']}:{m['line']}: {m['why']}")
+    for m in exp.get("skipped") or []:
+        variant = f" ({m['variant']})" if m.get("variant") else ""
+        out.append(f"  skipped        {m['code']} at {m['path']}:{m['line']}{variant}: {m['why']}")
+    load = exp.get("load") or {}
+    if load.get("at_start") is not None:
+        out.append(f"  load average {load['at_start']:.1f} at the start, {load.get('at_end') or 0:.1f} at the end "
+                   "(each measurement's own range is in its line of experiment.json)")
+    out.append("")
+    return out
+
+
+def cost_by_line(report: dict[str, Any], top: int = 8) -> list[str]:
+    """The "Cost by line" section: the windows' ops per user line, forward and backward."""
+    table = report.get("cost_by_line") or {}
+    if not table.get("recorded"):
+        reason = table.get("not_recorded_reason")
+        return [f"Cost by line: not recorded ({reason})", ""] if reason else []
+    rows = table.get("lines") or []
+    if not rows:
+        return []
+    device = any(r.get("device_s") for r in rows)
+    out = [f"Cost by line in the torch.profiler windows (per step, over {table['steps']} steps; backward is "
+           "charged to the line whose forward op made each autograd node)"]
+    out.append(f"  {'forward':>9} {'backward':>9}" + (f" {'device':>9}" if device else "") + "  line")
+    for r in rows[:top]:
+        dev = f" {_s(r['device_s']):>9}" if device else ""
+        out.append(f"  {_s(r['forward_s']):>9} {_s(r['backward_s']):>9}{dev}  {r['path']}:{r['line']}  {r['source']}")
+    if table.get("backward_unattributed_s"):
+        out.append(f"  {'':>9} {_s(table['backward_unattributed_s']):>9}  (gradient accumulation into parameters: no line)")
+    out.append("")
+    return out
 
 
 def render(report: dict[str, Any]) -> str:
@@ -227,8 +301,7 @@ def render(report: dict[str, Any]) -> str:
 
     findings = report["findings"]
     ranked = ranked_findings(report)
-    unranked = [f for f in findings if f.get("rank") is None and f.get("observed")]
-    static_only = [f for f in findings if f.get("rank") is None and not f.get("observed")]
+    unranked, not_here, static_only = unranked_sections(findings)
     lines.append("")
     if ranked:
         lines.append("Findings ranked by what fixing them saves (measured saving first, then expected)")
@@ -240,6 +313,14 @@ def render(report: dict[str, Any]) -> str:
         for f in unranked:
             _finding_block(f, "   -  ", lines)
             lines.append("")
+    if not_here:
+        lines.append("Not applicable on this machine (the remedy has nothing to act on here)")
+        for f in not_here:
+            reason = (f.get("expected") or {}).get("not_applicable") or ""
+            seen = f", observed {_s(f['cost_s'])} at these lines" if f.get("observed") else ""
+            lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+            lines.append(f"      {'':>4}{reason}{seen}")
+        lines.append("")
     if not (ranked or unranked) and not report["static"].get("available", True):
         lines.append(f"Static checks unavailable: {report['static'].get('reason')}")
         lines.append("")
@@ -247,13 +328,16 @@ def render(report: dict[str, Any]) -> str:
         lines.append("No finding had an observed cost or an expected saving in this run.")
         lines.append("")
     if static_only:
-        lines.append("Static-only findings (nothing measured at these lines in this run)")
+        lines.append("Static-only findings (nothing measured at these lines in this run), by their static impact")
         for f in static_only:
-            lines.append(f"      {f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
+            impact = f"[{f['impact']}] " if f.get("impact") else ""
+            lines.append(f"      {impact}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['message']}")
             if f.get("context"):
                 fetch_s = sum(e["total_s"] for e in f["context"])
                 lines.append(f"      {'':>4}context: {_s(fetch_s)} fetching batches from this loader")
         lines.append("")
+
+    lines.extend(experiment_section(report.get("experiment")))
 
     one_time = [h for h in report["hotspots"] if h.get("cause")]
     hs = [h for h in report["hotspots"] if not h.get("cause")]
@@ -297,6 +381,8 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {_s(op['self_cpu_s']):>9}  x{op['calls']:<6} {op['name']}{dev}")
         lines.append("")
 
+    lines.extend(cost_by_line(report))
+
     st = report["static"]
     if st.get("available"):
         lines.append(
@@ -305,7 +391,8 @@ def render(report: dict[str, Any]) -> str:
         )
     art = report["artifacts"]
     lines.append(f"Run directory: {display_path(art['run_dir'], report['run']['cwd'])}")
-    names = [art.get(k) for k in ("profile", "report_text", "report_json", "report_html", "session", "script_output")]
+    names = [art.get(k) for k in ("profile", "report_text", "report_json", "report_html", "session", "script_output",
+                                  "experiment")]
     names += list(art.get("traces") or [])
     lines.append("  " + "  ".join(n for n in names if n))
     sv = report["snakeviz"]

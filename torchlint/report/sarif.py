@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchlint import __version__, catalogue
-from torchlint.findings import Finding, Location
+from torchlint.findings import HIGH, LOW, MEDIUM, Finding, Location
 from torchlint.report.paths import uri
 from torchlint.report.rule_info import HOME, description, rule_url
 
@@ -21,8 +21,18 @@ if TYPE_CHECKING:
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
+# SARIF's levels by impact (TL000 is always high): what GitHub code scanning shows as
+# error, warning and note.
+_LEVELS = {HIGH: "error", MEDIUM: "warning", LOW: "note"}
+
+
 def _level(code: str) -> str:
+    """A rule's default level (its findings carry their own)."""
     return "error" if code == "TL000" else "warning"
+
+
+def _finding_level(finding: Finding) -> str:
+    return _LEVELS.get(finding.impact, _level(finding.code))
 
 
 def _rule(rule: catalogue.Rule) -> dict[str, Any]:
@@ -68,12 +78,14 @@ def _message(finding: Finding) -> str:
 def _result(finding: Finding, index: dict[str, int], context: ReportContext) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.code,
-        "level": _level(finding.code),
+        "level": _finding_level(finding),
         "message": {"text": _message(finding)},
         "locations": [_location(finding.location, context)],
     }
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
+    if finding.impact:
+        result["properties"] = {"impact": finding.impact, "impactReason": finding.impact_reason}
     if finding.related:
         result["relatedLocations"] = [
             {"id": number, **_location(related, context), "message": {"text": _where(related) + "where this costs time"}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.devices import string_value
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _CONV2D = ("torch.nn.Conv2d", "torch.nn.ConvTranspose2d")
@@ -16,6 +17,7 @@ class ChannelsLastMissing(Check):
 
     code = "TL404"
     name = "channels-last-missing"
+    cost = Cost.MISSING_PIECES
     message = "`{call}` runs 2-D convolutions in mixed precision on NCHW tensors; tensor-core convolution kernels want channels-last (NHWC)"
     fix_hint = "Convert the model and each input batch with `.to(memory_format=torch.channels_last)`"
     default = False
@@ -32,7 +34,7 @@ class ChannelsLastMissing(Check):
         in_loop = [c for c in autocasts if any(ctx.tree.is_inside(c, loop) for loop in loops)]
         if in_loop:
             call = in_loop[0]
-            self.report(call, call=ctx.module.code_for_node(call.func) + "(...)")
+            self.report(call, where=Where.TRAIN, call=ctx.module.code_for_node(call.func) + "(...)")
 
 
 def _on_cpu(call, ctx) -> bool:  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -20,6 +21,7 @@ class ConvBiasBeforeBatchnorm(Check):
 
     code = "TL401"
     name = "conv-bias-before-batchnorm"
+    cost = Cost.SMALL_WORK
     message = "`{conv}` adds a bias that the following `{norm}` subtracts again with the batch mean"
     fix_hint = "Pass `bias=False` to the convolution: BatchNorm's own shift replaces the bias"
     fix_safety = FixSafety.UNSAFE  # the checkpoint loses the conv's `bias` key
@@ -51,6 +53,7 @@ class ConvBiasBeforeBatchnorm(Check):
                 fix = (conv, fixed)
             self.report(
                 conv,
+                where=Where.TRAIN,  # every forward and backward of the model pays it
                 fix=fix,
                 hint=self._conditional_hint(conv, norm, value),
                 related=(norm,),

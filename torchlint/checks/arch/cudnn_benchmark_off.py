@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _CONVS = {f"torch.nn.{kind}{d}d" for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)}
@@ -15,6 +16,7 @@ class CudnnBenchmarkOff(Check):
 
     code = "TL403"
     name = "cudnn-benchmark-off"
+    cost = Cost.MISSING_PIECES
     message = "This training loop runs convolutions without `torch.backends.cudnn.benchmark = True`, so cuDNN never picks the fastest algorithm for the input shapes"
     fix_hint = "Set `torch.backends.cudnn.benchmark = True` once before training when input shapes stay fixed"
     default = False
@@ -27,4 +29,4 @@ class CudnnBenchmarkOff(Check):
             return
         if ctx.references(*_CUDNN_FLAGS):
             return  # benchmark (or determinism) is chosen explicitly somewhere in the script
-        self.report(loops[0])
+        self.report(loops[0], where=Where.TRAIN)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _CONV = {f"torch.nn.{kind}{d}d" for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)}
@@ -22,11 +23,15 @@ _SIZES: dict[str, tuple[tuple[int, str], ...]] = {
 }
 
 
+_LARGE = 1024  # a misaligned size from here on is a medium-impact finding (docs/impact.md)
+
+
 class TensorCoreMisaligned(Check):
     """Sizes (features, channels, hidden, batch) that are not multiples of 8."""
 
     code = "TL402"
     name = "tensor-core-misaligned"
+    cost = Cost.MISSING_PIECES
     message = "`{call}` has sizes that are not multiples of {multiple}, which keeps tensor cores from being fully used: {sizes}"
     fix_hint = "Pad each size to a multiple of the tensor-core tile (8 for fp16/bf16, 64 on A100 for best results), e.g. round a vocabulary up"
 
@@ -38,7 +43,7 @@ class TensorCoreMisaligned(Check):
             return
         multiple = ctx.options.tensor_core_multiple
         floor = ctx.options.min_dimension
-        misaligned = []
+        misaligned, largest = [], 0
         for position, keyword in params:
             arg = ctx.argument(node, position, keyword)
             if arg is None:
@@ -49,6 +54,11 @@ class TensorCoreMisaligned(Check):
             lower = value - value % multiple
             nearest = f"{lower} or {lower + multiple}" if lower else f"{multiple}"
             misaligned.append(f"{keyword}={value} -> {nearest}")
+            largest = max(largest, value)
         if misaligned:
             callee = dotted(node.func) or qualified
-            self.report(node, call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned))
+            # A GEMM as large as 1024 is a visible share of a step; a small layer's, or the
+            # batch dimension's, padding is not (cuBLAS pads small and odd M itself).
+            small = qualified == "torch.utils.data.DataLoader" or largest < _LARGE
+            self.report(node, where=Where.TRAIN, cost=Cost.SMALL_KERNELS if small else None,
+                        call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned))

@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.grad import explicitly_enabled
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import submodule_attributes
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -66,6 +67,7 @@ class EvalWithoutNoGrad(Check):
 
     code = "TL301"
     name = "eval-without-no-grad"
+    cost = Cost.GRAPH_BUILT
     message = "`{call}` runs after `{model}.eval()` with autograd still recording the graph"
     fix_hint = "Run the evaluation under `with torch.inference_mode():` (or `torch.no_grad()`), or decorate the function with `@torch.inference_mode()`"
 
@@ -108,6 +110,8 @@ class EvalWithoutNoGrad(Check):
                 continue  # a later branch on the same phase: its own training or evaluation path
             if any(isinstance(a, cst.Lambda) for a in tree.ancestors(call)):
                 continue  # runs wherever the lambda is called
+            if _returned(tree, call) and _handed_out(tree, tree.enclosing_function(call)):
+                continue  # a model function a factory returns: whoever calls it chooses the grad mode
             if ctx.grad.runs_without_grad(call) or explicitly_enabled(ctx, call):
                 continue
             if ctx.grad.backward_after(call, unless_guarded_by=phase_names):
@@ -140,3 +144,21 @@ class EvalWithoutNoGrad(Check):
             return True
         head, _, attr = name.rpartition(".")
         return head == model and attr in submodules
+
+
+def _returned(tree, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``call``'s value returned as it is (``return model(x)``, ``return model(x), y``)?"""
+    parent = tree.parent(call)
+    if isinstance(parent, cst.Element):
+        parent = tree.parent(tree.parent(parent))
+    return isinstance(parent, cst.Return)
+
+
+def _handed_out(tree, function: cst.FunctionDef | None) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``function`` a closure its enclosing function returns (``get_model_fn`` returns
+    ``model_fn``)? Its callers are not in sight: they may run it under ``no_grad``."""
+    outer = tree.enclosing_function(function) if function is not None else None
+    if outer is None:
+        return False
+    return any(isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value == function.name.value
+               for n in tree.descendants(outer))

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.grad import is_backward_call
 from torchlint.analysis.names import canonical, dotted
 from torchlint.analysis.values import Kind, looks_like_optimizer
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 _NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
@@ -21,6 +22,7 @@ class InferenceUseInferenceMode(Check):
 
     code = "TL304"
     name = "inference-use-inference-mode"
+    cost = Cost.SMALL_WORK
     message = "`torch.no_grad()` wraps pure inference; `torch.inference_mode()` also skips view and version tracking"
     fix_hint = "Use `with torch.inference_mode():` for blocks whose results never re-enter autograd"
     default = False

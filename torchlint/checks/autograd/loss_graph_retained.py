@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -14,6 +15,7 @@ class LossGraphRetained(Check):
 
     code = "TL302"
     name = "loss-graph-retained"
+    cost = Cost.MEMORY_KEPT
     message = "`{store}` keeps every step's loss with its autograd graph alive"
     per_step = True
     fix_hint = "Store `loss.detach()` instead (it stays on the device; read it with `.item()` once after the loop)"

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind, optimized_tensors
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -33,6 +34,7 @@ class ZeroGradMemset(Check):
 
     code = "TL303"
     name = "zero-grad-memset"
+    cost = Cost.SMALL_WORK
     message = "`{call}` writes zeros into every gradient instead of releasing it"
     fix_hint = "Use `zero_grad(set_to_none=True)` (the default since torch 2.0), or `p.grad = None` for a manual loop"
     fix_safety = FixSafety.SAFE

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoPinMemory(Check):
@@ -13,6 +14,7 @@ class DataloaderNoPinMemory(Check):
 
     code = "TL202"
     name = "dataloader-no-pin-memory"
+    cost = Cost.PINNED_COPY
     message = "`{call}` has {why}, so each batch is staged through pageable host memory before its copy to the device"
     fix_hint = "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`"
 
@@ -33,10 +35,11 @@ class DataloaderNoPinMemory(Check):
             return  # nothing is copied to a device in this module
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch
-        built = tensor_dataset(ctx, node)
-        if built is not None and any(ctx.devices.on_device(arg.value, built) for arg in built.args):
-            return  # the tensors are on the device already: nothing to pin
-        if in_memory_dataset(ctx, node) == "device":
-            return  # items come back on the device: pinning them raises
+        if no_work_for_workers(ctx, node) is not None:
+            return  # no workers to pin in: pinning in the loop costs a copy of its own (or raises, for device items)
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        # Without workers the loop itself pins each batch: one more copy (TL201 is the fix).
+        workers = loader_option(ctx, node, "num_workers")
+        alone = workers is None or (isinstance(workers, cst.Arg) and isinstance(workers.value, cst.Integer) and workers.value.evaluated_value == 0)
+        self.report(node, where=loader_feeds(ctx, node), cost=Cost.PIN_WITHOUT_WORKERS if alone else None,
+                    related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)

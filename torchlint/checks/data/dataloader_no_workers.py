@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.loaders import UNKNOWN, in_memory_dataset, is_dataloader, loader_option, tensor_dataset
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoWorkers(Check):
@@ -13,6 +14,7 @@ class DataloaderNoWorkers(Check):
 
     code = "TL201"
     name = "dataloader-no-workers"
+    cost = Cost.INPUT_PIPELINE
     message = "`{call}` has {why}, so every batch is loaded and collated in the training process while the model waits"
     fix_hint = "Pass `num_workers` > 0 (about 4 per GPU to start with) so worker processes prepare batches ahead of the step"
 
@@ -31,9 +33,11 @@ class DataloaderNoWorkers(Check):
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch: workers would only add start-up time
-        if tensor_dataset(ctx, node) is not None:
-            return  # tensors already in memory (or on the device, where workers cannot go)
-        if in_memory_dataset(ctx, node) is not None:
-            return  # its items are slices of tensors it holds, or made on the device: the same
+        if no_work_for_workers(ctx, node) is not None:
+            return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+        loops = ctx.loops.iterations_of(node)
+        # Trained here, on the host only: workers would share the cores the model uses.
+        on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
+        self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None,
+                    related=tuple(loops), call=call, why=why)

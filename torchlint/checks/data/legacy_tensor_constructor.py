@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import LEGACY_DTYPES, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -28,8 +29,9 @@ class LegacyTensorConstructor(Check):
 
     code = "TL204"
     name = "legacy-tensor-constructor"
+    cost = Cost.API_AGE
     message = "`{ref}` {why}"
-    fix_hint = "Use `torch.tensor(data, dtype=..., device=...)` (or `torch.empty(size, dtype=...)`); `Variable(x)` is just `x`"
+    fix_hint = "Use `torch.tensor(data, dtype=..., device=...)` (or `torch.empty(size, dtype=...)`); `Variable(x)` is `x.detach()` (just `x` when it tracks no gradient)"
     fix_safety = FixSafety.UNSAFE
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
@@ -180,7 +182,19 @@ class LegacyTensorConstructor(Check):
         if flag is not None and flag.value == "True":
             detached = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
             value = cst.Call(func=cst.Attribute(value=detached, attr=cst.Name("requires_grad_")))
+        elif not _builds_a_fresh_tensor(ctx, value):
+            # `Variable(w)` is a detached alias of `w`: plain `w` would carry `w`'s gradient on.
+            value = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
         return call, value
+
+
+def _builds_a_fresh_tensor(ctx, value: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """``torch.zeros(n)``, ``torch.from_numpy(a)``: a new tensor with no autograd history,
+    which ``Variable`` has nothing to detach from."""
+    if not isinstance(value, cst.Call) or ctx.keyword(value, "requires_grad") is not None:
+        return False
+    qualified = ctx.qname(value.func) or ""
+    return qualified.startswith("torch.") and qualified.count(".") == 1 and qualified not in _TYPED and qualified != _VARIABLE
 
 
 def _why(qualified: str, alias: bool = False) -> str:

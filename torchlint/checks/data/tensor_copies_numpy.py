@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -21,6 +22,7 @@ class TensorCopiesNumpy(Check):
 
     code = "TL203"
     name = "tensor-copies-numpy"
+    cost = Cost.ALLOCATION
     message = "`{call}` copies the NumPy array `{array}` into a new tensor; `torch.as_tensor` (or `torch.from_numpy`) shares its memory"
     fix_hint = "Use `torch.as_tensor(a)` or `torch.from_numpy(a)` (the tensor then shares memory with the array: copy explicitly if either is modified)"
     fix_safety = FixSafety.UNSAFE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost, Where, where_of
 from torchlint.checks.base import Check
 
 _DATA_PARALLEL = {
@@ -19,9 +20,22 @@ class DataParallel(Check):
 
     code = "TL601"
     name = "data-parallel"
+    cost = Cost.MULTI_GPU_OVERHEAD
     message = "`{call}` drives every GPU from one Python process, replicating the model and scattering each batch on every step"
     fix_hint = "Use `torch.nn.parallel.DistributedDataParallel` with one process per GPU (launched with `torchrun`)"
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qname(node.func) in _DATA_PARALLEL:
-            self.report(node, call=short_code(self.ctx.module, node.func) + "(...)")
+            self.report(node, where=_what_the_file_runs(self.ctx), call=short_code(self.ctx.module, node.func) + "(...)")
+
+
+def _what_the_file_runs(ctx) -> Where:  # type: ignore[no-untyped-def]
+    """A script that only evaluates or predicts pays the replication on its inference
+    steps; anything else is taken to train (its loop may be in another file)."""
+    if ctx.loops.training_loops() or ctx.method_calls({"backward"}):
+        return Where.TRAIN
+    hot = [loop for loop in (*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)) if ctx.loops.is_hot(loop)]
+    kinds = {where_of(ctx.loops.describe(loop)) for loop in hot}
+    if kinds and kinds <= {Where.EVAL, Where.INFER}:
+        return Where.INFER if Where.INFER in kinds else Where.EVAL
+    return Where.TRAIN

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_option
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_feeds, loader_option
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
@@ -16,6 +17,7 @@ class DdpWithoutDistributedSampler(Check):
 
     code = "TL602"
     name = "ddp-without-distributed-sampler"
+    cost = Cost.DUPLICATED_WORK
     message = "`{call}` shuffles without a `DistributedSampler` while the model runs under DistributedDataParallel, so every process reads the whole dataset"
     fix_hint = "Pass `sampler=DistributedSampler(dataset)` (and drop `shuffle=True`); call `sampler.set_epoch(epoch)` every epoch"
 
@@ -30,7 +32,7 @@ class DdpWithoutDistributedSampler(Check):
             return
         if any(loader_option(ctx, node, option) is not None for option in ("sampler", "batch_sampler")):
             return
-        self.report(node, call=f"{dotted(node.func) or DATALOADER}(...)")
+        self.report(node, where=loader_feeds(self.ctx, node), call=f"{dotted(node.func) or DATALOADER}(...)")
 
     def _uses_ddp(self) -> bool:
         if not hasattr(self, "_ddp"):

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.edits import keyword_arg, with_first_argument
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -21,6 +22,7 @@ class DeprecatedAmpApi(Check):
     code = "TL502"
     applies_to_tests = True  # a deprecated API breaks a test suite on a torch upgrade as well
     name = "deprecated-amp-api"
+    cost = Cost.API_AGE
     message = "`{call}` is a deprecated mixed-precision API; {instead}"
     fix_hint = 'Use `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`; replace apex `amp.initialize`/`amp.scale_loss` with them'
     fix_safety = FixSafety.SAFE

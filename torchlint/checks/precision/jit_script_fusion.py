@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 # Elementwise torch functions and tensor methods: what TorchScript fusion is used for.
@@ -25,6 +26,7 @@ class JitScriptFusion(Check):
 
     code = "TL503"
     name = "jit-script-fusion"
+    cost = Cost.API_AGE
     message = "`@{decorator}` on pointwise function `{function}` relies on TorchScript fusion, which is in maintenance mode"
     fix_hint = "Decorate the function with `@torch.compile` instead (it fuses pointwise ops with Triton kernels)"
     default = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 # Anything that says the script already handles precision itself.
@@ -15,6 +16,7 @@ class NoMixedPrecision(Check):
 
     code = "TL501"
     name = "no-mixed-precision"
+    cost = Cost.PRECISION
     message = "This training loop runs in float32 with no `autocast` anywhere in the module, leaving tensor cores idle"
     fix_hint = 'Run the forward pass and loss under `torch.autocast("cuda", dtype=torch.bfloat16)` (with fp16, add `torch.amp.GradScaler("cuda")`)'
     default = False
@@ -30,7 +32,7 @@ class NoMixedPrecision(Check):
             return  # precision handled by hand or by a framework (`accelerator.autocast()`)
         if _precision_argument(ctx):
             return  # a framework told its precision: `Fabric(precision="bf16-mixed")`, `Trainer(precision=...)`
-        self.report(loops[0])  # one finding per module: autocast is a module-wide decision
+        self.report(loops[0], where=Where.TRAIN)  # one finding per module: autocast is a module-wide decision
 
 
 def _precision_argument(ctx) -> bool:  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -15,6 +16,7 @@ class BlockingHostToDevice(Check):
 
     code = "TL111"
     name = "blocking-host-to-device"
+    cost = Cost.UPLOAD
     message = "`{call}` copies the batch to the device synchronously: the host waits for the copy on every step"
     fix_hint = "Pass `non_blocking=True` (with `pin_memory=True` on the DataLoader) so the copy overlaps with compute"
     default = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -13,6 +14,7 @@ class ConstantUploadInLoop(Check):
 
     code = "TL113"
     name = "constant-upload-in-loop"
+    cost = Cost.UPLOAD
     message = "`{expr}` in {loop} copies the same host data to the device on every step, and the host waits for each copy"
     per_step = True
     device_bound = True

@@ -7,12 +7,15 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
 from torchlint.analysis.uploads import FACTORIES
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
 _FACTORIES = FACTORIES
+# Drawn from a random generator: on the device, from the device's generator.
+_RANDOM = {"torch.rand", "torch.randn", "torch.randint", "torch.randperm"}
 # Legacy typed constructors take no `device=`: reported, never fixed.
 _LEGACY = {
     "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor",
@@ -29,6 +32,7 @@ class CreateThenMove(Check):
 
     code = "TL110"
     name = "create-then-move"
+    cost = Cost.UPLOAD
     message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
@@ -37,13 +41,13 @@ class CreateThenMove(Check):
         ctx = self.ctx
         qualified = ctx.qname(node.func)
         if qualified in _FACTORIES or qualified in _LEGACY:
-            if qualified in _LEGACY and _holds_data(ctx, node):
-                return  # built from data, like torch.tensor: the data is copied over either way
+            if qualified in _LEGACY and not _given_sizes(ctx, node):
+                return  # built from data (or maybe): copied over either way; TL204 names the data's fix
             device = ctx.keyword(node, "device")
             if device is not None and not is_cpu_device(device.value, ctx):
                 return  # already built on a device (or one chosen at run time)
             hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
-            self._check_made(node, fixable=qualified in _FACTORIES, hint=hint)
+            self._check_made(node, fixable=qualified in _FACTORIES, hint=hint, random=qualified in _RANDOM)
             return
         # A helper's result moved on: it is read as `helper(...).to(d)`, `helper(...) * k` or assigned.
         parent = ctx.tree.parent(node)
@@ -55,7 +59,7 @@ class CreateThenMove(Check):
             hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]
             self._check_made(node, fixable=False, hint=hint)
 
-    def _check_made(self, made: cst.Call, fixable: bool, hint: str) -> None:
+    def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False) -> None:
         """Report ``made`` when what is computed from it on the host is moved to the device:
         in the same expression (through views, arithmetic and torch functions), or a few
         statements later."""
@@ -69,7 +73,14 @@ class CreateThenMove(Check):
                 return
         elif fixable and alone:
             fix = self._fix(made, move)
-        self.report(made, fix=fix, hint=hint, factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move))
+        # A random draw made on the device comes from the device's generator: a seeded run
+        # draws other values, so that fix is offered as unsafe only.
+        safety = FixSafety.UNSAFE if random else None
+        self.report(
+            made, fix=fix, hint=hint, fix_safety=safety,
+            fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
+            factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move),
+        )
 
     # --- the fix ---------------------------------------------------------------------------
     def _fix(self, factory: cst.Call, move: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode] | None:
@@ -78,6 +89,8 @@ class CreateThenMove(Check):
             return None
         if ctx.keyword(factory, "requires_grad") is not None:
             return None  # moving a `requires_grad` leaf makes a non-leaf: the fix would change autograd
+        if ctx.keyword(factory, "generator") is not None:
+            return None  # a generator draws on its own device: `device="cuda"` with a CPU one raises
         if any(ctx.keyword(factory, name) is not None for name in _PLACES_STORAGE):
             return None  # `out=` (or pinned or sparse storage) already decides where the result lives
         target = _device_argument(move)
@@ -117,17 +130,26 @@ def _move_text(module: cst.Module, move: cst.Call) -> str:
     return f".{method}({arguments})" if len(arguments) <= 40 else f".{method}(...)"
 
 
-def _holds_data(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
-    """``torch.LongTensor([1, 2])``, ``torch.FloatTensor(array)``,
-    ``torch.IntTensor(tokenizer.encode(text))``: a legacy constructor given data, not sizes
-    (a call that is not a size, such as ``len(x)`` or ``x.size(0)``, returns data)."""
-    first = call.args[0].value if call.args and call.args[0].keyword is None else None
-    if first is None:
-        return False
-    if type(first) is cst.Call and not ctx.uploads.python_number(first, call):
-        return True
-    if type(first) is cst.Name and any(b.kind == "assign" and type(b.value) is cst.Call and dotted(b.value.func) == "list"
-                                       for b in ctx.bindings.lookup(first.value, call)):
-        return True  # `lengths = list()` ... `torch.LongTensor(lengths)`
-    return ctx.values.is_sequence_literal(first, call) or ctx.values.is_numpy_array(first, call)
+def _given_sizes(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """``torch.FloatTensor(n, 3)``, ``torch.LongTensor(x.size(0))``: a legacy constructor
+    given sizes (which `torch.empty(..., device=)` replaces), not data. One argument of
+    unknown kind is data as often as not: `torch.empty` would be wrong code for data."""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    return len(args) != 1 or _size_like(ctx, args[0], call)  # data comes alone: several are sizes
 
+
+def _size_like(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    if isinstance(expr, cst.Integer) or ctx.constants.int_value(expr, at) is not None:
+        return True
+    if isinstance(expr, cst.Tuple):
+        return all(_size_like(ctx, e.value, at) for e in expr.elements)
+    if isinstance(expr, cst.BinaryOperation):
+        return _size_like(ctx, expr.left, at) and _size_like(ctx, expr.right, at)
+    if isinstance(expr, cst.Call):  # `len(x)`, `x.size(0)`, `x.numel()`, `int(n)`
+        name = dotted(expr.func) or ""
+        return name in ("len", "int") or name.rsplit(".", 1)[-1] in ("size", "numel", "dim")
+    if isinstance(expr, cst.Subscript):  # `x.shape[0]`, `x.size()[1]`
+        return (dotted(expr.value) or "").endswith(".shape") or isinstance(expr.value, cst.Call) and _size_like(ctx, expr.value, at)
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value == "shape"  # `x.shape`: a torch.Size
+    return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 # Ops whose result has as many elements as the input has non-zeros or distinct values.
@@ -16,6 +17,7 @@ class DataDependentShapeInLoop(Check):
 
     code = "TL106"
     name = "data-dependent-shape-in-loop"
+    cost = Cost.SYNC
     message = "`{expr}` in {loop} makes a tensor whose size depends on its values: the host waits for the device to learn the size, every step"
     per_step = True
     device_bound = True

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.devices import DTYPE_CONVERSIONS
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 # Host-side wrappers a round trip may pass through: `torch.from_numpy(x.cpu().numpy()).cuda()`.
@@ -17,6 +18,7 @@ class DeviceRoundTrip(Check):
 
     code = "TL112"
     name = "device-round-trip"
+    cost = Cost.ROUND_TRIP
     message = "`{expr}` moves the value {first} and straight back {second}: two copies and a sync for nothing"
     fix_hint = "Drop both moves and keep the value where it is; if a host-only step sits between them, do it on the device instead"
 

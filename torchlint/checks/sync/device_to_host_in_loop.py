@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -14,6 +15,7 @@ class DeviceToHostInLoop(Check):
 
     code = "TL102"
     name = "device-to-host-in-loop"
+    cost = Cost.HOST_COPY
     message = "`{call}` in {loop} copies a device value to the host and waits for it on every step"
     per_step = True
     device_bound = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -13,6 +14,7 @@ class HostIndexInLoop(Check):
 
     code = "TL114"
     name = "host-index-in-loop"
+    cost = Cost.UPLOAD
     message = "`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, and the host waits, on every step"
     per_step = True
     device_bound = True

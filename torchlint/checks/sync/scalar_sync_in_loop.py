@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 _SCALAR_READS = {"item", "tolist"}
@@ -16,6 +17,7 @@ class ScalarSyncInLoop(Check):
 
     code = "TL101"
     name = "scalar-sync-in-loop"
+    cost = Cost.SYNC
     message = "`{call}` in {loop} makes the host wait for the device on every step"
     per_step = True
     device_bound = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 _SYNC_CALLS = {
@@ -18,6 +19,7 @@ class SyncCallInLoop(Check):
 
     code = "TL103"
     name = "sync-call-in-loop"
+    cost = Cost.SYNC
     message = "`{call}` in {loop} stops the host until every queued kernel has finished, on every step"
     per_step = True
     fix_hint = "Remove the call from the step loop, or run it only when needed (behind a flag, or every N steps)"

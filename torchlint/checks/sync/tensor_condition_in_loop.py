@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 
@@ -13,6 +14,7 @@ class TensorConditionInLoop(Check):
 
     code = "TL104"
     name = "tensor-condition-in-loop"
+    cost = Cost.SYNC
     message = "`{test}` branches on a tensor value in {loop}: the host waits for the device to decide"
     per_step = True
     device_bound = True

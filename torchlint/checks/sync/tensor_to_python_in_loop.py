@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
+from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
@@ -26,6 +27,7 @@ class TensorToPythonInLoop(Check):
 
     code = "TL105"
     name = "tensor-to-python-in-loop"
+    cost = Cost.SYNC
     message = "`{expr}` in {loop} reads a device tensor into a Python value: the host waits for the device on every step"
     per_step = True
     device_bound = True

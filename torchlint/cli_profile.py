@@ -1,4 +1,6 @@
-"""``torchlint profile SCRIPT [ARGS...]``: the click command.
+"""``torchlint profile SCRIPT [ARGS...]``: the click command, the application layer
+that drives the collectors (:mod:`torchlint.profiler`) and builds the report
+(:mod:`torchlint.cli_profile_report`); beside :mod:`torchlint.cli_check`.
 
 Imports neither torch nor libcst at import time: the static checks are
 imported in a background thread while the script runs, torch only ever in
@@ -7,7 +9,7 @@ the child process.
 
 from __future__ import annotations
 
-import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -15,91 +17,12 @@ from typing import Any
 
 import click
 
-from torchlint.profiler.run import OUTPUT_LOG, RunDirError, RunOptions, ScriptError, check_script, make_run_dir, release_run_dir, run_child
-from torchlint.profiler.command_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
-from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, load_run
+from torchlint.cli_profile_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
+from torchlint.cli_profile_report import _import_static_checks, lint_for_session, report_run, show_html
+from torchlint.profiler.loadrun import load_run
+from torchlint.profiler.run import RunDirError, RunOptions, ScriptError, StopRequested, StopSignals, check_script, make_run_dir, release_run_dir, run_child
+from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE
 
-REPORT_JSON = "report.json"
-REPORT_TEXT = "report.txt"
-REPORT_HTML = "report.html"
-
-
-def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]]:
-    """Run the static checks on the files the run executed; never raises."""
-    from torchlint.correlate import display_path, user_files
-
-    files = user_files(session)
-    cwd = Path(session.cwd)
-    shown = [display_path(f, str(cwd)) for f in files]
-    try:
-        from torchlint.config import Resolver
-        from torchlint.engine import lint_paths
-    except Exception as exc:  # the static half is missing or broken
-        return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
-    here = Path.cwd()
-    try:
-        if cwd.is_dir() and cwd != here:  # --report from elsewhere: paths are the run's
-            os.chdir(cwd)
-        # each file with its own nearest config, as `torchlint check` does
-        result = lint_paths([Path(p) for p in shown], Resolver(cwd=cwd))
-    except Exception as exc:
-        return [], {"available": False, "reason": f"{type(exc).__name__}: {exc}", "paths": shown, "files_checked": 0}
-    finally:
-        if Path.cwd() != here:
-            os.chdir(here)
-    errors = [str(e) for e in getattr(result, "errors", [])]
-    return list(result.findings), {
-        "available": True,
-        "paths": shown,
-        "files_checked": int(getattr(result, "files_checked", len(shown))),
-        "errors": errors,
-    }
-
-
-def _import_static_checks() -> None:
-    try:
-        import torchlint.config  # noqa: F401
-        import torchlint.engine  # noqa: F401
-    except Exception:  # reported when the checks are run
-        pass
-
-
-def _snakeviz(run_dir: Path, no_browser: bool) -> dict[str, Any]:
-    from torchlint.profiler import snakeviz
-
-    prof = run_dir / PROFILE_FILE
-    if not prof.is_file():
-        return {"launched": False, "command": None, "url": None, "pid": None, "reason": "no profile.prof"}
-    if snakeviz.executable() is None:
-        cmd = snakeviz.shell_command(snakeviz.command(prof))
-        return {"launched": False, "command": cmd, "url": None, "pid": None, "reason": "snakeviz is not installed"}
-    headless = snakeviz.headless_reason()
-    if no_browser or headless:
-        cmd = snakeviz.command(prof, server=bool(headless))
-        return {
-            "launched": False,
-            "command": snakeviz.shell_command(cmd),
-            "url": None,
-            "pid": None,
-            "reason": "--no-browser" if no_browser else headless,
-        }
-    try:
-        server = snakeviz.launch(prof, browser=True, log=run_dir / "snakeviz.log")
-    except OSError as exc:
-        return {
-            "launched": False,
-            "command": snakeviz.shell_command(snakeviz.command(prof)),
-            "url": None,
-            "pid": None,
-            "reason": str(exc),
-        }
-    return {
-        "launched": True,
-        "command": snakeviz.shell_command(list(server.process.args)),  # type: ignore[arg-type]
-        "url": server.url,
-        "pid": server.pid,
-        "reason": None,
-    }
 
 
 def run_experiment_for(run_dir: Path, budget: float | None, *, log: Any = None) -> dict[str, Any] | None:
@@ -124,92 +47,6 @@ def run_experiment_for(run_dir: Path, budget: float | None, *, log: Any = None) 
     except Exception as exc:  # the profile and its report still stand
         say(f"torchlint: error: the experiment failed: {type(exc).__name__}: {exc}")
         return None
-
-
-def report_run(
-    run_dir: Path,
-    *,
-    output_format: str = "text",
-    no_browser: bool = True,
-    status: int | None = None,
-    script: Path | None = None,
-    argv: list[str] | None = None,
-) -> tuple[dict[str, Any], str]:
-    """Load, correlate and render a finished run; writes report.json and report.txt.
-
-    ``status`` is the child's exit status as the parent saw it; it fills in a
-    session the child could not finish writing (killed by a signal).
-    """
-    from torchlint.estimate import analyse
-    from torchlint.profiler.session import load_measurements
-    from torchlint.report import profile_json, profile_text
-
-    session = load_run(run_dir)
-    measurements, problem = load_measurements(run_dir)
-    if problem:
-        session.meta.setdefault("warnings", []).append(problem)
-    if status is not None and session.meta.get("exit_status") is None:
-        session.meta["exit_status"] = status
-        session.meta["stop_reason"] = f"killed by signal {status - 128}" if status > 128 else "unknown"
-    if script is not None:
-        session.meta.setdefault("script", str(script.resolve()))
-    if argv is not None:
-        session.meta.setdefault("argv", argv)
-    findings, static = lint_for_session(session)
-    correlation = analyse(findings, session, measurements)
-    artifacts: dict[str, Any] = {
-        "profile": PROFILE_FILE if (run_dir / PROFILE_FILE).is_file() else None,
-        "traces": [t for t in (session.artifacts.get("traces") or []) if (run_dir / t).is_file()],
-        "report_json": REPORT_JSON,
-        "report_text": REPORT_TEXT,
-        "report_html": REPORT_HTML,
-        "session": SESSION_FILE if (run_dir / SESSION_FILE).is_file() else None,
-        "script_output": OUTPUT_LOG if (run_dir / OUTPUT_LOG).is_file() else None,
-    }
-    sv = _snakeviz(run_dir, no_browser)
-    report = profile_json.build(
-        correlation, session, run_dir=str(run_dir), static=static, artifacts=artifacts, snakeviz=sv
-    )
-    text = profile_text.render(report)
-    (run_dir / REPORT_JSON).write_text(profile_json.render(report), encoding="utf-8")
-    (run_dir / REPORT_TEXT).write_text(text, encoding="utf-8")
-    _write_html(report, session, run_dir)
-    return report, (profile_json.render(report) if output_format == "json" else text)
-
-
-def _write_html(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> None:
-    """report.html beside the others; a failure here costs only the page, said on stderr."""
-    try:
-        from torchlint.report import profile_html
-
-        (run_dir / REPORT_HTML).write_text(profile_html.render(report, session, run_dir), encoding="utf-8")
-    except Exception as exc:
-        click.echo(f"torchlint: warning: could not write {REPORT_HTML}: {type(exc).__name__}: {exc}", err=True)
-
-
-def show_html(run_dir: Path, open_it: bool, json_mode: bool) -> None:
-    """``--open``: report.html in the browser; otherwise (or with no browser) its file:// URL."""
-    page = run_dir / REPORT_HTML
-    if not page.is_file():
-        return
-    url = page.resolve().as_uri()
-    if open_it:
-        from torchlint.profiler import snakeviz
-
-        reason = snakeviz.headless_reason()
-        if reason is None:
-            try:
-                import webbrowser
-
-                if webbrowser.open(url):
-                    click.echo(f"torchlint: opened {url}", err=True)
-                    return
-                reason = "no browser found"
-            except Exception as exc:  # webbrowser.Error, a broken browser command
-                reason = f"{type(exc).__name__}: {exc}"
-        click.echo(f"torchlint: could not open a browser ({reason}); the report: {url}", err=True)
-        return
-    click.echo(f"HTML report: {url}", err=json_mode)
 
 
 def rebuild_report(run_dir: Path | None, script: str | None, output_format: str, no_browser: bool, open_html: bool = False) -> None:
@@ -337,6 +174,18 @@ def profile(
         release_run_dir(run_dir)
 
 
+def misplaced_options_hint(script: str, script_args: tuple[str, ...]) -> str | None:
+    """When a run failed and the script was given one of torchlint's own options (``train.py
+    --no-browser``: everything after SCRIPT is the script's), say where they go."""
+    ours = {o for p in profile.params for o in getattr(p, "opts", ()) if o.startswith("--")}
+    misplaced = [a for a in script_args if a.split("=", 1)[0] in ours]
+    if not misplaced:
+        return None
+    names = " ".join(dict.fromkeys(a.split("=", 1)[0] for a in misplaced))
+    return (f"{names} came after the script, so the script got {'it' if len(misplaced) == 1 else 'them'}: "
+            f"torchlint's options go before SCRIPT (torchlint profile {' '.join(misplaced)} {script} ...)")
+
+
 def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, experiment: bool, budget: float | None, options: RunOptions, open_html: bool = False) -> None:
     """Run the script into ``run_dir``, then report; exits with the script's status."""
     json_mode = output_format == "json"
@@ -352,27 +201,39 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
     status = run_child(script, list(script_args), run_dir, options, stdout_to_stderr=json_mode)
     stop_watching()
     prewarm.join()
-    if experiment and status == 0:
-        run_experiment_for(run_dir, budget)
-    elif experiment:
-        click.echo(f"torchlint: experiment not run: the script exited with status {status}", err=True)
-    try:
-        _report, rendered = report_run(
-            run_dir,
-            output_format=output_format,
-            no_browser=no_browser,
-            status=status,
-            script=path,
-            argv=[script, *script_args],
-        )
-    except Exception as exc:  # the script's status still wins; say what went wrong
-        click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(status if status else 1)
+    hint = misplaced_options_hint(script, script_args) if status != 0 else None
+    # SIGTERM or SIGHUP from here on stops the experiment, never the report of a run that
+    # finished: the report is written, then torchlint exits with the signal's status.
+    with StopSignals() as stops:
+        if experiment and status == 0:
+            try:
+                run_experiment_for(run_dir, budget)
+            except StopRequested as stop:
+                click.echo(f"torchlint: experiment {stop.reason}; reporting the profiled run", err=True)
+        elif experiment:
+            click.echo(f"torchlint: experiment not run: the script exited with status {status}", err=True)
+        stops.defer()
+        try:
+            _report, rendered = report_run(
+                run_dir,
+                output_format=output_format,
+                no_browser=no_browser,
+                status=status,
+                script=path,
+                argv=[script, *script_args],
+                hint=hint,
+            )
+        except Exception as exc:  # the script's status still wins; say what went wrong
+            click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(status if status else 1)
+    if stops.signum is not None:
+        click.echo(f"torchlint: stopped by {signal.Signals(stops.signum).name}; the report is in {run_dir}", err=True)
+        status = 128 + stops.signum
     if not json_mode:
         click.echo("")  # a blank line between the script's output and the report
     click.echo(rendered, nl=False)
     show_html(run_dir, open_html, json_mode)
-    if _report["snakeviz"].get("launched"):
+    if _report["snakeviz"].get("launched") and stops.signum is None:
         from torchlint.profiler import snakeviz
 
         snakeviz.serve_until_interrupted(_report["snakeviz"]["pid"], say=lambda text: click.echo(text, err=True))

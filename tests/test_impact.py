@@ -1,0 +1,161 @@
+"""Impact: the model's table is docs/impact.md's, every rule names a cost and its fixtures
+show every tier it can take, and a finding's impact follows where its code runs: its
+own loop, the step that calls its function from another file, a host-only module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, expected_impacts, run_check
+from torchlint.analysis.impact import Cost, Where, assess, tiers, where_of
+from torchlint.checks import all_checks
+from torchlint.config import ConfigError, from_table
+from torchlint.engine import lint_paths
+from torchlint.findings import HIGH, IMPACTS, LOW, MEDIUM
+
+DOC = (ROOT / "docs" / "impact.md").read_text(encoding="utf-8")
+COLUMNS = {"train": Where.TRAIN, "infer": Where.INFER, "eval": Where.EVAL, "batch": Where.BATCH, "epoch": Where.EPOCH, "every_n": Where.EVERY_N, "once": Where.ONCE}
+
+
+def _table(after: str) -> list[list[str]]:
+    """The rows of the first Markdown table after the line holding ``after``."""
+    text = DOC[DOC.index(after):]
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif rows:
+            break
+    return rows[2:]  # the header and its rule
+
+
+def test_the_docs_table_is_the_model() -> None:
+    header = [cell.strip() for cell in DOC[DOC.index("| cost | train"):].splitlines()[0].strip("|").split("|")][1:]
+    assert header == list(COLUMNS)
+    documented = {Cost[row[0].strip("`")]: {COLUMNS[c]: tier for c, tier in zip(header, row[1:])} for row in _table("| cost | train")}
+    assert documented == tiers()
+
+
+def test_every_rule_names_a_cost_and_the_docs_say_which() -> None:
+    documented = {row[0].split()[0]: row[1].strip("`") for row in _table("| rule | cost |")}
+    declared = {check.code: check.cost.name for check in all_checks()}
+    assert {code: cost for code, cost in documented.items() if code != "TL000"} == declared
+    assert documented["TL000"] == Cost.UNCHECKED.name
+
+
+def test_fixtures_show_every_tier_a_rule_can_take() -> None:
+    """Each rule's fixtures name the impact of its findings; together they show every
+    tier of the rule's cost that the rule can reach (a per-step sync is never `low`: the
+    rule stays quiet in rare branches and host-only code)."""
+    shown: dict[str, set[str]] = {}
+    for path in (FIXTURES / "rules").glob("TL*/*.py"):
+        if not path.name.startswith("fix"):
+            shown.setdefault(path.parent.name, set()).update(expected_impacts(path.read_text(encoding="utf-8")).values())
+    unreachable = {"TL101": {LOW}, "TL103": {LOW}, "TL104": {LOW}, "TL302": {LOW}, "TL403": {LOW}, "TL404": {LOW},
+                   "TL501": {MEDIUM, LOW}, "TL601": {LOW}, "TL602": {MEDIUM, LOW}, "TL202": {HIGH}, "TL301": {HIGH}}
+    for check in all_checks():
+        reachable = set(tiers()[check.cost].values()) - unreachable.get(check.code, set())
+        assert reachable <= shown.get(check.code, set()), (check.code, reachable - shown.get(check.code, set()))
+
+
+def test_where_words() -> None:
+    assert where_of("a training loop") is Where.TRAIN
+    assert where_of("Lightning `training_step`") is Where.TRAIN
+    assert where_of("an evaluation loop") is Where.EVAL and where_of("a sampling loop") is Where.INFER
+    assert where_of("an epoch loop") is Where.EPOCH
+    assert where_of("Lightning `validation_step`") is Where.EVAL
+    assert where_of("a per-batch loop") is Where.BATCH
+    assert assess(Cost.SYNC, Where.TRAIN) == (HIGH, "a host-device sync that stalls the GPU pipeline, every step of a training loop")
+    impact, reason = assess(Cost.SYNC, Where.TRAIN, host_only=True)
+    assert impact == LOW and "on the host only" in reason
+    assert assess(Cost.API_AGE, Where.TRAIN) == (LOW, Cost.API_AGE.value)
+
+
+HELPER = "import torch\n\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\ndef smooth(n):\n    return torch.ones(n).cuda()\n"
+TRAIN = (
+    "import torch\nfrom helper import accuracy, smooth\n\nmodel = torch.nn.Linear(8, 2).cuda()\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\nfor x, y in loader:\n    out = model(x.cuda())\n"
+    "    out.sum().backward()\n    opt.step()\n    acc = accuracy(out, y)\n    w = smooth(8)\n"
+)
+
+
+def test_a_helper_another_file_calls_every_step_has_the_steps_impact(tmp_path: Path) -> None:
+    """`.item()` in a helper is conditional on the join; TL110 in a helper is a finding of
+    its own whose impact the join raises from `once` to the training step's."""
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "train.py").write_text(TRAIN)
+    config = from_table({"select": ["TL101", "TL110"]}, tmp_path)
+    found = {(Path(f.path).name, f.line, f.code): (f.impact, f.impact_reason) for f in lint_paths([tmp_path], config).findings}
+    assert found[("helper.py", 5, "TL101")][0] == HIGH
+    assert found[("helper.py", 9, "TL110")] == (HIGH, "a tensor made on the host and copied over, the host waiting for the copy, every step of a training loop")
+    # Alone, the helper is checked as code that runs once.
+    alone = lint_paths([tmp_path / "helper.py"], config).findings
+    assert [(f.code, f.impact) for f in alone] == [("TL110", LOW)]
+
+
+def test_cached_results_keep_their_impact(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "train.py").write_text(TRAIN)
+    cold = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
+    warm = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
+    assert cold == warm and warm.count('"impact": "high"') == 2  # TL101 from the join, TL110 raised by it
+
+
+def test_host_only_code_is_low_where_a_device_would_make_it_cost(tmp_path: Path) -> None:
+    """A copy of an array every training step costs an allocation on a GPU run; in a module
+    that never touches a device it is a host copy like any other."""
+    loop = (
+        "import numpy as np\nimport torch\n{device}model = torch.nn.Linear(8, 2){move}\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for array, y in batches:\n    x = torch.tensor(np.stack(array)){move}\n    model(x).sum().backward()\n    opt.step()\n"
+    )
+    (tmp_path / "cpu.py").write_text(loop.format(device="", move=""))
+    (tmp_path / "gpu.py").write_text(loop.format(device="device = torch.device('cuda')\n", move=".to(device)"))
+    config = from_table({"select": ["TL203"]}, tmp_path)
+    found = {Path(f.path).name: (f.impact, f.impact_reason) for f in lint_paths([tmp_path], config).findings}
+    assert found["gpu.py"][0] == MEDIUM
+    assert found["cpu.py"][0] == LOW and "on the host only" in found["cpu.py"][1]
+
+
+@pytest.mark.parametrize("value", ["none", "HIGH", 3])
+def test_min_impact_must_be_a_tier(tmp_path: Path, value: object) -> None:
+    with pytest.raises(ConfigError, match="min-impact"):
+        from_table({"min-impact": value}, tmp_path)
+    assert set(IMPACTS) == {"high", "medium", "low"}
+
+
+def test_config_and_findings_agree_on_the_tiers() -> None:
+    from torchlint import config
+
+    assert config._IMPACTS == IMPACTS
+
+
+def test_the_profile_report_lists_static_findings_by_impact() -> None:
+    from torchlint.report.profile_text import static_by_impact
+
+    findings = [
+        {"code": "TL303", "rank": None, "observed": None, "impact": "low"},
+        {"code": "TL201", "rank": 1, "observed": {"seconds": 1.0}, "impact": "high"},  # ranked: not static-only
+        {"code": "TL101", "rank": None, "observed": None, "impact": "high"},
+        {"code": "TL202", "rank": None, "observed": None, "impact": "medium"},
+    ]
+    assert [f["code"] for f in static_by_impact(findings)] == ["TL101", "TL202", "TL303"]
+
+
+def test_the_language_server_maps_impact_to_severity() -> None:
+    pytest.importorskip("pygls")
+    from lsprotocol import types
+
+    from torchlint.findings import Finding, Location
+    from torchlint.server import _severity
+
+    def finding(code: str, impact: str) -> Finding:
+        return Finding(code, "x", "m", Location("a.py", 1), impact=impact)
+
+    assert _severity(finding("TL101", HIGH)) == types.DiagnosticSeverity.Warning
+    assert _severity(finding("TL202", MEDIUM)) == types.DiagnosticSeverity.Information
+    assert _severity(finding("TL303", LOW)) == types.DiagnosticSeverity.Hint
+    assert _severity(finding("TL000", HIGH)) == types.DiagnosticSeverity.Error

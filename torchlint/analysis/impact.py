@@ -1,0 +1,122 @@
+"""What fixing a finding is worth, as a tier (high, medium, low) and a one-line reason.
+
+One model for every rule (docs/impact.md is its table, and a test reads that table): the
+tier follows from **what the pattern costs** (the rule's :class:`Cost`, a check may name
+another for one finding) and **how often it runs** (:class:`Where`: every step of a
+training loop, of an evaluation or sampling loop, of a loop over batches of unknown kind,
+or once), lowered when the code never touches an accelerator (the cost is a device's).
+
+``Where`` comes from the shared loop analysis for code in a loop of its own file, from
+the project-wide join for a function a step calls (``engine/settle.py``), and from the
+check for what is not code in a loop (a DataLoader: where its batches go).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from torchlint.findings import HIGH, LOW, MEDIUM
+
+
+class Where(enum.Enum):
+    """How often the flagged code runs."""
+
+    TRAIN = "every step of a training loop"
+    INFER = "every step of an inference or sampling loop"
+    EVAL = "every step of an evaluation loop"
+    BATCH = "every step of a loop over batches"
+    EPOCH = "once per epoch (a full-batch step, or a loop around the steps)"
+    EVERY_N = "every N steps (a logging or checkpoint branch)"
+    ONCE = "once (not every step)"
+
+
+class Cost(enum.Enum):
+    """What the pattern costs each time it runs (a noun phrase: the reason starts with it)."""
+
+    SYNC = "a host-device sync that stalls the GPU pipeline"
+    HOST_COPY = "a device-to-host copy and the sync it waits for"
+    ROUND_TRIP = "a copy to the other device and back, with a sync"
+    UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
+    ALLOCATION = "an extra host allocation and copy"
+    SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
+    SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
+    MEMORY_KEPT = "memory that grows with every step"
+    GRAPH_BUILT = "an autograd graph built and thrown away"
+    INPUT_PIPELINE = "batches loaded while the GPU waits"
+    HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
+    PINNED_COPY = "pageable host-to-device copies"
+    PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
+    MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
+    PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
+    DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
+    MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
+    API_AGE = "an old API: a style matter, not a cost"
+    UNCHECKED = "the file could not be checked: none of its problems can be found"
+
+
+# (cost, where) -> tier, columns in Where's order: train, infer, eval, batch, epoch,
+# every_n, once. docs/impact.md holds the same table (tests/test_impact.py compares them).
+_TABLE = """
+SYNC                 high   medium low    medium low    low    low
+HOST_COPY            high   low    low    low    low    low    low
+ROUND_TRIP           high   medium low    medium low    low    low
+UPLOAD               high   medium low    medium low    low    low
+ALLOCATION           medium low    low    low    low    low    low
+SMALL_WORK           low    low    low    low    low    low    low
+SMALL_KERNELS        low    low    low    low    low    low    low
+MEMORY_KEPT          high   medium medium medium high   low    low
+GRAPH_BUILT          medium medium medium medium low    low    low
+INPUT_PIPELINE       high   medium low    medium low    low    low
+HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
+PINNED_COPY          medium low    low    low    low    low    low
+PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
+MISSING_PIECES       medium low    low    low    low    low    low
+PRECISION            high   medium medium medium medium low    low
+DUPLICATED_WORK      high   medium medium high   medium low    low
+MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
+API_AGE              low    low    low    low    low    low    low
+UNCHECKED            high   high   high   high   high   high   high
+"""
+_TIERS: dict[Cost, dict[Where, str]] = {
+    Cost[row[0]]: dict(zip(Where, row[1:])) for row in (line.split() for line in _TABLE.strip().splitlines())
+}
+assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS.values())
+
+# Costs that only a device has: where no tensor ever leaves the host they cost (almost)
+# nothing, so they fall to low. Where the place comes from the file's own loops only: a
+# model's layers or a loader of a host-only file may well run on a device another file picks.
+_DEVICE_COSTS = frozenset({
+    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+})
+
+
+def assess(cost: Cost, where: Where, host_only: bool = False) -> tuple[str, str]:
+    """The tier and its one-line reason."""
+    if cost in (Cost.API_AGE, Cost.UNCHECKED):
+        return _TIERS[cost][where], cost.value  # how often it runs changes nothing
+    if host_only and cost in _DEVICE_COSTS:
+        return LOW, f"{cost.value}, {where.value}, but on the host only: no device to wait for"
+    return _TIERS[cost][where], f"{cost.value}, {where.value}"
+
+
+def tiers() -> dict[Cost, dict[Where, str]]:
+    """The table itself (docs/impact.md is checked against it)."""
+    return {cost: dict(row) for cost, row in _TIERS.items()}
+
+
+def where_of(origin: str) -> Where:
+    """How often a step runs, from the words the loop analysis and the join use for it
+    ("a training loop", "an evaluation loop", "Lightning `validation_step`", ...)."""
+    text = origin.lower()
+    if "epoch loop" in text:
+        return Where.EPOCH
+    if any(word in text for word in ("evaluation", "validation", "test_step", "test loop")):
+        return Where.EVAL
+    if any(word in text for word in ("predict", "sampling", "inference", "generation")):
+        return Where.INFER
+    if any(word in text for word in ("train", "backward", "optimizer", "compute_loss")):
+        return Where.TRAIN
+    return Where.BATCH
+
+
+__all__ = ["Cost", "Where", "assess", "tiers", "where_of"]
