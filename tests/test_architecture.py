@@ -29,7 +29,7 @@ ALLOWED = {
 }
 # The application layer: the commands, which drive the parts and may import any of them.
 # `profile`'s orchestration lives here, beside `check`'s, not inside the collectors.
-CLI_MODULES = {"cli", "cli_check", "cli_profile", "cli_profile_ranks", "cli_profile_report", "server", "__main__",
+CLI_MODULES = {"cli", "cli_check", "cli_profile", "cli_profile_ranks", "cli_profile_report", "server", "server_lint", "server_actions", "cli_watch", "__main__",
                "__init__"}
 
 

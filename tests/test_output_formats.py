@@ -187,7 +187,31 @@ def test_github_annotations_parse_back(project: Path) -> None:
         "help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",
     ]
     props, message = by_file["notebook.ipynb"]
-    assert "line" not in props and message.startswith("cell 3, line 5, column 11: ")
+    assert message.startswith("cell 3, line 5, column 11: ")
+    assert "print(loss.item())" in (project / "notebook.ipynb").read_text().splitlines()[int(props["line"]) - 1]
+
+
+def test_a_notebook_finding_is_placed_one_way_in_every_format(project: Path) -> None:
+    """cell 3, line 5, column 11 in the message (or JSON's fields), and where a format has a
+    line of the file, the line of the .ipynb that holds that source line."""
+    file_lines = (project / "notebook.ipynb").read_text().splitlines()
+    holding = next(i for i, line in enumerate(file_lines, start=1) if "print(loss.item())" in line)
+    args = ("notebook.ipynb", "--select", "TL101", "--output-format")
+    place = "cell 3, line 5, column 11: "
+    (finding,) = json.loads(run(project, *args, "json")[1])
+    assert (finding["cell"], finding["line"], finding["column"]) == (3, 5, 11)
+    assert "notebook.ipynb:cell 3:5:11: TL101" in run(project, *args, "concise")[1]
+    (result,) = json.loads(run(project, *args, "sarif")[1])["runs"][0]["results"]
+    assert result["message"]["text"].startswith(place)
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": holding}
+    (issue,) = json.loads(run(project, *args, "gitlab")[1])
+    assert issue["description"].startswith(place) and issue["location"]["lines"] == {"begin": holding, "end": holding}
+    github = run(project, *args, "github")[1]
+    assert f"line={holding}," in github and f"::{place}" in github.replace("%3A", ":").replace("%2C", ",")
+    case = ET.fromstring(run(project, *args, "junit")[1]).find(".//testcase")
+    assert case is not None and case.get("line") == str(holding)
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message", "").startswith(place) and (failure.text or "").startswith(place)
 
 
 def test_gitlab_fingerprints_survive_lines_moving(project: Path) -> None:

@@ -69,3 +69,50 @@ def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_e
     for env_dir in envs:
         assert not list(env_dir.glob("lib/python*/site-packages/torch")), "the hook installed torch"
         assert list(env_dir.glob("lib/python*/site-packages/torchlint*"))
+
+
+PACKAGE = {
+    "pyproject.toml": "[project]\nname = 'mytrain'\n",
+    "mytrain/__init__.py": "",
+    "mytrain/utils.py": "def accuracy(logits, labels):\n    return (logits.argmax(dim=1) == labels).float().mean()\n",
+    "mytrain/train.py": (
+        "import torch\nfrom mytrain.utils import accuracy\n\nmodel = torch.nn.Linear(4, 2).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x, y in loader:\n    out = model(x.cuda())\n"
+        "    torch.nn.functional.cross_entropy(out, y.cuda()).backward()\n    opt.step()\n    acc = accuracy(out, y)\n"
+    ),
+}
+
+
+def _git(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_commit_that_touches_only_the_helper_is_stopped(tmp_path: Path, pre_commit_env: dict[str, str]) -> None:
+    """pre-commit passes only the changed file: the helper is still checked in its project's
+    context, so `.item()` added to a helper the training loop in another file calls every
+    step stops the commit, and the commit that takes it out again goes through."""
+    repo = tmp_path / "project"
+    for name, text in PACKAGE.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    (repo / ".pre-commit-config.yaml").write_text(f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n      - id: torchlint\n")
+    _git(repo, pre_commit_env, "init", "-q")
+    _git(repo, pre_commit_env, "add", ".")
+    assert _git(repo, pre_commit_env, "commit", "-qm", "start").returncode == 0
+    installed = subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    helper = repo / "mytrain" / "utils.py"
+    helper.write_text(PACKAGE["mytrain/utils.py"].replace(".mean()\n", ".mean().item()\n"))
+    _git(repo, pre_commit_env, "add", "mytrain/utils.py")
+    stopped = _git(repo, pre_commit_env, "commit", "-m", "report accuracy as a number")
+    said = stopped.stdout + stopped.stderr  # git shows the hook's output on stderr
+    assert stopped.returncode != 0, said
+    assert "mytrain/utils.py:2:12: TL101" in said and "mytrain/train.py:10" in said, said
+    assert "Found 1 problem" in said  # the helper's finding only: train.py is context, not checked
+
+    helper.write_text(PACKAGE["mytrain/utils.py"].replace(".mean()\n", ".mean()  # stays on the device\n"))
+    _git(repo, pre_commit_env, "add", "mytrain/utils.py")
+    passed = _git(repo, pre_commit_env, "commit", "-m", "keep accuracy on the device")
+    assert passed.returncode == 0, passed.stdout + passed.stderr

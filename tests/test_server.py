@@ -101,12 +101,13 @@ def apply(text: str, edit: dict[str, Any]) -> str:
 
 @pytest.mark.slow
 @contextmanager
-def editor(root: Path) -> Iterator[tuple[Client, dict[str, Any]]]:
-    """A server initialized for ``root``, and its initialize result; shut down and exited
-    as an editor does when the block ends (killed if it hangs)."""
+def editor(root: Path, capabilities: dict[str, Any] | None = None) -> Iterator[tuple[Client, dict[str, Any]]]:
+    """A server initialized for ``root`` (the client's ``capabilities``: none by default),
+    and its initialize result; shut down and exited as an editor does when the block ends
+    (killed if it hangs)."""
     client = Client(root)
     try:
-        init = client.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
+        init = client.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": capabilities or {}})
         client.notify("initialized")
         yield client, init
         assert client.request("shutdown") is None

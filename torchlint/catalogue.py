@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from torchlint.findings import SYNTAX_ERROR, FixSafety
+from torchlint.findings import ENGINE_CODES, SYNTAX_ERROR, UNUSED_NOQA, FixSafety
 
 FAMILY_TITLES = {
-    "TL0": "parse problems",
+    "TL0": "the engine's own: parse problems and suppression comments",
     "TL1": "host/device synchronization and transfers",
     "TL2": "data loading and tensor creation",
     "TL3": "autograd and memory",
@@ -42,6 +42,7 @@ _TABLE = (
     ('TL302', 'loss-graph-retained', True, 'NONE', 'A loss tensor (with its graph) appended to or summed into a value that outlives the step.'),
     ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
     ('TL304', 'inference-use-inference-mode', False, 'NONE', '`with torch.no_grad():` around pure inference: `torch.inference_mode()` skips more bookkeeping.'),
+    ('TL305', 'ema-python-loop', True, 'NONE', '`for e, p in zip(ema.parameters(), model.parameters()): e.mul_(d).add_(...)`: an EMA per parameter.'),
     ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),
@@ -51,6 +52,7 @@ _TABLE = (
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
     ('TL601', 'data-parallel', True, 'NONE', '`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU.'),
     ('TL602', 'ddp-without-distributed-sampler', True, 'NONE', '`DataLoader(shuffle=True)` with no sampler in a module that wraps a model in DDP.'),
+    ('TL603', 'ddp-accumulation-without-no-sync', True, 'NONE', '`loss.backward()` every micro-step and `optimizer.step()` every N under DDP, with no `no_sync()`.'),
 )
 
 
@@ -89,14 +91,18 @@ class Rule:
         return self.code[:3]
 
 
-def _syntax_error_rule() -> Rule:
-    code, name = SYNTAX_ERROR
-    return Rule(code, name, "A file that cannot be read or parsed", True, FixSafety.NONE)
+def _engine_rules() -> list[Rule]:
+    """The rules the engine reports itself: TL000 (a file it cannot read) and TL001 (a
+    `# noqa` code that suppresses nothing, opt-in as ruff's RUF100 is)."""
+    return [
+        Rule(SYNTAX_ERROR[0], SYNTAX_ERROR[1], "A file that cannot be read or parsed", True, FixSafety.NONE),
+        Rule(UNUSED_NOQA[0], UNUSED_NOQA[1], "A `# noqa` code that suppresses nothing: unused, unknown or not selected", False, FixSafety.NONE),
+    ]
 
 
 def rules() -> list[Rule]:
-    """Every rule, TL000 first, sorted by code (from the table: no check is imported)."""
-    return [_syntax_error_rule()] + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
+    """Every rule, TL000 and TL001 first, sorted by code (from the table: no check is imported)."""
+    return _engine_rules() + [Rule(code, name, summary, default, FixSafety[fix]) for code, name, default, fix, summary in _TABLE]
 
 
 def runtime_rules() -> list[Rule]:
@@ -117,7 +123,7 @@ def from_checks() -> list[Rule]:
     """Every rule as the checks themselves describe it (what ``_TABLE`` must equal)."""
     from torchlint.checks import all_checks
 
-    found = [_syntax_error_rule()]
+    found = _engine_rules()
     for check in all_checks():
         found.append(Rule(check.code, check.name, check.summary(), check.default, check.fix_safety))
     return found
@@ -125,7 +131,7 @@ def from_checks() -> list[Rule]:
 
 def table_rows(table: list[Rule]) -> str:
     """``_TABLE``'s source for ``table`` (printed by the test when the table is stale)."""
-    return "\n".join(f"    {(r.code, r.name, r.default, r.fix.name, r.summary)!r}," for r in table if r.code != SYNTAX_ERROR[0])
+    return "\n".join(f"    {(r.code, r.name, r.default, r.fix.name, r.summary)!r}," for r in table if r.code not in ENGINE_CODES)
 
 
 def defaults() -> dict[str, bool]:

@@ -95,6 +95,8 @@ def main() -> None:
 @click.option("--extend-select", help="Rules to run on top of the selection.")
 @click.option("--ignore", help="Rules not to run.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable; replaces the config's).")
+@click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Rules not to run on files matching PATTERN, e.g. `tests/*:TL101,TL102` (repeatable; replaces the config's table).")
+@click.option("--extend-per-file-ignores", "extend_per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Like --per-file-ignores, on top of the config's table.")
 @click.option("--tensor-core-multiple", type=int, help="Alignment TL402 asks for (default 8; 64 for A100).")
 @click.option("--min-dimension", type=int, help="TL402 ignores sizes below this (default 32).")
 @click.option("--target-torch", help="Oldest torch version the code must run on (default 2.4).")
@@ -115,13 +117,24 @@ def main() -> None:
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude patterns to files named on the command line too.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix, exit 1 when a file was fixed, even if no problem is left.")
+@click.option("-w", "--watch", is_flag=True, help="Check again whenever a checked file or a config file changes (Ctrl-C stops).")
 @click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it (runs in one process).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes to check files with (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool) -> None:
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
+    if watch:
+        if [str(p) for p in paths] == ["-"]:
+            raise UsageProblem("--watch checks files, not standard input")
+        from torchlint.cli_watch import watch as watch_files
+
+        context = click.get_current_context()
+        again = dict(context.params, watch=False)
+        watch_files(lambda: context.invoke(check, **again), list(paths) or [Path(".")], config_file, isolated)
+        return
     from torchlint.config import ConfigError, Resolver
     from torchlint.engine import MissingPathError, lint_paths
     from torchlint.engine import cache as result_cache
@@ -132,10 +145,14 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     targets, missing = ([Path("-")], []) if stdin else split_missing(list(paths) or [Path(".")])
     for name in missing:  # reported, and the rest is still checked (exit 2 at the end)
         click.echo(f"torchlint: error: no such file or directory: {name}", err=True)
+    if missing and not targets:
+        sys.exit(2)  # nothing left to check: the error is the whole answer (no report of 0 files)
     overrides = {
         "select": _codes(select), "extend-select": _codes(extend_select), "ignore": _codes(ignore),
         "exclude": exclude or None, "tensor-core-multiple": tensor_core_multiple,
         "min-dimension": min_dimension, "target-torch": target_torch, "min-impact": min_impact,
+        "per-file-ignores": _per_file_ignores(per_file_ignores) if per_file_ignores else None,
+        "extend-per-file-ignores": _per_file_ignores(extend_per_file_ignores) if extend_per_file_ignores else None,
     }
     try:
         # Each file is checked with its own nearest config; the current directory's says
@@ -149,15 +166,18 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         if show_files:
             _cli_check().show_files(targets, settings, force_exclude)
             sys.exit(2 if missing else 0)
+        cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
         if stdin:
             config = settings.for_path(Path(stdin_filename) if stdin_filename else Path("."))
-            _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero)
-        cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
+            project = _cli_check().Project(settings, cache, jobs or pool.default_jobs())
+            _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero, project, exit_non_zero_on_fix)
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
         result = lint_paths(
             targets, settings, force_exclude=force_exclude, fix=mode, debug=debug,
-            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress,
+            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True,
         )
+        if result.note:
+            click.echo(f"torchlint: note: {result.note}", err=True)
         edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
@@ -176,8 +196,8 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         count, files = sum(edit.fixed for edit in edits), sum(edit.changed for edit in edits)
         click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
     else:
-        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out)
-    _exit(result, diff and any(edit.changed for edit in edits), exit_zero, failed=bool(missing or failed))
+        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out, unsafe=unsafe_fixes)
+    _exit(result, diff and any(edit.changed for edit in edits), exit_zero, failed=bool(missing or failed), fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
 def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:
@@ -210,10 +230,10 @@ def _show_fixes(result: LintResult, config: Any, mode: str | None, applied: bool
         cli_check.show_fixes(cli_check.would_fix(result.findings, unsafe=mode == "unsafe"), applied=False)
 
 
-def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool, debug: bool, force_exclude: bool, output_format: str, output_file: Path | None, color: str, statistics: bool, exit_zero: bool) -> None:
+def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool, debug: bool, force_exclude: bool, output_format: str, output_file: Path | None, color: str, statistics: bool, exit_zero: bool, project: Any = None, exit_non_zero_on_fix: bool = False) -> None:
     """`check -`: stdin's findings (to stderr when stdout carries the fixed source)."""
     cli_check = _cli_check()
-    result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude)
+    result, edit, lines = cli_check.check_stdin(filename, config, mode, diff=diff, debug=debug, force_exclude=force_exclude, project=project)
     for note in edit.notes if edit is not None else ():
         click.echo(f"torchlint: {note}", err=True)
     if diff and edit is not None:
@@ -221,13 +241,26 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     fixed = edit.fixed if edit is not None and mode and not diff else 0
     left_out = cli_check.keep_shown(result, lambda path: config)
     cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
-    _exit(result, bool(diff and edit), exit_zero)
+    _exit(result, bool(diff and edit), exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
-def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = False) -> None:
+def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = False, fixed: bool = False) -> None:
+    """2 for an error; 1 for findings, a diff, or (``--exit-non-zero-on-fix``) a fix
+    written; 0 otherwise or with ``--exit-zero``."""
     if result.errors or failed:  # an internal error, a missing path, a fix not written
         sys.exit(2)
-    sys.exit(1 if (result.findings or has_diff) and not exit_zero else 0)
+    sys.exit(1 if (result.findings or has_diff or fixed) and not exit_zero else 0)
+
+
+def _per_file_ignores(values: tuple[str, ...]) -> dict[str, str]:
+    """``PATTERN:CODES`` options as a ``per-file-ignores`` table (the last colon splits)."""
+    table: dict[str, str] = {}
+    for value in values:
+        pattern, colon, codes = value.rpartition(":")
+        if not colon or not pattern or not codes.strip():
+            raise UsageProblem(f"--per-file-ignores takes PATTERN:CODES (e.g. `tests/*:TL101`), got {value!r}")
+        table[pattern] = f"{table[pattern]},{codes}" if pattern in table else codes
+    return table
 
 
 @main.command(context_settings=CONTEXT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -27,22 +27,25 @@ class SourceLines:
     Only the lines are kept, and only of files that have findings."""
 
     def __init__(self, given: dict[str, Source] | None = None) -> None:
-        self.files: dict[str, tuple[list[str], Source | None] | None] = {}
+        self.files: dict[str, tuple[list[str], Source | None, dict[int, tuple[int, ...]]] | None] = {}
         for path, source in (given or {}).items():
             self.files[path] = self._entry(source)
 
     @staticmethod
-    def _entry(source: Source) -> tuple[list[str], Source | None]:
-        # A notebook also keeps its Source: its cell map says which lines are which cell
-        # (not its JSON, which may be megabytes of outputs).
+    def _entry(source: Source) -> tuple[list[str], Source | None, dict[int, tuple[int, ...]]]:
+        # A notebook also keeps its Source: its cell map says which lines are which cell,
+        # and which line of the file holds each cell line (not its JSON, which may be
+        # megabytes of outputs).
         cells = replace(source, notebook=None) if source.cells is not None else None
+        from torchlint.engine.notebook import file_lines
         from torchlint.engine.source import python_lines
 
-        return python_lines(source.text), cells  # Python's line breaks: findings count lines as it does
+        in_file = file_lines(source.notebook) if source.notebook is not None else {}
+        return python_lines(source.text), cells, in_file  # Python's line breaks: findings count lines as it does
 
-    def _file(self, path: str) -> tuple[list[str], Source | None] | None:
+    def _file(self, path: str) -> tuple[list[str], Source | None, dict[int, tuple[int, ...]]] | None:
         if path not in self.files:
-            from torchlint.engine.source import Source, read_source
+            from torchlint.engine.source import Source, byte_limit, read_bytes, source_from_bytes
 
             self.files[path] = None
             file = Path(path)
@@ -53,7 +56,12 @@ class SourceLines:
             except OSError:
                 readable = False
             if readable:
-                read = read_source(file, path)
+                try:
+                    data = read_bytes(file, byte_limit(file, MAX_SNIPPET_FILE))
+                except OSError:
+                    return None
+                # The text whether or not it parses: a syntax error (TL000) shows its line too.
+                read = source_from_bytes(file, path, data, compiled=False)
                 if isinstance(read, Source):
                     self.files[path] = self._entry(read)
         return self.files[path]
@@ -62,7 +70,7 @@ class SourceLines:
         entry = self._file(path)
         if entry is None:
             return None
-        lines, notebook = entry
+        lines, notebook, _ = entry
         if cell is not None and notebook is not None and notebook.cells is not None:
             line = notebook.cells.joined_line(cell, line)
             spans = {number: (first, last) for number, first, last in notebook.cell_spans()}
@@ -70,6 +78,12 @@ class SourceLines:
             if not first <= line <= last:
                 return None
         return lines[line - 1] if 0 < line <= len(lines) else None
+
+    def file_line(self, path: str, cell: int, line: int) -> int | None:
+        """The line of the notebook file ``path`` that holds line ``line`` of cell ``cell``."""
+        entry = self._file(path)
+        in_cell = entry[2].get(cell, ()) if entry is not None else ()
+        return in_cell[line - 1] if 0 < line <= len(in_cell) else None
 
 
 def keep_shown(result: LintResult, config_for: Any) -> Counter[str]:
@@ -112,6 +126,7 @@ def report(
     lines: SourceLines | None = None,
     err: bool = False,
     left_out: Counter[str] | None = None,
+    unsafe: bool = False,
 ) -> None:
     """Print (or write) the report of ``result`` and its internal errors; ``left_out``
     counts the findings below ``min-impact``, by impact (the summary says how to see them)."""
@@ -121,9 +136,10 @@ def report(
     if statistics:
         from torchlint.report import statistics as stats
 
-        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out), output_file, err)
+        emit(stats.render(result.findings, as_json=output_format not in HUMAN_FORMATS, left_out=left_out, unsafe=unsafe), output_file, err)
     else:
         stream: TextIO = sys.stderr if err else sys.stdout
+        lines = lines or SourceLines()
         context = ReportContext(
             files_checked=result.files_checked,
             fixed=fixed,
@@ -131,7 +147,8 @@ def report(
             left_out=dict(left_out or {}),
             color=output_file is None and output_format in HUMAN_FORMATS and use_color(color, stream.isatty()),
             root=Path.cwd(),
-            line_text=lines or SourceLines(),
+            line_text=lines,
+            file_line=lines.file_line,
         )
         emit(render(output_format, result.findings, context), output_file, err, context.color)
     if result.files_checked == 0 and not result.errors:
@@ -238,8 +255,28 @@ def add_noqa(result: LintResult, targets: list[Path]) -> tuple[int, int]:
     return added, failed
 
 
-def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool) -> tuple[LintResult, Edit | None, SourceLines]:
-    """Lint standard input; with --fix the fixed text goes to stdout (the report to stderr)."""
+@dataclass(frozen=True)
+class Project:
+    """Where stdin's project context comes from: each file's settings, the result cache
+    and the processes that may summarise what the cache lacks."""
+
+    settings: Any
+    cache: Path | None
+    jobs: int
+
+    def summaries(self, filename: str) -> list[Any]:
+        from torchlint.engine.project_files import project_summaries
+
+        context = project_summaries(Path(filename), self.settings, cache=self.cache, jobs=self.jobs)
+        if context.note:
+            click.echo(f"torchlint: note: {context.note}", err=True)
+        return context.summaries
+
+
+def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool, project: Project | None = None) -> tuple[LintResult, Edit | None, SourceLines]:
+    """Lint standard input; with --fix the fixed text goes to stdout (the report to stderr).
+    With ``--stdin-filename``, the text is checked in the context of that file's project
+    (the other files' summaries; the file on disk is the one stdin replaces)."""
     from torchlint.engine import LintResult
     from torchlint.engine.source import Source, decode
     from torchlint.engine.stdin import excluded, lint_stdin
@@ -250,7 +287,8 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
             sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
     try:
-        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug)
+        context = project.summaries(filename) if filename and project is not None else []
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=context)
     except BaseException:
         if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
             sys.stdout.buffer.write(data)

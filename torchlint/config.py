@@ -263,7 +263,20 @@ def read_config_file(path: Path, chain: tuple[Path, ...] = ()) -> Config:
 
 
 def _overridden(config: Config, overrides: dict[str, Any]) -> Config:
-    return from_table(overrides, config.root, config.source, base=config) if overrides else config
+    """``config`` with the command line's settings on top; ``extend-per-file-ignores``
+    adds to the file's own table (``per-file-ignores`` replaces it)."""
+    if not overrides:
+        return config
+    overrides = dict(overrides)
+    extra = overrides.pop("extend-per-file-ignores", None)
+    config = from_table(overrides, config.root, config.source, base=config)
+    if extra:
+        added = from_table({"per-file-ignores": extra}, config.root).per_file_ignores
+        merged = dict(config.per_file_ignores)
+        for pattern, codes in added.items():
+            merged[pattern] = tuple(dict.fromkeys(merged.get(pattern, ()) + codes))
+        config = replace(config, per_file_ignores=merged)
+    return config
 
 
 class Resolver:

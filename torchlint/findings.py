@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-SYNTAX_ERROR = ("TL000", "syntax-error")  # the one rule the engine reports itself
+SYNTAX_ERROR = ("TL000", "syntax-error")  # the rules the engine reports itself, not a check
+UNUSED_NOQA = ("TL001", "unused-noqa")  # from the `# noqa` comments, once the checks have run
+ENGINE_CODES = frozenset({SYNTAX_ERROR[0], UNUSED_NOQA[0]})
 
 
 # What fixing a finding is worth (analysis/impact.py has the model, docs/impact.md the table).

@@ -1,68 +1,50 @@
 """``torchlint server``: a Language Server over stdio (pygls), for editors.
 
-Diagnostics on open and save, and on change after a short pause (debounced); code
-actions for the engine's fixes and for "add ``# noqa: CODE``"; hover over a finding
-shows its rule's summary and page. A document is linted with the step summaries of the
-other documents the server has linted (``analysis/project.py`` joins them), so a helper
-that an open training loop calls every step is flagged in the helper too. Notebooks are
-left to ``torchlint check``."""
+Diagnostics pushed on open and save, and on change after a short pause (debounced), or
+pulled (``textDocument/diagnostic``, LSP 3.17) by a client that says it pulls; code
+actions for the engine's fixes, "add ``# noqa: CODE``" and a fix-all
+(``source.fixAll.torchlint``); hover over a finding shows its rule's summary and page;
+notebooks (``notebookDocument/*``), their diagnostics on their cells. A document is
+linted in the context of its project (server_lint.py): the open documents' text and the
+step summaries of the project's other files on disk, kept until a save, a watched file
+or a config file changes (``workspace/didChangeWatchedFiles``: then every open document
+is linted again)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from torchlint import __version__, catalogue
-from torchlint.analysis.project import join
+from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
-from torchlint.config import ConfigError, format_size, load_config
-from torchlint.engine import Linter, settle_steps
-from torchlint.engine.add_noqa import add_noqa
-from torchlint.engine.fixes import apply_fixes, keep_untouched
-from torchlint.engine.discover import SourceFile
-from torchlint.engine.pool import collector_paused, guarded
-from torchlint.engine.source import Source, line_and_column, lines_with_ends, syntax_error
-from torchlint.findings import LOW, MEDIUM, Finding
-from torchlint.report.rule_info import description, rule_url
+from torchlint.config import ConfigError
+from torchlint.server_actions import FIX_ALL, _contains, _range, code_actions, diagnostic, hover_text
+from torchlint.server_lint import Linted, Projects, absolute, lint_text
 
 DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
+WATCHED = ("**/pyproject.toml", "**/torchlint.toml", "**/.torchlint.toml", "**/*.py", "**/*.ipynb")
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Linted:
-    """A document's text as linted, its tree (for fixes) and findings."""
-
-    text: str
-    module: object | None = None
-    findings: list[Finding] = field(default_factory=list)
-    summary: FileSummary | None = None  # where its steps are, for the other documents' joins
-    codec: Any = None  # the document's position codec: torchlint counts code points, the client UTF-16 units
-
-    def to_client(self, r: types.Range) -> types.Range:
-        return self.codec.range_to_client_units(lines_with_ends(self.text), r) if self.codec is not None else r
-
-    def from_client(self, position: types.Position) -> types.Position:
-        if self.codec is None:
-            return position
-        converted = self.codec.position_from_client_units(lines_with_ends(self.text), position)
-        return types.Position(converted.line, converted.character)
 
 
 class TorchlintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.linted: dict[str, Linted] = {}  # open documents
-        self.summaries: dict[str, FileSummary] = {}  # every document linted, open or closed since
+        notebooks = types.NotebookDocumentSyncOptions(
+            notebook_selector=[types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")])],
+            save=True,
+        )
+        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, notebook_document_sync=notebooks)
+        self.linted: dict[str, Linted] = {}  # open documents (a notebook under its own URI, not its cells')
+        self.summaries: dict[str, FileSummary] = {}  # the open documents' steps, as the editor has them
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        self.projects = Projects()  # the summaries of each project's files on disk
+        self.pull = False  # the client pulls diagnostics: none are pushed
+        self.refresh = False  # the client takes `workspace/diagnostic/refresh`
 
 
 def _path(uri: str) -> Path | None:
@@ -70,157 +52,203 @@ def _path(uri: str) -> Path | None:
     return Path(fs_path) if fs_path else None
 
 
-def lint_text(text: str, path: Path, others: Iterable[FileSummary] = ()) -> Linted:
-    """Findings of ``text`` as the file ``path``, with its nearest configuration; per-step
-    findings settled by joining its summary with ``others``."""
-    config = load_config(path.parent, {})
-    display = path.name
-    try:
-        display = path.resolve().relative_to(config.root).as_posix()
-    except ValueError:
-        pass
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > config.max_file_size:  # as `check` does: libcst needs ~700x a file's size
-        message = f"the document is {format_size(size)}, above the {format_size(config.max_file_size)} limit; not checked"
-        return Linted(text, None, [syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")])
-    linter = Linter(config)
-    file = SourceFile(path, display, config.max_file_size)
-    with collector_paused():
-        result = guarded(file, False, lambda: linter.lint(Source(display, text), path))  # deep nesting: as `check`
-    for error in result.errors:  # a check that raised: its findings are missing, the others stand
-        log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
-    summary = result.summary
-    settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
-    return Linted(text, result.module, sorted(result.findings, key=Finding.sort_key), summary)
+def _notebook_uri(server: TorchlintServer, uri: str) -> str | None:
+    """The notebook ``uri`` names, or holds as one of its cells; None for a text document."""
+    workspace = server.workspace
+    if workspace.get_notebook_document(notebook_uri=uri) is not None:
+        return uri
+    notebook = workspace.get_notebook_document(cell_uri=uri)
+    return notebook.uri if notebook is not None else None
 
 
-def _range(finding: Finding) -> types.Range:
-    loc = finding.location
-    end_line = loc.end_line if loc.end_line is not None else loc.line
-    end_column = loc.end_column if loc.end_column is not None else loc.column + 1
-    return types.Range(types.Position(loc.line - 1, loc.column - 1), types.Position(end_line - 1, end_column - 1))
+def _open_documents(server: TorchlintServer) -> list[str]:
+    """The URIs of the documents open in the editor (a notebook's own, not its cells')."""
+    workspace = server.workspace
+    cells = {cell.document for notebook in workspace.notebook_documents.values() for cell in notebook.cells}
+    return [uri for uri in workspace.text_documents if uri not in cells] + list(workspace.notebook_documents)
 
 
-def _severity(finding: Finding) -> types.DiagnosticSeverity:
-    """An editor's severity by impact: high findings are warnings (errors are TL000's, code
-    that cannot be checked), medium ones information, low ones hints (dots, not squiggles)."""
-    if finding.code == "TL000":
-        return types.DiagnosticSeverity.Error
-    return {LOW: types.DiagnosticSeverity.Hint, MEDIUM: types.DiagnosticSeverity.Information}.get(finding.impact, types.DiagnosticSeverity.Warning)
+def _open_paths(server: TorchlintServer) -> set[str]:
+    """The files the editor has open (their text, not the disk's, is what counts)."""
+    found = set()
+    for uri in _open_documents(server):
+        path = _path(uri)
+        if path is not None:
+            found.add(absolute(path))
+    return found
 
 
-def diagnostic(finding: Finding, linted: Linted) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=linted.to_client(_range(finding)),
-        message=finding.message + (f"\nimpact: {finding.impact} ({finding.impact_reason})" if finding.impact else "")
-        + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else ""),
-        severity=_severity(finding),
-        code=finding.code,
-        code_description=types.CodeDescription(href=rule_url(finding.code, finding.name)),
-        source="torchlint",
-    )
+def _current(server: TorchlintServer, uri: str) -> tuple[str, list[tuple[str, bool, str]] | None]:
+    """The text of a document as the editor has it now; a notebook's cells besides."""
+    notebook = server.workspace.get_notebook_document(notebook_uri=uri)
+    if notebook is None:
+        return server.workspace.get_text_document(uri).source, None
+    cells = [
+        (cell.document, cell.kind == types.NotebookCellKind.Code, server.workspace.get_text_document(cell.document).source)
+        for cell in notebook.cells
+    ]
+    return repr(cells), cells
 
 
-def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
-    """Lint the document as it is now and send its diagnostics; when its steps changed,
-    the other open documents are linted again (their per-step findings may change)."""
-    server.pending.pop(uri, None)
+def lint_document(server: TorchlintServer, uri: str) -> Linted | None:
+    """Lint a Python document or a notebook (by its own URI) as the editor has it now, in
+    its project's context; None for other documents, or when linting failed (said)."""
     path = _path(uri)
-    if path is None or path.suffix != ".py":
-        return
-    document = server.workspace.get_text_document(uri)
+    text, cells = _current(server, uri)
+    if path is None or path.suffix != (".ipynb" if cells is not None else ".py"):
+        return None
     others = [summary for other, summary in server.summaries.items() if other != uri]
     try:
-        linted = lint_text(document.source, path, others)
-        linted.codec = document.position_codec
+        context = server.projects.summaries(path, _open_paths(server))
+        linted = lint_text(text, path, [*context, *others], cells=cells)
     except Exception as error:  # a bad config, or a bug: say so, and leave no stale diagnostics
         if not isinstance(error, ConfigError):
             log.exception("torchlint: internal error on %s", uri)
         what = str(error) if isinstance(error, ConfigError) else f"internal error: {type(error).__name__}: {error}"
         server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"torchlint: {what}"))
         server.linted.pop(uri, None)
-        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[], version=document.version))
-        return
+        return None
+    for note in server.projects.notes:
+        server.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"torchlint: {note}"))
+    server.projects.notes.clear()
+    if cells is None:
+        linted.codec = server.workspace.get_text_document(uri).position_codec
     server.linted[uri] = linted
-    diagnostics = [diagnostic(f, linted) for f in linted.findings]
-    server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version))
-    steps_changed = server.summaries.get(uri) != linted.summary
+    return linted
+
+
+def views(server: TorchlintServer, uri: str) -> list[tuple[str, Linted]]:
+    """``(document URI, its findings)`` for a linted document: itself, or a notebook's
+    cells, each with its own findings (lines counted within the cell, as LSP counts them)."""
+    linted = server.linted.get(uri)
+    if linted is None:
+        return []
+    if linted.cells is None:
+        return [(uri, linted)]
+    found = []
+    for number, cell in enumerate(linted.cells, start=1):
+        document = server.workspace.get_text_document(cell)
+        own = [
+            replace(f, location=replace(f.location, cell=None)) for f in linted.findings
+            if f.location.cell == number or (f.location.cell is None and number == _first_code_cell(server, linted))
+        ]
+        found.append((cell, Linted(document.source, findings=own, codec=document.position_codec)))
+    return found
+
+
+def _first_code_cell(server: TorchlintServer, linted: Linted) -> int:
+    """Where a finding about the whole notebook (it cannot be read) is shown."""
+    notebook = server.workspace.get_notebook_document(cell_uri=(linted.cells or [""])[0])
+    for number, cell in enumerate(notebook.cells if notebook is not None else [], start=1):
+        if cell.kind == types.NotebookCellKind.Code:
+            return number
+    return 1
+
+
+def _view(server: TorchlintServer, uri: str) -> Linted | None:
+    """The findings of one document URI (a cell's own), linted as the editor has it now."""
+    owner = _notebook_uri(server, uri) or uri
+    linted = server.linted.get(owner)
+    if linted is None or linted.text != _current(server, owner)[0]:
+        return None
+    return next((view for document, view in views(server, owner) if document == uri), None)
+
+
+def publish(server: TorchlintServer, uri: str, others_too: bool = True) -> None:
+    """Lint the document (a notebook: all its cells) as it is now and send its diagnostics
+    (unless the client pulls them); when its steps changed, the other open documents are
+    linted again (their per-step findings may change)."""
+    server.pending.pop(uri, None)
+    owner = _notebook_uri(server, uri) or uri
+    linted = lint_document(server, owner)
+    if linted is None:
+        path = _path(owner)
+        if not server.pull and path is not None and path.suffix in (".py", ".ipynb"):  # a failed lint: no stale diagnostics
+            for document in _documents_of(server, owner):
+                server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document, diagnostics=[]))
+        return
+    if not server.pull:
+        for document, view in views(server, owner):
+            version = server.workspace.get_text_document(document).version
+            diagnostics = [diagnostic(f, view) for f in view.findings]
+            server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document, diagnostics=diagnostics, version=version))
+    steps_changed = server.summaries.get(owner) != linted.summary
     if linted.summary is not None:
-        server.summaries[uri] = linted.summary
+        server.summaries[owner] = linted.summary
     if others_too and steps_changed:
-        for other in [u for u in server.linted if u != uri]:
-            publish(server, other, others_too=False)
+        relint_open(server, but=owner)
 
 
-def _offset_position(text: str, offset: int) -> types.Position:
-    return types.Position(*line_and_column(text, offset))
+def _documents_of(server: TorchlintServer, uri: str) -> list[str]:
+    notebook = server.workspace.get_notebook_document(notebook_uri=uri)
+    return [cell.document for cell in notebook.cells] if notebook is not None else [uri]
 
 
-def text_edit(before: str, after: str) -> types.TextEdit:
-    """One edit turning ``before`` into ``after``: the span between their common ends."""
-    start = 0
-    limit = min(len(before), len(after))
-    while start < limit and before[start] == after[start]:
-        start += 1
-    end = 0
-    while end < limit - start and before[len(before) - 1 - end] == after[len(after) - 1 - end]:
-        end += 1
-    return types.TextEdit(
-        range=types.Range(_offset_position(before, start), _offset_position(before, len(before) - end)),
-        new_text=after[start: len(after) - end],
-    )
+def relint_open(server: TorchlintServer, but: str | None = None) -> None:
+    """Every open document again (pushed), or the client asked to pull again."""
+    if server.pull:
+        for uri in [u for u in server.linted if u != but]:
+            server.linted.pop(uri, None)  # linted again when next pulled
+        if server.refresh and any(uri != but for uri in _open_documents(server)):
+            server.workspace_diagnostic_refresh(None)
+        return
+    for uri in [u for u in server.linted if u != but]:
+        publish(server, uri, others_too=False)
 
 
-def _overlaps(a: types.Range, b: types.Range) -> bool:
-    return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (a.end.line, a.end.character)
+def pulled(server: TorchlintServer, uri: str) -> list[types.Diagnostic]:
+    """``textDocument/diagnostic``: the findings of ``uri`` (a cell's own, for a cell),
+    linting its document first when the editor's text changed since."""
+    view = _view(server, uri)
+    if view is None:
+        owner = _notebook_uri(server, uri) or uri
+        before = server.summaries.get(owner)
+        if lint_document(server, owner) is None:
+            return []
+        linted = server.linted[owner]
+        if linted.summary is not None:
+            server.summaries[owner] = linted.summary
+        if before != linted.summary:
+            relint_open(server, but=owner)
+        view = _view(server, uri)
+    return [diagnostic(f, view) for f in view.findings] if view is not None else []
 
 
-def _action(title: str, uri: str, linted: Linted, after: str, finding: Finding, preferred: bool) -> types.CodeAction:
-    edit = text_edit(linted.text, after)
-    edit.range = linted.to_client(edit.range)
-    return types.CodeAction(
-        title=title,
-        kind=types.CodeActionKind.QuickFix,
-        diagnostics=[diagnostic(finding, linted)],
-        edit=types.WorkspaceEdit(changes={uri: [edit]}),
-        is_preferred=preferred,
-    )
+def _later(ls: TorchlintServer, uri: str) -> None:
+    """Lint ``uri`` once the typing pauses (a burst of keystrokes is linted once)."""
+    waiting = ls.pending.pop(uri, None)
+    if waiting is not None:
+        waiting.cancel()
+    ls.pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, publish, ls, uri)
 
 
-def code_actions(linted: Linted, uri: str, wanted: types.Range) -> list[types.CodeAction]:
-    """A fix (where the rule has one) and "add # noqa" for each finding in ``wanted``."""
-    actions = []
-    wanted = types.Range(linted.from_client(wanted.start), linted.from_client(wanted.end))
-    for finding in linted.findings:
-        if not _overlaps(_range(finding), wanted) or finding.code == "TL000":
-            continue
-        if finding.fix is not None and linted.module is not None:
-            fixed, applied = apply_fixes(linted.module, [finding])  # type: ignore[arg-type]
-            fixed = keep_untouched(linted.text, fixed, linted.module)  # type: ignore[arg-type]
-            if applied and fixed != linted.text:
-                what = finding.fix.description or finding.fix_hint or "apply the fix"
-                safety = " (unsafe)" if finding.fix.safety.value == "unsafe" else ""
-                actions.append(_action(f"{finding.code}: {what}{safety}", uri, linted, fixed, finding, finding.fix.safety.value == "safe"))
-        plan = add_noqa(linted.text, [finding])
-        if plan.added:
-            actions.append(_action(f"{finding.code}: add `# noqa: {finding.code}`", uri, linted, plan.text, finding, False))
-    return actions
-
-
-def hover_text(finding: Finding) -> str:
-    rule = catalogue.find(finding.code)
-    summary = rule.summary if rule is not None else finding.name
-    more = description(finding.code)
-    url = rule_url(finding.code, finding.name)
-    return f"**{finding.code} {finding.name}**: {summary}\n\n{more}\n\n[Rule page]({url})"
-
-
-def _contains(r: types.Range, position: types.Position) -> bool:
-    return (r.start.line, r.start.character) <= (position.line, position.character) <= (r.end.line, r.end.character)
+def _closed(ls: TorchlintServer, uris_: list[str], owner: str) -> None:
+    """A closed document is the file on disk again (its project's summaries hold it)."""
+    ls.linted.pop(owner, None)
+    ls.summaries.pop(owner, None)
+    if not ls.pull:
+        for uri in uris_:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
 def build() -> TorchlintServer:
     server = TorchlintServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: TorchlintServer, params: types.InitializeParams) -> None:
+        capabilities = params.capabilities
+        ls.pull = capabilities.text_document is not None and capabilities.text_document.diagnostic is not None
+        workspace = capabilities.workspace
+        ls.refresh = bool(workspace and workspace.diagnostics and workspace.diagnostics.refresh_support)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:
+        workspace = ls.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is not None and watched.dynamic_registration:
+            options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in WATCHED])
+            registration = types.Registration(id="torchlint-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)
+            ls.client_register_capability(types.RegistrationParams(registrations=[registration]))
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TorchlintServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -228,40 +256,67 @@ def build() -> TorchlintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: TorchlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.projects.forget()  # the disk changed
         publish(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: TorchlintServer, params: types.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        waiting = ls.pending.pop(uri, None)
-        if waiting is not None:
-            waiting.cancel()
-        ls.pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, publish, ls, uri)
+        if not ls.pull:
+            _later(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TorchlintServer, params: types.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        ls.linted.pop(uri, None)
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        _closed(ls, [params.text_document.uri], params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_open(ls: TorchlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        publish(ls, params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    async def notebook_change(ls: TorchlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        if not ls.pull:
+            _later(ls, params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def notebook_save(ls: TorchlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        ls.projects.forget()
+        publish(ls, params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_close(ls: TorchlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        _closed(ls, [cell.uri for cell in params.cell_text_documents], params.notebook_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files(ls: TorchlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        """A config file or a source file changed on disk: the project's summaries and
+        every open document's findings may change with it."""
+        ls.projects.forget()
+        relint_open(ls)
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(identifier="torchlint", inter_file_dependencies=True, workspace_diagnostics=False))
+    def document_diagnostic(ls: TorchlintServer, params: types.DocumentDiagnosticParams) -> types.RelatedFullDocumentDiagnosticReport:
+        return types.RelatedFullDocumentDiagnosticReport(items=pulled(ls, params.text_document.uri))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]))
     def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        linted = ls.linted.get(params.text_document.uri)
-        if linted is None or linted.text != ls.workspace.get_text_document(params.text_document.uri).source:
+        view = _view(ls, params.text_document.uri)
+        if view is None:
             return []  # the document changed since it was linted; actions come with the next lint
-        return code_actions(linted, params.text_document.uri, params.range)
+        only = list(params.context.only) if params.context.only is not None else None
+        return code_actions(view, params.text_document.uri, params.range, only)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
-        linted = ls.linted.get(params.text_document.uri)
-        if linted is None:
+        owner = _notebook_uri(ls, params.text_document.uri) or params.text_document.uri
+        view = next((v for document, v in views(ls, owner) if document == params.text_document.uri), None)
+        if view is None:
             return None
-        position = linted.from_client(params.position)
-        found = [f for f in linted.findings if _contains(_range(f), position)]
+        position = view.from_client(params.position)
+        found = [f for f in view.findings if _contains(_range(f), position)]
         if not found:
             return None
         text = "\n\n---\n\n".join(hover_text(f) for f in found)
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=linted.to_client(_range(found[0])))
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=view.to_client(_range(found[0])))
 
     return server
 

@@ -240,14 +240,50 @@ class FileContext:
 
 def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
     """The source of ``node`` on one line, shortened for a message: long call arguments
-    become ``(...)`` (``F.nll_loss(...).item``), and only then is the text cut."""
+    become ``(...)`` (``F.nll_loss(...).item``) and long subscripts ``[...]``, keeping the
+    end of a chain of calls and attributes, which names what runs (``(logits…).float()``);
+    what is still too long is cut after a whole token, with one ``…`` (brackets closed)."""
     text = " ".join(module.code_for_node(node).split())
     if len(text) <= limit:
         return text
     if isinstance(node, cst.Call):
-        text = short_code(module, node.func, limit) + "(...)"
-    elif isinstance(node, cst.Attribute):
-        text = short_code(module, node.value, limit) + "." + node.attr.value
-    elif isinstance(node, cst.Subscript):
-        text = short_code(module, node.value, limit) + "[...]"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        tail = "(...)" if node.args else "()"
+        return short_code(module, node.func, limit - len(tail)) + tail
+    if isinstance(node, cst.Attribute):
+        tail = "." + node.attr.value
+        return short_code(module, node.value, limit - len(tail)) + tail
+    if isinstance(node, cst.Subscript):
+        return short_code(module, node.value, limit - 5) + "[...]"
+    return cut_at_token(text, limit)
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def cut_at_token(text: str, limit: int) -> str:
+    """``text`` cut after its last whole token that leaves room for ``…`` and for the
+    brackets still open (``(logits…)``); ``…`` alone when no token fits."""
+    import io
+    import tokenize
+
+    best = ELLIPSIS
+    opened: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER) or token.start[0] > 1:
+                break
+            if token.type == tokenize.OP and token.string in _CLOSING:
+                opened.append(_CLOSING[token.string])
+            elif token.type == tokenize.OP and opened and token.string == opened[-1]:
+                opened.pop()
+            prefix = text[: token.end[1]]
+            closers = "".join(reversed(opened))
+            if len(prefix) + 1 + len(closers) > limit:
+                break
+            best = prefix + ELLIPSIS + closers
+    except (tokenize.TokenError, SyntaxError):  # a string that spanned lines, joined into one
+        return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
+    return best
+
+
+ELLIPSIS = "\u2026"  # one character: a cut never reads as `....`

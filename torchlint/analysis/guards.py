@@ -213,6 +213,19 @@ class Guards:
             child = ancestor
         return False
 
+    def accumulates_gradients(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` step its optimizer only in a modulo branch (``if (i + 1) % N == 0:
+        opt.step()``) while its backward runs on every iteration: gradient accumulation?"""
+        tree = self.ctx.tree
+        steps = [n for n in tree.descendants(loop) if self._optimizer_step(n)]
+        if not steps:
+            return False
+        for step in steps:
+            branch = next((a for a in tree.ancestors(step) if type(a) is cst.If or a is loop), loop)
+            if branch is loop or not self._rare_test(branch, loop) or not self._steps_optimizer(branch):  # type: ignore[arg-type]
+                return False
+        return True
+
     def _rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""

@@ -40,6 +40,7 @@ class Cost(enum.Enum):
     ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
+    PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     INPUT_PIPELINE = "batches loaded while the GPU waits"
@@ -48,10 +49,12 @@ class Cost(enum.Enum):
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
+    EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
     API_AGE = "an old API: a style matter, not a cost"
     UNCHECKED = "the file could not be checked: none of its problems can be found"
+    SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
 
 
 # (cost, where) -> tier, columns in Where's order: train, infer, eval, batch, epoch,
@@ -64,6 +67,7 @@ UPLOAD               high   medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
+PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 INPUT_PIPELINE       high   medium low    medium low    low    low
@@ -72,10 +76,12 @@ PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
+EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
 API_AGE              low    low    low    low    low    low    low
 UNCHECKED            high   high   high   high   high   high   high
+SUPPRESSION          medium medium medium medium medium medium medium
 """
 _TIERS: dict[Cost, dict[Where, str]] = {
     Cost[row[0]]: dict(zip(Where, row[1:])) for row in (line.split() for line in _TABLE.strip().splitlines())
@@ -92,7 +98,7 @@ _DEVICE_COSTS = frozenset({
 
 def assess(cost: Cost, where: Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
-    if cost in (Cost.API_AGE, Cost.UNCHECKED):
+    if cost in (Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION):
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {where.value}, but on the host only: no device to wait for"

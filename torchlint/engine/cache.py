@@ -15,15 +15,19 @@ import hashlib
 import importlib.util
 import os
 import pickle
+import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from torchlint import __version__
+from torchlint import __version__, catalogue
 from torchlint.analysis.summary import FileSummary
+from torchlint.config import Config
+from torchlint.engine.discover import SourceFile
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
+from torchlint.engine.suppress import PerFileIgnores, selected_codes
 from torchlint.findings import Finding
 
 CACHE_DIR_ENV = "TORCHLINT_CACHE_DIR"
@@ -210,3 +214,78 @@ def _remove(path: Path) -> int:
     except OSError:
         return 0
     return 1
+
+
+_NOT_IN_KEY = {"root", "source", "extended", "per_file_ignores"}
+
+
+def keys_of(configs: list[Config]) -> dict[int, Keys]:
+    """The cache keys of each distinct config (one object per config file), by its id."""
+    keys: dict[int, Keys] = {}
+    for config in configs:
+        if id(config) not in keys:
+            keys[id(config)] = Keys(config)
+    return keys
+
+
+class Keys:
+    """What, besides its bytes, each file's result depends on (see cache.FileKey)."""
+
+    def __init__(self, config: Config) -> None:
+        known = catalogue.defaults()
+        self.codes = selected_codes(config, known)  # raises ConfigError for an unknown code
+        self.per_file = PerFileIgnores(config, known)
+        # Every setting but where the config lives and the per-file ignores (which enter the
+        # key as each file's own ignored codes), so a new setting can never be left out.
+        self.options = tuple((f.name, repr(getattr(config, f.name))) for f in fields(config) if f.name not in _NOT_IN_KEY)
+
+    def of(self, file: SourceFile) -> FileKey:
+        ignored = self.per_file.ignored_codes(file.path)
+        codes = tuple(sorted(self.codes - ignored))
+        return FileKey(file.display, os.path.abspath(file.path), codes, tuple(sorted(ignored)), self.options)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A file's cache key, and its size and time as they were when its bytes were hashed."""
+
+    key: str
+    stamp: tuple[int, int]
+
+
+def look_up(store: Cache | None, keys: Keys | list[Keys], file: SourceFile) -> tuple[FileResult | None, Entry | None]:
+    """The cached result of ``file`` (or None), and the entry its result is to go in;
+    with several ``keys``, the first that holds a result wins, and a new result goes
+    under the last."""
+    if store is None:
+        return None, None
+    try:
+        info = file.path.stat()
+        if not stat.S_ISREG(info.st_mode) or (file.byte_limit is not None and info.st_size > file.byte_limit):
+            return None, None  # a FIFO (reading would block), a file too large: TL000 there
+        stamp = (info.st_mtime_ns, info.st_size)
+        data = file.path.read_bytes()
+    except OSError:
+        return None, None  # checked as usual (it becomes TL000 there), never cached
+    digest = content_digest(data)
+    entries = [Entry(store.key(k.of(file), digest), stamp) for k in (keys if isinstance(keys, list) else [keys])]
+    for entry in entries:
+        hit = store.load(entry.key)
+        if hit is not None:
+            hit.path = file.path
+            return hit, entry
+    return None, entries[-1]
+
+
+def _file_stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+def unchanged(file: SourceFile, entry: Entry) -> bool:
+    """Whether the file still is what was hashed: a file edited while it was being
+    checked must not have its new result stored under its old bytes."""
+    try:
+        return _file_stamp(file.path) == entry.stamp
+    except OSError:
+        return False

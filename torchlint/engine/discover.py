@@ -49,6 +49,27 @@ def real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
 
 
+# Resolved directories, kept for one discovery (``discover`` empties it): a walk asks for
+# the same few directories once per file, and ``os.path.realpath`` is pure Python.
+_real_directories: dict[str, Path] = {}
+
+
+def real_directory(directory: Path | str) -> Path:
+    """``real(directory)``, remembered for the rest of the current discovery."""
+    key = os.fspath(directory)
+    found = _real_directories.get(key)
+    if found is None:
+        found = _real_directories[key] = real(key)
+    return found
+
+
+def real_file(path: Path) -> Path:
+    """``real(path)`` for a file, its directory resolved once per discovery."""
+    if not path.name or os.path.islink(path):
+        return real(path)
+    return real_directory(path.parent) / path.name
+
+
 def printable(text: str) -> str:
     """``text`` with undecodable bytes (lone surrogates from the file system) as U+FFFD."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -56,9 +77,9 @@ def printable(text: str) -> str:
 
 def _display(path: Path) -> str:
     """The path relative to the cwd when it lies below it; a symlink keeps its own name."""
-    own = real(path.parent) / path.name if path.name else real(path)
+    own = real_directory(path.parent) / path.name if path.name else real(path)
     try:
-        shown = own.relative_to(real(Path.cwd())).as_posix()
+        shown = own.relative_to(real_directory(Path.cwd())).as_posix()
     except ValueError:
         shown = path.as_posix()
     return printable(shown)
@@ -131,7 +152,7 @@ class _Ignores:
     def ignored(self, path: Path, is_dir: bool, walk_root: Path | None = None) -> bool:
         config = self.settings.for_file(path)  # the config of the directory holding it
         root, exclude = self._exclude(config)
-        resolved = real(path.parent) / path.name
+        resolved = real_directory(path.parent) / path.name
         suffix = "/" if is_dir else ""
         if exclude is not None:
             if _matches(exclude, resolved, root, suffix, walk_root):
@@ -188,9 +209,10 @@ def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool
     resolver = settings if isinstance(settings, Resolver) else Resolver.fixed(settings)
     ignores = _Ignores(resolver)
     seen: set[Path] = set()
+    _real_directories.clear()  # symlinks may have changed since the last discovery
 
     def new(file: Path) -> bool:
-        key = real(file)
+        key = real_file(file)
         if key in seen:
             return False
         seen.add(key)

@@ -18,8 +18,8 @@ from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, read_source
-from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
-from torchlint.findings import Finding
+from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes, unused_noqa
+from torchlint.findings import UNUSED_NOQA, Finding
 
 
 def options_of(config: Config) -> Options:
@@ -31,6 +31,7 @@ class Linter:
 
     def __init__(self, config: Config, debug: bool = False) -> None:
         known = catalogue.defaults()
+        self.known = set(known)
         self.codes = selected_codes(config, known)
         self.checks = [c for c in all_checks() if c.code in self.codes]
         self.per_file = PerFileIgnores(config, known)
@@ -52,7 +53,10 @@ class Linter:
         that hold only in per-step functions are settled at once; without, they stay in
         ``result.conditional`` for :func:`settle_steps`."""
         checks, ignored = self._checks_for(path)
-        result = run_checks(source, checks, self.options, self.debug)
+        result = run_checks(source, checks, self.options, self.debug, file=str(path))
+        if UNUSED_NOQA[0] in self.codes and UNUSED_NOQA[0] not in ignored and result.source is not None:
+            candidates = [f for f in [*result.findings, *(c.finding for c in result.conditional)] if f.code in self.codes and f.code not in ignored]
+            result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored)
         result.findings = self._keep(result.findings, source, ignored)
         kept = self._keep([c.finding for c in result.conditional], source, ignored)
         result.conditional = [c for c in result.conditional if c.finding in kept]

@@ -4,6 +4,7 @@ file (outputs, metadata, ids, indentation, key order, escapes) is kept as it was
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
 import json
@@ -82,6 +83,32 @@ def code_cells(text: str) -> tuple[CodeCell, ...]:
         body = _body(json.loads(text[value_start:value_end])) if value_start >= 0 else ""
         found.append(CodeCell(number, tuple(lines_with_ends(body)), value_start, value_end))
     return tuple(found)
+
+
+def file_lines(text: str) -> dict[int, tuple[int, ...]]:
+    """For each code cell of the notebook ``text`` (by number), the line of the file that
+    holds each of its source lines: Jupyter writes ``source`` as a list of lines, one per
+    file line; a ``source`` written as one string is on one line. Empty when the file
+    cannot be read so."""
+    try:
+        cells = code_cells(text)
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return {}
+    breaks = [match.start() for match in re.finditer("\n", text)]
+    line_of = lambda offset: bisect.bisect_left(breaks, offset) + 1  # noqa: E731
+    found = {}
+    for cell in cells:
+        if cell.start < 0:
+            continue
+        if text[cell.start] != "[":
+            found[cell.number] = (line_of(cell.start),) * max(len(cell.lines), 1)
+            continue
+        lines: list[int] = []
+        for start, end in _elements(text, cell.start):
+            piece = json.loads(text[start:end])
+            lines += [line_of(start)] * (len(lines_with_ends(piece)) if isinstance(piece, str) and piece else 1)
+        found[cell.number] = tuple(lines)
+    return found
 
 
 class Unmappable(Exception):

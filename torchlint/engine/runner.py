@@ -36,9 +36,12 @@ def parse(source: Source) -> cst.Module | Finding:
         return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
 
 
-def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False) -> FileResult:
-    """Parse ``source`` once, run every check over the shared analysis, locate the reports."""
+def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False, file: str | None = None) -> FileResult:
+    """Parse ``source`` once, run every check over the shared analysis, locate the reports.
+    ``file``: where the text lives (its step summary is named by that absolute path, which
+    module names come from); by default its display name, taken from the working directory."""
     result = FileResult(source)
+    absolute = os.path.abspath(file if file is not None else source.path)
     if "torch" not in source.text and not _may_hold_a_step(source.text):
         # No check can fire in a file that never mentions torch or a step: only syntax
         # matters, and what the file passes on to the steps (re-exports, helper calls).
@@ -46,7 +49,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         if isinstance(tree, Finding):
             result.findings.append(tree)
         elif source.cells is None:
-            result.summary = light_summary(tree, os.path.abspath(source.path))
+            result.summary = light_summary(tree, absolute)
         return result
     module = parse(source)
     if isinstance(module, Finding) and source.cells is not None:
@@ -101,7 +104,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         else:
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument, cost.name))
     if summarizer is not None:
-        result.summary = summarizer.summary(os.path.abspath(source.path), lambda node: _location(source, spans, node))
+        result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
 

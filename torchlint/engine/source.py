@@ -370,8 +370,9 @@ def _listing_problem(directory: Path) -> str:
     return "it is a directory"
 
 
-def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding:
-    """The bytes of ``path`` as source text (a notebook's code cells joined), or TL000."""
+def source_from_bytes(path: Path, display: str, data: bytes, compiled: bool = True) -> Source | Finding:
+    """The bytes of ``path`` as source text (a notebook's code cells joined), or TL000;
+    ``compiled=False``: the text whether or not Python can parse it (for a report's lines)."""
     decoded = decode(display, data)
     if isinstance(decoded, Finding):
         return decoded
@@ -380,7 +381,7 @@ def source_from_bytes(path: Path, display: str, data: bytes) -> Source | Finding
     if path.suffix == ".ipynb":
         notebook = notebook_source(display, text)
         return replace(notebook, encoding=encoding, digest=digest) if isinstance(notebook, Source) else notebook
-    problem = compile_error(display, text)
+    problem = compile_error(display, text) if compiled else None
     if problem is not None:
         return problem
     return Source(display, text, encoding=encoding, digest=digest)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pathspec
 
+from torchlint.analysis.project import join
+from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config
 from torchlint.engine import LintResult, Linter, settle_steps
 from torchlint.engine.discover import SourceFile
@@ -40,9 +43,10 @@ def _display(path: Path) -> str:
         return path.as_posix()
 
 
-def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | None = None, debug: bool = False) -> tuple[LintResult, Edit | None]:
+def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | None = None, debug: bool = False, context: Iterable[FileSummary] = ()) -> tuple[LintResult, Edit | None]:
     """Findings for ``data`` as if it were the file ``filename`` (per-file ignores apply
     by that name), and with ``fix``, the planned edit whose ``after`` is the fixed text.
+    ``context``: the summaries of the other files of its project, joined with its own.
 
     Standard input is one file like any other: the size limit, the raised recursion
     limit and the guard that turns any exception into an internal error all apply. A
@@ -59,15 +63,16 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
     with collector_paused():
         file_result = guarded(file, debug, lambda: linter.lint(source, path))  # errors held, not raised
         edit = None
+        steps = join([*context, *([file_result.summary] if file_result.summary is not None else [])])
         if fix and not file_result.errors:
-            steps = settle_steps([file_result])
+            settle_steps([file_result], steps)
             planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps))
             if isinstance(planned, FileResult):  # the fix raised: no edit, the error reported
                 file_result.errors.extend(planned.errors)
             else:
                 edit = planned
         else:
-            settle_steps([file_result])
+            settle_steps([file_result], steps)
     result.findings = sorted(file_result.findings, key=Finding.sort_key)
     result.errors = list(file_result.errors)
     return result, edit

@@ -19,7 +19,7 @@ from torchlint import catalogue
 from torchlint.config import Config, ConfigError, validate_codes
 from torchlint.engine.comments import comments
 from torchlint.engine.source import Source, python_lines
-from torchlint.findings import Finding, Location
+from torchlint.findings import UNUSED_NOQA, Finding, Location
 
 _CODE_LIST = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 # `# noqa`, `# noqa: TL101, TL102`, or a malformed `# noqa:` followed by something else.
@@ -110,6 +110,52 @@ def comment_directive(source: Source, location: Location) -> tuple[int, Directiv
     text = found.comment(home) if home is not None else None
     directive = line_directive(text) if text is not None else None
     return (home, directive) if directive is not None and home is not None else None
+
+
+def unused_noqa(source: Source, candidates: list[Finding], known: set[str], selected: set[str]) -> list[Finding]:
+    """TL001 for each ``# noqa: CODE, ...`` comment that names a torchlint code which
+    suppresses nothing there: no finding of that code governed by the comment among
+    ``candidates`` (what would be reported without suppression), a code that is no rule
+    (``known``: the static codes), or a rule not run on the file (``selected``). Other
+    tools' codes (``E501``) and a bare ``# noqa``, which other linters read too, are left
+    alone; runtime codes (``TLR``) are `torchlint profile`'s."""
+    if not _mentions_noqa(source.text):
+        return []
+    found = comments(source.text)
+    if not found.tokenized:
+        return []
+    used: set[tuple[int, str]] = set()
+    for finding in candidates:
+        home = found.home(source.text_line(finding.location))
+        if home is not None:
+            used.add((home, finding.code))
+    reports = []
+    for line, (column, text) in sorted(found.text_of.items()):
+        directive = line_directive(text)
+        if directive is None or not directive.codes:  # absent, malformed or bare
+            continue
+        ours = sorted(c for c in directive.codes if c.startswith("TL") and not c.startswith("TLR") and c != UNUSED_NOQA[0])
+        unknown = [c for c in ours if c not in known]
+        disabled = [c for c in ours if c in known and c not in selected]
+        unused = [c for c in ours if c in selected and (line, c) not in used]
+        if unknown or disabled or unused:
+            start = column + _NOQA.search(text).start()  # type: ignore[union-attr]  # the directive's own `#`
+            reports.append(_unused_finding(source, line, start, column + len(text), unused, unknown, disabled))
+    return reports
+
+
+def _unused_finding(source: Source, line: int, start: int, end: int, unused: list[str], unknown: list[str], disabled: list[str]) -> Finding:
+    from torchlint.analysis.impact import Cost, Where, assess
+
+    parts = [f"{', '.join(unused)} (nothing reported here)"] if unused else []
+    parts += [f"{', '.join(unknown)} (no such rule)"] if unknown else []
+    parts += [f"{', '.join(disabled)} (not selected)"] if disabled else []
+    impact, reason = assess(Cost.SUPPRESSION, Where.ONCE)
+    code, name = UNUSED_NOQA
+    return Finding(
+        code, name, f"`# noqa` suppresses nothing for {'; '.join(parts)}", source.location(line, start + 1, line, end + 1),
+        "Remove the codes that suppress nothing, or the whole comment when none is left", impact=impact, impact_reason=reason,
+    )
 
 
 def _warn_malformed(path: str, line: int, directive: Directive) -> None:
@@ -220,4 +266,4 @@ class PerFileIgnores:
         return codes
 
 
-__all__ = ["ConfigError", "Directive", "comment_directive", "PerFileIgnores", "file_directives", "is_suppressed", "line_directive", "noqa_codes", "resolve_names", "selected_codes"]
+__all__ = ["ConfigError", "Directive", "comment_directive", "unused_noqa", "PerFileIgnores", "file_directives", "is_suppressed", "line_directive", "noqa_codes", "resolve_names", "selected_codes"]

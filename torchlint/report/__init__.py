@@ -29,6 +29,10 @@ def _no_lines(path: str, cell: int | None, line: int) -> str | None:
     return None
 
 
+def _no_file_line(path: str, cell: int, line: int) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ReportContext:
     """What a reporter may need besides the findings."""
@@ -41,6 +45,8 @@ class ReportContext:
     root: Path = field(default_factory=Path.cwd)  # URIs in SARIF and GitLab reports are relative to it
     # The text of a source line: (display path, notebook cell or None, 1-based line) -> text.
     line_text: Callable[[str, int | None, int], str | None] = _no_lines
+    # A notebook's file line that holds a cell's line: (display path, cell, line in cell) -> line.
+    file_line: Callable[[str, int, int], int | None] = _no_file_line
 
 
 def render(output_format: str, findings: Sequence[Finding], context: ReportContext) -> str:

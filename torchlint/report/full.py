@@ -80,8 +80,9 @@ def snippet(finding: Finding, context: ReportContext) -> tuple[list[str], int]:
 def render_finding(finding: Finding, context: ReportContext) -> str:
     source, width = snippet(finding, context)
     lines = [headline(finding, context.color), *source]
-    # Under the gutter's `|` as ruff puts it; indented as the concise help was without source.
-    lead = f"{' ' * width} = " if source else "  "
+    # Under the gutter's `|` as ruff puts it; the same shape when there is no source to show
+    # (a file that cannot be read: its TL000).
+    lead = f"{' ' * width} = " if source else "  = "
     if finding.impact:
         label = click.style("impact:", fg="magenta", bold=True) if context.color else "impact:"
         lines.append(f"{lead}{label} {finding.impact} ({finding.impact_reason})")

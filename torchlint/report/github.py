@@ -1,8 +1,9 @@
 """GitHub Actions workflow commands: one ``::warning`` annotation per finding.
 
 Values are escaped as the runner unescapes them (``%``, CR and LF everywhere; ``:``
-and ``,`` also in properties). A notebook finding annotates the file, its cell in the
-message, since the runner counts lines of the file's JSON."""
+and ``,`` also in properties). A notebook finding annotates the file's line that holds
+its source line (the runner counts lines of the file's JSON), its cell, line and column
+in the message (report/paths.py: the convention every format follows)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlint.findings import HIGH, LOW, MEDIUM, Finding
-from torchlint.report.paths import relative
+from torchlint.report.paths import file_line, notebook_place, relative
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -37,10 +38,11 @@ def command(finding: Finding, context: ReportContext) -> str:
             properties["endLine"] = str(loc.end_line)
         if loc.end_column is not None:
             properties["endColumn"] = str(loc.end_column)
+    else:
+        properties["line"] = str(file_line(loc, context))
     properties["title"] = f"{finding.code} {finding.name}"
     level = _LEVELS.get(finding.impact, "error" if finding.code == "TL000" else "warning")
-    where = f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
-    message = where + finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else "")
+    message = notebook_place(loc) + finding.message + (f"\nhelp: {finding.fix_hint}" if finding.fix_hint else "")
     props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
     return f"::{level} {props}::{escape_data(message)}"
 

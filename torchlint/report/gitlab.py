@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchlint.findings import HIGH, LOW, MEDIUM, Finding
-from torchlint.report.paths import relative
+from torchlint.report.paths import file_line, notebook_place, relative
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -28,12 +28,11 @@ def _fingerprint(finding: Finding, path: str, text: str, occurrence: int) -> str
 _SEVERITIES = {HIGH: "major", MEDIUM: "minor", LOW: "info"}
 
 
-def _issue(finding: Finding, path: str, fingerprint: str) -> dict[str, Any]:
+def _issue(finding: Finding, path: str, fingerprint: str, context: ReportContext) -> dict[str, Any]:
     loc = finding.location
-    where = f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
-    line = 1 if loc.cell is not None else loc.line
+    line = file_line(loc, context)
     return {
-        "description": f"{where}{finding.message}",
+        "description": f"{notebook_place(loc)}{finding.message}",
         "check_name": f"{finding.code} {finding.name}",
         "fingerprint": fingerprint,
         "severity": _SEVERITIES.get(finding.impact, "major" if finding.code == "TL000" else "minor"),
@@ -49,7 +48,7 @@ def build(findings: Sequence[Finding], context: ReportContext) -> list[dict[str,
         text = (context.line_text(finding.path, finding.location.cell, finding.line) or finding.message).strip()
         key = (finding.code, path, text, finding.location.cell)
         seen[key] += 1
-        issues.append(_issue(finding, path, _fingerprint(finding, path, text, seen[key])))
+        issues.append(_issue(finding, path, _fingerprint(finding, path, text, seen[key]), context))
     return issues
 
 

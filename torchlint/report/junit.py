@@ -8,6 +8,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING
 
 from torchlint.findings import Finding
+from torchlint.report.paths import file_line, notebook_place
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -23,10 +24,10 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
         suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(cases)), failures=str(len(cases)), errors="0")
         for finding in cases:
             loc = finding.location
-            case = ET.SubElement(suite, "testcase", name=f"torchlint.{finding.code}", classname=path, file=path, line=str(loc.line))
-            where = f"cell {loc.cell}, " if loc.cell is not None else ""
-            failure = ET.SubElement(case, "failure", message=finding.message, type=f"{finding.code} {finding.name}")
+            case = ET.SubElement(suite, "testcase", name=f"torchlint.{finding.code}", classname=path, file=path, line=str(file_line(loc, context)))
+            failure = ET.SubElement(case, "failure", message=notebook_place(loc) + finding.message, type=f"{finding.code} {finding.name}")
             impact = f" (impact: {finding.impact}: {finding.impact_reason})" if finding.impact else ""
-            failure.text = f"{where}line {loc.line}, col {loc.column}, {finding.message}{impact}"
+            where = notebook_place(loc) if loc.cell is not None else f"line {loc.line}, col {loc.column}, "
+            failure.text = f"{where}{finding.message}{impact}"
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")

@@ -1,8 +1,9 @@
 """SARIF 2.1.0, as GitHub code scanning reads it (docs/ci.md).
 
 Every rule is described in ``tool.driver.rules``; each result points at a repo-relative
-URI with a 1-based region. A notebook finding points at the ``.ipynb`` file, its cell in
-the message, since lines in the file's JSON are not the cell's lines."""
+URI with a 1-based region. A notebook finding points at the ``.ipynb`` file (the region's
+line is the file's line holding the source line), its cell, line and column in the
+message (report/paths.py: the convention every format follows)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchlint import __version__, catalogue
 from torchlint.findings import HIGH, LOW, MEDIUM, Finding, Location
-from torchlint.report.paths import uri
+from torchlint.report.paths import file_line, notebook_place, uri
 from torchlint.report.rule_info import HOME, description, rule_url
 
 if TYPE_CHECKING:
@@ -60,13 +61,13 @@ def _location(loc: Location, context: ReportContext) -> dict[str, Any]:
             region["endColumn"] = loc.end_column
         physical["region"] = region
     else:
-        physical["region"] = {"startLine": 1}  # the cell's line is in the message
+        physical["region"] = {"startLine": file_line(loc, context)}  # the file's line; the cell's is in the message
     return {"physicalLocation": physical}
 
 
 def _where(loc: Location) -> str:
     """A notebook place, which the region cannot give: ``cell C, line L, column N: ``."""
-    return f"cell {loc.cell}, line {loc.line}, column {loc.column}: " if loc.cell is not None else ""
+    return notebook_place(loc)
 
 
 def _message(finding: Finding) -> str:

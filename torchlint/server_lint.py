@@ -1,0 +1,144 @@
+"""What the Language Server lints, and with what context.
+
+A document is a Python file's text or a notebook's cells (joined as ``check`` joins an
+``.ipynb``'s code cells). It is checked with the step summaries of the other open
+documents and of the rest of its project on disk (``engine/project_files.py``: the
+project's files as ``check`` finds them, their summaries from the result cache or made
+without running a rule), so a helper in a package is per-step as soon as it is opened,
+whatever else is open. server.py wires these to LSP messages."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from torchlint.analysis.project import Steps, join
+from torchlint.analysis.summary import FileSummary
+from torchlint.config import Resolver, format_size, load_config
+from torchlint.engine import Linter
+from torchlint.engine.cache import Cache, cache_dir
+from torchlint.engine.discover import SourceFile
+from torchlint.engine.pool import check_files, collector_paused, default_jobs, guarded
+from torchlint.engine.project_files import Context, project_root
+from torchlint.engine.results import FileResult
+from torchlint.engine.settle import settle_steps
+from torchlint.engine.source import Source, lines_with_ends, notebook_source, syntax_error
+from torchlint.findings import Finding
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class Linted:
+    """A document's text as linted, its tree (for fixes) and findings."""
+
+    text: str
+    module: object | None = None
+    findings: list[Finding] = field(default_factory=list)
+    summary: FileSummary | None = None  # where its steps are, for the other documents' joins
+    codec: Any = None  # the document's position codec: torchlint counts code points, the client UTF-16 units
+    result: FileResult | None = None  # the check's result, tree and source kept: what a fix-all rewrites
+    linter: Linter | None = None
+    steps: Steps | None = None  # the join it was settled with
+    cells: list[str] | None = None  # a notebook: its cells' document URIs, in order (a finding's cell counts from 1)
+
+    def to_client(self, r: types.Range) -> types.Range:
+        return self.codec.range_to_client_units(lines_with_ends(self.text), r) if self.codec is not None else r
+
+    def from_client(self, position: types.Position) -> types.Position:
+        if self.codec is None:
+            return position
+        converted = self.codec.position_from_client_units(lines_with_ends(self.text), position)
+        return types.Position(converted.line, converted.character)
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def lint_text(text: str, path: Path, others: Iterable[FileSummary] = (), cells: list[tuple[str, bool, str]] | None = None) -> Linted:
+    """Findings of ``text`` as the file ``path``, with its nearest configuration; per-step
+    findings settled by joining its summary with ``others``. ``cells``: a notebook's
+    cells instead of ``text``, each ``(document URI, is code, text)``."""
+    config = load_config(path.parent, {})
+    display = _display(path, config.root)
+    if cells is not None:
+        notebook = {"cells": [{"cell_type": "code" if code else "markdown", "source": body} for _, code, body in cells], "metadata": {}}
+        source: Source | Finding = notebook_source(display, json.dumps(notebook))
+        uris = [uri for uri, _, _ in cells]
+    else:
+        source, uris = Source(display, text), None
+    if isinstance(source, Finding):
+        return Linted(text, None, [source], cells=uris)
+    size = len(source.text.encode("utf-8", "surrogatepass"))
+    if size > config.max_file_size:  # as `check` does: libcst needs ~700x a file's size
+        message = f"the document is {format_size(size)}, above the {format_size(config.max_file_size)} limit; not checked"
+        return Linted(text, None, [syntax_error(display, message, hint="Raise `max-file-size`, or exclude the file")], cells=uris)
+    linter = Linter(config)
+    file = SourceFile(path, display, config.max_file_size)
+    with collector_paused():
+        result = guarded(file, False, lambda: linter.lint(source, path))  # deep nesting: as `check`
+    for error in result.errors:  # a check that raised: its findings are missing, the others stand
+        log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
+    summary = result.summary
+    steps = settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
+    findings = sorted(result.findings, key=Finding.sort_key)
+    return Linted(text, result.module, findings, summary, result=result, linter=linter, steps=steps, cells=uris)
+
+
+def fix_all(linted: Linted) -> str | None:
+    """The document's text with every safe fix applied (round after round, as ``check
+    --fix`` applies them); None when nothing changes. Notebooks are left to ``check``."""
+    if linted.result is None or linted.linter is None or linted.cells is not None:
+        return None
+    result = replace(linted.result, findings=list(linted.result.findings))  # fixing consumes them
+    edit = linted.linter.fix(result, unsafe=False, steps=linted.steps)
+    return edit.after if edit is not None and edit.after != linted.text else None
+
+
+class Projects:
+    """The step summaries of each project's files on disk, made on first use and kept
+    until something on disk changes (``forget``): a save, a watched file, a config."""
+
+    def __init__(self) -> None:
+        self.by_root: dict[Path, list[FileSummary]] = {}
+        self.notes: list[str] = []
+
+    def forget(self) -> None:
+        self.by_root.clear()
+
+    def summaries(self, path: Path, open_paths: Iterable[str]) -> list[FileSummary]:
+        """The summaries of ``path``'s project, but for the files open in the editor
+        (``open_paths``, absolute: the editor's text stands for them)."""
+        settings = Resolver(cwd=path.parent)
+        root = project_root(path, settings)
+        if root is None:
+            return []
+        if root not in self.by_root:
+            self.by_root[root] = self._summarise(path, root)
+        skip = set(open_paths)
+        return [summary for summary in self.by_root[root] if summary.path not in skip]
+
+    def _summarise(self, path: Path, root: Path) -> list[FileSummary]:
+        settings = Resolver(cwd=root)
+        store = Cache(cache_dir(root))
+        context = Context.around([path], [], settings, store)
+        if context.note:
+            self.notes.append(context.note)
+        context.take(check_files(context.todo_files(), context.todo_configs(), jobs=default_jobs()), store)
+        store.prune()
+        return context.summaries
+
+
+def absolute(path: Path) -> str:
+    """How a summary names the file at ``path``."""
+    return os.path.abspath(path)
