@@ -169,6 +169,12 @@ class HiddenSyncs:
             return self.tensorish(expr.value, at, depth + 1)
         if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
             return self.bool_mask(expr, at, depth + 1)
+        if expr_type is cst.Call and type(expr.func) is cst.Name and ctx.qname(expr.func) is None and ctx.functions.defines(expr.func.value):
+            helper = ctx.functions.called(expr, None)  # what a helper of this file returns: each of its returns
+            returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
+            return bool(returns) and all(self.tensorish(value, value, depth + 2) for value in returns)
+        if expr_type is cst.Call and "._" in (ctx.qname(expr.func) or ""):
+            return False  # `torch._C._len_dispatch_stack()`: a private API's result is no known tensor
         kind = ctx.values.kind(expr, at)
         if kind is Kind.HOST and expr_type is cst.Attribute:
             return self.used_as_tensor(expr, at)  # `self.step += 1` on a registered buffer

@@ -36,6 +36,7 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.onnx.", "torch.fx.", "torch.export.", "torch.testing.", "torch.random.",
     "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
     "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
+    "torch.broadcast_shapes", "torch.result_type", "torch.promote_types", "torch.can_cast", "torch.sym_",
 )
 # Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
 # Above this many bindings of one name in a scope, a use's unreaching bindings are only
