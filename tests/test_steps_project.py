@@ -110,7 +110,7 @@ def test_helper_of_a_framework_hook_carries_the_call_in_the_hook() -> None:
     path = FIXTURES / "rules" / "TL101" / "flagged_frameworks.py"
     text = path.read_text()
     findings = lint_source(text, str(path), from_table({"select": ["TL101"]}, Path(".")))
-    helper = next(f for f in findings if "in `accuracy()`" in f.message)
+    helper = next(f for f in findings if "in `Classifier.accuracy()`" in f.message)
     call_line = next(i for i, line in enumerate(text.splitlines(), 1) if "self.accuracy(" in line)
     assert [r.line for r in helper.related] == [call_line]
     assert f"run every step from Lightning `validation_step` at line {call_line}" in helper.message

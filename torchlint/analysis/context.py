@@ -18,6 +18,8 @@ from torchlint.analysis.guards import Guards
 from torchlint.analysis.layers import Layers
 from torchlint.analysis.loops import Loops
 from torchlint.analysis.names import Imports, canonical, dotted
+from torchlint.analysis.syncs import HiddenSyncs
+from torchlint.analysis.uploads import Uploads
 from torchlint.analysis.tree import Tree, children
 from torchlint.analysis.values import ValueKinds
 
@@ -80,6 +82,14 @@ class FileContext:
     @cached_property
     def devices(self) -> Devices:
         return Devices(self)
+
+    @cached_property
+    def syncs(self) -> HiddenSyncs:
+        return HiddenSyncs(self)
+
+    @cached_property
+    def uploads(self) -> Uploads:
+        return Uploads(self)
 
     @cached_property
     def constants(self) -> Constants:

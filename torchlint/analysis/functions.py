@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.tree import FUNCTION_OR_CLASS
+
 if TYPE_CHECKING:
     from torchlint.analysis.tree import Tree
 
@@ -25,6 +27,10 @@ class LocalFunctions:
                 name = function.name.value
                 table[name] = None if name in table else function
         self._names = {name for table in self._defined.values() for name in table}
+
+    def defines(self, name: str) -> bool:
+        """Does a function of this file (not a method) have that name?"""
+        return name in self._names
 
     def named(self, name: str, at: cst.CSTNode) -> cst.FunctionDef | None:
         """The ``def name`` visible at ``at`` (None when there is none, or two)."""
@@ -56,3 +62,12 @@ class LocalFunctions:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             return self.method(func.attr.value, call)
         return None
+
+
+def dotted_function_name(tree: Tree, function: cst.FunctionDef) -> str:
+    """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""
+    parts = [function.name.value]
+    for ancestor in tree.ancestors(function):
+        if type(ancestor) in FUNCTION_OR_CLASS:
+            parts.append(ancestor.name.value)
+    return ".".join(reversed(parts))

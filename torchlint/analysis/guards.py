@@ -123,12 +123,13 @@ def _mentions(expr: cst.CSTNode | None, name: str, tree_nodes) -> bool:  # type:
     )
 
 
-def _none_tested(test: cst.BaseExpression) -> str | None:
-    """``preds`` for ``preds is None`` (also ``self.preds is None``)."""
+def none_tested(test: cst.BaseExpression, negated: bool = False) -> str | None:
+    """``preds`` for ``preds is None`` (also ``self.preds is None``; with ``negated``,
+    ``preds is not None``)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
-    if not isinstance(target.operator, cst.Is) or not _is_none(target.comparator):
+    if not isinstance(target.operator, cst.IsNot if negated else cst.Is) or not _is_none(target.comparator):
         return None
     return dotted(test.left)
 
@@ -187,7 +188,8 @@ class Guards:
         return found
 
     def rare(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` in the body of an ``if`` that runs every N steps or once?"""
+        """Is ``node`` in the body of an ``if`` that runs every N steps or once, or in an
+        ``except`` handler?"""
         tree = self.ctx.tree
         child = node
         for ancestor in tree.ancestors(node):
@@ -196,6 +198,8 @@ class Guards:
             ancestor_type = type(ancestor)
             if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
                 return False
+            if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
+                return True  # runs when something failed: an error path, an OOM retry, the end of an iterator
             if ancestor_type is cst.IndentedBlock and _after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return True
             if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
@@ -309,7 +313,7 @@ class Guards:
         """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs
         once (its ``else`` runs on every later step), unless ``stop`` (the loop) binds the
         name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
-        name = _none_tested(branch.test)
+        name = none_tested(branch.test)
         if name is None:
             return False
         tree = self.ctx.tree
@@ -322,6 +326,37 @@ class Guards:
             if binding.kind != "augassign" and not _mentions(binding.value, name, tree.descendants):
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
+
+    def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
+        """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
+        to None, with no loop between: the branch (and the parameter) whose code runs only
+        when a caller leaves that parameter out."""
+        ctx = self.ctx
+        function = ctx.tree.enclosing_function(node)
+        if function is None:
+            return None
+        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_none_defaults", {})
+        defaults = memo.get(id(function))
+        if defaults is None:
+            params = (*function.params.params, *function.params.kwonly_params)
+            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and _is_none(p.default))
+        if not defaults:
+            return None
+        child = node
+        for ancestor in ctx.tree.ancestors(node):
+            if ancestor is function or type(ancestor) in (cst.For, cst.While):
+                return None
+            if type(ancestor) is cst.If and child is ancestor.body:
+                name = none_tested(ancestor.test)
+                if name in defaults:
+                    return ancestor, name  # type: ignore[return-value]
+            if type(ancestor) is cst.Else:  # `if p is not None: ... else: <here>`
+                branch = ctx.tree.parent(ancestor)
+                name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
+                if name in defaults:
+                    return branch, name  # type: ignore[return-value]
+            child = ancestor
+        return None
 
     def tensor_if_passed(self, node: cst.CSTNode) -> bool:
         """``if isinstance(v, torch.Tensor): v = v.item()`` on a parameter (or an item of

@@ -15,6 +15,7 @@ import ast
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_KEEPS_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16"})
 
 
 def light_summary(tree: ast.Module, path: str) -> FileSummary:
@@ -39,12 +40,22 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
 
 
 def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], imports: dict[str, str], relative: dict[str, tuple[int, str]], star: bool) -> tuple[Ref | None, ...]:
-    """``return build(args)`` (a factory that delegates) or ``return Model(...), Loss()``."""
+    """``return build(args)`` (a factory that delegates), ``return Model(...), Loss()``, or
+    ``model = Model(...)`` ... ``return model``."""
+    assigned: dict[str, ast.AST] = {}
+    for node in sorted((n for n in ast.walk(function) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                assigned[target.id] = node.value
     for node in ast.walk(function):
         if isinstance(node, ast.Return) and node.value is not None:
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             refs = []
             for value in values:
+                value = assigned.get(value.id, value) if isinstance(value, ast.Name) else value
+                while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT:
+                    value = value.func.value  # `Model(...).to(device)`
+                    value = assigned.get(value.id, value) if isinstance(value, ast.Name) else value
                 ref = _target(value.func, key, functions, imports, relative, star) if isinstance(value, ast.Call) else None
                 last = (_dotted(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, ast.Call) else ""
                 refs.append(None if ref is None else ref if last[:1].isupper() else ("returned", ref, None))

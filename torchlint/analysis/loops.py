@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.guards import none_tested
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import Kind, looks_like_optimizer
@@ -51,6 +53,7 @@ class Loops:
         self._hot: dict[int, bool] = {}
         self._described: dict[int, str] = {}  # a loop's description: one walk of it, however many findings it holds
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
+        self._loop_keys: dict[int, str] = {}
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
@@ -85,8 +88,10 @@ class Loops:
         """Where ``node`` runs once per step: the innermost enclosing hot loop; else the
         enclosing function, which runs per step if the project-wide join finds it called
         from a hot loop or by a framework (a finding there is kept only then: see
-        :meth:`step_condition`); None for module-level code outside hot loops."""
-        return self.local_hot_loop(node) or self.ctx.tree.enclosing_function(node)
+        :meth:`step_condition`); at module level, the innermost ``for``/``while``, which the
+        join may find to be a step loop (its body calls a model of another module); None
+        for module-level code outside loops."""
+        return self.local_hot_loop(node) or self.ctx.tree.enclosing_function(node) or self.statement_loop(node)
 
     def local_hot_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost enclosing hot loop of the same function, or None."""
@@ -95,12 +100,56 @@ class Loops:
                 return loop
         return None
 
-    def step_condition(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        """The function that must be per-step for ``node`` to run every step, or None
-        when a hot loop around it already says so (or it is module-level code)."""
+    def step_condition(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """What must run every step for ``node`` to: None when a hot loop around it already
+        says so (or it is module-level code outside loops); else its innermost ``for``/``while``
+        loop, which runs every step when its function does or when the project-wide join finds
+        its own body calling a model or a training step of another module; else its function."""
         if self.local_hot_loop(node) is not None:
             return None
-        return self.ctx.tree.enclosing_function(node)
+        loop = self.statement_loop(node)
+        if loop is None:
+            branch = self.ctx.guards.default_branch(node)
+            if branch is not None:
+                return branch[0]  # runs when a per-step caller leaves the parameter out
+        return loop or self.ctx.tree.enclosing_function(node)
+
+    def statement_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost ``for``/``while`` statement whose body holds ``node`` (same scope)."""
+        for loop in self.enclosing_loops(node):
+            if type(loop) is cst.For or type(loop) is cst.While:
+                return loop
+        return None
+
+    def branch_key(self, branch: cst.If) -> str:
+        """``f#none:max_len``: the branch of ``f`` that runs when ``max_len`` is left out
+        (``if max_len is None:``, or the ``else`` of ``if max_len is not None:``)."""
+        function = self.ctx.tree.enclosing_function(branch)
+        owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
+        return f"{owner}#none:{none_tested(branch.test) or none_tested(branch.test, negated=True)}"
+
+    def loop_key(self, loop: cst.CSTNode) -> str:
+        """``Cls.m#loop2``: the third ``for``/``while`` of its function (``#loop0`` at module
+        level), the name a loop has in the step summary and in conditional findings."""
+        if not hasattr(self, "_loop_ordinals"):
+            tree, counts = self.ctx.tree, {}
+            self._loop_ordinals: dict[int, int] = {}
+            for each in sorted((*tree.nodes(cst.For), *tree.nodes(cst.While)), key=tree.index):
+                scope = id(tree.enclosing_function(each))
+                self._loop_ordinals[id(each)] = counts.get(scope, 0)
+                counts[scope] = counts.get(scope, 0) + 1
+        key = self._loop_keys.get(id(loop))
+        if key is None:
+            function = self.ctx.tree.enclosing_function(loop)
+            owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
+            key = self._loop_keys[id(loop)] = f"{owner}#loop{self._loop_ordinals[id(loop)]}"
+        return key
+
+    def makes_one_step(self, function: cst.FunctionDef) -> bool:
+        """Does ``function`` make one whole training step (a backward and an optimizer step,
+        outside any loop of its own, itself or through the functions of this file it calls)?
+        A loop of another module that calls it is a step loop."""
+        return self._function_parts(function, 0) == _BACKWARD | _OPTIMIZER
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
@@ -218,8 +267,9 @@ class Loops:
 
     def _step_parts(self, call: cst.Call, depth: int) -> int:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
-        if function is None:
-            return 0
+        return 0 if function is None else self._function_parts(function, depth)
+
+    def _function_parts(self, function: cst.FunctionDef, depth: int) -> int:
         key = id(function)
         if key not in self._trains:
             self._trains[key] = 0  # recursion ends here

@@ -1,7 +1,18 @@
 """Objects of the project's classes, for the step summary: which class an expression is
-an instance of (built here, kept on ``self``, returned by a factory, or passed in as a
-parameter), and what factories return. A mixin of StepSummarizer, which supplies
-``ctx``, ``keys``, ``class_keys``, ``relative`` and ``target``."""
+an instance of, and what factories return. A mixin of StepSummarizer, which supplies
+``ctx``, ``keys``, ``class_keys``, ``relative`` and ``target``.
+
+An object is followed through what keeps it the same object: moves and modes
+(``m = m.to(d)``, ``.cuda()``, ``.train()``, ``.half()``), wrappers (``DataParallel``,
+``DistributedDataParallel``, FSDP, ``torch.compile``, ``accelerator.prepare``),
+factories (``model, opt = build(args)``, here or in another module: ``("returned", ...)``),
+constructors by class method (``Net.from_pretrained(path)``), attributes kept on ``self``
+(assigned, or annotated: ``policy: ActorCriticPolicy``), annotated parameters
+(``rollout_buffer: RolloutBuffer``), what callers pass for a parameter
+(``("passed", ...)``) and an attribute a base class in another module sets
+(``("attr", class_key, name)``). The members of ``nn.Sequential``/``ModuleList``/``ModuleDict``
+are several classes at once: ``("each", refs)``, which the summary expands into one call
+per member (``for layer in self.layers: x = layer(x)``, ``self.blocks[i](x)``)."""
 
 from __future__ import annotations
 
@@ -10,6 +21,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.members import (
+    CONTAINERS,
+    MemberRefs,
+    iterated_item,
+    may_iterate_modules,
+    target_names,
+)
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 from torchlint.analysis.values import MODULE_CHAIN
@@ -19,9 +37,23 @@ if TYPE_CHECKING:
 
 _FACTORY_PREFIXES = ("build", "create", "make", "get_model", "load_model", "setup")
 _COMPILERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial", "torch.func.functional_call"})
+# Calls that return the module they are given, wrapped: its forward is what runs.
+_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel", "torch.compile", "torch.jit.script",
+    "torch.jit.trace", "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+    "torch.nn.SyncBatchNorm.convert_sync_batchnorm", "apex.parallel.DistributedDataParallel",
+    "fairscale.nn.FullyShardedDataParallel", "fairscale.nn.data_parallel.FullyShardedDataParallel",
+})
+# Methods that hand back the objects they are given, in order (`accelerator.prepare(model, opt)`).
+_PREPARERS = frozenset({"prepare", "prepare_model", "setup"})
+# Class methods that build an instance of their class.
+CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_from_checkpoint", "from_checkpoint"})
+# Annotations that never name a project class.
+_PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "object", "Any", "None", "Tensor", "Module"})
 
 
-class ObjectRefs:
+class ObjectRefs(MemberRefs):
     """Class references for objects (see the reference kinds in steps.py)."""
 
     ctx: FileContext
@@ -41,20 +73,10 @@ class ObjectRefs:
             if node.value is None or function is None or self.keys[id(function)] in found:
                 continue
             values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
-            refs = tuple(self._returned_object(v, node) for v in values)
+            refs = tuple(_single(self._object_of(v, node, None)) for v in values)
             if any(r is not None for r in refs):
                 found[self.keys[id(function)]] = refs
         return tuple(found.items())
-
-    def _returned_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        value = unwrap_moves(value)
-        if isinstance(value, cst.Call):
-            owner = self._class_ref(value.func, at)
-            if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
-                return owner
-            factory = self.target(value.func, value)
-            return ("returned", factory, None) if factory is not None and factory[0] in ("import", "local") else None
-        return self._instance_class(value, at) if isinstance(value, cst.Name) else None
 
     def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
         """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
@@ -64,7 +86,12 @@ class ObjectRefs:
         for arg in call.args:
             if arg.star:
                 break  # positions after *args are unknown
-            owner = self._instance_class(arg.value, call) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            value = arg.value
+            if type(value) in (cst.List, cst.Tuple):  # `train(rank, [net_g, net_d], ...)`: each element's class
+                refs = tuple(_single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
+                owner = ("tuple", refs) if any(r is not None for r in refs) else None
+            else:
+                owner = _single(self._instance_class(value, call)) if type(value) in (cst.Name, cst.Attribute) else None
             if owner is not None:
                 found.append((arg.keyword.value if arg.keyword is not None else position, owner))
             if arg.keyword is None:
@@ -73,32 +100,58 @@ class ObjectRefs:
 
     @cached_property
     def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
-        """Names assigned from a call of a Capitalised name (an object of a class), and
-        from a call of a compiler (``torch.compile(f)``): the only names worth a lookup."""
+        """Names that may hold an object of a class (the only names worth a lookup):
+        assigned from a call of a class, a factory, a wrapper or a project function, from
+        another name through moves (``m = m.to(d)``), loop variables over containers, and
+        annotated parameters; and names assigned from a compiler (``torch.compile(f)``)."""
         objects: set[str] = set()
         compiled: set[str] = set()
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            value = unwrap_moves(assign.value)
-            if not isinstance(value, cst.Call):
+        for assign in (*self.ctx.tree.nodes(cst.Assign), *self.ctx.tree.nodes(cst.AnnAssign)):
+            targets = [t.target for t in assign.targets] if type(assign) is cst.Assign else [assign.target]
+            names = {t.value for t in targets if type(t) is cst.Name}
+            unpacked = {e.value.value for t in targets if type(t) in (cst.Tuple, cst.List) for e in t.elements if type(e.value) is cst.Name}
+            if type(assign) is cst.AnnAssign and assign.value is None:
+                objects |= names
                 continue
-            callee = dotted(value.func) or ""
-            names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
-            unpacked = {e.value.value for t in assign.targets if isinstance(t.target, (cst.Tuple, cst.List)) for e in t.target.elements if isinstance(e.value, cst.Name)}
+            value = unwrap_moves(assign.value)
+            if type(value) in (cst.Name, cst.Attribute):
+                objects |= names  # `m = self.model`, `model = model.to(device)`
+                continue
+            if type(value) is not cst.Call:
+                continue
             objects |= unpacked  # `model, criterion = build(args)`: a factory's objects, maybe
-            if callee.rsplit(".", 1)[-1][:1].isupper() or callee.rsplit(".", 1)[-1].startswith(_FACTORY_PREFIXES):
+            if self._may_build_object(value):
                 objects |= names
             if self.ctx.qname(value.func) in _COMPILERS:
                 compiled |= names
+        for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.CompFor)):
+            if may_iterate_modules(loop.iter):  # `for layer in self.layers`, `enumerate(blocks)`
+                objects |= {n.value for n in target_names(loop.target)}
+        for param in self.ctx.tree.nodes(cst.Param):
+            if param.annotation is not None and _annotation_name(param.annotation.annotation) is not None:
+                objects.add(param.name.value)
         return objects, compiled
+
+    def _may_build_object(self, call: cst.Call) -> bool:
+        callee = dotted(call.func) or ""
+        last = callee.rsplit(".", 1)[-1]
+        if last[:1].isupper() or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS or last in _PREPARERS:
+            return True
+        qualified = self.ctx.qname(call.func)
+        if qualified is not None:
+            return qualified in _WRAPPERS or qualified.split(".")[0] not in _NOT_PROJECT
+        # a factory of this file or of a relative import (other names build nothing of the project's)
+        return type(call.func) is cst.Name and (callee in self.relative or self.ctx.functions.defines(callee))
 
     # --- objects of the project's classes ----------------------------------------------
     def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        """The class ``expr`` is an instance of, when it was built here from a class that
-        may be the project's: ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``."""
+        """The class ``expr`` is an instance of, when it may be the project's:
+        ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``, a loop variable
+        over ``self.layers`` (``("each", refs)``)."""
         # `node = node.parent()` in a loop reaches itself: such a cycle names no class
         resolving: set[tuple[int, int]] = self.__dict__.setdefault("_resolving", set())
         key = (id(expr), id(at))
-        if key in resolving:
+        if key in resolving or len(resolving) > 40:
             return None
         resolving.add(key)
         try:
@@ -107,26 +160,165 @@ class ObjectRefs:
             resolving.discard(key)
 
     def _instance_class_of(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        if isinstance(expr, cst.Name):
+        expr_type = type(expr)
+        if expr_type is cst.Name:
             if expr.value not in self._assigned_from_calls[0]:
-                return None  # never assigned from a call: skip the binding lookup
+                return None  # never bound to anything that may be an object: skip the lookup
             binding = self.ctx.bindings.reaching(expr.value, at)
-            value = unwrap_moves(getattr(binding, "value", None))
-            if not isinstance(value, cst.Call):
+            if binding is None:
                 return None
-            element = binding.element  # type: ignore[union-attr]
-            if element is None:
-                owner = self._class_ref(value.func, at)
-                if owner is not None and (dotted(value.func) or "").rsplit(".", 1)[-1][:1].isupper():
-                    return owner
-            # `model, criterion, post = build_model(args)`: what the factory returns there
-            factory = self.target(value.func, value)
-            return ("returned", factory, element) if factory is not None and factory[0] == "import" or factory is not None and factory[0] == "local" else None
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            if binding.kind == "param":
+                return self._annotated(binding.node.annotation, binding.node)
+            if binding.kind in ("for", "comp"):
+                source = iterated_item(binding.value, binding.element)
+                return self._members_of(source, binding.node) if source is not None else None
+            if binding.kind != "assign":
+                return None
+            if binding.value is None:  # `model: Net` then assigned elsewhere
+                return self._annotated(getattr(binding.node, "annotation", None), binding.node)
+            found = self._object_of(binding.value, binding.node, binding.element)
+            if found is None and type(binding.node) is cst.AnnAssign:
+                return self._annotated(binding.node.annotation, binding.node)
+            return found
+        if expr_type is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
-            return self._self_attributes.get(id(cls), {}).get(expr.attr.value) if cls is not None else None
+            return self._self_attribute(cls, expr.attr.value) if cls is not None else None
+        if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`
+            return self._members_of(expr.value, at)
         return None
 
+    def _object_of(self, value: cst.BaseExpression | None, at: cst.CSTNode, element: int | None) -> Ref | None:
+        """The class of what ``value`` (element ``element`` of it, for ``a, b = value``) holds."""
+        value, element = self._unwrapped(value, element)
+        if type(value) is cst.BooleanOperation:  # `sampler or UniformSampler(diffusion)`: the one that is known
+            return self._object_of(value.left, at, element) or self._object_of(value.right, at, element)
+        if element is not None and type(value) in (cst.Tuple, cst.List):
+            items = value.elements
+            if element >= len(items):
+                return None
+            value, element = self._unwrapped(items[element].value, None)
+        value_type = type(value)
+        if value_type is cst.Call:
+            func = value.func
+            if element is None:
+                if type(func) is cst.Attribute and func.attr.value in CONSTRUCTORS:
+                    return self._class_ref(dotted(func.value))  # `Net.from_pretrained(path)`
+                name = dotted(func) or ""
+                if name.rsplit(".", 1)[-1][:1].isupper():
+                    owner = self._class_ref(name)
+                    if owner is not None:
+                        return owner
+                if self.ctx.qname(func) in CONTAINERS:
+                    return self._container_members(value, at)
+            factory = self.target(func, value)
+            if factory is not None and factory[0] in ("import", "local"):
+                return ("returned", factory, element)
+            return None
+        if element is None and (value_type is cst.Name or value_type is cst.Attribute or value_type is cst.Subscript):
+            return self._instance_class(value, at)
+        if element is not None and value_type is cst.Name:  # `net_g, net_d = nets`, a parameter
+            param = self._parameter(value, at)
+            return ("passed", *param, element) if param is not None else None
+        return None
+
+    def _unwrapped(self, value: cst.BaseExpression | None, element: int | None) -> tuple[cst.BaseExpression | None, int | None]:
+        """``DDP(model.cuda(), device_ids=[r])`` → ``model``; ``accelerator.prepare(model, opt)``
+        element 1 → ``opt``: what is wrapped or handed back keeps its class."""
+        for _ in range(8):
+            value = unwrap_moves(value)
+            if type(value) is not cst.Call:
+                break
+            positional = [a.value for a in value.args if a.keyword is None and not a.star]
+            func = value.func
+            if self.ctx.qname(func) in _WRAPPERS and positional:
+                value = positional[0]
+            elif type(func) is cst.Attribute and func.attr.value in _PREPARERS and positional and self.ctx.qname(func) is None:
+                if element is None and len(positional) == 1:
+                    value = positional[0]
+                elif element is not None and element < len(positional) and len(positional) > 1:
+                    value, element = positional[element], None
+                else:
+                    break
+            else:
+                break
+        return value, element
+
+    # --- annotations, attributes, containers ---------------------------------------------
+    def _annotated(self, annotation: cst.Annotation | None, at: cst.CSTNode | None = None) -> Ref | None:
+        """``rollout_buffer: RolloutBuffer``, ``policy: Optional["Policy"]``: the class named."""
+        if annotation is None:
+            return None
+        name = _annotation_name(annotation.annotation)
+        if name is None:
+            return None
+        return self._class_ref(name)
+
+    def _self_attribute(self, cls: cst.ClassDef, attr: str) -> Ref | None:
+        """What ``self.<attr>`` holds in ``cls``: an object built there (first), its annotation,
+        what the constructor's caller passes, or what a project base class sets."""
+        memo: dict[tuple[int, str], Ref | None] = self.__dict__.setdefault("_attribute_memo", {})
+        key = (id(cls), attr)
+        if key in memo:
+            return memo[key]
+        memo[key] = None  # `self.policy = self.policy.to(device)`: the cycle ends here
+        built = annotated = passed = None
+        bindings = self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, [])
+        for binding in bindings:
+            if binding.kind != "assign":
+                continue
+            if binding.value is None:
+                annotated = annotated or self._annotated(getattr(binding.node, "annotation", None), binding.node)
+                continue
+            if type(binding.value) is cst.Name and binding.element is None:  # `self.matcher = matcher`
+                param = self._parameter(binding.value, binding.node)
+                if param is not None:
+                    passed = passed or self._instance_class(binding.value, binding.node) or ("passed", *param)
+                    continue
+            found = self._object_of(binding.value, binding.node, binding.element)
+            if found is not None and built is None:
+                built = found
+        if annotated is None:
+            annotated = self._annotated(self._class_annotations(cls).get(attr), cls)
+        found = built or annotated or passed
+        if found is None and not bindings and attr not in self._class_annotations(cls) and self._has_project_base(cls):
+            found = ("attr", self.class_keys[id(cls)], attr)  # set by a base class in another module
+        memo[key] = found
+        return found
+
+    def _class_annotations(self, cls: cst.ClassDef) -> dict[str, cst.Annotation]:
+        """``policy: ActorCriticPolicy`` in the class body."""
+        memo: dict[int, dict[str, cst.Annotation]] = self.__dict__.setdefault("_annotations_memo", {})
+        if id(cls) in memo:
+            return memo[id(cls)]
+        found = memo[id(cls)] = {}
+        for statement in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+            if type(statement) is cst.SimpleStatementLine:
+                for small in statement.body:
+                    if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
+                        found[small.target.value] = small.annotation
+        return found
+
+    def _has_project_base(self, cls: cst.ClassDef) -> bool:
+        for base in cls.bases:
+            name = dotted(base.value)
+            if name is None or base.keyword is not None:
+                continue
+            qualified = self.ctx.qname(base.value)
+            if qualified is None or qualified.split(".")[0] not in _NOT_PROJECT:
+                return name not in ("object", "ABC", "Generic", "Protocol")
+        return False
+
+    def class_attributes(self, cls: cst.ClassDef) -> tuple[tuple[str, Ref], ...]:
+        """The objects a class keeps on ``self`` (for subclasses in other modules)."""
+        names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls))
+        found = []
+        for name in sorted(names):
+            ref = _single(self._self_attribute(cls, name))
+            if ref is not None and ref[0] != "attr":
+                found.append((name, ref))
+        return tuple(found)
+
+    # --- names of classes ------------------------------------------------------------------
     def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
         """(function key, name) when ``expr`` is a parameter of the enclosing function."""
         if not isinstance(expr, cst.Name) or expr.value in ("self", "cls"):
@@ -139,8 +331,8 @@ class ObjectRefs:
             return (self.keys[id(function)], expr.value)
         return None
 
-    def _class_ref(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        name = dotted(func)
+    def _class_ref(self, name: str | None) -> Ref | None:
+        """The class a dotted name refers to, when it may be the project's."""
         if name is None or name in _BUILTINS:
             return None
         if "." not in name and name in self._module_classes:
@@ -149,7 +341,8 @@ class ObjectRefs:
         if head in self.relative:
             level, module = self.relative[head]
             return ("import", level, f"{module}.{rest}" if rest else module)
-        qualified = self.ctx.imports.qualify(func)
+        imported = self.ctx.imports.aliases.get(head)
+        qualified = (f"{imported}.{rest}" if rest else imported) if imported is not None else None
         if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
             return ("import", 0, qualified)
         return None
@@ -159,33 +352,32 @@ class ObjectRefs:
         body = self.ctx.tree.module.body
         return {s.name.value: self.class_keys[id(s)] for s in body if isinstance(s, cst.ClassDef)}
 
-    @cached_property
-    def _self_attributes(self) -> dict[int, dict[str, Ref]]:
-        """For each class: ``self.x = Cls(...)`` assignments in its methods, as x -> class."""
-        found: dict[int, dict[str, Ref]] = {}
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            value = unwrap_moves(assign.value)
-            if not isinstance(value, cst.Call):
-                continue
-            for target in assign.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                    cls = self.ctx.tree.enclosing_class(assign)
-                    ref = self._class_ref(value.func, assign) if cls is not None else None
-                    if ref is not None:
-                        found.setdefault(id(cls), {})[t.attr.value] = ref
-        for assign in self.ctx.tree.nodes(cst.Assign):  # `self.matcher = matcher`: a constructor argument
-            if not isinstance(assign.value, cst.Name):
-                continue
-            param = self._parameter(assign.value, assign)
-            cls = self.ctx.tree.enclosing_class(assign)
-            for target in assign.targets:
-                t = target.target
-                if param is not None and cls is not None and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                    found.setdefault(id(cls), {}).setdefault(t.attr.value, ("passed", *param))
-        return found
+
+def _single(ref: Ref | None) -> Ref | None:
+    """A reference to one class (a container's several members are not one object)."""
+    return None if ref is None or ref[0] == "each" else ref
 
 
+def _annotation_name(annotation: cst.BaseExpression) -> str | None:
+    """The class an annotation names: ``Net``, ``models.Net``, ``"Net"``, ``Optional[Net]``,
+    ``Net | None``; None for plain Python types, unions of classes and anything else."""
+    if type(annotation) is cst.SimpleString:
+        text = annotation.value.strip("\"'")
+        return text if text.replace(".", "").replace("_", "").isalnum() and text.split(".")[-1] not in _PLAIN_TYPES else None
+    if type(annotation) is cst.Subscript and (dotted(annotation.value) or "").rsplit(".", 1)[-1] == "Optional":
+        inner = annotation.slice[0].slice if len(annotation.slice) == 1 else None
+        return _annotation_name(inner.value) if isinstance(inner, cst.Index) else None
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
+        left, right = annotation.left, annotation.right
+        if type(right) is cst.Name and right.value == "None":
+            return _annotation_name(left)
+        if type(left) is cst.Name and left.value == "None":
+            return _annotation_name(right)
+        return None
+    name = dotted(annotation)
+    if name is None or name.rsplit(".", 1)[-1] in _PLAIN_TYPES or not name.rsplit(".", 1)[-1][:1].isupper():
+        return None
+    return name
 
 
 def unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:

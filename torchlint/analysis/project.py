@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
-from torchlint.analysis.summary import ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
 from torchlint.findings import Location
 
 _PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
@@ -37,16 +37,22 @@ class StepInfo:
     hook: bool = False  # the function is the framework's step itself
     host_only: bool = False  # every step that reaches it is in a file that never uses a device
     tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
+    via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
+    omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
+    constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
 
     def text(self, key: str, here: str) -> str:
-        """How a finding in function ``key`` of file ``here`` runs every step (messages)."""
+        """How a finding in function ``key`` of file ``here`` runs every step (messages):
+        "`LengthRegulator.expand()` (called from `LengthRegulator.LR()`, run every step from
+        a training loop at train.py:84)"."""
         if self.hook:
             return self.origin
         where = ""
         if self.sites:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
-        return f"`{key.rsplit('.', 1)[-1]}()` (run every step from {self.origin}{where})"
+        via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
+        return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
 
 
 Steps = dict[str, dict[str, StepInfo]]  # file path -> function key -> how it is per-step
@@ -67,6 +73,28 @@ class Project:
         self.returns = {(path, key): refs for path, s in self.files.items() for key, refs in s.returns}
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
+
+    def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
+        if call.given is None:
+            return frozenset()
+        names = self._parameters(call, callee)
+        positional, keywords = call.given
+        return frozenset(names[positional:]) - set(keywords)
+
+    def constants(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` passes a value the same on every step."""
+        if not call.constants:
+            return frozenset()
+        names = self._parameters(call, callee)
+        return frozenset(where if isinstance(where, str) else names[where] for where in call.constants
+                         if isinstance(where, str) or where < len(names))
+
+    def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
+        """The callee's parameters as the call's arguments fill them (``self`` left out)."""
+        names = self.params[callee[0]].get(callee[1], ())
+        bound = call.target[0] in ("method", "object") or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
+        return names[1:] if bound and names[:1] in (("self",), ("cls",)) else names
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -100,11 +128,17 @@ class Project:
                 if candidate in self.files:
                     return candidate
             return None
+        candidates = self.module_files(module, importer)
+        return candidates[0] if candidates else None
+
+    def module_files(self, module: str, importer: str) -> list[str]:
+        """The files an absolute import of ``module`` may mean, nearest the importer first.
+        Several files can be module ``model`` (``model/__init__.py``, ``utils/model.py``);
+        a module does not import itself, so the importer comes last."""
         candidates = self.modules.get(module)
         if not candidates:
-            return None
-        # Several files can be module `utils`: the one nearest the importer wins.
-        return max(candidates, key=lambda c: len(os.path.commonpath([c, importer])))
+            return []
+        return sorted(candidates, key=lambda c: (c == importer, -len(os.path.commonpath([c, importer]))))
 
     def _split(self, ref: Ref, importer: str) -> list[tuple[str, list[str]]]:
         """(file, remaining name parts) for each way an import reference can split into a
@@ -116,9 +150,8 @@ class Project:
             module, rest = ".".join(parts[:cut]), parts[cut:]
             if not rest or (not module and not level):
                 continue
-            path = self.module_file(module, importer, level)
-            if path is not None:
-                found.append((path, rest))
+            paths = self.module_files(module, importer) if not level else [self.module_file(module, importer, level)]
+            found.extend((path, rest) for path in paths if path is not None)
         return found
 
     # --- functions and classes -------------------------------------------------------
@@ -129,10 +162,15 @@ class Project:
         kind = ref[0]
         if kind == "local":
             return (importer, ref[1]) if ref[1] in self.functions.get(importer, ()) else None
-        if kind == "method":
-            return self.method(importer, ref[1], ref[2], depth)
+        if kind == "method":  # a method, else an object a (base) class keeps in that attribute
+            return self.method(importer, ref[1], ref[2], depth) or self._object_method(("attr", ref[1], ref[2]), importer, "__call__", depth)
         if kind == "object":  # a method of an instance of a project class
             return self._object_method(ref[1], importer, ref[2], depth)
+        if kind == "super":  # `super().m()`: the first base class (of the project) that defines it
+            for owner_path, owner in self.mro(importer, ref[1], depth)[1:]:
+                if ref[2] in owner.methods:
+                    return (owner_path, f"{owner.key}.{ref[2]}")
+            return None
 
         if kind == "star":
             for level, module in self.files[importer].stars if importer in self.files else ():
@@ -210,12 +248,24 @@ class Project:
             return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
         if ref[0] == "passed":  # what the callers pass for a parameter (first that resolves)
             for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
+                if len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
+                    owner = owner[1][ref[3]] if owner[0] == "tuple" and ref[3] < len(owner[1]) else None
+                elif owner[0] == "tuple":
+                    continue
+                if owner is None:
+                    continue
                 found = self.class_of(owner, caller, depth + 1)
                 if found is not None:
                     return found
             return None
         if ref[0] == "local":
             return (importer, ref[1])
+        if ref[0] == "attr":  # `self.policy` that this class or a project base class keeps
+            for owner_path, owner in self.mro(importer, ref[1], depth + 1):
+                for name, held in owner.attributes:
+                    if name == ref[2]:
+                        return self.class_of(held, owner_path, depth + 1)
+            return None
         if ref[0] == "star":
             for level, module in self.files[importer].stars:
                 path = self.module_file(module, importer, level)
@@ -248,33 +298,13 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project = Project(summaries)
     project.index_arguments()
     steps: Steps = {}
-    work: deque[tuple[str, str, StepInfo]] = deque()
-    seeds: list[tuple[int, str, str, StepInfo]] = []
-    for path, summary in project.files.items():
-        for cls in summary.classes:
-            hooks = project.framework_hooks(path, cls)
-            if hooks is None:
-                continue
-            for method in cls.methods:
-                if method in hooks.methods:
-                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)))
-        for hook in summary.hooks:
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
-    # Training hooks first: a helper both training and evaluation call reads "training".
-    work.extend((path, key, info) for _, path, key, info in sorted(seeds, key=lambda seed: seed[0]))
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.loop is None:
-                continue
-            callee = project.function(call.target, path)
-            if callee is not None:
-                sites = (call.location,) if call.location is not None else ()
-                work.append((*callee, StepInfo(_loop_text(call.loop, project, callee), sites, host_only=summary.host_only, tensor_args=call.tensors)))
-    calls_by_caller: dict[tuple[str, str], list[tuple[Ref, Location | None, bool]]] = {}
+    # Training first: a helper that both training and evaluation reach reads "training".
+    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
+    calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             if call.caller and call.loop is None:
-                calls_by_caller.setdefault((path, call.caller), []).append((call.target, call.location, call.tensors))
+                calls_by_caller.setdefault((path, call.caller), []).append(call)
     while work:
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
@@ -283,17 +313,111 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
             if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
                 known = steps[path][key] = replace(known, tensor_args=True)
-            if not (known.host_only and not info.host_only):
+            if not info.constants <= known.constants:  # its own parameters: callees are not affected
+                known = steps[path][key] = replace(known, constants=known.constants | info.constants)
+            grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
+            if grown:
+                known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            if not (known.host_only and not info.host_only) and not grown:
                 continue  # reached already: recursion and diamonds end here
-            info = replace(known, host_only=False)  # a step with device tensors reaches it too
+            info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
         steps[path][key] = info
-        for target, location, tensors in calls_by_caller.get((path, key), ()):
-            callee = project.function(target, path)
+        for call in calls_by_caller.get((path, key), ()):
+            if call.branch and call.branch not in info.omitted:
+                continue  # `if max_len is None: ...` and every per-step call passes `max_len`
+            callee = project.function(call.target, path)
             if callee is not None and callee != (path, key):
                 # Called by the framework's step itself: the call in the hook is the site.
-                sites = (location,) if info.hook and location is not None else info.sites
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=tensors)))
+                sites = (call.location,) if info.hook and call.location is not None else info.sites
+                via = "" if info.hook else key
+                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
+                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee))))
+    _inner_places(project, steps)
     return steps
+
+
+def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
+    """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
+    calls made from hot loops, loops the join finds to be step loops and their calls."""
+    seeds: list[tuple[int, str, str, StepInfo]] = []
+    for path, summary in project.files.items():
+        for cls in summary.classes:
+            hooks = project.framework_hooks(path, cls)
+            if hooks is None:
+                continue
+            for method in cls.methods:
+                if method in hooks.methods:
+                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)
+                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", info))
+        for hook in summary.hooks:
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
+    step_loops = _step_loops(project)
+    for (path, key), text in step_loops.items():
+        seeds.append((_rank(text), path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.loop is not None:
+                text: str | None = call.loop
+            else:
+                text = step_loops.get((path, call.within)) if call.within else None
+            callee = project.function(call.target, path) if text is not None else None
+            if callee is not None:
+                text = _loop_text(text, project, callee)  # type: ignore[arg-type]
+                sites = (call.location,) if call.location is not None else ()
+                omitted, constants = project.omitted(call, callee), project.constants(call, callee)
+                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors,
+                                                             omitted=omitted, constants=constants)))
+    return seeds
+
+
+def _rank(text: str) -> int:
+    return 0 if "training" in text else 1 if "evaluation" in text else 2
+
+
+def _step_loops(project: Project) -> dict[tuple[str, str], str]:
+    """Loops that are step loops because their own body calls a model of the project
+    (``self.policy(obs)``, whose class another module defines) or a function of another
+    module that makes one training step; and the loops nested in them. Key -> loop text."""
+    loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
+    found: dict[tuple[str, str], str] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            where = (path, call.within)
+            loop = loops.get(where) if call.within else None
+            if loop is None or not loop.may_step or where in found or call.target[0] not in ("object", "method", "local", "import"):
+                continue
+            callee = project.function(call.target, path)
+            if callee is None:
+                continue
+            if callee[1] in project.files[callee[0]].one_step:
+                found[where] = "a training loop"
+            elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
+                found[where] = loop.text  # a model's forward
+    for (path, key), loop in loops.items():  # loops inside a step loop run every step too
+        parent = (path, loop.parent)
+        while parent in loops and parent not in found:
+            parent = (path, loops[parent].parent)
+        if parent in found and (path, key) not in found:
+            found[(path, key)] = found[parent]
+    return found
+
+
+def _inner_places(project: Project, steps: Steps) -> None:
+    """Places inside a per-step function that findings wait for (``Loops.step_condition``):
+    a loop (not hot itself) runs every step with its function; the branch
+    ``if max_len is None:`` runs every step when a per-step call leaves ``max_len`` out."""
+    for path, summary in project.files.items():
+        known = steps.get(path)
+        if not known:
+            continue
+        for loop in summary.loops:  # source order: a loop's parent comes first
+            if loop.key not in known and loop.parent in known:
+                known[loop.key] = known[loop.parent]
+        for key, info in list(known.items()):
+            for name in info.omitted if "#" not in key else ():
+                known.setdefault(f"{key}#none:{name}", info)
+            for name in info.constants if "#" not in key else ():
+                known.setdefault(f"{key}#const:{name}", info)
 
 
 def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -40,13 +41,18 @@ if TYPE_CHECKING:
 _NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 
-def function_key(ctx: FileContext, function: cst.FunctionDef) -> str:
-    """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""
-    parts = [function.name.value]
-    for ancestor in ctx.tree.ancestors(function):
-        if type(ancestor) in FUNCTION_OR_CLASS:
-            parts.append(ancestor.name.value)
-    return ".".join(reversed(parts))
+def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
+    """What a conditional finding waits for: ``Cls.m`` / ``f.inner`` (a function's dotted
+    name within its file), ``Cls.m#loop2`` (a loop: see ``Loops.loop_key``) or
+    ``f#none:max_len`` (the branch that runs when a caller leaves ``max_len`` out)."""
+    if type(node) is cst.FunctionDef:
+        return dotted_function_name(ctx.tree, node)
+    if type(node) is cst.If:
+        return ctx.loops.branch_key(node)
+    if type(node) is cst.Param:  # holds when a per-step call passes a constant there
+        function = ctx.tree.enclosing_function(node)
+        return f"{dotted_function_name(ctx.tree, function) if function is not None else ''}#const:{node.name.value}"
+    return ctx.loops.loop_key(node)
 
 
 class StepSummarizer(ObjectRefs):
@@ -70,13 +76,17 @@ class StepSummarizer(ObjectRefs):
                 parts.append(ancestor.name.value)
         return ".".join(reversed(parts))
 
-    def hot_call_nodes(self) -> list[cst.Call]:
-        """The calls whose positions the summary needs: those made from hot loops, and
-        those made by functions a framework may call per step (the step's call sites)."""
-        return [call for caller, _, loop, call in self._pending if self._located(caller, loop)]
-
-    def _located(self, caller: str, loop: str | None) -> bool:
-        return loop is not None or caller in self._hook_candidates
+    def hot_call_nodes(self, located: bool = False) -> list[cst.Call]:
+        """The calls whose positions the summary needs: those made from hot loops and those
+        made by functions a framework may call per step (the step's call sites). Calls that
+        may make a loop a step loop in the join (a call of an object, or of a function named
+        like a step) come too when the file pays for positions anyway (``located``: it has
+        findings, or the calls above): positions cost a codegen pass over the file."""
+        needed = {id(call): call for caller, _, loop, call, _ in self._pending if loop is not None or caller in self._hook_candidates}
+        if needed or located:
+            needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and _may_make_a_step(target))
+        self._positioned = set(needed)
+        return list(needed.values())
 
     @cached_property
     def _hook_candidates(self) -> set[str]:
@@ -84,30 +94,90 @@ class StepSummarizer(ObjectRefs):
         return named | {hook.function for hook in self._hooks}
 
     @cached_property
-    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call]]:
+    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call, str]]:
         found = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
             if target is None:
                 continue
             placed = self._placement(call)
-            if placed is not None:
-                found.append((placed[0], target, placed[1], call))
+            if placed is None:
+                continue
+            caller, loop, within = placed
+            for each in target[1] if target[0] == "each" else (target,):  # a container's members
+                found.append((caller, each, loop, call, within))
         return found
+
+    def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments that hold the same value on every step (``self.alphas`` set in
+        ``__init__``, a module constant): a callee that uploads them uploads a constant."""
+        found: list[int | str] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if _may_be_constant(arg.value) and self.ctx.uploads.same_every_step(arg.value, call, None):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
+    def _branch(self, call: cst.Call, loop: str | None) -> str:
+        """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
+        found = self.ctx.guards.default_branch(call) if loop is None else None
+        return found[1] if found is not None else ""
+
+    _positioned: set[int] = set()  # ids of the calls `hot_call_nodes` asked positions for
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
-            CallSite(caller, target, loop, locate(call) if self._located(caller, loop) else None, self._argument_classes(call),
-                     self._may_pass_tensors(call))
-            for caller, target, loop, call in self._pending
+            CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
+                     self._may_pass_tensors(call), within, _given(call), self._branch(call, loop), self._constant_args(call))
+            for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
-            returns=self._returns(),
+            returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
         )
+
+    def _loops(self) -> tuple[LoopSummary, ...]:
+        """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
+        ctx, loops, found = self.ctx, self.ctx.loops, []
+        for loop in sorted((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)), key=ctx.tree.index):
+            if loops.is_hot(loop) or loops.local_hot_loop(loop) is not None:
+                continue
+            outer = loops.statement_loop(loop)
+            function = ctx.tree.enclosing_function(loop)
+            parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
+            may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop) if may_step else "", may_step))
+        return tuple(found)
+
+    @cached_property
+    def _candidate_loops(self) -> set[int]:
+        """Loops whose own body makes a call that may make it a step loop in the join."""
+        ctx, found = self.ctx, set()
+        for _, target, loop, call, within in self._pending:
+            if within and _may_make_a_step(target):
+                inner = ctx.loops.statement_loop(call)
+                if inner is not None:
+                    found.add(id(inner))
+        return found
+
+    def _may_step(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
+        """Can the join make this loop a step loop? Not one that runs at most once, not a
+        loop in a ``forward`` (it runs within the step: per step when ``forward`` is), and
+        not a loop over the layers an object keeps (``for layer in self.layers``)."""
+        if self.ctx.loops.runs_once(loop) or function is not None and function.name.value == "forward":
+            return False
+        iterable = loop.iter if type(loop) is cst.For else None
+        return not (iterable is not None and _over_own_attribute(iterable))
+
+    def _one_step(self) -> tuple[str, ...]:
+        """Functions that make one whole training step (of those that train at all)."""
+        ctx = self.ctx
+        functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := ctx.tree.enclosing_function(call)) is not None}
+        return tuple(sorted(self.keys[key] for key, f in functions.items() if ctx.loops.makes_one_step(f)))
 
     def _may_pass_tensors(self, call: cst.Call) -> bool:
         """May ``call`` hand its callee a tensor? Only arguments known to be Python values
@@ -147,20 +217,25 @@ class StepSummarizer(ObjectRefs):
         return tuple(found)
 
     # --- where a call runs -----------------------------------------------------------
-    def _placement(self, call: cst.Call) -> tuple[str, str | None] | None:
-        """(caller key, hot loop text or None), or None when the call does not run per
-        caller run (module-level code outside hot loops, rare branches)."""
+    def _placement(self, call: cst.Call) -> tuple[str, str | None, str] | None:
+        """(caller key, hot loop text or None, key of the loop around it that is not hot or
+        ""), or None when the call does not run per caller run (module-level code outside
+        loops, rare branches)."""
         ctx = self.ctx
         function = ctx.tree.enclosing_function(call)
         caller = self.keys[id(function)] if function is not None else ""
-        for loop in ctx.loops.enclosing_loops(call):
-            if ctx.loops.is_hot(loop):
-                if ctx.guards.rare(call, stop=loop):
+        loop = None  # the innermost `for`/`while` around it
+        for each in ctx.loops.enclosing_loops(call):
+            if ctx.loops.is_hot(each):
+                if ctx.guards.rare(call, stop=each):
                     return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.describe(loop)
-        if function is None or ctx.guards.rare(call, stop=function):
+                return caller, ctx.loops.describe(each), ""
+            if loop is None and (type(each) is cst.For or type(each) is cst.While):
+                loop = each
+        # Not in a hot loop: a loop around it may still be a step loop (the join decides).
+        if function is None and loop is None or ctx.guards.rare(call, stop=function or loop):
             return None
-        return caller, None
+        return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
 
     # --- what a call refers to ---------------------------------------------------------
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
@@ -185,7 +260,7 @@ class StepSummarizer(ObjectRefs):
                 return compiled
             owner = self._instance_class(func, at)
             if owner is not None:
-                return ("object", owner, "__call__")  # a module's forward, an object's __call__
+                return _object_call(owner, "__call__")  # a module's forward, an object's __call__
             param = self._parameter(func, at)
             if param is not None:
                 return ("object", ("passed", *param), "__call__")  # `criterion(out, y)`: what the callers pass
@@ -193,15 +268,22 @@ class StepSummarizer(ObjectRefs):
                 return ("star", func.value)
             return None
         if func_type is cst.Attribute:
+            receiver = func.value
+            if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
+                cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
+                return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
             if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
-                if owner is not None:
-                    return ("object", owner, "__call__")  # `self.criterion(out, y)`
+                if owner is not None and owner[0] != "attr":
+                    return _object_call(owner, "__call__")  # `self.criterion(out, y)`
+                # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
             owner = self._instance_class(func.value, at)
             if owner is not None:
-                return ("object", owner, func.attr.value)  # `meter.update(...)` on a project class
+                return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
+            if type(func.value) is cst.Name and func.value.value in self._module_classes:
+                return ("method", self._module_classes[func.value.value], func.attr.value)  # `Trainer.step(...)`
             name = dotted(func)
             if name is None:
                 return None
@@ -212,6 +294,9 @@ class StepSummarizer(ObjectRefs):
             qualified = ctx.imports.qualify(func)
             if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
                 return ("import", 0, qualified)
+        if func_type is cst.Subscript:  # `self.blocks[i](x)`
+            owner = self._instance_class(func, at)
+            return _object_call(owner, "__call__") if owner is not None else None
         return None
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
@@ -227,8 +312,8 @@ class StepSummarizer(ObjectRefs):
         binding = ctx.bindings.reaching(name.value, at)
         value = getattr(binding, "value", None)
         if isinstance(value, cst.Call) and ctx.qname(value.func) in _COMPILERS and value.args:
-            first = value.args[0].value
-            if isinstance(first, cst.Name) and first.value != name.value:
+            first = value.args[0].value  # `partial(self.diffusion.training_losses, model, x)` too
+            if type(first) in (cst.Name, cst.Attribute) and dotted(first) != name.value:
                 return self.target(first, value)
         return None
 
@@ -238,7 +323,7 @@ class StepSummarizer(ObjectRefs):
         for cls in self.ctx.tree.nodes(cst.ClassDef):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
@@ -281,6 +366,67 @@ class StepSummarizer(ObjectRefs):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit")
+
+
+def _may_make_a_step(target: Ref) -> bool:
+    """A call that may make its loop a step loop: an object's ``__call__`` (a model's
+    forward), or a function or method whose name says it trains (``train_step``, ``update``)."""
+    if target[0] == "object" and target[2] == "__call__":
+        return True
+    name = str(target[-1]).rsplit(".", 1)[-1].lower()
+    return any(word in name for word in _STEP_WORDS)
+
+
+def _may_be_constant(value: cst.BaseExpression) -> bool:
+    """``self.alphas``, ``1.0 - self.alphas``, ``WEIGHTS``: what may hold the same value on
+    every step (a cheap filter: most arguments are the step's own values)."""
+    value_type = type(value)
+    if value_type is cst.Attribute:
+        return type(value.value) is cst.Name and value.value.value == "self"
+    if value_type is cst.Name:
+        return value.value.isupper()
+    if value_type is cst.BinaryOperation:
+        return _may_be_constant(value.left) or _may_be_constant(value.right)
+    return False
+
+
+def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:
+    """How many positional arguments and which keywords a call passes (a literal ``None``
+    counts as left out); None when ``*args``/``**kwargs`` may pass anything."""
+    if any(arg.star for arg in call.args):
+        return None
+    positional = [a for a in call.args if a.keyword is None]
+    while positional and _is_none(positional[-1].value):
+        positional.pop()
+    keywords = tuple(a.keyword.value for a in call.args if a.keyword is not None and not _is_none(a.value))
+    return (len(positional), keywords)
+
+
+def _is_none(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Name and value.value == "None"
+
+
+def _over_own_attribute(iterable: cst.BaseExpression) -> bool:
+    """``self.layers``, ``enumerate(self.blocks)``, ``zip(self.a, self.b)``, ``self.heads.values()``."""
+    while type(iterable) is cst.Call:
+        func = iterable.func
+        if type(func) is cst.Name and func.value in ("enumerate", "zip", "reversed") and iterable.args:
+            iterable = iterable.args[0].value
+        elif type(func) is cst.Attribute and func.attr.value in ("values", "items", "children", "modules"):
+            iterable = func.value
+        else:
+            return False
+    return type(iterable) is cst.Attribute and type(iterable.value) is cst.Name and iterable.value.value == "self"
+
+
+def _object_call(owner: Ref, method: str) -> Ref:
+    """A call of ``method`` on an object of ``owner``; on each member for a container."""
+    if owner[0] == "each":
+        return ("each", tuple(("object", member, method) for member in owner[1]))
+    return ("object", owner, method)
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:

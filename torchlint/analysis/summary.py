@@ -22,6 +22,21 @@ class CallSite:
     location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
     args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
     tensors: bool = True  # may pass a tensor: an argument known to be one, or `*`/`**` (False: Python values only)
+    within: str = ""  # the innermost (not hot) `for`/`while` around a call made outside hot loops: its key
+    given: tuple[int, tuple[str, ...]] | None = (0, ())  # positional arguments and keywords passed (not None); None: `*`/`**`
+    branch: str = ""  # made only when the caller's parameter of this name is left out (`if max_len is None:`)
+    constants: tuple[int | str, ...] = ()  # arguments (position or keyword) that hold the same value on every step
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSummary:
+    """A ``for``/``while`` loop that is not a hot loop here (and not inside one): the join
+    finds it a step loop when its own body calls a model or a training step of another module."""
+
+    key: str  # "Cls.m#loop2"
+    parent: str  # the enclosing loop's key, or the function's ("" at module level)
+    text: str  # what it does, for messages ("a per-batch loop")
+    may_step: bool = True  # False: its body always ends with return/break (it runs at most once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +50,7 @@ class ClassSummary:
     key: str
     bases: tuple[Ref, ...]
     methods: tuple[str, ...]
+    attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class (subclasses elsewhere use them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +66,5 @@ class FileSummary:
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
+    loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
+    one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)

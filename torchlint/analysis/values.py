@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -35,6 +36,7 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.onnx.", "torch.fx.", "torch.export.", "torch.testing.", "torch.random.",
     "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
     "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
+    "torch.broadcast_shapes", "torch.result_type", "torch.promote_types", "torch.can_cast", "torch.sym_",
 )
 # Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
 # Above this many bindings of one name in a scope, a use's unreaching bindings are only
@@ -54,6 +56,19 @@ _NUMPY_METHODS = {"numpy"}
 MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
 # Calls on a name that say the name is an nn.Module.
 MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
+# Moves: a name that is moved and also called is a module (a tensor is not callable).
+_MOVES = frozenset({"to", "cuda", "half", "bfloat16"})
+# Class methods that build a model (`AutoModel.from_pretrained(name)`), and the classes
+# whose `from_pretrained` builds something else.
+PRETRAINED = frozenset({"from_pretrained", "from_config", "load_from_checkpoint"})
+_NOT_MODELS = ("Tokenizer", "Processor", "Config", "Scheduler", "Extractor", "Vocab", "Dataset", "Generation")
+
+
+def builds_a_model(receiver: str | None, method: str) -> bool:
+    """``AutoModelForCausalLM.from_pretrained(...)``, ``LitNet.load_from_checkpoint(...)``:
+    a model, even when its source is never read (not a tokenizer's or a config's)."""
+    last = (receiver or "").rsplit(".", 1)[-1]
+    return method in PRETRAINED and last[:1].isupper() and not any(word in last for word in _NOT_MODELS)
 
 
 # What `_expr_kind` calls a Python value on sight: literals, displays, comprehensions.
@@ -89,7 +104,6 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._kind_counts: dict[int, tuple[dict[int, Kind], Counter[Kind]]] = {}  # see _kinds_of
         self._in_progress: set[tuple[int, str]] = set()
         self._returning: set[int] = set()  # functions whose returns are being inferred
-        self._returns_memo: dict[int, list[cst.Return]] = {}
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
@@ -100,6 +114,11 @@ class ValueKinds(LossFacts, ArrayFacts):
             receiver = dotted(call.func.value)  # type: ignore[attr-defined]
             if receiver is not None and not looks_like_optimizer(receiver):
                 names.add(receiver)
+        # `self.policy = self.policy.to(device)` and `self.policy(obs)`: a module kept on self
+        moved = {name for call in self.ctx.method_calls(_MOVES) if (name := dotted(call.func.value)) and name.startswith("self.")}  # type: ignore[attr-defined]
+        if moved:
+            called = {dotted(call.func) for call in self.ctx.tree.nodes(cst.Call) if type(call.func) in (cst.Name, cst.Attribute)}
+            names |= {name for name in moved & called if name is not None and name.split(".")[0] not in self.ctx.imports.aliases}  # type: ignore[misc]
         return names
 
     def _names_with_backward(self) -> set[str]:
@@ -309,6 +328,8 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.NUMPY
             if method == "to_numpy":
                 return Kind.NUMPY
+            if builds_a_model(dotted(func.value), method):
+                return Kind.MODULE  # a project class's `from_pretrained`
         callee = self.kind(func, at)
         if callee is Kind.MODULE:
             return Kind.TENSOR  # model(x), criterion(out, y)
@@ -328,7 +349,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._returning.add(id(function))
         try:
             kinds = set()
-            for ret in self._returns_of(function):
+            for ret in self.returns_of(function):
                 value = ret.value
                 if element is not None:
                     if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
@@ -348,23 +369,25 @@ class ValueKinds(LossFacts, ArrayFacts):
             return None
         return function
 
-    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The function's own ``return`` statements; none for a generator (it yields)."""
-        # Remembered per function, and exact types rather than isinstance (libcst's ABCs
-        # make a failing one slow): every call of a local function asks for its returns.
-        key = id(function)
-        if key in self._returns_memo:
-            return self._returns_memo[key]
-        found: list[cst.Return] = []
+        return self._returns_by_function.get(id(function), [])
+
+    @cached_property
+    def _returns_by_function(self) -> dict[int, list[cst.Return]]:
+        """Each function's own returns, from one pass over the file's returns and yields
+        (every call of a local function asks for its returns)."""
         tree = self.ctx.tree
-        for node in tree.descendants(function):
-            node_type = type(node)
-            if node_type is cst.Yield or node_type is cst.Await:
-                found = []
-                break
-            if node_type is cst.Return and tree.enclosing_function(node) is function:
-                found.append(node)  # type: ignore[arg-type]
-        self._returns_memo[key] = found
+        found: dict[int, list[cst.Return]] = {}
+        for node in tree.nodes(cst.Return):
+            function = tree.enclosing_function(node)
+            if function is not None:
+                found.setdefault(id(function), []).append(node)
+        for kind in (cst.Yield, cst.Await):
+            for node in tree.nodes(kind):
+                function = tree.enclosing_function(node)
+                if function is not None:
+                    found[id(function)] = []  # a generator or a coroutine
         return found
 
     def _library_call_kind(self, qualified: str) -> Kind:
@@ -376,11 +399,16 @@ class ValueKinds(LossFacts, ArrayFacts):
             return Kind.OPTIMIZER
         if qualified.startswith(_TORCH_TENSOR_IN_NN):
             return Kind.TENSOR
+        if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"):
+            return Kind.TENSOR  # a tensor, on the device once its module is moved
         if qualified.startswith("torch.nn.parallel.") or qualified == "torch.nn.DataParallel":
             return Kind.MODULE
         if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
             return Kind.MODULE
-        if qualified == "torch.compile":
+        if qualified == "torch.compile" or qualified.startswith("torch.distributed.fsdp.Fully"):
+            return Kind.MODULE
+        receiver, _, method = qualified.rpartition(".")
+        if builds_a_model(receiver, method):
             return Kind.MODULE
         if qualified.startswith(("torchvision.models.", "timm.create_model")):
             return Kind.MODULE

@@ -26,7 +26,7 @@ class Report:
     hint: str = ""  # replaces the check's fix_hint for this finding
     # The function that must run once per step for this finding to hold (the project-wide
     # join decides); None when the finding holds as it is.
-    condition: cst.FunctionDef | None = None
+    condition: cst.CSTNode | None = None  # a function, or a loop (Loops.step_condition)
     # Holds only if a caller passes a tensor (``if isinstance(v, torch.Tensor): v.item()``
     # on a parameter): the join keeps it when a per-step call site may pass one.
     needs_tensor_argument: bool = False
@@ -96,23 +96,25 @@ class Check:
         fix_description: str = "",
         cost: Cost | None = None,
         where: Where | None = None,
+        condition: cst.CSTNode | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
         replaces the class's ``fix_hint`` for this finding, ``fix_safety`` the class's
         ``fix_safety`` for this fix (a fix that is safe in general but not here), and
         ``fix_description`` says what the fix does. ``cost`` and ``where`` replace what the
-        impact model would take (the check's cost, the place's frequency) for this finding."""
+        impact model would take (the check's cost, the place's frequency) for this finding.
+        A per-step check may give the ``condition`` the finding waits for (a parameter: it
+        holds when a per-step call passes a constant there) instead of where ``node`` runs."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
         safety = fix_safety or self.fix_safety
         if fix is not None and safety is not FixSafety.NONE:
             made_fix = Fix(old=fix[0], new=fix[1], safety=safety, description=fix_description)
-        condition = None
         if self.per_step:
             loops = self.ctx.loops
-            condition = loops.step_condition(node)
+            condition = condition or loops.step_condition(node)
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)

@@ -81,7 +81,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         made.extend((check_type, report) for report in check.reports)
     try:
         summarizer = StepSummarizer(ctx)
-        hot_calls = summarizer.hot_call_nodes()
+        hot_calls = summarizer.hot_call_nodes(located=bool(made))
     except Exception as error:  # the step summary only adds findings: losing it loses no others
         if debug:
             raise

@@ -5,19 +5,15 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import DTYPE_CONVERSIONS, is_cpu_device, legacy_dtype
+from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.values import Kind
+from torchlint.analysis.uploads import FACTORIES
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
-_FACTORIES = {
-    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
-    "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
-    "torch.logspace", "torch.randperm",
-}
+_FACTORIES = FACTORIES
 # Drawn from a random generator: on the device, from the device's generator.
 _RANDOM = {"torch.rand", "torch.randn", "torch.randint", "torch.randperm"}
 # Legacy typed constructors take no `device=`: reported, never fixed.
@@ -29,8 +25,6 @@ _LEGACY = {
 
 # Arguments that fix the result's device or storage: adding `device=` would fight them.
 _PLACES_STORAGE = ("out", "pin_memory", "layout")
-
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 
 
 class CreateThenMove(Check):
@@ -46,111 +40,50 @@ class CreateThenMove(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         qualified = ctx.qname(node.func)
-        if qualified not in _FACTORIES and qualified not in _LEGACY:
+        if qualified in _FACTORIES or qualified in _LEGACY:
+            if qualified in _LEGACY and not _given_sizes(ctx, node):
+                return  # built from data (or maybe): copied over either way; TL204 names the data's fix
+            device = ctx.keyword(node, "device")
+            if device is not None and not is_cpu_device(device.value, ctx):
+                return  # already built on a device (or one chosen at run time)
+            hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
+            self._check_made(node, fixable=qualified in _FACTORIES, hint=hint, random=qualified in _RANDOM)
             return
-        if qualified in _LEGACY and not _given_sizes(ctx, node):
-            return  # built from data (or maybe): copied over either way; TL204 names the data's fix
-        device = ctx.keyword(node, "device")
-        if device is not None and not is_cpu_device(device.value, ctx):
-            return  # already built on a device (or one chosen at run time)
-        chain_top = self._conversions_above(node)
-        move = self._move_of(chain_top)
+        # A helper's result moved on: it is read as `helper(...).to(d)`, `helper(...) * k` or assigned.
+        parent = ctx.tree.parent(node)
+        if qualified is not None or type(parent) not in (cst.Attribute, cst.Assign, cst.BinaryOperation, cst.UnaryOperation):
+            return
+        factory = ctx.uploads.host_helper(node)
+        if factory is not None:  # `noise_like(shape).to(device)`: the helper builds on the host
+            function = ctx.functions.called(node, None)
+            hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]
+            self._check_made(node, fixable=False, hint=hint)
+
+    def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False) -> None:
+        """Report ``made`` when what is computed from it on the host is moved to the device:
+        in the same expression (through views, arithmetic and torch functions), or a few
+        statements later."""
+        uploads = self.ctx.uploads
+        top, alone = uploads.host_chain(made)
+        move = uploads.move_of(top)
+        fix = None
         if move is None:
-            move = self._moved_by_next_statement(chain_top)
+            move = uploads.moved_later(top)
             if move is None:
                 return
-            fix = None
-        else:
-            fix = self._fix(node, move, qualified) if qualified in _FACTORIES else None
-        hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
+        elif fixable and alone:
+            fix = self._fix(made, move)
         # A random draw made on the device comes from the device's generator: a seeded run
         # draws other values, so that fix is offered as unsafe only.
-        safety = FixSafety.UNSAFE if qualified in _RANDOM else None
+        safety = FixSafety.UNSAFE if random else None
         self.report(
-            node, fix=fix, hint=hint, fix_safety=safety,
+            made, fix=fix, hint=hint, fix_safety=safety,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
-            factory=short_code(ctx.module, node), move=_move_text(ctx.module, move),
+            factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move),
         )
 
-    # --- the shape of the code ---------------------------------------------------------
-    def _conversions_above(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        """``node`` followed by dtype conversions (``.long()``, ``.to(torch.half)``) and
-        arithmetic with a number (``(torch.ones(n) * i).long()``)."""
-        current = node
-        while True:
-            arithmetic = self._arithmetic_on(current)
-            if arithmetic is not None:
-                current = arithmetic
-                continue
-            call = self._method_call_on(current)
-            if call is None:
-                return current
-            method = call.func.attr.value  # type: ignore[attr-defined]
-            if (method in DTYPE_CONVERSIONS and not call.args) or self.ctx.devices.dtype_only_to(call):
-                current = call
-                continue
-            return current
-
-    def _arithmetic_on(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
-        """``expr * i``, ``1 + expr``, ``-expr`` with a plain number: the result lives where
-        the factory's tensor does. With anything else (a batch, a tensor of unknown origin)
-        the move is that operand's, not the factory's."""
-        parent = self.ctx.tree.parent(expr)
-        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
-            return parent
-        if not isinstance(parent, cst.BinaryOperation) or not isinstance(parent.operator, _ARITHMETIC):
-            return None
-        other = parent.right if parent.left is expr else parent.left
-        if isinstance(other, (cst.Integer, cst.Float)) or self.ctx.constants.int_value(other, parent) is not None:
-            return parent
-        return parent if self.ctx.values.kind(other, parent) is Kind.HOST else None
-
-    def _method_call_on(self, expr: cst.BaseExpression) -> cst.Call | None:
-        tree = self.ctx.tree
-        attribute = tree.parent(expr)
-        if not isinstance(attribute, cst.Attribute) or attribute.value is not expr:
-            return None
-        call = tree.parent(attribute)
-        if isinstance(call, cst.Call) and call.func is attribute:
-            return call
-        return None
-
-    def _move_of(self, expr: cst.BaseExpression) -> cst.Call | None:
-        call = self._method_call_on(expr)
-        if call is not None and self.ctx.devices.move(call) == "device":
-            return call
-        return None
-
-    def _moved_by_next_statement(self, value: cst.BaseExpression) -> cst.Call | None:
-        """``x = torch.zeros(3)`` followed by ``x = x.to(device)``: the move of ``x``."""
-        tree = self.ctx.tree
-        assign = tree.parent(value)
-        if not isinstance(assign, cst.Assign) or assign.value is not value or len(assign.targets) != 1:
-            return None
-        name = dotted(assign.targets[0].target)
-        line = tree.parent(assign)
-        if name is None or not isinstance(line, cst.SimpleStatementLine) or line.body[-1] is not assign:
-            return None
-        following = tree.next_statement(line)
-        if not isinstance(following, cst.SimpleStatementLine) or not isinstance(following.body[0], cst.Assign):
-            return None
-        moved = following.body[0].value
-        while isinstance(moved, cst.Call) and isinstance(moved.func, cst.Attribute):
-            receiver = moved.func.value
-            if self.ctx.devices.move(moved) == "device" and self._is_name_through_conversions(receiver, name):
-                return moved
-            moved = receiver
-        return None
-
-    def _is_name_through_conversions(self, expr: cst.BaseExpression, name: str) -> bool:
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            if not ((expr.func.attr.value in DTYPE_CONVERSIONS and not expr.args) or self.ctx.devices.dtype_only_to(expr)):
-                return False
-            expr = expr.func.value
-        return dotted(expr) == name
-
     # --- the fix ---------------------------------------------------------------------------
-    def _fix(self, factory: cst.Call, move: cst.Call, qualified: str | None) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    def _fix(self, factory: cst.Call, move: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode] | None:
         ctx = self.ctx
         if ctx.keyword(factory, "device") is not None or ctx.has_star_kwargs(factory):
             return None

@@ -1,0 +1,112 @@
+"""The step goes through the model (analysis/objects.py, analysis/project.py): a factory in
+one module, the model moved and wrapped in DataParallel in the training script, its
+submodules in a third module, a static training step called from another file's loop,
+and an RL algorithm whose policy and buffer are known only by their annotations."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, expected_markers
+
+from torchlint.config import from_table
+from torchlint.engine import lint_paths, lint_source
+
+PROJECT = FIXTURES / "projects" / "forward"
+RULES = ["TL101", "TL102", "TL104", "TL105", "TL106", "TL110", "TL113", "TL114"]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "forward"
+    shutil.copytree(PROJECT, root)
+    monkeypatch.chdir(root)
+    return root
+
+
+def _findings(root: Path, *paths: str):  # type: ignore[no-untyped-def]
+    return lint_paths([Path(p) for p in paths] or [Path(".")], from_table({"select": RULES}, root)).findings
+
+
+def test_project_findings_match_markers(project: Path) -> None:
+    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in _findings(project)}
+    expected = {
+        (p.relative_to(project).as_posix(), line, code)
+        for p in sorted(project.rglob("*.py"))
+        for line, code in expected_markers(p.read_text())
+    }
+    assert actual == expected
+
+
+def test_message_names_the_chain_and_the_loop(project: Path) -> None:
+    train = (project / "train.py").read_text().splitlines()
+    call_line = next(i for i, line in enumerate(train, 1) if "out = model(" in line)
+    expand = next(f for f in _findings(project) if "predicted[i].item()" in f.message)
+    assert f"in `LengthRegulator.expand()` (called from `LengthRegulator.LR()`, run every step from a training loop at train.py:{call_line})" in expand.message
+    assert [(Path(r.path).name, r.line) for r in expand.related] == [("train.py", call_line)]
+
+
+def test_without_the_training_script_nothing_is_per_step(project: Path) -> None:
+    # The factory, the model and its layers alone: nothing calls the model every step.
+    assert [f for f in _findings(project, "factory.py", "models") if f.code != "TL110"] == []
+
+
+def test_a_wrapper_or_a_rebinding_keeps_the_class(project: Path) -> None:
+    train = project / "train.py"
+    for line in ("    model = model.to(device)\n", "    model = nn.DataParallel(model)\n"):
+        text = train.read_text()
+        train.write_text(text.replace(line, ""))
+        assert any("LengthRegulator.expand" in f.message for f in _findings(project)), line
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        # `model = Net(); model = model.to(device)` on the next line keeps the class
+        ("class Net(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+         "def main(loader):\n    model = Net()\n    model = model.to('cuda')\n    for x in loader:\n        model(x).sum().backward()\n", {3}),
+        # `from_pretrained` builds an instance of its class
+        ("class Net(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+         "def main(loader):\n    model = Net.from_pretrained('x').cuda()\n    for x in loader:\n        model(x).sum().backward()\n", {3}),
+        # torch.compile and DDP wrap it
+        ("class Net(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+         "def main(loader):\n    model = torch.compile(nn.parallel.DistributedDataParallel(Net().cuda()))\n    for x in loader:\n        model(x).sum().backward()\n", {3}),
+        # nn.Sequential members, and a held submodule used only outside forward
+        ("class Block(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+         "class Head(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+         "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Sequential(Block(), nn.ReLU())\n        self.head = Head()\n"
+         "    def forward(self, x):\n        return self.body(x)\n    def infer(self, x):\n        return self.head(x)\n"
+         "def main(loader):\n    model = Net().cuda()\n    for x in loader:\n        model(x).sum().backward()\n", {3}),
+        # an annotated parameter
+        ("class Buffer:\n    def add(self, v):\n        self.v = v.cpu()\n"
+         "def collect(model, buffer: Buffer, loader):\n    model.cuda()\n    for x in loader:\n        out = model(x)\n        out.sum().backward()\n        buffer.add(out)\n", {3}),
+    ],
+)
+def test_objects_are_followed(source: str, lines: set[int]) -> None:
+    text = "import torch\nimport torch.nn as nn\n" + source
+    found = {f.line - 2 for f in lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))}
+    assert found == lines
+
+
+def test_a_loop_calling_a_model_of_another_module_is_a_step_loop(project: Path) -> None:
+    # rl/algorithm.py's `while` loop is a step loop only because `self.policy` is an
+    # `ActorCritic` (rl/policies.py), an nn.Module; without that module it is not.
+    assert any(Path(f.path).name == "algorithm.py" for f in _findings(project, "rl"))
+    assert not [f for f in _findings(project, "rl/algorithm.py", "rl/buffer.py")]
+
+
+def test_a_container_built_from_itself_ends_quietly() -> None:
+    # `layers = nn.ModuleList(layers)` then `nn.Sequential(*layers)`: the members are looked
+    # up through the name, which is bound to the container itself.
+    text = (
+        "import torch\nimport torch.nn as nn\n"
+        "class Block(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        layers = [Block()]\n        layers = nn.ModuleList(layers)\n        self.body = nn.Sequential(*layers)\n"
+        "    def forward(self, x):\n        return self.body(x)\n"
+        "def main(loader):\n    model = Net().cuda()\n    for x in loader:\n        model(x).sum().backward()\n"
+    )
+    findings = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert [f.line for f in findings] == [5]

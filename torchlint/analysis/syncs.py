@@ -1,0 +1,289 @@
+"""Hidden syncs: where Python needs a device tensor's value, or its size, without a call
+that says so. ``if t:``, ``all(done)``, ``int(t)``, ``min(decay, t)``, ``items[t]`` read the
+value; ``x[mask]``, ``nonzero()`` and ``unique()`` make a tensor whose size only the device
+knows. Each one waits for every kernel queued before it, like ``.item()``.
+
+A value counts as a device tensor when the value analysis calls it a tensor (or the code
+uses it as one: ``x.unsqueeze(0)`` in the same function) and the device analysis does not
+place it on the host (a DataLoader batch not moved yet, ``torch.arange(n)``, ``.cpu()``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import iterated_item
+from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import node_types
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Methods only a tensor has (NumPy arrays and Python sequences have none of them): a name
+# they are called on is a tensor, whatever it was bound to.
+TENSOR_ONLY_METHODS = frozenset({
+    "unsqueeze", "view", "permute", "contiguous", "detach", "masked_fill", "masked_fill_", "new_zeros",
+    "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "index_select", "unbind", "expand",
+    "expand_as", "repeat_interleave", "softmax", "log_softmax", "narrow", "size", "dim", "masked_select",
+    "nonzero", "long", "bool", "sigmoid", "bmm", "numel",
+})
+# Tensor methods whose result is not a tensor on the device.
+_NOT_TENSOR_RESULTS = frozenset({"item", "tolist", "cpu", "numpy", "size", "dim", "numel", "data_ptr", "get_device",
+                                 "is_floating_point", "is_contiguous", "element_size", "nelement", "stride", "keys", "items", "values", "get"})
+# Methods and functions whose result is a boolean tensor.
+_BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
+                           "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})
+_BOOL_FUNCTIONS = frozenset(f"torch.{name}" for name in (*_BOOL_METHODS, "isneginf", "isposinf", "greater", "less", "bitwise_not"))
+# Builtins that take a truth value of each element of what they are given.
+TRUTH_BUILTINS = frozenset({"all", "any"})
+
+
+def plainly_python(expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` a Python value on sight (a literal, ``-1``, ``x.shape[0]``, ``x.size(1)``,
+    ``len(xs)``)? A cheap test that spares the analysis most sizes and indexes."""
+    expr_type = type(expr)
+    if expr_type is cst.UnaryOperation:
+        expr, expr_type = expr.expression, type(expr.expression)
+    if expr_type in _LITERALS:
+        return True
+    if expr_type is cst.Subscript:
+        expr, expr_type = expr.value, type(expr.value)
+    if expr_type is cst.Attribute:
+        return expr.attr.value in ("shape", "ndim", "dtype", "device")
+    if expr_type is cst.Call:
+        func = expr.func
+        return type(func) is cst.Attribute and func.attr.value in ("size", "dim", "numel", "item") or type(func) is cst.Name and func.value in ("len", "int", "float")
+    return False
+
+
+_SIMPLE_OR_COMPOUND = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+# Places inside a statement where code runs on its own terms (a branch, once per item, later).
+_OWN_PLACES = node_types(cst.IfExp, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.BooleanOperation)
+_LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})
+
+
+class HiddenSyncs:
+    """Facts about device tensors read by Python, for one file."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def in_step(self, node: cst.CSTNode) -> bool:
+        """May ``node`` run every step on device tensors: in a hot loop (or a function or loop
+        the project-wide join may find per-step), not in a rare branch (``step % 100 == 0``),
+        not in a file whose tensors never leave the host?"""
+        # The answer is the same for every node of a simple statement, unless a conditional
+        # expression, a comprehension or a lambda sits between: remembered per statement.
+        parents = self.ctx.tree.parents
+        current = parents.get(id(node))
+        while current is not None and type(current) not in _SIMPLE_OR_COMPOUND:
+            if type(current) in _OWN_PLACES:
+                return self._in_step(node)
+            current = parents.get(id(current))
+        if type(current) is not cst.SimpleStatementLine:
+            return self._in_step(node)
+        memo: dict[int, bool] = self.__dict__.setdefault("_in_step_memo", {})
+        known = memo.get(id(current))
+        if known is None:
+            known = memo[id(current)] = self._in_step(node)
+        return known
+
+    def _in_step(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        place = ctx.loops.local_hot_loop(node)
+        if place is not None:
+            if ctx.devices.host_only():
+                return False  # a file whose tensors never leave the host
+        else:  # the join decides, device included (`host_only(node)` is False there)
+            place = ctx.tree.enclosing_function(node) or ctx.loops.statement_loop(node)
+            if place is None:
+                return False
+        return not ctx.guards.rare(node, stop=place)
+
+    @cached_property
+    def _tensor_names(self) -> dict[int, set[str]]:
+        """Scope (function or module) -> names a tensor-only method is called on there;
+        ``self.x`` names are kept per class (key: the class's id)."""
+        found: dict[int, set[str]] = {}
+        tree = self.ctx.tree
+        for call in self.ctx.method_calls(TENSOR_ONLY_METHODS):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            while type(receiver) is cst.Subscript:
+                receiver = receiver.value
+            name = dotted(receiver)
+            if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+                continue
+            owner = tree.enclosing_class(call) if name.startswith("self.") else tree.scope_of(call)
+            if owner is not None:
+                found.setdefault(id(owner), set()).add(name)
+        for call in self.ctx.method_calls("register_buffer"):  # `self.register_buffer("step", t)`: `self.step`
+            first = call.args[0].value if call.args else None
+            cls = tree.enclosing_class(call)
+            if type(first) is cst.SimpleString and cls is not None and dotted(call.func.value) == "self":  # type: ignore[attr-defined]
+                found.setdefault(id(cls), set()).add("self." + first.value.strip("\"'"))
+        return found
+
+    def used_as_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` (a name, ``self.x``, or an item of one: ``lengths[i]``) used as a
+        tensor in its function (its class for ``self.x``)? Shapes and dtypes
+        (``x.shape[0]``) are not the tensor."""
+        while type(expr) is cst.Subscript:
+            expr = expr.value
+        name = dotted(expr)
+        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+            return False
+        owner = self.ctx.tree.enclosing_class(at) if name.startswith("self.") else self.ctx.tree.scope_of(at)
+        return owner is not None and name in self._tensor_names.get(id(owner), ())
+
+    def device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """May ``expr`` be a tensor on the device where ``at`` stands? A tensor (see
+        :meth:`tensorish`) that the device analysis does not place on the host."""
+        if not self.tensorish(expr, at):
+            return False
+        devices = self.ctx.devices
+        return not (devices.is_host_batch(expr, at) or devices.loader_value(expr, at) or devices.moved_to_host(expr, at))
+
+    def tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` a tensor: by the value analysis, by use (``x.unsqueeze(0)`` in the same
+        function, a registered buffer), moved to the device (``y = y.cuda()``), or computed
+        from one by arithmetic, indexing or a tensor method (``y.max()``, ``1 + self.step``)?
+        A plain name is judged by the binding that reaches it (``for start in range(...)``
+        after ``start = torch.clip(...)`` is a number)."""
+        ctx = self.ctx
+        expr_type = type(expr)
+        if depth > 6:
+            return False
+        if expr_type is cst.Name:
+            return self._name_tensorish(expr, at, depth)
+        # Operators: their operands decide (`1 + self.step`, `start + size` after `for start in range(...)`).
+        if expr_type is cst.BinaryOperation:
+            return self.tensorish(expr.left, at, depth + 1) or self.tensorish(expr.right, at, depth + 1)
+        if expr_type is cst.UnaryOperation:
+            return self.tensorish(expr.expression, at, depth + 1)
+        if expr_type is cst.Subscript:
+            if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
+                return False  # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict)
+            return self.tensorish(expr.value, at, depth + 1)
+        if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
+            return self.bool_mask(expr, at, depth + 1)
+        if expr_type is cst.Call and type(expr.func) is cst.Name and ctx.qname(expr.func) is None and ctx.functions.defines(expr.func.value):
+            helper = ctx.functions.called(expr, None)  # what a helper of this file returns: each of its returns
+            returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
+            return bool(returns) and all(self.tensorish(value, value, depth + 2) for value in returns)
+        if expr_type is cst.Call and "._" in (ctx.qname(expr.func) or ""):
+            return False  # `torch._C._len_dispatch_stack()`: a private API's result is no known tensor
+        kind = ctx.values.kind(expr, at)
+        if kind is Kind.HOST and expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at)  # `self.step += 1` on a registered buffer
+        if kind is not Kind.UNKNOWN:
+            return kind is Kind.TENSOR
+        if expr_type is cst.Call:
+            func = expr.func
+            if type(func) is not cst.Attribute or ctx.qname(func) is not None or func.attr.value in _NOT_TENSOR_RESULTS:
+                return False
+            if func.attr.value.startswith(("get_", "is_", "has_", "num_", "to_")):
+                return False  # `edge_index.get_sparse_size()`: a subclass's accessor, maybe a Python value
+            return self.tensorish(func.value, at, depth + 1)
+        if expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at) or self._bound_tensorish(expr, at, depth)
+        return False
+
+    def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
+        ctx = self.ctx
+        if self.used_as_tensor(name, at):
+            return True
+        binding = ctx.bindings.reaching(name.value, at)
+        if binding is None or binding.kind not in ("assign", "for", "comp"):
+            kind = ctx.values.kind(name, at)
+            return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
+        if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
+            if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
+                return ctx.values._binding_kind(binding) is Kind.TENSOR
+            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`
+            return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call) and self.tensorish(source, binding.node, depth + 1)
+        return self._bound_tensorish(name, at, depth)
+
+    def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """Judged by the assignment that reaches ``at``."""
+        ctx = self.ctx
+        name = dotted(expr)
+        binding = ctx.bindings.reaching(name, at) if name is not None else None
+        if binding is None or binding.kind != "assign" or binding.value is None:
+            return False
+        branch = ctx.guards.default_branch(binding.node)
+        if branch is not None and branch[1] == name:
+            return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
+        value = binding.value
+        if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
+            if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
+                return ctx.values.kind(value, binding.node) is Kind.TENSOR
+            value = value.elements[binding.element].value
+        if type(value) is cst.Call and ctx.devices.move(value) == "device":
+            return True
+        return self.tensorish(value, binding.node, depth + 1)
+
+    def reads_truth(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Does Python take the truth value of a device tensor to evaluate ``expr`` (a
+        condition): ``t``, ``not t``, ``a and t``, ``t > eps``, ``all(done)``,
+        ``any(not p.isfinite().all() for p in ps)``?"""
+        expr_type = type(expr)
+        if expr_type is cst.BooleanOperation:
+            return self.reads_truth(expr.left, at) or self.reads_truth(expr.right, at)
+        if expr_type is cst.UnaryOperation and type(expr.operator) is cst.Not:
+            return self.reads_truth(expr.expression, at)
+        if expr_type is cst.Comparison:
+            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
+                return False  # identity and membership never read a tensor's value
+            operands = [expr.left, *(c.comparator for c in expr.comparisons)]
+            return any(self.device_tensor(o, at) for o in operands)
+        if expr_type is cst.Call and self.truth_builtin(expr):
+            return self.truth_of_each(expr.args[0].value, at)
+        return self.device_tensor(expr, at)
+
+    def truth_builtin(self, call: cst.Call) -> bool:
+        """``all(...)``/``any(...)``, the builtins (not ``torch.all``, not a method)."""
+        func = call.func
+        return type(func) is cst.Name and func.value in TRUTH_BUILTINS and self.ctx.qname(func) is None and len(call.args) == 1
+
+    def truth_of_each(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``all(value)``: a device tensor (every element is read), or a generator or list of
+        tests each of which reads one."""
+        value_type = type(value)
+        if value_type in (cst.GeneratorExp, cst.ListComp, cst.SetComp):
+            return self.reads_truth(value.elt, value.elt)
+        if value_type in (cst.List, cst.Tuple):
+            return any(self.reads_truth(e.value, at) for e in value.elements)
+        return self.device_tensor(value, at)
+
+    def bool_mask(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` a boolean tensor: a comparison with a tensor, ``~m``, ``a & b``,
+        ``x.isnan()``, ``torch.isfinite(x)``, ``m.bool()``, or a name bound to one?"""
+        if depth > 4:
+            return False
+        ctx = self.ctx
+        expr_type = type(expr)
+        if expr_type is cst.Comparison:
+            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
+                return False
+            return any(self.tensorish(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons)))
+        if expr_type is cst.UnaryOperation and type(expr.operator) is cst.BitInvert:
+            return self.bool_mask(expr.expression, at, depth + 1)
+        if expr_type is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr, cst.BitXor):
+            return self.bool_mask(expr.left, at, depth + 1) or self.bool_mask(expr.right, at, depth + 1)
+        if expr_type is cst.Call:
+            func = expr.func
+            if ctx.qname(func) in _BOOL_FUNCTIONS:
+                return True
+            helper = ctx.functions.called(expr, ctx.qname(func))
+            if helper is not None:  # `mask = lengths_to_mask(lengths)`: a helper of this file returning one
+                returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None]
+                return bool(returns) and all(self.bool_mask(value, value, depth + 1) for value in returns)
+            return type(func) is cst.Attribute and func.attr.value in _BOOL_METHODS and ctx.qname(func) is None and self.tensorish(func.value, at)
+        if expr_type is cst.Name:
+            bound = [b for b in ctx.bindings.lookup(expr.value, at) if b.kind != "augassign"]
+            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1)
+                                       for b in bound)
+        return False

@@ -1,0 +1,33 @@
+"""A device tensor indexed with an index built on the host, inside a training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
+from torchlint.checks.base import Check
+
+
+class HostIndexInLoop(Check):
+    """`x[idx]` on a device tensor where `idx` is a host tensor, a NumPy array or a list, inside a hot loop."""
+
+    code = "TL114"
+    name = "host-index-in-loop"
+    cost = Cost.UPLOAD
+    message = "`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, and the host waits, on every step"
+    per_step = True
+    device_bound = True
+    fix_hint = "Build the index on the device (`torch.arange(n, device=x.device)`, `torch.tensor(ids, device=x.device)` once before the loop)"
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        ctx = self.ctx
+        indexes = [e.slice.value for e in node.slice if type(e.slice) is cst.Index and type(e.slice.value) in _MAY_HOLD_AN_INDEX]
+        if not indexes or not ctx.syncs.in_step(node):
+            return
+        if any(ctx.uploads.host_index(index, node) for index in indexes) and ctx.syncs.device_tensor(node.value, node):
+            self.report(node, expr=short_code(ctx.module, node, limit=60))
+
+
+# Index expressions that may be an index array (a number, a slice, a string or `None` never is).
+_MAY_HOLD_AN_INDEX = frozenset({cst.Name, cst.Call, cst.List, cst.ListComp, cst.Subscript, cst.Attribute})
