@@ -42,6 +42,8 @@ FROM_NUMPY_S = 2e-6
 GPU_ONLY = {
     "TL202": "pinned memory only matters for host-to-device copies on a GPU",
     "TL110": "no GPU: nothing is copied to a device",
+    "TL113": "no GPU: nothing is uploaded to a device",
+    "TL114": "no GPU: the index and the tensor it indexes are on the host",
     "TL111": "no GPU: nothing is copied to a device",
     "TL401": "effect only on GPU tensor cores",
     "TL402": "effect only on GPU tensor cores",
@@ -405,6 +407,7 @@ MODELS: dict[str, Callable[[Correlated, ProfileSession], Estimate]] = {
     "TL202": pin_estimate,
     "TL110": observed_bound("the host-to-device copy at the line: creating on the device skips it"),
     "TL111": observed_bound("the blocking host-to-device copy at the line: non_blocking overlaps it"),
+    "TL113": observed_bound("the upload at the line, repeated every step: one upload before the loop skips it"),
     "TLR09": churn_estimate,
     "TLR08": tf32_estimate,
     "TLR14": graph_break_estimate,

@@ -23,7 +23,11 @@ RULE_PROBES: dict[str, frozenset[str]] = {
     "TL102": frozenset({"Tensor.cpu", "Tensor.numpy", "Tensor.to"}),
     "TL103": frozenset({"torch.cuda.synchronize", "torch.cuda.empty_cache"}),
     "TL104": frozenset({"Tensor.__bool__"}),
+    # int()/float()/bool() of a tensor, and a tensor as a size or a bound (its __index__
+    # is __int__'s): the syncs TL105 names where no call does
+    "TL105": frozenset({"Tensor.__int__", "Tensor.__float__", "Tensor.__bool__", "Tensor.item"}),
     "TL110": frozenset({"Tensor.to", "Tensor.cuda"}),
+    "TL113": frozenset({"Tensor.to", "Tensor.cuda"}),  # the upload repeated every step
     "TL111": frozenset({"Tensor.to", "Tensor.cuda"}),
     "TL112": frozenset({"Tensor.cpu", "Tensor.cuda", "Tensor.to", "Tensor.numpy"}),
     "TL201": DATALOADER_PROBES,
@@ -40,7 +44,7 @@ RULE_KINDS: dict[str, frozenset[str | None]] = {
 }
 
 #: Rules whose cost is a host-device synchronisation (CUDA sync-debug records count).
-SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL112"})
+SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL105", "TL112"})
 
 #: Runtime findings that are the symptoms of static ones (a DataLoader's wait, syncs,
 #: pageable copies, an idle GPU): their remedies are those findings' (TL201, TL101 ...),

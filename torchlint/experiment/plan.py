@@ -29,6 +29,8 @@ GPU_ONLY = {
     "TL103": "a device sync",
     "TL104": "a device sync",
     "TL110": "a host-to-device copy",
+    "TL113": "a host-to-device copy",
+    "TL114": "a host-to-device copy of the index",
     "TL111": "a host-to-device copy",
     "TL112": "a device round trip",
     "TL202": "pinned memory (it speeds host-to-device copies)",

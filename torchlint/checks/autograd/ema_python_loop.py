@@ -44,9 +44,11 @@ class EmaPythonLoop(Check):
         self.report(node, head=head)
 
 
-def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
     """``m.parameters()``, ``m.state_dict().values()``, ``list(m.parameters())``, or a
     name bound to one of them (``ema_params = list(ema.parameters())``)."""
+    if depth > 4:
+        return False  # `x = list(x)`: a name bound to itself ends here
     if isinstance(expr, (cst.Name, cst.Attribute)):
         name = dotted(expr)
         if name is None:
@@ -54,11 +56,11 @@ def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> 
         if any(word in name.rsplit(".", 1)[-1].lower() for word in ("param", "weight")):
             return True  # `target_params`, `self.ema_weights`: a list of a model's tensors by name
         bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None]
-        return bool(bound) and all(_iterates_module_tensors(ctx, b.value, b.node) for b in bound)
+        return bool(bound) and all(_iterates_module_tensors(ctx, b.value, b.node, depth + 1) for b in bound)
     if not isinstance(expr, cst.Call):
         return False
     if dotted(expr.func) in ("list", "tuple") and expr.args:
-        return _iterates_module_tensors(ctx, expr.args[0].value, at)
+        return _iterates_module_tensors(ctx, expr.args[0].value, at, depth + 1)
     return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _TENSOR_ITERABLES
 
 
