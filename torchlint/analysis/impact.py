@@ -51,6 +51,7 @@ class Cost(enum.Enum):
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
+    GRAPH_BREAK = "a torch.compile graph break: the compiled code split in two, the code between run eagerly, no fusion across it"
     EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
@@ -80,6 +81,7 @@ MISSING_PIECES       medium low    low    low    low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
 TF32_OFF             low    low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
+GRAPH_BREAK          high   high   medium medium low    low    low
 EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
 from torchlint.findings import Location
 
@@ -55,7 +56,11 @@ class StepInfo:
         return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
 
 
-Steps = dict[str, dict[str, StepInfo]]  # file path -> function key -> how it is per-step
+class Steps(dict[str, dict[str, StepInfo]]):
+    """File path -> function key -> how it is per-step; and, beside it, what compiled code
+    traces (``compiled``: :mod:`torchlint.analysis.compiled_reach`)."""
+
+    compiled: Compiled = {}  # a join sets its own
 
 
 class Project:
@@ -297,7 +302,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     """Every per-step function of the project, with how it is reached."""
     project = Project(summaries)
     project.index_arguments()
-    steps: Steps = {}
+    steps = Steps()
     # Training first: a helper that both training and evaluation reach reads "training".
     work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
     calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
@@ -333,6 +338,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee))))
     _inner_places(project, steps)
+    steps.compiled = compiled_reach(project)
     return steps
 
 

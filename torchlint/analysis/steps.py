@@ -27,6 +27,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
+from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
@@ -55,7 +56,7 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
     return ctx.loops.loop_key(node)
 
 
-class StepSummarizer(ObjectRefs):
+class StepSummarizer(ObjectRefs, CompiledRoots):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
     as the findings."""
@@ -138,6 +139,7 @@ class StepSummarizer(ObjectRefs):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
+            compiled=self.compiled_roots, not_compiled=self.not_compiled,
         )
 
     def _loops(self) -> tuple[LoopSummary, ...]:

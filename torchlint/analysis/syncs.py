@@ -37,6 +37,10 @@ _NOT_TENSOR_RESULTS = frozenset({"item", "tolist", "cpu", "numpy", "size", "dim"
 _BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
                            "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})
 _BOOL_FUNCTIONS = frozenset(f"torch.{name}" for name in (*_BOOL_METHODS, "isneginf", "isposinf", "greater", "less", "bitwise_not"))
+# Methods (reductions mostly) that Python lists, dicts and numbers do not have: called on something
+# else than a Python value, the result is a tensor (or an array, which dynamo traces as one).
+_ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "any", "all", "norm", "std", "var", "prod",
+                         "count_nonzero", "argmax", "argmin", "abs"})
 # Builtins that take a truth value of each element of what they are given.
 TRUTH_BUILTINS = frozenset({"all", "any"})
 
@@ -225,23 +229,39 @@ class HiddenSyncs:
             return True
         return self.tensorish(value, binding.node, depth + 1)
 
-    def reads_truth(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    def reads_truth(self, expr: cst.BaseExpression, at: cst.CSTNode, traced: bool = False) -> bool:
         """Does Python take the truth value of a device tensor to evaluate ``expr`` (a
         condition): ``t``, ``not t``, ``a and t``, ``t > eps``, ``all(done)``,
-        ``any(not p.isfinite().all() for p in ps)``?"""
+        ``any(not p.isfinite().all() for p in ps)``? ``traced``: of any tensor, in code
+        torch.compile traces (:meth:`traced_tensor`), where the device does not matter."""
         expr_type = type(expr)
         if expr_type is cst.BooleanOperation:
-            return self.reads_truth(expr.left, at) or self.reads_truth(expr.right, at)
+            return self.reads_truth(expr.left, at, traced) or self.reads_truth(expr.right, at, traced)
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.Not:
-            return self.reads_truth(expr.expression, at)
+            return self.reads_truth(expr.expression, at, traced)
+        is_tensor = self.traced_tensor if traced else self.device_tensor
         if expr_type is cst.Comparison:
             if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
                 return False  # identity and membership never read a tensor's value
             operands = [expr.left, *(c.comparator for c in expr.comparisons)]
-            return any(self.device_tensor(o, at) for o in operands)
+            return any(is_tensor(o, at) for o in operands)
         if expr_type is cst.Call and self.truth_builtin(expr):
-            return self.truth_of_each(expr.args[0].value, at)
-        return self.device_tensor(expr, at)
+            return not traced and self.truth_of_each(expr.args[0].value, at)
+        return is_tensor(expr, at)
+
+    def traced_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` a tensor in code torch.compile traces: :meth:`tensorish`, or the result
+        of a reduction only tensors and arrays have (``x.sum()``, ``logits.max()``; dynamo
+        traces NumPy arrays as tensors too), or arithmetic on one?"""
+        expr_type = type(expr)
+        if expr_type is cst.BinaryOperation:
+            return self.traced_tensor(expr.left, at) or self.traced_tensor(expr.right, at)
+        if expr_type is cst.UnaryOperation:
+            return self.traced_tensor(expr.expression, at)
+        if expr_type is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _ARRAY_METHODS:
+            if self.ctx.qname(expr.func) is None and self.ctx.values.kind(expr.func.value, at) is not Kind.HOST:
+                return True
+        return not plainly_python(expr) and self.tensorish(expr, at)
 
     def truth_builtin(self, call: cst.Call) -> bool:
         """``all(...)``/``any(...)``, the builtins (not ``torch.all``, not a method)."""
@@ -258,9 +278,10 @@ class HiddenSyncs:
             return any(self.reads_truth(e.value, at) for e in value.elements)
         return self.device_tensor(value, at)
 
-    def bool_mask(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+    def bool_mask(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, traced: bool = False) -> bool:
         """Is ``expr`` a boolean tensor: a comparison with a tensor, ``~m``, ``a & b``,
-        ``x.isnan()``, ``torch.isfinite(x)``, ``m.bool()``, or a name bound to one?"""
+        ``x.isnan()``, ``torch.isfinite(x)``, ``m.bool()``, or a name bound to one?
+        ``traced``: a tensor as :meth:`traced_tensor` knows one."""
         if depth > 4:
             return False
         ctx = self.ctx
@@ -268,11 +289,12 @@ class HiddenSyncs:
         if expr_type is cst.Comparison:
             if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
                 return False
-            return any(self.tensorish(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons)))
+            is_tensor = self.traced_tensor if traced else self.tensorish
+            return any(is_tensor(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons)))
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.BitInvert:
-            return self.bool_mask(expr.expression, at, depth + 1)
+            return self.bool_mask(expr.expression, at, depth + 1, traced)
         if expr_type is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr, cst.BitXor):
-            return self.bool_mask(expr.left, at, depth + 1) or self.bool_mask(expr.right, at, depth + 1)
+            return self.bool_mask(expr.left, at, depth + 1, traced) or self.bool_mask(expr.right, at, depth + 1, traced)
         if expr_type is cst.Call:
             func = expr.func
             if ctx.qname(func) in _BOOL_FUNCTIONS:

@@ -58,6 +58,9 @@ class Check:
     # library on toy inputs once, not a training run, so what it costs is not a finding.
     # A rule whose finding holds there too (a deprecated API) sets this.
     applies_to_tests: ClassVar[bool] = False
+    # Findings only hold in code torch.compile traces: the condition of each is its function
+    # being reached from a compiled root (the project-wide join decides), not the step.
+    in_compiled: ClassVar[bool] = False
     # What the pattern costs each time it runs: with how often it runs, the finding's
     # impact (analysis/impact.py, docs/impact.md). Every check names one.
     cost: ClassVar[Cost]

@@ -44,9 +44,9 @@ COMPILE_RULES = {
 
 #: Static rules whose finding is the same graph break a run shows (the join by file:line,
 #: like TL201 and TLR01): their findings take the break's measurements and rank with them,
-#: and the TLR14 at their line is then shown, not ranked again. The static graph-break rule
-#: of issue 24 adds its code here.
-GRAPH_BREAK_STATIC_RULES: frozenset[str] = frozenset()
+#: and the TLR14 at their line is then shown, not ranked again (TL504: checks/precision/
+#: compiled_graph_break.py).
+GRAPH_BREAK_STATIC_RULES: frozenset[str] = frozenset({"TL504"})
 
 RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
 _CID = re.compile(r"^(?P<frame>\d+)/(?P<n>\d+)")

@@ -31,6 +31,7 @@ class Conditional(NamedTuple):
     device_bound: bool  # holds only where the step may use device tensors
     needs_tensor: bool = False  # holds only where a call that makes it per-step may pass a tensor
     cost: str = ""  # the finding's analysis.impact.Cost (by name): its impact follows from the step
+    compiled: bool = False  # holds only if its function is traced by torch.compile (not: runs every step)
 
 
 class InStepIfCalled(NamedTuple):

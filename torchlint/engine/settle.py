@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from torchlint.analysis.impact import Cost, assess, where_of
+from torchlint.analysis.compiled_reach import CompiledInfo
+from torchlint.analysis.impact import Cost, Where, assess, where_of
 from torchlint.analysis.project import StepInfo, Steps, join
-from torchlint.engine.results import FileResult
+from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
@@ -27,7 +28,13 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
+        compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
         for condition in file_result.conditional:
+            if condition.compiled:
+                traced = compiled.get(condition.key)
+                if traced is not None:
+                    file_result.findings.append(_compiled_finding(condition, traced, per_step.get(condition.key)))
+                continue
             info = per_step.get(condition.key)
             if info is None or (condition.device_bound and info.host_only):
                 continue
@@ -44,6 +51,14 @@ def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> 
     impact, reason = _step_impact(cost, info) if cost else (finding.impact, finding.impact_reason)
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, info.text(key, finding.location.path)),
                    related=related, impact=impact, impact_reason=reason)
+
+
+def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
+    """A finding in code torch.compile traces: it costs on every call of the compiled code,
+    which is every step where the join finds its function per-step (a batch loop's otherwise)."""
+    finding = condition.finding
+    impact, reason = assess(Cost[condition.cost], where_of(step.origin) if step is not None else Where.BATCH)
+    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
 def _step_impact(cost: str, info: StepInfo) -> tuple[str, str]:
