@@ -42,16 +42,18 @@ class CompiledRoots:
             return ()
         found: list[tuple[Ref, str]] = []
         for function in ctx.tree.nodes(cst.FunctionDef):
-            if any(self._decorator_in(d, COMPILE) for d in function.decorators):
+            if any(self._decorator_in(d, COMPILE) for d in function.decorators) and not ctx.in_tests(function):
                 found.append((("local", self.keys[id(function)]), "`@torch.compile`"))
         for call in ctx.calls_named(*COMPILE):
+            if ctx.in_tests(call):
+                continue  # a test compiles a library's function on toy inputs to see that it compiles
             first = call.args[0] if call.args and call.args[0].keyword in (None,) and not call.args[0].star else ctx.keyword(call, "model")
             ref = self._compiled_ref(first.value, call) if first is not None else None
             if ref is not None:
                 found.append((ref, f"`torch.compile({_short(first.value)})`"))
         for call in ctx.method_calls("compile"):
-            if ctx.qname(call.func) is not None or not self._torch_module_compile(call):
-                continue  # `re.compile(...)`, Keras's `model.compile(optimizer, loss)`
+            if ctx.qname(call.func) is not None or not self._torch_module_compile(call) or ctx.in_tests(call):
+                continue  # `re.compile(...)`, Keras's `model.compile(optimizer, loss)`, a test's
             receiver = call.func.value  # type: ignore[attr-defined]
             owner = self._instance_class(receiver, call)  # type: ignore[attr-defined]
             if owner is not None:
