@@ -51,7 +51,7 @@ _TABLE = (
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
-    ('TL504', 'compiled-graph-break', True, 'NONE', '`.item()`, `.tolist()`, `int(t)`, `print()`, `if t:`, `nonzero()` or `x[mask]` in a function torch.compile traces.'),
+    ('TL504', 'compiled-graph-break', True, 'NONE', '`.item()`, `.tolist()`, `int(t)`, `print()`, logging, `if t:`, `nonzero()` or `x[mask]` in a function torch.compile traces.'),
     ('TL505', 'optimizer-not-fused', False, 'NONE', '`torch.optim.Adam/AdamW(...)` in a module that trains on an accelerator, without `fused=True`.'),
     ('TL506', 'fp32-matmul-precision', False, 'NONE', 'Training loop on an accelerator, in float32, with no `torch.set_float32_matmul_precision(...)`.'),
     ('TL601', 'data-parallel', True, 'NONE', '`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU.'),

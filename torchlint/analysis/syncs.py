@@ -40,7 +40,9 @@ _BOOL_FUNCTIONS = frozenset(f"torch.{name}" for name in (*_BOOL_METHODS, "isnegi
 # Methods (reductions mostly) that Python lists, dicts and numbers do not have: called on something
 # else than a Python value, the result is a tensor (or an array, which dynamo traces as one).
 _ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "any", "all", "norm", "std", "var", "prod",
-                         "count_nonzero", "argmax", "argmin", "abs"})
+                            "count_nonzero", "argmax", "argmin", "abs", "sin", "cos", "exp", "log", "sqrt", "tanh",
+                            "sigmoid", "relu", "round", "clamp", "clip", "floor", "ceil", "pow", "square", "flatten",
+                            "reshape", "matmul", "squeeze", "cumsum", "topk", "argsort", "float", "half", "double"})
 # Builtins that take a truth value of each element of what they are given.
 TRUTH_BUILTINS = frozenset({"all", "any"})
 
@@ -249,19 +251,32 @@ class HiddenSyncs:
             return not traced and self.truth_of_each(expr.args[0].value, at)
         return is_tensor(expr, at)
 
-    def traced_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    def traced_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is ``expr`` a tensor in code torch.compile traces: :meth:`tensorish`, or the result
-        of a reduction only tensors and arrays have (``x.sum()``, ``logits.max()``; dynamo
-        traces NumPy arrays as tensors too), or arithmetic on one?"""
+        of a method only tensors and arrays have (``x.sum()``, ``h.sin()``; dynamo traces
+        NumPy arrays as tensors too), a comparison with one, arithmetic on one, or a name
+        bound to one of those?"""
+        if depth > 4:
+            return False
         expr_type = type(expr)
         if expr_type is cst.BinaryOperation:
-            return self.traced_tensor(expr.left, at) or self.traced_tensor(expr.right, at)
+            return self.traced_tensor(expr.left, at, depth + 1) or self.traced_tensor(expr.right, at, depth + 1)
         if expr_type is cst.UnaryOperation:
-            return self.traced_tensor(expr.expression, at)
+            return self.traced_tensor(expr.expression, at, depth + 1)
+        if expr_type is cst.Comparison:
+            return self.bool_mask(expr, at, depth + 1, traced=True)
         if expr_type is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _ARRAY_METHODS:
             if self.ctx.qname(expr.func) is None and self.ctx.values.kind(expr.func.value, at) is not Kind.HOST:
                 return True
-        return not plainly_python(expr) and self.tensorish(expr, at)
+        if plainly_python(expr):
+            return False
+        if self.tensorish(expr, at):
+            return True
+        if expr_type is cst.Name:  # `y = x.sin()`, then `y > 0`
+            binding = self.ctx.bindings.reaching(expr.value, at)
+            value = getattr(binding, "value", None) if binding is not None and binding.kind == "assign" and binding.element is None else None
+            return value is not None and self.traced_tensor(value, binding.node, depth + 1)
+        return False
 
     def truth_builtin(self, call: cst.Call) -> bool:
         """``all(...)``/``any(...)``, the builtins (not ``torch.all``, not a method)."""
@@ -306,6 +321,6 @@ class HiddenSyncs:
             return type(func) is cst.Attribute and func.attr.value in _BOOL_METHODS and ctx.qname(func) is None and self.tensorish(func.value, at)
         if expr_type is cst.Name:
             bound = [b for b in ctx.bindings.lookup(expr.value, at) if b.kind != "augassign"]
-            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1)
+            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1, traced)
                                        for b in bound)
         return False

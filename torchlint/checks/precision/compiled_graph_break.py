@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from torchlint.analysis.context import short_code
@@ -13,20 +15,25 @@ _SCALAR_READS = frozenset({"item", "tolist"})
 _CONVERSIONS = frozenset({"int", "float", "bool"})
 # Ops whose output has as many elements as the input has non-zeros or distinct values.
 _SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select"})
+# Calls dynamo skips (it does not trace into them): the graph ends at each one.
+_SKIPPED_CALLS = frozenset({"warnings.warn", "time.time", "time.perf_counter", "time.monotonic", "time.sleep", "time.process_time"})
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+_LOGGER_NAME = re.compile(r"^_?(logger|log|LOGGER|LOG)$")
 # dynamo's switches that trace what otherwise breaks the graph (set in the same file).
 _CAPTURE_SCALARS = "capture_scalar_outputs"
 _CAPTURE_SHAPES = "capture_dynamic_output_shape_ops"
 # `if not torch.compiler.is_compiling():` holds code dynamo never traces.
 _COMPILING_TESTS = ("is_compiling", "is_dynamo_compiling")
 
-_READ_HINT = "Return the tensor and read it outside the compiled function (or set `torch._dynamo.config.capture_scalar_outputs = True`)"
-_PRINT_HINT = "Print outside the compiled function, or under `if not torch.compiler.is_compiling():`"
-_BRANCH_HINT = "Branch on the device: `torch.where(cond, a, b)`, or `torch.cond` for two functions"
-_SHAPE_HINT = "Keep shapes static (`torch.where(mask, x, 0)`, `nonzero_static(size=...)`), or set `torch._dynamo.config.capture_dynamic_output_shape_ops = True`"
+_PAGE = " (PyTorch's page on graph breaks: https://docs.pytorch.org/docs/stable/compile/programming_model.graph_breaks_index.html)"
+_READ_HINT = "Return the tensor and read it outside the compiled function (or set `torch._dynamo.config.capture_scalar_outputs = True`)" + _PAGE
+_PRINT_HINT = "Print, log, warn or time outside the compiled function, or under `if not torch.compiler.is_compiling():`" + _PAGE
+_BRANCH_HINT = "Branch on the device: `torch.where(cond, a, b)`, or `torch.cond` for two functions" + _PAGE
+_SHAPE_HINT = "Keep shapes static (`torch.where(mask, x, 0)`, `nonzero_static(size=...)`), or set `torch._dynamo.config.capture_dynamic_output_shape_ops = True`" + _PAGE
 
 
 class CompiledGraphBreak(Check):
-    """`.item()`, `.tolist()`, `int(t)`, `print()`, `if t:`, `nonzero()` or `x[mask]` in a function torch.compile traces."""
+    """`.item()`, `.tolist()`, `int(t)`, `print()`, logging, `if t:`, `nonzero()` or `x[mask]` in a function torch.compile traces."""
 
     code = "TL504"
     name = "compiled-graph-break"
@@ -44,7 +51,14 @@ class CompiledGraphBreak(Check):
             if ctx.values.kind(receiver, node) not in (Kind.HOST, Kind.NUMPY) and not self._set(_CAPTURE_SCALARS):
                 self._report(node, "the tensor's value is read into Python, so the graph ends here", _READ_HINT)
             return
-        if type(func) is cst.Name and ctx.qname(func) is None:
+        qualified = ctx.qname(func)
+        if qualified in _SKIPPED_CALLS or self._logging_call(node, qualified):
+            self._report(node, f"dynamo does not trace `{qualified or short_code(ctx.module, func)}`, so the graph ends here", _PRINT_HINT)
+            return
+        if qualified is not None and qualified.startswith("math.") and any(ctx.syncs.traced_tensor(a.value, node) for a in node.args):
+            self._report(node, "`math` reads the tensor's value into a Python float, so the graph ends here", _READ_HINT)
+            return
+        if type(func) is cst.Name and qualified is None:
             if func.value == "print":
                 self._report(node, "dynamo cannot trace `print`, so the graph ends here", _PRINT_HINT)
             elif func.value in _CONVERSIONS and len(node.args) == 1 and not self._set(_CAPTURE_SCALARS):
@@ -78,6 +92,24 @@ class CompiledGraphBreak(Check):
     def _branch(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
         if self.ctx.syncs.reads_truth(test, test, traced=True):
             self._report(test, "Python must know the tensor's value to pick a branch, so the graph ends here", _BRANCH_HINT)
+
+    def _logging_call(self, call: cst.Call, qualified: str | None) -> bool:
+        """``logging.info(...)``, ``logger.warning(...)`` on a ``logging.getLogger()`` or a
+        name that says it is one (``self.logger``)."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _LOG_METHODS:
+            return False
+        if qualified is not None:
+            return qualified.startswith("logging.")
+        receiver = func.value
+        if type(receiver) is cst.Call:
+            return self.ctx.qname(receiver.func) == "logging.getLogger"
+        name = receiver.value if type(receiver) is cst.Name else receiver.attr.value if type(receiver) is cst.Attribute else ""
+        if _LOGGER_NAME.match(name):
+            return True
+        binding = self.ctx.bindings.reaching(name, call) if type(receiver) is cst.Name else None
+        value = getattr(binding, "value", None)
+        return type(value) is cst.Call and self.ctx.qname(value.func) == "logging.getLogger"
 
     def _sized_op(self, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
         """``torch.nonzero(x)`` / ``x.nonzero()`` and kin: (op, the tensor it sizes by)."""
