@@ -97,10 +97,20 @@ def _true_unless_rare(test: cst.BaseExpression) -> bool:
 
 
 def _raises(block: cst.BaseSuite) -> bool:
-    """Does the block end by raising: an error path, not a step?"""
+    """Does the block end by raising or ending the process (``sys.exit(1)``, ``exit()``,
+    ``os._exit(1)``): an error path that runs at most once, not a step?"""
     body = block.body if isinstance(block, cst.IndentedBlock) else ()
     last = body[-1] if body else None
-    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body)
+    if not isinstance(last, cst.SimpleStatementLine):
+        return False
+    return any(isinstance(s, cst.Raise) or isinstance(s, cst.Expr) and _ends_process(s.value) for s in last.body)
+
+
+_PROCESS_ENDS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+
+
+def _ends_process(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and dotted(expr.func) in _PROCESS_ENDS
 
 
 def _after_rare_exit(block: cst.IndentedBlock, child: cst.CSTNode) -> bool:

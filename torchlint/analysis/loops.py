@@ -444,6 +444,18 @@ class Loops:
             peeked = True
         return peeked
 
+    def never_read(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` assigned only to plain names that nothing reads (``train_loader =
+        DataLoader(stub)`` after the loop that read the first ``train_loader``, or a local
+        never used)? ``self.x`` attributes are read by other methods."""
+        ctx = self.ctx
+        bindings = ctx.bindings.bound_to(value)
+        if not bindings or any(b.name.startswith("self.") or b.kind != "assign" for b in bindings):
+            return False
+        if any(ctx.tree.enclosing_function(b.node) is None and len(ctx.bindings.lookup(b.name, b.node)) < 2 for b in bindings):
+            return False  # a module's only binding of the name: another module may import it
+        return not any(ctx.bindings.uses(binding, ordered=True) for binding in bindings)
+
     def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function of this file that ``call`` runs (``f(...)``, ``self.m(...)``)."""
         return self.ctx.functions.called(call, self.ctx.qname(call.func))

@@ -35,6 +35,8 @@ class DataloaderNoPinMemory(Check):
             return  # nothing is copied to a device in this module
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch
+        if ctx.loops.never_read(node):
+            return  # bound to a name nothing reads (rebound before any loop, or dead code): no batch is loaded
         if no_work_for_workers(ctx, node) is not None:
             return  # no workers to pin in: pinning in the loop costs a copy of its own (or raises, for device items)
         call = short_code(ctx.module, node.func) + "(...)"

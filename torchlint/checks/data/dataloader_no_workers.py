@@ -33,6 +33,8 @@ class DataloaderNoWorkers(Check):
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch: workers would only add start-up time
+        if ctx.loops.never_read(node):
+            return  # bound to a name nothing reads (rebound before any loop, or dead code): no batch is loaded
         if no_work_for_workers(ctx, node) is not None:
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         call = short_code(ctx.module, node.func) + "(...)"
