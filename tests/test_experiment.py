@@ -207,7 +207,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 rng = np.random.default_rng(0)
 history = []
 for step in range(4):
-    x = torch.tensor(rng.normal(size=(4, 3, 8, 8)), dtype=torch.float32)
+    x = torch.tensor(rng.normal(size=(4, 3, 8, 8)).astype(np.float32))
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
