@@ -46,6 +46,8 @@ class CreateThenMove(Check):
             device = ctx.keyword(node, "device")
             if device is not None and not is_cpu_device(device.value, ctx):
                 return  # already built on a device (or one chosen at run time)
+            if _no_elements(node, qualified):
+                return  # `torch.empty(0)`: nothing to copy, and a copy of nothing never waits
             hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
             self._check_made(node, fixable=qualified in _FACTORIES, hint=hint, random=qualified in _RANDOM)
             return
@@ -153,3 +155,19 @@ def _size_like(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value == "shape"  # `x.shape`: a torch.Size
     return False
+
+
+def _no_elements(call: cst.Call, qualified: str) -> bool:
+    """Sizes given as literals, one of them 0 (``torch.empty(0)``, ``torch.zeros(0, 3)``)."""
+    if qualified not in _SIZED_BY_ARGUMENTS:
+        return False  # `torch.arange(0, n)`, `torch.randint(0, 10, ...)`: a 0 is a value there
+    sizes = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if qualified == "torch.full":
+        sizes = sizes[:1]
+    if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
+        sizes = [element.value for element in sizes[0].elements]
+    return any(type(size) is cst.Integer and size.evaluated_value == 0 for size in sizes)
+
+
+# Factories whose positional arguments are the sizes (`torch.full`'s first one).
+_SIZED_BY_ARGUMENTS = frozenset({"torch.empty", "torch.zeros", "torch.ones", "torch.rand", "torch.randn", "torch.full"})
