@@ -36,6 +36,8 @@ CASES = [
     ("nonzero", "return torch.nonzero(y > 0).sum()", True),
     ("unique", "return torch.unique(y.round()).sum()", True),
     ("masked_select", "return y.masked_select(mask).sum()", True),
+    ("bincount", "return torch.bincount((y > 0).long().flatten()).sum()", True),
+    ("autograd_grad", "xg = x.detach().requires_grad_()\n(g,) = torch.autograd.grad(xg.sin().sum(), xg)\nreturn g + y", True),
     ("where_one_arg", "return torch.where(y > 0)[0].sum()", True),
     ("numpy_roundtrip", "return torch.from_numpy(y.numpy()) + 1", False),
     ("numpy_call", "return y + np.mean(y.numpy())", False),
@@ -46,12 +48,14 @@ CASES = [
     ("none_branch", "if mask is not None:\n    y = y.masked_fill(mask, 0.0)\nreturn y", False),
     ("masked_write", "y[y < 0] = 0\nreturn y", False),
     ("where_three_args", "return torch.where(y > 0, y, 0.0)", False),
+    ("flag_off_by_default", "if verbose:\n    print(y.mean())\nreturn y", False),
+    ("device_string_branch", "if y.device.type == 'xpu':\n    logger.warning('xpu')\nreturn y", False),
     ("eager_only_print", "if not torch.compiler.is_compiling():\n    print(y.mean())\nreturn y", False),
 ]
 
 
 def _source(body: str) -> str:
-    return "import logging\nimport math\nimport time\nimport warnings\n\nimport numpy as np\nimport torch\n\nlogger = logging.getLogger(__name__)\n\n\n@torch.compile\ndef fn(x, mask):\n    y = x.sin()\n" + textwrap.indent(body, "    ") + "\n"
+    return "import logging\nimport math\nimport time\nimport warnings\n\nimport numpy as np\nimport torch\n\nlogger = logging.getLogger(__name__)\n\n\n@torch.compile\ndef fn(x, mask, verbose=False):\n    y = x.sin()\n" + textwrap.indent(body, "    ") + "\n"
 
 
 def _dynamo_breaks(source: str) -> int:

@@ -25,6 +25,7 @@ class CompiledInfo:
     root: str  # the compiled function's key ("Net.forward")
     how: str  # "`torch.compile(model)` in train.py"
     via: str = ""  # the traced function that calls this one (none for the root)
+    root_path: str = ""  # the compiled function's file: how often it runs is the root's
 
     def text(self, key: str) -> str:
         """Where a finding in function ``key`` sits: "`Block.forward()` (called from
@@ -45,11 +46,13 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
     skipped = {(path, key) for path, summary in project.files.items() for key in summary.not_compiled}
     work: deque[tuple[str, str, CompiledInfo]] = deque()
     for path, summary in project.files.items():
-        for ref, how in summary.compiled:
+        for ref, how, unless in summary.compiled:
+            if unless is not None and project.function(unless, path) is not None:
+                continue  # the class defines its own `compile()`: not nn.Module's
             for each in _members(ref):
                 callee = project.function(each, path)
                 if callee is not None:
-                    work.append((*callee, CompiledInfo(callee[1], f"{how} in {os.path.basename(path)}")))
+                    work.append((*callee, CompiledInfo(callee[1], f"{how} in {os.path.basename(path)}", root_path=callee[0])))
     if not work:
         return found  # nothing compiled: the usual case, no call index to build
     calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
@@ -67,7 +70,7 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
         for call in calls_by_caller.get((path, key), ()):
             callee = project.function(call.target, path)
             if callee is not None and callee != (path, key):
-                work.append((*callee, CompiledInfo(info.root, info.how, key)))
+                work.append((*callee, CompiledInfo(info.root, info.how, key, info.root_path)))
     return found
 
 

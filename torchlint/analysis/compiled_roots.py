@@ -35,29 +35,34 @@ class CompiledRoots:
     keys: dict[int, str]
 
     @cached_property
-    def compiled_roots(self) -> tuple[tuple[Ref, str], ...]:
-        """(callee reference, how it is compiled: "`@torch.compile`", "`torch.compile(model)`")."""
+    def compiled_roots(self) -> tuple[tuple[Ref, str, Ref | None], ...]:
+        """(callee reference, how it is compiled: "`@torch.compile`", "`torch.compile(model)`",
+        and a method that, if the project defines it, says this is no root: a class with a
+        ``compile()`` of its own is not ``nn.Module.compile``)."""
         ctx = self.ctx
         if not self._mentions_compile:
             return ()
-        found: list[tuple[Ref, str]] = []
+        found: list[tuple[Ref, str, Ref | None]] = []
         for function in ctx.tree.nodes(cst.FunctionDef):
             if any(self._decorator_in(d, COMPILE) for d in function.decorators) and not ctx.in_tests(function):
-                found.append((("local", self.keys[id(function)]), "`@torch.compile`"))
+                found.append((("local", self.keys[id(function)]), "`@torch.compile`", None))
+        for cls in ctx.tree.nodes(cst.ClassDef):  # `@torch.compile` on an nn.Module class: its forward
+            if any(self._decorator_in(d, COMPILE) for d in cls.decorators) and not ctx.in_tests(cls):
+                found.append((("method", self.class_keys[id(cls)], "forward"), "`@torch.compile`", None))  # type: ignore[attr-defined]
         for call in ctx.calls_named(*COMPILE):
             if ctx.in_tests(call):
                 continue  # a test compiles a library's function on toy inputs to see that it compiles
             first = call.args[0] if call.args and call.args[0].keyword in (None,) and not call.args[0].star else ctx.keyword(call, "model")
             ref = self._compiled_ref(first.value, call) if first is not None else None
             if ref is not None:
-                found.append((ref, f"`torch.compile({_short(first.value)})`"))
+                found.append((ref, f"`torch.compile({_short(first.value)})`", None))
         for call in ctx.method_calls("compile"):
             if ctx.qname(call.func) is not None or not self._torch_module_compile(call) or ctx.in_tests(call):
                 continue  # `re.compile(...)`, Keras's `model.compile(optimizer, loss)`, a test's
             receiver = call.func.value  # type: ignore[attr-defined]
             owner = self._instance_class(receiver, call)  # type: ignore[attr-defined]
             if owner is not None:
-                found.append((("object", owner, "__call__"), f"`{_short(receiver)}.compile()`"))
+                found.append((("object", owner, "__call__"), f"`{_short(receiver)}.compile()`", ("object", owner, "compile")))
         return tuple(found)
 
     @cached_property
@@ -89,7 +94,7 @@ class CompiledRoots:
 
     def _torch_module_compile(self, call: cst.Call) -> bool:
         """``model.compile()`` / ``model.compile(mode="reduce-overhead")``: nn.Module's."""
-        return all(arg.keyword is not None and arg.keyword.value in _COMPILE_KEYWORDS for arg in call.args)
+        return all(arg.star == "**" or arg.keyword is not None and arg.keyword.value in _COMPILE_KEYWORDS for arg in call.args)
 
 
 def _short(expr: cst.BaseExpression) -> str:

@@ -68,5 +68,5 @@ class FileSummary:
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
-    compiled: tuple[tuple[Ref, str], ...] = ()  # what torch.compile is given here, and how (analysis/compiled_roots.py)
+    compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly

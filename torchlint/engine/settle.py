@@ -32,8 +32,8 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         for condition in file_result.conditional:
             if condition.compiled:
                 traced = compiled.get(condition.key)
-                if traced is not None:
-                    file_result.findings.append(_compiled_finding(condition, traced, per_step.get(condition.key)))
+                if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
+                    file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
                 continue
             info = per_step.get(condition.key)
             if info is None or (condition.device_bound and info.host_only):
@@ -55,7 +55,8 @@ def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
     """A finding in code torch.compile traces: it costs on every call of the compiled code,
-    which is every step where the join finds its function per-step (a batch loop's otherwise)."""
+    which is every step where the join finds the compiled function per-step (a batch loop's
+    otherwise). The same function run eagerly elsewhere breaks no graph there."""
     finding = condition.finding
     impact, reason = assess(Cost[condition.cost], where_of(step.origin) if step is not None else Where.BATCH)
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)

@@ -14,9 +14,9 @@ from torchlint.checks.base import STEP_PLACEHOLDER, Check
 _SCALAR_READS = frozenset({"item", "tolist"})
 _CONVERSIONS = frozenset({"int", "float", "bool"})
 # Ops whose output has as many elements as the input has non-zeros or distinct values.
-_SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select"})
+_SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount"})
 # Calls dynamo skips (it does not trace into them): the graph ends at each one.
-_SKIPPED_CALLS = frozenset({"warnings.warn", "time.time", "time.perf_counter", "time.monotonic", "time.sleep", "time.process_time"})
+_SKIPPED_CALLS = frozenset({"torch.autograd.grad", "warnings.warn", "time.time", "time.perf_counter", "time.monotonic", "time.sleep", "time.process_time"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 _LOGGER_NAME = re.compile(r"^_?(logger|log|LOGGER|LOG)$")
 # dynamo's switches that trace what otherwise breaks the graph (set in the same file).
@@ -131,7 +131,7 @@ class CompiledGraphBreak(Check):
         function = ctx.tree.enclosing_function(node)
         if function is None:
             return  # module-level code is never compiled
-        if ctx.guards.rare(node, stop=function) or self._eager_branch(node, function):
+        if ctx.guards.rare(node, stop=function) or self._eager_branch(node, function) or self._configured_branch(node, function):
             return  # a branch dynamo does not trace on a normal call: the graph stays whole there
         self.report(node, condition=function, hint=hint, expr=short_code(self.ctx.module, node), place=STEP_PLACEHOLDER, why=why)
 
@@ -142,6 +142,34 @@ class CompiledGraphBreak(Check):
                 return False
             if type(ancestor) is cst.If and any(t in short_code(self.ctx.module, ancestor.test, limit=200) for t in _COMPILING_TESTS):
                 return True
+        return False
+
+    def _configured_branch(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Under a branch on a setting that is off by default: a parameter that defaults to
+        False or None (``if ret_usages:``), or a string compared (``if device.type == "xpu":``).
+        Dynamo specialises on Python values and traces such a branch only in the setups
+        that take it."""
+        child: cst.CSTNode = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is function:
+                return False
+            if type(ancestor) is cst.If and child is not ancestor.test and self._setting_test(ancestor.test, function):
+                return True
+            child = ancestor
+        return False
+
+    def _setting_test(self, test: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test = test.expression
+        if type(test) is cst.BooleanOperation:
+            return self._setting_test(test.left, function) or self._setting_test(test.right, function)
+        if type(test) is cst.Comparison:
+            operands = [test.left, *(c.comparator for c in test.comparisons)]
+            return any(type(o) in (cst.SimpleString, cst.ConcatenatedString) for o in operands)
+        if type(test) is cst.Name:
+            param = next((p for p in (*function.params.params, *function.params.kwonly_params) if p.name.value == test.value), None)
+            default = param.default if param is not None else None
+            return type(default) is cst.Name and default.value in ("False", "None")
         return False
 
     def _set(self, switch: str) -> bool:
