@@ -1,7 +1,11 @@
 """The step goes through the model (analysis/objects.py, analysis/project.py): a factory in
 one module, the model moved and wrapped in DataParallel in the training script, its
 submodules in a third module, a static training step called from another file's loop,
-and an RL algorithm whose policy and buffer are known only by their annotations."""
+and an RL algorithm whose policy and buffer are known only by their annotations; and, in
+zoo/, a Unet whose rows of blocks are unpacked by position, an attribute set in two
+branches, submodules a base class in another module sets, a loss built in the constructor
+call of a Lightning module that inherits its __init__, and helpers without torch that call
+the model they are given (directly and through ``functools.partial``)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, expected_markers
+from conftest import FIXTURES, expected_impacts, expected_markers
 
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
@@ -31,13 +35,21 @@ def _findings(root: Path, *paths: str):  # type: ignore[no-untyped-def]
 
 
 def test_project_findings_match_markers(project: Path) -> None:
-    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in _findings(project)}
+    findings = _findings(project)
+    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in findings}
     expected = {
         (p.relative_to(project).as_posix(), line, code)
         for p in sorted(project.rglob("*.py"))
         for line, code in expected_markers(p.read_text())
     }
     assert actual == expected
+    impacts = {(Path(f.path).as_posix(), f.line, f.code): f.impact for f in findings}
+    wanted = {
+        (p.relative_to(project).as_posix(), line, code): impact
+        for p in sorted(project.rglob("*.py"))
+        for (line, code), impact in expected_impacts(p.read_text()).items()
+    }
+    assert {key: impacts.get(key) for key in wanted} == wanted
 
 
 def test_message_names_the_chain_and_the_loop(project: Path) -> None:

@@ -24,9 +24,14 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
     classes: list[ClassSummary] = []
     _collect(tree, [], functions, classes, imports, relative)
     calls: list[CallSite] = []
+    params = {key: _positional(function) for key, function in functions.items()}
     for key, function in functions.items():
+        passed = _unbound_parameters(function, params[key])
         for call in _unconditional_calls(function):
-            target = _target(call.func, key, functions, imports, relative, bool(stars))
+            if isinstance(call.func, ast.Name) and call.func.id in passed:  # `def run(model, x): return model(x)`
+                target: Ref | None = ("object", ("passed", key, call.func.id), "__call__")
+            else:
+                target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
                 calls.append(CallSite(key, target, None))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
@@ -36,7 +41,22 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         refs = _returned(function, key, functions, imports, relative, bool(stars))
         if refs:
             returns.append((key, refs))
-    return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports), returns=tuple(returns))
+    return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
+                       params=tuple(params.items()), returns=tuple(returns))
+
+
+def _positional(function: ast.AST) -> tuple[str, ...]:
+    """The parameter names arguments fill, as ``objects.positional`` gives them."""
+    args = function.args  # type: ignore[attr-defined]
+    return tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+
+
+def _unbound_parameters(function: ast.AST, params: tuple[str, ...]) -> set[str]:
+    """Parameters never assigned in the function: what a call of one runs is what callers pass."""
+    names = set(params) - {"self", "cls"}
+    if names:
+        names -= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
 
 
 def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], imports: dict[str, str], relative: dict[str, tuple[int, str]], star: bool) -> tuple[Ref | None, ...]:

@@ -7,12 +7,14 @@ ObjectRefs, which supplies ``ctx``, ``_instance_class`` and ``_object_of``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import Ref
+from torchlint.analysis.values import MODULE_CHAIN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -47,16 +49,8 @@ class MemberRefs:
             expanding.discard(id(call))
 
     def _members_of_call(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
-        refs: list[Ref] = []
-        for arg in call.args:
-            for item in self._items(arg.value, at, 0):
-                found = self._object_of(item, at, None)
-                if found is not None and found[0] == "each":
-                    refs.extend(found[1])
-                elif found is not None:
-                    refs.append(found)
-        unique = tuple(dict.fromkeys(refs))
-        return ("each", unique) if unique else None
+        found = either(self._object_of(item, at, None) for arg in call.args for item in self._items(arg.value, at, 0))
+        return ("each", (found,)) if found is not None and found[0] != "each" else found  # a container, even of one
 
     def _items(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
         """The expressions a container argument is made of."""
@@ -95,6 +89,93 @@ class MemberRefs:
         return items
 
 
+    def _appended_members(self, cls: cst.ClassDef, attr: str) -> list[Ref | None]:
+        """``self.downs.append(nn.ModuleList([...]))``, ``self.blocks.extend([...])`` in a method
+        of ``cls``: members of the container ``self.<attr>`` (``nn.ModuleList([])`` where it is set)."""
+        return [self._object_of(item, call, None) for call in self._appends_to_self.get((id(cls), attr), ())
+                for item in self._items(call.args[-1].value, call, 1)]
+
+    @property
+    def _appends_to_self(self) -> dict[tuple[int, str], list[cst.Call]]:
+        """(class, attribute) -> the calls that add to ``self.<attribute>`` (one pass, kept)."""
+        found: dict[tuple[int, str], list[cst.Call]] | None = self.__dict__.get("_appends_memo")
+        if found is None:
+            found = self.__dict__["_appends_memo"] = {}
+            for call in self.ctx.method_calls(_ADDERS):
+                receiver = call.func.value  # type: ignore[attr-defined]
+                if type(receiver) is cst.Attribute and type(receiver.value) is cst.Name and receiver.value.value == "self" and call.args:
+                    cls = self.ctx.tree.enclosing_class(call)
+                    if cls is not None:
+                        found.setdefault((id(cls), receiver.attr.value), []).append(call)
+        return found
+
+    def _row_members(self, container: cst.BaseExpression, element: int, at: cst.CSTNode) -> Ref | None:
+        """``for block1, block2, attn, down in self.downs`` where each member of ``self.downs`` is
+        ``nn.ModuleList([ResnetBlock(), ResnetBlock(), Attention(), Downsample()])``: the
+        classes at position ``element`` of each row (a row that is no literal gives none)."""
+        found: list[Ref | None] = []
+        for row, where in self._rows(container, at):
+            row = _unmoved(row)
+            if type(row) is cst.Call and row.args and self.ctx.qname(row.func) in CONTAINERS:
+                row = row.args[0].value  # `nn.ModuleList([a, b])`: its list
+            if type(row) in (cst.List, cst.Tuple) and element < len(row.elements) and not any(type(e) is cst.StarredElement for e in row.elements):
+                found.append(self._object_of(row.elements[element].value, where, None))
+        return either(found)
+
+    def _rows(self, container: cst.BaseExpression, at: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
+        """The items a container is made of, unflattened: ``self.downs`` set to
+        ``nn.ModuleList([...])`` and appended to, or a name bound to a list in this scope."""
+        ctx, values = self.ctx, []
+        if type(container) is cst.Attribute and type(container.value) is cst.Name and container.value.value == "self":
+            cls = ctx.tree.enclosing_class(at)
+            if cls is None:
+                return []
+            values = [(b.value, b.node) for b in ctx.bindings.self_attrs.get(id(cls), {}).get("self." + container.attr.value, [])
+                      if b.kind == "assign" and b.value is not None and b.element is None]
+            for call in self._appends_to_self.get((id(cls), container.attr.value), ()):
+                value = call.args[-1].value
+                values.append((value, call) if call.func.attr.value == "extend" else (cst.List([cst.Element(value)]), call))  # type: ignore[attr-defined]
+        elif type(container) is cst.Name:
+            values = [(b.value, b.node) for b in ctx.bindings.lookup(container.value, at)
+                      if b.kind == "assign" and b.value is not None and b.element is None]
+        rows = []
+        for value, where in values:
+            if type(value) is cst.Call and value.args and ctx.qname(value.func) in CONTAINERS:
+                value = value.args[0].value
+            if type(value) in (cst.List, cst.Tuple):
+                rows.extend((e.value, where) for e in value.elements)
+            elif type(value) in (cst.ListComp, cst.GeneratorExp):
+                rows.append((value.elt, where))
+            elif type(value) is cst.Name:  # `nn.ModuleList(rows)`, `rows.append(nn.ModuleList([...]))`
+                rows.extend((item, where) for item in self._list_items(value, where, 1))
+        return rows
+
+
+_ADDERS = ("append", "extend", "add_module", "insert")
+
+
+def either(refs: Iterable[Ref | None]) -> Ref | None:
+    """One reference for objects that may be any of ``refs`` (a container's members, an
+    attribute's branches): None, the one class, or ``("each", classes)``, whose every class
+    a call may run (the summary makes one call per class). A container stays one, even
+    of one class (``for block in self.blocks``)."""
+    found: list[Ref] = []
+    several = False
+    for ref in refs:
+        if ref is not None:
+            several = several or ref[0] == "each"
+            found.extend(ref[1] if ref[0] == "each" else (ref,))
+    unique = tuple(dict.fromkeys(found))
+    return None if not unique else ("each", unique) if several or len(unique) > 1 else unique[0]
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``nn.ModuleList([...]).to(device)`` → ``nn.ModuleList([...])``."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_CHAIN:
+        value = value.func.value
+    return value
+
+
 def target_names(target: cst.BaseExpression) -> list[cst.Name]:
     if type(target) is cst.Name:
         return [target]
@@ -105,12 +186,12 @@ def target_names(target: cst.BaseExpression) -> list[cst.Name]:
 
 def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
     """``self.layers``, ``blocks``, ``enumerate(self.layers)``, ``zip(self.a, self.b)``,
-    ``self.heads.values()``: an iterable that may be a container of modules."""
+    ``self.heads.values()``, ``self.heads.items()``: an iterable that may be a container of modules."""
     if type(iterable) is cst.Call:
         func = iterable.func
         if type(func) is cst.Name and func.value in ("zip", "enumerate"):
             return any(may_iterate_modules(a.value) for a in iterable.args)
-        return type(func) is cst.Attribute and func.attr.value == "values" and may_iterate_modules(func.value)
+        return type(func) is cst.Attribute and func.attr.value in ("values", "items") and may_iterate_modules(func.value)
     return type(iterable) is cst.Name or type(iterable) is cst.Attribute
 
 
@@ -125,4 +206,6 @@ def iterated_item(iterable: cst.BaseExpression | None, element: int | None) -> c
         return positional[element] if element is not None and element < len(positional) else None
     if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "values" and element is None:
         return iterable.func.value  # `for head in self.heads.values()`
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "items" and element == 1:
+        return iterable.func.value  # `for name, head in self.heads.items()`
     return iterable if element is None else None

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.aliases import AliasRefs
 from torchlint.analysis.members import (
     CONTAINERS,
     MemberRefs,
+    either,
     iterated_item,
     may_iterate_modules,
     target_names,
@@ -33,6 +35,7 @@ from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 from torchlint.analysis.values import MODULE_CHAIN
 
 if TYPE_CHECKING:
+    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 _FACTORY_PREFIXES = ("build", "create", "make", "get_model", "load_model", "setup")
@@ -53,7 +56,7 @@ CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_from_checkpoin
 _PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "object", "Any", "None", "Tensor", "Module"})
 
 
-class ObjectRefs(MemberRefs):
+class ObjectRefs(MemberRefs, AliasRefs):
     """Class references for objects (see the reference kinds in steps.py)."""
 
     ctx: FileContext
@@ -83,7 +86,7 @@ class ObjectRefs(MemberRefs):
         class, so the callee's ``criterion(out, y)`` resolves to that class's forward."""
         found: list[tuple[int | str, Ref]] = []
         position = 0
-        for arg in call.args:
+        for arg in (*self.partial_arguments(call), *call.args):
             if arg.star:
                 break  # positions after *args are unknown
             value = arg.value
@@ -91,12 +94,23 @@ class ObjectRefs(MemberRefs):
                 refs = tuple(_single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
                 owner = ("tuple", refs) if any(r is not None for r in refs) else None
             else:
-                owner = _single(self._instance_class(value, call)) if type(value) in (cst.Name, cst.Attribute) else None
+                owner = self._argument_object(value, call)
             if owner is not None:
                 found.append((arg.keyword.value if arg.keyword is not None else position, owner))
             if arg.keyword is None:
                 position += 1
         return tuple(found)
+
+    def _argument_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """The classes of an argument: ``model``, ``self.encoder`` (either of two branches),
+        or built in place: ``Trainer(model, WeightedLoss())``, ``run(Net().cuda())``."""
+        if type(value) is cst.Call:
+            value = unwrap_moves(value)
+            if type(value) is cst.Call:
+                last = (dotted(value.func) or "").rsplit(".", 1)[-1]
+                builds = last[:1].isupper() or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS
+                return self._object_of(value, at, None) if builds else None
+        return self._instance_class(value, at) if type(value) in (cst.Name, cst.Attribute) else None
 
     @cached_property
     def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
@@ -116,6 +130,9 @@ class ObjectRefs(MemberRefs):
             value = unwrap_moves(assign.value)
             if type(value) in (cst.Name, cst.Attribute):
                 objects |= names  # `m = self.model`, `model = model.to(device)`
+                continue
+            if type(value) is cst.Tuple:
+                objects |= unpacked  # `g, d = Gen().cuda(), Disc().cuda()`
                 continue
             if type(value) is not cst.Call:
                 continue
@@ -164,13 +181,15 @@ class ObjectRefs(MemberRefs):
         if expr_type is cst.Name:
             if expr.value not in self._assigned_from_calls[0]:
                 return None  # never bound to anything that may be an object: skip the lookup
-            binding = self.ctx.bindings.reaching(expr.value, at)
+            binding = self.ctx.bindings.reaching(expr.value, at) or self._comprehension_binding(expr.value, at)
             if binding is None:
                 return None
             if binding.kind == "param":
                 return self._annotated(binding.node.annotation, binding.node)
             if binding.kind in ("for", "comp"):
                 source = iterated_item(binding.value, binding.element)
+                if source is None and binding.element is not None and type(binding.value) in (cst.Name, cst.Attribute):
+                    return self._row_members(binding.value, binding.element, binding.node)  # `for a, b in self.pairs`
                 return self._members_of(source, binding.node) if source is not None else None
             if binding.kind != "assign":
                 return None
@@ -187,11 +206,24 @@ class ObjectRefs(MemberRefs):
             return self._members_of(expr.value, at)
         return None
 
+    def _comprehension_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
+        """``[head(x) for head in self.heads.values()]``: the ``for`` of a comprehension
+        comes after the call in source order, so ``reaching`` never sees it."""
+        tree = self.ctx.tree
+        for binding in self.ctx.bindings.lookup(name, at):
+            if binding.kind == "comp":
+                comprehension = next((a for a in tree.ancestors(binding.node) if type(a) is not cst.CompFor), None)  # `for a in b for c in d`
+                if comprehension is not None and tree.is_inside(at, comprehension):
+                    return binding
+        return None
+
     def _object_of(self, value: cst.BaseExpression | None, at: cst.CSTNode, element: int | None) -> Ref | None:
         """The class of what ``value`` (element ``element`` of it, for ``a, b = value``) holds."""
         value, element = self._unwrapped(value, element)
         if type(value) is cst.BooleanOperation:  # `sampler or UniformSampler(diffusion)`: the one that is known
             return self._object_of(value.left, at, element) or self._object_of(value.right, at, element)
+        if type(value) is cst.IfExp:  # `Flash(d) if cfg.flash else Attention(d)`: either may run
+            return either((self._object_of(value.body, at, element), self._object_of(value.orelse, at, element)))
         if element is not None and type(value) in (cst.Tuple, cst.List):
             items = value.elements
             if element >= len(items):
@@ -210,6 +242,9 @@ class ObjectRefs(MemberRefs):
                         return owner
                 if self.ctx.qname(func) in CONTAINERS:
                     return self._container_members(value, at)
+                aliased = self._aliased_class(func, value, 0) if type(func) is cst.Name else None
+                if aliased is not None:  # `block = partial(ResnetBlock, ...)`, `klass = A if c else B`
+                    return aliased
             factory = self.target(func, value)
             if factory is not None and factory[0] in ("import", "local"):
                 return ("returned", factory, element)
@@ -254,14 +289,16 @@ class ObjectRefs(MemberRefs):
         return self._class_ref(name)
 
     def _self_attribute(self, cls: cst.ClassDef, attr: str) -> Ref | None:
-        """What ``self.<attr>`` holds in ``cls``: an object built there (first), its annotation,
-        what the constructor's caller passes, or what a project base class sets."""
+        """What ``self.<attr>`` holds in ``cls``: the objects built there (in any branch: each
+        may run; with what is appended to a container there), else its annotation, what the
+        constructor's caller passes, or what a project base class sets."""
         memo: dict[tuple[int, str], Ref | None] = self.__dict__.setdefault("_attribute_memo", {})
         key = (id(cls), attr)
         if key in memo:
             return memo[key]
         memo[key] = None  # `self.policy = self.policy.to(device)`: the cycle ends here
-        built = annotated = passed = None
+        built: list[Ref | None] = []
+        annotated = passed = None
         bindings = self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, [])
         for binding in bindings:
             if binding.kind != "assign":
@@ -274,9 +311,8 @@ class ObjectRefs(MemberRefs):
                 if param is not None:
                     passed = passed or self._instance_class(binding.value, binding.node) or ("passed", *param)
                     continue
-            found = self._object_of(binding.value, binding.node, binding.element)
-            if found is not None and built is None:
-                built = found
+            built.append(self._object_of(binding.value, binding.node, binding.element))
+        built = either((*built, *self._appended_members(cls, attr)))  # every branch's object: any may run
         if annotated is None:
             annotated = self._annotated(self._class_annotations(cls).get(attr), cls)
         found = built or annotated or passed
@@ -309,13 +345,15 @@ class ObjectRefs(MemberRefs):
         return False
 
     def class_attributes(self, cls: cst.ClassDef) -> tuple[tuple[str, Ref], ...]:
-        """The objects a class keeps on ``self`` (for subclasses in other modules)."""
+        """The objects a class keeps on ``self`` (for subclasses in other modules); a name
+        appears once per class it may hold (two branches, a container's members)."""
         names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls))
         found = []
         for name in sorted(names):
-            ref = _single(self._self_attribute(cls, name))
-            if ref is not None and ref[0] != "attr":
-                found.append((name, ref))
+            ref = self._self_attribute(cls, name)
+            for each in (ref[1] if ref[0] == "each" else (ref,)) if ref is not None else ():
+                if each[0] != "attr":
+                    found.append((name, each))  # several entries: the attribute may hold any of them
         return tuple(found)
 
     # --- names of classes ------------------------------------------------------------------

@@ -29,6 +29,8 @@ from torchlint.findings import Location
 _PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
+_MAX_CLASSES = 8  # classes one object may be (branches, callers' arguments): a bound on the fan-out
+_SEVERAL = frozenset({"each", "attr", "passed"})  # references that may name several classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ class Project:
         self.returns = {(path, key): refs for path, s in self.files.items() for key, refs in s.returns}
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
+        self._functions_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -193,13 +196,74 @@ class Project:
 
     def _object_method(self, class_ref: Ref, importer: str, name: str, depth: int) -> tuple[str, str] | None:
         owner = self.class_of(class_ref, importer, depth + 1)
-        if owner is None:
-            return None
+        return self._method_of(owner, name, depth) if owner is not None else None
+
+    def _method_of(self, owner: tuple[str, str], name: str, depth: int) -> tuple[str, str] | None:
+        """``name`` on an object of ``owner``; a call of the object (``"__call__"``) runs its ``forward``."""
         for method in ("forward", "__call__") if name == "__call__" else (name,):
             found = self.method(*owner, method, depth + 1)
             if found is not None:
                 return found
         return None
+
+    def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
+        """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a
+        call of an object that may be of several classes (an attribute set in two branches,
+        what several callers pass, a container's members), the method of each."""
+        key = (ref, importer)
+        found = self._functions_memo.get(key)
+        if found is None:
+            kind = ref[0]
+            owners: list[tuple[str, str]] = []
+            if kind == "object" and ref[1][0] in _SEVERAL:
+                owners, name = self.classes_of(ref[1], importer, 1), ref[2]
+            elif kind == "method" and self.method(importer, ref[1], ref[2]) is None:
+                owners, name = self.classes_of(("attr", ref[1], ref[2]), importer, 1), "__call__"
+            if owners:
+                found = list(dict.fromkeys(m for owner in owners if (m := self._method_of(owner, name, 1)) is not None))
+            else:
+                one = self.function(ref, importer)
+                found = [one] if one is not None else []
+            self._functions_memo[key] = found
+        return found
+
+    def classes_of(self, ref: Ref, importer: str, depth: int = 0) -> list[tuple[str, str]]:
+        """Every class ``ref`` may name (``class_of`` gives the first): each member of
+        ``("each", refs)``, every class the first class in the MRO that keeps ``("attr", ...)``
+        holds there, whatever any caller passes for ``("passed", ...)``; at most _MAX_CLASSES."""
+        if ref[0] not in _SEVERAL:
+            one = self.class_of(ref, importer, depth)
+            return [one] if one is not None else []
+        if depth > _MAX_DEPTH:
+            return []
+        found: list[tuple[str, str]] = []
+        for inner, where in self._alternatives(ref, importer, depth):
+            for owner in self.classes_of(inner, where, depth + 1):
+                if owner not in found:
+                    found.append(owner)
+                    if len(found) >= _MAX_CLASSES:
+                        return found
+        return found
+
+    def _alternatives(self, ref: Ref, importer: str, depth: int) -> list[tuple[Ref, str]]:
+        """The references (and the files they are written in) that ``ref`` may be any of."""
+        if ref[0] == "each":
+            return [(member, importer) for member in ref[1]]
+        if ref[0] == "attr":  # `self.policy` that this class or a project base class keeps
+            for owner_path, owner in self.mro(importer, ref[1], depth + 1):
+                held = [(inner, owner_path) for name, inner in owner.attributes if name == ref[2]]
+                if held:
+                    return held
+            return []
+        found = []
+        for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):  # what the callers pass
+            if len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
+                owner = owner[1][ref[3]] if owner[0] == "tuple" and ref[3] < len(owner[1]) else None
+            elif owner[0] == "tuple":
+                continue
+            if owner is not None:
+                found.append((owner, caller))
+        return found
 
     def _named(self, path: str, rest: list[str], depth: int) -> tuple[str, str] | None:
         key = ".".join(rest)
@@ -251,26 +315,11 @@ class Project:
             element = 0 if ref[2] is None else ref[2]
             inner = returned[element] if element < len(returned) else None
             return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
-        if ref[0] == "passed":  # what the callers pass for a parameter (first that resolves)
-            for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):
-                if len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
-                    owner = owner[1][ref[3]] if owner[0] == "tuple" and ref[3] < len(owner[1]) else None
-                elif owner[0] == "tuple":
-                    continue
-                if owner is None:
-                    continue
-                found = self.class_of(owner, caller, depth + 1)
-                if found is not None:
-                    return found
-            return None
+        if ref[0] in _SEVERAL:  # the first of the classes it may be
+            found = self.classes_of(ref, importer, depth)
+            return found[0] if found else None
         if ref[0] == "local":
             return (importer, ref[1])
-        if ref[0] == "attr":  # `self.policy` that this class or a project base class keeps
-            for owner_path, owner in self.mro(importer, ref[1], depth + 1):
-                for name, held in owner.attributes:
-                    if name == ref[2]:
-                        return self.class_of(held, owner_path, depth + 1)
-            return None
         if ref[0] == "star":
             for level, module in self.files[importer].stars:
                 path = self.module_file(module, importer, level)
@@ -330,8 +379,9 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for call in calls_by_caller.get((path, key), ()):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
-            callee = project.function(call.target, path)
-            if callee is not None and callee != (path, key):
+            for callee in project.callees(call.target, path):
+                if callee == (path, key):
+                    continue
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (call.location,) if info.hook and call.location is not None else info.sites
                 via = "" if info.hook else key
@@ -366,13 +416,12 @@ def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
                 text: str | None = call.loop
             else:
                 text = step_loops.get((path, call.within)) if call.within else None
-            callee = project.function(call.target, path) if text is not None else None
-            if callee is not None:
-                text = _loop_text(text, project, callee)  # type: ignore[arg-type]
+            for callee in project.callees(call.target, path) if text is not None else ():
+                loop_text = _loop_text(text, project, callee)  # type: ignore[arg-type]
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
-                seeds.append((_rank(text), *callee, StepInfo(text, sites, host_only=summary.host_only, tensor_args=call.tensors,
-                                                             omitted=omitted, constants=constants)))
+                seeds.append((_rank(loop_text), *callee, StepInfo(loop_text, sites, host_only=summary.host_only, tensor_args=call.tensors,
+                                                                  omitted=omitted, constants=constants)))
     return seeds
 
 
@@ -392,13 +441,14 @@ def _step_loops(project: Project) -> dict[tuple[str, str], str]:
             loop = loops.get(where) if call.within else None
             if loop is None or not loop.may_step or where in found or call.target[0] not in ("object", "method", "local", "import"):
                 continue
-            callee = project.function(call.target, path)
-            if callee is None:
-                continue
-            if callee[1] in project.files[callee[0]].one_step:
-                found[where] = "a training loop"
-            elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
-                found[where] = loop.text  # a model's forward
+            for callee in project.callees(call.target, path):
+                if callee[1] in project.files[callee[0]].one_step:
+                    found[where] = "a training loop"
+                elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
+                    found[where] = loop.text  # a model's forward
+                else:
+                    continue
+                break
     for (path, key), loop in loops.items():  # loops inside a step loop run every step too
         parent = (path, loop.parent)
         while parent in loops and parent not in found:

@@ -130,7 +130,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                     self._may_pass_tensors(call), within, _given(call), self._branch(call, loop), self._constant_args(call))
+                     self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
+                     self._branch(call, loop), self._constant_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -424,9 +425,16 @@ def _over_own_attribute(iterable: cst.BaseExpression) -> bool:
     return type(iterable) is cst.Attribute and type(iterable.value) is cst.Name and iterable.value.value == "self"
 
 
-def _object_call(owner: Ref, method: str) -> Ref:
-    """A call of ``method`` on an object of ``owner``; on each member for a container."""
+# Methods of a container itself (`self.downs.append(block)`), never of its members.
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "add_module", "pop", "keys", "values", "items", "update", "index", "remove", "clear"})
+
+
+def _object_call(owner: Ref, method: str) -> Ref | None:
+    """A call of ``method`` on an object of ``owner``; on each member for a container (or
+    each class an attribute set in two branches may hold)."""
     if owner[0] == "each":
+        if method in _CONTAINER_METHODS:
+            return None
         return ("each", tuple(("object", member, method) for member in owner[1]))
     return ("object", owner, method)
 
