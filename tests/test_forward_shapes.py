@@ -138,3 +138,18 @@ def test_a_helper_without_torch_calls_the_model_it_is_given(tmp_path: Path) -> N
     }
     # A through partial, B built in the call; not C: `rebound` rebinds its parameter first
     assert _project(tmp_path, files) == {("layers.py", 6), ("layers.py", 9)}
+
+
+def test_self_called_in_a_lightning_step_runs_its_forward() -> None:
+    system = (
+        "import pytorch_lightning as pl\n"
+        "class System(pl.LightningModule):\n    def __init__(self, model):\n        super().__init__()\n        self.model = model\n"
+        "    def forward(self, x):\n        return self.model(x)\n"
+        "    def training_step(self, batch, i):\n        return self(batch).sum()\n"
+        "    def predict(self, x):\n        return self.head(x)\n"
+        "def main(loader):\n    pl.Trainer().fit(System(A()), loader)\n    B()\n"
+    )
+    text = HEAD + LAYERS + system
+    lines = text.splitlines()
+    found = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert {lines[f.line - 1].rsplit("# ", 1)[-1] for f in found} == {"A"}

@@ -29,7 +29,7 @@ from torchlint.findings import Location
 _PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
-_MAX_CLASSES = 8  # classes one object may be (branches, callers' arguments): a bound on the fan-out
+_MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 _SEVERAL = frozenset({"each", "attr", "passed"})  # references that may name several classes
 
 

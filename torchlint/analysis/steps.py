@@ -258,6 +258,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
             if func.value in _BUILTINS:
                 return None
+            if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
+                cls = ctx.tree.enclosing_class(at)
+                return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
             compiled = self._compiled_alias(func, at)
             if compiled is not None:
                 return compiled
