@@ -153,3 +153,16 @@ def test_self_called_in_a_lightning_step_runs_its_forward() -> None:
     lines = text.splitlines()
     found = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
     assert {lines[f.line - 1].rsplit("# ", 1)[-1] for f in found} == {"A"}
+
+
+def test_a_training_step_that_reaches_a_layer_deeper_still_names_training() -> None:
+    # an evaluation loop calls A directly, the training loop through Net.forward: A costs training steps
+    net = "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.a = A()\n    def forward(self, x):\n        return self.a(x)\n"
+    main = (
+        "def main(loader, val, opt):\n    model, probe = Net().cuda(), A().cuda()\n"
+        "    with torch.no_grad():\n        for x in val:\n            probe(x.cuda())\n"
+        "    for x in loader:\n        model(x.cuda()).sum().backward()\n        opt.step()\n"
+    )
+    found = lint_source(HEAD + LAYERS + net + main, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert [(f.line, f.impact) for f in found] == [(6, "high")]
+    assert "called from `Net.forward()`, run every step from a training loop at line 28" in found[0].message

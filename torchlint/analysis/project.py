@@ -363,7 +363,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
-            if not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
+            better = not known.hook and _rank(info.origin) < _rank(known.origin)
+            if better:  # a training step reaches it too, deeper in the search: it reads "training", from there
+                sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
+                known = steps[path][key] = replace(known, origin=info.origin, sites=sites, via=info.via, hook=info.hook)
+            elif not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
             if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
                 known = steps[path][key] = replace(known, tensor_args=True)
@@ -372,7 +376,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
-            if not (known.host_only and not info.host_only) and not grown:
+            if not (known.host_only and not info.host_only) and not grown and not better:
                 continue  # reached already: recursion and diamonds end here
             info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
         steps[path][key] = info
