@@ -88,7 +88,6 @@ class MemberRefs:
                 items.extend(self._items(call.args[-1].value, call, depth + 1))
         return items
 
-
     def _appended_members(self, cls: cst.ClassDef, attr: str) -> list[Ref | None]:
         """``self.downs.append(nn.ModuleList([...]))``, ``self.blocks.extend([...])`` in a method
         of ``cls``: members of the container ``self.<attr>`` (``nn.ModuleList([])`` where it is set)."""

@@ -12,7 +12,10 @@ constructors by class method (``Net.from_pretrained(path)``), attributes kept on
 (``("passed", ...)``) and an attribute a base class in another module sets
 (``("attr", class_key, name)``). The members of ``nn.Sequential``/``ModuleList``/``ModuleDict``
 are several classes at once: ``("each", refs)``, which the summary expands into one call
-per member (``for layer in self.layers: x = layer(x)``, ``self.blocks[i](x)``)."""
+per member (``for layer in self.layers: x = layer(x)``, ``self.blocks[i](x)``); so is an
+attribute set in two branches (``self.attn = Flash(d) if flash else Attention(d)``): a call
+of it may run either forward. Classes built through ``partial`` or a name bound to
+classes come from ``aliases.py``."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ class Project:
         self.returns = {(path, key): refs for path, s in self.files.items() for key, refs in s.returns}
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
-        self._functions_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
+        self._callees_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -211,7 +211,7 @@ class Project:
         call of an object that may be of several classes (an attribute set in two branches,
         what several callers pass, a container's members), the method of each."""
         key = (ref, importer)
-        found = self._functions_memo.get(key)
+        found = self._callees_memo.get(key)
         if found is None:
             kind = ref[0]
             owners: list[tuple[str, str]] = []
@@ -224,13 +224,13 @@ class Project:
             else:
                 one = self.function(ref, importer)
                 found = [one] if one is not None else []
-            self._functions_memo[key] = found
+            self._callees_memo[key] = found
         return found
 
-    def classes_of(self, ref: Ref, importer: str, depth: int = 0) -> list[tuple[str, str]]:
+    def classes_of(self, ref: Ref, importer: str, depth: int = 0, limit: int = _MAX_CLASSES) -> list[tuple[str, str]]:
         """Every class ``ref`` may name (``class_of`` gives the first): each member of
         ``("each", refs)``, every class the first class in the MRO that keeps ``("attr", ...)``
-        holds there, whatever any caller passes for ``("passed", ...)``; at most _MAX_CLASSES."""
+        holds there, whatever any caller passes for ``("passed", ...)``; at most ``limit``."""
         if ref[0] not in _SEVERAL:
             one = self.class_of(ref, importer, depth)
             return [one] if one is not None else []
@@ -238,10 +238,10 @@ class Project:
             return []
         found: list[tuple[str, str]] = []
         for inner, where in self._alternatives(ref, importer, depth):
-            for owner in self.classes_of(inner, where, depth + 1):
+            for owner in self.classes_of(inner, where, depth + 1, limit):
                 if owner not in found:
                     found.append(owner)
-                    if len(found) >= _MAX_CLASSES:
+                    if len(found) >= limit:
                         return found
         return found
 
@@ -316,7 +316,7 @@ class Project:
             inner = returned[element] if element < len(returned) else None
             return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
         if ref[0] in _SEVERAL:  # the first of the classes it may be
-            found = self.classes_of(ref, importer, depth)
+            found = self.classes_of(ref, importer, depth, limit=1)
             return found[0] if found else None
         if ref[0] == "local":
             return (importer, ref[1])
