@@ -38,6 +38,12 @@ def test_an_attribute_set_in_two_branches_runs_either_forward(first: str) -> Non
     assert _reached(_net(init, "        return self.attn(x)\n")) == {"A", "B"}  # not C: forward never calls self.head
 
 
+def test_a_branch_with_a_library_class_hides_no_other_branch() -> None:
+    # the first branch's class lives outside the project: the join resolves it to nothing
+    init = "        if cfg.flash:\n            self.attn = flash_attn.FlashAttention()\n        else:\n            self.attn = B()\n"
+    assert _reached(_net(init, "        return self.attn(x)\n"), "import flash_attn\n") == {"B"}
+
+
 def test_an_attribute_chosen_by_a_conditional_expression() -> None:
     init = "        self.norm = A() if cfg.rms else nn.Identity()\n        self.out = B() if cfg.big else C()\n"
     assert _reached(_net(init, "        return self.out(self.norm(x))\n")) == {"A", "B", "C"}
