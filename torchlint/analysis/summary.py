@@ -50,7 +50,7 @@ class ClassSummary:
     key: str
     bases: tuple[Ref, ...]
     methods: tuple[str, ...]
-    attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class (subclasses elsewhere use them)
+    attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
 
 
 @dataclass(frozen=True, slots=True)
