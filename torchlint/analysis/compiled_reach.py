@@ -50,8 +50,7 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
             if unless is not None and project.function(unless, path) is not None:
                 continue  # the class defines its own `compile()`: not nn.Module's
             for each in _members(ref):
-                callee = project.function(each, path)
-                if callee is not None:
+                for callee in project.callees(each, path):
                     work.append((*callee, CompiledInfo(callee[1], f"{how} in {os.path.basename(path)}", root_path=callee[0])))
     if not work:
         return found  # nothing compiled: the usual case, no call index to build
@@ -68,9 +67,9 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
         found.setdefault(path, {})[key] = info
         seen += 1
         for call in calls_by_caller.get((path, key), ()):
-            callee = project.function(call.target, path)
-            if callee is not None and callee != (path, key):
-                work.append((*callee, CompiledInfo(info.root, info.how, key, info.root_path)))
+            for callee in project.callees(call.target, path):  # every class an attribute may hold
+                if callee != (path, key):
+                    work.append((*callee, CompiledInfo(info.root, info.how, key, info.root_path)))
     return found
 
 

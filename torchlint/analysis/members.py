@@ -108,6 +108,19 @@ class MemberRefs:
                         found.setdefault((id(cls), receiver.attr.value), []).append(call)
         return found
 
+    def _keyed_member(self, cls: cst.ClassDef, attr: str, key: str) -> Ref | None:
+        """``self.transformer.h`` (or ``self.transformer["h"]``) where ``self.transformer =
+        nn.ModuleDict(dict(h=nn.ModuleList(...), wte=...))`` or ``nn.ModuleDict({"h": ...})``:
+        what the key holds (nanoGPT's and litgpt's layout)."""
+        for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
+            value = binding.value
+            if binding.kind != "assign" or type(value) is not cst.Call or not value.args or self.ctx.qname(value.func) != "torch.nn.ModuleDict":
+                continue
+            item = _keyed(value.args[0].value, key)
+            if item is not None:
+                return self._object_of(item, binding.node, None)
+        return None
+
     def _row_members(self, container: cst.BaseExpression, element: int, at: cst.CSTNode) -> Ref | None:
         """``for block1, block2, attn, down in self.downs`` where each member of ``self.downs`` is
         ``nn.ModuleList([ResnetBlock(), ResnetBlock(), Attention(), Downsample()])``: the
@@ -151,6 +164,17 @@ class MemberRefs:
 
 
 _ADDERS = ("append", "extend", "add_module", "insert")
+
+
+def _keyed(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
+    """The value of ``key`` in ``dict(key=...)`` or ``{"key": ...}``."""
+    if type(mapping) is cst.Call and type(mapping.func) is cst.Name and mapping.func.value == "dict":
+        return next((a.value for a in mapping.args if a.keyword is not None and a.keyword.value == key), None)
+    if type(mapping) is cst.Dict:
+        for element in mapping.elements:
+            if type(element) is cst.DictElement and type(element.key) is cst.SimpleString and element.key.evaluated_value == key:
+                return element.value
+    return None
 
 
 def either(refs: Iterable[Ref | None]) -> Ref | None:

@@ -205,6 +205,12 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if expr_type is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
             return self._self_attribute(cls, expr.attr.value) if cls is not None else None
+        keyed = _self_key(expr)
+        if keyed is not None:  # `self.transformer.h`, `self.transformer["h"]` of an nn.ModuleDict
+            cls = self.ctx.tree.enclosing_class(at)
+            found = self._keyed_member(cls, *keyed) if cls is not None else None
+            if found is not None or expr_type is cst.Attribute:
+                return found
         if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`
             return self._members_of(expr.value, at)
         return None
@@ -431,3 +437,17 @@ def unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
 def positional(function: cst.FunctionDef) -> tuple[str, ...]:
     params = function.params
     return tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _self_key(expr: cst.BaseExpression) -> tuple[str, str] | None:
+    """(attribute, key) for ``self.<attribute>.<key>`` and ``self.<attribute>["<key>"]``."""
+    if type(expr) is cst.Attribute:
+        owner, key = expr.value, expr.attr.value
+    elif type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index \
+            and type(expr.slice[0].slice.value) is cst.SimpleString:
+        owner, key = expr.value, expr.slice[0].slice.value.evaluated_value
+    else:
+        return None
+    if type(owner) is cst.Attribute and type(owner.value) is cst.Name and owner.value.value == "self":
+        return owner.attr.value, key
+    return None

@@ -285,6 +285,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            member = self._instance_class(func, at) if type(func.value) is cst.Attribute else None
+            if member is not None:
+                return _object_call(member, "__call__")  # `self.transformer.wte(idx)`: an nn.ModuleDict's member
             owner = self._instance_class(func.value, at)
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class

@@ -149,6 +149,10 @@ class HiddenSyncs:
         :meth:`tensorish`) that the device analysis does not place on the host."""
         if not self.tensorish(expr, at):
             return False
+        if type(expr) is cst.BinaryOperation:  # `i + 1` on a host index: the tensor operands decide
+            return any(self.device_tensor(o, at) for o in (expr.left, expr.right) if not plainly_python(o))
+        if type(expr) is cst.UnaryOperation:
+            return self.device_tensor(expr.expression, at)
         devices = self.ctx.devices
         return not (devices.is_host_batch(expr, at) or devices.loader_value(expr, at) or devices.moved_to_host(expr, at))
 

@@ -42,6 +42,8 @@ class HandWrittenAttention(Check):
             return  # the weights are not multiplied into values here: no attention, or returned for a plot
         if _weights_used_elsewhere(ctx, weights, use):
             return  # the weights themselves are returned or kept: the fused kernel does not give them
+        if _fallback_of_fused(ctx, node):
+            return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
         self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product)
 
 
@@ -176,4 +178,25 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
             continue
         return True
+    return False
+
+
+# Fused attention kernels: a branch beside one that calls them is a fallback for old versions.
+_FUSED = ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention", "flex_attention")
+
+
+def _fallback_of_fused(ctx, softmax: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is the softmax in one branch of an ``if`` whose other branch calls a fused kernel?"""
+    child: cst.CSTNode = softmax
+    for ancestor in ctx.tree.ancestors(softmax):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef):
+            return False
+        if type(ancestor) is cst.If:
+            other = ancestor.orelse if child is ancestor.body else ancestor.body if child is ancestor.orelse else None
+            if other is not None and any(name in short_code(ctx.module, other, limit=100_000) for name in _FUSED):
+                return True
+        if type(ancestor) is cst.Else:
+            child = ancestor
+            continue
+        child = ancestor
     return False
