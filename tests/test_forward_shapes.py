@@ -172,3 +172,15 @@ def test_a_training_step_that_reaches_a_layer_deeper_still_names_training() -> N
     found = lint_source(HEAD + LAYERS + net + main, "t.py", from_table({"select": ["TL102"]}, Path(".")))
     assert [(f.line, f.impact) for f in found] == [(6, "high")]
     assert "called from `Net.forward()`, run every step from a training loop at line 28" in found[0].message
+
+
+def test_members_of_a_module_dict_by_key() -> None:
+    """nanoGPT's layout: `self.transformer = nn.ModuleDict(dict(wte=..., h=nn.ModuleList(...)))`,
+    then `self.transformer.wte(x)` and `for block in self.transformer.h`; a key forward never
+    reads (`unused`) is not reached, and `self.heads["b"]` reads one key of a literal dict."""
+    init = (
+        "        self.transformer = nn.ModuleDict(dict(wte=A(), h=nn.ModuleList([B() for _ in range(2)]), unused=C()))\n"
+        "        self.heads = nn.ModuleDict({\"a\": C(), \"b\": D()})\n"
+    )
+    forward = "        x = self.transformer.wte(x)\n        for block in self.transformer.h:\n            x = block(x)\n        return self.heads[\"b\"](x)\n"
+    assert _reached(_net(init, forward)) == {"A", "B", "D"}
