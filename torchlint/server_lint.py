@@ -19,7 +19,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from torchlint.analysis.project import Steps, join
+from torchlint.analysis.join import Steps, join
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Resolver, format_size, load_config
 from torchlint.engine import Linter

@@ -1,68 +1,22 @@
-"""The project-wide join: which functions run once per step, and from where.
-
-Input: the :class:`~torchlint.analysis.steps.FileSummary` of every checked file
-(plain data, made file by file). Output: for each file, the per-step functions with
-the text that says how they are reached and the hot call sites that make them so.
-Only checked files are the project: a reference that resolves to nothing else (a
-library, site-packages) ends the search quietly, as do recursion and depth.
-
-A function is per-step when
-- a hot loop calls it (the call is not in a rare branch: the summary dropped those),
-- a framework calls it once per step (a hook method of a framework subclass, a
-  function registered with ``Engine(fn)``), or
-- a per-step function calls it on every run (not in a rare branch, not once after a
-  loop: such calls sit in the caller's body, which then is not per-step itself).
+"""Name resolution over the checked files' summaries: which function of the project a
+reference in one file calls, which classes an object may be, a class's bases and the
+framework hooks it inherits. Only checked files are the project: a reference that
+resolves to nothing else (a library, site-packages) ends the search quietly, as do
+recursion and depth. :mod:`torchlint.analysis.join` uses it to find the per-step
+functions, :mod:`torchlint.analysis.compiled_reach` what torch.compile traces.
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
-from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
-from torchlint.findings import Location
 
-_PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
-_MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
 _MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 _SEVERAL = frozenset({"each", "attr", "passed"})  # references that may name several classes
-
-
-@dataclass(frozen=True, slots=True)
-class StepInfo:
-    origin: str  # "a training loop", "Lightning `training_step`"
-    sites: tuple[Location, ...]  # the hot call sites that make the function per-step
-    hook: bool = False  # the function is the framework's step itself
-    host_only: bool = False  # every step that reaches it is in a file that never uses a device
-    tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
-    via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
-    omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
-    constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
-
-    def text(self, key: str, here: str) -> str:
-        """How a finding in function ``key`` of file ``here`` runs every step (messages):
-        "`LengthRegulator.expand()` (called from `LengthRegulator.LR()`, run every step from
-        a training loop at train.py:84)"."""
-        if self.hook:
-            return self.origin
-        where = ""
-        if self.sites:
-            site = self.sites[0]
-            where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
-        via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
-        return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
-
-
-class Steps(dict[str, dict[str, StepInfo]]):
-    """File path -> function key -> how it is per-step; and, beside it, what compiled code
-    traces (``compiled``: :mod:`torchlint.analysis.compiled_reach`)."""
-
-    compiled: Compiled = {}  # a join sets its own
 
 
 class Project:
@@ -345,147 +299,6 @@ class Project:
                     if hooks is not None:
                         return hooks
         return None
-
-
-def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
-    """Every per-step function of the project, with how it is reached."""
-    project = Project(summaries)
-    project.index_arguments()
-    steps = Steps()
-    # Training first: a helper that both training and evaluation reach reads "training".
-    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
-    calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.caller and call.loop is None:
-                calls_by_caller.setdefault((path, call.caller), []).append(call)
-    while work:
-        path, key, info = work.popleft()
-        known = steps.setdefault(path, {}).get(key)
-        if known is not None:
-            better = not known.hook and _rank(info.origin) < _rank(known.origin)
-            if better:  # a training step reaches it too, deeper in the search: it reads "training", from there
-                sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
-                known = steps[path][key] = replace(known, origin=info.origin, sites=sites, via=info.via, hook=info.hook)
-            elif not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
-                known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
-            if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
-                known = steps[path][key] = replace(known, tensor_args=True)
-            if not info.constants <= known.constants:  # its own parameters: callees are not affected
-                known = steps[path][key] = replace(known, constants=known.constants | info.constants)
-            grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
-            if grown:
-                known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
-            if not (known.host_only and not info.host_only) and not grown and not better:
-                continue  # reached already: recursion and diamonds end here
-            info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
-        steps[path][key] = info
-        for call in calls_by_caller.get((path, key), ()):
-            if call.branch and call.branch not in info.omitted:
-                continue  # `if max_len is None: ...` and every per-step call passes `max_len`
-            for callee in project.callees(call.target, path):
-                if callee == (path, key):
-                    continue
-                # Called by the framework's step itself: the call in the hook is the site.
-                sites = (call.location,) if info.hook and call.location is not None else info.sites
-                via = "" if info.hook else key
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
-                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee))))
-    _inner_places(project, steps)
-    steps.compiled = compiled_reach(project)
-    return steps
-
-
-def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
-    """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
-    calls made from hot loops, loops the join finds to be step loops and their calls."""
-    seeds: list[tuple[int, str, str, StepInfo]] = []
-    for path, summary in project.files.items():
-        for cls in summary.classes:
-            hooks = project.framework_hooks(path, cls)
-            if hooks is None:
-                continue
-            for method in cls.methods:
-                if method in hooks.methods:
-                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)
-                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", info))
-        for hook in summary.hooks:
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
-    step_loops = _step_loops(project)
-    for (path, key), text in step_loops.items():
-        seeds.append((_rank(text), path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.loop is not None:
-                text: str | None = call.loop
-            else:
-                text = step_loops.get((path, call.within)) if call.within else None
-            for callee in project.callees(call.target, path) if text is not None else ():
-                loop_text = _loop_text(text, project, callee)  # type: ignore[arg-type]
-                sites = (call.location,) if call.location is not None else ()
-                omitted, constants = project.omitted(call, callee), project.constants(call, callee)
-                seeds.append((_rank(loop_text), *callee, StepInfo(loop_text, sites, host_only=summary.host_only, tensor_args=call.tensors,
-                                                                  omitted=omitted, constants=constants)))
-    return seeds
-
-
-def _rank(text: str) -> int:
-    return 0 if "training" in text else 1 if "evaluation" in text else 2
-
-
-def _step_loops(project: Project) -> dict[tuple[str, str], str]:
-    """Loops that are step loops because their own body calls a model of the project
-    (``self.policy(obs)``, whose class another module defines) or a function of another
-    module that makes one training step; and the loops nested in them. Key -> loop text."""
-    loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
-    found: dict[tuple[str, str], str] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            where = (path, call.within)
-            loop = loops.get(where) if call.within else None
-            if loop is None or not loop.may_step or where in found or call.target[0] not in ("object", "method", "local", "import"):
-                continue
-            for callee in project.callees(call.target, path):
-                if callee[1] in project.files[callee[0]].one_step:
-                    found[where] = "a training loop"
-                elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
-                    found[where] = loop.text  # a model's forward
-                else:
-                    continue
-                break
-    for (path, key), loop in loops.items():  # loops inside a step loop run every step too
-        parent = (path, loop.parent)
-        while parent in loops and parent not in found:
-            parent = (path, loops[parent].parent)
-        if parent in found and (path, key) not in found:
-            found[(path, key)] = found[parent]
-    return found
-
-
-def _inner_places(project: Project, steps: Steps) -> None:
-    """Places inside a per-step function that findings wait for (``Loops.step_condition``):
-    a loop (not hot itself) runs every step with its function; the branch
-    ``if max_len is None:`` runs every step when a per-step call leaves ``max_len`` out."""
-    for path, summary in project.files.items():
-        known = steps.get(path)
-        if not known:
-            continue
-        for loop in summary.loops:  # source order: a loop's parent comes first
-            if loop.key not in known and loop.parent in known:
-                known[loop.key] = known[loop.parent]
-        for key, info in list(known.items()):
-            for name in info.omitted if "#" not in key else ():
-                known.setdefault(f"{key}#none:{name}", info)
-            for name in info.constants if "#" not in key else ():
-                known.setdefault(f"{key}#const:{name}", info)
-
-
-def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:
-    """A loop that only calls the step function is a training loop when that function
-    trains (``for x, y in loader: train_step(x, y)``)."""
-    if loop == "a per-batch loop" and callee[1] in project.files[callee[0]].trains:
-        return "a training loop"
-    return loop
 
 
 def _module_names(path: str) -> list[str]:

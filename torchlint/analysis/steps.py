@@ -1,6 +1,6 @@
 """Per-file summary of where steps happen: functions, the calls between them, class bases
 and framework hooks. Plain data, so files are analysed independently (in any process,
-from a cache) and joined cheaply by :mod:`torchlint.analysis.project`.
+from a cache) and joined cheaply by :mod:`torchlint.analysis.join`.
 
 A reference to a callee is a tuple, resolved later against the whole project:
 

@@ -1,5 +1,5 @@
 """The step summary of one file: plain frozen data (see :mod:`torchlint.analysis.steps`
-for how it is made and :mod:`torchlint.analysis.project` for how summaries are joined)."""
+for how it is made and :mod:`torchlint.analysis.join` for how summaries are joined)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint.analysis.project import join
+from torchlint.analysis.join import join
 from torchlint.config import Config, Resolver
 from torchlint.engine.cache import Cache, keys_of, look_up, unchanged
 from torchlint.engine.discover import SourceFile, discover
@@ -20,7 +20,7 @@ from torchlint.engine.settle import settle_steps
 from torchlint.findings import Finding, FixSafety
 
 if TYPE_CHECKING:
-    from torchlint.analysis.project import Steps
+    from torchlint.analysis.join import Steps
     from torchlint.engine.fixes import Edit
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from torchlint import catalogue
 from torchlint.analysis.context import Options
-from torchlint.analysis.project import Steps
+from torchlint.analysis.join import Steps
 from torchlint.checks import all_checks
 from torchlint.checks.base import Check
 from torchlint.config import Config

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Where, assess, where_of
-from torchlint.analysis.project import StepInfo, Steps, join
+from torchlint.analysis.join import StepInfo, Steps, join
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pathspec
 
-from torchlint.analysis.project import join
+from torchlint.analysis.join import join
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config
 from torchlint.engine import LintResult, Linter, settle_steps
