@@ -47,6 +47,23 @@ _ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "any", 
 TRUTH_BUILTINS = frozenset({"all", "any"})
 
 
+# Ops whose result has as many elements as the input has non-zeros, distinct values or a
+# largest value: the host must learn the size from the device (TL106), dynamo cannot trace it (TL504).
+SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount"})
+
+
+def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
+    """``torch.nonzero(x)`` or ``x.nonzero()``: (op name, the tensor it works on); (None, None)
+    for anything but a ``torch.<op>`` function or a method."""
+    qualified = ctx.qname(call.func)
+    if qualified is not None:
+        op = qualified[len("torch."):] if qualified.startswith("torch.") and qualified.count(".") == 1 else None
+        return op, call.args[0].value if call.args and not call.args[0].star else None
+    if type(call.func) is cst.Attribute:
+        return call.func.attr.value, call.func.value
+    return None, None
+
+
 def plainly_python(expr: cst.BaseExpression) -> bool:
     """Is ``expr`` a Python value on sight (a literal, ``-1``, ``x.shape[0]``, ``x.size(1)``,
     ``len(xs)``)? A cheap test that spares the analysis most sizes and indexes."""

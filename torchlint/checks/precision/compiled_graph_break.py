@@ -9,12 +9,11 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.checks.base import STEP_PLACEHOLDER, Check
 
 _SCALAR_READS = frozenset({"item", "tolist"})
 _CONVERSIONS = frozenset({"int", "float", "bool"})
-# Ops whose output has as many elements as the input has non-zeros or distinct values.
-_SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount"})
 # Calls dynamo skips (it does not trace into them): the graph ends at each one.
 _SKIPPED_CALLS = frozenset({"torch.autograd.grad", "warnings.warn", "time.time", "time.perf_counter", "time.monotonic", "time.sleep", "time.process_time"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
@@ -112,19 +111,11 @@ class CompiledGraphBreak(Check):
         return type(value) is cst.Call and self.ctx.qname(value.func) == "logging.getLogger"
 
     def _sized_op(self, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
-        """``torch.nonzero(x)`` / ``x.nonzero()`` and kin: (op, the tensor it sizes by)."""
-        ctx = self.ctx
-        qualified = ctx.qname(call.func)
-        if qualified is not None:
-            op = qualified[len("torch."):] if qualified.startswith("torch.") and qualified.count(".") == 1 else None
-            subject = call.args[0].value if call.args and not call.args[0].star else None
-            if op == "where" and len(call.args) == 1:
-                return op, subject  # `torch.where(cond)`: the indices of the true elements
-        elif type(call.func) is cst.Attribute:
-            op, subject = call.func.attr.value, call.func.value
-        else:
-            return None, None
-        return (op, subject) if op in _SIZED_BY_VALUES else (None, None)
+        """``torch.nonzero(x)`` / ``x.nonzero()`` and kin, ``torch.where(cond)``: (op, the tensor it sizes by)."""
+        op, subject = torch_op(self.ctx, call)
+        if op == "where" and len(call.args) == 1 and self.ctx.qname(call.func) is not None:
+            return op, subject  # `torch.where(cond)`: the indices of the true elements
+        return (op, subject) if op in SIZED_BY_VALUES else (None, None)
 
     def _report(self, node: cst.CSTNode, why: str, hint: str) -> None:
         ctx = self.ctx

@@ -6,14 +6,13 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.checks.base import Check
 
-# Ops whose result has as many elements as the input has non-zeros or distinct values.
-_SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select"})
 
 
 class DataDependentShapeInLoop(Check):
-    """`x[mask]`, `nonzero()`, `unique()`, `masked_select()`, `repeat_interleave(t)` on device tensors inside a hot loop."""
+    """`x[mask]`, `nonzero()`, `unique()`, `masked_select()`, `bincount()`, `repeat_interleave(t)` on device tensors inside a hot loop."""
 
     code = "TL106"
     name = "data-dependent-shape-in-loop"
@@ -26,15 +25,8 @@ class DataDependentShapeInLoop(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        func = node.func
-        qualified = ctx.qname(func)
-        if qualified is not None:
-            op = qualified[len("torch."):] if qualified.startswith("torch.") and qualified.count(".") == 1 else None
-            subject = node.args[0].value if node.args and not node.args[0].star else None
-        elif type(func) is cst.Attribute:
-            op, subject = func.attr.value, func.value
-        else:
-            return
+        op, subject = torch_op(ctx, node)
+        qualified = ctx.qname(node.func)
         if op is None or subject is None or not self._sized_by_values(op, node, qualified is not None):
             return
         if op == "repeat_interleave":
@@ -56,7 +48,7 @@ class DataDependentShapeInLoop(Check):
 
     def _sized_by_values(self, op: str, call: cst.Call, function: bool) -> bool:
         ctx = self.ctx
-        if op in _SIZED_BY_VALUES:
+        if op in SIZED_BY_VALUES:
             return True
         if op == "where":  # `torch.where(cond)`: the indices of the true elements
             return function and len(call.args) == 1 and call.args[0].keyword is None
