@@ -13,6 +13,7 @@ from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import Kind, looks_like_optimizer
 
 if TYPE_CHECKING:
+    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 Loop = cst.For | cst.While | cst.CompFor
@@ -454,7 +455,23 @@ class Loops:
             return False
         if any(ctx.tree.enclosing_function(b.node) is None and len(ctx.bindings.lookup(b.name, b.node)) < 2 for b in bindings):
             return False  # a module's only binding of the name: another module may import it
-        return not any(ctx.bindings.uses(binding, ordered=True) for binding in bindings)
+        return all(self._unread(binding) for binding in bindings)
+
+    def _unread(self, binding: Binding) -> bool:
+        """No read follows ``binding``, or the name is bound again in the same block before the
+        first read after it. A rebinding in another branch (``if a: x = A() else: x = B()``)
+        leaves both read."""
+        tree = self.ctx.tree
+        here = tree.statement_of(binding.node)
+        start = tree.index(binding.node)
+        reads = [tree.index(use) for use in self.ctx.bindings.uses(binding) if tree.index(use) > start]
+        if not reads:
+            return True
+        block = tree.parent(here) if here is not None else None
+        rebound = [tree.index(b.node) for b in self.ctx.bindings.lookup(binding.name, binding.node)
+                   if b is not binding and b.kind == "assign" and tree.index(b.node) > start
+                   and tree.parent(tree.statement_of(b.node)) is block]
+        return bool(rebound) and min(rebound) < min(reads)
 
     def _local_function(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function of this file that ``call`` runs (``f(...)``, ``self.m(...)``)."""
