@@ -60,6 +60,12 @@ BASE_HOOKS: tuple[BaseHooks, ...] = (
         ("Trainer", "Seq2SeqTrainer", "SFTTrainer", "DPOTrainer", "RewardTrainer"),
         {"compute_loss": TRAINING, "training_step": TRAINING, "_prepare_inputs": TRAINING, "prediction_step": EVALUATION},
     ),
+    BaseHooks(  # coqui-ai/Trainer (TTS and its kin): the trainer calls these once per batch
+        "Coqui Trainer",
+        ("trainer",),
+        ("TrainerModel",),
+        {"train_step": TRAINING, "optimize": TRAINING, "eval_step": EVALUATION},
+    ),
     BaseHooks(
         "Hugging Face",
         ("transformers",),

@@ -122,7 +122,7 @@ def where_of(origin: str) -> Where:
     text = origin.lower()
     if "epoch loop" in text:
         return Where.EPOCH
-    if any(word in text for word in ("evaluation", "validation", "test_step", "test loop")):
+    if any(word in text for word in ("evaluation", "validation", "test_step", "eval_step", "test loop")):
         return Where.EVAL
     if any(word in text for word in ("predict", "sampling", "inference", "generation")):
         return Where.INFER
