@@ -78,17 +78,19 @@ class CompiledGraphBreak(Check):
             self._report(node, "a boolean mask makes a tensor sized by the values, so the graph ends here", _SHAPE_HINT)
 
     def visit_If(self, node: cst.If) -> None:
-        self._branch(node, node.test)
+        self._branch(node.test)
 
     def visit_While(self, node: cst.While) -> None:
-        self._branch(node, node.test)
+        self._branch(node.test)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._branch(node, node.test)
+        self._branch(node.test)
 
     # `assert t` is left alone: dynamo turns an assert on a tensor into `torch._assert_async`.
 
-    def _branch(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
+    def _branch(self, test: cst.BaseExpression) -> None:
+        if self.ctx.tree.enclosing_function(test) is None:
+            return  # module-level code is never compiled (and the tensor analysis is the costly part)
         if self.ctx.syncs.reads_truth(test, test, traced=True):
             self._report(test, "Python must know the tensor's value to pick a branch, so the graph ends here", _BRANCH_HINT)
 
