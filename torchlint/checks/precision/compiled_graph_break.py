@@ -124,30 +124,25 @@ class CompiledGraphBreak(Check):
         function = ctx.tree.enclosing_function(node)
         if function is None:
             return  # module-level code is never compiled
-        if ctx.guards.rare(node, stop=function) or self._eager_branch(node, function) or self._configured_branch(node, function):
+        if ctx.guards.rare(node, stop=function) or self._untraced_branch(node, function):
             return  # a branch dynamo does not trace on a normal call: the graph stays whole there
         self.report(node, condition=function, hint=hint, expr=short_code(self.ctx.module, node), place=STEP_PLACEHOLDER, why=why)
 
-    def _eager_branch(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
-        """Under ``if not torch.compiler.is_compiling():`` (or its ``else``)."""
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is function:
-                return False
-            if type(ancestor) is cst.If and any(t in short_code(self.ctx.module, ancestor.test, limit=200) for t in _COMPILING_TESTS):
-                return True
-        return False
-
-    def _configured_branch(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
-        """Under a branch on a setting that is off by default: a parameter that defaults to
-        False or None (``if ret_usages:``), or a string compared (``if device.type == "xpu":``).
-        Dynamo specialises on Python values and traces such a branch only in the setups
-        that take it."""
+    def _untraced_branch(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Under a branch dynamo does not trace on a normal call: ``if not
+        torch.compiler.is_compiling():`` (or its ``else``), or a setting that is off by default,
+        a parameter that defaults to False or None (``if ret_usages:``) or a string compared
+        (``if device.type == "xpu":``): dynamo specialises on Python values and traces such a
+        branch only in the setups that take it."""
         child: cst.CSTNode = node
         for ancestor in self.ctx.tree.ancestors(node):
             if ancestor is function:
                 return False
-            if type(ancestor) is cst.If and child is not ancestor.test and self._setting_test(ancestor.test, function):
-                return True
+            if type(ancestor) is cst.If:
+                if any(t in short_code(self.ctx.module, ancestor.test, limit=200) for t in _COMPILING_TESTS):
+                    return True
+                if child is not ancestor.test and self._setting_test(ancestor.test, function):
+                    return True
             child = ancestor
         return False
 
