@@ -62,9 +62,15 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
         traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
+        from torchlint.stopping import status_of, stop_signals_raise
+
         try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            with stop_signals_raise():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: what started is ended, no traceback
+            _flush_quietly()
+            sys.exit(status_of(stop))
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as error:
             if "--debug" in sys.argv or os.environ.get("TORCHLINT_DEBUG"):
@@ -81,6 +87,15 @@ class _LazyGroup(click.Group):
         rows += [(name, help_text) for name, (_, _, help_text) in self.LAZY.items() if name not in self.commands]
         with formatter.section("Commands"):
             formatter.write_dl(sorted(rows))
+
+
+def _flush_quietly() -> None:
+    """Flush what the command printed; a reader that went away with the signal is no error."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 @click.group(cls=_LazyGroup, context_settings=CONTEXT)
@@ -119,12 +134,13 @@ def main() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when problems are found.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix, exit 1 when a file was fixed, even if no problem is left.")
 @click.option("-w", "--watch", is_flag=True, help="Check again whenever a checked file or a config file changes (Ctrl-C stops).")
+@click.option("--no-clear", is_flag=True, help="With --watch, keep the earlier runs' output instead of clearing the screen.")
 @click.option("--debug", is_flag=True, help="Let a crashing check raise instead of reporting it (runs in one process).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes to check files with (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False) -> None:
+def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False, no_clear: bool = False) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     if watch:
         if [str(p) for p in paths] == ["-"]:
@@ -133,7 +149,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
 
         context = click.get_current_context()
         again = dict(context.params, watch=False)
-        watch_files(lambda: context.invoke(check, **again), list(paths) or [Path(".")], config_file, isolated)
+        watch_files(lambda: context.invoke(check, **again), list(paths) or [Path(".")], config_file, isolated, clear=not no_clear)
         return
     from torchlint.config import ConfigError, Resolver
     from torchlint.engine import MissingPathError, lint_paths

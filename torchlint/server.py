@@ -322,5 +322,29 @@ def build() -> TorchlintServer:
 
 
 def serve() -> None:
-    """Serve over stdin and stdout until the editor says exit."""
+    """Serve over stdin and stdout until the editor says exit, or a stop signal comes."""
+    _end_on_stop_signals()
     build().start_io()
+
+
+def _end_on_stop_signals() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP end the server at once with the signal's status (130,
+    143, 129). pygls reads stdin in a worker thread that nothing interrupts, and on the way
+    out waits for its threads: unwinding would hang until the editor closed stdin. Nothing
+    is lost: every file the server writes (the cache) is written whole, then renamed."""
+    import os
+    import signal
+    import sys
+
+    from torchlint.stopping import RAISED
+
+    def end(signum: int, frame: object) -> None:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGINT, *RAISED):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # an editor that ignores one for us is obeyed
+            signal.signal(signum, end)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.results import FileResult, InternalError, plain
+from torchlint.stopping import stop_signals_raise
 
 if TYPE_CHECKING:
     from torchlint.engine.linter import Linter
@@ -174,44 +175,21 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="torchlint-parent-watch", daemon=True).start()
 
 
-class _Stopped(BaseException):
-    """SIGTERM or SIGHUP reached the parent while the pool ran."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _stop_signals_end_the_pool() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise in the parent while the pool runs, so the workers are
-    stopped before the parent ends with the signal's status (128 + its number)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise _Stopped(signum)
-
-    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    previous = {signum: signal.signal(signum, stop) for signum in wanted}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _kill_workers(executor: ProcessPoolExecutor) -> None:
-    """Stop every worker now (a stopped run has no use for what they are checking)."""
-    for process in list(getattr(executor, "_processes", {}).values()):
+    """Stop every worker now (a stopped run has no use for what they are checking), and
+    reap them, so none outlives the command."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for process in processes:
         try:
             process.kill()
         except (OSError, AttributeError):
             pass
     executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.join(timeout=1.0)
+        except (OSError, AttributeError, AssertionError):
+            pass
 
 
 def _worker_linter(slot: int) -> Linter:
@@ -255,8 +233,10 @@ def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progr
 def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
     # The handlers come first: a signal between the workers' start and the wait for their
-    # results must stop them too.
-    with _stop_signals_end_the_pool():
+    # results must stop them too. Ctrl-C, SIGTERM and SIGHUP all raise KeyboardInterrupt
+    # (torchlint/stopping.py): the workers are killed at once, not left to finish their
+    # batches, and the command exits with the signal's status.
+    with stop_signals_raise():
         executor = _new_pool(min(jobs, len(chunks)), configs)
         if executor is None:
             return None
@@ -268,11 +248,8 @@ def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progr
                     return None
                 done = _collect(futures, chunks, progress)
             except KeyboardInterrupt:
-                executor.shutdown(wait=False, cancel_futures=True)
-                raise
-            except _Stopped as stopped:
                 _kill_workers(executor)
-                raise SystemExit(128 + stopped.signum) from None
+                raise
     lost = [file for index, chunk in enumerate(chunks) if index not in done for file in chunk]
     again = _one_by_one(lost, configs, progress, worked=bool(done)) if lost else []
     if again is None:
@@ -314,22 +291,27 @@ def _one_by_one(files: list[SourceFile], configs: Configs, progress: Progress | 
     when the first two files fail and no worker has ever finished one (``worked``)."""
     results: list[FileResult] = []
     executor = None
-    for file in files:
-        if not worked and len(results) == 2:
-            return None
-        executor = executor or _new_pool(1, configs)
-        try:
-            if executor is None:
-                raise OSError("no worker process")
-            results.extend(executor.submit(_check_chunk, [file], _slots([file], configs)).result())
-            worked = True
-        except Exception:
-            if executor is not None:
-                executor.shutdown(wait=False, cancel_futures=True)
-            executor = None
-            results.append(_lost(file))
-        if progress is not None:
-            progress(1)
+    with stop_signals_raise():
+        for file in files:
+            if not worked and len(results) == 2:
+                return None
+            executor = executor or _new_pool(1, configs)
+            try:
+                if executor is None:
+                    raise OSError("no worker process")
+                results.extend(executor.submit(_check_chunk, [file], _slots([file], configs)).result())
+                worked = True
+            except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: as in the pool
+                if executor is not None:
+                    _kill_workers(executor)
+                raise
+            except Exception:
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
+                executor = None
+                results.append(_lost(file))
+            if progress is not None:
+                progress(1)
     if executor is not None:
         executor.shutdown()
     return results
