@@ -311,24 +311,51 @@ def test_one_sigterm_ends_a_script_that_waits_for_its_threads(tmp_path: Path, to
     assert _report(tmp_path)["run"]["steps"] == 3
 
 
-def test_sigterm_during_the_experiment_still_reports_the_run(tmp_path: Path, torch_available) -> None:
-    """The profiled run had completed: SIGTERM in the experiment left no report at all."""
+def _processes_in(directory: Path) -> list[int]:
+    """The live processes working in ``directory`` (torchlint, its window server and windows)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")).is_relative_to(directory):
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"])
+def test_a_stop_during_the_experiment_still_reports_the_run(tmp_path: Path, torch_available, how: int) -> None:
+    """The profiled run had completed: SIGTERM in the experiment left no report at all, and
+    Ctrl-C there exited 0. Each stop ends the windows, reports the run, exits 128 + signo."""
     shutil.copy(SCRIPT, tmp_path / SCRIPT.name)
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--experiment", "--budget", "120", "--out", "run",
          "stops_early.py", "--steps", "30", "--step-sleep", "0.02"],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     seen, deadline = "", time.monotonic() + 120
-    while "torchlint: experiment: " not in seen and time.monotonic() < deadline:
+    while " at line " not in seen and time.monotonic() < deadline:  # a candidate's windows are starting
         line = proc.stderr.readline()  # type: ignore[union-attr]
         if not line:
             break
         seen += line
-    assert "torchlint: experiment: " in seen, seen
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "Traceback" not in err and "stopped by SIGTERM" in err
+    assert " at line " in seen, seen
+    time.sleep(1.0)  # the window server is importing torch, or running a window
+    (os.killpg if how == signal.SIGINT else os.kill)(proc.pid, how)  # Ctrl-C: the terminal's whole group
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + how, err
+    assert "Traceback" not in err and "stopped by " in err
     report = _report(tmp_path)
     assert report["run"]["exit_status"] == 0 and "Run directory" in out
+    assert (tmp_path / "run" / "experiment.json").is_file()  # what the experiment measured is kept
+    deadline = time.monotonic() + 5
+    while _processes_in(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_in(tmp_path), "a window or the window server outlived the run"

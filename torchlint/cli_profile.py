@@ -9,7 +9,6 @@ the child process.
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from torchlint.cli_profile_report import _import_static_checks, lint_for_session
 from torchlint.profiler.loadrun import load_run
 from torchlint.profiler.run import RunDirError, RunOptions, ScriptError, StopRequested, StopSignals, check_script, make_run_dir, release_run_dir, run_child
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE
+from torchlint.stopping import name_of
 
 
 
@@ -202,8 +202,9 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
     stop_watching()
     prewarm.join()
     hint = misplaced_options_hint(script, script_args) if status != 0 else None
-    # SIGTERM or SIGHUP from here on stops the experiment, never the report of a run that
-    # finished: the report is written, then torchlint exits with the signal's status.
+    # Ctrl-C, SIGTERM or SIGHUP from here on stops the experiment (its windows are ended),
+    # never the report of a run that finished: the report is written, then torchlint exits
+    # with the signal's status (130, 143, 129).
     with StopSignals() as stops:
         if experiment and status == 0:
             try:
@@ -227,7 +228,7 @@ def _profile_into(run_dir: Path, path: Path, script: str, script_args: tuple[str
             click.echo(f"torchlint: error: could not build the report in {run_dir}: {type(exc).__name__}: {exc}", err=True)
             sys.exit(status if status else 1)
     if stops.signum is not None:
-        click.echo(f"torchlint: stopped by {signal.Signals(stops.signum).name}; the report is in {run_dir}", err=True)
+        click.echo(f"torchlint: stopped by {name_of(stops.signum)}; the report is in {run_dir}", err=True)
         status = 128 + stops.signum
     if not json_mode:
         click.echo("")  # a blank line between the script's output and the report

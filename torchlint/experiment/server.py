@@ -48,7 +48,11 @@ class WindowServer:
         finally:
             err.close()
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-        self._expect("ready", start_timeout)
+        try:
+            self._expect("ready", start_timeout)
+        except BaseException:  # stopped (Ctrl-C, SIGTERM) while it imports torch: it ends too
+            self.close(force=True)
+            raise
 
     def _read(self, stream: IO[str] | None) -> None:
         assert stream is not None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from torchlint.stopping import RAISED, Stopped, name_of
+
 OUTPUT_LOG = "script-output.log"
 # The torchlint checkout (or site-packages) directory, so the child can import us
 # even when torchlint runs from a source tree that is not installed.
@@ -258,39 +260,45 @@ def _forward_stop_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
     return {signum: signal.signal(signum, on_signal) for signum in counts}
 
 
-class StopRequested(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached torchlint after the profiled run (during the experiment):
-    it stops what torchlint is doing, as Ctrl-C does, and the report is still written."""
+class StopRequested(Stopped):
+    """Ctrl-C, SIGTERM or SIGHUP reached torchlint after the profiled run (during the
+    experiment): it stops what torchlint is doing, and the report is still written."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
-        self.signum = signum
-        self.reason = f"stopped by {signal.Signals(signum).name}"
+        self.reason = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"stopped by {name_of(signum)}"
 
 
 class StopSignals:
-    """SIGTERM and SIGHUP while torchlint works on a finished run: the first one raises
-    :class:`StopRequested` while ``raising`` (the experiment), and is only remembered after
-    :meth:`defer` (the report being written). ``signum`` is the first one that came."""
+    """Ctrl-C, SIGTERM and SIGHUP while torchlint works on a finished run: the first one
+    raises :class:`StopRequested` while ``raising`` (the experiment, whose windows are then
+    ended), and is only remembered after :meth:`defer` (the report being written), unless
+    it is the third: then the report is given up. ``signum`` is the first one that came;
+    the command exits with its status (torchlint/stopping.py)."""
+
+    GIVE_UP = 3
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.raising = True
+        self.count = 0
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is not threading.main_thread():
             return self
-        wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-        self._previous = {signum: signal.signal(signum, self._on_signal) for signum in wanted}
+        for signum in (signal.SIGINT, *RAISED):
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # `nohup`, a `&` job: still ignored
+                self._previous[signum] = signal.signal(signum, self._on_signal)
         return self
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        self.count += 1
         first = self.signum is None
         if first:
             self.signum = signum
-        if first and self.raising:
-            raise StopRequested(signum)
+        if (first and self.raising) or self.count >= self.GIVE_UP:
+            raise StopRequested(self.signum)
 
     def defer(self) -> None:
         self.raising = False
