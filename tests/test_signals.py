@@ -1,0 +1,249 @@
+"""One way to stop every long-running command (torchlint/stopping.py): Ctrl-C, SIGTERM and
+SIGHUP end `check` (pooled or not), `check --watch` (running or idle) and the server within
+a second or two, with 128 + the signal's number, no traceback and no worker left; and a
+watch wakes for what a run reads (a file, a config file, a new file), not for a swap file,
+clearing the screen between runs on a terminal unless `--no-clear`.
+
+(`profile --experiment` stopped by each signal: tests/test_hardening_profile.py.)"""
+
+from __future__ import annotations
+
+import os
+import pty
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+
+ROOT = Path(__file__).resolve().parent.parent
+TL110 = "import torch\nx = torch.zeros(3).cuda()\n"
+STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+NAMES = ["ctrl-c", "sigterm", "sighup"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+
+
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if int(parent) == pid and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _gone(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start(cwd: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
+    """torchlint in its own process group (a terminal's Ctrl-C reaches the whole group)."""
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", open(cwd.parent / f"{cwd.name}.stderr", "w"))  # not a pipe: a worker holding it would block a reader
+    return subprocess.Popen([sys.executable, "-m", "torchlint", *args], cwd=cwd, env=env or _env(), text=True, start_new_session=True, **popen)
+
+
+def _stop(proc: subprocess.Popen[str], how: int) -> tuple[int, float]:
+    """Send ``how`` as a user would (Ctrl-C: to the group), and the exit status and how long it took."""
+    started = time.monotonic()
+    (os.killpg if how == signal.SIGINT else os.kill)(proc.pid, how)
+    try:
+        status = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return status, time.monotonic() - started
+
+
+def _project(tmp_path: Path, files: int) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    for i in range(files):
+        shutil.copy(FIXTURES / "scripts" / "cifar_train.py", project / f"train_{i}.py")
+    return project
+
+
+def _two_workers(proc: subprocess.Popen[str], timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while len(_children(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _children(proc.pid)
+    if len(workers) < 2:
+        proc.kill()
+        pytest.skip("the pool never started two workers here")
+    return workers
+
+
+def _stderr(cwd: Path) -> str:
+    return (cwd.parent / f"{cwd.name}.stderr").read_text()
+
+
+@pytest.mark.parametrize("how", STOPS, ids=NAMES)
+@pytest.mark.parametrize("watching", [False, True], ids=["check", "watch"])
+def test_a_stop_ends_a_pooled_run_at_once(tmp_path: Path, how: int, watching: bool) -> None:
+    """Ctrl-C on `check -j2` took 12-31 s and exited 1; SIGTERM and SIGHUP in a pooled
+    `--watch` run were swallowed and the watch went on."""
+    project = _project(tmp_path, 400)
+    proc = _start(project, "check", "-j2", "--no-cache", "-q", *(["--watch"] if watching else []), ".")
+    workers = _two_workers(proc)
+    status, took = _stop(proc, how)
+    assert status == 128 + how, _stderr(project)
+    assert took < 5, f"it took {took:.1f} s to stop"
+    assert "Traceback" not in _stderr(project)
+    assert _gone(workers, timeout=2), "a worker outlived its run"
+
+
+@pytest.mark.parametrize("how", STOPS, ids=NAMES)
+def test_a_stop_ends_an_idle_watch(tmp_path: Path, how: int) -> None:
+    project = _project(tmp_path, 1)
+    err = project.parent / "watch.err"
+    proc = _start(project, "check", "--watch", ".", stderr=open(err, "w"))
+    deadline = time.monotonic() + 60
+    while "watching for changes" not in err.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "watching for changes" in err.read_text()
+    status, took = _stop(proc, how)
+    assert status == 128 + how and took < 5 and "Traceback" not in err.read_text()
+
+
+def _initialized_server(cwd: Path) -> subprocess.Popen[bytes]:
+    """A server that answered `initialize` and now waits, idle, on its stdin."""
+    proc = subprocess.Popen([sys.executable, "-m", "torchlint", "server"], cwd=cwd, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": null, "rootUri": null, "capabilities": {}}}'
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    assert ready and proc.stdout.readline().startswith(b"Content-Length")
+    return proc
+
+
+@pytest.mark.parametrize("how", STOPS, ids=NAMES)
+def test_a_stop_ends_an_idle_server(tmp_path: Path, how: int) -> None:
+    """pygls waits on a thread blocked in stdin's read: SIGINT was ignored."""
+    pytest.importorskip("pygls")
+    proc = _initialized_server(tmp_path)
+    started = time.monotonic()
+    proc.send_signal(how)
+    try:
+        status = proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert status == 128 + how and time.monotonic() - started < 5
+    assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+
+
+class Watch:
+    """`check --watch` on ``project``, its stdout and stderr read line by line."""
+
+    def __init__(self, project: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = _start(project, "check", "--watch", "--min-impact", "low", "--output-format", "concise", *args, ".",
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.seen):
+            try:
+                self.seen.append(self.lines.get(timeout=max(deadline - time.monotonic(), 0)))
+            except queue.Empty:
+                raise AssertionError(f"{text!r} did not come within {timeout} s; saw {self.seen}") from None
+
+    def quiet_for(self, seconds: float) -> bool:
+        try:
+            self.seen.append(self.lines.get(timeout=seconds))
+        except queue.Empty:
+            return True
+        return False
+
+    def next_run(self, change, text: str, timeout: float = 15) -> None:  # type: ignore[no-untyped-def]
+        self.seen.clear()
+        change()
+        self.wait_for(text, timeout)
+        self.wait_for("watching for changes", timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["events", "polling"])
+def test_a_watch_runs_again_for_what_a_run_reads(tmp_path: Path, mode: str) -> None:
+    """A file edited, a config file changed, a file added: each runs the check again within
+    a bounded time; an editor's swap file beside them does not."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "a.py").write_text(TL110)
+    watch = Watch(project, env=_env(**({"TORCHLINT_WATCH_POLL": "1"} if mode == "polling" else {})))
+    try:
+        watch.wait_for("pkg/a.py:2:5: TL110", 60)
+        watch.wait_for("watching for changes", 60)
+        if mode == "polling":  # let the poll back off: a change must still be seen within its longest pause
+            time.sleep(4)
+        watch.next_run(lambda: (project / "pkg" / "a.py").write_text('import torch\nx = torch.zeros(3, device="cuda")\n'), "No problems found")
+        watch.next_run(lambda: (project / "pkg" / "b.py").write_text(TL110), "pkg/b.py:2:5: TL110")
+        watch.next_run(lambda: (project / "torchlint.toml").write_text('ignore = ["TL110"]\n'), "No problems found")
+        watch.seen.clear()
+        (project / "pkg" / ".b.py.swp").write_text("swap")
+        assert watch.quiet_for(1.5), f"a swap file ran the check again: {watch.seen}"
+    finally:
+        watch.close()
+
+
+@pytest.mark.parametrize("clear", [True, False], ids=["clear", "no-clear"])
+def test_a_watch_on_a_terminal_clears_the_screen_between_runs(tmp_path: Path, clear: bool) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text(TL110)
+    leader, terminal = pty.openpty()
+    proc = _start(project, "check", "--watch", "--min-impact", "low", *([] if clear else ["--no-clear"]), ".", stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+
+    def read_until(text: bytes, start: int = 0, timeout: float = 60) -> None:
+        nonlocal shown
+        deadline = time.monotonic() + timeout
+        while text not in shown[start:]:
+            ready, _, _ = select.select([leader], [], [], max(deadline - time.monotonic(), 0))
+            assert ready, f"{text!r} never came: {shown[-400:]!r}"
+            shown += os.read(leader, 65536)
+
+    try:
+        read_until(b"watching for changes")
+        before = len(shown)
+        (project / "a.py").write_text(TL110 + "y = 1\n")
+        read_until(b"checking again", before)
+        assert (b"\x1b[2J" in shown[before:]) is clear
+        assert b"\x1b[2J" not in shown[:before]  # the first run's output is not cleared away
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.close(leader)
