@@ -21,9 +21,10 @@ from pathlib import Path
 
 import click
 
+from torchlint.config import CONFIG_NAMES
+from torchlint.engine.discover import SOURCE_SUFFIXES
 from torchlint.filewatch import Stamps, stamps, wait_for_change
 
-CONFIG_NAMES = ("pyproject.toml", "torchlint.toml", ".torchlint.toml")
 
 
 @dataclass
@@ -41,7 +42,7 @@ def watch(run: Callable[[], object], paths: list[Path], config_file: Path | None
         before = snapshot(paths, config_file, isolated)
         _once(run)
         click.echo("torchlint: watching for changes (Ctrl-C stops)", err=True)
-        wait_for_change(before.directories, lambda: _changed(before, paths, config_file, isolated))
+        wait_for_change(before.directories, lambda: _changed(before, paths, config_file, isolated), _read_by_a_run)
         if clear and sys.stdout.isatty():
             click.clear()
         click.echo("torchlint: files changed, checking again", err=True)
@@ -56,6 +57,12 @@ def _once(run: Callable[[], object]) -> None:
         pass
     except click.ClickException as error:
         error.show()
+
+
+def _read_by_a_run(name: str) -> bool:
+    """Whether a file of this name may be read by a run: a source file, a notebook, a
+    config file or an ignore file (a log or a swap file beside them is not)."""
+    return name.endswith(SOURCE_SUFFIXES) or name in CONFIG_NAMES or name == ".gitignore"
 
 
 def _changed(before: Snapshot, paths: list[Path], config_file: Path | None, isolated: bool) -> bool:
@@ -82,9 +89,9 @@ def snapshot(paths: list[Path], config_file: Path | None, isolated: bool) -> Sna
     from torchlint.engine.project_files import project_root
 
     present = [p for p in paths if os.path.lexists(p)]
-    files = {os.path.abspath(p) for p in paths}
     tops = {os.path.abspath(p) for p in present if os.path.isdir(p)}
-    tops.update(os.path.dirname(name) for name in files if name not in tops)  # a given file's folder: it may come back
+    files = {os.path.abspath(p) for p in paths if os.path.abspath(p) not in tops}
+    tops.update(os.path.dirname(name) for name in files)  # a given file's folder: the file may come back
     try:
         settings = Resolver(None, config_file, isolated)
         roots = [root for root in {project_root(p, settings) for p in present} if root is not None]
@@ -108,8 +115,7 @@ def _directories(files: set[str], tops: set[str]) -> set[str]:
         directory = os.path.dirname(name)
         while directory not in found:
             found.add(directory)
-            parent = os.path.dirname(directory)
-            if parent == directory or not any(directory.startswith(top + os.sep) for top in tops):
-                break
-            directory = parent
+            if not any(directory.startswith(top + os.sep) for top in tops):
+                break  # a config file outside them: its own folder only
+            directory = os.path.dirname(directory)
     return found

@@ -14,9 +14,10 @@ import ctypes
 import errno
 import os
 import select
+import struct
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 Stamps = dict[str, tuple[int, int]]
 
@@ -34,6 +35,9 @@ _IN_DELETE_SELF, _IN_MOVE_SELF, _IN_ONLYDIR = 0x400, 0x800, 0x01000000
 _MASK = (_IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE
          | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR)
 _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
+_IN_Q_OVERFLOW, _IN_ISDIR = 0x4000, 0x40000000
+_IN_SELF = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_Q_OVERFLOW  # the folder itself, or events lost: look again
+_HEADER = struct.Struct("iIII")
 
 
 def stamps(names: Iterable[str]) -> Stamps:
@@ -73,27 +77,40 @@ class _Inotify:
         # A directory removed meanwhile is the caller's stamps' business, not a failure.
         return ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR)
 
-    def wait(self, timeout: float) -> bool:
-        """Whether an event came within ``timeout`` seconds (its queue is emptied)."""
-        readable, _, _ = select.select([self.fd], [], [], timeout)
-        if not readable:
-            return False
-        time.sleep(SETTLE_S)
-        try:
-            while os.read(self.fd, 65536):
-                pass
-        except BlockingIOError:
-            pass
-        return True
+    def wait(self, timeout: float, wanted: Callable[[str], bool]) -> bool:
+        """Whether an event about a ``wanted`` name (or a folder) came within ``timeout``
+        seconds; the others (a log file a training run appends to) are read and dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            readable, _, _ = select.select([self.fd], [], [], max(deadline - time.monotonic(), 0))
+            if not readable:
+                return False
+            time.sleep(SETTLE_S)
+            if any(_IN_ISDIR & mask or _IN_SELF & mask or wanted(name) for mask, name in self._events()):
+                return True
+
+    def _events(self) -> Iterator[tuple[int, str]]:
+        """(mask, name) of each queued event (struct inotify_event: wd, mask, cookie, len, name)."""
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            offset = 0
+            while offset + _HEADER.size <= len(data):
+                _wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
+                raw = data[offset + _HEADER.size:offset + _HEADER.size + length]
+                offset += _HEADER.size + length
+                yield mask, os.fsdecode(raw.rstrip(b"\0"))
 
     def close(self) -> None:
         os.close(self.fd)
 
 
-def wait_for_change(directories: Iterable[str], changed: Callable[[], bool]) -> None:
+def wait_for_change(directories: Iterable[str], changed: Callable[[], bool], wanted: Callable[[str], bool]) -> None:
     """Return once ``changed()`` says so; it is asked after each event in ``directories``
-    (or each poll where there are no events) and once at the start, so a change made
-    before the watch began is not missed."""
+    about a ``wanted`` file name or a folder (or after each poll where there are no
+    events), and once at the start, so a change made before the watch began is not missed."""
     events = _Inotify.open()
     try:
         if events is not None and not all(events.add(d) for d in directories):
@@ -102,7 +119,7 @@ def wait_for_change(directories: Iterable[str], changed: Callable[[], bool]) -> 
         pause = FIRST_POLL_S
         while not changed():
             if events is not None:
-                events.wait(EVENTS_POLL_S)
+                events.wait(EVENTS_POLL_S, wanted)
                 continue
             time.sleep(pause)
             pause = min(pause * 2, LAST_POLL_S)
