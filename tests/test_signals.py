@@ -245,3 +245,39 @@ def test_a_watch_on_a_terminal_clears_the_screen_between_runs(tmp_path: Path, cl
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         os.close(leader)
+
+
+def test_stop_signals_in_the_process_raise_as_ctrl_c_and_respect_nohup() -> None:
+    from torchlint.stopping import Stopped, status_of, stop_signals_raise
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup` starts a command
+    try:
+        with stop_signals_raise():
+            with pytest.raises(KeyboardInterrupt) as stop:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+            assert isinstance(stop.value, Stopped) and status_of(stop.value) == 143
+            os.kill(os.getpid(), signal.SIGHUP)  # still ignored
+            time.sleep(0.05)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert status_of(KeyboardInterrupt()) == 130
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_the_experiment_stops_on_any_signal_but_the_report_only_on_the_third() -> None:
+    from torchlint.profiler.run import StopRequested, StopSignals
+
+    with StopSignals() as stops:
+        with pytest.raises(StopRequested) as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        assert stop.value.signum == signal.SIGINT and stop.value.reason == "interrupted (Ctrl-C)"
+        stops.defer()  # the report: a second and a third signal...
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        with pytest.raises(StopRequested):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert stops.signum == signal.SIGINT  # the exit status is the first signal's
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
