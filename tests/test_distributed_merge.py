@@ -188,14 +188,15 @@ def _wait_for_ranks(run_dir: Path) -> None:
         time.sleep(0.05)
 
 
-def test_sigterm_stops_every_rank(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("how", "reason"), [(signal.SIGTERM, "terminated"), (signal.SIGHUP, "hangup")], ids=["sigterm", "sighup"])
+def test_sigterm_stops_every_rank(tmp_path: Path, how: int, reason: str) -> None:
     def terminate_us() -> None:
         _wait_for_ranks(tmp_path)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), how)
 
     threading.Thread(target=terminate_us, daemon=True).start()
     result = distributed.run_ranks(_fake_launcher(tmp_path, "exit"), tmp_path, None)
-    assert result.stopped == "terminated" and not result.killed
+    assert result.stopped == reason and not result.killed
     assert all((tmp_path / f"rank{r}" / "got-sigterm").is_file() for r in (0, 1))
     assert not list(tmp_path.glob("rank*/.torchlint-rank"))
 

@@ -23,7 +23,7 @@ from torchlint.profiler.run import RunOptions
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE
 
 LAUNCH_FILE = "launch.json"  # how the ranks were launched and how the launch ended
-_STOP_STATUS = {"timeout": TIMEOUT_STATUS, "interrupted": 130, "terminated": 143}
+_STOP_STATUS = {"timeout": TIMEOUT_STATUS, "interrupted": 130, "terminated": 143, "hangup": 129}
 
 
 def rank_dirs(run_dir: Path) -> dict[int, Path]:

@@ -122,7 +122,7 @@ def launcher_command(launch: Launch, script: str, args: list[str], options: RunO
 @dataclass
 class LaunchResult:
     status: int  # the launcher's own exit status
-    stopped: str | None = None  # "timeout" | "interrupted" | "terminated"
+    stopped: str | None = None  # "timeout" | "interrupted" | "terminated" | "hangup"
     killed: bool = False  # a rank or the launcher outlived the grace period
 
 
@@ -210,6 +210,8 @@ def run_ranks(cmd: list[str], run_dir: Path, timeout: float | None, *, stdout_to
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         names = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # `nohup`: still ignored
+            names[signal.SIGHUP] = "hangup"  # a closed terminal stops the ranks as SIGTERM does (status 129)
         previous = {s: signal.signal(s, lambda signum, frame: stopper.stop(names[signum])) for s in names}
     started = time.monotonic()
     try:
