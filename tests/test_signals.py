@@ -195,8 +195,8 @@ class Watch:
 
 @pytest.mark.parametrize("mode", ["events", "polling"])
 def test_a_watch_runs_again_for_what_a_run_reads(tmp_path: Path, mode: str) -> None:
-    """A file edited, a config file changed, a file added: each runs the check again within
-    a bounded time; an editor's swap file beside them does not."""
+    """A file edited, a file added (also in a new folder), a config file changed: each runs
+    the check again within a bounded time; an editor's swap file beside them does not."""
     project = tmp_path / "project"
     (project / "pkg").mkdir(parents=True)
     (project / "pkg" / "a.py").write_text(TL110)
@@ -208,6 +208,9 @@ def test_a_watch_runs_again_for_what_a_run_reads(tmp_path: Path, mode: str) -> N
             time.sleep(2)
         watch.next_run(lambda: (project / "pkg" / "a.py").write_text('import torch\nx = torch.zeros(3, device="cuda")\n'), "No problems found")
         watch.next_run(lambda: (project / "pkg" / "b.py").write_text(TL110), "pkg/b.py:2:5: TL110")
+        (project / "data").mkdir()  # a folder with no source file yet: nothing to run again for...
+        assert watch.quiet_for(1.0), f"an empty folder ran the check again: {watch.seen}"
+        watch.next_run(lambda: (project / "data" / "c.py").write_text(TL110), "data/c.py:2:5: TL110")  # ...until one comes
         watch.next_run(lambda: (project / "torchlint.toml").write_text('ignore = ["TL110"]\n'), "No problems found")
         watch.seen.clear()
         (project / "pkg" / ".b.py.swp").write_text("swap")

@@ -2,9 +2,9 @@
 
 What a run depends on: the source files under the given paths and in their projects
 (engine/project_files.py: the summaries a given file is checked with) and the config files
-that apply. Between runs the watcher waits on the directories holding them
-(filewatch.py: the kernel's file events on Linux, a poll that backs off elsewhere), so an
-idle watch costs next to nothing. A wake-up re-stats the known files and directories; a
+that apply. Between runs the watcher waits on the directories discovery entered and those
+holding the config files (filewatch.py: the kernel's file events on Linux, a poll that
+backs off elsewhere), so an idle watch costs next to nothing. A wake-up re-stats the known files and directories; a
 directory that changed (a file created, removed or renamed) re-runs discovery, and only a
 different set of files, or a file or config file that changed, runs the check again (an
 editor's swap file does not). The screen is cleared between runs on a terminal, as ruff
@@ -42,7 +42,7 @@ def watch(run: Callable[[], object], paths: list[Path], config_file: Path | None
         before = snapshot(paths, config_file, isolated)
         _once(run)
         click.echo("torchlint: watching for changes (Ctrl-C stops)", err=True)
-        wait_for_change(before.directories, lambda: _changed(before, paths, config_file, isolated), _read_by_a_run)
+        wait_for_change(lambda: before.directories, lambda: _changed(before, paths, config_file, isolated), _read_by_a_run)
         if clear and sys.stdout.isatty():
             click.clear()
         click.echo("torchlint: files changed, checking again", err=True)
@@ -89,13 +89,14 @@ def snapshot(paths: list[Path], config_file: Path | None, isolated: bool) -> Sna
     from torchlint.engine.project_files import project_root
 
     present = [p for p in paths if os.path.lexists(p)]
+    walked: set[str] = set()  # every folder discovery entered: a file created in any of them is seen
     tops = {os.path.abspath(p) for p in present if os.path.isdir(p)}
     files = {os.path.abspath(p) for p in paths if os.path.abspath(p) not in tops}
     tops.update(os.path.dirname(name) for name in files)  # a given file's folder: the file may come back
     try:
         settings = Resolver(None, config_file, isolated)
         roots = [root for root in {project_root(p, settings) for p in present} if root is not None]
-        found = list(discover(present + roots, settings))
+        found = list(discover(present + roots, settings, walked=walked))
         tops.update(str(root) for root in roots)
         files.update(os.path.abspath(file.path) for file in found)
         files.update(os.path.abspath(source) for source in {settings.source_for(file.path.parent) for file in found} if source is not None)
@@ -104,7 +105,7 @@ def snapshot(paths: list[Path], config_file: Path | None, isolated: bool) -> Sna
             files.add(os.path.abspath(config_file))
     except (ConfigError, MissingPathError, OSError):
         pass  # a broken config or a path gone: what is there is watched, the run says the rest
-    return Snapshot(stamps(files), stamps(_directories(files, tops)))
+    return Snapshot(stamps(files), stamps(_directories(files, tops) | walked))
 
 
 def _directories(files: set[str], tops: set[str]) -> set[str]:

@@ -107,17 +107,24 @@ class _Inotify:
         os.close(self.fd)
 
 
-def wait_for_change(directories: Iterable[str], changed: Callable[[], bool], wanted: Callable[[str], bool]) -> None:
-    """Return once ``changed()`` says so; it is asked after each event in ``directories``
+def wait_for_change(directories: Callable[[], Iterable[str]], changed: Callable[[], bool], wanted: Callable[[str], bool]) -> None:
+    """Return once ``changed()`` says so; it is asked after each event in ``directories()``
     about a ``wanted`` file name or a folder (or after each poll where there are no
-    events), and once at the start, so a change made before the watch began is not missed."""
+    events), and once at the start, so a change made before the watch began is not missed.
+    ``directories()`` is asked again after each ``changed()``: a new folder is watched."""
     events = _Inotify.open()
+    watched: set[str] = set()
     try:
-        if events is not None and not all(events.add(d) for d in directories):
-            events.close()
-            events = None  # over the kernel's watch limit: poll instead
         pause = FIRST_POLL_S
         while not changed():
+            if events is not None:
+                new = [d for d in directories() if d not in watched]
+                if not all(events.add(d) for d in new):
+                    events.close()
+                    events = None  # over the kernel's watch limit: poll instead
+                watched.update(new)
+                if new and changed():
+                    return  # a file made in a new folder before the folder was watched
             if events is not None:
                 events.wait(EVENTS_POLL_S, wanted)
                 continue

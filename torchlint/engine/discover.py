@@ -198,13 +198,14 @@ def _exists(path: Path) -> bool:
     return True
 
 
-def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool = False) -> Iterator[SourceFile]:
+def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool = False, walked: set[str] | None = None) -> Iterator[SourceFile]:
     """Yield the source files under ``paths`` in a stable order.
 
     Files and directories named explicitly are always checked (unless ``force_exclude``,
     as the pre-commit hook passes); what is found by walking a directory is filtered.
     What cannot be read (a broken symlink, a FIFO, an unreadable directory) is yielded
     too, so that it is reported by name. ``settings``: one Config, or each file's.
+    ``walked`` receives every directory entered (`--watch` waits on them).
     """
     resolver = settings if isinstance(settings, Resolver) else Resolver.fixed(settings)
     ignores = _Ignores(resolver)
@@ -228,13 +229,14 @@ def discover(paths: list[Path], settings: Config | Resolver, force_exclude: bool
             if new(given):
                 yield SourceFile(given, _display(given), resolver.for_path(given).max_file_size)
             continue
-        yield from _walk(given, ignores, new)
+        yield from _walk(given, ignores, new, walked if walked is not None else set())
 
 
-def _walk(given: Path, ignores: _Ignores, new) -> Iterator[SourceFile]:  # type: ignore[no-untyped-def]
+def _walk(given: Path, ignores: _Ignores, new, walked: set[str]) -> Iterator[SourceFile]:  # type: ignore[no-untyped-def]
     walk_root = real(given)
     unreadable: list[OSError] = []
     for directory, dirnames, filenames in os.walk(given, onerror=unreadable.append):
+        walked.add(os.path.abspath(directory))
         base = Path(directory)
         yield from _unreadable(unreadable)
         if (dirnames or filenames) and not _enterable(base, (dirnames or filenames)[0]):
