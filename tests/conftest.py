@@ -160,7 +160,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
     plains = []
     for i in range(2):
         out = cwd / f"plain-{i}.prof"
-        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), str(cwd / TREE_SCRIPT)], cwd=cwd,
+        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), TREE_SCRIPT], cwd=cwd,
                               env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]

@@ -318,7 +318,8 @@ def _write(
 
         splice = torch_run.modules.splice() if torch_run is not None else ()
         # without torchlint's own frames, and its work taken out of the functions above it
-        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice)
+        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice,
+                           script=(str(meta["script"]), str(meta["argv"][0])))
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")
