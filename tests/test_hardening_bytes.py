@@ -278,3 +278,71 @@ def test_no_other_splitlines_on_user_source() -> None:
         if isinstance(node, ast.Attribute) and node.attr == "splitlines"
     }
     assert users <= SPLITLINES_ALLOWED, users - SPLITLINES_ALLOWED
+
+
+# -- profile --overwrite deletes only what torchlint wrote and recorded -------------------
+
+DECOYS = ("rank0-before-fix/", "rank1.keep/", "rank/", "rank2", "rank3x/", "ranks/", "session.json.bak", "traces-old/", "notes.txt")
+
+
+def _make(folder: Path, names: tuple[str, ...], text: str) -> None:
+    for name in names:
+        if name.endswith("/"):
+            (folder / name).mkdir()
+            (folder / name / "kept.txt").write_text(text)
+        else:
+            (folder / name).write_text(text)
+
+
+def _as_a_run_leaves_it(run_dir: Path) -> None:
+    _make(run_dir, ("session.json", "profile.prof", "report.txt", "launch.json", "traces/", "rank0/", "rank12/"), "the run's")
+
+
+def test_overwrite_deletes_only_what_the_last_run_recorded(tmp_path: Path) -> None:
+    from torchlint.profiler.run import CLAIM, RUN_MARKER, make_run_dir, release_run_dir
+
+    out = make_run_dir(Path("train.py"), tmp_path / "run")
+    _as_a_run_leaves_it(out)
+    release_run_dir(out)
+    marker = (out / RUN_MARKER).read_text()
+    assert "wrote: rank0\n" in marker and "wrote: rank12\n" in marker and "wrote: session.json\n" in marker
+    # The user keeps a copy of a rank, and adds folders named as a run's (never written by it).
+    _make(out, (*DECOYS, "experiment/", "report.html"), "the user's")
+    again = make_run_dir(Path("train.py"), out, overwrite=True)
+    left = sorted(p.name + ("/" if p.is_dir() else "") for p in again.iterdir())
+    assert left == sorted([CLAIM, RUN_MARKER, *DECOYS, "experiment/", "report.html"])
+    assert all((again / name.rstrip("/") / "kept.txt").read_text() == "the user's" for name in DECOYS if name.endswith("/"))
+    assert "wrote:" not in (again / RUN_MARKER).read_text()  # the new run records its own
+    release_run_dir(again)
+
+
+def test_overwrite_after_a_killed_run_goes_by_exact_names(tmp_path: Path) -> None:
+    """A run killed before it ended recorded nothing: its files go by their exact names."""
+    from torchlint.profiler.run import CLAIM, RUN_MARKER, make_run_dir
+
+    out = make_run_dir(Path("train.py"), tmp_path / "run")
+    _as_a_run_leaves_it(out)
+    (out / CLAIM).write_text("999999999")  # the pid of a run that no longer runs
+    _make(out, DECOYS, "the user's")
+    again = make_run_dir(Path("train.py"), out, overwrite=True)
+    left = sorted(p.name + ("/" if p.is_dir() else "") for p in again.iterdir())
+    assert left == sorted([CLAIM, RUN_MARKER, *DECOYS])
+
+
+def test_only_rank_directories_are_signalled_or_cleaned(tmp_path: Path) -> None:
+    """A copy of a rank's directory (its pid file too) is the user's: never a pid to signal."""
+    from torchlint.cli_profile_ranks import is_rank_run
+    from torchlint.profiler.distributed import rank_pids
+    from torchlint.profiler.rankchild import PID_FILE
+    from torchlint.profiler.run import rank_dirs
+
+    (tmp_path / "rank3").mkdir()
+    (tmp_path / "rank3" / PID_FILE).write_text("4242")
+    for decoy in ("rank0-before-fix", "rank1.keep", "rank02x"):
+        (tmp_path / decoy).mkdir()
+        (tmp_path / decoy / PID_FILE).write_text("1")
+    assert rank_dirs(tmp_path) == {3: tmp_path / "rank3"}
+    assert rank_pids(tmp_path) == [4242]
+    (tmp_path / "rank3" / PID_FILE).unlink()
+    (tmp_path / "rank3").rmdir()
+    assert not is_rank_run(tmp_path)
