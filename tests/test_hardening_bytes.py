@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -346,3 +348,71 @@ def test_only_rank_directories_are_signalled_or_cleaned(tmp_path: Path) -> None:
     (tmp_path / "rank3" / PID_FILE).unlink()
     (tmp_path / "rank3").rmdir()
     assert not is_rank_run(tmp_path)
+
+
+# -- a process the profiled script forks never writes the run files nor outlives the run ---
+
+
+def _state(run_dir: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(run_dir)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie no one reaps (the container's init may not): it runs no more."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return fields[0] in ("Z", "X")
+
+
+def _wait_for(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def test_forked_children_never_write_the_run_files_nor_outlive_the_run(tmp_path: Path) -> None:
+    from conftest import child_env
+
+    script = ROOT / "fixtures" / "scripts" / "forks_children.py"
+    shutil.copy(script, tmp_path / script.name)
+    work = tmp_path / "work"
+    work.mkdir()
+    run_dir = tmp_path / "run"
+    env = {**child_env(), "OMP_NUM_THREADS": "1"}  # no OpenMP pool to inherit in the forks
+    # Files, not pipes: the late children hold torchlint's stdout; waiting for the pipe's
+    # end would wait for them too.
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "--wait", "0", "--warmup", "0", "--active", "1",
+             script.name, str(run_dir), str(work)],
+            cwd=tmp_path, env=env, stdout=out, stderr=err, start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+    stderr = (tmp_path / "err.txt").read_text()
+    assert code == 0, stderr[-3000:]
+    after_report = _state(run_dir)
+    session = json.loads((run_dir / "session.json").read_text())
+    assert session["meta"]["exit_status"] == 0 and session["meta"]["stop_reason"] == "completed"
+    # The early children: each exits with its own status, writes nothing into the run
+    # directory, and its unclosed file is flushed as Python's exit flushes it.
+    statuses = json.loads((work / "statuses.json").read_text())
+    assert {kind: s["status"] for kind, s in statuses.items()} == {"exit3": 3, "raise": 1, "message": 1}
+    assert all(s["before"] == s["after"] for s in statuses.values()), statuses
+    assert "ValueError: the child failed" in stderr and "the child's message" in stderr
+    for kind in statuses:
+        assert (work / f"child-{kind}.txt").read_text() == f"written by the {kind} child"
+    # The late children end once the report is written, and change none of the run's files.
+    pids = {kind: work / f"late-{kind}.pid" for kind in ("exit3", "falls-off")}
+    assert _wait_for(lambda: all(p.exists() and p.read_text() for p in pids.values()), 60), "a late child never started"
+    late = [int(p.read_text()) for p in pids.values()]
+    assert _wait_for(lambda: all(_ended(pid) for pid in late), 60), "a forked child outlived the run"
+    assert _state(run_dir) == after_report
