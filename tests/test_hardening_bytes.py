@@ -169,8 +169,11 @@ def test_diff_on_stdin_exits_0_without_a_diff(tmp_path: Path) -> None:
         changed = CliRunner().invoke(main, ["check", "--no-cache", "--min-impact", "low", "-", "--diff", "--stdin-filename", "a.py"], input=BEFORE)
     finally:
         os.chdir(ROOT)
-    assert unchanged.exit_code == 0
+    assert unchanged.exit_code == 0 and unchanged.stdout == ""
     assert changed.exit_code == 1 and '+x = torch.zeros(3, device="cuda")' in changed.stdout
+    # stdout carries the diff alone (patch reads it); the count goes to stderr
+    assert changed.stdout.startswith("--- a/a.py") and "problem" not in changed.stdout
+    assert "Would fix 1 problem in 1 file." in changed.stderr
 
 
 # -- one line model: the diff applies, the reports show the line they name ---------------

@@ -195,11 +195,15 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if show_fixes:
         _show_fixes(result, settings, mode, fix and not diff)
     if diff:
-        count, files = sum(edit.fixed for edit in edits), sum(edit.changed for edit in edits)
-        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+        _would_fix(edits)
     else:
         _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out, unsafe=unsafe_fixes)
     _exit(result, any(edit.changed for edit in edits) if diff else None, exit_zero, failed=bool(missing or failed), fixed=bool(fixed) and exit_non_zero_on_fix)
+
+
+def _would_fix(edits: list[Any]) -> None:
+    count, files = sum(edit.fixed for edit in edits if edit.changed), sum(edit.changed for edit in edits)
+    click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
 
 
 def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:
@@ -242,8 +246,11 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
         click.echo(edit.diff(), nl=False)
     fixed = edit.fixed if edit is not None and mode and not diff else 0
     left_out = cli_check.keep_shown(result, lambda path: config)
+    if diff:  # stdout carries the diff alone, as for files: `patch` and `git apply` read it
+        _would_fix([edit] if edit is not None else [])
+        _exit(result, edit is not None and edit.changed, exit_zero)
     cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
-    _exit(result, edit is not None and edit.changed if diff else None, exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
+    _exit(result, None, exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
 def _exit(result: LintResult, has_diff: bool | None, exit_zero: bool, failed: bool = False, fixed: bool = False) -> None:
