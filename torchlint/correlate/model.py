@@ -14,6 +14,7 @@ from typing import Any
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot
 from torchlint.savings import Estimate, Measurement, rank_key
+from torchlint.textlines import read_lines
 
 DATALOADER_PROBES = frozenset({"DataLoader.__next__", "DataLoader.__iter__"})
 
@@ -283,11 +284,7 @@ def enclosing_function(path: str, line: int) -> tuple[int, int, str] | None:
 
 @lru_cache(maxsize=256)
 def _lines(path: str) -> tuple[str, ...]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return tuple(f.read().splitlines())
-    except OSError:
-        return ()
+    return read_lines(path)  # Python's lines: a form feed or U+2028 does not end one
 
 
 def source_line(path: str, line: int) -> str:

@@ -19,6 +19,7 @@ from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_compile import html_section as compile_section
 from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
+from torchlint.textlines import read_lines
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -71,10 +72,7 @@ def _rule_link(code: str) -> str:
 def source_excerpt(path: str, line: int, cwd: str) -> str:
     """A few lines around ``path:line`` (escaped), the line itself marked; '' if unreadable."""
     file = Path(path) if Path(path).is_absolute() else Path(cwd) / path
-    try:
-        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = read_lines(str(file))  # Python's lines: a form feed or U+2028 does not end one
     lo, hi = max(line - 1 - EXCERPT_LINES, 0), min(line + EXCERPT_LINES, len(lines))
     if lo >= hi:
         return ""
