@@ -44,7 +44,7 @@ class TensorToPythonInLoop(Check):
             name = func.value
             if name in _CONVERSIONS or name in _FORMATTING:
                 read = node.args[:1]  # `int(x, base)` reads a string; a tensor is the first argument
-            elif name in _COMPARING or name in _COUNTING:
+            elif name in _COMPARING or name in _COUNTING or name == "print":  # `print(loss)` formats each argument
                 read = node.args
             else:
                 return
