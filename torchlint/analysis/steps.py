@@ -294,7 +294,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
-                return ("method", self._module_classes[func.value.value], func.attr.value)  # `Trainer.step(...)`
+                method = "forward" if func.attr.value == "apply" else func.attr.value  # `Attention.apply(q, k, v)`: an autograd.Function runs its forward
+                return ("method", self._module_classes[func.value.value], method)  # `Trainer.step(...)`
             name = dotted(func)
             if name is None:
                 return None
