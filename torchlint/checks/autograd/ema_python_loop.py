@@ -155,6 +155,9 @@ def _uses_other(ctx, update: cst.Call, targets: set[str], averaged: str) -> bool
     while isinstance(chain, cst.Call) and isinstance(chain.func, cst.Attribute):
         for arg in chain.args:
             for node in (arg.value, *ctx.tree.descendants(arg.value)):
+                parent = ctx.tree.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data":
+                    continue  # `p.grad`: a gradient summed per parameter (Fisher, accumulation), not the weights
                 looped = _looped(node, targets) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
                 if looped is not None and looped != averaged:
                     return True  # `p` into `ema[name]`, `params[k]` into `v`
