@@ -67,3 +67,14 @@ def test_another_method_of_the_class_does_not_run_forward(tmp_path: Path, monkey
     (tmp_path / "train.py").write_text(_TRAIN.format(import_line="import ops", call="ops.EinsumAttention.backward"))
     monkeypatch.chdir(tmp_path)
     assert lint_paths([Path(".")], from_table({"select": ["TL405"]}, tmp_path)).findings == []
+
+
+def test_a_module_level_alias_of_apply_runs_forward(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _OPS + "\n\nattention = EinsumAttention.apply\n" + _TRAIN.format(import_line="", call="attention")
+    (tmp_path / "train.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    findings = lint_paths([Path(".")], from_table({"select": ["TL405"]}, tmp_path)).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 7)]
+    # without the alias's call in the step, nothing runs the forward
+    (tmp_path / "train.py").write_text(source.replace("return attention(q, k, v)", "return q"))
+    assert lint_paths([Path(".")], from_table({"select": ["TL405"]}, tmp_path)).findings == []
