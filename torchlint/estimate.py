@@ -65,6 +65,10 @@ FOREACH_CPU_SHARE = 0.5
 #: TF32 over fp32 GEMMs, tensor-core peak: 8x on the A100 (156 vs 19.5 TFLOP/s), 7.4x on
 #: the H100/H200 (495 vs 67); the larger, so TLR08's figure stays an upper bound.
 TF32_SPEEDUP = 8.0
+#: A sync's cost on a GPU where this run has none to measure it (a CPU run): the idle gap
+#: one `.item()` a step left on an H200 (issue 26: 0.12 ms of an 8.9 ms step, removing it
+#: measured). Mid-step reads leave a gap of the same kind (the host refilling the queue).
+SYNC_GAP_ESTIMATE_S = 0.12e-3
 
 
 def on_gpu(session: ProfileSession) -> bool:
@@ -163,11 +167,7 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     waits, the GPU still runs what was queued. Issue 26: the older bound said 4.3 ms a step
     where removing the ``.item()`` saved 0.12 ms, the next step's launch latency."""
     if not on_gpu(session):
-        return Estimate(
-            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
-            per_step=0.0,
-            total=0.0,
-        )
+        return _sync_on_the_cpu(c, session)
     steps = _steps(session)
     gaps = _gaps_at(c, session)
     active = int(session.torch_window.get("active_steps") or 0)
@@ -186,6 +186,34 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
             total=per * steps if steps else per,
         )
     return _sync_bound_without_trace(c, session, steps)
+
+
+def _sync_on_the_cpu(c: Correlated, session: ProfileSession) -> Estimate:
+    """A CPU run has no device to wait for, but its probes count every read exactly: the
+    reads per step times :data:`SYNC_GAP_ESTIMATE_S`, labelled an estimate of what the same
+    reads would cost on a GPU (so a line read 24 times a step ranks above one read once)."""
+    reads = c.reads_per_step
+    if not reads:
+        return Estimate(
+            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
+            per_step=0.0,
+            total=0.0,
+        )
+    per = reads * SYNC_GAP_ESTIMATE_S
+    steps = _steps(session)
+    return Estimate(
+        model=f"CPU run: {fmt_count(reads)} read(s) per step, counted exactly by the probes; the cost is an estimate for a GPU, "
+        f"not measured here: each read idles it about {fmt_seconds(SYNC_GAP_ESTIMATE_S)} (one .item() a step on an H200, "
+        "issue 26); on this CPU a read costs only the call",
+        per_step=per,
+        total=per * steps if steps else per,
+        bound=False,
+    )
+
+
+def fmt_count(n: float) -> str:
+    """``24``, ``0.5``, ``1.3``: a count per step, whole when it is one."""
+    return f"{n:.0f}" if abs(n - round(n)) < 0.05 else f"{n:.1f}"
 
 
 def _gaps_at(c: Correlated, session: ProfileSession) -> list[dict[str, Any]]:

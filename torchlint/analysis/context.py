@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.bindings import Bindings
 from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
+from torchlint.analysis.flops import LinearFlops
 from torchlint.analysis.functions import LocalFunctions
 from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
@@ -98,6 +99,10 @@ class FileContext:
     @cached_property
     def layers(self) -> Layers:
         return Layers(self)
+
+    @cached_property
+    def flops(self) -> LinearFlops:
+        return LinearFlops(self)
 
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:

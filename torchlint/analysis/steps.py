@@ -252,6 +252,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return ("local", local)
             if func.value in self._module_classes:
                 return ("local", self._module_classes[func.value])  # a constructor: its arguments matter
+            if func.value in self._function_applies:
+                return ("method", self._function_applies[func.value], "forward")  # `attention = Attention.apply`
             if func.value in self.relative:
                 level, name = self.relative[func.value]
                 return ("import", level, name)
@@ -294,7 +296,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
-                return ("method", self._module_classes[func.value.value], func.attr.value)  # `Trainer.step(...)`
+                method = "forward" if func.attr.value == "apply" else func.attr.value  # `Attention.apply(q, k, v)`: an autograd.Function runs its forward
+                return ("method", self._module_classes[func.value.value], method)  # `Trainer.step(...)`
             name = dotted(func)
             if name is None:
                 return None
@@ -309,6 +312,20 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             owner = self._instance_class(func, at)
             return _object_call(owner, "__call__") if owner is not None else None
         return None
+
+    @cached_property
+    def _function_applies(self) -> dict[str, str]:
+        """Module-level ``attention = AttentionFn.apply``: the name -> the class, whose
+        ``forward`` a call of it runs (an autograd.Function)."""
+        found: dict[str, str] = {}
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                value = small.value
+                if isinstance(value, cst.Attribute) and value.attr.value == "apply" and isinstance(value.value, cst.Name) \
+                        and value.value.value in self._module_classes:
+                    found[small.targets[0].target.value] = self._module_classes[value.value.value]
+        return found
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""

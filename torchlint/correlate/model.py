@@ -153,6 +153,9 @@ class Correlated:
     window: list[Evidence] = field(default_factory=list)  # torch.profiler ops (window only)
     context: list[Evidence] = field(default_factory=list)  # related measurements not counted
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
+    #: a sync rule's probed reads at its own lines over the run's optimizer steps (any device:
+    #: the probes count every call), None where no probe counted them or no step ran
+    reads_per_step: float | None = None
     function: FunctionCost | None = None
     observed_s: float = 0.0
     backward_s: float = 0.0  # in observed_s: the backward of the autograd nodes its lines' ops made (correlate/lines.py)

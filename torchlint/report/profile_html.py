@@ -18,7 +18,7 @@ from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_compile import html_section as compile_section
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
+from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, reads_line, unranked_sections
 from torchlint.textlines import read_lines
 
 HTML_FILE = "report.html"
@@ -83,12 +83,15 @@ def source_excerpt(path: str, line: int, cwd: str) -> str:
     return '<pre class="src">' + "\n".join(rows) + "</pre>"
 
 
-def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) -> str:
+def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True, steps: int | None = None) -> str:
     where = f"{f['path']}:{f['line']}:{f.get('column') or 1}"
     out = [f'<div class="finding" id="{escape(f["code"])}-{escape(where)}">',
            f'<div class="head"><span class="rank">{escape(label)}</span> <code>{escape(f["code"])}</code> '
            f'{escape(f.get("name") or "")} <code class="where">{escape(where)}</code>{_rule_link(f["code"])}</div>',
            f'<div>{escape(f.get("message") or "")}</div>']
+    reads = reads_line(f, steps)
+    if reads:
+        out.append(f'<div class="figure reads">{escape(reads)}</div>')
     inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
     measured, expected = measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))
     if measured:
@@ -129,10 +132,11 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
     if not ranked and not unranked:
         out.append('<p class="muted">No finding had an observed cost or an expected saving in this run.</p>')
-    out.extend(_finding(f, cwd, f"#{f['rank']}") for f in ranked)
+    steps = (report.get("run") or {}).get("steps")
+    out.extend(_finding(f, cwd, f"#{f['rank']}", steps=steps) for f in ranked)
     if unranked:
         out.append("<h3>Observed but not ranked (no saving model applies here)</h3>")
-        out.extend(_finding(f, cwd, "–") for f in unranked)
+        out.extend(_finding(f, cwd, "–", steps=steps) for f in unranked)
     if not_here:
         out.append("<h3>Not applicable on this machine</h3>")
         out.extend(_finding(f, cwd, "–") for f in not_here)

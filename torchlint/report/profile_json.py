@@ -43,6 +43,7 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
             "self_s": c.self_s,
             "total_s": c.total_s,
             "syncs": c.syncs,
+            "reads_per_step": c.reads_per_step,
             "evidence": [e.to_dict(cwd) for e in sorted(c.evidence, key=lambda e: -e.total_s)],
             "window": [e.to_dict(cwd) for e in sorted(c.window, key=lambda e: -e.self_s)],
             "context": [e.to_dict(cwd) for e in sorted(c.context, key=lambda e: -e.total_s)],

@@ -124,6 +124,23 @@ def _evidence_line(f: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def reads_line(f: dict[str, Any], steps: int | None) -> str | None:
+    """How often the host waits at a sync finding's line: its probed calls per optimizer step
+    (``24 reads per step (4800 calls of Tensor.item over 200 optimizer steps)``)."""
+    per = f.get("reads_per_step")
+    if per is None:
+        return None
+    noun = "sync" if f.get("code") == "TL103" else "read"
+    calls: dict[str, int] = {}
+    for e in f.get("evidence") or ():
+        if e["via"] == "line":
+            calls[e["op"]] = calls.get(e["op"], 0) + e["calls"]
+    made = ", ".join(f"{n} calls of {op}" for op, n in calls.items())
+    over = f" over {steps} optimizer steps" if steps else ""
+    count = f"{per:.0f}" if abs(per - round(per)) < 0.05 else f"{per:.1f}"
+    return f"host waits: {count} {noun}{'' if count == '1' else 's'} per step ({made}{over})"
+
+
 def _window_line(f: dict[str, Any]) -> str | None:
     if not f["window"]:
         return None
@@ -143,10 +160,13 @@ def _window_line(f: dict[str, Any]) -> str | None:
     return "torch.profiler window: " + ", ".join(bits)
 
 
-def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: bool = True) -> None:
+def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: bool = True, steps: int | None = None) -> None:
     lines.append(f"{label}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']}")
     pad = " " * len(label)
     lines.append(f"{pad}{f['message']}")
+    reads = reads_line(f, steps)
+    if reads:
+        lines.append(f"{pad}{reads}")
     inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
     for figure in (measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))):
         if figure:
@@ -307,12 +327,12 @@ def render(report: dict[str, Any]) -> str:
     if ranked:
         lines.append("Findings ranked by what fixing them saves (measured saving first, then expected)")
         for f in ranked:
-            _finding_block(f, f"  {f['rank']:>2}  ", lines)
+            _finding_block(f, f"  {f['rank']:>2}  ", lines, steps=run.get("steps"))
             lines.append("")
     if unranked:
         lines.append("Observed but not ranked (observed time is not a saving; no saving model applies here)")
         for f in unranked:
-            _finding_block(f, "   -  ", lines)
+            _finding_block(f, "   -  ", lines, steps=run.get("steps"))
             lines.append("")
     if not_here:
         lines.append("Not applicable on this machine (the remedy has nothing to act on here)")
