@@ -45,7 +45,6 @@ GPU_ONLY = {
     "TL113": "no GPU: nothing is uploaded to a device",
     "TL114": "no GPU: the index and the tensor it indexes are on the host",
     "TL111": "no GPU: nothing is copied to a device",
-    "TL401": "effect only on GPU tensor cores",
     "TL402": "effect only on GPU tensor cores",
     "TL403": "cuDNN autotuning only runs on a GPU",
     "TL404": "channels_last pays off with GPU tensor cores",
@@ -55,6 +54,15 @@ GPU_ONLY = {
     "TLR06": "no GPU: nothing is copied to a device",
     "TLR07": "effect only on GPU tensor cores",
     "TLR08": "TF32 is a mode of GPU tensor cores",
+}
+#: What each sync rule's call does on the CPU, where there is no device to wait for.
+SYNCS_ON_THE_CPU = {
+    "TL101": "a CPU tensor's `.item()` or `.tolist()` has no device to wait for",
+    "TL102": "`.cpu()` or `.numpy()` of a CPU tensor copies nothing and has no device to wait for",
+    "TL103": "`torch.cuda.synchronize()` has no device to wait for",
+    "TL104": "a CPU tensor's truth value has no device to wait for",
+    "TL105": "`int()` or `float()` of a CPU tensor has no device to wait for",
+    "TL112": "a round trip that stays on the CPU copies nothing and has no device to wait for",
 }
 #: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults),
 #: TLR14 (a graph break no window saw still says so), TLR15 (compile time).
@@ -163,11 +171,8 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     waits, the GPU still runs what was queued. Issue 26: the older bound said 4.3 ms a step
     where removing the ``.item()`` saved 0.12 ms, the next step's launch latency."""
     if not on_gpu(session):
-        return Estimate(
-            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
-            per_step=0.0,
-            total=0.0,
-        )
+        what = SYNCS_ON_THE_CPU.get(c.finding.code, "a CPU tensor has no device to wait for")
+        return Estimate(model=f"CPU run, no device trace: {what}; it costs only the call", per_step=0.0, total=0.0)
     steps = _steps(session)
     gaps = _gaps_at(c, session)
     active = int(session.torch_window.get("active_steps") or 0)
