@@ -19,7 +19,7 @@ from torchlint.engine.project_files import Context
 from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source
-from torchlint.findings import UNUSED_NOQA, Finding, FixSafety
+from torchlint.findings import UNUSED_NOQA, Finding, FixSafety, at_least
 
 if TYPE_CHECKING:
     from torchlint.analysis.join import Steps
@@ -48,6 +48,7 @@ def lint_paths(
     cache: Path | None = None,
     progress: bool = False,
     project: bool = False,
+    fix_shown: bool = False,
 ) -> LintResult:
     """Lint every source file under ``paths`` (MissingPathError for a missing path).
 
@@ -60,6 +61,8 @@ def lint_paths(
     ``project``: the other files of the given paths' projects join too (their summaries,
     from the cache or summarised), so a helper given alone is per-step when a loop in
     another file calls it; only the given files' findings are reported.
+    ``fix_shown``: fix only the findings at or above each file's ``min-impact`` (what
+    ``check`` shows), as ruff fixes only what its selection shows.
     """
     resolver = config if isinstance(config, Resolver) else Resolver.fixed(config)
     paths = list(paths)
@@ -96,7 +99,7 @@ def lint_paths(
     result = LintResult(files_checked=len(files), cached=len(files) - len(todo), note=context.note)
     at_calls = _at_call_sites(files, done, configs, context, steps, store, jobs, debug) if context.by_path else {}
     if fix is not None:
-        _plan_fixes(files, done, configs, steps, fix, debug, result, at_calls)
+        _plan_fixes(files, done, configs, steps, fix, debug, result, at_calls, fix_shown)
     for index, (_, shown) in at_calls.items():
         done[index].findings = sorted([*done[index].findings, *shown], key=Finding.sort_key)
     for file_result in done:
@@ -136,11 +139,13 @@ def _at_call_sites(files: list[SourceFile], done: list[FileResult], configs: lis
 
 
 def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[Config], steps: Steps, fix: str, debug: bool, result: LintResult,
-                at_calls: dict[int, tuple[list[Finding], list[Finding]]]) -> None:
+                at_calls: dict[int, tuple[list[Finding], list[Finding]]], fix_shown: bool = False) -> None:
     """Check again, in this process, each file with a fix to apply: fixing needs its tree,
     which no worker or cache entry keeps (the file is checked again before writing)."""
     allowed = {FixSafety.SAFE, FixSafety.UNSAFE} if fix == "unsafe" else {FixSafety.SAFE}
-    wanted = [i for i, r in enumerate(done) if any(f.fix is not None and f.fix.safety in allowed for f in r.findings)]
+    floors = [config.min_impact if fix_shown else None for config in configs]
+    wanted = [i for i, r in enumerate(done) if any(f.fix is not None and f.fix.safety in allowed and (floors[i] is None or at_least(f.impact, floors[i]))
+                                                   for f in r.findings)]
     if not wanted:
         return
     from torchlint.engine.linter import Linter
@@ -156,7 +161,7 @@ def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[C
         if fresh.module is None and fresh.errors:  # checking it again raised: report that
             done[index].errors.extend(fresh.errors)
             continue
-        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps, used=used))
+        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps, used=used, floor=floors[index]))
         if isinstance(edit, FileResult):  # fixing raised: report it, keep what the check found
             done[index].errors.extend(edit.errors)
         elif edit is not None:

@@ -20,7 +20,7 @@ from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, read_source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes, unused_noqa
-from torchlint.findings import UNUSED_NOQA, Finding
+from torchlint.findings import UNUSED_NOQA, Finding, at_least
 
 
 def options_of(config: Config) -> Options:
@@ -75,17 +75,20 @@ class Linter:
             return FileResult(None, self._keep([source], None, set()), path=file.path)
         return self.lint(source, file.path, steps, used)
 
-    def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10, used: Sequence[Finding] = ()) -> Edit | None:
+    def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10, used: Sequence[Finding] = (),
+            floor: str | None = None) -> Edit | None:
         """Apply fixes round by round until none is left; ``result.findings`` becomes what
         remains. Each round's code must parse, so a second --fix changes nothing. A
-        notebook's fixed code goes back into its cells (fixes that cannot are noted)."""
+        notebook's fixed code goes back into its cells (fixes that cannot are noted).
+        ``floor``: only the fixes of findings at or above that impact (what ``check``
+        shows under ``min-impact``); None: every one."""
         source, path = result.source, result.path
         if source is None or path is None or result.module is None or (source.cells is not None and source.notebook is None):
             return None  # unreadable files (and a notebook whose kernel is not Python) are not rewritten
         current, module, fixed_total, notes = source, result.module, 0, []
         original = tuple(result.findings)  # reported again if the fixed text cannot be written
         for _ in range(max_rounds):
-            todo = applicable(result.findings, unsafe)
+            todo = [f for f in applicable(result.findings, unsafe) if floor is None or at_least(f.impact, floor)]
             if not todo:
                 break
             try:

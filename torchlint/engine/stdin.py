@@ -50,7 +50,7 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
     by that name), and with ``fix``, the planned edit whose ``after`` is the fixed text.
     ``context``: the summaries of the other files of its project, joined with its own;
     ``elsewhere``: their results by absolute path, for what its calls put into the step
-    there (``engine/call_sites.py``).
+    there (``engine/call_sites.py``). Fixes apply to what ``min-impact`` shows.
 
     Standard input is one file like any other: the size limit, the raised recursion
     limit and the guard that turns any exception into an internal error all apply. A
@@ -76,7 +76,7 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
             if len(shown) < len(used) and any(f.code == UNUSED_NOQA[0] for f in file_result.findings):  # a `# noqa` they use is no TL001
                 file_result.findings = linter.lint(source, path, steps, used).findings
         if fix and not file_result.errors:
-            planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps, used=used))
+            planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps, used=used, floor=config.min_impact))
             if isinstance(planned, FileResult):  # the fix raised: no edit, the error reported
                 file_result.errors.extend(planned.errors)
             else:
