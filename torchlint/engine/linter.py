@@ -60,7 +60,7 @@ class Linter:
         if UNUSED_NOQA[0] in self.codes and UNUSED_NOQA[0] not in ignored and result.source is not None:
             found = [*result.findings, *(c.finding for c in result.conditional), *used]
             candidates = [f for f in found if f.code in self.codes and f.code not in ignored]
-            result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored)
+            result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored, result.module)
         result.findings = self._keep(result.findings, source, ignored)
         kept = self._keep([c.finding for c in result.conditional], source, ignored)
         result.conditional = [c for c in result.conditional if c.finding in kept]
