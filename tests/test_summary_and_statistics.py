@@ -1,5 +1,6 @@
 """`--statistics` puts the rules worth fixing first: by their highest impact, then by how
-many findings have it, then by count (ruff, with no impact, orders by count alone)."""
+many findings have it, then by count (ruff, with no impact, orders by count alone); and a
+run that shows nothing says, in English, which impacts it found nothing of."""
 
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def test_the_cli_orders_by_impact_then_count(tmp_path: Path) -> None:
     _, out, _ = run_check(tmp_path, "--min-impact", "low", "--statistics", ".")
     rows = out.splitlines()
     assert rows[0].split("\t")[:2] == ["1", "TL101"] and rows[1].split("\t")[:2] == ["4", "TL303"], out
+
+
+def test_no_findings_shown_says_which_impacts_are_clear() -> None:
+    from torchlint.report.concise import summary
+
+    assert summary([], 1, left_out={"low": 1}).splitlines()[0] == "No high- or medium-impact problems found in 1 file."
+    assert summary([], 2, left_out={"medium": 1, "low": 3}).splitlines()[0] == "No high-impact problems found in 2 files."
+    assert summary([], 1).splitlines()[0] == "No problems found in 1 file."
