@@ -134,12 +134,12 @@ def test_tensor_copy_model_and_two_calls_on_one_line_share_by_column(script):
 
 def test_gpu_only_rules_are_not_applicable_on_the_cpu_and_never_ranked(script):
     hs = [hot("sampler", script, 3, total=5.0), hot("probe", script, 4, "DataLoader.__next__", **FETCH)]
-    fs = [f("TL401", 3), f("TL202", 2, related=[Location("train.py", 4, 1)])]
+    fs = [f("TL402", 3), f("TL202", 2, related=[Location("train.py", 4, 1)])]
     result = analyse(fs, session(script, hs))
     assert result.ranked == []
     by_code = {c.finding.code: c for c in result.findings}
-    assert by_code["TL401"].expected.not_applicable == "effect only on GPU tensor cores"
-    assert by_code["TL401"].observed_s == pytest.approx(5.0)  # observed, shown, but not a saving
+    assert by_code["TL402"].expected.not_applicable == "effect only on GPU tensor cores"
+    assert by_code["TL402"].observed_s == pytest.approx(5.0)  # observed, shown, but not a saving
     assert "pinned memory only matters" in by_code["TL202"].expected.not_applicable
 
 

@@ -231,7 +231,7 @@ def test_stdin_fix_prints_the_fixed_notebook(tmp_path: Path) -> None:
     path = tmp_path / "train.ipynb"
     before = write(path, notebook())
     run_check(tmp_path, "train.ipynb", "--no-cache", "--min-impact", "low", "--fix")
-    result = CliRunner().invoke(main, ["check", "-", "--stdin-filename", "train.ipynb", "--fix"], input=before.encode("utf-8"))
+    result = CliRunner().invoke(main, ["check", "-", "--stdin-filename", "train.ipynb", "--min-impact", "low", "--fix"], input=before.encode("utf-8"))
     assert result.stdout == path.read_text(encoding="utf-8")
 
 

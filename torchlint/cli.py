@@ -176,7 +176,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
         result = lint_paths(
             targets, settings, force_exclude=force_exclude, fix=mode, debug=debug,
-            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True,
+            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True, fix_shown=True,
         )
         if result.note:
             click.echo(f"torchlint: note: {result.note}", err=True)
@@ -186,7 +186,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
     fixed, failed = 0, 0
-    if not add_noqa:  # fixes apply to every selected rule: impact says what to look at first
+    if not add_noqa:  # fixes apply to what the selection and min-impact show (`--min-impact low`: every one)
         fixed, failed = _write_or_diff(edits, diff, result, targets, config)
     left_out = _cli_check().keep_shown(result, settings.for_path)
     if add_noqa:

@@ -264,13 +264,14 @@ class Project:
     cache: Path | None
     jobs: int
 
-    def summaries(self, filename: str) -> list[Any]:
+    def context(self, filename: str) -> Any:
+        """The project around ``filename``: the other files' summaries, and their results on demand."""
         from torchlint.engine.project_files import project_summaries
 
         context = project_summaries(Path(filename), self.settings, cache=self.cache, jobs=self.jobs)
         if context.note:
             click.echo(f"torchlint: note: {context.note}", err=True)
-        return context.summaries
+        return context
 
 
 def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool, project: Project | None = None) -> tuple[LintResult, Edit | None, SourceLines]:
@@ -287,8 +288,9 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
             sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
     try:
-        context = project.summaries(filename) if filename and project is not None else []
-        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=context)
+        context = project.context(filename) if filename and project is not None else None
+        summaries, elsewhere = (context.summaries, lambda paths: context.full_results(paths, jobs=project.jobs)) if context is not None else ([], None)
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=summaries, elsewhere=elsewhere)
     except BaseException:
         if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
             sys.stdout.buffer.write(data)

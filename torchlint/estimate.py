@@ -45,7 +45,6 @@ GPU_ONLY = {
     "TL113": "no GPU: nothing is uploaded to a device",
     "TL114": "no GPU: the index and the tensor it indexes are on the host",
     "TL111": "no GPU: nothing is copied to a device",
-    "TL401": "effect only on GPU tensor cores",
     "TL402": "effect only on GPU tensor cores",
     "TL403": "cuDNN autotuning only runs on a GPU",
     "TL404": "channels_last pays off with GPU tensor cores",
@@ -55,6 +54,15 @@ GPU_ONLY = {
     "TLR06": "no GPU: nothing is copied to a device",
     "TLR07": "effect only on GPU tensor cores",
     "TLR08": "TF32 is a mode of GPU tensor cores",
+}
+#: What each sync rule's call does on the CPU, where there is no device to wait for.
+SYNCS_ON_THE_CPU = {
+    "TL101": "a CPU tensor's `.item()` or `.tolist()` has no device to wait for",
+    "TL102": "`.cpu()` or `.numpy()` of a CPU tensor copies nothing and has no device to wait for",
+    "TL103": "`torch.cuda.synchronize()` has no device to wait for",
+    "TL104": "a CPU tensor's truth value has no device to wait for",
+    "TL105": "`int()` or `float()` of a CPU tensor has no device to wait for",
+    "TL112": "a round trip that stays on the CPU copies nothing and has no device to wait for",
 }
 #: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults),
 #: TLR14 (a graph break no window saw still says so), TLR15 (compile time).
@@ -193,18 +201,15 @@ def _sync_on_the_cpu(c: Correlated, session: ProfileSession) -> Estimate:
     reads per step times :data:`SYNC_GAP_ESTIMATE_S`, labelled an estimate of what the same
     reads would cost on a GPU (so a line read 24 times a step ranks above one read once)."""
     reads = c.reads_per_step
+    what = SYNCS_ON_THE_CPU.get(c.finding.code, "a CPU tensor has no device to wait for")
     if not reads:
-        return Estimate(
-            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
-            per_step=0.0,
-            total=0.0,
-        )
+        return Estimate(model=f"CPU run, no device trace: {what}; it costs only the call", per_step=0.0, total=0.0)
     per = reads * SYNC_GAP_ESTIMATE_S
     steps = _steps(session)
     return Estimate(
         model=f"CPU run: {fmt_count(reads)} read(s) per step, counted exactly by the probes; the cost is an estimate for a GPU, "
         f"not measured here: each read idles it about {fmt_seconds(SYNC_GAP_ESTIMATE_S)} (one .item() a step on an H200, "
-        "issue 26); on this CPU a read costs only the call",
+        f"issue 26); on this CPU {what}, so a read costs only the call",
         per_step=per,
         total=per * steps if steps else per,
         bound=False,

@@ -99,8 +99,9 @@ def lint_document(server: TorchlintServer, uri: str) -> Linted | None:
         return None
     others = [summary for other, summary in server.summaries.items() if other != uri]
     try:
-        context = server.projects.summaries(path, _open_paths(server))
-        linted = lint_text(text, path, [*context, *others], cells=cells)
+        open_paths = _open_paths(server)
+        context = server.projects.summaries(path, open_paths)
+        linted = lint_text(text, path, [*context, *others], cells=cells, elsewhere=server.projects.elsewhere(path, open_paths))
     except Exception as error:  # a bad config, or a bug: say so, and leave no stale diagnostics
         if not isinstance(error, ConfigError):
             log.exception("torchlint: internal error on %s", uri)

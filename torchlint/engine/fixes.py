@@ -49,7 +49,7 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[str, list[
         inner = {id(n) for n in _subtree(fix.old)}
         if inner & claimed:
             continue
-        new = _keeping_comments(fix.old, fix.new)
+        new = fix.new if fix.rewrites_comments else _keeping_comments(fix.old, fix.new)
         if new is None:
             continue  # the fix would lose or copy a comment: reported, not applied
         claimed |= inner

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
@@ -34,16 +35,24 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 traced = compiled.get(condition.key)
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-                continue
-            info = per_step.get(condition.key)
-            if info is None or (condition.device_bound and info.host_only):
-                continue
-            if condition.needs_tensor and not info.tensor_args:
-                continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
-            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info, condition.cost))
+        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
+
+
+def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[tuple[Finding, StepInfo]]:
+    """The conditional findings of ``file_result`` whose function runs every step
+    (``per_step``: the join's for its file), settled, each with how it is per-step."""
+    for condition in file_result.conditional:
+        if condition.compiled:
+            continue  # waits for compiled code, not for the step
+        info = per_step.get(condition.key)
+        if info is None or (condition.device_bound and info.host_only):
+            continue
+        if condition.needs_tensor and not info.tensor_args:
+            continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        yield _per_step_finding(condition.finding, condition.key, info, condition.cost), info
 
 
 def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> Finding:

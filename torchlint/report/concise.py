@@ -39,7 +39,7 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
     hidden = _left_out(left_out or {})
     if not findings:
         clean = files_checked - failed
-        what = "problems worth fixing first" if hidden else "problems"
+        what = f"{_shown_tiers(left_out or {})} problems" if hidden else "problems"
         parts.append(f"No {what} found in {_plural(clean, 'file')}{unchecked}." if clean or not failed
                      else f"{_plural(failed, 'file')} could not be checked in full (internal error, on stderr).")
         parts.extend(hidden)
@@ -56,6 +56,14 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
     if unsafe:
         parts.append(f"{unsafe} more fixable with `--fix --unsafe-fixes`.")
     return "\n".join(parts)
+
+
+def _shown_tiers(left_out: dict[str, int]) -> str:
+    """The impacts of which there is no finding, when those in ``left_out`` were left out
+    and nothing was shown: the tiers above the highest one left out ("high- or medium-impact")."""
+    first_hidden = min(IMPACTS.index(i) for i in IMPACTS if left_out.get(i))
+    shown = IMPACTS[:first_hidden] or IMPACTS[:1]
+    return " or ".join(f"{tier}-" for tier in shown[:-1]) + (" or " if len(shown) > 1 else "") + f"{shown[-1]}-impact"
 
 
 def _left_out(left_out: dict[str, int]) -> list[str]:

@@ -62,7 +62,7 @@ n.classList.toggle('hidden',!inside);if(inside){n.style.left=((x-zx)/zw*100)+'%'
 
 
 def _rule_link(code: str) -> str:
-    rule = catalogue.find(code)
+    rule = catalogue.find(code, runtime=True)  # the runtime TLR codes have pages too
     path = catalogue.page_path(rule) if rule is not None else None
     if path is None:
         return ""
@@ -146,10 +146,12 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
     out.append(_experiment_section(report.get("experiment")))
-    out.append("<h2>Runtime findings</h2>")
-    if not report["runtime_findings"]:
-        out.append('<p class="muted">none</p>')
-    out.extend(_finding(f, cwd, "–", show_cost=False) for f in report["runtime_findings"] if f.get("rank") is None)
+    unranked_runtime = [f for f in report["runtime_findings"] if f.get("rank") is None]
+    if unranked_runtime or not report["runtime_findings"]:  # ranked ones have their card above: no empty heading
+        out.append("<h2>Runtime findings</h2>")
+        out.extend(_finding(f, cwd, "–", show_cost=False) for f in unranked_runtime)
+        if not report["runtime_findings"]:
+            out.append('<p class="muted">none</p>')
     return "".join(out)
 
 
