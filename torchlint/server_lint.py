@@ -24,7 +24,7 @@ from torchlint.analysis.summary import FileSummary
 from torchlint.config import Resolver, format_size, load_config
 from torchlint.engine import Linter
 from torchlint.engine.cache import Cache, cache_dir
-from torchlint.engine.discover import SourceFile
+from torchlint.engine.discover import SourceFile, real
 from torchlint.engine.pool import check_files, collector_paused, default_jobs, guarded
 from torchlint.engine.project_files import Context, project_root
 from torchlint.engine.results import FileResult
@@ -105,9 +105,21 @@ def fix_all(linted: Linted) -> str | None:
     return edit.after if edit is not None and edit.after != linted.text else None
 
 
+def workspace_folder(path: Path, folders: Iterable[Path]) -> Path | None:
+    """The workspace folder (real paths, as ``real`` gives) that holds ``path`` once its
+    ``..`` and links are resolved; None outside every one."""
+    resolved = real(path)
+    return next((folder for folder in folders if folder == resolved or folder in resolved.parents), None)
+
+
 class Projects:
     """The step summaries of each project's files on disk, made on first use and kept
-    until something on disk changes (``forget``): a save, a watched file, a config."""
+    until something on disk changes (``forget``): a save, a watched file, a config.
+
+    The server reads and writes only inside its workspace folders: a document outside
+    every one (``ws/../elsewhere/x.py``, a file the editor opened from anywhere) is linted
+    alone, no project walked around it and no cache written there; a project reaching
+    above its workspace folder is walked from that folder."""
 
     def __init__(self) -> None:
         self.by_root: dict[Path, list[FileSummary]] = {}
@@ -116,13 +128,19 @@ class Projects:
     def forget(self) -> None:
         self.by_root.clear()
 
-    def summaries(self, path: Path, open_paths: Iterable[str]) -> list[FileSummary]:
+    def summaries(self, path: Path, open_paths: Iterable[str], folders: Iterable[Path] = ()) -> list[FileSummary]:
         """The summaries of ``path``'s project, but for the files open in the editor
-        (``open_paths``, absolute: the editor's text stands for them)."""
+        (``open_paths``, absolute: the editor's text stands for them); ``folders``: the
+        workspace folders, real paths."""
+        folder = workspace_folder(path, folders)
+        if folder is None:
+            return []
         settings = Resolver(cwd=path.parent)
         root = project_root(path, settings)
         if root is None:
             return []
+        if root in folder.parents:
+            root = folder  # the part of the project the editor opened, nothing above it
         if root not in self.by_root:
             self.by_root[root] = self._summarise(path, root)
         skip = set(open_paths)
@@ -130,8 +148,8 @@ class Projects:
 
     def _summarise(self, path: Path, root: Path) -> list[FileSummary]:
         settings = Resolver(cwd=root)
-        store = Cache(cache_dir(root))
-        context = Context.around([path], [], settings, store)
+        store = Cache(cache_dir(root))  # in `root`, in the workspace; or where the user's $TORCHLINT_CACHE_DIR says
+        context = Context.around([path], [], settings, store, within=root)
         if context.note:
             self.notes.append(context.note)
         context.take(check_files(context.todo_files(), context.todo_configs(), jobs=default_jobs()), store)
