@@ -43,7 +43,7 @@ SOURCE = f"""import torch
 def train(model, loader, opt):
     for x in loader:
         loss = model(x)
-        print(loss.item(), r"{HOSTILE}")  # {HOSTILE}
+        print(loss.item(), r"{HOSTILE}")  # noqa:{TITLE} {HOSTILE}
         z = torch.zeros(len(r"{QUOTED}")).cuda()  # {MARKUP}
         opt.step()  # noqa {TITLE}
 """
@@ -119,11 +119,18 @@ def test_statistics_show_fixes_and_show_files(project: Path) -> None:
     assert out.strip() == printable(f"src/{NAME}", one_line=True)
 
 
-def test_errors_and_warnings_on_stderr(project: Path) -> None:
+def test_errors_and_warnings_on_stderr(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchlint.engine import suppress
+
+    monkeypatch.setattr(suppress, "_warned", set())  # warned once per process: earlier tests named the same line
     (project / "pyproject.toml").write_text(f'[tool.torchlint]\nselect = ["{TITLE.replace(chr(7), "")}{CLEAR}"]\n', encoding="utf-8")
     code, out, err = run(project, "src", f"missing{CLEAR}{TITLE}.py")
     assert code == 2 and "torchlint: error" in err
     assert_safe(out)
+    assert_safe(err)
+    (project / "pyproject.toml").unlink()
+    code, out, err = run(project, "-j", "1", "src")  # the malformed `# noqa:` is warned of in this process
+    assert code == 1 and "malformed `# noqa:\\x1b]0;title\\x07`" in err
     assert_safe(err)
 
 
