@@ -31,11 +31,12 @@ TITLE = "\x1b]0;title\x07"
 LINK = "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\"  # OSC 8 hyperlink
 CSI_8BIT = "\x9b31m"  # C1 CSI
 RLO = "\u202e"  # Trojan Source
+CONCEAL = "\x1b[8m"  # a colour code (SGR) torchlint never writes: hides what follows
 MARKUP = "[link=file:///etc/passwd]x[/link][bold]b[/bold]"
-HOSTILE = CLIPBOARD + CLEAR + TITLE + LINK + CSI_8BIT + RLO + "\x7f"  # no CR: Python would end the line there
+HOSTILE = CLIPBOARD + CLEAR + TITLE + LINK + CSI_8BIT + RLO + CONCEAL + "\x7f"  # no CR: Python would end the line there
 
-QUOTED = "\x1b]0;t\x07\u202e\x9b"  # short enough for a message to quote it whole
-NAME = f"t{TITLE}{RLO}{CSI_8BIT}.py"
+QUOTED = "\x1b]0;t\x07\u202e\x9b\x1b[8m"  # short enough for a message to quote it whole
+NAME = f"t{TITLE}{RLO}{CSI_8BIT}{CONCEAL}.py"
 SOURCE = f"""import torch
 # {HOSTILE} {MARKUP}
 
@@ -83,6 +84,7 @@ def test_every_format_escapes_what_it_quotes(project: Path, output_format: str, 
     assert_safe(err)
     if coloured:
         assert SGR.search(out), "colour was forced: torchlint's own colour codes stay"
+        assert CONCEAL not in out, "a colour code from the source passed as torchlint's own"
     if output_format in ("full", "text"):
         assert MARKUP in out  # shown as written: no markup is interpreted
         assert "\\x1b]52;c;ZXZpbA==\\x07" in out and "\\u202e" in out and "\\x9b31m" in out
