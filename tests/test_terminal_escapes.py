@@ -204,3 +204,37 @@ def test_profile_text_report_and_console(tmp_path: Path) -> None:
     assert_safe((run_dir / "report.txt").read_text(encoding="utf-8"))
     report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
     assert report["run"]["script"].endswith(script.name)  # JSON keeps the exact name
+
+
+def test_watch(project: Path) -> None:
+    """`check --watch`: each run's report and its own messages, as the other runs'."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "check", "--watch", "--no-cache", "--output-format", "concise", "src"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None and not _watching(process):
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text_out, text_err = out.decode("utf-8"), err.decode("utf-8")
+    assert "TL101" in text_out and "watching for changes" in text_err
+    assert_safe(text_out)
+    assert_safe(text_err)
+
+
+def _watching(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the first run is over: its one line on stderr, "watching for changes", waits."""
+    import select
+
+    assert process.stderr is not None
+    ready, _, _ = select.select([process.stderr], [], [], 0)
+    return bool(ready)
