@@ -230,8 +230,9 @@ def _read_secret(path: Path) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077 or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
-            return None  # a secret others can read or write is no secret
+        # A secret others can read or write is no secret (POSIX modes; Windows has none to check).
+        if not stat.S_ISREG(info.st_mode) or (os.name == "posix" and (info.st_mode & 0o077 or info.st_uid != os.getuid())):
+            return None
         data = os.read(fd, SECRET_SIZE + 1)
     except OSError:
         return None
