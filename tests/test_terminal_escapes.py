@@ -238,3 +238,13 @@ def _watching(process: subprocess.Popen[bytes]) -> bool:
     assert process.stderr is not None
     ready, _, _ = select.select([process.stderr], [], [], 0)
     return bool(ready)
+
+
+def test_carets_stay_under_the_flagged_code_after_escapes(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(f'import torch\nfor i in range(3):\n    s = "{CLEAR}{RLO}"; z = torch.zeros(3).cuda()\n', encoding="utf-8")
+    _, out, _ = run(tmp_path, "a.py")
+    lines = out.splitlines()
+    shown = next(line for line in lines if line.startswith("3 |"))
+    carets = lines[lines.index(shown) + 1]
+    assert "\\x1b[2J\\u202e" in shown
+    assert carets.index("^") == shown.index("torch.zeros(3)") and carets.count("^") == len("torch.zeros(3)")
