@@ -175,7 +175,7 @@ def test_machine_escapes_keep_the_value() -> None:
 
 @pytest.mark.slow
 def test_profile_text_report_and_console(tmp_path: Path) -> None:
-    """`profile`: its console output (stdout and stderr) and report.txt, with a script
+    """`profile`: its console output (stdout and stderr), report.txt and report.html, with a script
     whose name, arguments and source hold escape sequences (it prints nothing itself)."""
     pytest.importorskip("torch")
     script = tmp_path / f"p{TITLE}{RLO}.py"
@@ -202,6 +202,7 @@ def test_profile_text_report_and_console(tmp_path: Path) -> None:
     assert_safe(done.stdout)
     assert_safe(done.stderr)
     assert_safe((run_dir / "report.txt").read_text(encoding="utf-8"))
+    assert_safe((run_dir / "report.html").read_text(encoding="utf-8"))  # a browser acts on bidi overrides
     report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
     assert report["run"]["script"].endswith(script.name)  # JSON keeps the exact name
 
