@@ -17,15 +17,16 @@ ALLOWED = {
     "findings": set(),
     "savings": set(),
     "config": set(),
+    "terminal": set(),
     "analysis": {"findings"},
     "checks": {"analysis", "findings"},
-    "engine": {"checks", "analysis", "findings", "config", "catalogue"},
+    "engine": {"checks", "analysis", "findings", "config", "catalogue", "terminal"},
     "catalogue": {"checks", "findings"},
     "profiler": {"findings", "profiler", "savings"},
     "correlate": {"findings", "profiler", "savings"},
     "estimate": {"findings", "profiler", "savings", "correlate"},
     "experiment": {"findings", "profiler", "savings", "correlate", "estimate", "engine", "config"},
-    "report": {"findings", "correlate", "profiler", "catalogue", "savings"},
+    "report": {"findings", "correlate", "profiler", "catalogue", "savings", "terminal"},
     "textlines": set(),
 }
 # Leaf modules every part may import: the one line model of a user's source.

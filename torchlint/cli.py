@@ -62,8 +62,13 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
         traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
+        from torchlint.terminal import safe_streams
+
         try:
-            return super().invoke(ctx)
+            # Every message may quote the user's bytes (a path, a config value, source in
+            # an exception): no control sequence of theirs reaches the terminal.
+            with safe_streams():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
             raise
         except Exception as error:
@@ -215,8 +220,10 @@ def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: li
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     say_notes(edits, say)  # fixes left out of a notebook, and why
     if diff:
+        from torchlint.terminal import write_exact
+
         for edit in edits:
-            click.echo(edit.diff(), nl=False)
+            write_exact(edit.diff())  # a patch stays exact; on a terminal, escaped
         return 0, 0
     # A file that cannot be written keeps its findings (as it still is on disk): exit 2.
     return write_edits(edits, result.findings, checked_roots(targets), say, config)
@@ -243,7 +250,9 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     for note in edit.notes if edit is not None else ():
         click.echo(f"torchlint: {note}", err=True)
     if diff and edit is not None:
-        click.echo(edit.diff(), nl=False)
+        from torchlint.terminal import write_exact
+
+        write_exact(edit.diff())
     fixed = edit.fixed if edit is not None and mode and not diff else 0
     left_out = cli_check.keep_shown(result, lambda path: config)
     if diff:  # stdout carries the diff alone, as for files: `patch` and `git apply` read it
@@ -316,7 +325,10 @@ def server() -> None:
         from torchlint.server import serve
     except ImportError as error:
         raise UsageProblem(f"`torchlint server` needs pygls ({error}); install `torchlint[server]`") from None
-    serve()
+    from torchlint.terminal import raw_streams
+
+    with raw_streams():  # stdio carries the protocol, byte for byte
+        serve()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,7 +30,9 @@ def watch(run: Callable[[], object], paths: list[Path], config_file: Path | None
             while snapshot(paths, config_file, isolated) == before:
                 time.sleep(POLL_S)
             if sys.stdout.isatty():
-                click.clear()
+                from torchlint.terminal import clear_screen
+
+                clear_screen()
             click.echo("torchlint: files changed, checking again", err=True)
     except KeyboardInterrupt:
         sys.exit(0)

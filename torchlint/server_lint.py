@@ -25,7 +25,7 @@ from torchlint.config import Resolver, format_size, load_config
 from torchlint.engine import Linter
 from torchlint.engine.cache import Cache, cache_dir
 from torchlint.engine.call_sites import for_file, kept
-from torchlint.engine.discover import SourceFile
+from torchlint.engine.discover import SourceFile, real
 from torchlint.engine.pool import check_files, collector_paused, default_jobs, guarded
 from torchlint.engine.project_files import Context, project_root
 from torchlint.engine.results import FileResult
@@ -117,37 +117,59 @@ def fix_all(linted: Linted) -> str | None:
     return edit.after if edit is not None and edit.after != linted.text else None
 
 
+def workspace_folder(path: Path, folders: Iterable[Path]) -> Path | None:
+    """The workspace folder (real paths, as ``real`` gives) that holds ``path`` once its
+    ``..`` and links are resolved; None outside every one."""
+    resolved = real(path)
+    return next((folder for folder in folders if folder == resolved or folder in resolved.parents), None)
+
+
 class Projects:
     """The step summaries of each project's files on disk, made on first use and kept
-    until something on disk changes (``forget``): a save, a watched file, a config."""
+    until something on disk changes (``forget``): a save, a watched file, a config.
+
+    The server reads and writes only inside its workspace folders: a document outside
+    every one (``ws/../elsewhere/x.py``, a file the editor opened from anywhere) is linted
+    alone, no project walked around it and no cache written there; a project reaching
+    above its workspace folder is walked from that folder."""
 
     def __init__(self) -> None:
         self.by_root: dict[Path, list[FileSummary]] = {}
         self.contexts: dict[Path, Context] = {}
+        self.root_of: dict[Path, Path] = {}  # a document's project root, as summaries() last found it
         self.notes: list[str] = []
 
     def forget(self) -> None:
         self.by_root.clear()
         self.contexts.clear()
+        self.root_of.clear()
 
     def elsewhere(self, path: Path, open_paths: Iterable[str] = ()) -> Callable[[set[str]], list[FileResult]]:
         """The results of ``path``'s project's files on disk, by absolute path: what a
         document's calls put into the step there. Not of the files open in the editor
         (``open_paths``): each shows its own findings, from the editor's text."""
-        root = project_root(path, Resolver(cwd=path.parent))
+        root = self.root_of.get(path)  # as summaries() found it: inside the workspace, or none
         context = self.contexts.get(root) if root is not None else None
         if context is None:
             return lambda paths: []
         skip = set(open_paths)
         return lambda paths: context.full_results(set(paths) - skip, jobs=default_jobs())
 
-    def summaries(self, path: Path, open_paths: Iterable[str]) -> list[FileSummary]:
+    def summaries(self, path: Path, open_paths: Iterable[str], folders: Iterable[Path] = ()) -> list[FileSummary]:
         """The summaries of ``path``'s project, but for the files open in the editor
-        (``open_paths``, absolute: the editor's text stands for them)."""
+        (``open_paths``, absolute: the editor's text stands for them); ``folders``: the
+        workspace folders, real paths."""
+        self.root_of.pop(path, None)
+        folder = workspace_folder(path, folders)
+        if folder is None:
+            return []
         settings = Resolver(cwd=path.parent)
         root = project_root(path, settings)
         if root is None:
             return []
+        if root in folder.parents:
+            root = folder  # the part of the project the editor opened, nothing above it
+        self.root_of[path] = root
         if root not in self.by_root:
             self.by_root[root] = self._summarise(path, root)
         skip = set(open_paths)
@@ -155,8 +177,8 @@ class Projects:
 
     def _summarise(self, path: Path, root: Path) -> list[FileSummary]:
         settings = Resolver(cwd=root)
-        store = Cache(cache_dir(root))
-        context = Context.around([path], [], settings, store)
+        store = Cache(cache_dir(root))  # in `root`, in the workspace; or where the user's $TORCHLINT_CACHE_DIR says
+        context = Context.around([path], [], settings, store, within=root)
         if context.note:
             self.notes.append(context.note)
         context.take(check_files(context.todo_files(), context.todo_configs(), jobs=default_jobs()), store)

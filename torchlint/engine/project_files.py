@@ -56,13 +56,16 @@ def _covered(root: Path, given_dirs: list[Path]) -> bool:
     return any(root == directory or directory in root.parents for directory in given_dirs)
 
 
-def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolver) -> list[SourceFile]:
+def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolver, within: Path | None = None) -> list[SourceFile]:
     """The files of the projects of ``paths`` other than ``given`` (real paths compared):
     the files whose summaries give the given ones their context. TooLarge when a project
-    holds more than ``MAX_PROJECT_FILES`` files."""
+    holds more than ``MAX_PROJECT_FILES`` files. ``within`` (a real path holding
+    ``paths``): a project reaching above it is walked from there (an editor's workspace)."""
     paths = list(paths)
     given_dirs = [real(p) for p in paths if os.path.isdir(p)]
     roots = {root for root in (project_root(p, settings) for p in paths) if root is not None}
+    if within is not None:
+        roots = {within if root in within.parents else root for root in roots}
     roots = sorted(root for root in roots if not any(other in root.parents for other in roots))  # the outer tree holds the inner
     seen = {real(p) for p in given}
     found: list[SourceFile] = []
@@ -104,10 +107,10 @@ class Context:
     by_path: dict[str, tuple[SourceFile, Config]] = field(default_factory=dict)  # every file, by absolute path, with its own config
 
     @classmethod
-    def around(cls, paths: Iterable[Path], given: Iterable[Path], settings: Resolver, store: Cache | None) -> Context:
+    def around(cls, paths: Iterable[Path], given: Iterable[Path], settings: Resolver, store: Cache | None, within: Path | None = None) -> Context:
         context = cls(store=store)
         try:
-            files = context_files(paths, given, settings)
+            files = context_files(paths, given, settings, within)
         except TooLarge as error:
             context.note = (f"{error.root} holds more than {MAX_PROJECT_FILES} source files: the given files "
                             "were checked without the rest of their project")

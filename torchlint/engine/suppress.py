@@ -193,7 +193,9 @@ def _warn_malformed(path: str, line: int, directive: Directive) -> None:
     rest = directive.text.split(":", 1)[-1].strip() if ":" in directive.text else ""
     rule = catalogue.find(rest.split(",")[0].strip()) if rest else None
     hint = f"`# noqa: {rule.code}`" if rule is not None else "codes such as `# noqa: TL101`"
-    print(f"torchlint: warning: {path}:{line}: malformed `{directive.text}` suppresses nothing; use {hint}", file=sys.stderr)
+    from torchlint.terminal import printable  # a worker's stderr is no SafeStream
+
+    print(printable(f"torchlint: warning: {path}:{line}: malformed `{directive.text}` suppresses nothing; use {hint}"), file=sys.stderr)
 
 
 def is_suppressed(finding: Finding, source: Source | None) -> bool:

@@ -10,6 +10,7 @@ import click
 from collections import Counter
 
 from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
+from torchlint.terminal import printable
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -21,13 +22,13 @@ def _plural(count: int, word: str) -> str:
 
 def headline(finding: Finding, color: bool) -> str:
     """The finding's one line: where, which rule ([*] when --fix repairs it), what."""
-    location = str(finding.location)
+    location = printable(str(finding.location), one_line=True)
     code = finding.code
     fixable = " [*]" if finding.fix is not None and finding.fix.safety is FixSafety.SAFE else ""
     if color:
         location = click.style(location, bold=True)
         code = click.style(code, fg="red", bold=True)
-    return f"{location}: {code}{fixable} {finding.message}"
+    return f"{location}: {code}{fixable} {printable(finding.message, one_line=True)}"
 
 
 def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, failed: int = 0, left_out: dict[str, int] | None = None) -> str:

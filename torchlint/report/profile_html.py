@@ -20,6 +20,7 @@ from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_compile import html_section as compile_section
 from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, reads_line, unranked_sections
 from torchlint.textlines import read_lines
+from torchlint.terminal import printable
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -312,6 +313,8 @@ def render(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> st
             + compile_section(report) + _flame_section(session, run_dir) + _ops_section(report, session) + _hotspots(report)
             + _files(report, run_dir))
     title = escape(f"torchlint profile: {report['run']['script']}")
+    # A browser acts on bidi overrides (Trojan Source) and hides other controls: shown as escapes.
+    body, title = printable(body), printable(title)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{_CSS}</style></head><body>{body}<script>{_JS}</script></body></html>\n")

@@ -13,6 +13,7 @@ from torchlint import __version__
 from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path, lines
 from torchlint.correlate.compiled import compile_summary
 from torchlint.profiler.session import ProfileSession
+from torchlint.terminal import json_safe
 
 SCHEMA = "torchlint.profile-report"
 #: 2: a finding's ``measured`` became the experiment's Measurement (it was a bool,
@@ -262,4 +263,4 @@ def build(
 
 
 def render(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"

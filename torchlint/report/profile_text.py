@@ -9,6 +9,7 @@ from torchlint.correlate import display_path
 from torchlint.correlate import fmt_interval
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.terminal import printable
 from torchlint.report.profile_compile import text_lines as compile_lines
 from torchlint.findings import IMPACT_RANK
 from torchlint.savings import ALPHA, NOT_MEASURABLE
@@ -248,6 +249,12 @@ def cost_by_line(report: dict[str, Any], top: int = 8) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> str:
+    """The text report; what it quotes (paths, source, the script's arguments, messages)
+    with its control characters as visible escapes: it is read on a terminal."""
+    return printable(_render(report))
+
+
+def _render(report: dict[str, Any]) -> str:
     run = report["run"]
     cov = report["coverage"]
     lines: list[str] = []

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
+from torchlint.terminal import json_safe, printable
 
 
 def counts(findings: Sequence[Finding], unsafe: bool = False) -> list[dict[str, object]]:
@@ -45,7 +46,7 @@ def _mark(row: dict[str, object]) -> str:
 def render(findings: Sequence[Finding], as_json: bool = False, left_out: Counter[str] | None = None, unsafe: bool = False) -> str:
     rows = counts(findings, unsafe)
     if as_json:
-        return json.dumps(rows, indent=2)
+        return json_safe(json.dumps(rows, indent=2))
     width = max((len(str(row["count"])) for row in rows), default=1)
     lines = [
         f"{row['count']:>{width}}\t{row['code']}\t{_mark(row)}{row['name']}\t"
@@ -57,4 +58,4 @@ def render(findings: Sequence[Finding], as_json: bool = False, left_out: Counter
     hidden = sum((left_out or {}).values())
     if hidden:
         lines.append(f"({hidden} lower-impact finding{'s' if hidden != 1 else ''} not counted: `--min-impact low` counts them)")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
