@@ -119,7 +119,7 @@ def test_the_editor_reports_it_on_the_callers_document(tmp_path: Path) -> None:
     root = _project(tmp_path)
     train = root / "train.py"
     projects = Projects()
-    others = projects.summaries(train, [])
+    others = projects.summaries(train, [], [root.resolve()])  # the workspace folder: the project is read inside it
     linted = lint_text(train.read_text(), train, others, elsewhere=projects.elsewhere(train))
     assert [(f.code, f.line) for f in linted.findings] == [("TL101", CALL_LINE)]
     assert linted.findings[0].related[0].line == 2
