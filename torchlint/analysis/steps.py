@@ -29,6 +29,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
+from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
@@ -95,7 +96,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return named | {hook.function for hook in self._hooks}
 
     @cached_property
-    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call, str]]:
+    def _pending(self) -> list[tuple[str, Ref, Where | None, cst.Call, str]]:
         found = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
@@ -131,7 +132,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
-                     self._branch(call, loop), self._constant_args(call))
+                     self._branch(call, loop), self._constant_args(call), *self._place(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -143,6 +144,20 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled,
         )
 
+    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
+        """The loops around ``call`` within its step (its hot loop, else its function), and
+        whether device work follows it there."""
+        places = self._places.get(id(call))
+        if places is None:
+            ctx = self.ctx
+            stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call)
+            places = self._places[id(call)] = (ctx.places.repeats(call, stop), ctx.places.position(call, stop))
+        return places
+
+    @cached_property
+    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None]]:
+        return {}  # a call with several targets (a container's members) is placed once
+
     def _loops(self) -> tuple[LoopSummary, ...]:
         """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
         ctx, loops, found = self.ctx, self.ctx.loops, []
@@ -153,7 +168,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop) if may_step else "", may_step))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop) if may_step else None, may_step))
         return tuple(found)
 
     @cached_property
@@ -220,8 +235,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return tuple(found)
 
     # --- where a call runs -----------------------------------------------------------
-    def _placement(self, call: cst.Call) -> tuple[str, str | None, str] | None:
-        """(caller key, hot loop text or None, key of the loop around it that is not hot or
+    def _placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:
+        """(caller key, how often its hot loop runs or None, key of the loop around it that is not hot or
         ""), or None when the call does not run per caller run (module-level code outside
         loops, rare branches)."""
         ctx = self.ctx
@@ -234,7 +249,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if ctx.loops.is_hot(each):
                 if ctx.guards.rare(call, stop=each):
                     return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.describe(each), ""
+                return caller, ctx.loops.where(each), ""
             if loop is None and (type(each) is cst.For or type(each) is cst.While):
                 loop = each
         # Not in a hot loop: a loop around it may still be a step loop (the join decides).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
-from torchlint.analysis.impact import Cost, Where, assess, where_of
-from torchlint.analysis.join import StepInfo, Steps, join
+from torchlint.analysis.impact import Cost, Place, Where, assess, with_multiplicity
+from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
 
@@ -23,8 +23,9 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         steps = join(r.summary for r in results if r.summary is not None)
     for file_result in results:
         per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
+        step_loops = {key for path, key in getattr(steps, "step_loops", ()) if path == file_result.summary.path} if file_result.summary else set()
         if file_result.in_functions and per_step:
-            _raise_impacts(file_result, per_step)
+            _raise_impacts(file_result, per_step, step_loops)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
@@ -40,17 +41,27 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 continue
             if condition.needs_tensor and not info.tensor_args:
                 continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
-            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info, condition.cost))
+            file_result.findings.append(_per_step_finding(condition, info, step_loops))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
 
 
-def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> Finding:
+def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: set[str]) -> Finding:
+    finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    impact, reason = _step_impact(cost, info) if cost else (finding.impact, finding.impact_reason)
-    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, info.text(key, finding.location.path)),
-                   related=related, impact=impact, impact_reason=reason)
+    place = _place(info, condition.repeats, condition.position, step_loops)
+    impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
+    message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
+    return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
+
+
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: set[str]) -> Place:
+    """How often a line of a per-step function runs per step, and where: the function's
+    count times the loops around the line in it (those inside the step), and the line's
+    own position where its function says (device work after it), else its call's."""
+    local = tuple(repeat for _, repeat in within_step(repeats, step_loops))
+    return Place(info.where, info.per_step.then(*local), position or info.position)  # type: ignore[arg-type]
 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
@@ -58,23 +69,18 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
     which is every step where the join finds the compiled function per-step (a batch loop's
     otherwise). The same function run eagerly elsewhere breaks no graph there."""
     finding = condition.finding
-    impact, reason = assess(Cost[condition.cost], where_of(step.origin) if step is not None else Where.BATCH)
+    impact, reason = assess(Cost[condition.cost], step.where if step is not None else Where.BATCH)
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
-def _step_impact(cost: str, info: StepInfo) -> tuple[str, str]:
-    """The impact of a finding in a function the join found per-step: that step's."""
-    return assess(Cost[cost], where_of(info.origin), info.host_only)
-
-
-def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo]) -> None:
+def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: set[str]) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once)."""
     raised: dict[tuple[str, object], tuple[str, str]] = {}
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
-            raised[(pending.code, pending.location)] = _step_impact(pending.cost, info)
+            raised[(pending.code, pending.location)] = assess(Cost[pending.cost], _place(info, pending.repeats, pending.position, step_loops), info.host_only)
     if not raised:
         return
     findings = []
