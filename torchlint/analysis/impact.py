@@ -131,6 +131,7 @@ class Multiplicity:
     """How many times the flagged line runs per step: the loops around it, outermost first."""
 
     repeats: tuple[Repeat, ...] = ()
+    unit: str = "step"  # what the step is, when a loop the join made a step says ("decoded token")
 
     def __bool__(self) -> bool:
         return bool(self.repeats)
@@ -145,7 +146,7 @@ class Multiplicity:
         return total
 
     def then(self, *more: Repeat) -> Multiplicity:
-        return Multiplicity(self.repeats + more)
+        return Multiplicity(self.repeats + more, self.unit)
 
     def words(self) -> str:
         """"24 times per step: once in each `Block.forward()`", "per candidate per beam per
@@ -156,9 +157,9 @@ class Multiplicity:
         each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
         count = self.count
         if count is not None:
-            return f"{count} times per step{each}"
+            return f"{count} times per {self.unit}{each}"
         per = " ".join(f"per {r.kind}" for r in reversed(self.repeats))
-        return f"{per} per step{each}"
+        return f"{per} per {self.unit}{each}"
 
 
 ONCE_PER_STEP = Multiplicity()

@@ -67,7 +67,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     traces (``compiled``: :mod:`torchlint.analysis.compiled_reach`)."""
 
     compiled: Compiled = {}  # a join sets its own
-    step_loops: frozenset[tuple[str, str]] = frozenset()  # (file, loop key): loops that are a step themselves
+    step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -76,11 +76,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project.index_arguments()
     steps = Steps()
     # Training first: a helper that both training and evaluation reach reads "training".
-    step_loops = _step_loops(project)
-    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project, step_loops), key=lambda seed: seed[0]))
-    loops_by_file: dict[str, set[str]] = {}
-    for path, key in step_loops:
-        loops_by_file.setdefault(path, set()).add(key)
+    step_loops, roots = _step_loops(project)
+    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project, step_loops, roots), key=lambda seed: seed[0]))
+    loops_by_file: dict[str, dict[str, str]] = {}
+    for (path, key), over in roots.items():
+        loops_by_file.setdefault(path, {})[key] = over
     calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -117,17 +117,17 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (call.location,) if info.hook and call.location is not None else info.sites
                 via = "" if info.hook else key
-                per_step, position = _called_place(info, call, callee, loops_by_file.get(path, set()))
+                per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                per_step=per_step, position=position)))
     _inner_places(project, steps)
     steps.compiled = compiled_reach(project)
-    steps.step_loops = frozenset(step_loops)
+    steps.step_loops = roots
     return steps
 
 
-def _seeds(project: Project, step_loops: dict[tuple[str, str], Where]) -> list[tuple[int, str, str, StepInfo]]:
+def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
     """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
     calls made from hot loops, loops the join finds to be step loops and their calls."""
     seeds: list[tuple[int, str, str, StepInfo]] = []
@@ -146,7 +146,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where]) -> list[t
     for (path, key), where in step_loops.items():
         seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=project.files[path].host_only)))
     for path, summary in project.files.items():
-        loops_here = {key for (file, key) in step_loops if file == path}
+        loops_here = {key: over for (file, key), over in roots.items() if file == path}
         for call in summary.calls:
             if call.loop is not None:
                 where: Where | None = call.loop
@@ -163,15 +163,15 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where]) -> list[t
     return seeds
 
 
-def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, str], step_loops: frozenset[str] | set[str]) -> tuple[Multiplicity, Position]:
+def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, str], step_loops: dict[str, str]) -> tuple[Multiplicity, Position]:
     """How many times per step ``callee`` runs through ``call`` (the caller's count times the
     loops around the call, the innermost running the callee: "once in each `Block.forward()`"),
     and where that call sits in the step (a module's forward is mid-step: its other layers and
     its backward follow)."""
-    repeats = tuple(repeat for _, repeat in within_step(call.repeats, step_loops))
+    repeats, unit = within_step(call.repeats, step_loops)
     if repeats:
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
-    per_step = (caller.per_step if caller is not None else ONCE_PER_STEP).then(*repeats)
+    per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
     if callee[1].rsplit(".", 1)[-1] in ("forward", "__call__") or call.target[-1] == "__call__":
         return per_step, Position.MID_STEP
     if call.position is not None:
@@ -179,21 +179,27 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
     return per_step, caller.position if caller is not None else Position.MID_STEP
 
 
-def within_step(repeats: tuple[tuple[str, Repeat], ...], step_loops: frozenset[str] | set[str]) -> tuple[tuple[str, Repeat], ...]:
-    """The loops (outermost first) inside the innermost one that is a step itself: a loop the
-    join found to be a step loop is the step, not a repetition within it."""
+def within_step(repeats: tuple[tuple[str, Repeat], ...], roots: dict[str, str] | set[str]) -> tuple[tuple[Repeat, ...], str]:
+    """The loops (outermost first) inside the innermost one that is a step itself (a loop
+    the join found to be a step loop is the step, not a repetition within it), and what that
+    step is: "decoded token" for a decode loop, "step" when nothing names it."""
     for index in range(len(repeats) - 1, -1, -1):
-        if repeats[index][0] in step_loops:
-            return repeats[index + 1:]
-    return repeats
+        key = repeats[index][0]
+        if key in roots:
+            over = roots[key] if isinstance(roots, dict) else ""
+            unit = over if over and over not in ("iteration", "member") else "step"
+            return tuple(repeat for _, repeat in repeats[index + 1:]), unit
+    return tuple(repeat for _, repeat in repeats), "step"
 
 
-def _step_loops(project: Project) -> dict[tuple[str, str], Where]:
+def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tuple[str, str], str]]:
     """Loops that are step loops because their own body calls a model of the project
     (``self.policy(obs)``, whose class another module defines) or a function of another
-    module that makes one training step; and the loops nested in them. Key -> how often."""
+    module that makes one training step; and the loops nested in them. Key -> how often;
+    and the loops that are a step themselves (not nested in one) -> what each goes over."""
     loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
     found: dict[tuple[str, str], Where] = {}
+    reaches = _ModelReach(project)
     for path, summary in project.files.items():
         for call in summary.calls:
             where = (path, call.within)
@@ -205,16 +211,26 @@ def _step_loops(project: Project) -> dict[tuple[str, str], Where]:
                     found[where] = Where.TRAIN
                 elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
                     found[where] = loop.where or Where.BATCH  # a model's forward
+                elif call.target[0] in ("object", "method") and reaches(callee):
+                    # `search.decode(x)`, `self.inference.logits(seq)`: a method that runs a model,
+                    # once per request, token or sample: an inference step unless the loop says more.
+                    # Its outermost loop in the function is the step (`for t in range(max_len):`
+                    # around `for seq in beams:`): the loops inside it repeat within the step.
+                    while loop.parent in {k for p, k in loops if p == path} and loops[(path, loop.parent)].where is not Where.EPOCH:
+                        where, loop = (path, loop.parent), loops[(path, loop.parent)]
+                    if where not in found:
+                        found[where] = Where.TRAIN if loop.where is Where.TRAIN else Where.INFER
                 else:
                     continue
                 break
+    roots = dict(found)
     for (path, key), loop in loops.items():  # loops inside a step loop run every step too
         parent = (path, loop.parent)
-        while parent in loops and parent not in found:
+        while parent in loops and parent not in roots:
             parent = (path, loops[parent].parent)
-        if parent in found and (path, key) not in found:
+        if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
-    return found
+    return found, {root: loops[root].over for root in roots}
 
 
 def _inner_places(project: Project, steps: Steps) -> None:
@@ -233,6 +249,38 @@ def _inner_places(project: Project, steps: Steps) -> None:
                 known.setdefault(f"{key}#none:{name}", info)
             for name in info.constants if "#" not in key else ():
                 known.setdefault(f"{key}#const:{name}", info)
+
+
+class _ModelReach:
+    """Does a function run a model's ``forward`` in its own body (loops included), itself or
+    through the functions it calls, a few calls deep? Memoised per project."""
+
+    _DEPTH = 3
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.memo: dict[tuple[str, str], bool] = {}
+        self.calls: dict[tuple[str, str], list[CallSite]] = {}
+        for path, summary in project.files.items():
+            for call in summary.calls:
+                if call.caller and call.loop is None:
+                    self.calls.setdefault((path, call.caller), []).append(call)
+
+    def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
+        known = self.memo.get(function)
+        if known is not None:
+            return known
+        self.memo[function] = False  # recursion ends here
+        found = False
+        for call in self.calls.get(function, ()) if depth < self._DEPTH else ():
+            for callee in self.project.callees(call.target, function[0]):
+                if callee[1].rsplit(".", 1)[-1] == "forward" and call.target[-1] in ("__call__", "forward") or self(callee, depth + 1):
+                    found = True
+                    break
+            if found:
+                break
+        self.memo[function] = found
+        return found
 
 
 def _loop_where(where: Where, project: Project, callee: tuple[str, str]) -> Where:

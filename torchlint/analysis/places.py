@@ -25,7 +25,8 @@ _QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "l
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter"})
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
-_DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")
+_DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
+_DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
 # Loop variables and iterables that name what a loop goes over, most specific first.
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
                 ("token", "decoded token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
@@ -67,7 +68,7 @@ class Places:
                 return Repeat(_named_kind(names) or "iteration", count)
             if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
                 return Repeat("batch row", count)
-            if type(loop) is cst.For and any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
+            if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
                 return Repeat("decoded token", count)
             return Repeat(_named_kind(names + " " + bound) or "iteration", count)
         kind = _named_kind(names) or _named_kind(code)

@@ -168,7 +168,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop) if may_step else None, may_step))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind))
         return tuple(found)
 
     @cached_property
@@ -394,13 +394,14 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return tuple(hooks)
 
 
-_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit")
+_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "generate", "sample", "predict", "infer", "search", "translate")
 
 
 def _may_make_a_step(target: Ref) -> bool:
-    """A call that may make its loop a step loop: an object's ``__call__`` (a model's
-    forward), or a function or method whose name says it trains (``train_step``, ``update``)."""
-    if target[0] == "object" and target[2] == "__call__":
+    """A call that may make its loop a step loop: a method of a project object (a model's
+    forward, or a method that runs one: ``search.decode(x)``), or a function or method whose
+    name says it trains or generates (``train_step``, ``update``, ``generate``)."""
+    if target[0] == "object":
         return True
     name = str(target[-1]).rsplit(".", 1)[-1].lower()
     return any(word in name for word in _STEP_WORDS)

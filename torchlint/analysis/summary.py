@@ -38,8 +38,9 @@ class LoopSummary:
 
     key: str  # "Cls.m#loop2"
     parent: str  # the enclosing loop's key, or the function's ("" at module level)
-    where: Where | None  # how often it runs if it is a step loop (None: it cannot be one)
-    may_step: bool = True  # False: its body always ends with return/break (it runs at most once)
+    where: Where  # how often it runs if it is a step loop
+    may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
+    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
-from torchlint.analysis.impact import Cost, Place, Where, assess, with_multiplicity
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
@@ -23,7 +23,8 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         steps = join(r.summary for r in results if r.summary is not None)
     for file_result in results:
         per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
-        step_loops = {key for path, key in getattr(steps, "step_loops", ()) if path == file_result.summary.path} if file_result.summary else set()
+        here = file_result.summary.path if file_result.summary is not None else None
+        step_loops = {key: over for (path, key), over in getattr(steps, "step_loops", {}).items() if path == here}
         if file_result.in_functions and per_step:
             _raise_impacts(file_result, per_step, step_loops)
         if not file_result.conditional or file_result.summary is None:
@@ -47,7 +48,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
     return steps
 
 
-def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: set[str]) -> Finding:
+def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:
     finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
     place = _place(info, condition.repeats, condition.position, step_loops)
@@ -56,12 +57,13 @@ def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: set[st
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
-def _place(info: StepInfo, repeats: tuple, position: object, step_loops: set[str]) -> Place:
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str]) -> Place:
     """How often a line of a per-step function runs per step, and where: the function's
     count times the loops around the line in it (those inside the step), and the line's
     own position where its function says (device work after it), else its call's."""
-    local = tuple(repeat for _, repeat in within_step(repeats, step_loops))
-    return Place(info.where, info.per_step.then(*local), position or info.position)  # type: ignore[arg-type]
+    local, unit = within_step(repeats, step_loops)
+    per_step = info.per_step.then(*local) if info.per_step or unit == "step" else Multiplicity(local, unit)
+    return Place(info.where, per_step, position or info.position)  # type: ignore[arg-type]
 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
@@ -73,7 +75,7 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
-def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: set[str]) -> None:
+def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str]) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once)."""
     raised: dict[tuple[str, object], tuple[str, str]] = {}
