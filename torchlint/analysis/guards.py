@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
+from torchlint.analysis.values import looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -54,6 +55,8 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
     return False
 
 
+# Helpers handed the optimizer to store or report it, not to step it.
+_KEEPS_OPTIMIZER = ("save", "checkpoint", "ckpt", "log", "eval", "state", "load", "print", "report")
 # Flags a trainer sets on the steps that log, save or evaluate (`control.should_save`).
 _PERIODIC_FLAG = re.compile(r"(?:.*\.)?(?:should|time_to)_\w+$")
 
@@ -293,8 +296,16 @@ class Guards:
         return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(loop.body))
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:
-        return (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step"
-                and self.ctx.loops.is_step_call(node))
+        """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,
+        ``scaler.step(opt)``): the step may be made in a helper of another module."""
+        if type(node) is not cst.Call:
+            return False
+        if type(node.func) is cst.Attribute and node.func.attr.value == "step" and self.ctx.loops.is_step_call(node):
+            return True
+        name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
+        if any(word in name for word in _KEEPS_OPTIMIZER):
+            return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
+        return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)
 
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a
