@@ -154,3 +154,52 @@ def test_the_summary_stays_plain_picklable_data(findings) -> None:  # type: igno
     assert summary == result.summary
     repeats = [c.repeats for c in summary.calls if c.repeats]
     assert any([r.kind for _, r in each] == ["decoded token", "beam"] for each in repeats)
+
+
+BLOCK = """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x) / x.abs().max().item()
+"""
+NET = """import torch
+import torch.nn as nn
+from block import Block
+
+
+class Net(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(d), nn.Linear(d, d)])
+{extra}
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return {ret}
+
+
+model = Net(8).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in loader:
+    model(x.cuda()).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("extra", "ret", "words"), [
+    ("", "x", None),  # a list of several classes: each member's forward runs once
+    ("        self.stack = nn.Sequential(*[Block(d) for _ in range(6)])\n", "self.stack(x)", "6 times per step: once in each `Block.forward()`"),
+])
+def test_containers_of_one_class_repeat_its_forward(tmp_path: Path, extra: str, ret: str, words: str | None) -> None:
+    (tmp_path / "block.py").write_text(BLOCK)
+    (tmp_path / "net.py").write_text(NET.format(extra=extra, ret=ret))
+    found = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    [block] = found
+    assert block.impact == "high"  # inside forward: mid-step either way
+    assert (words in block.message) if words else "times per step" not in block.message and "per step)" not in block.message

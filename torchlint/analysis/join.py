@@ -104,6 +104,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
+            if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
+                known = steps[path][key] = replace(known, per_step=info.per_step)
+                grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 continue  # reached already: recursion and diamonds end here
             info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too

@@ -83,9 +83,14 @@ class Places:
         return count if count is not None and count > 0 else None
 
     def _container_size(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> int | None:
-        """``self.blocks`` built as ``nn.ModuleList([Block() for _ in range(12)])`` (or of a
-        literal list): how many members it has, when the code says."""
-        name = dotted(iterable)
+        members = self._members(iterable, at)
+        return members[1] if members is not None else None
+
+    def _members(self, container: cst.BaseExpression, at: cst.CSTNode) -> tuple[bool, int | None, str] | None:
+        """``self.blocks`` built as ``nn.ModuleList([Block() for _ in range(12)])`` (the same
+        class N times: True) or of a literal list (``[A(), B()]``: several classes, False),
+        how many members when the code says, and the container's class name."""
+        name = dotted(container)
         cls = self.ctx.tree.enclosing_class(at)
         if name is None or not name.startswith("self.") or cls is None:
             return None
@@ -93,15 +98,34 @@ class Places:
             if len(assign.targets) != 1 or dotted(assign.targets[0].target) != name or self.ctx.tree.enclosing_class(assign) is not cls:
                 continue
             value = assign.value
-            if type(value) is not cst.Call or self.ctx.qname(value.func) not in CONTAINERS or len(value.args) != 1:
+            qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
+            if qualified not in CONTAINERS or len(value.args) != 1:
                 return None
             members = value.args[0].value
             if type(members) in (cst.List, cst.Tuple) and not any(type(e) is cst.StarredElement for e in members.elements):
-                return len(members.elements) or None
+                return len(members.elements) < 2, len(members.elements) or None, qualified
             if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
-                return self._range_count(members.for_in.iter)
+                return True, self._range_count(members.for_in.iter), qualified
             return None
         return None
+
+    def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
+        """The loops around ``call`` that run its callee again each time: a loop over a
+        container of several classes (``[A(), B()]``) runs each member's ``forward`` once,
+        and calling an ``nn.Sequential`` of N blocks runs the block's ``forward`` N times."""
+        found = self.repeats(call, stop)
+        func = call.func
+        loop = next(iter(self.ctx.loops.enclosing_loops(call)), None)
+        if found and type(loop) is cst.For and type(func) is cst.Name and func.value in {dotted(e) for e in _parts(loop.target)}:
+            members = self._members(loop.iter, call)
+            if members is not None and not members[0]:
+                found = found[:-1]  # `for layer in self.layers: x = layer(x)`, each layer its own class
+        if type(func) is cst.Attribute:
+            members = self._members(func, call)
+            if members is not None and members[0] and members[2] == "torch.nn.Sequential":
+                name = func.attr.value.lower()
+                found = (*found, ("", Repeat(_named_kind(name) or "member", members[1])))
+        return found
 
     def _calls_a_model(self, loop: cst.CSTNode) -> bool:
         loops = self.ctx.loops

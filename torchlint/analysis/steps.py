@@ -151,7 +151,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         if places is None:
             ctx = self.ctx
             stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call)
-            places = self._places[id(call)] = (ctx.places.repeats(call, stop), ctx.places.position(call, stop))
+            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop))
         return places
 
     @cached_property
