@@ -203,3 +203,42 @@ def test_containers_of_one_class_repeat_its_forward(tmp_path: Path, extra: str, 
     [block] = found
     assert block.impact == "high"  # inside forward: mid-step either way
     assert (words in block.message) if words else "times per step" not in block.message and "per step)" not in block.message
+
+
+GLOBAL_MODEL = """import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        scale = y.abs().max().item()
+        return self.fc(y / scale)
+
+
+MODEL = Net().cuda()
+
+
+def predict(x):
+    return MODEL(x)
+
+
+def shape_of(x):
+    return tuple(x.shape)
+"""
+
+
+def test_a_loop_calling_a_function_of_a_module_level_model_is_an_inference_step(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(GLOBAL_MODEL)
+    (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.predict(x.cuda())\n")
+    found = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    [read] = found
+    assert read.line == 12 and read.impact == "high"  # mid-forward: more layers follow it
+    assert "called from `predict()`, run every step from a sampling loop" in read.message
+    # a loop over a function that never runs the model is no step: the forward is not reached
+    (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.shape_of(x.cuda())\n")
+    assert lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings == []

@@ -202,6 +202,9 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if cost in _READ_COSTS and place.position is not Position.MID_STEP:
         capped = LOW if place.position is Position.AFTER_SYNC else MEDIUM if tier == HIGH else tier
         return capped, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+    if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
+        # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
+        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host"
     return tier, f"{cost.value}, {often}"
 
 

@@ -143,10 +143,14 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
             for method in cls.methods:
                 if method in hooks.methods:
                     where = PHASE_WHERE[hooks.methods[method]]
-                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=summary.host_only)
+                    # after a training hook come the backward and the optimizer step; after the others, the next batch
+                    position = Position.MID_STEP if where is Where.TRAIN else Position.STEP_END
+                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=summary.host_only, position=position)
                     seeds.append((phase_rank(where), path, f"{cls.key}.{method}", info))
         for hook in summary.hooks:
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook.where, hook=True, host_only=summary.host_only)))
+            # an ignite step function or iteration handler: what follows it is the next batch
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook.where, hook=True, host_only=summary.host_only,
+                                                           position=Position.STEP_END)))
     for (path, key), where in step_loops.items():
         seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=project.files[path].host_only)))
     for path, summary in project.files.items():
@@ -215,9 +219,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     found[where] = Where.TRAIN
                 elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
                     found[where] = loop.where or Where.BATCH  # a model's forward
-                elif call.target[0] in ("object", "method") and reaches(callee):
-                    # `search.decode(x)`, `self.inference.logits(seq)`: a method that runs a model,
-                    # once per request, token or sample: an inference step unless the loop says more.
+                elif reaches(callee):
+                    # `self.inference.logits(seq)`, `predict(x)` of a module-level model: a function
+                    # that runs a model once per call, so once per request, token or sample: an
+                    # inference step unless the loop trains.
                     # Its outermost loop in the function is the step (`for t in range(max_len):`
                     # around `for seq in beams:`): the loops inside it repeat within the step.
                     while loop.parent in {k for p, k in loops if p == path} and loops[(path, loop.parent)].where is not Where.EPOCH:
@@ -256,8 +261,8 @@ def _inner_places(project: Project, steps: Steps) -> None:
 
 
 class _ModelReach:
-    """Does a function run a model's ``forward`` in its own body (loops included), itself or
-    through the functions it calls, a few calls deep? Memoised per project."""
+    """Does a function run a model's ``forward`` once per call (in its body, not in a loop of
+    its own), itself or through the functions it calls, a few calls deep? Memoised."""
 
     _DEPTH = 3
 
@@ -267,7 +272,8 @@ class _ModelReach:
         self.calls: dict[tuple[str, str], list[CallSite]] = {}
         for path, summary in project.files.items():
             for call in summary.calls:
-                if call.caller and call.loop is None:
+                # A call in a loop of its own makes the function a whole run or epoch, not a step.
+                if call.caller and call.loop is None and not call.within:
                     self.calls.setdefault((path, call.caller), []).append(call)
 
     def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
