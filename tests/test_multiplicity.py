@@ -242,3 +242,12 @@ def test_a_loop_calling_a_function_of_a_module_level_model_is_an_inference_step(
     # a loop over a function that never runs the model is no step: the forward is not reached
     (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.shape_of(x.cuda())\n")
     assert lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings == []
+
+
+def test_functions_stored_in_a_dict_are_followed(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(GLOBAL_MODEL + "\n\ndef classify(x):\n    return MODEL(x).argmax().item()\n")
+    (tmp_path / "serve.py").write_text("import torch\nfrom net import classify, shape_of\n\nHANDLERS = {'cls': classify, 'shape': shape_of}\n\n"
+                                       "for x in requests:\n    out = HANDLERS[kind](x.cuda())\n")
+    found = {f.line: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
+    assert set(found) == {12, 28}
+    assert found[28].impact == "medium" and "in `classify()`" in found[28].message  # the handler's last work: the step's end

@@ -150,7 +150,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         places = self._places.get(id(call))
         if places is None:
             ctx = self.ctx
-            stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call)
+            # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
+            stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
             places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop))
         return places
 
@@ -322,8 +323,27 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return ("import", 0, qualified)
         if func_type is cst.Subscript:  # `self.blocks[i](x)`
             owner = self._instance_class(func, at)
-            return _object_call(owner, "__call__") if owner is not None else None
+            if owner is None:
+                return self._stored_functions(func.value, at)
+            return _object_call(owner, "__call__")
         return None
+
+    def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``STEPS[mode](batch)`` where ``STEPS = {"train": train_step, ...}`` (a dict or list
+        of functions defined or imported here, bound once): the call runs one of them."""
+        if type(table) is not cst.Name:
+            return None
+        bindings = self.ctx.bindings.lookup(table.value, at)
+        value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+        if type(value) is cst.Dict:
+            items = [e.value for e in value.elements if type(e) is cst.DictElement]
+        elif type(value) in (cst.List, cst.Tuple):
+            items = [e.value for e in value.elements if type(e) is cst.Element]
+        else:
+            return None
+        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != table.value
+                                    and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
+        return ("each", found) if found else None
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""
@@ -399,10 +419,11 @@ _STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "g
 
 def _may_make_a_step(target: Ref) -> bool:
     """A call that may make its loop a step loop: a method of a project object (a model's
-    forward, or a method that runs one: ``search.decode(x)``), or a function or method whose
-    name says it trains or generates (``train_step``, ``update``, ``generate``)."""
-    if target[0] == "object":
-        return True
+    forward, or a method that runs one: ``search.decode(x)``), a function of the project
+    (it may run a model: the join decides), or a method of the class whose name says it
+    trains or generates (``self.train_step``, ``self.update``, ``self.generate``)."""
+    if target[0] in ("object", "import", "local"):
+        return True  # a model's forward, or a function that may run one (`predict(x)`, `HANDLERS[kind](x)`)
     name = str(target[-1]).rsplit(".", 1)[-1].lower()
     return any(word in name for word in _STEP_WORDS)
 

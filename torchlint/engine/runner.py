@@ -187,6 +187,9 @@ def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, 
     """The loops around ``node`` in its function and where it sits there: with what the
     join says of the function, how many times per step it runs and where."""
     function = ctx.tree.enclosing_function(node)
+    if function is None:  # module-level code: its step is a loop around it (the join decides which)
+        loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
+        return ctx.places.repeats(node, None), ctx.places.position(node, loops[-1]) if loops else None
     return ctx.places.repeats(node, function), ctx.places.position(node, function)
 
 
