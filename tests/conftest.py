@@ -27,6 +27,7 @@ for x, y in loader:
     loss.backward()
     opt.zero_grad(set_to_none=False)
     print(loss.item())
+    opt.step()
 """
 RULES_DIR = ROOT / "rules"
 # `# expect: TL101` or, with the finding's impact, `# expect: TL101 (high), TL102 (low)`

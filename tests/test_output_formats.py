@@ -59,6 +59,7 @@ def test_full_is_the_default_with_source_carets_impact_and_help(project: Path) -
         "6 |     opt.zero_grad(set_to_none=False)",
         "7 |     print(loss.item())",
         "  |           ^^^^^^^^^^^ TL101",
+        "8 |     opt.step()",
         "  |",
         "  = impact: high (a host-device sync that stalls the GPU pipeline, every step of a training loop)",
         "  = help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",

@@ -18,6 +18,7 @@ from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
 from torchlint.analysis.layers import Layers
 from torchlint.analysis.loops import Loops
+from torchlint.analysis.places import Places
 from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
@@ -71,6 +72,10 @@ class FileContext:
     @cached_property
     def loops(self) -> Loops:
         return Loops(self)
+
+    @cached_property
+    def places(self) -> Places:
+        return Places(self)
 
     @cached_property
     def grad(self) -> GradContext:

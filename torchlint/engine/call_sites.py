@@ -18,7 +18,7 @@ from torchlint import catalogue
 from torchlint.analysis.join import Steps
 from torchlint.config import Config
 from torchlint.engine.results import FileResult
-from torchlint.engine.settle import per_step_findings
+from torchlint.engine.settle import per_step_findings, step_loops_of
 from torchlint.engine.source import Source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
 from torchlint.findings import IMPACT_RANK, Finding, Location
@@ -41,7 +41,7 @@ def at_call_sites(others: Iterable[FileResult], steps: Steps, displays: set[str]
     for other in others:
         if other.summary is None:
             continue
-        for finding, info in per_step_findings(other, steps.get(other.summary.path, {})):
+        for finding, info in per_step_findings(other, steps.get(other.summary.path, {}), step_loops_of(steps, other.summary.path)):
             for site in info.sites:
                 if site.path in displays and site.path != finding.path:
                     grouped.setdefault((site, finding.code), []).append(finding)
