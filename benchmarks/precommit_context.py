@@ -10,6 +10,9 @@ repeated, side by side:
   alone       `check pkg/metrics_000.py` without the project (the engine before issue 25)
   warm        `check pkg/metrics_000.py` with the project, its summaries in the cache
   cold        the same, the cache emptied before each run (the first run in a checkout)
+  caller      `check train.py` with the project, warm: the loop's file, whose call puts the
+              helper's `.item()` into every step (reported at the call, issue 36)
+  caller-cold the same, cold
   project     `check .` over the whole project, warm (what CI runs)
   project-cold `check .`, cold
 
@@ -161,6 +164,8 @@ def main() -> None:
         _, warm_out = run(root, cache, [helper])
         print(f"project: {options.files} files; helper {helper}")
         print(f"  helper's per-step TL101 reported: alone {'TL101' in alone_out}, with the project {'TL101' in warm_out}")
+        caller_out = run(root, cache, ["train.py"])[1]
+        print(f"  train.py alone reports it at its call: {'train.py:' in caller_out and 'TL101' in caller_out}")
 
         def cold(args: list[str], alone: bool = False) -> float:
             shutil.rmtree(cache, ignore_errors=True)
@@ -170,6 +175,8 @@ def main() -> None:
             "alone": lambda: run(root, cache, [helper], alone=True)[0],
             "warm": lambda: run(root, cache, [helper])[0],
             "cold": lambda: cold([helper]),
+            "caller": lambda: run(root, cache, ["train.py"])[0],
+            "caller-cold": lambda: cold(["train.py"]),
             "project": lambda: run(root, cache, ["."])[0],
             "project-cold": lambda: cold(["."]),
         }

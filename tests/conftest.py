@@ -27,6 +27,7 @@ for x, y in loader:
     loss.backward()
     opt.zero_grad(set_to_none=False)
     print(loss.item())
+    opt.step()
 """
 RULES_DIR = ROOT / "rules"
 # `# expect: TL101` or, with the finding's impact, `# expect: TL101 (high), TL102 (low)`
@@ -160,7 +161,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
     plains = []
     for i in range(2):
         out = cwd / f"plain-{i}.prof"
-        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), str(cwd / TREE_SCRIPT)], cwd=cwd,
+        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), TREE_SCRIPT], cwd=cwd,
                               env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ model's forward hung unconnected. The runs are shared with tests/test_line_costs
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import TREE_SCRIPT
@@ -84,6 +86,31 @@ def test_the_tree_adds_up(both):
         assert tt + callees.get(key, 0.0) == pytest.approx(ct, rel=0.02, abs=2e-3), key
 
 
+def _c_names(stats: dict) -> set[str]:
+    """The C calls' names, without the addresses cProfile puts in some of them."""
+    return {re.sub(r" at 0x[0-9a-f]+", "", k[2]) for k in stats if k[0] == "~"}
+
+
+def test_c_calls_have_plain_cprofiles_names_and_slots_are_not_calls(both):
+    """A probed method is named as plain cProfile names it (not ``<function
+    TensorBase.item at 0x...>``), with its calls; a probed slot (``if t:``, ``float(t)``),
+    which plain cProfile never lists, is not listed; nothing else is new."""
+    item = ("~", 0, "<method 'item' of 'torch._C.TensorBase' objects>")
+    assert item in both.ours and both.ours[item][1] == both.plain[item][1] > 0
+    assert not any("TensorBase" in k[2] and k[2].startswith("<function") for k in both.ours)
+    plain_names = set().union(*(_c_names(p) for p in both.plains))
+    # the one call torchlint's module hooks add: _call_impl's hook path reads the hook dicts
+    hooks = {"<method 'items' of 'collections.OrderedDict' objects>"}
+    assert _c_names(both.ours) - plain_names - hooks == set()
+
+
+def test_the_script_is_named_as_the_user_typed_it(both):
+    """``torchlint profile tiny_transformer.py``: its functions under that path, as
+    ``python -m cProfile tiny_transformer.py`` names them (its imports stay absolute)."""
+    mains = [k for k in both.ours if k[2] == "main" and str(k[0]).endswith(NAME)]
+    assert [k[0] for k in mains] == [NAME]
+
+
 def test_the_report_names_the_functions_with_their_time(both):
     evaluate = [f for f in both.run.report["findings"] if (f.get("function") or {}).get("name") == "evaluate"]
     assert evaluate and all(f["function"]["total_s"] > 0 for f in evaluate)  # was "0 µs total"
@@ -135,8 +162,25 @@ def test_a_probe_is_replaced_by_the_call_it_wrapped_without_the_work_noted_insid
     })
     out = user_view(stats, [(probe, [caller], 2.0)])  # 2 s of an evaluation window's export inside it
     assert probe not in out
-    assert out[target][4] == {caller: pytest.approx((4, 4, 1.0, 1.0))}
-    assert out[target][3] == pytest.approx(1.0) and out[caller][3] == pytest.approx(1.0)
+    # the call's own time only: the wrapper's 0.1 s is its caller's, as plain cProfile has no wrapper
+    assert out[target][4] == {caller: pytest.approx((4, 4, 0.9, 0.9))}
+    assert out[target][3] == pytest.approx(0.9) and out[caller][3] == pytest.approx(1.0)
+    assert out[caller][2] == pytest.approx(0.1)
+
+
+def test_a_probed_c_method_gets_its_name_back_and_a_probed_slot_goes_to_its_caller():
+    caller = ("t.py", 1, "loop")
+    item, bool_ = ("~", 0, "<function TensorBase.item at 0x7f01>"), ("~", 0, "<function TensorBase.__bool__ at 0x7f02>")
+    stats = _stats({
+        caller: (1, 1, 0.5, 2.0, {}),
+        item: (3, 3, 0.6, 0.6, {caller: (3, 3, 0.6, 0.6)}),
+        bool_: (2, 2, 0.9, 0.9, {caller: (2, 2, 0.9, 0.9)}),
+    })
+    names = {item[2]: "<method 'item' of 'torch._C.TensorBase' objects>", bool_[2]: None}
+    out = user_view(stats, names=names)
+    assert set(out) == {caller, ("~", 0, names[item[2]])}
+    assert out[("~", 0, names[item[2]])][:4] == (3, 3, 0.6, 0.6)
+    assert out[caller][2] == pytest.approx(1.4) and out[caller][3] == pytest.approx(2.0)
 
 
 def test_a_long_recursive_chain_is_fast():
@@ -154,3 +198,19 @@ def test_a_long_recursive_chain_is_fast():
     out = user_view(stats, [(HOOK, path, 1.0)])
     assert time.perf_counter() - t0 < 1.0
     assert all(out[k][3] == pytest.approx(9.0) for k in path)
+
+
+def test_a_recursive_function_only_torchlint_called_goes_with_it():
+    """``Path.mkdir(parents=True)`` under a trace export calls itself: once the export's
+    frame is gone it must go too, and what it called, but not what the program also calls."""
+    main, mkdir, stat = ("t.py", 1, "main"), ("pathlib.py", 9, "mkdir"), ("~", 0, "<built-in method posix.stat>")
+    export = (_TORCHLINT_DIR + "/profiler/torchprof.py", 20, "_export")
+    stats = _stats({
+        main: (1, 1, 0.5, 1.0, {}),
+        export: (1, 1, 0.1, 0.4, {main: (1, 1, 0.1, 0.4)}),
+        mkdir: (1, 2, 0.1, 0.3, {export: (1, 1, 0.1, 0.3), mkdir: (0, 1, 0.05, 0.1)}),
+        stat: (2, 2, 0.2, 0.2, {mkdir: (1, 1, 0.1, 0.1), main: (1, 1, 0.1, 0.1)}),
+    })
+    out = user_view(stats)
+    assert set(out) == {main, stat}
+    assert out[stat][:4] == (1, 1, pytest.approx(0.1), pytest.approx(0.1)) and set(out[stat][4]) == {main}

@@ -46,8 +46,9 @@ def test_findings_exit_1_with_location_code_message_and_hint(project: Path) -> N
     assert code == 1
     assert "bad.py:5:11: TL101 `loss.item()`" in out
     assert "help: Accumulate" in out
-    assert "Found 1 problem (1 high) in 1 file (2 checked)." in out
-    assert "= impact: high (a host-device sync that stalls the GPU pipeline, every step of a training loop)" in out
+    # a logged loss after the backward: one sync at the step's end, medium (issue 32)
+    assert "Found 1 problem (1 medium) in 1 file (2 checked)." in out
+    assert "= impact: medium (a host-device sync that stalls the GPU pipeline, every step of a training loop: one sync per step, at its end" in out
 
 
 def test_clean_exit_0(project: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.estimate import AUTOGRAD_SHARE, analyse
+from torchlint.estimate import AUTOGRAD_SHARE, SYNC_GAP_ESTIMATE_S, analyse
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession, load_measurements
 from torchlint.report import profile_json, profile_text
@@ -95,11 +95,21 @@ def test_workers_model_caps_the_overlap_by_usable_cores(script, cpus, cpu_s, per
     assert "worker" in c.expected.model
 
 
-def test_syncs_on_the_cpu_save_nothing_and_on_cuda_min_host_device(script):
+def test_syncs_on_the_cpu_are_counted_and_their_gpu_cost_estimated_and_on_cuda_min_host_device(script):
     item = hot("probe", script, 9, "Tensor.item", calls=100, total=2.0)  # 20 ms a step waited
     (c,) = analyse([f("TL101", 9)], session(script, [item])).findings
     assert c.observed_s == pytest.approx(2.0)
-    assert c.expected.total == 0.0 and "no device to wait for" in c.expected.model
+    # the CPU run counts the reads exactly (100 calls over 100 steps); their cost is an estimate, said so
+    assert c.reads_per_step == pytest.approx(1.0)
+    assert c.expected.per_step == pytest.approx(SYNC_GAP_ESTIMATE_S) and c.expected.total == pytest.approx(100 * SYNC_GAP_ESTIMATE_S)
+    assert c.expected.bound is False and "counted exactly" in c.expected.model and "estimate" in c.expected.model
+    # three reads a step: three times the cost, ranked above the one read a step
+    three = hot("probe", script, 6, "Tensor.item", calls=300, total=0.3)
+    result = analyse([f("TL101", 9), f("TL101", 6)], session(script, [item, three]))
+    assert [(c.finding.line, c.reads_per_step) for c in result.ranked] == [(6, 3.0), (9, 1.0)]
+    # no optimizer step to count the reads over: nothing to estimate
+    (c,) = analyse([f("TL101", 9)], session(script, [item], n_steps=0)).findings
+    assert c.reads_per_step is None and c.expected.total == 0.0 and "no device to wait for" in c.expected.model
     # CUDA: step 50 ms, 20 ms of it waiting -> host 30 ms; device busy 40 % of a 0.5 s window of 5 steps
     cuda = session(script, [item], device="cuda (test)",
                    torch_window={"gpu_idle_share": 0.6, "window_s": 0.5, "active_steps": 5})
@@ -124,12 +134,12 @@ def test_tensor_copy_model_and_two_calls_on_one_line_share_by_column(script):
 
 def test_gpu_only_rules_are_not_applicable_on_the_cpu_and_never_ranked(script):
     hs = [hot("sampler", script, 3, total=5.0), hot("probe", script, 4, "DataLoader.__next__", **FETCH)]
-    fs = [f("TL401", 3), f("TL202", 2, related=[Location("train.py", 4, 1)])]
+    fs = [f("TL402", 3), f("TL202", 2, related=[Location("train.py", 4, 1)])]
     result = analyse(fs, session(script, hs))
     assert result.ranked == []
     by_code = {c.finding.code: c for c in result.findings}
-    assert by_code["TL401"].expected.not_applicable == "effect only on GPU tensor cores"
-    assert by_code["TL401"].observed_s == pytest.approx(5.0)  # observed, shown, but not a saving
+    assert by_code["TL402"].expected.not_applicable == "effect only on GPU tensor cores"
+    assert by_code["TL402"].observed_s == pytest.approx(5.0)  # observed, shown, but not a saving
     assert "pinned memory only matters" in by_code["TL202"].expected.not_applicable
 
 
@@ -219,8 +229,11 @@ def test_reports_label_each_figure(script, tmp_path):
     data = json.loads(profile_json.render(report))
     tl101 = next(x for x in data["findings"] if x["code"] == "TL101")
     assert tl101["observed"] == {"seconds": pytest.approx(1.2), "basis": "probe", "share": pytest.approx(0.12), "backward_s": 0}
-    assert tl101["expected"]["total"] == 0.0 and tl101["measured"]["verdict"] == SAVING and tl101["rank"] == 1
+    assert tl101["expected"]["total"] == pytest.approx(100 * SYNC_GAP_ESTIMATE_S) and tl101["expected"]["bound"] is False
+    assert tl101["measured"]["verdict"] == SAVING and tl101["rank"] == 1
+    assert tl101["reads_per_step"] == pytest.approx(1.0)
     text = profile_text.render(data)
+    assert "host waits: 1 read per step (100 calls of Tensor.item over 100 optimizer steps)" in text
     assert "observed 1.20 s at these lines (probe)" in text
     assert "measured saving 310.0 ms/run, 2.1 ms/step, 95% CI [+1.80, +2.40] ms/step (experiment: deferred .item())" in text
     assert "measured: slower by 200.0 ms/run" in text

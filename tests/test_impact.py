@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, expected_impacts, run_check
-from torchlint.analysis.impact import Cost, Where, assess, tiers, where_of
+from torchlint.analysis import impact as impact_module
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, tiers
 from torchlint.checks import all_checks
 from torchlint.config import ConfigError, from_table
 from torchlint.engine import lint_paths
@@ -62,17 +63,26 @@ def test_fixtures_show_every_tier_a_rule_can_take() -> None:
         assert reachable <= shown.get(check.code, set()), (check.code, reachable - shown.get(check.code, set()))
 
 
-def test_where_words() -> None:
-    assert where_of("a training loop") is Where.TRAIN
-    assert where_of("Lightning `training_step`") is Where.TRAIN
-    assert where_of("an evaluation loop") is Where.EVAL and where_of("a sampling loop") is Where.INFER
-    assert where_of("an epoch loop") is Where.EPOCH
-    assert where_of("Lightning `validation_step`") is Where.EVAL
-    assert where_of("a per-batch loop") is Where.BATCH
+def test_place_is_data_and_tiers_follow_it() -> None:
+    """A device read's tier follows how many times per step it runs and where it sits;
+    the words of the reason are rendered from that data."""
     assert assess(Cost.SYNC, Where.TRAIN) == (HIGH, "a host-device sync that stalls the GPU pipeline, every step of a training loop")
     impact, reason = assess(Cost.SYNC, Where.TRAIN, host_only=True)
     assert impact == LOW and "on the host only" in reason
     assert assess(Cost.API_AGE, Where.TRAIN) == (LOW, Cost.API_AGE.value)
+    end = assess(Cost.SYNC, Place(Where.TRAIN, position=Position.STEP_END))
+    assert end[0] == MEDIUM and "one sync per step" in end[1] and "1 %" in end[1]
+    assert assess(Cost.SYNC, Place(Where.TRAIN, position=Position.AFTER_SYNC))[0] == LOW
+    blocks = Place(Where.TRAIN, Multiplicity((Repeat("block", 24, "Block.forward"),)), Position.STEP_END)
+    impact, reason = assess(Cost.SYNC, blocks)
+    assert impact == HIGH and "24 times per step: once in each `Block.forward()`" in reason
+    decode = Multiplicity((Repeat("decoded token"), Repeat("beam"), Repeat("candidate")))
+    assert decode.words() == "per candidate per beam per decoded token per step" and decode.count is None
+    assert assess(Cost.HOST_COPY, Place(Where.INFER, decode))[0] == HIGH  # predictions per step are low; per candidate, not
+    assert assess(Cost.HOST_COPY, Place(Where.INFER))[0] == LOW
+    assert assess(Cost.SYNC, Place(Where.EVAL, decode))[0] == MEDIUM  # one tier up from an evaluation loop's
+    assert assess(Cost.SMALL_WORK, Place(Where.TRAIN, decode, Position.AFTER_SYNC))[0] == LOW  # not a read: only the table
+    assert not hasattr(impact_module, "where_of")  # the place is data, never a sentence parsed back
 
 
 HELPER = "import torch\n\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\ndef smooth(n):\n    return torch.ones(n).cuda()\n"
@@ -90,7 +100,8 @@ def test_a_helper_another_file_calls_every_step_has_the_steps_impact(tmp_path: P
     (tmp_path / "train.py").write_text(TRAIN)
     config = from_table({"select": ["TL101", "TL110"]}, tmp_path)
     found = {(Path(f.path).name, f.line, f.code): (f.impact, f.impact_reason) for f in lint_paths([tmp_path], config).findings}
-    assert found[("helper.py", 5, "TL101")][0] == HIGH
+    # the read is the step's last device work (after `opt.step()`): one sync per step, at its end
+    assert found[("helper.py", 5, "TL101")][0] == MEDIUM and "one sync per step" in found[("helper.py", 5, "TL101")][1]
     assert found[("helper.py", 9, "TL110")] == (HIGH, "a tensor made on the host and copied over, the host waiting for the copy, every step of a training loop")
     # Alone, the helper is checked as code that runs once.
     alone = lint_paths([tmp_path / "helper.py"], config).findings
@@ -102,7 +113,8 @@ def test_cached_results_keep_their_impact(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN)
     cold = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
     warm = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
-    assert cold == warm and warm.count('"impact": "high"') == 2  # TL101 from the join, TL110 raised by it
+    # TL101 from the join (at the step's end: medium), TL110 raised by it
+    assert cold == warm and warm.count('"impact": "high"') == 1 and warm.count('"impact": "medium"') == 1
 
 
 def test_host_only_code_is_low_where_a_device_would_make_it_cost(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ def test_full_is_the_default_with_source_carets_impact_and_help(project: Path) -
         "6 |     opt.zero_grad(set_to_none=False)",
         "7 |     print(loss.item())",
         "  |           ^^^^^^^^^^^ TL101",
+        "8 |     opt.step()",
         "  |",
         "  = impact: high (a host-device sync that stalls the GPU pipeline, every step of a training loop)",
         "  = help: Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)",
@@ -82,8 +83,10 @@ def test_only_low_impact_findings_exit_0_and_say_so(project: Path) -> None:
     (project / "cheap.py").write_text("import torch\nopt = torch.optim.SGD(params, lr=0.1)\nopt.zero_grad(set_to_none=False)\n")
     code, out, _ = run(project, "cheap.py")
     assert code == 0  # the exit status follows what is shown: pre-commit and CI pass
-    assert out.splitlines() == ["No problems worth fixing first found in 1 file.",
+    assert out.splitlines() == ["No high- or medium-impact problems found in 1 file.",
                                 "1 low-impact finding not shown (`--min-impact low` shows it)."]
+    # What was left out says which tiers are empty: no medium one was hidden, so none is there.
+    assert run(project, "cheap.py", "--min-impact", "high")[1].splitlines()[0] == "No high- or medium-impact problems found in 1 file."
     (project / "pyproject.toml").write_text('[tool.torchlint]\nmin-impact = "low"\n')
     assert run(project, "cheap.py")[0] == 1  # the config key does what the option does
     assert run(project, "cheap.py", "--min-impact", "high")[0] == 0

@@ -116,3 +116,31 @@ def test_a_commit_that_touches_only_the_helper_is_stopped(tmp_path: Path, pre_co
     _git(repo, pre_commit_env, "add", "mytrain/utils.py")
     passed = _git(repo, pre_commit_env, "commit", "-m", "keep accuracy on the device")
     assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_a_commit_that_touches_only_the_caller_is_stopped(tmp_path: Path, pre_commit_env: dict[str, str]) -> None:
+    """The other way round: the helper's `.item()` was committed when nothing called it
+    every step; a commit that changes only train.py, to call it in the training loop, is
+    stopped on train.py's call, naming the helper's line."""
+    repo = tmp_path / "project"
+    files = dict(PACKAGE)
+    files["mytrain/utils.py"] = PACKAGE["mytrain/utils.py"].replace(".mean()\n", ".mean().item()\n")
+    files["mytrain/train.py"] = PACKAGE["mytrain/train.py"].replace("    acc = accuracy(out, y)\n", "")
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    (repo / ".pre-commit-config.yaml").write_text(f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n      - id: torchlint\n")
+    _git(repo, pre_commit_env, "init", "-q")
+    _git(repo, pre_commit_env, "add", ".")
+    assert _git(repo, pre_commit_env, "commit", "-qm", "start").returncode == 0
+    installed = subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    (repo / "mytrain" / "train.py").write_text(PACKAGE["mytrain/train.py"])
+    _git(repo, pre_commit_env, "add", "mytrain/train.py")
+    stopped = _git(repo, pre_commit_env, "commit", "-m", "log the accuracy every step")
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0, said
+    assert "mytrain/train.py:10:11: TL101" in said and "mytrain/utils.py:2" in said, said
+    assert "Found 1 problem" in said

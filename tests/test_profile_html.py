@@ -4,6 +4,7 @@ html.parser that always runs, and a headless-browser check where one is installe
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ import sys
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
+from urllib.request import url2pathname
 
 import pytest
 
@@ -170,13 +173,18 @@ def test_old_run_directory_with_trace_json(html_run, tmp_path):
 
 
 def _browser() -> str | None:
-    return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    found = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if found is None and os.environ.get("TORCHLINT_REQUIRE_BROWSER"):
+        pytest.fail("TORCHLINT_REQUIRE_BROWSER is set (.ci/run installed Chromium) but no browser is on PATH")
+    return found
 
 
 @pytest.mark.skipif(_browser() is None, reason="no chromium or google-chrome on PATH: the DOM-level tests above stand in")
 def test_page_loads_in_a_headless_browser_without_console_errors(html_run, tmp_path):
+    """The page as a browser builds it (scripts run): no console error, a card for every
+    ranked finding, the step chart and the flame graph drawn, and every link resolves."""
     report = json.loads((html_run / "report.json").read_text())
-    top = min((f for f in report["findings"] if f.get("rank") is not None), key=lambda f: f["rank"])
+    ranked = [f for f in report["findings"] if f.get("rank") is not None]
     proc = subprocess.run(
         [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}",
          "--enable-logging=stderr", "--v=0", "--dump-dom", (html_run / "report.html").resolve().as_uri()],
@@ -185,7 +193,20 @@ def test_page_loads_in_a_headless_browser_without_console_errors(html_run, tmp_p
     assert proc.returncode == 0, proc.stderr[-2000:]
     console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert console == []
-    assert f"{top['path']}:{top['line']}:{top['column']}" in proc.stdout
+    dom = _parse(proc.stdout)
+    text = "".join(dom.text)
+    assert ranked and all(f"{f['path']}:{f['line']}:{f['column']}" in text for f in ranked)
+    ids = set(re.findall(r'\bid="([^"]+)"', proc.stdout))
+    assert all(f"{f['code']}-{f['path']}:{f['line']}:{f['column']}" in ids for f in ranked)  # one card each
+    assert len(dom.polylines) == 1 and dom.step_dots == int(dom.polylines[0]["data-steps"]) > 0
+    assert dom.flame and dom.flame[0]["class"] == "fg root"
+    for _tag, _attr, url in dom.urls:
+        if url.startswith("#"):
+            assert url[1:] in ids, url
+        elif url.startswith("file:"):
+            assert Path(url2pathname(unquote(url.removeprefix("file://")))).is_file(), url
+        elif not re.match(r"(?i)(https?|data|javascript|mailto):", url):
+            assert (html_run / url).is_file(), url
 
 
 # -- the parts, on synthetic input ----------------------------------------------------

@@ -98,6 +98,16 @@ def early_runs(tmp_path_factory, torch_available) -> dict[str, Run]:
     return runs
 
 
+@pytest.fixture(scope="session")
+def blocks_run(tmp_path_factory, torch_available) -> Run:
+    """24 blocks each reading `.item()` in forward, one logged `loss.item()` a step."""
+    cwd = _copy(tmp_path_factory.mktemp("blocks"), "block_syncs.py")
+    return profile(cwd, "--no-browser", "--out", "run", "--active", "2", "block_syncs.py", "--steps", str(BLOCK_STEPS))
+
+
+BLOCK_STEPS = 12
+
+
 # -- the main run ---------------------------------------------------------------
 
 
@@ -316,3 +326,27 @@ def test_pure_python_run_without_torch_instruments(tmp_path, monkeypatch):
     stats = pstats.Stats(str(run_dir / "profile.prof"))
     assert any(name == "spin" for _f, _l, name in stats.stats)  # type: ignore[attr-defined]
     assert "did not run: torch instruments disabled" in text
+
+
+# -- how often the host waits (issue 32) ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_reads_per_step_are_counted_and_rank_the_repeated_read_first(blocks_run):
+    assert blocks_run.rc == 0, blocks_run.stderr
+    report = blocks_run.report
+    assert report["run"]["steps"] == BLOCK_STEPS
+    block = _line("block_syncs.py", "h.abs().mean().item()")
+    logged = _line("block_syncs.py", "losses.append(loss.item())")
+    assert logged < block  # source order alone would rank the logged read first
+    by_line = {f["line"]: f for f in report["findings"] if f["code"] == "TL101"}
+    assert by_line[block]["reads_per_step"] == pytest.approx(24.0)
+    assert by_line[logged]["reads_per_step"] == pytest.approx(1.0)
+    assert by_line[block]["rank"] < by_line[logged]["rank"]
+    # on the CPU the count is exact and the cost an estimate, and the report says so
+    expected = by_line[block]["expected"]
+    assert expected["bound"] is False and "counted exactly" in expected["model"] and "estimate" in expected["model"]
+    assert expected["per_step"] == pytest.approx(24 * by_line[logged]["expected"]["per_step"])
+    text = (blocks_run.run_dir / "report.txt").read_text()
+    assert "host waits: 24 reads per step" in text and "host waits: 1 read per step" in text
+    assert "host waits: 24 reads per step" in (blocks_run.run_dir / "report.html").read_text()

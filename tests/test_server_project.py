@@ -45,8 +45,9 @@ def test_a_package_helper_gets_its_diagnostic_whichever_file_is_opened_first(tmp
         (tl101,) = client.diagnostics(utils.as_uri())
         assert tl101["code"] == "TL101" and "mytrain/train.py:10" in tl101["message"]
     with editor(tmp_path) as (client, _):
-        _open(client, train)
-        assert client.diagnostics(train.as_uri()) == []
+        _open(client, train)  # alone: its call puts the helper's `.item()` on disk into every step
+        (at_call,) = client.diagnostics(train.as_uri())
+        assert at_call["code"] == "TL101" and at_call["range"]["start"]["line"] == 9 and "mytrain/utils.py:6" in at_call["message"]
         _open(client, utils)
         assert [d["code"] for d in client.diagnostics(utils.as_uri())] == ["TL101"]
         # The editor's text of train.py, not the disk's, is what counts once it is open.

@@ -104,7 +104,7 @@ def _engine_rules() -> list[Rule]:
     `# noqa` code that suppresses nothing, opt-in as ruff's RUF100 is)."""
     return [
         Rule(SYNTAX_ERROR[0], SYNTAX_ERROR[1], "A file that cannot be read or parsed", True, FixSafety.NONE),
-        Rule(UNUSED_NOQA[0], UNUSED_NOQA[1], "A `# noqa` code that suppresses nothing: unused, unknown or not selected", False, FixSafety.NONE),
+        Rule(UNUSED_NOQA[0], UNUSED_NOQA[1], "A `# noqa` code that suppresses nothing: unused, unknown or not selected", False, FixSafety.SAFE),
     ]
 
 

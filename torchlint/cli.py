@@ -63,9 +63,12 @@ class _LazyGroup(click.Group):
         """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
         traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
         from torchlint.stopping import status_of, stop_signals_raise
+        from torchlint.terminal import safe_streams
 
         try:
-            with stop_signals_raise():
+            # Every message may quote the user's bytes (a path, a config value, source in
+            # an exception): no control sequence of theirs reaches the terminal.
+            with safe_streams(), stop_signals_raise():
                 return super().invoke(ctx)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: what started is ended, no traceback
             _flush_quietly()
@@ -142,6 +145,8 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False, no_clear: bool = False) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
+    if diff and add_noqa:  # as ruff: --diff writes nothing, and --add-noqa only writes
+        raise UsageProblem("--diff and --add-noqa cannot be combined: --diff writes nothing")
     if watch:
         if [str(p) for p in paths] == ["-"]:
             raise UsageProblem("--watch checks files, not standard input")
@@ -190,7 +195,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
         result = lint_paths(
             targets, settings, force_exclude=force_exclude, fix=mode, debug=debug,
-            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True,
+            jobs=jobs or pool.default_jobs(), cache=cache, progress=show_progress, project=True, fix_shown=True,
         )
         if result.note:
             click.echo(f"torchlint: note: {result.note}", err=True)
@@ -200,7 +205,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     except ConfigError as error:
         raise UsageProblem(str(error)) from None
     fixed, failed = 0, 0
-    if not add_noqa:  # fixes apply to every selected rule: impact says what to look at first
+    if not add_noqa:  # fixes apply to what the selection and min-impact show (`--min-impact low`: every one)
         fixed, failed = _write_or_diff(edits, diff, result, targets, config)
     left_out = _cli_check().keep_shown(result, settings.for_path)
     if add_noqa:
@@ -209,11 +214,15 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if show_fixes:
         _show_fixes(result, settings, mode, fix and not diff)
     if diff:
-        count, files = sum(edit.fixed for edit in edits), sum(edit.changed for edit in edits)
-        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
+        _would_fix(edits)
     else:
         _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out, unsafe=unsafe_fixes)
-    _exit(result, diff and any(edit.changed for edit in edits), exit_zero, failed=bool(missing or failed), fixed=bool(fixed) and exit_non_zero_on_fix)
+    _exit(result, any(edit.changed for edit in edits) if diff else None, exit_zero, failed=bool(missing or failed), fixed=bool(fixed) and exit_non_zero_on_fix)
+
+
+def _would_fix(edits: list[Any]) -> None:
+    count, files = sum(edit.fixed for edit in edits if edit.changed), sum(edit.changed for edit in edits)
+    click.echo(f"Would fix {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
 
 
 def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: list[Path], config: Any) -> tuple[int, int]:
@@ -225,8 +234,10 @@ def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: li
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     say_notes(edits, say)  # fixes left out of a notebook, and why
     if diff:
+        from torchlint.terminal import write_exact
+
         for edit in edits:
-            click.echo(edit.diff(), nl=False)
+            write_exact(edit.diff())  # a patch stays exact; on a terminal, escaped
         return 0, 0
     # A file that cannot be written keeps its findings (as it still is on disk): exit 2.
     return write_edits(edits, result.findings, checked_roots(targets), say, config)
@@ -253,19 +264,26 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     for note in edit.notes if edit is not None else ():
         click.echo(f"torchlint: {note}", err=True)
     if diff and edit is not None:
-        click.echo(edit.diff(), nl=False)
+        from torchlint.terminal import write_exact
+
+        write_exact(edit.diff())
     fixed = edit.fixed if edit is not None and mode and not diff else 0
     left_out = cli_check.keep_shown(result, lambda path: config)
+    if diff:  # stdout carries the diff alone, as for files: `patch` and `git apply` read it
+        _would_fix([edit] if edit is not None else [])
+        _exit(result, edit is not None and edit.changed, exit_zero)
     cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
-    _exit(result, bool(diff and edit), exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
+    _exit(result, None, exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
-def _exit(result: LintResult, has_diff: bool, exit_zero: bool, failed: bool = False, fixed: bool = False) -> None:
-    """2 for an error; 1 for findings, a diff, or (``--exit-non-zero-on-fix``) a fix
-    written; 0 otherwise or with ``--exit-zero``."""
+def _exit(result: LintResult, has_diff: bool | None, exit_zero: bool, failed: bool = False, fixed: bool = False) -> None:
+    """2 for an error; with ``--diff`` (``has_diff`` not None) 1 for a diff, as ruff,
+    whatever findings no fix removes; else 1 for findings or (``--exit-non-zero-on-fix``)
+    a fix written; 0 otherwise or with ``--exit-zero``."""
     if result.errors or failed:  # an internal error, a missing path, a fix not written
         sys.exit(2)
-    sys.exit(1 if (result.findings or has_diff or fixed) and not exit_zero else 0)
+    wrong = has_diff if has_diff is not None else result.findings or fixed
+    sys.exit(1 if wrong and not exit_zero else 0)
 
 
 def _per_file_ignores(values: tuple[str, ...]) -> dict[str, str]:
@@ -321,7 +339,10 @@ def server() -> None:
         from torchlint.server import serve
     except ImportError as error:
         raise UsageProblem(f"`torchlint server` needs pygls ({error}); install `torchlint[server]`") from None
-    serve()
+    from torchlint.terminal import raw_streams
+
+    with raw_streams():  # stdio carries the protocol, byte for byte
+        serve()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -264,13 +264,14 @@ class Project:
     cache: Path | None
     jobs: int
 
-    def summaries(self, filename: str) -> list[Any]:
+    def context(self, filename: str) -> Any:
+        """The project around ``filename``: the other files' summaries, and their results on demand."""
         from torchlint.engine.project_files import project_summaries
 
         context = project_summaries(Path(filename), self.settings, cache=self.cache, jobs=self.jobs)
         if context.note:
             click.echo(f"torchlint: note: {context.note}", err=True)
-        return context.summaries
+        return context
 
 
 def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bool, debug: bool, force_exclude: bool, project: Project | None = None) -> tuple[LintResult, Edit | None, SourceLines]:
@@ -284,14 +285,15 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
     data = sys.stdin.buffer.read()
     if filename and force_exclude and excluded(Path(filename), config):
         if mode and not diff:
-            sys.stdout.buffer.write(data)  # an excluded file passes through unchanged
+            _binary_stdout().write(data)  # an excluded file passes through unchanged
         return LintResult(), None, SourceLines()
     try:
-        context = project.summaries(filename) if filename and project is not None else []
-        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=context)
+        context = project.context(filename) if filename and project is not None else None
+        summaries, elsewhere = (context.summaries, lambda paths: context.full_results(paths, jobs=project.jobs)) if context is not None else ([], None)
+        result, edit = lint_stdin(data, filename, config, fix=mode, debug=debug, context=summaries, elsewhere=elsewhere)
     except BaseException:
         if mode and not diff:  # an editor takes stdout as the new buffer: never leave it empty
-            sys.stdout.buffer.write(data)
+            _binary_stdout().write(data)
             sys.stdout.flush()
         raise
     display = result.findings[0].path if result.findings else (edit.display if edit else None)
@@ -301,18 +303,26 @@ def check_stdin(filename: str | None, config: Any, mode: str | None, *, diff: bo
         text = edit.after if edit is not None and not diff else decoded[0] if isinstance(decoded, tuple) else ""
         lines = SourceLines({display: Source(display, text)})
     if mode and not diff:
-        stdout = sys.stdout.buffer
+        stdout = _binary_stdout()
         stdout.write(edit.after.encode(edit.encoding) if edit is not None else data)
         stdout.flush()
     return result, edit, lines
 
 
+def _binary_stdout():  # type: ignore[no-untyped-def]
+    """stdout's bytes, for source that must pass through exact (fixed, or unchanged)."""
+    from torchlint.terminal import raw
+
+    return raw(sys.stdout).buffer
+
+
 def show_files(targets: list[Path], settings: Any, force_exclude: bool) -> None:
     """``--show-files``: each file that would be checked, one per line, sorted."""
     from torchlint.engine.discover import discover
+    from torchlint.terminal import printable
 
     for name in sorted(file.display for file in discover(targets, settings, force_exclude)):
-        click.echo(name)
+        click.echo(printable(name, one_line=True))  # one name a line, whatever it holds
 
 
 def show_settings(path: Path, settings: Any) -> None:

@@ -155,6 +155,11 @@ def profile(
     except ScriptError as exc:
         click.echo(f"torchlint: error: {exc}", err=True)
         sys.exit(2)
+    if not torch_installed():  # the script would die on `import torch`, and the report say "0 optimizer steps"
+        click.echo(f"torchlint: error: `profile` needs torch, which {sys.executable} cannot import: install torch first, pinned "
+                   f"(`pip install torch=={PINNED_TORCH} --index-url https://download.pytorch.org/whl/cpu` on a machine without a GPU), "
+                   "then the `profile` extra (`pip install 'torchlint[profile]'`)", err=True)
+        sys.exit(2)
     try:
         run_dir = make_run_dir(path, out, overwrite=overwrite)
     except RunDirError as exc:
@@ -172,6 +177,17 @@ def profile(
         ), open_html=open_html)
     finally:
         release_run_dir(run_dir)
+
+
+PINNED_TORCH = "2.13.0"  # the README's pin
+
+
+def torch_installed() -> bool:
+    """Whether this Python, which runs the script, can find torch (found, not imported:
+    importing it costs seconds, and the child does that)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def misplaced_options_hint(script: str, script_args: tuple[str, ...]) -> str | None:

@@ -9,7 +9,6 @@ lint once, correlate each rank, merge (:mod:`torchlint.correlate.ranks`) and ren
 from __future__ import annotations
 
 import json
-import re
 import sys
 import threading
 from pathlib import Path
@@ -19,21 +18,11 @@ import click
 
 from torchlint.profiler.distributed import TIMEOUT_STATUS, Launch, LaunchResult, launcher_command, parse_ranks, run_ranks
 from torchlint.profiler.loadrun import load_run
-from torchlint.profiler.run import RunOptions
+from torchlint.profiler.run import RunOptions, rank_dirs
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE
 
 LAUNCH_FILE = "launch.json"  # how the ranks were launched and how the launch ended
 _STOP_STATUS = {"timeout": TIMEOUT_STATUS, "interrupted": 130, "terminated": 143, "hangup": 129}
-
-
-def rank_dirs(run_dir: Path) -> dict[int, Path]:
-    """``rank<K>/`` directories of a run directory, by rank."""
-    found = {}
-    for entry in run_dir.glob("rank*"):
-        match = re.fullmatch(r"rank(\d+)", entry.name)
-        if match and entry.is_dir():
-            found[int(match.group(1))] = entry
-    return dict(sorted(found.items()))
 
 
 def is_rank_run(run_dir: Path) -> bool:

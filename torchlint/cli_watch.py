@@ -24,7 +24,7 @@ import click
 from torchlint.config import CONFIG_NAMES
 from torchlint.engine.discover import SOURCE_SUFFIXES
 from torchlint.filewatch import Stamps, stamps, wait_for_change
-
+from torchlint.terminal import clear_screen
 
 
 @dataclass
@@ -44,7 +44,7 @@ def watch(run: Callable[[], object], paths: list[Path], config_file: Path | None
         click.echo("torchlint: watching for changes (Ctrl-C stops)", err=True)
         wait_for_change(lambda: before.directories, lambda: _changed(before, paths, config_file, isolated), _read_by_a_run)
         if clear and sys.stdout.isatty():
-            click.clear()
+            clear_screen()  # the one control sequence written besides colours (terminal.py)
         click.echo("torchlint: files changed, checking again", err=True)
 
 

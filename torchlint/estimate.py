@@ -45,7 +45,6 @@ GPU_ONLY = {
     "TL113": "no GPU: nothing is uploaded to a device",
     "TL114": "no GPU: the index and the tensor it indexes are on the host",
     "TL111": "no GPU: nothing is copied to a device",
-    "TL401": "effect only on GPU tensor cores",
     "TL402": "effect only on GPU tensor cores",
     "TL403": "cuDNN autotuning only runs on a GPU",
     "TL404": "channels_last pays off with GPU tensor cores",
@@ -56,6 +55,15 @@ GPU_ONLY = {
     "TLR07": "effect only on GPU tensor cores",
     "TLR08": "TF32 is a mode of GPU tensor cores",
 }
+#: What each sync rule's call does on the CPU, where there is no device to wait for.
+SYNCS_ON_THE_CPU = {
+    "TL101": "a CPU tensor's `.item()` or `.tolist()` has no device to wait for",
+    "TL102": "`.cpu()` or `.numpy()` of a CPU tensor copies nothing and has no device to wait for",
+    "TL103": "`torch.cuda.synchronize()` has no device to wait for",
+    "TL104": "a CPU tensor's truth value has no device to wait for",
+    "TL105": "`int()` or `float()` of a CPU tensor has no device to wait for",
+    "TL112": "a round trip that stays on the CPU copies nothing and has no device to wait for",
+}
 #: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults),
 #: TLR14 (a graph break no window saw still says so), TLR15 (compile time).
 WHOLE_RUN = frozenset({"TL302", "TLR09", "TLR14", "TLR15"})
@@ -65,6 +73,10 @@ FOREACH_CPU_SHARE = 0.5
 #: TF32 over fp32 GEMMs, tensor-core peak: 8x on the A100 (156 vs 19.5 TFLOP/s), 7.4x on
 #: the H100/H200 (495 vs 67); the larger, so TLR08's figure stays an upper bound.
 TF32_SPEEDUP = 8.0
+#: A sync's cost on a GPU where this run has none to measure it (a CPU run): the idle gap
+#: one `.item()` a step left on an H200 (issue 26: 0.12 ms of an 8.9 ms step, removing it
+#: measured). Mid-step reads leave a gap of the same kind (the host refilling the queue).
+SYNC_GAP_ESTIMATE_S = 0.12e-3
 
 
 def on_gpu(session: ProfileSession) -> bool:
@@ -163,11 +175,7 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
     waits, the GPU still runs what was queued. Issue 26: the older bound said 4.3 ms a step
     where removing the ``.item()`` saved 0.12 ms, the next step's launch latency."""
     if not on_gpu(session):
-        return Estimate(
-            model="CPU run, no device trace: a CPU tensor's .item() has no device to wait for; it costs only the call",
-            per_step=0.0,
-            total=0.0,
-        )
+        return _sync_on_the_cpu(c, session)
     steps = _steps(session)
     gaps = _gaps_at(c, session)
     active = int(session.torch_window.get("active_steps") or 0)
@@ -186,6 +194,31 @@ def sync_estimate(c: Correlated, session: ProfileSession) -> Estimate:
             total=per * steps if steps else per,
         )
     return _sync_bound_without_trace(c, session, steps)
+
+
+def _sync_on_the_cpu(c: Correlated, session: ProfileSession) -> Estimate:
+    """A CPU run has no device to wait for, but its probes count every read exactly: the
+    reads per step times :data:`SYNC_GAP_ESTIMATE_S`, labelled an estimate of what the same
+    reads would cost on a GPU (so a line read 24 times a step ranks above one read once)."""
+    reads = c.reads_per_step
+    what = SYNCS_ON_THE_CPU.get(c.finding.code, "a CPU tensor has no device to wait for")
+    if not reads:
+        return Estimate(model=f"CPU run, no device trace: {what}; it costs only the call", per_step=0.0, total=0.0)
+    per = reads * SYNC_GAP_ESTIMATE_S
+    steps = _steps(session)
+    return Estimate(
+        model=f"CPU run: {fmt_count(reads)} read(s) per step, counted exactly by the probes; the cost is an estimate for a GPU, "
+        f"not measured here: each read idles it about {fmt_seconds(SYNC_GAP_ESTIMATE_S)} (one .item() a step on an H200, "
+        f"issue 26); on this CPU {what}, so a read costs only the call",
+        per_step=per,
+        total=per * steps if steps else per,
+        bound=False,
+    )
+
+
+def fmt_count(n: float) -> str:
+    """``24``, ``0.5``, ``1.3``: a count per step, whole when it is one."""
+    return f"{n:.0f}" if abs(n - round(n)) < 0.05 else f"{n:.1f}"
 
 
 def _gaps_at(c: Correlated, session: ProfileSession) -> list[dict[str, Any]]:

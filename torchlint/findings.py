@@ -61,6 +61,7 @@ class Fix:
     new: Any
     safety: FixSafety = FixSafety.SAFE
     description: str = ""
+    rewrites_comments: bool = False  # the fix is to a comment itself (TL001's): its comments are not kept as they were
 
 
 @dataclass(frozen=True, slots=True)

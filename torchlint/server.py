@@ -13,17 +13,20 @@ is linted again)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
 
-from lsprotocol import types
+from lsprotocol import converters, types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import ConfigError
+from torchlint.engine.discover import real
 from torchlint.server_actions import FIX_ALL, _contains, _range, code_actions, diagnostic, hover_text
 from torchlint.server_lint import Linted, Projects, absolute, lint_text
 
@@ -50,6 +53,14 @@ class TorchlintServer(LanguageServer):
 def _path(uri: str) -> Path | None:
     fs_path = uris.to_fs_path(uri)
     return Path(fs_path) if fs_path else None
+
+
+def workspace_folders(server: TorchlintServer) -> list[Path]:
+    """The workspace folders, real paths (the root URI when the client names no folders):
+    the only places the server reads projects from and writes caches into."""
+    workspace = server.workspace
+    named = [folder.uri for folder in workspace.folders.values()] or ([workspace.root_uri] if workspace.root_uri else [])
+    return [real(path) for path in map(_path, named) if path is not None]
 
 
 def _notebook_uri(server: TorchlintServer, uri: str) -> str | None:
@@ -99,8 +110,9 @@ def lint_document(server: TorchlintServer, uri: str) -> Linted | None:
         return None
     others = [summary for other, summary in server.summaries.items() if other != uri]
     try:
-        context = server.projects.summaries(path, _open_paths(server))
-        linted = lint_text(text, path, [*context, *others], cells=cells)
+        open_paths = _open_paths(server)
+        context = server.projects.summaries(path, open_paths, workspace_folders(server))
+        linted = lint_text(text, path, [*context, *others], cells=cells, elsewhere=server.projects.elsewhere(path, open_paths))
     except Exception as error:  # a bad config, or a bug: say so, and leave no stale diagnostics
         if not isinstance(error, ConfigError):
             log.exception("torchlint: internal error on %s", uri)
@@ -214,6 +226,16 @@ def pulled(server: TorchlintServer, uri: str) -> list[types.Diagnostic]:
     return [diagnostic(f, view) for f in view.findings] if view is not None else []
 
 
+_CONVERTER = converters.get_converter()
+
+
+def _result_id(items: list[types.Diagnostic]) -> str:
+    """A pulled report's ``resultId``: a digest of its diagnostics, so the same diagnostics
+    (the document and its project as they were) are answered ``unchanged``."""
+    data = json.dumps(_CONVERTER.unstructure(items), sort_keys=True)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _later(ls: TorchlintServer, uri: str) -> None:
     """Lint ``uri`` once the typing pauses (a burst of keystrokes is linted once)."""
     waiting = ls.pending.pop(uri, None)
@@ -294,8 +316,12 @@ def build() -> TorchlintServer:
         relint_open(ls)
 
     @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(identifier="torchlint", inter_file_dependencies=True, workspace_diagnostics=False))
-    def document_diagnostic(ls: TorchlintServer, params: types.DocumentDiagnosticParams) -> types.RelatedFullDocumentDiagnosticReport:
-        return types.RelatedFullDocumentDiagnosticReport(items=pulled(ls, params.text_document.uri))
+    def document_diagnostic(ls: TorchlintServer, params: types.DocumentDiagnosticParams) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
+        items = pulled(ls, params.text_document.uri)
+        result_id = _result_id(items)
+        if params.previous_result_id == result_id:  # what the client holds is what it would get
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+        return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]))
     def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:

@@ -120,14 +120,35 @@ class Constants:
         return self._argparse
 
     def field_defaults(self) -> dict[str, cst.BaseExpression]:
-        """``hidden: int = 128`` in a dataclass or config class body."""
+        """``hidden: int = 128`` in a dataclass or config class body, unless every
+        construction of the class in this file passes its own value
+        (``GPT(GPTConfig(vocab_size=50304))``: 50304 is the model's size, not the default)."""
         if self._fields is None:
             found: dict[str, cst.BaseExpression] = {}
             for cls in self.ctx.tree.nodes(cst.ClassDef):
-                for statement in cls.body.body:
-                    if isinstance(statement, cst.SimpleStatementLine):
-                        for small in statement.body:
-                            if isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
-                                found[small.target.value] = small.value
+                fields = [small for statement in cls.body.body if isinstance(statement, cst.SimpleStatementLine)
+                          for small in statement.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)]
+                constructions = self._constructions(cls.name.value)
+                for index, field in enumerate(fields):
+                    name = field.target.value  # type: ignore[attr-defined]
+                    if field.value is not None and not (constructions and all(_passes(call, name, index) for call in constructions)):
+                        found[name] = field.value
             self._fields = found
         return self._fields
+
+    def _constructions(self, class_name: str) -> list[cst.Call]:
+        """``Config(...)`` calls in this file (also ``module.Config(...)``)."""
+        calls = []
+        for call in self.ctx.tree.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Name) and func.value == class_name or isinstance(func, cst.Attribute) and func.attr.value == class_name:
+                calls.append(call)
+        return calls
+
+
+def _passes(call: cst.Call, name: str, index: int) -> bool:
+    """Does ``call`` pass a value for the field ``name`` (at ``index``), or possibly
+    (``*args``, ``**kwargs``)?"""
+    if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
+        return True
+    return sum(1 for a in call.args if a.keyword is None) > index

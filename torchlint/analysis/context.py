@@ -12,11 +12,13 @@ import libcst as cst
 from torchlint.analysis.bindings import Bindings
 from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
+from torchlint.analysis.flops import LinearFlops
 from torchlint.analysis.functions import LocalFunctions
 from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
 from torchlint.analysis.layers import Layers
 from torchlint.analysis.loops import Loops
+from torchlint.analysis.places import Places
 from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
@@ -72,6 +74,10 @@ class FileContext:
         return Loops(self)
 
     @cached_property
+    def places(self) -> Places:
+        return Places(self)
+
+    @cached_property
     def grad(self) -> GradContext:
         return GradContext(self)
 
@@ -98,6 +104,10 @@ class FileContext:
     @cached_property
     def layers(self) -> Layers:
         return Layers(self)
+
+    @cached_property
+    def flops(self) -> LinearFlops:
+        return LinearFlops(self)
 
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:

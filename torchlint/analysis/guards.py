@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
+from torchlint.analysis.values import looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -33,9 +34,13 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
         if node_type is cst.BinaryOperation and type(node.operator) is cst.Modulo:
             if not isinstance(node.left, cst.BaseString):  # "%s" % x is formatting
                 return True
+        if (node_type is cst.Name or node_type is cst.Attribute) and _PERIODIC_FLAG.match(dotted(node) or ""):
+            return True  # `if self.control.should_save:`: a flag the trainer raises every N steps
         if node_type is cst.Comparison:
             for target in node.comparisons:
                 operator, bound = target.operator, target.comparator
+                if type(operator) is cst.In and _is_counter(node.left):
+                    return True  # `if step in save_steps:` a few chosen steps
                 if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)):
                     return True
                 if isinstance(operator, cst.Equal) and _is_counter(node.left):
@@ -48,6 +53,12 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
                     if _fixed_bound(bound) and (_is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left))):
                         return True
     return False
+
+
+# Helpers handed the optimizer to store or report it, not to step it.
+_KEEPS_OPTIMIZER = ("save", "checkpoint", "ckpt", "log", "eval", "state", "load", "print", "report")
+# Flags a trainer sets on the steps that log, save or evaluate (`control.should_save`).
+_PERIODIC_FLAG = re.compile(r"(?:.*\.)?(?:should|time_to)_\w+$")
 
 
 def _fixed_bound(bound: cst.BaseExpression) -> bool:
@@ -215,12 +226,31 @@ class Guards:
             if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 if _raises(ancestor.body):
                     return True  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                if self._leaves_the_loop(ancestor, stop):
+                    return True  # `if step >= max_steps: save(model); break`: once, on the way out
                 if (self._rare_test(ancestor, stop) and not self._steps_optimizer(ancestor)) or self.first_pass(ancestor, stop):
                     return True
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
             child = ancestor
+        return False
+
+    def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Does the branch end by leaving the loop around it (``break`` out of ``stop`` or the
+        innermost loop, ``return`` out of any)? Its body runs once per loop, not per step."""
+        body = branch.body.body if type(branch.body) is cst.IndentedBlock else ()
+        last = body[-1] if body else None
+        if type(last) is not cst.SimpleStatementLine:
+            return False
+        ends = {type(s) for s in last.body}
+        for ancestor in self.ctx.tree.ancestors(branch):
+            if type(ancestor) in FUNCTION_OR_CLASS:
+                return False
+            if type(ancestor) in (cst.For, cst.While):
+                return cst.Return in ends or (cst.Break in ends and (stop is None or ancestor is stop or type(stop) is cst.FunctionDef))
+            if ancestor is stop:
+                return False
         return False
 
     def accumulates_gradients(self, loop: cst.CSTNode) -> bool:
@@ -266,8 +296,16 @@ class Guards:
         return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(loop.body))
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:
-        return (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step"
-                and self.ctx.loops.is_step_call(node))
+        """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,
+        ``scaler.step(opt)``): the step may be made in a helper of another module."""
+        if type(node) is not cst.Call:
+            return False
+        if type(node.func) is cst.Attribute and node.func.attr.value == "step" and self.ctx.loops.is_step_call(node):
+            return True
+        name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
+        if any(word in name for word in _KEEPS_OPTIMIZER):
+            return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
+        return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)
 
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a

@@ -14,6 +14,7 @@ check for what is not code in a loop (a DataLoader: where its batches go).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from torchlint.findings import HIGH, LOW, MEDIUM
 
@@ -102,13 +103,115 @@ _DEVICE_COSTS = frozenset({
 })
 
 
-def assess(cost: Cost, where: Where, host_only: bool = False) -> tuple[str, str]:
+_READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP})  # the host waits for the queue to drain
+_REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
+_PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
+_RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
+
+
+class Position(enum.Enum):
+    """Where a device read sits in its step: what the device could have done meanwhile."""
+
+    MID_STEP = "mid-step"  # device work is queued after it (inside forward, before backward): the GPU idles until Python catches up
+    STEP_END = "step-end"  # nothing after it in the step but the next step's launches
+    AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """One loop (or repeated call) between the step and the flagged line."""
+
+    kind: str  # "decoded token", "beam", "candidate", "block", "layer", "batch row", "parameter", "iteration"
+    count: int | None = None  # when the code says (`range(12)`)
+    via: str = ""  # the function each repetition runs (`Block.forward`), when it is a call
+
+
+@dataclass(frozen=True, slots=True)
+class Multiplicity:
+    """How many times the flagged line runs per step: the loops around it, outermost first."""
+
+    repeats: tuple[Repeat, ...] = ()
+    unit: str = "step"  # what the step is, when a loop the join made a step says ("decoded token")
+
+    def __bool__(self) -> bool:
+        return bool(self.repeats)
+
+    @property
+    def count(self) -> int | None:
+        total = 1
+        for repeat in self.repeats:
+            if repeat.count is None:
+                return None
+            total *= repeat.count
+        return total
+
+    def then(self, *more: Repeat) -> Multiplicity:
+        return Multiplicity(self.repeats + more, self.unit)
+
+    def words(self) -> str:
+        """"24 times per step: once in each `Block.forward()`", "per candidate per beam per
+        decoded token", "" for once."""
+        if not self.repeats:
+            return ""
+        vias = [f"`{r.via}()`" for r in self.repeats if r.via]
+        each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
+        count = self.count
+        if count is not None:
+            return f"{count} times per {self.unit}{each}"
+        per = " ".join(f"per {r.kind}" for r in reversed(self.repeats))
+        return f"{per} per {self.unit}{each}"
+
+
+ONCE_PER_STEP = Multiplicity()
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """How often the flagged code runs and where in its step: plain data from the loop
+    analysis (its own file) and the project-wide join (a function a step calls)."""
+
+    where: Where
+    per_step: Multiplicity = ONCE_PER_STEP
+    position: Position = Position.MID_STEP
+
+
+_POSITION_WHY = {
+    Position.STEP_END: ("one sync per step, at its end: the GPU idles while Python refills the queue; "
+                        "about 1 % of a GPU-bound step, more when steps are short"),
+    Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
+}
+
+
+def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
+    if isinstance(place, Where):
+        place = Place(place)
+    where = place.where
     if cost in (Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION):
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
+    times = place.per_step.words() if where in _PER_STEP else ""
+    often = f"{where.value}, {times}" if times else where.value
     if host_only and cost in _DEVICE_COSTS:
-        return LOW, f"{cost.value}, {where.value}, but on the host only: no device to wait for"
-    return _TIERS[cost][where], f"{cost.value}, {where.value}"
+        return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
+    tier = _TIERS[cost][where]
+    if where not in _PER_STEP:
+        return tier, f"{cost.value}, {often}"
+    if cost in _REPEAT_COSTS and place.per_step:
+        # Each repetition waits again: the waits add up to more than a step's worth of slack.
+        return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
+    if cost in _READ_COSTS and place.position is not Position.MID_STEP:
+        capped = LOW if place.position is Position.AFTER_SYNC else MEDIUM if tier == HIGH else tier
+        return capped, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+    if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
+        # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
+        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host"
+    return tier, f"{cost.value}, {often}"
+
+
+def with_multiplicity(message: str, place: Place) -> str:
+    """A finding's message with how many times per step its line runs, when more than once."""
+    words = place.per_step.words() if place.where in _PER_STEP else ""
+    return f"{message} ({words})" if words else message
 
 
 def tiers() -> dict[Cost, dict[Where, str]]:
@@ -116,19 +219,22 @@ def tiers() -> dict[Cost, dict[Where, str]]:
     return {cost: dict(row) for cost, row in _TIERS.items()}
 
 
-def where_of(origin: str) -> Where:
-    """How often a step runs, from the words the loop analysis and the join use for it
-    ("a training loop", "an evaluation loop", "Lightning `validation_step`", ...)."""
-    text = origin.lower()
-    if "epoch loop" in text:
-        return Where.EPOCH
-    if any(word in text for word in ("evaluation", "validation", "test_step", "eval_step", "test loop")):
-        return Where.EVAL
-    if any(word in text for word in ("predict", "sampling", "inference", "generation")):
-        return Where.INFER
-    if any(word in text for word in ("train", "backward", "optimizer", "compute_loss")):
-        return Where.TRAIN
-    return Where.BATCH
+#: How a loop of each kind is named in messages (the loop analysis decides the kind).
+LOOP_WORDS = {
+    Where.TRAIN: "a training loop",
+    Where.INFER: "a sampling loop",
+    Where.EVAL: "an evaluation loop",
+    Where.BATCH: "a per-batch loop",
+    Where.EPOCH: "an epoch loop",
+}
+
+#: A framework's phase (analysis/frameworks.py) and how often it runs.
+PHASE_WHERE = {"training": Where.TRAIN, "evaluation": Where.EVAL, "prediction": Where.INFER}
 
 
-__all__ = ["Cost", "Where", "assess", "tiers", "where_of"]
+def phase_rank(where: Where) -> int:
+    """Training first, then evaluation, then the rest: the order the join reaches functions in."""
+    return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
+
+
+__all__ = ["LOOP_WORDS", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "phase_rank", "tiers", "with_multiplicity"]

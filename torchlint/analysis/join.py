@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
+from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite, FileSummary
 from torchlint.findings import Location
 
-_PHASE_ORDER = {frameworks.TRAINING: 0, frameworks.EVALUATION: 1, frameworks.PREDICTION: 2}
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
@@ -34,12 +34,19 @@ _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a 
 class StepInfo:
     origin: str  # "a training loop", "Lightning `training_step`"
     sites: tuple[Location, ...]  # the hot call sites that make the function per-step
+    where: Where = Where.BATCH  # how often that step runs
     hook: bool = False  # the function is the framework's step itself
     host_only: bool = False  # every step that reaches it is in a file that never uses a device
     tensor_args: bool = True  # some reach may pass it a tensor (False: every call site passes Python values)
     via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
     omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
     constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
+    per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
+    position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
+
+    @property
+    def place(self) -> Place:
+        return Place(self.where, self.per_step, self.position)
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages):
@@ -60,6 +67,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     traces (``compiled``: :mod:`torchlint.analysis.compiled_reach`)."""
 
     compiled: Compiled = {}  # a join sets its own
+    step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -68,7 +76,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project.index_arguments()
     steps = Steps()
     # Training first: a helper that both training and evaluation reach reads "training".
-    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project), key=lambda seed: seed[0]))
+    step_loops, roots = _step_loops(project)
+    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project, step_loops, roots), key=lambda seed: seed[0]))
+    loops_by_file: dict[str, dict[str, str]] = {}
+    for (path, key), over in roots.items():
+        loops_by_file.setdefault(path, {})[key] = over
     calls_by_caller: dict[tuple[str, str], list[CallSite]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -78,10 +90,11 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         path, key, info = work.popleft()
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
-            better = not known.hook and _rank(info.origin) < _rank(known.origin)
+            better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
             if better:  # a training step reaches it too, deeper in the search: it reads "training", from there
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
-                known = steps[path][key] = replace(known, origin=info.origin, sites=sites, via=info.via, hook=info.hook)
+                known = steps[path][key] = replace(known, origin=info.origin, where=info.where, sites=sites, via=info.via, hook=info.hook,
+                                                   per_step=info.per_step, position=info.position)
             elif not known.hook and len(known.sites) < _MAX_SITES and info.sites and info.sites[0] not in known.sites:
                 known = steps[path][key] = replace(known, sites=known.sites + info.sites[:1])
             if info.tensor_args and not known.tensor_args:  # its own arguments: callees are not affected
@@ -91,6 +104,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
+            if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
+                known = steps[path][key] = replace(known, per_step=info.per_step)
+                grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 continue  # reached already: recursion and diamonds end here
             info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
@@ -104,14 +121,17 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 # Called by the framework's step itself: the call in the hook is the site.
                 sites = (call.location,) if info.hook and call.location is not None else info.sites
                 via = "" if info.hook else key
-                work.append((*callee, StepInfo(info.origin, sites, host_only=info.host_only, tensor_args=call.tensors, via=via,
-                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee))))
+                per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
+                work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
+                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee),
+                                               per_step=per_step, position=position)))
     _inner_places(project, steps)
     steps.compiled = compiled_reach(project)
+    steps.step_loops = roots
     return steps
 
 
-def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
+def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
     """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
     calls made from hot loops, loops the join finds to be step loops and their calls."""
     seeds: list[tuple[int, str, str, StepInfo]] = []
@@ -122,38 +142,72 @@ def _seeds(project: Project) -> list[tuple[int, str, str, StepInfo]]:
                 continue
             for method in cls.methods:
                 if method in hooks.methods:
-                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), hook=True, host_only=summary.host_only)
-                    seeds.append((_PHASE_ORDER[hooks.methods[method]], path, f"{cls.key}.{method}", info))
+                    where = PHASE_WHERE[hooks.methods[method]]
+                    # after a training hook come the backward and the optimizer step; after the others, the next batch
+                    position = Position.MID_STEP if where is Where.TRAIN else Position.STEP_END
+                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=summary.host_only, position=position)
+                    seeds.append((phase_rank(where), path, f"{cls.key}.{method}", info))
         for hook in summary.hooks:
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook=True, host_only=summary.host_only)))
-    step_loops = _step_loops(project)
-    for (path, key), text in step_loops.items():
-        seeds.append((_rank(text), path, key, StepInfo(text, (), hook=True, host_only=project.files[path].host_only)))
+            # an ignite step function or iteration handler: what follows it is the next batch
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook.where, hook=True, host_only=summary.host_only,
+                                                           position=Position.STEP_END)))
+    for (path, key), where in step_loops.items():
+        seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=project.files[path].host_only)))
     for path, summary in project.files.items():
+        loops_here = {key: over for (file, key), over in roots.items() if file == path}
         for call in summary.calls:
             if call.loop is not None:
-                text: str | None = call.loop
+                where: Where | None = call.loop
             else:
-                text = step_loops.get((path, call.within)) if call.within else None
-            for callee in project.callees(call.target, path) if text is not None else ():
-                loop_text = _loop_text(text, project, callee)  # type: ignore[arg-type]
+                where = step_loops.get((path, call.within)) if call.within else None
+            for callee in project.callees(call.target, path) if where is not None else ():
+                loop_where = _loop_where(where, project, callee)  # type: ignore[arg-type]
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
-                seeds.append((_rank(loop_text), *callee, StepInfo(loop_text, sites, host_only=summary.host_only, tensor_args=call.tensors,
-                                                                  omitted=omitted, constants=constants)))
+                per_step, position = _called_place(None, call, callee, loops_here)
+                seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
+                                                                        tensor_args=call.tensors, omitted=omitted, constants=constants,
+                                                                        per_step=per_step, position=position)))
     return seeds
 
 
-def _rank(text: str) -> int:
-    return 0 if "training" in text else 1 if "evaluation" in text else 2
+def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, str], step_loops: dict[str, str]) -> tuple[Multiplicity, Position]:
+    """How many times per step ``callee`` runs through ``call`` (the caller's count times the
+    loops around the call, the innermost running the callee: "once in each `Block.forward()`"),
+    and where that call sits in the step (a module's forward is mid-step: its other layers and
+    its backward follow)."""
+    repeats, unit = within_step(call.repeats, step_loops)
+    if repeats:
+        repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
+    per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
+    if callee[1].rsplit(".", 1)[-1] in ("forward", "__call__") or call.target[-1] == "__call__":
+        return per_step, Position.MID_STEP
+    if call.position is not None:
+        return per_step, call.position
+    return per_step, caller.position if caller is not None else Position.MID_STEP
 
 
-def _step_loops(project: Project) -> dict[tuple[str, str], str]:
+def within_step(repeats: tuple[tuple[str, Repeat], ...], roots: dict[str, str] | set[str]) -> tuple[tuple[Repeat, ...], str]:
+    """The loops (outermost first) inside the innermost one that is a step itself (a loop
+    the join found to be a step loop is the step, not a repetition within it), and what that
+    step is: "decoded token" for a decode loop, "step" when nothing names it."""
+    for index in range(len(repeats) - 1, -1, -1):
+        key = repeats[index][0]
+        if key in roots:
+            over = roots[key] if isinstance(roots, dict) else ""
+            unit = over if over and over not in ("iteration", "member") else "step"
+            return tuple(repeat for _, repeat in repeats[index + 1:]), unit
+    return tuple(repeat for _, repeat in repeats), "step"
+
+
+def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tuple[str, str], str]]:
     """Loops that are step loops because their own body calls a model of the project
     (``self.policy(obs)``, whose class another module defines) or a function of another
-    module that makes one training step; and the loops nested in them. Key -> loop text."""
+    module that makes one training step; and the loops nested in them. Key -> how often;
+    and the loops that are a step themselves (not nested in one) -> what each goes over."""
     loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
-    found: dict[tuple[str, str], str] = {}
+    found: dict[tuple[str, str], Where] = {}
+    reaches = _ModelReach(project)
     for path, summary in project.files.items():
         for call in summary.calls:
             where = (path, call.within)
@@ -162,19 +216,30 @@ def _step_loops(project: Project) -> dict[tuple[str, str], str]:
                 continue
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
-                    found[where] = "a training loop"
+                    found[where] = Where.TRAIN
                 elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
-                    found[where] = loop.text  # a model's forward
+                    found[where] = loop.where or Where.BATCH  # a model's forward
+                elif reaches(callee):
+                    # `self.inference.logits(seq)`, `predict(x)` of a module-level model: a function
+                    # that runs a model once per call, so once per request, token or sample: an
+                    # inference step unless the loop trains.
+                    # Its outermost loop in the function is the step (`for t in range(max_len):`
+                    # around `for seq in beams:`): the loops inside it repeat within the step.
+                    while loop.parent in {k for p, k in loops if p == path} and loops[(path, loop.parent)].where is not Where.EPOCH:
+                        where, loop = (path, loop.parent), loops[(path, loop.parent)]
+                    if where not in found:
+                        found[where] = Where.TRAIN if loop.where is Where.TRAIN else Where.INFER
                 else:
                     continue
                 break
+    roots = dict(found)
     for (path, key), loop in loops.items():  # loops inside a step loop run every step too
         parent = (path, loop.parent)
-        while parent in loops and parent not in found:
+        while parent in loops and parent not in roots:
             parent = (path, loops[parent].parent)
-        if parent in found and (path, key) not in found:
+        if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
-    return found
+    return found, {root: loops[root].over for root in roots}
 
 
 def _inner_places(project: Project, steps: Steps) -> None:
@@ -195,9 +260,42 @@ def _inner_places(project: Project, steps: Steps) -> None:
                 known.setdefault(f"{key}#const:{name}", info)
 
 
-def _loop_text(loop: str, project: Project, callee: tuple[str, str]) -> str:
+class _ModelReach:
+    """Does a function run a model's ``forward`` once per call (in its body, not in a loop of
+    its own), itself or through the functions it calls, a few calls deep? Memoised."""
+
+    _DEPTH = 3
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.memo: dict[tuple[str, str], bool] = {}
+        self.calls: dict[tuple[str, str], list[CallSite]] = {}
+        for path, summary in project.files.items():
+            for call in summary.calls:
+                # A call in a loop of its own makes the function a whole run or epoch, not a step.
+                if call.caller and call.loop is None and not call.within:
+                    self.calls.setdefault((path, call.caller), []).append(call)
+
+    def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
+        known = self.memo.get(function)
+        if known is not None:
+            return known
+        self.memo[function] = False  # recursion ends here
+        found = False
+        for call in self.calls.get(function, ()) if depth < self._DEPTH else ():
+            for callee in self.project.callees(call.target, function[0]):
+                if callee[1].rsplit(".", 1)[-1] == "forward" and call.target[-1] in ("__call__", "forward") or self(callee, depth + 1):
+                    found = True
+                    break
+            if found:
+                break
+        self.memo[function] = found
+        return found
+
+
+def _loop_where(where: Where, project: Project, callee: tuple[str, str]) -> Where:
     """A loop that only calls the step function is a training loop when that function
     trains (``for x, y in loader: train_step(x, y)``)."""
-    if loop == "a per-batch loop" and callee[1] in project.files[callee[0]].trains:
-        return "a training loop"
-    return loop
+    if where is Where.BATCH and callee[1] in project.files[callee[0]].trains:
+        return Where.TRAIN
+    return where

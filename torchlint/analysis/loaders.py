@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.impact import Where, where_of
+from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 
@@ -216,7 +216,7 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     (``val_loader``, Lightning's ``test_dataloader()``) or whether it shuffles (training
     data is shuffled, evaluation data is not). ``Where.BATCH`` when nothing says."""
     loops = ctx.loops
-    found = {where_of(loops.describe(loop)) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
+    found = {loops.where(loop) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
     for where in (Where.TRAIN, Where.BATCH, Where.EVAL):
         if where in found:
             return where

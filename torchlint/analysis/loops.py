@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guards import none_tested
+from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import Kind, looks_like_optimizer
@@ -52,7 +53,7 @@ class Loops:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._hot: dict[int, bool] = {}
-        self._described: dict[int, str] = {}  # a loop's description: one walk of it, however many findings it holds
+        self._described: dict[int, Where] = {}  # a loop's description: one walk of it, however many findings it holds
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
         self._loop_keys: dict[int, str] = {}
 
@@ -154,32 +155,37 @@ class Loops:
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
+        return LOOP_WORDS[self.where(loop)]
+
+    def where(self, loop: cst.CSTNode) -> Where:
+        """How often a hot loop's body runs, as the impact model counts it (the words for
+        it: :meth:`describe`)."""
         key = id(loop)
         if key not in self._described:
-            self._described[key] = self._describe(loop)
+            self._described[key] = self._where(loop)
         return self._described[key]
 
-    def _describe(self, loop: cst.CSTNode) -> str:
+    def _where(self, loop: cst.CSTNode) -> Where:
         if _epoch_loop(loop):
             # `for epoch in range(n): train(...)`: one step per epoch (full-batch training),
             # or the code around an inner loop over batches: once per epoch either way
-            return "an epoch loop"
+            return Where.EPOCH
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
-            return "a training loop"
+            return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
-            return "a training loop"  # the step is in a function it calls: `self.run_step(batch)`
+            return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
         if methods & _SAMPLING:
-            return "a sampling loop"
+            return Where.INFER
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
         if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
-            return "an evaluation loop"
+            return Where.EVAL
         iterated = " ".join(self.ctx.module.code_for_node(r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
         if "train" in name or "train" in iterated:
-            return "a training loop"  # the backward is in a callable: `loss_scaler(loss, optimizer)`
-        return "a per-batch loop"
+            return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
+        return Where.BATCH
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""

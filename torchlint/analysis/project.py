@@ -224,7 +224,10 @@ class Project:
         if key in self.functions[path]:
             return (path, key)
         if len(rest) == 2 and rest[0] in self.classes[path]:
-            return self.method(path, rest[0], rest[1], depth + 1)
+            found = self.method(path, rest[0], rest[1], depth + 1)
+            if found is None and rest[1] == "apply":  # `ops.Attention.apply(q, k, v)`: an autograd.Function runs its forward
+                found = self.method(path, rest[0], "forward", depth + 1)
+            return found
         for name, target in self.files[path].exports:  # re-exported: follow the import
             if name == rest[0]:
                 inner = target if len(rest) == 1 else (target[0], target[1], ".".join([target[2], *rest[1:]]))

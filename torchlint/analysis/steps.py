@@ -29,6 +29,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
+from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
@@ -95,7 +96,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return named | {hook.function for hook in self._hooks}
 
     @cached_property
-    def _pending(self) -> list[tuple[str, Ref, str | None, cst.Call, str]]:
+    def _pending(self) -> list[tuple[str, Ref, Where | None, cst.Call, str]]:
         found = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
@@ -131,7 +132,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
-                     self._branch(call, loop), self._constant_args(call))
+                     self._branch(call, loop), self._constant_args(call), *self._place(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -143,6 +144,21 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled,
         )
 
+    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
+        """The loops around ``call`` within its step (its hot loop, else its function), and
+        whether device work follows it there."""
+        places = self._places.get(id(call))
+        if places is None:
+            ctx = self.ctx
+            # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
+            stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
+            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop))
+        return places
+
+    @cached_property
+    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None]]:
+        return {}  # a call with several targets (a container's members) is placed once
+
     def _loops(self) -> tuple[LoopSummary, ...]:
         """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
         ctx, loops, found = self.ctx, self.ctx.loops, []
@@ -153,7 +169,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.describe(loop) if may_step else "", may_step))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind))
         return tuple(found)
 
     @cached_property
@@ -220,8 +236,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return tuple(found)
 
     # --- where a call runs -----------------------------------------------------------
-    def _placement(self, call: cst.Call) -> tuple[str, str | None, str] | None:
-        """(caller key, hot loop text or None, key of the loop around it that is not hot or
+    def _placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:
+        """(caller key, how often its hot loop runs or None, key of the loop around it that is not hot or
         ""), or None when the call does not run per caller run (module-level code outside
         loops, rare branches)."""
         ctx = self.ctx
@@ -234,7 +250,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if ctx.loops.is_hot(each):
                 if ctx.guards.rare(call, stop=each):
                     return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.describe(each), ""
+                return caller, ctx.loops.where(each), ""
             if loop is None and (type(each) is cst.For or type(each) is cst.While):
                 loop = each
         # Not in a hot loop: a loop around it may still be a step loop (the join decides).
@@ -252,6 +268,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return ("local", local)
             if func.value in self._module_classes:
                 return ("local", self._module_classes[func.value])  # a constructor: its arguments matter
+            if func.value in self._function_applies:
+                return ("method", self._function_applies[func.value], "forward")  # `attention = Attention.apply`
             if func.value in self.relative:
                 level, name = self.relative[func.value]
                 return ("import", level, name)
@@ -294,7 +312,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
-                return ("method", self._module_classes[func.value.value], func.attr.value)  # `Trainer.step(...)`
+                method = "forward" if func.attr.value == "apply" else func.attr.value  # `Attention.apply(q, k, v)`: an autograd.Function runs its forward
+                return ("method", self._module_classes[func.value.value], method)  # `Trainer.step(...)`
             name = dotted(func)
             if name is None:
                 return None
@@ -307,8 +326,41 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return ("import", 0, qualified)
         if func_type is cst.Subscript:  # `self.blocks[i](x)`
             owner = self._instance_class(func, at)
-            return _object_call(owner, "__call__") if owner is not None else None
+            if owner is None:
+                return self._stored_functions(func.value, at)
+            return _object_call(owner, "__call__")
         return None
+
+    @cached_property
+    def _function_applies(self) -> dict[str, str]:
+        """Module-level ``attention = AttentionFn.apply``: the name -> the class, whose
+        ``forward`` a call of it runs (an autograd.Function)."""
+        found: dict[str, str] = {}
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                value = small.value
+                if isinstance(value, cst.Attribute) and value.attr.value == "apply" and isinstance(value.value, cst.Name) \
+                        and value.value.value in self._module_classes:
+                    found[small.targets[0].target.value] = self._module_classes[value.value.value]
+        return found
+
+    def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``STEPS[mode](batch)`` where ``STEPS = {"train": train_step, ...}`` (a dict or list
+        of functions defined or imported here, bound once): the call runs one of them."""
+        if type(table) is not cst.Name:
+            return None
+        bindings = self.ctx.bindings.lookup(table.value, at)
+        value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+        if type(value) is cst.Dict:
+            items = [e.value for e in value.elements if type(e) is cst.DictElement]
+        elif type(value) in (cst.List, cst.Tuple):
+            items = [e.value for e in value.elements if type(e) is cst.Element]
+        else:
+            return None
+        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != table.value
+                                    and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
+        return ("each", found) if found else None
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""
@@ -379,14 +431,16 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return tuple(hooks)
 
 
-_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit")
+_STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "generate", "sample", "predict", "infer", "search", "translate")
 
 
 def _may_make_a_step(target: Ref) -> bool:
-    """A call that may make its loop a step loop: an object's ``__call__`` (a model's
-    forward), or a function or method whose name says it trains (``train_step``, ``update``)."""
-    if target[0] == "object" and target[2] == "__call__":
-        return True
+    """A call that may make its loop a step loop: a method of a project object (a model's
+    forward, or a method that runs one: ``search.decode(x)``), a function of the project
+    (it may run a model: the join decides), or a method of the class whose name says it
+    trains or generates (``self.train_step``, ``self.update``, ``self.generate``)."""
+    if target[0] in ("object", "import", "local"):
+        return True  # a model's forward, or a function that may run one (`predict(x)`, `HANDLERS[kind](x)`)
     name = str(target[-1]).rsplit(".", 1)[-1].lower()
     return any(word in name for word in _STEP_WORDS)
 

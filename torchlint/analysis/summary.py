@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.findings import Location
 
 Ref = tuple
@@ -18,7 +19,7 @@ _BUILTINS = frozenset(dir(builtins))
 class CallSite:
     caller: str  # function key; "" at module level
     target: Ref
-    loop: str | None  # "a training loop" when the call is in a hot loop; None: runs when its caller runs
+    loop: Where | None  # how often the hot loop the call is in runs (Where.TRAIN); None: runs when its caller runs
     location: Location | None = None  # hot call sites and calls made by possible hooks (`related`)
     args: tuple[tuple[int | str, Ref], ...] = ()  # arguments that are objects of classes: position or keyword -> class
     tensors: bool = True  # may pass a tensor: an argument known to be one, or `*`/`**` (False: Python values only)
@@ -26,6 +27,8 @@ class CallSite:
     given: tuple[int, tuple[str, ...]] | None = (0, ())  # positional arguments and keywords passed (not None); None: `*`/`**`
     branch: str = ""  # made only when the caller's parameter of this name is left out (`if max_len is None:`)
     constants: tuple[int | str, ...] = ()  # arguments (position or keyword) that hold the same value on every step
+    repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it within the step (loop key, what it goes over), outermost first
+    position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +38,16 @@ class LoopSummary:
 
     key: str  # "Cls.m#loop2"
     parent: str  # the enclosing loop's key, or the function's ("" at module level)
-    text: str  # what it does, for messages ("a per-batch loop")
-    may_step: bool = True  # False: its body always ends with return/break (it runs at most once)
+    where: Where  # how often it runs if it is a step loop
+    may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
+    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
 
 
 @dataclass(frozen=True, slots=True)
 class Hook:
     function: str  # key
-    text: str  # "Lightning `training_step`"
+    text: str  # "the step function of an ignite `Engine`"
+    where: Where = Where.BATCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,9 @@ def _correlate_one(f: Finding, idx: _Index, session: ProfileSession, lines: Line
     c.self_s = sum(e.self_s for e in c.evidence)
     c.total_s = sum(e.total_s for e in c.evidence)
     steps = int(session.steps.get("count") or 0)
+    if f.code in SYNC_RULES and c.basis == "probe" and steps > 0:
+        # how often the host waits here: the probes count every call, on any device
+        c.reads_per_step = sum(e.calls for e in c.evidence if e.via == "line") / steps
     # backward runs at loss.backward(), not at these lines: the windows charge it to the line
     # of the forward op that made each autograd node; per step, times the run's steps
     c.backward_s = lines.backward_at(path, first, last) * steps

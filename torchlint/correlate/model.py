@@ -14,6 +14,7 @@ from typing import Any
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot
 from torchlint.savings import Estimate, Measurement, rank_key
+from torchlint.textlines import read_lines
 
 DATALOADER_PROBES = frozenset({"DataLoader.__next__", "DataLoader.__iter__"})
 
@@ -152,6 +153,9 @@ class Correlated:
     window: list[Evidence] = field(default_factory=list)  # torch.profiler ops (window only)
     context: list[Evidence] = field(default_factory=list)  # related measurements not counted
     syncs: int = 0  # CUDA sync-debug records at the finding's lines
+    #: a sync rule's probed reads at its own lines over the run's optimizer steps (any device:
+    #: the probes count every call), None where no probe counted them or no step ran
+    reads_per_step: float | None = None
     function: FunctionCost | None = None
     observed_s: float = 0.0
     backward_s: float = 0.0  # in observed_s: the backward of the autograd nodes its lines' ops made (correlate/lines.py)
@@ -283,11 +287,7 @@ def enclosing_function(path: str, line: int) -> tuple[int, int, str] | None:
 
 @lru_cache(maxsize=256)
 def _lines(path: str) -> tuple[str, ...]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return tuple(f.read().splitlines())
-    except OSError:
-        return ()
+    return read_lines(path)  # Python's lines: a form feed or U+2028 does not end one
 
 
 def source_line(path: str, line: int) -> str:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from torchlint.correlate.model import Correlated, Evidence, _fmt_s
+from torchlint.correlate.sites import constructed_at
 from torchlint.findings import Finding
 from torchlint.profiler.session import ProfileSession
 
@@ -97,8 +99,13 @@ def _optimizer_finding(session: ProfileSession, record: dict[str, Any], make: Ma
     hint = ("Drop foreach=False" if record.get("forced") else f"Pass foreach=True to {cls}(...)") + (
         " (or fused=True, where it exists, on CUDA)" if record.get("has_fused") else ""
     )
+    path, line = session.resolve(str(record.get("path") or "")), int(record.get("line") or 1)
+    finding = make("TLR05", msg, path, line, hint)
+    made = constructed_at(path, str(cls), line) if path else None
+    if made is not None and made != line:  # the fix goes on the constructor: the card points there, step() is related
+        finding = replace(finding, location=replace(finding.location, line=made), related=(finding.location,))
     c = Correlated(
-        finding=make("TLR05", msg, session.resolve(str(record.get("path") or "")), int(record.get("line") or 1), hint),
+        finding=finding,
         origin="runtime",
         evidence=[_evidence(session, record, f"{cls}.step", "for-loop", steps, step_s)],
         basis="probe",

@@ -7,14 +7,23 @@ temporary file, then ``os.replace``), so concurrent runs never see half an entry
 that cannot be read back (truncated, corrupt, another version's) is a miss, and the
 file is checked and its entry rewritten. The directory is bounded: past ``max_entries``
 the least recently used entries are removed.
+
+An entry is a pickle, and unpickling runs code: a cache directory someone else made (a
+cloned repository's ``.torchlint_cache``, a shared ``$TORCHLINT_CACHE_DIR``) must never
+be unpickled. So every entry carries an HMAC-SHA256 of its key and payload under a
+per-user secret (``secret_file``: 32 random bytes, mode 0600, in the user's cache
+directory), checked before anything is unpickled; an entry that fails it is a miss.
+Without a usable secret the cache is neither read nor written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import importlib.util
 import os
 import pickle
+import re
 import stat
 import sys
 import tempfile
@@ -33,7 +42,7 @@ from torchlint.findings import Finding
 CACHE_DIR_ENV = "TORCHLINT_CACHE_DIR"
 DEFAULT_DIR_NAME = ".torchlint_cache"
 MAX_ENTRIES = 20_000
-_MAGIC = b"torchlint-cache 2\n"  # 2: impacts and the functions that may raise them
+_MAGIC = b"torchlint-cache 3\n"  # 2: impacts and the functions that may raise them; 3: signed
 _ENTRIES = "entries-v1"
 _TOUCH_AFTER_S = 24 * 3600  # a hit refreshes its entry's age at most once a day
 _STALE_TEMP_S = 3600
@@ -68,7 +77,8 @@ class Cache:
         self.entries = directory / _ENTRIES
         self.max_entries = max_entries
         self.salt = _engine_salt()
-        self.writable = True
+        self.secret = user_secret()
+        self.writable = self.secret is not None  # unsigned entries are neither written nor read
         self.written = 0
 
     def key(self, file: FileKey, digest: str) -> str:
@@ -77,6 +87,8 @@ class Cache:
 
     def load(self, key: str) -> FileResult | None:
         """The stored result for ``key``; None when absent, unreadable or not ours."""
+        if self.secret is None:
+            return None
         path = self.entries / key
         try:
             with open(path, "rb") as handle:
@@ -84,7 +96,7 @@ class Cache:
                 data = handle.read()
         except OSError:
             return None
-        result = _decode(data, key)
+        result = _decode(data, key, self.secret)
         if result is not None and age > _TOUCH_AFTER_S:
             _touch(path)  # recently used entries survive pruning
         return result
@@ -93,7 +105,8 @@ class Cache:
         """Write ``result`` (plain: no tree, no fix nodes) atomically; never raises."""
         if not self.writable:
             return
-        payload = _MAGIC + key.encode("ascii") + b"\n" + pickle.dumps((result.findings, result.conditional, result.summary, result.in_functions), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((result.findings, result.conditional, result.summary, result.in_functions), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = _header(key) + _signature(self.secret, key, body) + body  # type: ignore[arg-type]
         try:
             self._prepare()
             handle = tempfile.NamedTemporaryFile(dir=self.entries, prefix=".tmp-", delete=False)
@@ -126,7 +139,7 @@ class Cache:
                     if entry.name.startswith(".tmp-"):
                         if now - mtime > _STALE_TEMP_S:
                             removed += _remove(Path(entry.path))
-                    else:
+                    elif _ENTRY_NAME.fullmatch(entry.name):  # only what this cache names so: never another's files
                         entries.append((mtime, entry.path))
         except OSError:
             return removed
@@ -149,12 +162,28 @@ class Cache:
             tag.write_text("Signature: 8a477f597d28d172789f06886806bc55\n# torchlint's result cache\n", encoding="utf-8")
 
 
-def _decode(data: bytes, key: str) -> FileResult | None:
-    header = _MAGIC + key.encode("ascii") + b"\n"
+_ENTRY_NAME = re.compile("[0-9a-f]{64}")  # a key: sha256, hex
+_SIGNATURE_SIZE = hashlib.sha256().digest_size
+SECRET_SIZE = 32
+
+
+def _header(key: str) -> bytes:
+    return _MAGIC + key.encode("ascii") + b"\n"
+
+
+def _signature(secret: bytes, key: str, body: bytes) -> bytes:
+    return hmac.new(secret, key.encode("ascii") + b"\n" + body, hashlib.sha256).digest()
+
+
+def _decode(data: bytes, key: str, secret: bytes) -> FileResult | None:
+    header = _header(key)
     if not data.startswith(header):
         return None  # another version's entry, or one cut short while written by hand
+    signature, body = data[len(header):len(header) + _SIGNATURE_SIZE], data[len(header) + _SIGNATURE_SIZE:]
+    if not hmac.compare_digest(signature, _signature(secret, key, body)):
+        return None  # not written by this user's torchlint: never unpickled
     try:
-        findings, conditional, summary, in_functions = pickle.loads(data[len(header):])
+        findings, conditional, summary, in_functions = pickle.loads(body)
     except Exception:  # a corrupt entry is a miss: unpickling garbage can raise anything
         return None
     if not _well_formed(findings, conditional, summary) or not _all_of(in_functions, InStepIfCalled):
@@ -173,6 +202,71 @@ def _well_formed(findings: object, conditional: object, summary: object) -> bool
         and all(isinstance(c, Conditional) and isinstance(c.finding, Finding) for c in conditional)
         and (summary is None or isinstance(summary, FileSummary))
     )
+
+
+def secret_file() -> Path:
+    """Where the user's cache secret lives: ``$XDG_CACHE_HOME/torchlint/key``, else
+    ``~/.cache/torchlint/key`` (never in a project, where a clone could bring one)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torchlint" / "key"
+
+
+_secrets: dict[Path, bytes | None] = {}
+
+
+def user_secret() -> bytes | None:
+    """The user's cache secret, made on first use; None when it cannot be read or made,
+    or when the file is not the user's own (a link, another owner, readable by others)."""
+    path = secret_file()
+    if path not in _secrets:
+        _secrets[path] = _read_secret(path) or _make_secret(path)
+    return _secrets[path]
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        # A secret others can read or write is no secret (POSIX modes; Windows has none to check).
+        if not stat.S_ISREG(info.st_mode) or (os.name == "posix" and (info.st_mode & 0o077 or info.st_uid != os.getuid())):
+            return None
+        data = os.read(fd, SECRET_SIZE + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == SECRET_SIZE else None
+
+
+def _make_secret(path: Path) -> bytes | None:
+    """A new secret, written mode 0600 and linked into place (two processes making one at
+    once both end up with the one that landed first)."""
+    if os.path.lexists(path):
+        return None  # there, but not usable (see _read_secret): left for the user to look at
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # mode 0600
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(os.urandom(SECRET_SIZE))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process was first: its secret is the one
+        except OSError:
+            os.replace(temporary, path)  # a file system without hard links
+    except OSError:
+        return None
+    finally:
+        _remove(Path(temporary))
+    return _read_secret(path)
 
 
 def _engine_salt() -> str:

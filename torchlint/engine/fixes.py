@@ -6,6 +6,7 @@ import difflib
 import hashlib
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +14,10 @@ import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
 from torchlint.engine.discover import printable
-from torchlint.engine.source import Source, lines_with_ends, notebook_source
+from torchlint.engine.source import Source, notebook_source
 from torchlint.engine.tempfiles import make_temporary, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
+from torchlint.textlines import lines_with_ends
 
 
 class _Replace(cst.CSTTransformer):
@@ -47,7 +49,7 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[str, list[
         inner = {id(n) for n in _subtree(fix.old)}
         if inner & claimed:
             continue
-        new = _keeping_comments(fix.old, fix.new)
+        new = fix.new if fix.rewrites_comments else _keeping_comments(fix.old, fix.new)
         if new is None:
             continue  # the fix would lose or copy a comment: reported, not applied
         claimed |= inner
@@ -172,8 +174,13 @@ class Edit:
 
 
 def _unified(before: str, after: str, old_name: str, new_name: str) -> str:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=old_name, tofile=new_name)
-    return "".join(lines)
+    """A unified diff in Python's line model (a form feed or U+2028 does not end a line),
+    that patch and git apply read back: a last line without a line end is marked so."""
+    old, new = (lines_with_ends(text) if text else [] for text in (before, after))
+    out = []
+    for line in difflib.unified_diff(old, new, fromfile=old_name, tofile=new_name):
+        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 def _ended(cell: str) -> str:
@@ -204,17 +211,16 @@ def write_atomically(edit: Edit, roots: tuple[Path, ...] | None = None) -> str |
     whose target lies outside ``roots`` (the checked trees), OSError when writing fails.
     """
     target = _target(edit, roots)
-    info = os.stat(target)
+    info = os.stat(target)  # before the bytes are read: a later change shows in one or the other
     if not info.st_mode & 0o222 or not os.access(target, os.W_OK):
         raise RefusedWriteError(f"{edit.display} is read-only; not fixed")
-    if hashlib.sha256(target.read_bytes()).hexdigest() != edit.digest:
-        raise ChangedOnDiskError(str(edit.path))
+    _unchanged(target, info, edit)
     data = edit.after.encode(edit.encoding)
     remove_stale_temporaries(target.parent)
     # A hard-linked file is replaced too: no write through the shared inode is atomic (a
     # kill between write and truncate left fixed text followed by the old tail), so this
     # name gets the fixed file and the other links keep the old text, whole.
-    _replace(target, data, info)
+    _replace(target, data, info, lambda: _unchanged(target, info, edit))
     if info.st_nlink > 1:
         others = info.st_nlink - 1
         return f"{edit.display} had {others} other hard link{'s' if others > 1 else ''}: the fixed file replaces this name only, the other{'s keep' if others > 1 else ' keeps'} the old text"
@@ -236,8 +242,20 @@ def checked_roots(paths: list[Path]) -> tuple[Path, ...]:
     return tuple(Path(os.path.realpath(p if p.is_dir() else (p.parent if str(p.parent) else Path(".")))) for p in paths)
 
 
-def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
-    """Write a temporary file beside ``target`` and rename it over it, in one step."""
+def _unchanged(target: Path, info: os.stat_result, edit: Edit) -> None:
+    """ChangedOnDiskError unless ``target`` is still the file ``info`` describes (same
+    inode, size and modification time) holding the bytes that were linted."""
+    now = os.stat(target)
+    same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    # The hash too: a save within the file system's timestamp granularity keeps size and mtime.
+    if not same or hashlib.sha256(target.read_bytes()).hexdigest() != edit.digest:
+        raise ChangedOnDiskError(str(edit.path))
+
+
+def _replace(target: Path, data: bytes, info: os.stat_result, unchanged: Callable[[], None]) -> None:
+    """Write a temporary file beside ``target`` and rename it over it, in one step.
+    ``unchanged`` raises if the file changed while the temporary was written: it runs
+    last, right before the rename, so an edit saved meanwhile is never overwritten."""
     handle, temporary = make_temporary(target)
     try:
         with os.fdopen(handle, "wb") as stream:
@@ -245,6 +263,7 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
             stream.flush()
             os.fsync(stream.fileno())
         _copy_owner_and_mode(temporary, info)
+        unchanged()
         os.replace(temporary, target)
     except BaseException:
         if os.path.exists(temporary):

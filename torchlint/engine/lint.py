@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING
 from torchlint.analysis.join import join
 from torchlint.config import Config, Resolver
 from torchlint.engine.cache import Cache, keys_of, look_up, unchanged
+from torchlint.engine.call_sites import at_call_sites, kept, stepped_elsewhere
 from torchlint.engine.discover import SourceFile, discover
 from torchlint.engine.pool import check_files, guarded
 from torchlint.engine.progress import Bar
 from torchlint.engine.project_files import Context
 from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.settle import settle_steps
-from torchlint.findings import Finding, FixSafety
+from torchlint.engine.source import Source
+from torchlint.findings import UNUSED_NOQA, Finding, FixSafety, at_least
 
 if TYPE_CHECKING:
     from torchlint.analysis.join import Steps
@@ -46,6 +48,7 @@ def lint_paths(
     cache: Path | None = None,
     progress: bool = False,
     project: bool = False,
+    fix_shown: bool = False,
 ) -> LintResult:
     """Lint every source file under ``paths`` (MissingPathError for a missing path).
 
@@ -58,6 +61,8 @@ def lint_paths(
     ``project``: the other files of the given paths' projects join too (their summaries,
     from the cache or summarised), so a helper given alone is per-step when a loop in
     another file calls it; only the given files' findings are reported.
+    ``fix_shown``: fix only the findings at or above each file's ``min-impact`` (what
+    ``check`` shows), as ruff fixes only what its selection shows.
     """
     resolver = config if isinstance(config, Resolver) else Resolver.fixed(config)
     paths = list(paths)
@@ -92,8 +97,11 @@ def lint_paths(
     done = [r for r in results if r is not None]
     steps = settle_steps(done, join([*(r.summary for r in done if r.summary is not None), *context.summaries]))
     result = LintResult(files_checked=len(files), cached=len(files) - len(todo), note=context.note)
+    at_calls = _at_call_sites(files, done, configs, context, steps, store, jobs, debug) if context.by_path else {}
     if fix is not None:
-        _plan_fixes(files, done, configs, steps, fix, debug, result)
+        _plan_fixes(files, done, configs, steps, fix, debug, result, at_calls, fix_shown)
+    for index, (_, shown) in at_calls.items():
+        done[index].findings = sorted([*done[index].findings, *shown], key=Finding.sort_key)
     for file_result in done:
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
@@ -101,11 +109,43 @@ def lint_paths(
     return result
 
 
-def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[Config], steps: Steps, fix: str, debug: bool, result: LintResult) -> None:
+def _at_call_sites(files: list[SourceFile], done: list[FileResult], configs: list[Config], context: Context, steps: Steps,
+                   store: Cache | None, jobs: int, debug: bool) -> dict[int, tuple[list[Finding], list[Finding]]]:
+    """By given file: the per-step findings of the project's other files that its calls
+    put into the step (``engine/call_sites.py``), all of them and those it reports (its
+    selection and ``# noqa`` comments applied). A file whose ``# noqa`` suppressed one is
+    checked again so that TL001 counts that comment as used."""
+    displays = {file.display for file in files}
+    given = {r.summary.path for r in done if r.summary is not None}
+    elsewhere = stepped_elsewhere(steps, displays, given)
+    if not elsewhere:
+        return {}
+    found = at_call_sites(context.full_results(elsewhere, store, jobs), steps, displays)
+    at_calls: dict[int, tuple[list[Finding], list[Finding]]] = {}
+    for index, file in enumerate(files):
+        mine = [f for f in found if f.path == file.display]
+        if not mine:
+            continue
+        source = file.read()
+        shown = kept(mine, configs[index], file.path, source if isinstance(source, Source) else None)
+        if len(shown) < len(mine) and any(f.code == UNUSED_NOQA[0] for f in done[index].findings):
+            from torchlint.engine.linter import Linter
+
+            again = guarded(file, debug, lambda: Linter(configs[index], debug).lint_file(file, steps, used=mine))
+            if not again.errors:
+                done[index].findings = again.findings
+        at_calls[index] = (mine, shown)
+    return at_calls
+
+
+def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[Config], steps: Steps, fix: str, debug: bool, result: LintResult,
+                at_calls: dict[int, tuple[list[Finding], list[Finding]]], fix_shown: bool = False) -> None:
     """Check again, in this process, each file with a fix to apply: fixing needs its tree,
     which no worker or cache entry keeps (the file is checked again before writing)."""
     allowed = {FixSafety.SAFE, FixSafety.UNSAFE} if fix == "unsafe" else {FixSafety.SAFE}
-    wanted = [i for i, r in enumerate(done) if any(f.fix is not None and f.fix.safety in allowed for f in r.findings)]
+    floors = [config.min_impact if fix_shown else None for config in configs]
+    wanted = [i for i, r in enumerate(done) if any(f.fix is not None and f.fix.safety in allowed and (floors[i] is None or at_least(f.impact, floors[i]))
+                                                   for f in r.findings)]
     if not wanted:
         return
     from torchlint.engine.linter import Linter
@@ -116,11 +156,12 @@ def _plan_fixes(files: list[SourceFile], done: list[FileResult], configs: list[C
         if id(configs[index]) not in linters:  # one linter per config with a file to fix
             linters[id(configs[index])] = Linter(configs[index], debug)
         linter = linters[id(configs[index])]
-        fresh = guarded(file, debug, lambda: linter.lint_file(file, steps))
+        used = at_calls.get(index, ([], []))[0]  # what its `# noqa` comments may suppress besides its own
+        fresh = guarded(file, debug, lambda: linter.lint_file(file, steps, used))
         if fresh.module is None and fresh.errors:  # checking it again raised: report that
             done[index].errors.extend(fresh.errors)
             continue
-        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps))
+        edit = guarded(file, debug, lambda: linter.fix(fresh, unsafe=fix == "unsafe", steps=steps, used=used, floor=floors[index]))
         if isinstance(edit, FileResult):  # fixing raised: report it, keep what the check found
             done[index].errors.extend(edit.errors)
         elif edit is not None:

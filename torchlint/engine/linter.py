@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, read_source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes, unused_noqa
-from torchlint.findings import UNUSED_NOQA, Finding
+from torchlint.findings import UNUSED_NOQA, Finding, at_least
 
 
 def options_of(config: Config) -> Options:
@@ -48,15 +49,18 @@ class Linter:
             if (f.code in self.codes or f.code == "TL000") and f.code not in ignored and not is_suppressed(f, source)
         ]
 
-    def lint(self, source: Source, path: Path, steps: Steps | None = None) -> FileResult:
+    def lint(self, source: Source, path: Path, steps: Steps | None = None, used: Sequence[Finding] = ()) -> FileResult:
         """Check one file. With ``steps`` (the project-wide join, already made), findings
         that hold only in per-step functions are settled at once; without, they stay in
-        ``result.conditional`` for :func:`settle_steps`."""
+        ``result.conditional`` for :func:`settle_steps`. ``used``: findings the project
+        adds to this file (at its call sites, ``engine/call_sites.py``), which a ``# noqa``
+        may suppress: such a comment is no unused one (TL001)."""
         checks, ignored = self._checks_for(path)
         result = run_checks(source, checks, self.options, self.debug, file=str(path))
         if UNUSED_NOQA[0] in self.codes and UNUSED_NOQA[0] not in ignored and result.source is not None:
-            candidates = [f for f in [*result.findings, *(c.finding for c in result.conditional)] if f.code in self.codes and f.code not in ignored]
-            result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored)
+            found = [*result.findings, *(c.finding for c in result.conditional), *used]
+            candidates = [f for f in found if f.code in self.codes and f.code not in ignored]
+            result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored, result.module)
         result.findings = self._keep(result.findings, source, ignored)
         kept = self._keep([c.finding for c in result.conditional], source, ignored)
         result.conditional = [c for c in result.conditional if c.finding in kept]
@@ -65,30 +69,33 @@ class Linter:
             settle_steps([result], steps)
         return result
 
-    def lint_file(self, file: SourceFile, steps: Steps | None = None) -> FileResult:
+    def lint_file(self, file: SourceFile, steps: Steps | None = None, used: Sequence[Finding] = ()) -> FileResult:
         source = file.read()  # the size limit and odd files (FIFOs, loops) as discover set them
         if isinstance(source, Finding):
             return FileResult(None, self._keep([source], None, set()), path=file.path)
-        return self.lint(source, file.path, steps)
+        return self.lint(source, file.path, steps, used)
 
-    def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10) -> Edit | None:
+    def fix(self, result: FileResult, unsafe: bool, steps: Steps | None = None, max_rounds: int = 10, used: Sequence[Finding] = (),
+            floor: str | None = None) -> Edit | None:
         """Apply fixes round by round until none is left; ``result.findings`` becomes what
         remains. Each round's code must parse, so a second --fix changes nothing. A
-        notebook's fixed code goes back into its cells (fixes that cannot are noted)."""
+        notebook's fixed code goes back into its cells (fixes that cannot are noted).
+        ``floor``: only the fixes of findings at or above that impact (what ``check``
+        shows under ``min-impact``); None: every one."""
         source, path = result.source, result.path
         if source is None or path is None or result.module is None or (source.cells is not None and source.notebook is None):
             return None  # unreadable files (and a notebook whose kernel is not Python) are not rewritten
         current, module, fixed_total, notes = source, result.module, 0, []
         original = tuple(result.findings)  # reported again if the fixed text cannot be written
         for _ in range(max_rounds):
-            todo = applicable(result.findings, unsafe)
+            todo = [f for f in applicable(result.findings, unsafe) if floor is None or at_least(f.impact, floor)]
             if not todo:
                 break
             try:
                 fixed_source, fixed = self._fix_round(current, module, todo, notes)
                 if fixed_source is None:
                     break
-                rerun = self.lint(fixed_source, path, steps if steps is not None else {})
+                rerun = self.lint(fixed_source, path, steps if steps is not None else {}, used)
             except RecursionError:
                 # libcst's rewriting visitor needs more frames per level of nesting than
                 # the walk that found these: the findings stand, the file is not rewritten.

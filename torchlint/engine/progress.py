@@ -46,7 +46,9 @@ class Bar:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        console = Console(file=sys.stderr)
+        from torchlint.terminal import raw
+
+        console = Console(file=raw(sys.stderr))  # the bar's own cursor codes, no user text
         self._rich = Progress(
             TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console, transient=True,

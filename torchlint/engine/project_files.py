@@ -56,13 +56,16 @@ def _covered(root: Path, given_dirs: list[Path]) -> bool:
     return any(root == directory or directory in root.parents for directory in given_dirs)
 
 
-def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolver) -> list[SourceFile]:
+def context_files(paths: Iterable[Path], given: Iterable[Path], settings: Resolver, within: Path | None = None) -> list[SourceFile]:
     """The files of the projects of ``paths`` other than ``given`` (real paths compared):
     the files whose summaries give the given ones their context. TooLarge when a project
-    holds more than ``MAX_PROJECT_FILES`` files."""
+    holds more than ``MAX_PROJECT_FILES`` files. ``within`` (a real path holding
+    ``paths``): a project reaching above it is walked from there (an editor's workspace)."""
     paths = list(paths)
     given_dirs = [real(p) for p in paths if os.path.isdir(p)]
     roots = {root for root in (project_root(p, settings) for p in paths) if root is not None}
+    if within is not None:
+        roots = {within if root in within.parents else root for root in roots}
     roots = sorted(root for root in roots if not any(other in root.parents for other in roots))  # the outer tree holds the inner
     seen = {real(p) for p in given}
     found: list[SourceFile] = []
@@ -100,12 +103,14 @@ class Context:
     todo: list[int] = field(default_factory=list)
     summaries: list[FileSummary] = field(default_factory=list)
     note: str | None = None  # why the project could not be joined
+    store: Cache | None = None  # the result cache it was read from
+    by_path: dict[str, tuple[SourceFile, Config]] = field(default_factory=dict)  # every file, by absolute path, with its own config
 
     @classmethod
-    def around(cls, paths: Iterable[Path], given: Iterable[Path], settings: Resolver, store: Cache | None) -> Context:
-        context = cls()
+    def around(cls, paths: Iterable[Path], given: Iterable[Path], settings: Resolver, store: Cache | None, within: Path | None = None) -> Context:
+        context = cls(store=store)
         try:
-            files = context_files(paths, given, settings)
+            files = context_files(paths, given, settings, within)
         except TooLarge as error:
             context.note = (f"{error.root} holds more than {MAX_PROJECT_FILES} source files: the given files "
                             "were checked without the rest of their project")
@@ -122,6 +127,7 @@ class Context:
             except ConfigError:
                 continue  # that file's config is broken: it adds no steps
             own, keys = per_config[id(config)]
+            context.by_path[os.path.abspath(file.path)] = (file, config)
             hit, entry = look_up(store, keys, file)
             if hit is not None:
                 if hit.summary is not None:
@@ -147,6 +153,32 @@ class Context:
                 store.store(entry.key, result)
             if result.summary is not None:
                 self.summaries.append(result.summary)
+
+    def full_results(self, paths: Iterable[str], store: Cache | None = None, jobs: int = 1) -> list[FileResult]:
+        """The results of the files at ``paths`` (absolute) checked with their own config,
+        conditional findings unsettled: from the cache, else checked now (and stored).
+        What a given file's calls make per-step there is reported at those calls."""
+        store = store if store is not None else self.store
+        wanted = [self.by_path[path] for path in sorted(paths) if path in self.by_path]
+        found: list[FileResult] = []
+        todo: list[tuple[SourceFile, Config, Entry | None]] = []
+        for file, config in wanted:
+            try:
+                hit, entry = look_up(store, Keys(config), file)
+            except ConfigError:
+                continue  # an unknown code in that file's config: its findings are not ours to report
+            if hit is not None:
+                found.append(hit)
+            else:
+                todo.append((file, config, entry))
+        from torchlint.engine.pool import check_files
+
+        checked = check_files([file for file, _, _ in todo], [config for _, config, _ in todo], jobs=jobs)
+        for (file, _, entry), result in zip(todo, checked):
+            if store is not None and entry is not None and not result.errors and unchanged(file, entry):
+                store.store(entry.key, result)
+            found.append(result)
+        return found
 
 
 def project_summaries(path: Path, settings: Resolver, *, cache: Path | None, jobs: int = 1, leave_out: Iterable[Path] = ()) -> Context:

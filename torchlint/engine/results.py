@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from torchlint.analysis.impact import Position, Repeat
 from torchlint.findings import Finding, Location
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class Conditional(NamedTuple):
     needs_tensor: bool = False  # holds only where a call that makes it per-step may pass a tensor
     cost: str = ""  # the finding's analysis.impact.Cost (by name): its impact follows from the step
     compiled: bool = False  # holds only if its function is traced by torch.compile (not: runs every step)
+    repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it in its function (analysis/places.py)
+    position: Position | None = None  # where it sits in its function's step (None: where the call of the function sits)
 
 
 class InStepIfCalled(NamedTuple):
@@ -42,6 +45,8 @@ class InStepIfCalled(NamedTuple):
     code: str
     location: Location
     cost: str  # analysis.impact.Cost, by name
+    repeats: tuple[tuple[str, Repeat], ...] = ()
+    position: Position | None = None
 
 
 @dataclass(slots=True)

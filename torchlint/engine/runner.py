@@ -10,7 +10,7 @@ from dataclasses import replace
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
-from torchlint.analysis.impact import Cost, Where, assess, where_of
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
@@ -100,10 +100,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 finding, in_function = _with_impact(ctx, finding, report, cost)
                 result.findings.append(finding)
                 if in_function is not None:
-                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name))
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node)))
         else:
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
-                                                  cost.name, check_type.in_compiled))
+                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -159,27 +159,38 @@ def _quick_parse(source: Source) -> ast.Module | Finding:
 def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost) -> tuple[Finding, str | None]:
     """``finding`` with its impact as far as this file tells, and the function whose being
     per-step (the project-wide join decides) would raise it; None when the place says it all."""
-    where, in_function, host_only = report.where, None, False
-    if where is None:
-        where = _where_in_file(ctx, report.node)
-        function = ctx.tree.enclosing_function(report.node) if where is Where.ONCE else None
+    place, in_function, host_only = Place(report.where) if report.where is not None else None, None, False
+    if place is None:
+        place = _place_in_file(ctx, report.node)
+        function = ctx.tree.enclosing_function(report.node) if place.where is Where.ONCE else None
         if function is not None:
             in_function = function_key(ctx, function)
         # The file's own code runs where the file puts its tensors. A place the check gave
-        # (a model's layers, a loader's batches) may run on a device another file chooses.
+        # (a model's layers, a loader's batches) may run on a device another file picks.
         host_only = ctx.devices.host_only()
-    impact, reason = assess(cost, where, host_only)
-    return replace(finding, impact=impact, impact_reason=reason), in_function
+    impact, reason = assess(cost, place, host_only)
+    return replace(finding, message=with_multiplicity(finding.message, place), impact=impact, impact_reason=reason), in_function
 
 
-def _where_in_file(ctx: FileContext, node: cst.CSTNode) -> Where:
-    """How often ``node`` runs, from the loops of its own file."""
+def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
+    """How often ``node`` runs and where in its step, from the loops of its own file."""
     loop = ctx.loops.local_hot_loop(node)
     if loop is None:
-        return Where.ONCE
+        return Place(Where.ONCE)
     if ctx.guards.rare(node, stop=loop):
-        return Where.EVERY_N
-    return where_of(ctx.loops.describe(loop))
+        return Place(Where.EVERY_N)
+    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, loop)))
+    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, loop) or Position.MID_STEP)
+
+
+def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
+    """The loops around ``node`` in its function and where it sits there: with what the
+    join says of the function, how many times per step it runs and where."""
+    function = ctx.tree.enclosing_function(node)
+    if function is None:  # module-level code: its step is a loop around it (the join decides which)
+        loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
+        return ctx.places.repeats(node, None), ctx.places.position(node, loops[-1]) if loops else None
+    return ctx.places.repeats(node, function), ctx.places.position(node, function)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]

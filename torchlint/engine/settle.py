@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
-from torchlint.analysis.impact import Cost, Where, assess, where_of
-from torchlint.analysis.join import StepInfo, Steps, join
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, with_multiplicity
+from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
 
@@ -23,8 +24,10 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         steps = join(r.summary for r in results if r.summary is not None)
     for file_result in results:
         per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
+        here = file_result.summary.path if file_result.summary is not None else None
+        step_loops = step_loops_of(steps, here)
         if file_result.in_functions and per_step:
-            _raise_impacts(file_result, per_step)
+            _raise_impacts(file_result, per_step, step_loops)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
@@ -34,23 +37,49 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 traced = compiled.get(condition.key)
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-                continue
-            info = per_step.get(condition.key)
-            if info is None or (condition.device_bound and info.host_only):
-                continue
-            if condition.needs_tensor and not info.tensor_args:
-                continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
-            file_result.findings.append(_per_step_finding(condition.finding, condition.key, info, condition.cost))
+        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
 
 
-def _per_step_finding(finding: Finding, key: str, info: StepInfo, cost: str) -> Finding:
+def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
+    """The loops of file ``path`` that the join made steps: a line's loops inside them repeat
+    within the step, the step loop itself does not."""
+    return {key: over for (where, key), over in getattr(steps, "step_loops", {}).items() if where == path}
+
+
+def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
+                      step_loops: dict[str, str] | None = None) -> Iterator[tuple[Finding, StepInfo]]:
+    """The conditional findings of ``file_result`` whose function runs every step
+    (``per_step``: the join's for its file), settled, each with how it is per-step."""
+    for condition in file_result.conditional:
+        if condition.compiled:
+            continue  # waits for compiled code, not for the step
+        info = per_step.get(condition.key)
+        if info is None or (condition.device_bound and info.host_only):
+            continue
+        if condition.needs_tensor and not info.tensor_args:
+            continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        yield _per_step_finding(condition, info, step_loops or {}), info
+
+
+def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:
+    finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    impact, reason = _step_impact(cost, info) if cost else (finding.impact, finding.impact_reason)
-    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, info.text(key, finding.location.path)),
-                   related=related, impact=impact, impact_reason=reason)
+    place = _place(info, condition.repeats, condition.position, step_loops)
+    impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
+    message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
+    return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
+
+
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str]) -> Place:
+    """How often a line of a per-step function runs per step, and where: the function's
+    count times the loops around the line in it (those inside the step), and the line's
+    own position where its function says (device work after it), else its call's."""
+    local, unit = within_step(repeats, step_loops)
+    per_step = info.per_step.then(*local) if info.per_step or unit == "step" else Multiplicity(local, unit)
+    return Place(info.where, per_step, position or info.position)  # type: ignore[arg-type]
 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
@@ -58,23 +87,18 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
     which is every step where the join finds the compiled function per-step (a batch loop's
     otherwise). The same function run eagerly elsewhere breaks no graph there."""
     finding = condition.finding
-    impact, reason = assess(Cost[condition.cost], where_of(step.origin) if step is not None else Where.BATCH)
+    impact, reason = assess(Cost[condition.cost], step.where if step is not None else Where.BATCH)
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
-def _step_impact(cost: str, info: StepInfo) -> tuple[str, str]:
-    """The impact of a finding in a function the join found per-step: that step's."""
-    return assess(Cost[cost], where_of(info.origin), info.host_only)
-
-
-def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo]) -> None:
+def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str]) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once)."""
     raised: dict[tuple[str, object], tuple[str, str]] = {}
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
-            raised[(pending.code, pending.location)] = _step_impact(pending.cost, info)
+            raised[(pending.code, pending.location)] = assess(Cost[pending.cost], _place(info, pending.repeats, pending.position, step_loops), info.host_only)
     if not raised:
         return
     findings = []

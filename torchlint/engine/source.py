@@ -17,6 +17,7 @@ from pathlib import Path
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
 from torchlint.findings import HIGH, SYNTAX_ERROR, Finding, Location
+from torchlint.textlines import line_and_column, lines_with_ends, python_lines  # noqa: F401 - the engine's names for them
 
 # Why TL000 is always shown: nothing else in the file could be checked (analysis/impact.py's Cost.UNCHECKED).
 UNCHECKED = "the file could not be checked: none of its problems can be found"
@@ -30,43 +31,11 @@ _IPYTHON_LINE = re.compile(r"^(?P<indent>\s*)(%|!|\?|[\w.*]+\?{1,2}\s*$)")
 _IPYTHON_ASSIGNMENT = re.compile(r"^(?P<indent>\s*)(?P<target>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]")
 # Cell magics whose body is still Python; the body of any other (%%bash...) is not.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
-# Python's own line breaks: str.splitlines() also breaks at form feeds, U+2028 and
-# other characters that Python keeps inside a line.
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def python_lines(text: str) -> list[str]:
-    """``text`` split into lines as Python's tokenizer counts them (no line ends kept)."""
-    lines = _LINE_BREAK.split(text)
-    if lines and lines[-1] == "":
-        lines.pop()  # a final line break ends the last line; it does not start one
-    return lines
-
-
-def line_and_column(text: str, offset: int) -> tuple[int, int]:
-    """0-based (line, column) of ``offset`` in ``text``, lines broken as Python (and the
-    Language Server Protocol) break them: at ``\n``, ``\r\n`` and ``\r`` only."""
-    line, start = 0, 0
-    for match in _LINE_BREAK.finditer(text, 0, offset):
-        line, start = line + 1, match.end()
-    return line, offset - start
 
 
 @functools.lru_cache(maxsize=4)  # a file's findings ask for its lines one after another
 def _cached_lines(text: str) -> tuple[str, ...]:
     return tuple(python_lines(text))
-
-
-def lines_with_ends(body: str) -> list[str]:
-    """``body`` split at Python's line breaks, each line keeping its end; as many lines as
-    the reader gives the cell (an empty cell is one empty line)."""
-    lines, position = [], 0
-    for match in _LINE_BREAK.finditer(body):
-        lines.append(body[position:match.end()])
-        position = match.end()
-    if position < len(body):
-        lines.append(body[position:])
-    return lines or [""]
 
 
 def _cell_lines(body: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pathspec
@@ -11,12 +11,13 @@ from torchlint.analysis.join import join
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config
 from torchlint.engine import LintResult, Linter, settle_steps
+from torchlint.engine.call_sites import for_file, kept
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.fixes import Edit
 from torchlint.engine.pool import collector_paused, guarded
 from torchlint.engine.results import FileResult
 from torchlint.engine.source import source_within_limit
-from torchlint.findings import Finding
+from torchlint.findings import UNUSED_NOQA, Finding
 
 STDIN = "-"
 
@@ -43,10 +44,13 @@ def _display(path: Path) -> str:
         return path.as_posix()
 
 
-def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | None = None, debug: bool = False, context: Iterable[FileSummary] = ()) -> tuple[LintResult, Edit | None]:
+def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | None = None, debug: bool = False, context: Iterable[FileSummary] = (),
+               elsewhere: Callable[[set[str]], list[FileResult]] | None = None) -> tuple[LintResult, Edit | None]:
     """Findings for ``data`` as if it were the file ``filename`` (per-file ignores apply
     by that name), and with ``fix``, the planned edit whose ``after`` is the fixed text.
-    ``context``: the summaries of the other files of its project, joined with its own.
+    ``context``: the summaries of the other files of its project, joined with its own;
+    ``elsewhere``: their results by absolute path, for what its calls put into the step
+    there (``engine/call_sites.py``). Fixes apply to what ``min-impact`` shows.
 
     Standard input is one file like any other: the size limit, the raised recursion
     limit and the guard that turns any exception into an internal error all apply. A
@@ -64,15 +68,21 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
         file_result = guarded(file, debug, lambda: linter.lint(source, path))  # errors held, not raised
         edit = None
         steps = join([*context, *([file_result.summary] if file_result.summary is not None else [])])
+        settle_steps([file_result], steps)
+        used: list[Finding] = []
+        if elsewhere is not None and file_result.summary is not None and not file_result.errors:
+            used = for_file(display, file_result.summary.path, steps, elsewhere)
+            shown = kept(used, config, path, source)
+            if len(shown) < len(used) and any(f.code == UNUSED_NOQA[0] for f in file_result.findings):  # a `# noqa` they use is no TL001
+                file_result.findings = linter.lint(source, path, steps, used).findings
         if fix and not file_result.errors:
-            settle_steps([file_result], steps)
-            planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps))
+            planned = guarded(file, debug, lambda: linter.fix(file_result, unsafe=fix == "unsafe", steps=steps, used=used, floor=config.min_impact))
             if isinstance(planned, FileResult):  # the fix raised: no edit, the error reported
                 file_result.errors.extend(planned.errors)
             else:
                 edit = planned
-        else:
-            settle_steps([file_result], steps)
+        if used:
+            file_result.findings = [*file_result.findings, *kept(used, config, path, source)]
     result.findings = sorted(file_result.findings, key=Finding.sort_key)
     result.errors = list(file_result.errors)
     return result, edit

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pathspec
 
@@ -112,13 +113,15 @@ def comment_directive(source: Source, location: Location) -> tuple[int, Directiv
     return (home, directive) if directive is not None and home is not None else None
 
 
-def unused_noqa(source: Source, candidates: list[Finding], known: set[str], selected: set[str]) -> list[Finding]:
+def unused_noqa(source: Source, candidates: list[Finding], known: set[str], selected: set[str], module: Any = None) -> list[Finding]:
     """TL001 for each ``# noqa: CODE, ...`` comment that names a torchlint code which
     suppresses nothing there: no finding of that code governed by the comment among
     ``candidates`` (what would be reported without suppression), a code that is no rule
     (``known``: the static codes), or a rule not run on the file (``selected``). Other
     tools' codes (``E501``) and a bare ``# noqa``, which other linters read too, are left
-    alone; runtime codes (``TLR``) are `torchlint profile`'s."""
+    alone; runtime codes (``TLR``) are `torchlint profile`'s. With ``module`` (the file's
+    libcst tree), each carries the safe fix that takes the unused and unknown codes out
+    (``engine/noqa_fix.py``); a code of a rule not selected in this run stays."""
     if not _mentions_noqa(source.text):
         return []
     found = comments(source.text)
@@ -130,6 +133,7 @@ def unused_noqa(source: Source, candidates: list[Finding], known: set[str], sele
         if home is not None:
             used.add((home, finding.code))
     reports = []
+    holders: list[Any] | None = None
     for line, (column, text) in sorted(found.text_of.items()):
         directive = line_directive(text)
         if directive is None or not directive.codes:  # absent, malformed or bare
@@ -139,9 +143,33 @@ def unused_noqa(source: Source, candidates: list[Finding], known: set[str], sele
         disabled = [c for c in ours if c in known and c not in selected]
         unused = [c for c in ours if c in selected and (line, c) not in used]
         if unknown or disabled or unused:
-            start = column + _NOQA.search(text).start()  # type: ignore[union-attr]  # the directive's own `#`
-            reports.append(_unused_finding(source, line, start, column + len(text), unused, unknown, disabled))
+            noqa = _NOQA.search(text)
+            assert noqa is not None  # line_directive found it
+            finding = _unused_finding(source, line, column + noqa.start(), column + len(text), unused, unknown, disabled)
+            if module is not None and (unused or unknown):
+                if holders is None:  # the tree's comments, found once per file, when a fix needs them
+                    from torchlint.engine.noqa_fix import holders_of
+
+                    holders = holders_of(module)
+                finding = _with_fix(finding, holders, sorted(found.text_of).index(line), text, noqa, {*unused, *unknown})
+            reports.append(finding)
     return reports
+
+
+def _with_fix(finding: Finding, holders: list[Any], index: int, text: str, noqa: re.Match[str], drop: set[str]) -> Finding:
+    """``finding`` with the fix that takes ``drop`` out of its comment (the ``index``-th of
+    the file, ``text``), when the tree's comment at that place (``holders``) is that text."""
+    from torchlint.engine import noqa_fix
+
+    holder = holders[index] if index < len(holders) else None
+    if holder is None or holder.comment is None or holder.comment.value != text:
+        return finding  # the tree and the tokenizer disagree: no fix rather than a wrong one
+    codes = _CODES.match(text, noqa.start("rest"))
+    if codes is None:
+        return finding
+    new_text = noqa_fix.without_codes(text, noqa, codes.end(), drop)
+    what = f"Remove {', '.join(sorted(drop))} from the `# noqa`" if new_text is not None else "Remove the unused `# noqa`"
+    return replace(finding, fix=noqa_fix.removal(holder, new_text, what))
 
 
 def _unused_finding(source: Source, line: int, start: int, end: int, unused: list[str], unknown: list[str], disabled: list[str]) -> Finding:
@@ -165,7 +193,9 @@ def _warn_malformed(path: str, line: int, directive: Directive) -> None:
     rest = directive.text.split(":", 1)[-1].strip() if ":" in directive.text else ""
     rule = catalogue.find(rest.split(",")[0].strip()) if rest else None
     hint = f"`# noqa: {rule.code}`" if rule is not None else "codes such as `# noqa: TL101`"
-    print(f"torchlint: warning: {path}:{line}: malformed `{directive.text}` suppresses nothing; use {hint}", file=sys.stderr)
+    from torchlint.terminal import printable  # a worker's stderr is no SafeStream
+
+    print(printable(f"torchlint: warning: {path}:{line}: malformed `{directive.text}` suppresses nothing; use {hint}"), file=sys.stderr)
 
 
 def is_suppressed(finding: Finding, source: Source | None) -> bool:

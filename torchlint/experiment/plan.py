@@ -118,9 +118,10 @@ def candidates_for(finding: Finding, *, cuda: bool, cores: int, priority: float 
         return [Candidate(finding, "torch.backends.cudnn.benchmark = True", "runtime",
                           [{"target": "cudnn.benchmark", "path": finding.path, "lines": _span(finding)}],
                           priority=priority)]
-    if code == "TLR05":  # the optimizer stepped at the finding's line runs foreach
+    if code == "TLR05":  # the optimizer stepped at its step() line (related, when the finding is at its constructor) runs foreach
+        stepped = finding.related[0] if finding.related else finding.location
         return [Candidate(finding, "foreach=True", "runtime",
-                          [{"target": "foreach", "path": finding.path, "lines": _span(finding)}], priority=priority)]
+                          [{"target": "foreach", "path": stepped.path, "lines": [stepped.line, stepped.line]}], priority=priority)]
     if code == "TLR08":
         return [Candidate(finding, "allow_tf32 = True", "runtime", [{"target": "tf32"}], priority=priority)]
     if code == "TLR09":  # the process-wide malloc thresholds, as the hint's environment variables set them

@@ -36,6 +36,7 @@ from torchlint.engine.fixes import apply_fixes, is_valid_python
 from torchlint.engine.source import read_source
 from torchlint.experiment.deferred import Refused, deferred_fixes
 from torchlint.findings import Finding, Fix, FixSafety
+from torchlint.textlines import python_lines
 
 MECHANICAL = frozenset({"TL301", "TL302", "TL203"})
 DEFERRED = frozenset({"TL101", "TL102"})  # several replacements: the call and every read
@@ -56,7 +57,7 @@ class SourceVariant:
 
     def summary(self) -> str:
         """The changed line at the finding (else the first changed line) as it reads after the fix."""
-        old, new = self.before.splitlines(), self.after.splitlines()
+        old, new = python_lines(self.before), python_lines(self.after)
         changes = [op for op in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes() if op[0] != "equal"]
         at = [op for op in changes if self.line is not None and op[1] < self.line <= max(op[2], op[1] + 1)]
         for tag, i1, _i2, j1, j2 in at + changes:

@@ -25,6 +25,7 @@ import os
 import platform
 import signal
 import sys
+import threading
 import time
 import traceback
 import types
@@ -139,6 +140,37 @@ def _install_stop_signals(parent: int | None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _end_forked_copy(status: int, tb_text: str | None) -> None:
+    """End a process the script forked (``os.fork()``) that ran on to the script's end:
+    ``sys.exit``, its last line or an exception. It is a copy of the profiled process, so
+    it returns into this bootstrap; it must end as under plain ``python``, with its own
+    status, and never write the run files or finish torchlint's instruments (the
+    profiled process does that; a lock a torchlint thread held at the fork would hang it).
+    Its own non-daemon threads are waited for and its open files flushed, as Python's exit
+    does; its atexit handlers do not run (as in a forked ``multiprocessing`` process)."""
+    if tb_text:
+        sys.stderr.write(tb_text)
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    _flush_open_files()
+    os._exit(status & 0xFF)
+
+
+def _flush_open_files() -> None:
+    """Flush the process's buffered files (the script's text files before their buffers)."""
+    import gc
+    import io
+
+    opened = [f for f in gc.get_objects() if isinstance(f, (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom))]
+    for stream in sorted(opened, key=lambda f: not isinstance(f, io.TextIOWrapper)):
+        try:
+            if not stream.closed:
+                stream.flush()
+        except Exception:  # a broken pipe, a full disk: as at Python's exit, nothing to do
+            pass
+
+
 def _prepare_main(abs_script: str, source_path: str | None = None) -> tuple[types.CodeType, types.ModuleType]:
     """The script compiled and a fresh ``__main__`` module, as ``python SCRIPT`` makes them.
 
@@ -162,6 +194,7 @@ def _prepare_main(abs_script: str, source_path: str | None = None) -> tuple[type
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    owner = os.getpid()  # only this process writes the run files; a fork of it never does
     options: dict[str, Any] = json.loads(argv[0])
     script, script_args = argv[1], argv[2:]
     run_dir = Path(options["run_dir"])
@@ -245,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
         status, reason = 1, "exception"
         tb_text = _script_traceback(exc)
     finally:
+        if os.getpid() != owner:  # a process the script forked, at the script's end
+            _end_forked_copy(status, tb_text)
         script_wall = time.perf_counter() - t0
         sampler.stop()
         if saved_main is not None:
@@ -318,7 +353,8 @@ def _write(
 
         splice = torch_run.modules.splice() if torch_run is not None else ()
         # without torchlint's own frames, and its work taken out of the functions above it
-        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice)
+        write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice,
+                           script=(str(meta["script"]), str(meta["argv"][0])))
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")

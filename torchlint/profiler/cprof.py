@@ -128,16 +128,14 @@ def _replace_probe(stats: dict, key: _Key, charged: dict[_Key, float]) -> None:
         return
     tcc, tnc, ttt, tct, tcallers = stats[target]
     ecc, enc, ett, ect = tcallers.pop(key)
-    added = 0.0
     for caller, (pcc, pnc, ptt, pct) in callers.items():
         paid = max(pct - charged.get(caller, 0.0), 0.0)  # this caller's calls, without torchlint's work
         share = pct / ct
         old = tcallers.get(caller, (0, 0, 0.0, 0.0))
-        own = max(paid - ect * share, 0.0)  # the wrapper's own time: the call's inline time
-        tcallers[caller] = (old[0] + pcc, old[1] + pnc, old[2] + ett * share + own, old[3] + paid)
-        added += paid
-    overhead = max(added - ect, 0.0)
-    stats[target] = (tcc, tnc, ttt + overhead, tct - ect + added, tcallers)
+        tcallers[caller] = (old[0] + pcc, old[1] + pnc, old[2] + ett * share, old[3] + ect * share)
+        # the wrapper's own work (finding the user's line, counting) is no part of the
+        # wrapped call: plain cProfile would time the call alone. It stays in the caller.
+        _add_own_time(stats, caller, max(paid - ect * share, 0.0))
     stats[key] = (cc, nc, tt, ct, {})  # its callers now call the target
     _drop(stats, key)
 
@@ -165,7 +163,7 @@ def _splice(stats: dict, key: _Key) -> None:
 
 
 def user_view(stats: dict, tool: list[tuple[_Key, list[_Key], float]] | None = None,
-              splice: tuple[_Key, ...] = ()) -> dict:
+              splice: tuple[_Key, ...] = (), names: dict[str, str | None] | None = None) -> dict:
     """pstats' table with torchlint's frames taken out, so that snakeviz shows the
     user's program as ``python -m cProfile`` would:
 
@@ -176,7 +174,10 @@ def user_view(stats: dict, tool: list[tuple[_Key, list[_Key], float]] | None = N
       taken out of exactly the functions on its path;
     - torchlint's other frames (a module hook's few microseconds) are removed and
       their time left to their caller as its own;
-    - the functions in ``splice`` are folded into their callers."""
+    - the functions in ``splice`` are folded into their callers;
+    - C methods called through a probe get plain cProfile's names back (``names``, by
+      default the probes' own: tooltime.CPROFILE_NAMES), and slots it never lists
+      (``Tensor.__bool__``) are folded into their callers."""
     stats = {k: (cc, nc, tt, ct, dict(callers)) for k, (cc, nc, tt, ct, callers) in stats.items()}
     charged: dict[_Key, dict[_Key, float]] = {}  # entry -> its caller -> seconds
     for entry, path, seconds in tool or ():
@@ -199,16 +200,85 @@ def user_view(stats: dict, tool: list[tuple[_Key, list[_Key], float]] | None = N
         _drop(stats, key)
     for key in splice:
         _splice(stats, key)
+    _drop_orphans(stats)
+    return _cprofile_names(stats, names if names is not None else _probe_names())
+
+
+def _drop_orphans(stats: dict) -> None:
+    """Remove what only torchlint's removed frames called: what no root reaches now (a
+    recursive function, ``pathlib.Path.mkdir`` under a trace export, still calls itself
+    once its torchlint caller is gone). The roots are the entries nobody calls."""
+    callees: dict[_Key, list[_Key]] = {}
+    for key, entry in stats.items():
+        for caller in entry[4]:
+            callees.setdefault(caller, []).append(key)
+    reached = {k for k, entry in stats.items() if not entry[4]}
+    todo = list(reached)
+    while todo:
+        for callee in callees.get(todo.pop(), ()):
+            if callee not in reached:
+                reached.add(callee)
+                todo.append(callee)
+    for key in [k for k in stats if k not in reached]:
+        del stats[key]
+    for key, (cc, nc, tt, ct, callers) in list(stats.items()):
+        gone = [c for c in callers if c not in reached]
+        for caller in gone:  # the calls an orphan made are not the program's
+            ecc, enc, ett, ect = callers.pop(caller)
+            cc, nc, tt, ct = cc - ecc, nc - enc, max(tt - ett, 0.0), max(ct - ect, 0.0)
+        if gone:
+            stats[key] = (cc, nc, tt, ct, callers)
+
+
+def _probe_names() -> dict[str, str | None]:
+    from torchlint.profiler.tooltime import CPROFILE_NAMES
+
+    return CPROFILE_NAMES
+
+
+def _cprofile_names(stats: dict, names: dict[str, str | None]) -> dict:
+    """C methods called through a probe under the names plain cProfile gives them; the
+    slots it never lists (``if t:``) folded into their callers."""
+    for key in [k for k in stats if k[0] == "~" and k[2] in names]:
+        name = names[key[2]]
+        if name is None:
+            _splice(stats, key)
+            continue
+        renamed = ("~", 0, name)
+        entry = stats.pop(key)
+        for callee_entry in stats.values():  # a C method calls nothing back, but be exact
+            if key in callee_entry[4]:
+                callee_entry[4][renamed] = callee_entry[4].pop(key)
+        if renamed in stats:  # calls made before the probe went in
+            cc, nc, tt, ct, callers = stats[renamed]
+            for caller, edge in entry[4].items():
+                old = callers.get(caller, (0, 0, 0.0, 0.0))
+                callers[caller] = tuple(a + b for a, b in zip(old, edge))
+            entry = (cc + entry[0], nc + entry[1], tt + entry[2], ct + entry[3], callers)
+        stats[renamed] = entry
     return stats
 
 
 def write_user_profile(profiler: Any, path: Path, tool: list[tuple[_Key, list[_Key], float]] | None = None,
-                       splice: tuple[_Key, ...] = ()) -> None:
-    """``profiler.dump_stats(path)``, with :func:`user_view` applied."""
+                       splice: tuple[_Key, ...] = (), script: tuple[str, str] | None = None) -> None:
+    """``profiler.dump_stats(path)``, with :func:`user_view` applied, and the script's
+    functions under the path the user typed (``script``: its absolute path, the typed one),
+    as ``python -m cProfile SCRIPT`` names them."""
     profiler.create_stats()
     try:
         stats = user_view(profiler.stats, tool, splice)
+        if script is not None and script[0] != script[1]:
+            stats = _rename_file(stats, *script)
     except Exception:  # an odd table must not cost the profile: keep it as cProfile made it
         stats = profiler.stats
     with open(path, "wb") as f:
         marshal.dump(stats, f)
+
+
+def _rename_file(stats: dict, old: str, new: str) -> dict:
+    """Every key of file ``old`` as file ``new``, in the table and in every caller list."""
+    def renamed(key: _Key) -> _Key:
+        return (new, key[1], key[2]) if key[0] == old else key
+
+    return {renamed(k): (cc, nc, tt, ct, {renamed(c): e for c, e in callers.items()})
+            for k, (cc, nc, tt, ct, callers) in stats.items()}

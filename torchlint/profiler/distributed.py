@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.profiler.rankchild import PID_FILE
-from torchlint.profiler.run import _BOOT, _ROOT, RunOptions
+from torchlint.profiler.run import _BOOT, _ROOT, RunOptions, rank_dirs
 
 #: torch's launcher (``torch.distributed.run.main``), with its own failure report kept
 #: to one line: a rank's traceback is in that rank's profile, not torchrun's.
@@ -159,7 +159,7 @@ class _Stopper:
 def rank_pids(run_dir: Path) -> list[int]:
     """The pids the running ranks left in ``rank*/`` (each rank leads its process group)."""
     pids = []
-    for marker in run_dir.glob(f"rank*/{PID_FILE}"):
+    for marker in (rank / PID_FILE for rank in rank_dirs(run_dir).values()):
         try:
             pids.append(int(marker.read_text(encoding="utf-8").strip()))
         except (OSError, ValueError):
@@ -231,6 +231,6 @@ def run_ranks(cmd: list[str], run_dir: Path, timeout: float | None, *, stdout_to
     _wait_for_ranks(run_dir, stopper)  # a rank may outlive a launcher that died first
     if stopper.reason is not None:
         _signal_group(proc.pid, signal.SIGKILL)  # nothing of the launcher's outlives the stop
-    for marker in run_dir.glob(f"rank*/{PID_FILE}"):  # left by a rank that was killed
+    for marker in (rank / PID_FILE for rank in rank_dirs(run_dir).values()):  # left by a rank that was killed
         marker.unlink(missing_ok=True)
     return LaunchResult(status=128 - status if status < 0 else status, stopped=stopper.reason, killed=stopper.killed)

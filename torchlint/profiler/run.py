@@ -10,9 +10,9 @@ it leaves in the run directory.
 from __future__ import annotations
 
 import datetime as _dt
-import fnmatch
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,14 +96,19 @@ CLAIM = ".torchlint-run"  # holds the pid of the run writing into the directory
 # (session.json, profile.prof) proves nothing: a project directory may hold one.
 RUN_MARKER = ".torchlint-run-dir"
 _MARKER_TEXT = "This directory holds a torchlint profile run. --overwrite empties it of run files only.\n"
-# Every top-level name a run writes (the child, the experiment, the ranks, the reports).
-# --overwrite removes these and nothing else, so a user's file that strayed in stays.
+# The marker's record of what the last run made, one exact name a line: --overwrite
+# deletes those, so `rank0-before-fix/` or an `experiment/` of the user's stays.
+_WROTE = "wrote: "
+# Every top-level name a run writes (the child, the experiment, the ranks, the reports),
+# exactly: a name that merely starts like one (`rank0-before-fix/`) is the user's.
 RUN_ARTIFACTS = (
     "session.json", "profile.prof", "report.json", "report.txt", "report.html",
     "experiment.json", "launch.json", "script-output.log", "snakeviz.log",
     "samples.speedscope.json", "samples.collapsed.txt",
-    "traces/", "experiment/", "rank[0-9]*/",
+    "traces/", "experiment/", "rank<K>/",
 )
+_RANK_DIR = re.compile(r"rank([0-9]+)")  # rank<K>/, K the rank's number (rankchild.rank_dir_name)
+_found_at_claim: dict[Path, set[str]] = {}  # the names a run directory held when this process claimed it
 
 
 def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None, *, overwrite: bool = False) -> Path:
@@ -133,14 +138,24 @@ def make_run_dir(script: Path, out: Path | None = None, root: Path | None = None
             candidate = base / f"{name}-{n}"
 
 
+def rank_dirs(run_dir: Path) -> dict[int, Path]:
+    """The ``rank<K>/`` directories of a run directory, by rank: exactly that name, so a
+    user's ``rank0-before-fix/`` is never read, signalled from or cleaned as a rank's."""
+    found = {}
+    for entry in run_dir.glob("rank*"):
+        match = _RANK_DIR.fullmatch(entry.name)
+        if match and entry.is_dir() and not entry.is_symlink():
+            found[int(match.group(1))] = entry
+    return dict(sorted(found.items()))
+
+
 def is_run_artifact(entry: Path) -> bool:
-    """Whether ``entry`` (a top-level entry of a run directory) is one a run writes."""
+    """Whether ``entry`` (a top-level entry of a run directory) has the exact name, and
+    kind, of one a run writes."""
     is_dir = entry.is_dir() and not entry.is_symlink()
-    for pattern in RUN_ARTIFACTS:
-        wants_dir = pattern.endswith("/")
-        if wants_dir == is_dir and fnmatch.fnmatchcase(entry.name, pattern.rstrip("/")):
-            return True
-    return False
+    if is_dir and _RANK_DIR.fullmatch(entry.name):
+        return True
+    return (entry.name + "/" if is_dir else entry.name) in RUN_ARTIFACTS
 
 
 def _claim(directory: Path, overwrite: bool) -> None:
@@ -161,6 +176,7 @@ def _claim(directory: Path, overwrite: bool) -> None:
                 "--overwrite empties only run directories: choose another --out"
             )
         _empty(directory)
+    _found_at_claim[directory] = {p.name for p in directory.iterdir()}
     try:
         fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
@@ -193,12 +209,25 @@ def _claim_holder(claim: Path) -> int | None:
     return pid
 
 
+def _recorded(directory: Path) -> set[str] | None:
+    """The names the marker records as written by the last run; None when it records
+    none (a run that was killed before it ended)."""
+    try:
+        lines = (directory / RUN_MARKER).read_text(encoding="utf-8", errors="replace").split("\n")
+    except OSError:
+        return None
+    names = {line[len(_WROTE):] for line in lines if line.startswith(_WROTE)}
+    return names or None
+
+
 def _empty(directory: Path) -> None:
-    """Remove what an earlier run wrote; everything else in ``directory`` stays."""
+    """Remove what an earlier run wrote and recorded (every run artifact by its exact name,
+    when a killed run recorded nothing); everything else in ``directory`` stays."""
     import shutil
 
+    recorded = _recorded(directory)
     for entry in directory.iterdir():
-        if not is_run_artifact(entry):
+        if not is_run_artifact(entry) or (recorded is not None and entry.name not in recorded):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -207,10 +236,19 @@ def _empty(directory: Path) -> None:
 
 
 def release_run_dir(run_dir: Path) -> None:
-    """The run is over: drop its claim (the artifacts stay)."""
+    """The run is over: record in the marker what it wrote, and drop its claim (the
+    artifacts stay)."""
     claim = run_dir / CLAIM
-    if _claim_holder(claim) == os.getpid():
-        claim.unlink(missing_ok=True)
+    if _claim_holder(claim) != os.getpid():
+        return
+    before = _found_at_claim.pop(run_dir, set())
+    try:
+        made = sorted(p.name for p in run_dir.iterdir() if p.name not in before and is_run_artifact(p))
+        with open(run_dir / RUN_MARKER, "a", encoding="utf-8") as marker:
+            marker.writelines(f"{_WROTE}{name}\n" for name in made)
+    except OSError:  # unrecorded: the next --overwrite goes by the exact names
+        pass
+    claim.unlink(missing_ok=True)
 
 
 def child_command(script: str, args: list[str], options: dict[str, Any]) -> list[str]:

@@ -105,8 +105,27 @@ def as_probe(wrapper: Any, op: str) -> Any:
     name = f"<torchlint probe {op}>"
     wrapper.__code__ = wrapper.__code__.replace(co_name=name, co_qualname=name)
     wrapper.__torchlint_probe__ = True
+    _note_cprofile_name(wrapper, op)
     hide_from_dynamo(wrapper)
     return wrapper
+
+
+#: cProfile's name of a C method called through a probe -> the name plain cProfile gives
+#: it, or None where plain cProfile shows no call at all (a slot: ``if t:``, ``float(t)``).
+#: cProfile names a bound C method by looking its name up on the instance's type, and
+#: there it finds the probe: ``<function TensorBase.item at 0x7f...>``, an address in a
+#: function's name (cprof.user_view puts the C method's own name back).
+CPROFILE_NAMES: dict[str, str | None] = {}
+
+def _note_cprofile_name(wrapper: Any, op: str) -> None:
+    wrapped = getattr(wrapper, "__wrapped__", None)
+    if type(wrapped).__name__ not in ("method_descriptor", "wrapper_descriptor"):
+        return  # a Python function or a module's builtin: cProfile names those itself
+    attr = op.rsplit(".", 1)[-1]
+    # A dunder is a slot the interpreter calls without a call event (``if t:``, ``x @ w``,
+    # ``float(t)``): plain cProfile never lists it, its time is its caller's own.
+    slot = attr.startswith("__") and attr.endswith("__")
+    CPROFILE_NAMES[repr(wrapper)] = None if slot else repr(wrapped)
 
 
 # torchlint's wrappers and hooks, as frames torch.compile must run and never compile

@@ -82,6 +82,7 @@ class TorchRun:
         self.run_dir = run_dir
         self.rec = RECORDER
         self.t0_ref = t0_ref  # [perf_counter at script start], filled in by the bootstrap
+        self.pid = os.getpid()  # a process the script forks steps no window and exports no trace
         self.steps = 0
         self.step_times: list[float] = []
         self.memory = StepMemory()  # per step: CUDA allocated bytes, else resident bytes
@@ -178,7 +179,7 @@ class TorchRun:
     # -- steps ---------------------------------------------------------------
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if torch.compiler.is_compiling() or threading.get_ident() != self.rec.main_ident:
+        if torch.compiler.is_compiling() or threading.get_ident() != self.rec.main_ident or os.getpid() != self.pid:
             return
         t_hook = TOOL.begin()
         try:

@@ -49,7 +49,18 @@ class ReportContext:
     file_line: Callable[[str, int, int], int | None] = _no_file_line
 
 
+# Machine formats escape control characters in their own grammar (exact and valid); every
+# other format is text a terminal may show, with them as visible escapes (torchlint/terminal.py).
+_MACHINE_SAFE = {"json": "json_safe", "json-lines": "json_safe", "sarif": "json_safe", "gitlab": "json_safe", "junit": "xml_safe"}
+
+
 def render(output_format: str, findings: Sequence[Finding], context: ReportContext) -> str:
     """The report in ``output_format`` (a key of FORMATS), without a trailing newline."""
+    from torchlint import terminal as escape
+
     module = importlib.import_module(f"torchlint.report.{FORMATS[output_format]}")
-    return module.render(findings, context)
+    text = module.render(findings, context)
+    if output_format in _MACHINE_SAFE:
+        return getattr(escape, _MACHINE_SAFE[output_format])(text)
+    # A coloured report escaped what it quotes before colouring it: only its colours remain.
+    return escape.printable(text, keep_colour=context.color)

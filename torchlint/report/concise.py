@@ -10,6 +10,7 @@ import click
 from collections import Counter
 
 from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
+from torchlint.terminal import printable
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -21,13 +22,13 @@ def _plural(count: int, word: str) -> str:
 
 def headline(finding: Finding, color: bool) -> str:
     """The finding's one line: where, which rule ([*] when --fix repairs it), what."""
-    location = str(finding.location)
+    location = printable(str(finding.location), one_line=True)
     code = finding.code
     fixable = " [*]" if finding.fix is not None and finding.fix.safety is FixSafety.SAFE else ""
     if color:
         location = click.style(location, bold=True)
         code = click.style(code, fg="red", bold=True)
-    return f"{location}: {code}{fixable} {finding.message}"
+    return f"{location}: {code}{fixable} {printable(finding.message, one_line=True)}"
 
 
 def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, failed: int = 0, left_out: dict[str, int] | None = None) -> str:
@@ -39,7 +40,7 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
     hidden = _left_out(left_out or {})
     if not findings:
         clean = files_checked - failed
-        what = "problems worth fixing first" if hidden else "problems"
+        what = f"{_shown_tiers(left_out or {})} problems" if hidden else "problems"
         parts.append(f"No {what} found in {_plural(clean, 'file')}{unchecked}." if clean or not failed
                      else f"{_plural(failed, 'file')} could not be checked in full (internal error, on stderr).")
         parts.extend(hidden)
@@ -56,6 +57,14 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
     if unsafe:
         parts.append(f"{unsafe} more fixable with `--fix --unsafe-fixes`.")
     return "\n".join(parts)
+
+
+def _shown_tiers(left_out: dict[str, int]) -> str:
+    """The impacts of which there is no finding, when those in ``left_out`` were left out
+    and nothing was shown: the tiers above the highest one left out ("high- or medium-impact")."""
+    first_hidden = min(IMPACTS.index(i) for i in IMPACTS if left_out.get(i))
+    shown = IMPACTS[:first_hidden] or IMPACTS[:1]
+    return " or ".join(f"{tier}-" for tier in shown[:-1]) + (" or " if len(shown) > 1 else "") + f"{shown[-1]}-impact"
 
 
 def _left_out(left_out: dict[str, int]) -> list[str]:

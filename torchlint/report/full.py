@@ -10,6 +10,7 @@ import click
 
 from torchlint.findings import Finding
 from torchlint.report.concise import by_impact, headline, summary
+from torchlint.terminal import printable
 
 if TYPE_CHECKING:
     from torchlint.report import ReportContext
@@ -23,7 +24,9 @@ _INVISIBLE = str.maketrans({c: " " for c in "\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\
 
 
 def _expand(text: str) -> str:
-    return text.replace("\t", "    ").translate(_INVISIBLE)
+    """The line as shown: tabs as spaces, other control characters as visible escapes
+    (their display width counts, so the carets stay under their columns)."""
+    return printable(text.replace("\t", "    ").translate(_INVISIBLE), one_line=True)
 
 
 def _carets(finding: Finding, text: str) -> tuple[int, int]:
@@ -85,10 +88,10 @@ def render_finding(finding: Finding, context: ReportContext) -> str:
     lead = f"{' ' * width} = " if source else "  = "
     if finding.impact:
         label = click.style("impact:", fg="magenta", bold=True) if context.color else "impact:"
-        lines.append(f"{lead}{label} {finding.impact} ({finding.impact_reason})")
+        lines.append(f"{lead}{label} {finding.impact} ({printable(finding.impact_reason or '')})")
     if finding.fix_hint:
         hint = click.style("help:", fg="cyan", bold=True) if context.color else "help:"
-        lines.append(f"{lead}{hint} {finding.fix_hint}")
+        lines.append(f"{lead}{hint} {printable(finding.fix_hint)}")
     return "\n".join(lines)
 
 

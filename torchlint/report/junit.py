@@ -8,6 +8,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING
 
 from torchlint.findings import Finding
+from torchlint.terminal import xml_safe
 from torchlint.report.paths import file_line, notebook_place
 
 if TYPE_CHECKING:
@@ -30,4 +31,5 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
             where = notebook_place(loc) if loc.cell is not None else f"line {loc.line}, col {loc.column}, "
             failure.text = f"{where}{finding.message}{impact}"
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    # XML 1.0 cannot hold C0 controls, which a message quoting source may: escaped validly.
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_safe(ET.tostring(suites, encoding="unicode"))

@@ -18,7 +18,9 @@ from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_compile import html_section as compile_section
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, unranked_sections
+from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, reads_line, unranked_sections
+from torchlint.textlines import read_lines
+from torchlint.terminal import printable
 
 HTML_FILE = "report.html"
 PERFETTO = "https://ui.perfetto.dev"
@@ -61,7 +63,7 @@ n.classList.toggle('hidden',!inside);if(inside){n.style.left=((x-zx)/zw*100)+'%'
 
 
 def _rule_link(code: str) -> str:
-    rule = catalogue.find(code)
+    rule = catalogue.find(code, runtime=True)  # the runtime TLR codes have pages too
     path = catalogue.page_path(rule) if rule is not None else None
     if path is None:
         return ""
@@ -71,10 +73,7 @@ def _rule_link(code: str) -> str:
 def source_excerpt(path: str, line: int, cwd: str) -> str:
     """A few lines around ``path:line`` (escaped), the line itself marked; '' if unreadable."""
     file = Path(path) if Path(path).is_absolute() else Path(cwd) / path
-    try:
-        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = read_lines(str(file))  # Python's lines: a form feed or U+2028 does not end one
     lo, hi = max(line - 1 - EXCERPT_LINES, 0), min(line + EXCERPT_LINES, len(lines))
     if lo >= hi:
         return ""
@@ -85,12 +84,15 @@ def source_excerpt(path: str, line: int, cwd: str) -> str:
     return '<pre class="src">' + "\n".join(rows) + "</pre>"
 
 
-def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True) -> str:
+def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True, steps: int | None = None) -> str:
     where = f"{f['path']}:{f['line']}:{f.get('column') or 1}"
     out = [f'<div class="finding" id="{escape(f["code"])}-{escape(where)}">',
            f'<div class="head"><span class="rank">{escape(label)}</span> <code>{escape(f["code"])}</code> '
            f'{escape(f.get("name") or "")} <code class="where">{escape(where)}</code>{_rule_link(f["code"])}</div>',
            f'<div>{escape(f.get("message") or "")}</div>']
+    reads = reads_line(f, steps)
+    if reads:
+        out.append(f'<div class="figure reads">{escape(reads)}</div>')
     inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
     measured, expected = measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))
     if measured:
@@ -131,10 +133,11 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
     out = ["<h2>Findings ranked by what fixing them saves</h2>"]
     if not ranked and not unranked:
         out.append('<p class="muted">No finding had an observed cost or an expected saving in this run.</p>')
-    out.extend(_finding(f, cwd, f"#{f['rank']}") for f in ranked)
+    steps = (report.get("run") or {}).get("steps")
+    out.extend(_finding(f, cwd, f"#{f['rank']}", steps=steps) for f in ranked)
     if unranked:
         out.append("<h3>Observed but not ranked (no saving model applies here)</h3>")
-        out.extend(_finding(f, cwd, "–") for f in unranked)
+        out.extend(_finding(f, cwd, "–", steps=steps) for f in unranked)
     if not_here:
         out.append("<h3>Not applicable on this machine</h3>")
         out.extend(_finding(f, cwd, "–") for f in not_here)
@@ -144,10 +147,12 @@ def _findings(report: dict[str, Any], cwd: str) -> str:
                    f"{escape(f['message'])}{_rule_link(f['code'])}</li>" for f in static_only)
         out.append("</ul>")
     out.append(_experiment_section(report.get("experiment")))
-    out.append("<h2>Runtime findings</h2>")
-    if not report["runtime_findings"]:
-        out.append('<p class="muted">none</p>')
-    out.extend(_finding(f, cwd, "–", show_cost=False) for f in report["runtime_findings"] if f.get("rank") is None)
+    unranked_runtime = [f for f in report["runtime_findings"] if f.get("rank") is None]
+    if unranked_runtime or not report["runtime_findings"]:  # ranked ones have their card above: no empty heading
+        out.append("<h2>Runtime findings</h2>")
+        out.extend(_finding(f, cwd, "–", show_cost=False) for f in unranked_runtime)
+        if not report["runtime_findings"]:
+            out.append('<p class="muted">none</p>')
     return "".join(out)
 
 
@@ -308,6 +313,8 @@ def render(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> st
             + compile_section(report) + _flame_section(session, run_dir) + _ops_section(report, session) + _hotspots(report)
             + _files(report, run_dir))
     title = escape(f"torchlint profile: {report['run']['script']}")
+    # A browser acts on bidi overrides (Trojan Source) and hides other controls: shown as escapes.
+    body, title = printable(body), printable(title)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{_CSS}</style></head><body>{body}<script>{_JS}</script></body></html>\n")

@@ -13,6 +13,7 @@ from torchlint import __version__
 from torchlint.correlate import Correlated, Correlation, UnexplainedHotspot, display_path, lines
 from torchlint.correlate.compiled import compile_summary
 from torchlint.profiler.session import ProfileSession
+from torchlint.terminal import json_safe
 
 SCHEMA = "torchlint.profile-report"
 #: 2: a finding's ``measured`` became the experiment's Measurement (it was a bool,
@@ -43,6 +44,7 @@ def _finding(c: Correlated, cwd: str) -> dict[str, Any]:
             "self_s": c.self_s,
             "total_s": c.total_s,
             "syncs": c.syncs,
+            "reads_per_step": c.reads_per_step,
             "evidence": [e.to_dict(cwd) for e in sorted(c.evidence, key=lambda e: -e.total_s)],
             "window": [e.to_dict(cwd) for e in sorted(c.window, key=lambda e: -e.self_s)],
             "context": [e.to_dict(cwd) for e in sorted(c.context, key=lambda e: -e.total_s)],
@@ -261,4 +263,4 @@ def build(
 
 
 def render(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"

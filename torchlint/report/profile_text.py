@@ -9,6 +9,7 @@ from torchlint.correlate import display_path
 from torchlint.correlate import fmt_interval
 from torchlint.correlate import fmt_seconds as _s
 from torchlint.report.profile_json import ranked_findings
+from torchlint.terminal import printable
 from torchlint.report.profile_compile import text_lines as compile_lines
 from torchlint.findings import IMPACT_RANK
 from torchlint.savings import ALPHA, NOT_MEASURABLE
@@ -124,6 +125,23 @@ def _evidence_line(f: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def reads_line(f: dict[str, Any], steps: int | None) -> str | None:
+    """How often the host waits at a sync finding's line: its probed calls per optimizer step
+    (``24 reads per step (4800 calls of Tensor.item over 200 optimizer steps)``)."""
+    per = f.get("reads_per_step")
+    if per is None:
+        return None
+    noun = "sync" if f.get("code") == "TL103" else "read"
+    calls: dict[str, int] = {}
+    for e in f.get("evidence") or ():
+        if e["via"] == "line":
+            calls[e["op"]] = calls.get(e["op"], 0) + e["calls"]
+    made = ", ".join(f"{n} calls of {op}" for op, n in calls.items())
+    over = f" over {steps} optimizer steps" if steps else ""
+    count = f"{per:.0f}" if abs(per - round(per)) < 0.05 else f"{per:.1f}"
+    return f"host waits: {count} {noun}{'' if count == '1' else 's'} per step ({made}{over})"
+
+
 def _window_line(f: dict[str, Any]) -> str | None:
     if not f["window"]:
         return None
@@ -143,10 +161,13 @@ def _window_line(f: dict[str, Any]) -> str | None:
     return "torch.profiler window: " + ", ".join(bits)
 
 
-def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: bool = True) -> None:
+def _finding_block(f: dict[str, Any], label: str, lines: list[str], show_cost: bool = True, steps: int | None = None) -> None:
     lines.append(f"{label}{f['path']}:{f['line']}:{f['column']}  {f['code']} {f['name']}")
     pad = " " * len(label)
     lines.append(f"{pad}{f['message']}")
+    reads = reads_line(f, steps)
+    if reads:
+        lines.append(f"{pad}{reads}")
     inconclusive = f.get("ranked_by") == "expected" and f.get("measured") is not None
     for figure in (measured_line(f.get("measured"), inconclusive), expected_line(f.get("expected"))):
         if figure:
@@ -228,6 +249,12 @@ def cost_by_line(report: dict[str, Any], top: int = 8) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> str:
+    """The text report; what it quotes (paths, source, the script's arguments, messages)
+    with its control characters as visible escapes: it is read on a terminal."""
+    return printable(_render(report))
+
+
+def _render(report: dict[str, Any]) -> str:
     run = report["run"]
     cov = report["coverage"]
     lines: list[str] = []
@@ -307,12 +334,12 @@ def render(report: dict[str, Any]) -> str:
     if ranked:
         lines.append("Findings ranked by what fixing them saves (measured saving first, then expected)")
         for f in ranked:
-            _finding_block(f, f"  {f['rank']:>2}  ", lines)
+            _finding_block(f, f"  {f['rank']:>2}  ", lines, steps=run.get("steps"))
             lines.append("")
     if unranked:
         lines.append("Observed but not ranked (observed time is not a saving; no saving model applies here)")
         for f in unranked:
-            _finding_block(f, "   -  ", lines)
+            _finding_block(f, "   -  ", lines, steps=run.get("steps"))
             lines.append("")
     if not_here:
         lines.append("Not applicable on this machine (the remedy has nothing to act on here)")

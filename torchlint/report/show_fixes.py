@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from torchlint.terminal import printable
+
 
 def render(per_file: dict[str, Counter[tuple[str, str]]], applied: bool) -> str:
     files = {path: rules for path, rules in sorted(per_file.items()) if +rules}
@@ -13,7 +15,7 @@ def render(per_file: dict[str, Counter[tuple[str, str]]], applied: bool) -> str:
     verb = "Fixed" if applied else "Would fix"
     lines = [f"{verb} {total} problem{'s' if total != 1 else ''}:"]
     for path, rules in files.items():
-        lines.append(f"- {path}:")
+        lines.append(f"- {printable(path, one_line=True)}:")
         for (code, name), count in sorted(rules.items()):
             lines.append(f"    {count} × {code} ({name})")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""``--statistics``: how many findings each rule has, most first (as ruff prints them),
-split by impact. ``[*]`` marks a rule whose findings ``--fix`` repairs, ``[-]`` one whose
+"""``--statistics``: how many findings each rule has, split by impact: the rules with the
+highest-impact findings first, then the most of those (ruff, which has no impact, orders
+by count alone). ``[*]`` marks a rule whose findings ``--fix`` repairs, ``[-]`` one whose
 fixes are unsafe, applied only with ``--unsafe-fixes`` (``[*]`` once that is given)."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from torchlint.findings import IMPACTS, Finding, FixSafety
+from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
+from torchlint.terminal import json_safe, printable
 
 
 def counts(findings: Sequence[Finding], unsafe: bool = False) -> list[dict[str, object]]:
@@ -27,7 +29,14 @@ def counts(findings: Sequence[Finding], unsafe: bool = False) -> list[dict[str, 
          "impact": {tier: n for tier in (*IMPACTS, "unassessed") if (n := by_impact[code][tier])}}
         for (code, name), count in by_rule.items()
     ]
-    return sorted(rows, key=lambda row: (-int(row["count"]), str(row["code"])))  # type: ignore[call-overload]
+    return sorted(rows, key=_by_impact_then_count)
+
+
+def _by_impact_then_count(row: dict[str, object]) -> tuple[int, int, int, str]:
+    """The rule's highest impact, then how many findings have it, then how many in all."""
+    tiers: dict[str, int] = row["impact"]  # type: ignore[assignment]
+    best = min(tiers, key=lambda tier: IMPACT_RANK.get(tier, len(IMPACTS)))
+    return IMPACT_RANK.get(best, len(IMPACTS)), -tiers[best], -int(row["count"]), str(row["code"])  # type: ignore[call-overload]
 
 
 def _mark(row: dict[str, object]) -> str:
@@ -37,7 +46,7 @@ def _mark(row: dict[str, object]) -> str:
 def render(findings: Sequence[Finding], as_json: bool = False, left_out: Counter[str] | None = None, unsafe: bool = False) -> str:
     rows = counts(findings, unsafe)
     if as_json:
-        return json.dumps(rows, indent=2)
+        return json_safe(json.dumps(rows, indent=2))
     width = max((len(str(row["count"])) for row in rows), default=1)
     lines = [
         f"{row['count']:>{width}}\t{row['code']}\t{_mark(row)}{row['name']}\t"
@@ -49,4 +58,4 @@ def render(findings: Sequence[Finding], as_json: bool = False, left_out: Counter
     hidden = sum((left_out or {}).values())
     if hidden:
         lines.append(f"({hidden} lower-impact finding{'s' if hidden != 1 else ''} not counted: `--min-impact low` counts them)")
-    return "\n".join(lines)
+    return printable("\n".join(lines))

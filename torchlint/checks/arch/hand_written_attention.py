@@ -177,6 +177,8 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
             continue
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_for_backward":
+            continue  # kept for an autograd.Function's own backward: a fused kernel brings its backward too
         return True
     return False
 

@@ -24,6 +24,10 @@ _SIZES: dict[str, tuple[tuple[int, str], ...]] = {
 
 
 _LARGE = 1024  # a misaligned size from here on is a medium-impact finding (docs/impact.md)
+# With the layer's share of the file's Linear FLOPs known: medium from this share on, for a
+# layer large enough to be bound by its math (a tiny model is bound by its launches).
+_SHARE = 0.10
+_MATH_BOUND = 256
 
 
 class TensorCoreMisaligned(Check):
@@ -32,7 +36,7 @@ class TensorCoreMisaligned(Check):
     code = "TL402"
     name = "tensor-core-misaligned"
     cost = Cost.MISSING_PIECES
-    message = "`{call}` has sizes that are not multiples of {multiple}, which keeps tensor cores from being fully used: {sizes}"
+    message = "`{call}` has sizes that are not multiples of {multiple}, which keeps tensor cores from being fully used: {sizes}{share}"
     fix_hint = "Pad each size to a multiple of the tensor-core tile (8 for fp16/bf16, 64 on A100 for best results), e.g. round a vocabulary up"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -57,8 +61,15 @@ class TensorCoreMisaligned(Check):
             largest = max(largest, value)
         if misaligned:
             callee = dotted(node.func) or qualified
-            # A GEMM as large as 1024 is a visible share of a step; a small layer's, or the
-            # batch dimension's, padding is not (cuBLAS pads small and odd M itself).
-            small = qualified == "torch.utils.data.DataLoader" or largest < _LARGE
+            share = ctx.flops.share(node) if qualified == "torch.nn.Linear" else None
+            if share is not None:
+                # Worth what the layer's share of the model's FLOPs is: a 50257-wide vocabulary
+                # projection is a third of a small GPT's; a 1030-wide side layer, a sliver.
+                small = share < _SHARE or largest < _MATH_BOUND
+            else:
+                # A GEMM as large as 1024 is a visible share of a step; a small layer's, or the
+                # batch dimension's, padding is not (cuBLAS pads small and odd M itself).
+                small = qualified == "torch.utils.data.DataLoader" or largest < _LARGE
+            said = f" (about {share:.0%} of the Linear layers' FLOPs in this file)" if share is not None else ""
             self.report(node, where=Where.TRAIN, cost=Cost.SMALL_KERNELS if small else None,
-                        call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned))
+                        call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned), share=said)

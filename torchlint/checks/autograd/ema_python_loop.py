@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
@@ -12,6 +13,11 @@ from torchlint.checks.base import Check
 _TENSOR_ITERABLES = frozenset({"parameters", "buffers", "values", "named_parameters", "named_buffers", "items"})
 # In-place updates that make a moving average (`e.mul_(d).add_(p, alpha=1 - d)`, `e.lerp_(p, w)`).
 _AVERAGING = frozenset({"mul_", "add_", "lerp_", "sub_", "addcmul_", "copy_"})
+# What a model's own tensors come from, one at a time, without a zip (`for name, p in
+# model.named_parameters(): ema[name]...`, `for k, v in model.state_dict().items()`).
+_MODULE_TENSORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"})
+# Out-of-place blends whose result `copy_` writes back (`e.copy_(p.lerp(e, beta))`).
+_BLENDS = frozenset({"lerp", "add", "mul", "sub", "addcmul", "torch.lerp", "torch.add", "torch.mul", "torch.addcmul"})
 
 
 class EmaPythonLoop(Check):
@@ -27,21 +33,46 @@ class EmaPythonLoop(Check):
 
     def visit_For(self, node: cst.For) -> None:
         ctx = self.ctx
-        iterable = node.iter
-        if not (isinstance(iterable, cst.Call) and dotted(iterable.func) == "zip" and len(iterable.args) >= 2):
-            return  # a zip of two sequences of tensors: the averaged and the model's
-        if not any(_iterates_module_tensors(ctx, arg.value, node) for arg in iterable.args[:2]):
-            return  # zip over anything else (batches, layers) is no weight average
         targets = _names(node.target)
-        if not targets or not _averages_in_place(ctx, node, targets):
-            return  # a loop that reads the parameters (a norm, a copy elsewhere) averages nothing
+        if not targets or not _averages(ctx, node):
+            return  # neither a zip of two sequences of a model's tensors nor one model's tensors blended into another's
         hot = ctx.loops.local_hot_loop(node)
         if hot is None and ctx.tree.enclosing_function(node) is None:
             return  # module code outside any step: a blend made once (loading, exporting)
         if hot is not None and ctx.guards.rare(node, stop=hot):
             return  # every N steps: the launches are paid once per N
-        head = f"for {ctx.module.code_for_node(node.target).strip()} in zip(...)"
+        over = "zip(...)" if _is_zip(node.iter) else short_code(ctx.module, node.iter)
+        head = f"for {ctx.module.code_for_node(node.target).strip()} in {over}"
         self.report(node, head=head)
+
+
+def _is_zip(iterable: cst.BaseExpression) -> bool:
+    return isinstance(iterable, cst.Call) and dotted(iterable.func) == "zip" and len(iterable.args) >= 2
+
+
+def _averages(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
+    """`for e, p in zip(ema.parameters(), model.parameters()): e.lerp_(p, w)`, or
+    `for name, p in model.named_parameters(): ema[name].mul_(d).add_(p, ...)`."""
+    targets = _names(loop.target)
+    iterable = loop.iter
+    if _is_zip(iterable):
+        if not any(_iterates_module_tensors(ctx, arg.value, loop) for arg in iterable.args[:2]):
+            return False  # zip over anything else (batches, layers) is no weight average
+        return _averages_in_place(ctx, loop, targets, blended_with_other=False)
+    if not _one_models_tensors(iterable):
+        return False  # a dict of statistics, a tuple of buffer names: a handful of tensors, not the model's
+    return _averages_in_place(ctx, loop, targets, blended_with_other=True)
+
+
+def _one_models_tensors(iterable: cst.BaseExpression) -> bool:
+    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        if iterable.func.attr.value in _MODULE_TENSORS:
+            return True
+        iterable = iterable.func.value  # `.items()` of `model.state_dict()`
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple") and iterable.args:
+        return _one_models_tensors(iterable.args[0].value)
+    return False
 
 
 def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
@@ -71,19 +102,64 @@ def _names(target: cst.BaseExpression) -> set[str]:
     return {target.value} if isinstance(target, cst.Name) else set()
 
 
-def _averages_in_place(ctx, loop: cst.For, targets: set[str]) -> bool:  # type: ignore[no-untyped-def]
-    """Does the body update a loop variable in place (``e.mul_(...)``, ``e.data.lerp_(...)``,
-    ``e.data = d * e.data + ...``, ``e.copy_(...)`` of a blend)?"""
+def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other: bool) -> bool:  # type: ignore[no-untyped-def]
+    """Does the body update a loop variable (or ``ema[name]`` for a loop name) in place
+    (``e.mul_(...)``, ``e.data.lerp_(...)``, ``e.data = d * e.data + ...``, ``e.copy_(...)``
+    of a blend)? ``blended_with_other``: only with another tensor of the loop in the update
+    (``ema[name].add_(p, ...)``; ``p.mul_(0.9)`` alone decays, it averages nothing)."""
     for node in ctx.tree.descendants(loop.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _AVERAGING:
             receiver = node.func.value
             while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
                 receiver = receiver.func.value  # `e.mul_(d).add_(...)`: the chain's root
-            root = dotted(receiver) or ""
-            if root.split(".")[0] in targets and (node.func.attr.value != "copy_" or node.args and isinstance(node.args[0].value, cst.BinaryOperation)):
+            root = _looped(receiver, targets)
+            if root is None or node.func.attr.value == "copy_" and not (node.args and _blend(ctx, node.args[0].value)):
+                continue  # not the loop's tensor, or a plain copy (no blend)
+            if not blended_with_other or _uses_other(ctx, node, targets, root):
                 return True
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             name = dotted(node.targets[0].target) or ""
             if name.endswith(".data") and name.split(".")[0] in targets and isinstance(node.value, cst.BinaryOperation):
                 return True
+    return False
+
+
+def _looped(receiver: cst.BaseExpression, targets: set[str]) -> str | None:
+    """The loop name ``receiver`` stands for: ``e``, ``e.data``, or ``ema[name]`` (as
+    ``ema[name]``); None for anything else."""
+    if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+        receiver = receiver.value
+    if isinstance(receiver, cst.Name):
+        return receiver.value if receiver.value in targets else None
+    if isinstance(receiver, cst.Subscript) and len(receiver.slice) == 1 and isinstance(receiver.slice[0].slice, cst.Index):
+        index = receiver.slice[0].slice.value
+        if isinstance(index, cst.Name) and index.value in targets:
+            return f"{dotted(receiver.value)}[{index.value}]"
+    return None
+
+
+def _blend(ctx, value: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """``d * e + (1 - d) * p``, ``p.lerp(e, beta)``, ``torch.lerp(e, p, w)``."""
+    if isinstance(value, cst.BinaryOperation):
+        return True
+    if not isinstance(value, cst.Call):
+        return False
+    name = ctx.qname(value.func) or (value.func.attr.value if isinstance(value.func, cst.Attribute) else None)
+    return name in _BLENDS
+
+
+def _uses_other(ctx, update: cst.Call, targets: set[str], averaged: str) -> bool:  # type: ignore[no-untyped-def]
+    """Does the chain of ``update`` read a loop tensor other than the averaged one
+    (``ema[name].mul_(d).add_(p, ...)``: ``p``; ``v.add_(params[k])``: ``params[k]``)?"""
+    chain: cst.BaseExpression = update
+    while isinstance(chain, cst.Call) and isinstance(chain.func, cst.Attribute):
+        for arg in chain.args:
+            for node in (arg.value, *ctx.tree.descendants(arg.value)):
+                parent = ctx.tree.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data":
+                    continue  # `p.grad`: a gradient summed per parameter (Fisher, accumulation), not the weights
+                looped = _looped(node, targets) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+                if looped is not None and looped != averaged:
+                    return True  # `p` into `ema[name]`, `params[k]` into `v`
+        chain = chain.func.value
     return False

@@ -22,6 +22,7 @@ for _prefix, _dtype in LEGACY_DTYPES.items():
 _VARIABLE = "torch.autograd.Variable"
 _LEGACY_NAMES = {q.rsplit(".", 1)[-1] for q in _TYPED} | {"Variable"}
 _TYPE_CHECKS = {"isinstance", "issubclass"}
+_SET_DEFAULT = "torch.set_default_tensor_type"
 
 
 class LegacyTensorConstructor(Check):
@@ -53,8 +54,11 @@ class LegacyTensorConstructor(Check):
             self._reference(node)
 
     def visit_Call(self, node: cst.Call) -> None:
-        # torch.Tensor is also the tensor type; only building one from data is legacy.
         ctx = self.ctx
+        if ctx.qname(node.func) == _SET_DEFAULT:
+            self._set_default(node)
+            return
+        # torch.Tensor is also the tensor type; only building one from data is legacy.
         if ctx.qname(node.func) != "torch.Tensor" or len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
             return
         data = node.args[0].value
@@ -66,6 +70,21 @@ class LegacyTensorConstructor(Check):
             ref=short_code(ctx.module, node.func) + "(...)",
             why="is a legacy API: building from data always copies into the default float type; use `torch.tensor(data, dtype=..., device=...)`",
         )
+
+    def _set_default(self, call: cst.Call) -> None:
+        """``torch.set_default_tensor_type(torch.cuda.FloatTensor)`` (or its string): its
+        replacements are ``torch.set_default_dtype`` and ``torch.set_default_device``."""
+        ctx = self.ctx
+        arg = call.args[0].value if call.args else None
+        named = ctx.qname(arg) if arg is not None else None
+        if isinstance(arg, cst.SimpleString) and isinstance(arg.evaluated_value, str):
+            named = arg.evaluated_value
+        dtype = legacy_dtype(named) if named in _TYPED else None
+        instead = f"`torch.set_default_dtype(torch.{dtype or '...'})`"
+        if named is not None and named.startswith("torch.cuda."):
+            instead += ' and `torch.set_default_device("cuda")`'
+        self.report(call, ref=short_code(ctx.module, call, 60), hint=f"Use {instead}",
+                    why=f"is deprecated (torch 2.1): the default dtype and device are set apart; use {instead}")
 
     def _names_legacy(self, node: cst.BaseExpression) -> bool:
         qualified = self.ctx.qname(node)
@@ -85,6 +104,8 @@ class LegacyTensorConstructor(Check):
             self.report(alias, ref=short_code(ctx.module, alias, 60), why=_why(qualified, alias=True))
             return
         parent = ctx.tree.parent(node)
+        if isinstance(parent, cst.Arg) and ctx.qname(ctx.tree.parent(parent).func) == _SET_DEFAULT:  # type: ignore[union-attr]
+            return  # the call is reported, with its own replacements (visit_Call)
         if isinstance(parent, cst.Call) and parent.func is node:
             self.report(parent, fix=self._fix(parent, qualified), ref=short_code(ctx.module, node) + "(...)", why=_why(qualified))
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost, Where, where_of
+from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _DATA_PARALLEL = {
@@ -35,7 +35,7 @@ def _what_the_file_runs(ctx) -> Where:  # type: ignore[no-untyped-def]
     if ctx.loops.training_loops() or ctx.method_calls({"backward"}):
         return Where.TRAIN
     hot = [loop for loop in (*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)) if ctx.loops.is_hot(loop)]
-    kinds = {where_of(ctx.loops.describe(loop)) for loop in hot}
+    kinds = {ctx.loops.where(loop) for loop in hot}
     if kinds and kinds <= {Where.EVAL, Where.INFER}:
         return Where.INFER if Where.INFER in kinds else Where.EVAL
     return Where.TRAIN

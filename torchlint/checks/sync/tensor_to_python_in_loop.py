@@ -1,4 +1,4 @@
-"""A device tensor turned into a Python value by a builtin or a list index inside a training loop."""
+"""A device tensor turned into a Python value by a builtin, a list index or a string format inside a training loop."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
 _CONVERSIONS = frozenset({"int", "float", "bool", "complex"})
+# Builtins that format their first argument: `Tensor.__str__`/`__format__` read the value.
+_FORMATTING = frozenset({"str", "repr", "format"})
+# String literals a `%` or `.format()` fills in.
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _COMPARING = frozenset({"min", "max", "sorted"})
 _COUNTING = frozenset({"range"})
 # Sizes are Python ints: a tensor given as one is read (`torch.arange(lengths.max())`, `x.view(n, -1)`).
@@ -23,7 +27,7 @@ _MATH_PREFIX = "math."
 
 
 class TensorToPythonInLoop(Check):
-    """`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]` or a size `torch.arange(t)` on a device tensor inside a hot loop."""
+    """`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]`, a size `torch.arange(t)` or `f"{t:.4f}"` on a device tensor inside a hot loop."""
 
     code = "TL105"
     name = "tensor-to-python-in-loop"
@@ -38,14 +42,16 @@ class TensorToPythonInLoop(Check):
         func = node.func
         if type(func) is cst.Name and ctx.qname(func) is None:
             name = func.value
-            if name in _CONVERSIONS:
+            if name in _CONVERSIONS or name in _FORMATTING:
                 read = node.args[:1]  # `int(x, base)` reads a string; a tensor is the first argument
-            elif name in _COMPARING or name in _COUNTING:
+            elif name in _COMPARING or name in _COUNTING or name == "print":  # `print(loss)` formats each argument
                 read = node.args
             else:
                 return
         elif (ctx.qname(func) or "").startswith(_MATH_PREFIX):
             read = node.args
+        elif type(func) is cst.Attribute and func.attr.value == "format" and isinstance(func.value, _STRINGS):
+            read = node.args  # `"{:.4f}".format(loss)`: each argument formatted
         elif ctx.qname(func) in FACTORIES or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS and ctx.qname(func) is None:
             read = [a for a in node.args if a.keyword is None or a.keyword.value in _SIZE_KEYWORDS]  # `torch.arange(t)`: a size
         else:
@@ -53,6 +59,30 @@ class TensorToPythonInLoop(Check):
         tensors = [arg.value for arg in read if arg.keyword is None and not arg.star and not plainly_python(arg.value)]
         if tensors and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in tensors):
             self.report(node, expr=short_code(ctx.module, node))
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        """`f"{loss:.4f}"`, `f"{loss}"`: formatting a tensor reads its value."""
+        values = [part.expression for part in node.parts if type(part) is cst.FormattedStringExpression]
+        self._report_formatted(node, values)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """`"%.4f" % loss`, `"%d/%d" % (correct, total)`."""
+        if type(node.operator) is not cst.Modulo or not isinstance(node.left, _STRINGS):
+            return  # `a % b` on numbers or tensors is arithmetic, not a format
+        right = node.right
+        values = [e.value for e in right.elements if not isinstance(e, cst.StarredElement)] if type(right) is cst.Tuple else [right]
+        self._report_formatted(node, values)
+
+    def _report_formatted(self, node: cst.CSTNode, values: list[cst.BaseExpression]) -> None:
+        ctx = self.ctx
+        tensors = [value for value in values if not plainly_python(value)]
+        if not tensors or not ctx.syncs.in_step(node):
+            return  # nothing but Python values (`x.shape`, `loss.item()`), or not per step
+        if _error_message(ctx, node):
+            return  # `assert ok, f"{t}"`, `raise ValueError(f"{t}")`: made only when the step fails
+        read = next((value for value in tensors if ctx.syncs.device_tensor(value, node)), None)
+        if read is not None:
+            self.report(node, expr=_formatted(ctx.module, node, read))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         ctx = self.ctx
@@ -72,3 +102,33 @@ class TensorToPythonInLoop(Check):
         if type(value) not in (cst.Name, cst.Attribute, cst.List, cst.Tuple):
             return False
         return ctx.values.is_sequence_literal(value, at) and ctx.values.kind(value, at) is Kind.HOST
+
+
+def _error_message(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``node`` part of an assertion's message or of what a ``raise`` raises?"""
+    child = node
+    for ancestor in ctx.tree.ancestors(node):
+        if type(ancestor) is cst.Assert:
+            return child is ancestor.msg
+        if type(ancestor) is cst.Raise:
+            return True
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        child = ancestor
+    return False
+
+
+def _formatted(module: cst.Module, string: cst.CSTNode, read: cst.BaseExpression) -> str:
+    """The format for a message: the whole string when short, else the field that reads
+    the tensor (`f"…{loss:.4f}…"`, `"…" % loss`)."""
+    text = " ".join(module.code_for_node(string).split())
+    if len(text) <= 40:
+        return text
+    value = short_code(module, read, 24)
+    if type(string) is cst.FormattedString:
+        field = next((p for p in string.parts if type(p) is cst.FormattedStringExpression and p.expression is read), None)
+        shown = module.code_for_node(field) if field is not None and len(module.code_for_node(field)) <= 32 else "{" + value + "}"
+        return f'{string.prefix}"…{shown}…"'
+    if type(string) is cst.BinaryOperation:
+        return f'"…" % {value}'
+    return f'"…".format({value})' if type(string) is cst.Call and type(string.func) is cst.Attribute else short_code(module, string)

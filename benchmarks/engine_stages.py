@@ -1,0 +1,192 @@
+"""Where a cold `torchlint check` spends its CPU, stage by stage, beside the parse floor.
+
+    python benchmarks/engine_stages.py [PATH ...] [--repeat 3]
+
+One core, in one process, so that the stages can be told apart: the same files are
+checked cold (no cache, every default rule, the project join), alternated with a bare
+``libcst.parse_module`` of the same files (the parse floor), each round timed with a CPU
+clock (``time.process_time``: these machines are shared, and a wall clock counts the
+neighbours' work). In the check, each stage's entry points are wrapped with a timer that
+pauses the stage it interrupts, so every row is the stage's *own* CPU time and the rows add
+up to the check (cProfile cannot do this fairly: its cost per call falls on the
+Python-heavy stages, not on libcst's native parser). The wrappers cost a few microseconds
+per call; the unwrapped check beside them says how much.
+
+Stages: discover (files and configs), read (bytes, decoding), prefilter (the quick parse of
+a file that never mentions torch), parse, walk (analysis/tree.py), imports, one row per
+analysis module (every method of its classes: the work an analysis does when first asked
+and each answer after), checks (the checks themselves, and FileContext's own queries), positions, summary (the step
+summary), join, settle, engine (what is left: the pool, suppression, cache keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections import defaultdict
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import libcst
+
+from torchlint.config import Resolver
+from torchlint.engine.discover import discover
+from torchlint.engine.lint import lint_paths
+
+_clock = time.process_time
+
+
+class StageClock:
+    """Exclusive CPU time per stage: entering a stage pauses the one it interrupts."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.stack: list[str] = ["engine"]
+        self.since = _clock()
+
+    def _switch(self) -> None:
+        now = _clock()
+        self.seconds[self.stack[-1]] += now - self.since
+        self.since = now
+
+    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._switch()
+            self.stack.append(stage)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._switch()
+                self.stack.pop()
+
+        timed.__wrapped__ = fn  # type: ignore[attr-defined]
+        return timed
+
+    def close(self) -> dict[str, float]:
+        self._switch()
+        return dict(self.seconds)
+
+
+def _replace_everywhere(orig: Any, new: Any) -> None:
+    """``orig`` is imported by name into several modules: each of them gets ``new``."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torchlint") and module is not None:
+            for attr, value in list(vars(module).items()):
+                if value is orig:
+                    setattr(module, attr, new)
+
+
+def instrument(clock: StageClock) -> Callable[[], None]:
+    """Wrap each stage's entry points; returns the function that puts them back."""
+    import torchlint.engine.linter  # noqa: F401  (every module whose names are patched)
+    from torchlint.analysis import context, join, light, names, positions, steps, tree
+    from torchlint.engine import discover as discover_mod, runner, settle, source
+
+    undo: list[Callable[[], None]] = []
+
+    def function(stage: str, orig: Any) -> None:
+        new = clock.wrap(stage, orig)
+        _replace_everywhere(orig, new)
+        undo.append(lambda: _replace_everywhere(new, orig))
+
+    def method(stage: str, cls: type, name: str) -> None:
+        orig = cls.__dict__[name]
+        setattr(cls, name, clock.wrap(stage, orig))
+        undo.append(lambda: setattr(cls, name, orig))
+
+    function("discover", discover_mod.discover)
+    function("read", source.read_source)
+    function("prefilter", runner._quick_parse)
+    function("parse", runner.parse)
+    function("summary", light.light_summary)
+    function("positions", positions.compute_spans)
+    function("join", join.join)
+    function("settle", settle.settle_steps)
+    method("walk", tree.Tree, "__init__")
+    method("imports", names.Imports, "__init__")
+    function("checks", runner.run_checks)
+    for name in ("__init__", "hot_call_nodes", "summary"):
+        method("summary", steps.StepSummarizer, name)
+    for module_name, module in list(sys.modules.items()):
+        # Every method of the analyses' classes: an analysis does its work when it is first
+        # asked, so its construction alone says little. Positions, the tree and the summary
+        # have their rows already; FileContext's queries are the checks'.
+        if not module_name.startswith("torchlint.analysis.") or module is None:
+            continue
+        stage = "analysis:" + module_name.rsplit(".", 1)[-1]
+        if stage in ("analysis:tree", "analysis:positions", "analysis:steps", "analysis:context",
+                     "analysis:join", "analysis:light", "analysis:summary"):
+            continue
+        for cls in [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module_name]:
+            for name, attr in list(vars(cls).items()):
+                if isinstance(attr, cached_property):
+                    orig_func = attr.func
+                    attr.func = clock.wrap(stage, orig_func)
+                    undo.append(lambda prop=attr, orig_func=orig_func: setattr(prop, "func", orig_func))
+                elif callable(attr) and not isinstance(attr, type) and hasattr(attr, "__code__"):
+                    method(stage, cls, name)
+    return lambda: [u() for u in reversed(undo)] and None
+
+
+def parse_floor(files: list[Path]) -> float:
+    t0 = _clock()
+    for path in files:
+        gc.disable()
+        try:
+            libcst.parse_module(path.read_bytes())
+        except Exception:
+            pass
+        gc.enable()
+        gc.collect(0)
+    return _clock() - t0
+
+
+def check(paths: list[Path]) -> float:
+    t0 = _clock()
+    lint_paths(paths, Resolver(), jobs=1, cache=None, project=True)
+    return _clock() - t0
+
+
+def staged_check(paths: list[Path]) -> dict[str, float]:
+    clock = StageClock()
+    restore = instrument(clock)
+    try:
+        lint_paths(paths, Resolver(), jobs=1, cache=None, project=True)
+    finally:
+        restore()
+    return clock.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    paths = args.paths or [Path(__import__("importlib").util.find_spec("torch").origin).parent / "nn"]
+    files = [f.path for f in discover(paths, Resolver())]
+    print(f"{len(files)} files, {sum(len(p.read_bytes().splitlines()) for p in files)} lines, one core, CPU seconds")
+    floors, checks, rounds = [], [], []
+    check(paths)  # imports and first-use caches out of the way
+    for _ in range(args.repeat):  # alternated: the floor, the check, the staged check
+        floors.append(parse_floor(files))
+        checks.append(check(paths))
+        rounds.append(staged_check(paths))
+    floor, total = statistics.median(floors), statistics.median(checks)
+    staged = statistics.median(sum(r.values()) for r in rounds)
+    print(f"parse floor {floor:.3f} s (rounds {', '.join(f'{f:.3f}' for f in floors)})")
+    print(f"check       {total:.3f} s = {total / floor:.2f}x the parse (rounds "
+          f"{', '.join(f'{c / f:.2f}x' for c, f in zip(checks, floors))}); staged {staged:.3f} s "
+          f"({staged / total - 1:+.1%} for the timers)")
+    stages = sorted({s for r in rounds for s in r}, key=lambda s: -statistics.median(r.get(s, 0.0) for r in rounds))
+    print(f"\n{'stage':28} {'CPU s':>8} {'x parse':>8} {'share':>7}")
+    for stage in stages:
+        seconds = statistics.median(r.get(stage, 0.0) for r in rounds)
+        print(f"{stage:28} {seconds:8.3f} {seconds / floor:8.2f} {seconds / staged:7.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""How often the host waits (issue 32): how many times per step a flagged line runs, where
+it sits in its step, the guards at the call sites of helpers, and decode loops as steps."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES, expected_impacts, expected_markers
+from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.impact import Position
+from torchlint.config import from_table
+from torchlint.engine import lint_paths, lint_source
+
+PROJECT = FIXTURES / "projects" / "multiplicity"
+RULES = ["TL101", "TL102", "TL103"]
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("project") / "multiplicity"
+    shutil.copytree(PROJECT, root)
+    result = lint_paths([root], from_table({"select": RULES, "min-impact": "low"}, root))
+    assert not result.errors
+    return root, result.findings
+
+
+def test_the_project_findings_and_tiers_match_the_markers(findings) -> None:  # type: ignore[no-untyped-def]
+    root, found = findings
+    actual = {(Path(f.path).relative_to(root).as_posix(), f.line, f.code): f.impact for f in found}
+    expected_codes = {(p.relative_to(root).as_posix(), line, code) for p in root.rglob("*.py") for line, code in expected_markers(p.read_text())}
+    assert set(actual) == expected_codes
+    tiers = {(p.relative_to(root).as_posix(), line, code): tier for p in root.rglob("*.py") for (line, code), tier in expected_impacts(p.read_text()).items()}
+    assert {key: actual[key] for key in tiers} == tiers
+
+
+def _one(found, name: str, code: str = "TL101"):  # type: ignore[no-untyped-def]
+    return next(f for f in found if Path(f.path).name == name and f.code == code)
+
+
+def test_a_read_in_every_block_says_how_many_times_per_step(findings) -> None:  # type: ignore[no-untyped-def]
+    block = _one(findings[1], "model.py")
+    assert block.impact == "high"
+    assert "(24 times per step: once in each `Block.forward()`)" in block.message
+    assert "24 times per step" in block.impact_reason
+
+
+def test_a_decoder_reads_per_candidate_per_beam_per_token(findings) -> None:  # type: ignore[no-untyped-def]
+    decoder = _one(findings[1], "decoder.py")
+    assert decoder.impact == "high"
+    assert "in a sampling loop" in decoder.message
+    assert "per candidate per beam per decoded token" in decoder.message
+
+
+def test_position_in_the_step(findings) -> None:  # type: ignore[no-untyped-def]
+    found = findings[1]
+    sync = _one(found, "train.py", "TL103")
+    assert sync.impact == "medium" and "one sync per step" in sync.impact_reason and "about 1 %" in sync.impact_reason
+    after = _one(found, "train.py")
+    assert after.impact == "low" and "right after a sync" in after.impact_reason
+    # read before the helper's optimizer step: device work follows it in the step
+    update = next(f for f in found if Path(f.path).name == "checkpoint.py" and f.line == 29)
+    assert update.impact == "high" and "run every step from a training loop" in update.message
+
+
+def test_helpers_called_now_and_then_are_not_per_step(findings) -> None:  # type: ignore[no-untyped-def]
+    """Every N steps (`i % k`, `step in save_steps`, `control.should_save`, a helper handed
+    the optimizer to save it), once on the way out of the loop (`...; break`), after the
+    loop, per epoch: none of the helpers' reads is a per-step finding."""
+    root, found = findings
+    text = (root / "checkpoint.py").read_text().splitlines()
+    reported = {text[f.line - 1].strip() for f in found if Path(f.path).name == "checkpoint.py"}
+    for quiet in ("print(\"loss\", loss.item())", "return sum(p.grad.norm().item() for p in model.parameters())",
+                  "print(\"final\", sum(p.norm().item() for p in model.parameters()))", "return [p.detach().cpu() for p in model.parameters()]"):
+        assert quiet not in reported
+    assert not any("save_state" in f.message or f.line > 45 for f in found if Path(f.path).name == "checkpoint.py")
+
+
+LOOP = """import torch
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step, x in enumerate(loader):
+    out = model(x.cuda())
+    loss = out.sum()
+    loss.backward()
+    opt.step()
+{body}
+"""
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("    if step in save_steps:\n        print(loss.item())", []),  # a few chosen steps
+    ("    if step >= max_steps:\n        print(loss.item())\n        break", []),  # once, on the way out
+    ("    if control.should_log:\n        print(loss.item())", []),  # a trainer's every-N flag
+    ("    if step > 10:\n        print(loss.item())", [("TL101", "medium")]),  # every step after the tenth
+    ("    for p in model.parameters():\n        print(p.grad.norm().item())", [("TL101", "high")]),  # per parameter
+    ("    for i in range(x.size(0)):\n        print(out[i].sum().item())", [("TL101", "high")]),  # per batch row
+])
+def test_guards_and_loops_in_a_training_loop(body: str, expected: list[tuple[str, str]]) -> None:
+    found = lint_source(LOOP.format(body=body), "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert [(f.code, f.impact) for f in found] == expected
+
+
+def _ctx(code: str) -> FileContext:
+    return FileContext(cst.parse_module(code), "m.py", Options())
+
+
+@pytest.mark.parametrize(("loop", "kind", "count"), [
+    ("for p in model.parameters():", "parameter", None),
+    ("for name, p in model.state_dict().items():", "parameter", None),
+    ("for i in range(x.size(0)):", "batch row", None),
+    ("for t in range(max_len):", "decoded token", None),
+    ("for b in range(beam_size):", "beam", None),
+    ("for cand in candidates:", "candidate", None),
+    ("for k in range(12):", "iteration", 12),
+    ("while not done:", "iteration", None),
+])
+def test_what_a_loop_goes_over(loop: str, kind: str, count: int | None) -> None:
+    ctx = _ctx(f"def f(model, x, max_len, beam_size, candidates, done):\n    {loop}\n        pass\n")
+    node = next(iter((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While))))
+    repeat = ctx.places.repeat_of(node)
+    assert (repeat.kind, repeat.count) == (kind, count)
+
+
+def test_blocks_of_a_module_list_are_counted() -> None:
+    ctx = _ctx("import torch.nn as nn\nN = 6\nclass M(nn.Module):\n    def __init__(self):\n        self.blocks = nn.ModuleList([B() for _ in range(N)])\n"
+               "    def forward(self, x):\n        for blk in self.blocks:\n            x = blk(x)\n        return x\n")
+    repeat = ctx.places.repeat_of(ctx.tree.nodes(cst.For)[0])
+    assert (repeat.kind, repeat.count) == ("block", 6)
+
+
+def test_position_after_a_sync_ends_at_device_work() -> None:
+    code = ("import torch\ndef f(model, loader, opt):\n    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+            "        torch.cuda.synchronize()\n        a = loss.item()\n        y = model(x)\n        b = y.sum().item()\n        opt.step()\n")
+    ctx = _ctx(code)
+    loop = ctx.tree.nodes(cst.For)[0]
+    reads = [c for c in ctx.tree.nodes(cst.Call) if ctx.method_name(c) == "item"]
+    assert [ctx.places.position(r, loop) for r in reads] == [Position.AFTER_SYNC, Position.MID_STEP]
+
+
+def test_the_summary_stays_plain_picklable_data(findings) -> None:  # type: ignore[no-untyped-def]
+    from torchlint.engine.runner import run_checks
+    from torchlint.engine.source import Source
+    from torchlint.checks import all_checks
+
+    root, _ = findings
+    text = (root / "decoder.py").read_text()
+    result = run_checks(Source(str(root / "decoder.py"), text), [c for c in all_checks() if c.code == "TL101"], Options())
+    summary = pickle.loads(pickle.dumps(result.summary))
+    assert summary == result.summary
+    repeats = [c.repeats for c in summary.calls if c.repeats]
+    assert any([r.kind for _, r in each] == ["decoded token", "beam"] for each in repeats)
+
+
+BLOCK = """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x) / x.abs().max().item()
+"""
+NET = """import torch
+import torch.nn as nn
+from block import Block
+
+
+class Net(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(d), nn.Linear(d, d)])
+{extra}
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return {ret}
+
+
+model = Net(8).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in loader:
+    model(x.cuda()).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("extra", "ret", "words"), [
+    ("", "x", None),  # a list of several classes: each member's forward runs once
+    ("        self.stack = nn.Sequential(*[Block(d) for _ in range(6)])\n", "self.stack(x)", "6 times per step: once in each `Block.forward()`"),
+])
+def test_containers_of_one_class_repeat_its_forward(tmp_path: Path, extra: str, ret: str, words: str | None) -> None:
+    (tmp_path / "block.py").write_text(BLOCK)
+    (tmp_path / "net.py").write_text(NET.format(extra=extra, ret=ret))
+    found = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    [block] = found
+    assert block.impact == "high"  # inside forward: mid-step either way
+    assert (words in block.message) if words else "times per step" not in block.message and "per step)" not in block.message
+
+
+GLOBAL_MODEL = """import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        scale = y.abs().max().item()
+        return self.fc(y / scale)
+
+
+MODEL = Net().cuda()
+
+
+def predict(x):
+    return MODEL(x)
+
+
+def shape_of(x):
+    return tuple(x.shape)
+"""
+
+
+def test_a_loop_calling_a_function_of_a_module_level_model_is_an_inference_step(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(GLOBAL_MODEL)
+    (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.predict(x.cuda())\n")
+    found = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    [read] = found
+    assert read.line == 12 and read.impact == "high"  # mid-forward: more layers follow it
+    assert "called from `predict()`, run every step from a sampling loop" in read.message
+    # a loop over a function that never runs the model is no step: the forward is not reached
+    (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.shape_of(x.cuda())\n")
+    assert lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings == []
+
+
+def test_functions_stored_in_a_dict_are_followed(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(GLOBAL_MODEL + "\n\ndef classify(x):\n    return MODEL(x).argmax().item()\n")
+    (tmp_path / "serve.py").write_text("import torch\nfrom net import classify, shape_of\n\nHANDLERS = {'cls': classify, 'shape': shape_of}\n\n"
+                                       "for x in requests:\n    out = HANDLERS[kind](x.cuda())\n")
+    found = {f.line: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
+    assert set(found) == {12, 28}
+    assert found[28].impact == "medium" and "in `classify()`" in found[28].message  # the handler's last work: the step's end

@@ -1,0 +1,238 @@
+"""Where a node sits in its step: the loops that repeat it within the step (over decoded
+tokens, beams, blocks, parameters, batch rows) and whether device work is queued after it.
+
+The impact model (analysis/impact.py) weighs a device read by both: a read repeated within
+a step, or one the rest of the step's kernels wait behind, costs more than one read at the
+step's end, and a read right after a sync costs almost nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.impact import Position, Repeat
+from torchlint.analysis.members import CONTAINERS
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Calls that drain the queue, or only read what it made: the host work between a sync and a read.
+_READS = frozenset({"item", "tolist", "cpu", "numpy"})
+_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix", "set_postfix"}
+_QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter"})
+_PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
+_BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
+_DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
+_DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
+# Loop variables and iterables that name what a loop goes over, most specific first.
+_NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
+                ("token", "decoded token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
+
+
+class Places:
+    """The multiplicity and position facts of one file (``ctx.places``)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    # --- how many times per step ----------------------------------------------------
+    def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
+        """The loops around ``node`` inside ``stop`` (the hot loop, else the function),
+        outermost first, each with its key (``Loops.loop_key``; "" for a comprehension)."""
+        loops = self.ctx.loops
+        found = []
+        for loop in loops.enclosing_loops(node):
+            if loop is stop:
+                break
+            key = loops.loop_key(loop) if type(loop) in (cst.For, cst.While) else ""
+            found.append((key, self.repeat_of(loop)))
+        return tuple(reversed(found))
+
+    def repeat_of(self, loop: cst.CSTNode) -> Repeat:
+        """What a loop goes over, and how many times when the code says."""
+        if type(loop) is cst.While:
+            return Repeat("decoded token" if self._calls_a_model(loop) else "iteration")
+        comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
+        iterable, target = comp_for.iter, comp_for.target
+        names = " ".join(filter(None, (dotted(e) for e in _parts(target)))).lower()
+        code = self.ctx.module.code_for_node(iterable).lower()
+        if _over_parameters(iterable):
+            return Repeat("parameter")
+        count = self._range_count(iterable)
+        if _is_range(iterable):
+            bound = self.ctx.module.code_for_node(iterable.args[-1 if len(iterable.args) < 3 else 1].value).lower()
+            if any(word in names for word in ("beam", "cand", "hyp")):
+                return Repeat(_named_kind(names) or "iteration", count)
+            if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
+                return Repeat("batch row", count)
+            if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
+                return Repeat("decoded token", count)
+            return Repeat(_named_kind(names + " " + bound) or "iteration", count)
+        kind = _named_kind(names) or _named_kind(code)
+        if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
+            kind = "member"
+        return Repeat(kind or "iteration", self._container_size(iterable, loop))
+
+    def _range_count(self, iterable: cst.BaseExpression) -> int | None:
+        if not _is_range(iterable) or len(iterable.args) != 1:
+            return None
+        count = self.ctx.constants.int_value(iterable.args[0].value, iterable)
+        return count if count is not None and count > 0 else None
+
+    def _container_size(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> int | None:
+        members = self._members(iterable, at)
+        return members[1] if members is not None else None
+
+    def _members(self, container: cst.BaseExpression, at: cst.CSTNode) -> tuple[bool, int | None, str] | None:
+        """``self.blocks`` built as ``nn.ModuleList([Block() for _ in range(12)])`` (the same
+        class N times: True) or of a literal list (``[A(), B()]``: several classes, False),
+        how many members when the code says, and the container's class name."""
+        name = dotted(container)
+        cls = self.ctx.tree.enclosing_class(at)
+        if name is None or not name.startswith("self.") or cls is None:
+            return None
+        for assign in self.ctx.tree.nodes(cst.Assign):
+            if len(assign.targets) != 1 or dotted(assign.targets[0].target) != name or self.ctx.tree.enclosing_class(assign) is not cls:
+                continue
+            value = assign.value
+            qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
+            if qualified not in CONTAINERS or len(value.args) != 1:
+                return None
+            members = value.args[0].value
+            if type(members) in (cst.List, cst.Tuple) and not any(type(e) is cst.StarredElement for e in members.elements):
+                return len(members.elements) < 2, len(members.elements) or None, qualified
+            if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
+                return True, self._range_count(members.for_in.iter), qualified
+            return None
+        return None
+
+    def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
+        """The loops around ``call`` that run its callee again each time: a loop over a
+        container of several classes (``[A(), B()]``) runs each member's ``forward`` once,
+        and calling an ``nn.Sequential`` of N blocks runs the block's ``forward`` N times."""
+        found = self.repeats(call, stop)
+        func = call.func
+        loop = next(iter(self.ctx.loops.enclosing_loops(call)), None)
+        if found and type(loop) is cst.For and type(func) is cst.Name and func.value in {dotted(e) for e in _parts(loop.target)}:
+            members = self._members(loop.iter, call)
+            if members is not None and not members[0]:
+                found = found[:-1]  # `for layer in self.layers: x = layer(x)`, each layer its own class
+        if type(func) is cst.Attribute:
+            members = self._members(func, call)
+            if members is not None and members[0] and members[2] == "torch.nn.Sequential":
+                name = func.attr.value.lower()
+                found = (*found, ("", Repeat(_named_kind(name) or "member", members[1])))
+        return found
+
+    def _calls_a_model(self, loop: cst.CSTNode) -> bool:
+        loops = self.ctx.loops
+        return any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._loop_nodes(loop))
+
+    # --- where in the step --------------------------------------------------------
+    def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
+        """Where ``node`` sits in the step that ``stop`` (the hot loop, else the function)
+        runs: right after a sync, before more device work, or at the end. None when that
+        depends on the caller (nothing follows it in its function, which is no ``forward``)."""
+        if stop is not None and self.ctx.tree.statement_of(node) is stop:
+            return Position.MID_STEP  # a `while` loop's test: the body's work follows it
+        if type(node) is cst.Call and self.ctx.method_name(node) == "empty_cache":
+            return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
+        if self._after_sync(node, stop):
+            return Position.AFTER_SYNC
+        if self._work_after(node, stop):
+            return Position.MID_STEP
+        function = stop if type(stop) is cst.FunctionDef else None
+        if function is not None and function.name.value in ("forward", "__call__"):
+            return Position.MID_STEP  # the model's other layers, then its backward, follow
+        return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
+
+    def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
+        """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""
+        tree = self.ctx.tree
+        child = tree.statement_of(node)
+        while child is not None and child is not stop:
+            block = tree.parent(child)
+            if type(block) in (cst.IndentedBlock, cst.Module):
+                body = list(block.body)
+                at = next((i for i, s in enumerate(body) if s is child), None)
+                if at is not None:
+                    yield from (body[at + 1:] if after else reversed(body[:at]))
+            parent = tree.parent(block) if block is not None else None
+            if parent is None or parent is stop or type(parent) in (cst.FunctionDef, cst.ClassDef):
+                return
+            child = tree.statement_of(parent) if type(parent) not in (cst.Else, cst.Finally, cst.ExceptHandler) else tree.statement_of(tree.parent(parent))
+
+    def _work_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Does the step queue device work after ``node`` (a model call, a backward, an
+        optimizer step, a function of this file that trains)?"""
+        loops = self.ctx.loops
+        for statement in self._statements_around(node, stop, after=True):
+            for each in loops._own_nodes(statement, enter=lambda n: type(n) in (cst.For, cst.While)):
+                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)):
+                    return True
+        return False
+
+    def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node`` a read (or a sync) that only host work separates from an explicit
+        ``synchronize()`` or a read of the same value?"""
+        read = _read_value(self.ctx, node)
+        for statement in self._statements_around(node, stop, after=False):
+            calls = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call]
+            if not all(self._quiet(call) for call in calls):
+                return False  # device work, or a call that may queue some
+            for call in calls:
+                if self.ctx.method_name(call) == "synchronize":
+                    return True
+                if read is not None and _read_value(self.ctx, call) == read:
+                    return True
+        return False
+
+    def _quiet(self, call: cst.Call) -> bool:
+        method = self.ctx.method_name(call)
+        if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
+            return True
+        return dotted(call.func) in _QUIET_FUNCTIONS
+
+
+def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """The code of the value a read reads: ``loss`` for ``loss.item()``, ``t`` for ``int(t)``."""
+    if type(node) is not cst.Call:
+        return None
+    func = node.func
+    if type(func) is cst.Attribute and func.attr.value in _READS and not node.args:
+        return ctx.module.code_for_node(func.value)
+    if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(node.args) == 1:
+        return ctx.module.code_for_node(node.args[0].value)
+    return None
+
+
+def _parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if type(target) in (cst.Tuple, cst.List):
+        return [p for e in target.elements for p in _parts(e.value)]
+    return [target]
+
+
+def _is_range(iterable: cst.BaseExpression) -> bool:
+    return type(iterable) is cst.Call and dotted(iterable.func) in ("range", "trange") and bool(iterable.args)
+
+
+def _named_kind(text: str) -> str | None:
+    return next((kind for word, kind in _NAMED_KINDS if word in text), None)
+
+
+def _over_parameters(iterable: cst.BaseExpression) -> bool:
+    """``model.parameters()``, ``named_parameters()``, ``state_dict().items()``, ``zip(a.parameters(), ...)``."""
+    while type(iterable) is cst.Call:
+        func = iterable.func
+        if type(func) is cst.Attribute and func.attr.value in _PARAMETER_SOURCES:
+            return True
+        if type(func) is cst.Attribute and func.attr.value in ("items", "values", "keys"):
+            iterable = func.value
+        elif type(func) is cst.Name and func.value in ("zip", "enumerate", "list", "reversed") and iterable.args:
+            iterable = iterable.args[0].value
+        else:
+            return False
+    return False
