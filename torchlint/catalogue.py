@@ -27,7 +27,7 @@ _TABLE = (
     ('TL102', 'device-to-host-in-loop', True, 'NONE', '`.cpu()`/`.numpy(force=True)`/`.to("cpu")` on a device value inside a hot loop.'),
     ('TL103', 'sync-call-in-loop', True, 'NONE', '`torch.cuda.synchronize()`/`torch.cuda.empty_cache()` unconditionally inside a hot loop.'),
     ('TL104', 'tensor-condition-in-loop', False, 'NONE', '`if`/`while`/`assert` whose test reads a tensor value (also through `all()`/`any()`), inside a hot loop.'),
-    ('TL105', 'tensor-to-python-in-loop', True, 'NONE', '`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]` or a size `torch.arange(t)` on a device tensor inside a hot loop.'),
+    ('TL105', 'tensor-to-python-in-loop', True, 'NONE', '`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]`, a size `torch.arange(t)` or `f"{t:.4f}"` on a device tensor inside a hot loop.'),
     ('TL106', 'data-dependent-shape-in-loop', False, 'NONE', '`x[mask]`, `nonzero()`, `unique()`, `masked_select()`, `bincount()`, `repeat_interleave(t)` on device tensors inside a hot loop.'),
     ('TL110', 'create-then-move', True, 'SAFE', 'A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away.'),
     ('TL111', 'blocking-host-to-device', False, 'SAFE', '`.to(device)`/`.cuda()` of a DataLoader batch without `non_blocking=True`.'),
