@@ -183,6 +183,15 @@ def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ig
     return False
 
 
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round): the script's own entry point."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = {dotted(test.left), dotted(test.comparisons[0].comparator)}
+    strings = {getattr(test.left, "value", None), getattr(test.comparisons[0].comparator, "value", None)}
+    return "__name__" in sides and bool(strings & {'"__main__"', "'__main__'"})
+
+
 class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -464,6 +473,51 @@ class Guards:
                     return True
             child = ancestor
         return False
+
+    def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Is ``test`` a setting that is off unless a caller turns it on: a parameter that
+        defaults to False or None (``if ret_usages:``, also negated or in and/or), a flag
+        whose default is off (``args.detect_anomaly``, a module constant), or a string
+        compared (``if device.type == "xpu":``, a mode one setup picks)?"""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test = test.expression
+        if type(test) is cst.BooleanOperation:
+            return self.setting_off(test.left, function) or self.setting_off(test.right, function)
+        if type(test) is cst.Comparison:
+            operands = [test.left, *(c.comparator for c in test.comparisons)]
+            return any(type(o) in (cst.SimpleString, cst.ConcatenatedString) for o in operands)
+        if type(test) is cst.Name and function is not None:
+            param = next((p for p in (*function.params.params, *function.params.kwonly_params) if p.name.value == test.value), None)
+            if param is not None:
+                default = param.default
+                return type(default) is cst.Name and default.value in ("False", "None")
+        if type(test) in (cst.Name, cst.Attribute):
+            return self.ctx.constants.bool_value(test, test) is False
+        return False
+
+    def runs_when_reached(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Does ``node`` run whenever its function (or module, or ``stop``) runs? Under an
+        ``if`` or a conditional expression it does not, nor in an ``except`` handler, unless
+        the test is ``__name__ == "__main__"`` or a setting known to be on by default
+        (``if args.amp:`` with ``default=True``): a switch behind any other test (``if
+        args.debug:``, ``if torch.cuda.is_available():``) was put there to be chosen."""
+        child: cst.CSTNode = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            kind = type(ancestor)
+            if ancestor is stop or kind in FUNCTION_OR_CLASS:
+                return True
+            if kind in (cst.ExceptHandler, cst.ExceptStarHandler):
+                return False
+            if kind in (cst.If, cst.IfExp) and child is not ancestor.test:  # type: ignore[attr-defined]
+                if child is not ancestor.body or not self._on_by_default(ancestor.test):  # type: ignore[attr-defined]
+                    return False
+            child = ancestor
+        return True
+
+    def _on_by_default(self, test: cst.BaseExpression) -> bool:
+        if is_main_guard(test):
+            return True
+        return self.ctx.constants.bool_value(test, test) is True
 
     def conditional(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` under any ``if`` (body or else) between it and ``stop``?"""

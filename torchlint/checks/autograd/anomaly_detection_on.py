@@ -1,0 +1,47 @@
+"""Autograd's anomaly detection turned on where the file trains."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.training import reaches_training
+from torchlint.checks.base import Check
+
+# Calls that turn anomaly mode on when their first argument (`mode`) is true.
+_SETTERS = frozenset({
+    "torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly", "torch.set_anomaly_enabled",
+})
+# Context managers (and decorators) that turn it on for what they wrap.
+_CONTEXTS = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+
+
+class AnomalyDetectionOn(Check):
+    """`torch.autograd.set_detect_anomaly(True)` or `detect_anomaly()` on a training run's path."""
+
+    code = "TL306"
+    name = "anomaly-detection-on"
+    cost = Cost.DEBUG_MODE
+    message = ("`{call}` turns on autograd's anomaly detection for {scope}: every backward op records "
+               "the stack of the forward op that made it and checks its output for NaN, which made a "
+               "training step 2x slower on a CPU (rules/TL306)")
+    fix_hint = ("Remove it once the NaN is found, or put it behind a flag that is off by default "
+                "(`if args.detect_anomaly: torch.autograd.set_detect_anomaly(True)`)")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        name = ctx.qname(node.func)
+        if name in _SETTERS:
+            mode = ctx.argument(node, 0, "mode")
+            if mode is None or ctx.constants.bool_value(mode.value, node) is not True:
+                return  # off, or a setting the user passes (`set_detect_anomaly(args.anomaly)`)
+        elif name not in _CONTEXTS:
+            return
+        if not ctx.guards.runs_when_reached(node):
+            return  # behind a flag or a condition: turned on when someone asks for it
+        if not reaches_training(ctx, node):
+            return  # a debugging helper no training code of this file calls
+        wraps = type(ctx.tree.parent(node)) in (cst.WithItem, cst.Decorator)
+        scope = "everything it wraps" if wraps else "the rest of the process"
+        self.report(node, where=Where.TRAIN, call=short_code(ctx.module, node, limit=60), scope=scope)

@@ -1,0 +1,50 @@
+"""The gloo process-group backend in a script that trains on CUDA."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.devices import string_value
+from torchlint.analysis.impact import Cost, Where
+from torchlint.checks.base import Check
+
+_INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
+_GLOO_CONSTANTS = frozenset({"torch.distributed.Backend.GLOO"})
+
+
+class GlooBackendOnCuda(Check):
+    """`init_process_group("gloo")` in a module that puts its model or data on CUDA."""
+
+    code = "TL605"
+    name = "gloo-backend-on-cuda"
+    cost = Cost.HOST_COLLECTIVES
+    message = ("`init_process_group` with the gloo backend in a script that runs on CUDA: gloo's collectives "
+               "on GPU tensors go through host memory, where NCCL reduces gradients on the GPUs")
+    fix_hint = ('Use backend="nccl" for CUDA tensors (or `"nccl" if torch.cuda.is_available() else "gloo"`, '
+                'or "cpu:gloo,cuda:nccl" when CPU tensors are reduced too)')
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if ctx.qname(node.func) not in _INIT:
+            return
+        backend = ctx.argument(node, 0, "backend")
+        if backend is None or not self._is_gloo(backend.value, node):
+            return  # no backend (torch picks NCCL for CUDA), or one chosen elsewhere
+        if not ctx.devices.uses_accelerator():
+            return  # a CPU-only script: gloo is its backend
+        if ctx.guards.device_branch(node):
+            return  # `if not torch.cuda.is_available(): init_process_group("gloo")`: the CPU path
+        self.report(node, where=Where.TRAIN)
+
+    def _is_gloo(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``"gloo"``, ``Backend.GLOO``, or a name bound once to one of them (``BACKEND = "gloo"``).
+        ``"nccl" if cuda else "gloo"`` and ``"cpu:gloo,cuda:nccl"`` are not: NCCL has the GPU."""
+        if string_value(expr) == "gloo" and not isinstance(expr, cst.FormattedString):
+            return True
+        if self.ctx.qname(expr) in _GLOO_CONSTANTS:
+            return True
+        if isinstance(expr, cst.Name):
+            bound = self.ctx.bindings.lookup(expr.value, at)
+            if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
+                return self._is_gloo(bound[0].value, bound[0].node)
+        return False
