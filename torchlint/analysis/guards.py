@@ -170,6 +170,9 @@ _EXPORT_TESTS = frozenset({
 })
 
 
+_PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
+
+
 # Exceptions an API missing from an older torch raises: their handlers are its fallback.
 _COMPAT_ERRORS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "NameError"})
 
@@ -428,6 +431,16 @@ class Guards:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
         return self._in_branch(node, lambda test: _mentions_device(test, self.ctx.tree.descendants), stop=stop)
+
+    def platform_branch(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in a branch chosen by the operating system (``if sys.platform ==
+        "win32":``, ``os.name == "nt"``, ``platform.system()``)? Code there serves a platform
+        that lacks what the other branch uses (Windows has no NCCL) on purpose."""
+        def by_platform(test: cst.BaseExpression) -> bool:
+            return any(self.ctx.qname(n) in _PLATFORM_TESTS for n in (test, *self.ctx.tree.descendants(test))
+                       if isinstance(n, (cst.Attribute, cst.Name)))
+
+        return self._in_branch(node, by_platform)
 
     def version_gated(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.context import short_code
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -68,7 +69,7 @@ class ParameterUse:
                 return self._of_container(expr, qualified, depth)
             if _builtin_layer(qualified):
                 return Verdict(Use.ALL, f"`{qualified.rsplit('.', 1)[-1]}` uses all its parameters")
-            return _unknown(f"the model comes from `{dotted(func) or 'a call'}(...)`, whose forward this file does not show")
+            return _unknown(f"the model comes from `{short_code(ctx.module, func)}(...)`, whose forward this file does not show")
         if isinstance(expr, cst.Name):
             binding = ctx.bindings.reaching(expr.value, at)
             if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:

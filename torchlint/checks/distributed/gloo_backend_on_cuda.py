@@ -10,6 +10,11 @@ from torchlint.checks.base import Check
 
 _INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 _GLOO_CONSTANTS = frozenset({"torch.distributed.Backend.GLOO"})
+_WRAPPERS = ("torch.nn.parallel.DistributedDataParallel", "torch.distributed.fsdp.FullyShardedDataParallel",
+             "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard")
+_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "broadcast", "reduce",
+    "all_to_all", "all_to_all_single"))
 
 
 class GlooBackendOnCuda(Check):
@@ -32,9 +37,19 @@ class GlooBackendOnCuda(Check):
             return  # no backend (torch picks NCCL for CUDA), or one chosen elsewhere
         if not ctx.devices.uses_accelerator():
             return  # a CPU-only script: gloo is its backend
-        if ctx.guards.device_branch(node):
-            return  # `if not torch.cuda.is_available(): init_process_group("gloo")`: the CPU path
+        if ctx.guards.device_branch(node) or ctx.guards.platform_branch(node):
+            return  # the CPU path (`if not torch.cuda.is_available():`), or Windows, which has no NCCL
+        if not self._reduces_on_the_group():
+            return  # the group serves RPC, barriers or a one-off gather: no per-step collective
         self.report(node, where=Where.TRAIN)
+
+    def _reduces_on_the_group(self) -> bool:
+        """Does this module wrap a model in DDP or FSDP (its gradients are all-reduced every
+        step), or run a collective in a hot loop?"""
+        ctx = self.ctx
+        if ctx.calls_named(*_WRAPPERS):
+            return True
+        return any(ctx.qname(c.func) in _COLLECTIVES and ctx.loops.local_hot_loop(c) is not None for c in ctx.tree.nodes(cst.Call))
 
     def _is_gloo(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """``"gloo"``, ``Backend.GLOO``, or a name bound once to one of them (``BACKEND = "gloo"``).
