@@ -87,12 +87,9 @@ class Constants:
         name = dotted(expr)
         if name is None:
             return None
-        base, _, attr = name.rpartition(".")
-        if base in _CONFIG_OBJECTS:
-            source = self.argparse_defaults().get(attr)
-            if source is None:
-                source = self.field_defaults().get(attr)
-            return self.bool_value(source, source, depth + 1) if source is not None else None
+        source = self.setting_default(name)
+        if source is not None:
+            return self.bool_value(source, source, depth + 1)
         if "." in name:
             return None
         bindings = self.ctx.bindings.lookup(name, at)
@@ -104,6 +101,16 @@ class Constants:
         if binding.kind == "param" and self.param_overridden(binding.node):
             return None  # a call in this file passes its own value
         return self.bool_value(binding.value, binding.node, depth + 1)
+
+    def setting_default(self, name: str) -> cst.BaseExpression | None:
+        """The default of a setting read from a config object (``args.backend``,
+        ``cfg.deterministic``): its argparse ``default=`` (or a flag's implicit one), or a
+        config class's field default; None for anything else."""
+        base, _, attr = name.rpartition(".")
+        if base not in _CONFIG_OBJECTS:
+            return None
+        source = self.argparse_defaults().get(attr)
+        return source if source is not None else self.field_defaults().get(attr)
 
     def param_overridden(self, param: cst.CSTNode) -> bool:
         """Does a call in this file pass an argument for ``param`` (by position, by name, or

@@ -24,6 +24,16 @@ _INDEXED = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict"})  # members 
 _PLAIN_CALLS = frozenset({"range", "len", "int", "float", "str", "list", "tuple", "dict", "enumerate", "zip"})
 # Ways to register a parameter or module this analysis does not follow.
 _DYNAMIC = frozenset({"add_module", "register_module", "register_parameter", "setattr"})
+# torch.nn layers without parameters: whether forward runs them is nothing to DDP.
+_PARAMETER_FREE = frozenset({
+    "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "Hardswish",
+    "Hardsigmoid", "Hardtanh", "Softplus", "Softmax", "LogSoftmax", "Softmin", "Identity", "Flatten", "Unflatten",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+    "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "PixelUnshuffle",
+    "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "CrossEntropyLoss",
+    "MSELoss", "L1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "KLDivLoss",
+})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "requires_grad_", "share_memory"})
 _DEPTH = 4
 
@@ -38,6 +48,15 @@ class Use(enum.Enum):
 class Verdict:
     use: Use
     why: str  # what was proved, or what could not be
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One read of ``self.attr`` in ``forward``."""
+
+    always: bool  # on every path through forward
+    indexed: bool  # ``self.attr[i]``: one member of a container
+    called: bool  # run as a module: ``self.attr(x)``, ``for m in self.attr``, ``self.attr[i](x)``
 
 
 def _unknown(why: str) -> Verdict:
@@ -92,7 +111,7 @@ class ParameterUse:
 
     def _member(self, call: cst.Call, depth: int) -> Verdict:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in _PLAIN_CALLS:
+        if isinstance(func, cst.Name) and func.value in _PLAIN_CALLS or self.ctx.qname(func) == "collections.OrderedDict":
             return Verdict(Use.ALL, "")
         if isinstance(func, cst.Attribute) and func.attr.value in _MOVES:
             return Verdict(Use.ALL, "")  # the member inside is visited on its own
@@ -120,12 +139,15 @@ class ParameterUse:
         if reads is None:
             return _unknown(f"`{name}.forward` returns or raises early on some paths")
         for attr, value in self._parameter_holders(init):
-            sites = reads.get(attr)
+            sites = reads.get(attr, [])
+            if isinstance(value, cst.Name) and not any(site.called for site in sites):
+                continue  # `self.dim = dim`: a value passed in, which forward never runs as a module
             if not sites:
                 return Verdict(Use.SOME_UNUSED, f"`{name}.forward` never uses `self.{attr}`")
-            if not any(always for always, _ in sites):
+            if not any(site.always for site in sites):
                 return _unknown(f"`{name}.forward` uses `self.{attr}` only on some paths")
-            if all(indexed for _, indexed in sites) or self._indexed_container(value) and any(indexed for _, indexed in sites):
+            indexed = [site.indexed for site in sites]
+            if all(indexed) or self._indexed_container(value) and any(indexed):
                 return _unknown(f"`{name}.forward` picks members of `self.{attr}` by index")
             verdict = self._holder(value)
             if verdict.use is not Use.ALL:
@@ -163,17 +185,19 @@ class ParameterUse:
         if not isinstance(value, cst.Call):
             return False  # literals, arithmetic, attributes of config objects
         qualified = self.ctx.qname(value.func) or ""
+        if qualified.rsplit(".", 1)[-1] in _PARAMETER_FREE and qualified.startswith("torch.nn."):
+            return False  # an activation, dropout or pooling layer: nothing for DDP to reduce
         if qualified in _PARAMETER or qualified in _CONTAINERS or _builtin_layer(qualified):
             return True
         if qualified.startswith("torch.") or (dotted(value.func) or "") in _PLAIN_CALLS:
             return False  # a tensor (a buffer-like value) or a Python value
         return True
 
-    def _reads(self, forward: cst.FunctionDef, methods: dict[str, cst.FunctionDef]) -> dict[str, list[tuple[bool, bool]]] | None:
-        """``attr -> [(read on every path, read through an index)]`` for ``self.attr`` in
-        ``forward`` and the methods of the class it calls; None when a method may leave early."""
+    def _reads(self, forward: cst.FunctionDef, methods: dict[str, cst.FunctionDef]) -> dict[str, list[_Read]] | None:
+        """The reads of each ``self.attr`` in ``forward`` and the methods of the class it
+        calls; None when one of them may return early."""
         ctx = self.ctx
-        reads: dict[str, list[tuple[bool, bool]]] = {}
+        reads: dict[str, list[_Read]] = {}
         todo, seen = [(forward, True)], set()
         while todo:
             function, always = todo.pop()
@@ -188,7 +212,8 @@ class ParameterUse:
                 every_path = always and ctx.guards.runs_when_reached(node, stop=function) and not self._short_circuit(node, function)
                 parent = ctx.tree.parent(node)
                 indexed = isinstance(parent, cst.Subscript) and parent.value is node
-                reads.setdefault(node.attr.value, []).append((every_path, indexed))
+                called = isinstance(parent, cst.Call) and parent.func is node or isinstance(parent, cst.For) and parent.iter is node
+                reads.setdefault(node.attr.value, []).append(_Read(every_path, indexed, called or indexed))
                 method = methods.get(node.attr.value)
                 if method is not None and isinstance(parent, cst.Call) and parent.func is node:
                     todo.append((method, every_path))
@@ -222,7 +247,7 @@ class ParameterUse:
 def _builtin_layer(qualified: str) -> bool:
     """``torch.nn.Linear`` and the other layers of torch.nn (a class, not a function or
     the ``Module`` base), which use every parameter they hold."""
-    if not qualified.startswith("torch.nn.") or qualified.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")):
+    if not qualified.startswith("torch.nn.") or qualified.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.parallel.")):
         return False
     last = qualified.rsplit(".", 1)[-1]
-    return last[:1].isupper() and qualified not in _CONTAINERS and qualified not in _PARAMETER and last not in ("Module", "Parameter")
+    return last[:1].isupper() and qualified not in _CONTAINERS and qualified not in _PARAMETER and last not in ("Module", "Parameter", "DataParallel")

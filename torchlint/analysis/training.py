@@ -40,12 +40,16 @@ def trains(ctx: FileContext, function: cst.FunctionDef, depth: int = 0) -> bool:
 def reaches_training(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Does a switch set at ``node`` hold while this file trains? At the top level it holds
     for the whole process from the moment the module runs or is imported; in a function,
-    when that function trains, or a top level or a function that trains calls it."""
+    when that function trains, is a method of a model (an ``nn.Module`` of this file), or a
+    top level or a function that trains calls it."""
     function = ctx.tree.enclosing_function(node)
     if function is None:
         return True
     if trains(ctx, function):
         return True
+    owner = ctx.tree.enclosing_class(function)
+    if owner is not None and ctx.is_module_class(owner.name.value):
+        return True  # a model's `__init__` or `forward` runs wherever the model is built or trained
     for call in _calls_of(ctx, function):
         caller = ctx.tree.enclosing_function(call)
         if caller is None or caller is not function and trains(ctx, caller):

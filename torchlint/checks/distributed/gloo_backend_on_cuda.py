@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.devices import string_value
 from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
 _INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
@@ -52,7 +53,8 @@ class GlooBackendOnCuda(Check):
         return any(ctx.qname(c.func) in _COLLECTIVES and ctx.loops.local_hot_loop(c) is not None for c in ctx.tree.nodes(cst.Call))
 
     def _is_gloo(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """``"gloo"``, ``Backend.GLOO``, or a name bound once to one of them (``BACKEND = "gloo"``).
+        """``"gloo"``, ``Backend.GLOO``, a name bound once to one of them (``BACKEND = "gloo"``),
+        or a setting whose default is one (``args.backend`` with ``default="gloo"``).
         ``"nccl" if cuda else "gloo"`` and ``"cpu:gloo,cuda:nccl"`` are not: NCCL has the GPU."""
         if string_value(expr) == "gloo" and not isinstance(expr, cst.FormattedString):
             return True
@@ -62,4 +64,5 @@ class GlooBackendOnCuda(Check):
             bound = self.ctx.bindings.lookup(expr.value, at)
             if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
                 return self._is_gloo(bound[0].value, bound[0].node)
-        return False
+        default = self.ctx.constants.setting_default(dotted(expr) or "")
+        return default is not None and self._is_gloo(default, default)  # `--backend` whose default is gloo
