@@ -34,6 +34,8 @@ _PARAMETER_FREE = frozenset({
     "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "CrossEntropyLoss",
     "MSELoss", "L1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "KLDivLoss",
 })
+# Calls that return the model they are given with some layers replaced (SyncBatchNorm).
+_CONVERTERS = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm", "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "requires_grad_", "share_memory"})
 _DEPTH = 4
 
@@ -84,6 +86,8 @@ class ParameterUse:
             if isinstance(func, cst.Name) and func.value in self._classes and ctx.is_module_class(func.value):
                 return self.of_class(func.value)
             qualified = ctx.qname(func) or ""
+            if qualified in _CONVERTERS and expr.args:
+                return self._of_value(expr.args[0].value, at, depth + 1)  # the same model, its layers swapped
             if qualified in _CONTAINERS:
                 return self._of_container(expr, qualified, depth)
             if _builtin_layer(qualified):

@@ -25,7 +25,7 @@ class AnomalyDetectionOn(Check):
     cost = Cost.DEBUG_MODE
     message = ("`{call}` turns on autograd's anomaly detection for {scope}: every backward op records "
                "the stack of the forward op that made it and checks its output for NaN, which made a "
-               "training step 2x slower on a CPU (rules/TL306)")
+               "training step 1.7-2.2x slower on a CPU (rules/TL306)")
     fix_hint = ("Remove it once the NaN is found, or put it behind a flag that is off by default "
                 "(`if args.detect_anomaly: torch.autograd.set_detect_anomaly(True)`)")
 
