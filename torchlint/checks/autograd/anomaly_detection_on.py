@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Where
-from torchlint.analysis.training import reaches_training
+from torchlint.analysis.training import reaches_training, wraps_training
 from torchlint.checks.base import Check
 
 # Calls that turn anomaly mode on when their first argument (`mode`) is true.
@@ -38,10 +38,11 @@ class AnomalyDetectionOn(Check):
                 return  # off, or a setting the user passes (`set_detect_anomaly(args.anomaly)`)
         elif name not in _CONTEXTS:
             return
-        if not ctx.guards.runs_when_reached(node):
-            return  # behind a flag or a condition: turned on when someone asks for it
-        if not reaches_training(ctx, node):
-            return  # a debugging helper no training code of this file calls
         wraps = type(ctx.tree.parent(node)) in (cst.WithItem, cst.Decorator)
+        if wraps:
+            if not wraps_training(ctx, node):
+                return  # around one step of a debugging session, or behind a flag
+        elif not ctx.guards.runs_when_reached(node) or not reaches_training(ctx, node):
+            return  # behind a flag or a condition, or in a helper no training code of this file calls
         scope = "everything it wraps" if wraps else "the rest of the process"
         self.report(node, where=Where.TRAIN, call=short_code(ctx.module, node, limit=60), scope=scope)
