@@ -170,6 +170,9 @@ _EXPORT_TESTS = frozenset({
 })
 
 
+# Tests that hold on the machine the code is written for: the device is there.
+_AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available", "torch.accelerator.is_available",
+                           "torch.backends.mps.is_available"})
 _PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
 
 
@@ -511,9 +514,10 @@ class Guards:
     def runs_when_reached(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Does ``node`` run whenever its function (or module, or ``stop``) runs? Under an
         ``if`` or a conditional expression it does not, nor in an ``except`` handler, unless
-        the test is ``__name__ == "__main__"`` or a setting known to be on by default
-        (``if args.amp:`` with ``default=True``): a switch behind any other test (``if
-        args.debug:``, ``if torch.cuda.is_available():``) was put there to be chosen."""
+        the test holds wherever the code is meant to run (``__name__ == "__main__"``, ``if
+        torch.cuda.is_available():``, a version test, a setting on by default such as ``if
+        args.amp:`` with ``default=True``): a switch behind any other test (``if
+        args.debug:``, a parameter) was put there to be chosen."""
         child: cst.CSTNode = node
         for ancestor in self.ctx.tree.ancestors(node):
             kind = type(ancestor)
@@ -528,7 +532,15 @@ class Guards:
         return True
 
     def _on_by_default(self, test: cst.BaseExpression) -> bool:
-        if is_main_guard(test):
+        """A test that holds wherever the code is meant to run: the script's entry point, a
+        setting known to be on, a check that the GPU or an API is there (``if
+        torch.cuda.is_available():``, ``hasattr(torch.backends, "cudnn")``), a version test."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._on_by_default(test.left), self._on_by_default(test.right)
+            return left and right if isinstance(test.operator, cst.And) else left or right
+        if is_main_guard(test) or _mentions_version(test, self.ctx.tree.descendants):
+            return True
+        if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in _AVAILABILITY or dotted(test.func) == "hasattr"):
             return True
         return self.ctx.constants.bool_value(test, test) is True
 
