@@ -15,6 +15,11 @@ _SETTERS = frozenset({
 })
 # Context managers (and decorators) that turn it on for what they wrap.
 _CONTEXTS = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+# Lightning's Trainer runs every step of its `fit()` under `detect_anomaly()` when asked to.
+_TRAINERS = frozenset({
+    "pytorch_lightning.Trainer", "pytorch_lightning.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer",
+    "lightning.Trainer", "lightning.pytorch.Trainer", "lightning.pytorch.trainer.Trainer", "lightning.pytorch.trainer.trainer.Trainer",
+})
 
 
 class AnomalyDetectionOn(Check):
@@ -32,6 +37,11 @@ class AnomalyDetectionOn(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         name = ctx.qname(node.func)
+        if name in _TRAINERS:
+            flag = ctx.keyword(node, "detect_anomaly")
+            if flag is not None and ctx.constants.bool_value(flag.value, node) is True and ctx.guards.runs_when_reached(node):
+                self.report(node, where=Where.TRAIN, call=short_code(ctx.module, node, limit=60), scope="every step the trainer runs")
+            return
         if name in _SETTERS:
             mode = ctx.argument(node, 0, "mode")
             if mode is None or ctx.constants.bool_value(mode.value, node) is not True:
