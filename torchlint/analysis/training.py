@@ -44,11 +44,13 @@ def runs_a_trainer(ctx: FileContext, call: cst.Call) -> bool:
     return method == "train" and "trainer" in (dotted(call.func.value) or "").lower()  # type: ignore[attr-defined]
 
 
-def reaches_training(ctx: FileContext, node: cst.CSTNode) -> bool:
+def reaches_training(ctx: FileContext, node: cst.CSTNode, *, exported: bool = False) -> bool:
     """Does a switch set at ``node`` hold while this file trains? At the top level it holds
     for the whole process from the moment the module runs or is imported; in a function,
     when that function trains, is a method of a model (an ``nn.Module`` of this file), or a
-    top level or a function that trains calls it."""
+    top level or a function that trains calls it. With ``exported``, also a function this
+    file never calls: a helper other modules import to set up their runs
+    (``utils.seed_everything()``), which no single file can follow."""
     function = ctx.tree.enclosing_function(node)
     if function is None:
         return True
@@ -57,11 +59,12 @@ def reaches_training(ctx: FileContext, node: cst.CSTNode) -> bool:
     owner = ctx.tree.enclosing_class(function)
     if owner is not None and ctx.is_module_class(owner.name.value):
         return True  # a model's `__init__` or `forward` runs wherever the model is built or trained
-    for call in _calls_of(ctx, function):
+    calls = _calls_of(ctx, function)
+    for call in calls:
         caller = ctx.tree.enclosing_function(call)
         if caller is None or caller is not function and trains(ctx, caller):
             return True
-    return False
+    return exported and not calls and ctx.tree.enclosing_function(function) is None and ctx.tree.enclosing_class(function) is None
 
 
 def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:

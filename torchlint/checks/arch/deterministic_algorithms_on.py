@@ -43,6 +43,8 @@ class DeterministicAlgorithmsOn(Check):
     def _report(self, node: cst.CSTNode, what: str) -> None:
         ctx = self.ctx
         # A switch behind a flag (`if args.deterministic:`) or a setting the user passes is
-        # the user's choice made per run; one outside any training path costs no step.
-        if ctx.guards.runs_when_reached(node) and reaches_training(ctx, node):
+        # the user's choice made per run; one outside any training path costs no step. A
+        # helper no code of this file calls (`utils.seed_everything`) is there for the runs
+        # of other modules: it counts.
+        if ctx.guards.runs_when_reached(node) and reaches_training(ctx, node, exported=True):
             self.report(node, where=Where.TRAIN, what=what)
