@@ -173,6 +173,7 @@ _EXPORT_TESTS = frozenset({
 # Tests that hold on the machine the code is written for: the device is there.
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available", "torch.accelerator.is_available",
                            "torch.backends.mps.is_available"})
+_ON_BY_DEFAULT = frozenset({"torch.backends.cudnn.enabled"})
 _PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
 
 
@@ -542,6 +543,8 @@ class Guards:
             return True
         if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in _AVAILABILITY or dotted(test.func) == "hasattr"):
             return True
+        if isinstance(test, cst.Attribute) and self.ctx.qname(test) in _ON_BY_DEFAULT:
+            return True  # `if torch.backends.cudnn.enabled:`: torch's own default
         return self.ctx.constants.bool_value(test, test) is True
 
     def conditional(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
