@@ -27,7 +27,7 @@ _TABLE = (
     ('TL102', 'device-to-host-in-loop', True, 'NONE', '`.cpu()`/`.numpy(force=True)`/`.to("cpu")` on a device value inside a hot loop.'),
     ('TL103', 'sync-call-in-loop', True, 'NONE', '`torch.cuda.synchronize()`/`torch.cuda.empty_cache()` unconditionally inside a hot loop.'),
     ('TL104', 'tensor-condition-in-loop', False, 'NONE', '`if`/`while`/`assert` whose test reads a tensor value (also through `all()`/`any()`), inside a hot loop.'),
-    ('TL105', 'tensor-to-python-in-loop', True, 'NONE', '`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]` or a size `torch.arange(t)` on a device tensor inside a hot loop.'),
+    ('TL105', 'tensor-to-python-in-loop', True, 'NONE', '`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]`, a size `torch.arange(t)` or `f"{t:.4f}"` on a device tensor inside a hot loop.'),
     ('TL106', 'data-dependent-shape-in-loop', False, 'NONE', '`x[mask]`, `nonzero()`, `unique()`, `masked_select()`, `bincount()`, `repeat_interleave(t)` on device tensors inside a hot loop.'),
     ('TL110', 'create-then-move', True, 'SAFE', 'A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away.'),
     ('TL111', 'blocking-host-to-device', False, 'SAFE', '`.to(device)`/`.cuda()` of a DataLoader batch without `non_blocking=True`.'),
@@ -43,11 +43,14 @@ _TABLE = (
     ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
     ('TL304', 'inference-use-inference-mode', False, 'NONE', '`with torch.no_grad():` around pure inference: `torch.inference_mode()` skips more bookkeeping.'),
     ('TL305', 'ema-python-loop', True, 'NONE', '`for e, p in zip(ema.parameters(), model.parameters()): e.mul_(d).add_(...)`: an EMA per parameter.'),
+    ('TL306', 'anomaly-detection-on', True, 'NONE', '`torch.autograd.set_detect_anomaly(True)` or `detect_anomaly()` on a training run\'s path.'),
+    ('TL307', 'debug-tool-in-training', True, 'NONE', '`torch.autograd.profiler.profile()`/`emit_nvtx()` around training, or `gradcheck` in a training loop.'),
     ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),
     ('TL404', 'channels-last-missing', False, 'NONE', 'Conv2d model trained under autocast without `memory_format=torch.channels_last`.'),
     ('TL405', 'hand-written-attention', True, 'NONE', "`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."),
+    ('TL406', 'deterministic-algorithms-on', True, 'NONE', '`torch.backends.cudnn.deterministic = True` or `torch.use_deterministic_algorithms(True)` for training.'),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
@@ -57,6 +60,8 @@ _TABLE = (
     ('TL601', 'data-parallel', True, 'NONE', '`nn.DataParallel(...)` / `nn.parallel.data_parallel(...)`: single-process multi-GPU.'),
     ('TL602', 'ddp-without-distributed-sampler', True, 'NONE', '`DataLoader(shuffle=True)` with no sampler in a module that wraps a model in DDP.'),
     ('TL603', 'ddp-accumulation-without-no-sync', True, 'NONE', '`loss.backward()` every micro-step and `optimizer.step()` every N under DDP, with no `no_sync()`.'),
+    ('TL604', 'ddp-find-unused-parameters', True, 'NONE', '`DistributedDataParallel(model, find_unused_parameters=True)`: a graph walk every step.'),
+    ('TL605', 'gloo-backend-on-cuda', True, 'NONE', '`init_process_group("gloo")` in a module that puts its model or data on CUDA.'),
 )
 
 
@@ -82,6 +87,8 @@ _RUNTIME_TABLE = (
     ('TLR14', 'compile-graph-break', 'torch.compile left its graph at this line (a graph break) while the run compiled it.'),
     ('TLR15', 'compile-recompilation', 'A compiled function was compiled again because a guard failed (a shape, a Python number ...).'),
     ('TLR16', 'ddp-accumulation-sync', 'DDP all-reduced the gradients in more than one backward pass per optimizer step (no `no_sync()`).'),
+    # autograd's debugging modes (correlate/patterns.py)
+    ('TLR17', 'anomaly-mode-enabled', "Backward passes ran with autograd's anomaly detection on."),
 )
 
 

@@ -71,6 +71,47 @@ class Constants:
             return None  # a call in this file passes its own value: the default is not the value
         return self.int_value(binding.value, binding.node, depth + 1)
 
+    def bool_value(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None, depth: int = 0) -> bool | None:
+        """The truth ``expr`` always has where ``at`` stands (``True``, ``not DEBUG``, a
+        module constant, an argparse or parameter default, a config field), or None."""
+        if expr is None or depth > 8:
+            return None
+        at = at or expr
+        if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+            return expr.value == "True"
+        if isinstance(expr, cst.Integer):
+            return self.int_value(expr) != 0
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.bool_value(expr.expression, at, depth + 1)
+            return None if inner is None else not inner
+        name = dotted(expr)
+        if name is None:
+            return None
+        source = self.setting_default(name)
+        if source is not None:
+            return self.bool_value(source, source, depth + 1)
+        if "." in name:
+            return None
+        bindings = self.ctx.bindings.lookup(name, at)
+        if len(bindings) != 1:
+            return None  # rebound or unknown: the value depends on the path taken
+        binding = bindings[0]
+        if binding.kind not in ("assign", "param") or binding.element is not None:
+            return None
+        if binding.kind == "param" and self.param_overridden(binding.node):
+            return None  # a call in this file passes its own value
+        return self.bool_value(binding.value, binding.node, depth + 1)
+
+    def setting_default(self, name: str) -> cst.BaseExpression | None:
+        """The default of a setting read from a config object (``args.backend``,
+        ``cfg.deterministic``): its argparse ``default=`` (or a flag's implicit one), or a
+        config class's field default; None for anything else."""
+        base, _, attr = name.rpartition(".")
+        if base not in _CONFIG_OBJECTS:
+            return None
+        source = self.argparse_defaults().get(attr)
+        return source if source is not None else self.field_defaults().get(attr)
+
     def param_overridden(self, param: cst.CSTNode) -> bool:
         """Does a call in this file pass an argument for ``param`` (by position, by name, or
         possibly through ``*args``/``**kwargs``)? For ``__init__``, calls of the class count."""
@@ -114,6 +155,11 @@ class Constants:
                         dest = string_value(arg.value)
                     elif arg.keyword.value == "default":
                         default = arg.value
+                    elif arg.keyword.value == "action" and default is None:
+                        # a flag's implicit default: `store_true` is off until passed
+                        action = string_value(arg.value)
+                        if action in ("store_true", "store_false"):
+                            default = cst.Name("False" if action == "store_true" else "True")
                 if dest and default is not None:
                     found[dest] = default
             self._argparse = found

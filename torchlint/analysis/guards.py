@@ -181,6 +181,13 @@ _EXPORT_TESTS = frozenset({
 })
 
 
+# Tests that hold on the machine the code is written for: the device is there.
+_AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available", "torch.accelerator.is_available",
+                           "torch.backends.mps.is_available"})
+_ON_BY_DEFAULT = frozenset({"torch.backends.cudnn.enabled"})
+_PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
+
+
 # Exceptions an API missing from an older torch raises: their handlers are its fallback.
 _COMPAT_ERRORS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "NameError"})
 
@@ -192,6 +199,15 @@ def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ig
         if isinstance(node, cst.Name) and node.value.upper().startswith(("TORCH_GREATER", "TORCH_LESS", "_TORCH_GREATER")):
             return True
     return False
+
+
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round): the script's own entry point."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = {dotted(test.left), dotted(test.comparisons[0].comparator)}
+    strings = {getattr(test.left, "value", None), getattr(test.comparisons[0].comparator, "value", None)}
+    return "__name__" in sides and bool(strings & {'"__main__"', "'__main__'"})
 
 
 class Guards:
@@ -458,6 +474,16 @@ class Guards:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
         return self._in_branch(node, lambda test: _mentions_device(test, self.ctx.tree.descendants), stop=stop)
 
+    def platform_branch(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in a branch chosen by the operating system (``if sys.platform ==
+        "win32":``, ``os.name == "nt"``, ``platform.system()``)? Code there serves a platform
+        that lacks what the other branch uses (Windows has no NCCL) on purpose."""
+        def by_platform(test: cst.BaseExpression) -> bool:
+            return any(self.ctx.qname(n) in _PLATFORM_TESTS for n in (test, *self.ctx.tree.descendants(test))
+                       if isinstance(n, (cst.Attribute, cst.Name)))
+
+        return self._in_branch(node, by_platform)
+
     def version_gated(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
         "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
@@ -502,6 +528,62 @@ class Guards:
                     return True
             child = ancestor
         return False
+
+    def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """Is ``test`` a setting that is off unless a caller turns it on: a parameter that
+        defaults to False or None (``if ret_usages:``, also negated or in and/or), a flag
+        whose default is off (``args.detect_anomaly``, a module constant), or a string
+        compared (``if device.type == "xpu":``, a mode one setup picks)?"""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test = test.expression
+        if type(test) is cst.BooleanOperation:
+            return self.setting_off(test.left, function) or self.setting_off(test.right, function)
+        if type(test) is cst.Comparison:
+            operands = [test.left, *(c.comparator for c in test.comparisons)]
+            return any(type(o) in (cst.SimpleString, cst.ConcatenatedString) for o in operands)
+        if type(test) is cst.Name and function is not None:
+            param = next((p for p in (*function.params.params, *function.params.kwonly_params) if p.name.value == test.value), None)
+            if param is not None:
+                default = param.default
+                return type(default) is cst.Name and default.value in ("False", "None")
+        if type(test) in (cst.Name, cst.Attribute):
+            return self.ctx.constants.bool_value(test, test) is False
+        return False
+
+    def runs_when_reached(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Does ``node`` run whenever its function (or module, or ``stop``) runs? Under an
+        ``if`` or a conditional expression it does not, nor in an ``except`` handler, unless
+        the test holds wherever the code is meant to run (``__name__ == "__main__"``, ``if
+        torch.cuda.is_available():``, a version test, a setting on by default such as ``if
+        args.amp:`` with ``default=True``): a switch behind any other test (``if
+        args.debug:``, a parameter) was put there to be chosen."""
+        child: cst.CSTNode = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            kind = type(ancestor)
+            if ancestor is stop or kind in FUNCTION_OR_CLASS:
+                return True
+            if kind in (cst.ExceptHandler, cst.ExceptStarHandler):
+                return False
+            if kind in (cst.If, cst.IfExp) and child is not ancestor.test:  # type: ignore[attr-defined]
+                if child is not ancestor.body or not self._on_by_default(ancestor.test):  # type: ignore[attr-defined]
+                    return False
+            child = ancestor
+        return True
+
+    def _on_by_default(self, test: cst.BaseExpression) -> bool:
+        """A test that holds wherever the code is meant to run: the script's entry point, a
+        setting known to be on, a check that the GPU or an API is there (``if
+        torch.cuda.is_available():``, ``hasattr(torch.backends, "cudnn")``), a version test."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._on_by_default(test.left), self._on_by_default(test.right)
+            return left and right if isinstance(test.operator, cst.And) else left or right
+        if is_main_guard(test) or _mentions_version(test, self.ctx.tree.descendants):
+            return True
+        if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in _AVAILABILITY or dotted(test.func) == "hasattr"):
+            return True
+        if isinstance(test, cst.Attribute) and self.ctx.qname(test) in _ON_BY_DEFAULT:
+            return True  # `if torch.backends.cudnn.enabled:`: torch's own default
+        return self.ctx.constants.bool_value(test, test) is True
 
     def conditional(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` under any ``if`` (body or else) between it and ``stop``?"""

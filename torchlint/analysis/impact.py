@@ -56,6 +56,11 @@ class Cost(enum.Enum):
     EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
+    DEBUG_MODE = "an autograd debugging mode left on: every op of every step checked or recorded (anomaly mode measured at 2x a CPU step)"
+    UNUSED_PARAMETER_SEARCH = "DDP's search for unused parameters: a walk of the whole autograd graph after every forward, for a model that uses them all"
+    MAYBE_UNUSED_PARAMETER_SEARCH = "DDP's search for unused parameters: a walk of the autograd graph after every forward, which this model may need"
+    HOST_COLLECTIVES = "gradients all-reduced by gloo, through host memory, where NCCL reduces them on the GPUs"
+    DETERMINISTIC_KERNELS = "deterministic kernels, slower than the fastest ones (a choice reproducibility may need)"
     API_AGE = "an old API: a style matter, not a cost"
     UNCHECKED = "the file could not be checked: none of its problems can be found"
     SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
@@ -86,6 +91,11 @@ GRAPH_BREAK          high   high   medium medium low    low    low
 EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
+DEBUG_MODE           high   high   high   high   high   high   high
+UNUSED_PARAMETER_SEARCH medium medium medium medium medium medium medium
+MAYBE_UNUSED_PARAMETER_SEARCH low low  low    low    low    low    low
+HOST_COLLECTIVES     high   high   high   high   high   high   high
+DETERMINISTIC_KERNELS low   low    low    low    low    low    low
 API_AGE              low    low    low    low    low    low    low
 UNCHECKED            high   high   high   high   high   high   high
 SUPPRESSION          medium medium medium medium medium medium medium
@@ -182,12 +192,21 @@ _POSITION_WHY = {
 }
 
 
+# Costs that do not depend on where the flagged line runs: a style matter, an unread file,
+# a suppression, and switches that hold for the whole process once set (a debugging mode,
+# DDP's and the process group's settings, determinism): they cost on every step after.
+_PROCESS_WIDE = frozenset({
+    Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION, Cost.DEBUG_MODE, Cost.UNUSED_PARAMETER_SEARCH,
+    Cost.MAYBE_UNUSED_PARAMETER_SEARCH, Cost.HOST_COLLECTIVES, Cost.DETERMINISTIC_KERNELS,
+})
+
+
 def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
     if isinstance(place, Where):
         place = Place(place)
     where = place.where
-    if cost in (Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION):
+    if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     times = place.per_step.words() if where in _PER_STEP else ""
     often = f"{where.value}, {times}" if times else where.value

@@ -1,4 +1,4 @@
-"""The runtime patterns TLR05-TLR08: decisions on what the child recorded (profiler/patterns.py).
+"""The runtime patterns TLR05-TLR08 and TLR17: decisions on what the child recorded (profiler/patterns.py).
 
 Each ``*_findings`` function reads ``session.meta["patterns"]`` and returns the
 findings, or the reason this machine cannot show the pattern (``skipped``). Pure:
@@ -216,8 +216,41 @@ def fill_move_findings(session: ProfileSession, make: Make) -> tuple[list[Correl
     return out, []
 
 
+# --------------------------------------------------------------------------
+# TLR17 anomaly-mode-enabled
+# --------------------------------------------------------------------------
+
+ANOMALY_HINT = ("Turn anomaly detection off for training runs (remove `set_detect_anomaly(True)` / "
+                "`detect_anomaly()`, or put it behind a flag that is off by default)")
+
+
+def anomaly_findings(session: ProfileSession, make: Make) -> list[Correlated]:
+    """TLR17: backward passes run with autograd's anomaly detection on, at the line that
+    turned it on (the script's first line when no user line did: an imported library)."""
+    record = _patterns(session).get("anomaly") or {}
+    on, total = int(record.get("on") or 0), int(record.get("backwards") or 0)
+    if on <= 0:
+        return []
+    sites = sorted(record.get("sites") or (), key=lambda r: -int(r.get("calls") or 0))
+    top = sites[0] if sites else {"path": session.meta.get("script") or "", "line": 1, "function": ""}
+    times = int(top.get("calls") or 0)
+    where = ("turned on outside the user's code" if not sites
+             else "turned on at this line" + (f", {times} times" if times > 1 else ""))
+    msg = (f"Autograd's anomaly detection was on for {on} of {total} backward passes ({where}): every op "
+           f"records the stack of the forward op that made it and checks its output for NaN, measured at "
+           f"1.7-2.2x a CPU training step (rules/TL306)")
+    c = Correlated(
+        finding=make("TLR17", msg, session.resolve(str(top.get("path") or "")), int(top.get("line") or 1), ANOMALY_HINT),
+        origin="runtime",
+        evidence=[_evidence(session, r, "torch.set_anomaly_enabled", "on", int(r.get("calls") or 0), 0.0) for r in sites],
+        basis="probe",
+    )
+    c.calls = on
+    return [c]
+
+
 def pattern_findings(session: ProfileSession, make: Make) -> tuple[list[Correlated], dict[str, str]]:
-    """TLR05-TLR08 findings, and the reason for each pattern this run could not show."""
+    """TLR05-TLR08 and TLR17 findings, and the reason for each pattern this run could not show."""
     if not _patterns(session):
         return [], {}
     optimizers, opt_skipped = optimizer_findings(session, make)
@@ -230,4 +263,4 @@ def pattern_findings(session: ProfileSession, make: Make) -> tuple[list[Correlat
         skipped["TLR06"] = fill_skipped[0]
     if tf32_skipped:
         skipped["TLR08"] = tf32_skipped[0]
-    return [*optimizers, *fills, *low_precision_findings(session, make), *tf32], skipped
+    return [*optimizers, *fills, *low_precision_findings(session, make), *tf32, *anomaly_findings(session, make)], skipped

@@ -22,7 +22,7 @@ from torchlint.correlate.model import (
 from torchlint.correlate.allocator import HINT as CHURN_HINT
 from torchlint.correlate.allocator import churn_findings, unmeasured_reason
 from torchlint.correlate.compiled import COMPILE_RULES, compile_findings
-from torchlint.correlate.patterns import pattern_findings
+from torchlint.correlate.patterns import ANOMALY_HINT, pattern_findings
 from torchlint.correlate.ranks import RANK_RULES
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
@@ -78,6 +78,11 @@ RUNTIME_RULES = {
         "TLR09",
         "host-allocator-churn",
         CHURN_HINT,
+    ),
+    "TLR17": RuntimeRule(
+        "TLR17",
+        "anomaly-mode-enabled",
+        ANOMALY_HINT,
     ),
 }
 
@@ -210,7 +215,7 @@ def runtime_findings(session: ProfileSession, idx: _Index) -> list[Correlated]:
         c.share = idle
         out.append(c)
 
-    # TLR05-TLR08: what the pattern probes recorded (correlate/patterns.py)
+    # TLR05-TLR08, TLR17: what the pattern probes recorded (correlate/patterns.py)
     out.extend(pattern_findings(session, _maker(cwd))[0])
     # TLR09: memory the allocator gave back and faulted in again (correlate/allocator.py)
     out.extend(churn_findings(session, _maker(cwd))[0])

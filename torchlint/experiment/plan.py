@@ -118,6 +118,8 @@ def candidates_for(finding: Finding, *, cuda: bool, cores: int, priority: float 
         return [Candidate(finding, "torch.backends.cudnn.benchmark = True", "runtime",
                           [{"target": "cudnn.benchmark", "path": finding.path, "lines": _span(finding)}],
                           priority=priority)]
+    if code in ("TL306", "TLR17"):  # process-wide: every request to turn it on is refused
+        return [Candidate(finding, "anomaly detection off", "runtime", [{"target": "anomaly"}], priority=priority)]
     if code == "TLR05":  # the optimizer stepped at its step() line (related, when the finding is at its constructor) runs foreach
         stepped = finding.related[0] if finding.related else finding.location
         return [Candidate(finding, "foreach=True", "runtime",

@@ -79,7 +79,7 @@ def windowing(steps: dict[str, Any], wall_s: float, *, candidates: int = 1, budg
 
 
 #: findings about the whole process: every window runs them
-PROCESS_WIDE = frozenset({"TLR09"})
+PROCESS_WIDE = frozenset({"TLR09", "TL306", "TLR17"})  # a glibc setting, anomaly mode
 #: findings at a definition (a layer, a backend flag) whose effect is wherever the model runs
 EFFECT_ELSEWHERE = frozenset({"TL401", "TL402", "TL403", "TL404"})
 LOAD_CHANGE = 1.0  # a load average that moved this much during a candidate's windows changed its noise

@@ -1,4 +1,4 @@
-"""Runtime patterns no source shows (TLR05-TLR08): evidence collected in the profiled child.
+"""Runtime patterns no source shows (TLR05-TLR08, TLR17): evidence collected in the profiled child.
 
 - **optimizers** (TLR05): each optimizer's ``step()`` is timed by a global pre/post
   step hook, and on its first step the implementation it runs is read from its
@@ -8,6 +8,9 @@
   innermost user line, with M/N/K) only when it runs in fp16/bf16 (its dtype, or the
   autocast dtype for its device) with a dimension that is not a multiple of 8, or in
   fp32 on CUDA; every other call costs one dtype check.
+- **anomaly mode** (TLR17): ``torch.autograd.backward`` counts the backward passes run
+  with anomaly detection on, and ``torch.set_anomaly_enabled`` notes the user line that
+  turned it on (one flag read per backward; nothing else).
 - **fill-then-move** (TLR06): only where a CUDA device exists (on the CPU nothing can
   be moved to another device): factories and in-place fills remember the user line
   of each host tensor they make (by id, with a weak reference that removes the entry
@@ -50,6 +53,9 @@ class Patterns:
         self.created: dict[int, tuple[Any, tuple[Any, ...]]] = {}
         self.moves: dict[tuple[Any, ...], list[int]] = {}  # (site, how, kind) -> [calls, bytes]
         self.fill_watch: str | None = None  # why creation lines are not tracked, when they are not
+        self.backwards = 0  # backward passes run on the main thread
+        self.anomaly_backwards = 0  # ... of them with autograd's anomaly detection on
+        self.anomaly_sites: dict[tuple[Any, ...], int] = {}  # user line that turned it on -> calls
         self.hooks: list[Any] = []
 
 
@@ -330,6 +336,49 @@ def install_fill_watch(main_ident: int | None, user_site: Callable[[Any], Any], 
 
 
 # --------------------------------------------------------------------------
+# TLR17: autograd's anomaly detection during the backward passes
+# --------------------------------------------------------------------------
+
+
+def install_anomaly_watch(main_ident: int | None, user_site: Callable[[Any], Any], rec: Any) -> list[str]:
+    """Count the backward passes run with anomaly mode on (``torch.autograd.backward``,
+    which ``Tensor.backward`` calls), and remember the user lines that turn it on
+    (``torch.set_anomaly_enabled``, which ``set_detect_anomaly`` and ``detect_anomaly`` call)."""
+    pat = PATTERNS
+    get_ident = threading.get_ident
+    getframe = sys._getframe
+    is_on = torch.is_anomaly_enabled
+    compiling = torch.compiler.is_compiling
+    done = []
+    backward = getattr(torch.autograd, "backward", None)
+    if backward is not None and not getattr(backward, "__torchlint_probe__", False):
+        @functools.wraps(backward)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if not compiling() and get_ident() == main_ident:
+                pat.backwards += 1
+                if is_on():
+                    pat.anomaly_backwards += 1
+            return backward(*args, **kwargs)
+
+        torch.autograd.backward = _named(counted, "torch.autograd.backward")
+        done.append("torch.autograd.backward")
+    setter = getattr(torch, "set_anomaly_enabled", None)
+    if setter is not None and not getattr(setter, "__torchlint_probe__", False):
+        @functools.wraps(setter)
+        def noted(enabled: Any, *args: Any, **kwargs: Any) -> Any:
+            if enabled and not rec.busy and get_ident() == main_ident:
+                site = user_site(getframe(1))
+                if site is not None:
+                    key = (site[0], site[1], site[2])
+                    pat.anomaly_sites[key] = pat.anomaly_sites.get(key, 0) + 1
+            return setter(enabled, *args, **kwargs)
+
+        torch.set_anomaly_enabled = _named(noted, "torch.set_anomaly_enabled")
+        done.append("torch.set_anomaly_enabled")
+    return done
+
+
+# --------------------------------------------------------------------------
 # the session's part
 # --------------------------------------------------------------------------
 
@@ -376,4 +425,9 @@ def summary() -> dict[str, Any]:
         "fill_moves": moves,
         "fill_watch": pat.fill_watch or "on",
         "tf32": _tf32_state(),
+        "anomaly": {
+            "backwards": pat.backwards,
+            "on": pat.anomaly_backwards,
+            "sites": [{"path": k[0], "line": k[1], "function": k[2], "calls": v} for k, v in pat.anomaly_sites.items()],
+        },
     }

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from torchlint.profiler.patterns import install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
+from torchlint.profiler.patterns import install_anomaly_watch, install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.tooltime import as_probe
 from torchlint.profiler.usercode import is_user_file
@@ -309,4 +309,5 @@ def install_probes() -> list[str]:
     install_optimizer_watch(RECORDER.main_ident, user_site)
     probed.extend(install_matmul_watch(RECORDER.main_ident, user_site, RECORDER))
     probed.extend(install_fill_watch(RECORDER.main_ident, user_site, RECORDER))
+    probed.extend(install_anomaly_watch(RECORDER.main_ident, user_site, RECORDER))
     return probed

@@ -18,6 +18,9 @@ subclass built at that line counts too). Targets:
 - ``foreach``: the optimizer whose ``step()`` is called from the site runs its
   multi-tensor implementation (``foreach=True`` in its param groups; fused ones kept);
 - ``cudnn.benchmark`` and ``tf32``: global flags (no call site);
+- ``anomaly``: autograd's anomaly detection stays off: ``torch.set_anomaly_enabled``
+  (which ``set_detect_anomaly`` and ``detect_anomaly`` call) is passed ``False``; each
+  call that asked for it on counts;
 - ``malloc``: glibc's ``mallopt`` keeps freed memory in the process (TLR09): the
   mmap and trim thresholds at 1 GiB, as ``MALLOC_MMAP_THRESHOLD_`` and
   ``MALLOC_TRIM_THRESHOLD_`` would set them at start-up.
@@ -104,6 +107,21 @@ def keep_freed_memory() -> int:
     return int(libc.mallopt(M_MMAP_THRESHOLD, KEEP_BYTES) == 1 and libc.mallopt(M_TRIM_THRESHOLD, KEEP_BYTES) == 1)
 
 
+def _anomaly_off(counter: dict[str, int]) -> None:
+    """Every request to turn anomaly detection on (TL306, TLR17) leaves it off."""
+    import torch
+
+    original = torch.set_anomaly_enabled
+
+    @functools.wraps(original)
+    def patched(enabled: Any, *args: Any, **kwargs: Any) -> Any:
+        if enabled:
+            counter["calls"] += 1
+        return original(False, *args, **kwargs)
+
+    torch.set_anomaly_enabled = patched
+
+
 def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Install every switch; returns one record per switch with its call count."""
     import torch
@@ -125,6 +143,8 @@ def apply(switches: list[dict[str, Any]]) -> list[dict[str, Any]]:
             counter["calls"] = 1
         elif target == "foreach":
             _foreach_at_site(switch, counter)
+        elif target == "anomaly":
+            _anomaly_off(counter)
         elif target == "malloc":
             counter["calls"] = keep_freed_memory()
         elif target == "tf32":

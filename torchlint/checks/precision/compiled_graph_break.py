@@ -141,23 +141,9 @@ class CompiledGraphBreak(Check):
             if type(ancestor) is cst.If:
                 if any(t in short_code(self.ctx.module, ancestor.test, limit=200) for t in _COMPILING_TESTS):
                     return True
-                if child is not ancestor.test and self._setting_test(ancestor.test, function):
+                if child is not ancestor.test and self.ctx.guards.setting_off(ancestor.test, function):
                     return True
             child = ancestor
-        return False
-
-    def _setting_test(self, test: cst.BaseExpression, function: cst.FunctionDef) -> bool:
-        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            test = test.expression
-        if type(test) is cst.BooleanOperation:
-            return self._setting_test(test.left, function) or self._setting_test(test.right, function)
-        if type(test) is cst.Comparison:
-            operands = [test.left, *(c.comparator for c in test.comparisons)]
-            return any(type(o) in (cst.SimpleString, cst.ConcatenatedString) for o in operands)
-        if type(test) is cst.Name:
-            param = next((p for p in (*function.params.params, *function.params.kwonly_params) if p.name.value == test.value), None)
-            default = param.default if param is not None else None
-            return type(default) is cst.Name and default.value in ("False", "None")
         return False
 
     def _set(self, switch: str) -> bool:
