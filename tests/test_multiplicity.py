@@ -105,6 +105,24 @@ def test_guards_and_loops_in_a_training_loop(body: str, expected: list[tuple[str
     assert [(f.code, f.impact) for f in found] == expected
 
 
+@pytest.mark.parametrize(("body", "expected"), [
+    # a read waits for everything queued before it: a second read with only host work
+    # between waits for almost nothing, whichever value it reads (in one print, or the next line)
+    ("    a = loss.item()\n    b = out.mean().item()", [("TL101", "medium"), ("TL101", "low")]),
+    ("    print(loss.item(),\n          out.max().item())", [("TL101", "medium"), ("TL101", "low")]),
+    # a call that may queue device work stands between them
+    ("    print(loss.item(), log_metrics(out))\n    c = out.max().item()", [("TL101", "medium"), ("TL101", "medium")]),
+    # a host tensor's read drains no device queue
+    ("    a = counter.item()\n    b = loss.item()", [("TL101", "medium")]),
+    # device work queued between the two reads: the second waits for it again
+    ("    a = loss.item()\n    y = model(x.cuda())\n    b = y.sum().item()", [("TL101", "high"), ("TL101", "medium")]),
+])
+def test_a_read_after_another_device_read_waits_for_almost_nothing(body: str, expected: list[tuple[str, str]]) -> None:
+    code = LOOP.replace("for step, x", "counter = torch.zeros(1)\nfor step, x").format(body=body)
+    found = lint_source(code, "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert [(f.code, f.impact) for f in found] == expected
+
+
 def _ctx(code: str) -> FileContext:
     return FileContext(cst.parse_module(code), "m.py", Options())
 

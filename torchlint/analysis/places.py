@@ -177,18 +177,42 @@ class Places:
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` a read (or a sync) that only host work separates from an explicit
-        ``synchronize()`` or a read of the same value?"""
+        ``synchronize()`` or an earlier device read (the same value or another: a read waits
+        for everything queued before it), earlier in its statement or in the ones before?
+        The calls are taken nearest first, in the order Python finishes them."""
         read = _read_value(self.ctx, node)
-        for statement in self._statements_around(node, stop, after=False):
-            calls = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call]
-            if not all(self._quiet(call) for call in calls):
-                return False  # device work, or a call that may queue some
-            for call in calls:
-                if self.ctx.method_name(call) == "synchronize":
+        tree = self.ctx.tree
+        statement = tree.statement_of(node)
+        start = tree.index(node)
+        own = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call
+               and tree.index(n) < start and not tree.is_inside(node, n)] if statement is not None else []
+        blocks = [own] + [[n for n in self.ctx.loops._own_nodes(s) if type(n) is cst.Call]
+                          for s in self._statements_around(node, stop, after=False)]
+        for calls in blocks:
+            for call in sorted(calls, key=self._finished, reverse=True):
+                if self._drains(call, read, node):
                     return True
-                if read is not None and _read_value(self.ctx, call) == read:
-                    return True
+                if not self._quiet(call):
+                    return False  # device work, or a call that may queue some, since
         return False
+
+    def _finished(self, call: cst.Call) -> tuple[int, int]:
+        """When Python finishes ``call`` among its statement's calls: after its arguments."""
+        tree = self.ctx.tree
+        return tree._last_index(call), -tree.index(call)
+
+    def _drains(self, call: cst.Call, read: str | None, at: cst.CSTNode) -> bool:
+        """Does ``call`` wait for the device's queue: a synchronize, a read of the same value,
+        or a read of another tensor on the device?"""
+        if self.ctx.method_name(call) == "synchronize":
+            return True
+        value = _read_value(self.ctx, call)
+        if value is None:
+            return False
+        if value == read:
+            return True
+        receiver = call.func.value if type(call.func) is cst.Attribute else call.args[0].value
+        return self.ctx.syncs.device_tensor(receiver, at)
 
     def _quiet(self, call: cst.Call) -> bool:
         method = self.ctx.method_name(call)
