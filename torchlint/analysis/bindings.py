@@ -11,6 +11,8 @@ import libcst as cst
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import Tree
 
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:
@@ -105,9 +107,30 @@ class Bindings:
         return self.by_scope.get(id(self.tree.module), {}).get(name, [])
 
     def reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
-        """The last binding of ``name`` before ``at`` in source order (control flow ignored)."""
+        """The last binding of ``name`` before ``at`` in source order (control flow ignored),
+        or, inside a comprehension that binds it, that comprehension's own."""
+        bound = self.lookup(name, at)
+        own = self._comprehension_binding(bound, at)
+        if own is not None:
+            return own
         # `x = f(x)`: the right-hand side still sees the earlier binding
-        return self.latest_before(self.lookup(name, at), at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node)))
+        return self.latest_before(bound, at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node)))
+
+    def _comprehension_binding(self, bound: list[Binding], at: cst.CSTNode) -> Binding | None:
+        """``{k: f"{v}" for k, v in d.items()}``: the element comes before its ``for`` in the
+        source, yet reads that ``for``'s variable, not an earlier comprehension's."""
+        comps = [b for b in bound if b.kind == "comp"]
+        if not comps:
+            return None
+        for ancestor in self.tree.ancestors(at):
+            if isinstance(ancestor, cst.BaseStatement):
+                return None
+            if type(ancestor) in _COMPREHENSIONS:
+                own = [b for b in comps if self.tree.is_inside(b.node, ancestor)
+                       and not self.tree.is_inside(at, b.node.iter)]  # type: ignore[attr-defined]
+                if own:
+                    return max(own, key=lambda b: self.tree.index(b.node))  # the innermost `for`
+        return None
 
     def latest_before(self, bound: list[Binding], at: cst.CSTNode, accept) -> Binding | None:  # type: ignore[no-untyped-def]
         """The last of ``bound`` that starts before ``at`` in source order and is ``accept``-ed.

@@ -220,9 +220,12 @@ class HiddenSyncs:
 
     def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
         ctx = self.ctx
-        if self.used_as_tensor(name, at):
-            return True
         binding = ctx.bindings.reaching(name.value, at)
+        # A comprehension's variable is what its iterable holds: a use of the same name as a
+        # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
+        # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
+        if (binding is None or binding.kind != "comp") and self.used_as_tensor(name, at):
+            return True
         if binding is None or binding.kind not in ("assign", "for", "comp"):
             kind = ctx.values.kind(name, at)
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
