@@ -371,7 +371,7 @@ def run_child(
     if stdout_to_stderr:
         log = open(run_dir / OUTPUT_LOG, "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        err = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+        err = _bytes_under(sys.stderr)
         sinks = [s for s in (err, log) if s is not None]
         for src in (proc.stdout, proc.stderr):
             t = threading.Thread(target=_pump, args=(src, sinks), daemon=True)
@@ -398,3 +398,13 @@ def run_child(
     if status < 0:  # killed by a signal: report it the way a shell would
         status = 128 - status
     return status
+
+
+def _bytes_under(stream: Any) -> IO[bytes] | None:
+    """The byte stream under ``stream``, also under the CLI's escaping wrapper (its ``raw``):
+    the script's own output passes as the script wrote it, as when it runs alone."""
+    for candidate in (stream, getattr(stream, "raw", None)):
+        buffer = getattr(candidate, "buffer", None)
+        if buffer is not None:
+            return buffer
+    return None
