@@ -16,7 +16,7 @@ from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled, InternalError
-from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error
+from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error, unencodable
 from torchlint.findings import Finding, Location
 
 
@@ -42,6 +42,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     module names come from); by default its display name, taken from the working directory."""
     result = FileResult(source)
     absolute = os.path.abspath(file if file is not None else source.path)
+    problem = unencodable(source)
+    if problem is not None:  # every parser fails on it: say where, and check a notebook's other cells
+        if source.cells is None:
+            result.findings.append(problem)
+            return result
+        source = _without_unencodable_cells(source, result)
     if "torch" not in source.text and not _may_hold_a_step(source.text):
         # No check can fire in a file that never mentions torch or a step: only syntax
         # matters, and what the file passes on to the steps (re-exports, helper calls).
@@ -136,6 +142,18 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
         return source, error  # only the joined cells fail: report that
     rest = source.without_lines(bad)
     return rest, parse(rest)
+
+
+def _without_unencodable_cells(source: Source, result: FileResult) -> Source:
+    """A notebook with each cell holding a lone surrogate reported and blanked out (a
+    comment would still hold it), so one such cell never hides the others."""
+    lines = python_lines(source.text)
+    for number, first, last in source.cell_spans():
+        problem = unencodable(Source(source.path, "\n".join(lines[first - 1:last]) + "\n"))
+        if problem is not None:
+            result.findings.append(syntax_error(source.path, problem.message, problem.location.line, problem.location.column, number))
+            lines[first - 1:last] = ["#"] * (last - first + 1)
+    return replace(source, text="\n".join(lines) + "\n")
 
 
 def _quick_syntax_check(source: Source) -> Finding | None:
