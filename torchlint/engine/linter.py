@@ -12,7 +12,7 @@ from torchlint.checks import all_checks
 from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python, keep_untouched
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, keep_untouched, python_problem
 from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
@@ -95,6 +95,7 @@ class Linter:
                 notes.append(f"{source.path}: not fixed: an expression is nested too deeply to rewrite safely")
                 break
             if rerun.module is None or rerun.source is None:
+                notes.append(f"{source.path}: not fixed: the fixed code could not be checked again")
                 break
             fixed_total += len(fixed)
             current, module, result.findings = rerun.source, rerun.module, rerun.findings
@@ -105,7 +106,12 @@ class Linter:
         notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
         new_text, fixed = apply_fixes(module, todo)
         new_text = keep_untouched(source.text, new_text, module)
-        if not fixed or new_text == source.text or not is_valid_python(new_text):
+        if not fixed or new_text == source.text:
+            return None, []
+        problem = python_problem(new_text)
+        if problem is not None:  # never silently: the findings stay marked fixable
+            codes = ", ".join(sorted({f.code for f in fixed}))
+            notes.append(f"{source.path}: {codes} fix{'es' if len(fixed) > 1 else ''} not applied: {problem}")
             return None, []
         if source.cells is None:
             return Source(source.path, new_text), fixed
