@@ -58,8 +58,8 @@ class Linter:
             candidates = [f for f in [*result.findings, *(c.finding for c in result.conditional)] if f.code in self.codes and f.code not in ignored]
             result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored)
         result.findings = self._keep(result.findings, source, ignored)
-        kept = self._keep([c.finding for c in result.conditional], source, ignored)
-        result.conditional = [c for c in result.conditional if c.finding in kept]
+        kept = {id(f) for f in self._keep([c.finding for c in result.conditional], source, ignored)}
+        result.conditional = [c for c in result.conditional if id(c.finding) in kept]  # by identity: `in` a list of N was N²
         result.path = path
         if steps is not None:
             settle_steps([result], steps)
