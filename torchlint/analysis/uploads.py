@@ -150,9 +150,7 @@ class Uploads:
         ``buf.fill_(0)``)? Then it holds more than its factory made."""
         tree = self.ctx.tree
         start, end = tree.index(bound), tree.index(at)
-        for node in tree.names_valued(name):
-            if not start < tree.index(node) < end:
-                continue
+        for node in tree.names_valued_between(name, start, end):
             parent = tree.parent(node)
             if type(parent) is cst.Subscript and parent.value is node and type(tree.parent(parent)) in (cst.AssignTarget, cst.AugAssign):
                 return True
