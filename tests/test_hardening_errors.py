@@ -131,6 +131,10 @@ def _inputs() -> dict[str, str]:
         # deep expressions: CPython's parser refuses 200 nested parentheses (TL000)
         "parens.py": HEADER + "a = torch.zeros(3)\ny = " + "(" * 500 + "a" + ")" * 500 + "\n",
         "calls.py": HEADER + "a = torch.zeros(3)\ny = " + "torch.relu(" * 500 + "a" + ")" * 500 + "\n",
+        # libcst parses these but its code generation recurses once per level: TL000
+        "nots.py": HEADER + "y = " + "not " * 5000 + "a\nb = torch.zeros(3).cuda()\n",
+        # a chain of 2,000 additions: the analysis's own walk over it is iterative
+        "terms.py": HEADER + "a = torch.zeros(3)\nfor s in range(10):\n    y = " + " + ".join(["a"] * 2000) + "\n    y.item()\n",
         "good.py": GOOD,
     }
 
@@ -144,8 +148,11 @@ def test_deep_inputs_are_checked_or_one_tl000_and_the_good_file_keeps_its_findin
     found = codes_by_file(proc.stdout)
     assert found["good.py"] == {"TL110"}
     assert found["calls_next.py"] == {"TL110"}  # each helper's own create-then-move
-    assert found["parens.py"] == found["calls.py"] == {"TL000"}
-    assert "TL000" not in found.get("returns_prev.py", set()) | found.get("rebound.py", set()) | found.get("aliases.py", set())
+    assert found["parens.py"] == found["calls.py"] == found["nots.py"] == {"TL000"}
+    nested = [f for f in json.loads(proc.stdout) if f["path"] == "nots.py"]
+    assert "nested too deeply" in nested[0]["message"]
+    for name in ("returns_prev.py", "methods.py", "rebound.py", "aliases.py", "terms.py"):
+        assert "TL000" not in found.get(name, set()), name
 
 
 # -- writing the report ----------------------------------------------------------------

@@ -32,7 +32,9 @@ def parse(source: Source) -> cst.Module | Finding:
         # Valid Python that libcst cannot parse (`(x): int = 1`) is no TL000 (the user
         # has nothing to fix): the file is checked as if it were empty.
         return cst.parse_module("")
-    except (RecursionError, MemoryError) as error:
+    except RecursionError:
+        return syntax_error(source.path, "cannot parse: an expression is nested too deeply for libcst", hint="Split the expression into steps (named intermediate values)")
+    except MemoryError as error:
         return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
 
 
@@ -93,7 +95,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             raise
         result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
         summarizer, hot_calls = None, []
-    spans = _spans(module, made, hot_calls, source.text)
+    try:
+        spans = _spans(module, made, hot_calls, source.text)
+    except RecursionError:  # libcst's code generation recurses once per level of nesting
+        result.findings.append(syntax_error(source.path, _TOO_DEEP, hint="Split the expression into steps (named intermediate values)"))
+        result.source = result.module = None
+        return result
     seen: set[tuple[str, int | None, int]] = set()
     for (check_type, report), finding in zip(made, _locate(source, spans, made)):
         key = (check_type.code, finding.location.cell, finding.location.line)
@@ -114,6 +121,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+_TOO_DEEP = "not checked: an expression is nested too deeply for libcst to place its findings (`not not ... x`, `a or a or ...` thousands deep)"
 
 
 def _may_hold_a_step(text: str) -> bool:
