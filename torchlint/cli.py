@@ -81,7 +81,8 @@ class _LazyGroup(click.Group):
             try:
                 return super().invoke(ctx)
             finally:
-                sys.stdout.flush()  # a full disk or a closed pipe is met here, not at interpreter exit
+                if not sys.stdout.closed:  # the server closes it at exit
+                    sys.stdout.flush()  # a full disk or a closed pipe is met here, not at interpreter exit
         except BrokenPipeError:  # `torchlint check | head -1`: the reader has all it wanted
             _stdout_to_devnull()
             sys.exit(1)
