@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -40,6 +41,20 @@ def _codes(value: str | None) -> tuple[str, ...] | None:
     return tuple(code.strip().upper() for code in value.split(",") if code.strip())
 
 
+# What writing the report can fail with (a full disk, a quota, a file too large, a
+# device error): said in one line, never an internal error.
+_OUTPUT_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _stdout_to_devnull() -> None:
+    """Drop what is still buffered for stdout: flushing it at exit would fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no real file (a test's capture)
+        pass
+
+
 class _LazyGroup(click.Group):
     """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
 
@@ -69,10 +84,23 @@ class _LazyGroup(click.Group):
             # Every message may quote the user's bytes (a path, a config value, source in
             # an exception): no control sequence of theirs reaches the terminal.
             with safe_streams(), stop_signals_raise():
-                return super().invoke(ctx)
+                try:
+                    return super().invoke(ctx)
+                finally:
+                    if not sys.stdout.closed:  # the server closes it at exit
+                        sys.stdout.flush()  # a full disk or a closed pipe is met here, not at interpreter exit
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: what started is ended, no traceback
             _flush_quietly()
             sys.exit(status_of(stop))
+        except BrokenPipeError:  # `torchlint check | head -1`: the reader has all it wanted
+            _stdout_to_devnull()
+            sys.exit(1)
+        except OSError as error:
+            if error.errno not in _OUTPUT_ERRORS:
+                raise
+            _stdout_to_devnull()
+            click.echo(f"torchlint: error: cannot write to standard output: {error.strerror or error}", err=True)
+            sys.exit(2)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as error:

@@ -4,6 +4,7 @@ for each file, merged with CLI options."""
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import stat
@@ -25,7 +26,7 @@ class ConfigError(Exception):
 
 
 _CODE = re.compile(r"^TL\d{0,3}$")
-_VERSION = re.compile(r"^(\d+)\.(\d+)")
+_VERSION = re.compile(r"^(\d{1,9})\.(\d{1,9})(?!\d)")  # bounded: int() of 5,000 digits raises
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])?\s*$")
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
 DEFAULT_MAX_FILE_SIZE = 1_000_000  # libcst needs ~700x a file's size in memory
@@ -123,7 +124,8 @@ def _as_size(value: Any, key: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     match = _SIZE.match(value) if isinstance(value, str) else None
-    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]) if match is not None else 0
+    number = float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()] if match is not None else 0.0
+    size = int(number) if math.isfinite(number) else 0  # "1" and 400 zeros is no size either
     if size < 1:  # "0.5B" is no size at all: it would make every file too large
         raise ConfigError(f"`{key}` must be a positive size in bytes or like \"2MB\" (at least 1 byte), got {value!r}")
     return size
@@ -222,6 +224,14 @@ def _read_toml(pyproject: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {pyproject}: {error.strerror or error}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {pyproject}: {error}") from None
+    except (ValueError, RecursionError, MemoryError) as error:  # a 4,400-digit integer in any tool's table, arrays nested 10,000 deep
+        raise ConfigError(f"cannot read {pyproject}: {_one_line(error)}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception as one short line: its type when its text says nothing."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
 def _tool_table(data: dict[str, Any], pyproject: Path) -> dict[str, Any]:
@@ -245,20 +255,34 @@ def _settings_table(path: Path) -> dict[str, Any]:
 
 def read_config_file(path: Path, chain: tuple[Path, ...] = ()) -> Config:
     """The Config a file sets, its ``extend`` chain followed (its own keys win); its
-    patterns are anchored at its directory. A cycle of ``extend`` is a ConfigError."""
-    path = Path(os.path.abspath(path))
+    patterns are anchored at its directory. A cycle of ``extend`` is a ConfigError, and so
+    is anything else that goes wrong reading it: never an internal error."""
+    try:
+        return _read_config_file(Path(os.path.abspath(path)), chain)
+    except ConfigError:
+        raise
+    except Exception as error:  # whatever a value no check foresaw raises, the file is named
+        raise ConfigError(f"cannot read {path}: {_one_line(error)}") from None
+
+
+def _read_config_file(path: Path, chain: tuple[Path, ...]) -> Config:
     table = dict(_settings_table(path))
     extend = table.pop("extend", None)
     base = None
     if extend is not None:
         if not isinstance(extend, str) or not extend:
             raise ConfigError(f"`extend` in {path} must be the path of a config file")
+        if "\0" in extend:  # no file name holds one: os.stat would raise ValueError
+            raise ConfigError(f"`extend` in {path} holds a NUL character: {extend!r}")
         target = Path(os.path.abspath(path.parent / os.path.expanduser(extend)))
         if target in (*chain, path):
             cycle = " -> ".join(str(p) for p in (*chain, path, target))
             raise ConfigError(f"`extend` makes a cycle: {cycle}")
         base = read_config_file(target, (*chain, path))
-    config = from_table(table, path.resolve().parent, path, base=base)
+    try:
+        config = from_table(table, path.resolve().parent, path, base=base)
+    except ConfigError as error:  # a bad value names the file it is in
+        raise (error if str(path) in str(error) else ConfigError(f"{error} (in {path})")) from None
     return replace(config, extended=(base.source, *base.extended) if base is not None and base.source else ())
 
 

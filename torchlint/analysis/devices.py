@@ -201,7 +201,7 @@ class Devices(BatchPlacement, ModuleMoves):
         if isinstance(expr, cst.BinaryOperation):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
             # would make the result a device value, so both sides must be host or numbers)
-            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in (expr.left, expr.right))
+            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in operands(expr))
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
@@ -412,3 +412,17 @@ def _iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.B
             return positional[0] if element == 1 and positional else None
         return positional[element] if element < len(positional) else None
     return iterable if element is None else None
+
+
+def operands(expr: cst.BinaryOperation) -> list[cst.BaseExpression]:
+    """The operands of a chain of binary operations (``a + b * c``: ``a``, ``b``, ``c``),
+    left to right, without recursion: ``a + a + ...`` may nest thousands deep."""
+    found: list[cst.BaseExpression] = []
+    stack: list[cst.BaseExpression] = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.BinaryOperation:
+            stack.extend((node.right, node.left))  # type: ignore[attr-defined]
+        else:
+            found.append(node)
+    return found

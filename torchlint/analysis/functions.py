@@ -48,10 +48,14 @@ class LocalFunctions:
         cls = self.tree.enclosing_class(at)
         if cls is None or not isinstance(cls.body, cst.IndentedBlock):
             return None
-        for statement in cls.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-                return statement
-        return None
+        methods: dict[int, dict[str, cst.FunctionDef]] = self.__dict__.setdefault("_methods", {})
+        if id(cls) not in methods:  # each class's body read once: a call per method cost N² in a class of N methods
+            table: dict[str, cst.FunctionDef] = {}
+            for statement in cls.body.body:
+                if isinstance(statement, cst.FunctionDef):
+                    table.setdefault(statement.name.value, statement)  # the first `def`, as the scan found it
+            methods[id(cls)] = table
+        return methods[id(cls)].get(name)
 
     def called(self, call: cst.Call, qualified: str | None) -> cst.FunctionDef | None:
         """The function ``call`` runs; ``qualified`` is the callee's imported name, if any

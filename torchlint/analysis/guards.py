@@ -124,14 +124,9 @@ def _ends_process(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and dotted(expr.func) in _PROCESS_ENDS
 
 
-def _after_rare_exit(block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
-    """Is ``child`` preceded in ``block`` by an early exit that only lets rare steps past?"""
-    for statement in block.body:
-        if statement is child:
-            return False
-        if _exits_unless_rare(statement):
-            return True
-    return False
+def _first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
+    """The first statement of ``block`` that exits early unless the step is rare."""
+    return next((statement for statement in block.body if _exits_unless_rare(statement)), None)
 
 
 def _is_none(expr: cst.CSTNode | None) -> bool:
@@ -237,7 +232,7 @@ class Guards:
                 return False
             if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
                 return True  # runs when something failed: an error path, an OOM retry, the end of an iterator
-            if ancestor_type is cst.IndentedBlock and _after_rare_exit(ancestor, child):  # type: ignore[arg-type]
+            if ancestor_type is cst.IndentedBlock and self._after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return True
             if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 if _raises(ancestor.body):
@@ -268,6 +263,16 @@ class Guards:
             if ancestor is stop:
                 return False
         return False
+
+    def _after_rare_exit(self, block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
+        """Is ``child`` preceded in ``block`` by an early exit that only lets rare steps
+        past? Each block is scanned once (per statement, N statements cost N², not N)."""
+        exits: dict[int, cst.CSTNode | None] = self.__dict__.setdefault("_rare_exits", {})
+        if id(block) not in exits:
+            exits[id(block)] = _first_rare_exit(block)
+        found = exits[id(block)]
+        tree = self.ctx.tree
+        return found is not None and found is not child and tree.index(found) < tree.index(child)
 
     def accumulates_gradients(self, loop: cst.CSTNode) -> bool:
         """Does ``loop`` step its optimizer only in a modulo branch (``if (i + 1) % N == 0:

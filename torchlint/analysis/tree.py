@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator
@@ -130,6 +132,15 @@ class Tree:
     def names_valued(self, value: str) -> list[cst.Name]:
         """Every ``Name`` node spelled ``value``, in the order of :meth:`nodes`."""
         return self._names_by_value.get(value, [])
+
+    def names_valued_between(self, value: str, start: int, end: int) -> list[cst.Name]:
+        """The ``Name`` nodes spelled ``value`` whose index lies strictly between ``start``
+        and ``end``: a bisection of :meth:`names_valued` (in index order), not a scan of
+        every use of the name in the file per question."""
+        names = self.names_valued(value)
+        low = bisect.bisect_right(names, start, key=self.index)
+        high = bisect.bisect_left(names, end, lo=low, key=self.index)
+        return names[low:high]
 
     def attributes_named(self, attr: str) -> list[cst.Attribute]:
         """Every ``x.attr`` node for this ``attr``, in the order of :meth:`nodes`."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.devices import DTYPE_CONVERSIONS
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -48,6 +49,8 @@ _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move st
 class Uploads:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._depth = Bounded()  # helpers that return other helpers' results
+        self._asking: set[int] = set()  # the helpers whose returns are being read
 
     # --- Python numbers ------------------------------------------------------------------
     @cached_property
@@ -147,9 +150,7 @@ class Uploads:
         ``buf.fill_(0)``)? Then it holds more than its factory made."""
         tree = self.ctx.tree
         start, end = tree.index(bound), tree.index(at)
-        for node in tree.names_valued(name):
-            if not start < tree.index(node) < end:
-                continue
+        for node in tree.names_valued_between(name, start, end):
             parent = tree.parent(node)
             if type(parent) is cst.Subscript and parent.value is node and type(tree.parent(parent)) in (cst.AssignTarget, cst.AugAssign):
                 return True
@@ -169,11 +170,20 @@ class Uploads:
         memo: dict[int, cst.Call | None] = self.__dict__.setdefault("_helpers", {})
         if id(function) in memo:
             return memo[id(function)]
-        memo[id(function)] = None  # recursion
-        returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
-        made = [self.made_on_host(r.value, r) for r in returns]
+        if id(function) in self._asking or self._depth.waiting(id(function)):
+            return None  # recursion
+        return self._depth.call(id(function), lambda: self._helper_factory(function))  # 1,400 helpers returning the next one's result
+
+    def _helper_factory(self, function: cst.FunctionDef) -> cst.Call | None:
+        ctx = self.ctx
+        self._asking.add(id(function))
+        try:
+            returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
+            made = [self.made_on_host(r.value, r) for r in returns]
+        finally:
+            self._asking.discard(id(function))
         found = made[0] if made and all(m is not None and ctx.qname(m.func) in FACTORIES for m in made) else None
-        memo[id(function)] = found
+        self.__dict__["_helpers"][id(function)] = found
         return found
 
     # --- how far it travels on the host ---------------------------------------------------

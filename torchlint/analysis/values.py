@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.arrays import _DATAFRAME_TO_NUMPY, _GENERATOR_METHODS, ArrayFacts
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.losses import LossFacts, optimized_tensors  # noqa: F401 - re-exported for checks
@@ -103,6 +104,9 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._by_statement: dict[int, dict[int, frozenset[int]]] = {}  # see _own_statement_bindings
         self._kind_counts: dict[int, tuple[dict[int, Kind], Counter[Kind]]] = {}  # see _kinds_of
         self._in_progress: set[tuple[int, str]] = set()
+        self._depth = Bounded()
+        self._counting: set[int] = set()  # names whose many bindings' kinds are being counted (see _kinds_of)
+        self._expr_memo: dict[tuple[int, int], Kind] = {}  # expressions answered from the top (see Bounded)
         self._returning: set[int] = set()  # functions whose returns are being inferred
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
@@ -152,16 +156,25 @@ class ValueKinds(LossFacts, ArrayFacts):
                 key = (id(self.ctx.tree.scope_of(at)), name, skipped)
                 if key in self._memo:
                     return self._memo[key]
-                if key in self._in_progress:
+                if key in self._in_progress or self._depth.waiting(key):
                     return Kind.UNKNOWN
-                self._in_progress.add(key)
-                try:
-                    result = self._name_kind(name, expr, at, skipped)
-                finally:
-                    self._in_progress.discard(key)
-                self._memo[key] = result
-                return result
-        return self._expr_kind(expr, at)
+                return self._depth.call(key, lambda: self._named_kind(key, name, expr, at, skipped))
+        if self._expr_memo:
+            known = self._expr_memo.get((id(expr), id(at)))
+            if known is not None:
+                return known
+        # Nested expressions (`a + a + ...`, a value returned through 1,400 helpers) recurse
+        # here: past the depth bound, this one is answered from the top and memoised.
+        return self._depth.call((id(expr), id(at)), lambda: self._expr_memo.setdefault((id(expr), id(at)), self._expr_kind(expr, at)) if self._depth.level == 1 else self._expr_kind(expr, at))
+
+    def _named_kind(self, key: tuple, name: str, expr: cst.BaseExpression, at: cst.CSTNode, skipped: frozenset[int]) -> Kind:  # type: ignore[type-arg]
+        self._in_progress.add(key)
+        try:
+            result = self._name_kind(name, expr, at, skipped)
+        finally:
+            self._in_progress.discard(key)
+        self._memo[key] = result
+        return result
 
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> bool:
         return self.kind(expr, at) is Kind.TENSOR
@@ -234,7 +247,13 @@ class ValueKinds(LossFacts, ArrayFacts):
             return {self._binding_kind(b) for b in bound if id(b) not in skipped}
         key = id(bound)
         if key not in self._kind_counts:  # each binding's kind once, then counts per use
-            kinds = {id(b): self._binding_kind(b) for b in bound}
+            if key in self._counting:
+                return set()  # `x = x + 1` read while its name's bindings are counted: unknown (else quadratic)
+            self._counting.add(key)
+            try:
+                kinds = {id(b): self._binding_kind(b) for b in bound}
+            finally:
+                self._counting.discard(key)
             self._kind_counts[key] = (kinds, Counter(kinds.values()))
         kinds, counts = self._kind_counts[key]
         left = counts - Counter(kinds[i] for i in skipped if i in kinds)

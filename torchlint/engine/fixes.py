@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
 from torchlint.engine.discover import printable
-from torchlint.engine.source import Source, notebook_source
+from torchlint.engine.source import Source, lines_with_ends, newer_python_syntax, notebook_source
 from torchlint.engine.tempfiles import make_temporary, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 from torchlint.textlines import lines_with_ends
@@ -122,12 +122,28 @@ def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def is_valid_python(code: str) -> bool:
+    return python_problem(code) is None
+
+
+def python_problem(code: str) -> str | None:
+    """Why ``code`` (a file as fixed) must not be written, in a few words; None when
+    libcst and this Python both accept it (or this Python rejects only syntax of a newer
+    Python that libcst parses: PEP 695, PEP 701)."""
     try:
         cst.parse_module(code)
+    except cst.ParserSyntaxError as error:
+        return f"libcst cannot parse the fixed code (line {error.raw_line}: {error.message})"
+    except (RecursionError, MemoryError) as error:
+        return f"libcst cannot parse the fixed code ({type(error).__name__})"
+    try:
         compile(code, "<fixed>", "exec", flags=0x400, dont_inherit=True)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError):
-        return False
-    return True
+    except SyntaxError as error:
+        if newer_python_syntax(code, error):
+            return None
+        return f"the fixed code is not valid Python (line {error.lineno}: {error.msg})"
+    except (ValueError, RecursionError, MemoryError) as error:
+        return f"Python cannot compile the fixed code ({type(error).__name__}: {error})"
+    return None
 
 
 class ChangedOnDiskError(Exception):

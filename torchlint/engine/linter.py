@@ -13,7 +13,7 @@ from torchlint.checks import all_checks
 from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, is_valid_python, keep_untouched
+from torchlint.engine.fixes import Edit, applicable, apply_fixes, keep_untouched, python_problem
 from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
 from torchlint.engine.results import FileResult
 from torchlint.engine.runner import run_checks
@@ -62,8 +62,8 @@ class Linter:
             candidates = [f for f in found if f.code in self.codes and f.code not in ignored]
             result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored, result.module)
         result.findings = self._keep(result.findings, source, ignored)
-        kept = self._keep([c.finding for c in result.conditional], source, ignored)
-        result.conditional = [c for c in result.conditional if c.finding in kept]
+        kept = {id(f) for f in self._keep([c.finding for c in result.conditional], source, ignored)}
+        result.conditional = [c for c in result.conditional if id(c.finding) in kept]  # by identity: `in` a list of N was N²
         result.path = path
         if steps is not None:
             settle_steps([result], steps)
@@ -102,6 +102,7 @@ class Linter:
                 notes.append(f"{source.path}: not fixed: an expression is nested too deeply to rewrite safely")
                 break
             if rerun.module is None or rerun.source is None:
+                notes.append(f"{source.path}: not fixed: the fixed code could not be checked again")
                 break
             fixed_total += len(fixed)
             current, module, result.findings = rerun.source, rerun.module, rerun.findings
@@ -112,7 +113,12 @@ class Linter:
         notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
         new_text, fixed = apply_fixes(module, todo)
         new_text = keep_untouched(source.text, new_text, module)
-        if not fixed or new_text == source.text or not is_valid_python(new_text):
+        if not fixed or new_text == source.text:
+            return None, []
+        problem = python_problem(new_text)
+        if problem is not None:  # never silently: the findings stay marked fixable
+            codes = ", ".join(sorted({f.code for f in fixed}))
+            notes.append(f"{source.path}: {codes} fix{'es' if len(fixed) > 1 else ''} not applied: {problem}")
             return None, []
         if source.cells is None:
             return Source(source.path, new_text), fixed

@@ -16,7 +16,7 @@ from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled, InternalError
-from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error
+from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error, unencodable
 from torchlint.findings import Finding, Location
 
 
@@ -32,7 +32,9 @@ def parse(source: Source) -> cst.Module | Finding:
         # Valid Python that libcst cannot parse (`(x): int = 1`) is no TL000 (the user
         # has nothing to fix): the file is checked as if it were empty.
         return cst.parse_module("")
-    except (RecursionError, MemoryError) as error:
+    except RecursionError:
+        return syntax_error(source.path, "cannot parse: an expression is nested too deeply for libcst", hint="Split the expression into steps (named intermediate values)")
+    except MemoryError as error:
         return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
 
 
@@ -42,6 +44,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     module names come from); by default its display name, taken from the working directory."""
     result = FileResult(source)
     absolute = os.path.abspath(file if file is not None else source.path)
+    problem = unencodable(source)
+    if problem is not None:  # every parser fails on it: say where, and check a notebook's other cells
+        if source.cells is None:
+            result.findings.append(problem)
+            return result
+        source = _without_unencodable_cells(source, result)
     if "torch" not in source.text and not _may_hold_a_step(source.text):
         # No check can fire in a file that never mentions torch or a step: only syntax
         # matters, and what the file passes on to the steps (re-exports, helper calls).
@@ -87,7 +95,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             raise
         result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
         summarizer, hot_calls = None, []
-    spans = _spans(module, made, hot_calls, source.text)
+    try:
+        spans = _spans(module, made, hot_calls, source.text)
+    except RecursionError:  # libcst's code generation recurses once per level of nesting
+        result.findings.append(syntax_error(source.path, _TOO_DEEP, hint="Split the expression into steps (named intermediate values)"))
+        result.source = result.module = None
+        return result
     seen: set[tuple[str, int | None, int]] = set()
     for (check_type, report), finding in zip(made, _locate(source, spans, made)):
         key = (check_type.code, finding.location.cell, finding.location.line)
@@ -108,6 +121,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+_TOO_DEEP = "not checked: an expression is nested too deeply for libcst to place its findings (`not not ... x`, `a or a or ...` thousands deep)"
 
 
 def _may_hold_a_step(text: str) -> bool:
@@ -136,6 +152,18 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
         return source, error  # only the joined cells fail: report that
     rest = source.without_lines(bad)
     return rest, parse(rest)
+
+
+def _without_unencodable_cells(source: Source, result: FileResult) -> Source:
+    """A notebook with each cell holding a lone surrogate reported and blanked out (a
+    comment would still hold it), so one such cell never hides the others."""
+    lines = python_lines(source.text)
+    for number, first, last in source.cell_spans():
+        problem = unencodable(Source(source.path, "\n".join(lines[first - 1:last]) + "\n"))
+        if problem is not None:
+            result.findings.append(syntax_error(source.path, problem.message, problem.location.line, problem.location.column, number))
+            lines[first - 1:last] = ["#"] * (last - first + 1)
+    return replace(source, text="\n".join(lines) + "\n")
 
 
 def _quick_syntax_check(source: Source) -> Finding | None:

@@ -169,6 +169,8 @@ def notebook_source(path: str, text: str) -> Source | Finding:
         line = getattr(error, "lineno", 1)
         column = getattr(error, "colno", 1)
         return syntax_error(path, f"not a valid notebook: {error}", line, column)
+    except ValueError as error:  # valid JSON Python will not read: an integer of 5,000 digits
+        return syntax_error(path, f"not a valid notebook: {error}")
     except RecursionError:  # JSON nested deeper than any notebook (the decoder recurses)
         return syntax_error(path, "not a valid notebook: its JSON is nested too deeply to read")
     if not _python_kernel(notebook):
@@ -199,6 +201,19 @@ def _python_kernel(notebook: object) -> bool:
         if isinstance(language, str) and language:
             return language.lower() == "python"
     return True
+
+
+def unencodable(source: Source) -> Finding | None:
+    """TL000 where ``source`` holds a lone surrogate (a notebook's ``"\\ud800"``, an
+    editor's buffer): no Python file can hold one, and every parser fails on it."""
+    try:
+        source.text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as error:
+        line, column = line_and_column(source.text, error.start)
+        where = source.location(line + 1, column + 1)
+        character = source.text[error.start]
+        return syntax_error(source.path, f"lone surrogate {character!a} (UTF-8 cannot encode it, no Python file can hold it)", where.line, where.column, where.cell)
 
 
 def compile_error(path: str, text: str) -> Finding | None:
