@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
@@ -43,6 +44,8 @@ class DeviceToHostInLoop(Check):
             return  # a batch straight from the DataLoader is still on the host
         if method == "numpy" and ctx.guards.device_branch(node, stop=loop):
             return  # `t.numpy() if not use_cuda else t.cpu().numpy()`: the host-only path
+        if feeds_environment(ctx, node):
+            return  # `envs.step(action.cpu().numpy())`: the environment runs on the host and needs it
         arguments = ", ".join(ctx.module.code_for_node(a).strip().rstrip(",") for a in node.args)
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
 

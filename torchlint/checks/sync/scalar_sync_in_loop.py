@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
@@ -40,4 +41,6 @@ class ScalarSyncInLoop(Check):
             return  # a batch straight from the DataLoader is still on the host
         if ctx.devices.moved_to_host(receiver, node):
             return  # built on the host (`torch.randint(0, n, (1,))`) or moved there already
+        if feeds_environment(ctx, node):
+            return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")

@@ -1,0 +1,64 @@
+"""Host values the program cannot do without: what an environment's ``step`` takes.
+
+An RL loop runs its policy on the device and its environments on the host (gym, Atari,
+MuJoCo): ``envs.step(action.cpu().numpy())`` or ``env.step(q.argmax().item())`` copy the
+action over once per environment step because the environment needs it there. That read
+is the loop's price, not a habit to fix (short of an environment on the device), so the
+per-step sync rules leave it alone (the fresh review of cleanrl: four of its DQN, DDPG,
+TD3 and Rainbow actions were reported high where nothing could be done).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# What may stand between the read and the environment: `.numpy()`, `.tolist()`, `[0]`, ...
+_PASS_THROUGH = frozenset({"numpy", "tolist", "item", "cpu", "squeeze", "flatten", "reshape", "astype", "detach", "clip", "copy"})
+
+
+def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is the host value ``node`` makes (a ``.cpu()``, an ``.item()``) an argument of an
+    environment's ``step``, there or through the one name it is bound to?"""
+    value = _outermost(ctx, node)
+    parent = ctx.tree.parent(value)
+    if type(parent) is cst.Arg:
+        return _environment_step(ctx.tree.parent(parent))
+    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
+        return False  # a tuple, an attribute, a return: not followed
+    for binding in ctx.bindings.bound_to(value):
+        for use in ctx.bindings.uses(binding, ordered=True):
+            around = ctx.tree.parent(_outermost(ctx, use))
+            if type(around) is cst.Arg and _environment_step(ctx.tree.parent(around)):
+                return True
+    return False
+
+
+def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
+    """``expr`` with the conversions and indexing applied to it (`a.cpu().numpy()[0]`)."""
+    tree = ctx.tree
+    while True:
+        parent = tree.parent(expr)
+        if type(parent) is cst.Subscript and parent.value is expr:
+            expr = parent
+            continue
+        if type(parent) is cst.Attribute and parent.value is expr and parent.attr.value in _PASS_THROUGH:
+            call = tree.parent(parent)
+            if type(call) is cst.Call and call.func is parent:
+                expr = call
+                continue
+        return expr
+
+
+def _environment_step(call: cst.CSTNode | None) -> bool:
+    """``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":
+        return False
+    owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
+    return owner in ("env", "envs", "environment", "environments") or owner.endswith(("_env", "_envs"))
