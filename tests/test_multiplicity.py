@@ -269,3 +269,15 @@ def test_functions_stored_in_a_dict_are_followed(tmp_path: Path) -> None:
     found = {f.line: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
     assert set(found) == {12, 28}
     assert found[28].impact == "medium" and "in `classify()`" in found[28].message  # the handler's last work: the step's end
+
+
+def test_a_read_after_a_helper_that_synchronizes_is_low() -> None:
+    """gpt-fast's ``device_sync(device)`` wraps ``torch.cuda.synchronize``: the read after it
+    waits for nothing; without the helper's call the same read is a step-end read."""
+    helper = "def device_sync(device):\n    if 'cuda' in device:\n        torch.cuda.synchronize(device)\n"
+    code = LOOP.replace("model = ", helper + "model = ", 1)
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    synced = lint_source(code.format(body="    device_sync('cuda')\n    t = out.argmax(-1).tolist()"), "train.py", config)
+    plain = lint_source(code.format(body="    t = out.argmax(-1).tolist()"), "train.py", config)
+    assert [(f.code, f.impact) for f in synced] == [("TL101", "low")]
+    assert [(f.code, f.impact) for f in plain] == [("TL101", "medium")]

@@ -204,7 +204,7 @@ class Places:
     def _drains(self, call: cst.Call, read: str | None, at: cst.CSTNode) -> bool:
         """Does ``call`` wait for the device's queue: a synchronize, a read of the same value,
         or a read of another tensor on the device?"""
-        if self.ctx.method_name(call) == "synchronize":
+        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call):
             return True
         value = _read_value(self.ctx, call)
         if value is None:
@@ -214,11 +214,18 @@ class Places:
         receiver = call.func.value if type(call.func) is cst.Attribute else call.args[0].value
         return self.ctx.syncs.device_tensor(receiver, at)
 
+    def _synchronizes(self, call: cst.Call) -> bool:
+        """A helper of this file that synchronizes (gpt-fast's ``device_sync(device)``:
+        ``torch.cuda.synchronize`` behind a device test): its call drains the queue too."""
+        helper = self.ctx.functions.called(call, self.ctx.qname(call.func))
+        return helper is not None and any(
+            type(n) is cst.Call and self.ctx.method_name(n) == "synchronize" for n in self.ctx.tree.descendants(helper))
+
     def _quiet(self, call: cst.Call) -> bool:
         method = self.ctx.method_name(call)
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
-        return dotted(call.func) in _QUIET_FUNCTIONS
+        return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
