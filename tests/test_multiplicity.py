@@ -281,3 +281,28 @@ def test_a_read_after_a_helper_that_synchronizes_is_low() -> None:
     plain = lint_source(code.format(body="    t = out.argmax(-1).tolist()"), "train.py", config)
     assert [(f.code, f.impact) for f in synced] == [("TL101", "low")]
     assert [(f.code, f.impact) for f in plain] == [("TL101", "medium")]
+
+
+ACCUMULATION = """import torch
+model = torch.nn.Linear(8, 8).cuda()
+optim = torch.optim.Adam(model.parameters())
+for i in range(1000):
+    for _ in range({inner}):
+        loss = model(next(train_loader).cuda()).sum()
+        loss.backward(){inner_step}
+        total = loss.item()
+    optim.step()
+    optim.zero_grad()
+"""
+
+
+def test_a_read_per_micro_batch_of_gradient_accumulation_repeats_within_the_step() -> None:
+    """x-transformers' ``for __ in range(gradient_accumulate_every)``: the optimizer steps
+    after the micro-batches, so the read runs 4 times a step, each before the next forward."""
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    (found,) = lint_source(ACCUMULATION.format(inner="4", inner_step=""), "train.py", config)
+    assert (found.impact, "(4 times per step)" in found.message) == ("high", True)
+    # the near-miss: an inner loop that steps itself is the step (an epoch loop around batches)
+    stepping = ACCUMULATION.format(inner="4", inner_step="\n        optim.step()")
+    (found,) = lint_source(stepping, "train.py", config)
+    assert found.impact == "medium" and "times per step" not in found.message

@@ -131,6 +131,28 @@ class Places:
         loops = self.ctx.loops
         return any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._loop_nodes(loop))
 
+    def update_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
+        """The loop whose iteration is the step around hot ``loop``: ``loop`` itself, or,
+        for gradient accumulation (``for _ in range(accum): loss.backward()`` with the
+        optimizer's ``step()`` after it in an outer loop), the loop that updates: the
+        micro-batches repeat within its step."""
+        loops = self.ctx.loops
+        nested = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
+        if self._updates(loop, nested) or not self._backward(loop):
+            return loop  # it steps itself, or it is no training loop (an evaluation's)
+        for outer in loops.enclosing_loops(loop):
+            if type(outer) in (cst.For, cst.While) and self._updates(outer, lambda n: False):
+                return outer  # its own body steps, after the micro-batches
+        return loop
+
+    def _updates(self, loop: cst.CSTNode, enter) -> bool:  # type: ignore[no-untyped-def]
+        loops = self.ctx.loops
+        return any(type(n) is cst.Call and self.ctx.method_name(n) == "step" and loops.is_step_call(n)
+                   for n in loops._own_nodes(loop, enter=enter))
+
+    def _backward(self, loop: cst.CSTNode) -> bool:
+        return any(type(n) is cst.Call and self.ctx.method_name(n) == "backward" for n in self.ctx.loops._own_nodes(loop))
+
     # --- where in the step --------------------------------------------------------
     def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
         """Where ``node`` sits in the step that ``stop`` (the hot loop, else the function)

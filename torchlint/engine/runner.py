@@ -207,8 +207,9 @@ def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
         return Place(Where.ONCE)
     if ctx.guards.rare(node, stop=loop):
         return Place(Where.EVERY_N)
-    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, loop)))
-    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, loop) or Position.MID_STEP)
+    step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
+    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)))
+    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP)
 
 
 def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
