@@ -114,6 +114,10 @@ def test_guards_and_loops_in_a_training_loop(body: str, expected: list[tuple[str
     ("    print(loss.item(), log_metrics(out))\n    c = out.max().item()", [("TL101", "medium"), ("TL101", "medium")]),
     # a host tensor's read drains no device queue
     ("    a = counter.item()\n    b = loss.item()", [("TL101", "medium")]),
+    # the read's own value is a helper's work: it waits for that work
+    ("    a = loss.item()\n    b = helper(out).tolist()", [("TL101", "medium"), ("TL101", "medium")]),
+    # the earlier read is in a branch that may not run
+    ("    if verbose:\n        a = loss.item()\n    b = out.max().item()", [("TL101", "medium"), ("TL101", "medium")]),
     # device work queued between the two reads: the second waits for it again
     ("    a = loss.item()\n    y = model(x.cuda())\n    b = y.sum().item()", [("TL101", "high"), ("TL101", "medium")]),
 ])

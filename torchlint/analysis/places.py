@@ -15,6 +15,7 @@ import libcst as cst
 from torchlint.analysis.impact import Position, Repeat
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
+from torchlint.analysis.values import Kind
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -205,18 +206,24 @@ class Places:
         read = _read_value(self.ctx, node)
         tree = self.ctx.tree
         statement = tree.statement_of(node)
+        if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
+            return False  # `(helper(out) / g).tolist()`: the read waits for the helper's work
         start = tree.index(node)
         own = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call
-               and tree.index(n) < start and not tree.is_inside(node, n)] if statement is not None else []
-        blocks = [own] + [[n for n in self.ctx.loops._own_nodes(s) if type(n) is cst.Call]
-                          for s in self._statements_around(node, stop, after=False)]
-        for calls in blocks:
+               and tree.index(n) < start and not tree.is_inside(node, n)]
+        blocks = [(own, True)] + [([n for n in self.ctx.loops._own_nodes(s) if type(n) is cst.Call], type(s) is cst.SimpleStatementLine)
+                                  for s in self._statements_around(node, stop, after=False)]
+        for calls, surely_ran in blocks:
             for call in sorted(calls, key=self._finished, reverse=True):
-                if self._drains(call, read, node):
-                    return True
+                if surely_ran and self._drains(call, read, node):
+                    return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
         return False
+
+    def _works(self, call: cst.Call) -> bool:
+        """A call that may queue more than a tensor method's kernel: a model, a helper."""
+        return self.ctx.loops.is_step_call(call) or type(call.func) is cst.Name and not self._quiet(call)
 
     def _finished(self, call: cst.Call) -> tuple[int, int]:
         """When Python finishes ``call`` among its statement's calls: after its arguments."""
@@ -234,7 +241,16 @@ class Places:
         if value == read:
             return True
         receiver = call.func.value if type(call.func) is cst.Attribute else call.args[0].value
-        return self.ctx.syncs.device_tensor(receiver, at)
+        return self._may_be_on_device(receiver, call)
+
+    def _may_be_on_device(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A read the sync rules would report: of a value not known to be on the host
+        (TL101's own test), so a run of reads is judged alike, the first one and the rest."""
+        ctx = self.ctx
+        if ctx.values.kind(receiver, at) in (Kind.HOST, Kind.NUMPY):
+            return False
+        devices = ctx.devices
+        return not (devices.is_host_batch(receiver, at) or devices.loader_value(receiver, at) or devices.moved_to_host(receiver, at))
 
     def _synchronizes(self, call: cst.Call) -> bool:
         """A helper of this file that synchronizes (gpt-fast's ``device_sync(device)``:
