@@ -55,6 +55,15 @@ def _stdout_to_devnull() -> None:
         pass
 
 
+def _flush_stdout() -> None:
+    """Flush stdout unless it is closed: the server closes the real one at exit, under the
+    escaping wrapper the command ran with (so ask the stream under it too)."""
+    stream = sys.stdout
+    under = getattr(stream, "raw", stream)
+    if stream is not None and not stream.closed and not getattr(under, "closed", False):
+        stream.flush()
+
+
 class _LazyGroup(click.Group):
     """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
 
@@ -87,8 +96,7 @@ class _LazyGroup(click.Group):
                 try:
                     return super().invoke(ctx)
                 finally:
-                    if not sys.stdout.closed:  # the server closes it at exit
-                        sys.stdout.flush()  # a full disk or a closed pipe is met here, not at interpreter exit
+                    _flush_stdout()  # a full disk or a closed pipe is met here, not at interpreter exit
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: what started is ended, no traceback
             _flush_quietly()
             sys.exit(status_of(stop))
