@@ -256,8 +256,13 @@ class Places:
         """A helper of this file that synchronizes (gpt-fast's ``device_sync(device)``:
         ``torch.cuda.synchronize`` behind a device test): its call drains the queue too."""
         helper = self.ctx.functions.called(call, self.ctx.qname(call.func))
-        return helper is not None and any(
-            type(n) is cst.Call and self.ctx.method_name(n) == "synchronize" for n in self.ctx.tree.descendants(helper))
+        if helper is None:
+            return False
+        known = self.__dict__.setdefault("_synchronizing", {})  # each helper scanned once
+        if id(helper) not in known:
+            known[id(helper)] = any(type(n) is cst.Call and self.ctx.method_name(n) == "synchronize"
+                                    for n in self.ctx.tree.descendants(helper))
+        return known[id(helper)]
 
     def _quiet(self, call: cst.Call) -> bool:
         method = self.ctx.method_name(call)
