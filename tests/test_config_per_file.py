@@ -10,7 +10,7 @@ import pytest
 
 from conftest import LOOP_WITH_FINDINGS, run_check
 from torchlint import config as config_module
-from torchlint.config import ConfigError, Resolver
+from torchlint.config import ConfigError, Resolver, load_config
 from torchlint.engine import lint_paths
 
 # One line each of TL101 (`.item()` in a step loop) and TL303 (zero_grad(set_to_none=False)).
@@ -203,8 +203,9 @@ def test_isolated_reads_no_config_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["torchlint.toml", ".torchlint.toml", "pyproject.toml"])
 def test_invalid_toml_on_the_config_path_is_exit_2(tmp_path: Path, name: str) -> None:
     root = _write(tmp_path, {f"pkg/{name}": "select = [\n", "pkg/train.py": SYNC_LOOP, "other/ok.py": SYNC_LOOP})
-    code, out, err = run_check(root, "--no-cache", "other", "pkg")
-    assert code == 2 and out == ""
+    code, out, err = run_check(root, "--no-cache", "--output-format", "concise", "other", "pkg")
+    # the broken project is left out and said; the other one is still checked
+    assert code == 2 and _codes_by_file(out) == {"other/ok.py": ["TL101"]}
     assert f"cannot read {root / 'pkg' / name}" in err and "Traceback" not in err
 
 
@@ -234,8 +235,12 @@ def test_lookups_are_cached_per_directory(monorepo: Path, monkeypatch: pytest.Mo
 
 def test_a_bad_key_in_a_config_below_is_reported(tmp_path: Path) -> None:
     root = _write(tmp_path, {"pkg/torchlint.toml": 'selct = ["TL101"]\n', "pkg/train.py": SYNC_LOOP})
+    resolver = Resolver(cwd=root)
+    # the project is left out (excluded from every walk) and the reason kept for the run to say
+    assert resolver.for_path(root / "pkg/train.py").broken is not None
+    assert "did you mean `select`" in resolver.broken[root / "pkg" / "torchlint.toml"]
     with pytest.raises(ConfigError, match="did you mean `select`"):
-        Resolver(cwd=root).for_path(root / "pkg/train.py")
+        load_config(root / "pkg")  # the one config asked for: an error
 
 
 def test_a_misspelt_extend_is_named(tmp_path: Path) -> None:

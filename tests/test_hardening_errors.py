@@ -222,3 +222,23 @@ def test_a_fix_that_cannot_be_applied_says_which_and_why(tmp_path: Path, monkeyp
     assert edit is not None and edit.fixed == 0 and edit.after == GOOD
     assert edit.notes == ("x.py: TL110 fix not applied: libcst cannot parse the fixed code (line 3: why)",)
     assert [f.code for f in result.findings] == ["TL110"]
+
+
+@pytest.mark.parametrize("broken", [
+    "[tool.other]\nx = " + "7" * 4400 + "\n",  # another tool's table: Python's int-string limit
+    "[tool.torchlint]\nextend = \"a\x00b.toml\"\n",  # a NUL in `extend`
+    "[tool.torchlint]\nselect = [\n",  # not TOML
+])
+def test_one_projects_broken_config_leaves_the_other_projects_checked(tmp_path: Path, broken: str) -> None:
+    """Two projects side by side: the one whose config cannot be read is one line naming
+    its file, exit 2; the other's files are still checked and reported."""
+    for name, text in (("bad", broken), ("good", "[tool.torchlint]\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "pyproject.toml").write_text(text)
+        (tmp_path / name / "t.py").write_text(GOOD)
+    proc = check(tmp_path, "--output-format", "json", "bad", "good")
+    assert proc.returncode == 2
+    assert_one_line(proc.stderr, "bad/pyproject.toml", "not checked")
+    assert {Path(f["path"]).parent.name for f in json.loads(proc.stdout)} == {"good"}
+    alone = check(tmp_path, "--output-format", "json", "good")
+    assert alone.returncode == 1 and alone.stderr == ""

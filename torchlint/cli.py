@@ -226,6 +226,8 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         cache = None if no_cache else result_cache.cache_dir(config.root, cache_dir)
         if stdin:
             config = settings.for_path(Path(stdin_filename) if stdin_filename else Path("."))
+            if config.broken:
+                raise ConfigError(config.broken)
             project = _cli_check().Project(settings, cache, jobs or pool.default_jobs())
             _check_stdin(stdin_filename, config, mode, diff, debug, force_exclude, output_format, output_file, color, statistics, exit_zero, project, exit_non_zero_on_fix)
         show_progress = progress.wanted(quiet, output_format not in ("full", "concise", "text") or diff or statistics or add_noqa)
@@ -235,6 +237,8 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
         )
         if result.note:
             click.echo(f"torchlint: note: {result.note}", err=True)
+        for message in result.config_errors:  # one project's broken config: the others were checked
+            click.echo(f"torchlint: error: {message}; the files it governs were not checked", err=True)
         edits = result.edits
     except MissingPathError as error:
         raise UsageProblem(f"no such file or directory: {error}") from None
@@ -252,7 +256,9 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if diff:
         _would_fix(edits)
     else:
-        _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out, unsafe=unsafe_fixes)
+        if not (result.config_errors and result.files_checked == 0 and output_format in ("full", "concise")):
+            # a run whose every file sits under an unreadable config has only its error to say
+            _cli_check().report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, left_out=left_out, unsafe=unsafe_fixes)
     _exit(result, any(edit.changed for edit in edits) if diff else None, exit_zero, failed=bool(missing or failed), fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
@@ -308,7 +314,8 @@ def _check_stdin(filename: str | None, config: Any, mode: str | None, diff: bool
     if diff:  # stdout carries the diff alone, as for files: `patch` and `git apply` read it
         _would_fix([edit] if edit is not None else [])
         _exit(result, edit is not None and edit.changed, exit_zero)
-    cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
+    if not (result.config_errors and result.files_checked == 0 and output_format in ("full", "concise")):
+        cli_check.report(result, output_format, fixed=fixed, color=color, output_file=output_file, statistics=statistics, lines=lines, err=bool(mode) and not diff, left_out=left_out)
     _exit(result, None, exit_zero, fixed=bool(fixed) and exit_non_zero_on_fix)
 
 
@@ -316,7 +323,7 @@ def _exit(result: LintResult, has_diff: bool | None, exit_zero: bool, failed: bo
     """2 for an error; with ``--diff`` (``has_diff`` not None) 1 for a diff, as ruff,
     whatever findings no fix removes; else 1 for findings or (``--exit-non-zero-on-fix``)
     a fix written; 0 otherwise or with ``--exit-zero``."""
-    if result.errors or failed:  # an internal error, a missing path, a fix not written
+    if result.errors or failed or result.config_errors:  # an internal error, a missing path, a fix not written, a config
         sys.exit(2)
     wrong = has_diff if has_diff is not None else result.findings or fixed
     sys.exit(1 if wrong and not exit_zero else 0)

@@ -151,7 +151,7 @@ def report(
             file_line=lines.file_line,
         )
         emit(render(output_format, result.findings, context), output_file, err, context.color)
-    if result.files_checked == 0 and not result.errors:
+    if result.files_checked == 0 and not result.errors and not result.config_errors:
         # As ruff: an empty selection is worth saying (a mistyped path pattern, a tree
         # that `exclude` or .gitignore empties), though it is not an error.
         click.echo("torchlint: warning: no Python files or notebooks found under the given paths "

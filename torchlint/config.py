@@ -50,6 +50,7 @@ class Config:
     root: Path = field(default_factory=Path.cwd)  # where relative patterns are anchored
     source: Path | None = None  # the config file that was read, if any
     extended: tuple[Path, ...] = ()  # the files its `extend` chain read, nearest first
+    broken: str | None = None  # why its config file could not be used: its files are not checked
 
     @property
     def target_torch_version(self) -> tuple[int, int]:
@@ -169,8 +170,13 @@ def config_file_in(directory: Path) -> Path | None:
                 continue
         except OSError:  # a directory that can be listed but not entered: nothing to read there
             continue
-        if name != "pyproject.toml" or "torchlint" in _tool_table(_read_toml(candidate), candidate):
+        if name != "pyproject.toml":
             return candidate
+        try:
+            if "torchlint" in _tool_table(_read_toml(candidate), candidate):
+                return candidate
+        except ConfigError:
+            return candidate  # unreadable: it may be torchlint's; reading it again says why (Resolver.broken)
     return None
 
 
@@ -318,6 +324,7 @@ class Resolver:
         self._nearest: dict[Path, Path | None] = {}
         self._by_name: dict[str, Path | None] = {}  # the same, by the absolute name asked for
         self._configs: dict[Path | None, Config] = {}
+        self.broken: dict[Path, str] = {}  # config files that could not be read, and why
         if config_file is not None and not isolated:
             self._config_of(Path(os.path.abspath(config_file)))  # a bad --config fails at once
 
@@ -355,7 +362,16 @@ class Resolver:
 
     def _config_of(self, source: Path | None) -> Config:
         if source not in self._configs:
-            base = Config(root=self.cwd) if source is None else read_config_file(source)
+            try:
+                base = Config(root=self.cwd) if source is None else read_config_file(source)
+            except ConfigError as error:
+                if self.config_file is not None or source is None:
+                    raise  # `--config FILE` names the one config of the run: nothing to check without it
+                # One project's broken config stops that project, not the others: its files
+                # are left out (excluded from every walk) and the run says why, exit 2.
+                self.broken[source] = str(error)
+                self._configs[source] = Config(root=source.parent, exclude=("*",), source=source, broken=str(error))
+                return self._configs[source]
             self._configs[source] = _overridden(base, self.overrides)
         return self._configs[source]
 
@@ -369,7 +385,10 @@ def load_config(start: Path, overrides: dict[str, Any] | None = None, config_fil
     """
     start = Path(os.path.abspath(start))
     directory = start if start.is_dir() else start.parent
-    return Resolver(overrides, config_file, cwd=directory.resolve()).for_directory(directory)
+    config = Resolver(overrides, config_file, cwd=directory.resolve()).for_directory(directory)
+    if config.broken:  # the one config asked for: no other project to go on with
+        raise ConfigError(config.broken)
+    return config
 
 
 def validate_codes(codes: tuple[str, ...], known: set[str], key: str) -> None:

@@ -34,6 +34,7 @@ class LintResult:
     edits: list[Edit] = field(default_factory=list)  # planned by fix=..., not yet written
     cached: int = 0  # files whose result came from the cache
     note: str | None = None  # what the run wants said besides its findings (a project too large to join)
+    config_errors: list[str] = field(default_factory=list)  # configs that could not be read: their files unchecked
 
 
 def lint_paths(
@@ -71,6 +72,8 @@ def lint_paths(
         for file in files:
             on_file(file)
     configs = [resolver.for_file(file.path) for file in files]
+    if any(c.broken for c in configs):  # a file named under a config that could not be read: not checked
+        files, configs = [f for f, c in zip(files, configs) if not c.broken], [c for c in configs if not c.broken]
     keys = keys_of(configs)  # raises ConfigError for an unknown code in any of them
     store = Cache(cache) if cache is not None else None
     looked_up = [look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
@@ -106,6 +109,7 @@ def lint_paths(
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
     result.findings.sort(key=Finding.sort_key)  # by path, notebook cell, line, column, code
+    result.config_errors = sorted(set(getattr(resolver, "broken", {}).values()))
     return result
 
 
