@@ -74,6 +74,7 @@ def lint_paths(
     configs = [resolver.for_file(file.path) for file in files]
     if any(c.broken for c in configs):  # a file named under a config that could not be read: not checked
         files, configs = [f for f, c in zip(files, configs) if not c.broken], [c for c in configs if not c.broken]
+    broken_given = dict(getattr(resolver, "broken", {}))  # what the given paths met; the project walk's is a note
     keys = keys_of(configs)  # raises ConfigError for an unknown code in any of them
     store = Cache(cache) if cache is not None else None
     looked_up = [look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
@@ -109,7 +110,10 @@ def lint_paths(
         result.findings.extend(file_result.findings)
         result.errors.extend(file_result.errors)
     result.findings.sort(key=Finding.sort_key)  # by path, notebook cell, line, column, code
-    result.config_errors = sorted(set(getattr(resolver, "broken", {}).values()))
+    result.config_errors = sorted(set(broken_given.values()))
+    elsewhere = sorted({message for source, message in getattr(resolver, "broken", {}).items() if source not in broken_given})
+    if elsewhere and result.note is None:  # a broken config elsewhere in the project: `check .` says so
+        result.note = f"a config elsewhere in the project could not be read, so its files were left out of the project's join: {elsewhere[0]}"
     return result
 
 
