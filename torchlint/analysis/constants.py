@@ -62,14 +62,8 @@ class Constants:
             pass
         elif "." in name:
             return None
-        if len(bindings) != 1:
-            return None  # rebound or unknown: the value depends on the path taken
-        binding = bindings[0]
-        if binding.kind not in ("assign", "param") or binding.element is not None:
-            return None
-        if binding.kind == "param" and self.param_overridden(binding.node):
-            return None  # a call in this file passes its own value: the default is not the value
-        return self.int_value(binding.value, binding.node, depth + 1)
+        binding = self._sole_value(bindings)
+        return None if binding is None else self.int_value(binding.value, binding.node, depth + 1)
 
     def bool_value(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None, depth: int = 0) -> bool | None:
         """The truth ``expr`` always has where ``at`` stands (``True``, ``not DEBUG``, a
@@ -92,15 +86,19 @@ class Constants:
             return self.bool_value(source, source, depth + 1)
         if "." in name:
             return None
-        bindings = self.ctx.bindings.lookup(name, at)
+        binding = self._sole_value(self.ctx.bindings.lookup(name, at))
+        return None if binding is None else self.bool_value(binding.value, binding.node, depth + 1)
+
+    def _sole_value(self, bindings: list):  # type: ignore[no-untyped-def, type-arg]
+        """The one assignment or parameter default that gives a name its value, or None."""
         if len(bindings) != 1:
             return None  # rebound or unknown: the value depends on the path taken
         binding = bindings[0]
         if binding.kind not in ("assign", "param") or binding.element is not None:
             return None
         if binding.kind == "param" and self.param_overridden(binding.node):
-            return None  # a call in this file passes its own value
-        return self.bool_value(binding.value, binding.node, depth + 1)
+            return None  # a call in this file passes its own value: the default is not the value
+        return binding
 
     def setting_default(self, name: str) -> cst.BaseExpression | None:
         """The default of a setting read from a config object (``args.backend``,
