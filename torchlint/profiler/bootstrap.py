@@ -5,8 +5,9 @@ Started by :mod:`torchlint.profiler.run` as::
     python -c "<import this module and call main()>" OPTIONS_JSON SCRIPT [ARGS...]
 
 It imports torch (when installed) and installs the torch instruments *before*
-the script starts, so that neither ``import torch`` nor torchlint's own set-up
-is inside cProfile; then it runs SCRIPT as ``__main__`` (compiled and executed as ``python SCRIPT`` would) with ``sys.argv`` set to
+the script starts, so that torchlint's own set-up is not inside cProfile (the imports
+of torch and torch._dynamo are profiled on their own and put in ``profile.prof`` where
+the script would have made them: ahead.py); then it runs SCRIPT as ``__main__`` (compiled and executed as ``python SCRIPT`` would) with ``sys.argv`` set to
 ``[SCRIPT, *ARGS]`` under cProfile and the line sampler, and, however the
 script ends (normally, ``sys.exit``, an exception, Ctrl-C, ``--max-steps``),
 writes ``profile.prof`` and ``session.json`` into the run directory and exits
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings_list: list[str] = []
     if options.get("torch", True) and importlib.util.find_spec("torch") is not None:
         try:
+            _import_torch_ahead()
             from torchlint.profiler import torchprof
 
             torch_run = torchprof.TorchRun(options, run_dir, t0_ref)
@@ -323,6 +325,16 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(status)
 
 
+def _import_torch_ahead() -> None:
+    """``import torch`` under a cProfile of its own, for ``profile.prof`` to show it under
+    the script's ``<module>``, where the script's own ``import torch`` would have run it
+    (ahead.py). Raises what the import raises."""
+    if "torch" not in sys.modules:  # imported before us (sitecustomize): nobody's import to show
+        from torchlint.profiler.ahead import profile_import
+
+        profile_import("torch")
+
+
 def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) -> Any:
     """Under ``torchlint profile --nproc-per-node``: this rank's directory and probes
     (a rank left out by ``--ranks`` becomes ``python SCRIPT ARGS`` here)."""
@@ -335,6 +347,19 @@ def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) ->
         child.run_plain(script, script_args)
     child.start()
     return child
+
+
+def _imports_ahead(meta: dict[str, Any]) -> list[Any]:
+    """The imports torchlint made ahead of the script, each with the function the script
+    would have made it in: torch under the script's ``<module>`` (torch._dynamo's is set
+    by torchprof, at the first optimizer's construction)."""
+    from torchlint.profiler.ahead import AHEAD
+    from torchlint.profiler.tooltime import EXEC_KEY
+
+    torch_import = AHEAD.get("torch")
+    if torch_import is not None:
+        torch_import.path = [(str(meta["script"]), 1, "<module>"), EXEC_KEY]
+    return list(AHEAD.values())
 
 
 def _write(
@@ -354,7 +379,7 @@ def _write(
         splice = torch_run.modules.splice() if torch_run is not None else ()
         # without torchlint's own frames, and its work taken out of the functions above it
         write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice,
-                           script=(str(meta["script"]), str(meta["argv"][0])))
+                           script=(str(meta["script"]), str(meta["argv"][0])), ahead=_imports_ahead(meta))
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")
