@@ -92,3 +92,24 @@ def test_an_import_the_script_never_reached_is_left_out(imported):
     assert graft(_script_table(), imported) == _script_table()
     imported.path = []
     assert graft(_script_table(), imported) == _script_table()
+
+
+@pytest.mark.parametrize("source, wanted", [
+    ("import aheadpkg\n", True),
+    ("def main():\n    from aheadpkg.sub import build_table\n", True),  # in a function, a submodule
+    ("import os, aheadpkg.sub as s\n", True),
+    ("# aheadpkg is not needed\nprint('aheadpkg')\n", False),  # named, not imported
+    ("import aheadpkgx\nfrom .aheadpkg import x\n", False),  # another module; a relative import
+])
+def test_the_import_is_grafted_only_where_a_module_the_script_ran_imports_it(imported, tmp_path, source, wanted):
+    """torchlint imports torch whenever it is installed; a script that never imports it
+    (a plain Python script) must not get its import in profile.prof."""
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    module = (str(script), 1, "<module>")
+    table = {EXEC_KEY: (1, 1, 0.0, 1.0, {}), module: (1, 1, 1.0, 1.0, {EXEC_KEY: (1, 1, 1.0, 1.0)})}
+    imported.path = [module, EXEC_KEY]
+    imported.wanted = lambda stats: ahead.run_imports(stats, "aheadpkg")
+    out = graft({k: (*v[:4], dict(v[4])) for k, v in table.items()}, imported)
+    assert (out[module][3] > 1.0) is wanted
+    assert bool(_keys(out, "build_table")) is wanted

@@ -19,8 +19,10 @@ Standard library only: the bootstrap uses it before torch is imported.
 
 from __future__ import annotations
 
+import ast
 import cProfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,8 @@ class AheadImport:
     stats: dict
     seconds: float  # its cumulative time under cProfile, as the script would have paid it
     path: list[Key] = field(default_factory=list)  # the importing function first, then its callers to the root
+    #: whether the script's run would have made the import at all (None: whenever the path ran)
+    wanted: Callable[[dict], bool] | None = None
 
 
 #: name -> the import; filled by the bootstrap (torch) and torchprof (torch._dynamo)
@@ -88,6 +92,8 @@ def graft(stats: dict, ahead: AheadImport) -> dict:
     stand_in = _stand_in(ahead.stats)
     if not ahead.path or len(path) != len(ahead.path) or stand_in is None:
         return stats
+    if ahead.wanted is not None and not ahead.wanted(stats):
+        return stats
     importer = path[0]
     on_path = set(path)
     path_edges = set(zip(path, path[1:]))
@@ -129,3 +135,33 @@ def _add(stats: dict, key: Key, totals: tuple, callers: dict, path_edges: set) -
         merged[caller] = (prev[0] + (0 if nested else edge[0]), prev[1] + edge[1], prev[2] + edge[2],
                           prev[3] + (0.0 if nested else edge[3]))
     stats[key] = (*row, merged)
+
+
+def run_imports(stats: dict, name: str) -> bool:
+    """Whether a module the script ran (its ``<module>`` is in ``stats``: the script, its
+    own modules, a library it imported) has an ``import NAME`` (or of a submodule, or
+    ``from NAME import ...``) anywhere in its source: a script that never imports torch
+    does not get torch's import, although torchlint made it."""
+    files = {str(k[0]) for k in stats if k[2] == "<module>" and not str(k[0]).startswith(("<", "~"))}
+    return any(_imports(f, name) for f in files)
+
+
+def _imports(filename: str, name: str) -> bool:
+    try:
+        with open(filename, encoding="utf-8", errors="replace") as f:
+            source = f.read()
+        if name not in source:  # most modules: no need to parse
+            return False
+        tree = ast.parse(source, filename)
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+    def ours(module: str | None) -> bool:
+        return module is not None and (module == name or module.startswith(name + "."))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(ours(a.name) for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and ours(node.module):
+            return True
+    return False

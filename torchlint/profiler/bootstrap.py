@@ -351,14 +351,16 @@ def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) ->
 
 def _imports_ahead(meta: dict[str, Any]) -> list[Any]:
     """The imports torchlint made ahead of the script, each with the function the script
-    would have made it in: torch under the script's ``<module>`` (torch._dynamo's is set
-    by torchprof, at the first optimizer's construction)."""
-    from torchlint.profiler.ahead import AHEAD
+    would have made it in: torch under the script's ``<module>`` where a module the script
+    ran imports it (torch._dynamo's is set by torchprof, at the first optimizer's
+    construction)."""
+    from torchlint.profiler.ahead import AHEAD, run_imports
     from torchlint.profiler.tooltime import EXEC_KEY
 
     torch_import = AHEAD.get("torch")
     if torch_import is not None:
         torch_import.path = [(str(meta["script"]), 1, "<module>"), EXEC_KEY]
+        torch_import.wanted = lambda stats: run_imports(stats, "torch")
     return list(AHEAD.values())
 
 
