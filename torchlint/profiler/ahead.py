@@ -84,7 +84,7 @@ def _stand_in(stats: dict) -> Key | None:
 
 
 def graft(stats: dict, ahead: AheadImport) -> dict:
-    """``stats`` (pstats' table of the script) with ``ahead``'s import put under
+    """A copy of ``stats`` (pstats' table of the script) with ``ahead``'s import put under
     ``ahead.path[0]``, as plain cProfile would have recorded it there. A path that is
     not in the table (the function never ran: no optimizer was built) grafts nothing:
     plain cProfile would not have imported it either."""
@@ -94,6 +94,7 @@ def graft(stats: dict, ahead: AheadImport) -> dict:
         return stats
     if ahead.wanted is not None and not ahead.wanted(stats):
         return stats
+    stats = {k: (cc, nc, tt, ct, dict(callers)) for k, (cc, nc, tt, ct, callers) in stats.items()}
     importer = path[0]
     on_path = set(path)
     path_edges = set(zip(path, path[1:]))

@@ -273,7 +273,10 @@ def write_user_profile(profiler: Any, path: Path, tool: list[tuple[_Key, list[_K
     try:
         stats = user_view(profiler.stats, tool, splice)
         for each in ahead:
-            stats = graft(stats, each)
+            try:
+                stats = graft(stats, each)
+            except Exception:  # an odd import table must not cost the script's: left out
+                pass
         if script is not None and script[0] != script[1]:
             stats = _rename_file(stats, *script)
     except Exception:  # an odd table must not cost the profile: keep it as cProfile made it
