@@ -17,8 +17,8 @@ from gpu_steps import GPU_SCRIPTS, SMALL_FIXTURE, Kit
 PROFILE_RUNS: list[tuple[str, str, list[str], float | None]] = [
     ("gpu_syncs", "gpu_syncs.py", ["--steps", "30"], None),
     ("gpu_busy", "gpu_busy.py", [], None),
-    ("gpu_busy-experiment", "gpu_busy.py", [], 30.0),
-    ("gpu_loader-experiment", "gpu_loader.py", [], 40.0),
+    ("gpu_busy-experiment", "gpu_busy.py", [], 50.0),
+    ("gpu_loader-experiment", "gpu_loader.py", [], 75.0),
 ]
 PROFILE_OPTIONS = ("--experiment", "--budget", "--output-format", "--no-browser", "--out", "--nproc-per-node")
 

@@ -129,6 +129,10 @@ def _micro(step: dict[str, Any], dry: bool) -> list[str]:
     return out + [""]
 
 
+def _agreement(agree: Any) -> str:
+    return "truth too coarse" if agree == "coarse" else _yes(agree)
+
+
 def _savings(step: dict[str, Any], dry: bool) -> list[str]:
     out = ["## 4. Savings on CUDA: --experiment against the A/B truth (warm forks, whole runs)", ""]
     rows = step.get("rows") or []
@@ -145,7 +149,7 @@ def _savings(step: dict[str, Any], dry: bool) -> list[str]:
                 if r.get("measured") is not None else
                 " ".join(x for x in (str(r.get("measured_verdict") or "-"), str(r.get("why") or "")[:120]) if x))
         out.append(f"| {r['script']} | {r['fix']} | {r.get('rank') or '-'} | {_s(r.get('expected'))} | {_cell(meas)} | "
-                   f"{truth} | {_yes(r.get('agree'))} | {_yes(r.get('within'))} |")
+                   f"{truth} | {_agreement(r.get('agree'))} | {_yes(r.get('within'))} |")
     for name, note in (step.get("notes") or {}).items():
         out.append(f"- {name}: {note}")
     return out + [""]

@@ -138,3 +138,24 @@ def test_the_deadline_stops_a_command_and_the_steps_after_it(tmp_path):
     kit.run_step("later", lambda k: {"verdict": "PASS"})
     assert kit.results["steps"]["later"] == {"verdict": "not run", "why": "the kit's deadline was reached"}
     assert "TIMEOUT" in (out / "log.txt").read_text()
+
+
+def test_a_truth_too_coarse_to_see_a_saving_neither_confirms_nor_contradicts_it():
+    """The first H200 run of the kit: a 0.48 ms-a-step saving (29 ms over the run) against a
+    whole-run truth of 52 ms [-310 ms, +219 ms]: the truth cannot see it, so it is no FAIL."""
+    from gpu_truth import _agreement, savings_verdict
+
+    coarse = {"verdict": "no measurable change", "low": -0.310, "high": 0.219, "true": 0.052}
+    clear = {"verdict": "saving", "low": 0.121, "high": 0.379, "true": 0.252}
+    assert _agreement("saving", 0.0288, coarse) == "coarse"
+    assert _agreement("saving", 0.5, coarse) is False  # outside the truth's interval: a contradiction
+    assert _agreement("saving", 0.30, clear) is True
+    assert _agreement("slower", -0.05, clear) is False
+
+    def row(agree):
+        return {"measured_verdict": "saving", "truth": coarse, "agree": agree}
+
+    assert savings_verdict([row("coarse")], {})["verdict"] == "SKIPPED"
+    assert savings_verdict([row("coarse"), row(True)], {})["verdict"] == "PASS"
+    assert savings_verdict([row(True), row(False)], {})["verdict"] == "FAIL"
+    assert "1 the truth was too coarse" in savings_verdict([row("coarse"), row(True)], {})["why"]
