@@ -88,8 +88,8 @@ def _profile(step: dict[str, Any], dry: bool) -> list[str]:
         if not r.get("ranked") and not r.get("unranked"):
             continue
         out += [f"### {name}: ranked findings", "",
-                "| rank | finding | observed | expected / step | measured / step [95% CI] | model |",
-                "| --- | --- | --- | --- | --- | --- |"]
+                "| rank | finding | reads / step | observed | expected / step | measured / step [95% CI] | model |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
         for f in [*(r.get("ranked") or []), *(r.get("unranked") or [])]:
             m = f.get("measured") or {}
             meas = "-"
@@ -97,7 +97,9 @@ def _profile(step: dict[str, Any], dry: bool) -> list[str]:
                 meas = (f"{m.get('verdict')} {_ms(m.get('per_step'), True)} [{_ms(m.get('ci_low'), True)}, "
                         f"{_ms(m.get('ci_high'), True)}]" if m.get("verdict") != "skipped" else f"skipped: {m.get('why')}")
             exp = f.get("not_applicable") or _ms(f.get("expected_per_step"))
-            out.append(f"| {f.get('rank') or '-'} | {f.get('code')}:{f.get('line')} | {_s(f.get('observed_s'))} | {_cell(exp)} | "
+            reads = f.get("reads_per_step")
+            out.append(f"| {f.get('rank') or '-'} | {f.get('code')}:{f.get('line')} | {'-' if reads is None else f'{reads:g}'} | "
+                       f"{_s(f.get('observed_s'))} | {_cell(exp)} | "
                        f"{_cell(meas)} | {_cell(f.get('expected_model') or '')} |")
         gaps = r.get("sync_gaps") or []
         if gaps:
