@@ -122,7 +122,8 @@ def test_a_real_runs_digest_and_summary(tmp_path):
                                  {"arm": "read once", "fix_s": 0.00888, "saving_s": 0.00012, "ci_low": 0.0001,
                                   "ci_high": 0.00014, "share": 0.0133, "verdict": "saving"}]}]}}}
     text = render_summary(results)
-    assert "GPU (cc 9.0, 139.8 GiB)" in text and "| 1 | TLR08:5 |" in text and "| 2 | TL101:9 | 430.0 ms | 0.120 ms |" in text
+    assert "GPU (cc 9.0, 139.8 GiB)" in text and "| 1 | TLR08:5 |" in text and "| 2 | TL101:9 | 1 | 430.0 ms | 0.120 ms |" in text
+    assert "| 1 | TLR08:5 | - |" in text  # a runtime finding has no reads per step
     assert "| TL101 | item | read once | 9.000 ms | 8.880 ms | +0.120 ms [+0.100 ms, +0.140 ms] | 1% | saving |" in text
     assert "Tensor.item: 2 syncs" in text
 
