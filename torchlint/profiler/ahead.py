@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import ast
 import cProfile
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchlint.profiler.tooltime import EXEC_KEY
+
 Key = tuple  # (filename, first line, function name): pstats' key
 
 #: the stand-in ``<module>`` that runs ``import NAME`` under the import's own profile
 STAND_IN_FILE = "<torchlint import ahead>"
-_EXEC = ("~", 0, "<built-in method builtins.exec>")
+_EXEC = EXEC_KEY  # cProfile's key of builtins.exec
 _DISABLE = ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")
 
 
@@ -48,6 +51,25 @@ class AheadImport:
 
 #: name -> the import; filled by the bootstrap (torch) and torchprof (torch._dynamo)
 AHEAD: dict[str, AheadImport] = {}
+
+
+def import_torch() -> None:
+    """``import torch``, profiled (the bootstrap's, before the script). Raises what the
+    import raises."""
+    if "torch" not in sys.modules:  # imported before us (sitecustomize): nobody's import to show
+        profile_import("torch")
+
+
+def imports_of(script: str) -> list[AheadImport]:
+    """The imports made ahead of ``script`` (its absolute path), each with the function it
+    would have made it in: torch under the script's ``<module>`` where a module the script
+    ran imports it (torch._dynamo's place is set by torchprof, at the first optimizer's
+    construction)."""
+    torch_import = AHEAD.get("torch")
+    if torch_import is not None:
+        torch_import.path = [(script, 1, "<module>"), EXEC_KEY]
+        torch_import.wanted = lambda stats: run_imports(stats, "torch")
+    return list(AHEAD.values())
 
 
 def profile_import(name: str) -> AheadImport:

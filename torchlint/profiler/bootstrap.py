@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     warnings_list: list[str] = []
     if options.get("torch", True) and importlib.util.find_spec("torch") is not None:
         try:
-            _import_torch_ahead()
+            from torchlint.profiler.ahead import import_torch
+
+            import_torch()  # profiled on its own, for profile.prof (ahead.py)
             from torchlint.profiler import torchprof
 
             torch_run = torchprof.TorchRun(options, run_dir, t0_ref)
@@ -325,16 +327,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(status)
 
 
-def _import_torch_ahead() -> None:
-    """``import torch`` under a cProfile of its own, for ``profile.prof`` to show it under
-    the script's ``<module>``, where the script's own ``import torch`` would have run it
-    (ahead.py). Raises what the import raises."""
-    if "torch" not in sys.modules:  # imported before us (sitecustomize): nobody's import to show
-        from torchlint.profiler.ahead import profile_import
-
-        profile_import("torch")
-
-
 def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) -> Any:
     """Under ``torchlint profile --nproc-per-node``: this rank's directory and probes
     (a rank left out by ``--ranks`` becomes ``python SCRIPT ARGS`` here)."""
@@ -349,21 +341,6 @@ def _rank_child(options: dict[str, Any], script: str, script_args: list[str]) ->
     return child
 
 
-def _imports_ahead(meta: dict[str, Any]) -> list[Any]:
-    """The imports torchlint made ahead of the script, each with the function the script
-    would have made it in: torch under the script's ``<module>`` where a module the script
-    ran imports it (torch._dynamo's is set by torchprof, at the first optimizer's
-    construction)."""
-    from torchlint.profiler.ahead import AHEAD, run_imports
-    from torchlint.profiler.tooltime import EXEC_KEY
-
-    torch_import = AHEAD.get("torch")
-    if torch_import is not None:
-        torch_import.path = [(str(meta["script"]), 1, "<module>"), EXEC_KEY]
-        torch_import.wanted = lambda stats: run_imports(stats, "torch")
-    return list(AHEAD.values())
-
-
 def _write(
     *,
     run_dir: Path,
@@ -374,6 +351,7 @@ def _write(
 ) -> None:
     artifacts: dict[str, Any] = {}
     try:
+        from torchlint.profiler.ahead import imports_of
         from torchlint.profiler.cprof import write_user_profile
 
         from torchlint.profiler.tooltime import TOOL
@@ -381,7 +359,7 @@ def _write(
         splice = torch_run.modules.splice() if torch_run is not None else ()
         # without torchlint's own frames, and its work taken out of the functions above it
         write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice,
-                           script=(str(meta["script"]), str(meta["argv"][0])), ahead=_imports_ahead(meta))
+                           script=(str(meta["script"]), str(meta["argv"][0])), ahead=imports_of(str(meta["script"])))
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")
