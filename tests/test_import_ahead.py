@@ -92,6 +92,8 @@ def test_an_import_the_script_never_reached_is_left_out(imported):
     assert graft(_script_table(), imported) == _script_table()
     imported.path = []
     assert graft(_script_table(), imported) == _script_table()
+    imported.path = [MAIN, EXEC_KEY]  # main() is not called by exec: no such chain of calls
+    assert graft(_script_table(), imported) == _script_table()
 
 
 @pytest.mark.parametrize("source, wanted", [

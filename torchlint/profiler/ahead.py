@@ -109,11 +109,14 @@ def graft(stats: dict, ahead: AheadImport) -> dict:
     """A copy of ``stats`` (pstats' table of the script) with ``ahead``'s import put under
     ``ahead.path[0]``, as plain cProfile would have recorded it there. A path that is
     not in the table (the function never ran: no optimizer was built) grafts nothing:
-    plain cProfile would not have imported it either."""
+    plain cProfile would not have imported it either; nor does one whose calls the table
+    does not have."""
     path = [k for k in ahead.path if k in stats]
     stand_in = _stand_in(ahead.stats)
     if not ahead.path or len(path) != len(ahead.path) or stand_in is None:
         return stats
+    if any(caller not in stats[callee][4] for callee, caller in zip(path, path[1:])):
+        return stats  # not a chain of calls the table has: nowhere to put it
     if ahead.wanted is not None and not ahead.wanted(stats):
         return stats
     stats = {k: (cc, nc, tt, ct, dict(callers)) for k, (cc, nc, tt, ct, callers) in stats.items()}
