@@ -310,3 +310,51 @@ def test_a_read_per_micro_batch_of_gradient_accumulation_repeats_within_the_step
     stepping = ACCUMULATION.format(inner="4", inner_step="\n        optim.step()")
     (found,) = lint_source(stepping, "train.py", config)
     assert found.impact == "medium" and "times per step" not in found.message
+
+
+DECODE_MODEL = """import torch
+import torch.nn as nn
+
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def next_token(model, tokens):
+    return model(tokens).argmax(-1)
+"""
+DECODE = """import torch
+from model import LM, next_token
+from rerank import rerank
+
+model = LM().cuda().eval()
+
+
+@torch.no_grad()
+def generate(prompts, max_new_tokens):
+    tokens = prompts
+    for _ in range(max_new_tokens):
+        tokens = next_token(model, tokens)
+        ids = [token.item() for token in tokens]
+        rerank(tokens)
+    return tokens
+"""
+RERANK = "import torch\n\n\ndef rerank(logits):\n    for beam in logits.topk(4).values:\n        print(beam.sum().item())\n"
+
+
+def test_a_loop_over_the_tokens_of_a_decode_step_is_named_once(tmp_path: Path) -> None:
+    """litgpt's `[token.item() for token in tokens]` inside its decode loop (a step loop the
+    join finds through `next_token(model, ...)`): the loop goes over the step's tokens, one per
+    sequence, not over decoded tokens; a helper the decode step calls keeps the step's unit."""
+    (tmp_path / "model.py").write_text(DECODE_MODEL)
+    (tmp_path / "gen.py").write_text(DECODE)
+    (tmp_path / "rerank.py").write_text(RERANK)
+    found = {Path(f.path).name: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
+    assert found["gen.py"].message.endswith("(per token per decoded token)")
+    assert found["rerank.py"].message.endswith("(per beam per decoded token)")
+    assert {f.impact for f in found.values()} == {"high"}  # repeated within each decoded token

@@ -78,7 +78,9 @@ def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[st
     count times the loops around the line in it (those inside the step), and the line's
     own position where its function says (device work after it), else its call's."""
     local, unit = within_step(repeats, step_loops)
-    per_step = info.per_step.then(*local) if info.per_step or unit == "step" else Multiplicity(local, unit)
+    # No loop of its function is the step: the function's own count (and what its step is:
+    # "per decoded token" when a decode loop calls it) times the loops around the line.
+    per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
     return Place(info.where, per_step, position or info.position)  # type: ignore[arg-type]
 
 
