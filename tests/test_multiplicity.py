@@ -99,6 +99,15 @@ for step, x in enumerate(loader):
     ("    if step > 10:\n        print(loss.item())", [("TL101", "medium")]),  # every step after the tenth
     ("    for p in model.parameters():\n        print(p.grad.norm().item())", [("TL101", "high")]),  # per parameter
     ("    for i in range(x.size(0)):\n        print(out[i].sum().item())", [("TL101", "high")]),  # per batch row
+    # the first few times per run: the body moves the counter or the flag its test reads
+    ("    if shown < 3:\n        print(loss.item())\n        shown += 1", []),
+    ("    if not printed:\n        print(loss.item())\n        printed = True", []),
+    ("    if loss.isfinite().all() and shown < 3:\n        print(loss.item())\n        shown += 1", []),
+    ("    for i in range(x.size(0)):\n        if out[i].argmax() != 0 and shown < 5:\n            shown += 1\n            print(out[i].sum().item())", []),
+    # near-misses: the count is set back every step, the body never moves it, the flag is cleared
+    ("    shown = 0\n    for i in range(x.size(0)):\n        if shown < 3:\n            print(out[i].sum().item())\n            shown += 1", [("TL101", "high")]),
+    ("    if shown < 3:\n        print(loss.item())", [("TL101", "medium")]),
+    ("    if not printed:\n        print(loss.item())\n        printed = False", [("TL101", "medium")]),
 ])
 def test_guards_and_loops_in_a_training_loop(body: str, expected: list[tuple[str, str]]) -> None:
     found = lint_source(LOOP.format(body=body), "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
