@@ -147,6 +147,8 @@ def _ctx(code: str) -> FileContext:
     ("for t in range(max_len):", "decoded token", None),
     ("for b in range(beam_size):", "beam", None),
     ("for cand in candidates:", "candidate", None),
+    ("for token in candidates:", "token", None),  # tokens already there: no model runs in it
+    ("for tok in range(max_tokens_left):", "decoded token", None),  # a range of token positions
     ("for k in range(12):", "iteration", 12),
     ("while not done:", "iteration", None),
 ])
@@ -345,9 +347,9 @@ model = LM().cuda().eval()
 
 
 @torch.no_grad()
-def generate(prompts, max_new_tokens):
+def generate(prompts, max_returned_tokens, max_prompt_size):
     tokens = prompts
-    for _ in range(max_new_tokens):
+    for current_idx in range(max_returned_tokens - max_prompt_size):
         tokens = next_token(model, tokens)
         ids = [token.item() for token in tokens]
         rerank(tokens)
@@ -367,3 +369,13 @@ def test_a_loop_over_the_tokens_of_a_decode_step_is_named_once(tmp_path: Path) -
     assert found["gen.py"].message.endswith("(per token per decoded token)")
     assert found["rerank.py"].message.endswith("(per beam per decoded token)")
     assert {f.impact for f in found.values()} == {"high"}  # repeated within each decoded token
+
+
+def test_two_rules_on_one_line_are_both_reported_and_one_rule_once() -> None:
+    """The engine keeps one finding per rule per line, never one per line: a host-built index
+    (TL114) and a read (TL101) on one line are two problems; two reads on it are one finding."""
+    config = from_table({"select": ["TL101", "TL114"], "min-impact": "low"}, Path("."))
+    both = lint_source(LOOP.format(body="    y = out[torch.tensor([0, 1])] * loss.item()"), "train.py", config)
+    assert sorted((f.line, f.code) for f in both) == [(9, "TL101"), (9, "TL114")]
+    reads = lint_source(LOOP.format(body="    y = loss.item() + out.mean().item()"), "train.py", config)
+    assert [(f.line, f.code) for f in reads] == [(9, "TL101")]

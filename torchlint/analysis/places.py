@@ -71,15 +71,16 @@ class Places:
                 return Repeat("batch row", count)
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
                 return Repeat("decoded token", count)
-            return Repeat(self._decoded(_named_kind(names + " " + bound), loop) or "iteration", count)
+            kind = _named_kind(names + " " + bound)
+            return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
         kind = self._decoded(_named_kind(names) or _named_kind(code), loop)
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
         return Repeat(kind or "iteration", self._container_size(iterable, loop))
 
     def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
-        """A loop named for tokens decodes them only when it runs a model: ``for token in
-        tokens`` inside a decode step goes over that step's tokens (one per sequence)."""
+        """A loop over tokens (not a range of them) decodes them only when it runs a model:
+        ``for token in tokens`` inside a decode step goes over that step's tokens (one per sequence)."""
         return "decoded token" if kind == "token" and type(loop) is cst.For and self._calls_a_model(loop) else kind
 
     def _range_count(self, iterable: cst.BaseExpression) -> int | None:
