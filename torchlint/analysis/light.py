@@ -98,7 +98,8 @@ def _assigned(function: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
         named = [(target, None)] if isinstance(target, ast.Name) else \
             [(e, i) for i, e in enumerate(target.elts) if isinstance(e, ast.Name)] if isinstance(target, ast.Tuple) else []
         for name, element in named:
-            (twice.add if name.id in found else lambda _: None)(name.id)
+            if name.id in found:
+                twice.add(name.id)
             found[name.id] = (node.value, element)
     return {name: bound for name, bound in found.items() if name not in twice}
 
