@@ -379,3 +379,34 @@ def test_two_rules_on_one_line_are_both_reported_and_one_rule_once() -> None:
     assert sorted((f.line, f.code) for f in both) == [(9, "TL101"), (9, "TL114")]
     reads = lint_source(LOOP.format(body="    y = loss.item() + out.mean().item()"), "train.py", config)
     assert [(f.line, f.code) for f in reads] == [(9, "TL101")]
+
+
+GUARDED_HELPER = """import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def probe(q, k, v, step):
+{guard}        w = F.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1)
+        return w @ v
+    return v
+
+
+for step, x in enumerate(loader):
+    q = model(x.cuda())
+    loss = probe(q, q, q, step).sum()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("guard", "impact", "reason"), [
+    ("    if step % 100 == 0:\n", "low", "every N steps"),  # a guard in the helper: as in the loop itself
+    ("    if q.requires_grad:\n", "high", "every step of a training loop"),  # a test that holds on every step
+])
+def test_a_guard_in_a_helper_lowers_its_findings_as_in_the_loop(guard: str, impact: str, reason: str) -> None:
+    config = from_table({"select": ["TL405"], "min-impact": "low"}, Path("."))
+    (found,) = lint_source(GUARDED_HELPER.format(guard=guard), "train.py", config)
+    assert found.impact == impact and reason in found.impact_reason
