@@ -150,3 +150,17 @@ def test_without_the_constructor_call_or_the_partial_call_the_model_is_not_reach
         if cut in text:
             path.write_text(text.replace(cut, "loss = x.sum()" if "compute" in cut else "pass"))
     assert not [f for f in _findings(project, "denoise") if Path(f.path).name == "unet.py"]
+
+
+def test_a_model_passed_back_and_forth_between_two_functions_is_found_once() -> None:
+    """`ping` passes its model to `pong`, which passes it back: the parameters form a cycle,
+    which ends quietly and still finds the class the loop passes."""
+    text = (
+        "import torch\nimport torch.nn as nn\n"
+        "class Net(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+        "def ping(model, x, n):\n    out = model(x)\n    return pong(model, out, n) if n else out\n"
+        "def pong(model, x, n):\n    return ping(model, x, n - 1)\n"
+        "net = Net().cuda()\nfor x in loader:\n    ping(net, x.cuda(), 3).sum().backward()\n"
+    )
+    found = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert [(f.line, f.code) for f in found] == [(5, "TL102")]

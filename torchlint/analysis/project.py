@@ -39,6 +39,8 @@ class Project:
         self._callees_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
         # what a parameter may hold (``("passed", ...)``): chains of parameters passed on are resolved once each
         self._classes_memo: dict[tuple[Ref, str, int], list[tuple[str, str]]] = {}
+        self._resolving: set[tuple[Ref, str, int]] = set()  # being resolved now (a cycle meets them)
+        self._cut: set[tuple[Ref, str, int]] = set()  # met in a cycle: what depends on them is not memoised
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -117,6 +119,8 @@ class Project:
         """Drop what was resolved from the arguments recorded so far: more may be recorded."""
         self._callees_memo.clear()
         self._classes_memo.clear()
+        self._resolving.clear()
+        self._cut.clear()
 
     # --- modules ---------------------------------------------------------------------
     def module_file(self, module: str, importer: str, level: int = 0) -> str | None:
@@ -232,10 +236,20 @@ class Project:
         if ref[0] == "passed":  # memoised: parameters passed on call after call form chains, and cycles
             key = (ref, importer, limit)
             known = self._classes_memo.get(key)
-            if known is None:
-                self._classes_memo[key] = []  # a parameter passed back to itself adds nothing
-                known = self._classes_memo[key] = self._several(ref, importer, depth, limit)
-            return known
+            if known is not None:
+                if key in self._resolving:
+                    self._cut.add(key)  # a parameter passed back to itself: what is found so far
+                return known
+            self._classes_memo[key] = []
+            self._resolving.add(key)
+            found = self._several(ref, importer, depth, limit)
+            self._resolving.discard(key)
+            self._cut.discard(key)
+            if self._cut & self._resolving:  # it saw a parameter still being resolved: not final, ask again later
+                del self._classes_memo[key]
+            else:
+                self._classes_memo[key] = found
+            return found
         return self._several(ref, importer, depth, limit)
 
     def _several(self, ref: Ref, importer: str, depth: int, limit: int) -> list[tuple[str, str]]:
