@@ -129,6 +129,38 @@ def _first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
     return next((statement for statement in block.body if _exits_unless_rare(statement)), None)
 
 
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and b < 3`` -> ``[a, b < 3]``: each must hold for the branch to run."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _counted_or_flagged(test: cst.BaseExpression) -> tuple[str, Callable[[cst.CSTNode], bool]] | None:
+    """``shown < 3`` (a counter under a literal bound: the body must add to it) or ``not
+    printed`` (a flag: the body must set it to ``True``); the name, and what moves it."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) \
+            and type(test.comparisons[0].comparator) is cst.Integer and dotted(test.left) is not None:
+        return dotted(test.left), lambda n: type(n) is cst.AugAssign and type(n.operator) is cst.AddAssign  # type: ignore[return-value]
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and dotted(test.expression) is not None:
+        return dotted(test.expression), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "True"  # type: ignore[return-value]
+    return None
+
+
+def _constant(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Integer or type(value) is cst.Name and value.value in ("True", "False", "None")
+
+
+def _target_of(node: cst.CSTNode) -> cst.BaseExpression | None:
+    if type(node) is cst.AugAssign:
+        return node.target
+    return node.targets[0].target if type(node) is cst.Assign and len(node.targets) == 1 else None
+
+
+def _assigned_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+
+
 def _is_none(expr: cst.CSTNode | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
@@ -292,8 +324,10 @@ class Guards:
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""
         tree = self.ctx.tree
         test = self._named_test(branch.test, branch)
-        if not (is_rare_test(test, tree.descendants, lambda e: self._derived_counter(e, branch))
-                or self._calls_rare_predicate(test)):
+        # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
+        parts = [p for p in _conjuncts(test) if not self._counted_each_step(p, branch, stop)]
+        if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch)) or self._calls_rare_predicate(p)
+                   for p in parts):
             return False
         inner: set[str] = set()
         for ancestor in tree.ancestors(branch):
@@ -384,7 +418,7 @@ class Guards:
         name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
         name = none_tested(branch.test)
         if name is None:
-            return False
+            return self.first_times(branch, stop)
         tree = self.ctx.tree
         bindings = self.ctx.bindings.lookup(name, branch)
         if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
@@ -395,6 +429,38 @@ class Guards:
             if binding.kind != "augassign" and not _mentions(binding.value, name, tree.descendants):
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
+
+    def first_times(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
+        """``if shown < 3: ...; shown += 1`` and ``if not printed: ...; printed = True`` (also
+        one side of an ``and``): the body moves the tested counter or flag toward the end of
+        its test, so the branch runs a fixed few times per run, unless ``stop`` (the loop)
+        sets the name back each step."""
+        for part in _conjuncts(branch.test):
+            found = _counted_or_flagged(part)
+            if found is None:
+                continue
+            if self._moved_in(found, branch) and not self._set_back(found[0], branch, stop):
+                return True
+        return False
+
+    def _counted_each_step(self, test: cst.BaseExpression, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """``shown < 3`` where the step sets ``shown`` back (``shown = 0``) before counting."""
+        found = _counted_or_flagged(test)
+        return found is not None and type(test) is cst.Comparison and self._moved_in(found, branch) and self._set_back(found[0], branch, stop)
+
+    def _moved_in(self, found: tuple[str, Callable[[cst.CSTNode], bool]], branch: cst.If) -> bool:
+        name, moves = found
+        return any(moves(n) and dotted(_target_of(n)) == name for n in self.ctx.tree.descendants(branch.body))
+
+    def _set_back(self, name: str, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is ``name`` set back to a constant (``shown = 0``, ``printed = False``) in the step
+        (its hot loop, else ``stop``, else the function) outside ``branch``: a count kept per step?"""
+        tree = self.ctx.tree
+        scope = self.ctx.loops.local_hot_loop(branch) or stop or tree.enclosing_function(branch)
+        if scope is None:
+            return False
+        return any(type(n) is cst.Assign and not tree.is_inside(n, branch) and _constant(n.value)
+                   and any(dotted(t) == name for t in _assigned_targets(n)) for n in tree.descendants(scope))
 
     def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
         """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults

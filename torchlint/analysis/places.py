@@ -30,7 +30,7 @@ _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
 # Loop variables and iterables that name what a loop goes over, most specific first.
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
-                ("token", "decoded token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
+                ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
 
 
 class Places:
@@ -71,11 +71,17 @@ class Places:
                 return Repeat("batch row", count)
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
                 return Repeat("decoded token", count)
-            return Repeat(_named_kind(names + " " + bound) or "iteration", count)
-        kind = _named_kind(names) or _named_kind(code)
+            kind = _named_kind(names + " " + bound)
+            return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
+        kind = self._decoded(_named_kind(names) or _named_kind(code), loop)
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
         return Repeat(kind or "iteration", self._container_size(iterable, loop))
+
+    def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
+        """A loop over tokens (not a range of them) decodes them only when it runs a model:
+        ``for token in tokens`` inside a decode step goes over that step's tokens (one per sequence)."""
+        return "decoded token" if kind == "token" and type(loop) is cst.For and self._calls_a_model(loop) else kind
 
     def _range_count(self, iterable: cst.BaseExpression) -> int | None:
         if not _is_range(iterable) or len(iterable.args) != 1:
@@ -104,11 +110,18 @@ class Places:
                 return None
             members = value.args[0].value
             if type(members) in (cst.List, cst.Tuple) and not any(type(e) is cst.StarredElement for e in members.elements):
-                return len(members.elements) < 2, len(members.elements) or None, qualified
+                size = len(members.elements) if not self._grown(name, cls) else None  # `.append(...)` later: more than the literal
+                return len(members.elements) < 2, size or None, qualified
             if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
                 return True, self._range_count(members.for_in.iter), qualified
             return None
         return None
+
+    def _grown(self, name: str, cls: cst.ClassDef) -> bool:
+        """Is the container ``self.<name>`` appended to in ``cls`` (``self.input_blocks.append(...)``)?"""
+        tree = self.ctx.tree
+        return any(type(call.func) is cst.Attribute and dotted(call.func.value) == name and tree.enclosing_class(call) is cls
+                   for call in self.ctx.method_calls(("append", "extend", "insert")))
 
     def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
         """The loops around ``call`` that run its callee again each time: a loop over a
