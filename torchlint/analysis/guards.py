@@ -70,6 +70,17 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
     return "warm" in last.lower() or (last.isupper() and len(last) > 1)
 
 
+# What a loop goes over (analysis/places.py) when it surely repeats inside one step.
+_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member"})
+
+
+def _counts_epochs(loop: cst.For) -> bool:
+    """``for epoch in ...``: a loop over epochs is never inside a step."""
+    target = loop.target
+    names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    return any(isinstance(n, cst.Name) and "epoch" in n.value.lower() for n in names)
+
+
 def _is_len(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
 
@@ -295,12 +306,19 @@ class Guards:
         if not (is_rare_test(test, tree.descendants, lambda e: self._derived_counter(e, branch))
                 or self._calls_rare_predicate(test)):
             return False
-        inner: set[str] = set()
+        loops = []
         for ancestor in tree.ancestors(branch):
             if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
                 break
             if type(ancestor) is cst.For:
-                inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
+                loops.append(ancestor)
+        if type(stop) not in (cst.For, cst.While):
+            # No hot loop stops the walk: the join picks the step among these loops later. Only
+            # a loop over what a step holds (batch rows, beams, parameters, blocks) is surely
+            # inside it; one over epochs or plain counts may be the step or outside it (`for
+            # step in range(max_steps): if step % save_every == 0:`): a modulo on it is rare.
+            loops = [loop for loop in loops if not _counts_epochs(loop) and self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
+        inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
     def _steps_optimizer(self, branch: cst.If) -> bool:
