@@ -75,7 +75,7 @@ def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
         return False
     if type(func) is cst.Name:
         return func.value not in _BUILTINS
-    return func.attr.value not in _TENSOR_METHODS
+    return func.attr.value not in _TENSOR_METHODS and func.attr.value not in _SAMPLERS
 
 
 def _targets(statement: cst.CSTNode) -> set[str]:
@@ -99,8 +99,9 @@ def _mentions(expr: cst.CSTNode | None) -> set[str]:
             name = dotted(node)
             if name is not None:
                 found.add(name)
-                if type(node) is cst.Name:
-                    continue
+            if type(node) is cst.Attribute:
+                stack.append(node.value)  # `self.model.score`: its attribute's name is no variable
+            continue
         stack.extend(node.children)
     return found
 
@@ -147,11 +148,16 @@ def _used_as_logits(ctx: FileContext, call: cst.Call, derived: set[str], nodes: 
 
 
 def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set[str]:
-    """What the call is given: the names its arguments read, and those they were made from
-    earlier in the body (``idx_cond = idx[:, -block:]`` then ``model(idx_cond)``)."""
+    """What the call is given from the iteration before: the names its arguments read, and
+    those they were made from earlier in the body (``idx_cond = idx[:, -block:]`` then
+    ``model(idx_cond)``: ``idx``), less what the body sets before the call (``score =
+    f(raw); order = argsort(score); score = score[order]`` feeds nothing forward)."""
     inputs = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
     start = ctx.tree.index(call)
+    made_here: set[str] = set()
     for statement in reversed([s for s in ordered if ctx.tree.index(s) < start]):
-        if type(statement) is not cst.AugAssign and _targets(statement) & inputs:
+        targets = _targets(statement) if type(statement) is not cst.AugAssign else set()
+        if targets & inputs:
             inputs |= _mentions(statement.value)  # type: ignore[attr-defined]
-    return inputs
+            made_here |= targets
+    return inputs - made_here
