@@ -114,9 +114,15 @@ def per_row(model, x):
     for i in range(x.size(0)):
         if i % 2 == 0:
             test(model, x[i])
+
+
+def chunked(model, x, n):
+    for i in range(n):
+        if i % 4 == 0:
+            test(model, x)
 """
 RUN = """import torch
-from helpers import per_row, save_model, test
+from helpers import chunked, per_row, save_model, test
 
 
 class KGE(torch.nn.Module):
@@ -146,8 +152,11 @@ def main(args, x, loader):
     # the same helpers called unguarded: every step
     ("    for step in range(args.max_steps):\n        model.train_step(optimizer, x)\n        save_model(model, 'm.pt')\n",
      {("helpers.py", 5, "TL102")}),
-    # near-miss: a modulo on a batch row's index inside the step is per row, not rare
+    # an iteration counter: the loop is the step
+    ("    for it in range(args.iters):\n        model.train_step(optimizer, x)\n        if it % 100 == 0:\n            save_model(model, 'm.pt')\n", set()),
+    # near-misses: a modulo on a batch row's index, or on a plain counter, inside a per-step helper: per item, not rare
     ("    for x in loader:\n        per_row(model, x.cuda())\n", {("helpers.py", 9, "TL101")}),
+    ("    for x in loader:\n        chunked(model, x.cuda(), 8)\n", {("helpers.py", 9, "TL101")}),
 ])
 def test_guards_at_call_sites_on_the_counter_of_a_loop_the_join_makes_the_step(tmp_path: Path, loops: str, expected: set) -> None:  # type: ignore[type-arg]
     (tmp_path / "helpers.py").write_text(HELPERS)

@@ -74,11 +74,15 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
 _WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member"})
 
 
-def _counts_epochs(loop: cst.For) -> bool:
-    """``for epoch in ...``: a loop over epochs is never inside a step."""
+_STEP_COUNTER = re.compile(r"(?:.*_)?(?:epochs?|steps?|it|itr|iters?|iterations?|updates?)(?:_.*)?$", re.IGNORECASE)
+
+
+def _counts_steps(loop: cst.For) -> bool:
+    """``for epoch in ...``, ``for step in range(init_step, max_steps)``, ``for it, x in ...``:
+    a loop whose counter is named for epochs, steps or iterations."""
     target = loop.target
     names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-    return any(isinstance(n, cst.Name) and "epoch" in n.value.lower() for n in names)
+    return any(isinstance(n, cst.Name) and _STEP_COUNTER.match(n.value) is not None for n in names)
 
 
 def _is_len(expr: cst.BaseExpression) -> bool:
@@ -313,11 +317,11 @@ class Guards:
             if type(ancestor) is cst.For:
                 loops.append(ancestor)
         if type(stop) not in (cst.For, cst.While):
-            # No hot loop stops the walk: the join picks the step among these loops later. Only
-            # a loop over what a step holds (batch rows, beams, parameters, blocks) is surely
-            # inside it; one over epochs or plain counts may be the step or outside it (`for
-            # step in range(max_steps): if step % save_every == 0:`): a modulo on it is rare.
-            loops = [loop for loop in loops if not _counts_epochs(loop) and self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
+            # No hot loop stops the walk: the join picks the step among these loops later. A
+            # loop that counts steps or epochs (`for step in range(max_steps): if step %
+            # save_every == 0:`) is that step or outside it, unless it goes over what a step
+            # holds (batch rows, beams, parameters): a modulo on its counter is rare.
+            loops = [loop for loop in loops if not _counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
         inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
