@@ -70,6 +70,21 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
     return "warm" in last.lower() or (last.isupper() and len(last) > 1)
 
 
+# What a loop goes over (analysis/places.py) when it surely repeats inside one step.
+_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member"})
+
+
+_STEP_COUNTER = re.compile(r"(?:.*_)?(?:epochs?|steps?|it|itr|iters?|iterations?|updates?)(?:_.*)?$", re.IGNORECASE)
+
+
+def _counts_steps(loop: cst.For) -> bool:
+    """``for epoch in ...``, ``for step in range(init_step, max_steps)``, ``for it, x in ...``:
+    a loop whose counter is named for epochs, steps or iterations."""
+    target = loop.target
+    names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    return any(isinstance(n, cst.Name) and _STEP_COUNTER.match(n.value) is not None for n in names)
+
+
 def _is_len(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
 
@@ -329,12 +344,19 @@ class Guards:
         if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch)) or self._calls_rare_predicate(p)
                    for p in parts):
             return False
-        inner: set[str] = set()
+        loops = []
         for ancestor in tree.ancestors(branch):
             if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
                 break
             if type(ancestor) is cst.For:
-                inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
+                loops.append(ancestor)
+        if type(stop) not in (cst.For, cst.While):
+            # No hot loop stops the walk: the join picks the step among these loops later. A
+            # loop that counts steps or epochs (`for step in range(max_steps): if step %
+            # save_every == 0:`) is that step or outside it, unless it goes over what a step
+            # holds (batch rows, beams, parameters): a modulo on its counter is rare.
+            loops = [loop for loop in loops if not _counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
+        inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
     def _steps_optimizer(self, branch: cst.If) -> bool:

@@ -177,6 +177,7 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
     and where that call sits in the step (a module's forward is mid-step: its other layers and
     its backward follow)."""
     repeats, unit = within_step(call.repeats, step_loops)
+    unit = call.unit if unit == "step" else unit  # a hot decode loop's iteration is a decoded token
     if repeats:
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
     per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
@@ -225,10 +226,12 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # inference step unless the loop trains.
                     # Its outermost loop in the function is the step (`for t in range(max_len):`
                     # around `for seq in beams:`): the loops inside it repeat within the step.
-                    while loop.parent in {k for p, k in loops if p == path} and loops[(path, loop.parent)].where is not Where.EPOCH:
+                    # An epoch loop is no decode loop: what it calls runs once per epoch.
+                    while loop.where is not Where.EPOCH and loop.parent in {k for p, k in loops if p == path} \
+                            and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
-                        found[where] = Where.TRAIN if loop.where is Where.TRAIN else Where.INFER
+                        found[where] = loop.where if loop.where in (Where.TRAIN, Where.EPOCH) else Where.INFER
                 else:
                     continue
                 break

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.decoding import decodes
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guards import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
@@ -167,17 +168,18 @@ class Loops:
 
     def _where(self, loop: cst.CSTNode) -> Where:
         if _epoch_loop(loop):
-            # `for epoch in range(n): train(...)`: one step per epoch (full-batch training),
-            # or the code around an inner loop over batches: once per epoch either way
-            return Where.EPOCH
+            # `for epoch in range(n): train_epoch(...)`: the code around an inner loop over
+            # batches runs once per epoch; but an epoch that is one optimizer step (full-batch
+            # training: `for epoch in range(n): train(epoch)`) is the training step itself
+            return Where.TRAIN if self._steps_once(loop) else Where.EPOCH
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & _SAMPLING:
-            return Where.INFER
+        if methods & _SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind == "decoded token":
+            return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
         if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
@@ -186,6 +188,16 @@ class Loops:
         if "train" in name or "train" in iterated:
             return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return Where.BATCH
+
+    def _steps_once(self, loop: cst.CSTNode) -> bool:
+        """Does each iteration of ``loop`` make one training step: a backward or an optimizer
+        step in its own body (micro-batch slices included, other nested loops not), or a
+        call of a function of this file that makes one?"""
+        for node in self._step_nodes(loop.body):
+            if type(node) is cst.Call and (self._own_step_parts(node) == _BACKWARD or self._calls_a_trainer(node)
+                                           or self.ctx.method_name(node) == "step" and self.is_step_call(node)):
+                return True
+        return False
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
@@ -198,8 +210,16 @@ class Loops:
         key = id(loop)
         if key not in self._hot:
             self._hot[key] = not self.runs_once(loop) and (
-                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)))
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop))
         return self._hot[key]
+
+    def decodes(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` a decode loop: one token (frame, sample) from a model per iteration,
+        the model's type known or not (``analysis/decoding.py``)? Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
+        if id(loop) not in known:
+            known[id(loop)] = decodes(self.ctx, loop)
+        return known[id(loop)]
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
@@ -368,6 +388,8 @@ class Loops:
         ``enumerate(tqdm(train_loader))`` → ``[train_loader]``."""
         if iterable is None:
             return []
+        if isinstance(iterable, cst.IfExp):  # `for x in (dl if webdataset else distr_dl)`: either
+            return [*self.iterated_roots(iterable.body), *self.iterated_roots(iterable.orelse)]
         if isinstance(iterable, cst.Call):
             name = dotted(iterable.func) or ""
             qualified = self.ctx.qname(iterable.func) or ""

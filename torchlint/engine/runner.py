@@ -208,7 +208,7 @@ def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
     if ctx.guards.rare(node, stop=loop):
         return Place(Where.EVERY_N)
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
-    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)))
+    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)), ctx.places.step_unit(step))
     return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP)
 
 
