@@ -367,7 +367,7 @@ def test_a_loop_over_the_tokens_of_a_decode_step_is_named_once(tmp_path: Path) -
     (tmp_path / "rerank.py").write_text(RERANK)
     found = {Path(f.path).name: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
     assert found["gen.py"].message.endswith("(per token per decoded token)")
-    assert found["rerank.py"].message.endswith("(per beam per decoded token)")
+    assert found["rerank.py"].message.endswith("(per candidate per decoded token)")  # a loop over a topk: its k best
     assert {f.impact for f in found.values()} == {"high"}  # repeated within each decoded token
 
 
