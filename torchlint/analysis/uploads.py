@@ -501,12 +501,19 @@ class Uploads:
             return True
         if ctx.values.is_numpy_array(index, at):
             return True
-        if type(index) is cst.List:
-            return bool(index.elements) and all(type(e.value) is cst.Integer or type(e.value) is cst.Name for e in index.elements if not isinstance(e, cst.StarredElement))
+        if type(index) is cst.List:  # `q[[0, 1, 2]]`, `logits[:, [-1], :]`
+            return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
         if type(index) is cst.ListComp:
             return True
         return type(index) is cst.Name and ctx.values.is_sequence_literal(index, at) and not any(
             type(b.value) is cst.Tuple for b in ctx.bindings.lookup(index.value, at))
+
+
+def _position(value: cst.BaseExpression) -> bool:
+    """An element of an index list: a number (``-1`` too) or a name."""
+    if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
+        value = value.expression
+    return type(value) is cst.Integer or type(value) is cst.Name
 
 
 def _choices(value: cst.BaseExpression) -> list[cst.BaseExpression]:
