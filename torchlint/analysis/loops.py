@@ -25,6 +25,7 @@ _COMPREHENSION_TYPES = node_types(*_COMPREHENSIONS)
 _NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 _SAMPLING = frozenset({"generate", "sample", "multinomial"})
+_CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack"})
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 _ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 
@@ -176,7 +177,7 @@ class Loops:
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & _SAMPLING:
+        if methods & _SAMPLING or self._feeds_back(calls):
             return Where.INFER
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
@@ -186,6 +187,22 @@ class Loops:
         if "train" in name or "train" in iterated:
             return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return Where.BATCH
+
+    def _feeds_back(self, calls: list[cst.Call]) -> bool:
+        """A decode loop, greedy too: the model's input grows by what it made
+        (``idx = torch.cat((idx, next_token), dim=1)`` with ``model(idx)`` in the same loop),
+        one token or frame per iteration: an inference step, not an evaluation batch."""
+        ctx = self.ctx
+        grown = set()
+        for call in calls:
+            if ctx.qname(call.func) in _CONCATENATIONS and call.args and type(call.args[0].value) in (cst.Tuple, cst.List):
+                first = call.args[0].value.elements
+                assign = ctx.tree.parent(call)
+                if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
+                    grown.add(dotted(first[0].value))
+        grown.discard(None)
+        model_calls = [c for c in calls if dotted(c.func) == "self" or self.is_step_call(c)]  # `self(idx)`: the class's own forward
+        return bool(grown) and any(dotted(a.value) in grown for c in model_calls for a in c.args)
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
