@@ -287,6 +287,10 @@ class Guards:
                 return False
         return True
 
+    def rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is the branch's own test rare per step (``if step % 16 == 0 and done.all():``)?"""
+        return self._rare_test(branch, stop)
+
     def _rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""

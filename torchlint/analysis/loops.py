@@ -177,7 +177,7 @@ class Loops:
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & _SAMPLING or self._feeds_back(calls):
+        if self.decodes(loop):
             return Where.INFER
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
@@ -187,6 +187,14 @@ class Loops:
         if "train" in name or "train" in iterated:
             return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return Where.BATCH
+
+    def decodes(self, loop: cst.CSTNode) -> bool:
+        """A sampling or decode loop: it samples (``torch.multinomial``, ``.generate()``), or
+        feeds the model's output back into its input (:meth:`_feeds_back`)."""
+        if type(loop) not in (cst.For, cst.While):
+            return False
+        calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
+        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(calls)
 
     def _feeds_back(self, calls: list[cst.Call]) -> bool:
         """A decode loop, greedy too: the model's input grows by what it made
