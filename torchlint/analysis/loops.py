@@ -194,9 +194,9 @@ class Loops:
         if type(loop) not in (cst.For, cst.While):
             return False
         calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
-        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(calls)
+        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(loop, calls)
 
-    def _feeds_back(self, calls: list[cst.Call]) -> bool:
+    def _feeds_back(self, loop: cst.CSTNode, calls: list[cst.Call]) -> bool:
         """A decode loop, greedy too: the model's input grows by what it made
         (``idx = torch.cat((idx, next_token), dim=1)`` with ``model(idx)`` in the same loop),
         one token or frame per iteration: an inference step, not an evaluation batch."""
@@ -209,6 +209,9 @@ class Loops:
                 if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
                     grown.add(dotted(first[0].value))
         grown.discard(None)
+        for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
+            if grown and type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Subscript and dotted(node.value.value) in grown:
+                grown.add(dotted(node.targets[0].target))
         model_calls = [c for c in calls if dotted(c.func) == "self" or self.is_step_call(c)]  # `self(idx)`: the class's own forward
         return bool(grown) and any(dotted(a.value) in grown for c in model_calls for a in c.args)
 
