@@ -465,13 +465,17 @@ class Uploads:
 
     def _only_read_at(self, name: str, bound: cst.CSTNode, at: cst.CSTNode) -> bool:
         """``z = np.random.normal(...)`` then ``torch.from_numpy(z)``: bound in the loop body
-        ``at`` is in, and not read in between (a read may fill it, or need it on the host)."""
+        ``at`` is in, and read nowhere else after (a read may fill it, or need it on the host:
+        ``to_categorical(labels)`` beside ``LongTensor(labels)``)."""
         tree, loops = self.ctx.tree, self.ctx.loops
         if tree.scope_of(bound) is not tree.scope_of(at):
             return False
-        if next(iter(loops.enclosing_loops(bound)), None) is not next(iter(loops.enclosing_loops(at)), None):
+        loop = next(iter(loops.enclosing_loops(at)), None)
+        if next(iter(loops.enclosing_loops(bound)), None) is not loop:
             return False
-        return not tree.names_valued_between(name, tree._last_index(bound), tree.index(at))
+        scope = loop or tree.enclosing_function(at) or tree.module
+        reads = tree.names_valued_between(name, tree._last_index(bound), tree._last_index(scope) + 1)
+        return len(reads) == 1 and tree.is_inside(reads[0], at)
 
     def typed_device_class(self, func: cst.BaseExpression) -> str | None:
         """``torch.cuda.FloatTensor``, or ``Tensor`` bound to ``torch.cuda.FloatTensor if cuda
