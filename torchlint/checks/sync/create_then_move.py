@@ -68,14 +68,14 @@ class CreateThenMove(Check):
         with ``Tensor`` a ``torch.cuda`` class: host data that a factory could make on the
         device itself (a fill, a range, a random draw), copied there. Reported when it is."""
         ctx = self.ctx
-        uploads = ctx.uploads
-        on_device = uploads.typed_device_class(node.func)
+        uploads, makeable = ctx.uploads, ctx.device_makeable
+        on_device = makeable.typed_device_class(node.func)
         if qualified not in FROM_DATA and on_device is None:
             return False
         if not node.args or node.args[0].keyword is not None or node.args[0].star:
             return False
         data = node.args[0].value
-        factory = uploads.device_makeable(data, node)
+        factory = makeable.factory_for(data, node)
         if factory is None:
             return False  # data of its own (a batch, an observation, a list of values): the copy is needed
         device = ctx.keyword(node, "device")
