@@ -243,6 +243,20 @@ def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ig
     return False
 
 
+def _after_returning_branch(block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str]) -> tuple[cst.If, str] | None:
+    """``if p is not None: ...; return x`` earlier in the function's body than ``child``:
+    the code after it runs only when ``p`` is left out, as an ``else:`` would."""
+    for statement in block.body:
+        if statement is child:
+            return None
+        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock:
+            name = none_tested(statement.test, negated=True)
+            last = statement.body.body[-1] if statement.body.body else None
+            if name in defaults and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
+                return statement, name
+    return None
+
+
 def is_main_guard(test: cst.BaseExpression) -> bool:
     """``__name__ == "__main__"`` (either way round): the script's own entry point."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
@@ -333,6 +347,10 @@ class Guards:
             if branch is loop or not self._rare_test(branch, loop) or not self._steps_optimizer(branch):  # type: ignore[arg-type]
                 return False
         return True
+
+    def rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is the branch's own test rare per step (``if step % 16 == 0 and done.all():``)?"""
+        return self._rare_test(branch, stop)
 
     def _rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
@@ -512,6 +530,10 @@ class Guards:
                 name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
                 if name in defaults:
                     return branch, name  # type: ignore[return-value]
+            if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
+                returned = _after_returning_branch(ancestor, child, defaults)
+                if returned is not None:
+                    return returned
             child = ancestor
         return None
 

@@ -86,8 +86,13 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for call in summary.calls:
             if call.caller and call.loop is None:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
+    omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
     while work:
         path, key, info = work.popleft()
+        for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
+            branch = (path, f"{key}#none:{name}")
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+                omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
             better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
@@ -125,7 +130,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                per_step=per_step, position=position)))
-    _inner_places(project, steps)
+    _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     return steps
@@ -245,7 +250,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
     return found, {root: loops[root].over for root in roots}
 
 
-def _inner_places(project: Project, steps: Steps) -> None:
+def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str], StepInfo]) -> None:
     """Places inside a per-step function that findings wait for (``Loops.step_condition``):
     a loop (not hot itself) runs every step with its function; the branch
     ``if max_len is None:`` runs every step when a per-step call leaves ``max_len`` out."""
@@ -258,7 +263,9 @@ def _inner_places(project: Project, steps: Steps) -> None:
                 known[loop.key] = known[loop.parent]
         for key, info in list(known.items()):
             for name in info.omitted if "#" not in key else ():
-                known.setdefault(f"{key}#none:{name}", info)
+                branch = f"{key}#none:{name}"
+                reach = omitting.get((path, branch))
+                known.setdefault(branch, replace(reach, omitted=info.omitted, constants=info.constants) if reach is not None else info)
             for name in info.constants if "#" not in key else ():
                 known.setdefault(f"{key}#const:{name}", info)
 

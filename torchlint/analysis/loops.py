@@ -26,6 +26,7 @@ _COMPREHENSION_TYPES = node_types(*_COMPREHENSIONS)
 _NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 _SAMPLING = frozenset({"generate", "sample", "multinomial"})
+_CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack"})
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 _ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 
@@ -199,6 +200,25 @@ class Loops:
                 return True
         return False
 
+    def _feeds_back(self, loop: cst.CSTNode, calls: list[cst.Call]) -> bool:
+        """A decode loop, greedy too: the model's input grows by what it made
+        (``idx = torch.cat((idx, next_token), dim=1)`` with ``model(idx)`` in the same loop),
+        one token or frame per iteration: an inference step, not an evaluation batch."""
+        ctx = self.ctx
+        grown = set()
+        for call in calls:
+            if ctx.qname(call.func) in _CONCATENATIONS and call.args and type(call.args[0].value) in (cst.Tuple, cst.List):
+                first = call.args[0].value.elements
+                assign = ctx.tree.parent(call)
+                if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
+                    grown.add(dotted(first[0].value))
+        grown.discard(None)
+        for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
+            if grown and type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Subscript and dotted(node.value.value) in grown:
+                grown.add(dotted(node.targets[0].target))
+        model_calls = [c for c in calls if dotted(c.func) == "self" or self.is_step_call(c)]  # `self(idx)`: the class's own forward
+        return bool(grown) and any(dotted(a.value) in grown for c in model_calls for a in c.args)
+
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
         tree = self.ctx.tree
@@ -218,8 +238,14 @@ class Loops:
         the model's type known or not (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
         if id(loop) not in known:
-            known[id(loop)] = decodes(self.ctx, loop)
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop))
         return known[id(loop)]
+
+    def _samples(self, loop: cst.CSTNode) -> bool:
+        """A sampling loop by its calls: it samples (``torch.multinomial``, ``.generate()``) or
+        feeds the model's output back into its input (:meth:`_feeds_back`)."""
+        calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
+        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(loop, calls)
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
