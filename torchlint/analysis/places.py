@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 # Calls that drain the queue, or only read what it made: the host work between a sync and a read.
 _READS = frozenset({"item", "tolist", "cpu", "numpy"})
-_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix", "set_postfix"}
-_QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter"})
+_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
+                           "set_postfix", "size", "dim", "numel", "stride"}
+_QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
@@ -268,7 +269,22 @@ class Places:
         method = self.ctx.method_name(call)
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
+        if self._given_python_values(call):
+            return True  # `loss_meter.update(loss.item(), n)`: host bookkeeping of values read already
         return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
+
+    def _given_python_values(self, call: cst.Call) -> bool:
+        """A method of an object (not a library's function, not a model or a step) given
+        only Python values: it has no tensor of the step to queue work on."""
+        ctx = self.ctx
+        if type(call.func) is not cst.Attribute or not call.args or ctx.qname(call.func) is not None or ctx.loops.is_step_call(call):
+            return False
+        if ctx.functions.called(call, None) is not None:
+            return False  # `self.log_and_step(loss.item())`: a method of ours may use the model it keeps
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
+            return False  # `logits.argmax(-1)`: a kernel of its own
+        return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:

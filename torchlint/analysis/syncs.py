@@ -225,7 +225,8 @@ class HiddenSyncs:
         # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
         # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
         if (binding is None or binding.kind != "comp") and self.used_as_tensor(name, at):
-            return True
+            # `a = np.array(...)`, then `a.nonzero()`: NumPy arrays share some of those methods
+            return ctx.values.kind(name, at) is not Kind.NUMPY
         if binding is None or binding.kind not in ("assign", "for", "comp"):
             kind = ctx.values.kind(name, at)
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
