@@ -90,12 +90,15 @@ class LocalFunctions:
         positional = [*function.params.posonly_params, *function.params.params]
         index = next((i for i, p in enumerate(positional) if p is param), None)
         found = []
-        for use in self.tree.descendants(owner):
+        uses = [n for n in self.tree.descendants(owner) if type(n) in (cst.Name, cst.FunctionDef)]
+        if sum(type(n) is cst.FunctionDef and n.name.value == name for n in uses) != 1:
+            return None  # two functions of that name: which one a call runs depends on the order
+        for use in uses:
             if type(use) is not cst.Name or use.value != name or use is function.name:
                 continue
             call = self.tree.parent(use)
-            if type(call) is not cst.Call or call.func is not use or self.named(name, call) is not function:
-                return None  # handed on, returned, or another function of that name
+            if type(call) is not cst.Call or call.func is not use:
+                return None  # handed on, returned, or an argument's keyword (`f(show=...)`)
             if any(arg.star for arg in call.args):
                 return None
             given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param.name.value), None)

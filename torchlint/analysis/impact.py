@@ -126,7 +126,8 @@ class Position(enum.Enum):
     """Where a device read sits in its step: what the device could have done meanwhile."""
 
     MID_STEP = "mid-step"  # device work is queued after it (inside forward, before backward): the GPU idles until Python catches up
-    STEP_END = "step-end"  # at the step's boundary: nothing of the step queued after it (or before it), the queue holds only one step's tail
+    STEP_END = "step-end"  # nothing after it in the step but the next step's launches
+    STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
 
 
@@ -189,8 +190,10 @@ class Place:
 
 
 _POSITION_WHY = {
-    Position.STEP_END: ("one sync per step, at its boundary (nothing of the step queued before it, or after it): the GPU idles while Python refills the queue; "
+    Position.STEP_END: ("one sync per step, at its end: the GPU idles while Python refills the queue; "
                         "about 1 % of a GPU-bound step, more when steps are short"),
+    Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
+                          "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
 }
 

@@ -172,7 +172,7 @@ class Places:
             # tail, like a read at the step's end. On a `forward`'s first lines, where the
             # model's call stands decides (mid-step when the step queued work before it).
             if function is None and stop is not None:
-                return Position.STEP_END
+                return Position.STEP_START
             if function is not None and function.name.value in ("forward", "__call__"):
                 return None
         if self._work_after(node, stop):
@@ -337,6 +337,8 @@ def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
         return ctx.module.code_for_node(func.value)
     if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(node.args) == 1:
         return ctx.module.code_for_node(node.args[0].value)
+    if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
+        return ctx.module.code_for_node(node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
     return None
 
 
