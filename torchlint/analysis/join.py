@@ -187,7 +187,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
         return per_step, Position.STEP_START if first else Position.MID_STEP
     if call.position is not None:
         return per_step, call.position
-    return per_step, caller.position if caller is not None else Position.MID_STEP
+    # (a step loop's call with nothing after it in its function, loop included: the step's end)
+    return per_step, caller.position if caller is not None else Position.STEP_END
 
 
 def within_step(repeats: tuple[tuple[str, Repeat], ...], roots: dict[str, str] | set[str]) -> tuple[tuple[Repeat, ...], str]:

@@ -203,8 +203,8 @@ class Places:
         loops = self.ctx.loops
         for statement in self._statements_around(node, stop, after=True):
             for each in loops._own_nodes(statement, enter=lambda n: type(n) in (cst.For, cst.While)):
-                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)):
-                    return True
+                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)) and not self.ctx.guards.rare(each, stop=stop):
+                    return True  # (a validation every N steps is no device work of this step)
         return False
 
     def _runs_a_helper(self, node: cst.CSTNode) -> bool:
