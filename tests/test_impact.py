@@ -99,7 +99,7 @@ def test_multiplicity_names_each_level_once(repeats: tuple[Repeat, ...], unit: s
     assert len(phrases) == len(set(phrases))
 
 
-HELPER = "import torch\n\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\ndef smooth(n):\n    return torch.ones(n).cuda()\n"
+HELPER = "import torch\n\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\ndef smooth(n):\n    return torch.ones(n, n).cuda()\n"
 TRAIN = (
     "import torch\nfrom helper import accuracy, smooth\n\nmodel = torch.nn.Linear(8, 2).cuda()\n"
     "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\nfor x, y in loader:\n    out = model(x.cuda())\n"

@@ -85,6 +85,27 @@ _HOST_BUILDERS = {
     "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
     "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
 }
+# How deep a placement is followed through names and torch ops (`b = a.ge(0)`, `c = torch.where(b)[0]`, ...).
+_DEPTH = 6
+# Tensor methods whose result is a Python value (or a NumPy array): on the host, whatever they read.
+_READS_TO_HOST = frozenset({"item", "tolist", "numpy"})
+
+
+def _sets_accelerator_default(call: cst.Call) -> bool:
+    """``torch.set_default_device("cuda")`` (not ``"cpu"``); any ``set_default_tensor_type`` to a CUDA type."""
+    if not call.args:
+        return False
+    value = call.args[0].value
+    text = string_value(value)
+    if text is not None:
+        return "cuda" in text or text.split(":")[0].lower() in _ACCELERATOR_WORDS
+    return "cpu" not in (dotted(value) or "").lower()
+
+
+_DEFAULT_SETTERS = {
+    "torch.set_default_device": _sets_accelerator_default,
+    "torch.set_default_tensor_type": _sets_accelerator_default,
+}
 _DEVICE_FRAMEWORKS = {"pytorch_lightning", "lightning", "accelerate", "deepspeed", "ignite", "fairscale", "apex", "timm", "detectron2", "mmcv", "mmengine"}
 
 
@@ -185,6 +206,8 @@ class Devices(BatchPlacement, ModuleMoves):
                 moved = self.move(expr)
                 if moved is not None:
                     return moved == "host"
+                if expr.func.attr.value in _READS_TO_HOST and not expr.args:
+                    return True  # `tokens = tokens.tolist()`: a Python value, read already
                 expr = expr.func.value
             else:
                 break
@@ -194,7 +217,7 @@ class Devices(BatchPlacement, ModuleMoves):
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
-                return True
+                return not self.default_device_set()  # `torch.set_default_device("cuda")` builds there instead
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
             return self._local_helper_of_host_values(expr, _depth)
@@ -208,7 +231,7 @@ class Devices(BatchPlacement, ModuleMoves):
         """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
         tensor inputs are all on the host (and no ``device=``) computes on the host."""
         qualified = self.ctx.qname(call.func) or ""
-        if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > 3 or not call.args:
+        if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > _DEPTH or not call.args:
             return False
         if self.ctx.keyword(call, "device") is not None or self.ctx.keyword(call, "out") is not None:
             return False
@@ -241,13 +264,19 @@ class Devices(BatchPlacement, ModuleMoves):
         literal tuple, ``whole_value_of_tuples`` says whether to test ``value`` itself.
         """
         name = dotted(expr)
-        if name is None or depth > 3 or self.ctx.qname(expr) is not None:
+        if name is None or depth > _DEPTH or self.ctx.qname(expr) is not None:
             return False
         bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
         if not bound:
             return False
         for binding in bound:
             value = binding.value
+            if binding.kind == "param":
+                # A nested function's parameter holds what its callers pass: all in this file.
+                passed = self.ctx.functions.passed_to(binding)
+                if passed is None or not all(test(arg, call, depth + 1) for arg, call in passed):
+                    return False
+                continue
             if binding.kind in ("for", "comp") and value is not None:
                 # `for n in mask.cpu().sum(1)`, `for a, b in zip(x.cpu(), y)`: an item has
                 # the placement of what is iterated
@@ -307,6 +336,20 @@ class Devices(BatchPlacement, ModuleMoves):
                 return False
         return True
 
+    def default_device_set(self) -> bool:
+        """Does this file make factories build on an accelerator without ``device=``:
+        ``torch.set_default_device("cuda")``, ``torch.set_default_tensor_type(torch.cuda.FloatTensor)``,
+        ``with torch.device("cuda"):``, or a legacy CUDA type (``Tensor = torch.cuda.FloatTensor``)?"""
+        if "_default_device" not in self.__dict__:
+            ctx = self.ctx
+            found = any(_DEFAULT_SETTERS.get(ctx.qname(call.func) or "", lambda c: False)(call) for call in ctx.tree.nodes(cst.Call))
+            found = found or any(type(item.item) is cst.Call and ctx.qname(item.item.func) == "torch.device" and _sets_accelerator_default(item.item)
+                                 for item in ctx.tree.nodes(cst.WithItem))  # `with torch.device("cuda"):`
+            found = found or any((ctx.qname(node) or "").startswith("torch.cuda.") and (ctx.qname(node) or "").endswith("Tensor")
+                                 for node in ctx.tree.nodes(cst.Attribute))
+            self.__dict__["_default_device"] = found
+        return self.__dict__["_default_device"]
+
     def host_only(self, node: cst.CSTNode | None = None) -> bool:
         """Does the module never touch a device: no accelerator, no ``.to(...)``/``.cuda()``,
         no ``device`` anywhere, no DataParallel? Then every tensor lives on the host and
@@ -341,7 +384,9 @@ class Devices(BatchPlacement, ModuleMoves):
             return True  # the framework moves models and batches
         for node in ctx.tree.nodes(cst.Name):
             lowered = node.value.lower()
-            if "device" in lowered or "cuda" in lowered or "gpu" in lowered or lowered in ("dataparallel", "distributeddataparallel", "ddp", "accelerator", "fabric", "rank", "local_rank"):
+            # (not `rank`: A3C's worker processes have ranks and no device; a rank that picks
+            # a GPU is given to `.to()`, `.cuda()` or `set_device`, found above and below)
+            if "device" in lowered or "cuda" in lowered or "gpu" in lowered or lowered in ("dataparallel", "distributeddataparallel", "ddp", "accelerator", "fabric"):
                 return True
         return False
 

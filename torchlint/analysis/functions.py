@@ -67,6 +67,56 @@ class LocalFunctions:
             return self.method(func.attr.value, call)
         return None
 
+    def passed_to(self, param_binding) -> list[tuple[cst.BaseExpression, cst.Call]] | None:  # type: ignore[no-untyped-def]
+        """What the callers of a nested function pass for one of its parameters (the
+        binding of a ``param``): ``(argument, call)`` per call that passes one (a call
+        that leaves it out takes the default, which must be a literal). None when that is not known: a module-level function or a
+        method (other files call them), a nested one used otherwise than called (handed on
+        as a callback, returned), called with ``*args``/``**kwargs``, or never called."""
+        param = param_binding.node
+        function = next((a for a in self.tree.ancestors(param) if type(a) is cst.FunctionDef), None)
+        if function is None or type(param) is not cst.Param or param.star:
+            return None
+        known: dict[int, list | None] = self.__dict__.setdefault("_passed_memo", {})
+        if id(param) not in known:
+            known[id(param)] = self._passed(function, param)
+        return known[id(param)]
+
+    def _passed(self, function: cst.FunctionDef, param: cst.Param) -> list[tuple[cst.BaseExpression, cst.Call]] | None:
+        owner = self.tree.enclosing_function(function)
+        if owner is None:
+            return None  # module level: any file may import and call it
+        name = function.name.value
+        positional = [*function.params.posonly_params, *function.params.params]
+        index = next((i for i, p in enumerate(positional) if p is param), None)
+        found = []
+        uses = [n for n in self.tree.descendants(owner) if type(n) in (cst.Name, cst.FunctionDef)]
+        if sum(type(n) is cst.FunctionDef and n.name.value == name for n in uses) != 1:
+            return None  # two functions of that name: which one a call runs depends on the order
+        for use in uses:
+            if type(use) is not cst.Name or use.value != name or use is function.name:
+                continue
+            call = self.tree.parent(use)
+            if type(call) is not cst.Call or call.func is not use:
+                return None  # handed on, returned, or an argument's keyword (`f(show=...)`)
+            if any(arg.star for arg in call.args):
+                return None
+            given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param.name.value), None)
+            if given is None and index is not None:
+                plain = [a.value for a in call.args if a.keyword is None]
+                given = plain[index] if index < len(plain) else None
+            if given is None:
+                if not _literal(param.default):
+                    return None
+                continue  # left out: the default, a literal, is no tensor
+            found.append((given, call))
+        return found or None
+
+
+def _literal(default: cst.BaseExpression | None) -> bool:
+    """A number, a string, ``None``, ``True`` or ``False``."""
+    return type(default) in (cst.Integer, cst.Float, cst.SimpleString) or type(default) is cst.Name and default.value in ("None", "True", "False")  # type: ignore[union-attr]
+
 
 def dotted_function_name(tree: Tree, function: cst.FunctionDef) -> str:
     """``Cls.m`` / ``f.inner``: the function's dotted name within its file."""

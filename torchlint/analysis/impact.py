@@ -38,6 +38,7 @@ class Cost(enum.Enum):
     HOST_COPY = "a device-to-host copy and the sync it waits for"
     ROUND_TRIP = "a copy to the other device and back, with a sync"
     UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
+    SMALL_UPLOAD = "a small tensor made on the host and copied over: the bytes cost nothing, but a blocking copy waits for the GPU's queue like a read"
     ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
@@ -73,6 +74,7 @@ SYNC                 high   medium low    medium low    low    low
 HOST_COPY            high   low    low    low    low    low    low
 ROUND_TRIP           high   medium low    medium low    low    low
 UPLOAD               high   medium low    medium low    low    low
+SMALL_UPLOAD         high   medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
@@ -109,11 +111,12 @@ assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS
 # nothing, so they fall to low. Where the place comes from the file's own loops only: a
 # model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
-    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
 })
 
 
-_READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP})  # the host waits for the queue to drain
+# The host waits for the queue to drain (a small blocking upload too: its copy is queued behind the step's kernels).
+_READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.SMALL_UPLOAD})
 _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
@@ -124,6 +127,7 @@ class Position(enum.Enum):
 
     MID_STEP = "mid-step"  # device work is queued after it (inside forward, before backward): the GPU idles until Python catches up
     STEP_END = "step-end"  # nothing after it in the step but the next step's launches
+    STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
 
 
@@ -194,6 +198,8 @@ class Place:
 _POSITION_WHY = {
     Position.STEP_END: ("one sync per step, at its end: the GPU idles while Python refills the queue; "
                         "about 1 % of a GPU-bound step, more when steps are short"),
+    Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
+                          "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
 }
 

@@ -187,10 +187,14 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
     per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
     if callee[1].rsplit(".", 1)[-1] in ("forward", "__call__") or call.target[-1] == "__call__":
-        return per_step, Position.MID_STEP
+        # mid-step, unless the model's call is the step's first device work (then the reads
+        # on its forward's first lines, which take this position, wait for the last step's tail)
+        first = call.position is Position.STEP_START or call.position is None and caller is not None and caller.position is Position.STEP_START
+        return per_step, Position.STEP_START if first else Position.MID_STEP
     if call.position is not None:
         return per_step, call.position
-    return per_step, caller.position if caller is not None else Position.MID_STEP
+    # (a step loop's call with nothing after it in its function, loop included: the step's end)
+    return per_step, caller.position if caller is not None else Position.STEP_END
 
 
 def within_step(repeats: tuple[tuple[str, Repeat], ...], roots: dict[str, str] | set[str]) -> tuple[tuple[Repeat, ...], str]:

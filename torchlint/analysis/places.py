@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 # Calls that drain the queue, or only read what it made: the host work between a sync and a read.
 _READS = frozenset({"item", "tolist", "cpu", "numpy"})
-_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix", "set_postfix"}
-_QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter"})
+_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
+                           "set_postfix", "size", "dim", "numel", "stride"}
+_QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
@@ -201,9 +202,17 @@ class Places:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
+        function = stop if type(stop) is cst.FunctionDef else None
+        if not self._runs_a_helper(node) and not self._work_before(node, stop):
+            # Nothing of this step queued before it: it waits only for the previous step's
+            # tail, like a read at the step's end. On a `forward`'s first lines, where the
+            # model's call stands decides (mid-step when the step queued work before it).
+            if function is None and stop is not None:
+                return Position.STEP_START
+            if function is not None and function.name.value in ("forward", "__call__"):
+                return None
         if self._work_after(node, stop):
             return Position.MID_STEP
-        function = stop if type(stop) is cst.FunctionDef else None
         if function is not None and function.name.value in ("forward", "__call__"):
             return Position.MID_STEP  # the model's other layers, then its backward, follow
         return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
@@ -230,9 +239,40 @@ class Places:
         loops = self.ctx.loops
         for statement in self._statements_around(node, stop, after=True):
             for each in loops._own_nodes(statement, enter=lambda n: type(n) in (cst.For, cst.While)):
-                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)):
-                    return True
+                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)) and not self.ctx.guards.rare(each, stop=stop):
+                    return True  # (a validation every N steps is no device work of this step)
         return False
+
+    def _runs_a_helper(self, node: cst.CSTNode) -> bool:
+        """A call of a project function (``train_step(b)``, ``self.update()``): where it
+        stands says nothing of the work its own body queues before its reads."""
+        if type(node) is not cst.Call or self.ctx.loops.is_step_call(node):
+            return False
+        func, ctx = node.func, self.ctx
+        if type(func) is cst.Name:
+            qualified = ctx.qname(func)
+            return ctx.functions.defines(func.value) if qualified is None else not qualified.startswith(("torch.", "numpy.", "math."))
+        return ctx.functions.called(node, None) is not None
+
+    def _work_before(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Has the step queued device work before ``node`` (a model call, a backward, an
+        optimizer step, a function of this file that trains), in its statement or before?"""
+        loops, tree = self.ctx.loops, self.ctx.tree
+        statement = tree.statement_of(node)
+        start = tree.index(node)
+        enter = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
+        # its own statement's calls that run before it: earlier ones, and its own arguments and receiver
+        own = [n for n in loops._own_nodes(statement, enter=enter) if type(n) is cst.Call and (tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node)] if statement is not None else []
+        before = [n for s in self._statements_around(node, stop, after=False) for n in loops._own_nodes(s, enter=enter) if type(n) is cst.Call]
+        return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call) for call in own + before)
+
+    def _maybe_a_model(self, call: cst.Call) -> bool:
+        """A call of a value (``model(**batch)`` after ``model, opt = accelerator.prepare(...)``,
+        ``self.net(x)``): maybe a model, so maybe device work (a sync after it is mid-step)."""
+        func, ctx = call.func, self.ctx
+        if type(func) is cst.Name:
+            return ctx.qname(func) is None and not ctx.functions.defines(func.value) and bool(ctx.bindings.lookup(func.value, call))
+        return type(func) is cst.Attribute and dotted(func.value) == "self" and ctx.functions.called(call, None) is None
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` a read (or a sync) that only host work separates from an explicit
@@ -244,6 +284,8 @@ class Places:
         statement = tree.statement_of(node)
         if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
             return False  # `(helper(out) / g).tolist()`: the read waits for the helper's work
+        if read is None and type(node) is cst.Call and any(self._drains(n, None, n) for arg in node.args for n in tree.descendants(arg) if type(n) is cst.Call):
+            return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         start = tree.index(node)
         own = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call
                and tree.index(n) < start and not tree.is_inside(node, n)]
@@ -304,7 +346,22 @@ class Places:
         method = self.ctx.method_name(call)
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
+        if self._given_python_values(call):
+            return True  # `loss_meter.update(loss.item(), n)`: host bookkeeping of values read already
         return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
+
+    def _given_python_values(self, call: cst.Call) -> bool:
+        """A method of an object (not a library's function, not a model or a step) given
+        only Python values: it has no tensor of the step to queue work on."""
+        ctx = self.ctx
+        if type(call.func) is not cst.Attribute or not call.args or ctx.qname(call.func) is not None or ctx.loops.is_step_call(call):
+            return False
+        if ctx.functions.called(call, None) is not None:
+            return False  # `self.log_and_step(loss.item())`: a method of ours may use the model it keeps
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
+            return False  # `logits.argmax(-1)`: a kernel of its own
+        return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -316,6 +373,8 @@ def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
         return ctx.module.code_for_node(func.value)
     if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(node.args) == 1:
         return ctx.module.code_for_node(node.args[0].value)
+    if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
+        return ctx.module.code_for_node(node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
     return None
 
 

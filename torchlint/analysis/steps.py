@@ -26,7 +26,7 @@ import libcst as cst
 from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
-from torchlint.analysis.tree import FUNCTION_OR_CLASS, node_types
+from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 # Arguments `_python_value` knows on sight to be Python values.
-_NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 
 def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
@@ -207,18 +206,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return any(arg.star or not self._python_value(arg.value, call) for arg in call.args)
 
     def _python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
-        name or subscript the value analysis calls one. Other calls are not inferred
-        (what they return may be a tensor, and asking costs more than it saves)."""
-        value_type = type(value)  # exact types: libcst's ABCs make a failing isinstance slow
-        if value_type in _NUMBERS_AND_STRINGS:
-            return True
-        if value_type is cst.Call:
-            func = value.func  # type: ignore[attr-defined]
-            if type(func) is cst.Attribute:
-                return func.attr.value in ("item", "tolist") and not value.args
-            return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
-        return self.ctx.values.kind(value, at) is Kind.HOST
+        return self.ctx.values.python_value(value, at)
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()

@@ -32,8 +32,10 @@ TENSOR_ONLY_METHODS = frozenset({
     "nonzero", "long", "bool", "sigmoid", "bmm", "numel",
 })
 # Tensor methods whose result is not a tensor on the device.
+# (Counts too: `Tensor._nnz()`, torch_sparse's `SparseTensor.nnz()`, `sparse_dim()` are Python ints.)
 _NOT_TENSOR_RESULTS = frozenset({"item", "tolist", "cpu", "numpy", "size", "dim", "numel", "data_ptr", "get_device",
-                                 "is_floating_point", "is_contiguous", "element_size", "nelement", "stride", "keys", "items", "values", "get"})
+                                 "is_floating_point", "is_contiguous", "element_size", "nelement", "stride", "keys", "items", "values", "get",
+                                 "nnz", "_nnz", "sparse_dim", "dense_dim"})
 # Methods and functions whose result is a boolean tensor.
 _BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
                            "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})
@@ -50,7 +52,8 @@ TRUTH_BUILTINS = frozenset({"all", "any"})
 
 # Ops whose result has as many elements as the input has non-zeros, distinct values or a
 # largest value: the host must learn the size from the device (TL106), dynamo cannot trace it (TL504).
-SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount"})
+SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount",
+                             "masked_select_nnz"})  # (torch_sparse: keeps the entries a mask selects)
 
 
 def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
@@ -226,7 +229,8 @@ class HiddenSyncs:
         # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
         # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
         if (binding is None or binding.kind != "comp") and self.used_as_tensor(name, at):
-            return True
+            # `a = np.array(...)`, then `a.nonzero()`: NumPy arrays share some of those methods
+            return ctx.values.kind(name, at) is not Kind.NUMPY
         if binding is None or binding.kind not in ("assign", "for", "comp"):
             kind = ctx.values.kind(name, at)
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)

@@ -75,6 +75,7 @@ def builds_a_model(receiver: str | None, method: str) -> bool:
 # What `_expr_kind` calls a Python value on sight: literals, displays, comprehensions.
 _HOST_LITERALS = node_types(cst.Integer, cst.Float, cst.Imaginary, cst.BaseString, cst.List, cst.Dict, cst.Set,
                             cst.ListComp, cst.DictComp, cst.SetComp, cst.Tuple)
+_NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 
 def looks_like_loader(name: str) -> bool:
@@ -407,6 +408,20 @@ class ValueKinds(LossFacts, ArrayFacts):
         if function is None or self.ctx.bindings.lookup(func.value, func):
             return None
         return function
+
+    def python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
+        name or subscript the value analysis calls one. Other calls are not inferred
+        (what they return may be a tensor, and asking costs more than it saves)."""
+        value_type = type(value)  # exact types: libcst's ABCs make a failing isinstance slow
+        if value_type in _NUMBERS_AND_STRINGS:
+            return True
+        if value_type is cst.Call:
+            func = value.func  # type: ignore[attr-defined]
+            if type(func) is cst.Attribute:
+                return func.attr.value in ("item", "tolist", "size", "dim", "numel") and (not value.args or func.attr.value == "size")
+            return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
+        return self.kind(value, at) is Kind.HOST
 
     def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The function's own ``return`` statements; none for a generator (it yields)."""

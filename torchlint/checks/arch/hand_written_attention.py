@@ -53,14 +53,48 @@ def _softmax_input(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: i
         args = [a for a in call.args if a.keyword is None]
         dim = ctx.keyword(call, "dim") or (args[1] if len(args) > 1 else None)
         target = args[0].value if args else None
+    elif (module := _softmax_module(ctx, call)) is not None and call.args and call.args[0].keyword is None:
+        # `self.softmax = nn.Softmax(dim=-1)` in `__init__`, then `self.softmax(attn)`
+        dim = ctx.keyword(module, "dim") or (module.args[0] if module.args and module.args[0].keyword is None else None)
+        target = call.args[0].value
     elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "softmax" and ctx.qname(call.func) is None:
         dim = ctx.keyword(call, "dim") or (call.args[0] if call.args and call.args[0].keyword is None else None)
         target = call.func.value
+    elif _softmax_alias(ctx, call) and call.args and call.args[0].keyword is None:
+        # `softmax = torch.softmax if ... else stable_softmax`, then `softmax(dots, dim=-1)`
+        args = [a for a in call.args if a.keyword is None]
+        dim = ctx.keyword(call, "dim") or (args[1] if len(args) > 1 else None)
+        target = args[0].value
     else:
         return None
     if dim is None or not _last_dim(dim.value):
         return None
     return target
+
+
+def _softmax_alias(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """A local name every binding of which is a softmax (either branch of a conditional one)."""
+    if not isinstance(call.func, cst.Name) or ctx.qname(call.func) is not None:
+        return False
+    bound = ctx.bindings.lookup(call.func.value, call)
+    values = [b.value for b in bound if b.kind == "assign" and b.element is None and b.value is not None]
+    if not bound or len(values) != len(bound):
+        return False
+    branches = [v for value in values for v in ((value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,))]
+    return any(ctx.qname(v) in _SOFTMAX for v in branches)
+
+
+def _softmax_module(ctx, call: cst.Call) -> cst.Call | None:  # type: ignore[no-untyped-def]
+    """The ``nn.Softmax(...)`` an attribute of ``self`` is bound to, when it is the only binding."""
+    name = dotted(call.func)
+    cls = ctx.tree.enclosing_class(call)
+    if name is None or not name.startswith("self.") or name.count(".") != 1 or cls is None:
+        return None
+    bound = ctx.bindings.self_attrs.get(id(cls), {}).get(name, [])
+    values = [b.value for b in bound if b.kind == "assign" and b.value is not None and b.element is None]
+    if len(values) != 1 or len(bound) != 1 or not isinstance(values[0], cst.Call):
+        return None
+    return values[0] if ctx.qname(values[0].func) in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax") else None
 
 
 def _last_dim(expr: cst.BaseExpression) -> bool:
@@ -90,10 +124,21 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -
             args = [a.value for a in expr.args if a.keyword is None]
             if name == "torch.einsum":
                 return "einsum over the head dimension" if _einsum_scores(args) else None
-            return f"{name.rsplit('.', 1)[-1]}(q, k^T)" if len(args) == 2 and _transposed(ctx, args[1]) else None
+            # `bmm(q, k.transpose(1, 2))`, or `bmm(q.permute(0, 2, 1), k)` (the query transposed instead)
+            shown = f"{name.rsplit('.', 1)[-1]}(q, k^T)"
+            return shown if len(args) == 2 and any(_transposed(ctx, _bound_value(ctx, a, at)) for a in args) else None
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
             return _score_product(ctx, expr.func.value, at, depth + 1)
     return None
+
+
+def _bound_value(ctx, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:  # type: ignore[no-untyped-def]
+    """What a name is bound to where ``at`` stands (``q = q.permute(0, 2, 1)``), else ``expr``."""
+    if isinstance(expr, cst.Name):
+        binding = ctx.bindings.reaching(expr.value, at)
+        if binding is not None and binding.kind == "assign" and binding.value is not None and binding.element is None:
+            return binding.value
+    return expr
 
 
 def _transposed(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
@@ -146,6 +191,12 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
         parent = ctx.tree.parent(use)
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
             return parent
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("permute", "transpose"):
+            moved = ctx.tree.parent(parent)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
+            if isinstance(moved, cst.Call) and moved.func is parent and not ctx.tree.is_inside(at, moved):
+                found = _weights_times_values(ctx, moved, moved)
+                if found is not None:
+                    return found
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call):
             if ctx.qname(call.func) in _MATMUL and parent in call.args[:3]:
@@ -174,6 +225,8 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
         if use is weights or ctx.tree.is_inside(use, matmul):
             continue
         parent = ctx.tree.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("permute", "transpose"):
+            continue  # `w_ = w_.permute(0, 2, 1)` on the way to `bmm(v, w_)`
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
             continue

@@ -111,8 +111,10 @@ class CreateThenMove(Check):
         # A random draw made on the device comes from the device's generator: a seeded run
         # draws other values, so that fix is offered as unsafe only.
         safety = FixSafety.UNSAFE if random else None
+        # A few bytes: the copy's wait for the queue is the cost, tiered like a read's.
+        cost = Cost.SMALL_UPLOAD if _small(self.ctx, made) else None
         self.report(
-            made, fix=fix, hint=hint, fix_safety=safety,
+            made, fix=fix, hint=hint, fix_safety=safety, cost=cost,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
             factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move),
         )
@@ -211,6 +213,47 @@ def _no_elements(call: cst.Call, qualified: str) -> bool:
     if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
         sizes = [element.value for element in sizes[0].elements]
     return any(type(size) is cst.Integer and size.evaluated_value == 0 for size in sizes)
+
+
+# At most this many elements, given as literal sizes, is a small tensor (32 KiB of float64).
+_SMALL_ELEMENTS = 4096
+# Factories whose result is one-dimensional whatever their arguments: a vector of a size.
+_VECTORS = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.randperm"})
+
+
+def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is the factory's tensor small: a vector (one size: `torch.zeros(b.item() + 1)`,
+    `torch.randint(0, n, (bs,))`), or at most 4,096 elements of literal sizes? Two sizes
+    or more that the code does not spell (`torch.randn(b, c, h, w)`) may be megabytes."""
+    qualified = ctx.qname(call.func) or ""
+    if qualified in _VECTORS:
+        return True
+    size = ctx.keyword(call, "size")
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if qualified == "torch.randint":
+        sizes = [size.value] if size is not None else positional[-1:] if len(positional) >= 2 else []
+    elif qualified in _SIZED_BY_ARGUMENTS:
+        sizes = ([size.value] if size is not None else positional[:1]) if qualified == "torch.full" else (positional or ([size.value] if size is not None else []))
+    else:
+        return False
+    if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
+        sizes = [element.value for element in sizes[0].elements]  # type: ignore[union-attr]
+    if len(sizes) == 1 and type(sizes[0]) not in (cst.Attribute, cst.Subscript) and not _shape_of(sizes[0]):
+        return True  # one size, not a shape passed whole (`x.shape`, `size`)
+    values = [ctx.constants.int_value(size, call) for size in sizes]
+    if not sizes or None in values:
+        return False
+    total = 1
+    for value in values:
+        total *= value  # type: ignore[operator]
+    return total <= _SMALL_ELEMENTS
+
+
+def _shape_of(expr: cst.BaseExpression) -> bool:
+    """A name that may hold a whole shape (`shape`, `size`, `dims`), or `x.size()`."""
+    if type(expr) is cst.Name:
+        return any(word in expr.value.lower() for word in ("shape", "size", "dims"))
+    return type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "size" and not expr.args
 
 
 # Factories whose positional arguments are the sizes (`torch.full`'s first one).
