@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import MLP_STEPS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "fixtures" / "scripts"
-STEPS = 6
+STEPS = MLP_STEPS  # conftest.mlp_run's
 
 
 @dataclass
@@ -77,16 +77,6 @@ def _line(name: str, needle: str) -> int:
 @pytest.fixture(scope="session")
 def torch_available() -> None:
     pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="session")
-def mlp_run(tmp_path_factory, torch_available) -> Run:
-    """The slow-loader MLP, JSON report on stdout."""
-    cwd = _copy(tmp_path_factory.mktemp("mlp"), "mlp_slow_loader.py")
-    return profile(
-        cwd, "--no-browser", "--output-format", "json", "--out", "run", "--wait", "0", "--warmup", "1",
-        "--active", "3", "mlp_slow_loader.py", "--steps", str(STEPS), "--sleep-ms", "1",
-    )
 
 
 @pytest.fixture(scope="session")
