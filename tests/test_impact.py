@@ -163,7 +163,7 @@ def test_the_language_server_maps_impact_to_severity() -> None:
     from lsprotocol import types
 
     from torchlint.findings import Finding, Location
-    from torchlint.server_actions import _severity
+    from torchlint.server.actions import _severity
 
     def finding(code: str, impact: str) -> Finding:
         return Finding(code, "x", "m", Location("a.py", 1), impact=impact)
