@@ -107,24 +107,30 @@ def _private_result_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("TORCHLINT_CACHE_DIR", str(tmp_path_factory.mktemp("torchlint-cache")))
 
 
-@pytest.fixture(scope="session")
-def html_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real `torchlint profile` run of the slow-loader MLP (torch start-up is paid
-    once), for the report.html and interchange-file tests: its run directory."""
-    import shutil
-    import subprocess
-    import sys
+MLP_STEPS = 8
 
+
+@pytest.fixture(scope="session")
+def mlp_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One real `torchlint profile` run of the slow-loader MLP, JSON report on stdout
+    (torch start-up is paid once): shared by test_profile_run.py, the report.html and the
+    interchange-file tests. A test_profile_run.Run."""
     pytest.importorskip("torch")
-    cwd = tmp_path_factory.mktemp("html-run")
+    from test_profile_run import profile
+
+    cwd = tmp_path_factory.mktemp("mlp")
     shutil.copy(FIXTURES / "scripts" / "mlp_slow_loader.py", cwd)
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "--wait", "0", "--warmup", "1",
-         "--active", "3", "mlp_slow_loader.py", "--steps", "8", "--sleep-ms", "1"],
-        cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300,
+    return profile(
+        cwd, "--no-browser", "--output-format", "json", "--out", "run", "--wait", "0", "--warmup", "1",
+        "--active", "3", "mlp_slow_loader.py", "--steps", str(MLP_STEPS), "--sleep-ms", "1",
     )
-    assert proc.returncode == 0, proc.stderr
-    return cwd / "run"
+
+
+@pytest.fixture(scope="session")
+def html_run(mlp_run: Any) -> Path:
+    """The run directory of ``mlp_run``, for the report.html and interchange-file tests."""
+    assert mlp_run.rc == 0, mlp_run.stderr
+    return mlp_run.run_dir
 
 
 # -- one `torchlint profile` run and one plain cProfile run of the same script, shared by

@@ -10,6 +10,7 @@ import mmap
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         pytest.skip("TLR09 reads glibc's malloc")
     cwd = tmp_path_factory.mktemp("churn")
     shutil.copy(SCRIPT, cwd / SCRIPT.name)
-    return {"fresh": _profile(cwd, "fresh"), "reuse": _profile(cwd, "reuse", "--reuse"),
-            "workers": _profile(cwd, "workers", "--reuse", "--workers", "1")}
+    runs = {"fresh": (), "reuse": ("--reuse",), "workers": ("--reuse", "--workers", "1")}
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:  # one core each for torch's start-up
+        reports = pool.map(lambda name: _profile(cwd, name, *runs[name]), runs)
+        return dict(zip(runs, reports))
 
 
 def _tlr09(report: dict) -> list[dict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import runpy
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,6 +60,34 @@ def test_sampler_charges_a_gil_holding_line_to_itself_not_the_next(tmp_path):
             break
     assert heavy > light, by_line
     assert heavy > 0.5 * (heavy + light), by_line
+
+
+STEPPING_SCRIPT = textwrap.dedent(
+    """\
+    import time
+    time.sleep(0.15)  # the start-up: a rendezvous
+    recorder.stepping = True  # what the first optimizer step's hook does
+    for _ in range(3):
+        time.sleep(0.05)  # a step
+    """
+)
+
+
+def test_sampler_keeps_the_steps_time_apart_from_the_start_up(tmp_path):
+    """A straggler's per-step excess is looked for in the steps' time (TLR11): the time a
+    line took before the first optimizer step is in its self_s, not its step_self_s."""
+    script = tmp_path / "stepping.py"
+    script.write_text(STEPPING_SCRIPT)
+    recorder = SimpleNamespace(busy=False, in_fetch=0, stepping=False)
+    s = LineSampler(recorder, interval=0.002)
+    s.start()
+    try:
+        runpy.run_path(str(script), init_globals={"recorder": recorder}, run_name="__main__")
+    finally:
+        s.stop()
+    rows = {h.line: h for h in s.hotspots() if h.path == str(script)}
+    assert rows[2].self_s > 0.05 and rows[2].step_self_s == 0.0
+    assert rows[5].self_s > 0.05 and rows[5].step_self_s == rows[5].self_s
 
 
 def test_trace_file_summary_charges_ops_to_the_innermost_call_site(tmp_path):

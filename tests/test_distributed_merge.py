@@ -85,8 +85,8 @@ def test_straggler_is_the_rank_with_the_most_own_work() -> None:
     assert multi_rank_findings(even, {}, {}, "/w", "/w/train.py") == []
 
 
-def _hot(line: int, self_s: float) -> UnexplainedHotspot:
-    return UnexplainedHotspot(path="/w/train.py", line=line, function="train", self_s=self_s, total_s=self_s, share=None, samples=1, dataloader_s=0.0)
+def _hot(line: int, self_s: float, step_s: float | None = None) -> UnexplainedHotspot:
+    return UnexplainedHotspot(path="/w/train.py", line=line, function="train", self_s=self_s, total_s=self_s, share=None, samples=1, dataloader_s=0.0, step_s=step_s)
 
 
 def test_straggler_points_at_what_it_does_beyond_the_others() -> None:
@@ -102,6 +102,27 @@ def test_straggler_points_at_what_it_does_beyond_the_others() -> None:
     (straggler,) = [c for c in multi_rank_findings(figs, {}, corr, "/w", "/w/train.py") if c.finding.code == "TLR11"]
     assert straggler.finding.location.line == 48
     assert "train.py:48 (+400.0 ms)" in straggler.finding.message
+
+
+def test_straggler_line_is_its_excess_in_the_steps_not_a_one_time_wait() -> None:
+    """Rank 1 reached the rendezvous (line 29) 1.2 s before rank 0 and waited there once:
+    more than its 5 steps of sleep (line 48) add up to. That wait was before the first
+    step; only the time in the steps explains a per-step excess."""
+    figs = [
+        _fig(0, step_median_s=0.060, comm_s=0.275, window_s=0.3, window_steps=5),
+        _fig(1, step_median_s=0.060, comm_s=0.025, window_s=0.3, window_steps=5),
+    ]
+    corr = {
+        0: Correlation(findings=[], hotspots=[_hot(29, 0.1, 0.0), _hot(48, 0.0, 0.0)], runtime=[], run_s=1.0, cwd="/w"),
+        1: Correlation(findings=[], hotspots=[_hot(29, 1.3, 0.0), _hot(48, 0.48, 0.4)], runtime=[], run_s=2.0, cwd="/w"),
+    }
+    (straggler,) = [c for c in multi_rank_findings(figs, {}, corr, "/w", "/w/train.py") if c.finding.code == "TLR11"]
+    assert straggler.finding.location.line == 48
+    assert "train.py:48 (+400.0 ms)" in straggler.finding.message
+    # a session from before the steps' time was kept apart: the whole run's time, as before
+    old = {r: Correlation(findings=[], hotspots=[_hot(h.line, h.self_s) for h in c.hotspots], runtime=[], run_s=c.run_s, cwd="/w") for r, c in corr.items()}
+    (straggler,) = [c for c in multi_rank_findings(figs, {}, old, "/w", "/w/train.py") if c.finding.code == "TLR11"]
+    assert straggler.finding.location.line == 29
 
 
 def test_per_step_findings_need_three_steps_on_every_rank() -> None:

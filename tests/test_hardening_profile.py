@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -76,39 +77,62 @@ def torch_available() -> None:
     pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("to_group", [True, False], ids=["process-group", "parent-alone"])
-def test_sigterm_stops_the_child_and_reports_what_was_collected(tmp_path: Path, torch_available, to_group: bool) -> None:
-    proc = _start(tmp_path)
-    (os.killpg if to_group else os.kill)(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert _group_ends(proc.pid, timeout=10), "a child outlived the run"
-    report = _report(tmp_path)
+# name -> (signal, sent to the whole process group, parent started with SIGINT ignored)
+STOPS = {
+    "sigterm-process-group": (signal.SIGTERM, True, False),
+    "sigterm-parent-alone": (signal.SIGTERM, False, False),
+    "sigkill-parent": (signal.SIGKILL, False, False),  # no handler can run: the child must notice alone
+    "ctrl-c-sigint-ignored": (signal.SIGINT, True, True),  # Ctrl-C from a terminal: the whole group
+    "sighup-process-group": (signal.SIGHUP, True, False),  # a closed terminal
+}
+
+
+def _stop_at_step_3(cwd: Path, how: int, to_group: bool, ignore_sigint: bool) -> dict:
+    proc = _start(cwd, ignore_sigint=ignore_sigint)
+    (os.killpg if to_group else os.kill)(proc.pid, how)
+    out, err = proc.communicate(timeout=60 if how == signal.SIGKILL else 120)
+    # a killed parent's child notices alone, at its next check
+    ended = _group_ends(proc.pid, timeout=60 if how == signal.SIGKILL else 10)
+    return {"cwd": cwd, "returncode": proc.returncode, "out": out, "err": err, "ended": ended}
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory, torch_available) -> dict[str, dict]:
+    """Each stop of STOPS sent to its own run at step 3, the five at once (each run is
+    mostly a torch start-up, and CI has two cores): name -> what happened."""
+    cwds = {name: tmp_path_factory.mktemp(name) for name in STOPS}
+    with ThreadPoolExecutor(max_workers=len(STOPS)) as pool:
+        done = pool.map(lambda name: _stop_at_step_3(cwds[name], *STOPS[name]), STOPS)
+        return dict(zip(STOPS, done))
+
+
+@pytest.mark.parametrize("name", ["sigterm-process-group", "sigterm-parent-alone"])
+def test_sigterm_stops_the_child_and_reports_what_was_collected(stopped: dict[str, dict], name: str) -> None:
+    run = stopped[name]
+    assert run["returncode"] == 128 + signal.SIGTERM, run["err"]
+    assert run["ended"], "a child outlived the run"
+    report = _report(run["cwd"])
     assert report["run"]["stop_reason"] == "terminated"
     assert report["run"]["steps"] >= 3
-    assert "step 1000 " not in out
-    assert (tmp_path / "run" / "profile.prof").is_file() and "exit status 143" in out
-    assert not (tmp_path / "run" / CLAIM).exists()  # the run released its directory
+    assert "step 1000 " not in run["out"]
+    assert (run["cwd"] / "run" / "profile.prof").is_file() and "exit status 143" in run["out"]
+    assert not (run["cwd"] / "run" / CLAIM).exists()  # the run released its directory
 
 
-def test_a_killed_parent_leaves_no_child_training(tmp_path: Path, torch_available) -> None:
-    proc = _start(tmp_path)
-    os.kill(proc.pid, signal.SIGKILL)  # no handler can run: the child must notice alone
-    proc.communicate(timeout=60)
-    assert _group_ends(proc.pid, timeout=60), "the child kept training after its parent died"
-    session = json.loads((tmp_path / "run" / "session.json").read_text())
+def test_a_killed_parent_leaves_no_child_training(stopped: dict[str, dict]) -> None:
+    run = stopped["sigkill-parent"]
+    assert run["ended"], "the child kept training after its parent died"
+    session = json.loads((run["cwd"] / "run" / "session.json").read_text())
     assert session["meta"]["stop_reason"] == "terminated"  # it unwound and wrote what it had
     assert session["steps"]["count"] >= 3
 
 
-def test_a_parent_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path: Path, torch_available) -> None:
-    proc = _start(tmp_path, ignore_sigint=True)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C from a terminal: the whole group
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "KeyboardInterrupt" in err  # the script itself was interrupted
-    assert _report(tmp_path)["run"]["stop_reason"] == "interrupted"
-    assert _group_ends(proc.pid, timeout=10)
+def test_a_parent_started_with_sigint_ignored_still_stops_on_ctrl_c(stopped: dict[str, dict]) -> None:
+    run = stopped["ctrl-c-sigint-ignored"]
+    assert run["returncode"] == 130, run["err"]
+    assert "KeyboardInterrupt" in run["err"]  # the script itself was interrupted
+    assert _report(run["cwd"])["run"]["stop_reason"] == "interrupted"
+    assert run["ended"]
 
 
 # -- the run directory ---------------------------------------------------------------
@@ -256,16 +280,14 @@ def test_ctrl_c_at_the_prompt_stops_the_server(prof: Path, tmp_path: Path) -> No
     assert not (tmp_path / "state.json").exists()
 
 
-def test_sighup_to_the_group_keeps_the_profile(tmp_path: Path, torch_available) -> None:
+def test_sighup_to_the_group_keeps_the_profile(stopped: dict[str, dict]) -> None:
     """A closed terminal sends SIGHUP to the group: the whole profile was lost."""
-    proc = _start(tmp_path)
-    os.killpg(proc.pid, signal.SIGHUP)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGHUP, err
-    assert _group_ends(proc.pid, timeout=10)
-    report = _report(tmp_path)
+    run = stopped["sighup-process-group"]
+    assert run["returncode"] == 128 + signal.SIGHUP, run["err"]
+    assert run["ended"]
+    report = _report(run["cwd"])
     assert report["run"]["stop_reason"] == "hangup" and report["run"]["steps"] >= 3
-    assert (tmp_path / "run" / "profile.prof").is_file()
+    assert (run["cwd"] / "run" / "profile.prof").is_file()
 
 
 LINGERING = '''\
@@ -325,16 +347,17 @@ def _processes_in(directory: Path) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"])
-def test_a_stop_during_the_experiment_still_reports_the_run(tmp_path: Path, torch_available, how: int) -> None:
-    """The profiled run had completed: SIGTERM in the experiment left no report at all, and
-    Ctrl-C there exited 0. Each stop ends the windows, reports the run, exits 128 + signo."""
-    shutil.copy(SCRIPT, tmp_path / SCRIPT.name)
+EXPERIMENT_STOPS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}
+
+
+def _stop_in_the_experiment(cwd: Path, how: int) -> dict:
+    """`profile --experiment`, stopped by ``how`` once a candidate's windows are starting:
+    what it printed and left, and the processes still working in ``cwd`` 10 s later."""
+    shutil.copy(SCRIPT, cwd / SCRIPT.name)
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--experiment", "--budget", "120", "--out", "run",
          "stops_early.py", "--steps", "30", "--step-sleep", "0.02"],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     seen, deadline = "", time.monotonic() + 120
     while " at line " not in seen and time.monotonic() < deadline:  # a candidate's windows are starting
@@ -342,20 +365,43 @@ def test_a_stop_during_the_experiment_still_reports_the_run(tmp_path: Path, torc
         if not line:
             break
         seen += line
-    assert " at line " in seen, seen
-    time.sleep(1.0)  # the window server is importing torch, or running a window
-    (os.killpg if how == signal.SIGINT else os.kill)(proc.pid, how)  # Ctrl-C: the terminal's whole group
+    out = err = ""
     try:
-        out, err = proc.communicate(timeout=120)
+        if " at line " in seen:
+            time.sleep(1.0)  # the window server is importing torch, or running a window
+            (os.killpg if how == signal.SIGINT else os.kill)(proc.pid, how)  # Ctrl-C: the terminal's whole group
+            out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 128 + how, err
-    assert "Traceback" not in err and "stopped by " in err
-    report = _report(tmp_path)
-    assert report["run"]["exit_status"] == 0 and "Run directory" in out
-    assert (tmp_path / "run" / "experiment.json").is_file()  # what the experiment measured is kept
-    deadline = time.monotonic() + 5
-    while _processes_in(tmp_path) and time.monotonic() < deadline:
+            proc.communicate()
+    deadline = time.monotonic() + 10
+    while _processes_in(cwd) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _processes_in(tmp_path), "a window or the window server outlived the run"
+    return {"seen": seen, "returncode": proc.returncode, "out": out, "err": err, "left": _processes_in(cwd)}
+
+
+@pytest.fixture(scope="module")
+def experiment_stops(tmp_path_factory: pytest.TempPathFactory, torch_available) -> dict[str, tuple[Path, dict]]:
+    """Each stop of EXPERIMENT_STOPS in its own run, the three at once (each is mostly torch
+    start-ups in separate processes, and CI has two cores): name -> (cwd, what happened)."""
+    if not Path("/proc").is_dir():
+        pytest.skip("reads processes from /proc")
+    cwds = {name: tmp_path_factory.mktemp(f"experiment-{name}") for name in EXPERIMENT_STOPS}
+    with ThreadPoolExecutor(max_workers=len(EXPERIMENT_STOPS)) as pool:
+        done = pool.map(lambda name: _stop_in_the_experiment(cwds[name], EXPERIMENT_STOPS[name]), EXPERIMENT_STOPS)
+        return {name: (cwds[name], result) for name, result in zip(EXPERIMENT_STOPS, done)}
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENT_STOPS))
+def test_a_stop_during_the_experiment_still_reports_the_run(experiment_stops: dict[str, tuple[Path, dict]], name: str) -> None:
+    """The profiled run had completed: SIGTERM in the experiment left no report at all, and
+    Ctrl-C there exited 0. Each stop ends the windows, reports the run, exits 128 + signo."""
+    cwd, run = experiment_stops[name]
+    assert " at line " in run["seen"], run["seen"]
+    assert run["returncode"] == 128 + EXPERIMENT_STOPS[name], run["err"]
+    assert "Traceback" not in run["err"] and "stopped by " in run["err"]
+    report = _report(cwd)
+    assert report["run"]["exit_status"] == 0 and "Run directory" in run["out"]
+    assert (cwd / "run" / "experiment.json").is_file()  # what the experiment measured is kept
+    assert not run["left"], "a window or the window server outlived the run"

@@ -223,7 +223,7 @@ def test_an_edited_line_changes_only_its_own_cell(tmp_path: Path, seed: int) -> 
     assert "".join(new).replace("  # edited", "", 1) == "".join(old)
 
 
-def test_stdin_fix_prints_the_fixed_notebook(tmp_path: Path) -> None:
+def test_stdin_fix_prints_the_fixed_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
     from torchlint.cli import main
@@ -231,6 +231,9 @@ def test_stdin_fix_prints_the_fixed_notebook(tmp_path: Path) -> None:
     path = tmp_path / "train.ipynb"
     before = write(path, notebook())
     run_check(tmp_path, "train.ipynb", "--no-cache", "--min-impact", "low", "--fix")
+    # --stdin-filename is relative to the working directory: from the repository's, the
+    # whole torchlint project (200 files) was summarised as the notebook's context
+    monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["check", "-", "--stdin-filename", "train.ipynb", "--min-impact", "low", "--fix"], input=before.encode("utf-8"))
     assert result.stdout == path.read_text(encoding="utf-8")
 

@@ -15,16 +15,17 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import MLP_STEPS, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "fixtures" / "scripts"
-STEPS = 6
+STEPS = MLP_STEPS  # conftest.mlp_run's
 
 
 @dataclass
@@ -63,6 +64,13 @@ def profile(cwd: Path, *args: str, timeout: float = 180) -> Run:
     return Run(proc.returncode, proc.stdout, proc.stderr, cwd, out)
 
 
+def profile_together(*runs: tuple[Path, tuple[str, ...]], timeout: float = 180) -> list[Run]:
+    """Several independent `profile` runs at once, as ``profile(cwd, *args)`` each: torch's
+    start-up in each child is one core's work, and CI has two."""
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        return list(pool.map(lambda run: profile(run[0], *run[1], timeout=timeout), runs))
+
+
 def _copy(tmp: Path, name: str) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCRIPTS / name, tmp / name)
@@ -80,22 +88,20 @@ def torch_available() -> None:
 
 
 @pytest.fixture(scope="session")
-def mlp_run(tmp_path_factory, torch_available) -> Run:
-    """The slow-loader MLP, JSON report on stdout."""
-    cwd = _copy(tmp_path_factory.mktemp("mlp"), "mlp_slow_loader.py")
-    return profile(
-        cwd, "--no-browser", "--output-format", "json", "--out", "run", "--wait", "0", "--warmup", "1",
-        "--active", "3", "mlp_slow_loader.py", "--steps", str(STEPS), "--sleep-ms", "1",
-    )
-
-
-@pytest.fixture(scope="session")
 def early_runs(tmp_path_factory, torch_available) -> dict[str, Run]:
-    runs = {}
-    for mode in ("raise", "exit", "interrupt"):
-        cwd = _copy(tmp_path_factory.mktemp(mode), "stops_early.py")
-        runs[mode] = profile(cwd, "--no-browser", "--active", "2", "stops_early.py", "--mode", mode, "--at", "4")
-    return runs
+    """The ways a script ends, each its own run, made at once: three stop modes of
+    stops_early.py, a script given torchlint's own option names, and --max-steps."""
+    modes = ("raise", "exit", "interrupt")
+    echo = tmp_path_factory.mktemp("args")
+    (echo / "echo_args.py").write_text("import sys\nimport torch\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
+    runs = profile_together(
+        *((_copy(tmp_path_factory.mktemp(mode), "stops_early.py"), ("--no-browser", "--active", "2", "stops_early.py", "--mode", mode, "--at", "4"))
+          for mode in modes),
+        (echo, ("--no-browser", "echo_args.py", "--steps", "3", "-h", "--no-browser")),
+        (_copy(tmp_path_factory.mktemp("max-steps"), "mlp_slow_loader.py"),
+         ("--no-browser", "--max-steps", "2", "mlp_slow_loader.py", "--steps", "50", "--sleep-ms", "0")),
+    )
+    return dict(zip((*modes, "args", "max-steps"), runs))
 
 
 @pytest.fixture(scope="session")
@@ -258,9 +264,8 @@ def test_ctrl_c_from_the_terminal(tmp_path, torch_available):
     assert json.loads((run_dir / "report.json").read_text())["run"]["steps"] >= 3
 
 
-def test_max_steps_stops_cleanly(tmp_path, torch_available):
-    cwd = _copy(tmp_path, "mlp_slow_loader.py")
-    run = profile(cwd, "--no-browser", "--max-steps", "2", "mlp_slow_loader.py", "--steps", "50", "--sleep-ms", "0")
+def test_max_steps_stops_cleanly(early_runs):
+    run = early_runs["max-steps"]
     assert run.rc == 0, run.stderr
     assert "trained 50 steps" not in run.stdout  # the script did not finish its loop
     report = run.report
@@ -288,10 +293,8 @@ def test_bad_script_exits_2(tmp_path, name, content, message):
     assert not (tmp_path / "torchlint-profile").exists()
 
 
-def test_script_arguments_are_passed_through(tmp_path):
-    script = tmp_path / "echo_args.py"
-    script.write_text("import sys\nimport torch\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
-    run = profile(tmp_path, "--no-browser", "echo_args.py", "--steps", "3", "-h", "--no-browser")
+def test_script_arguments_are_passed_through(early_runs):
+    run = early_runs["args"]
     assert run.rc == 0, run.stderr
     assert "ARGS ['echo_args.py', '--steps', '3', '-h', '--no-browser']" in run.stdout
     assert "MAIN __main__" in run.stdout

@@ -63,14 +63,18 @@ def unexplained(
     rows: dict[tuple[str, int], list[Any]] = {}
     for h in idx.by_source("sampler"):
         key = (h.path, h.line)
-        row = rows.setdefault(key, [h.function, 0.0, 0.0, 0, 0.0])
+        row = rows.setdefault(key, [h.function, 0.0, 0.0, 0, 0.0, 0.0])
         row[1] += h.self_s
         row[2] += h.total_s
         row[3] += h.samples
         row[4] += h.dataloader_s
+        if h.step_self_s is None:
+            row[5] = None
+        elif row[5] is not None:
+            row[5] += h.step_self_s
     run_s = session.script_s
     out = []
-    for (path, line), (func, self_s, total_s, samples, dl_s) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+    for (path, line), (func, self_s, total_s, samples, dl_s, step_s) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
         if (path, line) in explained or self_s <= 0:
             continue
         share = self_s / run_s if run_s else None
@@ -89,6 +93,7 @@ def unexplained(
                 dataloader_s=dl_s,
                 probes=sorted(probes, key=lambda e: -e.total_s),
                 source_line=source_line(path, line),
+                step_s=step_s,
             )
         )
         if len(out) >= limit:

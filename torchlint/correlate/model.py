@@ -201,6 +201,9 @@ class UnexplainedHotspot:
     #: what it was, paid before the script's first line by torchlint, shown at the
     #: line that would have paid it
     cause: str | None = None
+    #: self_s after the first optimizer step (the measured steps); None when the session
+    #: did not keep it apart
+    step_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.correlate.ddpsync import DDP_RULES, accumulation_finding, sync_passes
-from torchlint.correlate.model import DATALOADER_WAIT_THRESHOLD, Correlated, Correlation, RuntimeRule, _fmt_s, display_path
+from torchlint.correlate.model import DATALOADER_WAIT_THRESHOLD, Correlated, Correlation, RuntimeRule, UnexplainedHotspot, _fmt_s, display_path
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import ProfileSession
 from torchlint.profiler.usercode import is_user_file
@@ -340,7 +340,9 @@ def _straggler(figs: list[RankFigures], correlations: dict[int, Correlation], cw
 def _straggler_line(slow: int, correlations: dict[int, Correlation]) -> tuple[str, int, float] | None:
     """The unexplained line where the straggler spent the most time beyond the other ranks'
     median there: what it does that they do not (a line every rank waits on, such as the
-    rendezvous, cancels out)."""
+    rendezvous, cancels out). Its excess is per step, so only the time after the first
+    optimizer step counts: a rank that reached the rendezvous or DDP's first broadcast
+    before the others waited there once, longer than its steps' excess can add up to."""
     mine = correlations.get(slow)
     if mine is None:
         return None
@@ -349,11 +351,16 @@ def _straggler_line(slow: int, correlations: dict[int, Correlation]) -> tuple[st
     for h in mine.hotspots:
         if h.cause:  # a one-time cost (import torch) every rank paid
             continue
-        theirs = [next((o.self_s for o in c.hotspots if (o.path, o.line) == (h.path, h.line)), 0.0) for c in others]
-        extra = h.self_s - (statistics.median(theirs) if theirs else 0.0)
+        theirs = [next((_in_steps(o) for o in c.hotspots if (o.path, o.line) == (h.path, h.line)), 0.0) for c in others]
+        extra = _in_steps(h) - (statistics.median(theirs) if theirs else 0.0)
         if extra > 0 and (best is None or extra > best[2]):
             best = (h.path, h.line, extra)
     return best
+
+
+def _in_steps(h: UnexplainedHotspot) -> float:
+    """A line's time during the measured steps; all of it in a session that did not keep it apart."""
+    return h.self_s if h.step_s is None else h.step_s
 
 
 def _wait_per_rank(figs: list[RankFigures], sessions: dict[int, ProfileSession], cwd: str, script: str) -> Correlated | None:

@@ -73,6 +73,7 @@ class Recorder:
         self.ops: list[str] = []  # the probed calls in progress
         self.busy = False  # torchlint's own work: probes pass through, samples go to tool time
         self.in_fetch = 0  # > 0 while a DataLoader batch is being fetched
+        self.stepping = False  # after the first optimizer step: the steps the step times measure
         self.labels_on = False  # torch.profiler is recording: wrap probed calls in ranges
         self.labels: dict[str, tuple[str, int, str, str]] = {}
         self._label_of: dict[tuple[str, int, str], str] = {}

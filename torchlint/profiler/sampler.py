@@ -113,7 +113,7 @@ class LineSampler:
         self.sampled_s = 0.0
         self.tool_s = 0.0
         self.moved = 0  # late samples charged to the line that held the GIL
-        # (file, line, function) -> [self_s, total_s, samples, dataloader_s]
+        # (file, line, function) -> [self_s, total_s, samples, dataloader_s, step_self_s]
         self.lines: dict[tuple[str, int, str], list[float]] = {}
         # outermost-first stacks of user frames (file, line, function), each run of
         # library frames collapsed into one TORCH_GROUP/LIB_GROUP frame -> seconds
@@ -165,6 +165,7 @@ class LineSampler:
             self.tool_s += dt
             return
         in_fetch = rec is not None and rec.in_fetch > 0
+        stepping = rec is not None and rec.stepping
         seen: set[tuple[str, int, str]] = set()
         innermost = True
         user_cache = self._user
@@ -184,10 +185,12 @@ class LineSampler:
                     user = user_cache[filename] = is_user_file(filename)
                 if user:  # charge the stall to that line; the stack above it as usual
                     key = (filename, mline, mframe.f_code.co_name)
-                    row = self.lines.setdefault(key, [0.0, 0.0, 0, 0.0])
+                    row = self.lines.setdefault(key, [0.0, 0.0, 0, 0.0, 0.0])
                     row[0] += dt
                     row[1] += dt
                     row[2] += 1
+                    if stepping:
+                        row[4] += dt
                     if in_fetch:
                         row[3] += dt
                     seen.add(key)
@@ -205,10 +208,12 @@ class LineSampler:
                 key = (filename, frame.f_lineno, code.co_name)
                 row = self.lines.get(key)
                 if row is None:
-                    row = self.lines[key] = [0.0, 0.0, 0, 0.0]
+                    row = self.lines[key] = [0.0, 0.0, 0, 0.0, 0.0]
                 if innermost:
                     row[0] += dt
                     row[2] += 1
+                    if stepping:
+                        row[4] += dt
                     innermost = False
                 if key not in seen:
                     row[1] += dt
@@ -259,6 +264,7 @@ class LineSampler:
                 calls=0,
                 samples=int(row[2]),
                 dataloader_s=row[3],
+                step_self_s=row[4],
             )
             for (path, line, func), row in self.lines.items()
         ]

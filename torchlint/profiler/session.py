@@ -59,6 +59,9 @@ class Hotspot:
     device_s: float = 0.0  # device (GPU) time of torch ops, torch source only
     samples: int = 0  # sampler source only
     dataloader_s: float = 0.0  # sampler: part of total_s spent inside a DataLoader fetch
+    #: sampler: part of self_s after the first optimizer step (the steps the step times
+    #: measure, without the start-up before them); None in a session from before it was kept
+    step_self_s: float | None = None
     #: probe: 1-based column span of the call expression on ``line`` (co_positions),
     #: so that two findings on one line share its calls; None when unknown
     column: int | None = None

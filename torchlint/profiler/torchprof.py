@@ -235,6 +235,7 @@ class TorchRun:
         self._tool_at_step = self.rec.tool_s
         if self.first_step_at is None:
             self.first_step_at = now
+            self.rec.stepping = True  # the sampler keeps the steps' time apart from the start-up's
         self.last_step_at = now
         self.steps += 1
         self.faults.on_step(self.steps, self.rec.worker_batch_bytes)
