@@ -270,6 +270,14 @@ NOT_DENOISES = [
     "        total = total + model(x_t, t)\n    return total\n",
     # an attack loop: the state is fed back, but no time step conditions the model
     "def attack(model, x, y):\n    delta = 0\n    for _ in range(10):\n        delta = pgd_step(model, x + delta, y)\n    return delta\n",
+    # one item of a container remade per iteration, in a function named for subsampling (fairseq)
+    "def reshape_subsample(self, sample):\n    for key in sample:\n        sample[key] = self.flat_subsample(sample[key])\n    return sample\n",
+    # the same in a generator: one channel's scores per iteration, not a step
+    "def _generate(self, lprobs, tokens, step):\n    for i in range(self.n_channels):\n"
+    "        lprobs[i] = self.ngram_blocker(tokens, lprobs[i], step)\n",
+    # a generation loop over batches: its loop variable is a batch, no time step
+    "def generate(generator, models, t):\n    num_feats = 0\n    for i, sample in enumerate(t):\n"
+    "        hypos, num_feats = gen_hypos(generator, models, num_feats, sample)\n",
 ]
 
 

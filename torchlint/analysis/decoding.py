@@ -39,6 +39,8 @@ _BUILTINS = frozenset(dir(builtins))
 _LIBRARIES = ("torch", "numpy", "np", "math", "random", "itertools", "functools", "einops")
 # What a denoiser, or a method given one, is called: `model(x, t)`, `self.p_sample(model, ...)`.
 _DENOISER_WORDS = ("model", "net", "denois", "diffus", "sample", "predict")
+# A loop variable so named is a batch (`for i, sample in enumerate(loader)`), not a time step.
+_DATA_WORDS = ("batch", "sample", "data", "input", "image", "img")
 # A function of these names samples: a loop walking a schedule (`sigmas[i]`) there is its steps.
 _SAMPLING_FUNCTIONS = ("sample", "denois", "diffus", "generat", "reverse")
 
@@ -91,12 +93,14 @@ def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
     return func.attr.value not in _TENSOR_METHODS and func.attr.value not in _SAMPLERS
 
 
-def _targets(statement: cst.CSTNode) -> set[str]:
+def _targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
+    """The names an assignment binds; with ``items``, ``seq`` for ``seq[i] = v`` too."""
     targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     found: set[str] = set()
     for target in targets:
         parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
-        found.update(name for part in parts if (name := dotted(part.value if type(part) is cst.Subscript else part)) is not None)
+        parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
+        found.update(name for part in parts if (name := dotted(part)) is not None)
     return found
 
 
@@ -192,8 +196,8 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     name = function.name.value.lower() if function is not None else ""
     if name in ("forward", "__call__"):
         return False  # a loop over time steps there runs within the model's step
-    sampling = any(word in name for word in _SAMPLING_FUNCTIONS)
-    steps = _mentions(loop.target)
+    sampling = any(part.startswith(_SAMPLING_FUNCTIONS) for part in name.split("_"))  # `p_sample_loop`, not `reshape_subsample`
+    steps = {step for step in _mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
     nodes = list(ctx.loops._own_nodes(loop.body))
     if not sampling and any(type(n) is cst.Subscript and any(_mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
         return False  # `xs[t]`: it walks a sequence, one element per iteration
@@ -205,6 +209,9 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     made = _derived(ordered, set().union(*(_targets(statement) for _, statement in runs)))
     steps = _timesteps(ctx, ordered, steps, made, slices=sampling)
     grown = _grown(nodes)
+    # The state is rebound whole (`img = out["sample"]`); `lprobs[i] = f(lprobs[i])` updates one item per iteration.
+    rebound = {name for statement in ordered if type(statement) is not cst.AugAssign
+               for name in _targets(statement, items=False)}
     for call, statement in runs:
         if _mentions(call.func) & steps:
             continue  # `x = layer(x, i)` for each layer: one layer per iteration, not a step
@@ -213,7 +220,7 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
         called = [dotted(call.func) or "", *(dotted(arg.value) or "" for arg in call.args)]
         if not sampling and not any(word in part.lower() for part in called for word in _DENOISER_WORDS):
             continue
-        derived = _derived(ordered, _targets(statement))
+        derived = _derived(ordered, _targets(statement)) & rebound
         inputs = _inputs(call, [s for s in ordered if s is not statement], ctx) - steps  # `img = f(img, t)`: its own target is fed
         if inputs & derived or any(grown_name in inputs and _mentions(value) & derived for grown_name, value in grown):
             return True
