@@ -7,6 +7,10 @@ self.decoder.update(tokens, logits)``, or ``logits = model(idx)[:, -1]``,
 call is given the sequence, its result is used as logits (so named, or sampled from), and the
 sequence is made again from that result. Each iteration is one inference step. The model may
 be a parameter or an attribute of unknown type: the shape says what it is.
+
+A denoising loop (:func:`denoises`) samples without logits: ``for i in indices: t =
+th.tensor([i] * n); out = self.p_sample(model, img, t); img = out["sample"]``, once per
+diffusion time step: the model's output is the next step's input.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ _TENSOR_METHODS = frozenset({
 })
 _BUILTINS = frozenset(dir(builtins))
 _LIBRARIES = ("torch", "numpy", "np", "math", "random", "itertools", "functools", "einops")
+# What a denoiser, or a method given one, is called: `model(x, t)`, `self.p_sample(model, ...)`.
+_DENOISER_WORDS = ("model", "net", "denois", "diffus", "sample", "predict")
+# A loop variable so named is a batch (`for i, sample in enumerate(loader)`), not a time step.
+_DATA_WORDS = ("batch", "sample", "data", "input", "image", "img")
+# A function of these names samples: a loop walking a schedule (`sigmas[i]`) there is its steps.
+_SAMPLING_FUNCTIONS = ("sample", "denois", "diffus", "generat", "reverse")
 
 
 def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
@@ -47,12 +57,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
-        statement = ctx.tree.parent(call)
-        while statement is not None and type(statement) not in (cst.Assign, cst.AnnAssign):
-            if type(statement) in (cst.SimpleStatementLine, cst.IndentedBlock):
-                statement = None
-                break
-            statement = ctx.tree.parent(statement)
+        statement = _assignment_of(ctx, call)
         if statement is None:
             continue
         derived = _derived(ordered, _targets(statement))
@@ -62,6 +67,16 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
             return True
     return False
+
+
+def _assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
+    """The assignment whose value holds ``call`` (``out = f(x)[0]``), if any."""
+    statement = ctx.tree.parent(call)
+    while statement is not None and type(statement) not in (cst.Assign, cst.AnnAssign):
+        if type(statement) in (cst.SimpleStatementLine, cst.IndentedBlock):
+            return None
+        statement = ctx.tree.parent(statement)
+    return statement
 
 
 def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
@@ -78,17 +93,20 @@ def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
     return func.attr.value not in _TENSOR_METHODS and func.attr.value not in _SAMPLERS
 
 
-def _targets(statement: cst.CSTNode) -> set[str]:
+def _targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
+    """The names an assignment binds; with ``items``, ``seq`` for ``seq[i] = v`` too."""
     targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     found: set[str] = set()
     for target in targets:
         parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
-        found.update(name for part in parts if (name := dotted(part.value if type(part) is cst.Subscript else part)) is not None)
+        parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
+        found.update(name for part in parts if (name := dotted(part)) is not None)
     return found
 
 
-def _mentions(expr: cst.CSTNode | None) -> set[str]:
-    """The names and attribute chains ``expr`` reads."""
+def _mentions(expr: cst.CSTNode | None, slices: bool = True) -> set[str]:
+    """The names and attribute chains ``expr`` reads (without ``slices``: not those only in
+    an index, ``xs[t]``)."""
     if expr is None:
         return set()
     found: set[str] = set()
@@ -101,6 +119,9 @@ def _mentions(expr: cst.CSTNode | None) -> set[str]:
                 found.add(name)
             if type(node) is cst.Attribute:
                 stack.append(node.value)  # `self.model.score`: its attribute's name is no variable
+            continue
+        if type(node) is cst.Subscript and not slices:
+            stack.append(node.value)
             continue
         stack.extend(node.children)
     return found
@@ -161,3 +182,64 @@ def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set
             inputs |= _mentions(statement.value)  # type: ignore[attr-defined]
             made_here |= targets
     return inputs - made_here
+
+
+def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    """Is ``loop`` a denoising loop: each iteration calls a denoiser (``model(x, t)``, or a
+    method given a model: ``self.p_sample(model, img, t)``) with the state and the
+    iteration's time step, and the state is made again from its result? Not in a
+    ``forward``, and not a loop over layers (``x = layer(x, i)``); a loop walking a sequence
+    (``h = cell(xs[t], h, t)``: an RNN) only in a function named for sampling."""
+    if type(loop) is not cst.For:
+        return False
+    function = ctx.tree.enclosing_function(loop)
+    name = function.name.value.lower() if function is not None else ""
+    if name in ("forward", "__call__"):
+        return False  # a loop over time steps there runs within the model's step
+    sampling = any(part.startswith(_SAMPLING_FUNCTIONS) for part in name.split("_"))  # `p_sample_loop`, not `reshape_subsample`
+    steps = {step for step in _mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
+    nodes = list(ctx.loops._own_nodes(loop.body))
+    if not sampling and any(type(n) is cst.Subscript and any(_mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
+        return False  # `xs[t]`: it walks a sequence, one element per iteration
+    if any(type(n) is cst.Call and ctx.method_name(n) in ("backward", "step") and ctx.loops.is_step_call(n) for n in nodes):
+        return False  # a training step (`output, hidden = model(data, hidden)`, then backward): the state is the weights
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
+    runs = [(call, statement) for call in nodes if type(call) is cst.Call and _may_run_a_model(ctx, call)
+            and (statement := _assignment_of(ctx, call)) is not None]
+    made = _derived(ordered, set().union(*(_targets(statement) for _, statement in runs)))
+    steps = _timesteps(ctx, ordered, steps, made, slices=sampling)
+    grown = _grown(nodes)
+    # The state is rebound whole (`img = out["sample"]`); `lprobs[i] = f(lprobs[i])` updates one item per iteration.
+    rebound = {name for statement in ordered if type(statement) is not cst.AugAssign
+               for name in _targets(statement, items=False)}
+    for call, statement in runs:
+        if _mentions(call.func) & steps:
+            continue  # `x = layer(x, i)` for each layer: one layer per iteration, not a step
+        if not any(_mentions(arg.value, sampling) & steps for arg in call.args):
+            continue  # the iteration's time step conditions the denoiser
+        called = [dotted(call.func) or "", *(dotted(arg.value) or "" for arg in call.args)]
+        if not sampling and not any(word in part.lower() for part in called for word in _DENOISER_WORDS):
+            continue
+        derived = _derived(ordered, _targets(statement)) & rebound
+        inputs = _inputs(call, [s for s in ordered if s is not statement], ctx) - steps  # `img = f(img, t)`: its own target is fed
+        if inputs & derived or any(grown_name in inputs and _mentions(value) & derived for grown_name, value in grown):
+            return True
+    return False
+
+
+def _timesteps(ctx: FileContext, ordered: list[cst.CSTNode], steps: set[str], made: set[str], slices: bool) -> set[str]:
+    """The loop's variables and what the body makes of them without a model or what one
+    ``made`` (``t = th.tensor([i] * n)``, ``time_cond = torch.full((b,), time)``; not
+    ``images_hat = images + sigma_hat * eps``: the state), outside an index unless ``slices``
+    (``x_t = xs[:, t]`` is an element of a sequence; ``sigma = sigmas[i]`` in a sampler is
+    its schedule's)."""
+    found = set(steps)
+    for statement in ordered:
+        value = statement.value  # type: ignore[attr-defined]
+        if type(statement) is cst.AugAssign or not _mentions(value, slices) & found or _mentions(value) & made:
+            continue
+        if any(type(n) is cst.Call and _may_run_a_model(ctx, n) for n in (value, *ctx.tree.descendants(value))):
+            continue  # `out = self.p_sample(model, img, t)`: what the model made is the state, not the time
+        found |= _targets(statement)
+    return found
+

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.decoding import decodes
+from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guards import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
@@ -234,11 +234,19 @@ class Loops:
         return self._hot[key]
 
     def decodes(self, loop: cst.CSTNode) -> bool:
-        """Is ``loop`` a decode loop: one token (frame, sample) from a model per iteration,
-        the model's type known or not (``analysis/decoding.py``)? Memoised."""
+        """Is ``loop`` a decode loop: one token (frame, sample, denoising step) from a model
+        per iteration, the model's type known or not (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
         if id(loop) not in known:
-            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop))
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
+        return known[id(loop)]
+
+    def denoises(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` a denoising loop: one diffusion time step per iteration, the model's
+        output the next input, no token sampled (``analysis/decoding.py``)? Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_denoises", {})
+        if id(loop) not in known:  # a loop that samples tokens from logits decodes them: its steps are tokens
+            known[id(loop)] = denoises(self.ctx, loop) and not (decodes(self.ctx, loop) or self._samples(loop))
         return known[id(loop)]
 
     def _samples(self, loop: cst.CSTNode) -> bool:

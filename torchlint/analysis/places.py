@@ -66,6 +66,8 @@ class Places:
         if "topk" in code or "argsort" in code:
             return Repeat("candidate")  # `for logprob, token in zip(*logprobs.topk(k))`: the k best, whatever they are named
         count = self._range_count(iterable)
+        if self.ctx.loops.denoises(loop):
+            return Repeat("denoising step", count)  # before the words: `range(num_sample_steps)` decodes no token
         if _is_range(iterable):
             bound = self._bound_code(iterable.args[-1 if len(iterable.args) < 3 else 1].value)
             if any(word in names for word in ("beam", "cand", "hyp")):
@@ -102,9 +104,9 @@ class Places:
 
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
-        loop, else "step"."""
-        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind == "decoded token":
-            return "decoded token"
+        loop, "denoising step" for a diffusion sampler's, else "step"."""
+        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step"):
+            return self.repeat_of(loop).kind
         return "step"
 
     def _range_count(self, iterable: cst.BaseExpression) -> int | None:
