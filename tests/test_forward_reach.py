@@ -135,8 +135,12 @@ def test_a_model_reached_through_constructor_arguments_and_a_partial(project: Pa
     assert "called from `_Rescaled.__call__()`, run every step from a training loop" in found[16].message
     assert found[16].message.endswith("on every step")  # once per step: no multiplicity
     assert found[19].message.endswith("(per block per step)")  # appended to: no count from the literal
-    # nor the sampler a partial is made of but never called
-    assert not any(Path(f.path).name == "process.py" for f in _findings(project, "denoise"))
+    # the sampler is never reached from the training step (the partial is of `training_losses`);
+    # its own loop feeds the model's output back, one denoising step per iteration: an
+    # inference step of its own, at its step's end (medium), never "from a training loop"
+    sampler = [f for f in _findings(project, "denoise") if Path(f.path).name == "process.py"]
+    assert [(f.line, f.impact) for f in sampler] == [(14, "medium")]
+    assert "in a sampling loop" in sampler[0].message and "training loop" not in sampler[0].message
 
 
 @pytest.mark.parametrize("cut", [
