@@ -14,7 +14,7 @@ _SCALAR_READS = {"item", "tolist"}
 
 
 class ScalarSyncInLoop(Check):
-    """`.item()`/`.tolist()` on a tensor inside a hot loop (and a decode loop's tensor stop check, and a tensor test or value-sized op repeated within a step)."""
+    """`.item()`/`.tolist()` on a tensor inside a hot loop; a tensor test or a value-sized tensor repeated within a step, or a decode loop's stop check."""
 
     code = "TL101"
     name = "scalar-sync-in-loop"
