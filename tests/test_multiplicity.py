@@ -103,7 +103,8 @@ for step, x in enumerate(loader):
     ("    if shown < 3:\n        print(loss.item())\n        shown += 1", []),
     ("    if not printed:\n        print(loss.item())\n        printed = True", []),
     ("    if loss.isfinite().all() and shown < 3:\n        print(loss.item())\n        shown += 1", []),
-    ("    for i in range(x.size(0)):\n        if out[i].argmax() != 0 and shown < 5:\n            shown += 1\n            print(out[i].sum().item())", []),
+    # ... but the tensor test before the count runs on every row of every step: TL101's (high)
+    ("    for i in range(x.size(0)):\n        if out[i].argmax() != 0 and shown < 5:\n            shown += 1\n            print(out[i].sum().item())", [("TL101", "high")]),
     # near-misses: the count is set back every step, the body never moves it, the flag is cleared
     ("    shown = 0\n    for i in range(x.size(0)):\n        if shown < 3:\n            print(out[i].sum().item())\n            shown += 1", [("TL101", "high")]),
     ("    if shown < 3:\n        print(loss.item())", [("TL101", "medium")]),

@@ -23,7 +23,7 @@ FAMILY_TITLES = {
 # run never import the checks (and libcst, about 0.4 s). tests/test_startup.py fails,
 # printing the new rows, whenever this drifts from the checks themselves (`from_checks`).
 _TABLE = (
-    ('TL101', 'scalar-sync-in-loop', True, 'NONE', '`.item()`/`.tolist()` on a tensor inside a hot loop.'),
+    ('TL101', 'scalar-sync-in-loop', True, 'NONE', '`.item()`/`.tolist()` on a tensor inside a hot loop; a tensor test or a value-sized tensor repeated within a step, or a decode loop\'s stop check.'),
     ('TL102', 'device-to-host-in-loop', True, 'NONE', '`.cpu()`/`.numpy(force=True)`/`.to("cpu")` on a device value inside a hot loop.'),
     ('TL103', 'sync-call-in-loop', True, 'NONE', '`torch.cuda.synchronize()`/`torch.cuda.empty_cache()` unconditionally inside a hot loop.'),
     ('TL104', 'tensor-condition-in-loop', False, 'NONE', '`if`/`while`/`assert` whose test reads a tensor value (also through `all()`/`any()`), inside a hot loop.'),

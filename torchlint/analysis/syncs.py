@@ -299,6 +299,77 @@ class HiddenSyncs:
             return False
         return self.reads_truth(statement.test, statement.test)
 
+    def condition_read(self, statement: cst.CSTNode, test: cst.BaseExpression) -> bool:
+        """``if``/``while``/``assert``/``a if t else b`` whose ``test`` reads a device
+        tensor's truth value, where it may run every step (not under a rare guard)."""
+        ctx = self.ctx
+        loop = ctx.loops.hot_loop(test)
+        if loop is None or ctx.devices.host_only(test):
+            return False
+        return not ctx.guards.rare(statement, stop=loop) and self.reads_truth(test, test)
+
+    def sized_by_values(self, node: cst.Call | cst.Subscript) -> bool:
+        """``x[mask]``, ``nonzero()``, ``unique()``, ``masked_select()``, ``torch.where(c)``,
+        ``repeat_interleave(t)`` on a device tensor where it may run every step: a tensor
+        whose size the host must learn from the device. A mask write (``x[m] = 0``) makes none."""
+        ctx = self.ctx
+        if type(node) is cst.Subscript:
+            if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)):
+                return False  # `x[mask] = 0` writes in place: no new tensor of unknown size
+            masks = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+            mask = next((m for m in masks if self.bool_mask(m, node)), None)
+            if mask is not None:
+                return self.in_step(node) and self.device_tensor(mask, node)
+            # `x[node_type == i]` with `node_type` a parameter: a tensor indexed by a comparison
+            # is indexed by a mask (a Python bool index would only add a dimension).
+            return any(self._compared(m, node) for m in masks) and self.in_step(node) and self.device_tensor(node.value, node)
+        op, subject = torch_op(ctx, node)
+        function = ctx.qname(node.func) is not None
+        if op is None or subject is None or not self._op_sized_by_values(op, node, function):
+            return False
+        if op == "repeat_interleave":
+            subject = self._repeats(node, function) or subject
+        return self.in_step(node) and self.device_tensor(subject, node)
+
+    def _compared(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A value comparison (``a == i``, ``t > 0``), or a name bound only to one."""
+        if type(expr) is cst.Name:
+            bound = self.ctx.bindings.lookup(expr.value, at)
+            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and type(b.value) is cst.Comparison
+                                       and self._compared(b.value, b.node) for b in bound)
+        return type(expr) is cst.Comparison and not any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons)
+
+    def _op_sized_by_values(self, op: str, call: cst.Call, function: bool) -> bool:
+        if op in SIZED_BY_VALUES:
+            return True
+        if op == "where":  # `torch.where(cond)`: the indices of the true elements
+            return function and len(call.args) == 1 and call.args[0].keyword is None
+        if op == "repeat_interleave":  # with a tensor of repeats and no `output_size=`
+            return self.ctx.keyword(call, "output_size") is None and not self.ctx.has_star_kwargs(call) and self._repeats(call, function) is not None
+        return False
+
+    def _repeats(self, call: cst.Call, function: bool) -> cst.BaseExpression | None:
+        """The repeats of ``repeat_interleave`` when they are a tensor (an int repeats
+        every element the same number of times: a known size)."""
+        ctx = self.ctx
+        arg = ctx.keyword(call, "repeats") or ctx.argument(call, 1 if function else 0)
+        if arg is None and function and len(call.args) == 1:
+            arg = call.args[0]  # `torch.repeat_interleave(counts)`
+        if arg is None:
+            return None
+        return arg.value if self.tensorish(arg.value, call) else None
+
+    def repeated_in_step(self, node: cst.CSTNode) -> bool | None:
+        """Does ``node`` run more than once per step by the loops of its own file (a loop
+        over heads or node types inside the step)? None when the project-wide join decides
+        (its function or loop runs per step from elsewhere: ``Report.repeated`` waits for it).
+        TL101 reports a hidden sync that repeats; TL104/TL106 (opt-in) the one that does not."""
+        ctx = self.ctx
+        hot = ctx.loops.local_hot_loop(node)
+        if hot is None:
+            return None
+        return bool(ctx.places.repeats(node, ctx.places.update_loop(hot)))
+
     def traced_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is ``expr`` a tensor in code torch.compile traces: :meth:`tensorish`, or the result
         of a method only tensors and arrays have (``x.sum()``, ``h.sin()``; dynamo traces

@@ -32,6 +32,9 @@ class Report:
     needs_tensor_argument: bool = False
     cost: Cost | None = None  # replaces the check's cost for this finding (impact.py)
     where: Where | None = None  # how often it runs, when the check knows better than the code's place
+    # Holds only if the project-wide join finds the line running more than once per step
+    # (True) or exactly once (False): two rules sharing a pattern split it by its place.
+    repeated: bool | None = None
 
 
 class Check:
@@ -100,6 +103,7 @@ class Check:
         cost: Cost | None = None,
         where: Where | None = None,
         condition: cst.CSTNode | None = None,
+        repeated: bool | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -108,7 +112,9 @@ class Check:
         ``fix_description`` says what the fix does. ``cost`` and ``where`` replace what the
         impact model would take (the check's cost, the place's frequency) for this finding.
         A per-step check may give the ``condition`` the finding waits for (a parameter: it
-        holds when a per-step call passes a constant there) instead of where ``node`` runs."""
+        holds when a per-step call passes a constant there) instead of where ``node`` runs.
+        ``repeated``: the finding holds only if the join finds its line repeated within the
+        step (True) or run once per step (False); it matters only where the join decides."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -121,7 +127,7 @@ class Check:
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where))
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

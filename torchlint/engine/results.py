@@ -36,6 +36,7 @@ class Conditional(NamedTuple):
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it in its function (analysis/places.py)
     position: Position | None = None  # where it sits in its function's step (None: where the call of the function sits)
     rare: bool = False  # under a guard in its function (`if step % 100 == 0:`, a first-N count): every N steps, not every step
+    repeated: bool | None = None  # holds only if its line runs more than once per step (True) or once (False); None: either
 
 
 class InStepIfCalled(NamedTuple):

@@ -61,6 +61,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             continue
         if condition.needs_tensor and not info.tensor_args:
             continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
+            continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}), info
 
 

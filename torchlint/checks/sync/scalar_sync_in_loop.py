@@ -14,7 +14,7 @@ _SCALAR_READS = {"item", "tolist"}
 
 
 class ScalarSyncInLoop(Check):
-    """`.item()`/`.tolist()` on a tensor inside a hot loop (and a decode loop's tensor stop check)."""
+    """`.item()`/`.tolist()` on a tensor inside a hot loop; a tensor test or a value-sized tensor repeated within a step, or a decode loop's stop check."""
 
     code = "TL101"
     name = "scalar-sync-in-loop"
@@ -26,6 +26,7 @@ class ScalarSyncInLoop(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
+        self._repeated_sync(node, node, _SIZE_HINT)
         method = ctx.method_name(node)
         if method not in _SCALAR_READS or node.args:
             return
@@ -47,10 +48,44 @@ class ScalarSyncInLoop(Check):
 
     def visit_If(self, node: cst.If) -> None:
         # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`
-        # would, once per decoded token; elsewhere a tensor condition is TL104's (opt-in).
+        # would, once per decoded token; elsewhere a tensor condition is TL104's (opt-in)
+        # unless it repeats within the step.
         if self.ctx.syncs.per_token_stop(node):
             self.report(node.test, hint=_STOP_HINT, call=short_code(self.ctx.module, node.test))
+        else:
+            self._repeated_sync(node, node.test, _TEST_HINT)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._repeated_sync(node, node.test, _TEST_HINT)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._repeated_sync(node, node.test, _TEST_HINT)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._repeated_sync(node, node.test, _TEST_HINT)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        self._repeated_sync(node, node, _SIZE_HINT)
+
+    def _repeated_sync(self, statement: cst.CSTNode, node: cst.BaseExpression, hint: str) -> None:
+        """A tensor's truth value (TL104's pattern) or a tensor sized by its values (TL106's)
+        where it runs more than once per step: a sync each time, before more device work."""
+        syncs = self.ctx.syncs
+        if statement is node:  # a value-sized op: the node is its own statement here
+            if not syncs.sized_by_values(node):  # type: ignore[arg-type]
+                return
+        elif not syncs.condition_read(statement, node):
+            return
+        repeated = syncs.repeated_in_step(node)
+        if repeated is False:
+            return  # once per step: TL104/TL106 (opt-in) report it
+        # Where the join decides, this finding holds only if the line repeats within the step.
+        self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60), repeated=True if repeated is None else None)
 
 
+_TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "
+              "or drop the check (`assert not x.isnan().any()`) outside debugging")
+_SIZE_HINT = ("Sort or group once per step and slice by counts read once, or keep shapes static "
+              "(`torch.where(mask, x, 0)`, `index_add_`/`scatter` over all rows)")
 _STOP_HINT = ("Test the stop condition every N tokens (`if step % 16 == 0 and done.all(): break`), "
               "or keep a `done` mask on the device and decode to the length limit")

@@ -37,10 +37,10 @@ class TensorConditionInLoop(Check):
 
     def _check(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
         ctx = self.ctx
-        loop = ctx.loops.hot_loop(test)
-        if loop is None or ctx.devices.host_only(test):
+        if not ctx.syncs.condition_read(statement, test):
             return
-        if ctx.guards.rare(statement, stop=loop):
-            return
-        if ctx.syncs.reads_truth(test, test):
-            self.report(test, test=short_code(ctx.module, test))
+        repeated = ctx.syncs.repeated_in_step(test)
+        if repeated:
+            return  # repeated within the step (per head, per node type): TL101 reports it by default
+        # Where the join decides, this finding holds only if the line runs once per step.
+        self.report(test, test=short_code(ctx.module, test), repeated=False if repeated is None else None)
