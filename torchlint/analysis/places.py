@@ -275,6 +275,8 @@ class Places:
         func, ctx = call.func, self.ctx
         if type(func) is cst.Name:
             return ctx.qname(func) is None and not ctx.functions.defines(func.value) and bool(ctx.bindings.lookup(func.value, call))
+        if type(func) is cst.Subscript:  # `self.lins[i](x)`, `self.heads[k](h)`: a member of a ModuleList or ModuleDict
+            return (dotted(func.value) or "").startswith("self.")
         return type(func) is cst.Attribute and dotted(func.value) == "self" and ctx.functions.called(call, None) is None
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
