@@ -8,6 +8,7 @@ step's end, and a read right after a sync costs almost nothing.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -38,6 +39,12 @@ class Places:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        # Every finding of a function asks about the statements after and before it: each
+        # statement's calls, and whether it queues device work, are found once per file
+        # (a scan per finding was quadratic in the function's length).
+        self._calls_of: dict[tuple[int, bool], list[cst.Call]] = {}
+        self._queues_work: dict[int, bool] = {}
+        self._block_positions: dict[int, dict[int, int]] = {}
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -179,8 +186,8 @@ class Places:
         while child is not None and child is not stop:
             block = tree.parent(child)
             if type(block) in (cst.IndentedBlock, cst.Module):
-                body = list(block.body)
-                at = next((i for i, s in enumerate(body) if s is child), None)
+                body = block.body
+                at = self._position_in(block).get(id(child))
                 if at is not None:
                     yield from (body[at + 1:] if after else reversed(body[:at]))
             parent = tree.parent(block) if block is not None else None
@@ -188,15 +195,35 @@ class Places:
                 return
             child = tree.statement_of(parent) if type(parent) not in (cst.Else, cst.Finally, cst.ExceptHandler) else tree.statement_of(tree.parent(parent))
 
+    def _position_in(self, block: cst.CSTNode) -> dict[int, int]:
+        """Each statement of ``block`` (by id) -> its position in the block's body."""
+        positions = self._block_positions.get(id(block))
+        if positions is None:
+            positions = self._block_positions[id(block)] = {id(s): i for i, s in enumerate(block.body)}
+        return positions
+
+    def _own_calls(self, statement: cst.CSTNode, into_loops: bool) -> list[cst.Call]:
+        """The calls of ``statement``, not in nested scopes (nor nested loops, unless ``into_loops``)."""
+        key = (id(statement), into_loops)
+        calls = self._calls_of.get(key)
+        if calls is None:
+            enter = _is_loop if into_loops else _never
+            calls = self._calls_of[key] = [n for n in self.ctx.loops._own_nodes(statement, enter=enter) if type(n) is cst.Call]
+        return calls
+
     def _work_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Does the step queue device work after ``node`` (a model call, a backward, an
         optimizer step, a function of this file that trains)?"""
-        loops = self.ctx.loops
-        for statement in self._statements_around(node, stop, after=True):
-            for each in loops._own_nodes(statement, enter=lambda n: type(n) in (cst.For, cst.While)):
-                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)):
-                    return True
-        return False
+        return any(self._queues_device_work(statement) for statement in self._statements_around(node, stop, after=True))
+
+    def _queues_device_work(self, statement: cst.CSTNode) -> bool:
+        key = id(statement)
+        works = self._queues_work.get(key)
+        if works is None:
+            loops = self.ctx.loops
+            works = self._queues_work[key] = any(loops.is_step_call(each) or loops._calls_a_trainer(each)
+                                                 for each in self._own_calls(statement, into_loops=True))
+        return works
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` a read (or a sync) that only host work separates from an explicit
@@ -209,10 +236,10 @@ class Places:
         if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
             return False  # `(helper(out) / g).tolist()`: the read waits for the helper's work
         start = tree.index(node)
-        own = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call
-               and tree.index(n) < start and not tree.is_inside(node, n)]
-        blocks = [(own, True)] + [([n for n in self.ctx.loops._own_nodes(s) if type(n) is cst.Call], type(s) is cst.SimpleStatementLine)
-                                  for s in self._statements_around(node, stop, after=False)]
+        own = [n for n in self._own_calls(statement, into_loops=False) if tree.index(n) < start and not tree.is_inside(node, n)]
+        # Lazily: the nearest statements before usually decide.
+        blocks = itertools.chain([(own, True)], ((self._own_calls(s, into_loops=False), type(s) is cst.SimpleStatementLine)
+                                                 for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran in blocks:
             for call in sorted(calls, key=self._finished, reverse=True):
                 if surely_ran and self._drains(call, read, node):
@@ -269,6 +296,14 @@ class Places:
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
         return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
+
+
+def _is_loop(node: cst.CSTNode) -> bool:
+    return type(node) in (cst.For, cst.While)
+
+
+def _never(node: cst.CSTNode) -> bool:
+    return False
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
