@@ -9,6 +9,7 @@ step's end, and a read right after a sync costs almost nothing.
 from __future__ import annotations
 
 import itertools
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -102,9 +103,8 @@ class Places:
         cls = self.ctx.tree.enclosing_class(at)
         if name is None or not name.startswith("self.") or cls is None:
             return None
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            if len(assign.targets) != 1 or dotted(assign.targets[0].target) != name or self.ctx.tree.enclosing_class(assign) is not cls:
-                continue
+        assign = self._first_assignments.get((id(cls), name))
+        if assign is not None:
             value = assign.value
             qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
             if qualified not in CONTAINERS or len(value.args) != 1:
@@ -116,6 +116,23 @@ class Places:
                 return True, self._range_count(members.for_in.iter), qualified
             return None
         return None
+
+    @cached_property
+    def _first_assignments(self) -> dict[tuple[int, str], cst.Assign]:
+        """(id of a class, ``self.x``) -> the first ``self.x = ...`` in the class: one pass
+        over the assignments, not one per container a loop goes over."""
+        found: dict[tuple[int, str], cst.Assign] = {}
+        tree = self.ctx.tree
+        for assign in tree.nodes(cst.Assign):
+            if len(assign.targets) != 1:
+                continue
+            name = dotted(assign.targets[0].target)
+            if name is None or not name.startswith("self."):
+                continue
+            cls = tree.enclosing_class(assign)
+            if cls is not None:
+                found.setdefault((id(cls), name), assign)
+        return found
 
     def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
         """The loops around ``call`` that run its callee again each time: a loop over a
