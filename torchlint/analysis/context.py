@@ -22,7 +22,7 @@ from torchlint.analysis.places import Places
 from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
-from torchlint.analysis.tree import Tree, children
+from torchlint.analysis.tree import Tree
 from torchlint.analysis.values import ValueKinds
 
 
@@ -215,9 +215,8 @@ class FileContext:
     def is_module_class(self, name: str) -> bool:
         return name in self._local_module_classes
 
-    @staticmethod
-    def tree_children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-        return children(node)
+    def tree_children(self, node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        return self.tree.children(node)
 
     # --- small helpers used by several checks --------------------------------------
     @staticmethod
