@@ -10,15 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_steps import GPU_SCRIPTS, SMALL_FIXTURE, Kit
+from gpu_steps import BLOCK_FIXTURE, GPU_SCRIPTS, SMALL_FIXTURE, Kit
 
 #: (run name, script, script args, --experiment budget or None: then a plain run is timed beside
 #: it, for the overhead). gpu_loader without --experiment is tests/test_gpu_run.py's.
 PROFILE_RUNS: list[tuple[str, str, list[str], float | None]] = [
     ("gpu_syncs", "gpu_syncs.py", ["--steps", "30"], None),
     ("gpu_busy", "gpu_busy.py", [], None),
-    ("gpu_busy-experiment", "gpu_busy.py", [], 30.0),
-    ("gpu_loader-experiment", "gpu_loader.py", [], 40.0),
+    ("block_syncs", "block_syncs.py", ["--steps", "30"], None),  # issue 32: 24 reads a step rank above 1
+    ("gpu_busy-experiment", "gpu_busy.py", [], 50.0),
+    ("gpu_loader-experiment", "gpu_loader.py", [], 75.0),
 ]
 PROFILE_OPTIONS = ("--experiment", "--budget", "--output-format", "--no-browser", "--out", "--nproc-per-node")
 
@@ -28,7 +29,7 @@ def scripts_dir(kit: Kit) -> Path:
     where = kit.work / "scripts"
     if not where.is_dir():
         where.mkdir(parents=True)
-        for p in [*GPU_SCRIPTS.glob("*.py"), SMALL_FIXTURE]:
+        for p in [*GPU_SCRIPTS.glob("*.py"), SMALL_FIXTURE, BLOCK_FIXTURE]:
             shutil.copy(p, where / p.name)
     return where
 
@@ -115,6 +116,7 @@ def digest_run(run_dir: Path, res: dict[str, Any]) -> dict[str, Any]:
 def _finding_row(f: dict[str, Any]) -> dict[str, Any]:
     exp, meas, obs = f.get("expected") or {}, f.get("measured") or {}, f.get("observed") or {}
     return {"rank": f.get("rank"), "code": f.get("code"), "line": f.get("line"), "syncs": f.get("syncs"),
+            "reads_per_step": f.get("reads_per_step"),
             "observed_s": obs.get("seconds"), "expected_per_step": exp.get("per_step"), "expected_total": exp.get("total"),
             "expected_model": exp.get("model"), "not_applicable": exp.get("not_applicable"),
             "measured": _measurement_row(meas) if meas else None}

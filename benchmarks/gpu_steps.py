@@ -24,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SCRIPTS = ROOT / "fixtures" / "scripts" / "gpu"
 SMALL_FIXTURE = ROOT / "fixtures" / "scripts" / "gpu_syncs.py"
+BLOCK_FIXTURE = ROOT / "fixtures" / "scripts" / "block_syncs.py"  # 24 reads a step at one line, 1 at another
 DDP_SCRIPT = ROOT / "fixtures" / "scripts" / "ddp_train.py"
 #: runs.tar.gz stays under the device tool's 16 MiB a file: traces go in while they fit
 PACK_LIMIT = 14 * 1024 * 1024

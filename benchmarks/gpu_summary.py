@@ -88,8 +88,8 @@ def _profile(step: dict[str, Any], dry: bool) -> list[str]:
         if not r.get("ranked") and not r.get("unranked"):
             continue
         out += [f"### {name}: ranked findings", "",
-                "| rank | finding | observed | expected / step | measured / step [95% CI] | model |",
-                "| --- | --- | --- | --- | --- | --- |"]
+                "| rank | finding | reads / step | observed | expected / step | measured / step [95% CI] | model |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
         for f in [*(r.get("ranked") or []), *(r.get("unranked") or [])]:
             m = f.get("measured") or {}
             meas = "-"
@@ -97,7 +97,9 @@ def _profile(step: dict[str, Any], dry: bool) -> list[str]:
                 meas = (f"{m.get('verdict')} {_ms(m.get('per_step'), True)} [{_ms(m.get('ci_low'), True)}, "
                         f"{_ms(m.get('ci_high'), True)}]" if m.get("verdict") != "skipped" else f"skipped: {m.get('why')}")
             exp = f.get("not_applicable") or _ms(f.get("expected_per_step"))
-            out.append(f"| {f.get('rank') or '-'} | {f.get('code')}:{f.get('line')} | {_s(f.get('observed_s'))} | {_cell(exp)} | "
+            reads = f.get("reads_per_step")
+            out.append(f"| {f.get('rank') or '-'} | {f.get('code')}:{f.get('line')} | {'-' if reads is None else f'{reads:g}'} | "
+                       f"{_s(f.get('observed_s'))} | {_cell(exp)} | "
                        f"{_cell(meas)} | {_cell(f.get('expected_model') or '')} |")
         gaps = r.get("sync_gaps") or []
         if gaps:
@@ -129,6 +131,10 @@ def _micro(step: dict[str, Any], dry: bool) -> list[str]:
     return out + [""]
 
 
+def _agreement(agree: Any) -> str:
+    return "truth too coarse" if agree == "coarse" else _yes(agree)
+
+
 def _savings(step: dict[str, Any], dry: bool) -> list[str]:
     out = ["## 4. Savings on CUDA: --experiment against the A/B truth (warm forks, whole runs)", ""]
     rows = step.get("rows") or []
@@ -145,7 +151,7 @@ def _savings(step: dict[str, Any], dry: bool) -> list[str]:
                 if r.get("measured") is not None else
                 " ".join(x for x in (str(r.get("measured_verdict") or "-"), str(r.get("why") or "")[:120]) if x))
         out.append(f"| {r['script']} | {r['fix']} | {r.get('rank') or '-'} | {_s(r.get('expected'))} | {_cell(meas)} | "
-                   f"{truth} | {_yes(r.get('agree'))} | {_yes(r.get('within'))} |")
+                   f"{truth} | {_agreement(r.get('agree'))} | {_yes(r.get('within'))} |")
     for name, note in (step.get("notes") or {}).items():
         out.append(f"- {name}: {note}")
     return out + [""]

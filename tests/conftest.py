@@ -132,20 +132,11 @@ def html_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # costs seconds: made once per session)
 
 TREE_SCRIPT = "tiny_transformer.py"
-_PLAIN_CPROFILE = (
-    "import cProfile, os, runpy, sys\n"
-    "import torch, torch._dynamo\n"  # imported before the profile, as torchlint does
-    "out, script = sys.argv[1:3]; sys.argv = sys.argv[2:]\n"
-    "sys.path[0] = os.path.dirname(os.path.abspath(script))\n"
-    "p = cProfile.Profile(); p.enable()\n"
-    "try:\n    runpy.run_path(script, run_name='__main__')\n"
-    "finally:\n    p.disable(); p.dump_stats(out)\n"
-)
 
 
 @dataclass
 class Both:
-    plain: dict  # pstats' table of the plain cProfile run
+    plain: dict  # pstats' table of ``python -m cProfile -o plain.prof SCRIPT``
     ours: dict  # pstats' table of torchlint's profile.prof
     run: Any  # test_profile_run.Run
     plains: list[dict]  # two plain runs: a one-off stall of the machine hits one of them
@@ -161,7 +152,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
     plains = []
     for i in range(2):
         out = cwd / f"plain-{i}.prof"
-        proc = subprocess.run([sys.executable, "-c", _PLAIN_CPROFILE, str(out), TREE_SCRIPT], cwd=cwd,
+        proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), TREE_SCRIPT], cwd=cwd,
                               env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]

@@ -115,7 +115,7 @@ def test_stdin_under_the_callers_name_reports_it(tmp_path: Path) -> None:
 
 
 def test_the_editor_reports_it_on_the_callers_document(tmp_path: Path) -> None:
-    from torchlint.server_lint import Projects, lint_text
+    from torchlint.server.lint import Projects, lint_text
 
     root = _project(tmp_path)
     train = root / "train.py"

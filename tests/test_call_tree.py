@@ -1,12 +1,15 @@
 """profile.prof keeps the program's call tree (issue 28).
 
 One script (fixtures/scripts/tiny_transformer.py: nested modules, a DataLoader, a step
-helper, an evaluation helper) is profiled twice: by ``torchlint profile`` and by a plain
-cProfile run (torch and torch._dynamo imported first, as torchlint does before the
-script). Every function's calls and callers must be the same, and its share of
-``main()``'s time must agree within noise; torchlint's own frames must be gone and the
-tree must add up. Before the fix ``_call_impl`` had a cumulative time of 0 and the
-model's forward hung unconnected. The runs are shared with tests/test_line_costs.py.
+helper, an evaluation helper) is profiled twice: by ``torchlint profile`` and by
+``python -m cProfile`` (twice). Every function's calls and callers must be the same, and
+its share of the training loop's time must agree within noise; torchlint's own frames
+must be gone and the tree must add up. Before the fix ``_call_impl`` had a cumulative
+time of 0 and the model's forward hung unconnected. The imports torchlint makes ahead of
+the script (torch, torch._dynamo) must be where the script would have made them, as
+plain cProfile has them (issue 36): before, 453 functions against plain's 9,078, and
+``<module>``'s cumulative time was a sixth of plain's. The runs are shared with
+tests/test_line_costs.py.
 """
 
 from __future__ import annotations
@@ -25,6 +28,63 @@ NAME = TREE_SCRIPT  # the run is conftest's ``both`` fixture, shared with test_l
 def _main(stats: dict) -> float:
     (ct,) = [v[3] for k, v in stats.items() if k[2] == "main" and k[0].endswith(NAME)]
     return ct
+
+
+def _key(stats: dict, name: str) -> tuple:
+    (key,) = [k for k in stats if k[2] == name and k[0].endswith(NAME)]
+    return key
+
+
+def _unaddressed(key: tuple) -> tuple:
+    """The key without the memory address cProfile puts in some C calls' names (another
+    process, another address)."""
+    return (key[0], key[1], re.sub(r" at 0x[0-9a-f]+", "", key[2]))
+
+
+def _named(stats: dict) -> dict:
+    """``key -> (cc, nc, tt, ct)`` by :func:`_unaddressed` key, rows of one name summed."""
+    out: dict = {}
+    for key, row in stats.items():
+        old = out.get(_unaddressed(key), (0, 0, 0.0, 0.0))
+        out[_unaddressed(key)] = tuple(a + b for a, b in zip(old, row[:4]))
+    return out
+
+
+def _only_under(stats: dict, roots: list) -> set:
+    """``roots`` and the functions only they call, directly or not (not ``re._compile``,
+    which the loops call and every import too)."""
+    keys = _under(stats, roots)
+    while True:
+        shared = {k for k in keys - set(roots) if not set(stats[k][4]) <= keys}
+        if not shared:
+            return keys
+        keys -= shared
+
+
+def _loop(stats: dict) -> float:
+    """The training and evaluation loops' time: main() less its set-up and imports."""
+    return stats[_key(stats, "train_epoch")][3] + stats[_key(stats, "evaluate")][3]
+
+
+def _importing(key: tuple) -> bool:
+    return str(key[0]).startswith("<frozen importlib") or key[2] in (
+        "<built-in method builtins.__import__>", "<built-in method builtins.exec>")
+
+
+def _under(stats: dict, roots: list) -> set:
+    """The functions ``roots`` call, directly or not, short of an import (the import
+    machinery calls every module's code: the table cannot tell which import it was)."""
+    callees: dict = {}
+    for key, entry in stats.items():
+        for caller in entry[4]:
+            callees.setdefault(caller, []).append(key)
+    seen, todo = set(roots), list(roots)
+    while todo:
+        for callee in callees.get(todo.pop(), ()):
+            if callee not in seen and not _importing(callee):
+                seen.add(callee)
+                todo.append(callee)
+    return seen
 
 
 def _user(key: tuple) -> bool:
@@ -46,44 +106,107 @@ def test_every_user_function_has_the_same_calls_and_callers(both):
 
 
 def test_cumulative_times_agree_with_plain_cprofile(both):
-    """Every function with 5 % of main() or more, in torch's files too (_call_impl,
-    backward, the optimizer step): the same calls and the same share, within noise (the
-    share of one of two plain runs: a stall of a shared machine, as a first torch.randint
-    that once took 28 % of main(), hits one run, not the tree)."""
-    main_ours = _main(both.ours)
+    """Every function of the loops (called from them alone) with 5 % of their time or more, in torch's files too
+    (_call_impl, backward, the optimizer step): the same calls and the same share, within
+    noise (the share of one of two plain runs: a stall of a shared machine, as a first
+    torch.randint that once took 28 % of main(), hits one run, not the tree)."""
+    loop_ours = _loop(both.ours)
     checked = []
-    for key, (_cc, nc, _tt, ct, _callers) in both.plain.items():
-        if ct < 0.05 * _main(both.plain) or key[2] in ("run_path", "_run_module_code", "_run_code") or key[0] == "~" and "exec" in key[2]:
+    plain = both.plain
+    named_ours, named_plains = _named(both.ours), [_named(p) for p in both.plains]
+    for key in {_unaddressed(k) for k in _only_under(plain, [_key(plain, "train_epoch"), _key(plain, "evaluate")])}:
+        _cc, nc, _tt, ct = named_plains[0][key]
+        if ct < 0.05 * _loop(plain):
             continue
-        assert key in both.ours, key
-        ours = both.ours[key]
+        assert key in named_ours, key
+        ours = named_ours[key]
         assert ours[1] == nc, key
-        shares = [p[key][3] / _main(p) for p in both.plains if key in p]
+        shares = [p[key][3] / _loop(raw) for p, raw in zip(named_plains, both.plains) if key in p]
         # 0.3: torch.profiler records every op in its windows (6 of this run's 16 steps),
-        # which weighs on backward's many small ops: 0.58-0.64 against 0.40-0.44 seen at a
-        # load of 3-4 on 2 cores. The broken tree this guards against read 0.0 for
-        # `_call_impl` against 0.4 and more.
-        assert min(abs(ours[3] / main_ours - s) for s in shares) <= 0.3, (key, ours[3] / main_ours, shares)
+        # which weighs on backward's many small ops: 0.58-0.64 of main() against 0.40-0.44
+        # seen at a load of 3-4 on 2 cores. The broken tree this guards against read 0.0
+        # for `_call_impl` against 0.4 and more.
+        assert min(abs(ours[3] / loop_ours - s) for s in shares) <= 0.3, (key, ours[3] / loop_ours, shares)
         checked.append(key[2])
     assert {"_call_impl", "train_epoch", "evaluate", "forward", "backward"} <= set(checked)
 
 
-def test_the_tree_adds_up(both):
-    """A function's callers account for its time, and its time for its own and its
-    callees' (where it does not recurse: cProfile counts a recursive one once)."""
-    stats = both.ours
+def _importlib_line(stats: dict, name: str) -> int:
+    (line,) = {k[1] for k in stats if k[0] == "<frozen importlib._bootstrap>" and k[2] == name}
+    return line
+
+
+def _torch_file(key: tuple, tail: str) -> bool:
+    return str(key[0]).replace("\\", "/").endswith("/torch/" + tail)
+
+
+def test_the_imports_are_where_the_script_made_them(both):
+    """torchlint imports torch and torch._dynamo before the script, but profile.prof has
+    them where plain cProfile does: ``import torch`` under the script's ``<module>``, and
+    torch._dynamo under the first optimizer's construction (torch.optim's
+    ``_disable_dynamo`` wrapper imports it), with the functions that only run then."""
+    ours, plain = both.ours, both.plain
+    find_and_load = ("<frozen importlib._bootstrap>", _importlib_line(plain, "_find_and_load"), "_find_and_load")
+    (torch_init,) = [k for k in plain if _torch_file(k, "__init__.py") and k[2] == "<module>"]
+    (dynamo_init,) = [k for k in plain if _torch_file(k, "_dynamo/__init__.py") and k[2] == "<module>"]
+    (inner,) = [k for k in plain if _torch_file(k, "_compile.py") and k[2] == "inner"]
+    (init,) = [k for k in plain if _torch_file(k, "optim/optimizer.py") and k[2] == "__init__"]
+    for stats in (ours, plain):
+        assert stats[torch_init][1] == stats[dynamo_init][1] == 1  # code that runs only at import
+        # `import torch` in the script's <module> (its other imports: modules that were
+        # or were not loaded before the script, plain's cProfile or torchlint's)
+        assert stats[find_and_load][4][_key(stats, "<module>")][3] >= stats[torch_init][3] > 0
+        # torch._dynamo's import, under the optimizer's construction
+        assert stats[find_and_load][4][inner][3] >= stats[dynamo_init][3] > 0.5 * stats[init][3] > 0
+        assert stats[inner][4][init][1] == 1
+    # torchlint's set-up is not the script's: what it registered with torch is not in it
+    assert not [k for k in ours if k[2] in ("register_optimizer_step_post_hook", "_on_step")]
+
+
+def test_the_profile_has_plain_cprofiles_functions_and_top_entries(both):
+    """Nearly every function plain cProfile lists (the few missing are the standard
+    library modules torchlint had imported before torch, which plain cProfile's torch
+    import loads); plain's 20 largest cumulative entries with about their calls (the
+    import machinery counts those few modules' imports too) and their share of the
+    script's time, within noise."""
+    ours, plains = _named(both.ours), [_named(p) for p in both.plains]
+    assert len(set(ours) & set(plains[0])) >= 0.9 * len(plains[0])
+    module_ours = ours[_key(ours, "<module>")][3]
+    for key, (_cc, nc, _tt, _ct) in sorted(plains[0].items(), key=lambda kv: -kv[1][3])[:20]:
+        assert key in ours, key
+        # 1 call: torch._dynamo, imported ahead, wraps torch.manual_seed in torch's
+        # `_disable_dynamo` wrapper (`inner`), which a script that seeds before it
+        # builds its optimizer then calls once more than plain (docs/profiling.md)
+        assert abs(ours[key][1] - nc) <= max(0.05 * nc, 1), (key, ours[key][1], nc)
+        shares = [p[key][3] / p[_key(p, "<module>")][3] for p in plains if key in p]
+        assert min(abs(ours[key][3] / module_ours - s) for s in shares) <= 0.3, (key, ours[key][3] / module_ours, shares)
+
+
+def _not_adding_up(stats: dict) -> set:
+    """The functions whose callers do not account for their time, or whose time is not
+    their own plus their callees' (where they do not recurse: cProfile counts a
+    recursive one once)."""
     main = _main(stats)
     callees: dict = {}
     for key, (_cc, _nc, _tt, _ct, callers) in stats.items():
         for caller, edge in callers.items():
             if caller != key:
                 callees[caller] = callees.get(caller, 0.0) + edge[3]
+    out = set()
     for key, (cc, nc, tt, ct, callers) in stats.items():
         if cc != nc or ct < 0.01 * main:
             continue
-        if callers:
-            assert sum(e[3] for e in callers.values()) == pytest.approx(ct, rel=0.01, abs=1e-4), key
-        assert tt + callees.get(key, 0.0) == pytest.approx(ct, rel=0.02, abs=2e-3), key
+        if callers and sum(e[3] for e in callers.values()) != pytest.approx(ct, rel=0.01, abs=1e-4):
+            out.add(_unaddressed(key))
+        if tt + callees.get(key, 0.0) != pytest.approx(ct, rel=0.02, abs=2e-3):
+            out.add(_unaddressed(key))
+    return out
+
+
+def test_the_tree_adds_up(both):
+    """Wherever plain cProfile's tree adds up (its own does not for a generator resumed
+    across calls, as tokenize's ``_tokenize`` run by an import's ``inspect``), ours does."""
+    assert _not_adding_up(both.ours) <= set().union(*(_not_adding_up(p) for p in both.plains))
 
 
 def _c_names(stats: dict) -> set[str]:

@@ -322,7 +322,7 @@ def test_display_path():
 def test_runtime_modules_import_neither_torch_nor_libcst_nor_snakeviz():
     code = (
         "import sys\n"
-        "import torchlint.profiler, torchlint.cli_profile, torchlint.profiler.run\n"
+        "import torchlint.profiler, torchlint.cli.profile, torchlint.profiler.run\n"
         "import torchlint.correlate, torchlint.report.profile_text, torchlint.report.profile_json\n"
         "bad = sorted(m for m in ('torch', 'libcst', 'snakeviz', 'tornado') if m in sys.modules)\n"
         "assert not bad, bad\n"

@@ -150,7 +150,7 @@ def test_the_report_says_what_the_experiment_saw_and_why_it_skipped():
 
 
 def test_experiment_json_is_listed_and_its_account_reported(both, tmp_path):
-    from torchlint.cli_profile import report_run
+    from torchlint.cli.profile import report_run
 
     run_dir = tmp_path / "run"
     shutil.copytree(both.run.run_dir, run_dir)

@@ -122,3 +122,45 @@ def test_a_container_built_from_itself_ends_quietly() -> None:
     )
     findings = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
     assert [f.line for f in findings] == [5]
+
+
+def test_a_model_reached_through_constructor_arguments_and_a_partial(project: Path) -> None:
+    """denoise/: the script (no torch: a light summary) builds the model with a factory and
+    hands it to `Trainer(model=...)`, which keeps it (`self.ddp_model = DDP(self.model)`) and
+    calls `functools.partial(self.process.training_losses, self.ddp_model, x, t)()`; the
+    process wraps it in a private class whose `__call__` runs it. The read in `UNet.forward`
+    runs once per step, the one in its loop over the grown `ModuleList` once per block."""
+    found = {f.line: f for f in _findings(project, "denoise") if Path(f.path).name == "unet.py"}
+    assert set(found) == {16, 19}  # not the `Teacher` the step never calls
+    assert "called from `_Rescaled.__call__()`, run every step from a training loop" in found[16].message
+    assert found[16].message.endswith("on every step")  # once per step: no multiplicity
+    assert found[19].message.endswith("(per block per step)")  # appended to: no count from the literal
+    # nor the sampler a partial is made of but never called
+    assert not any(Path(f.path).name == "process.py" for f in _findings(project, "denoise"))
+
+
+@pytest.mark.parametrize("cut", [
+    "Trainer(model=model, process=process, data=data, teacher=create_teacher(8)).run()",  # nothing builds the trainer
+    "loss = compute_losses()",  # the partial is made, never called
+])
+def test_without_the_constructor_call_or_the_partial_call_the_model_is_not_reached(project: Path, cut: str) -> None:
+    for name in ("train_script.py", "trainer.py"):
+        path = project / "denoise" / name
+        text = path.read_text()
+        if cut in text:
+            path.write_text(text.replace(cut, "loss = x.sum()" if "compute" in cut else "pass"))
+    assert not [f for f in _findings(project, "denoise") if Path(f.path).name == "unet.py"]
+
+
+def test_a_model_passed_back_and_forth_between_two_functions_is_found_once() -> None:
+    """`ping` passes its model to `pong`, which passes it back: the parameters form a cycle,
+    which ends quietly and still finds the class the loop passes."""
+    text = (
+        "import torch\nimport torch.nn as nn\n"
+        "class Net(nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+        "def ping(model, x, n):\n    out = model(x)\n    return pong(model, out, n) if n else out\n"
+        "def pong(model, x, n):\n    return ping(model, x, n - 1)\n"
+        "net = Net().cuda()\nfor x in loader:\n    ping(net, x.cuda(), 3).sum().backward()\n"
+    )
+    found = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
+    assert [(f.line, f.code) for f in found] == [(5, "TL102")]

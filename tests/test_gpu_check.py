@@ -122,7 +122,8 @@ def test_a_real_runs_digest_and_summary(tmp_path):
                                  {"arm": "read once", "fix_s": 0.00888, "saving_s": 0.00012, "ci_low": 0.0001,
                                   "ci_high": 0.00014, "share": 0.0133, "verdict": "saving"}]}]}}}
     text = render_summary(results)
-    assert "GPU (cc 9.0, 139.8 GiB)" in text and "| 1 | TLR08:5 |" in text and "| 2 | TL101:9 | 430.0 ms | 0.120 ms |" in text
+    assert "GPU (cc 9.0, 139.8 GiB)" in text and "| 1 | TLR08:5 |" in text and "| 2 | TL101:9 | 1 | 430.0 ms | 0.120 ms |" in text
+    assert "| 1 | TLR08:5 | - |" in text  # a runtime finding has no reads per step
     assert "| TL101 | item | read once | 9.000 ms | 8.880 ms | +0.120 ms [+0.100 ms, +0.140 ms] | 1% | saving |" in text
     assert "Tensor.item: 2 syncs" in text
 
@@ -138,3 +139,24 @@ def test_the_deadline_stops_a_command_and_the_steps_after_it(tmp_path):
     kit.run_step("later", lambda k: {"verdict": "PASS"})
     assert kit.results["steps"]["later"] == {"verdict": "not run", "why": "the kit's deadline was reached"}
     assert "TIMEOUT" in (out / "log.txt").read_text()
+
+
+def test_a_truth_too_coarse_to_see_a_saving_neither_confirms_nor_contradicts_it():
+    """The first H200 run of the kit: a 0.48 ms-a-step saving (29 ms over the run) against a
+    whole-run truth of 52 ms [-310 ms, +219 ms]: the truth cannot see it, so it is no FAIL."""
+    from gpu_truth import _agreement, savings_verdict
+
+    coarse = {"verdict": "no measurable change", "low": -0.310, "high": 0.219, "true": 0.052}
+    clear = {"verdict": "saving", "low": 0.121, "high": 0.379, "true": 0.252}
+    assert _agreement("saving", 0.0288, coarse) == "coarse"
+    assert _agreement("saving", 0.5, coarse) is False  # outside the truth's interval: a contradiction
+    assert _agreement("saving", 0.30, clear) is True
+    assert _agreement("slower", -0.05, clear) is False
+
+    def row(agree):
+        return {"measured_verdict": "saving", "truth": coarse, "agree": agree}
+
+    assert savings_verdict([row("coarse")], {})["verdict"] == "SKIPPED"
+    assert savings_verdict([row("coarse"), row(True)], {})["verdict"] == "PASS"
+    assert savings_verdict([row(True), row(False)], {})["verdict"] == "FAIL"
+    assert "1 the truth was too coarse" in savings_verdict([row("coarse"), row(True)], {})["why"]

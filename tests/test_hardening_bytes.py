@@ -336,7 +336,7 @@ def test_overwrite_after_a_killed_run_goes_by_exact_names(tmp_path: Path) -> Non
 
 def test_only_rank_directories_are_signalled_or_cleaned(tmp_path: Path) -> None:
     """A copy of a rank's directory (its pid file too) is the user's: never a pid to signal."""
-    from torchlint.cli_profile_ranks import is_rank_run
+    from torchlint.cli.profile_ranks import is_rank_run
     from torchlint.profiler.distributed import rank_pids
     from torchlint.profiler.rankchild import PID_FILE
     from torchlint.profiler.run import rank_dirs

@@ -379,7 +379,7 @@ def test_an_unexpected_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """Whatever escapes a command (here: a broken report) never prints a traceback."""
     (tmp_path / "good.py").write_text(FINDING)
     code = (
-        "import sys, torchlint.cli_check as c\n"
+        "import sys, torchlint.cli.check_output as c\n"
         "def broken(*a, **k): raise RuntimeError('the report broke')\n"
         "c.report = broken\n"
         "from torchlint.cli import main\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.engine import linter as linter_module
-from torchlint.server_lint import lint_text
+from torchlint.server.lint import lint_text
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "import torch\nfor i in range(3):\n    y = torch.zeros(3).cuda()\n    y.item()\n"  # TL110 on line 3

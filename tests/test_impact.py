@@ -85,6 +85,20 @@ def test_place_is_data_and_tiers_follow_it() -> None:
     assert not hasattr(impact_module, "where_of")  # the place is data, never a sentence parsed back
 
 
+@pytest.mark.parametrize(("repeats", "unit", "words"), [
+    # a decode loop in a function that a decode step calls: each level once, the inner one named so
+    ((Repeat("decoded token"),), "decoded token", "per inner decoded token per decoded token"),
+    ((Repeat("beam"), Repeat("beam")), "step", "per inner beam per beam per step"),
+    ((Repeat("token"),), "decoded token", "per token per decoded token"),
+    ((Repeat("beam"),), "decoded token", "per beam per decoded token"),
+])
+def test_multiplicity_names_each_level_once(repeats: tuple[Repeat, ...], unit: str, words: str) -> None:
+    rendered = Multiplicity(repeats, unit).words()
+    assert rendered == words
+    phrases = rendered.split("per ")[1:]
+    assert len(phrases) == len(set(phrases))
+
+
 HELPER = "import torch\n\n\ndef accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\ndef smooth(n):\n    return torch.ones(n).cuda()\n"
 TRAIN = (
     "import torch\nfrom helper import accuracy, smooth\n\nmodel = torch.nn.Linear(8, 2).cuda()\n"
@@ -163,7 +177,7 @@ def test_the_language_server_maps_impact_to_severity() -> None:
     from lsprotocol import types
 
     from torchlint.findings import Finding, Location
-    from torchlint.server_actions import _severity
+    from torchlint.server.actions import _severity
 
     def finding(code: str, impact: str) -> Finding:
         return Finding(code, "x", "m", Location("a.py", 1), impact=impact)

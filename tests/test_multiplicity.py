@@ -99,6 +99,15 @@ for step, x in enumerate(loader):
     ("    if step > 10:\n        print(loss.item())", [("TL101", "medium")]),  # every step after the tenth
     ("    for p in model.parameters():\n        print(p.grad.norm().item())", [("TL101", "high")]),  # per parameter
     ("    for i in range(x.size(0)):\n        print(out[i].sum().item())", [("TL101", "high")]),  # per batch row
+    # the first few times per run: the body moves the counter or the flag its test reads
+    ("    if shown < 3:\n        print(loss.item())\n        shown += 1", []),
+    ("    if not printed:\n        print(loss.item())\n        printed = True", []),
+    ("    if loss.isfinite().all() and shown < 3:\n        print(loss.item())\n        shown += 1", []),
+    ("    for i in range(x.size(0)):\n        if out[i].argmax() != 0 and shown < 5:\n            shown += 1\n            print(out[i].sum().item())", []),
+    # near-misses: the count is set back every step, the body never moves it, the flag is cleared
+    ("    shown = 0\n    for i in range(x.size(0)):\n        if shown < 3:\n            print(out[i].sum().item())\n            shown += 1", [("TL101", "high")]),
+    ("    if shown < 3:\n        print(loss.item())", [("TL101", "medium")]),
+    ("    if not printed:\n        print(loss.item())\n        printed = False", [("TL101", "medium")]),
 ])
 def test_guards_and_loops_in_a_training_loop(body: str, expected: list[tuple[str, str]]) -> None:
     found = lint_source(LOOP.format(body=body), "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
@@ -138,6 +147,8 @@ def _ctx(code: str) -> FileContext:
     ("for t in range(max_len):", "decoded token", None),
     ("for b in range(beam_size):", "beam", None),
     ("for cand in candidates:", "candidate", None),
+    ("for token in candidates:", "token", None),  # tokens already there: no model runs in it
+    ("for tok in range(max_tokens_left):", "decoded token", None),  # a range of token positions
     ("for k in range(12):", "iteration", 12),
     ("while not done:", "iteration", None),
 ])
@@ -310,3 +321,92 @@ def test_a_read_per_micro_batch_of_gradient_accumulation_repeats_within_the_step
     stepping = ACCUMULATION.format(inner="4", inner_step="\n        optim.step()")
     (found,) = lint_source(stepping, "train.py", config)
     assert found.impact == "medium" and "times per step" not in found.message
+
+
+DECODE_MODEL = """import torch
+import torch.nn as nn
+
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def next_token(model, tokens):
+    return model(tokens).argmax(-1)
+"""
+DECODE = """import torch
+from model import LM, next_token
+from rerank import rerank
+
+model = LM().cuda().eval()
+
+
+@torch.no_grad()
+def generate(prompts, max_returned_tokens, max_prompt_size):
+    tokens = prompts
+    for current_idx in range(max_returned_tokens - max_prompt_size):
+        tokens = next_token(model, tokens)
+        ids = [token.item() for token in tokens]
+        rerank(tokens)
+    return tokens
+"""
+RERANK = "import torch\n\n\ndef rerank(logits):\n    for beam in logits.topk(4).values:\n        print(beam.sum().item())\n"
+
+
+def test_a_loop_over_the_tokens_of_a_decode_step_is_named_once(tmp_path: Path) -> None:
+    """litgpt's `[token.item() for token in tokens]` inside its decode loop (a step loop the
+    join finds through `next_token(model, ...)`): the loop goes over the step's tokens, one per
+    sequence, not over decoded tokens; a helper the decode step calls keeps the step's unit."""
+    (tmp_path / "model.py").write_text(DECODE_MODEL)
+    (tmp_path / "gen.py").write_text(DECODE)
+    (tmp_path / "rerank.py").write_text(RERANK)
+    found = {Path(f.path).name: f for f in lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings}
+    assert found["gen.py"].message.endswith("(per token per decoded token)")
+    assert found["rerank.py"].message.endswith("(per candidate per decoded token)")  # a loop over a topk: its k best
+    assert {f.impact for f in found.values()} == {"high"}  # repeated within each decoded token
+
+
+def test_two_rules_on_one_line_are_both_reported_and_one_rule_once() -> None:
+    """The engine keeps one finding per rule per line, never one per line: a host-built index
+    (TL114) and a read (TL101) on one line are two problems; two reads on it are one finding."""
+    config = from_table({"select": ["TL101", "TL114"], "min-impact": "low"}, Path("."))
+    both = lint_source(LOOP.format(body="    y = out[torch.tensor([0, 1])] * loss.item()"), "train.py", config)
+    assert sorted((f.line, f.code) for f in both) == [(9, "TL101"), (9, "TL114")]
+    reads = lint_source(LOOP.format(body="    y = loss.item() + out.mean().item()"), "train.py", config)
+    assert [(f.line, f.code) for f in reads] == [(9, "TL101")]
+
+
+GUARDED_HELPER = """import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def probe(q, k, v, step):
+{guard}        w = F.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1)
+        return w @ v
+    return v
+
+
+for step, x in enumerate(loader):
+    q = model(x.cuda())
+    loss = probe(q, q, q, step).sum()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("guard", "impact", "reason"), [
+    ("    if step % 100 == 0:\n", "low", "every N steps"),  # a guard in the helper: as in the loop itself
+    ("    if q.requires_grad:\n", "high", "every step of a training loop"),  # a test that holds on every step
+])
+def test_a_guard_in_a_helper_lowers_its_findings_as_in_the_loop(guard: str, impact: str, reason: str) -> None:
+    config = from_table({"select": ["TL405"], "min-impact": "low"}, Path("."))
+    (found,) = lint_source(GUARDED_HELPER.format(guard=guard), "train.py", config)
+    assert found.impact == impact and reason in found.impact_reason

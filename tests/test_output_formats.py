@@ -310,7 +310,7 @@ def test_unwritable_output_file_is_exit_2_without_traceback(project: Path) -> No
 
 
 def test_full_report_never_reads_a_fifo_for_its_lines(tmp_path: Path) -> None:
-    from torchlint.cli_check import SourceLines
+    from torchlint.cli.check_output import SourceLines
 
     fifo = tmp_path / "pipe.py"
     os.mkfifo(fifo)

@@ -302,7 +302,7 @@ def test_script_arguments_are_passed_through(tmp_path):
 
 def test_pure_python_run_without_torch_instruments(tmp_path, monkeypatch):
     """cProfile and the line sampler alone (as when torch is not installed): fast, no torch."""
-    from torchlint.cli_profile import report_run
+    from torchlint.cli.profile import report_run
     from torchlint.profiler.run import RunOptions, make_run_dir, run_child
 
     script = tmp_path / "busy.py"

@@ -42,6 +42,6 @@ def test_profile_without_torch_says_how_to_install_it_and_runs_nothing(tmp_path:
 
 
 def test_the_pin_in_the_message_is_the_readme_s() -> None:
-    from torchlint.cli_profile import PINNED_TORCH
+    from torchlint.cli.profile import PINNED_TORCH
 
     assert f"pip install torch=={PINNED_TORCH} --index-url https://download.pytorch.org/whl/cpu" in (ROOT / "README.md").read_text()

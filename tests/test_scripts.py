@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from torchlint.config import from_table
 from torchlint.engine import lint_paths
-from torchlint.cli_check import SourceLines
+from torchlint.cli.check_output import SourceLines
 from torchlint.report import ReportContext, render
 
 SCRIPTS = sorted(p for p in (FIXTURES / "scripts").glob("*.py") if p.with_suffix(".expected.txt").exists() or p.name == "cifar_train.py")

@@ -68,3 +68,25 @@ def test_the_rule_table_matches_the_checks() -> None:
 
 def test_the_engine_places_the_step_where_the_checks_put_it() -> None:
     assert settle.STEP_PLACEHOLDER == STEP_PLACEHOLDER
+
+
+_APP_PROBE = """
+import sys
+from torchlint.cli import main
+try:
+    main(sys.argv[1:], prog_name="torchlint")
+except SystemExit:
+    pass
+print("\\nAPP=" + ",".join(sorted(m for m in sys.modules if m.startswith(("torchlint.server", "torchlint.profiler",
+      "torchlint.cli.profile", "torchlint.experiment", "pygls", "torch.")) or m == "torch")))
+"""
+
+
+def test_check_imports_neither_the_profile_nor_the_server_side(tmp_path: Path) -> None:
+    """`check` never pays for torch, pygls, the profiler or the server (issue 36: the packages split)."""
+    (tmp_path / "train.py").write_text("import torch\nfor x in loader:\n    print(model(x).item())\n")
+    done = subprocess.run([sys.executable, "-c", _APP_PROBE, "check", "--no-cache", "."], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    out, _, loaded = done.stdout.rpartition("\nAPP=")
+    assert "TL101" in out
+    assert loaded.strip() == ""

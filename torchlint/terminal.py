@@ -11,7 +11,7 @@ terminal may show goes through one of these:
   reports (full, concise, github, statistics, show-fixes, the profile's text report);
 - ``json_safe`` and ``xml_safe``: the machine formats stay valid and exact, with those
   characters escaped in the format's own grammar (``\\u009b``, ``&#x9b;``);
-- ``SafeStream``: stdout and stderr of every command (cli.py installs it), the net for a
+- ``SafeStream``: stdout and stderr of every command (cli/__init__.py installs it), the net for a
   message no renderer escaped: it lets through only torchlint's own colour codes (SGR).
 """
 

@@ -22,6 +22,7 @@ from torchlint.analysis.places import Places
 from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
+from torchlint.analysis.device_makeable import DeviceMakeable
 from torchlint.analysis.tree import Tree
 from torchlint.analysis.values import ValueKinds
 
@@ -96,6 +97,10 @@ class FileContext:
     @cached_property
     def uploads(self) -> Uploads:
         return Uploads(self)
+
+    @cached_property
+    def device_makeable(self) -> DeviceMakeable:
+        return DeviceMakeable(self)
 
     @cached_property
     def constants(self) -> Constants:

@@ -70,6 +70,21 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
     return "warm" in last.lower() or (last.isupper() and len(last) > 1)
 
 
+# What a loop goes over (analysis/places.py) when it surely repeats inside one step.
+_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member"})
+
+
+_STEP_COUNTER = re.compile(r"(?:.*_)?(?:epochs?|steps?|it|itr|iters?|iterations?|updates?)(?:_.*)?$", re.IGNORECASE)
+
+
+def _counts_steps(loop: cst.For) -> bool:
+    """``for epoch in ...``, ``for step in range(init_step, max_steps)``, ``for it, x in ...``:
+    a loop whose counter is named for epochs, steps or iterations."""
+    target = loop.target
+    names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    return any(isinstance(n, cst.Name) and _STEP_COUNTER.match(n.value) is not None for n in names)
+
+
 def _is_len(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
 
@@ -127,6 +142,38 @@ def _ends_process(expr: cst.BaseExpression) -> bool:
 def _first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
     """The first statement of ``block`` that exits early unless the step is rare."""
     return next((statement for statement in block.body if _exits_unless_rare(statement)), None)
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and b < 3`` -> ``[a, b < 3]``: each must hold for the branch to run."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _counted_or_flagged(test: cst.BaseExpression) -> tuple[str, Callable[[cst.CSTNode], bool]] | None:
+    """``shown < 3`` (a counter under a literal bound: the body must add to it) or ``not
+    printed`` (a flag: the body must set it to ``True``); the name, and what moves it."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) \
+            and type(test.comparisons[0].comparator) is cst.Integer and dotted(test.left) is not None:
+        return dotted(test.left), lambda n: type(n) is cst.AugAssign and type(n.operator) is cst.AddAssign  # type: ignore[return-value]
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and dotted(test.expression) is not None:
+        return dotted(test.expression), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "True"  # type: ignore[return-value]
+    return None
+
+
+def _constant(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Integer or type(value) is cst.Name and value.value in ("True", "False", "None")
+
+
+def _target_of(node: cst.CSTNode) -> cst.BaseExpression | None:
+    if type(node) is cst.AugAssign:
+        return node.target
+    return node.targets[0].target if type(node) is cst.Assign and len(node.targets) == 1 else None
+
+
+def _assigned_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
 
 
 def _is_none(expr: cst.CSTNode | None) -> bool:
@@ -194,6 +241,20 @@ def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ig
         if isinstance(node, cst.Name) and node.value.upper().startswith(("TORCH_GREATER", "TORCH_LESS", "_TORCH_GREATER")):
             return True
     return False
+
+
+def _after_returning_branch(block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str]) -> tuple[cst.If, str] | None:
+    """``if p is not None: ...; return x`` earlier in the function's body than ``child``:
+    the code after it runs only when ``p`` is left out, as an ``else:`` would."""
+    for statement in block.body:
+        if statement is child:
+            return None
+        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock:
+            name = none_tested(statement.test, negated=True)
+            last = statement.body.body[-1] if statement.body.body else None
+            if name in defaults and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
+                return statement, name
+    return None
 
 
 def is_main_guard(test: cst.BaseExpression) -> bool:
@@ -287,20 +348,33 @@ class Guards:
                 return False
         return True
 
+    def rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is the branch's own test rare per step (``if step % 16 == 0 and done.all():``)?"""
+        return self._rare_test(branch, stop)
+
     def _rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's test rare *per step*? A modulo on an inner loop's own index
         (``for i in range(B): if i % G == 0:``) is rare per item, not per step."""
         tree = self.ctx.tree
         test = self._named_test(branch.test, branch)
-        if not (is_rare_test(test, tree.descendants, lambda e: self._derived_counter(e, branch))
-                or self._calls_rare_predicate(test)):
+        # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
+        parts = [p for p in _conjuncts(test) if not self._counted_each_step(p, branch, stop)]
+        if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch)) or self._calls_rare_predicate(p)
+                   for p in parts):
             return False
-        inner: set[str] = set()
+        loops = []
         for ancestor in tree.ancestors(branch):
             if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
                 break
             if type(ancestor) is cst.For:
-                inner.update(n.value for n in (ancestor.target, *tree.descendants(ancestor.target)) if isinstance(n, cst.Name))
+                loops.append(ancestor)
+        if type(stop) not in (cst.For, cst.While):
+            # No hot loop stops the walk: the join picks the step among these loops later. A
+            # loop that counts steps or epochs (`for step in range(max_steps): if step %
+            # save_every == 0:`) is that step or outside it, unless it goes over what a step
+            # holds (batch rows, beams, parameters): a modulo on its counter is rare.
+            loops = [loop for loop in loops if not _counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
+        inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
     def _steps_optimizer(self, branch: cst.If) -> bool:
@@ -384,7 +458,7 @@ class Guards:
         name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
         name = none_tested(branch.test)
         if name is None:
-            return False
+            return self.first_times(branch, stop)
         tree = self.ctx.tree
         bindings = self.ctx.bindings.lookup(name, branch)
         if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
@@ -395,6 +469,38 @@ class Guards:
             if binding.kind != "augassign" and not _mentions(binding.value, name, tree.descendants):
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
+
+    def first_times(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
+        """``if shown < 3: ...; shown += 1`` and ``if not printed: ...; printed = True`` (also
+        one side of an ``and``): the body moves the tested counter or flag toward the end of
+        its test, so the branch runs a fixed few times per run, unless ``stop`` (the loop)
+        sets the name back each step."""
+        for part in _conjuncts(branch.test):
+            found = _counted_or_flagged(part)
+            if found is None:
+                continue
+            if self._moved_in(found, branch) and not self._set_back(found[0], branch, stop):
+                return True
+        return False
+
+    def _counted_each_step(self, test: cst.BaseExpression, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """``shown < 3`` where the step sets ``shown`` back (``shown = 0``) before counting."""
+        found = _counted_or_flagged(test)
+        return found is not None and type(test) is cst.Comparison and self._moved_in(found, branch) and self._set_back(found[0], branch, stop)
+
+    def _moved_in(self, found: tuple[str, Callable[[cst.CSTNode], bool]], branch: cst.If) -> bool:
+        name, moves = found
+        return any(moves(n) and dotted(_target_of(n)) == name for n in self.ctx.tree.descendants(branch.body))
+
+    def _set_back(self, name: str, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is ``name`` set back to a constant (``shown = 0``, ``printed = False``) in the step
+        (its hot loop, else ``stop``, else the function) outside ``branch``: a count kept per step?"""
+        tree = self.ctx.tree
+        scope = self.ctx.loops.local_hot_loop(branch) or stop or tree.enclosing_function(branch)
+        if scope is None:
+            return False
+        return any(type(n) is cst.Assign and not tree.is_inside(n, branch) and _constant(n.value)
+                   and any(dotted(t) == name for t in _assigned_targets(n)) for n in tree.descendants(scope))
 
     def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
         """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
@@ -424,6 +530,10 @@ class Guards:
                 name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
                 if name in defaults:
                     return branch, name  # type: ignore[return-value]
+            if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
+                returned = _after_returning_branch(ancestor, child, defaults)
+                if returned is not None:
+                    return returned
             child = ancestor
         return None
 

@@ -168,8 +168,14 @@ class Multiplicity:
         count = self.count
         if count is not None:
             return f"{count} times per {self.unit}{each}"
-        per = " ".join(f"per {r.kind}" for r in reversed(self.repeats))
-        return f"{per} per {self.unit}{each}"
+        return " ".join(f"per {kind}" for kind in self._levels()) + each
+
+    def _levels(self) -> list[str]:
+        """What each level goes over, innermost first, the step last; a level of the same kind
+        as the one around it (a decode loop in a function a decode step calls) is the inner one."""
+        kinds = [self.unit] + [r.kind for r in self.repeats]  # outermost first
+        named = [kind if index == 0 or kind != kinds[index - 1] else f"inner {kind}" for index, kind in enumerate(kinds)]
+        return list(reversed(named))
 
 
 ONCE_PER_STEP = Multiplicity()

@@ -86,8 +86,13 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for call in summary.calls:
             if call.caller and call.loop is None:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
+    omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
     while work:
         path, key, info = work.popleft()
+        for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
+            branch = (path, f"{key}#none:{name}")
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+                omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
             better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
@@ -125,7 +130,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                per_step=per_step, position=position)))
-    _inner_places(project, steps)
+    _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     return steps
@@ -177,6 +182,7 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
     and where that call sits in the step (a module's forward is mid-step: its other layers and
     its backward follow)."""
     repeats, unit = within_step(call.repeats, step_loops)
+    unit = call.unit if unit == "step" else unit  # a hot decode loop's iteration is a decoded token
     if repeats:
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
     per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
@@ -225,10 +231,12 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # inference step unless the loop trains.
                     # Its outermost loop in the function is the step (`for t in range(max_len):`
                     # around `for seq in beams:`): the loops inside it repeat within the step.
-                    while loop.parent in {k for p, k in loops if p == path} and loops[(path, loop.parent)].where is not Where.EPOCH:
+                    # An epoch loop is no decode loop: what it calls runs once per epoch.
+                    while loop.where is not Where.EPOCH and loop.parent in {k for p, k in loops if p == path} \
+                            and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
-                        found[where] = Where.TRAIN if loop.where is Where.TRAIN else Where.INFER
+                        found[where] = loop.where if loop.where in (Where.TRAIN, Where.EPOCH) else Where.INFER
                 else:
                     continue
                 break
@@ -242,7 +250,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
     return found, {root: loops[root].over for root in roots}
 
 
-def _inner_places(project: Project, steps: Steps) -> None:
+def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str], StepInfo]) -> None:
     """Places inside a per-step function that findings wait for (``Loops.step_condition``):
     a loop (not hot itself) runs every step with its function; the branch
     ``if max_len is None:`` runs every step when a per-step call leaves ``max_len`` out."""
@@ -255,7 +263,9 @@ def _inner_places(project: Project, steps: Steps) -> None:
                 known[loop.key] = known[loop.parent]
         for key, info in list(known.items()):
             for name in info.omitted if "#" not in key else ():
-                known.setdefault(f"{key}#none:{name}", info)
+                branch = f"{key}#none:{name}"
+                reach = omitting.get((path, branch))
+                known.setdefault(branch, replace(reach, omitted=info.omitted, constants=info.constants) if reach is not None else info)
             for name in info.constants if "#" not in key else ():
                 known.setdefault(f"{key}#const:{name}", info)
 

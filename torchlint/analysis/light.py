@@ -27,13 +27,15 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
     params = {key: _positional(function) for key, function in functions.items()}
     for key, function in functions.items():
         passed = _unbound_parameters(function, params[key])
+        assigned = _assigned(function)
         for call in _unconditional_calls(function):
             if isinstance(call.func, ast.Name) and call.func.id in passed:  # `def run(model, x): return model(x)`
                 target: Ref | None = ("object", ("passed", key, call.func.id), "__call__")
             else:
                 target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
-                calls.append(CallSite(key, target, None))
+                args = _argument_refs(call, key, assigned, passed, lambda func: _target(func, key, functions, imports, relative, bool(stars)))
+                calls.append(CallSite(key, target, None, args=args))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
     exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
     returns = []
@@ -81,6 +83,54 @@ def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], import
                 refs.append(None if ref is None else ref if last[:1].isupper() else ("returned", ref, None))
             return tuple(refs) if any(refs) else ()
     return ()
+
+
+def _assigned(function: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
+    """Names the function binds from one value: ``model = Net()`` (element None) and
+    ``model, diffusion = create_model_and_diffusion(...)`` (element 0 and 1); a name bound
+    twice is left out (which value an argument holds is unknown)."""
+    found: dict[str, tuple[ast.AST, int | None]] = {}
+    twice: set[str] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        named = [(target, None)] if isinstance(target, ast.Name) else \
+            [(e, i) for i, e in enumerate(target.elts) if isinstance(e, ast.Name)] if isinstance(target, ast.Tuple) else []
+        for name, element in named:
+            if name.id in found:
+                twice.add(name.id)
+            found[name.id] = (node.value, element)
+    return {name: bound for name, bound in found.items() if name not in twice}
+
+
+def _argument_refs(call: ast.Call, key: str, assigned: dict[str, tuple[ast.AST, int | None]], passed: set[str], target) -> tuple[tuple[int | str, Ref], ...]:  # type: ignore[no-untyped-def]
+    """The arguments of ``call`` that may be objects of the project's classes (``steps.py``'s
+    ``CallSite.args``): built here (``TrainLoop(model=model)`` after ``model, diffusion =
+    create_model_and_diffusion(...)``), or a parameter passed on."""
+    found: list[tuple[int | str, Ref]] = []
+    arguments = [(i, a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords]
+    for where, value in arguments:
+        if isinstance(value, ast.Starred) or where is None:
+            break  # positions after *args are unknown
+        element = None
+        if isinstance(value, ast.Name) and value.id in passed and value.id not in assigned:
+            found.append((where, ("passed", key, value.id)))
+            continue
+        if isinstance(value, ast.Name) and value.id in assigned:
+            value, element = assigned[value.id]
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT:
+            value = value.func.value  # `Net().cuda()`
+        ref = target(value.func) if isinstance(value, ast.Call) else None
+        if ref is None:
+            continue
+        last = (_dotted(value.func) or "").rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        if last.lstrip("_")[:1].isupper():
+            if element is None:
+                found.append((where, ref))  # a class: the object it builds
+        else:
+            found.append((where, ("returned", ref, element)))  # what a factory returns
+    return tuple(found)
 
 
 def _imports(tree: ast.Module) -> tuple[dict[str, str], dict[str, tuple[int, str]], list[tuple[int, str]]]:

@@ -229,6 +229,6 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     if any("train" in name.lower() for name in names):
         return Where.TRAIN
     shuffle = loader_option(ctx, call, "shuffle")
-    if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name):
-        return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL
+    if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name) and shuffle.value.value in ("True", "False"):
+        return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL  # (`shuffle=is_shuffle` says neither)
     return Where.BATCH

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.decoding import decodes
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guards import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
@@ -25,6 +26,7 @@ _COMPREHENSION_TYPES = node_types(*_COMPREHENSIONS)
 _NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 _SAMPLING = frozenset({"generate", "sample", "multinomial"})
+_CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack"})
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 _ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 
@@ -167,17 +169,18 @@ class Loops:
 
     def _where(self, loop: cst.CSTNode) -> Where:
         if _epoch_loop(loop):
-            # `for epoch in range(n): train(...)`: one step per epoch (full-batch training),
-            # or the code around an inner loop over batches: once per epoch either way
-            return Where.EPOCH
+            # `for epoch in range(n): train_epoch(...)`: the code around an inner loop over
+            # batches runs once per epoch; but an epoch that is one optimizer step (full-batch
+            # training: `for epoch in range(n): train(epoch)`) is the training step itself
+            return Where.TRAIN if self._steps_once(loop) else Where.EPOCH
         calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & _SAMPLING:
-            return Where.INFER
+        if methods & _SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind == "decoded token":
+            return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
         if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
@@ -186,6 +189,35 @@ class Loops:
         if "train" in name or "train" in iterated:
             return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return Where.BATCH
+
+    def _steps_once(self, loop: cst.CSTNode) -> bool:
+        """Does each iteration of ``loop`` make one training step: a backward or an optimizer
+        step in its own body (micro-batch slices included, other nested loops not), or a
+        call of a function of this file that makes one?"""
+        for node in self._step_nodes(loop.body):
+            if type(node) is cst.Call and (self._own_step_parts(node) == _BACKWARD or self._calls_a_trainer(node)
+                                           or self.ctx.method_name(node) == "step" and self.is_step_call(node)):
+                return True
+        return False
+
+    def _feeds_back(self, loop: cst.CSTNode, calls: list[cst.Call]) -> bool:
+        """A decode loop, greedy too: the model's input grows by what it made
+        (``idx = torch.cat((idx, next_token), dim=1)`` with ``model(idx)`` in the same loop),
+        one token or frame per iteration: an inference step, not an evaluation batch."""
+        ctx = self.ctx
+        grown = set()
+        for call in calls:
+            if ctx.qname(call.func) in _CONCATENATIONS and call.args and type(call.args[0].value) in (cst.Tuple, cst.List):
+                first = call.args[0].value.elements
+                assign = ctx.tree.parent(call)
+                if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
+                    grown.add(dotted(first[0].value))
+        grown.discard(None)
+        for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
+            if grown and type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Subscript and dotted(node.value.value) in grown:
+                grown.add(dotted(node.targets[0].target))
+        model_calls = [c for c in calls if dotted(c.func) == "self" or self.is_step_call(c)]  # `self(idx)`: the class's own forward
+        return bool(grown) and any(dotted(a.value) in grown for c in model_calls for a in c.args)
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
@@ -198,8 +230,22 @@ class Loops:
         key = id(loop)
         if key not in self._hot:
             self._hot[key] = not self.runs_once(loop) and (
-                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)))
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop))
         return self._hot[key]
+
+    def decodes(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` a decode loop: one token (frame, sample) from a model per iteration,
+        the model's type known or not (``analysis/decoding.py``)? Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
+        if id(loop) not in known:
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop))
+        return known[id(loop)]
+
+    def _samples(self, loop: cst.CSTNode) -> bool:
+        """A sampling loop by its calls: it samples (``torch.multinomial``, ``.generate()``) or
+        feeds the model's output back into its input (:meth:`_feeds_back`)."""
+        calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
+        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(loop, calls)
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
@@ -368,6 +414,8 @@ class Loops:
         ``enumerate(tqdm(train_loader))`` → ``[train_loader]``."""
         if iterable is None:
             return []
+        if isinstance(iterable, cst.IfExp):  # `for x in (dl if webdataset else distr_dl)`: either
+            return [*self.iterated_roots(iterable.body), *self.iterated_roots(iterable.orelse)]
         if isinstance(iterable, cst.Call):
             name = dotted(iterable.func) or ""
             qualified = self.ctx.qname(iterable.func) or ""

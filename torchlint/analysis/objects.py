@@ -57,6 +57,8 @@ _PREPARERS = frozenset({"prepare", "prepare_model", "setup"})
 CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_from_checkpoint", "from_checkpoint"})
 # Annotations that never name a project class.
 _PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "object", "Any", "None", "Tensor", "Module"})
+# Calls of the project's functions whose result the join can look up (``Project.class_of``).
+_RETURNING = frozenset({"local", "import", "method", "super", "object"})
 
 
 class ObjectRefs(MemberRefs, AliasRefs):
@@ -106,14 +108,25 @@ class ObjectRefs(MemberRefs, AliasRefs):
 
     def _argument_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """The classes of an argument: ``model``, ``self.encoder`` (either of two branches),
-        or built in place: ``Trainer(model, WeightedLoss())``, ``run(Net().cuda())``."""
+        built in place (``Trainer(model, WeightedLoss())``, ``run(Net().cuda())``), what a
+        function of the project returns (``self._wrap_model(model)``), or a parameter passed
+        on (``_WrappedModel(model, ...)`` in ``_wrap_model(self, model)``: what its callers pass)."""
         if type(value) is cst.Call:
             value = unwrap_moves(value)
             if type(value) is cst.Call:
                 last = (dotted(value.func) or "").rsplit(".", 1)[-1]
-                builds = last[:1].isupper() or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS
-                return self._object_of(value, at, None) if builds else None
-        return self._instance_class(value, at) if type(value) in (cst.Name, cst.Attribute) else None
+                builds = names_a_class(last) or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS
+                if builds:
+                    return self._object_of(value, at, None)
+                function = self.target(value.func, value)  # the join finds out whether it returns an object
+                return ("returned", function, None) if function is not None and function[0] in _RETURNING else None
+        if type(value) not in (cst.Name, cst.Attribute):
+            return None
+        found = self._instance_class(value, at)
+        if found is None and type(value) is cst.Name:
+            param = self._parameter(value, at)
+            return ("passed", *param) if param is not None else None  # the join follows it to the callers
+        return found
 
     @cached_property
     def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
@@ -155,7 +168,7 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def _may_build_object(self, call: cst.Call) -> bool:
         callee = dotted(call.func) or ""
         last = callee.rsplit(".", 1)[-1]
-        if last[:1].isupper() or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS or last in _PREPARERS:
+        if names_a_class(last) or last.startswith(_FACTORY_PREFIXES) or last in CONSTRUCTORS or last in _PREPARERS:
             return True
         qualified = self.ctx.qname(call.func)
         if qualified is not None:
@@ -245,7 +258,7 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 if type(func) is cst.Attribute and func.attr.value in CONSTRUCTORS:
                     return self._class_ref(dotted(func.value))  # `Net.from_pretrained(path)`
                 name = dotted(func) or ""
-                if name.rsplit(".", 1)[-1][:1].isupper():
+                if names_a_class(name.rsplit(".", 1)[-1]):
                     owner = self._class_ref(name)
                     if owner is not None:
                         return owner
@@ -425,6 +438,11 @@ def _annotation_name(annotation: cst.BaseExpression) -> str | None:
     if name is None or name.rsplit(".", 1)[-1] in _PLAIN_TYPES or not name.rsplit(".", 1)[-1][:1].isupper():
         return None
     return name
+
+
+def names_a_class(name: str) -> bool:
+    """``Net``, ``_WrappedModel`` (a private class): a name written as a class's."""
+    return name.lstrip("_")[:1].isupper()
 
 
 def unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.impact import Position, Repeat
+from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind
@@ -32,7 +32,7 @@ _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
 # Loop variables and iterables that name what a loop goes over, most specific first.
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
-                ("token", "decoded token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
+                ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"))
 
 
 class Places:
@@ -63,27 +63,56 @@ class Places:
     def repeat_of(self, loop: cst.CSTNode) -> Repeat:
         """What a loop goes over, and how many times when the code says."""
         if type(loop) is cst.While:
-            return Repeat("decoded token" if self._calls_a_model(loop) else "iteration")
+            return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
         iterable, target = comp_for.iter, comp_for.target
         names = " ".join(filter(None, (dotted(e) for e in _parts(target)))).lower()
         code = self.ctx.module.code_for_node(iterable).lower()
         if _over_parameters(iterable):
             return Repeat("parameter")
+        if "topk" in code or "argsort" in code:
+            return Repeat("candidate")  # `for logprob, token in zip(*logprobs.topk(k))`: the k best, whatever they are named
         count = self._range_count(iterable)
         if _is_range(iterable):
-            bound = self.ctx.module.code_for_node(iterable.args[-1 if len(iterable.args) < 3 else 1].value).lower()
+            bound = self._bound_code(iterable.args[-1 if len(iterable.args) < 3 else 1].value)
             if any(word in names for word in ("beam", "cand", "hyp")):
                 return Repeat(_named_kind(names) or "iteration", count)
             if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
                 return Repeat("batch row", count)
-            if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop):
+            if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop) \
+                    or self.ctx.loops.decodes(loop):
                 return Repeat("decoded token", count)
-            return Repeat(_named_kind(names + " " + bound) or "iteration", count)
-        kind = _named_kind(names) or _named_kind(code)
+            kind = _named_kind(names + " " + bound)
+            return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
+        kind = self._decoded(_named_kind(names) or _named_kind(code), loop)
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
         return Repeat(kind or "iteration", self._container_size(iterable, loop))
+
+    def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
+        """A loop over tokens (not a range of them) decodes them only when it runs a model:
+        ``for token in tokens`` inside a decode step goes over that step's tokens (one per sequence)."""
+        if type(loop) is cst.For and (kind == "token" and self._calls_a_model(loop) or self.ctx.loops.decodes(loop)):
+            return "decoded token"
+        return kind
+
+    def _bound_code(self, bound: cst.BaseExpression) -> str:
+        """A range's bound as code, with what a local name was set to once (``n_audio =
+        tokens.shape[0] // beam_size``: the batch's rows)."""
+        code = self.ctx.module.code_for_node(bound).lower()
+        if type(bound) is cst.Name:
+            bindings = self.ctx.bindings.lookup(bound.value, bound)
+            value = getattr(bindings[0], "value", None) if len(bindings) == 1 and bindings[0].kind == "assign" else None
+            if value is not None:
+                code += " " + self.ctx.module.code_for_node(value).lower()
+        return code
+
+    def step_unit(self, loop: cst.CSTNode) -> str:
+        """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
+        loop, else "step"."""
+        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind == "decoded token":
+            return "decoded token"
+        return "step"
 
     def _range_count(self, iterable: cst.BaseExpression) -> int | None:
         if not _is_range(iterable) or len(iterable.args) != 1:
@@ -111,7 +140,8 @@ class Places:
                 return None
             members = value.args[0].value
             if type(members) in (cst.List, cst.Tuple) and not any(type(e) is cst.StarredElement for e in members.elements):
-                return len(members.elements) < 2, len(members.elements) or None, qualified
+                size = len(members.elements) if not self._grown(name, cls) else None  # `.append(...)` later: more than the literal
+                return len(members.elements) < 2, size or None, qualified
             if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
                 return True, self._range_count(members.for_in.iter), qualified
             return None
@@ -133,6 +163,12 @@ class Places:
             if cls is not None:
                 found.setdefault((id(cls), name), assign)
         return found
+
+    def _grown(self, name: str, cls: cst.ClassDef) -> bool:
+        """Is the container ``self.<name>`` appended to in ``cls`` (``self.input_blocks.append(...)``)?"""
+        tree = self.ctx.tree
+        return any(type(call.func) is cst.Attribute and dotted(call.func.value) == name and tree.enclosing_class(call) is cls
+                   for call in self.ctx.method_calls(("append", "extend", "insert")))
 
     def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
         """The loops around ``call`` that run its callee again each time: a loop over a

@@ -17,6 +17,8 @@ from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
 _MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 _SEVERAL = frozenset({"each", "attr", "passed"})  # references that may name several classes
+_BOUND = frozenset({"method", "object", "super"})  # calls whose first parameter (`self`) is bound, not passed
+_ROUNDS = 4  # constructor arguments passed on through calls of objects passed in: enough for a trainer's model
 
 
 class Project:
@@ -35,6 +37,10 @@ class Project:
         # (file, function key, parameter) -> the classes of objects callers pass there
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
         self._callees_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
+        # what a parameter may hold (``("passed", ...)``): chains of parameters passed on are resolved once each
+        self._classes_memo: dict[tuple[Ref, str, int], list[tuple[str, str]]] = {}
+        self._resolving: set[tuple[Ref, str, int]] = set()  # being resolved now (a cycle meets them)
+        self._cut: set[tuple[Ref, str, int]] = set()  # met in a cycle: what depends on them is not memoised
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -55,29 +61,66 @@ class Project:
     def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())
-        bound = call.target[0] in ("method", "object") or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
+        bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
         return names[1:] if bound and names[:1] in (("self",), ("cls",)) else names
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
-        callee receives it (one level: a parameter passed on again is not followed)."""
+        callee receives it. A call of a method of what the callers pass (``functools.partial(
+        self.diffusion.training_losses, self.ddp_model, ...)`` with ``self.diffusion`` a
+        constructor's parameter) resolves only through what is recorded: such calls are
+        taken again, a few rounds, until nothing new is found."""
+        deferred = []
+        receivers: dict[tuple[Ref, str], tuple[tuple[str, str] | None, bool]] = {}  # many calls share a target
         for path, summary in self.files.items():
             for call in summary.calls:
-                if not call.args or call.target[0] == "object" and call.target[1][0] == "passed":
-                    continue  # one level: an argument passed on again is not followed
-                callee, bound = self.function(call.target, path), call.target[0] in ("method", "object")
-                if callee is None:  # `SetCriterion(matcher=matcher)`: the class's __init__
-                    owner = self.class_of(call.target, path, 1) if call.target[0] in ("local", "import") else None
-                    callee, bound = (self.method(*owner, "__init__") if owner is not None else None), True
-                if callee is None:
+                if not call.args:
                     continue
-                names = self.params[callee[0]].get(callee[1], ())
-                offset = 1 if bound and names[:1] in (("self",), ("cls",)) else 0
-                for where, owner in call.args:
-                    index = where + offset if isinstance(where, int) else None
-                    name = names[index] if index is not None and index < len(names) else where
-                    if isinstance(name, str):
-                        self.passed.setdefault((*callee, name), []).append((owner, path))
+                if call.target[0] == "object" and call.target[1][0] in _SEVERAL:
+                    deferred.append((path, call))  # its callee depends on what is recorded
+                    continue
+                key = (call.target, path)
+                if key not in receivers:
+                    receivers[key] = self._receiver(call.target, path)
+                callee, bound = receivers[key]
+                if callee is not None:
+                    self._record_arguments(call, path, callee, bound)
+        for _ in range(_ROUNDS):
+            self._forget()
+            if not any([self._record_arguments(call, path, callee, True) for path, call in deferred for callee in self.callees(call.target, path)]):
+                break
+        self._forget()
+
+    def _receiver(self, target: Ref, path: str) -> tuple[tuple[str, str] | None, bool]:
+        """The function a call of ``target`` runs, and whether its ``self`` is bound."""
+        callee, bound = self.function(target, path), target[0] in _BOUND
+        if callee is None:  # `SetCriterion(matcher=matcher)`: the class's __init__
+            owner = self.class_of(target, path, 1) if target[0] in ("local", "import") else None
+            callee, bound = (self.method(*owner, "__init__") if owner is not None else None), True
+        return callee, bound
+
+    def _record_arguments(self, call: CallSite, path: str, callee: tuple[str, str], bound: bool) -> bool:
+        """Note which parameter of ``callee`` each object argument of ``call`` fills; True when
+        something new was noted."""
+        names = self.params[callee[0]].get(callee[1], ())
+        offset = 1 if bound and names[:1] in (("self",), ("cls",)) else 0
+        grown = False
+        for where, owner in call.args:
+            index = where + offset if isinstance(where, int) else None
+            name = names[index] if index is not None and index < len(names) else where
+            if isinstance(name, str):
+                known = self.passed.setdefault((*callee, name), [])
+                if (owner, path) not in known:
+                    known.append((owner, path))
+                    grown = True
+        return grown
+
+    def _forget(self) -> None:
+        """Drop what was resolved from the arguments recorded so far: more may be recorded."""
+        self._callees_memo.clear()
+        self._classes_memo.clear()
+        self._resolving.clear()
+        self._cut.clear()
 
     # --- modules ---------------------------------------------------------------------
     def module_file(self, module: str, importer: str, level: int = 0) -> str | None:
@@ -190,6 +233,26 @@ class Project:
             return [one] if one is not None else []
         if depth > _MAX_DEPTH:
             return []
+        if ref[0] == "passed":  # memoised: parameters passed on call after call form chains, and cycles
+            key = (ref, importer, limit)
+            known = self._classes_memo.get(key)
+            if known is not None:
+                if key in self._resolving:
+                    self._cut.add(key)  # a parameter passed back to itself: what is found so far
+                return known
+            self._classes_memo[key] = []
+            self._resolving.add(key)
+            found = self._several(ref, importer, depth, limit)
+            self._resolving.discard(key)
+            self._cut.discard(key)
+            if self._cut & self._resolving:  # it saw a parameter still being resolved: not final, ask again later
+                del self._classes_memo[key]
+            else:
+                self._classes_memo[key] = found
+            return found
+        return self._several(ref, importer, depth, limit)
+
+    def _several(self, ref: Ref, importer: str, depth: int, limit: int) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for inner, where in self._alternatives(ref, importer, depth):
             for owner in self.classes_of(inner, where, depth + 1, limit):

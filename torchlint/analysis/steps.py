@@ -144,19 +144,21 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled,
         )
 
-    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
-        """The loops around ``call`` within its step (its hot loop, else its function), and
-        whether device work follows it there."""
+    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
+        """The loops around ``call`` within its step (its hot loop, else its function),
+        whether device work follows it there, and what its hot loop's iteration is."""
         places = self._places.get(id(call))
         if places is None:
             ctx = self.ctx
+            hot = ctx.loops.local_hot_loop(call)
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
-            stop = ctx.loops.local_hot_loop(call) or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
-            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop))
+            stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
+            unit = ctx.places.step_unit(hot) if hot is not None else "step"
+            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), unit)
         return places
 
     @cached_property
-    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None]]:
+    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None, str]]:
         return {}  # a call with several targets (a container's members) is placed once
 
     def _loops(self) -> tuple[LoopSummary, ...]:
@@ -309,6 +311,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if member is not None:
                 return _object_call(member, "__call__")  # `self.transformer.wte(idx)`: an nn.ModuleDict's member
             owner = self._instance_class(func.value, at)
+            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
+                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
+                return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
@@ -330,6 +335,13 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return self._stored_functions(func.value, at)
             return _object_call(owner, "__call__")
         return None
+
+    def _defines(self, owner: Ref, method: str) -> bool:
+        """Does a class of this file among ``owner``'s members define ``method`` (so that a
+        call of it is the class's, not a container's own ``update``/``append``)?"""
+        local = {key for kind, key, *_ in owner[1] if kind == "local"}
+        return any(self.class_keys[id(cls)] in local and any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in _block(cls.body))
+                   for cls in self.ctx.tree.nodes(cst.ClassDef))
 
     @cached_property
     def _function_applies(self) -> dict[str, str]:

@@ -29,6 +29,7 @@ class CallSite:
     constants: tuple[int | str, ...] = ()  # arguments (position or keyword) that hold the same value on every step
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it within the step (loop key, what it goes over), outermost first
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
+    unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop)
 
 
 @dataclass(frozen=True, slots=True)

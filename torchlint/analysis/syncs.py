@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -275,6 +276,25 @@ class HiddenSyncs:
             return not traced and self.truth_of_each(expr.args[0].value, at)
         return is_tensor(expr, at)
 
+    def per_token_stop(self, statement: cst.CSTNode) -> bool:
+        """``if (idx_next == eos).all(): break`` in a decode loop of this file: a device
+        tensor's truth value read once per decoded token to stop early (the read waits
+        before the next token's forward can be queued). A read with ``.item()`` in the test
+        is a call of its own (TL101 reports it there)."""
+        ctx = self.ctx
+        if type(statement) is not cst.If or not _leaves_loop(statement):
+            return False
+        loop = ctx.loops.statement_loop(statement)
+        if loop is None or not ctx.loops.decodes(loop) or ctx.devices.host_only(statement.test):
+            return False  # a decode loop's own stop check only: elsewhere TL104 (opt-in) decides
+        if ctx.loops.local_hot_loop(statement) is loop and ctx.loops.where(loop) is not Where.INFER:
+            return False  # a training loop that samples: its stop checks are TL104's
+        if ctx.guards.rare(statement, stop=loop) or ctx.guards.rare_test(statement, loop):
+            return False  # checked every N tokens: that is the fix
+        if any(type(n) is cst.Call and ctx.method_name(n) in ("item", "tolist") for n in ctx.tree.descendants(statement.test)):
+            return False
+        return self.reads_truth(statement.test, statement.test)
+
     def traced_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is ``expr`` a tensor in code torch.compile traces: :meth:`tensorish`, or the result
         of a method only tensors and arrays have (``x.sum()``, ``h.sin()``; dynamo traces
@@ -348,3 +368,13 @@ class HiddenSyncs:
             return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1, traced)
                                        for b in bound)
         return False
+
+
+def _leaves_loop(branch: cst.If) -> bool:
+    """Does the branch's body leave the loop (``break`` or ``return`` among its statements)?"""
+    body = branch.body.body if type(branch.body) is cst.IndentedBlock else (branch.body,)
+    for statement in body:
+        small = statement.body if type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) else ()
+        if any(type(part) in (cst.Break, cst.Return) for part in small):
+            return True
+    return False

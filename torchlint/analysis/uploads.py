@@ -42,7 +42,7 @@ _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "clamp", "abs", "neg", "sigmoid", "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape",
     "polar", "complex", "einsum", "matmul", "mul", "add", "sub", "div", "where", "exp2", "log2", "erf",
 ))
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
+ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
 _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
 
 
@@ -126,7 +126,7 @@ class Uploads:
             if qualified is None and self.host_helper(expr) is not None:
                 return expr
             return None
-        if expr_type is cst.BinaryOperation and type(expr.operator) in _ARITHMETIC:
+        if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
             for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
                 made = self.made_on_host(side, at, depth + 1)
                 if made is not None and self.python_number(other, at):
@@ -200,7 +200,7 @@ class Uploads:
             parent_type = type(parent)
             if parent_type is cst.UnaryOperation and type(parent.operator) is cst.Minus:
                 current = parent
-            elif parent_type is cst.BinaryOperation and type(parent.operator) in _ARITHMETIC:
+            elif parent_type is cst.BinaryOperation and type(parent.operator) in ARITHMETIC:
                 other = parent.right if parent.left is current else parent.left
                 if self.python_number(other, parent):
                     current = parent
@@ -386,12 +386,19 @@ class Uploads:
             return True
         if ctx.values.is_numpy_array(index, at):
             return True
-        if type(index) is cst.List:
-            return bool(index.elements) and all(type(e.value) is cst.Integer or type(e.value) is cst.Name for e in index.elements if not isinstance(e, cst.StarredElement))
+        if type(index) is cst.List:  # `q[[0, 1, 2]]`, `logits[:, [-1], :]`
+            return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
         if type(index) is cst.ListComp:
             return True
         return type(index) is cst.Name and ctx.values.is_sequence_literal(index, at) and not any(
             type(b.value) is cst.Tuple for b in ctx.bindings.lookup(index.value, at))
+
+
+def _position(value: cst.BaseExpression) -> bool:
+    """An element of an index list: a number (``-1`` too) or a name."""
+    if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
+        value = value.expression
+    return type(value) is cst.Integer or type(value) is cst.Name
 
 
 def _building(function: cst.FunctionDef | None) -> bool:

@@ -338,7 +338,11 @@ class ValueKinds(LossFacts, ArrayFacts):
                     return Kind.HOST
                 return Kind.NUMPY if method in _NUMPY_METHODS else Kind.TENSOR
             if receiver is Kind.MODULE:
-                return Kind.MODULE if method in MODULE_CHAIN else Kind.UNKNOWN
+                if method in MODULE_CHAIN:
+                    return Kind.MODULE
+                # `self.norm(h)`, `self.transformer.ln_f(x)`: a submodule called is a forward
+                submodule = self.kind(func, at) is Kind.MODULE or self._module_dict_entry(func.value, method, at)
+                return Kind.TENSOR if submodule else Kind.UNKNOWN
             if receiver is Kind.NUMPY:
                 return Kind.HOST if method in ("item", "tolist") else Kind.NUMPY
             if receiver is Kind.UNKNOWN and method in _GENERATOR_METHODS and looks_like_numpy_generator(dotted(func.value)):
@@ -356,6 +360,22 @@ class ValueKinds(LossFacts, ArrayFacts):
         if local_class:
             return Kind.MODULE
         return self._returned_kind(call, None)
+
+    def _module_dict_entry(self, container: cst.BaseExpression, key: str, at: cst.CSTNode) -> bool:
+        """``self.transformer.ln_f`` with ``self.transformer = nn.ModuleDict(dict(ln_f=nn.LayerNorm(d), ...))``
+        (nanoGPT's layout): a module its container holds under that key, so calling it is a forward."""
+        built = self.constructed_by(container, at)
+        if built is None or canonical(self.ctx.qname(built.func)) != "torch.nn.ModuleDict" or not built.args:
+            return False
+        mapping = built.args[0].value
+        if type(mapping) is cst.Call and dotted(mapping.func) == "dict":
+            entries = [(a.keyword.value, a.value) for a in mapping.args if a.keyword is not None]
+        elif type(mapping) is cst.Dict:
+            entries = [(e.key.evaluated_value, e.value) for e in mapping.elements
+                       if type(e) is cst.DictElement and type(e.key) is cst.SimpleString]
+        else:
+            return False
+        return any(name == key and self.kind(value, built) is Kind.MODULE for name, value in entries)
 
     def _returned_kind(self, call: cst.Call, element: int | None) -> Kind:
         """What a call of a module-level function of this file returns, when all its

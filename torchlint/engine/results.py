@@ -35,6 +35,7 @@ class Conditional(NamedTuple):
     compiled: bool = False  # holds only if its function is traced by torch.compile (not: runs every step)
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it in its function (analysis/places.py)
     position: Position | None = None  # where it sits in its function's step (None: where the call of the function sits)
+    rare: bool = False  # under a guard in its function (`if step % 100 == 0:`, a first-N count): every N steps, not every step
 
 
 class InStepIfCalled(NamedTuple):
@@ -47,6 +48,7 @@ class InStepIfCalled(NamedTuple):
     cost: str  # analysis.impact.Cost, by name
     repeats: tuple[tuple[str, Repeat], ...] = ()
     position: Position | None = None
+    rare: bool = False
 
 
 @dataclass(slots=True)

@@ -208,18 +208,20 @@ def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
     if ctx.guards.rare(node, stop=loop):
         return Place(Where.EVERY_N)
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
-    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)))
+    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)), ctx.places.step_unit(step))
     return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP)
 
 
-def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, Repeat], ...], Position | None]:
-    """The loops around ``node`` in its function and where it sits there: with what the
-    join says of the function, how many times per step it runs and where."""
+def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
+    """The loops around ``node`` in its function, where it sits there, and whether a guard
+    there runs it every N steps or a few times only: with what the join says of the function,
+    how many times per step it runs and where."""
     function = ctx.tree.enclosing_function(node)
     if function is None:  # module-level code: its step is a loop around it (the join decides which)
         loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
-        return ctx.places.repeats(node, None), ctx.places.position(node, loops[-1]) if loops else None
-    return ctx.places.repeats(node, function), ctx.places.position(node, function)
+        step = loops[-1] if loops else None
+        return ctx.places.repeats(node, None), ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
+    return ctx.places.repeats(node, function), ctx.places.position(node, function), ctx.guards.rare(node, stop=function)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]

@@ -67,18 +67,23 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:
     finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    place = _place(info, condition.repeats, condition.position, step_loops)
+    place = _place(info, condition.repeats, condition.position, step_loops, condition.rare)
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
     message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
-def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str]) -> Place:
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str], rare: bool = False) -> Place:
     """How often a line of a per-step function runs per step, and where: the function's
     count times the loops around the line in it (those inside the step), and the line's
-    own position where its function says (device work after it), else its call's."""
+    own position where its function says (device work after it), else its call's; every
+    N steps under a guard in its function, as under one in a loop of its own file."""
+    if rare:
+        return Place(Where.EVERY_N)
     local, unit = within_step(repeats, step_loops)
-    per_step = info.per_step.then(*local) if info.per_step or unit == "step" else Multiplicity(local, unit)
+    # No loop of its function is the step: the function's own count (and what its step is:
+    # "per decoded token" when a decode loop calls it) times the loops around the line.
+    per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
     return Place(info.where, per_step, position or info.position)  # type: ignore[arg-type]
 
 
@@ -98,7 +103,7 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
-            raised[(pending.code, pending.location)] = assess(Cost[pending.cost], _place(info, pending.repeats, pending.position, step_loops), info.host_only)
+            raised[(pending.code, pending.location)] = assess(Cost[pending.cost], _place(info, pending.repeats, pending.position, step_loops, pending.rare), info.host_only)
     if not raised:
         return
     findings = []

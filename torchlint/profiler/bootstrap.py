@@ -5,8 +5,9 @@ Started by :mod:`torchlint.profiler.run` as::
     python -c "<import this module and call main()>" OPTIONS_JSON SCRIPT [ARGS...]
 
 It imports torch (when installed) and installs the torch instruments *before*
-the script starts, so that neither ``import torch`` nor torchlint's own set-up
-is inside cProfile; then it runs SCRIPT as ``__main__`` (compiled and executed as ``python SCRIPT`` would) with ``sys.argv`` set to
+the script starts, so that torchlint's own set-up is not inside cProfile (the imports
+of torch and torch._dynamo are profiled on their own and put in ``profile.prof`` where
+the script would have made them: ahead.py); then it runs SCRIPT as ``__main__`` (compiled and executed as ``python SCRIPT`` would) with ``sys.argv`` set to
 ``[SCRIPT, *ARGS]`` under cProfile and the line sampler, and, however the
 script ends (normally, ``sys.exit``, an exception, Ctrl-C, ``--max-steps``),
 writes ``profile.prof`` and ``session.json`` into the run directory and exits
@@ -213,6 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     warnings_list: list[str] = []
     if options.get("torch", True) and importlib.util.find_spec("torch") is not None:
         try:
+            from torchlint.profiler.ahead import import_torch
+
+            import_torch()  # profiled on its own, for profile.prof (ahead.py)
             from torchlint.profiler import torchprof
 
             torch_run = torchprof.TorchRun(options, run_dir, t0_ref)
@@ -347,6 +351,7 @@ def _write(
 ) -> None:
     artifacts: dict[str, Any] = {}
     try:
+        from torchlint.profiler.ahead import imports_of
         from torchlint.profiler.cprof import write_user_profile
 
         from torchlint.profiler.tooltime import TOOL
@@ -354,7 +359,7 @@ def _write(
         splice = torch_run.modules.splice() if torch_run is not None else ()
         # without torchlint's own frames, and its work taken out of the functions above it
         write_user_profile(profiler, run_dir / PROFILE_FILE, TOOL.keyed(), splice,
-                           script=(str(meta["script"]), str(meta["argv"][0])))
+                           script=(str(meta["script"]), str(meta["argv"][0])), ahead=imports_of(str(meta["script"])))
         artifacts["profile"] = PROFILE_FILE
     except Exception as exc:
         meta["warnings"].append(f"could not write {PROFILE_FILE}: {exc}")

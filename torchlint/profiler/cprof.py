@@ -11,6 +11,7 @@ from __future__ import annotations
 import marshal
 import pstats
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,13 +261,22 @@ def _cprofile_names(stats: dict, names: dict[str, str | None]) -> dict:
 
 
 def write_user_profile(profiler: Any, path: Path, tool: list[tuple[_Key, list[_Key], float]] | None = None,
-                       splice: tuple[_Key, ...] = (), script: tuple[str, str] | None = None) -> None:
-    """``profiler.dump_stats(path)``, with :func:`user_view` applied, and the script's
-    functions under the path the user typed (``script``: its absolute path, the typed one),
-    as ``python -m cProfile SCRIPT`` names them."""
+                       splice: tuple[_Key, ...] = (), script: tuple[str, str] | None = None,
+                       ahead: Sequence[Any] = ()) -> None:
+    """``profiler.dump_stats(path)``, with :func:`user_view` applied, the imports torchlint
+    made ahead of the script grafted where the script would have made them (``ahead``:
+    ahead.AheadImport), and the script's functions under the path the user typed
+    (``script``: its absolute path, the typed one), as ``python -m cProfile SCRIPT`` names them."""
+    from torchlint.profiler.ahead import graft
+
     profiler.create_stats()
     try:
         stats = user_view(profiler.stats, tool, splice)
+        for each in ahead:
+            try:
+                stats = graft(stats, each)
+            except Exception:  # an odd import table must not cost the script's: left out
+                pass
         if script is not None and script[0] != script[1]:
             stats = _rename_file(stats, *script)
     except Exception:  # an odd table must not cost the profile: keep it as cProfile made it

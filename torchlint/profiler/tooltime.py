@@ -92,7 +92,7 @@ class ToolTime:
         """``(entry, [its caller, ..., root], seconds)`` with pstats keys."""
         out = []
         for path, seconds in self.paths.items():
-            keys = [EXEC_KEY if i == _EXEC else _key(self.codes[i]) for i in path]
+            keys = [EXEC_KEY if i == _EXEC else code_key(self.codes[i]) for i in path]
             out.append((keys[0], keys[1:], seconds))
         return out
 
@@ -164,8 +164,23 @@ def _mark(code: CodeType) -> None:
             errors.append(f"could not hide torchlint's frames from torch.compile: {type(exc).__name__}: {exc}")
 
 
-def _key(code: CodeType) -> Key:
+def code_key(code: CodeType) -> Key:
+    """pstats' key of a Python function's code."""
     return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def stack_keys(frame: FrameType | None) -> list[Key]:
+    """pstats' keys of ``frame`` and its callers, up to the script's root (the
+    bootstrap's ``exec``: :data:`EXEC_KEY`), as cProfile records them."""
+    keys: list[Key] = []
+    f: Any = frame
+    while f is not None and len(keys) < _MAX_DEPTH:
+        if _ours(f.f_code):  # the bootstrap, which ran the script's <module>
+            keys.append(EXEC_KEY)
+            break
+        keys.append(code_key(f.f_code))
+        f = f.f_back
+    return keys
 
 
 TOOL = ToolTime()

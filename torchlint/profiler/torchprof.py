@@ -38,8 +38,14 @@ _t_import = time.perf_counter()
 import torch  # noqa: E402  (this module is imported only in the profiled child)
 
 #: ``import torch`` before the script started: a one-time cost the script's own
-#: ``import torch`` would have paid (it is then a cache hit).
+#: ``import torch`` would have paid (it is then a cache hit). The bootstrap imports it
+#: first, under a cProfile of its own (ahead.py): then that import's time.
 TORCH_IMPORT_S = time.perf_counter() - _t_import
+
+from torchlint.profiler.ahead import AHEAD, profile_import  # noqa: E402
+
+if "torch" in AHEAD:
+    TORCH_IMPORT_S = AHEAD["torch"].seconds
 
 from torchlint.profiler.allocator import FaultWatch  # noqa: E402
 from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noqa: E402
@@ -47,7 +53,7 @@ from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
 from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet  # noqa: E402
-from torchlint.profiler.tooltime import TOOL, as_probe, hide_from_dynamo  # noqa: E402
+from torchlint.profiler.tooltime import TOOL, as_probe, code_key, hide_from_dynamo, stack_keys  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
 
@@ -67,6 +73,28 @@ class MaxStepsReached(BaseException):
 
     A ``BaseException`` so that the script's ``except Exception`` blocks let it through.
     """
+
+
+def _dynamo_imported_here(init: Any, frame: Any) -> None:
+    """The first optimizer's construction is where the script would have imported
+    torch._dynamo (torchlint did, ahead): through torch's ``_disable_dynamo`` wrapper
+    called by ``Optimizer.__init__``. profile.prof shows the import there (ahead.py)."""
+    ahead = AHEAD.get("torch._dynamo")
+    if ahead is None or ahead.path:
+        return
+    wrapper = _disable_dynamo_wrapper()
+    ahead.path = ([wrapper] if wrapper else []) + [code_key(init.__code__)] + stack_keys(frame)
+
+
+def _disable_dynamo_wrapper() -> tuple | None:
+    """pstats' key of ``torch._compile._disable_dynamo``'s wrapper, which imports torch._dynamo."""
+    try:
+        from torch._compile import _disable_dynamo
+
+        codes = [c for c in _disable_dynamo.__code__.co_consts if getattr(c, "co_name", None) == "inner"]
+    except Exception:  # a torch without it: the import goes under Optimizer.__init__
+        return None
+    return code_key(codes[0]) if codes else None
 
 
 # --------------------------------------------------------------------------
@@ -112,10 +140,8 @@ class TorchRun:
         # methods in _disable_dynamo). Done here, out of the measured script, and
         # reported as the one-time cost it is, at that construction's line.
         self.dynamo_import_s = 0.0
-        if "torch._dynamo" not in sys.modules:
-            t = time.perf_counter()
-            import torch._dynamo  # noqa: F401
-            self.dynamo_import_s = time.perf_counter() - t
+        if "torch._dynamo" not in sys.modules:  # profiled for profile.prof (ahead.py)
+            self.dynamo_import_s = profile_import("torch._dynamo").seconds
         from torchlint.profiler.compilewatch import WATCH
 
         self.compile = WATCH  # graph breaks, compilations; torchlint's frames hidden from dynamo
@@ -153,6 +179,7 @@ class TorchRun:
             run.optimizer_built = True
             if run.first_optimizer is None and threading.get_ident() == run.rec.main_ident:
                 run.first_optimizer = user_site(sys._getframe(1))
+                _dynamo_imported_here(orig, sys._getframe(1))
             orig(self, *args, **kwargs)
 
         cls.__init__ = as_probe(__init__, "Optimizer.__init__")  # profile.prof shows the constructor

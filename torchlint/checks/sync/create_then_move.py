@@ -9,7 +9,7 @@ from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.uploads import FACTORIES
+from torchlint.analysis.uploads import FACTORIES, FROM_DATA
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -40,6 +40,8 @@ class CreateThenMove(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         qualified = ctx.qname(node.func)
+        if self._made_data_moved(node, qualified):
+            return
         if qualified in _FACTORIES or qualified in _LEGACY:
             if qualified in _LEGACY and not _given_sizes(ctx, node):
                 return  # built from data (or maybe): copied over either way; TL204 names the data's fix
@@ -60,6 +62,37 @@ class CreateThenMove(Check):
             function = ctx.functions.called(node, None)
             hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]
             self._check_made(node, fixable=False, hint=hint)
+
+    def _made_data_moved(self, node: cst.Call, qualified: str | None) -> bool:
+        """``torch.tensor([i] * n, device=d)``, ``Tensor(np.random.normal(0, 1, (n, k)))``
+        with ``Tensor`` a ``torch.cuda`` class: host data that a factory could make on the
+        device itself (a fill, a range, a random draw), copied there. Reported when it is."""
+        ctx = self.ctx
+        uploads, makeable = ctx.uploads, ctx.device_makeable
+        on_device = makeable.typed_device_class(node.func)
+        if qualified not in FROM_DATA and on_device is None:
+            return False
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return False
+        data = node.args[0].value
+        factory = makeable.factory_for(data, node)
+        if factory is None:
+            return False  # data of its own (a batch, an observation, a list of values): the copy is needed
+        device = ctx.keyword(node, "device")
+        if device is not None:
+            if is_cpu_device(device.value, ctx):
+                return False  # it stays on the host
+            move = f"device={short_code(ctx.module, device.value)}"
+        elif on_device is not None:
+            move = on_device
+        else:
+            top, _ = uploads.host_chain(node)
+            moved = uploads.move_of(top) or uploads.moved_later(top)
+            if moved is None:
+                return False  # used on the host
+            move = _move_text(ctx.module, moved)
+        self.report(node, hint=_made_hint(ctx, data, factory), factory=short_code(ctx.module, node, limit=60), move=move)
+        return True
 
     def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False) -> None:
         """Report ``made`` when what is computed from it on the host is moved to the device:
@@ -118,6 +151,17 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
     if arg.keyword is not None and arg.keyword.value != "device":
         return None
     return arg.value
+
+
+def _made_hint(ctx, data: cst.BaseExpression, factory: str) -> str:  # type: ignore[no-untyped-def]
+    """What makes ``data`` on the device: a fill for ``[v] * n``, else the NumPy call's factory."""
+    if factory == "torch.full" and type(data) is cst.BinaryOperation:
+        listed, count = (data.left, data.right) if type(data.left) is cst.List else (data.right, data.left)
+        value = short_code(ctx.module, listed.elements[0].value)  # type: ignore[attr-defined]
+        return f"Fill it on the device, with no host copy: `torch.full(({short_code(ctx.module, count)},), {value}, device=...)`"
+    if factory in ("torch.randn", "torch.rand", "torch.randint"):
+        return f"Draw it on the device: `{factory}(..., device=...)` makes no host array and no copy (a seeded run draws other values)"
+    return f"Make it on the device: `{factory}(..., device=...)` makes no host array and no copy"
 
 
 def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type: ignore[no-untyped-def]

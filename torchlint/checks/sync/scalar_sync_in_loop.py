@@ -14,7 +14,7 @@ _SCALAR_READS = {"item", "tolist"}
 
 
 class ScalarSyncInLoop(Check):
-    """`.item()`/`.tolist()` on a tensor inside a hot loop."""
+    """`.item()`/`.tolist()` on a tensor inside a hot loop (and a decode loop's tensor stop check)."""
 
     code = "TL101"
     name = "scalar-sync-in-loop"
@@ -44,3 +44,13 @@ class ScalarSyncInLoop(Check):
         if feeds_environment(ctx, node):
             return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")
+
+    def visit_If(self, node: cst.If) -> None:
+        # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`
+        # would, once per decoded token; elsewhere a tensor condition is TL104's (opt-in).
+        if self.ctx.syncs.per_token_stop(node):
+            self.report(node.test, hint=_STOP_HINT, call=short_code(self.ctx.module, node.test))
+
+
+_STOP_HINT = ("Test the stop condition every N tokens (`if step % 16 == 0 and done.all(): break`), "
+              "or keep a `done` mask on the device and decode to the length limit")

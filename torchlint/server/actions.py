@@ -12,7 +12,7 @@ from torchlint.engine.fixes import apply_fixes, keep_untouched
 from torchlint.engine.source import line_and_column
 from torchlint.findings import LOW, MEDIUM, Finding
 from torchlint.report.rule_info import description, rule_url
-from torchlint.server_lint import Linted, fix_all
+from torchlint.server.lint import Linted, fix_all
 
 FIX_ALL = "source.fixAll.torchlint"
 

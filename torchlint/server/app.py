@@ -5,7 +5,7 @@ pulled (``textDocument/diagnostic``, LSP 3.17) by a client that says it pulls; c
 actions for the engine's fixes, "add ``# noqa: CODE``" and a fix-all
 (``source.fixAll.torchlint``); hover over a finding shows its rule's summary and page;
 notebooks (``notebookDocument/*``), their diagnostics on their cells. A document is
-linted in the context of its project (server_lint.py): the open documents' text and the
+linted in the context of its project (server/lint.py): the open documents' text and the
 step summaries of the project's other files on disk, kept until a save, a watched file
 or a config file changes (``workspace/didChangeWatchedFiles``: then every open document
 is linted again)."""
@@ -27,8 +27,8 @@ from torchlint import __version__
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import ConfigError
 from torchlint.engine.discover import real
-from torchlint.server_actions import FIX_ALL, _contains, _range, code_actions, diagnostic, hover_text
-from torchlint.server_lint import Linted, Projects, absolute, lint_text
+from torchlint.server.actions import FIX_ALL, _contains, _range, code_actions, diagnostic, hover_text
+from torchlint.server.lint import Linted, Projects, absolute, lint_text
 
 DEBOUNCE_S = 0.3  # after the last keystroke, before a changed document is linted again
 WATCHED = ("**/pyproject.toml", "**/torchlint.toml", "**/.torchlint.toml", "**/*.py", "**/*.ipynb")

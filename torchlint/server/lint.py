@@ -5,7 +5,7 @@ A document is a Python file's text or a notebook's cells (joined as ``check`` jo
 documents and of the rest of its project on disk (``engine/project_files.py``: the
 project's files as ``check`` finds them, their summaries from the result cache or made
 without running a rule), so a helper in a package is per-step as soon as it is opened,
-whatever else is open. server.py wires these to LSP messages."""
+whatever else is open. server/app.py wires these to LSP messages."""
 
 from __future__ import annotations
 

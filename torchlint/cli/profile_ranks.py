@@ -1,6 +1,6 @@
 """``torchlint profile --nproc-per-node N SCRIPT``: the multi-rank half of the command.
 
-An application module, like :mod:`torchlint.cli_profile`: launch the ranks through
+An application module, like :mod:`torchlint.cli.profile`: launch the ranks through
 torchrun (:mod:`torchlint.profiler.distributed`), then load every ``rank<K>/``,
 lint once, correlate each rank, merge (:mod:`torchlint.correlate.ranks`) and render
 (:mod:`torchlint.report.profile_ranks`). See docs/distributed.md.
@@ -31,7 +31,7 @@ def is_rank_run(run_dir: Path) -> bool:
 
 def profile_ranks(run_dir: Path, script: str, script_args: tuple[str, ...], output_format: str, no_browser: bool, options: RunOptions, launch: Launch, detail_rank: int | None) -> None:
     """Run every rank into ``run_dir``, then report; exits with the job's status."""
-    from torchlint.cli_profile_report import _import_static_checks
+    from torchlint.cli.profile_report import _import_static_checks
 
     json_mode = output_format == "json"
     prewarm = threading.Thread(target=_import_static_checks, name="torchlint-prewarm", daemon=True)
@@ -91,7 +91,7 @@ def report_ranks(run_dir: Path, *, output_format: str = "text", no_browser: bool
     """Load every rank, lint once, correlate each, merge; writes report.json and report.txt."""
     from torchlint.correlate.ranks import rank_figures
     from torchlint.estimate import analyse
-    from torchlint.cli_profile_report import REPORT_HTML, REPORT_JSON, REPORT_TEXT, _snakeviz, _write_html, lint_for_session
+    from torchlint.cli.profile_report import REPORT_HTML, REPORT_JSON, REPORT_TEXT, _snakeviz, _write_html, lint_for_session
     from torchlint.report import profile_json, profile_ranks, profile_text
 
     dirs = rank_dirs(run_dir)

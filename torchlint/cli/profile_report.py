@@ -1,7 +1,7 @@
 """The report of a ``torchlint profile`` run, as both halves of the command build it.
 
-An application module beside :mod:`torchlint.cli_profile` (one process) and
-:mod:`torchlint.cli_profile_ranks` (one run per rank): load the session the
+An application module beside :mod:`torchlint.cli.profile` (one process) and
+:mod:`torchlint.cli.profile_ranks` (one run per rank): load the session the
 collectors left (:mod:`torchlint.profiler`), lint the files it ran, join and
 estimate (:mod:`torchlint.estimate`), and render (:mod:`torchlint.report`).
 """

@@ -1,5 +1,5 @@
 """What ``torchlint check`` does beyond linting: the report in its format and where it
-goes, stdin, ``--add-noqa``, ``--statistics`` and ``--show-fixes``. cli.py holds the
+goes, stdin, ``--add-noqa``, ``--statistics`` and ``--show-fixes``. cli/__init__.py holds the
 options and exit codes; this module the work they ask for."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``torchlint profile SCRIPT [ARGS...]``: the click command, the application layer
 that drives the collectors (:mod:`torchlint.profiler`) and builds the report
-(:mod:`torchlint.cli_profile_report`); beside :mod:`torchlint.cli_check`.
+(:mod:`torchlint.cli.profile_report`); beside :mod:`torchlint.cli.check_output`.
 
 Imports neither torch nor libcst at import time: the static checks are
 imported in a background thread while the script runs, torch only ever in
@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from torchlint.cli_profile_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
-from torchlint.cli_profile_report import _import_static_checks, lint_for_session, report_run, show_html
+from torchlint.cli.profile_ranks import is_rank_run, launch_or_exit, profile_ranks, rank_options, report_ranks
+from torchlint.cli.profile_report import _import_static_checks, lint_for_session, report_run, show_html
 from torchlint.profiler.loadrun import load_run
 from torchlint.profiler.run import RunDirError, RunOptions, ScriptError, StopRequested, StopSignals, check_script, make_run_dir, release_run_dir, run_child
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE

@@ -67,7 +67,7 @@ def _flush_stdout() -> None:
 class _LazyGroup(click.Group):
     """Subcommands imported only when run; ``--help`` lists them from ``LAZY``."""
 
-    LAZY = {"profile": ("torchlint.cli_profile", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
+    LAZY = {"profile": ("torchlint.cli.profile", "profile", "Run SCRIPT under the profilers and rank the findings by saving.")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -186,7 +186,7 @@ def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None
     if watch:
         if [str(p) for p in paths] == ["-"]:
             raise UsageProblem("--watch checks files, not standard input")
-        from torchlint.cli_watch import watch as watch_files
+        from torchlint.cli.watch import watch as watch_files
 
         context = click.get_current_context()
         again = dict(context.params, watch=False)
@@ -286,7 +286,7 @@ def _write_or_diff(edits: list[Any], diff: bool, result: LintResult, targets: li
 
 
 def _cli_check():  # type: ignore[no-untyped-def]
-    from torchlint import cli_check
+    from torchlint.cli import check_output as cli_check
 
     return cli_check
 
@@ -379,14 +379,10 @@ def rule(code: str) -> None:
 def server() -> None:
     """Run the Language Server over stdio, for editors (docs/editors.md)."""
     try:
-        from torchlint.server import serve
+        from torchlint.server.app import serve
     except ImportError as error:
         raise UsageProblem(f"`torchlint server` needs pygls ({error}); install `torchlint[server]`") from None
     from torchlint.terminal import raw_streams
 
     with raw_streams():  # stdio carries the protocol, byte for byte
         serve()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,235 @@
+"""Issue 32, items 3-4 as the first unseen-code review found them: decode loops whose model
+is of unknown type, reads repeated per beam and candidate within a decoded token, guards at
+helpers' call sites on epoch and step counters of loops that are not hot in their own file,
+and the kind of a loop (an epoch that is one optimizer step trains)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.impact import Where
+from torchlint.config import from_table
+from torchlint.engine import lint_paths, lint_source
+
+
+def _ctx(code: str) -> FileContext:
+    return FileContext(cst.parse_module(code), "m.py", Options())
+
+
+def _loops(ctx: FileContext) -> list[cst.CSTNode]:
+    return sorted((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)), key=ctx.tree.index)
+
+
+DECODES = [
+    # whisper: the model is an attribute of unknown type behind a method; the decoder remakes the tokens
+    "def run(self, tokens, audio):\n    for i in range(self.sample_len):\n        logits = self.inference.logits(tokens, audio)\n"
+    "        logits = logits[:, -1]\n        tokens, done = self.decoder.update(tokens, logits)\n",
+    # nanoGPT: an untyped parameter, a cropped context, sampled from and concatenated
+    "def generate(model, idx, n, block):\n    for _ in range(n):\n        idx_cond = idx[:, -block:]\n        out = model(idx_cond)[:, -1]\n"
+    "        nxt = torch.multinomial(out.softmax(-1), 1)\n        idx = torch.cat([idx, nxt], dim=1)\n    return idx\n",
+    # llama: the tokens filled in place, one position per iteration
+    "def generate(self, tokens, total):\n    for cur in range(1, total):\n        logits = self.model.forward(tokens[:, cur - 1:cur], cur)\n"
+    "        nxt = torch.argmax(logits[:, -1], dim=-1)\n        tokens[:, cur] = nxt\n",
+    # a while loop growing a list of token ids
+    "def sample(net, seq):\n    while len(seq) < 100:\n        probs = net(torch.tensor(seq)).softmax(-1)\n        seq.append(int(probs.argmax()))\n",
+]
+NOT_DECODES = [
+    # scoring a list of inputs: the result is collected, never fed back
+    "def score(model, xs):\n    best = []\n    for x in xs:\n        logits = model(x)\n        best.append(logits.argmax(-1))\n    return best\n",
+    # an RNN over time steps: the state is fed back, but nothing is sampled: no logits
+    "def encode(cell, xs, h):\n    for t in range(len(xs)):\n        out, h = cell(xs[t], h)\n    return h\n",
+    # the same loop inside a model's forward runs within the step, not as one
+    "class M:\n    def forward(self, idx):\n        for _ in range(4):\n            logits = self.head(idx)\n"
+    "            idx = torch.cat([idx, logits.argmax(-1)], 1)\n        return idx\n",
+    # tensor methods only: no model is called
+    "def grow(x):\n    for _ in range(4):\n        probs = x.float().softmax(-1)\n        x = torch.cat([x, probs.argmax(-1)])\n",
+]
+
+
+@pytest.mark.parametrize("code", DECODES)
+def test_a_loop_feeding_a_model_its_own_samples_is_an_inference_step(code: str) -> None:
+    ctx = _ctx("import torch\n" + code)
+    [loop] = _loops(ctx)
+    assert ctx.loops.decodes(loop) and ctx.loops.is_hot(loop)
+    assert ctx.loops.where(loop) is Where.INFER
+    assert ctx.places.repeat_of(loop).kind == "decoded token"
+
+
+@pytest.mark.parametrize("code", NOT_DECODES)
+def test_loops_that_do_not_decode(code: str) -> None:
+    ctx = _ctx("import torch\n" + code)
+    [loop] = _loops(ctx)
+    assert not ctx.loops.decodes(loop) and not ctx.loops.is_hot(loop)
+
+
+def test_a_decode_loop_under_no_grad_is_a_sampling_loop_not_an_evaluation() -> None:
+    """A known model in the same file, under ``no_grad``: the decode loop's reads are per
+    decoded token (was: "every step of an evaluation loop", low)."""
+    code = ("import torch\nmodel = torch.nn.Linear(4, 4).cuda()\n\n@torch.no_grad()\ndef generate(idx, steps):\n"
+            "    for _ in range(steps):\n        logits = model(idx)\n        nxt = logits.argmax(-1)\n"
+            "        for cand in logits.topk(4).indices:\n            print(cand.item())\n"
+            "        idx = torch.cat([idx, nxt], 0)\n    return idx\n")
+    [found] = lint_source(code, "gen.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert found.impact == "high"
+    assert "in a sampling loop" in found.message and "(per candidate per decoded token)" in found.message
+
+
+@pytest.mark.parametrize(("loop", "kind"), [
+    ("for logprob, token in zip(*logprobs[i].topk(k)):", "candidate"),  # named like tokens: the k best still
+    ("for i in range(n_audio):", "batch row"),  # `n_audio = tokens.shape[0] // beam`: the batch's rows
+])
+def test_what_a_loop_inside_a_decoder_goes_over(loop: str, kind: str) -> None:
+    ctx = _ctx(f"def f(tokens, logprobs, beam, k, i):\n    n_audio = tokens.shape[0] // beam\n    {loop}\n        pass\n")
+    [node] = ctx.tree.nodes(cst.For)
+    assert ctx.places.repeat_of(node).kind == kind
+
+
+def test_the_untyped_decoder_project_reads_per_candidate_per_beam_per_token() -> None:
+    root = FIXTURES / "projects" / "multiplicity"
+    found = [f for f in lint_paths([root], from_table({"select": ["TL101"], "min-impact": "low"}, root)).findings
+             if Path(f.path).name == "transcribe.py"]
+    assert {f.line: f.impact for f in found} == {30: "high", 32: "high", 33: "high"}
+    item = next(f for f in found if f.line == 33)
+    assert "in `BeamDecoder.update()`" in item.message and "run every step from a sampling loop" in item.message
+    assert "per candidate per beam per batch row per decoded token" in item.message
+
+
+HELPERS = """import torch
+
+
+def save_model(model, path):
+    torch.save(model.weight.detach().cpu(), path)
+
+
+def test(model, x):
+    return model(x).mean().item()
+
+
+def per_row(model, x):
+    for i in range(x.size(0)):
+        if i % 2 == 0:
+            test(model, x[i])
+
+
+def chunked(model, x, n):
+    for i in range(n):
+        if i % 4 == 0:
+            test(model, x)
+"""
+RUN = """import torch
+from helpers import chunked, per_row, save_model, test
+
+
+class KGE(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+    def train_step(self, optimizer, x):
+        self(x).sum().backward()
+        optimizer.step()
+
+
+def main(args, x, loader):
+    model = KGE().cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+{loops}
+"""
+
+
+@pytest.mark.parametrize(("loops", "expected"), [
+    # a modulo on the counter of the loop the join makes the step (ogb's biokg run.py)
+    ("    for step in range(args.max_steps):\n        model.train_step(optimizer, x)\n"
+     "        if step % args.save_every == 0 and step > 0:\n            save_model(model, 'm.pt')\n"
+     "        if args.do_valid and step % args.valid_steps == 0:\n            test(model, x)\n", set()),
+    # an epoch counter, inside a loop over runs (ogb's citation2)
+    ("    for run in range(args.runs):\n        for epoch in range(args.epochs):\n            model.train_step(optimizer, x)\n"
+     "            if epoch > 49 and epoch % args.eval_steps == 0:\n                result = test(model, x)\n", set()),
+    # the same helpers called unguarded: every step
+    ("    for step in range(args.max_steps):\n        model.train_step(optimizer, x)\n        save_model(model, 'm.pt')\n",
+     {("helpers.py", 5, "TL102")}),
+    # an iteration counter: the loop is the step
+    ("    for it in range(args.iters):\n        model.train_step(optimizer, x)\n        if it % 100 == 0:\n            save_model(model, 'm.pt')\n", set()),
+    # near-misses: a modulo on a batch row's index, or on a plain counter, inside a per-step helper: per item, not rare
+    ("    for x in loader:\n        per_row(model, x.cuda())\n", {("helpers.py", 9, "TL101")}),
+    ("    for x in loader:\n        chunked(model, x.cuda(), 8)\n", {("helpers.py", 9, "TL101")}),
+])
+def test_guards_at_call_sites_on_the_counter_of_a_loop_the_join_makes_the_step(tmp_path: Path, loops: str, expected: set) -> None:  # type: ignore[type-arg]
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    (tmp_path / "run.py").write_text(RUN.format(loops=loops))
+    found = lint_paths([tmp_path], from_table({"select": ["TL101", "TL102"], "min-impact": "low"}, tmp_path)).findings
+    assert {(Path(f.path).name, f.line, f.code) for f in found} == expected
+
+
+FULL_BATCH = """import torch
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.Adam(model.parameters())
+
+
+def train(epoch):
+    opt.zero_grad()
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+    model.eval()
+    val = model(x)
+    return val.sum()
+
+
+def train_epoch(loader):
+    for xb in loader:
+        model(xb).sum().backward()
+        opt.step()
+
+
+for epoch in range({bound}):
+    {body}
+"""
+
+
+@pytest.mark.parametrize(("body", "where"), [
+    ("train(epoch)", Where.TRAIN),  # pyGAT: each epoch is one optimizer step
+    ("loss = model(x).sum()\n    loss.backward()\n    opt.step()", Where.TRAIN),
+    ("train_epoch(loader)", Where.EPOCH),  # the epoch holds a loop over batches: once per epoch
+])
+def test_an_epoch_that_is_one_optimizer_step_is_a_training_step(body: str, where: Where) -> None:
+    ctx = _ctx(FULL_BATCH.format(bound="100", body=body))
+    loop = _loops(ctx)[-1]
+    assert ctx.loops.where(loop) is where
+
+
+def test_a_full_batch_evaluation_forward_with_autograd_on_is_a_per_step_finding() -> None:
+    code = FULL_BATCH.format(bound="100", body="train(epoch)")
+    [found] = lint_source(code, "train.py", from_table({"select": ["TL301"], "min-impact": "low"}, Path(".")))
+    assert found.line == 12 and found.impact == "medium" and "every step of a training loop" in found.impact_reason
+
+
+LOADER = """import torch
+from torch.utils.data import DataLoader
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.Adam(model.parameters())
+dl = DataLoader(ds, batch_size=8, shuffle={shuffle})
+other = wrap(dl)
+for x in (dl if use_plain else other):
+    model(x.cuda()).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("shuffle", ["is_shuffle", "True"])
+def test_a_loader_iterated_through_a_conditional_expression_feeds_its_training_loop(shuffle: str) -> None:
+    [found] = lint_source(LOADER.format(shuffle=shuffle), "train.py", from_table({"select": ["TL201"], "min-impact": "low"}, Path(".")))
+    assert found.impact == "high" and "every step of a training loop" in found.impact_reason
+
+
+def test_a_loader_whose_shuffle_is_a_variable_is_no_evaluation_loader() -> None:
+    code = "import torch\nfrom torch.utils.data import DataLoader\ndl = DataLoader(ds, batch_size=8, shuffle=is_shuffle)\n"
+    evaluation = code.replace("is_shuffle", "False")
+    config = from_table({"select": ["TL201"], "min-impact": "low"}, Path("."))
+    [unknown] = lint_source(code, "data.py", config)
+    [plain] = lint_source(evaluation, "data.py", config)
+    assert "evaluation" not in unknown.impact_reason and "evaluation loop" in plain.impact_reason

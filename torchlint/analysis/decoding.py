@@ -1,0 +1,163 @@
+"""Decode loops: a loop that grows a sequence one token (frame, sample) per iteration from
+what a model returns for it, whatever the model's type.
+
+``logits = self.inference.logits(tokens, audio)`` then ``tokens, done =
+self.decoder.update(tokens, logits)``, or ``logits = model(idx)[:, -1]``,
+``nxt = torch.multinomial(logits.softmax(-1), 1)``, ``idx = torch.cat([idx, nxt], 1)``: the
+call is given the sequence, its result is used as logits (so named, or sampled from), and the
+sequence is made again from that result. Each iteration is one inference step. The model may
+be a parameter or an attribute of unknown type: the shape says what it is.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Ops that pick from a distribution: what a decoder does with logits.
+_SAMPLERS = frozenset({"argmax", "topk", "multinomial", "sample", "softmax", "log_softmax", "argsort", "Categorical", "gumbel_softmax"})
+_LOGIT_WORDS = ("logit", "prob", "score")
+# Methods of a tensor (or list): their result is the same data reshaped, not a model's output.
+_TENSOR_METHODS = frozenset({
+    "view", "reshape", "float", "half", "bfloat16", "double", "long", "int", "to", "cuda", "cpu", "clone", "detach",
+    "contiguous", "unsqueeze", "squeeze", "flatten", "permute", "transpose", "expand", "repeat", "repeat_interleave",
+    "softmax", "log_softmax", "argmax", "topk", "max", "min", "sum", "mean", "tolist", "item", "numpy", "append",
+    "extend", "size", "dim", "type", "masked_fill", "index_select", "gather", "new_zeros", "new_ones", "copy",
+})
+_BUILTINS = frozenset(dir(builtins))
+_LIBRARIES = ("torch", "numpy", "np", "math", "random", "itertools", "functools", "einops")
+
+
+def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    """Is ``loop`` a decode loop (see the module's docstring)? Not in a ``forward`` (a loop
+    over time steps there runs within the model's step)."""
+    if type(loop) not in (cst.For, cst.While):
+        return False
+    function = ctx.tree.enclosing_function(loop)
+    if function is not None and function.name.value in ("forward", "__call__"):
+        return False
+    nodes = list(ctx.loops._own_nodes(loop.body))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
+    grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
+    for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
+        statement = ctx.tree.parent(call)
+        while statement is not None and type(statement) not in (cst.Assign, cst.AnnAssign):
+            if type(statement) in (cst.SimpleStatementLine, cst.IndentedBlock):
+                statement = None
+                break
+            statement = ctx.tree.parent(statement)
+        if statement is None:
+            continue
+        derived = _derived(ordered, _targets(statement))
+        if not _used_as_logits(ctx, call, derived, nodes):
+            continue
+        inputs = _inputs(call, ordered, ctx)
+        if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
+            return True
+    return False
+
+
+def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
+    """A call that may run a model: ``model(x)``, ``self.model.decoder(x)``,
+    ``self.inference.logits(x)``; not a builtin, a library function or a tensor method."""
+    func = call.func
+    if type(func) not in (cst.Name, cst.Attribute):
+        return False
+    qualified = ctx.qname(func)
+    if qualified is not None and qualified.split(".")[0] in _LIBRARIES:
+        return False
+    if type(func) is cst.Name:
+        return func.value not in _BUILTINS
+    return func.attr.value not in _TENSOR_METHODS and func.attr.value not in _SAMPLERS
+
+
+def _targets(statement: cst.CSTNode) -> set[str]:
+    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for target in targets:
+        parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        found.update(name for part in parts if (name := dotted(part.value if type(part) is cst.Subscript else part)) is not None)
+    return found
+
+
+def _mentions(expr: cst.CSTNode | None) -> set[str]:
+    """The names and attribute chains ``expr`` reads."""
+    if expr is None:
+        return set()
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.Name, cst.Attribute):
+            name = dotted(node)
+            if name is not None:
+                found.add(name)
+            if type(node) is cst.Attribute:
+                stack.append(node.value)  # `self.model.score`: its attribute's name is no variable
+            continue
+        stack.extend(node.children)
+    return found
+
+
+def _derived(ordered: list[cst.CSTNode], seeds: set[str]) -> set[str]:
+    """The names the loop's body makes from ``seeds``, through its assignments (twice round:
+    a value carried to the next iteration)."""
+    derived = set(seeds)
+    for _ in range(2):
+        for statement in ordered:
+            if _mentions(statement.value) & derived:  # type: ignore[attr-defined]
+                derived |= _targets(statement) if type(statement) is not cst.AugAssign else {dotted(statement.target) or ""}  # type: ignore[attr-defined]
+    return derived
+
+
+def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
+    """Sequences the body grows in place: ``seq.append(v)``/``extend`` and ``tokens[:, t] = v``."""
+    found: list[tuple[str, cst.CSTNode]] = []
+    for node in nodes:
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("append", "extend") and node.args:
+            name = dotted(node.func.value)
+            if name is not None:
+                found.append((name, node.args[0].value))
+        elif type(node) is cst.Assign:
+            for target in node.targets:
+                if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
+                    found.append((name, node.value))
+    return found
+
+
+def _used_as_logits(ctx: FileContext, call: cst.Call, derived: set[str], nodes: list[cst.CSTNode]) -> bool:
+    """Named logits or probabilities (``logits = ...``, ``self.inference.logits(...)``), or
+    sampled from in the body (``torch.multinomial(probs)``, ``out.argmax(-1)``)."""
+    method = call.func.attr.value if type(call.func) is cst.Attribute else ""
+    if any(word in name.rsplit(".", 1)[-1].lower() for name in (*derived, method) for word in _LOGIT_WORDS):
+        return True
+    for node in nodes:
+        if type(node) is not cst.Call:
+            continue
+        name = (dotted(node.func) or "").rsplit(".", 1)[-1]
+        if name in _SAMPLERS and (_mentions(node) & derived):
+            return True
+    return False
+
+
+def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set[str]:
+    """What the call is given from the iteration before: the names its arguments read, and
+    those they were made from earlier in the body (``idx_cond = idx[:, -block:]`` then
+    ``model(idx_cond)``: ``idx``), less what the body sets before the call (``score =
+    f(raw); order = argsort(score); score = score[order]`` feeds nothing forward)."""
+    inputs = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
+    start = ctx.tree.index(call)
+    made_here: set[str] = set()
+    for statement in reversed([s for s in ordered if ctx.tree.index(s) < start]):
+        targets = _targets(statement) if type(statement) is not cst.AugAssign else set()
+        if targets & inputs:
+            inputs |= _mentions(statement.value)  # type: ignore[attr-defined]
+            made_here |= targets
+    return inputs - made_here
