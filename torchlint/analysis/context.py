@@ -23,7 +23,7 @@ from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
 from torchlint.analysis.device_makeable import DeviceMakeable
-from torchlint.analysis.tree import Tree, children
+from torchlint.analysis.tree import Tree
 from torchlint.analysis.values import ValueKinds
 
 
@@ -220,9 +220,8 @@ class FileContext:
     def is_module_class(self, name: str) -> bool:
         return name in self._local_module_classes
 
-    @staticmethod
-    def tree_children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-        return children(node)
+    def tree_children(self, node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        return self.tree.children(node)
 
     # --- small helpers used by several checks --------------------------------------
     @staticmethod

@@ -361,13 +361,13 @@ class Loops:
     def _own_nodes(self, root: cst.CSTNode, enter=lambda node: False):  # type: ignore[no-untyped-def]
         """``root`` and its nodes, not descending into nested loops and scopes (except
         the loops ``enter`` accepts)."""
-        stack = [root]
+        stack, children = [root], self.ctx.tree.children
         while stack:
             node = stack.pop()
             yield node
             if type(node) in _NESTED_LOOP_OR_SCOPE and node is not root and not enter(node):
                 continue
-            stack.extend(self.ctx.tree_children(node))
+            stack.extend(children(node))
 
     def is_step_call(self, call: cst.Call) -> bool:
         """``loss.backward()``, ``optimizer.step()``, or a call of a model."""
@@ -408,13 +408,13 @@ class Loops:
         return self._training
 
     def _loop_nodes(self, loop: cst.CSTNode):  # type: ignore[no-untyped-def]
-        stack = list(_body_children(loop))
+        stack, children = list(_body_children(loop)), self.ctx.tree.children
         while stack:
             node = stack.pop()
             yield node
             if type(node) in _BARRIER_TYPES:
                 continue
-            stack.extend(self.ctx.tree_children(node))
+            stack.extend(children(node))
 
     # --- where a value is iterated (TL201/TL202 point the profiler at these loops) --------
     def iterated_roots(self, iterable: cst.BaseExpression | None) -> list[cst.BaseExpression]:

@@ -8,6 +8,8 @@ step's end, and a read right after a sync costs almost nothing.
 
 from __future__ import annotations
 
+import itertools
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -40,6 +42,12 @@ class Places:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        # Every finding of a function asks about the statements after and before it: each
+        # statement's calls, and whether it queues device work, are found once per file
+        # (a scan per finding was quadratic in the function's length).
+        self._calls_of: dict[tuple[int, bool], list[cst.Call]] = {}
+        self._queues_work: dict[tuple[int, int], bool] = {}
+        self._block_positions: dict[int, dict[int, int]] = {}
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -128,9 +136,8 @@ class Places:
         cls = self.ctx.tree.enclosing_class(at)
         if name is None or not name.startswith("self.") or cls is None:
             return None
-        for assign in self.ctx.tree.nodes(cst.Assign):
-            if len(assign.targets) != 1 or dotted(assign.targets[0].target) != name or self.ctx.tree.enclosing_class(assign) is not cls:
-                continue
+        assign = self._first_assignments.get((id(cls), name))
+        if assign is not None:
             value = assign.value
             qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
             if qualified not in CONTAINERS or len(value.args) != 1:
@@ -143,6 +150,23 @@ class Places:
                 return True, self._range_count(members.for_in.iter), qualified
             return None
         return None
+
+    @cached_property
+    def _first_assignments(self) -> dict[tuple[int, str], cst.Assign]:
+        """(id of a class, ``self.x``) -> the first ``self.x = ...`` in the class: one pass
+        over the assignments, not one per container a loop goes over."""
+        found: dict[tuple[int, str], cst.Assign] = {}
+        tree = self.ctx.tree
+        for assign in tree.nodes(cst.Assign):
+            if len(assign.targets) != 1:
+                continue
+            name = dotted(assign.targets[0].target)
+            if name is None or not name.startswith("self."):
+                continue
+            cls = tree.enclosing_class(assign)
+            if cls is not None:
+                found.setdefault((id(cls), name), assign)
+        return found
 
     def _grown(self, name: str, cls: cst.ClassDef) -> bool:
         """Is the container ``self.<name>`` appended to in ``cls`` (``self.input_blocks.append(...)``)?"""
@@ -227,8 +251,8 @@ class Places:
         while child is not None and child is not stop:
             block = tree.parent(child)
             if type(block) in (cst.IndentedBlock, cst.Module):
-                body = list(block.body)
-                at = next((i for i, s in enumerate(body) if s is child), None)
+                body = block.body
+                at = self._position_in(block).get(id(child))
                 if at is not None:
                     yield from (body[at + 1:] if after else reversed(body[:at]))
             parent = tree.parent(block) if block is not None else None
@@ -236,15 +260,36 @@ class Places:
                 return
             child = tree.statement_of(parent) if type(parent) not in (cst.Else, cst.Finally, cst.ExceptHandler) else tree.statement_of(tree.parent(parent))
 
+    def _position_in(self, block: cst.CSTNode) -> dict[int, int]:
+        """Each statement of ``block`` (by id) -> its position in the block's body."""
+        positions = self._block_positions.get(id(block))
+        if positions is None:
+            positions = self._block_positions[id(block)] = {id(s): i for i, s in enumerate(block.body)}
+        return positions
+
+    def _own_calls(self, statement: cst.CSTNode, into_loops: bool) -> list[cst.Call]:
+        """The calls of ``statement``, not in nested scopes (nor nested loops, unless ``into_loops``)."""
+        key = (id(statement), into_loops)
+        calls = self._calls_of.get(key)
+        if calls is None:
+            enter = _is_loop if into_loops else _never
+            calls = self._calls_of[key] = [n for n in self.ctx.loops._own_nodes(statement, enter=enter) if type(n) is cst.Call]
+        return calls
+
     def _work_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Does the step queue device work after ``node`` (a model call, a backward, an
         optimizer step, a function of this file that trains)?"""
-        loops = self.ctx.loops
-        for statement in self._statements_around(node, stop, after=True):
-            for each in loops._own_nodes(statement, enter=lambda n: type(n) in (cst.For, cst.While)):
-                if type(each) is cst.Call and (loops.is_step_call(each) or loops._calls_a_trainer(each)) and not self.ctx.guards.rare(each, stop=stop):
-                    return True  # (a validation every N steps is no device work of this step)
-        return False
+        return any(self._queues_device_work(statement, stop) for statement in self._statements_around(node, stop, after=True))
+
+    def _queues_device_work(self, statement: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        key = (id(statement), id(stop))
+        works = self._queues_work.get(key)
+        if works is None:
+            loops, guards = self.ctx.loops, self.ctx.guards
+            works = self._queues_work[key] = any(
+                (loops.is_step_call(each) or loops._calls_a_trainer(each)) and not guards.rare(each, stop=stop)
+                for each in self._own_calls(statement, into_loops=True))  # (a validation every N steps is no device work of this step)
+        return works
 
     def _runs_a_helper(self, node: cst.CSTNode) -> bool:
         """A call of a project function (``train_step(b)``, ``self.update()``): where it
@@ -292,10 +337,10 @@ class Places:
         if read is None and type(node) is cst.Call and any(self._drains(n, None, n) for arg in node.args for n in tree.descendants(arg) if type(n) is cst.Call):
             return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         start = tree.index(node)
-        own = [n for n in self.ctx.loops._own_nodes(statement) if type(n) is cst.Call
-               and tree.index(n) < start and not tree.is_inside(node, n)]
-        blocks = [(own, True)] + [([n for n in self.ctx.loops._own_nodes(s) if type(n) is cst.Call], type(s) is cst.SimpleStatementLine)
-                                  for s in self._statements_around(node, stop, after=False)]
+        own = [n for n in self._own_calls(statement, into_loops=False) if tree.index(n) < start and not tree.is_inside(node, n)]
+        # Lazily: the nearest statements before usually decide.
+        blocks = itertools.chain([(own, True)], ((self._own_calls(s, into_loops=False), type(s) is cst.SimpleStatementLine)
+                                                 for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran in blocks:
             for call in sorted(calls, key=self._finished, reverse=True):
                 if surely_ran and self._drains(call, read, node):
@@ -367,6 +412,14 @@ class Places:
         if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
             return False  # `logits.argmax(-1)`: a kernel of its own
         return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+
+
+def _is_loop(node: cst.CSTNode) -> bool:
+    return type(node) in (cst.For, cst.While)
+
+
+def _never(node: cst.CSTNode) -> bool:
+    return False
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:

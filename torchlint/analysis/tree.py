@@ -92,12 +92,17 @@ class Tree:
         self._function_of: dict[int, cst.FunctionDef | None] = {}
         self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
         self._next: dict[int, cst.BaseStatement | None] = {}  # id -> the statement after it
+        # id -> its children in source order (leaves left out): the analyses walk subtrees
+        # again and again (a loop's own nodes, a helper's calls), and reading a node's
+        # fields costs ten times this lookup.
+        self._children: dict[int, list[cst.CSTNode]] = {}
         self._walk(module)
 
     def _walk(self, module: cst.Module) -> None:
         # `children` inlined: this walk touches every node of every file once, and the
         # generator's overhead was a third of it.
         parents, order, by_type, known, is_node = self.parents, self.order, self.by_type, _CHILD_FIELDS, _IS_NODE
+        children_of = self._children
         stack: list[cst.CSTNode] = [module]
         index = 0
         while stack:
@@ -122,8 +127,8 @@ class Tree:
                     parents[id(value)] = node
                     kids.append(value)
             if kids:
-                kids.reverse()
-                stack.extend(kids)
+                children_of[id(node)] = kids
+                stack.extend(reversed(kids))
 
     def nodes(self, node_type: type[N]) -> list[N]:
         """Every node of exactly ``node_type``, in source order."""
@@ -184,6 +189,15 @@ class Tree:
             return any(a is container for a in self.ancestors(node))
         return start < at <= self._last_index(container)
 
+    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """:func:`children` of ``node``, as the walk found them (do not change the list)."""
+        kids = self._children.get(id(node))
+        if kids is not None:
+            return kids
+        if id(node) in self.order:
+            return []  # a leaf
+        return list(children(node))  # a node made after the walk (a fix's)
+
     def _last_index(self, node: cst.CSTNode) -> int:
         """The pre-order index of the last node of ``node``'s subtree."""
         key = id(node)
@@ -191,7 +205,7 @@ class Tree:
         if last is None:
             current = node
             while True:
-                kids = list(children(current))
+                kids = self.children(current)
                 if not kids:
                     break
                 current = kids[-1]
@@ -200,14 +214,12 @@ class Tree:
 
     def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """All nodes under ``node`` (not ``node`` itself), pre-order."""
-        stack = list(children(node))
-        stack.reverse()
+        kids_of = self.children
+        stack = list(reversed(kids_of(node)))
         while stack:
             current = stack.pop()
             yield current
-            kids = list(children(current))
-            kids.reverse()
-            stack.extend(kids)
+            stack.extend(reversed(kids_of(current)))
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The innermost statement (simple or compound) that holds ``node``."""
