@@ -80,6 +80,20 @@ class Imports:
                 self.aliases[bound] = f"{module}.{name}"
                 if not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in tree.ancestors(node)):
                     self.module_level[bound] = f"{module}.{name}"
+        self._forget_own_definitions(tree.module)
+
+    def _forget_own_definitions(self, module: cst.Module) -> None:
+        """``from math import log`` then ``def log(t, eps=1e-20): ...`` at the module's top
+        level: the code that calls ``log`` runs after the module is loaded, so it calls the
+        file's own function, not the import (x-transformers' autoregressive_wrapper.py)."""
+        imports_seen = False
+        for statement in module.body:
+            if type(statement) is cst.SimpleStatementLine:
+                imports_seen = imports_seen or any(type(s) in (cst.Import, cst.ImportFrom) for s in statement.body)
+            elif imports_seen and type(statement) in (cst.FunctionDef, cst.ClassDef):
+                name = statement.name.value  # type: ignore[attr-defined]
+                self.aliases.pop(name, None)
+                self.module_level.pop(name, None)
 
     def _add_relative(self, node: cst.ImportFrom) -> None:
         base = dotted(node.module) if node.module is not None else ""
