@@ -312,7 +312,29 @@ class Places:
         # its own statement's calls that run before it: earlier ones, and its own arguments and receiver
         own = [n for n in loops._own_nodes(statement, enter=enter) if type(n) is cst.Call and (tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node)] if statement is not None else []
         before = [n for s in self._statements_around(node, stop, after=False) for n in loops._own_nodes(s, enter=enter) if type(n) is cst.Call]
-        return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call) for call in own + before)
+        inside = {id(n) for n in own if tree.is_inside(n, node)}  # the read's own receiver and arguments
+        return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
+                   or id(call) not in inside and self._device_op(call) for call in own + before)
+
+    def _device_op(self, call: cst.Call) -> bool:
+        """A torch op or a tensor's method (``th.exp(log_prob - old)``, ``ratio.mean()``), or a
+        method of a member (``self.policy.evaluate_actions(obs)``: a model's, maybe): device
+        work the step queued, so a read after it is no step start (stable-baselines3's PPO)."""
+        ctx, func = self.ctx, call.func
+        qualified = ctx.qname(func)
+        if qualified is not None:  # a torch op on a device tensor, or a factory told to make one there
+            if not qualified.startswith("torch."):
+                return False
+            device = ctx.keyword(call, "device")
+            if device is not None:
+                return ctx.devices.device_value(device.value, call) == "device"
+            return any(ctx.devices.on_device(arg.value, call) for arg in call.args)
+        if type(func) is not cst.Attribute or func.attr.value in _COPIES_AND_READS:
+            return False  # a pageable `.to(device)` or `.cpu()` waits for its copy: it leaves nothing queued
+        receiver = func.value
+        if (dotted(receiver) or "").startswith("self.") and ctx.functions.called(call, None) is None:
+            return True
+        return ctx.values.kind(receiver, call) is Kind.TENSOR or ctx.syncs.tensorish(receiver, call)
 
     def _maybe_a_model(self, call: cst.Call) -> bool:
         """A call of a value (``model(**batch)`` after ``model, opt = accelerator.prepare(...)``,
@@ -412,6 +434,10 @@ class Places:
         if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
             return False  # `logits.argmax(-1)`: a kernel of its own
         return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+
+
+# Tensor methods that copy or read (the host waits for them) or ask for metadata: no queued work after them.
+_COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
 
 
 def _is_loop(node: cst.CSTNode) -> bool:
