@@ -45,6 +45,12 @@ def _keys(stats: dict, name: str) -> list:
     return [k for k in stats if k[2] == name]
 
 
+@pytest.fixture(autouse=True)
+def _imports_profiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The imports made ahead are profiled only when asked (ahead.PROFILE_IMPORTS_ENV)."""
+    monkeypatch.setenv("TORCHLINT_PROFILE_IMPORTS", "1")
+
+
 def test_an_import_goes_under_the_function_that_would_have_made_it(imported):
     imported.path = [MODULE, EXEC_KEY]
     out = graft(_script_table(), imported)

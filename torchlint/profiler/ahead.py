@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import cProfile
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ Key = tuple  # (filename, first line, function name): pstats' key
 #: the stand-in ``<module>`` that runs ``import NAME`` under the import's own profile
 STAND_IN_FILE = "<torchlint import ahead>"
 _EXEC = EXEC_KEY  # cProfile's key of builtins.exec
+#: set to 1, the imports torchlint makes ahead of the script are profiled and grafted into profile.prof
+PROFILE_IMPORTS_ENV = "TORCHLINT_PROFILE_IMPORTS"
 _DISABLE = ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")
 
 
@@ -77,10 +80,14 @@ def profile_import(name: str) -> AheadImport:
     so that the table starts as the script's would: ``<module> -> _find_and_load``.
     Raises what the import raises."""
     code = compile(f"import {name}\n", STAND_IN_FILE, "exec")
-    profiler: Any = cProfile.Profile()
+    # Opt-in for now: profiling `import torch` in the run itself raised the steady state's page
+    # faults (TLR09) of fixtures/scripts/allocator_churn.py --reuse from ~220 to 1,500-2,600, a
+    # false churn finding; cause not found yet (the table kept, packed or freed made no difference).
+    profiler: Any = cProfile.Profile() if os.environ.get(PROFILE_IMPORTS_ENV) == "1" else None
     t0 = time.perf_counter()
     try:
-        profiler.enable()
+        if profiler is not None:
+            profiler.enable()
     except ValueError:  # another profiler holds the hook (3.12's sys.monitoring): import unprofiled
         profiler = None
     try:
