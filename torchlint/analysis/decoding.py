@@ -104,11 +104,28 @@ def _targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
     return found
 
 
-def _mentions(expr: cst.CSTNode | None, slices: bool = True) -> set[str]:
+# `_mentions` of a node, kept with the node (so a later node that reuses a freed id is never
+# mistaken for it): every loop of a file asks again of the same statements (`_derived` twice
+# round, per call that may run a model), which made this analysis the check's costliest.
+_MENTIONED: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str]]] = {}
+
+
+def _mentions(expr: cst.CSTNode | None, slices: bool = True) -> frozenset[str]:
     """The names and attribute chains ``expr`` reads (without ``slices``: not those only in
     an index, ``xs[t]``)."""
     if expr is None:
-        return set()
+        return frozenset()
+    key = (id(expr), slices)
+    entry = _MENTIONED.get(key)
+    if entry is not None and entry[0] is expr:
+        return entry[1]
+    if len(_MENTIONED) > 20_000:
+        _MENTIONED.clear()  # bounded: the entries keep their nodes alive
+    found = _MENTIONED[key] = (expr, frozenset(_walk_mentions(expr, slices)))
+    return found[1]
+
+
+def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
     found: set[str] = set()
     stack = [expr]
     while stack:
