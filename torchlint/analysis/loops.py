@@ -253,7 +253,10 @@ class Loops:
         """A sampling loop by its calls: it samples (``torch.multinomial``, ``.generate()``) or
         feeds the model's output back into its input (:meth:`_feeds_back`)."""
         calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
-        return bool({self.ctx.method_name(c) for c in calls} & _SAMPLING) or self._feeds_back(loop, calls)
+        methods = {self.ctx.method_name(c) for c in calls}
+        if "generate" in methods or methods & _SAMPLING and any(self.is_step_call(c) for c in calls):
+            return True  # (a `torch.multinomial` loop with no model in it, over a mask on the host, samples no tokens)
+        return self._feeds_back(loop, calls)
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
