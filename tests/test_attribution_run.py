@@ -126,8 +126,10 @@ def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(tmp_path, monkeypa
         cycles = [c for c in session.coverage["torch_profiler"]["cycles"] if not c.get("eval")]
         counts[budget] = len(cycles)
         assert session.coverage["torch_profiler"]["rolling_budget"] == budget
-        # the last window may overshoot the budget by its own cost, no more
-        slack = 2 * max(c["tool_s"] for c in cycles) + 0.05
+        # the last window may overshoot the budget by its own cost, no more; the rest of the slack is
+        # the per-step hook's work outside the windows, which a loaded machine stretches (a full
+        # suite with a benchmark on the other core measured 0.142 s against 0.056 s)
+        slack = 2 * max(c["tool_s"] for c in cycles) + 0.2
         assert session.meta["tool_s"] <= budget * session.wall_s + slack
         assert any(h.source == "torch" for h in session.hotspots)  # summarised from the trace files
     assert counts[1e-9] == 1 and counts[0.1] >= 1
