@@ -119,13 +119,14 @@ def wait_for_change(directories: Callable[[], Iterable[str]], changed: Callable[
         while not changed():
             if events is not None:
                 new = [d for d in directories() if d not in watched]
-                if not all(events.add(d) for d in new):
-                    events.close()
-                    events = None  # over the kernel's watch limit: poll instead
-                watched.update(new)
-                if new and changed():
-                    return  # a file made in a new folder before the folder was watched
-            if events is not None:
+                if new:
+                    if not all(events.add(d) for d in new):
+                        events.close()
+                        events = None  # over the kernel's watch limit: poll instead
+                    watched.update(new)
+                    # Ask again before waiting: a file made in a new folder before the folder
+                    # was watched, and a folder that asking finds is watched before the wait.
+                    continue
                 events.wait(EVENTS_POLL_S, wanted)
                 continue
             time.sleep(pause)
