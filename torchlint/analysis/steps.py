@@ -295,9 +295,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
-            member = self._instance_class(func, at) if type(func.value) is cst.Attribute else None
-            if member is not None:
-                return _object_call(member, "__call__")  # `self.transformer.wte(idx)`: an nn.ModuleDict's member
+            member = self._instance_class(func, at) if type(func.value) in (cst.Attribute, cst.Subscript) else None
+            if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
+                return _object_call(member, "__call__")
             owner = self._instance_class(func.value, at)
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
