@@ -214,6 +214,9 @@ class Project:
             owners: list[tuple[str, str]] = []
             if kind == "object" and ref[1][0] in _SEVERAL:
                 owners, name = self.classes_of(ref[1], importer, 1), ref[2]
+            elif kind == "object" and ref[1][0] == "returned":  # a factory that returns one of several classes
+                owners, name = self.classes_of(ref[1], importer, 1), ref[2]
+                owners = owners if len(owners) > 1 else []
             elif kind == "method" and self.method(importer, ref[1], ref[2]) is None:
                 owners, name = self.classes_of(("attr", ref[1], ref[2]), importer, 1), "__call__"
             if owners:
