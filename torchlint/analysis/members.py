@@ -118,6 +118,34 @@ class MemberRefs:
                         found.setdefault((id(cls), receiver.attr.value), []).append(call)
         return found
 
+    @property
+    def _registered(self) -> dict[tuple[int, str | None], list[tuple[cst.BaseExpression, cst.Call]]]:
+        """(class, name) -> the modules registered on ``self`` by ``self.add_module("conv",
+        Conv())`` or ``setattr(self, "conv", Conv())``; name None for names made at run time
+        (``self.add_module(f"layer{i}", Block())``, read back by ``getattr(self, ...)``)."""
+        found: dict[tuple[int, str | None], list[tuple[cst.BaseExpression, cst.Call]]] | None = self.__dict__.get("_registered_memo")
+        if found is None:
+            found = self.__dict__["_registered_memo"] = {}
+            calls = [*self.ctx.method_calls("add_module"),
+                     *(c for c in self.ctx.tree.nodes(cst.Call) if type(c.func) is cst.Name and c.func.value == "setattr")]
+            for call in calls:
+                positional = [a.value for a in call.args if a.keyword is None and not a.star]
+                if type(call.func) is cst.Attribute:
+                    owner, args = call.func.value, positional
+                else:
+                    owner, args = (positional[0] if positional else None), positional[1:]
+                cls = self.ctx.tree.enclosing_class(call)
+                if type(owner) is not cst.Name or owner.value != "self" or len(args) != 2 or cls is None:
+                    continue
+                name = args[0].evaluated_value if type(args[0]) is cst.SimpleString else None
+                found.setdefault((id(cls), name if isinstance(name, str) else None), []).append((args[1], call))
+        return found
+
+    def _registered_members(self, cls: cst.ClassDef, name: str | None) -> Ref | None:
+        """What ``self.<name>`` (or ``getattr(self, <made at run time>)``, name None) holds
+        among the modules registered by name."""
+        return either(self._object_of(value, call, None) for value, call in self._registered.get((id(cls), name), ()))
+
     def _keyed_member(self, cls: cst.ClassDef, attr: str, key: str) -> Ref | None:
         """``self.transformer.h`` (or ``self.transformer["h"]``) where ``self.transformer =
         nn.ModuleDict(dict(h=nn.ModuleList(...), wte=...))`` or ``nn.ModuleDict({"h": ...})``:

@@ -236,6 +236,11 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 return found
         if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`
             return self._members_of(expr.value, at)
+        if expr_type is cst.Call and self._getattr_of_self(expr):  # `getattr(self, f"layer{i}")`
+            cls = self.ctx.tree.enclosing_class(at)
+            name = expr.args[1].value
+            literal = name.evaluated_value if type(name) is cst.SimpleString else None
+            return (self._self_attribute(cls, literal) if isinstance(literal, str) else self._registered_members(cls, None)) if cls is not None else None
         if expr_type is cst.Attribute and type(expr.value) is cst.Subscript:  # `self.down[i].attn`
             return self._namespace_member(expr.value, expr.attr.value, at)
         return None
@@ -260,6 +265,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if found is None and type(binding.node) is cst.AnnAssign:
             return self._annotated(binding.node.annotation, binding.node)
         return found
+
+    def _getattr_of_self(self, call: cst.Call) -> bool:
+        return type(call.func) is cst.Name and call.func.value == "getattr" and len(call.args) == 2 \
+            and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self"
 
     def _comprehension_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
         """``[head(x) for head in self.heads.values()]``: the ``for`` of a comprehension
@@ -371,7 +380,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
             built.append(self._object_of(binding.value, binding.node, binding.element))
         # `self.layers = nn.ModuleList()`, then `self.layers.append(Block())` in a loop: what is
         # appended makes a container, even of one class (`for layer in self.layers` runs each)
-        built = either((*built, as_container(either(self._appended_members(cls, attr)))))  # every branch's object: any may run
+        built = either((*built, as_container(either(self._appended_members(cls, attr))),
+                        self._registered_members(cls, attr)))  # every branch's object: any may run; `self.add_module("conv", Conv())`
         if annotated is None:
             annotated = self._annotated(self._class_annotations(cls).get(attr), cls)
         found = built or annotated or passed
@@ -406,7 +416,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def class_attributes(self, cls: cst.ClassDef) -> tuple[tuple[str, Ref], ...]:
         """The objects a class keeps on ``self`` (for subclasses in other modules); a name
         appears once per class it may hold (two branches, a container's members)."""
-        names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls))
+        names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls)) \
+            | {name for key, name in self._registered if key == id(cls) and name is not None}
         found = []
         for name in sorted(names):
             ref = self._self_attribute(cls, name)

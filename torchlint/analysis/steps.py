@@ -317,6 +317,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             qualified = ctx.imports.qualify(func)
             if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
                 return ("import", 0, qualified)
+        if func_type is cst.Call:  # `getattr(self, f"layer{i}")(x)`: a module registered by name
+            owner = self._instance_class(func, at)
+            return _object_call(owner, "__call__") if owner is not None else None
         if func_type is cst.Subscript:  # `self.blocks[i](x)`
             owner = self._instance_class(func, at)
             if owner is None:
