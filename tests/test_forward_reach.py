@@ -168,3 +168,50 @@ def test_a_model_passed_back_and_forth_between_two_functions_is_found_once() -> 
     )
     found = lint_source(text, "t.py", from_table({"select": ["TL102"]}, Path(".")))
     assert [(f.line, f.code) for f in found] == [(5, "TL102")]
+
+
+def _stacks(project: Path) -> dict[int, str]:
+    return {f.line: f.message for f in _findings(project, "zoo") if Path(f.path).name == "stacks.py"}
+
+
+def test_a_factory_of_several_classes_reaches_each_through_its_containers(project: Path) -> None:
+    """zoo/build.py (no torch: a light summary) returns one of three models chosen in an
+    if/elif/else; the loop calls `model.forward(...)` by name. Each model reaches its blocks
+    only through how its container is filled: a ModuleList grown by appends in a loop, a
+    plain list of heads, namespace modules (`down.attn = attn`, `self.mid.core = ...`)."""
+    found = _stacks(project)
+    assert set(found) == {10, 42, 59, 64, 69}  # not `Probe` (only `probe()` runs it)
+    assert "called from `Stack.forward()`" in found[10] and found[10].endswith("(per layer per step: once in each `Block.forward()`)")
+    assert "called from `Heads.forward()`" in found[42] and "per head per step" in found[42]
+    assert all("fit_built.py:11" in found[line] for line in found)
+
+
+@pytest.mark.parametrize("chosen", ["Stack(4)", "Heads(8)", "Unet(3)"])
+def test_a_factory_of_one_class_reaches_only_that_one(project: Path, chosen: str) -> None:
+    (project / "zoo" / "build.py").write_text(f"from stacks import Heads, Stack, Unet\n\n\ndef build(kind):\n    model = {chosen}\n    return model\n")
+    lines = {"Stack(4)": {10}, "Heads(8)": {42}, "Unet(3)": {59, 64, 69}}[chosen]
+    assert set(_stacks(project)) == lines
+
+
+def test_the_factory_with_torch_imported_is_read_the_same(project: Path) -> None:
+    build = project / "zoo" / "build.py"
+    build.write_text("import torch\n" + build.read_text())  # a full summary instead of the light one
+    assert set(_stacks(project)) == {10, 42, 59, 64, 69}
+
+
+@pytest.mark.parametrize(("source", "classes"), [
+    ("if c:\n    m = A()\nelse:\n    m = B()\nuse(m)\n", {"A", "B"}),
+    ("if c:\n    m = A()\nelif d:\n    m = B()\nelse:\n    m = C()\nuse(m)\n", {"A", "B", "C"}),
+    ("m = A()\nif c:\n    m = B()\nuse(m)\n", {"A", "B"}),  # no else: what came before too
+    ("if c:\n    m = A()\nelse:\n    m = B()\nm = C()\nuse(m)\n", {"C"}),  # replaced after the if
+    ("m = A()\nif c:\n    m = B()\nelse:\n    use(m)\n", {"A"}),  # the else never sees its if's binding
+])
+def test_bindings_that_reach_through_branches(source: str, classes: set[str]) -> None:
+    import libcst as cst
+
+    from torchlint.analysis.context import FileContext
+
+    ctx = FileContext(cst.parse_module(source), "m.py")
+    use = next(c for c in ctx.tree.nodes(cst.Call) if getattr(c.func, "value", "") == "use")
+    reaching = ctx.bindings.reaching_each("m", use.args[0].value)
+    assert {b.value.func.value for b in reaching} == classes

@@ -113,8 +113,64 @@ class Bindings:
         own = self._comprehension_binding(bound, at)
         if own is not None:
             return own
-        # `x = f(x)`: the right-hand side still sees the earlier binding
-        return self.latest_before(bound, at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node)))
+        # `x = f(x)`: the right-hand side still sees the earlier binding; `else:` never sees its `if`'s
+        return self.latest_before(bound, at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node))
+                                  and not self._exclusive(b.node, at))
+
+    def reaching_each(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        """Every binding of ``name`` that may reach ``at`` through the branches of the ``if``
+        statements before it (control flow of loops ignored): ``if sparse: model = SpGAT()``
+        ``else: model = GAT()``, then ``model(x)`` sees both; without an ``else``, the binding
+        before the ``if`` too. The nearest first (``reaching``'s), at most 16."""
+        first = self.reaching(name, at)
+        if first is None or type(first.node) is cst.CompFor:
+            return [first] if first is not None else []
+        bound = self.lookup(name, at)
+        found: list[Binding] = []
+        pending = [first]
+        while pending and len(found) < 16:
+            binding = pending.pop(0)
+            if any(f is binding for f in found):
+                continue
+            found.append(binding)
+            for statement in self._ifs_around(binding.node, at):
+                for branch in (statement.body, statement.orelse):
+                    if branch is not None and self.tree.is_inside(binding.node, branch):
+                        continue
+                    inside = [b for b in bound if branch is not None and self.tree.is_inside(b.node, branch)]
+                    if inside:  # the branch's own last binding
+                        pending.append(max(inside, key=lambda b: self.tree.index(b.node)))
+                    else:  # no `else:`, or a branch that binds nothing: what came before the `if`
+                        before = self.reaching(name, statement)
+                        if before is not None:
+                            pending.append(before)
+        return found
+
+    def _ifs_around(self, node: cst.CSTNode, at: cst.CSTNode) -> list[cst.If]:
+        """The ``if`` statements ``node`` sits in that ``at`` is outside of, innermost first."""
+        found = []
+        for ancestor in self.tree.ancestors(node):
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Module) or self.tree.is_inside(at, ancestor):
+                break
+            if type(ancestor) is cst.If:
+                found.append(ancestor)
+        return found
+
+    def _exclusive(self, node: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is ``node`` in one branch of an ``if`` and ``at`` in another (its ``else:``, an
+        ``elif``)? Then what ``node`` binds never reaches ``at`` (but through a loop)."""
+        for ancestor in self.tree.ancestors(node):
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Module):
+                return False
+            if self.tree.is_inside(at, ancestor):
+                if type(ancestor) is not cst.If:
+                    return False
+                body, orelse = ancestor.body, ancestor.orelse
+                if orelse is None:
+                    return False
+                inside = self.tree.is_inside
+                return (inside(node, body) and inside(at, orelse)) or (inside(node, orelse) and inside(at, body))
+        return False
 
     def _comprehension_binding(self, bound: list[Binding], at: cst.CSTNode) -> Binding | None:
         """``{k: f"{v}" for k, v in d.items()}``: the element comes before its ``for`` in the
@@ -180,8 +236,9 @@ class Bindings:
             if any(b is binding for b in self.lookup(binding.name, node)):
                 if ordered and not binding.name.startswith("self."):
                     last = self.reaching(binding.name, node)
-                    if last is not None and last is not binding and last.kind != "augassign":
-                        continue
+                    if last is not None and last is not binding and last.kind != "augassign" and \
+                            not any(b is binding for b in self.reaching_each(binding.name, node)):
+                        continue  # shadowed, unless in another branch of an `if` before the read
                 found.append(node)
         return found
 

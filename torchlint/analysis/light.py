@@ -65,24 +65,43 @@ def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], import
     """``return build(args)`` (a factory that delegates), ``return Model(...), Loss()``, or
     ``model = Model(...)`` ... ``return model``."""
     assigned: dict[str, ast.AST] = {}
+    every: dict[str, list[ast.AST]] = {}  # each value a name is bound to (`if a: model = A() else: model = B()`)
     for node in sorted((n for n in ast.walk(function) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)):
         for target in node.targets:
             if isinstance(target, ast.Name):
                 assigned[target.id] = node.value
+                if not _rebinds(node.value, target.id):  # `model = model.to(device)` keeps the object
+                    every.setdefault(target.id, []).append(node.value)
+
+    def ref_of(value: ast.AST) -> Ref | None:
+        for _ in range(8):
+            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT):
+                break
+            value = value.func.value  # `Model(...).to(device)`
+            value = assigned.get(value.id, value) if isinstance(value, ast.Name) else value
+        ref = _target(value.func, key, functions, imports, relative, star) if isinstance(value, ast.Call) else None
+        last = (_dotted(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, ast.Call) else ""
+        return None if ref is None else ref if last[:1].isupper() else ("returned", ref, None)
+
     for node in ast.walk(function):
         if isinstance(node, ast.Return) and node.value is not None:
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            refs = []
+            refs: list[Ref | None] = []
             for value in values:
-                value = assigned.get(value.id, value) if isinstance(value, ast.Name) else value
-                while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT:
-                    value = value.func.value  # `Model(...).to(device)`
-                    value = assigned.get(value.id, value) if isinstance(value, ast.Name) else value
-                ref = _target(value.func, key, functions, imports, relative, star) if isinstance(value, ast.Call) else None
-                last = (_dotted(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, ast.Call) else ""
-                refs.append(None if ref is None else ref if last[:1].isupper() else ("returned", ref, None))
+                if isinstance(value, ast.Name) and len(every.get(value.id, ())) > 1:  # bound in several branches: any
+                    several = tuple(dict.fromkeys(r for v in every[value.id] if (r := ref_of(v)) is not None))
+                    refs.append(several[0] if len(several) == 1 else ("each", several) if several else None)
+                    continue
+                refs.append(ref_of(assigned.get(value.id, value) if isinstance(value, ast.Name) else value))
             return tuple(refs) if any(refs) else ()
     return ()
+
+
+def _rebinds(value: ast.AST, name: str) -> bool:
+    """``model.to(device).eval()``: a value that is ``name`` itself, moved or put in a mode."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT:
+        value = value.func.value
+    return isinstance(value, ast.Name) and value.id == name
 
 
 def _assigned(function: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:

@@ -49,8 +49,18 @@ class MemberRefs:
             expanding.discard(id(call))
 
     def _members_of_call(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
-        found = either(self._object_of(item, at, None) for arg in call.args for item in self._items(arg.value, at, 0))
-        return ("each", (found,)) if found is not None and found[0] != "each" else found  # a container, even of one
+        return as_container(either(self._object_of(item, at, None) for arg in call.args for item in self._items(arg.value, at, 0)))
+
+    def _list_members(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """The modules a plain Python list or tuple holds (``self.heads = [Head() for _ in
+        range(n)]``, ``blocks = []`` then ``blocks.append(Block())``): a container, whose
+        elements a call runs each (``[head(x) for head in self.heads]``)."""
+        memo: dict[tuple[int, int], Ref | None] = self.__dict__.setdefault("_list_memo", {})
+        key = (id(value), id(self.ctx.tree.scope_of(at)) if type(value) is cst.Name else 0)
+        if key not in memo:
+            memo[key] = None  # `layers = layers + [Block()]`: the list is itself
+            memo[key] = as_container(either(self._object_of(item, at, None) for item in self._items(value, at, 0)))
+        return memo[key]
 
     def _items(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
         """The expressions a container argument is made of."""
@@ -108,10 +118,39 @@ class MemberRefs:
                         found.setdefault((id(cls), receiver.attr.value), []).append(call)
         return found
 
+    @property
+    def _registered(self) -> dict[tuple[int, str | None], list[tuple[cst.BaseExpression, cst.Call]]]:
+        """(class, name) -> the modules registered on ``self`` by ``self.add_module("conv",
+        Conv())`` or ``setattr(self, "conv", Conv())``; name None for names made at run time
+        (``self.add_module(f"layer{i}", Block())``, read back by ``getattr(self, ...)``)."""
+        found: dict[tuple[int, str | None], list[tuple[cst.BaseExpression, cst.Call]]] | None = self.__dict__.get("_registered_memo")
+        if found is None:
+            found = self.__dict__["_registered_memo"] = {}
+            calls = [*self.ctx.method_calls("add_module"),
+                     *(c for c in self.ctx.tree.nodes(cst.Call) if type(c.func) is cst.Name and c.func.value == "setattr")]
+            for call in calls:
+                positional = [a.value for a in call.args if a.keyword is None and not a.star]
+                if type(call.func) is cst.Attribute:
+                    owner, args = call.func.value, positional
+                else:
+                    owner, args = (positional[0] if positional else None), positional[1:]
+                cls = self.ctx.tree.enclosing_class(call)
+                if type(owner) is not cst.Name or owner.value != "self" or len(args) != 2 or cls is None:
+                    continue
+                name = args[0].evaluated_value if type(args[0]) is cst.SimpleString else None
+                found.setdefault((id(cls), name if isinstance(name, str) else None), []).append((args[1], call))
+        return found
+
+    def _registered_members(self, cls: cst.ClassDef, name: str | None) -> Ref | None:
+        """What ``self.<name>`` (or ``getattr(self, <made at run time>)``, name None) holds
+        among the modules registered by name."""
+        return either(self._object_of(value, call, None) for value, call in self._registered.get((id(cls), name), ()))
+
     def _keyed_member(self, cls: cst.ClassDef, attr: str, key: str) -> Ref | None:
         """``self.transformer.h`` (or ``self.transformer["h"]``) where ``self.transformer =
         nn.ModuleDict(dict(h=nn.ModuleList(...), wte=...))`` or ``nn.ModuleDict({"h": ...})``:
-        what the key holds (nanoGPT's and litgpt's layout)."""
+        what the key holds (nanoGPT's and litgpt's layout); or ``self.mid.attn_1`` set in a
+        method (``self.mid = nn.Module()``, then ``self.mid.attn_1 = AttnBlock(c)``)."""
         for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
             value = binding.value
             if binding.kind != "assign" or type(value) is not cst.Call or not value.args or self.ctx.qname(value.func) != "torch.nn.ModuleDict":
@@ -119,7 +158,21 @@ class MemberRefs:
             item = _keyed(value.args[0].value, key)
             if item is not None:
                 return self._object_of(item, binding.node, None)
-        return None
+        methods = [s for s in _body(cls) if type(s) is cst.FunctionDef]
+        return either(self._object_of(b.value, b.node, b.element) for method in methods
+                      for b in self.ctx.bindings.by_scope.get(id(method), {}).get(f"self.{attr}.{key}", ()) if b.kind == "assign")
+
+    def _namespace_member(self, owner: cst.Subscript, attr: str, at: cst.CSTNode) -> Ref | None:
+        """``self.down[i].attn`` where each member of ``self.down`` is a namespace module
+        given its attributes where it is made (``down = nn.Module(); down.attn = attn;
+        self.down.append(down)``: the diffusion models' UNet): what ``attn`` holds."""
+        found = []
+        for item, where in self._rows(owner.value, at):
+            if type(item) is cst.Name:
+                for binding in self.ctx.bindings.lookup(f"{item.value}.{attr}", where):
+                    if binding.kind == "assign" and binding.value is not None:
+                        found.append(self._object_of(binding.value, binding.node, binding.element))
+        return either(found)
 
     def _row_members(self, container: cst.BaseExpression, element: int, at: cst.CSTNode) -> Ref | None:
         """``for block1, block2, attn, down in self.downs`` where each member of ``self.downs`` is
@@ -166,6 +219,10 @@ class MemberRefs:
 _ADDERS = ("append", "extend", "add_module", "insert")
 
 
+def _body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
+    return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
+
+
 def _keyed(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
     """The value of ``key`` in ``dict(key=...)`` or ``{"key": ...}``."""
     if type(mapping) is cst.Call and type(mapping.func) is cst.Name and mapping.func.value == "dict":
@@ -190,6 +247,11 @@ def either(refs: Iterable[Ref | None]) -> Ref | None:
             found.extend(ref[1] if ref[0] == "each" else (ref,))
     unique = tuple(dict.fromkeys(found))
     return None if not unique else ("each", unique) if several or len(unique) > 1 else unique[0]
+
+
+def as_container(ref: Ref | None) -> Ref | None:
+    """``ref`` as the members of a container: ``("each", ...)`` even when it is one class."""
+    return ("each", (ref,)) if ref is not None and ref[0] != "each" else ref
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:

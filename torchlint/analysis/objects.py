@@ -28,6 +28,7 @@ from torchlint.analysis.aliases import AliasRefs
 from torchlint.analysis.members import (
     CONTAINERS,
     MemberRefs,
+    as_container,
     either,
     iterated_item,
     may_iterate_modules,
@@ -57,6 +58,8 @@ _PREPARERS = frozenset({"prepare", "prepare_model", "setup"})
 CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "load_from_checkpoint", "from_checkpoint"})
 # Annotations that never name a project class.
 _PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "object", "Any", "None", "Tensor", "Module"})
+# Python lists (and tuples) that may hold modules: their elements are a container's members.
+_LISTS = (cst.List, cst.ListComp, cst.Tuple)
 # Calls of the project's functions whose result the join can look up (``Project.class_of``).
 _RETURNING = frozenset({"local", "import", "method", "super", "object"})
 
@@ -78,13 +81,28 @@ class ObjectRefs(MemberRefs, AliasRefs):
         found: dict[str, tuple[Ref | None, ...]] = {}
         for node in self.ctx.tree.nodes(cst.Return):  # one pass over the file's returns
             function = self.ctx.tree.enclosing_function(node)
-            if node.value is None or function is None or self.keys[id(function)] in found:
+            if node.value is None or function is None:
                 continue
             values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
-            refs = tuple(_single(self._object_of(v, node, None)) for v in values)
+            refs = tuple(self._returned_class(v, node) for v in values)
+            key = self.keys[id(function)]
+            if key in found and len(found[key]) == len(refs):  # another `return`: either may be what it returns
+                refs = tuple(either(pair) for pair in zip(found[key], refs))
+            elif key in found:
+                continue
             if any(r is not None for r in refs):
-                found[self.keys[id(function)]] = refs
+                found[key] = refs
         return tuple(found.items())
+
+    def _returned_class(self, value: cst.BaseExpression, at: cst.Return) -> Ref | None:
+        """The class a returned value is of; a name bound in the branches of an ``if`` may be
+        any of them (``if swin: model = Swin() else: model = Mlp()``, then ``return model``),
+        but a container returned is not one object."""
+        if type(value) is cst.Name:
+            reaching = self.ctx.bindings.reaching_each(value.value, at)
+            if len(reaching) > 1:
+                return either(_single(self._binding_class(value, b)) for b in reaching)
+        return _single(self._object_of(value, at, None))
 
     def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
         """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
@@ -150,6 +168,9 @@ class ObjectRefs(MemberRefs, AliasRefs):
             if type(value) is cst.Tuple:
                 objects |= unpacked  # `g, d = Gen().cuda(), Disc().cuda()`
                 continue
+            if type(value) in _LISTS:
+                objects |= names  # `heads = [Head() for _ in range(n)]`: a list of modules, maybe
+                continue
             if type(value) is not cst.Call:
                 continue
             objects |= unpacked  # `model, criterion = build(args)`: a factory's objects, maybe
@@ -197,24 +218,13 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if expr_type is cst.Name:
             if expr.value not in self._assigned_from_calls[0]:
                 return None  # never bound to anything that may be an object: skip the lookup
-            binding = self.ctx.bindings.reaching(expr.value, at) or self._comprehension_binding(expr.value, at)
+            reaching = self.ctx.bindings.reaching_each(expr.value, at)
+            if len(reaching) > 1:  # `if sparse: model = SpGAT() else: model = GAT()`: either may run
+                return either(self._binding_class(expr, b) for b in reaching)
+            binding = reaching[0] if reaching else self._comprehension_binding(expr.value, at)
             if binding is None:
                 return None
-            if binding.kind == "param":
-                return self._annotated(binding.node.annotation, binding.node)
-            if binding.kind in ("for", "comp"):
-                source = iterated_item(binding.value, binding.element)
-                if source is None and binding.element is not None and type(binding.value) in (cst.Name, cst.Attribute):
-                    return self._row_members(binding.value, binding.element, binding.node)  # `for a, b in self.pairs`
-                return self._members_of(source, binding.node) if source is not None else None
-            if binding.kind != "assign":
-                return None
-            if binding.value is None:  # `model: Net` then assigned elsewhere
-                return self._annotated(getattr(binding.node, "annotation", None), binding.node)
-            found = self._object_of(binding.value, binding.node, binding.element)
-            if found is None and type(binding.node) is cst.AnnAssign:
-                return self._annotated(binding.node.annotation, binding.node)
-            return found
+            return self._binding_class(expr, binding)
         if expr_type is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
             return self._self_attribute(cls, expr.attr.value) if cls is not None else None
@@ -226,7 +236,39 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 return found
         if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`
             return self._members_of(expr.value, at)
+        if expr_type is cst.Call and self._getattr_of_self(expr):  # `getattr(self, f"layer{i}")`
+            cls = self.ctx.tree.enclosing_class(at)
+            name = expr.args[1].value
+            literal = name.evaluated_value if type(name) is cst.SimpleString else None
+            return (self._self_attribute(cls, literal) if isinstance(literal, str) else self._registered_members(cls, None)) if cls is not None else None
+        if expr_type is cst.Attribute and type(expr.value) is cst.Subscript:  # `self.down[i].attn`
+            return self._namespace_member(expr.value, expr.attr.value, at)
         return None
+
+    def _binding_class(self, expr: cst.Name, binding: Binding) -> Ref | None:
+        """The class of what ``binding`` binds ``expr`` to."""
+        if binding.kind == "param":
+            return self._annotated(binding.node.annotation, binding.node)
+        if binding.kind in ("for", "comp"):
+            source = iterated_item(binding.value, binding.element)
+            if source is None and binding.element is not None and type(binding.value) in (cst.Name, cst.Attribute):
+                return self._row_members(binding.value, binding.element, binding.node)  # `for a, b in self.pairs`
+            return self._members_of(source, binding.node) if source is not None else None
+        if binding.kind != "assign":
+            return None
+        if binding.value is None:  # `model: Net` then assigned elsewhere
+            return self._annotated(getattr(binding.node, "annotation", None), binding.node)
+        if binding.element is None and (type(binding.value) in _LISTS or (type(binding.value) is cst.Call and self.ctx.qname(binding.value.func) in CONTAINERS)):
+            # `blocks = []` (or `nn.ModuleList()`), then `blocks.append(Block())`
+            return self._list_members(expr, binding.node)
+        found = self._object_of(binding.value, binding.node, binding.element)
+        if found is None and type(binding.node) is cst.AnnAssign:
+            return self._annotated(binding.node.annotation, binding.node)
+        return found
+
+    def _getattr_of_self(self, call: cst.Call) -> bool:
+        return type(call.func) is cst.Name and call.func.value == "getattr" and len(call.args) == 2 \
+            and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self"
 
     def _comprehension_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
         """``[head(x) for head in self.heads.values()]``: the ``for`` of a comprehension
@@ -246,6 +288,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
             return self._object_of(value.left, at, element) or self._object_of(value.right, at, element)
         if type(value) is cst.IfExp:  # `Flash(d) if cfg.flash else Attention(d)`: either may run
             return either((self._object_of(value.body, at, element), self._object_of(value.orelse, at, element)))
+        if element is None and type(value) in _LISTS:  # `self.heads = [Head() for _ in range(n)]`
+            return self._list_members(value, at)
         if element is not None and type(value) in (cst.Tuple, cst.List):
             items = value.elements
             if element >= len(items):
@@ -334,7 +378,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
                     passed = passed or self._instance_class(binding.value, binding.node) or ("passed", *param)
                     continue
             built.append(self._object_of(binding.value, binding.node, binding.element))
-        built = either((*built, *self._appended_members(cls, attr)))  # every branch's object: any may run
+        # `self.layers = nn.ModuleList()`, then `self.layers.append(Block())` in a loop: what is
+        # appended makes a container, even of one class (`for layer in self.layers` runs each)
+        built = either((*built, as_container(either(self._appended_members(cls, attr))),
+                        self._registered_members(cls, attr)))  # every branch's object: any may run; `self.add_module("conv", Conv())`
         if annotated is None:
             annotated = self._annotated(self._class_annotations(cls).get(attr), cls)
         found = built or annotated or passed
@@ -369,7 +416,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def class_attributes(self, cls: cst.ClassDef) -> tuple[tuple[str, Ref], ...]:
         """The objects a class keeps on ``self`` (for subclasses in other modules); a name
         appears once per class it may hold (two branches, a container's members)."""
-        names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls))
+        names = {name[len("self."):] for name in self.ctx.bindings.self_attrs.get(id(cls), {})} | set(self._class_annotations(cls)) \
+            | {name for key, name in self._registered if key == id(cls) and name is not None}
         found = []
         for name in sorted(names):
             ref = self._self_attribute(cls, name)

@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
+from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.analysis.values import Kind
 
 if TYPE_CHECKING:
@@ -387,11 +388,18 @@ class Places:
             return True
         value = _read_value(self.ctx, call)
         if value is None:
-            return False
+            return self._sized_by_values(call)
         if value == read:
             return True
         receiver = call.func.value if type(call.func) is cst.Attribute else call.args[0].value
         return self._may_be_on_device(receiver, call)
+
+    def _sized_by_values(self, call: cst.Call) -> bool:
+        """``mask.nonzero()``, ``torch.unique(x)`` of a device tensor: the host waited for the
+        queue to learn the result's size (gpt-fast's ``(...).nonzero()`` before
+        ``rejected_locations[0].item()``)."""
+        op, tensor = torch_op(self.ctx, call)
+        return op in SIZED_BY_VALUES and tensor is not None and self._may_be_on_device(tensor, call)
 
     def _may_be_on_device(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A read the sync rules would report: of a value not known to be on the host

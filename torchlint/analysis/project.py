@@ -214,6 +214,9 @@ class Project:
             owners: list[tuple[str, str]] = []
             if kind == "object" and ref[1][0] in _SEVERAL:
                 owners, name = self.classes_of(ref[1], importer, 1), ref[2]
+            elif kind == "object" and ref[1][0] == "returned":  # a factory that returns one of several classes
+                owners, name = self.classes_of(ref[1], importer, 1), ref[2]
+                owners = owners if len(owners) > 1 else []
             elif kind == "method" and self.method(importer, ref[1], ref[2]) is None:
                 owners, name = self.classes_of(("attr", ref[1], ref[2]), importer, 1), "__call__"
             if owners:
@@ -224,10 +227,28 @@ class Project:
             self._callees_memo[key] = found
         return found
 
+    def _returned(self, ref: Ref, importer: str, depth: int) -> tuple[Ref, str] | None:
+        """What ``("returned", factory, element)`` stands for: the factory's returned reference
+        (``return build(args)`` followed) and the file it is resolved in."""
+        factory = self.function(ref[1], importer, depth + 1)
+        returned = self.returns.get(factory) if factory is not None else None
+        if not returned:
+            return None
+        if len(returned) == 1 and returned[0] is not None and returned[0][0] == "returned" and returned[0][2] is None:
+            return (*returned[0][:2], ref[2]), factory[0]  # `return build(args)`
+        element = 0 if ref[2] is None else ref[2]
+        inner = returned[element] if element < len(returned) else None
+        return (inner, factory[0]) if inner is not None else None
+
     def classes_of(self, ref: Ref, importer: str, depth: int = 0, limit: int = _MAX_CLASSES) -> list[tuple[str, str]]:
         """Every class ``ref`` may name (``class_of`` gives the first): each member of
         ``("each", refs)``, every class the first class in the MRO that keeps ``("attr", ...)``
-        holds there, whatever any caller passes for ``("passed", ...)``; at most ``limit``."""
+        holds there, whatever any caller passes for ``("passed", ...)``, each class a factory
+        may return (``if swin: model = Swin() elif ...: model = SwinV2() ... return model``);
+        at most ``limit``."""
+        if ref[0] == "returned" and depth <= _MAX_DEPTH:
+            inner = self._returned(ref, importer, depth)
+            return self.classes_of(inner[0], inner[1], depth + 1, limit) if inner is not None else []
         if ref[0] not in _SEVERAL:
             one = self.class_of(ref, importer, depth)
             return [one] if one is not None else []
@@ -326,15 +347,8 @@ class Project:
         if depth > _MAX_DEPTH:
             return None
         if ref[0] == "returned":  # an object a project factory returns (element or whole)
-            factory = self.function(ref[1], importer, depth + 1)
-            returned = self.returns.get(factory) if factory is not None else None
-            if not returned:
-                return None
-            if len(returned) == 1 and returned[0] is not None and returned[0][0] == "returned" and returned[0][2] is None:
-                return self.class_of((*returned[0][:2], ref[2]), factory[0], depth + 1)  # `return build(args)`
-            element = 0 if ref[2] is None else ref[2]
-            inner = returned[element] if element < len(returned) else None
-            return self.class_of(inner, factory[0], depth + 1) if inner is not None else None
+            inner = self._returned(ref, importer, depth)
+            return self.class_of(*inner, depth + 1) if inner is not None else None
         if ref[0] in _SEVERAL:  # the first of the classes it may be
             found = self.classes_of(ref, importer, depth, limit=1)
             return found[0] if found else None

@@ -295,9 +295,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
-            member = self._instance_class(func, at) if type(func.value) is cst.Attribute else None
-            if member is not None:
-                return _object_call(member, "__call__")  # `self.transformer.wte(idx)`: an nn.ModuleDict's member
+            member = self._instance_class(func, at) if type(func.value) in (cst.Attribute, cst.Subscript) else None
+            if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
+                return _object_call(member, "__call__")
             owner = self._instance_class(func.value, at)
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
@@ -317,6 +317,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             qualified = ctx.imports.qualify(func)
             if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
                 return ("import", 0, qualified)
+        if func_type is cst.Call:  # `getattr(self, f"layer{i}")(x)`: a module registered by name
+            owner = self._instance_class(func, at)
+            return _object_call(owner, "__call__") if owner is not None else None
         if func_type is cst.Subscript:  # `self.blocks[i](x)`
             owner = self._instance_class(func, at)
             if owner is None:

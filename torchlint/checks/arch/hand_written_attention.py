@@ -12,8 +12,9 @@ from torchlint.checks.base import Check
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 _MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
 _DROPOUT = frozenset({"torch.nn.functional.dropout", "torch.dropout"})
-# Steps between the scores and the softmax that SDPA takes as arguments (scale, mask).
-_SCORE_METHODS = frozenset({"masked_fill", "masked_fill_", "float", "to", "type_as", "contiguous"})
+# Steps between the scores and the softmax that SDPA takes as arguments (scale, mask), or
+# that only reshape them (Swin's `attn.view(B // nW, nW, heads, N, N) + mask`).
+_SCORE_METHODS = frozenset({"masked_fill", "masked_fill_", "float", "to", "type_as", "contiguous", "view", "reshape"})
 
 
 class HandWrittenAttention(Check):
@@ -105,7 +106,7 @@ def _last_dim(expr: cst.BaseExpression) -> bool:
 
 def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:  # type: ignore[no-untyped-def]
     """How the scores were made, when they are ``q @ k^T`` through a scale, a mask or a cast."""
-    if depth > 6:
+    if depth > 12:  # each name, cast, reshape and mask on the way counts one
         return None
     if isinstance(expr, cst.Name):
         binding = ctx.bindings.reaching(expr.value, at)
