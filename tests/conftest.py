@@ -162,10 +162,8 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
                               env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]
-    os.environ["TORCHLINT_PROFILE_IMPORTS"] = "1"  # the imports grafted into profile.prof (opt-in: ahead.py)
-    try:
-        run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
-    finally:
-        del os.environ["TORCHLINT_PROFILE_IMPORTS"]
+    # the default run: the imports made ahead are grafted into profile.prof without being asked (ahead.py)
+    assert "TORCHLINT_PROFILE_IMPORTS" not in os.environ
+    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
     assert run.rc == 0, run.stderr
     return Both(plains[0], pstats.Stats(str(run.run_dir / "profile.prof")).stats, run, plains)  # type: ignore[attr-defined]
