@@ -60,6 +60,7 @@ def child_env() -> dict[str, str]:
     env.pop("WAYLAND_DISPLAY", None)
     for name in (*GLIBC_ENV, "GLIBC_TUNABLES"):
         env.pop(name, None)  # a CI image's malloc settings would change what TLR09 reports
+    env.pop("TORCHLINT_PROFILE_IMPORTS", None)  # the default: the imports grafted into profile.prof
     return env
 
 
@@ -162,10 +163,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
                               env=dict(child_env(), OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]
-    os.environ["TORCHLINT_PROFILE_IMPORTS"] = "1"  # the imports grafted into profile.prof (opt-in: ahead.py)
-    try:
-        run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
-    finally:
-        del os.environ["TORCHLINT_PROFILE_IMPORTS"]
+    # the default run (child_env): the imports made ahead are grafted into profile.prof unasked (ahead.py)
+    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
     assert run.rc == 0, run.stderr
     return Both(plains[0], pstats.Stats(str(run.run_dir / "profile.prof")).stats, run, plains)  # type: ignore[attr-defined]

@@ -337,3 +337,34 @@ def test_a_recursive_function_only_torchlint_called_goes_with_it():
     out = user_view(stats)
     assert set(out) == {main, stat}
     assert out[stat][:4] == (1, 1, pytest.approx(0.1), pytest.approx(0.1)) and set(out[stat][4]) == {main}
+
+
+def test_the_functions_of_a_profile_are_the_users_with_their_paths_resolved(tmp_path):
+    """function_hotspots: each user function with its calls and times, its file made
+    absolute against the run's cwd with symlinks resolved (resolved once per file: a
+    table with torch's import has ~9,000 functions); library and built-in rows left out."""
+    import marshal
+    import os
+    import sysconfig
+
+    from torchlint.profiler.cprof import function_hotspots
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("def main(): pass\n")
+    (tmp_path / "link.py").symlink_to(tmp_path / "src" / "train.py")
+    library = os.path.join(sysconfig.get_paths()["stdlib"], "json", "decoder.py")
+    table = {
+        ("src/train.py", 1, "<module>"): (1, 1, 0.1, 3.0, {}),
+        ("src/train.py", 5, "main"): (1, 1, 0.5, 2.5, {("src/train.py", 1, "<module>"): (1, 1, 0.5, 2.5)}),
+        (str(tmp_path / "link.py"), 9, "step"): (4, 4, 1.0, 2.0, {("src/train.py", 5, "main"): (4, 4, 1.0, 2.0)}),
+        (library, 343, "decode"): (2, 2, 0.2, 0.2, {("src/train.py", 5, "main"): (2, 2, 0.2, 0.2)}),
+        ("~", 0, "<built-in method builtins.exec>"): (1, 1, 0.0, 3.0, {}),
+    }
+    prof = tmp_path / "profile.prof"
+    prof.write_bytes(marshal.dumps(table))
+    got = {(h.path, h.line, h.function): (h.calls, h.self_s, h.total_s) for h in function_hotspots(prof, str(tmp_path))}
+    train = os.path.realpath(tmp_path / "src" / "train.py")
+    assert got == {(train, 1, "<module>"): (1, 0.1, 3.0), (train, 5, "main"): (1, 0.5, 2.5),
+                   (train, 9, "step"): (4, 1.0, 2.0)}
+    everything = function_hotspots(prof, str(tmp_path), user_only=False)
+    assert {h.function for h in everything} == {"<module>", "main", "step", "decode"}

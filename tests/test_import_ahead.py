@@ -46,9 +46,25 @@ def _keys(stats: dict, name: str) -> list:
 
 
 @pytest.fixture(autouse=True)
-def _imports_profiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The imports made ahead are profiled only when asked (ahead.PROFILE_IMPORTS_ENV)."""
-    monkeypatch.setenv("TORCHLINT_PROFILE_IMPORTS", "1")
+def _default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The imports made ahead are profiled unless the user opts out (ahead.PROFILE_IMPORTS_ENV)."""
+    monkeypatch.delenv(ahead.PROFILE_IMPORTS_ENV, raising=False)
+
+
+def test_the_user_can_leave_the_imports_out(tmp_path, monkeypatch):
+    """``TORCHLINT_PROFILE_IMPORTS=0``: the import is made and timed, not profiled, and
+    profile.prof is the script's table alone."""
+    (tmp_path / "optoutpkg.py").write_text("TABLE = {i: i * i for i in range(1000)}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(ahead, "AHEAD", {})
+    monkeypatch.setenv(ahead.PROFILE_IMPORTS_ENV, "0")
+    try:
+        made = profile_import("optoutpkg")
+    finally:
+        sys.modules.pop("optoutpkg", None)
+    assert made.stats == {} and made.seconds > 0 and ahead.AHEAD == {"optoutpkg": made}
+    made.path = [MODULE, EXEC_KEY]
+    assert graft(_script_table(), made) == _script_table()
 
 
 def test_an_import_goes_under_the_function_that_would_have_made_it(imported):

