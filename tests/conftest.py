@@ -52,15 +52,21 @@ def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def child_env() -> dict[str, str]:
-    """The environment for a `torchlint profile` child: this checkout importable, no display."""
+def child_env(profile_imports: bool = False) -> dict[str, str]:
+    """The environment for a `torchlint profile` child: this checkout importable, no display.
+    ``profile_imports``: the default of a user's run, the imports made ahead profiled and
+    grafted into profile.prof (about 3 s of CPU a run); the tests of that graft and of what
+    it could disturb (TLR09's page faults) ask for it, the others opt out to keep the suite short."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
     for name in (*GLIBC_ENV, "GLIBC_TUNABLES"):
         env.pop(name, None)  # a CI image's malloc settings would change what TLR09 reports
-    env.pop("TORCHLINT_PROFILE_IMPORTS", None)  # the default: the imports grafted into profile.prof
+    if profile_imports:
+        env.pop("TORCHLINT_PROFILE_IMPORTS", None)
+    else:
+        env["TORCHLINT_PROFILE_IMPORTS"] = "0"
     return env
 
 
@@ -164,6 +170,6 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
         assert proc.returncode == 0, proc.stderr
         plains.append(pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]
     # the default run (child_env): the imports made ahead are grafted into profile.prof unasked (ahead.py)
-    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT)
+    run = profile(cwd, "--no-browser", "--output-format", "json", "--out", "run", TREE_SCRIPT, profile_imports=True)
     assert run.rc == 0, run.stderr
     return Both(plains[0], pstats.Stats(str(run.run_dir / "profile.prof")).stats, run, plains)  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ def _profile(cwd: Path, out: str, *args: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json", "--out", out,
          SCRIPT.name, "--steps", str(STEPS), *args],
-        cwd=cwd, env={**child_env(), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=180,
+        cwd=cwd, env={**child_env(profile_imports=True), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -45,12 +45,12 @@ class Run:
 _env = child_env
 
 
-def profile(cwd: Path, *args: str, timeout: float = 180) -> Run:
-    """Run `torchlint profile ARGS` in ``cwd`` as a user would."""
+def profile(cwd: Path, *args: str, timeout: float = 180, profile_imports: bool = False) -> Run:
+    """Run `torchlint profile ARGS` in ``cwd`` as a user would (``profile_imports``: child_env's)."""
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", *args],
         cwd=cwd,
-        env=_env(),
+        env=_env(profile_imports),
         capture_output=True,
         text=True,
         timeout=timeout,
