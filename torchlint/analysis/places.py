@@ -311,10 +311,22 @@ class Places:
         enter = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
         # its own statement's calls that run before it: earlier ones, and its own arguments and receiver
         own = [n for n in loops._own_nodes(statement, enter=enter) if type(n) is cst.Call and (tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node)] if statement is not None else []
-        before = [n for s in self._statements_around(node, stop, after=False) for n in loops._own_nodes(s, enter=enter) if type(n) is cst.Call]
+        before = [n for s in self._statements_around(node, stop, after=False) for n in self._falling_through(s, enter) if type(n) is cst.Call]
         inside = {id(n) for n in own if tree.is_inside(n, node)}  # the read's own receiver and arguments
         return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
                    or id(call) not in inside and self._device_op(call) for call in own + before)
+
+    def _falling_through(self, statement: cst.CSTNode, enter):  # type: ignore[no-untyped-def]
+        """The nodes of a statement before the one asked about, less the branches of an
+        ``if`` that end in ``return`` or ``raise`` (``if targets is not None: ...; return``):
+        what ran there never precedes the statements after the ``if``."""
+        nodes = self.ctx.loops._own_nodes(statement, enter=enter)
+        if type(statement) is not cst.If:
+            return nodes
+        left = [block for block in _branches(statement) if block.body and type(block.body[-1]) is cst.SimpleStatementLine
+                and any(type(small) in (cst.Return, cst.Raise) for small in block.body[-1].body)]
+        tree = self.ctx.tree
+        return [n for n in nodes if not any(tree.is_inside(n, block) for block in left)] if left else nodes
 
     def _device_op(self, call: cst.Call) -> bool:
         """A torch op or a tensor's method (``th.exp(log_prob - old)``, ``ratio.mean()``), or a
@@ -460,6 +472,18 @@ def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
         return ctx.module.code_for_node(node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
     return None
+
+
+def _branches(statement: cst.If) -> list[cst.IndentedBlock]:
+    """The blocks of an ``if``/``elif``/``else`` chain."""
+    blocks: list[cst.IndentedBlock] = []
+    branch: cst.CSTNode | None = statement
+    while branch is not None:
+        body = branch.body
+        if type(body) is cst.IndentedBlock:
+            blocks.append(body)
+        branch = branch.orelse if type(branch) is cst.If else None
+    return blocks
 
 
 def _parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:
