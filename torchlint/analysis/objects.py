@@ -198,6 +198,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
             if expr.value not in self._assigned_from_calls[0]:
                 return None  # never bound to anything that may be an object: skip the lookup
             binding = self.ctx.bindings.reaching(expr.value, at) or self._comprehension_binding(expr.value, at)
+            if binding is not None and _is_none(binding.value):
+                # `helper = Helper() if ... else None` as an if/else: a method called on it is the object's
+                bindings = self.ctx.bindings
+                binding = bindings.latest_before(bindings.lookup(expr.value, at), at, lambda b: not _is_none(b.value))
             if binding is None:
                 return None
             if binding.kind == "param":
@@ -469,3 +473,7 @@ def _self_key(expr: cst.BaseExpression) -> tuple[str, str] | None:
     if type(owner) is cst.Attribute and type(owner.value) is cst.Name and owner.value.value == "self":
         return owner.attr.value, key
     return None
+
+
+def _is_none(value: cst.BaseExpression | None) -> bool:
+    return type(value) is cst.Name and value.value == "None"
