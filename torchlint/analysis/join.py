@@ -284,6 +284,9 @@ class _ModelReach:
         self.project = project
         self.memo: dict[tuple[str, str], bool] = {}
         self.calls: dict[tuple[str, str], list[CallSite]] = {}
+        # Functions with a hot loop of their own (yolov5's `train()`: its epochs and batches)
+        # are a whole run: a loop around their call goes over runs (hyperparameter evolution), not steps.
+        self.runs = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls if call.loop is not None}
         for path, summary in project.files.items():
             for call in summary.calls:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.
@@ -294,6 +297,8 @@ class _ModelReach:
         known = self.memo.get(function)
         if known is not None:
             return known
+        if function in self.runs:
+            return False
         self.memo[function] = False  # recursion ends here
         found = False
         for call in self.calls.get(function, ()) if depth < self._DEPTH else ():
