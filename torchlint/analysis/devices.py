@@ -267,8 +267,30 @@ class Devices(BatchPlacement, ModuleMoves):
         if any(arg.star or not (_is_number(arg.value) or self.moved_to_host(arg.value, call, depth + 1)) for arg in call.args):
             return False
         # Why the body is read: `def to_device(x): return x.cuda()` takes host values too.
-        return not any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
-                       for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call))
+        if any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
+               for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call)):
+            return False
+        return self._free_values_on_host(function, depth)
+
+    def _free_values_on_host(self, function: cst.FunctionDef, depth: int) -> bool:
+        """Are the values a nested function reads from the scope around it (``wh`` of
+        ``def fitness(k): return metric(k, wh)``) on the host: a device tensor there makes
+        its result one, whatever it is given?"""
+        ctx, tree = self.ctx, self.ctx.tree
+        outer = tree.scope_of(function)
+        if outer is None or type(outer) is cst.Module:
+            return True  # a module-level function: its globals are the module's own business
+        seen: set[str] = set()
+        for node in tree.descendants(function):
+            if type(node) is not cst.Name or node.value in seen:
+                continue
+            bound = ctx.bindings.lookup(node.value, node)
+            if not bound or not all(b.kind == "assign" and not tree.is_inside(b.node, function) for b in bound):
+                continue  # its own name, a parameter, an import or a function: not a value from outside
+            seen.add(node.value)
+            if not self.moved_to_host(node, node, depth + 1):
+                return False
+        return True
 
     def _every_binding(self, expr: cst.BaseExpression, at: cst.CSTNode, test, depth: int, whole_value_of_tuples: bool) -> bool:  # type: ignore[no-untyped-def]
         """Does ``test`` hold for the value of every assignment that binds the name ``expr``?
