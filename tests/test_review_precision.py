@@ -209,3 +209,24 @@ def test_a_loop_that_calls_generate_is_per_generation_not_per_token() -> None:
     findings = lint_source(code, "gen.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
     assert [f.code for f in findings] == ["TL101"]
     assert "(per candidate per step)" in findings[0].message, findings[0].message
+
+
+def test_a_read_after_its_functions_own_work_is_not_at_the_steps_start(tmp_path: Path) -> None:
+    """attention-is-all-you-need's `translate_sentence`: called first in the batch loop, it
+    decodes, then reads the result: that read comes after the decode, at the step's end. A
+    read on the method's first line, before any work of its own, is at the step's start."""
+    (tmp_path / "translator.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Translator(nn.Module):\n    def __init__(self, model):\n        super().__init__()\n        self.model = model\n\n"
+        "    def translate(self, src, max_len=50):\n        first = src[0, 0].item()\n        seq = src\n"
+        "        for step in range(max_len):\n            logits = self.model(seq)\n"
+        "            seq = torch.cat([seq, logits[:, -1:].argmax(-1)], 1)\n"
+        "        return first, seq[0].tolist()\n")
+    (tmp_path / "translate.py").write_text(
+        "import torch\nfrom translator import Translator\n\n"
+        "def main(model, test_loader, device):\n    translator = Translator(model).to(device)\n"
+        "    for example in test_loader:\n        pred = translator.translate(torch.LongTensor([example]).to(device))\n        print(pred)\n")
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)
+    found = {f.line: f for f in lint_paths([tmp_path], config).findings if f.path.endswith("translator.py")}
+    assert "at its end" in found[15].impact_reason, found[15].impact_reason
+    assert "at its start" in found[10].impact_reason, found[10].impact_reason

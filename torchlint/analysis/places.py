@@ -230,7 +230,8 @@ class Places:
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
         function = stop if type(stop) is cst.FunctionDef else None
-        if not self._runs_a_helper(node) and not self._work_before(node, stop):
+        fresh = not self._runs_a_helper(node) and not self._work_before(node, stop)
+        if fresh:
             # Nothing of this step queued before it: it waits only for the previous step's
             # tail, like a read at the step's end. On a `forward`'s first lines, where the
             # model's call stands decides (mid-step when the step queued work before it).
@@ -242,6 +243,8 @@ class Places:
             return Position.MID_STEP
         if function is not None and function.name.value in ("forward", "__call__"):
             return Position.MID_STEP  # the model's other layers, then its backward, follow
+        if function is not None and not fresh:
+            return Position.CALL_END  # after the function's own work: where its call ends, not the step's start
         return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
