@@ -165,11 +165,14 @@ def test_values_built_from_numpy_and_host_tensors_stay_on_the_host(name: str, li
 
 def test_a_tensor_passed_or_made_on_the_device_is_not_taken_for_a_host_value() -> None:
     """The near-misses: a parameter defaulting to None (a caller passes the tensor), a
-    device tensor compared with a number, a list of device tensors."""
-    code = ("import torch\ndef f(x=None, thr=4.0):\n    y = x > thr\n    z = torch.zeros(3, device='cuda') > thr\n"
-            "    w = [t.cuda() for t in x]\n    return y, z, w\n")
+    device tensor compared with a number, a list of device tensors, `torch.as_tensor` of a
+    model's output (yolov5's masks), a factory moved to another tensor's device (fairseq's
+    `torch.zeros(...).to(src_tokens)`)."""
+    code = ("import torch\ndef f(x=None, thr=4.0, src=None):\n    y = x > thr\n    z = torch.zeros(3, device='cuda') > thr\n"
+            "    w = [t.cuda() for t in x]\n    m = model(src).permute(1, 0)\n    m = torch.as_tensor(m, dtype=torch.uint8)\n"
+            "    tokens = torch.zeros(4, 8).to(src).long()\n    return y, z, w, m.contiguous(), tokens\n")
     ctx = _context(code)
-    for name in ("y", "z", "w"):
+    for name in ("y", "z", "w", "m", "tokens"):
         node = _last(ctx, name)
         assert not ctx.devices.moved_to_host(node, node), name
 

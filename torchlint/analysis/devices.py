@@ -207,6 +207,8 @@ class Devices(BatchPlacement, ModuleMoves):
                 moved = self.move(expr)
                 if moved is not None:
                     return moved == "host"
+                if expr.func.attr.value in ("to", "type_as") and not self.dtype_only_to(expr):
+                    return False  # `.to(src_tokens)`, `.type_as(x)`: to another tensor's device, wherever that is
                 if expr.func.attr.value in _READS_TO_HOST and not expr.args:
                     return True  # `tokens = tokens.tolist()`: a Python value, read already
                 expr = expr.func.value
@@ -220,6 +222,8 @@ class Devices(BatchPlacement, ModuleMoves):
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
+                if self._copies_a_tensor(expr, at, _depth):
+                    return False  # `torch.as_tensor(pred_masks, dtype=torch.uint8)`: the tensor stays where it was
                 return not self.default_device_set()  # `torch.set_default_device("cuda")` builds there instead
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
@@ -239,6 +243,16 @@ class Devices(BatchPlacement, ModuleMoves):
             sides = [expr.left, *(target.comparator for target in expr.comparisons)]
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
+        the result is on ``t``'s device (a list, a number or an array is host data)."""
+        if self.ctx.qname(call.func) not in ("torch.tensor", "torch.as_tensor") or not call.args or call.args[0].keyword is not None:
+            return False
+        data = call.args[0].value
+        if isinstance(data, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)) or _is_number(data):
+            return False
+        return self.ctx.syncs.tensorish(data, at) and not self.moved_to_host(data, at, depth + 1)
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
