@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, expected_impacts, expected_markers
 from torchlint.analysis.context import FileContext, Options
 from torchlint.config import from_table
-from torchlint.engine import lint_paths
+from torchlint.engine import lint_paths, lint_source
 
 PROJECT = FIXTURES / "projects" / "precision"
 RULES = ["TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL110", "TL114"]
@@ -106,3 +106,130 @@ def test_a_process_rank_is_no_device(tmp_path: Path) -> None:
     text = (PROJECT / "a3c.py").read_text().replace("model = ActorCritic()", "model = ActorCritic().to(rank)")
     (tmp_path / "a3c.py").write_text(text.replace("torch.randn(5, 4)", "torch.randn(5, 4, device=rank)"))
     assert [f.code for f in lint_paths([tmp_path], config).findings] == ["TL101"]
+
+
+def test_a_legacy_cuda_type_called_in_place_sets_no_default() -> None:
+    """dino's utils.py calls `torch.cuda.FloatTensor(self.mean)` once: its `torch.tensor([...])`
+    elsewhere is still built on the host (`Tensor = torch.cuda.FloatTensor` above is a default)."""
+    code = "import torch\nm = torch.cuda.FloatTensor(mean)\nt = torch.tensor([1, 2])\nprint(t)\n"
+    ctx = _context(code)
+    assert ctx.devices.moved_to_host(_last(ctx, "t"), _last(ctx, "t"))
+
+
+HOST_SEARCH = """import numpy as np
+import torch
+from scipy.cluster.vq import kmeans
+
+
+def evolve(labels, n=9, thr=4.0, gen=1000):
+    if isinstance(labels, str):
+        with open(labels) as f:
+            labels = f.read()
+    def metric(k, wh):
+        r = wh[:, None] / k[None]
+        return r.min(2)[0]
+    def fitness(k):
+        best = metric(torch.tensor(k, dtype=torch.float32), wh)
+        return (best * (best > thr).float()).mean()
+    def show(k, verbose=True):
+        k = k[np.argsort(k.prod(1))]
+        x = metric(k, wh0)
+        print(f"{(x > thr).float().mean() * n:.2f}")
+        for x in k:
+            print(x)
+        return k
+    wh0 = np.concatenate(labels)
+    k = kmeans(wh0, n)[0]
+    wh, wh0 = (torch.tensor(a, dtype=torch.float32) for a in (wh0, wh0))
+    k = show(k, verbose=False)
+    f = fitness(k)
+    for _ in range(gen):
+        kg = (k.copy() * np.random.rand(*k.shape)).clip(min=2.0)
+        fg = fitness(kg)
+        if fg > f:
+            f, k = fg, kg.copy()
+    return k
+"""
+
+
+@pytest.mark.parametrize("name, line", [("fg", 31), ("f", 31), ("x", 19)])
+def test_values_built_from_numpy_and_host_tensors_stay_on_the_host(name: str, line: int) -> None:
+    """yolov5's anchor evolution: NumPy (and scipy) arrays, `torch.tensor(array)` made in a
+    generator, nested helpers given only those, a `with ... as f` assigned over before the
+    loop, a comprehension's and a later loop's variable that never reach the read."""
+    ctx = _context(HOST_SEARCH)
+    node = next(n for n in ctx.tree.nodes(cst.Name) if n.value == name and _line(ctx, n) == line)
+    assert ctx.devices.moved_to_host(node, node)
+    assert not ctx.syncs.device_tensor(node, node)
+
+
+def test_a_tensor_passed_or_made_on_the_device_is_not_taken_for_a_host_value() -> None:
+    """The near-misses: a parameter defaulting to None (a caller passes the tensor), a
+    device tensor compared with a number, a list of device tensors, `torch.as_tensor` of a
+    model's output (yolov5's masks), a factory moved to another tensor's device (fairseq's
+    `torch.zeros(...).to(src_tokens)`)."""
+    code = ("import torch\ndef f(x=None, thr=4.0, src=None):\n    y = x > thr\n    z = torch.zeros(3, device='cuda') > thr\n"
+            "    w = [t.cuda() for t in x]\n    m = model(src).permute(1, 0)\n    m = torch.as_tensor(m, dtype=torch.uint8)\n"
+            "    tokens = torch.zeros(4, 8).to(src).long()\n    return y, z, w, m.contiguous(), tokens\n")
+    ctx = _context(code)
+    for name in ("y", "z", "w", "m", "tokens"):
+        node = _last(ctx, name)
+        assert not ctx.devices.moved_to_host(node, node), name
+
+
+def _line(ctx: FileContext, node: cst.CSTNode) -> int:
+    from torchlint.analysis.positions import compute_spans
+
+    span = compute_spans(ctx.module, [node])[id(node)]
+    return span[0] if isinstance(span[0], int) else span[0].line
+
+
+def test_a_loop_around_a_whole_training_run_is_no_sampling_loop(tmp_path: Path) -> None:
+    """yolov5's hyperparameter evolution calls `train()` per individual; `train()` has its own
+    training loop and checks its anchors once before it (a forward, then `.cpu()`): once per run."""
+    (tmp_path / "anchors.py").write_text(
+        "import torch\n\ndef check_anchors(model, x):\n    out = model(x)\n    return out.cpu().numpy()\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom anchors import check_anchors\n\n"
+        "class Net(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def train(hyp, loader, device):\n    model = Net().to(device)\n    opt = torch.optim.SGD(model.parameters(), lr=hyp)\n"
+        "    check_anchors(model, torch.zeros(1, 4, device=device))\n"
+        "    for x, y in loader:\n        loss = model(x.to(device)).sum()\n        loss.backward()\n        opt.step()\n    return loss.item()\n\n"
+        "def evolve(population, loader, device):\n    scores = []\n    for hyp in population:\n        scores.append(train(hyp, loader, device))\n    return scores\n")
+    config = from_table({"select": ["TL102"], "min-impact": "low"}, tmp_path)
+    assert lint_paths([tmp_path], config).findings == []
+    # the same helper called from the training loop is per step
+    text = (tmp_path / "train.py").read_text().replace("        opt.step()\n", "        opt.step()\n        check_anchors(model, x.to(device))\n")
+    (tmp_path / "train.py").write_text(text)
+    assert [f.code for f in lint_paths([tmp_path], config).findings] == ["TL102"]
+
+
+def test_a_loop_that_calls_generate_is_per_generation_not_per_token() -> None:
+    """fairseq's `for sample in itr: hypos = generator.generate(model, sample)`: a whole
+    decode per iteration; the reads after it are once per batch, not per decoded token."""
+    code = ("import torch\n\ndef main(generator, model, itr):\n    for sample in itr:\n"
+            "        hypos = generator.generate(model, sample)\n        for hypo in hypos:\n            print(hypo['tokens'].tolist())\n")
+    findings = lint_source(code, "gen.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert [f.code for f in findings] == ["TL101"]
+    assert "(per candidate per step)" in findings[0].message, findings[0].message
+
+
+def test_a_read_after_its_functions_own_work_is_not_at_the_steps_start(tmp_path: Path) -> None:
+    """attention-is-all-you-need's `translate_sentence`: called first in the batch loop, it
+    decodes, then reads the result: that read comes after the decode, at the step's end. A
+    read on the method's first line, before any work of its own, is at the step's start."""
+    (tmp_path / "translator.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Translator(nn.Module):\n    def __init__(self, model):\n        super().__init__()\n        self.model = model\n\n"
+        "    def translate(self, src, max_len=50):\n        first = src[0, 0].item()\n        seq = src\n"
+        "        for step in range(max_len):\n            logits = self.model(seq)\n"
+        "            seq = torch.cat([seq, logits[:, -1:].argmax(-1)], 1)\n"
+        "        return first, seq[0].tolist()\n")
+    (tmp_path / "translate.py").write_text(
+        "import torch\nfrom translator import Translator\n\n"
+        "def main(model, test_loader, device):\n    translator = Translator(model).to(device)\n"
+        "    for example in test_loader:\n        pred = translator.translate(torch.LongTensor([example]).to(device))\n        print(pred)\n")
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)
+    found = {f.line: f for f in lint_paths([tmp_path], config).findings if f.path.endswith("translator.py")}
+    assert "at its end" in found[15].impact_reason, found[15].impact_reason
+    assert "at its start" in found[10].impact_reason, found[10].impact_reason

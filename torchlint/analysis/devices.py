@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.batches import BatchPlacement
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.names import dotted
 
@@ -206,17 +207,23 @@ class Devices(BatchPlacement, ModuleMoves):
                 moved = self.move(expr)
                 if moved is not None:
                     return moved == "host"
+                if expr.func.attr.value in ("to", "type_as") and not self.dtype_only_to(expr):
+                    return False  # `.to(src_tokens)`, `.type_as(x)`: to another tensor's device, wherever that is
                 if expr.func.attr.value in _READS_TO_HOST and not expr.args:
                     return True  # `tokens = tokens.tolist()`: a Python value, read already
                 expr = expr.func.value
             else:
                 break
+        if isinstance(expr, (cst.Name, cst.Attribute, cst.Call)) and ctx.values.kind(expr, at) is Kind.NUMPY:
+            return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
         if isinstance(expr, cst.Call):
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
+                if self._copies_a_tensor(expr, at, _depth):
+                    return False  # `torch.as_tensor(pred_masks, dtype=torch.uint8)`: the tensor stays where it was
                 return not self.default_device_set()  # `torch.set_default_device("cuda")` builds there instead
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
@@ -225,7 +232,27 @@ class Devices(BatchPlacement, ModuleMoves):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
             # would make the result a device value, so both sides must be host or numbers)
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in operands(expr))
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and _depth < _DEPTH:
+            return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host
+        if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
+            # `x.cpu().numpy() if isinstance(x, torch.Tensor) else x`: the other branch is no tensor at all
+            tested = ctx.guards.tensor_tested(expr.test)
+            return self.moved_to_host(expr.body, at, _depth + 1) and (
+                tested is not None and dotted(expr.orelse) == tested or self.moved_to_host(expr.orelse, at, _depth + 1))
+        if isinstance(expr, cst.Comparison) and _depth < _DEPTH:  # `best > thr`: the same, for a mask
+            sides = [expr.left, *(target.comparator for target in expr.comparisons)]
+            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
+        the result is on ``t``'s device (a list, a number or an array is host data)."""
+        if self.ctx.qname(call.func) not in ("torch.tensor", "torch.as_tensor") or not call.args or call.args[0].keyword is not None:
+            return False
+        data = call.args[0].value
+        if isinstance(data, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)) or _is_number(data):
+            return False
+        return self.ctx.syncs.tensorish(data, at) and not self.moved_to_host(data, at, depth + 1)
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
@@ -246,7 +273,7 @@ class Devices(BatchPlacement, ModuleMoves):
     def _local_helper_of_host_values(self, call: cst.Call, depth: int) -> bool:
         """``xyxy2xywh(torch.tensor(box))``: a function of this file, given only host
         values, that moves nothing to a device, returns host values."""
-        if depth > 3 or not call.args:
+        if depth > 4 or not call.args:
             return False
         function = self.ctx.functions.called(call, self.ctx.qname(call.func))
         if function is None:
@@ -254,8 +281,30 @@ class Devices(BatchPlacement, ModuleMoves):
         if any(arg.star or not (_is_number(arg.value) or self.moved_to_host(arg.value, call, depth + 1)) for arg in call.args):
             return False
         # Why the body is read: `def to_device(x): return x.cuda()` takes host values too.
-        return not any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
-                       for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call))
+        if any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
+               for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call)):
+            return False
+        return self._free_values_on_host(function, depth)
+
+    def _free_values_on_host(self, function: cst.FunctionDef, depth: int) -> bool:
+        """Are the values a nested function reads from the scope around it (``wh`` of
+        ``def fitness(k): return metric(k, wh)``) on the host: a device tensor there makes
+        its result one, whatever it is given?"""
+        ctx, tree = self.ctx, self.ctx.tree
+        outer = tree.scope_of(function)
+        if outer is None or type(outer) is cst.Module:
+            return True  # a module-level function: its globals are the module's own business
+        seen: set[str] = set()
+        for node in tree.descendants(function):
+            if type(node) is not cst.Name or node.value in seen:
+                continue
+            bound = ctx.bindings.lookup(node.value, node)
+            if not bound or not all(b.kind == "assign" and not tree.is_inside(b.node, function) for b in bound):
+                continue  # its own name, a parameter, an import or a function: not a value from outside
+            seen.add(node.value)
+            if not self.moved_to_host(node, node, depth + 1):
+                return False
+        return True
 
     def _every_binding(self, expr: cst.BaseExpression, at: cst.CSTNode, test, depth: int, whole_value_of_tuples: bool) -> bool:  # type: ignore[no-untyped-def]
         """Does ``test`` hold for the value of every assignment that binds the name ``expr``?
@@ -267,11 +316,18 @@ class Devices(BatchPlacement, ModuleMoves):
         if name is None or depth > _DEPTH or self.ctx.qname(expr) is not None:
             return False
         bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        tree = self.ctx.tree
+        # `k = k[order]`: its own right-hand side sees the earlier bindings, not this one
+        bound = [b for b in bound if not (b.kind == "assign" and (at is b.node or tree.is_inside(at, b.node)))
+                 and not (b.kind == "comp" and not self._in_comprehension_of(b, at)) and not self._overwritten(b, bound, at)]
         if not bound:
             return False
         for binding in bound:
             value = binding.value
             if binding.kind == "param":
+                default = getattr(binding.node, "default", None)
+                if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
+                    continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
                 # A nested function's parameter holds what its callers pass: all in this file.
                 passed = self.ctx.functions.passed_to(binding)
                 if passed is None or not all(test(arg, call, depth + 1) for arg, call in passed):
@@ -289,11 +345,39 @@ class Devices(BatchPlacement, ModuleMoves):
             if binding.element is not None:
                 if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
                     value = value.elements[binding.element].value
+                elif isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+                    value = value.elt  # `wh, wh0 = (torch.tensor(x) for x in (wh, wh0))`: each element is made alike
                 elif not whole_value_of_tuples:
                     return False
             if not test(value, binding.node, depth + 1):
                 return False
         return True
+
+    def _in_comprehension_of(self, binding, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+        """Is ``at`` inside the comprehension whose ``for`` made ``binding`` (its variable is
+        seen nowhere else)?"""
+        tree = self.ctx.tree
+        comprehension = next((a for a in tree.ancestors(binding.node) if type(a) is not cst.CompFor), None)
+        return comprehension is not None and (at is comprehension or tree.is_inside(at, comprehension))
+
+    def _overwritten(self, binding, bound: list, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+        """Does ``binding`` not reach ``at``: made after it with no loop around both to carry
+        it back (``for x in k:`` after ``x, best = metric(k, wh0)`` is read), or assigned over
+        on every path, by an assignment after it that stands in a block holding ``at``
+        (yolov5's ``with open(...) as f:`` in an early branch, then ``f = anchor_fitness(k)``
+        before the loop that reads ``f``)?"""
+        tree = self.ctx.tree
+        start, end = tree.index(binding.node), tree.index(at)
+        if start > end and tree.scope_of(binding.node) is tree.scope_of(at):
+            return not any(tree.is_inside(binding.node, loop) for loop in self.ctx.loops.enclosing_loops(at))
+        for other in bound:
+            if other is binding or other.kind != "assign" or not start < tree.index(other.node) < end:
+                continue
+            statement = tree.statement_of(other.node)
+            block = tree.parent(statement) if statement is not None else None
+            if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
+                return True
+        return False
 
     def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Is ``expr`` known to live on an accelerator: ``x.to(device)``, ``y.cuda().float()``,
@@ -346,9 +430,16 @@ class Devices(BatchPlacement, ModuleMoves):
             found = found or any(type(item.item) is cst.Call and ctx.qname(item.item.func) == "torch.device" and _sets_accelerator_default(item.item)
                                  for item in ctx.tree.nodes(cst.WithItem))  # `with torch.device("cuda"):`
             found = found or any((ctx.qname(node) or "").startswith("torch.cuda.") and (ctx.qname(node) or "").endswith("Tensor")
-                                 for node in ctx.tree.nodes(cst.Attribute))
+                                 and not self._called_in_place(node) for node in ctx.tree.nodes(cst.Attribute))
             self.__dict__["_default_device"] = found
         return self.__dict__["_default_device"]
+
+    def _called_in_place(self, legacy_type: cst.Attribute) -> bool:
+        """``torch.cuda.FloatTensor(self.mean)`` builds that one tensor on the device: no
+        default for the file's other factories, as ``Tensor = torch.cuda.FloatTensor`` (a
+        file written for the device throughout) is taken to be (dino's ``utils.py``)."""
+        parent = self.ctx.tree.parent(legacy_type)
+        return type(parent) is cst.Call and parent.func is legacy_type
 
     def host_only(self, node: cst.CSTNode | None = None) -> bool:
         """Does the module never touch a device: no accelerator, no ``.to(...)``/``.cuda()``,
@@ -435,9 +526,10 @@ class Devices(BatchPlacement, ModuleMoves):
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:
+    """A number, a string or a constant (``verbose=False``): a Python value on sight."""
     if isinstance(expr, cst.UnaryOperation):
         expr = expr.expression
-    return isinstance(expr, (cst.Integer, cst.Float))
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
 
 
 def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:

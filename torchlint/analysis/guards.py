@@ -551,12 +551,12 @@ class Guards:
         for branch in self.conditions(node):
             if not ctx.tree.is_inside(node, branch.body):
                 continue
-            name = self._tensor_tested(branch.test)
+            name = self.tensor_tested(branch.test)
             if name is not None and _mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
                 return True
         return False
 
-    def _tensor_tested(self, test: cst.BaseExpression) -> str | None:
+    def tensor_tested(self, test: cst.BaseExpression) -> str | None:
         """``v`` for ``isinstance(v, torch.Tensor)`` (also in a tuple of types) and ``torch.is_tensor(v)``."""
         if not isinstance(test, cst.Call) or not test.args:
             return None

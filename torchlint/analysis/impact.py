@@ -129,6 +129,19 @@ class Position(enum.Enum):
     STEP_END = "step-end"  # nothing after it in the step but the next step's launches
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
+    CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
+
+
+def at_call(own: Position | None, call: Position) -> Position:
+    """Where a line of a function sits in the step, from its own position in the function
+    (None: wherever the call stands) and its call's: a read after the function's own work
+    is no longer at the step's start (`translate_sentence`'s last `.tolist()`, after its
+    decode loop, called first in the batch loop), it is where the call ends."""
+    if own is None:
+        return call
+    if own is Position.CALL_END:
+        return Position.STEP_END if call is Position.STEP_START else call
+    return own
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,4 +281,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["LOOP_WORDS", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["LOOP_WORDS", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "phase_rank", "tiers", "with_multiplicity"]

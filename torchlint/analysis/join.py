@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, phase_rank
+from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite, FileSummary
 from torchlint.findings import Location
@@ -191,10 +191,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
         # on its forward's first lines, which take this position, wait for the last step's tail)
         first = call.position is Position.STEP_START or call.position is None and caller is not None and caller.position is Position.STEP_START
         return per_step, Position.STEP_START if first else Position.MID_STEP
-    if call.position is not None:
-        return per_step, call.position
     # (a step loop's call with nothing after it in its function, loop included: the step's end)
-    return per_step, caller.position if caller is not None else Position.STEP_END
+    return per_step, at_call(call.position, caller.position if caller is not None else Position.STEP_END)
 
 
 def within_step(repeats: tuple[tuple[str, Repeat], ...], roots: dict[str, str] | set[str]) -> tuple[tuple[Repeat, ...], str]:
@@ -284,6 +282,12 @@ class _ModelReach:
         self.project = project
         self.memo: dict[tuple[str, str], bool] = {}
         self.calls: dict[tuple[str, str], list[CallSite]] = {}
+        # Functions with a training loop of their own (yolov5's `train()`: its epochs and batches)
+        # are a whole run: a loop around their call goes over runs (hyperparameter evolution), not
+        # steps. (A decode loop of its own makes a function one generation: a loop over inputs
+        # around it is still an inference loop, each of its iterations a generation.)
+        self.runs = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls
+                     if call.loop in (Where.TRAIN, Where.EPOCH)}
         for path, summary in project.files.items():
             for call in summary.calls:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.
@@ -294,6 +298,8 @@ class _ModelReach:
         known = self.memo.get(function)
         if known is not None:
             return known
+        if function in self.runs:
+            return False
         self.memo[function] = False  # recursion ends here
         found = False
         for call in self.calls.get(function, ()) if depth < self._DEPTH else ():

@@ -230,7 +230,8 @@ class Loops:
         key = id(loop)
         if key not in self._hot:
             self._hot[key] = not self.runs_once(loop) and (
-                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop))
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop)
+                or self._generates(loop))
         return self._hot[key]
 
     def decodes(self, loop: cst.CSTNode) -> bool:
@@ -250,13 +251,20 @@ class Loops:
         return known[id(loop)]
 
     def _samples(self, loop: cst.CSTNode) -> bool:
-        """A sampling loop by its calls: it samples (``torch.multinomial``, ``.generate()``) or
-        feeds the model's output back into its input (:meth:`_feeds_back`)."""
+        """A sampling loop by its calls: it samples (``torch.multinomial``) from a model in it,
+        or feeds the model's output back into its input (:meth:`_feeds_back`)."""
         calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
         methods = {self.ctx.method_name(c) for c in calls}
-        if "generate" in methods or methods & _SAMPLING and any(self.is_step_call(c) for c in calls):
+        if methods & _SAMPLING - {"generate"} and any(self.is_step_call(c) for c in calls):
             return True  # (a `torch.multinomial` loop with no model in it, over a mask on the host, samples no tokens)
         return self._feeds_back(loop, calls)
+
+    def _generates(self, loop: cst.CSTNode) -> bool:
+        """A loop that calls ``.generate()`` (fairseq's ``for sample in itr: hypos =
+        generator.generate(model, sample)``): an inference step per iteration, a whole
+        generation (its tokens decoded inside), not one token."""
+        return type(loop) in (cst.For, cst.While) and any(
+            type(n) is cst.Call and self.ctx.method_name(n) == "generate" for n in self._loop_nodes(loop))
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed

@@ -222,6 +222,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
             if len(reaching) > 1:  # `if sparse: model = SpGAT() else: model = GAT()`: either may run
                 return either(self._binding_class(expr, b) for b in reaching)
             binding = reaching[0] if reaching else self._comprehension_binding(expr.value, at)
+            if binding is not None and _is_none(binding.value):
+                # `helper = Helper() if ... else None` as an if/else: a method called on it is the object's
+                bindings = self.ctx.bindings
+                binding = bindings.latest_before(bindings.lookup(expr.value, at), at, lambda b: not _is_none(b.value))
             if binding is None:
                 return None
             return self._binding_class(expr, binding)
@@ -517,3 +521,7 @@ def _self_key(expr: cst.BaseExpression) -> tuple[str, str] | None:
     if type(owner) is cst.Attribute and type(owner.value) is cst.Name and owner.value.value == "self":
         return owner.attr.value, key
     return None
+
+
+def _is_none(value: cst.BaseExpression | None) -> bool:
+    return type(value) is cst.Name and value.value == "None"

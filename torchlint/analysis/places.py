@@ -231,7 +231,8 @@ class Places:
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
         function = stop if type(stop) is cst.FunctionDef else None
-        if not self._runs_a_helper(node) and not self._work_before(node, stop):
+        fresh = not self._runs_a_helper(node) and not self._work_before(node, stop)
+        if fresh:
             # Nothing of this step queued before it: it waits only for the previous step's
             # tail, like a read at the step's end. On a `forward`'s first lines, where the
             # model's call stands decides (mid-step when the step queued work before it).
@@ -243,6 +244,8 @@ class Places:
             return Position.MID_STEP
         if function is not None and function.name.value in ("forward", "__call__"):
             return Position.MID_STEP  # the model's other layers, then its backward, follow
+        if function is not None and not fresh:
+            return Position.CALL_END  # after the function's own work: where its call ends, not the step's start
         return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
@@ -312,10 +315,22 @@ class Places:
         enter = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
         # its own statement's calls that run before it: earlier ones, and its own arguments and receiver
         own = [n for n in loops._own_nodes(statement, enter=enter) if type(n) is cst.Call and (tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node)] if statement is not None else []
-        before = [n for s in self._statements_around(node, stop, after=False) for n in loops._own_nodes(s, enter=enter) if type(n) is cst.Call]
+        before = [n for s in self._statements_around(node, stop, after=False) for n in self._falling_through(s, enter) if type(n) is cst.Call]
         inside = {id(n) for n in own if tree.is_inside(n, node)}  # the read's own receiver and arguments
         return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
                    or id(call) not in inside and self._device_op(call) for call in own + before)
+
+    def _falling_through(self, statement: cst.CSTNode, enter):  # type: ignore[no-untyped-def]
+        """The nodes of a statement before the one asked about, less the branches of an
+        ``if`` that end in ``return`` or ``raise`` (``if targets is not None: ...; return``):
+        what ran there never precedes the statements after the ``if``."""
+        nodes = self.ctx.loops._own_nodes(statement, enter=enter)
+        if type(statement) is not cst.If:
+            return nodes
+        left = [block for block in _branches(statement) if block.body and type(block.body[-1]) is cst.SimpleStatementLine
+                and any(type(small) in (cst.Return, cst.Raise) for small in block.body[-1].body)]
+        tree = self.ctx.tree
+        return [n for n in nodes if not any(tree.is_inside(n, block) for block in left)] if left else nodes
 
     def _device_op(self, call: cst.Call) -> bool:
         """A torch op or a tensor's method (``th.exp(log_prob - old)``, ``ratio.mean()``), or a
@@ -468,6 +483,18 @@ def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
         return ctx.module.code_for_node(node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
     return None
+
+
+def _branches(statement: cst.If) -> list[cst.IndentedBlock]:
+    """The blocks of an ``if``/``elif``/``else`` chain."""
+    blocks: list[cst.IndentedBlock] = []
+    branch: cst.CSTNode | None = statement
+    while branch is not None:
+        body = branch.body
+        if type(body) is cst.IndentedBlock:
+            blocks.append(body)
+        branch = branch.orelse if type(branch) is cst.If else None
+    return blocks
 
 
 def _parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:

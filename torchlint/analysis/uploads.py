@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.devices import DTYPE_CONVERSIONS
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -386,12 +387,30 @@ class Uploads:
             return True
         if ctx.values.is_numpy_array(index, at):
             return True
-        if type(index) is cst.List:  # `q[[0, 1, 2]]`, `logits[:, [-1], :]`
-            return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
-        if type(index) is cst.ListComp:
+        if type(index) is cst.ListComp or self.listed_index(index, at):
             return True
+        return self.index_loader_batch(index, at)
+
+    def listed_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A Python list of positions written in the code (``q[[0, 1, 2]]``,
+        ``logits[:, [-1], :]``, a name bound to one): a few bytes, whose copy costs only
+        its wait for the device's queue."""
+        ctx = self.ctx
+        if type(index) is cst.List:
+            return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
         return type(index) is cst.Name and ctx.values.is_sequence_literal(index, at) and not any(
             type(b.value) is cst.Tuple for b in ctx.bindings.lookup(index.value, at))
+
+    def index_loader_batch(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A batch of a DataLoader over indices (``for perm in DataLoader(range(n), b,
+        shuffle=True)``): the loader collates the Python ints into a host tensor each step."""
+        if type(index) is not cst.Name:
+            return False
+        binding = self.ctx.bindings.reaching(index.value, at)
+        if binding is None or binding.kind != "for" or binding.element is not None or binding.value is None:
+            return False
+        loader = self.ctx.values.constructed_by(binding.value, binding.node)
+        return loader is not None and is_dataloader(self.ctx, loader) and no_work_for_workers(self.ctx, loader) == "indices"
 
 
 def _position(value: cst.BaseExpression) -> bool:

@@ -445,8 +445,8 @@ class ValueKinds(LossFacts, ArrayFacts):
         return found
 
     def _library_call_kind(self, qualified: str) -> Kind:
-        if qualified.startswith(("numpy.", "pandas.")):
-            return Kind.NUMPY if qualified.startswith("numpy.") else Kind.UNKNOWN
+        if qualified.startswith(("numpy.", "pandas.", "scipy.")):
+            return Kind.UNKNOWN if qualified.startswith("pandas.") else Kind.NUMPY  # (scipy computes on NumPy arrays)
         if qualified == "torch.utils.data.DataLoader":
             return Kind.LOADER
         if qualified.startswith("torch.optim.") and qualified.count(".") == 2:

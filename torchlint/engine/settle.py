@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, with_multiplicity
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
@@ -86,7 +86,7 @@ def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[st
     # No loop of its function is the step: the function's own count (and what its step is:
     # "per decoded token" when a decode loop calls it) times the loops around the line.
     per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
-    return Place(info.where, per_step, position or info.position)  # type: ignore[arg-type]
+    return Place(info.where, per_step, at_call(position, info.position))  # type: ignore[arg-type]
 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:

@@ -116,10 +116,36 @@ def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other
                 continue  # not the loop's tensor, or a plain copy (no blend)
             if not blended_with_other or _uses_other(ctx, node, targets, root):
                 return True
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            name = dotted(node.targets[0].target) or ""
-            if name.endswith(".data") and name.split(".")[0] in targets and isinstance(node.value, cst.BinaryOperation):
-                return True
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and _assigns_blend(ctx, node, targets, blended_with_other):
+            return True
+    return False
+
+
+def _assigns_blend(ctx, assign: cst.Assign, targets: set[str], blended_with_other: bool) -> bool:  # type: ignore[no-untyped-def]
+    """``e.data = d * e.data + (1 - d) * p.data``, or into a dict of shadows
+    (``self.shadow[name].data = (1. - mu) * param.data + mu * self.shadow[name].data``,
+    ddim's EMAHelper): a blend written back to the averaged tensor's storage. Only ``.data``:
+    ``ema[name] = ...`` rebinds a dict entry (a new tensor each time, a different matter)."""
+    target = assign.targets[0].target
+    if not (isinstance(target, cst.Attribute) and target.attr.value == "data") or not isinstance(assign.value, cst.BinaryOperation):
+        return False
+    averaged = _looped(target, targets)
+    if averaged is None:
+        return False
+    return not blended_with_other or _mentions_other(ctx, assign.value, targets, averaged)
+
+
+def _mentions_other(ctx, value: cst.BaseExpression, targets: set[str], averaged: str) -> bool:  # type: ignore[no-untyped-def]
+    """Does ``value`` read a loop tensor other than ``averaged`` (``param.data``; not ``p.grad``)?"""
+    for node in (value, *ctx.tree.descendants(value)):
+        parent = ctx.tree.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data":
+            continue  # `p.grad`: a gradient, not the weights
+        if isinstance(parent, cst.Index):
+            continue  # `name` of `shadow[name]`: the key, not a tensor
+        looped = _looped(node, targets) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        if looped is not None and looped != averaged:
+            return True
     return False
 
 

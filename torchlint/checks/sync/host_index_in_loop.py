@@ -25,9 +25,16 @@ class HostIndexInLoop(Check):
         indexes = [e.slice.value for e in node.slice if type(e.slice) is cst.Index and type(e.slice.value) in _MAY_HOLD_AN_INDEX]
         if not indexes or not ctx.syncs.in_step(node):
             return
-        if any(ctx.uploads.host_index(index, node) for index in indexes) and ctx.syncs.device_tensor(node.value, node):
-            self.report(node, expr=short_code(ctx.module, node, limit=60))
+        uploads = ctx.uploads
+        hosted = [index for index in indexes if uploads.host_index(index, node)]
+        if hosted and ctx.syncs.device_tensor(node.value, node):
+            # A written list of positions is a few bytes: its copy costs what a read does, its wait for the queue.
+            cost = Cost.SMALL_UPLOAD if all(uploads.listed_index(index, node) for index in hosted) else None
+            hint = _LOADER_HINT if any(uploads.index_loader_batch(index, node) for index in hosted) else ""
+            self.report(node, cost=cost, hint=hint, expr=short_code(ctx.module, node, limit=60))
 
 
+_LOADER_HINT = ("Draw the step's indices on the device: `for perm in torch.randperm(n, device=x.device).split(batch_size):` "
+                "(no per-step collation of Python ints on the host, no copy)")
 # Index expressions that may be an index array (a number, a slice, a string or `None` never is).
 _MAY_HOLD_AN_INDEX = frozenset({cst.Name, cst.Call, cst.List, cst.ListComp, cst.Subscript, cst.Attribute})
