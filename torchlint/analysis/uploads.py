@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 FACTORIES = frozenset({
     "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
     "torch.randint", "torch.arange", "torch.eye", "torch.linspace", "torch.logspace", "torch.randperm",
+    # Windows for `torch.stft` and filters: built on the host unless given `device=` like any factory.
+    "torch.hann_window", "torch.hamming_window", "torch.blackman_window", "torch.bartlett_window", "torch.kaiser_window",
 })
 # Calls that copy data that exists on the host into a tensor (on the host unless given `device=`).
 FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
