@@ -5,6 +5,7 @@ constant-upload and host-index rules."""
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -392,8 +393,29 @@ class Uploads:
             return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
         if type(index) is cst.ListComp:
             return True
+        if type(index) is cst.Name and self._batch_sampler_batch(index, at):
+            return True
         return type(index) is cst.Name and ctx.values.is_sequence_literal(index, at) and not any(
             type(b.value) is cst.Tuple for b in ctx.bindings.lookup(index.value, at))
+
+    def _batch_sampler_batch(self, index: cst.Name, at: cst.CSTNode) -> bool:
+        """``indices`` in ``for indices in BatchSampler(SubsetRandomSampler(range(n)), mb, ...)``
+        (the sampler made there or bound to a name first): a ``BatchSampler`` yields Python
+        lists of positions, each copied to the device when it indexes a device tensor."""
+        for binding in self.ctx.bindings.lookup(index.value, at):
+            if binding.kind != "for" or binding.element is not None:
+                continue
+            sampler = binding.value
+            if type(sampler) is cst.Name:
+                made = [b.value for b in self.ctx.bindings.lookup(sampler.value, binding.node) if b.kind == "assign" and b.element is None]
+                sampler = made[-1] if len(made) == 1 else None
+            if type(sampler) is cst.Call and _BATCH_SAMPLER.match(self.ctx.qname(sampler.func) or dotted(sampler.func) or ""):
+                return True
+        return False
+
+
+# torch's sampler that groups another sampler's positions into lists (`torch.utils.data.BatchSampler`).
+_BATCH_SAMPLER = re.compile(r"(?:torch\.utils\.data\.(?:sampler\.)?)?BatchSampler$")
 
 
 def _position(value: cst.BaseExpression) -> bool:
