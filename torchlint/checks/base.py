@@ -37,7 +37,7 @@ class Report:
     repeated: bool | None = None
     # Where the join finds no step running ``condition``: (where it runs, impact, reason) the
     # finding still holds at; None drops it.
-    unreached: tuple[str, str, str] | None = None
+    unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None
 
 
 class Check:
@@ -107,7 +107,7 @@ class Check:
         where: Where | None = None,
         condition: cst.CSTNode | None = None,
         repeated: bool | None = None,
-        unreached: tuple[str, str, str] | None = None,
+        unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -119,8 +119,9 @@ class Check:
         holds when a per-step call passes a constant there) instead of where ``node`` runs.
         ``repeated``: the finding holds only if the join finds its line repeated within the
         step (True) or run once per step (False); it matters only where the join decides.
-        ``unreached``: (where it runs, impact, reason) for a per-step finding the join finds
-        no step for, which still holds (in a module's ``forward``); None drops it then."""
+        ``unreached``: (where it runs, impact, reason, the functions of this file whose being
+        per-step shows its use, or None for any) for a per-step finding the join finds no
+        step for, which still holds (in a module's ``forward``); None drops it then."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None

@@ -68,15 +68,17 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
-    """The conditional findings that hold where no step is found to run any function of
-    their file (a module's ``forward``: run whenever the model is, by code not visible here:
-    a model built from a config, a library), at the place and tier they carry."""
-    if per_step:
-        return  # steps reach this file: what they do not run (an evaluation helper's module) is not per step
+    """The conditional findings no step is found to run (a module's ``forward``: run
+    whenever the model is, by code not visible here: a model built from a config, a
+    library), at the place and tier they carry, unless the steps show where they are used:
+    a per-step function of the file that uses them (all its functions, where the finding
+    names none) runs per step and they are not (an evaluation helper's module)."""
     for condition in file_result.conditional:
-        if condition.unreached is None or condition.compiled:
+        if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
-        where, impact, reason = condition.unreached
+        where, impact, reason, users = condition.unreached
+        if per_step and (users is None or any(user in per_step for user in users)):
+            continue
         finding = condition.finding
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, where), impact=impact, impact_reason=reason)
 
