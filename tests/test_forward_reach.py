@@ -215,3 +215,40 @@ def test_bindings_that_reach_through_branches(source: str, classes: set[str]) ->
     use = next(c for c in ctx.tree.nodes(cst.Call) if getattr(c.func, "value", "") == "use")
     reaching = ctx.bindings.reaching_each("m", use.args[0].value)
     assert {b.value.func.value for b in reaching} == classes
+
+
+_ATTENTION_MODEL = '''import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+'''
+_ATTENTION_TRAINING = '''import torch
+from model import Attention
+
+model = Attention().cuda()
+opt = torch.optim.AdamW(model.parameters())
+for x in loader:
+    x = x.cuda()
+    loss = model(x, x, x).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_a_library_module_s_attention_is_medium_until_a_step_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module's forward runs on every call of the model: with no step in sight (a library)
+    # TL405 reports it at medium; a training script that runs it makes it the step's (high).
+    (tmp_path / "model.py").write_text(_ATTENTION_MODEL)
+    monkeypatch.chdir(tmp_path)
+    select = from_table({"select": ["TL405"]}, tmp_path)
+    alone = lint_paths([Path(".")], select).findings
+    assert [(f.line, f.impact) for f in alone] == [(7, "medium")]
+    assert "every call of the model; no loop that runs it is visible" in alone[0].message
+    (tmp_path / "train.py").write_text(_ATTENTION_TRAINING)
+    trained = lint_paths([Path(".")], select).findings
+    assert [(Path(f.path).name, f.line, f.impact) for f in trained] == [("model.py", 7, "high")]
+    assert "run every step from a training loop at train.py:8" in trained[0].message

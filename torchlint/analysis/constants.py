@@ -17,6 +17,16 @@ _OPERATORS = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: o
 _CONFIG_OBJECTS = {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options", "self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
 
 
+def is_setting(expr: cst.BaseExpression) -> bool:
+    """A value fixed for the run: a field of a config object (``args.augment_p``,
+    ``self.cfg.mode``) or an UPPER_CASE module constant."""
+    name = dotted(expr)
+    if name is None:
+        return False
+    base, _, attr = name.rpartition(".")
+    return base in _CONFIG_OBJECTS or not base and attr.isupper() and len(attr) > 1
+
+
 class Constants:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

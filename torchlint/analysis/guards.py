@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.constants import is_setting
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -41,8 +42,9 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
                 operator, bound = target.operator, target.comparator
                 if type(operator) is cst.In and _is_counter(node.left):
                     return True  # `if step in save_steps:` a few chosen steps
-                if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)):
-                    return True
+                if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)) \
+                        and not (is_setting(node.left) or is_setting(bound)):
+                    return True  # (`args.augment_p == 0` is a setting: it holds on every step or on none)
                 if isinstance(operator, cst.Equal) and _is_counter(node.left):
                     return True
                 if isinstance(operator, (cst.LessThan, cst.LessThanEqual)):

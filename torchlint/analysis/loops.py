@@ -118,6 +118,18 @@ class Loops:
                 return branch[0]  # runs when a per-step caller leaves the parameter out
         return loop or self.ctx.tree.enclosing_function(node)
 
+    def module_forward(self, node: cst.CSTNode) -> str | None:
+        """``Cls.forward`` where ``node`` sits in the ``forward`` of an ``nn.Module`` class of
+        this file: code that runs on every call of the model,
+        whether or not a step that calls it is visible; else None."""
+        function = self.ctx.tree.enclosing_function(node)
+        if function is None or function.name.value != "forward":
+            return None
+        cls = self.ctx.tree.enclosing_class(function)
+        if cls is None or self.ctx.tree.parent(self.ctx.tree.parent(function)) is not cls or not self.ctx.is_module_class(cls.name.value):
+            return None
+        return f"{cls.name.value}.forward"
+
     def statement_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost ``for``/``while`` statement whose body holds ``node`` (same scope)."""
         for loop in self.enclosing_loops(node):
@@ -229,7 +241,9 @@ class Loops:
     def is_hot(self, loop: cst.CSTNode) -> bool:
         key = id(loop)
         if key not in self._hot:
-            self._hot[key] = not self.runs_once(loop) and (
+            # A loop in a module's forward (over `self.layers`, heads, scales) is inside the
+            # step that calls the model: never a step of its own.
+            self._hot[key] = not self.runs_once(loop) and self.module_forward(loop) is None and (
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop)
                 or self._generates(loop))
         return self._hot[key]
@@ -578,12 +592,17 @@ class Loops:
 
 def _target_names(loop: cst.CSTNode) -> set[str]:
     """The names a loop binds each iteration (``net`` in ``for net in nets``,
-    ``net, opt`` in ``for net, opt in zip(nets, opts)``)."""
+    ``net, opt`` in ``for net, opt in zip(nets, opts)``, ``attn, ff`` in
+    ``for i, (attn, ff) in enumerate(self.layers)``)."""
     target = loop.target if isinstance(loop, cst.For) else getattr(getattr(loop, "for_in", None), "target", None)
-    if target is None:
-        return set()
-    parts = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-    return {name for name in (dotted(p) for p in parts) if name is not None}
+    parts, names = [target] if target is not None else [], set()
+    while parts:
+        part = parts.pop()
+        if isinstance(part, (cst.Tuple, cst.List)):
+            parts.extend(e.value for e in part.elements)  # nested unpacking binds each name inside
+        elif dotted(part) is not None:
+            names.add(dotted(part))
+    return names
 
 
 def _epoch_loop(loop: cst.CSTNode) -> bool:

@@ -5,6 +5,7 @@ constant-upload and host-index rules."""
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 FACTORIES = frozenset({
     "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
     "torch.randint", "torch.arange", "torch.eye", "torch.linspace", "torch.logspace", "torch.randperm",
+    # Windows for `torch.stft` and filters: built on the host unless given `device=` like any factory.
+    "torch.hann_window", "torch.hamming_window", "torch.blackman_window", "torch.bartlett_window", "torch.kaiser_window",
 })
 # Calls that copy data that exists on the host into a tensor (on the host unless given `device=`).
 FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
@@ -389,7 +392,7 @@ class Uploads:
             return True
         if type(index) is cst.ListComp or self.listed_index(index, at):
             return True
-        return self.index_loader_batch(index, at)
+        return self.index_loader_batch(index, at) or (type(index) is cst.Name and self._batch_sampler_batch(index, at))
 
     def listed_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list of positions written in the code (``q[[0, 1, 2]]``,
@@ -411,6 +414,25 @@ class Uploads:
             return False
         loader = self.ctx.values.constructed_by(binding.value, binding.node)
         return loader is not None and is_dataloader(self.ctx, loader) and no_work_for_workers(self.ctx, loader) == "indices"
+
+    def _batch_sampler_batch(self, index: cst.Name, at: cst.CSTNode) -> bool:
+        """``indices`` in ``for indices in BatchSampler(SubsetRandomSampler(range(n)), mb, ...)``
+        (the sampler made there or bound to a name first): a ``BatchSampler`` yields Python
+        lists of positions, each copied to the device when it indexes a device tensor."""
+        for binding in self.ctx.bindings.lookup(index.value, at):
+            if binding.kind != "for" or binding.element is not None:
+                continue
+            sampler = binding.value
+            if type(sampler) is cst.Name:
+                made = [b.value for b in self.ctx.bindings.lookup(sampler.value, binding.node) if b.kind == "assign" and b.element is None]
+                sampler = made[-1] if len(made) == 1 else None
+            if type(sampler) is cst.Call and _BATCH_SAMPLER.match(self.ctx.qname(sampler.func) or dotted(sampler.func) or ""):
+                return True
+        return False
+
+
+# torch's sampler that groups another sampler's positions into lists (`torch.utils.data.BatchSampler`).
+_BATCH_SAMPLER = re.compile(r"(?:torch\.utils\.data\.(?:sampler\.)?)?BatchSampler$")
 
 
 def _position(value: cst.BaseExpression) -> bool:

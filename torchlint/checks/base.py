@@ -35,6 +35,9 @@ class Report:
     # Holds only if the project-wide join finds the line running more than once per step
     # (True) or exactly once (False): two rules sharing a pattern split it by its place.
     repeated: bool | None = None
+    # Where the join finds no step running ``condition``: (where it runs, impact, reason) the
+    # finding still holds at; None drops it.
+    unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None
 
 
 class Check:
@@ -104,6 +107,7 @@ class Check:
         where: Where | None = None,
         condition: cst.CSTNode | None = None,
         repeated: bool | None = None,
+        unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -114,7 +118,10 @@ class Check:
         A per-step check may give the ``condition`` the finding waits for (a parameter: it
         holds when a per-step call passes a constant there) instead of where ``node`` runs.
         ``repeated``: the finding holds only if the join finds its line repeated within the
-        step (True) or run once per step (False); it matters only where the join decides."""
+        step (True) or run once per step (False); it matters only where the join decides.
+        ``unreached``: (where it runs, impact, reason, the functions of this file whose being
+        per-step shows its use, or None for any) for a per-step finding the join finds no
+        step for, which still holds (in a module's ``forward``); None drops it then."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -127,7 +134,8 @@ class Check:
             hot = loops.local_hot_loop(node)
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
-        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated))
+        self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
+                                   unreached if condition is not None else None))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -37,6 +37,10 @@ class Conditional(NamedTuple):
     position: Position | None = None  # where it sits in its function's step (None: where the call of the function sits)
     rare: bool = False  # under a guard in its function (`if step % 100 == 0:`, a first-N count): every N steps, not every step
     repeated: bool | None = None  # holds only if its line runs more than once per step (True) or once (False); None: either
+    # Where no step is found to run its function: (where it runs, impact, reason) it still holds at
+    # (a module's `forward`, per-step code by nature when the model runs), and the functions of its
+    # file whose being per-step shows where it is used (None: any); or None: it is dropped.
+    unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None
 
 
 class InStepIfCalled(NamedTuple):

@@ -116,7 +116,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node)))
         else:
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
-                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated))
+                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
+                                                  report.unreached))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)

@@ -38,6 +38,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
         file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops))
+        file_result.findings.extend(_unreached_findings(file_result, per_step))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
@@ -64,6 +65,22 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}), info
+
+
+def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
+    """The conditional findings no step is found to run (a module's ``forward``: run
+    whenever the model is, by code not visible here: a model built from a config, a
+    library), at the place and tier they carry, unless the steps show where they are used:
+    a per-step function of the file that uses them (all its functions, where the finding
+    names none) runs per step and they are not (an evaluation helper's module)."""
+    for condition in file_result.conditional:
+        if condition.unreached is None or condition.compiled or condition.key in per_step:
+            continue
+        where, impact, reason, users = condition.unreached
+        if per_step and (users is None or any(user in per_step for user in users)):
+            continue
+        finding = condition.finding
+        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, where), impact=impact, impact_reason=reason)
 
 
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
+from torchlint.findings import MEDIUM
 from torchlint.checks.base import Check
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
@@ -45,7 +46,34 @@ class HandWrittenAttention(Check):
             return  # the weights themselves are returned or kept: the fused kernel does not give them
         if _fallback_of_fused(ctx, node):
             return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
-        self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product)
+        self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
+
+
+def _in_forward(ctx, node: cst.CSTNode) -> tuple[str, str, str, tuple[str, ...] | None] | None:  # type: ignore[no-untyped-def]
+    """Where no step is seen to run the model (built from a config, a library's model), its
+    ``forward`` still runs on every call: medium, the step's count unknown. With the
+    ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
+    forward = ctx.loops.module_forward(node)
+    if forward is None:
+        return None
+    return (f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
+            f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible",
+            _builders(ctx, forward.split(".")[0]))
+
+
+def _builders(ctx, name: str) -> tuple[str, ...] | None:  # type: ignore[no-untyped-def]
+    """``("Block.forward",)`` where only ``Block.__init__`` (a module of this file) calls
+    ``name``: the module runs when a ``Block`` does. None where it is built anywhere else."""
+    owners = []
+    for call in ctx.tree.nodes(cst.Call):
+        if type(call.func) is not cst.Name or call.func.value != name:
+            continue
+        function = ctx.tree.enclosing_function(call)
+        cls = ctx.tree.enclosing_class(function) if function is not None else None
+        if function is None or function.name.value != "__init__" or cls is None or not ctx.is_module_class(cls.name.value):
+            return None  # built at module level or by a function: the file's own steps show its use
+        owners.append(f"{cls.name.value}.forward")
+    return tuple(owners)
 
 
 def _softmax_input(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]
