@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -70,7 +71,7 @@ def test_falls_back_to_one_process_when_no_pool_can_start(steps_project: Path, m
     def no_processes(*args: object, **kwargs: object) -> None:
         raise OSError("no semaphores in this sandbox")
 
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_processes)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)
     fallback = lint_paths([steps_project], Config(root=steps_project), jobs=4)
     assert fallback.findings == expected.findings and fallback.errors == []
 
@@ -82,7 +83,7 @@ def test_a_small_run_never_starts_a_pool(tmp_path: Path, monkeypatch: pytest.Mon
     def must_not_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("a pool for two files")
 
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", must_not_start)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", must_not_start)
     result = lint_paths([tmp_path], Config(root=tmp_path), jobs=8)
     assert [f.code for f in result.findings] == ["TL101"]
 

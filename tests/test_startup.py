@@ -60,6 +60,19 @@ def test_a_warm_run_over_unchanged_files_imports_no_libcst(tmp_path: Path) -> No
     assert "libcst" in changed  # one changed file is parsed again
 
 
+def test_a_check_of_a_few_files_starts_no_pool_machinery(tmp_path: Path) -> None:
+    # A pre-commit run of a few files never starts a pool: concurrent.futures (with
+    # multiprocessing, logging, sockets) and a fix's random names are not imported for it.
+    (tmp_path / "train.py").write_text("import torch\nfor x in loader:\n    print(model(x).item())\n")
+    probe = _PROBE.replace('m == "libcst"', 'm in ("libcst", "concurrent.futures", "multiprocessing", "secrets")')
+    done = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", "--output-format", "json", "train.py"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out, _, heavy = done.stdout.rpartition("\nHEAVY=")
+    imported = json.loads(heavy)
+    assert "libcst" in imported and '"TL101"' in out  # it did check the file
+    assert not {"concurrent.futures", "multiprocessing", "secrets"} & set(imported)
+
+
 def test_the_rule_table_matches_the_checks() -> None:
     live = catalogue.from_checks()
     assert catalogue.rules() == live, "catalogue._TABLE is stale; its rows are now:\n" + catalogue.table_rows(live)

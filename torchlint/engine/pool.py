@@ -14,7 +14,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
@@ -24,6 +23,8 @@ from torchlint.engine.results import FileResult, InternalError, plain
 from torchlint.stopping import stop_signals_raise
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     from torchlint.engine.linter import Linter
 
 # Fewer files than this are checked in this process: a pool costs more to start
@@ -263,6 +264,10 @@ def _slots(chunk: list[SourceFile], configs: Configs) -> tuple[int, ...]:
 
 
 def _new_pool(workers: int, configs: Configs) -> ProcessPoolExecutor | None:
+    # Imported here: concurrent.futures brings multiprocessing, logging and sockets, a
+    # cold start's tenth, and a run of a few files never starts a pool.
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(tuple(configs.distinct),))
     except (OSError, ValueError, NotImplementedError, ImportError):
@@ -270,6 +275,8 @@ def _new_pool(workers: int, configs: Configs) -> ProcessPoolExecutor | None:
 
 
 def _collect(futures: dict[Future[list[FileResult]], int], chunks: list[list[SourceFile]], progress: Progress | None) -> dict[int, list[FileResult]]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     done: dict[int, list[FileResult]] = {}
     pending = set(futures)
     while pending:

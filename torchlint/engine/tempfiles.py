@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 from pathlib import Path
 
 TEMP_SUFFIX = ".torchlint"
@@ -21,6 +20,8 @@ def _tag(name: str, pid: str, token: str) -> str:
 
 def make_temporary(target: Path) -> tuple[int, str]:
     """A new temporary file beside ``target``, opened for writing: ``(fd, path)``."""
+    import secrets  # only a fix writes files: every run imports this module (discover), few use this
+
     pid = str(os.getpid())
     while True:
         token = secrets.token_hex(4)
