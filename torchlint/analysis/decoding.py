@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -140,7 +141,7 @@ def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
         if type(node) is cst.Subscript and not slices:
             stack.append(node.value)
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))  # not libcst's `.children`, which rebuilds the node through a visitor
     return found
 
 
