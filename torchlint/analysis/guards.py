@@ -73,7 +73,7 @@ def _fixed_bound(bound: cst.BaseExpression) -> bool:
 
 
 # What a loop goes over (analysis/places.py) when it surely repeats inside one step.
-_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member"})
+_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member", "element"})
 
 
 _STEP_COUNTER = re.compile(r"(?:.*_)?(?:epochs?|steps?|it|itr|iters?|iterations?|updates?)(?:_.*)?$", re.IGNORECASE)

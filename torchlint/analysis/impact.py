@@ -148,7 +148,7 @@ def at_call(own: Position | None, call: Position) -> Position:
 class Repeat:
     """One loop (or repeated call) between the step and the flagged line."""
 
-    kind: str  # "decoded token", "denoising step", "beam", "candidate", "block", "layer", "batch row", "parameter", "iteration"
+    kind: str  # "decoded token", "denoising step", "beam", "candidate", "block", "layer", "batch row", "parameter", "element", "iteration"
     count: int | None = None  # when the code says (`range(12)`)
     via: str = ""  # the function each repetition runs (`Block.forward`), when it is a call
 

@@ -90,9 +90,17 @@ class Places:
             kind = _named_kind(names + " " + bound)
             return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
         kind = self._decoded(_named_kind(names) or _named_kind(code), loop)
+        if kind is None and self._over_device_tensor(iterable, loop):
+            kind = "element"  # `for w in words` on a device tensor: one 0-d device tensor per element
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
         return Repeat(kind or "iteration", self._container_size(iterable, loop))
+
+    def _over_device_tensor(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``words``, ``enumerate(words)``, ``zip(words, ...)`` with ``words`` a device tensor."""
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "zip") and iterable.args:
+            iterable = iterable.args[0].value
+        return type(iterable) in (cst.Name, cst.Attribute) and self.ctx.syncs.device_tensor(iterable, at)
 
     def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
         """A loop over tokens (not a range of them) decodes them only when it runs a model:

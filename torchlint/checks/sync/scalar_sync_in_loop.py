@@ -64,6 +64,10 @@ class ScalarSyncInLoop(Check):
     def visit_Assert(self, node: cst.Assert) -> None:
         self._repeated_sync(node, node.test, _TEST_HINT)
 
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        # `[i for i, w in enumerate(words) if w != end]`: the test runs once per element
+        self._repeated_sync(node, node.test, _TEST_HINT)
+
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._repeated_sync(node, node, _SIZE_HINT)
 
