@@ -257,8 +257,25 @@ class HiddenSyncs:
                 return ctx.values.kind(value, binding.node) is Kind.TENSOR
             value = value.elements[binding.element].value
         if type(value) is cst.Call and ctx.devices.move(value) == "device":
-            return True
+            return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
         return self.tensorish(value, binding.node, depth + 1)
+
+    def _moves_an_object(self, move: cst.Call) -> bool:
+        """``trainer.cuda()`` after ``trainer = ImagenTrainer(...)`` (or ``Net().to(device)``):
+        an instance of a class moved, whose methods return whatever they return, not a tensor."""
+        receiver = move.func.value  # type: ignore[attr-defined]
+        built: cst.BaseExpression | None = receiver
+        at: cst.CSTNode = move
+        if type(receiver) is not cst.Call:
+            name = dotted(receiver)
+            binding = self.ctx.bindings.reaching(name, move) if name is not None else None
+            built = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+            at = binding.node if binding is not None else move
+        if type(built) is not cst.Call:
+            return False
+        called = self.ctx.qname(built.func) or dotted(built.func) or ""
+        # A class is named in CamelCase; torch's tensor classes (`torch.LongTensor(...)`) build tensors.
+        return called.rsplit(".", 1)[-1][:1].isupper() and self.ctx.values.kind(built, at) is not Kind.TENSOR
 
     def reads_truth(self, expr: cst.BaseExpression, at: cst.CSTNode, traced: bool = False) -> bool:
         """Does Python take the truth value of a device tensor to evaluate ``expr`` (a
