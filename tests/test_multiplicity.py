@@ -411,3 +411,20 @@ def test_a_guard_in_a_helper_lowers_its_findings_as_in_the_loop(guard: str, impa
     config = from_table({"select": ["TL405"], "min-impact": "low"}, Path("."))
     (found,) = lint_source(GUARDED_HELPER.format(guard=guard), "train.py", config)
     assert found.impact == impact and reason in found.impact_reason
+
+
+def test_a_loop_running_the_model_through_a_method_and_a_held_predictor_is_an_inference_step(findings) -> None:  # type: ignore[no-untyped-def]
+    """segment-anything's automatic masks: ``for (points,) in batch_iterator(...)`` calls
+    ``self._process_batch``, which runs ``self.predictor.predict_torch`` and that
+    ``self.model.mask_decoder(...)``, a module the model keeps: each batch of prompts is a
+    step, and the per-mask reads after it repeat within it."""
+    root, found = findings
+    text = (root / "masks.py").read_text().splitlines()
+    loop_call = next(i for i, line in enumerate(text, 1) if "self._process_batch(batch)" in line)
+    reads = [f for f in found if Path(f.path).name == "masks.py"]
+    assert {f.code for f in reads} == {"TL101", "TL102"} and len(reads) == 3
+    for read in reads:
+        assert f"in `masks_to_runs()` (called from `MaskGenerator._process_batch()`, run every step from a sampling loop at line {loop_call})" in read.message
+        assert "per iteration per step" in read.message
+    # the held predictor's other method runs no model: a loop over it is no step
+    assert not any("scale_all" in f.message or "PointScaler" in f.message for f in found)

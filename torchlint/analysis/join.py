@@ -225,7 +225,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
                     found[where] = Where.TRAIN
-                elif callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[0] == "method" or call.target[-1] == "__call__"):
+                elif _calls_a_model(call, callee):
                     found[where] = loop.where or Where.BATCH  # a model's forward
                 elif reaches(callee):
                     # `self.inference.logits(seq)`, `predict(x)` of a module-level model: a function
@@ -304,13 +304,20 @@ class _ModelReach:
         found = False
         for call in self.calls.get(function, ()) if depth < self._DEPTH else ():
             for callee in self.project.callees(call.target, function[0]):
-                if callee[1].rsplit(".", 1)[-1] == "forward" and call.target[-1] in ("__call__", "forward") or self(callee, depth + 1):
+                if _calls_a_model(call, callee) or self(callee, depth + 1):
                     found = True
                     break
             if found:
                 break
         self.memo[function] = found
         return found
+
+
+def _calls_a_model(call: CallSite, callee: tuple[str, str]) -> bool:
+    """Does ``call`` run a model's ``forward`` by calling the model (``model(x)``, ``self.net(x)``,
+    ``self.model.mask_decoder(x)``: a module the object's class keeps), not a method of
+    another name?"""
+    return callee[1].rsplit(".", 1)[-1] == "forward" and (call.target[-1] in ("__call__", "forward") or call.target[0] in ("method", "object"))
 
 
 def _loop_where(where: Where, project: Project, callee: tuple[str, str]) -> Where:

@@ -130,6 +130,34 @@ class Loops:
             return None
         return f"{cls.name.value}.forward"
 
+    def runs_in_forward(self, function: cst.FunctionDef | None) -> bool:
+        """Is ``function`` the ``forward`` of an ``nn.Module`` class of this file, or a method
+        that forward calls through ``self.m(...)`` (segment-anything's ``MaskDecoder.forward``
+        calls ``self.predict_masks``), directly or through other such methods? Its loops run
+        within each call of the model."""
+        if function is None:
+            return False
+        if not hasattr(self, "_in_forward"):
+            self._in_forward = self._forward_methods()
+        return id(function) in self._in_forward
+
+    def _forward_methods(self) -> set[int]:
+        ctx, calls = self.ctx, {}
+        for call in ctx.tree.nodes(cst.Call):
+            func = call.func
+            if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+                caller, callee = ctx.tree.enclosing_function(call), ctx.functions.method(func.attr.value, call)
+                if caller is not None and callee is not None:
+                    calls.setdefault(id(caller), []).append(callee)
+        work = [f for f in ctx.tree.nodes(cst.FunctionDef) if self.module_forward(f.body) is not None]
+        found: set[int] = set()
+        while work:
+            function = work.pop()
+            if id(function) not in found:
+                found.add(id(function))
+                work.extend(calls.get(id(function), ()))
+        return found
+
     def statement_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost ``for``/``while`` statement whose body holds ``node`` (same scope)."""
         for loop in self.enclosing_loops(node):
@@ -241,9 +269,9 @@ class Loops:
     def is_hot(self, loop: cst.CSTNode) -> bool:
         key = id(loop)
         if key not in self._hot:
-            # A loop in a module's forward (over `self.layers`, heads, scales) is inside the
-            # step that calls the model: never a step of its own.
-            self._hot[key] = not self.runs_once(loop) and self.module_forward(loop) is None and (
+            # A loop in a module's forward (over `self.layers`, heads, scales), or in a method
+            # the forward calls, is inside the step that calls the model: never a step of its own.
+            self._hot[key] = not self.runs_once(loop) and not self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and (
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop)
                 or self._generates(loop))
         return self._hot[key]

@@ -169,8 +169,10 @@ class Project:
             return (importer, ref[1]) if ref[1] in self.functions.get(importer, ()) else None
         if kind == "method":  # a method, else an object a (base) class keeps in that attribute
             return self.method(importer, ref[1], ref[2], depth) or self._object_method(("attr", ref[1], ref[2]), importer, "__call__", depth)
-        if kind == "object":  # a method of an instance of a project class
-            return self._object_method(ref[1], importer, ref[2], depth)
+        if kind == "object":  # a method of an instance of a project class, else a module it keeps
+            owner = self.class_of(ref[1], importer, depth + 1)
+            found = self._object_methods([owner], ref[2], depth) if owner is not None else []
+            return found[0] if found else None
         if kind == "super":  # `super().m()`: the first base class (of the project) that defines it
             for owner_path, owner in self.mro(importer, ref[1], depth)[1:]:
                 if ref[2] in owner.methods:
@@ -203,6 +205,20 @@ class Project:
                 return found
         return None
 
+    def _object_methods(self, owners: list[tuple[str, str]], name: str, depth: int) -> list[tuple[str, str]]:
+        """``name`` called on an object of each of ``owners``: its method; else, where the class
+        has none, a call of what it keeps in that attribute (``self.model.mask_decoder(x)``,
+        the model a predictor holds: the decoder's ``forward``)."""
+        found: list[tuple[str, str]] = []
+        for owner in owners:
+            method = self._method_of(owner, name, depth)
+            if method is not None:
+                found.append(method)
+            elif name != "__call__":  # (a call of the object itself is its forward or nothing)
+                held = self.classes_of(("attr", owner[1], name), owner[0], depth + 1)
+                found.extend(m for each in held if (m := self._method_of(each, "__call__", depth + 1)) is not None)
+        return list(dict.fromkeys(found))
+
     def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
         """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a
         call of an object that may be of several classes (an attribute set in two branches,
@@ -220,7 +236,10 @@ class Project:
             elif kind == "method" and self.method(importer, ref[1], ref[2]) is None:
                 owners, name = self.classes_of(("attr", ref[1], ref[2]), importer, 1), "__call__"
             if owners:
-                found = list(dict.fromkeys(m for owner in owners if (m := self._method_of(owner, name, 1)) is not None))
+                found = self._object_methods(owners, name, 1)
+            elif kind == "object":  # one class: its method, or each class the attribute of that name may hold
+                owner = self.class_of(ref[1], importer, 1)
+                found = self._object_methods([owner], ref[2], 0) if owner is not None else []
             else:
                 one = self.function(ref, importer)
                 found = [one] if one is not None else []

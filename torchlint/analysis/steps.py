@@ -85,7 +85,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         findings, or the calls above): positions cost a codegen pass over the file."""
         needed = {id(call): call for caller, _, loop, call, _ in self._pending if loop is not None or caller in self._hook_candidates}
         if needed or located:
-            needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and _may_make_a_step(target))
+            needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and self._may_make_a_step(target, call))
         self._positioned = set(needed)
         return list(needed.values())
 
@@ -178,17 +178,25 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         """Loops whose own body makes a call that may make it a step loop in the join."""
         ctx, found = self.ctx, set()
         for _, target, loop, call, within in self._pending:
-            if within and _may_make_a_step(target):
+            if within and self._may_make_a_step(target, call):
                 inner = ctx.loops.statement_loop(call)
                 if inner is not None:
                     found.add(id(inner))
         return found
 
+    def _may_make_a_step(self, target: Ref, call: cst.Call) -> bool:
+        """A call that may make its loop a step loop (:func:`_may_make_a_step`), or a call of a
+        method its class defines (``self._process_batch(points)``, which runs the model through
+        ``self.predictor``): the join decides whether it runs a model."""
+        return _may_make_a_step(target) or target[0] == "method" and self.ctx.functions.called(call, None) is not None
+
     def _may_step(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
         """Can the join make this loop a step loop? Not one that runs at most once, not a
-        loop in a ``forward`` (it runs within the step: per step when ``forward`` is), and
-        not a loop over the layers an object keeps (``for layer in self.layers``)."""
-        if self.ctx.loops.runs_once(loop) or function is not None and function.name.value == "forward":
+        loop in a ``forward`` or a method a module's forward calls (it runs within the step:
+        per step when ``forward`` is), and not a loop over the layers an object keeps
+        (``for layer in self.layers``)."""
+        loops = self.ctx.loops
+        if loops.runs_once(loop) or function is not None and (function.name.value == "forward" or loops.runs_in_forward(function)):
             return False
         iterable = loop.iter if type(loop) is cst.For else None
         return not (iterable is not None and _over_own_attribute(iterable))
