@@ -428,3 +428,44 @@ def test_a_loop_running_the_model_through_a_method_and_a_held_predictor_is_an_in
         assert "per iteration per step" in read.message
     # the held predictor's other method runs no model: a loop over it is no step
     assert not any("scale_all" in f.message or "PointScaler" in f.message for f in found)
+
+
+HEADS = """import torch
+import torch.nn as nn
+
+
+class Head(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x) / x.abs().max().item()
+
+
+class Decoder(nn.Module):
+    def __init__(self, d, n=4):
+        super().__init__()
+        self.n = n
+        self.heads = nn.ModuleList([Head(d) for _ in range(n)])
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.predict(self.proj(x))
+
+    def predict(self, x):
+        outs = []
+        for i in range(self.n):
+            outs.append(self.heads[i](x[:, i]))
+        return torch.stack(outs, 1)
+"""
+
+
+def test_a_loop_in_a_method_the_forward_calls_repeats_within_the_step(tmp_path: Path) -> None:
+    """segment-anything's ``MaskDecoder.forward`` calls ``self.predict_masks``, whose loop runs a
+    head per mask token: a loop within each call of the model, never a step of its own."""
+    (tmp_path / "decoder.py").write_text(HEADS)
+    (tmp_path / "serve.py").write_text("import torch\nfrom decoder import Decoder\n\nmodel = Decoder(8).cuda()\nfor x in requests:\n    y = model(x.cuda())\n")
+    [read] = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    assert read.line == 11 and read.impact == "high"  # mid-forward, 4 times per step; not an evaluation loop's low
+    assert "called from `Decoder.predict()`" in read.message and "4 times per step: once in each `Head.forward()`" in read.message
