@@ -132,23 +132,38 @@ def _last_dim(expr: cst.BaseExpression) -> bool:
         isinstance(expr, cst.Integer) and expr.value in ("2", "3"))
 
 
-def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:  # type: ignore[no-untyped-def]
-    """How the scores were made, when they are ``q @ k^T`` through a scale, a mask or a cast."""
-    if depth > 12:  # each name, cast, reshape and mask on the way counts one
+_PASSED = "the parameter"  # what `_score_product` answers where the scores are a helper's parameter
+_ALONG = (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)  # a scale or a bias (`+ rel_pos`, `+ mask`)
+_ALONG_IN_PLACE = (cst.MultiplyAssign, cst.DivideAssign, cst.AddAssign, cst.SubtractAssign)
+
+
+def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, param: cst.Param | None = None) -> str | None:  # type: ignore[no-untyped-def]
+    """How the scores were made, when they are ``q @ k^T`` through a scale, a bias, a mask, a
+    cast, or a helper of this file that returns the scores it is given with a bias added
+    (segment-anything's ``attn = add_decomposed_rel_pos(attn, q, ...)``). Inside such a
+    helper, ``param`` is the parameter that holds the scores: reaching it answers ``_PASSED``."""
+    if depth > 12:  # each name, cast, reshape, mask and helper on the way counts one
         return None
     if isinstance(expr, cst.Name):
         binding = ctx.bindings.reaching(expr.value, at)
+        if binding is not None and param is not None and binding.node is param:
+            return _PASSED
+        if binding is not None and binding.kind == "augassign" and isinstance(binding.node.operator, _ALONG_IN_PLACE):
+            return _score_product(ctx, expr, binding.node, depth + 1, param)  # `attn += bias`: the scores before it
         if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
             return None
-        return _score_product(ctx, binding.value, binding.node, depth + 1)
+        return _score_product(ctx, binding.value, binding.node, depth + 1, param)
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, cst.MatrixMultiply):
             return "q @ k^T" if _transposed(ctx, expr.right) else None
-        if isinstance(expr.operator, (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)):
-            return _score_product(ctx, expr.left, at, depth + 1) or _score_product(ctx, expr.right, at, depth + 1)
+        if isinstance(expr.operator, _ALONG):
+            return _score_product(ctx, expr.left, at, depth + 1, param) or _score_product(ctx, expr.right, at, depth + 1, param)
         return None
     if isinstance(expr, cst.Call):
         name = ctx.qname(expr.func)
+        helper = ctx.functions.called(expr, name)
+        if helper is not None:
+            return _through_helper(ctx, expr, helper, at, depth, param)
         if name in _MATMUL:
             args = [a.value for a in expr.args if a.keyword is None]
             if name == "torch.einsum":
@@ -157,7 +172,26 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -
             shown = f"{name.rsplit('.', 1)[-1]}(q, k^T)"
             return shown if len(args) == 2 and any(_transposed(ctx, _bound_value(ctx, a, at)) for a in args) else None
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
-            return _score_product(ctx, expr.func.value, at, depth + 1)
+            return _score_product(ctx, expr.func.value, at, depth + 1, param)
+    return None
+
+
+def _through_helper(ctx, call: cst.Call, helper: cst.FunctionDef, at: cst.CSTNode, depth: int, param: cst.Param | None) -> str | None:  # type: ignore[no-untyped-def]
+    """The scores a call of a function of this file returns: where every ``return`` of it
+    gives back one of its parameters through a scale, a bias, a mask or a reshape, what the
+    call passes there (a helper that makes something else of its input is no step of it);
+    where every ``return`` makes the scores itself (``return q @ k.transpose(-2, -1)``), those."""
+    returns = [r.value for r in ctx.tree.nodes(cst.Return) if r.value is not None and ctx.tree.enclosing_function(r) is helper]
+    made = {_score_product(ctx, value, value, depth + 1) for value in returns}
+    if len(made) == 1 and None not in made:
+        return made.pop()
+    params = helper.params.params
+    if ctx.tree.enclosing_class(helper) is not None and type(call.func) is cst.Attribute:
+        params = params[1:]  # `self.add_bias(attn, ...)`: `self` is bound
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    for index, each in enumerate(params[:len(positional)]):
+        if returns and all(_score_product(ctx, value, value, depth + 1, each) == _PASSED for value in returns):
+            return _score_product(ctx, positional[index], at, depth + 1, param)
     return None
 
 
