@@ -252,3 +252,52 @@ def test_a_library_module_s_attention_is_medium_until_a_step_runs_it(tmp_path: P
     trained = lint_paths([Path(".")], select).findings
     assert [(Path(f.path).name, f.line, f.impact) for f in trained] == [("model.py", 7, "high")]
     assert "run every step from a training loop at train.py:8" in trained[0].message
+
+
+_DEMO_IN_MAIN = '''
+
+if __name__ == "__main__":
+    for causal in (True, False):
+        model = Attention().cuda()
+        x = torch.randn(2, 16, 8).cuda()
+        loss = model(x, x, x).sum()
+        loss.backward()
+'''
+_DEMO_SCRIPT = '''import torch
+from model import Attention
+
+for width in (8, 16):
+    model = Attention()
+    x = torch.randn(2, 4, width)
+    print(model(x, x, x).shape)
+'''
+
+
+@pytest.mark.parametrize("where", ["main", "script"])
+def test_a_demo_that_builds_a_model_per_configuration_is_no_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """vit-pytorch's ``__main__`` smoke tests (``for num_adv_bins in (0, 2, 10): vat = VAT(...);
+    loss = vat(...); loss.backward()``): each iteration builds a new model and runs it once, a loop
+    over configurations, not over batches. The attention stays what a library's is: medium, no
+    loop that runs it visible; a training loop of a model built before it is still the step."""
+    monkeypatch.chdir(tmp_path)
+    select = from_table({"select": ["TL405"]}, tmp_path)
+    if where == "main":
+        (tmp_path / "model.py").write_text(_ATTENTION_MODEL + _DEMO_IN_MAIN)
+    else:
+        (tmp_path / "model.py").write_text(_ATTENTION_MODEL)
+        (tmp_path / "demo.py").write_text(_DEMO_SCRIPT)
+    [demo] = lint_paths([Path(".")], select).findings
+    assert (demo.line, demo.impact) == (7, "medium") and "no loop that runs it is visible" in demo.message
+    (tmp_path / "train.py").write_text(_ATTENTION_TRAINING)
+    [trained] = lint_paths([Path(".")], select).findings
+    assert trained.impact == "high" and "run every step from a training loop at train.py:8" in trained.message
+
+
+def test_a_training_loop_that_builds_a_helper_object_per_batch_is_still_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # near-miss: the loop builds an augmentation per batch, but the model it trains is built before it
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(_ATTENTION_MODEL)
+    (tmp_path / "train.py").write_text(_ATTENTION_TRAINING.replace("    x = x.cuda()\n", "    noise = Jitter(0.1)\n    x = noise(x.cuda())\n")
+                                       .replace("from model import Attention\n", "from model import Attention\nfrom augment import Jitter\n"))
+    [trained] = lint_paths([Path(".")], from_table({"select": ["TL405"]}, tmp_path)).findings
+    assert trained.impact == "high" and "run every step from a training loop at train.py:10" in trained.message

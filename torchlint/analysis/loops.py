@@ -12,7 +12,7 @@ from torchlint.analysis.guards import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
-from torchlint.analysis.values import Kind, looks_like_optimizer
+from torchlint.analysis.values import MODULE_CHAIN, Kind, looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.bindings import Binding
@@ -272,9 +272,37 @@ class Loops:
             # A loop in a module's forward (over `self.layers`, heads, scales), or in a method
             # the forward calls, is inside the step that calls the model: never a step of its own.
             self._hot[key] = not self.runs_once(loop) and not self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and (
-                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop)) or self.decodes(loop)
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop))
+                or self.decodes(loop)
                 or self._generates(loop))
         return self._hot[key]
+
+    def builds_its_models(self, loop: cst.CSTNode) -> bool:
+        """Is every model the loop's own body calls built in that body, a new one each
+        iteration (vit-pytorch's ``__main__`` demos: ``for num_adv_bins in (0, 2, 10): vat =
+        VAT(vit, ...); loss = vat(images, ...); loss.backward()``)? Then the loop goes over
+        configurations, each model run once: no step loop."""
+        known: dict[int, bool] = self.__dict__.setdefault("_builds", {})
+        if id(loop) not in known:
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and self._models_built_in(loop)
+        return known[id(loop)]
+
+    def _models_built_in(self, loop: cst.For | cst.While) -> bool:
+        ctx, called = self.ctx, False
+        for node in self._own_nodes(loop.body):
+            if type(node) is not cst.Call:
+                continue
+            if type(node.func) is not cst.Name:
+                if self.ctx.method_name(node) != "backward" and self.is_step_call(node):
+                    return False  # `self.model(x)`, `opt.step()`: what the loop steps is made elsewhere
+                continue
+            binding = ctx.bindings.reaching(node.func.value, node)
+            built = binding is not None and binding.kind == "assign" and binding.element is None and _constructs(binding.value)
+            if built and ctx.tree.is_inside(binding.node, loop.body):
+                called = True  # `vat = VAT(...)` in this iteration, then `vat(images)`
+            elif built or ctx.values.kind(node.func, node) is Kind.MODULE:
+                return False  # a model made before the loop (or of unknown origin): the loop may train it
+        return called
 
     def decodes(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` a decode loop: one token (frame, sample, denoising step) from a model
@@ -631,6 +659,16 @@ def _target_names(loop: cst.CSTNode) -> set[str]:
         elif dotted(part) is not None:
             names.add(dotted(part))
     return names
+
+
+def _constructs(value: cst.BaseExpression | None) -> bool:
+    """``VAT(vit, dim=512)``, ``Net().cuda()``: a call of a class (a name written as one)."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_CHAIN:
+        value = value.func.value
+    if type(value) is not cst.Call:
+        return False
+    name = dotted(value.func) or ""
+    return name.rsplit(".", 1)[-1].lstrip("_")[:1].isupper()
 
 
 def _epoch_loop(loop: cst.CSTNode) -> bool:

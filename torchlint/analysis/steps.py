@@ -193,10 +193,11 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
     def _may_step(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
         """Can the join make this loop a step loop? Not one that runs at most once, not a
         loop in a ``forward`` or a method a module's forward calls (it runs within the step:
-        per step when ``forward`` is), and not a loop over the layers an object keeps
+        per step when ``forward`` is), not a loop that builds every model it runs (a demo
+        over configurations), and not a loop over the layers an object keeps
         (``for layer in self.layers``)."""
         loops = self.ctx.loops
-        if loops.runs_once(loop) or function is not None and (function.name.value == "forward" or loops.runs_in_forward(function)):
+        if loops.runs_once(loop) or loops.builds_its_models(loop) or function is not None and (function.name.value == "forward" or loops.runs_in_forward(function)):
             return False
         iterable = loop.iter if type(loop) is cst.For else None
         return not (iterable is not None and _over_own_attribute(iterable))
