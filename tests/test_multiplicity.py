@@ -469,3 +469,57 @@ def test_a_loop_in_a_method_the_forward_calls_repeats_within_the_step(tmp_path: 
     [read] = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
     assert read.line == 11 and read.impact == "high"  # mid-forward, 4 times per step; not an evaluation loop's low
     assert "called from `Decoder.predict()`" in read.message and "4 times per step: once in each `Head.forward()`" in read.message
+
+
+PAIRS = """import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x) / x.abs().max().item()
+
+
+class FF(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Sequence(nn.Module):
+    def __init__(self, d, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.ModuleList([Attn(d), FF(d)]) for _ in range(depth)])
+
+    def forward(self, x, args):
+{loop}
+            x = x + f(x, **f_args)
+            x = x + g(x, **g_args)
+        return x
+
+
+model = Sequence(8, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in loader:
+    model(x.cuda(), [({{}}, {{}})] * 4).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("loop", [
+    "        for (f, g), (f_args, g_args) in zip(self.layers, args):",
+    # DALLE's SequentialSequence: the pairs made first, as a list, under a name of their own
+    "        layers_and_args = list(zip(self.layers, args))\n        for (f, g), (f_args, g_args) in layers_and_args:",
+])
+def test_blocks_unpacked_from_a_zip_over_the_layers_run_once_per_layer(loop: str) -> None:
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    [read] = lint_source(PAIRS.format(loop=loop), "net.py", config)
+    assert read.line == 11 and read.impact == "high"
+    assert "called from `Sequence.forward()`" in read.message and "per layer per step: once in each `Attn.forward()`" in read.message

@@ -254,9 +254,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if binding.kind == "param":
             return self._annotated(binding.node.annotation, binding.node)
         if binding.kind in ("for", "comp"):
-            source = iterated_item(binding.value, binding.element)
-            if source is None and binding.element is not None and type(binding.value) in (cst.Name, cst.Attribute):
-                return self._row_members(binding.value, binding.element, binding.node)  # `for a, b in self.pairs`
+            iterable = self._zipped(binding.value, binding.node)
+            source = iterated_item(iterable, binding.element)
+            if source is None and binding.element is not None and type(iterable) in (cst.Name, cst.Attribute):
+                return self._row_members(iterable, binding.element, binding.node)  # `for a, b in self.pairs`
             return self._members_of(source, binding.node) if source is not None else None
         if binding.kind != "assign":
             return None
@@ -269,6 +270,24 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if found is None and type(binding.node) is cst.AnnAssign:
             return self._annotated(binding.node.annotation, binding.node)
         return found
+
+    def _zipped(self, iterable: cst.BaseExpression | None, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """What a loop iterates, through ``list(...)``/``tuple(...)`` and a local name bound once
+        to such a call (DALLE's ``layers_and_args = list(zip(self.layers, args))``, then
+        ``for (f, g), (f_args, g_args) in layers_and_args``): the ``zip``/``enumerate`` itself."""
+        for _ in range(3):
+            if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("list", "tuple") \
+                    and len(iterable.args) == 1 and iterable.args[0].keyword is None and not iterable.args[0].star:
+                iterable = iterable.args[0].value
+            elif type(iterable) is cst.Name:
+                bound = self.ctx.bindings.lookup(iterable.value, at)
+                value = bound[0].value if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None else None
+                if type(value) is not cst.Call or type(value.func) is not cst.Name or value.func.value not in ("list", "tuple", "zip", "enumerate"):
+                    return iterable  # a list of rows (`for a, b in pairs`), or anything else: as it is
+                iterable, at = value, bound[0].node
+            else:
+                return iterable
+        return iterable
 
     def _getattr_of_self(self, call: cst.Call) -> bool:
         return type(call.func) is cst.Name and call.func.value == "getattr" and len(call.args) == 2 \
