@@ -411,3 +411,97 @@ def test_a_guard_in_a_helper_lowers_its_findings_as_in_the_loop(guard: str, impa
     config = from_table({"select": ["TL405"], "min-impact": "low"}, Path("."))
     (found,) = lint_source(GUARDED_HELPER.format(guard=guard), "train.py", config)
     assert found.impact == impact and reason in found.impact_reason
+
+
+SWEEP_MODELS = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def create_model(name, classes=10):
+    return Net(classes)
+"""
+# timm's validate.py: main() sweeps a list of models, each through a retry wrapper whose
+# `while batch_size:` loop calls validate(); validate() builds the model and its loader, runs
+# one warm-up forward, then evaluates in its own loop over the loader.
+SWEEP = """import argparse
+
+import torch
+
+from models import create_model
+
+parser = argparse.ArgumentParser()
+
+
+def validate(args):
+    device = torch.device(args.device)
+    model = create_model(args.model).to(device)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size)
+    model.eval()
+    with torch.no_grad():
+        warm = torch.randn((args.batch_size, 8)).to(device)
+        model(warm)
+        for batch_idx, (input, target) in enumerate(loader):
+            output = model(input.to(device))
+            correct = (output.argmax(1) == target.to(device)).sum().item()
+    return {{"top1": correct}}
+
+
+def _try_run(args, initial_batch_size):
+    batch_size = initial_batch_size
+    while batch_size:
+        args.batch_size = batch_size
+        try:
+            if "cuda" in args.device and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return {call}
+        except RuntimeError as e:
+            print(e)
+        batch_size = batch_size // 2
+    return {{"error": "oom"}}
+
+
+def main():
+    args = parser.parse_args()
+    results = []
+    for m, c in [("net", ""), ("net", "ckpt")]:
+        args.model = m
+        results.append(_try_run(args, args.batch_size))
+    print(results)
+
+
+def predict(args):
+    model = create_model(args.model).cuda()
+    return model(torch.randn((args.batch_size, 8)).to("cuda")).argmax(1)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_function_with_its_own_evaluation_loop_is_a_whole_run_not_a_step(tmp_path: Path) -> None:
+    """timm validate.py (review of issue 32): a retry loop around `validate(args)`, which has
+    its own loop over a loader, goes over runs; the warm-up input made once per run was
+    reported "every step of an inference or sampling loop". A function that runs the model
+    once per call with no loop of its own still makes the loop around it a sampling loop."""
+    (tmp_path / "models.py").write_text(SWEEP_MODELS)
+    (tmp_path / "validate.py").write_text(SWEEP.format(call="validate(args)"))
+    lines = SWEEP.splitlines()
+    warm, read, once = (next(i for i, line in enumerate(lines, 1) if text in line) for text in ("warm = ", ".sum().item()", "return model("))
+    config = from_table({"select": ["TL101", "TL110"], "min-impact": "low"}, tmp_path)
+    found = {(f.line, f.code): f for f in lint_paths([tmp_path], config).findings}
+    assert found[(warm, "TL110")].impact == "low" and "once (not every step)" in found[(warm, "TL110")].impact_reason
+    assert "sampling loop" not in found[(warm, "TL110")].message + found[(warm, "TL110")].impact_reason
+    assert "evaluation loop" in found[(read, "TL101")].message  # the loop of its own is the step
+    (tmp_path / "validate.py").write_text(SWEEP.format(call="predict(args)"))
+    found = {(f.line, f.code): f for f in lint_paths([tmp_path], config).findings}
+    assert "inference or sampling loop" in found[(once, "TL110")].impact_reason
