@@ -523,3 +523,181 @@ def test_blocks_unpacked_from_a_zip_over_the_layers_run_once_per_layer(loop: str
     [read] = lint_source(PAIRS.format(loop=loop), "net.py", config)
     assert read.line == 11 and read.impact == "high"
     assert "called from `Sequence.forward()`" in read.message and "per layer per step: once in each `Attn.forward()`" in read.message
+
+
+SWEEP_MODELS = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def create_model(name, classes=10):
+    return Net(classes)
+"""
+# timm's validate.py: main() sweeps a list of models, each through a retry wrapper whose
+# `while batch_size:` loop calls validate(); validate() builds the model and its loader, runs
+# one warm-up forward, then evaluates in its own loop over the loader.
+SWEEP = """import argparse
+
+import torch
+
+from models import create_model
+
+parser = argparse.ArgumentParser()
+
+
+def validate(args):
+    device = torch.device(args.device)
+    model = create_model(args.model).to(device)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size)
+    model.eval()
+    with torch.no_grad():
+        warm = torch.randn((args.batch_size, 8)).to(device)
+        model(warm)
+        for batch_idx, (input, target) in enumerate(loader):
+            output = model(input.to(device))
+            correct = (output.argmax(1) == target.to(device)).sum().item()
+    return {{"top1": correct}}
+
+
+def _try_run(args, initial_batch_size):
+    batch_size = initial_batch_size
+    while batch_size:
+        args.batch_size = batch_size
+        try:
+            if "cuda" in args.device and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return {call}
+        except RuntimeError as e:
+            print(e)
+        batch_size = batch_size // 2
+    return {{"error": "oom"}}
+
+
+def main():
+    args = parser.parse_args()
+    results = []
+    for m, c in [("net", ""), ("net", "ckpt")]:
+        args.model = m
+        results.append(_try_run(args, args.batch_size))
+    print(results)
+
+
+def predict(args):
+    model = create_model(args.model).cuda()
+    return model(torch.randn((args.batch_size, 8)).to("cuda")).argmax(1)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_function_with_its_own_evaluation_loop_is_a_whole_run_not_a_step(tmp_path: Path) -> None:
+    """timm validate.py (review of issue 32): a retry loop around `validate(args)`, which has
+    its own loop over a loader, goes over runs; the warm-up input made once per run was
+    reported "every step of an inference or sampling loop". A function that runs the model
+    once per call with no loop of its own still makes the loop around it a sampling loop."""
+    (tmp_path / "models.py").write_text(SWEEP_MODELS)
+    (tmp_path / "validate.py").write_text(SWEEP.format(call="validate(args)"))
+    lines = SWEEP.splitlines()
+    warm, read, once = (next(i for i, line in enumerate(lines, 1) if text in line) for text in ("warm = ", ".sum().item()", "return model("))
+    config = from_table({"select": ["TL101", "TL110"], "min-impact": "low"}, tmp_path)
+    found = {(f.line, f.code): f for f in lint_paths([tmp_path], config).findings}
+    assert found[(warm, "TL110")].impact == "low" and "once (not every step)" in found[(warm, "TL110")].impact_reason
+    assert "sampling loop" not in found[(warm, "TL110")].message + found[(warm, "TL110")].impact_reason
+    assert "evaluation loop" in found[(read, "TL101")].message  # the loop of its own is the step
+    (tmp_path / "validate.py").write_text(SWEEP.format(call="predict(args)"))
+    found = {(f.line, f.code): f for f in lint_paths([tmp_path], config).findings}
+    assert "inference or sampling loop" in found[(once, "TL110")].impact_reason
+
+
+FULL_BATCH = """import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(8, 4).cuda()
+optimizer = torch.optim.Adam(model.parameters())
+data = dataset[0].cuda()
+
+
+def score(pred, split):
+    return torch.count_nonzero(pred[data[split]])
+
+
+def train():
+    model.train()
+    optimizer.zero_grad()
+    out = model(data.x)
+    F.cross_entropy(out, data.y).backward()
+    optimizer.step()
+
+
+@torch.no_grad()
+def test(masks):
+    model.eval()
+    pred = model(data.x).argmax(dim=-1)
+    accs = []
+{loop}
+    return accs
+
+
+for epoch in range(200):
+    train()
+    print(test([data.train_mask, data.val_mask, data.test_mask]))
+"""
+
+
+@pytest.mark.parametrize(("loop", "tier"), [
+    # PyG's test(): after the epoch's one step, a read per split; the first drains the queue,
+    # the others wait only for their own small kernels: one read's worth at the step's end
+    ("    for mask in [data.train_mask, data.val_mask, data.test_mask]:\n        accs.append(int((pred[mask] == data.y[mask]).sum()))", "medium"),
+    ("    for _, mask in data('train_mask', 'val_mask', 'test_mask'):\n        accs.append(int((pred[mask] == data.y[mask]).sum()))", "medium"),
+    ("    splits = {'train': data.train_mask, 'val': data.val_mask}\n    for name, mask in splits.items():\n        accs.append(int(pred[mask].sum()))", "medium"),
+    # near-misses: more than a few items, a collection of unknown size, a helper of the
+    # project in the loop (its own work unknown here): each repetition waits again
+    ("    for mask in [data.m1, data.m2, data.m3, data.m4, data.m5]:\n        accs.append(int(pred[mask].sum()))", "high"),
+    ("    for mask in masks:\n        accs.append(int((pred[mask] == data.y[mask]).sum()))", "high"),
+    ("    for split in ['train', 'val']:\n        accs.append(int(score(pred, split)))", "high"),
+])
+def test_reads_over_a_few_fixed_splits_cost_one_read(loop: str, tier: str) -> None:
+    """Review 3 (PyG, 25 findings): `for mask in [train, val, test]` in a full-batch test()
+    was "per iteration per step", high; an evaluation loop's per-split `.cpu()` medium."""
+    config = from_table({"select": ["TL101", "TL105"], "min-impact": "low"}, Path("."))
+    found = [f for f in lint_source(FULL_BATCH.format(loop=loop), "gcn.py", config) if "accs.append" in FULL_BATCH.format(loop=loop).splitlines()[f.line - 1]]
+    assert [f.impact for f in found] == [tier]
+    if tier == "medium":
+        assert "times per step: one real wait per step" in found[0].impact_reason
+
+
+SPLIT_EVAL = """import torch
+
+model = torch.nn.Linear(8, 4).cuda()
+
+
+@torch.no_grad()
+def test(loader):
+    model.eval()
+    y_true = {'train': [], 'valid': [], 'test': []}
+    for data in loader:
+        data = data.cuda()
+        out = model(data.x)
+        for split in y_true.keys():
+            mask = data[f'{split}_mask']
+            y_true[split].append(out[mask].cpu())
+    return y_true
+"""
+
+
+def test_an_evaluation_loops_copy_per_split_is_low_as_other_evaluation_reads() -> None:
+    config = from_table({"select": ["TL102"], "min-impact": "low"}, Path("."))
+    [found] = lint_source(SPLIT_EVAL, "proteins.py", config)
+    assert found.impact == "low" and "(3 times per step)" in found.message
+    [many] = lint_source(SPLIT_EVAL.replace("'test': []", "'test': [], 'a': [], 'b': []"), "proteins.py", config)
+    assert many.impact == "medium"  # six splits: each copy waits again

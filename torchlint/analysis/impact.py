@@ -151,6 +151,9 @@ class Repeat:
     kind: str  # "decoded token", "denoising step", "beam", "candidate", "block", "layer", "batch row", "parameter", "element", "iteration"
     count: int | None = None  # when the code says (`range(12)`)
     via: str = ""  # the function each repetition runs (`Block.forward`), when it is a call
+    # Over a few fixed items (`for mask in [train_mask, val_mask, test_mask]`) with no model or
+    # helper run between them: after the first read each waits only for its own small kernels.
+    few: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,12 @@ class Multiplicity:
 
     def __bool__(self) -> bool:
         return bool(self.repeats)
+
+    @property
+    def waits_again(self) -> bool:
+        """Does each repetition wait for device work of its own weight (a forward per block, a
+        decoded token's), not only for the small kernels since the last read?"""
+        return any(not repeat.few for repeat in self.repeats)
 
     @property
     def count(self) -> int | None:
@@ -240,12 +249,17 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     tier = _TIERS[cost][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
-    if cost in _REPEAT_COSTS and place.per_step:
+    if cost in _REPEAT_COSTS and place.per_step.waits_again:
         # Each repetition waits again: the waits add up to more than a step's worth of slack.
+        # (Over a few fixed items with nothing heavy between them, the first read drained the
+        # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
     if cost in _READ_COSTS and place.position is not Position.MID_STEP:
         capped = LOW if place.position is Position.AFTER_SYNC else MEDIUM if tier == HIGH else tier
-        return capped, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+        why = _POSITION_WHY[place.position]
+        if place.per_step:  # a few fixed items: the first read waits, the others find the queue drained
+            why = why.replace("one sync per step", "one real wait per step (the repetitions after the first find the queue drained)", 1)
+        return capped, f"{cost.value}, {often}: {why}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
         return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host"

@@ -282,12 +282,14 @@ class _ModelReach:
         self.project = project
         self.memo: dict[tuple[str, str], bool] = {}
         self.calls: dict[tuple[str, str], list[CallSite]] = {}
-        # Functions with a training loop of their own (yolov5's `train()`: its epochs and batches)
-        # are a whole run: a loop around their call goes over runs (hyperparameter evolution), not
-        # steps. (A decode loop of its own makes a function one generation: a loop over inputs
-        # around it is still an inference loop, each of its iterations a generation.)
+        # Functions with a training or evaluation loop of their own (yolov5's `train()`: its epochs
+        # and batches; timm's `validate()`: a warm-up forward, then a loop over its loader) are a
+        # whole run: a loop around their call goes over runs (hyperparameter evolution, a sweep over
+        # models, a retry with a smaller batch), not steps. (A decode loop of its own makes a
+        # function one generation: a loop over inputs around it is still an inference loop, each
+        # of its iterations a generation.)
         self.runs = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls
-                     if call.loop in (Where.TRAIN, Where.EPOCH)}
+                     if call.loop in (Where.TRAIN, Where.EPOCH, Where.EVAL)}
         for path, summary in project.files.items():
             for call in summary.calls:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.

@@ -66,10 +66,71 @@ def no_work_for_workers(ctx: FileContext, call: cst.Call) -> str | None:
 _INDEX_FACTORIES = frozenset({"range", "torch.arange", "numpy.arange", "torch.randperm", "numpy.random.permutation"})
 
 
-def _indices(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-    """``range(n)``, ``list(range(n))``, ``torch.arange(n)``: the dataset is its indices."""
-    built = ctx.values.constructors(value, at)
-    return bool(built) and all(_index_call(ctx, call) for call in built)
+# Methods whose result is the indices of a tensor's entries (`mask.nonzero()`), and those that
+# keep a tensor of indices one (`.view(-1)`, one rank's `.split(n)[rank]`, `.long()`).
+_INDEX_METHODS = frozenset({"nonzero", "argwhere", "argsort"})
+_INDEX_KEEPING = frozenset({"view", "reshape", "flatten", "squeeze", "long", "int", "contiguous", "clone", "split", "chunk",
+                            "tensor_split", "sort", "unique", "t"})
+
+
+def _indices(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+    """``range(n)``, ``list(range(n))``, ``torch.arange(n)``, ``mask.nonzero().view(-1)``,
+    ``torch.where(mask)[0]``, one rank's ``idx.split(n)[rank]``: the dataset is its indices."""
+    if depth > 6:
+        return False
+    if type(value) is cst.Subscript:  # `torch.where(m)[0]`, `idx.split(n)[rank]`, `perm[:n]`
+        return _indices(ctx, value.value, at, depth + 1)
+    if type(value) is cst.Call:
+        func = value.func
+        if _index_call(ctx, value) or ctx.qname(func) in ("torch.nonzero", "torch.argwhere", "numpy.nonzero", "numpy.flatnonzero") \
+                or ctx.qname(func) == "torch.where" and len(value.args) == 1:
+            return True
+        if type(func) is cst.Attribute and ctx.qname(func) is None:
+            method = func.attr.value
+            return method in _INDEX_METHODS or method in _INDEX_KEEPING and _indices(ctx, func.value, at, depth + 1)
+        return False
+    if type(value) is cst.Name:  # each binding that may reach it (`idx = idx.split(n)[rank]` sees the one before)
+        bound = ctx.bindings.reaching_each(value.value, value)
+        return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None
+                                   and _indices(ctx, b.value, b.value, depth + 1) for b in bound)
+    return False
+
+
+_RANK_CALLS = frozenset({"torch.distributed.get_rank", "torch.distributed.get_node_local_rank"})
+
+
+def sharded_by_rank(ctx: FileContext, call: cst.Call) -> bool:
+    """Is the loader's dataset one rank's share, cut by hand: ``idx.split(n)[rank]``,
+    ``idx[rank::world_size]``, ``Subset(ds, idx.chunk(world_size)[rank])``, through the names
+    bound to it? Each process then reads its own part without a ``DistributedSampler``."""
+    dataset = ctx.argument(call, 0, "dataset")
+    return dataset is not None and _rank_share(ctx, dataset.value, 0)
+
+
+def _rank_share(ctx: FileContext, value: cst.BaseExpression, depth: int) -> bool:
+    if depth > 6:
+        return False
+    if type(value) is cst.Subscript:
+        if any(_names_rank(ctx, node) for element in value.slice for node in ctx.tree.descendants(element.slice)):
+            return True
+        return _rank_share(ctx, value.value, depth + 1)
+    if type(value) is cst.Call:  # a method chain on the share (`.view(-1)`), or a dataset built from it (`Subset(ds, share)`)
+        inner = [value.func.value] if type(value.func) is cst.Attribute else []
+        return any(_rank_share(ctx, part, depth + 1) for part in (*inner, *(arg.value for arg in value.args)))
+    if type(value) is cst.Name:
+        bound = ctx.bindings.reaching_each(value.value, value)
+        return any(b.kind == "assign" and b.element is None and b.value is not None and _rank_share(ctx, b.value, depth + 1) for b in bound)
+    return False
+
+
+def _names_rank(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``rank``, ``local_rank``, ``args.rank``, ``dist.get_rank()``: this process's rank."""
+    if type(node) is cst.Call:
+        return ctx.qname(node.func) in _RANK_CALLS
+    if type(node) in (cst.Name, cst.Attribute):
+        name = dotted(node)
+        return name is not None and name.rsplit(".", 1)[-1] in ("rank", "local_rank", "global_rank", "proc_id", "process_index")
+    return False
 
 
 def _index_call(ctx: FileContext, call: cst.Call) -> bool:

@@ -29,6 +29,7 @@ _QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "l
                            "set_postfix", "size", "dim", "numel", "stride"}
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
+_FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
 _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
@@ -94,7 +95,47 @@ class Places:
             kind = "element"  # `for w in words` on a device tensor: one 0-d device tensor per element
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
+        few = self._few_items(iterable, loop)
+        if few is not None:
+            return Repeat(kind or "iteration", few, few=self._light(loop))
         return Repeat(kind or "iteration", self._container_size(iterable, loop))
+
+    def _few_items(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> int | None:
+        """How many items a loop over a few fixed ones goes over: a literal list, tuple or set
+        (``[data.train_mask, data.val_mask, data.test_mask]``), a dict literal's keys, values or
+        items (``y_true = {'train': [], 'valid': [], 'test': []}``), a name bound once to one, through
+        ``enumerate``/``zip``, or an object called with the keys it yields (PyG's ``data('train_mask',
+        'val_mask')``); None for anything else or more than ``_FEW`` items."""
+        if depth > 3:
+            return None
+        node_type = type(iterable)
+        if node_type is cst.Call:
+            func = iterable.func
+            if type(func) is cst.Name and func.value in ("enumerate", "zip", "list", "sorted", "reversed") and iterable.args and self.ctx.qname(func) is None:
+                return self._few_items(iterable.args[0].value, at, depth + 1)
+            if type(func) is cst.Attribute and func.attr.value in ("keys", "values", "items") and not iterable.args:
+                return self._few_items(func.value, at, depth + 1)
+            if 2 <= len(iterable.args) <= _FEW and all(type(a.value) is cst.SimpleString and a.keyword is None and not a.star for a in iterable.args) \
+                    and self.ctx.qname(func) is None:
+                return len(iterable.args)  # PyG's `data('train_mask', 'val_mask', 'test_mask')`: one (key, value) per key
+            return None
+        if node_type in (cst.List, cst.Tuple, cst.Set, cst.Dict):
+            elements = iterable.elements
+            if any(type(e) in (cst.StarredElement, cst.StarredDictElement) for e in elements):
+                return None
+            return len(elements) if 0 < len(elements) <= _FEW else None
+        if node_type is cst.Name:
+            bound = self.ctx.bindings.lookup(iterable.value, at)
+            if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
+                return self._few_items(bound[0].value, bound[0].node, depth + 1)
+        return None
+
+    def _light(self, loop: cst.CSTNode) -> bool:
+        """Does the loop's body queue only small tensor ops: no model, no backward or
+        optimizer step, no helper of the project whose own work is unknown here?"""
+        loops = self.ctx.loops
+        return not any(type(n) is cst.Call and (loops.is_step_call(n) or loops._calls_a_trainer(n) or self._maybe_a_model(n) or self._runs_a_helper(n))
+                       for n in loops._loop_nodes(loop))
 
     def _over_device_tensor(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """``words``, ``enumerate(words)``, ``zip(words, ...)`` with ``words`` a device tensor."""

@@ -36,6 +36,13 @@ TENSOR_ONLY_METHODS = frozenset({
 _NOT_TENSOR_RESULTS = frozenset({"item", "tolist", "cpu", "numpy", "size", "dim", "numel", "data_ptr", "get_device",
                                  "is_floating_point", "is_contiguous", "element_size", "nelement", "stride", "keys", "items", "values", "get",
                                  "nnz", "_nnz", "sparse_dim", "dense_dim"})
+
+
+def mask_name(name: str) -> bool:
+    """``mask``, ``train_mask``, ``valid_mask``: an attribute named for a boolean mask."""
+    return name == "mask" or name.endswith("_mask")
+
+
 # Methods and functions whose result is a boolean tensor.
 _BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
                            "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})
@@ -336,7 +343,7 @@ class HiddenSyncs:
             masks = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
             mask = next((m for m in masks if self.bool_mask(m, node)), None)
             if mask is not None:
-                return self.in_step(node) and self.device_tensor(mask, node)
+                return self.in_step(node) and (self.device_tensor(mask, node) or self._kept_on_device(mask, node, node.value))
             # `x[node_type == i]` with `node_type` a parameter: a tensor indexed by a comparison
             # is indexed by a mask (a Python bool index would only add a dimension).
             return any(self._compared(m, node) for m in masks) and self.in_step(node) and self.device_tensor(node.value, node)
@@ -347,6 +354,30 @@ class HiddenSyncs:
         if op == "repeat_interleave":
             subject = self._repeats(node, function) or subject
         return self.in_step(node) and self.device_tensor(subject, node)
+
+    def _kept_on_device(self, mask: cst.BaseExpression, at: cst.CSTNode, indexed: cst.BaseExpression) -> bool:
+        """``data.train_mask`` of a graph moved to the device (``data = dataset[0].to(device)``),
+        or indexing a device tensor (``out[data.train_mask]``, the graph maybe remade by a
+        transform) where nothing says the graph is on the host; or a name bound to one
+        (``mask = graph["paper"].train_mask``)."""
+        if type(mask) is cst.Name:
+            bound = self.ctx.bindings.reaching(mask.value, at)
+            return bound is not None and bound.kind == "assign" and bound.element is None and type(bound.value) is cst.Attribute \
+                and self._kept_on_device(bound.value, at, indexed)
+        if type(mask) is not cst.Attribute or not mask_name(mask.attr.value):
+            return False
+        devices, owner = self.ctx.devices, mask.value
+        if devices.on_device(owner, at):
+            return True
+        on_host = devices.is_host_batch(owner, at) or devices.loader_value(owner, at) or devices.moved_to_host(owner, at) \
+            or type(owner) is cst.Name and self._bound_unmoved(owner, at)
+        return not on_host and self.device_tensor(indexed, at)
+
+    def _bound_unmoved(self, owner: cst.Name, at: cst.CSTNode) -> bool:
+        """``data = dataset[0]`` and never moved: every binding that reaches ``owner`` indexes a
+        dataset or calls nothing that could move it (a transform might)."""
+        bound = self.ctx.bindings.reaching_each(owner.value, at)
+        return bool(bound) and all(b.kind == "assign" and b.value is not None and type(b.value) is cst.Subscript for b in bound)
 
     def _compared(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A value comparison (``a == i``, ``t > 0``), or a name bound only to one."""
@@ -459,6 +490,14 @@ class HiddenSyncs:
             bound = [b for b in ctx.bindings.lookup(expr.value, at) if b.kind != "augassign"]
             return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1, traced)
                                        for b in bound)
+        if expr_type is cst.Attribute and mask_name(expr.attr.value):
+            # `data.train_mask`: a mask kept on a graph or a batch (PyG's splits), unless this
+            # file binds that attribute to something that is no mask (a view of itself,
+            # `data.train_mask = data.train_mask[:, 0]`, stays one)
+            name = dotted(expr) or ""
+            bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None
+                     and not (type(b.value) is cst.Subscript and dotted(b.value.value) == name)]
+            return all(self.bool_mask(b.value, b.node, depth + 1, traced) for b in bound)
         return False
 
 

@@ -38,7 +38,12 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
     "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
     "torch.broadcast_shapes", "torch.result_type", "torch.promote_types", "torch.can_cast", "torch.sym_",
+    # out-of-tree device backends register their own namespace (torch_npu's `torch.npu`)
+    "torch.npu.", "torch.hpu.", "torch.mlu.", "torch.musa.", "torch.mtia.", "torch.xla.",
 )
+# A predicate of any torch namespace (`torch.npu.is_available()`, `torch.distributed.is_initialized()`)
+# answers with a Python bool.
+_TORCH_PREDICATE = "is_"
 # Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
 # Above this many bindings of one name in a scope, a use's unreaching bindings are only
 # its own statement's (the later-in-the-scope refinement walks every binding per use).
@@ -466,7 +471,8 @@ class ValueKinds(LossFacts, ArrayFacts):
             return Kind.MODULE
         if qualified.startswith(("torchvision.models.", "timm.create_model")):
             return Kind.MODULE
-        if qualified.startswith("torch.") and not qualified.startswith(_TORCH_NON_TENSOR_PREFIXES):
+        if qualified.startswith("torch.") and not qualified.startswith(_TORCH_NON_TENSOR_PREFIXES) \
+                and not method.startswith(_TORCH_PREDICATE):
             return Kind.TENSOR
         return Kind.UNKNOWN
 

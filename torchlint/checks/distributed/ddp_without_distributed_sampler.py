@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_feeds, loader_option
+from torchlint.analysis.loaders import DATALOADER, UNKNOWN, is_dataloader, loader_feeds, loader_option, sharded_by_rank
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
@@ -32,6 +32,8 @@ class DdpWithoutDistributedSampler(Check):
             return
         if any(loader_option(ctx, node, option) is not None for option in ("sampler", "batch_sampler")):
             return
+        if sharded_by_rank(ctx, node):
+            return  # each rank loads its own share, cut by hand (`idx.split(n)[rank]`): no rank reads the whole dataset
         self.report(node, where=loader_feeds(self.ctx, node), call=f"{dotted(node.func) or DATALOADER}(...)")
 
     def _uses_ddp(self) -> bool:
