@@ -156,6 +156,14 @@ def _derived(ordered: list[cst.CSTNode], seeds: set[str]) -> set[str]:
     return derived
 
 
+def grown_names(ctx: FileContext, loop: cst.CSTNode) -> set[str]:
+    """The sequences ``loop``'s body grows in place on each pass (``tokens.append(tok)``,
+    ``extend``, ``tokens[:, t] = tok``, ``tokens += [tok]``): not the same data twice."""
+    nodes = list(ctx.loops._own_nodes(loop.body))  # type: ignore[attr-defined]
+    names = {name for name, _ in _grown(nodes)}
+    return names | {name for n in nodes if type(n) is cst.AugAssign and (name := dotted(n.target)) is not None}
+
+
 def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
     """Sequences the body grows in place: ``seq.append(v)``/``extend`` and ``tokens[:, t] = v``."""
     found: list[tuple[str, cst.CSTNode]] = []
