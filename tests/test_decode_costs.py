@@ -24,3 +24,11 @@ def test_decoded_tokens_uploaded_back_say_what_changes_and_how_to_keep_them() ->
         assert "before the loop" not in finding.fix_hint and "Upload it once" not in finding.fix_hint
     assert "token it just decoded" in last.message and "`argmax`" in last.fix_hint
     assert "one token longer each time" in prefix.message and "`torch.cat`" in prefix.fix_hint
+
+
+def test_a_device_fill_value_says_torch_full_reads_it_and_how_to_broadcast() -> None:
+    found = {f.line: f for f in _findings(FIXTURES / "rules" / "TL105" / "flagged_fill.py", "TL105")}
+    assert sorted(found) == [29, 30, 31]
+    for finding in found.values():
+        assert "sampling loop at line 39" in finding.message  # the denoising loop that calls it
+        assert "fill value is a Python number" in finding.fix_hint and "`.tolist()`" in finding.fix_hint
