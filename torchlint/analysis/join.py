@@ -59,7 +59,8 @@ class StepInfo:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
         via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
-        return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
+        often = "run once per epoch" if self.where is Where.EPOCH else "run every step"  # `trainer.save()` after an epoch's batches
+        return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where})"
 
 
 class Steps(dict[str, dict[str, StepInfo]]):
