@@ -209,7 +209,8 @@ def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set
         if targets & inputs:
             value = _mentions(statement.value)  # type: ignore[attr-defined]
             inputs |= value
-            made_here |= targets - value  # `img = img_orig * mask + (1 - mask) * img` still carries `img` forward
+            # `img = img_orig * mask + (1 - mask) * img` before the call still carries `img` forward
+            made_here |= targets if ctx.tree.is_inside(call, statement) else targets - value
     return inputs - made_here
 
 
