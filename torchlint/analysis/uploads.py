@@ -395,6 +395,20 @@ class Uploads:
                 return None  # something else of the step rides along: not only the tokens
         return None if not kinds else "prefix" if "prefix" in kinds else "last"
 
+    def uploaded_batch(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``value`` a batch from the loader the step just copied to the device
+        (``caplens.to(device)``, or a name bound to that: ``caplens = caplens.to(device)``)?"""
+        ctx = self.ctx
+        if type(value) is cst.Name:
+            binding = ctx.bindings.reaching(value.value, at)
+            if binding is None or binding.kind != "assign" or binding.element is not None:
+                return False
+            value, at = binding.value, binding.node
+        if type(value) is not cst.Call or type(value.func) is not cst.Attribute or ctx.devices.move(value) != "device":
+            return False
+        receiver = value.func.value
+        return ctx.devices.is_host_batch(receiver, at) or ctx.devices.loader_value(receiver, at)
+
     def constant_parameter(self, data: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
         """``def extract(arr, t): torch.from_numpy(arr).to(t.device)``: the parameter ``data``
         names, when that is all it is bound to (the callers decide whether it is constant)."""
