@@ -40,10 +40,12 @@ _BUILTINS = frozenset(dir(builtins))
 _LIBRARIES = ("torch", "numpy", "np", "math", "random", "itertools", "functools", "einops")
 # What a denoiser, or a method given one, is called: `model(x, t)`, `self.p_sample(model, ...)`.
 _DENOISER_WORDS = ("model", "net", "denois", "diffus", "sample", "predict")
+# A loop variable so named is a model: a loop handing each to the sampler goes over stages, not time steps.
+_MODEL_WORDS = ("model", "net", "denois", "stage")
 # A loop variable so named is a batch (`for i, sample in enumerate(loader)`), not a time step.
 _DATA_WORDS = ("batch", "sample", "data", "input", "image", "img")
 # A function of these names samples: a loop walking a schedule (`sigmas[i]`) there is its steps.
-_SAMPLING_FUNCTIONS = ("sample", "denois", "diffus", "generat", "reverse")
+_SAMPLING_FUNCTIONS = ("sampl", "denois", "diffus", "generat", "reverse")
 
 
 def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
@@ -156,6 +158,14 @@ def _derived(ordered: list[cst.CSTNode], seeds: set[str]) -> set[str]:
     return derived
 
 
+def grown_names(ctx: FileContext, loop: cst.CSTNode) -> set[str]:
+    """The sequences ``loop``'s body grows in place on each pass (``tokens.append(tok)``,
+    ``extend``, ``tokens[:, t] = tok``, ``tokens += [tok]``): not the same data twice."""
+    nodes = list(ctx.loops._own_nodes(loop.body))  # type: ignore[attr-defined]
+    names = {name for name, _ in _grown(nodes)}
+    return names | {name for n in nodes if type(n) is cst.AugAssign and (name := dotted(n.target)) is not None}
+
+
 def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
     """Sequences the body grows in place: ``seq.append(v)``/``extend`` and ``tokens[:, t] = v``."""
     found: list[tuple[str, cst.CSTNode]] = []
@@ -197,8 +207,10 @@ def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set
     for statement in reversed([s for s in ordered if ctx.tree.index(s) < start]):
         targets = _targets(statement) if type(statement) is not cst.AugAssign else set()
         if targets & inputs:
-            inputs |= _mentions(statement.value)  # type: ignore[attr-defined]
-            made_here |= targets
+            value = _mentions(statement.value)  # type: ignore[attr-defined]
+            inputs |= value
+            # `img = img_orig * mask + (1 - mask) * img` before the call still carries `img` forward
+            made_here |= targets if ctx.tree.is_inside(call, statement) else targets - value
     return inputs - made_here
 
 
@@ -217,6 +229,10 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     sampling = any(part.startswith(_SAMPLING_FUNCTIONS) for part in name.split("_"))  # `p_sample_loop`, not `reshape_subsample`
     steps = {step for step in _mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
     nodes = list(ctx.loops._own_nodes(loop.body))
+    if sampling and not any(type(n) is cst.Call and _may_run_a_model(ctx, n) for n in nodes):
+        # `for sigma, ... in schedule: for r in range(resample_times): images = step(images, sigma)`:
+        # the time step's work sits in an inner loop that repeats it
+        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda node: type(node) in (cst.For, cst.While)))
     if not sampling and any(type(n) is cst.Subscript and any(_mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
         return False  # `xs[t]`: it walks a sequence, one element per iteration
     if any(type(n) is cst.Call and ctx.method_name(n) in ("backward", "step") and ctx.loops.is_step_call(n) for n in nodes):
@@ -230,6 +246,9 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     # The state is rebound whole (`img = out["sample"]`); `lprobs[i] = f(lprobs[i])` updates one item per iteration.
     rebound = {name for statement in ordered if type(statement) is not cst.AugAssign
                for name in _targets(statement, items=False)}
+    models = {name for name in _mentions(loop.target) if any(word in name.lower() for word in _MODEL_WORDS)}
+    if any(_mentions(arg.value) & models for call, _ in runs for arg in call.args):
+        return False  # `img = self.one_unet_sample(unet, ...)` for each unet of a cascade: a stage per iteration
     for call, statement in runs:
         if _mentions(call.func) & steps:
             continue  # `x = layer(x, i)` for each layer: one layer per iteration, not a step

@@ -41,6 +41,7 @@ class StepInfo:
     via: str = ""  # the per-step function that calls it, when that is not the loop or the hook itself
     omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
     constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
+    uploaded: frozenset[str] = frozenset()  # parameters some per-step call passes a batch it just copied to the device
     per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
     position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
 
@@ -59,7 +60,8 @@ class StepInfo:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
         via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
-        return f"`{key.partition('#')[0]}()` ({via}run every step from {self.origin}{where})"
+        often = "run once per epoch" if self.where is Where.EPOCH else "run every step"  # `trainer.save()` after an epoch's batches
+        return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where})"
 
 
 class Steps(dict[str, dict[str, StepInfo]]):
@@ -106,6 +108,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, tensor_args=True)
             if not info.constants <= known.constants:  # its own parameters: callees are not affected
                 known = steps[path][key] = replace(known, constants=known.constants | info.constants)
+            if not info.uploaded <= known.uploaded:
+                known = steps[path][key] = replace(known, uploaded=known.uploaded | info.uploaded)
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
@@ -129,7 +133,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               per_step=per_step, position=position)))
+                                               uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
@@ -172,7 +176,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 per_step, position = _called_place(None, call, callee, loops_here)
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
-                                                                        per_step=per_step, position=position)))
+                                                                        uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
     return seeds
 
 
@@ -270,6 +274,8 @@ def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str]
                 known.setdefault(branch, replace(reach, omitted=info.omitted, constants=info.constants) if reach is not None else info)
             for name in info.constants if "#" not in key else ():
                 known.setdefault(f"{key}#const:{name}", info)
+            for name in info.uploaded if "#" not in key else ():
+                known.setdefault(f"{key}#uploaded:{name}", info)
 
 
 class _ModelReach:

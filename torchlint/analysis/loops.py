@@ -70,6 +70,9 @@ class Loops:
             # Type sets, not isinstance: this runs for every ancestor of most calls and names.
             ancestor_type = type(ancestor)
             if ancestor_type in _BARRIER_TYPES:
+                if ancestor_type is cst.Lambda and self._mapped(ancestor):
+                    child = ancestor  # `map(lambda t: t.item(), ts)`: run right here, once per item
+                    continue
                 break
             if ancestor_type is cst.For or ancestor_type is cst.While:
                 if any(child is part for part in _body_children(ancestor)):
@@ -80,6 +83,13 @@ class Loops:
                     loops.append(ancestor)
             child = ancestor
         return loops
+
+    def _mapped(self, function: cst.Lambda) -> bool:
+        """Is ``function`` the first argument of ``map(...)``, which calls it where it stands?"""
+        arg = self.ctx.tree.parent(function)
+        call = self.ctx.tree.parent(arg) if type(arg) is cst.Arg else None
+        return type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "map" \
+            and self.ctx.qname(call.func) is None and call.args[0] is arg
 
     def _inside_comp_body(self, node: cst.CSTNode, comp_for: cst.CompFor) -> bool:
         # The first `for`'s iterable is evaluated once; its ifs and inner fors each time.
@@ -672,12 +682,19 @@ def _constructs(value: cst.BaseExpression | None) -> bool:
 
 
 def _epoch_loop(loop: cst.CSTNode) -> bool:
-    """``for epoch in range(...)`` (or ``tqdm(range(...))``): a loop over epochs, not batches."""
-    if type(loop) is not cst.For or not any("epoch" in name.lower() for name in _target_names(loop)):
+    """``for epoch in range(...)`` (or ``tqdm(range(...))``), ``for i in range(epochs)``: a
+    loop over epochs, not batches."""
+    if type(loop) is not cst.For:
         return False
+    named = any("epoch" in name.lower() for name in _target_names(loop))
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and dotted(iterable.func) in ("tqdm", "tqdm.tqdm", "trange", "enumerate") and iterable.args:
         if dotted(iterable.func) == "trange":
-            return True
+            return named or _counts_epochs(iterable)
         iterable = iterable.args[0].value
-    return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range"
+    return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and (named or _counts_epochs(iterable))
+
+
+def _counts_epochs(call: cst.Call) -> bool:
+    """``range(epochs)``, ``range(start, args.num_epochs)``: its bounds count epochs."""
+    return any("epoch" in (dotted(arg.value) or "").lower() for arg in call.args)

@@ -58,6 +58,14 @@ class Project:
         return frozenset(where if isinstance(where, str) else names[where] for where in call.constants
                          if isinstance(where, str) or where < len(names))
 
+    def uploads(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` passes a batch it just copied to the device."""
+        if not call.uploads:
+            return frozenset()
+        names = self._parameters(call, callee)
+        return frozenset(where if isinstance(where, str) else names[where] for where in call.uploads
+                         if isinstance(where, str) or where < len(names))
+
     def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())

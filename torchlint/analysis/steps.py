@@ -53,6 +53,9 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
     if type(node) is cst.Param:  # holds when a per-step call passes a constant there
         function = ctx.tree.enclosing_function(node)
         return f"{dotted_function_name(ctx.tree, function) if function is not None else ''}#const:{node.name.value}"
+    if type(node) is cst.Name and type(ctx.tree.parent(node)) is cst.Param:  # holds when a per-step call passes a batch it just uploaded
+        function = ctx.tree.enclosing_function(node)
+        return f"{dotted_function_name(ctx.tree, function) if function is not None else ''}#uploaded:{node.value}"
     return ctx.loops.loop_key(node)
 
 
@@ -120,6 +123,17 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
+    def _uploaded_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments the caller copied from the host just before (``caplens = caplens.to(device)``
+        of a loader batch): a callee that reads them back to the host makes a round trip."""
+        found: list[int | str] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if self.ctx.uploads.uploaded_batch(arg.value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _branch(self, call: cst.Call, loop: str | None) -> str:
         """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
         found = self.ctx.guards.default_branch(call) if loop is None else None
@@ -131,7 +145,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
-                     self._branch(call, loop), self._constant_args(call), *self._place(call))
+                     self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

@@ -30,6 +30,7 @@ class CallSite:
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it within the step (loop key, what it goes over), outermost first
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
     unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop)
+    uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,6 +201,8 @@ class HiddenSyncs:
             return self.tensorish(expr.left, at, depth + 1) or self.tensorish(expr.right, at, depth + 1)
         if expr_type is cst.UnaryOperation:
             return self.tensorish(expr.expression, at, depth + 1)
+        if expr_type is cst.IfExp:  # `self.model.alphas if original else self.ddim_alphas`: either may be the value
+            return self.tensorish(expr.body, at, depth + 1) or self.tensorish(expr.orelse, at, depth + 1)
         if expr_type is cst.Subscript:
             if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
                 return False  # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict)

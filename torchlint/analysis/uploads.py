@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.bounded import Bounded
+from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.devices import DTYPE_CONVERSIONS
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
@@ -366,9 +367,47 @@ class Uploads:
             return False
         if loop is not None and any(b.node is loop or ctx.tree.is_inside(b.node, loop) for b in bound):
             return False  # `obs = next_obs` in the loop: each step's data
+        if loop is not None and name in grown_names(ctx, loop):
+            return False  # `tokens.append(tok)` in the loop: longer on each pass
         if all(ctx.tree.enclosing_function(b.node) is None for b in bound) and ctx.tree.enclosing_function(at) is not None:
             return True  # a module constant, read in a function
         return loop is not None  # bound before the loop, never inside it
+
+    def decoded_feed(self, data: cst.BaseExpression, at: cst.CSTNode, loop: cst.CSTNode | None) -> str | None:
+        """In a decode loop that appends each token it decodes to a host list (``inputs.append(
+        output.argmax(-1).item())``), is ``data`` that list read back: ``"last"`` for its newest
+        token (``[inputs[-1]]``, ``inputs[-1]``), ``"prefix"`` for the list or a slice of it
+        (``trg_indexes``, ``tokens[-block:]``)? None otherwise."""
+        ctx = self.ctx
+        if type(loop) not in (cst.For, cst.While) or not ctx.loops.decodes(loop):
+            return None
+        grown = grown_names(ctx, loop)
+        parts = list(data.elements) if type(data) in (cst.List, cst.Tuple) else [data]  # type: ignore[attr-defined]
+        kinds = set()
+        for part in parts:
+            value = part.value if type(part) is cst.Element else part
+            if type(value) is cst.Subscript and dotted(value.value) in grown:
+                sliced = any(type(e.slice) is cst.Slice for e in value.slice)
+                kinds.add("prefix" if sliced and value is data else "last")
+            elif dotted(value) in grown:
+                kinds.add("prefix" if value is data else "last")
+            elif not self.same_every_step(value, at, loop):
+                return None  # something else of the step rides along: not only the tokens
+        return None if not kinds else "prefix" if "prefix" in kinds else "last"
+
+    def uploaded_batch(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``value`` a batch from the loader the step just copied to the device
+        (``caplens.to(device)``, or a name bound to that: ``caplens = caplens.to(device)``)?"""
+        ctx = self.ctx
+        if type(value) is cst.Name:
+            binding = ctx.bindings.reaching(value.value, at)
+            if binding is None or binding.kind != "assign" or binding.element is not None:
+                return False
+            value, at = binding.value, binding.node
+        if type(value) is not cst.Call or type(value.func) is not cst.Attribute or ctx.devices.move(value) != "device":
+            return False
+        receiver = value.func.value
+        return ctx.devices.is_host_batch(receiver, at) or ctx.devices.loader_value(receiver, at)
 
     def constant_parameter(self, data: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
         """``def extract(arr, t): torch.from_numpy(arr).to(t.device)``: the parameter ``data``

@@ -1,4 +1,4 @@
-"""The same host data copied to the device on every step of a training loop."""
+"""The same host data, or the tokens a decode loop just read back, copied to the device on every step."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ConstantUploadInLoop(Check):
     code = "TL113"
     name = "constant-upload-in-loop"
     cost = Cost.UPLOAD
-    message = "`{expr}` in {loop} copies the same host data to the device on every step, and the host waits for each copy"
+    message = "`{expr}` in {loop} {copies}, and the host waits for each copy"
     per_step = True
     device_bound = True
     fix_hint = "Upload it once: move it to the device before the loop, or register it as a buffer (`self.register_buffer(...)`) so it moves with the model"
@@ -24,6 +24,11 @@ class ConstantUploadInLoop(Check):
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
         if data is None or not ctx.syncs.in_step(node):
+            return
+        fed = ctx.uploads.decoded_feed(data, node, ctx.loops.local_hot_loop(node))
+        if fed is not None:
+            # `torch.LongTensor([inputs[-1]]).to(device)`: the token was on the device a moment ago
+            self.report(node, hint=_FEED_HINTS[fed], expr=short_code(ctx.module, node, limit=60), copies=_FEED_WORDS[fed])
             return
         condition = None
         if not ctx.uploads.same_every_step(data, node, ctx.loops.hot_loop(node)):
@@ -34,4 +39,18 @@ class ConstantUploadInLoop(Check):
             # caller passes a constant (`extract(self.alphas, t)`), which the join decides
         in_class = ctx.tree.enclosing_class(node) is not None and ctx.tree.enclosing_function(node) is not None
         hint = "" if in_class or condition is not None else "Upload it once, before the loop, and reuse the device tensor"
-        self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60))
+        self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60),
+                    copies="copies the same host data to the device on every step")
+
+
+# What a decode loop uploads of the tokens it decoded (uploads.decoded_feed), and how to keep them on the device.
+_FEED_WORDS = {
+    "last": "builds a host tensor of the token it just decoded and copies it back to the device for every decoded token",
+    "prefix": "rebuilds the decoded sequence on the host, one token longer each time, and copies all of it to the device for every decoded token",
+}
+_FEED_HINTS = {
+    "last": "Feed the model's own pick back: the `argmax` (or sampled) token is already a device tensor; "
+            "read it to the host only for the stop test, or every few tokens",
+    "prefix": "Keep the sequence on the device and append each new token with `torch.cat` (the `argmax` result is already "
+              "there); read tokens to the host only for the stop test, or every few tokens",
+}

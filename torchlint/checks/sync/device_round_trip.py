@@ -26,14 +26,56 @@ class DeviceRoundTrip(Check):
         ctx = self.ctx
         later = ctx.devices.move(node)
         if later is None:
+            self._read_back(node)
             return
         earlier = self._previous_move(node.func.value)  # type: ignore[attr-defined]
+        if earlier is None and later == "host":
+            self._read_back(node)  # `lengths.cpu()` of an argument its caller just uploaded
+            return
         if earlier is None or earlier == later:
             return
         if ctx.guards.export_only(node):
             return  # written for the ONNX exporter or a tracer (a constant it can fold), run once
         words = {"host": "to the host", "device": "to the device"}
         self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=words[later])
+
+    def _read_back(self, node: cst.Call) -> None:
+        """``decode_lengths = (caption_lengths - 1).tolist()`` in a ``forward`` whose caller
+        passes ``caplens.to(device)`` of a loader batch: uploaded there, read back here. Holds
+        when the join finds a per-step call passing such a batch (``#uploaded:``)."""
+        ctx = self.ctx
+        if ctx.method_name(node) not in _HOST_READS and ctx.devices.move(node) != "host" or ctx.tree.enclosing_function(node) is None:
+            return
+        param = self._parameter_of(node.func.value, node, depth=0)  # type: ignore[attr-defined]
+        if param is not None:
+            self.report(node, condition=param.name, hint=_READ_BACK_HINT, expr=short_code(ctx.module, node, limit=60),
+                        first=f"to the device (the caller uploads `{param.name.value}` from the host)", second="to the host here")
+
+    def _parameter_of(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> cst.Param | None:
+        """The parameter whose value ``expr`` still is, give or take a shape, a sort or a
+        constant offset: ``(lengths - 1)``, ``lengths.squeeze(1)``, after ``lengths, order =
+        lengths.squeeze(1).sort(...)``."""
+        ctx = self.ctx
+        while depth < 6:
+            depth += 1
+            if type(expr) is cst.BinaryOperation and type(expr.right) in (cst.Integer, cst.Float):
+                expr = expr.left
+            elif type(expr) is cst.Subscript:
+                expr = expr.value
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and (expr.func.attr.value in _SAME_VALUE or expr.func.attr.value == "sort"):
+                expr = expr.func.value
+            elif type(expr) is cst.Name:
+                binding = ctx.bindings.reaching(expr.value, at)
+                if binding is None:
+                    return None
+                if binding.kind == "param":
+                    return binding.node if type(binding.node) is cst.Param else None  # type: ignore[return-value]
+                if binding.kind != "assign" or binding.value is None or binding.element not in (None, 0):
+                    return None
+                expr, at = binding.value, binding.node
+            else:
+                return None
+        return None
 
     def _previous_move(self, expr: cst.BaseExpression) -> str | None:
         """The nearest move inside ``expr``'s chain, through calls that keep the same value:
@@ -70,4 +112,8 @@ class DeviceRoundTrip(Check):
             return None
 
 
+# Reads that copy a device tensor's value to the host.
+_HOST_READS = frozenset({"tolist", "item", "numpy"})
+_READ_BACK_HINT = ("Keep the host copy the loader gave: pass it too (or instead) and read it on the host, "
+                   "or keep this work on the device")
 _SAME_VALUE = DTYPE_CONVERSIONS | {"detach", "clone", "squeeze", "unsqueeze", "view", "reshape", "flatten", "astype", "copy"}

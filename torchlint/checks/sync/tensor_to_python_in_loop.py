@@ -20,8 +20,10 @@ _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _COMPARING = frozenset({"min", "max", "sorted"})
 _COUNTING = frozenset({"range"})
 # Sizes are Python ints: a tensor given as one is read (`torch.arange(lengths.max())`, `x.view(n, -1)`).
-_SIZED_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "narrow"})
-_SIZE_KEYWORDS = frozenset({"start", "end", "step", "size", "steps", "high", "low"})
+_SIZED_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full", "narrow"})
+_SIZE_KEYWORDS = frozenset({"start", "end", "step", "size", "steps", "high", "low", "fill_value"})
+# A fill value is a Python number too: `torch.full(shape, alphas[i])` reads a 0-d tensor first.
+_FILLS = frozenset({"torch.full", "torch.full_like"})
 # `math` functions convert their argument to a Python float first.
 _MATH_PREFIX = "math."
 
@@ -52,13 +54,33 @@ class TensorToPythonInLoop(Check):
             read = node.args
         elif type(func) is cst.Attribute and func.attr.value == "format" and isinstance(func.value, _STRINGS):
             read = node.args  # `"{:.4f}".format(loss)`: each argument formatted
-        elif ctx.qname(func) in FACTORIES or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS and ctx.qname(func) is None:
+        elif ctx.qname(func) in FACTORIES or ctx.qname(func) in _FILLS or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS and ctx.qname(func) is None:
             read = [a for a in node.args if a.keyword is None or a.keyword.value in _SIZE_KEYWORDS]  # `torch.arange(t)`: a size
+            if ctx.qname(func) == "torch.full_like":
+                read = [a for a in read if a is not node.args[0]]  # the tensor it copies the shape of is not read
         else:
             return
-        tensors = [arg.value for arg in read if arg.keyword is None and not arg.star and not plainly_python(arg.value)]
-        if tensors and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in tensors):
-            self.report(node, expr=short_code(ctx.module, node))
+        tensors = [arg.value for arg in read if (arg.keyword is None or arg.keyword.value == "fill_value") and not arg.star and not plainly_python(arg.value)]
+        read_tensor = next((value for value in tensors if ctx.syncs.device_tensor(value, node) and not self._passed_fill(node, value)), None) \
+            if tensors and ctx.syncs.in_step(node) else None
+        if read_tensor is not None:
+            self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
+
+    def _passed_fill(self, call: cst.Call, value: cst.BaseExpression) -> bool:
+        """``torch.full(shape, fill_value=t)`` with ``t`` a bare parameter: a number as often as
+        a tensor (``shared_step(batch, t=50)``), so only a known tensor fill is read."""
+        if type(value) is not cst.Name or not self._fill_value(call, value):
+            return False
+        binding = self.ctx.bindings.reaching(value.value, call)
+        return binding is not None and binding.kind == "param"
+
+    def _fill_value(self, call: cst.Call, value: cst.BaseExpression) -> bool:
+        """Is ``value`` the fill value of ``torch.full``/``full_like``/``new_full``?"""
+        name = self.ctx.qname(call.func) or (call.func.attr.value if type(call.func) is cst.Attribute else "")
+        if name not in _FILLS and name != "new_full":
+            return False
+        position = 1  # `torch.full(size, v)`, `torch.full_like(x, v)`, `x.new_full(size, v)`
+        return any(arg.value is value and (arg.keyword is not None or i == position) for i, arg in enumerate(call.args))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         """`f"{loss:.4f}"`, `f"{loss}"`: formatting a tensor reads its value."""
@@ -102,6 +124,11 @@ class TensorToPythonInLoop(Check):
         if type(value) not in (cst.Name, cst.Attribute, cst.List, cst.Tuple):
             return False
         return ctx.values.is_sequence_literal(value, at) and ctx.values.kind(value, at) is Kind.HOST
+
+
+_FILL_HINT = ("A fill value is a Python number, so `torch.full` reads the 0-d device tensor first: broadcast the tensor "
+              "instead (`alphas[index].view(1, 1, 1, 1).expand(b, 1, 1, 1)`, or just `alphas[index]` in the arithmetic), "
+              "or read the whole schedule once before the loop (`.tolist()`)")
 
 
 def _error_message(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
