@@ -89,7 +89,7 @@ def instrument(clock: StageClock) -> Callable[[], None]:
     """Wrap each stage's entry points; returns the function that puts them back."""
     import torchlint.engine.linter  # noqa: F401  (every module whose names are patched)
     from torchlint.analysis import context, join, light, names, positions, steps, tree
-    from torchlint.engine import discover as discover_mod, runner, settle, source
+    from torchlint.engine import discover as discover_mod, prefilter, runner, settle, source
 
     undo: list[Callable[[], None]] = []
 
@@ -105,7 +105,7 @@ def instrument(clock: StageClock) -> Callable[[], None]:
 
     function("discover", discover_mod.discover)
     function("read", source.read_source)
-    function("prefilter", runner._quick_parse)
+    function("prefilter", prefilter.quick_parse)
     function("parse", runner.parse)
     function("summary", light.light_summary)
     function("positions", positions.compute_spans)

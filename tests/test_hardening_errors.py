@@ -215,7 +215,9 @@ def test_a_fix_that_cannot_be_applied_says_which_and_why(tmp_path: Path, monkeyp
     from torchlint.config import Config
     from torchlint.engine.source import Source
 
-    monkeypatch.setattr(linter_module, "python_problem", lambda code: "libcst cannot parse the fixed code (line 3: why)")
+    from torchlint.engine import fixes
+
+    monkeypatch.setattr(fixes, "python_problem", lambda code: "libcst cannot parse the fixed code (line 3: why)")
     linter = linter_module.Linter(Config())
     result = linter.lint(Source("x.py", GOOD), P("x.py"), steps={})
     edit = linter.fix(result, unsafe=False, steps={})

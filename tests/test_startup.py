@@ -60,17 +60,48 @@ def test_a_warm_run_over_unchanged_files_imports_no_libcst(tmp_path: Path) -> No
     assert "libcst" in changed  # one changed file is parsed again
 
 
-def test_a_check_of_a_few_files_starts_no_pool_machinery(tmp_path: Path) -> None:
-    # A pre-commit run of a few files never starts a pool: concurrent.futures (with
-    # multiprocessing, logging, sockets) and a fix's random names are not imported for it.
+# What a check of a few files must not import when nothing calls for it: the pool machinery
+# (concurrent.futures, with multiprocessing, logging, sockets), a fix's random names and the
+# fix machinery, a traceback's formatter, pathspec (no pattern, no .gitignore), tomllib (no
+# config file), and importlib.resources (a rule page).
+_UNNEEDED = ("concurrent.futures", "multiprocessing", "secrets", "torchlint.engine.fixes", "torchlint.engine.notebook",
+             "difflib", "traceback", "pathspec", "tomllib", "importlib.resources")
+
+
+def _imported(names: tuple[str, ...], *args: str, cwd: Path) -> tuple[list[str], str]:
+    probe = _PROBE.replace('m == "libcst"', f"m in {names!r}")
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    out, _, loaded = done.stdout.rpartition("\nHEAVY=")
+    return json.loads(loaded), out
+
+
+def test_a_check_of_a_few_files_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    # A pre-commit run of a few files never starts a pool, fixes nothing and reads no config.
     (tmp_path / "train.py").write_text("import torch\nfor x in loader:\n    print(model(x).item())\n")
-    probe = _PROBE.replace('m == "libcst"', 'm in ("libcst", "concurrent.futures", "multiprocessing", "secrets")')
-    done = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", "--output-format", "json", "train.py"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    out, _, heavy = done.stdout.rpartition("\nHEAVY=")
-    imported = json.loads(heavy)
+    imported, out = _imported(("libcst", *_UNNEEDED), "check", "--no-cache", "--output-format", "json", "train.py", cwd=tmp_path)
     assert "libcst" in imported and '"TL101"' in out  # it did check the file
-    assert not {"concurrent.futures", "multiprocessing", "secrets"} & set(imported)
+    assert not set(_UNNEEDED) & set(imported)
+    # Each of them is still imported where it is needed: a pattern, a config file, a fix.
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["build"]\n')
+    (tmp_path / "fixable.py").write_text("import torch\nfor x in loader:\n    y = torch.zeros(3).cuda()\n    model(x + y)\n")
+    imported, _ = _imported(_UNNEEDED, "check", "--no-cache", "--fix", "--diff", "fixable.py", cwd=tmp_path)
+    assert {"pathspec", "tomllib", "torchlint.engine.fixes", "difflib"} <= set(imported)
+
+
+def test_a_check_of_files_that_never_mention_torch_imports_no_libcst(tmp_path: Path) -> None:
+    # A file no check can fire in is checked by CPython's parser alone (engine/prefilter.py):
+    # its syntax errors are still TL000, and its light summary still joins the project.
+    (tmp_path / "util.py").write_text("import os\n\ndef join(a):\n    return os.path.join(a, 'b')\n")
+    (tmp_path / "broken.py").write_text("def f(:\n    return 1\nreturn 2\n")
+    (tmp_path / "late.py").write_text("x = 1\nfrom __future__ import annotations\n")  # a compile-time error
+    heavy, out = heavy_modules("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
+    assert heavy == []
+    found = {(f["path"], f["code"], f["message"]) for f in json.loads(out)}
+    assert found == {("broken.py", "TL000", "cannot parse: invalid syntax"),
+                     ("late.py", "TL000", "cannot parse: from __future__ imports must occur at the beginning of the file")}
+    (tmp_path / "metric.py").write_text("def acc(x):\n    return x.item()\n")  # a step call: checked in full
+    heavy, _ = heavy_modules("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
+    assert "libcst" in heavy
 
 
 def test_the_rule_table_matches_the_checks() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from torchlint.findings import ENGINE_CODES, SYNTAX_ERROR, UNUSED_NOQA, FixSafety
@@ -164,6 +163,8 @@ def find(code_or_name: str, runtime: bool = False) -> Rule | None:
 
 
 def _pages_dir() -> Path | None:
+    from importlib import resources  # only to find a page: it imports tempfile and zipfile's kin
+
     packaged = resources.files("torchlint") / "_rules"
     if packaged.is_dir():
         return Path(str(packaged))

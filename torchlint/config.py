@@ -3,7 +3,6 @@ for each file, merged with CLI options."""
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -11,14 +10,13 @@ import stat
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+# pathspec, tomllib and difflib are imported where they are first needed: a run with no
+# patterns, no .gitignore and no config file to read (a cached run, `--version`) pays for none.
 
 
 class ConfigError(Exception):
@@ -112,10 +110,17 @@ def _coerce(key: str, value: Any) -> Any:
     return value
 
 
+def gitignore_spec(lines: list[str] | tuple[str, ...]) -> pathspec.PathSpec:
+    """The matcher of gitignore-style ``lines`` (excludes, per-file ignores, a .gitignore)."""
+    import pathspec  # here, not at the top: its import costs a run that matches nothing
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
 def check_pattern(pattern: str, key: str) -> None:
     """ConfigError unless ``pattern`` is a gitignore glob that pathspec (and ``re``) accept."""
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern]).match_file("x")
+        gitignore_spec([pattern]).match_file("x")
     except (ValueError, re.error) as error:
         raise ConfigError(f"invalid glob {pattern!r} in `{key}`: {error}") from None
 
@@ -146,6 +151,8 @@ def from_table(table: dict[str, Any], root: Path, source: Path | None = None, ba
     for key, value in table.items():
         normalised = key.replace("_", "-")
         if normalised not in _KEYS:
+            import difflib  # only to suggest a name
+
             hint = difflib.get_close_matches(normalised, [*_KEYS, "extend"] if source else list(_KEYS), n=1)
             where = f" in {source}" if source else ""
             suggestion = f" (did you mean `{hint[0]}`?)" if hint else ""
@@ -222,6 +229,10 @@ def _config_bytes(path: Path) -> bytes:
 
 def _read_toml(pyproject: Path) -> dict[str, Any]:
     """The parsed file; ConfigError (never a silent skip) when it cannot be read or parsed."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         return tomllib.loads(_config_bytes(Path(pyproject)).decode("utf-8"))
     except FileNotFoundError:
@@ -397,6 +408,8 @@ def validate_codes(codes: tuple[str, ...], known: set[str], key: str) -> None:
         if code == "ALL":
             continue
         if not _CODE.match(code) or not any(k.startswith(code) for k in known):
+            import difflib  # only to suggest a code
+
             hint = difflib.get_close_matches(code, sorted(known), n=1)
             suggestion = f" (did you mean {hint[0]}?)" if hint else ""
             raise ConfigError(f"unknown rule code `{code}` in `{key}`{suggestion}")

@@ -41,6 +41,9 @@ class Project:
         self._classes_memo: dict[tuple[Ref, str, int], list[tuple[str, str]]] = {}
         self._resolving: set[tuple[Ref, str, int]] = set()  # being resolved now (a cycle meets them)
         self._cut: set[tuple[Ref, str, int]] = set()  # met in a cycle: what depends on them is not memoised
+        # (module, importer's directory) -> its files nearest first: every reference asks
+        # again, and a name every project has (`utils`, `model`) has a file in each of them
+        self._nearest_memo: dict[tuple[str, str], list[str]] = {}
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -151,7 +154,13 @@ class Project:
         candidates = self.modules.get(module)
         if not candidates:
             return []
-        return sorted(candidates, key=lambda c: (c == importer, -len(os.path.commonpath([c, importer]))))
+        if len(candidates) == 1:
+            return candidates
+        directory = os.path.dirname(importer)  # another file shares with the importer what it shares with its directory
+        nearest = self._nearest_memo.get((module, directory))
+        if nearest is None:
+            nearest = self._nearest_memo[(module, directory)] = sorted(candidates, key=lambda c: -len(os.path.commonpath([c, directory])))
+        return [c for c in nearest if c != importer] + [importer] if importer in candidates else nearest
 
     def _split(self, ref: Ref, importer: str) -> list[tuple[str, list[str]]]:
         """(file, remaining name parts) for each way an import reference can split into a

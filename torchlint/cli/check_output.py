@@ -37,10 +37,13 @@ class SourceLines:
         # and which line of the file holds each cell line (not its JSON, which may be
         # megabytes of outputs).
         cells = replace(source, notebook=None) if source.cells is not None else None
-        from torchlint.engine.notebook import file_lines
         from torchlint.engine.source import python_lines
 
-        in_file = file_lines(source.notebook) if source.notebook is not None else {}
+        in_file = {}
+        if source.notebook is not None:
+            from torchlint.engine.notebook import file_lines  # a notebook's only: difflib and JSON splicing
+
+            in_file = file_lines(source.notebook)
         return python_lines(source.text), cells, in_file  # Python's line breaks: findings count lines as it does
 
     def _file(self, path: str) -> tuple[list[str], Source | None, dict[int, tuple[int, ...]]] | None:

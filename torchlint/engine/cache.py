@@ -26,7 +26,6 @@ import pickle
 import re
 import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -109,6 +108,8 @@ class Cache:
         payload = _header(key) + _signature(self.secret, key, body) + body  # type: ignore[arg-type]
         try:
             self._prepare()
+            import tempfile  # only when writing: a run that reads the cache never loads it
+
             handle = tempfile.NamedTemporaryFile(dir=self.entries, prefix=".tmp-", delete=False)
             try:
                 with handle:
@@ -246,6 +247,8 @@ def _make_secret(path: Path) -> bytes | None:
     once both end up with the one that landed first)."""
     if os.path.lexists(path):
         return None  # there, but not usable (see _read_secret): left for the user to look at
+    import tempfile  # once per user: a run that reads the cache never loads it
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # mode 0600

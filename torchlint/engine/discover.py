@@ -8,13 +8,15 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
-
-from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config, Resolver
+from torchlint.config import DEFAULT_MAX_FILE_SIZE, Config, Resolver, gitignore_spec
 from torchlint.engine.source import Source, byte_limit, read_source
 from torchlint.engine.tempfiles import TEMP_SUFFIX, remove_stale_temporaries
 from torchlint.findings import Finding
+
+if TYPE_CHECKING:
+    import pathspec
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 _SKIPPED_DIRS = {
@@ -94,7 +96,7 @@ def _test(path: Path, test: str) -> bool:
 
 
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
-    return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+    return gitignore_spec(patterns) if patterns else None
 
 
 def _is_virtualenv(directory: Path) -> bool:
@@ -143,7 +145,7 @@ class _Ignores:
             spec = None
             if _test(file, "is_file"):
                 try:
-                    spec = pathspec.GitIgnoreSpec.from_lines(file.read_text(encoding="utf-8", errors="replace").splitlines())
+                    spec = gitignore_spec(file.read_text(encoding="utf-8", errors="replace").splitlines())
                 except (OSError, ValueError, re.error):  # a broken .gitignore ignores nothing
                     spec = None
             self.gitignores[directory] = spec

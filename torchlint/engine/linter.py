@@ -1,29 +1,36 @@
-"""The checks of one configuration applied to one file (imports libcst and every check)."""
+"""The checks of one configuration applied to one file (libcst and every check are
+imported when the first file that needs them is checked: engine/prefilter.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchlint import catalogue
-from torchlint.analysis.context import Options
 from torchlint.analysis.join import Steps
-from torchlint.checks import all_checks
-from torchlint.checks.base import Check
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.fixes import Edit, applicable, apply_fixes, keep_untouched, python_problem
-from torchlint.engine.notebook import Unmappable, cell_changes, place, put_back
+from torchlint.engine.prefilter import encodable, light_check, needs_parse
 from torchlint.engine.results import FileResult
-from torchlint.engine.runner import run_checks
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, read_source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes, unused_noqa
 from torchlint.findings import UNUSED_NOQA, Finding, at_least
 
+if TYPE_CHECKING:
+    from torchlint.analysis.context import Options
+    from torchlint.checks.base import Check
+    from torchlint.engine.fixes import Edit
+
+# The fix machinery (engine/fixes.py, engine/notebook.py, difflib) is imported by the
+# methods that fix: a plain check never loads it.
+
 
 def options_of(config: Config) -> Options:
+    from torchlint.analysis.context import Options  # imports libcst
+
     return Options(config.tensor_core_multiple, config.min_dimension, config.target_torch_version)
 
 
@@ -34,14 +41,30 @@ class Linter:
         known = catalogue.defaults()
         self.known = set(known)
         self.codes = selected_codes(config, known)
-        self.checks = [c for c in all_checks() if c.code in self.codes]
         self.per_file = PerFileIgnores(config, known)
-        self.options = options_of(config)
+        self.config = config
         self.debug = debug
 
-    def _checks_for(self, path: Path) -> tuple[list[type[Check]], set[str]]:
-        ignored = self.per_file.ignored_codes(path)
-        return [c for c in self.checks if c.code not in ignored], ignored
+    @cached_property
+    def checks(self) -> list[type[Check]]:
+        from torchlint.checks import all_checks  # imports libcst and every check
+
+        return [c for c in all_checks() if c.code in self.codes]
+
+    @cached_property
+    def options(self) -> Options:
+        return options_of(self.config)
+
+    def _run(self, source: Source, path: Path, ignored: set[str]) -> FileResult:
+        """The checks not ignored for ``path`` run over ``source``; a file no check can fire
+        in is checked by CPython's parser alone, with neither libcst nor the checks loaded."""
+        if needs_parse(source.text):
+            from torchlint.engine.runner import run_checks
+
+            return run_checks(source, [c for c in self.checks if c.code not in ignored], self.options, self.debug, file=str(path))
+        result = FileResult(source)
+        ready = encodable(source, result)
+        return result if ready is None else light_check(ready, result, str(path))
 
     def _keep(self, findings: list[Finding], source: Source | None, ignored: set[str]) -> list[Finding]:
         return [
@@ -55,8 +78,8 @@ class Linter:
         ``result.conditional`` for :func:`settle_steps`. ``used``: findings the project
         adds to this file (at its call sites, ``engine/call_sites.py``), which a ``# noqa``
         may suppress: such a comment is no unused one (TL001)."""
-        checks, ignored = self._checks_for(path)
-        result = run_checks(source, checks, self.options, self.debug, file=str(path))
+        ignored = self.per_file.ignored_codes(path)
+        result = self._run(source, path, ignored)
         if UNUSED_NOQA[0] in self.codes and UNUSED_NOQA[0] not in ignored and result.source is not None:
             found = [*result.findings, *(c.finding for c in result.conditional), *used]
             candidates = [f for f in found if f.code in self.codes and f.code not in ignored]
@@ -85,6 +108,8 @@ class Linter:
         source, path = result.source, result.path
         if source is None or path is None or result.module is None or (source.cells is not None and source.notebook is None):
             return None  # unreadable files (and a notebook whose kernel is not Python) are not rewritten
+        from torchlint.engine.fixes import applicable
+
         current, module, fixed_total, notes = source, result.module, 0, []
         original = tuple(result.findings)  # reported again if the fixed text cannot be written
         for _ in range(max_rounds):
@@ -111,6 +136,9 @@ class Linter:
     def _fix_round(self, source: Source, module: Any, todo: list[Finding], notes: list[str]) -> tuple[Source | None, list[Finding]]:
         """``source`` with the fixes of ``todo`` applied (None when none applies). In a
         notebook, a fix whose change cannot go back into the cells is left out, and why noted."""
+        from torchlint.engine.fixes import apply_fixes, keep_untouched, python_problem
+        from torchlint.engine.notebook import Unmappable, put_back
+
         new_text, fixed = apply_fixes(module, todo)
         new_text = keep_untouched(source.text, new_text, module)
         if not fixed or new_text == source.text:
@@ -155,6 +183,9 @@ def _joined_lines(source: Source, finding: Finding) -> set[int]:
 
 def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str]) -> bool:
     """Whether ``finding``'s fix alone can be put back into the notebook's cells."""
+    from torchlint.engine.fixes import apply_fixes
+    from torchlint.engine.notebook import Unmappable, place
+
     try:
         place(source, apply_fixes(module, [finding])[0])
     except Unmappable as why:
@@ -167,6 +198,9 @@ def _fits_cells(source: Source, module: Any, finding: Finding, notes: list[str])
 
 def _edit(path: Path, source: Source, fixed: Source, count: int, original: tuple[Finding, ...], notes: list[str]) -> Edit | None:
     """The planned write of ``path``: its text, or for a notebook its JSON, as fixed."""
+    from torchlint.engine.fixes import Edit
+    from torchlint.engine.notebook import cell_changes
+
     if source.notebook is None:
         if fixed.text == source.text and not notes:
             return None

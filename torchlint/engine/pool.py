@@ -12,7 +12,6 @@ import gc
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -70,6 +69,8 @@ def guarded(file: SourceFile, debug: bool, work: Callable[[], T]) -> T | FileRes
     except Exception as error:
         if debug:
             raise
+        import traceback  # only on this error path: a clean run never loads it
+
         trace = traceback.format_exc(limit=-_TRACEBACK_FRAMES)
         message = f"{type(error).__name__}: {error}"
         return FileResult(None, errors=[InternalError(file.display, "engine", message, trace)], path=file.path)

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import ast
 import os
-import traceback
 from dataclasses import replace
 
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
-from torchlint.analysis.light import light_summary
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled, InternalError
-from torchlint.engine.source import Source, newer_python_syntax, python_lines, syntax_error, unencodable
+from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
+from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
 
 
@@ -26,7 +24,7 @@ def parse(source: Source) -> cst.Module | Finding:
     except cst.ParserSyntaxError as error:
         # CPython's own message and position are the ones users know; libcst's
         # are used only when CPython accepts what libcst cannot parse.
-        cpython = _quick_syntax_check(source)
+        cpython = quick_syntax_check(source)
         if cpython is not None:
             return cpython
         # Valid Python that libcst cannot parse (`(x): int = 1`) is no TL000 (the user
@@ -44,21 +42,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     module names come from); by default its display name, taken from the working directory."""
     result = FileResult(source)
     absolute = os.path.abspath(file if file is not None else source.path)
-    problem = unencodable(source)
-    if problem is not None:  # every parser fails on it: say where, and check a notebook's other cells
-        if source.cells is None:
-            result.findings.append(problem)
-            return result
-        source = _without_unencodable_cells(source, result)
-    if "torch" not in source.text and not _may_hold_a_step(source.text):
-        # No check can fire in a file that never mentions torch or a step: only syntax
-        # matters, and what the file passes on to the steps (re-exports, helper calls).
-        tree = _quick_parse(source)
-        if isinstance(tree, Finding):
-            result.findings.append(tree)
-        elif source.cells is None:
-            result.summary = light_summary(tree, absolute)
+    ready = encodable(source, result)  # a lone surrogate: said where, a notebook's other cells checked
+    if ready is None:
         return result
+    source = ready
+    if not needs_parse(source.text):  # no check can fire: CPython's parse is enough (engine/prefilter.py)
+        return light_check(source, result, absolute)
     module = parse(source)
     if isinstance(module, Finding) and source.cells is not None:
         source, module = _parse_good_cells(source, module, result)
@@ -71,7 +60,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     torch_file = ctx.imports_torch()
     # A module that never imports torch or makes a step call has nothing to check, but it
     # can still pass steps on (a LightningModule base class, a re-export).
-    checked = checks if torch_file or _may_hold_a_step(source.text) else []
+    checked = checks if torch_file or may_hold_a_step(source.text) else []
     made: list[tuple[type[Check], Report]] = []
     for check_type in checked:
         check = check_type(ctx)
@@ -84,7 +73,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         except Exception as error:  # one check's bug must not stop the run
             if debug:
                 raise
-            result.errors.append(InternalError(source.path, check_type.code, f"{type(error).__name__}: {error}", traceback.format_exc()))
+            result.errors.append(_internal_error(source.path, check_type.code, error))
             continue
         made.extend((check_type, report) for report in check.reports)
     try:
@@ -93,7 +82,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     except Exception as error:  # the step summary only adds findings: losing it loses no others
         if debug:
             raise
-        result.errors.append(InternalError(source.path, "steps", f"{type(error).__name__}: {error}", traceback.format_exc()))
+        result.errors.append(_internal_error(source.path, "steps", error))
         summarizer, hot_calls = None, []
     try:
         spans = _spans(module, made, hot_calls, source.text)
@@ -124,17 +113,14 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     return result
 
 
+def _internal_error(path: str, where: str, error: Exception) -> InternalError:
+    """The error being handled, as an ``InternalError`` of ``where`` (a rule, or the steps)."""
+    import traceback  # only on this error path: a clean run never loads it
+
+    return InternalError(path, where, f"{type(error).__name__}: {error}", traceback.format_exc())
+
+
 _TOO_DEEP = "not checked: an expression is nested too deeply for libcst to place its findings (`not not ... x`, `a or a or ...` thousands deep)"
-
-
-def _may_hold_a_step(text: str) -> bool:
-    """A module that never imports torch can still hold a helper that a step calls with
-    its tensors (a metric that calls ``.item()``): check it when it shows one of the calls
-    the per-step rules are about. Only its per-step findings count (see run_checks)."""
-    return any(marker in text for marker in _STEP_MARKERS)
-
-
-_STEP_MARKERS = (".backward(", ".item()", ".tolist()", ".cpu()", ".numpy()", "synchronize(", "_step(")
 
 
 def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tuple[Source, cst.Module | Finding]:
@@ -144,7 +130,7 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
     bad = []
     for number, first, last in source.cell_spans():
         cell = Source(source.path, "\n".join(lines[first - 1:last]) + "\n")
-        problem = _quick_syntax_check(cell)
+        problem = quick_syntax_check(cell)
         if problem is not None:
             location = problem.location
             result.findings.append(syntax_error(source.path, problem.message, location.line, location.column, number))
@@ -153,36 +139,6 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
         return source, error  # only the joined cells fail: report that
     rest = source.without_lines(bad)
     return rest, parse(rest)
-
-
-def _without_unencodable_cells(source: Source, result: FileResult) -> Source:
-    """A notebook with each cell holding a lone surrogate reported and blanked out (a
-    comment would still hold it), so one such cell never hides the others."""
-    lines = python_lines(source.text)
-    for number, first, last in source.cell_spans():
-        problem = unencodable(Source(source.path, "\n".join(lines[first - 1:last]) + "\n"))
-        if problem is not None:
-            result.findings.append(syntax_error(source.path, problem.message, problem.location.line, problem.location.column, number))
-            lines[first - 1:last] = ["#"] * (last - first + 1)
-    return replace(source, text="\n".join(lines) + "\n")
-
-
-def _quick_syntax_check(source: Source) -> Finding | None:
-    tree = _quick_parse(source)
-    return tree if isinstance(tree, Finding) else None
-
-
-def _quick_parse(source: Source) -> ast.Module | Finding:
-    """CPython's own parse (about a tenth of libcst's): its AST, or its syntax error."""
-    try:
-        return compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as error:
-        if newer_python_syntax(source.text, error):
-            return ast.Module(body=[], type_ignores=[])  # valid for Python 3.12: nothing to report
-        location = source.location(error.lineno or 1, error.offset or 1)
-        return syntax_error(source.path, f"cannot parse: {error.msg}", location.line, location.column, location.cell)
-    except (ValueError, RecursionError, MemoryError) as error:
-        return syntax_error(source.path, f"cannot parse: {error}")
 
 
 def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost) -> tuple[Finding, str | None]:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import pathspec
-
 from torchlint.analysis.join import join
 from torchlint.analysis.summary import FileSummary
-from torchlint.config import Config
+from torchlint.config import Config, gitignore_spec
 from torchlint.engine import LintResult, Linter, settle_steps
 from torchlint.engine.call_sites import for_file, kept
 from torchlint.engine.discover import SourceFile
@@ -28,7 +26,7 @@ def excluded(path: Path, config: Config) -> bool:
     patterns = config.exclude + config.extend_exclude
     if not patterns:
         return False
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    spec = gitignore_spec(patterns)
     absolute = path if path.is_absolute() else Path.cwd() / path
     try:
         relative = absolute.resolve().relative_to(config.root.resolve()).as_posix()

@@ -14,10 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import pathspec
-
 from torchlint import catalogue
-from torchlint.config import Config, ConfigError, validate_codes
+from torchlint.config import Config, ConfigError, gitignore_spec, validate_codes
 from torchlint.engine.comments import comments
 from torchlint.engine.source import Source, python_lines
 from torchlint.findings import UNUSED_NOQA, Finding, Location
@@ -277,7 +275,7 @@ class PerFileIgnores:
     def __init__(self, config: Config, known: dict[str, bool]) -> None:
         self.root = config.root.resolve()
         self.rules = [
-            (pathspec.GitIgnoreSpec.from_lines([pattern]), _expand(codes, known))
+            (gitignore_spec([pattern]), _expand(codes, known))
             for pattern, codes in config.per_file_ignores.items()
         ]
 
