@@ -53,6 +53,11 @@ class Places:
         # statements before or after one are a block's prefix or suffix, level by level.
         self._first_work: dict[int, int] = {}
         self._last_work: dict[tuple[int, int], int] = {}
+        # Every read or call site after a statement asks of its calls, in the order Python
+        # finishes them, until one drains the queue or may queue work: each answer found once.
+        self._finish_orders: dict[int, list[cst.Call]] = {}
+        self._drained: dict[tuple[int, str | None], bool] = {}
+        self._quiet_calls: dict[int, bool] = {}
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -419,12 +424,12 @@ class Places:
         if read is None and type(node) is cst.Call and any(self._drains(n, None, n) for arg in node.args for n in tree.descendants(arg) if type(n) is cst.Call):
             return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         start = tree.index(node)
-        own = [n for n in self._own_calls(statement, into_loops=False) if tree.index(n) < start and not tree.is_inside(node, n)]
+        own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True)], ((self._own_calls(s, into_loops=False), type(s) is cst.SimpleStatementLine)
+        blocks = itertools.chain([(own, True)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine)
                                                  for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran in blocks:
-            for call in sorted(calls, key=self._finished, reverse=True):
+            for call in calls:
                 if surely_ran and self._drains(call, read, node):
                     return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
@@ -435,6 +440,13 @@ class Places:
         """A call that may queue more than a tensor method's kernel: a model, a helper."""
         return self.ctx.loops.is_step_call(call) or type(call.func) is cst.Name and not self._quiet(call)
 
+    def _finish_order(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """The calls of ``statement`` (not in nested loops), the one Python finishes last first."""
+        ordered = self._finish_orders.get(id(statement))
+        if ordered is None:
+            ordered = self._finish_orders[id(statement)] = sorted(self._own_calls(statement, into_loops=False), key=self._finished, reverse=True)
+        return ordered
+
     def _finished(self, call: cst.Call) -> tuple[int, int]:
         """When Python finishes ``call`` among its statement's calls: after its arguments."""
         tree = self.ctx.tree
@@ -443,6 +455,13 @@ class Places:
     def _drains(self, call: cst.Call, read: str | None, at: cst.CSTNode) -> bool:
         """Does ``call`` wait for the device's queue: a synchronize, a read of the same value,
         or a read of another tensor on the device?"""
+        key = (id(call), read)
+        drains = self._drained.get(key)
+        if drains is None:
+            drains = self._drained[key] = self._waits(call, read)
+        return drains
+
+    def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call):
             return True
         value = _read_value(self.ctx, call)
@@ -482,6 +501,13 @@ class Places:
         return known[id(helper)]
 
     def _quiet(self, call: cst.Call) -> bool:
+        quiet = self._quiet_calls.get(id(call))
+        if quiet is None:
+            quiet = self._quiet_calls[id(call)] = self._leaves_no_work(call)
+        return quiet
+
+    def _leaves_no_work(self, call: cst.Call) -> bool:
+        """Host bookkeeping, a metadata query, or a helper that synchronizes: no device work queued."""
         method = self.ctx.method_name(call)
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
