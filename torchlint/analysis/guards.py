@@ -297,18 +297,26 @@ class Guards:
                 return True  # runs when something failed: an error path, an OOM retry, the end of an iterator
             if ancestor_type is cst.IndentedBlock and self._after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return True
-            if ancestor_type is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
-                if _raises(ancestor.body):
-                    return True  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
-                if self._leaves_the_loop(ancestor, stop):
-                    return True  # `if step >= max_steps: save(model); break`: once, on the way out
-                if (self._rare_test(ancestor, stop) and not self._steps_optimizer(ancestor)) or self.first_pass(ancestor, stop):
-                    return True
+            if ancestor_type is cst.If and child is ancestor.body and self._rare_branch(ancestor, stop):  # type: ignore[arg-type]
+                return True
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 if is_rare_test(ancestor.test, tree.descendants):
                     return True
             child = ancestor
         return False
+
+    def _rare_branch(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Does the body of ``branch`` run rarely per step of ``stop``? Asked for every call
+        under it (each of the step summary's call sites): answered once per branch and stop."""
+        known: dict[tuple[int, int], bool] = self.__dict__.setdefault("_rare_branches", {})
+        key = (id(branch), id(stop))
+        rare = known.get(key)
+        if rare is None:
+            rare = known[key] = (
+                _raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
+                or (self._rare_test(branch, stop) and not self._steps_optimizer(branch)) or self.first_pass(branch, stop))
+        return rare
 
     def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Does the branch end by leaving the loop around it (``break`` out of ``stop`` or the

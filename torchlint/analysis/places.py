@@ -50,6 +50,15 @@ class Places:
         self._calls_of: dict[tuple[int, bool], list[cst.Call]] = {}
         self._queues_work: dict[tuple[int, int], bool] = {}
         self._block_positions: dict[int, dict[int, int]] = {}
+        # A block's first statement that queues device work, and its last one per stop: the
+        # statements before or after one are a block's prefix or suffix, level by level.
+        self._first_work: dict[int, int] = {}
+        self._last_work: dict[tuple[int, int], int] = {}
+        # Every read or call site after a statement asks of its calls, in the order Python
+        # finishes them, until one drains the queue or may queue work: each answer found once.
+        self._finish_orders: dict[int, list[cst.Call]] = {}
+        self._drained: dict[tuple[int, str | None], bool] = {}
+        self._quiet_calls: dict[int, bool] = {}
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -299,15 +308,21 @@ class Places:
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
         """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""
+        for block, at in self._levels(node, stop):
+            body = block.body
+            yield from (body[at + 1:] if after else reversed(body[:at]))
+
+    def _levels(self, node: cst.CSTNode, stop: cst.CSTNode | None):  # type: ignore[no-untyped-def]
+        """Each block around ``node`` up to ``stop``, innermost first, with the position in it
+        of the statement that holds ``node``."""
         tree = self.ctx.tree
         child = tree.statement_of(node)
         while child is not None and child is not stop:
             block = tree.parent(child)
             if type(block) in (cst.IndentedBlock, cst.Module):
-                body = block.body
                 at = self._position_in(block).get(id(child))
                 if at is not None:
-                    yield from (body[at + 1:] if after else reversed(body[:at]))
+                    yield block, at
             parent = tree.parent(block) if block is not None else None
             if parent is None or parent is stop or type(parent) in (cst.FunctionDef, cst.ClassDef):
                 return
@@ -332,7 +347,17 @@ class Places:
     def _work_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Does the step queue device work after ``node`` (a model call, a backward, an
         optimizer step, a function of this file that trains)?"""
-        return any(self._queues_device_work(statement, stop) for statement in self._statements_around(node, stop, after=True))
+        # Every read of a function asks of the same blocks: each block's last working statement is found once per stop.
+        return any(self._last_working(block, stop) > at for block, at in self._levels(node, stop))
+
+    def _last_working(self, block: cst.CSTNode, stop: cst.CSTNode | None) -> int:
+        """The position of ``block``'s last statement that queues device work (-1: none)."""
+        key = (id(block), id(stop))
+        last = self._last_work.get(key)
+        if last is None:
+            body = block.body
+            last = self._last_work[key] = next((i for i in range(len(body) - 1, -1, -1) if self._queues_device_work(body[i], stop)), -1)
+        return last
 
     def _queues_device_work(self, statement: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         key = (id(statement), id(stop))
@@ -358,22 +383,38 @@ class Places:
     def _work_before(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Has the step queued device work before ``node`` (a model call, a backward, an
         optimizer step, a function of this file that trains), in its statement or before?"""
-        loops, tree = self.ctx.loops, self.ctx.tree
+        tree = self.ctx.tree
         statement = tree.statement_of(node)
         start = tree.index(node)
-        enter = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
         # its own statement's calls that run before it: earlier ones, and its own arguments and receiver
-        own = [n for n in loops._own_nodes(statement, enter=enter) if type(n) is cst.Call and (tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node)] if statement is not None else []
-        before = [n for s in self._statements_around(node, stop, after=False) for n in self._falling_through(s, enter) if type(n) is cst.Call]
+        own = [n for n in self._own_calls(statement, into_loops=True) if tree.index(n) < start and not tree.is_inside(node, n) or tree.is_inside(n, node) and n is not node] if statement is not None else []
         inside = {id(n) for n in own if tree.is_inside(n, node)}  # the read's own receiver and arguments
-        return any(loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
-                   or id(call) not in inside and self._device_op(call) for call in own + before)
+        if any(self._may_queue(call) or id(call) not in inside and self._device_op(call) for call in own):
+            return True
+        # The statements before, level by level: each block's first working statement is found once per file.
+        return any(self._first_working(block) < at for block, at in self._levels(node, stop))
 
-    def _falling_through(self, statement: cst.CSTNode, enter):  # type: ignore[no-untyped-def]
-        """The nodes of a statement before the one asked about, less the branches of an
-        ``if`` that end in ``return`` or ``raise`` (``if targets is not None: ...; return``):
-        what ran there never precedes the statements after the ``if``."""
-        nodes = self.ctx.loops._own_nodes(statement, enter=enter)
+    def _may_queue(self, call: cst.Call) -> bool:
+        """A model call, a backward, an optimizer step, a trainer of this file, or a call of a value."""
+        loops = self.ctx.loops
+        return loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
+
+    def _first_working(self, block: cst.CSTNode) -> int:
+        """The position of ``block``'s first statement whose calls (those that fall through
+        it) may queue device work (the block's length: none)."""
+        first = self._first_work.get(id(block))
+        if first is None:
+            body = block.body
+            first = self._first_work[id(block)] = next(
+                (i for i, statement in enumerate(body) if any(self._may_queue(n) or self._device_op(n) for n in self._falling_through(statement))),
+                len(body))
+        return first
+
+    def _falling_through(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """The calls of a statement before the one asked about (nested loops' too), less
+        those in the branches of an ``if`` that end in ``return`` or ``raise`` (``if targets
+        is not None: ...; return``): what ran there never precedes the statements after the ``if``."""
+        nodes = self._own_calls(statement, into_loops=True)
         if type(statement) is not cst.If:
             return nodes
         left = [block for block in _branches(statement) if block.body and type(block.body[-1]) is cst.SimpleStatementLine
@@ -424,12 +465,12 @@ class Places:
         if read is None and type(node) is cst.Call and any(self._drains(n, None, n) for arg in node.args for n in tree.descendants(arg) if type(n) is cst.Call):
             return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         start = tree.index(node)
-        own = [n for n in self._own_calls(statement, into_loops=False) if tree.index(n) < start and not tree.is_inside(node, n)]
+        own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True)], ((self._own_calls(s, into_loops=False), type(s) is cst.SimpleStatementLine)
+        blocks = itertools.chain([(own, True)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine)
                                                  for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran in blocks:
-            for call in sorted(calls, key=self._finished, reverse=True):
+            for call in calls:
                 if surely_ran and self._drains(call, read, node):
                     return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
@@ -440,6 +481,13 @@ class Places:
         """A call that may queue more than a tensor method's kernel: a model, a helper."""
         return self.ctx.loops.is_step_call(call) or type(call.func) is cst.Name and not self._quiet(call)
 
+    def _finish_order(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """The calls of ``statement`` (not in nested loops), the one Python finishes last first."""
+        ordered = self._finish_orders.get(id(statement))
+        if ordered is None:
+            ordered = self._finish_orders[id(statement)] = sorted(self._own_calls(statement, into_loops=False), key=self._finished, reverse=True)
+        return ordered
+
     def _finished(self, call: cst.Call) -> tuple[int, int]:
         """When Python finishes ``call`` among its statement's calls: after its arguments."""
         tree = self.ctx.tree
@@ -448,6 +496,13 @@ class Places:
     def _drains(self, call: cst.Call, read: str | None, at: cst.CSTNode) -> bool:
         """Does ``call`` wait for the device's queue: a synchronize, a read of the same value,
         or a read of another tensor on the device?"""
+        key = (id(call), read)
+        drains = self._drained.get(key)
+        if drains is None:
+            drains = self._drained[key] = self._waits(call, read)
+        return drains
+
+    def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call):
             return True
         value = _read_value(self.ctx, call)
@@ -487,6 +542,13 @@ class Places:
         return known[id(helper)]
 
     def _quiet(self, call: cst.Call) -> bool:
+        quiet = self._quiet_calls.get(id(call))
+        if quiet is None:
+            quiet = self._quiet_calls[id(call)] = self._leaves_no_work(call)
+        return quiet
+
+    def _leaves_no_work(self, call: cst.Call) -> bool:
+        """Host bookkeeping, a metadata query, or a helper that synchronizes: no device work queued."""
         method = self.ctx.method_name(call)
         if method in _QUIET_METHODS and not self.ctx.loops.is_step_call(call):
             return True
