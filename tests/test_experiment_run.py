@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import child_env
 from torchlint.savings import NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, SLOWER
 
 pytestmark = pytest.mark.slow
@@ -68,8 +69,7 @@ def experiment_run(tmp_path_factory):
     script = cwd / "tiny_train.py"
     script.write_text(SCRIPT)
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    env.pop("DISPLAY", None)
+    env = dict(child_env(), OMP_NUM_THREADS="1")  # the imports made ahead unprofiled, as the suite's other runs
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json",
          "--experiment", "--budget", str(BUDGET), "--out", "run", "tiny_train.py"],

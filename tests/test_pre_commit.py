@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -48,19 +49,24 @@ def _try_repo(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_env: dict[str, str]) -> None:
-    bad = _try_repo(_repo(tmp_path / "bad", BAD, pre_commit_env), pre_commit_env)
-    assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "train.py:5:11: TL101" in bad.stdout
     # A clean file passes (the hook installed from HEAD: a second try-repo would build a
     # second environment, tens of seconds, to show the same), and the hook's environment
-    # has torchlint but no torch.
+    # has torchlint but no torch. The two installs (try-repo's in a store of its own, a
+    # temporary directory; HEAD's in PRE_COMMIT_HOME) are independent and mostly wait on
+    # pip: they run at once.
+    bad_repo = _repo(tmp_path / "bad", BAD, pre_commit_env)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     repo = _repo(tmp_path / "installed", CLEAN, pre_commit_env)
     (repo / ".pre-commit-config.yaml").write_text(f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n      - id: torchlint\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "pre_commit", "run", "--files", "train.py"],
-        cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900,
-    )
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        tried = pool.submit(_try_repo, bad_repo, pre_commit_env)
+        ran = pool.submit(
+            subprocess.run, [sys.executable, "-m", "pre_commit", "run", "--files", "train.py"],
+            cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900,
+        )
+        bad, run = tried.result(), ran.result()
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "train.py:5:11: TL101" in bad.stdout
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Passed" in run.stdout
     envs = list(Path(pre_commit_env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*"))

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT
+from conftest import ROOT, child_env
 from torchlint.cli import main
 from torchlint.report import FORMATS, HUMAN_FORMATS
 from torchlint.terminal import SafeStream, json_safe, printable, xml_safe
@@ -191,7 +191,7 @@ def test_profile_text_report_and_console(tmp_path: Path) -> None:
         f"    v = loss.item(); s = {HOSTILE!r}  # {HOSTILE} {MARKUP}\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**child_env(), "OMP_NUM_THREADS": "1"}  # the imports made ahead unprofiled, as the suite's other runs
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", str(run_dir), str(script), f"arg{CLEAR}"],
