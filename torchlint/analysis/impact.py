@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from torchlint.findings import HIGH, LOW, MEDIUM
 
@@ -120,6 +121,16 @@ _READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.SMALL_
 _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
+
+
+class Unreached(NamedTuple):
+    """Where a per-step finding still holds when no step is found to run its function (a
+    module's ``forward``: run whenever the model is, by code not visible here)."""
+
+    where: str  # the words for where it runs
+    impact: str
+    reason: str
+    users: tuple[str, ...] | None  # functions of its file whose being per-step shows its use (None: any)
 
 
 class Position(enum.Enum):

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost, Unreached, Where
 from torchlint.findings import Fix, FixSafety
 
 #: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
@@ -37,7 +37,7 @@ class Report:
     repeated: bool | None = None
     # Where the join finds no step running ``condition``: (where it runs, impact, reason) the
     # finding still holds at; None drops it.
-    unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None
+    unreached: Unreached | None = None
 
 
 class Check:
@@ -107,7 +107,7 @@ class Check:
         where: Where | None = None,
         condition: cst.CSTNode | None = None,
         repeated: bool | None = None,
-        unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None,
+        unreached: Unreached | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``

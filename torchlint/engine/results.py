@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchlint.analysis.impact import Position, Repeat
+from torchlint.analysis.impact import Position, Repeat, Unreached
 from torchlint.findings import Finding, Location
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class Conditional(NamedTuple):
     # Where no step is found to run its function: (where it runs, impact, reason) it still holds at
     # (a module's `forward`, per-step code by nature when the model runs), and the functions of its
     # file whose being per-step shows where it is used (None: any); or None: it is dropped.
-    unreached: tuple[str, str, str, tuple[str, ...] | None] | None = None
+    unreached: Unreached | None = None
 
 
 class InStepIfCalled(NamedTuple):

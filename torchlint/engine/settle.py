@@ -76,11 +76,12 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) 
     for condition in file_result.conditional:
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
-        where, impact, reason, users = condition.unreached
-        if per_step and (users is None or any(user in per_step for user in users)):
+        unreached = condition.unreached
+        if per_step and (unreached.users is None or any(user in per_step for user in unreached.users)):
             continue
         finding = condition.finding
-        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, where), impact=impact, impact_reason=reason)
+        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
+                      impact_reason=unreached.reason)
 
 
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.impact import Cost, Unreached
 from torchlint.analysis.names import dotted
 from torchlint.findings import MEDIUM
 from torchlint.checks.base import Check
@@ -49,16 +49,16 @@ class HandWrittenAttention(Check):
         self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
 
 
-def _in_forward(ctx, node: cst.CSTNode) -> tuple[str, str, str, tuple[str, ...] | None] | None:  # type: ignore[no-untyped-def]
+def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-untyped-def]
     """Where no step is seen to run the model (built from a config, a library's model), its
     ``forward`` still runs on every call: medium, the step's count unknown. With the
     ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
     forward = ctx.loops.module_forward(node)
     if forward is None:
         return None
-    return (f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
-            f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible",
-            _builders(ctx, forward.split(".")[0]))
+    return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
+                     f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible",
+                     _builders(ctx, forward.split(".")[0]))
 
 
 def _builders(ctx, name: str) -> tuple[str, ...] | None:  # type: ignore[no-untyped-def]
