@@ -293,6 +293,13 @@ class Loops:
         outer = next(iter(self.enclosing_loops(loop)), None)
         return outer is not None and type(outer) in (cst.For, cst.While) and self.ctx.guards.rare(loop, stop=outer)
 
+    def around_epochs(self, loop: cst.CSTNode) -> bool:
+        """Is there an epoch loop inside ``loop`` (``for split in range(n): ... for epoch in
+        range(e):``)? Then each of its iterations is a whole training run."""
+        return type(loop) in (cst.For, cst.While) and any(
+            type(node) is cst.For and node is not loop and any("epoch" in name.lower() for name in _target_names(node))
+            for node in self.ctx.tree.descendants(loop))  # (`for epoch in t:` over `with tqdm(range(n)) as t` too)
+
     @staticmethod
     def runs_once(loop: cst.CSTNode) -> bool:
         """Does the loop's body always end with ``return``/``break``/``raise`` (a benchmark
