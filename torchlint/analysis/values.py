@@ -340,7 +340,8 @@ class ValueKinds(LossFacts, ArrayFacts):
         if len(values) != 1 or type(values[0]) not in (cst.Dict, cst.List, cst.Tuple):
             return False
         items = [e.value for e in values[0].elements if type(e) in (cst.DictElement, cst.Element)]
-        return bool(items) and all(self.kind(item, at) is Kind.LOADER for item in items)
+        # the loaders built right there (asking each item's kind could recurse through nested literals)
+        return bool(items) and all(type(item) is cst.Call and canonical(self.ctx.qname(item.func)) == "torch.utils.data.DataLoader" for item in items)
 
     def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
         qualified = canonical(self.ctx.qname(call.func))
