@@ -195,7 +195,10 @@ class Loops:
             return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
-        if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
+        # (a loop that puts its model in training mode itself, `trainer.train()`, trains, whatever
+        # evaluation it runs every N steps: `trainer.eval()` in a branch)
+        evaluates = "eval" in methods and "train" not in methods
+        if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
             return Where.EVAL
         iterated = " ".join(self.ctx.module.code_for_node(r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
         if "train" in name or "train" in iterated:
