@@ -25,19 +25,22 @@ _STEP_NUMBERS = (cst.Integer,)
 _COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count)$")
 
 
-def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  # type: ignore[no-untyped-def]
-    """A test with a modulo (``step % N == 0``, also inside and/or), ``== integer``, a step
-    counter matched (``step == len(loader) - 1``) or bounded by a fixed number
-    (``i < 3``, ``step < warmup_steps``, ``len(buffer) < MAX``). ``is_host`` tells a Python
-    number (``ni = i + nb * epoch``) from a tensor for derived counters."""
+def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None) -> bool:  # type: ignore[no-untyped-def]
+    """A test with a modulo (``step % N == 0``, also inside and/or; not when N is known to
+    be small: ``period`` gives N's value where known, else only a literal counts),
+    ``== integer``, a step counter matched (``step == len(loader) - 1``) or bounded by a
+    fixed number (``i < 3``, ``step < warmup_steps``, ``len(buffer) < MAX``). ``is_host``
+    tells a Python number (``ni = i + nb * epoch``) from a tensor for derived counters."""
     for node in (test, *tree_nodes(test)):
         node_type = type(node)  # exact types: libcst's ABCs make a failing isinstance slow
         if node_type is cst.BinaryOperation and type(node.operator) is cst.Modulo:
-            if not isinstance(node.left, cst.BaseString):  # "%s" % x is formatting
+            if not isinstance(node.left, cst.BaseString) and not _frequent(node.right, period):  # "%s" % x is formatting
                 return True
         if (node_type is cst.Name or node_type is cst.Attribute) and _PERIODIC_FLAG.match(dotted(node) or ""):
             return True  # `if self.control.should_save:`: a flag the trainer raises every N steps
         if node_type is cst.Comparison:
+            if type(node.left) is cst.BinaryOperation and type(node.left.operator) is cst.Modulo and _frequent(node.left.right, period):
+                continue  # `step % 2 == 0`: every other step
             for target in node.comparisons:
                 operator, bound = target.operator, target.comparator
                 if type(operator) is cst.In and _is_counter(node.left):
@@ -55,6 +58,20 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None) -> bool:  #
                     if _fixed_bound(bound) and (_is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left))):
                         return True
     return False
+
+
+# An every-N guard with N this small runs on a half or a third of the steps: as good as every step.
+_FREQUENT_PERIOD = 3
+
+
+def _frequent(divisor: cst.BaseExpression, period) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``step % divisor`` known to cycle within a few steps (``% 2``, or
+    ``% self.policy_freq`` with ``policy_freq=2`` its default)?"""
+    if type(divisor) is cst.Integer:
+        value: int | None = int(divisor.evaluated_value) if divisor.value.isdigit() else None
+    else:
+        value = period(divisor) if period is not None else None
+    return value is not None and 0 < value <= _FREQUENT_PERIOD
 
 
 # Helpers handed the optimizer to store or report it, not to step it.
@@ -300,7 +317,7 @@ class Guards:
             if ancestor_type is cst.If and child is ancestor.body and self._rare_branch(ancestor, stop):  # type: ignore[arg-type]
                 return True
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
-                if is_rare_test(ancestor.test, tree.descendants):
+                if is_rare_test(ancestor.test, tree.descendants, period=lambda e: self.ctx.constants.int_value(e, ancestor)):
                     return True
             child = ancestor
         return False
@@ -369,7 +386,8 @@ class Guards:
         test = self._named_test(branch.test, branch)
         # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
         parts = [p for p in _conjuncts(test) if not self._counted_each_step(p, branch, stop)]
-        if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch)) or self._calls_rare_predicate(p)
+        if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch), lambda e: self.ctx.constants.int_value(e, branch))
+                   or self._calls_rare_predicate(p)
                    for p in parts):
             return False
         loops = []

@@ -27,6 +27,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite, FileSummary
 from torchlint.findings import Location
 
+_SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
@@ -224,11 +225,15 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
         for call in summary.calls:
             where = (path, call.within)
             loop = loops.get(where) if call.within else None
-            if loop is None or not loop.may_step or where in found or call.target[0] not in ("object", "method", "local", "import"):
+            # (a loop taken for sampling may still train: `policy.select_action(s)` then `policy.train(buffer)`)
+            if loop is None or not loop.may_step or found.get(where, Where.INFER) is not Where.INFER \
+                    or call.target[0] not in ("object", "method", "local", "import"):
                 continue
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
                     found[where] = Where.TRAIN
+                elif where in found:
+                    continue
                 elif _calls_a_model(call, callee):
                     found[where] = loop.where or Where.BATCH  # a model's forward
                 elif reaches(callee):
@@ -238,7 +243,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # Its outermost loop in the function is the step (`for t in range(max_len):`
                     # around `for seq in beams:`): the loops inside it repeat within the step.
                     # An epoch loop is no decode loop: what it calls runs once per epoch.
-                    while loop.where is not Where.EPOCH and loop.parent in {k for p, k in loops if p == path} \
+                    # A loop of decoded tokens or denoising steps, or a `while` loop (`while not done:`
+                    # stepping an environment), is the step itself: a loop around it goes over
+                    # generations or episodes.
+                    while loop.where is not Where.EPOCH and loop.over not in _SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:

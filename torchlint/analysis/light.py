@@ -31,6 +31,8 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         for call in _unconditional_calls(function):
             if isinstance(call.func, ast.Name) and call.func.id in passed:  # `def run(model, x): return model(x)`
                 target: Ref | None = ("object", ("passed", key, call.func.id), "__call__")
+            elif isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and call.func.value.id in passed:
+                target = ("object", ("passed", key, call.func.value.id), call.func.attr)  # `model.forward(x)`, `model.loss(y)`
             else:
                 target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
@@ -74,6 +76,10 @@ def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], import
                     every.setdefault(target.id, []).append(node.value)
 
     def ref_of(value: ast.AST) -> Ref | None:
+        table = _stored_functions(value, assigned)
+        if table:  # `return models[name](params)`: what any function of the table returns
+            refs = tuple(dict.fromkeys(("returned", ref, None) for item in table if (ref := _target(item, key, functions, imports, relative, star)) is not None))
+            return ("each", refs) if len(refs) > 1 else refs[0] if refs else None
         for _ in range(8):
             if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS_OBJECT):
                 break
@@ -95,6 +101,16 @@ def _returned(function: ast.AST, key: str, functions: dict[str, ast.AST], import
                 refs.append(ref_of(assigned.get(value.id, value) if isinstance(value, ast.Name) else value))
             return tuple(refs) if any(refs) else ()
     return ()
+
+
+def _stored_functions(value: ast.AST, assigned: dict[str, ast.AST]) -> list[ast.Name]:
+    """``models[name](params)`` with ``models = {"a": build_a, ...}`` (or a list): the
+    functions the table holds, one of which the call runs."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Subscript) and isinstance(value.func.value, ast.Name)):
+        return []
+    table = assigned.get(value.func.value.id)
+    items = table.values if isinstance(table, ast.Dict) else table.elts if isinstance(table, (ast.List, ast.Tuple)) else []
+    return [item for item in items if isinstance(item, ast.Name)]
 
 
 def _rebinds(value: ast.AST, name: str) -> bool:

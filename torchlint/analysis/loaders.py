@@ -281,15 +281,57 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     for where in (Where.TRAIN, Where.BATCH, Where.EVAL):
         if where in found:
             return where
-    names = [binding.name for binding in ctx.bindings.bound_to(call)]
-    function = ctx.tree.enclosing_function(call)
-    if function is not None:
-        names.append(function.name.value)
-    if any(_EVAL_NAME.search(name.rsplit(".", 1)[-1]) for name in names):
-        return Where.EVAL
-    if any("train" in name.lower() for name in names):
-        return Where.TRAIN
+    named = _named_for(ctx, call)
+    if named is not None:
+        return named
     shuffle = loader_option(ctx, call, "shuffle")
     if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name) and shuffle.value.value in ("True", "False"):
         return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL  # (`shuffle=is_shuffle` says neither)
     return Where.BATCH
+
+
+def _named_for(ctx: FileContext, call: cst.Call) -> Where | None:
+    """What a loader's names say it feeds: its own name first (``train_loader`` in
+    ``def train_val_pipeline``), then its function's (``def evaluate(...)``)."""
+    function = ctx.tree.enclosing_function(call)
+    for names in ([binding.name for binding in ctx.bindings.bound_to(call)], [function.name.value] if function is not None else []):
+        if any(_EVAL_NAME.search(name.rsplit(".", 1)[-1]) for name in names):
+            return Where.EVAL
+        if any("train" in name.lower() for name in names):
+            return Where.TRAIN
+    return None
+
+
+# Wrappers that keep a loader's batches coming (`self.dl = cycle(DataLoader(...))`).
+_LOADER_WRAPPERS = frozenset({"cycle", "iter", "itertools.cycle"})
+
+
+def never_iterated(ctx: FileContext, call: cst.Call) -> bool:
+    """Is the loader (or ``cycle(loader)``) kept only where nothing reads it: a ``self.``
+    attribute that no code of the file reads (``self.valid_dl`` of a trainer that never
+    validates), or a notebook's name never read after (a cell that times building it)?
+    Such a loader loads no batch. (A module's name may be imported elsewhere; a notebook's
+    is not.)"""
+    value: cst.CSTNode = call
+    arg = ctx.tree.parent(value)
+    while type(arg) is cst.Arg and type(outer := ctx.tree.parent(arg)) is cst.Call and dotted(outer.func) in _LOADER_WRAPPERS:
+        value, arg = outer, ctx.tree.parent(outer)
+    bindings = ctx.bindings.bound_to(value)
+    if not bindings:
+        return False
+    notebook = ctx.path.endswith(".ipynb")
+    for binding in bindings:
+        if binding.kind != "assign":
+            return False
+        if binding.name.startswith("self."):
+            if ctx.bindings.uses(binding) or _read_elsewhere(ctx, binding.name.partition(".")[2]):
+                return False
+        elif not (notebook and ctx.tree.enclosing_function(binding.node) is None) or ctx.bindings.uses(binding):
+            return False
+    return True
+
+
+def _read_elsewhere(ctx: FileContext, attribute: str) -> bool:
+    """Is ``x.attribute`` read on some object other than ``self`` (``trainer.valid_dl``)?"""
+    return any(node.attr.value == attribute and not (type(node.value) is cst.Name and node.value.value == "self")
+               for node in ctx.tree.nodes(cst.Attribute))

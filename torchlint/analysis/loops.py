@@ -233,7 +233,10 @@ class Loops:
             return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""
-        if self.ctx.grad.runs_without_grad(loop) or "eval" in methods or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
+        # (a loop that puts its model in training mode itself, `trainer.train()`, trains, whatever
+        # evaluation it runs every N steps: `trainer.eval()` in a branch)
+        evaluates = "eval" in methods and "train" not in methods
+        if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
             return Where.EVAL
         iterated = " ".join(self.ctx.module.code_for_node(r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
         if "train" in name or "train" in iterated:
@@ -358,6 +361,13 @@ class Loops:
             return False
         outer = next(iter(self.enclosing_loops(loop)), None)
         return outer is not None and type(outer) in (cst.For, cst.While) and self.ctx.guards.rare(loop, stop=outer)
+
+    def around_epochs(self, loop: cst.CSTNode) -> bool:
+        """Is there an epoch loop inside ``loop`` (``for split in range(n): ... for epoch in
+        range(e):``)? Then each of its iterations is a whole training run."""
+        return type(loop) in (cst.For, cst.While) and any(
+            type(node) is cst.For and node is not loop and any("epoch" in name.lower() for name in _target_names(node))
+            for node in self.ctx.tree.descendants(loop))  # (`for epoch in t:` over `with tqdm(range(n)) as t` too)
 
     @staticmethod
     def runs_once(loop: cst.CSTNode) -> bool:

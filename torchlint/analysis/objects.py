@@ -102,7 +102,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
             reaching = self.ctx.bindings.reaching_each(value.value, at)
             if len(reaching) > 1:
                 return either(_single(self._binding_class(value, b)) for b in reaching)
-        return _single(self._object_of(value, at, None))
+        found = self._object_of(value, at, None)
+        if found is not None and found[0] == "each" and type(value) is cst.Call and type(value.func) is cst.Subscript:
+            return found  # `return MODELS[name](params)`: one object, of any class a function of the table returns
+        return _single(found)
 
     def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
         """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
@@ -137,6 +140,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 if builds:
                     return self._object_of(value, at, None)
                 function = self.target(value.func, value)  # the join finds out whether it returns an object
+                if function is not None and function[0] == "each":
+                    return self._factory_result(function, None)  # `run(MODELS[name](params))`
                 return ("returned", function, None) if function is not None and function[0] in _RETURNING else None
         if type(value) not in (cst.Name, cst.Attribute):
             return None
@@ -334,15 +339,22 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 aliased = self._aliased_class(func, value, 0) if type(func) is cst.Name else None
                 if aliased is not None:  # `block = partial(ResnetBlock, ...)`, `klass = A if c else B`
                     return aliased
-            factory = self.target(func, value)
-            if factory is not None and factory[0] in ("import", "local"):
-                return ("returned", factory, element)
-            return None
+            return self._factory_result(self.target(func, value), element)
         if element is None and (value_type is cst.Name or value_type is cst.Attribute or value_type is cst.Subscript):
             return self._instance_class(value, at)
         if element is not None and value_type is cst.Name:  # `net_g, net_d = nets`, a parameter
             param = self._parameter(value, at)
             return ("passed", *param, element) if param is not None else None
+        return None
+
+    @staticmethod
+    def _factory_result(factory: Ref | None, element: int | None) -> Ref | None:
+        """What a call of a project function returns: ``build(args)``, or any of the
+        functions a table holds (``MODELS[name](params)``: each one's return)."""
+        if factory is not None and factory[0] in ("import", "local"):
+            return ("returned", factory, element)
+        if factory is not None and factory[0] == "each":
+            return either(("returned", one, element) for one in factory[1] if one[0] in ("import", "local"))
         return None
 
     def _unwrapped(self, value: cst.BaseExpression | None, element: int | None) -> tuple[cst.BaseExpression | None, int | None]:

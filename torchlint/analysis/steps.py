@@ -184,7 +184,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While))
         return tuple(found)
 
     @cached_property
@@ -208,11 +208,13 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         """Can the join make this loop a step loop? Not one that runs at most once, not a
         loop in a ``forward`` or a method a module's forward calls (it runs within the step:
         per step when ``forward`` is), not a loop that builds every model it runs (a demo
-        over configurations), and not a loop over the layers an object keeps
-        (``for layer in self.layers``)."""
+        over configurations), not one around an epoch loop, and not a loop over the layers an
+        object keeps (``for layer in self.layers``)."""
         loops = self.ctx.loops
         if loops.runs_once(loop) or loops.builds_its_models(loop) or function is not None and (function.name.value == "forward" or loops.runs_in_forward(function)):
             return False
+        if self.ctx.loops.around_epochs(loop):
+            return False  # `for split in range(n): ... for epoch in t:`: each iteration a whole run, its own calls once per run
         iterable = loop.iter if type(loop) is cst.For else None
         return not (iterable is not None and _over_own_attribute(iterable))
 
@@ -267,7 +269,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if loop is None and (type(each) is cst.For or type(each) is cst.While):
                 loop = each
         # Not in a hot loop: a loop around it may still be a step loop (the join decides).
-        if function is None and loop is None or ctx.guards.rare(call, stop=function or loop):
+        if function is None and loop is None:
+            # module-level code runs once: kept only for the objects it passes (`train_epoch(model, ...)`)
+            return ("", None, "") if call.args else None
+        if ctx.guards.rare(call, stop=function or loop):
             return None
         return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
 
@@ -340,6 +345,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             qualified = ctx.imports.qualify(func)
             if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
                 return ("import", 0, qualified)
+            if qualified is None and type(func.value) is cst.Name:
+                param = self._parameter(func.value, at)
+                if param is not None:  # `model.forward(x)`, `model.loss(out, y)` on `def train_epoch(model, ...)`: what the callers pass
+                    return ("object", ("passed", *param), func.attr.value)
         if func_type is cst.Call:  # `getattr(self, f"layer{i}")(x)`: a module registered by name
             owner = self._instance_class(func, at)
             return _object_call(owner, "__call__") if owner is not None else None

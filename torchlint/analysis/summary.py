@@ -43,6 +43,7 @@ class LoopSummary:
     where: Where  # how often it runs if it is a step loop
     may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
     over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
+    until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
 
 
 @dataclass(frozen=True, slots=True)

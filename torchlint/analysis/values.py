@@ -317,6 +317,8 @@ class ValueKinds(LossFacts, ArrayFacts):
             if _optimizer_setting(expr):
                 return Kind.HOST  # `optimizer.param_groups[0]["lr"]`: a hyperparameter, a Python number
             inner = self.kind(expr.value, at)
+            if inner not in (Kind.TENSOR, Kind.NUMPY) and self._holds_loaders(expr.value, at):
+                return Kind.LOADER  # `dataloaders["train"]`, `loaders[split]`
             return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _DATAFRAME_TO_NUMPY and self.ctx.imports_pandas():
@@ -328,6 +330,23 @@ class ValueKinds(LossFacts, ArrayFacts):
             a, b = self.kind(expr.body, at), self.kind(expr.orelse, at)
             return a if a is b else Kind.UNKNOWN
         return Kind.UNKNOWN
+
+    def _holds_loaders(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``container`` a collection of DataLoaders: named for them (``dataloaders``,
+        ``self.loaders``, ``train_loader`` when it is indexed), or bound to a literal whose
+        values are loaders (``loaders = {"train": DataLoader(...), ...}``)?"""
+        name = dotted(container)
+        if name is None:
+            return False
+        if "loader" in _last_segment(name).lower():
+            return True
+        bound = self.ctx.bindings.lookup(name, at) if type(container) is cst.Name else []
+        values = [b.value for b in bound if b.kind == "assign" and b.element is None]
+        if len(values) != 1 or type(values[0]) not in (cst.Dict, cst.List, cst.Tuple):
+            return False
+        items = [e.value for e in values[0].elements if type(e) in (cst.DictElement, cst.Element)]
+        # the loaders built right there (asking each item's kind could recurse through nested literals)
+        return bool(items) and all(type(item) is cst.Call and canonical(self.ctx.qname(item.func)) == "torch.utils.data.DataLoader" for item in items)
 
     def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
         qualified = canonical(self.ctx.qname(call.func))

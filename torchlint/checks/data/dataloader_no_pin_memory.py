@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoPinMemory(Check):
@@ -35,8 +35,8 @@ class DataloaderNoPinMemory(Check):
             return  # nothing is copied to a device in this module
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch
-        if ctx.loops.never_read(node):
-            return  # bound to a name nothing reads (rebound before any loop, or dead code): no batch is loaded
+        if ctx.loops.never_read(node) or never_iterated(ctx, node):
+            return  # bound to a name nothing reads (rebound before any loop, dead code, an unread attribute): no batch is loaded
         if no_work_for_workers(ctx, node) is not None:
             return  # no workers to pin in: pinning in the loop costs a copy of its own (or raises, for device items)
         call = short_code(ctx.module, node.func) + "(...)"

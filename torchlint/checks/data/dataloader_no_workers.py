@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, no_work_for_workers
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
 from torchlint.checks.base import Check
 
 class DataloaderNoWorkers(Check):
@@ -33,8 +33,8 @@ class DataloaderNoWorkers(Check):
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
             return  # built to peek at one batch: workers would only add start-up time
-        if ctx.loops.never_read(node):
-            return  # bound to a name nothing reads (rebound before any loop, or dead code): no batch is loaded
+        if ctx.loops.never_read(node) or never_iterated(ctx, node):
+            return  # bound to a name nothing reads (rebound before any loop, dead code, an unread attribute): no batch is loaded
         if no_work_for_workers(ctx, node) is not None:
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         call = short_code(ctx.module, node.func) + "(...)"
