@@ -93,6 +93,25 @@ def expected_impacts(text: str) -> dict[tuple[int, str], str]:
     return found
 
 
+def copied_project(name: str, into: Path) -> Path:
+    """A copy of ``fixtures/projects/<name>`` in ``into``: a project linted where a test may write."""
+    root = into / name
+    shutil.copytree(FIXTURES / "projects" / name, root)
+    return root
+
+
+def assert_markers_hold(root: Path, findings: Any) -> None:
+    """The findings (paths relative to ``root``) are exactly the project's ``# expect:`` markers,
+    each at the impact its marker names."""
+    files = sorted(root.rglob("*.py"))
+    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in findings}
+    assert actual == {(p.relative_to(root).as_posix(), line, code) for p in files for line, code in expected_markers(p.read_text())}
+    impacts = {(Path(f.path).as_posix(), f.line, f.code): f.impact for f in findings}
+    wanted = {(p.relative_to(root).as_posix(), line, code): impact for p in files
+              for (line, code), impact in expected_impacts(p.read_text()).items()}
+    assert {key: impacts.get(key) for key in wanted} == wanted
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

@@ -9,23 +9,20 @@ the model they are given (directly and through ``functools.partial``)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, expected_impacts, expected_markers
+from conftest import assert_markers_hold, copied_project
 
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 
-PROJECT = FIXTURES / "projects" / "forward"
 RULES = ["TL101", "TL102", "TL104", "TL105", "TL106", "TL110", "TL113", "TL114"]
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "forward"
-    shutil.copytree(PROJECT, root)
+    root = copied_project("forward", tmp_path)
     monkeypatch.chdir(root)
     return root
 
@@ -35,21 +32,7 @@ def _findings(root: Path, *paths: str):  # type: ignore[no-untyped-def]
 
 
 def test_project_findings_match_markers(project: Path) -> None:
-    findings = _findings(project)
-    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in findings}
-    expected = {
-        (p.relative_to(project).as_posix(), line, code)
-        for p in sorted(project.rglob("*.py"))
-        for line, code in expected_markers(p.read_text())
-    }
-    assert actual == expected
-    impacts = {(Path(f.path).as_posix(), f.line, f.code): f.impact for f in findings}
-    wanted = {
-        (p.relative_to(project).as_posix(), line, code): impact
-        for p in sorted(project.rglob("*.py"))
-        for (line, code), impact in expected_impacts(p.read_text()).items()
-    }
-    assert {key: impacts.get(key) for key in wanted} == wanted
+    assert_markers_hold(project, _findings(project))
 
 
 def test_message_names_the_chain_and_the_loop(project: Path) -> None:

@@ -7,12 +7,11 @@ top-level code. A loop around an epoch loop goes over whole runs, not steps
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES, expected_impacts, expected_markers
+from conftest import assert_markers_hold, copied_project
 
 from torchlint.analysis.context import FileContext
 from torchlint.analysis.impact import Where
@@ -24,14 +23,12 @@ from torchlint.config import from_table
 from torchlint.engine import lint_paths
 from torchlint.findings import Location
 
-PROJECT = FIXTURES / "projects" / "passed"
 RULES = ["TL101", "TL102", "TL106", "TL110", "TL113"]
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "passed"
-    shutil.copytree(PROJECT, root)
+    root = copied_project("passed", tmp_path)
     monkeypatch.chdir(root)
     return root
 
@@ -41,15 +38,7 @@ def _findings(root: Path, *paths: str):  # type: ignore[no-untyped-def]
 
 
 def test_project_findings_match_markers(project: Path) -> None:
-    findings = _findings(project)
-    actual = {(Path(f.path).as_posix(), f.line, f.code) for f in findings}
-    expected = {(p.relative_to(project).as_posix(), line, code) for p in sorted(project.rglob("*.py"))
-                for line, code in expected_markers(p.read_text())}
-    assert actual == expected
-    impacts = {(Path(f.path).as_posix(), f.line, f.code): f.impact for f in findings}
-    wanted = {(p.relative_to(project).as_posix(), line, code): impact for p in sorted(project.rglob("*.py"))
-              for (line, code), impact in expected_impacts(p.read_text()).items()}
-    assert {key: impacts.get(key) for key in wanted} == wanted
+    assert_markers_hold(project, _findings(project))
 
 
 def test_the_method_of_a_parameter_names_the_loop_that_calls_it(project: Path) -> None:
