@@ -314,3 +314,37 @@ def test_a_loop_inside_a_denoising_step_runs_per_iteration_per_denoising_step() 
     statement = inner.body.body[0]
     repeats = Multiplicity(tuple(r for _, r in ctx.places.repeats(statement, outer)), ctx.places.step_unit(outer))
     assert repeats.words() == "per iteration per denoising step"
+
+
+GENERATOR_MODULE = """import torch
+import torch.nn as nn
+
+
+class Generator(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, max_len: int = 20):
+        return self._generate(tokens, max_len)
+
+    def _generate(self, tokens, max_len):
+        for step in range(max_len):
+            logits = self.model(tokens)
+            next_token = logits[:, -1].argmax(-1)
+            if next_token[0].item() == 2:
+                break
+            tokens = torch.cat([tokens, next_token[:, None]], 1)
+        return tokens
+"""
+
+
+def test_a_generator_modules_decode_loop_is_a_step_though_its_forward_calls_it() -> None:
+    """fairseq's SequenceGenerator is an ``nn.Module`` whose ``forward`` calls ``_generate``:
+    its loop runs the model once per decoded token, a step of its own (a loop in a method the
+    forward calls that does not decode runs within the model's step)."""
+    ctx = _ctx(GENERATOR_MODULE)
+    decode = next(loop for loop in _loops(ctx) if type(loop) is cst.For)
+    assert ctx.loops.within_forward(decode) is False and ctx.loops.is_hot(decode)
+    (read,) = lint_source(GENERATOR_MODULE, "generator.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert read.line == 17 and read.impact == "medium" and "in a sampling loop" in read.message

@@ -140,6 +140,11 @@ class Loops:
             return None
         return f"{cls.name.value}.forward"
 
+    def within_forward(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` run within each call of a model (in a method its ``forward`` calls),
+        not as a decode loop of a generator module?"""
+        return self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and not self.decodes(loop)
+
     def runs_in_forward(self, function: cst.FunctionDef | None) -> bool:
         """Is ``function`` the ``forward`` of an ``nn.Module`` class of this file, or a method
         that forward calls through ``self.m(...)`` (segment-anything's ``MaskDecoder.forward``
@@ -283,8 +288,10 @@ class Loops:
         key = id(loop)
         if key not in self._hot:
             # A loop in a module's forward (over `self.layers`, heads, scales), or in a method
-            # the forward calls, is inside the step that calls the model: never a step of its own.
-            self._hot[key] = not self.runs_once(loop) and not self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and (
+            # the forward calls, is inside the step that calls the model: never a step of its own,
+            # unless it decodes (a generator module: fairseq's SequenceGenerator.forward calls
+            # `_generate`, whose loop runs the model once per token).
+            self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and (
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop))
                 or self.decodes(loop)
                 or self._generates(loop))
