@@ -27,11 +27,20 @@ class HostIndexInLoop(Check):
             return
         uploads = ctx.uploads
         hosted = [index for index in indexes if uploads.host_index(index, node)]
+        if hosted and _into_from_numpy(ctx, node):
+            return  # `torch.from_numpy(emb[idx.numpy()])`: what is indexed is a NumPy array, whatever else the name may hold
         if hosted and ctx.syncs.device_tensor(node.value, node):
             # A written list of positions is a few bytes: its copy costs what a read does, its wait for the queue.
             cost = Cost.SMALL_UPLOAD if all(uploads.listed_index(index, node) for index in hosted) else None
             hint = _LOADER_HINT if any(uploads.index_loader_batch(index, node) for index in hosted) else ""
             self.report(node, cost=cost, hint=hint, expr=short_code(ctx.module, node, limit=60))
+
+
+def _into_from_numpy(ctx, node: cst.Subscript) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``node`` the array given to ``torch.from_numpy``, which takes only a NumPy array?"""
+    parent = ctx.tree.parent(node)
+    parent = ctx.tree.parent(parent) if type(parent) is cst.Arg else None
+    return type(parent) is cst.Call and ctx.call_name(parent) == "torch.from_numpy"
 
 
 _LOADER_HINT = ("Draw the step's indices on the device: `for perm in torch.randperm(n, device=x.device).split(batch_size):` "
