@@ -419,6 +419,31 @@ class Uploads:
             return None
         return bound[0].node  # type: ignore[return-value]
 
+    def parameter_behind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
+        """The parameter whose value ``expr`` still is, give or take a shape, a sort or a
+        constant offset: ``(lengths - 1)``, ``lengths.squeeze(1)``, after ``lengths, order =
+        lengths.squeeze(1).sort(...)`` (TL112: an argument its caller uploaded, read back)."""
+        ctx = self.ctx
+        for _ in range(6):
+            if type(expr) is cst.BinaryOperation and type(expr.right) in (cst.Integer, cst.Float):
+                expr = expr.left
+            elif type(expr) is cst.Subscript:
+                expr = expr.value
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in KEEPS_THE_VALUE:
+                expr = expr.func.value
+            elif type(expr) is cst.Name:
+                binding = ctx.bindings.reaching(expr.value, at)
+                if binding is None:
+                    return None
+                if binding.kind == "param":
+                    return binding.node if type(binding.node) is cst.Param else None  # type: ignore[return-value]
+                if binding.kind != "assign" or binding.value is None or binding.element not in (None, 0):
+                    return None
+                expr, at = binding.value, binding.node
+            else:
+                return None
+        return None
+
     # --- indexes built on the host -----------------------------------------------------------
     def host_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``index`` an index array that lives on the host: a tensor made there
@@ -485,3 +510,5 @@ def _building(function: cst.FunctionDef | None) -> bool:
     """A method that builds the object (runs once, not per step)."""
     return function is not None and (function.name.value in ("__init__", "setup", "build", "reset_parameters", "__post_init__")
                                      or function.name.value.startswith(("_build", "build_", "_init", "init_")))
+# Calls whose result is still the value they are called on, as far as where it lives goes.
+KEEPS_THE_VALUE = DTYPE_CONVERSIONS | {"detach", "clone", "squeeze", "unsqueeze", "view", "reshape", "flatten", "astype", "copy", "sort"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import DTYPE_CONVERSIONS
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.uploads import KEEPS_THE_VALUE
 from torchlint.checks.base import Check
 
 # Host-side wrappers a round trip may pass through: `torch.from_numpy(x.cpu().numpy()).cuda()`.
@@ -46,36 +46,10 @@ class DeviceRoundTrip(Check):
         ctx = self.ctx
         if ctx.method_name(node) not in _HOST_READS and ctx.devices.move(node) != "host" or ctx.tree.enclosing_function(node) is None:
             return
-        param = self._parameter_of(node.func.value, node, depth=0)  # type: ignore[attr-defined]
+        param = ctx.uploads.parameter_behind(node.func.value, node)  # type: ignore[attr-defined]
         if param is not None:
             self.report(node, condition=param.name, hint=_READ_BACK_HINT, expr=short_code(ctx.module, node, limit=60),
                         first=f"to the device (the caller uploads `{param.name.value}` from the host)", second="to the host here")
-
-    def _parameter_of(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> cst.Param | None:
-        """The parameter whose value ``expr`` still is, give or take a shape, a sort or a
-        constant offset: ``(lengths - 1)``, ``lengths.squeeze(1)``, after ``lengths, order =
-        lengths.squeeze(1).sort(...)``."""
-        ctx = self.ctx
-        while depth < 6:
-            depth += 1
-            if type(expr) is cst.BinaryOperation and type(expr.right) in (cst.Integer, cst.Float):
-                expr = expr.left
-            elif type(expr) is cst.Subscript:
-                expr = expr.value
-            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and (expr.func.attr.value in _SAME_VALUE or expr.func.attr.value == "sort"):
-                expr = expr.func.value
-            elif type(expr) is cst.Name:
-                binding = ctx.bindings.reaching(expr.value, at)
-                if binding is None:
-                    return None
-                if binding.kind == "param":
-                    return binding.node if type(binding.node) is cst.Param else None  # type: ignore[return-value]
-                if binding.kind != "assign" or binding.value is None or binding.element not in (None, 0):
-                    return None
-                expr, at = binding.value, binding.node
-            else:
-                return None
-        return None
 
     def _previous_move(self, expr: cst.BaseExpression) -> str | None:
         """The nearest move inside ``expr``'s chain, through calls that keep the same value:
@@ -116,4 +90,4 @@ class DeviceRoundTrip(Check):
 _HOST_READS = frozenset({"tolist", "item", "numpy"})
 _READ_BACK_HINT = ("Keep the host copy the loader gave: pass it too (or instead) and read it on the host, "
                    "or keep this work on the device")
-_SAME_VALUE = DTYPE_CONVERSIONS | {"detach", "clone", "squeeze", "unsqueeze", "view", "reshape", "flatten", "astype", "copy"}
+_SAME_VALUE = KEEPS_THE_VALUE - {"sort"}  # (a sort gives values and their order: no value to follow back)
