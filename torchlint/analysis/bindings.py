@@ -55,6 +55,9 @@ class Bindings:
         self._in_order: dict[int, tuple[list[Binding], list[int]]] = {}  # see latest_before
         self.by_scope: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self.self_attrs: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
+        # (function, name) declared `global name` there: its bindings of the name are the module's
+        self._declared_global = {(id(tree.enclosing_function(node)), item.name.value)
+                                 for node in tree.nodes(cst.Global) for item in node.names if type(item.name) is cst.Name}
         for node in tree.nodes(cst.Assign):
             for target in node.targets:
                 self._bind(target.target, node, node.value, "assign")
@@ -88,7 +91,10 @@ class Bindings:
                 if cls is not None:
                     self.self_attrs[id(cls)][name].append(binding)
                 continue
-            self._add(self._scope_key(node), name, binding)
+            scope = self._scope_key(node)
+            if (scope, name) in self._declared_global:  # `global dlrm` then `dlrm = Net()` in `run()`: the module's name
+                scope = id(self.tree.module)
+            self._add(scope, name, binding)
 
     def lookup(self, name: str, at: cst.CSTNode) -> list[Binding]:
         """Bindings of ``name`` visible at ``at``: its function's, else the module's."""
@@ -105,6 +111,22 @@ class Bindings:
 
     def module_bindings(self, name: str) -> list[Binding]:
         return self.by_scope.get(id(self.tree.module), {}).get(name, [])
+
+    def global_bindings(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        """Every binding of the module-level ``name`` when ``at`` reads it inside a function
+        that binds no such name (nor do the functions around it): a global (``model = Net()``
+        after the ``def``, or bound in ``main()`` under ``global model``). The function runs
+        when it is called, after any of them: source order says nothing of which one it sees."""
+        function = self.tree.enclosing_function(at)
+        if function is None:
+            return []
+        while function is not None:
+            if (id(function), name) in self._declared_global:
+                break  # `global name` here: the module's
+            if name in self.by_scope.get(id(function), {}):
+                return []  # its own name (a local, a parameter), or a closure's
+            function = self.tree.enclosing_function(function)
+        return self.module_bindings(name)
 
     def reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
         """The last binding of ``name`` before ``at`` in source order (control flow ignored),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.constants import is_setting
+from torchlint.analysis.devices import string_value
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -246,6 +247,8 @@ _EXPORT_TESTS = frozenset({
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available", "torch.accelerator.is_available",
                            "torch.backends.mps.is_available"})
 _ON_BY_DEFAULT = frozenset({"torch.backends.cudnn.enabled"})
+# A flag that says the run uses the GPU: `use_gpu`, `args.cuda`, `x.is_cuda`, `train_on_gpu`.
+_DEVICE_FLAG = re.compile(r"(use_|is_|on_|train_on_|with_|has_|using_)?(cuda|gpu|gpus)")
 _PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
 
 
@@ -616,6 +619,25 @@ class Guards:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
         return self._in_branch(node, lambda test: _mentions_device(test, self.ctx.tree.descendants), stop=stop)
+
+    def device_only(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Is ``node`` under ``if`` statements (up to ``stop``) that only test for the device,
+        in their bodies: ``if use_gpu:``, ``if args.cuda:``, ``if torch.cuda.is_available():``,
+        ``if x.is_cuda:``, ``if device.type == "cuda":``? Such a test holds on every step of a
+        run on the GPU: it says nothing of running the code rarely."""
+        conditions = self.conditions(node, stop)
+        return bool(conditions) and all(self.ctx.tree.is_inside(node, c.body) and self._device_test(c.test) for c in conditions)
+
+    def _device_test(self, test: cst.BaseExpression) -> bool:
+        if type(test) is cst.Call:
+            return self.ctx.qname(test.func) in _AVAILABILITY
+        if type(test) in (cst.Name, cst.Attribute):
+            return _DEVICE_FLAG.fullmatch((dotted(test) or "").rsplit(".", 1)[-1].lower()) is not None
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
+            operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
+            wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
+            return any(string_value(side) == wanted for side in compared) and any("device" in (dotted(side) or "") or (dotted(side) or "").endswith(".type") for side in compared)
+        return False
 
     def platform_branch(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in a branch chosen by the operating system (``if sys.platform ==

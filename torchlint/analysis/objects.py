@@ -231,9 +231,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 # `helper = Helper() if ... else None` as an if/else: a method called on it is the object's
                 bindings = self.ctx.bindings
                 binding = bindings.latest_before(bindings.lookup(expr.value, at), at, lambda b: not _is_none(b.value))
-            if binding is None:
-                return None
-            return self._binding_class(expr, binding)
+            found = self._binding_class(expr, binding) if binding is not None else None
+            return found if found is not None else self._global_class(expr, at)
         if expr_type is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             cls = self.ctx.tree.enclosing_class(at)
             return self._self_attribute(cls, expr.attr.value) if cls is not None else None
@@ -253,6 +252,13 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if expr_type is cst.Attribute and type(expr.value) is cst.Subscript:  # `self.down[i].attn`
             return self._namespace_member(expr.value, expr.attr.value, at)
         return None
+
+    def _global_class(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """A module-level global read in a function (dlrm's ``dlrm_wrap`` calls ``dlrm(X)``,
+        bound in ``run()`` under ``global dlrm``, or after the ``def`` in the script's body):
+        the class of any of its bindings, since the function runs after them all."""
+        bindings = self.ctx.bindings.global_bindings(name.value, at)[:16]
+        return either(self._binding_class(name, b) for b in bindings if not _is_none(b.value)) if bindings else None
 
     def _binding_class(self, expr: cst.Name, binding: Binding) -> Ref | None:
         """The class of what ``binding`` binds ``expr`` to."""

@@ -36,7 +36,8 @@ _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_
 # Loop variables and iterables that name what a loop goes over, most specific first.
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
                 ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"),
-                ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"))
+                ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
+                ("param_group", "parameter group"), ("param", "parameter"))  # `for p in model_params`, fp16_util's master params
 
 
 class Places:
@@ -289,7 +290,8 @@ class Places:
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
         function = stop if type(stop) is cst.FunctionDef else None
-        fresh = not self._runs_a_helper(node) and not self._work_before(node, stop)
+        # (a helper that synchronizes, dlrm's `time_wrap()`, queues nothing before its wait)
+        fresh = (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
         if fresh:
             # Nothing of this step queued before it: it waits only for the previous step's
             # tail, like a read at the step's end. On a `forward`'s first lines, where the
@@ -365,7 +367,7 @@ class Places:
         if works is None:
             loops, guards = self.ctx.loops, self.ctx.guards
             works = self._queues_work[key] = any(
-                (loops.is_step_call(each) or loops._calls_a_trainer(each)) and not guards.rare(each, stop=stop)
+                (loops.is_step_call(each) or loops._calls_a_trainer(each) or self._runs_a_model(each)) and not guards.rare(each, stop=stop)
                 for each in self._own_calls(statement, into_loops=True))  # (a validation every N steps is no device work of this step)
         return works
 
@@ -397,7 +399,21 @@ class Places:
     def _may_queue(self, call: cst.Call) -> bool:
         """A model call, a backward, an optimizer step, a trainer of this file, or a call of a value."""
         loops = self.ctx.loops
-        return loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call)
+        return loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call) or self._runs_a_model(call)
+
+    def _runs_a_model(self, call: cst.Call) -> bool:
+        """A call of a function of this file whose own body (not a loop in it) calls a model
+        (dlrm's ``dlrm_wrap(X, ...)``, which returns ``dlrm(X.to(device))`` of the global
+        ``dlrm``): when it returns, the model's work is queued."""
+        ctx = self.ctx
+        function = ctx.functions.called(call, None if type(call.func) is cst.Attribute else ctx.qname(call.func))
+        if function is None:
+            return False
+        known: dict[int, bool] = self.__dict__.setdefault("_model_runners", {})  # each helper scanned once
+        if id(function) not in known:
+            loops = ctx.loops
+            known[id(function)] = any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._own_nodes(function.body))
+        return known[id(function)]
 
     def _first_working(self, block: cst.CSTNode) -> int:
         """The position of ``block``'s first statement whose calls (those that fall through

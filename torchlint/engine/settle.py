@@ -118,18 +118,24 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
 
 def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str]) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
-    frequency says, not what their place in their own file said (once)."""
-    raised: dict[tuple[str, object], tuple[str, str]] = {}
+    frequency says, not what their place in their own file said (once): the join's place
+    gives their tier, reason and multiplicity, as it does to the per-step rules' findings,
+    wherever it says as much as the file did or more."""
+    raised: dict[tuple[str, object], tuple[str, str, Place]] = {}
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
-            raised[(pending.code, pending.location)] = assess(Cost[pending.cost], _place(info, pending.repeats, pending.position, step_loops, pending.rare), info.host_only)
+            place = _place(info, pending.repeats, pending.position, step_loops, pending.rare)
+            raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
     if not raised:
         return
     findings = []
     for finding in file_result.findings:
         better = raised.get((finding.code, finding.location))
-        if better is not None and IMPACT_RANK[better[0]] < IMPACT_RANK.get(finding.impact, 3):
-            finding = replace(finding, impact=better[0], impact_reason=better[1])
+        if better is not None and IMPACT_RANK[better[0]] <= IMPACT_RANK.get(finding.impact, 3):
+            # (same tier: the reason still changes, "once (not every step)" being untrue)
+            times = with_multiplicity("", better[2])  # " (per parameter per step)", once even if settled twice
+            message = finding.message if finding.message.endswith(times) else finding.message + times
+            finding = replace(finding, message=message, impact=better[0], impact_reason=better[1])
         findings.append(finding)
     file_result.findings = findings

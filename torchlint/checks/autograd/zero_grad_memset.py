@@ -90,15 +90,18 @@ class ZeroGradMemset(Check):
             return
         if method == "zero_" and node.args:
             return
-        if not self._is_parameter(owner, node):
+        each = self._loop_over_parameters(owner, node)
+        if not each and dotted(owner) not in optimized_tensors(ctx):
             return
         if self._grad_updated_later(node):
             return
-        self.report(node, call=short_code(ctx.module, node))
+        # A loop launches one memset per parameter (an optimizer's `zero_grad` zeroes them all
+        # with one multi-tensor kernel): hundreds of launches every step for a large model.
+        self.report(node, cost=Cost.PER_PARAMETER_LAUNCHES if each else None, call=short_code(ctx.module, node))
 
-    def _is_parameter(self, owner: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """A loop variable over ``.parameters()``/param groups, a tensor passed to an optimizer,
-        or a tensor updated from its own gradient (``w -= lr * w.grad``)."""
+    def _loop_over_parameters(self, owner: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``owner`` a loop variable over ``.parameters()``/param groups? (Else it may be a
+        tensor passed to an optimizer, or updated from its own gradient: ``w -= lr * w.grad``.)"""
         ctx = self.ctx
         name = dotted(owner)
         if name is None:
@@ -108,7 +111,7 @@ class ZeroGradMemset(Check):
                 text = ctx.module.code_for_node(binding.value)
                 if "param" in text.lower():
                     return True
-        return name in optimized_tensors(ctx)
+        return False
 
     def _grad_updated_later(self, node: cst.CSTNode) -> bool:
         """Does the code need the zeroed tensors: the same function (or class) updates

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.names import dotted
 from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
 from torchlint.checks.base import Check
 
@@ -29,6 +30,9 @@ class DataloaderNoWorkers(Check):
             why = "no `num_workers`"
         elif isinstance(arg.value, cst.Integer) and int(arg.value.evaluated_value) == 0:
             why = "`num_workers=0`"
+        elif self._setting_zero(arg.value):
+            # `num_workers=args.num_workers` with `default=0`: the run loads in-process unless told otherwise
+            why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
         else:
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):
@@ -43,3 +47,10 @@ class DataloaderNoWorkers(Check):
         on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
         self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None,
                     related=tuple(loops), call=call, why=why)
+
+    def _setting_zero(self, value: cst.BaseExpression) -> bool:
+        """A config field whose default in this file is 0 (``args.num_workers`` of
+        ``add_argument("--num-workers", type=int, default=0)``)."""
+        name = dotted(value)
+        default = self.ctx.constants.setting_default(name) if name is not None else None
+        return default is not None and self.ctx.constants.int_value(default, default) == 0

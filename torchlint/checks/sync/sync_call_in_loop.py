@@ -32,8 +32,10 @@ class SyncCallInLoop(Check):
         loop = ctx.loops.hot_loop(node)
         if loop is None:
             return
-        if ctx.guards.conditional(node, stop=loop) or self._in_conditional_expression(node, loop):
-            return  # a conditional sync (timing, a flag, every N steps, OOM recovery) is deliberate
+        if self._in_conditional_expression(node, loop):
+            return  # a conditional sync (OOM recovery, a flag) is deliberate
+        if ctx.guards.conditional(node, stop=loop) and not ctx.guards.device_only(node, stop=loop):
+            return  # a conditional sync (a profiling flag, every N steps) is deliberate; `if use_gpu:` holds on every GPU step
         self.report(node, call=label)
 
     def _in_conditional_expression(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
