@@ -148,7 +148,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
         found = self._instance_class(value, at)
         if found is None and type(value) is cst.Name:
             param = self._parameter(value, at)
-            return ("passed", *param) if param is not None else None  # the join follows it to the callers
+            if param is not None:
+                return ("passed", *param)  # the join follows it to the callers
+            function = self.ctx.functions.named(value.value, at)  # a function handed on (`sample_fn(denoiser, x)`): a call of it runs it
+            return ("local", self.keys[id(function)]) if function is not None else None
         return found
 
     @cached_property

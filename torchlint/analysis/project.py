@@ -228,6 +228,9 @@ class Project:
         the model a predictor holds: the decoder's ``forward``)."""
         found: list[tuple[str, str]] = []
         for owner in owners:
+            if name == "__call__" and owner[1] in self.functions.get(owner[0], ()):
+                found.append(owner)  # a function passed in (`denoiser(x, sigma)`): a call of it runs it
+                continue
             method = self._method_of(owner, name, depth)
             if method is not None:
                 found.append(method)

@@ -308,6 +308,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             param = self._parameter(func, at)
             if param is not None:
                 return ("object", ("passed", *param), "__call__")  # `criterion(out, y)`: what the callers pass
+            picked = self._picked_function(func, at)
+            if picked is not None:
+                return picked
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None
@@ -380,20 +383,31 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                     found[small.targets[0].target.value] = self._module_classes[value.value.value]
         return found
 
+    def _picked_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``sample_fn = {"heun": sample_heun, ...}[sampler]``, then ``sample_fn(denoiser, x)``:
+        the call runs one of the table's functions."""
+        binding = self.ctx.bindings.reaching(name.value, at)
+        value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+        return self._stored_functions(value.value, value) if type(value) is cst.Subscript else None
+
     def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """``STEPS[mode](batch)`` where ``STEPS = {"train": train_step, ...}`` (a dict or list
-        of functions defined or imported here, bound once): the call runs one of them."""
-        if type(table) is not cst.Name:
+        of functions defined or imported here, bound once, or written in place): the call
+        runs one of them."""
+        if type(table) in (cst.Dict, cst.List, cst.Tuple):
+            value = table
+        elif type(table) is cst.Name:
+            bindings = self.ctx.bindings.lookup(table.value, at)
+            value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+        else:
             return None
-        bindings = self.ctx.bindings.lookup(table.value, at)
-        value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
         if type(value) is cst.Dict:
             items = [e.value for e in value.elements if type(e) is cst.DictElement]
         elif type(value) in (cst.List, cst.Tuple):
             items = [e.value for e in value.elements if type(e) is cst.Element]
         else:
             return None
-        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != table.value
+        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != getattr(table, "value", None)
                                     and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
         return ("each", found) if found else None
 
