@@ -116,3 +116,21 @@ def test_global_bindings_of_a_name_read_in_a_function() -> None:
     assert [ctx.module.code_for_node(b.value) for b in ctx.bindings.global_bindings("net", in_wrap)] == ["None", "Net()"]
     assert ctx.bindings.global_bindings("net", in_own) == []  # a parameter of its own
     assert ctx.bindings.module_bindings("local") == []  # `global` names one name only
+
+
+@pytest.mark.parametrize(("flip", "reported"), [("            first = False\n", False), ("", True)])
+def test_a_branch_on_a_flag_its_body_clears_runs_once(flip: str, reported: bool) -> None:
+    # litgpt's `if prefill_token: input_pos = torch.tensor([n], device=device); prefill_token = False`
+    source = (
+        "import torch\n"
+        "def train(model, loader, opt, device, n):\n"
+        "    first = True\n"
+        "    for x in loader:\n"
+        "        if first:\n"
+        "            pos = torch.tensor([n], device=device)\n"
+        f"{flip}"
+        "        model(x.to(device), pos).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    found = [f for f in lint_source(source, "t.py", Config(select=("TL113",), min_impact="low")) if f.code == "TL113"]
+    assert bool(found) is reported

@@ -172,13 +172,16 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _counted_or_flagged(test: cst.BaseExpression) -> tuple[str, Callable[[cst.CSTNode], bool]] | None:
-    """``shown < 3`` (a counter under a literal bound: the body must add to it) or ``not
-    printed`` (a flag: the body must set it to ``True``); the name, and what moves it."""
+    """``shown < 3`` (a counter under a literal bound: the body must add to it), ``not
+    printed`` (a flag: the body must set it to ``True``) or ``first`` (the body must set it
+    to ``False``); the name, and what moves it."""
     if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) \
             and type(test.comparisons[0].comparator) is cst.Integer and dotted(test.left) is not None:
         return dotted(test.left), lambda n: type(n) is cst.AugAssign and type(n.operator) is cst.AddAssign  # type: ignore[return-value]
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and dotted(test.expression) is not None:
         return dotted(test.expression), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "True"  # type: ignore[return-value]
+    if type(test) in (cst.Name, cst.Attribute) and dotted(test) is not None:  # `if prefill: ...; prefill = False` (litgpt's first token)
+        return dotted(test), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "False"  # type: ignore[return-value]
     return None
 
 

@@ -132,7 +132,7 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
     findings = []
     for finding in file_result.findings:
         better = raised.get((finding.code, finding.location))
-        if better is not None and IMPACT_RANK[better[0]] <= IMPACT_RANK.get(finding.impact, 3):
+        if better is not None and IMPACT_RANK[better[0]] <= IMPACT_RANK.get(finding.impact, 3) and better[1] != finding.impact_reason:
             # (same tier: the reason still changes, "once (not every step)" being untrue)
             times = with_multiplicity("", better[2])  # " (per parameter per step)", once even if settled twice
             message = finding.message if finding.message.endswith(times) else finding.message + times
