@@ -8,6 +8,7 @@ GPU step; `num_workers=args.num_workers` with an argparse default of 0."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import libcst as cst
@@ -42,7 +43,6 @@ def test_the_project_findings_and_tiers_match_the_markers(root: Path) -> None:
 
 
 def _relative(finding, root: Path):  # type: ignore[no-untyped-def]
-    from dataclasses import replace
     return replace(finding, location=replace(finding.location, path=Path(finding.path).relative_to(root).as_posix()))
 
 
