@@ -73,7 +73,7 @@ class Project:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())
         bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
-        return names[1:] if bound and names[:1] in (("self",), ("cls",)) else names
+        return names[_implicit(names, bound, callee):]
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -114,7 +114,7 @@ class Project:
         """Note which parameter of ``callee`` each object argument of ``call`` fills; True when
         something new was noted."""
         names = self.params[callee[0]].get(callee[1], ())
-        offset = 1 if bound and names[:1] in (("self",), ("cls",)) else 0
+        offset = _implicit(names, bound, callee)
         grown = False
         for where, owner in call.args:
             index = where + offset if isinstance(where, int) else None
@@ -415,6 +415,15 @@ class Project:
                     if hooks is not None:
                         return hooks
         return None
+
+
+def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
+    """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
+    or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``
+    fills ``x`` and ``blocks``)."""
+    if bound and names[:1] in (("self",), ("cls",)):
+        return 1
+    return 1 if names[:1] == ("ctx",) and callee[1].rsplit(".", 1)[-1] == "forward" else 0
 
 
 def _module_names(path: str) -> list[str]:

@@ -299,6 +299,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
                 cls = ctx.tree.enclosing_class(at)
                 return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
+            constructed = self.constructed(func, at)
+            if constructed is not None:  # `execute_type(layers)`: the constructor of each class it may name
+                return constructed
             compiled = self._compiled_alias(func, at)
             if compiled is not None:
                 return compiled
