@@ -24,7 +24,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import CallSite, FileSummary
+from torchlint.analysis.summary import CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
 _SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
@@ -227,7 +227,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             loop = loops.get(where) if call.within else None
             # (a loop taken for sampling may still train: `policy.select_action(s)` then `policy.train(buffer)`)
             if loop is None or not loop.may_step or found.get(where, Where.INFER) is not Where.INFER \
-                    or call.target[0] not in ("object", "method", "local", "import"):
+                    or call.target[0] not in ("object", "method", "local", "import") or _in_module_forward(project, path, loop):
                 continue
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
@@ -262,6 +262,13 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
     return found, {root: loops[root].over for root in roots}
+
+
+def _in_module_forward(project: Project, path: str, loop: LoopSummary) -> bool:
+    """Does ``loop`` run within each call of a model, a class whose being an ``nn.Module`` shows
+    only through its bases in other files (detectron2's cascade stages in
+    ``CascadeROIHeads._forward_box``)? Then it is no step of its own: the step that calls the model is."""
+    return bool(loop.forward_of) and project.is_module(path, loop.forward_of)
 
 
 def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str], StepInfo]) -> None:

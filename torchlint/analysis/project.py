@@ -44,6 +44,7 @@ class Project:
         # (module, importer's directory) -> its files nearest first: every reference asks
         # again, and a name every project has (`utils`, `model`) has a file in each of them
         self._nearest_memo: dict[tuple[str, str], list[str]] = {}
+        self._module_memo: dict[tuple[str, str], bool] = {}
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -404,6 +405,16 @@ class Project:
                 if name == rest[0] and len(rest) == 1 and depth < _MAX_DEPTH:
                     return self.class_of(target, path, depth + 1)
         return None
+
+    def is_module(self, path: str, class_key: str) -> bool:
+        """Is the class an ``nn.Module``, through its project bases in any file
+        (``CascadeROIHeads(StandardROIHeads)``, ``StandardROIHeads(ROIHeads)``, ``ROIHeads(torch.nn.Module)``)?"""
+        key = (path, class_key)
+        known = self._module_memo.get(key)
+        if known is None:
+            known = self._module_memo[key] = any(base[0] == "import" and base[1] == 0 and frameworks.module_base(base[2])
+                                                 for _, owner in self.mro(path, class_key) for base in owner.bases)
+        return known
 
     def framework_hooks(self, path: str, cls: ClassSummary) -> frameworks.BaseHooks | None:
         """The framework hook table of ``cls`` when a framework class is among its bases

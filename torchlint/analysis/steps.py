@@ -184,8 +184,17 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While,
+                                     self._forward_of(loop, function) if may_step else ""))
         return tuple(found)
+
+    def _forward_of(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> str:
+        """The class whose ``forward`` runs ``loop``, when this file cannot tell it is a module
+        (its base is in another file): the join makes it no step loop if the class is one."""
+        if function is None or not self.ctx.loops.in_class_forward(function) or self.ctx.loops.decodes(loop):
+            return ""
+        cls = self.ctx.tree.enclosing_class(function)
+        return self.class_keys[id(cls)] if cls is not None else ""
 
     @cached_property
     def _candidate_loops(self) -> set[int]:
