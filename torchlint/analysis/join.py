@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
@@ -71,6 +71,8 @@ class Steps(dict[str, dict[str, StepInfo]]):
 
     compiled: Compiled = {}  # a join sets its own
     step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
+    # file -> function key -> how it runs on every call of a model no step reaches (`_model_reach`)
+    models: dict[str, dict[str, StepInfo]] = {}
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -90,6 +92,19 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if call.caller and call.loop is None:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
+    _spread(project, work, steps, calls_by_caller, loops_by_file, omitting)
+    _inner_places(project, steps, omitting)
+    steps.compiled = compiled_reach(project)
+    steps.step_loops = roots
+    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    return steps
+
+
+def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dict[str, dict[str, StepInfo]],
+            calls_by_caller: dict[tuple[str, str], list[CallSite]], loops_by_file: dict[str, dict[str, str]],
+            omitting: dict[tuple[str, str], StepInfo]) -> None:
+    """Breadth-first from ``work``: every function the reached functions call on every run,
+    with how often (per step, or per call of a model) and from where."""
     while work:
         path, key, info = work.popleft()
         for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
@@ -135,10 +150,27 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
-    _inner_places(project, steps, omitting)
-    steps.compiled = compiled_reach(project)
-    steps.step_loops = roots
-    return steps
+
+
+def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
+                 loops_by_file: dict[str, dict[str, str]]) -> dict[str, dict[str, StepInfo]]:
+    """What runs on every call of a model no step is seen to reach (built from a config or a
+    registry, a library's model): from the ``forward`` of each module class (its bases in any
+    file) of a file no step reaches into, what it calls, each with its count per call of the
+    model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
+    the model's). A file some step reaches is left out: there the join sees how its code is used."""
+    work: deque[tuple[str, str, StepInfo]] = deque()
+    for path, summary in project.files.items():
+        if steps.get(path):
+            continue
+        for cls in summary.classes:
+            if "forward" in cls.methods and project.is_module(path, cls.key):
+                forward = f"{cls.key}.forward"
+                work.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
+    models: Steps = Steps()
+    _spread(project, work, models, calls_by_caller, loops_by_file, {})
+    _inner_places(project, models, {})
+    return models
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
