@@ -59,7 +59,9 @@ def test_a_read_in_each_block_counts_the_blocks() -> None:
     )
     [(where, impact, message)] = _found(HEAD + model)
     assert (where, impact) == ("each block", "high")
-    assert "once in each `Noisy.forward()`" in message
+    # the model that runs the blocks is named (Noisy, defined first, is no model of its own here)
+    assert "`Noisy.forward()` (called from `Stack.forward()`, on every call of the model `Stack.forward()`" in message
+    assert "12 times per model call: once in each `Noisy.forward()`" in message
 
 
 def test_a_model_some_step_runs_is_reported_from_that_step_alone() -> None:

@@ -159,16 +159,23 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     file) of a file no step reaches into, what it calls, each with its count per call of the
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
     the model's). A file some step reaches is left out: there the join sees how its code is used."""
-    work: deque[tuple[str, str, StepInfo]] = deque()
+    seeds: list[tuple[str, str, StepInfo]] = []
     for path, summary in project.files.items():
         if steps.get(path):
             continue
         for cls in summary.classes:
             if "forward" in cls.methods and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
-                work.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
+                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
     models: Steps = Steps()
-    _spread(project, work, models, calls_by_caller, loops_by_file, {})
+    _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
+    # The models themselves first (forwards no other reached function calls): a block's findings
+    # then name the model that runs it, and count it per call of that model.
+    called = {callee for (path, key) in {(p, k) for p, known in models.items() for k in known}
+              for call in calls_by_caller.get((path, key), ()) for callee in project.callees(call.target, path) if callee != (path, key)}
+    models = Steps()
+    _spread(project, deque(seed for seed in seeds if seed[:2] not in called), models, calls_by_caller, loops_by_file, {})
+    _spread(project, deque(seed for seed in seeds if seed[1] not in models.get(seed[0], {})), models, calls_by_caller, loops_by_file, {})
     _inner_places(project, models, {})
     return models
 
