@@ -127,3 +127,16 @@ def test_a_container_chosen_in_another_module(tmp_path: Path) -> None:
     lines = files["layers.py"].splitlines()
     assert {lines[f.line - 1].rsplit("# ", 1)[-1] for f in findings if f.path.endswith("layers.py")} == {"A", "B"}
     assert all("per layer per step" in f.message or "per block per step" in f.message for f in findings if f.path.endswith("layers.py"))
+
+
+def test_a_method_of_a_member_of_a_passed_container_is_not_followed() -> None:
+    # detectron2's DatasetEvaluators: `for evaluator in self._evaluators: evaluator.process(...)`;
+    # what the members are handed is not known here (outputs already on the host, often), so
+    # only calls of the members themselves are followed
+    text = HEAD + (
+        "class Eval:\n    def process(self, out):\n        return out.cpu()  # E\n"
+        "class Evals:\n    def __init__(self, evaluators):\n        self._evaluators = evaluators\n"
+        "    def process(self, out):\n        for evaluator in self._evaluators:\n            evaluator.process(out)\n"
+        "def main(loader, model):\n    found = []\n    found.append(Eval())\n    evals = Evals(found)\n    for x in loader:\n        evals.process(model(x.cuda()))\n"
+    )
+    assert _findings(text) == {}

@@ -342,6 +342,13 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
                 return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
+            if owner is not None and owner[0] == "passed" and type(func.value) is cst.Name \
+                    and any(b.kind in ("for", "comp") for b in ctx.bindings.lookup(func.value.value, at)):
+                # `for evaluator in self._evaluators: evaluator.process(inputs, outputs)`, members of a
+                # container a caller passes: only calls of the members themselves (blocks) are followed;
+                # what a method is handed (outputs the loop already moved to the host) is not known here,
+                # and its reads would be taken for syncs
+                return None
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
