@@ -94,3 +94,14 @@ def test_module_ness_through_a_base_in_another_file(tmp_path: Path) -> None:
                                      + model.format(name="Model", base="Base") + model.format(name="Helper", base="Plain"))
     findings = lint_paths([tmp_path], from_table({"select": SELECT}, tmp_path)).findings
     assert [(Path(f.path).name, f.line, f.impact) for f in findings] == [("net.py", 8, "medium")]  # Model's, not Helper's
+
+
+def test_a_model_in_test_code_reaches_nothing(tmp_path: Path) -> None:
+    # detectron2's export tests wrap a head in a module `M` inside a `Test…` class: a test's toy model
+    (tmp_path / "lib.py").write_text("import torch\n\n\ndef post(x):\n    return x.cuda().sum().item()\n")
+    (tmp_path / "check_lib.py").write_text(
+        "import unittest\nimport torch\nfrom torch import nn\nfrom lib import post\n\n\n"
+        "class TestPost(unittest.TestCase):\n    def test_it(self):\n        class M(nn.Module):\n"
+        "            def forward(self, x):\n                return post(x)\n\n        M()(torch.ones(2))\n"
+    )
+    assert lint_paths([tmp_path], from_table({"select": SELECT}, tmp_path)).findings == []

@@ -158,13 +158,14 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     registry, a library's model): from the ``forward`` of each module class (its bases in any
     file) of a file no step reaches into, what it calls, each with its count per call of the
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
-    the model's). A file some step reaches is left out: there the join sees how its code is used."""
+    the model's). A file some step reaches is left out: there the join sees how its code is used;
+    so is test code (a test's model exercises the library on toy inputs)."""
     seeds: list[tuple[str, str, StepInfo]] = []
     for path, summary in project.files.items():
         if steps.get(path):
             continue
         for cls in summary.classes:
-            if "forward" in cls.methods and project.is_module(path, cls.key):
+            if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
     models: Steps = Steps()

@@ -440,7 +440,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         for cls in self.ctx.tree.nodes(cst.ClassDef):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls)))
+            test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

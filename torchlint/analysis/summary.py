@@ -60,6 +60,7 @@ class ClassSummary:
     bases: tuple[Ref, ...]
     methods: tuple[str, ...]
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
+    test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
 
 
 @dataclass(frozen=True, slots=True)
