@@ -105,3 +105,16 @@ def test_a_model_in_test_code_reaches_nothing(tmp_path: Path) -> None:
         "            def forward(self, x):\n                return post(x)\n\n        M()(torch.ones(2))\n"
     )
     assert lint_paths([tmp_path], from_table({"select": SELECT}, tmp_path)).findings == []
+
+
+def test_the_model_that_repeats_a_shared_helper_is_the_one_named() -> None:
+    # detectron2's pooler helper: one model calls it once, another once per stage; the count
+    # and the model named in the words come from the same reach
+    model = (
+        "def boxes_to_rois(x):\n    return x.cuda() * x.cuda().sum().item()  # helper\n\n\n"
+        "class Once(nn.Module):\n    def forward(self, x):\n        return boxes_to_rois(x)\n\n\n"
+        "class Staged(nn.Module):\n    def forward(self, x):\n        for stage in range(3):\n            x = boxes_to_rois(x)\n        return x\n"
+    )
+    [(where, impact, message)] = _found(HEAD + model)
+    assert (where, impact) == ("helper", "high")
+    assert "on every call of the model `Staged.forward()`" in message and "3 times per model call" in message
