@@ -274,8 +274,11 @@ def test_a_loop_calling_a_function_of_a_module_level_model_is_an_inference_step(
     assert read.line == 12 and read.impact == "high"  # mid-forward: more layers follow it
     assert "called from `predict()`, run every step from a sampling loop" in read.message
     # a loop over a function that never runs the model is no step: the forward is not reached
+    # (the forward's read still holds on every call of the model, once per call: medium, from no step)
     (tmp_path / "serve.py").write_text("import torch\nimport net\n\nfor x in requests:\n    y = net.shape_of(x.cuda())\n")
-    assert lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings == []
+    [unreached] = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    assert unreached.line == 12 and unreached.impact == "medium" and "run every step" not in unreached.message
+    assert "(every call of the model; no loop that runs it is visible)" in unreached.message
 
 
 def test_functions_stored_in_a_dict_are_followed(tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def test_the_method_of_a_parameter_names_the_loop_that_calls_it(project: Path) -
 @pytest.mark.parametrize("cut", ["main_edges.py", "nets/load_net.py"])
 def test_without_the_caller_or_the_factory_the_table_s_models_are_not_reached(project: Path, cut: str) -> None:
     (project / cut).unlink()
-    found = {Path(f.path).name for f in _findings(project)}
+    # (a model no step reaches still reports on every call of the model: not from a step)
+    found = {Path(f.path).name for f in _findings(project) if "every call of the model" not in f.message}
     assert "edge_net.py" not in found and "node_net.py" not in found
     assert "script_net.py" in found  # the script still passes its own model
 
@@ -58,7 +59,7 @@ def test_without_the_caller_or_the_factory_the_table_s_models_are_not_reached(pr
 def test_without_the_script_s_top_level_call_its_model_is_not_reached(project: Path) -> None:
     script = project / "scripts" / "run_direct.py"
     script.write_text(script.read_text().replace('train_epoch(model, optimizer, "cuda", [], 0)', "print(model)"))
-    assert "script_net.py" not in {Path(f.path).name for f in _findings(project)}
+    assert "script_net.py" not in {Path(f.path).name for f in _findings(project) if "every call of the model" not in f.message}
 
 
 def _summary(source: str):  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ A mixin of ObjectRefs, which supplies ``ctx``, ``_class_ref`` and ``_assigned_fr
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -29,11 +30,35 @@ class AliasRefs:
 
     def _aliased_class(self, name: cst.Name, at: cst.CSTNode, depth: int) -> Ref | None:
         """The classes a call of ``name`` builds when ``name`` is bound to classes: ``block =
-        partial(ResnetBlock, groups=8)``, ``klass = FullAttention if full else LinearAttention``."""
-        binding = self.ctx.bindings.reaching(name.value, at) if depth < 4 else None
-        if binding is None or binding.kind != "assign" or binding.element is not None:
+        partial(ResnetBlock, groups=8)``, ``klass = FullAttention if full else LinearAttention``,
+        or one class in each branch of an ``if``/``elif`` (DALLE's ``attn_class``): each may be built."""
+        if depth >= 4 or name.value not in self._alias_names:
+            return None  # never bound to a class, a choice of classes or a partial: skip the lookup
+        reaching = self.ctx.bindings.reaching_each(name.value, at)
+        return either(self._class_named(b.value, b.node, depth) for b in reaching if b.kind == "assign" and b.element is None)
+
+    @cached_property
+    def _alias_names(self) -> set[str]:
+        """Names assigned a value that may name classes: a conditional expression, a name or
+        attribute, or a call of ``partial``."""
+        found: set[str] = set()
+        for assign in self.ctx.tree.nodes(cst.Assign):
+            if type(assign.value) in (cst.IfExp, cst.Name, cst.Attribute) or type(assign.value) is cst.Call and self.ctx.qname(assign.value.func) == "functools.partial":
+                found.update(t.target.value for t in assign.targets if type(t.target) is cst.Name)
+        return found
+
+    def constructed(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """The classes a call of ``name`` constructs, when ``name`` is bound to a class or to
+        one of several (``execute_type = ReversibleSequence if reversible else SequentialSequence``,
+        then ``execute_type(layers)``): each class's ``__init__`` receives the call's arguments. None
+        where a branch binds a ``partial`` with positional arguments: they would take the call's places."""
+        if name.value not in self._alias_names:
             return None
-        return self._class_named(binding.value, binding.node, depth)
+        reaching = self.ctx.bindings.reaching_each(name.value, at)
+        chosen = len(reaching) > 1 or bool(reaching) and type(reaching[0].value) is cst.IfExp
+        if chosen and any(_fills_positions(b.value) for b in reaching):
+            return None  # (one partial alone is fine: `partial_arguments` puts its arguments first)
+        return self._aliased_class(name, at, 0)
 
     def _class_named(self, value: cst.BaseExpression | None, at: cst.CSTNode, depth: int) -> Ref | None:
         value_type = type(value)
@@ -55,3 +80,10 @@ class AliasRefs:
         if type(value) is cst.Call and value.args and self.ctx.qname(value.func) == "functools.partial":
             return tuple(value.args[1:])
         return ()
+
+
+def _fills_positions(value: cst.BaseExpression | None) -> bool:
+    """Does a choice of classes hold a ``partial`` that fills positional parameters?"""
+    if type(value) is cst.IfExp:
+        return _fills_positions(value.body) or _fills_positions(value.orelse)
+    return type(value) is cst.Call and any(a.keyword is None for a in value.args[1:])

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from torchlint.analysis import frameworks
 from torchlint.analysis.bindings import Bindings
 from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
@@ -207,7 +208,7 @@ class FileContext:
                     continue
                 for base in cls.bases:
                     qualified = self.qname(base.value) or ""
-                    if qualified in ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList") or qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper() or dotted(base.value) in found or qualified.startswith(("pytorch_lightning.", "lightning.")):
+                    if frameworks.module_base(qualified) or dotted(base.value) in found:
                         found.add(name)
                         changed = True
                         break

@@ -99,5 +99,13 @@ def base_hooks(qualified: str) -> BaseHooks | None:
     return None
 
 
+def module_base(qualified: str) -> bool:
+    """Does subclassing the library class ``qualified`` make a class an ``nn.Module``
+    (``torch.nn.Module``, a container or layer of ``torch.nn``, a Lightning module)?"""
+    return qualified in ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList") \
+        or qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper() \
+        or qualified.startswith(("pytorch_lightning.", "lightning."))
+
+
 def phase_text(framework: str, method: str) -> str:
     return f"{framework} `{method}`"

@@ -216,6 +216,7 @@ class Multiplicity:
 
 
 ONCE_PER_STEP = Multiplicity()
+MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +278,21 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+def per_call(cost: Cost, per_call: Multiplicity) -> tuple[str, str] | None:
+    """The tier and reason of a finding in code run on every call of a model that no step is
+    seen to reach (built from a config or a registry, a library's model): a wait that repeats
+    within each call (per frame, once in each block) is high, as it would be in any step; one
+    wait per call is medium, since how often the model runs per step is not visible. None for
+    a cost that is not paid on each call (kept memory, per-parameter launches: a step's)."""
+    if cost not in _REPEAT_COSTS:
+        return None
+    times = per_call.words()
+    often = f"on every call of the model, {times}" if times else "on every call of the model"
+    if per_call.waits_again:
+        return HIGH, f"{cost.value}, {often}: each repetition waits again"
+    return MEDIUM, f"{cost.value}, {often}: how often the model runs per step is not visible"
+
+
 def with_multiplicity(message: str, place: Place) -> str:
     """A finding's message with how many times per step its line runs, when more than once."""
     words = place.per_step.words() if place.where in _PER_STEP else ""
@@ -306,4 +322,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["LOOP_WORDS", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import LOOP_WORDS, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import CallSite, FileSummary
+from torchlint.analysis.summary import CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
 _SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
@@ -71,6 +71,8 @@ class Steps(dict[str, dict[str, StepInfo]]):
 
     compiled: Compiled = {}  # a join sets its own
     step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
+    # file -> function key -> how it runs on every call of a model no step reaches (`_model_reach`)
+    models: dict[str, dict[str, StepInfo]] = {}
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -90,6 +92,19 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if call.caller and call.loop is None:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
+    _spread(project, work, steps, calls_by_caller, loops_by_file, omitting)
+    _inner_places(project, steps, omitting)
+    steps.compiled = compiled_reach(project)
+    steps.step_loops = roots
+    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    return steps
+
+
+def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dict[str, dict[str, StepInfo]],
+            calls_by_caller: dict[tuple[str, str], list[CallSite]], loops_by_file: dict[str, dict[str, str]],
+            omitting: dict[tuple[str, str], StepInfo]) -> None:
+    """Breadth-first from ``work``: every function the reached functions call on every run,
+    with how often (per step, or per call of a model) and from where."""
     while work:
         path, key, info = work.popleft()
         for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
@@ -116,7 +131,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
-                known = steps[path][key] = replace(known, per_step=info.per_step)
+                # (the words say who repeats it: that reach's origin and caller, with its count)
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 continue  # reached already: recursion and diamonds end here
@@ -135,10 +151,35 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
-    _inner_places(project, steps, omitting)
-    steps.compiled = compiled_reach(project)
-    steps.step_loops = roots
-    return steps
+
+
+def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
+                 loops_by_file: dict[str, dict[str, str]]) -> dict[str, dict[str, StepInfo]]:
+    """What runs on every call of a model no step is seen to reach (built from a config or a
+    registry, a library's model): from the ``forward`` of each module class (its bases in any
+    file) of a file no step reaches into, what it calls, each with its count per call of the
+    model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
+    the model's). A file some step reaches is left out: there the join sees how its code is used;
+    so is test code (a test's model exercises the library on toy inputs)."""
+    seeds: list[tuple[str, str, StepInfo]] = []
+    for path, summary in project.files.items():
+        if steps.get(path):
+            continue
+        for cls in summary.classes:
+            if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
+                forward = f"{cls.key}.forward"
+                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
+    models: Steps = Steps()
+    _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
+    # The models themselves first (forwards no other reached function calls): a block's findings
+    # then name the model that runs it, and count it per call of that model.
+    called = {callee for (path, key) in {(p, k) for p, known in models.items() for k in known}
+              for call in calls_by_caller.get((path, key), ()) for callee in project.callees(call.target, path) if callee != (path, key)}
+    models = Steps()
+    _spread(project, deque(seed for seed in seeds if seed[:2] not in called), models, calls_by_caller, loops_by_file, {})
+    _spread(project, deque(seed for seed in seeds if seed[1] not in models.get(seed[0], {})), models, calls_by_caller, loops_by_file, {})
+    _inner_places(project, models, {})
+    return models
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
@@ -227,7 +268,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             loop = loops.get(where) if call.within else None
             # (a loop taken for sampling may still train: `policy.select_action(s)` then `policy.train(buffer)`)
             if loop is None or not loop.may_step or found.get(where, Where.INFER) is not Where.INFER \
-                    or call.target[0] not in ("object", "method", "local", "import"):
+                    or call.target[0] not in ("object", "method", "local", "import") or _in_module_forward(project, path, loop):
                 continue
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
@@ -262,6 +303,13 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
     return found, {root: loops[root].over for root in roots}
+
+
+def _in_module_forward(project: Project, path: str, loop: LoopSummary) -> bool:
+    """Does ``loop`` run within each call of a model, a class whose being an ``nn.Module`` shows
+    only through its bases in other files (detectron2's cascade stages in
+    ``CascadeROIHeads._forward_box``)? Then it is no step of its own: the step that calls the model is."""
+    return bool(loop.forward_of) and project.is_module(path, loop.forward_of)
 
 
 def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str], StepInfo]) -> None:

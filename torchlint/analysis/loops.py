@@ -156,7 +156,17 @@ class Loops:
             self._in_forward = self._forward_methods()
         return id(function) in self._in_forward
 
-    def _forward_methods(self) -> set[int]:
+    def in_class_forward(self, function: cst.FunctionDef | None) -> bool:
+        """``runs_in_forward`` for a class of any base: its ``forward``, or a method that forward
+        calls through ``self``. Whether the class is a module may only show in another file
+        (``class CascadeROIHeads(StandardROIHeads)``): the join decides that."""
+        if function is None:
+            return False
+        if not hasattr(self, "_in_class_forward"):
+            self._in_class_forward = self._forward_methods(modules_only=False)
+        return id(function) in self._in_class_forward
+
+    def _forward_methods(self, modules_only: bool = True) -> set[int]:
         ctx, calls = self.ctx, {}
         for call in ctx.tree.nodes(cst.Call):
             func = call.func
@@ -164,7 +174,9 @@ class Loops:
                 caller, callee = ctx.tree.enclosing_function(call), ctx.functions.method(func.attr.value, call)
                 if caller is not None and callee is not None:
                     calls.setdefault(id(caller), []).append(callee)
-        work = [f for f in ctx.tree.nodes(cst.FunctionDef) if self.module_forward(f.body) is not None]
+        work = [f for f in ctx.tree.nodes(cst.FunctionDef) if self.module_forward(f.body) is not None
+                or not modules_only and f.name.value == "forward" and ctx.tree.enclosing_class(f) is not None
+                and ctx.tree.parent(ctx.tree.parent(f)) is ctx.tree.enclosing_class(f)]
         found: set[int] = set()
         while work:
             function = work.pop()

@@ -31,10 +31,19 @@ class MemberRefs:
     def _object_of(self, value: cst.BaseExpression | None, at: cst.CSTNode, element: int | None) -> Ref | None:  # pragma: no cover
         raise NotImplementedError
 
+    def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:  # pragma: no cover - ObjectRefs'
+        raise NotImplementedError
+
     def _members_of(self, container: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
-        """The member classes of a container module held in ``container`` (``self.layers``)."""
+        """The member classes of a container module held in ``container`` (``self.layers``); or,
+        for a container a caller passes (``self.layers = layers`` in ``__init__``, a parameter
+        ``blocks``: DALLE's ``SequentialSequence(layers)``), whatever the callers pass there,
+        which the join resolves (a container's members, each)."""
         found = self._instance_class(container, at)
-        return found if found is not None and found[0] == "each" else None
+        if found is None and type(container) is cst.Name:
+            param = self._parameter(container, at)
+            found = ("passed", *param) if param is not None else None
+        return found if found is not None and (found[0] == "each" or found[0] == "passed" and len(found) == 3) else None
 
     def _container_members(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
         """``nn.Sequential(A(), B())``, ``nn.ModuleList([Block() for _ in range(n)])``,

@@ -44,6 +44,7 @@ class Project:
         # (module, importer's directory) -> its files nearest first: every reference asks
         # again, and a name every project has (`utils`, `model`) has a file in each of them
         self._nearest_memo: dict[tuple[str, str], list[str]] = {}
+        self._module_memo: dict[tuple[str, str], bool] = {}
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -73,7 +74,7 @@ class Project:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())
         bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
-        return names[1:] if bound and names[:1] in (("self",), ("cls",)) else names
+        return names[_implicit(names, bound, callee):]
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -114,7 +115,7 @@ class Project:
         """Note which parameter of ``callee`` each object argument of ``call`` fills; True when
         something new was noted."""
         names = self.params[callee[0]].get(callee[1], ())
-        offset = 1 if bound and names[:1] in (("self",), ("cls",)) else 0
+        offset = _implicit(names, bound, callee)
         grown = False
         for where, owner in call.args:
             index = where + offset if isinstance(where, int) else None
@@ -408,6 +409,16 @@ class Project:
                     return self.class_of(target, path, depth + 1)
         return None
 
+    def is_module(self, path: str, class_key: str) -> bool:
+        """Is the class an ``nn.Module``, through its project bases in any file
+        (``CascadeROIHeads(StandardROIHeads)``, ``StandardROIHeads(ROIHeads)``, ``ROIHeads(torch.nn.Module)``)?"""
+        key = (path, class_key)
+        known = self._module_memo.get(key)
+        if known is None:
+            known = self._module_memo[key] = any(base[0] == "import" and base[1] == 0 and frameworks.module_base(base[2])
+                                                 for _, owner in self.mro(path, class_key) for base in owner.bases)
+        return known
+
     def framework_hooks(self, path: str, cls: ClassSummary) -> frameworks.BaseHooks | None:
         """The framework hook table of ``cls`` when a framework class is among its bases
         (directly, or through the project's own classes)."""
@@ -418,6 +429,15 @@ class Project:
                     if hooks is not None:
                         return hooks
         return None
+
+
+def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
+    """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
+    or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``
+    fills ``x`` and ``blocks``)."""
+    if bound and names[:1] in (("self",), ("cls",)):
+        return 1
+    return 1 if names[:1] == ("ctx",) and callee[1].rsplit(".", 1)[-1] == "forward" else 0
 
 
 def _module_names(path: str) -> list[str]:

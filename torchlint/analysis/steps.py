@@ -184,8 +184,17 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             function = ctx.tree.enclosing_function(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While))
+            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While,
+                                     self._forward_of(loop, function) if may_step else ""))
         return tuple(found)
+
+    def _forward_of(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> str:
+        """The class whose ``forward`` runs ``loop``, when this file cannot tell it is a module
+        (its base is in another file): the join makes it no step loop if the class is one."""
+        if function is None or not self.ctx.loops.in_class_forward(function) or self.ctx.loops.decodes(loop):
+            return ""
+        cls = self.ctx.tree.enclosing_class(function)
+        return self.class_keys[id(cls)] if cls is not None else ""
 
     @cached_property
     def _candidate_loops(self) -> set[int]:
@@ -299,6 +308,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
                 cls = ctx.tree.enclosing_class(at)
                 return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
+            constructed = self.constructed(func, at)
+            if constructed is not None:  # `execute_type(layers)`: the constructor of each class it may name
+                return constructed
             compiled = self._compiled_alias(func, at)
             if compiled is not None:
                 return compiled
@@ -333,6 +345,13 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
                 return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
+            if owner is not None and owner[0] == "passed" and type(func.value) is cst.Name \
+                    and any(b.kind in ("for", "comp") for b in ctx.bindings.lookup(func.value.value, at)):
+                # `for evaluator in self._evaluators: evaluator.process(inputs, outputs)`, members of a
+                # container a caller passes: only calls of the members themselves (blocks) are followed;
+                # what a method is handed (outputs the loop already moved to the host) is not known here,
+                # and its reads would be taken for syncs
+                return None
             if owner is not None:
                 return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
             if type(func.value) is cst.Name and func.value.value in self._module_classes:
@@ -435,7 +454,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         for cls in self.ctx.tree.nodes(cst.ClassDef):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls)))
+            test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

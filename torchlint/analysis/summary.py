@@ -44,6 +44,7 @@ class LoopSummary:
     may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
     over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
     until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
+    forward_of: str = ""  # the class whose `forward` runs it (there or in a method it calls), when only the join can tell it is a module
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,7 @@ class ClassSummary:
     bases: tuple[Ref, ...]
     methods: tuple[str, ...]
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
+    test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
 
 
 @dataclass(frozen=True, slots=True)

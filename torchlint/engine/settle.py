@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, with_multiplicity
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
@@ -39,6 +39,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
         file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops))
         file_result.findings.extend(_unreached_findings(file_result, per_step))
+        file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
     return steps
@@ -82,6 +83,39 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) 
         finding = condition.finding
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
                       impact_reason=unreached.reason)
+
+
+def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
+                    step_loops: dict[str, str]) -> Iterator[Finding]:
+    """The conditional findings no step is found to run, in code run on every call of a model
+    (``Steps.models``: a model built from a config or a registry, a library's), where what they
+    cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
+    repeats them. Not under a logging guard, nor where only a tensor argument makes them hold
+    (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
+    for condition in file_result.conditional:
+        info = models.get(condition.key)
+        if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
+                or not condition.cost or condition.needs_tensor or condition.rare:
+            continue
+        place = _place(info, condition.repeats, condition.position, step_loops)
+        if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
+            continue  # the rule for the other place (repeated within the call, or once) reports it
+        tiered = per_call(Cost[condition.cost], place.per_step)
+        if tiered is None:
+            continue
+        finding = condition.finding
+        message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
+        yield replace(finding, message=with_multiplicity(message, place), impact=tiered[0], impact_reason=tiered[1])
+
+
+def _model_text(key: str, info: StepInfo) -> str:
+    """Where a finding runs on every call of a model: "`RVRT.upsample()` (called from
+    `RVRT.forward()`, on every call of the model `RVRT.forward()`; no loop that runs it is visible)"."""
+    name = key.partition("#")[0]
+    if info.origin == f"`{name}()`":
+        return f"`{name}()` (every call of the model; no loop that runs it is visible)"
+    via = f"called from `{info.via.partition('#')[0]}()`, " if info.via else ""
+    return f"`{name}()` ({via}on every call of the model {info.origin}; no loop that runs it is visible)"
 
 
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:
