@@ -77,3 +77,35 @@ def test_a_dataset_the_project_does_not_hold_stays_as_it_was() -> None:
     )
     found = lint_source(source, "train.py", from_table({"select": ["TL201"], "min-impact": "low"}, Path(".")))
     assert [(f.line, f.message.endswith("while the model waits")) for f in found] == [(4, True)]
+
+
+STREAM = '''
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+
+class Shards(IterableDataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __iter__(self):
+        {split}
+        for path in paths:
+            yield torch.load(path)
+
+
+train_loader = DataLoader(Shards(["a.pt"]), batch_size=None)
+for batch in train_loader:
+    batch.cuda()
+'''
+
+
+@pytest.mark.parametrize(("split", "says"), [
+    ("paths = self.paths", "yield every sample N times"),
+    ("info = get_worker_info(); paths = self.paths[info.id::info.num_workers]", "already gives each worker its own part"),
+])
+def test_a_stream_of_the_same_file_gets_the_streams_hint(split: str, says: str) -> None:
+    config = from_table({"select": ["TL201"], "min-impact": "low"}, Path("."))
+    [found] = lint_source(STREAM.format(split=split), "train.py", config)
+    assert says in found.fix_hint
+    assert "(`Shards.__iter__` reads a file for each item it yields)" in found.message
