@@ -109,3 +109,13 @@ def test_a_stream_of_the_same_file_gets_the_streams_hint(split: str, says: str) 
     [found] = lint_source(STREAM.format(split=split), "train.py", config)
     assert says in found.fix_hint
     assert "(`Shards.__iter__` reads a file for each item it yields)" in found.message
+
+
+def test_a_noqa_silences_a_finding_its_dataset_settles(project: Path) -> None:
+    train = project / "train.py"
+    lines = train.read_text().splitlines()
+    lines[18] = lines[18].split("  # expect")[0] + "  # noqa: TL201"
+    train.write_text("\n".join(lines) + "\n")
+    result = lint_paths([project], from_table({"select": ["TL201", "TL001"], "min-impact": "low"}, project))
+    assert [(f.line, f.code) for f in result.findings if Path(f.path).name == "train.py"] == \
+        [(20, "TL201"), (23, "TL201"), (24, "TL201")]

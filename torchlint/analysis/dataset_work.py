@@ -116,7 +116,7 @@ def _what_it_does(ctx: FileContext, call: cst.Call) -> str | None:
     last = name.rsplit(".", 1)[-1]
     words = set(last.lower().split("_"))
     if last.lower() in _AUGMENTING and name.startswith("self."):
-        return "augments"  # `self.transform(image)`: the transform the dataset was given
+        return "applies its transform"  # `self.transform(image)`: given, maybe only `ToTensor()`: work, not known heavy
     for what, markers in _BY_WORD:
         if words & markers and (what == "computes a spectrogram" or words & _LOADING):
             return what
