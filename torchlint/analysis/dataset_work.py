@@ -46,11 +46,10 @@ def dataset_work(ctx: FileContext, cls: cst.ClassDef) -> SampleWork | None:
     """What ``cls`` does for each sample; None when it is no dataset (neither
     ``__getitem__`` nor ``__iter__``)."""
     methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
-    entry = next((methods[name] for name in _ENTRIES if name in methods), None)
-    if entry is None:
+    entries = [methods[name] for name in _ENTRIES if name in methods]  # a stream's `__iter__` and `__next__` both
+    if not entries:
         return None
     iterable = _iterable(ctx, cls, methods)
-    entries = [methods[name] for name in _ENTRIES if name in methods]  # a stream's `__iter__` and `__next__` both
     calls = [call for method in _reached(ctx, entries, methods) for call in ctx.tree.descendants(method) if type(call) is cst.Call]
     found: list[str] = []
     for call in calls:
@@ -62,7 +61,7 @@ def dataset_work(ctx: FileContext, cls: cst.ClassDef) -> SampleWork | None:
     sharded = any((dotted(c.func) or "").rsplit(".", 1)[-1] in _WORKER_SPLITS for m in methods.values()
                   for c in ctx.tree.descendants(m) if type(c) is cst.Call)
     cheap = not found and in_memory_class(ctx, cls.name.value) is not None
-    return SampleWork(f"{cls.name.value}.{entry.name.value}", work, bool(heavy), cheap, iterable, sharded)
+    return SampleWork(f"{cls.name.value}.{entries[0].name.value}", work, bool(heavy), cheap, iterable, sharded)
 
 
 def loader_dataset(ctx: FileContext, loader: cst.Call) -> tuple[cst.ClassDef | None, cst.Call | None]:
@@ -109,7 +108,7 @@ def _what_it_does(ctx: FileContext, call: cst.Call) -> str | None:
     if name is None:
         return None
     for what, names in _BY_NAME:
-        if name in names or any(name.startswith(prefix + ".") for prefix in names if prefix.endswith(("Spectrogram", "MelSpectrogram"))):
+        if name in names:
             return what
     if name.startswith(("torchvision.transforms.", "albumentations.")):
         return "augments"
