@@ -33,7 +33,7 @@ _TABLE = (
     ('TL112', 'device-round-trip', True, 'NONE', '`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once.'),
     ('TL113', 'constant-upload-in-loop', True, 'NONE', '`torch.from_numpy(CONST).to(device)`, `torch.tensor(self.weights, device=d)`: a constant uploaded inside a hot loop.'),
     ('TL114', 'host-index-in-loop', True, 'NONE', '`x[idx]` on a device tensor where `idx` is a host tensor, a NumPy array or a list, inside a hot loop.'),
-    ('TL201', 'dataloader-no-workers', True, 'NONE', '`DataLoader(...)` without `num_workers`, or with `num_workers=0`.'),
+    ('TL201', 'dataloader-no-workers', True, 'NONE', '`DataLoader(...)` without `num_workers`, with `num_workers=0`, or with one worker for heavy samples.'),
     ('TL202', 'dataloader-no-pin-memory', True, 'NONE', '`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator.'),
     ('TL203', 'tensor-copies-numpy', True, 'UNSAFE', '`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array.'),
     ('TL204', 'legacy-tensor-constructor', True, 'UNSAFE', '`torch.FloatTensor(...)`, `torch.cuda.LongTensor`, `torch.Tensor([...])` or `Variable(...)`.'),

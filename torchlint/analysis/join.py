@@ -73,6 +73,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
     # file -> function key -> how it runs on every call of a model no step reaches (`_model_reach`)
     models: dict[str, dict[str, StepInfo]] = {}
+    project: Project | None = None  # the name resolution the join used (a loader's dataset class in another file)
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -80,6 +81,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     project = Project(summaries)
     project.index_arguments()
     steps = Steps()
+    steps.project = project
     # Training first: a helper that both training and evaluation reach reads "training".
     step_loops, roots = _step_loops(project)
     work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project, step_loops, roots), key=lambda seed: seed[0]))

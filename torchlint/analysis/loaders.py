@@ -178,7 +178,13 @@ def in_memory_dataset(ctx: FileContext, call: cst.Call) -> str | None:
     built = _dataset_call(ctx, call)
     if built is None or not isinstance(built.func, cst.Name):
         return None
-    getitem = _method(ctx, built.func.value, "__getitem__")
+    return in_memory_class(ctx, built.func.value)
+
+
+def in_memory_class(ctx: FileContext, class_name: str) -> str | None:
+    """Why the dataset class ``class_name`` of this file gives workers nothing to do (see
+    ``in_memory_dataset``); None when it may do real work (or is not known)."""
+    getitem = _method(ctx, class_name, "__getitem__")
     if getitem is None:
         return None
     calls = [n for n in ctx.tree.descendants(getitem) if isinstance(n, cst.Call)]
@@ -187,7 +193,7 @@ def in_memory_dataset(ctx: FileContext, call: cst.Call) -> str | None:
         return "device"
     if calls and all(_slicing_call(ctx, c) for c in calls) and any(isinstance(n, cst.Subscript) for n in ctx.tree.descendants(getitem)):
         return "slices"
-    if not calls and returns and all(_indexes_a_held_list(ctx, built.func.value, r.value) for r in returns):
+    if not calls and returns and all(_indexes_a_held_list(ctx, class_name, r.value) for r in returns):
         return "list items"
     return None
 

@@ -7,6 +7,7 @@ import builtins
 from dataclasses import dataclass
 
 from torchlint.analysis.impact import Position, Repeat, Where
+from torchlint.analysis.samples import SampleWork
 from torchlint.findings import Location
 
 Ref = tuple
@@ -61,6 +62,7 @@ class ClassSummary:
     methods: tuple[str, ...]
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
+    samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,15 @@ class InStepIfCalled(NamedTuple):
     rare: bool = False
 
 
+class ByDataset(NamedTuple):
+    """A loader finding whose dataset is a class of another file: what that class does per
+    sample (its summary's ``samples``, found by the join) settles it (TL201)."""
+
+    finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
+    dataset: tuple  # the class, as a summary reference (analysis.summary.Ref)
+    heavy_only: bool  # holds only if the class's samples are heavy work; else unless they are cheap
+
+
 @dataclass(slots=True)
 class FileResult:
     source: Source | None
@@ -69,6 +78,7 @@ class FileResult:
     conditional: list[Conditional] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
     in_functions: list[InStepIfCalled] = field(default_factory=list)  # impacts the join may raise
+    by_dataset: list[ByDataset] = field(default_factory=list)  # findings the join settles by their dataset's class
 
 
 def plain(result: FileResult) -> FileResult:
@@ -83,6 +93,7 @@ def plain(result: FileResult) -> FileResult:
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
         in_functions=list(result.in_functions),
+        by_dataset=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.by_dataset],
     )
 
 

@@ -10,9 +10,10 @@ import libcst as cst
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.positions import compute_spans
+from torchlint.analysis.samples import WORK_PLACEHOLDER
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import Conditional, FileResult, InStepIfCalled, InternalError
+from torchlint.engine.results import ByDataset, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
@@ -100,6 +101,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 finding, in_function = _with_impact(ctx, finding, report, cost)
+                if report.dataset is not None:
+                    _by_dataset(result, summarizer, finding, *report.dataset)
+                    continue
                 result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node)))
@@ -111,6 +115,17 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _by_dataset(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call, heavy_only: bool) -> None:
+    """A loader finding whose dataset is a class of another file waits for the join
+    (engine/settle.py); one whose class the summary cannot name is settled here, as unknown
+    work: it holds as it is, unless it holds only for heavy work."""
+    ref = summarizer.target(built.func, built) if summarizer is not None else None
+    if ref is not None:
+        result.by_dataset.append(ByDataset(finding, ref, heavy_only))
+    elif not heavy_only:
+        result.findings.append(replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, "")))
 
 
 def _internal_error(path: str, where: str, error: Exception) -> InternalError:

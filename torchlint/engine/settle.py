@@ -8,6 +8,8 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
+from torchlint.analysis.project import Project
+from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.engine.results import Conditional, FileResult
 from torchlint.findings import IMPACT_RANK, Finding
 
@@ -28,6 +30,9 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         step_loops = step_loops_of(steps, here)
         if file_result.in_functions and per_step:
             _raise_impacts(file_result, per_step, step_loops)
+        if file_result.by_dataset:
+            file_result.findings.extend(_dataset_findings(file_result, getattr(steps, "project", None)))
+            file_result.findings.sort(key=Finding.sort_key)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
@@ -66,6 +71,26 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}), info
+
+
+def _dataset_findings(file_result: FileResult, project: Project | None) -> Iterator[Finding]:
+    """The loader findings that waited for their dataset's class (another file's): dropped
+    where it only indexes what it holds (nothing for workers) or, for one that holds only
+    for heavy work, where it does none; else with what it does per sample, and the hint a
+    stream needs."""
+    path = file_result.summary.path if file_result.summary is not None else None
+    for pending in file_result.by_dataset:
+        work = None
+        if project is not None and path in project.files:
+            owner = project.class_of(pending.dataset, path, 0)
+            if owner is not None:
+                work = project.classes[owner[0]][owner[1]].samples
+        if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
+            continue
+        finding = pending.finding
+        yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
+                      fix_hint=workers_hint(work, finding.fix_hint))
+    file_result.by_dataset = []
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:

@@ -1,22 +1,29 @@
-"""A `DataLoader` that loads every batch in the training process."""
+"""A `DataLoader` that loads every batch in the training process (or in one worker, for heavy samples)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.dataset_work import dataset_work, loader_dataset
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
 from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
+from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.checks.base import Check
 
+_IN_PROCESS = "every batch is loaded and collated in the training process while the model waits"
+_ONE_WORKER = "one worker process makes every batch{work}: the step waits whenever a batch takes longer to make than a step"
+_ONE_WORKER_HINT = "Raise `num_workers` (about 4 per GPU to start with): one worker is one core decoding every sample of every batch"
+
+
 class DataloaderNoWorkers(Check):
-    """`DataLoader(...)` without `num_workers`, or with `num_workers=0`."""
+    """`DataLoader(...)` without `num_workers`, with `num_workers=0`, or with one worker for heavy samples."""
 
     code = "TL201"
     name = "dataloader-no-workers"
     cost = Cost.INPUT_PIPELINE
-    message = "`{call}` has {why}, so every batch is loaded and collated in the training process while the model waits"
+    message = "`{call}` has {why}, so {effect}"
     fix_hint = "Pass `num_workers` > 0 (about 4 per GPU to start with) so worker processes prepare batches ahead of the step"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -26,10 +33,11 @@ class DataloaderNoWorkers(Check):
         arg = loader_option(ctx, node, "num_workers")
         if arg is UNKNOWN:
             return  # a splat may carry num_workers
+        workers = int(arg.value.evaluated_value) if isinstance(arg, cst.Arg) and isinstance(arg.value, cst.Integer) else None
         if arg is None:
             why = "no `num_workers`"
-        elif isinstance(arg.value, cst.Integer) and int(arg.value.evaluated_value) == 0:
-            why = "`num_workers=0`"
+        elif workers in (0, 1):
+            why = f"`num_workers={workers}`"
         elif self._setting_zero(arg.value):
             # `num_workers=args.num_workers` with `default=0`: the run loads in-process unless told otherwise
             why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
@@ -41,12 +49,26 @@ class DataloaderNoWorkers(Check):
             return  # bound to a name nothing reads (rebound before any loop, dead code, an unread attribute): no batch is loaded
         if no_work_for_workers(ctx, node) is not None:
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
+        here, elsewhere = loader_dataset(ctx, node)
+        work = dataset_work(ctx, here) if here is not None else None
+        one_worker = workers == 1
+        if one_worker and here is not None and (work is None or not work.heavy):
+            return  # one worker keeps up with light samples (or what they cost is not known)
+        if one_worker and here is None and elsewhere is None:
+            return  # a library's dataset: what each sample costs is not known
+        words = WORK_PLACEHOLDER if elsewhere is not None else work.words() if work is not None else ""
         call = short_code(ctx.module, node.func) + "(...)"
         loops = ctx.loops.iterations_of(node)
+        dataset = (elsewhere, one_worker) if elsewhere is not None else None
+        if one_worker:
+            self.report(node, where=loader_feeds(ctx, node), cost=Cost.ONE_WORKER_PIPELINE, related=tuple(loops), dataset=dataset,
+                        hint=workers_hint(work, _ONE_WORKER_HINT), call=call, why="`num_workers=1`",
+                        effect=_ONE_WORKER.format(work=words))
+            return
         # Trained here, on the host only: workers would share the cores the model uses.
         on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
-        self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None,
-                    related=tuple(loops), call=call, why=why)
+        self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None, related=tuple(loops),
+                    dataset=dataset, hint=workers_hint(work, self.fix_hint), call=call, why=why, effect=_IN_PROCESS + words)
 
     def _setting_zero(self, value: cst.BaseExpression) -> bool:
         """A config field whose default in this file is 0 (``args.num_workers`` of
