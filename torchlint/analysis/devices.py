@@ -86,6 +86,16 @@ _HOST_BUILDERS = {
     "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
     "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
 }
+# Attributes of a tensor that are the same tensor (its storage, on its device): `loss.data`, `w.T`.
+_SAME_TENSOR = frozenset({"data", "T", "mT", "H", "mH"})
+
+
+def _host_tensor_class(qualified: str | None) -> bool:
+    """``torch.LongTensor``, ``torch.FloatTensor`` (not ``torch.cuda.FloatTensor``, nor the
+    generic ``torch.Tensor``): a legacy typed class that builds CPU tensors only."""
+    return qualified is not None and qualified.count(".") == 1 and qualified != "torch.Tensor" and legacy_dtype(qualified) is not None
+
+
 # How deep a placement is followed through names and torch ops (`b = a.ge(0)`, `c = torch.where(b)[0]`, ...).
 _DEPTH = 6
 # Tensor methods whose result is a Python value (or a NumPy array): on the host, whatever they read.
@@ -201,6 +211,10 @@ class Devices(BatchPlacement, ModuleMoves):
         while True:
             if isinstance(expr, cst.Subscript):
                 expr = expr.value
+            elif type(expr) is cst.Attribute and expr.attr.value in _SAME_TENSOR and ctx.qname(expr) is None:
+                expr = expr.value  # `loss.data`, `w.T`: the same tensor's storage, where it is
+            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) == "torch.autograd.Variable" and expr.args and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `Variable(x)` (pre-0.4) wraps the tensor it is given, on its device
             elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
                 break
             elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
@@ -221,6 +235,8 @@ class Devices(BatchPlacement, ModuleMoves):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
+            if _host_tensor_class(ctx.qname(expr.func)):
+                return not self.default_device_set()  # `torch.LongTensor([n])`: a CPU tensor class (its CUDA twin is `torch.cuda.LongTensor`)
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
                 if self._copies_a_tensor(expr, at, _depth):
                     return False  # `torch.as_tensor(pred_masks, dtype=torch.uint8)`: the tensor stays where it was
@@ -230,8 +246,16 @@ class Devices(BatchPlacement, ModuleMoves):
             return self._local_helper_of_host_values(expr, _depth)
         if isinstance(expr, cst.BinaryOperation):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
-            # would make the result a device value, so both sides must be host or numbers)
-            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in operands(expr))
+            # would make the result a device value, so both sides must be host or numbers).
+            # In a file that names no device at all, one host tensor is enough: the other
+            # operands (`scaler.loss_scale`) are Python values or host tensors too, since a
+            # host tensor of any size meets a device tensor only by raising.
+            sides = operands(expr)
+            on_host = [_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides]
+            if all(on_host):
+                return True
+            return any(on_host) and not self.uses_accelerator() and not self._mentions_devices() \
+                and not any(self.ctx.syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and _depth < _DEPTH:
             return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host
         if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
