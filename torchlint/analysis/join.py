@@ -43,6 +43,7 @@ class StepInfo:
     omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
     constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
     uploaded: frozenset[str] = frozenset()  # parameters some per-step call passes a batch it just copied to the device
+    passed: frozenset[str] = frozenset()  # parameters some per-step call passes a value that may be true ("*": `**kwargs`, any)
     per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
     position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
 
@@ -96,6 +97,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             branch = (path, f"{key}#none:{name}")
             if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
                 omitting[branch] = info
+        for name in info.passed:  # `if flag:` (off by default) runs as often as the reach that turns it on
+            branch = (path, f"{key}#passed:{name}")
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+                omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
             better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
@@ -114,6 +119,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            if not info.passed <= known.passed:  # its own parameters: callees are not affected
+                known = steps[path][key] = replace(known, passed=known.passed | info.passed)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
                 known = steps[path][key] = replace(known, per_step=info.per_step)
@@ -134,7 +141,9 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
+                                               uploaded=project.uploads(call, callee),
+                                               passed=project.passes(call, callee, (path, key), None if info.hook else info.passed),
+                                               per_step=per_step, position=position)))
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
@@ -177,7 +186,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 per_step, position = _called_place(None, call, callee, loops_here)
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
-                                                                        uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
+                                                                        uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
+                                                                        per_step=per_step, position=position)))
     return seeds
 
 
@@ -284,6 +294,10 @@ def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str]
                 known.setdefault(f"{key}#const:{name}", info)
             for name in info.uploaded if "#" not in key else ():
                 known.setdefault(f"{key}#uploaded:{name}", info)
+            for name in info.passed if "#" not in key else ():
+                branch = f"{key}#passed:{name}"
+                reach = omitting.get((path, branch))
+                known.setdefault(branch, reach if reach is not None else info)
 
 
 class _ModelReach:

@@ -41,6 +41,8 @@ class Conditional(NamedTuple):
     # (a module's `forward`, per-step code by nature when the model runs), and the functions of its
     # file whose being per-step shows where it is used (None: any); or None: it is dropped.
     unreached: Unreached | None = None
+    guard: str = ""  # how often its rare guard lets it run, where that says more than "every N steps" (a timer)
+    opt_in: str = ""  # a parameter of its function, off by default, that must be passed for it to run (Guards.opt_in)
 
 
 class InStepIfCalled(NamedTuple):
@@ -54,6 +56,8 @@ class InStepIfCalled(NamedTuple):
     repeats: tuple[tuple[str, Repeat], ...] = ()
     position: Position | None = None
     rare: bool = False
+    guard: str = ""
+    opt_in: str = ""
 
 
 @dataclass(slots=True)
