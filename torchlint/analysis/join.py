@@ -44,6 +44,7 @@ class StepInfo:
     constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
     uploaded: frozenset[str] = frozenset()  # parameters some per-step call passes a batch it just copied to the device
     passed: frozenset[str] = frozenset()  # parameters some per-step call passes a value that may be true ("*": `**kwargs`, any)
+    feeds_env: bool = False  # every per-step call hands its result to an environment's `step` (an RL policy's action)
     per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
     position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
 
@@ -121,6 +122,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
             if not info.passed <= known.passed:  # its own parameters: callees are not affected
                 known = steps[path][key] = replace(known, passed=known.passed | info.passed)
+            if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
+                known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
                 known = steps[path][key] = replace(known, per_step=info.per_step)
@@ -143,7 +146,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                                                uploaded=project.uploads(call, callee),
                                                passed=project.passes(call, callee, (path, key), None if info.hook else info.passed),
-                                               per_step=per_step, position=position)))
+                                               feeds_env=call.feeds_env, per_step=per_step, position=position)))
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
@@ -187,7 +190,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
-                                                                        per_step=per_step, position=position)))
+                                                                        feeds_env=call.feeds_env, per_step=per_step, position=position)))
     return seeds
 
 

@@ -25,6 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
@@ -181,7 +182,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                     falsy=_falsy_args(call), forwards=self._forwards(call))
+                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=feeds_environment(self.ctx, call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

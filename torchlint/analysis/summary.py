@@ -35,6 +35,7 @@ class CallSite:
     # `f(x, **kwargs)` with the caller's own `**kwargs`: the arguments it passes itself and the
     # keys the caller sets in `kwargs` (`kwargs.update(flag=True)`); what its callers passed goes on. None: no such pass-through
     forwards: tuple[int | str, ...] | None = None
+    feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
 
 
 @dataclass(frozen=True, slots=True)

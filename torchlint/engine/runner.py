@@ -8,6 +8,7 @@ from dataclasses import replace
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.host_consumers import returned
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.steps import StepSummarizer, function_key
@@ -107,7 +108,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         else:
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
-                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
+                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                                                  returned=check_type.device_bound and returned(ctx, report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)

@@ -62,6 +62,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             continue
         if condition.needs_tensor and not info.tensor_args:
             continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        if condition.returned and info.feeds_env:
+            continue  # `return self.actor(s).cpu().numpy()` and every per-step caller steps an environment with it
         info, off = turned_on(condition, info, per_step)
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
