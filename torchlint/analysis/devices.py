@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.batches import BatchPlacement
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.module_moves import ModuleMoves
+from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -244,6 +245,11 @@ class Devices(BatchPlacement, ModuleMoves):
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
             return self._local_helper_of_host_values(expr, _depth)
+        if isinstance(expr, (cst.List, cst.Tuple)) or isinstance(expr, cst.BinaryOperation) and _sequence_parts(expr):
+            # `[torch.LongTensor([d])] + [torch.LongTensor([h])] * n`: a list whose items are host tensors
+            items = [e.value for part in _sequence_parts(expr) for e in part.elements]  # type: ignore[attr-defined]
+            return bool(items) and _depth < _DEPTH and all(not isinstance(e, cst.StarredElement) and (_is_number(e) or self.moved_to_host(e, at, _depth + 1))
+                                                         for e in items)
         if isinstance(expr, cst.BinaryOperation):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
             # would make the result a device value, so both sides must be host or numbers).
@@ -267,6 +273,26 @@ class Devices(BatchPlacement, ModuleMoves):
             sides = [expr.left, *(target.comparator for target in expr.comparisons)]
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def constructor_parameter(self, expr: cst.BaseExpression) -> str | None:
+        """``Cls.__init__:out_dim`` for ``self.out_dim`` where every binding of it in its class
+        is ``self.out_dim = out_dim`` in ``__init__``, a parameter there: it holds what the
+        constructions pass (the join knows whether every one passes a host value)."""
+        if type(expr) is not cst.Attribute or type(expr.value) is not cst.Name or expr.value.value != "self":
+            return None
+        bound = self.ctx.bindings.lookup(f"self.{expr.attr.value}", expr)
+        params: set[str] = set()
+        init = None
+        for binding in bound:
+            function = self.ctx.tree.enclosing_function(binding.node)
+            value = binding.value
+            if binding.kind != "assign" or binding.element is not None or function is None or function.name.value != "__init__" \
+                    or type(value) is not cst.Name or not any(p.name.value == value.value for p in function.params.params):
+                return None
+            init, params = function, params | {value.value}
+        if init is None or len(params) != 1:
+            return None
+        return f"{dotted_function_name(self.ctx.tree, init)}:{params.pop()}"
 
     def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
@@ -547,6 +573,21 @@ class Devices(BatchPlacement, ModuleMoves):
         return False
 
 
+
+
+def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """The list or tuple literals a sequence expression is made of (``[a] + [b] * n``: ``[a]``,
+    ``[b]``; repetition keeps the items), or [] when it is not one."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return [expr]
+    if not isinstance(expr, cst.BinaryOperation) or depth > 8:
+        return []
+    if isinstance(expr.operator, cst.Add):
+        left, right = _sequence_parts(expr.left, depth + 1), _sequence_parts(expr.right, depth + 1)
+        return left + right if left and right else []
+    if isinstance(expr.operator, cst.Multiply):
+        return _sequence_parts(expr.left, depth + 1) or _sequence_parts(expr.right, depth + 1)
+    return []
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:

@@ -73,6 +73,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
 
     compiled: Compiled = {}  # a join sets its own
     step_loops: dict[tuple[str, str], str] = {}  # (file, loop key) -> what it goes over: the loops that are a step themselves
+    host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -120,8 +121,9 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
-            if not info.passed <= known.passed:  # its own parameters: callees are not affected
+            if not info.passed <= known.passed:  # its own parameters, and what a call handing on its `**kwargs` passes
                 known = steps[path][key] = replace(known, passed=known.passed | info.passed)
+                grown = True
             if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
                 known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
@@ -150,7 +152,32 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
+    steps.host_params = _host_params(project)
     return steps
+
+
+def _host_params(project: Project) -> frozenset[tuple[str, str]]:
+    """The constructor parameters every construction of their class in the project passes a
+    host value (``RingGNNEquivLayer(device, m, n)`` with ``n`` a ``torch.LongTensor``): an
+    attribute set from one is a host tensor, whatever ``module.to(device)`` later moves."""
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.target[0] not in ("import", "local") or not str(call.target[-1]).rsplit(".", 1)[-1][:1].isupper():
+                continue
+            owner = project.class_of(call.target, path, 1)
+            if owner is None:
+                continue
+            init = f"{owner[1]}.__init__"
+            names = project.params.get(owner[0], {}).get(init)
+            if not names:
+                continue
+            names = names[1:] if names[:1] == ("self",) else names
+            host = {where if isinstance(where, str) else names[where] for where in call.host_args if isinstance(where, str) or where < len(names)}
+            for name in names:
+                key = (owner[0], f"{init}:{name}")
+                verdict[key] = verdict.get(key, True) and name in host
+    return frozenset(key for key, host in verdict.items() if host)
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:

@@ -135,6 +135,20 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
+    def _host_args(self, call: cst.Call, target: Ref) -> tuple[int | str, ...]:
+        """For a construction (``Layer(dev, m, n)``: a CamelCase name): the arguments that are
+        host values (``n`` from ``zip(dims[:-1], dims[1:])`` over ``torch.LongTensor`` lists)."""
+        if target[0] not in ("import", "local") or not str(target[-1]).rsplit(".", 1)[-1][:1].isupper():
+            return ()
+        devices, found = self.ctx.devices, []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) in (cst.Integer, cst.Float, cst.SimpleString) or devices.moved_to_host(value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
         """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
         parameter: the arguments passed here and the keys the caller sets in ``kwargs``
@@ -182,7 +196,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=feeds_environment(self.ctx, call))
+                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=feeds_environment(self.ctx, call),
+                     host_args=self._host_args(call, target))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

@@ -36,6 +36,7 @@ class CallSite:
     # keys the caller sets in `kwargs` (`kwargs.update(flag=True)`); what its callers passed goes on. None: no such pass-through
     forwards: tuple[int | str, ...] | None = None
     feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
+    host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
 
 
 @dataclass(frozen=True, slots=True)

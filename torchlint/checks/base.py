@@ -38,6 +38,9 @@ class Report:
     # Where the join finds no step running ``condition``: (where it runs, impact, reason) the
     # finding still holds at; None drops it.
     unreached: Unreached | None = None
+    # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
+    # the finding holds unless every construction in the project passes a host tensor there.
+    unless_host: str = ""
 
 
 class Check:
@@ -108,6 +111,7 @@ class Check:
         condition: cst.CSTNode | None = None,
         repeated: bool | None = None,
         unreached: Unreached | None = None,
+        unless_host: str = "",
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -121,7 +125,9 @@ class Check:
         step (True) or run once per step (False); it matters only where the join decides.
         ``unreached``: (where it runs, impact, reason, the functions of this file whose being
         per-step shows its use, or None for any) for a per-step finding the join finds no
-        step for, which still holds (in a module's ``forward``); None drops it then."""
+        step for, which still holds (in a module's ``forward``); None drops it then.
+        ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
+        that parameter: the join drops the finding where every construction passes a host value."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -135,7 +141,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None))
+                                   unreached if condition is not None else None, unless_host))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

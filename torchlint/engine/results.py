@@ -44,6 +44,7 @@ class Conditional(NamedTuple):
     guard: str = ""  # how often its rare guard lets it run, where that says more than "every N steps" (a timer)
     opt_in: str = ""  # a parameter of its function, off by default, that must be passed for it to run (Guards.opt_in)
     returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
+    unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
 
 
 class InStepIfCalled(NamedTuple):

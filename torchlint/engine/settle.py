@@ -37,7 +37,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 traced = compiled.get(condition.key)
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops))
+        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
         file_result.findings.extend(_unreached_findings(file_result, per_step))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
@@ -51,7 +51,7 @@ def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
 
 
 def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                      step_loops: dict[str, str] | None = None) -> Iterator[tuple[Finding, StepInfo]]:
+                      step_loops: dict[str, str] | None = None, host_params: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Finding, StepInfo]]:
     """The conditional findings of ``file_result`` whose function runs every step
     (``per_step``: the join's for its file), settled, each with how it is per-step."""
     for condition in file_result.conditional:
@@ -62,6 +62,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             continue
         if condition.needs_tensor and not info.tensor_args:
             continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        if condition.unless_host and (file_result.summary.path, condition.unless_host) in host_params:  # type: ignore[union-attr]
+            continue  # `self.out_dim.item()` and every construction passes a host tensor as `out_dim`
         if condition.returned and info.feeds_env:
             continue  # `return self.actor(s).cpu().numpy()` and every per-step caller steps an environment with it
         info, off = turned_on(condition, info, per_step)
