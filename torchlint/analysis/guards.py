@@ -781,11 +781,16 @@ class Guards:
         return None
 
     def _falsy_defaults(self, function: cst.FunctionDef) -> frozenset[str]:
+        """Its parameters that default to a false value and are never bound again in it
+        (``debug = debug or env_flag()`` is no longer what the caller passed)."""
         memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_falsy_memo", {})
         found = memo.get(id(function))
         if found is None:
             params = (*function.params.params, *function.params.kwonly_params)
-            found = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and _falsy(p.default))
+            bindings = self.ctx.bindings
+            found = memo[id(function)] = frozenset(
+                p.name.value for p in params if p.default is not None and _falsy(p.default)
+                and all(b.kind == "param" for b in bindings.lookup(p.name.value, p)))
         return found
 
     @staticmethod
