@@ -121,9 +121,9 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
-            if not info.passed <= known.passed:  # its own parameters, and what a call handing on its `**kwargs` passes
+            passes_more = not info.passed <= known.passed  # its own parameters, and what a call handing on its `**kwargs` passes
+            if passes_more:
                 known = steps[path][key] = replace(known, passed=known.passed | info.passed)
-                grown = True
             if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
                 known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
@@ -131,9 +131,15 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, per_step=info.per_step)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
-                continue  # reached already: recursion and diamonds end here
-            info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
-        steps[path][key] = info
+                if not passes_more:
+                    continue  # reached already: recursion and diamonds end here
+                # What it hands on through `**kwargs` grew: on to its callees from this reach, whose
+                # step is the one that passes it (not the function's first).
+            else:
+                info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
+                steps[path][key] = info
+        else:
+            steps[path][key] = info
         for call in calls_by_caller.get((path, key), ()):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
