@@ -40,6 +40,11 @@ def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
+def steps_an_environment(ctx: FileContext) -> bool:
+    """Does the file call an environment's ``step`` anywhere (else no value of it feeds one)?"""
+    return any(_environment_step(call) for call in ctx.tree.nodes(cst.Call))
+
+
 def returned(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Is the host value ``node`` makes what its function returns (``return
     self.actor(s).cpu().data.numpy().flatten()``, or the one name it is bound to, returned)?

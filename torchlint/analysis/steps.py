@@ -25,7 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
-from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.host_consumers import feeds_environment, steps_an_environment
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
@@ -135,6 +135,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
+    @cached_property
+    def _steps_env(self) -> bool:
+        return steps_an_environment(self.ctx)  # a file that steps no environment: no call's result feeds one (asked once)
+
     def _host_args(self, call: cst.Call, target: Ref) -> tuple[int | str, ...]:
         """For a construction (``Layer(dev, m, n)``: a CamelCase name): the arguments that are
         host values (``n`` from ``zip(dims[:-1], dims[1:])`` over ``torch.LongTensor`` lists)."""
@@ -196,7 +200,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=feeds_environment(self.ctx, call),
+                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
                      host_args=self._host_args(call, target))
             for caller, target, loop, call, within in self._pending
         )
