@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.batches import BatchPlacement
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.module_moves import ModuleMoves
+from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -86,6 +87,16 @@ _HOST_BUILDERS = {
     "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
     "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
 }
+# Attributes of a tensor that are the same tensor (its storage, on its device): `loss.data`, `w.T`.
+_SAME_TENSOR = frozenset({"data", "T", "mT", "H", "mH"})
+
+
+def _host_tensor_class(qualified: str | None) -> bool:
+    """``torch.LongTensor``, ``torch.FloatTensor`` (not ``torch.cuda.FloatTensor``, nor the
+    generic ``torch.Tensor``): a legacy typed class that builds CPU tensors only."""
+    return qualified is not None and qualified.count(".") == 1 and qualified != "torch.Tensor" and legacy_dtype(qualified) is not None
+
+
 # How deep a placement is followed through names and torch ops (`b = a.ge(0)`, `c = torch.where(b)[0]`, ...).
 _DEPTH = 6
 # Tensor methods whose result is a Python value (or a NumPy array): on the host, whatever they read.
@@ -201,6 +212,10 @@ class Devices(BatchPlacement, ModuleMoves):
         while True:
             if isinstance(expr, cst.Subscript):
                 expr = expr.value
+            elif type(expr) is cst.Attribute and expr.attr.value in _SAME_TENSOR and ctx.qname(expr) is None:
+                expr = expr.value  # `loss.data`, `w.T`: the same tensor's storage, where it is
+            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) == "torch.autograd.Variable" and expr.args and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `Variable(x)` (pre-0.4) wraps the tensor it is given, on its device
             elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
                 break
             elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
@@ -221,6 +236,8 @@ class Devices(BatchPlacement, ModuleMoves):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
+            if _host_tensor_class(ctx.qname(expr.func)):
+                return not self.default_device_set()  # `torch.LongTensor([n])`: a CPU tensor class (its CUDA twin is `torch.cuda.LongTensor`)
             if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
                 if self._copies_a_tensor(expr, at, _depth):
                     return False  # `torch.as_tensor(pred_masks, dtype=torch.uint8)`: the tensor stays where it was
@@ -228,10 +245,23 @@ class Devices(BatchPlacement, ModuleMoves):
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
             return self._local_helper_of_host_values(expr, _depth)
+        if isinstance(expr, (cst.List, cst.Tuple)) or isinstance(expr, cst.BinaryOperation) and _sequence_parts(expr):
+            # `[torch.LongTensor([d])] + [torch.LongTensor([h])] * n`: a list whose items are host tensors
+            items = [e.value for part in _sequence_parts(expr) for e in part.elements]  # type: ignore[attr-defined]
+            return bool(items) and _depth < _DEPTH and all(not isinstance(e, cst.StarredElement) and (_is_number(e) or self.moved_to_host(e, at, _depth + 1))
+                                                         for e in items)
         if isinstance(expr, cst.BinaryOperation):
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
-            # would make the result a device value, so both sides must be host or numbers)
-            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in operands(expr))
+            # would make the result a device value, so both sides must be host or numbers).
+            # In a file that names no device at all, one host tensor is enough: the other
+            # operands (`scaler.loss_scale`) are Python values or host tensors too, since a
+            # host tensor of any size meets a device tensor only by raising.
+            sides = operands(expr)
+            on_host = [_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides]
+            if all(on_host):
+                return True
+            return any(on_host) and not self.uses_accelerator() and not self._mentions_devices() \
+                and not any(self.ctx.syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and _depth < _DEPTH:
             return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host
         if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
@@ -243,6 +273,26 @@ class Devices(BatchPlacement, ModuleMoves):
             sides = [expr.left, *(target.comparator for target in expr.comparisons)]
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def constructor_parameter(self, expr: cst.BaseExpression) -> str | None:
+        """``Cls.__init__:out_dim`` for ``self.out_dim`` where every binding of it in its class
+        is ``self.out_dim = out_dim`` in ``__init__``, a parameter there: it holds what the
+        constructions pass (the join knows whether every one passes a host value)."""
+        if type(expr) is not cst.Attribute or type(expr.value) is not cst.Name or expr.value.value != "self":
+            return None
+        bound = self.ctx.bindings.lookup(f"self.{expr.attr.value}", expr)
+        params: set[str] = set()
+        init = None
+        for binding in bound:
+            function = self.ctx.tree.enclosing_function(binding.node)
+            value = binding.value
+            if binding.kind != "assign" or binding.element is not None or function is None or function.name.value != "__init__" \
+                    or type(value) is not cst.Name or not any(p.name.value == value.value for p in function.params.params):
+                return None
+            init, params = function, params | {value.value}
+        if init is None or len(params) != 1:
+            return None
+        return f"{dotted_function_name(self.ctx.tree, init)}:{params.pop()}"
 
     def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
@@ -523,6 +573,21 @@ class Devices(BatchPlacement, ModuleMoves):
         return False
 
 
+
+
+def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """The list or tuple literals a sequence expression is made of (``[a] + [b] * n``: ``[a]``,
+    ``[b]``; repetition keeps the items), or [] when it is not one."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return [expr]
+    if not isinstance(expr, cst.BinaryOperation) or depth > 8:
+        return []
+    if isinstance(expr.operator, cst.Add):
+        left, right = _sequence_parts(expr.left, depth + 1), _sequence_parts(expr.right, depth + 1)
+        return left + right if left and right else []
+    if isinstance(expr.operator, cst.Multiply):
+        return _sequence_parts(expr.left, depth + 1) or _sequence_parts(expr.right, depth + 1)
+    return []
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:

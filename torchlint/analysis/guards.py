@@ -75,6 +75,14 @@ def _frequent(divisor: cst.BaseExpression, period) -> bool:  # type: ignore[no-u
     return value is not None and 0 < value <= _FREQUENT_PERIOD
 
 
+#: How often a wall-clock timer's branch runs (impact reasons).
+TIMER_WORDS = "at most once every few seconds (a branch a wall-clock timer opens, not every step)"
+# Wall-clock readings: a guard comparing one with a bound runs at most once per interval.
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
+                     "time.monotonic_ns", "time.process_time", "timeit.default_timer", "datetime.datetime.now"})
+# A timer object's reading (`timer.elapsed()`) and what starts it again (`timer.reset()`).
+_TIMER_READS = frozenset({"elapsed", "elapsed_time", "elapsed_seconds", "seconds_elapsed"})
+_TIMER_RESTARTS = frozenset({"reset", "restart", "start", "tic"})
 # Helpers handed the optimizer to store or report it, not to step it.
 _KEEPS_OPTIMIZER = ("save", "checkpoint", "ckpt", "log", "eval", "state", "load", "print", "report")
 # Flags a trainer sets on the steps that log, save or evaluate (`control.should_save`).
@@ -183,6 +191,15 @@ def _counted_or_flagged(test: cst.BaseExpression) -> tuple[str, Callable[[cst.CS
     if type(test) in (cst.Name, cst.Attribute) and dotted(test) is not None:  # `if prefill: ...; prefill = False` (litgpt's first token)
         return dotted(test), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "False"  # type: ignore[return-value]
     return None
+
+
+def _falsy(value: cst.BaseExpression) -> bool:
+    """``False``, ``None``, ``0``, ``0.0``, ``""``: a default that leaves a branch off."""
+    if type(value) is cst.Name:
+        return value.value in ("False", "None")
+    if type(value) in (cst.Integer, cst.Float):
+        return value.evaluated_value == 0  # type: ignore[attr-defined]
+    return type(value) is cst.SimpleString and value.evaluated_value == ""  # type: ignore[attr-defined]
 
 
 def _constant(value: cst.BaseExpression) -> bool:
@@ -308,6 +325,16 @@ class Guards:
     def rare(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` in the body of an ``if`` that runs every N steps or once, or in an
         ``except`` handler?"""
+        return self._rare_guard(node, stop) is not None
+
+    def rare_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """How often the guard that makes ``node`` rare lets it run, where it says more than
+        "every N steps": a wall-clock timer's branch runs at most once per interval."""
+        guard = self._rare_guard(node, stop)
+        return TIMER_WORDS if type(guard) is cst.If and self.timed(guard) else ""
+
+    def _rare_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.CSTNode | None:
+        """The ``if`` (or handler, or block with an early exit) that makes ``node`` rare."""
         tree = self.ctx.tree
         child = node
         for ancestor in tree.ancestors(node):
@@ -315,18 +342,18 @@ class Guards:
             # for every ancestor of every call the step summary places.
             ancestor_type = type(ancestor)
             if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
-                return False
+                return None
             if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
-                return True  # runs when something failed: an error path, an OOM retry, the end of an iterator
+                return ancestor  # runs when something failed: an error path, an OOM retry, the end of an iterator
             if ancestor_type is cst.IndentedBlock and self._after_rare_exit(ancestor, child):  # type: ignore[arg-type]
-                return True
+                return ancestor
             if ancestor_type is cst.If and child is ancestor.body and self._rare_branch(ancestor, stop):  # type: ignore[arg-type]
-                return True
+                return ancestor
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 if is_rare_test(ancestor.test, tree.descendants, period=lambda e: self.ctx.constants.int_value(e, ancestor)):
-                    return True
+                    return ancestor
             child = ancestor
-        return False
+        return None
 
     def _rare_branch(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Does the body of ``branch`` run rarely per step of ``stop``? Asked for every call
@@ -393,7 +420,7 @@ class Guards:
         # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
         parts = [p for p in _conjuncts(test) if not self._counted_each_step(p, branch, stop)]
         if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch), lambda e: self.ctx.constants.int_value(e, branch))
-                   or self._calls_rare_predicate(p)
+                   or self._calls_rare_predicate(p) or self._timed(p, branch)
                    for p in parts):
             return False
         loops = []
@@ -410,6 +437,57 @@ class Guards:
             loops = [loop for loop in loops if not _counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
         inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
+
+    def timed(self, branch: cst.If) -> bool:
+        """Is ``branch`` a wall-clock timer's: a conjunct of its test holds once a timer's
+        reading passes a bound (``time.time() - last > interval``, ``timer.elapsed() >=
+        every_seconds``, a name bound to such a reading), and the body starts that timer
+        again (``last = time.time()``, ``timer.reset()``)? It runs at most once every few
+        seconds, whatever the step's length."""
+        test = self._named_test(branch.test, branch)
+        return any(self._timed(part, branch) for part in _conjuncts(test))
+
+    def _timed(self, test: cst.BaseExpression, branch: cst.If) -> bool:
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return False
+        operator, bound = test.comparisons[0].operator, test.comparisons[0].comparator
+        if type(operator) in (cst.GreaterThan, cst.GreaterThanEqual):
+            reading = test.left  # `elapsed > interval`: past the bound, once per interval
+        elif type(operator) in (cst.LessThan, cst.LessThanEqual):
+            reading = bound  # `interval < elapsed`
+        else:
+            return False  # `elapsed < budget` holds on every step until the budget is spent
+        timers = self._clock_owners(reading, branch)
+        if timers is None:
+            return False
+        # Restarted in the body: without that (`if time.time() - start > warmup_s:`) the
+        # branch holds on every step once the bound is passed.
+        for node in self.ctx.tree.descendants(branch.body):
+            if type(node) in (cst.Assign, cst.AugAssign) and any(dotted(t) in timers for t in _assigned_targets(node)):
+                return True
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _TIMER_RESTARTS \
+                    and dotted(node.func.value) in timers:
+                return True
+        return False
+
+    def _clock_owners(self, reading: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> set[str] | None:
+        """The names a clock reading is made from (``last`` in ``time.time() - last``,
+        ``timer`` in ``timer.elapsed()``), or None when ``reading`` reads no clock. A name
+        bound once to such a reading (``eval_delta = gather(timer.elapsed())``) is followed."""
+        ctx = self.ctx
+        nodes = (reading, *ctx.tree.descendants(reading))
+        calls = [n for n in nodes if type(n) is cst.Call]
+        clocks = [c for c in calls if ctx.qname(c.func) in _CLOCKS
+                  or type(c.func) is cst.Attribute and c.func.attr.value in _TIMER_READS and not c.args]
+        owners = {dotted(n) for n in nodes if type(n) in (cst.Name, cst.Attribute) and dotted(n) is not None and ctx.qname(n) is None}
+        if clocks:
+            return owners | {dotted(c.func.value) for c in clocks if type(c.func) is cst.Attribute and ctx.qname(c.func) is None}  # type: ignore[attr-defined]
+        if type(reading) is cst.Name and depth < 2:
+            binding = ctx.bindings.reaching(reading.value, at)
+            if binding is not None and binding.kind == "assign" and binding.element is None and binding.value is not None:
+                found = self._clock_owners(binding.value, binding.node, depth + 1)
+                return None if found is None else found | {reading.value}
+        return None
 
     def _steps_optimizer(self, branch: cst.If) -> bool:
         """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
@@ -696,6 +774,54 @@ class Guards:
                     return True
             child = ancestor
         return False
+
+    def opt_in(self, node: cst.CSTNode) -> str | None:
+        """The parameter of ``node``'s function that must be passed, truthy, for ``node`` to
+        run: ``node`` sits in the body of ``if flag:`` (also ``if flag and x:``, a name
+        assigned such a test, ``a if flag else b``) or after ``flag and`` in a test, where
+        ``flag`` defaults to a false value (``looped_inference=False``, ``mask=None``). The
+        join decides whether any per-step call passes it (``StepInfo.passed``)."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(node)
+        if function is None:
+            return None
+        defaults = self._falsy_defaults(function)
+        if not defaults:
+            return None
+        child = node
+        for ancestor in (node, *tree.ancestors(node)):
+            if ancestor is function:
+                return None
+            kind = type(ancestor)
+            found: str | None = None
+            if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
+                found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults)  # type: ignore[attr-defined]
+            elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
+                found = self._flag_of(ancestor.test, defaults)  # type: ignore[attr-defined]
+            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
+                found = self._flag_of(ancestor.left, defaults)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
+            if found is not None:
+                return found
+            child = ancestor
+        return None
+
+    def _falsy_defaults(self, function: cst.FunctionDef) -> frozenset[str]:
+        """Its parameters that default to a false value and are never bound again in it
+        (``debug = debug or env_flag()`` is no longer what the caller passed)."""
+        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_falsy_memo", {})
+        found = memo.get(id(function))
+        if found is None:
+            params = (*function.params.params, *function.params.kwonly_params)
+            bindings = self.ctx.bindings
+            found = memo[id(function)] = frozenset(
+                p.name.value for p in params if p.default is not None and _falsy(p.default)
+                and all(b.kind == "param" for b in bindings.lookup(p.name.value, p)))
+        return found
+
+    @staticmethod
+    def _flag_of(test: cst.BaseExpression, defaults: frozenset[str]) -> str | None:
+        """The parameter among ``defaults`` that ``test`` requires to be truthy (a conjunct)."""
+        return next((part.value for part in _conjuncts(test) if type(part) is cst.Name and part.value in defaults), None)
 
     def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """Is ``test`` a setting that is off unless a caller turns it on: a parameter that

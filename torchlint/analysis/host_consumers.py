@@ -40,13 +40,38 @@ def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
+def steps_an_environment(ctx: FileContext) -> bool:
+    """Does the file call an environment's ``step`` anywhere (else no value of it feeds one)?"""
+    return any(_environment_step(call) for call in ctx.tree.nodes(cst.Call))
+
+
+def returned(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is the host value ``node`` makes what its function returns (``return
+    self.actor(s).cpu().data.numpy().flatten()``, or the one name it is bound to, returned)?
+    Whether a caller hands it to an environment is the join's to say (``CallSite.feeds_env``)."""
+    value = _outermost(ctx, node)
+    parent = ctx.tree.parent(value)
+    if type(parent) is cst.Return:
+        return True
+    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
+        return False
+    return any(type(ctx.tree.parent(use)) is cst.Return for binding in ctx.bindings.bound_to(value) for use in ctx.bindings.uses(binding, ordered=True))
+
+
 def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
-    """``expr`` with the conversions and indexing applied to it (`a.cpu().numpy()[0]`)."""
+    """``expr`` with the conversions, indexing and arithmetic applied to it
+    (`a.cpu().numpy()[0]`, `(policy.act(s) + noise).clip(-1, 1)`)."""
     tree = ctx.tree
     while True:
         parent = tree.parent(expr)
         if type(parent) is cst.Subscript and parent.value is expr:
             expr = parent
+            continue
+        if type(parent) is cst.BinaryOperation:
+            expr = parent  # exploration noise added to the action: still the action
+            continue
+        if type(parent) is cst.Attribute and parent.value is expr and parent.attr.value == "data":
+            expr = parent  # `a.cpu().data.numpy()`: the same values
             continue
         if type(parent) is cst.Attribute and parent.value is expr and parent.attr.value in _PASS_THROUGH:
             call = tree.parent(parent)

@@ -229,6 +229,9 @@ class Place:
     where: Where
     per_step: Multiplicity = ONCE_PER_STEP
     position: Position = Position.MID_STEP
+    # How often a guard lets it run, where that says more than ``where`` (a wall-clock timer:
+    # "at most once every few seconds"; an opt-in parameter no per-step call passes).
+    guard: str = ""
 
 
 _POSITION_WHY = {
@@ -257,7 +260,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     times = place.per_step.words() if where in _PER_STEP else ""
-    often = f"{where.value}, {times}" if times else where.value
+    often = f"{where.value}, {times}" if times else place.guard or where.value
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
     tier = _TIERS[cost][where]

@@ -43,6 +43,8 @@ class StepInfo:
     omitted: frozenset[str] = frozenset()  # parameters some per-step call leaves to their default
     constants: frozenset[str] = frozenset()  # parameters some per-step call passes a constant (`self.alphas`)
     uploaded: frozenset[str] = frozenset()  # parameters some per-step call passes a batch it just copied to the device
+    passed: frozenset[str] = frozenset()  # parameters some per-step call passes a value that may be true ("*": `**kwargs`, any)
+    feeds_env: bool = False  # every per-step call hands its result to an environment's `step` (an RL policy's action)
     per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
     position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
 
@@ -74,6 +76,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     # file -> function key -> how it runs on every call of a model no step reaches (`_model_reach`)
     models: dict[str, dict[str, StepInfo]] = {}
     project: Project | None = None  # the name resolution the join used (a loader's dataset class in another file)
+    host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -99,6 +102,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    steps.host_params = _host_params(project)
     return steps
 
 
@@ -111,6 +115,10 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
         path, key, info = work.popleft()
         for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
             branch = (path, f"{key}#none:{name}")
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+                omitting[branch] = info
+        for name in info.passed:  # `if flag:` (off by default) runs as often as the reach that turns it on
+            branch = (path, f"{key}#passed:{name}")
             if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
                 omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
@@ -131,15 +139,26 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
+            passes_more = not info.passed <= known.passed  # its own parameters, and what a call handing on its `**kwargs` passes
+            if passes_more:
+                known = steps[path][key] = replace(known, passed=known.passed | info.passed)
+            if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
+                known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
                 # (the words say who repeats it: that reach's origin and caller, with its count)
                 known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
-                continue  # reached already: recursion and diamonds end here
-            info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
-        steps[path][key] = info
+                if not passes_more:
+                    continue  # reached already: recursion and diamonds end here
+                # What it hands on through `**kwargs` grew: on to its callees from this reach, whose
+                # step is the one that passes it (not the function's first).
+            else:
+                info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
+                steps[path][key] = info
+        else:
+            steps[path][key] = info
         for call in calls_by_caller.get((path, key), ()):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
@@ -152,7 +171,9 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
+                                               uploaded=project.uploads(call, callee),
+                                               passed=project.passes(call, callee, (path, key), None if info.hook else info.passed),
+                                               feeds_env=call.feeds_env, per_step=per_step, position=position)))
 
 
 def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
@@ -182,6 +203,30 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     _spread(project, deque(seed for seed in seeds if seed[1] not in models.get(seed[0], {})), models, calls_by_caller, loops_by_file, {})
     _inner_places(project, models, {})
     return models
+
+
+def _host_params(project: Project) -> frozenset[tuple[str, str]]:
+    """The constructor parameters every construction of their class in the project passes a
+    host value (``RingGNNEquivLayer(device, m, n)`` with ``n`` a ``torch.LongTensor``): an
+    attribute set from one is a host tensor, whatever ``module.to(device)`` later moves."""
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.target[0] not in ("import", "local") or not str(call.target[-1]).rsplit(".", 1)[-1][:1].isupper():
+                continue
+            owner = project.class_of(call.target, path, 1)
+            if owner is None:
+                continue
+            init = f"{owner[1]}.__init__"
+            names = project.params.get(owner[0], {}).get(init)
+            if not names:
+                continue
+            names = names[1:] if names[:1] == ("self",) else names
+            host = {where if isinstance(where, str) else names[where] for where in call.host_args if isinstance(where, str) or where < len(names)}
+            for name in names:
+                key = (owner[0], f"{init}:{name}")
+                verdict[key] = verdict.get(key, True) and name in host
+    return frozenset(key for key, host in verdict.items() if host)
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
@@ -220,7 +265,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 per_step, position = _called_place(None, call, callee, loops_here)
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
-                                                                        uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
+                                                                        uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
+                                                                        feeds_env=call.feeds_env, per_step=per_step, position=position)))
     return seeds
 
 
@@ -334,6 +380,10 @@ def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str]
                 known.setdefault(f"{key}#const:{name}", info)
             for name in info.uploaded if "#" not in key else ():
                 known.setdefault(f"{key}#uploaded:{name}", info)
+            for name in info.passed if "#" not in key else ():
+                branch = f"{key}#passed:{name}"
+                reach = omitting.get((path, branch))
+                known.setdefault(branch, reach if reach is not None else info)
 
 
 class _ModelReach:

@@ -54,6 +54,24 @@ class Project:
         positional, keywords = call.given
         return frozenset(names[positional:]) - set(keywords)
 
+    def passes(self, call: CallSite, callee: tuple[str, str], caller: tuple[str, str] | None = None,
+               caller_passed: frozenset[str] | None = None) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` passes a value that may be true (not
+        left out, not a literal None, False, 0 or ""); ``{"*"}`` where ``*args``/``**kwargs``
+        may pass any. A call that hands on its caller's own ``**kwargs`` passes what it names,
+        the keys the caller sets there, and what the caller was passed beyond its own
+        parameters (``caller_passed``, from the reach of ``caller``; unknown: any)."""
+        names = self._parameters(call, callee)
+        off = {where if isinstance(where, str) else names[where] for where in call.falsy if isinstance(where, str) or where < len(names)}
+        if call.given is None:
+            if call.forwards is None or caller is None or caller_passed is None:
+                return frozenset({"*"})
+            own = set(self.params.get(caller[0], {}).get(caller[1], ()))
+            named = {where if isinstance(where, str) else names[where] for where in call.forwards if isinstance(where, str) or where < len(names)}
+            return frozenset((named | (caller_passed - own)) - off)
+        positional, keywords = call.given
+        return frozenset({*names[:positional], *keywords} - off)
+
     def constants(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` passes a value the same on every step."""
         if not call.constants:

@@ -25,6 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.host_consumers import feeds_environment, steps_an_environment
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
@@ -135,6 +136,59 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
+    @cached_property
+    def _steps_env(self) -> bool:
+        return steps_an_environment(self.ctx)  # a file that steps no environment: no call's result feeds one (asked once)
+
+    def _host_args(self, call: cst.Call, target: Ref) -> tuple[int | str, ...]:
+        """For a construction (``Layer(dev, m, n)``: a CamelCase name): the arguments that are
+        host values (``n`` from ``zip(dims[:-1], dims[1:])`` over ``torch.LongTensor`` lists)."""
+        if target[0] not in ("import", "local") or not str(target[-1]).rsplit(".", 1)[-1][:1].isupper():
+            return ()
+        devices, found = self.ctx.devices, []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) in (cst.Integer, cst.Float, cst.SimpleString) or devices.moved_to_host(value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
+    def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
+        """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
+        parameter: the arguments passed here and the keys the caller sets in ``kwargs``
+        (``kwargs.update(looped=True)``, ``kwargs["looped"] = True``)."""
+        stars = [a for a in call.args if a.star]
+        if len(stars) != 1 or stars[0].star != "**" or type(stars[0].value) is not cst.Name:
+            return None
+        function = self.ctx.tree.enclosing_function(call)
+        star = function.params.star_kwarg if function is not None else None
+        if not isinstance(star, cst.Param):
+            return None
+        names = {stars[0].value.value}
+        if star.name.value not in names:  # `chunk_kwargs = kwargs.copy()`: the same keys
+            binding = self.ctx.bindings.reaching(stars[0].value.value, call)
+            value = binding.value if binding is not None and binding.kind == "assign" else None
+            copied = value.func.value if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "copy" \
+                else value.args[0].value if type(value) is cst.Call and dotted(value.func) == "dict" and len(value.args) == 1 else None
+            if dotted(copied) != star.name.value:
+                return None
+            names.add(star.name.value)
+        found: list[int | str] = [a.keyword.value if a.keyword is not None else i for i, a in enumerate(call.args)
+                                  if not a.star and not _is_none(a.value)]
+        for node in self.ctx.tree.descendants(function):  # type: ignore[arg-type]
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("update", "setdefault") \
+                    and type(node.func.value) is cst.Name and node.func.value.value in names:
+                found.extend(a.keyword.value for a in node.args if a.keyword is not None)
+                found.extend(a.value.evaluated_value for a in node.args[:1] if node.func.attr.value == "setdefault" and type(a.value) is cst.SimpleString)
+            elif type(node) is cst.Assign:
+                for target in node.targets:
+                    t = target.target
+                    if type(t) is cst.Subscript and type(t.value) is cst.Name and t.value.value in names and len(t.slice) == 1 \
+                            and type(t.slice[0].slice) is cst.Index and type(t.slice[0].slice.value) is cst.SimpleString:
+                        found.append(t.slice[0].slice.value.evaluated_value)
+        return tuple(found)
+
     def _branch(self, call: cst.Call, loop: str | None) -> str:
         """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
         found = self.ctx.guards.default_branch(call) if loop is None else None
@@ -146,7 +200,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
-                     self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call))
+                     self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
+                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
+                     host_args=self._host_args(call, target))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -538,6 +594,20 @@ def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:
         positional.pop()
     keywords = tuple(a.keyword.value for a in call.args if a.keyword is not None and not _is_none(a.value))
     return (len(positional), keywords)
+
+
+def _falsy_args(call: cst.Call) -> tuple[int | str, ...]:
+    """Arguments (position or keyword) passed ``False``, ``0`` or ``""``: a flag left off
+    (``None`` counts as left out already: ``_given``)."""
+    found: list[int | str] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        value = arg.value
+        if type(value) is cst.Name and value.value == "False" or type(value) is cst.Integer and value.value == "0" \
+                or type(value) is cst.SimpleString and value.evaluated_value == "":
+            found.append(arg.keyword.value if arg.keyword is not None else position)
+    return tuple(found)
 
 
 def _is_none(value: cst.BaseExpression) -> bool:

@@ -32,6 +32,12 @@ class CallSite:
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
     unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop)
     uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
+    falsy: tuple[int | str, ...] = ()  # arguments (position or keyword) passed a literal False, 0 or "": a flag left off
+    # `f(x, **kwargs)` with the caller's own `**kwargs`: the arguments it passes itself and the
+    # keys the caller sets in `kwargs` (`kwargs.update(flag=True)`); what its callers passed goes on. None: no such pass-through
+    forwards: tuple[int | str, ...] | None = None
+    feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
+    host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
 
 
 @dataclass(frozen=True, slots=True)

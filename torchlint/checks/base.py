@@ -42,6 +42,9 @@ class Report:
     # finding holds only if that class's samples are heavy work). The join finds the class and
     # says what it does per sample; None when this file says all.
     dataset: tuple[cst.Call, bool] | None = None
+    # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
+    # the finding holds unless every construction in the project passes a host tensor there.
+    unless_host: str = ""
 
 
 class Check:
@@ -113,6 +116,7 @@ class Check:
         repeated: bool | None = None,
         unreached: Unreached | None = None,
         dataset: tuple[cst.Call, bool] | None = None,
+        unless_host: str = "",
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -128,7 +132,9 @@ class Check:
         per-step shows its use, or None for any) for a per-step finding the join finds no
         step for, which still holds (in a module's ``forward``); None drops it then.
         ``dataset``: (the constructor of a loader's dataset, a class of another file; whether the
-        finding holds only if that class's samples are heavy work): the join settles it."""
+        finding holds only if that class's samples are heavy work): the join settles it.
+        ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
+        that parameter: the join drops the finding where every construction passes a host value."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -142,7 +148,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset))
+                                   unreached if condition is not None else None, dataset, unless_host))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -41,7 +41,8 @@ def at_call_sites(others: Iterable[FileResult], steps: Steps, displays: set[str]
     for other in others:
         if other.summary is None:
             continue
-        for finding, info in per_step_findings(other, steps.get(other.summary.path, {}), step_loops_of(steps, other.summary.path)):
+        for finding, info in per_step_findings(other, steps.get(other.summary.path, {}), step_loops_of(steps, other.summary.path),
+                                               getattr(steps, "host_params", frozenset())):
             for site in info.sites:
                 if site.path in displays and site.path != finding.path:
                     grouped.setdefault((site, finding.code), []).append(finding)

@@ -41,6 +41,10 @@ class Conditional(NamedTuple):
     # (a module's `forward`, per-step code by nature when the model runs), and the functions of its
     # file whose being per-step shows where it is used (None: any); or None: it is dropped.
     unreached: Unreached | None = None
+    guard: str = ""  # how often its rare guard lets it run, where that says more than "every N steps" (a timer)
+    opt_in: str = ""  # a parameter of its function, off by default, that must be passed for it to run (Guards.opt_in)
+    returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
+    unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
 
 
 class InStepIfCalled(NamedTuple):
@@ -54,6 +58,8 @@ class InStepIfCalled(NamedTuple):
     repeats: tuple[tuple[str, Repeat], ...] = ()
     position: Position | None = None
     rare: bool = False
+    guard: str = ""
+    opt_in: str = ""
 
 
 class ByDataset(NamedTuple):

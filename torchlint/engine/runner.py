@@ -8,6 +8,7 @@ from dataclasses import replace
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.host_consumers import returned
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER
@@ -106,11 +107,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     continue
                 result.findings.append(finding)
                 if in_function is not None:
-                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node)))
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node),
+                                                              guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
         else:
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
-                                                  report.unreached))
+                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                                                  returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -178,7 +181,7 @@ def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
     if loop is None:
         return Place(Where.ONCE)
     if ctx.guards.rare(node, stop=loop):
-        return Place(Where.EVERY_N)
+        return Place(Where.EVERY_N, guard=ctx.guards.rare_words(node, stop=loop))
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
     repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)), ctx.places.step_unit(step))
     return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP)
@@ -189,11 +192,23 @@ def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, 
     there runs it every N steps or a few times only: with what the join says of the function,
     how many times per step it runs and where."""
     function = ctx.tree.enclosing_function(node)
-    if function is None:  # module-level code: its step is a loop around it (the join decides which)
-        loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
-        step = loops[-1] if loops else None
-        return ctx.places.repeats(node, None), ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
-    return ctx.places.repeats(node, function), ctx.places.position(node, function), ctx.guards.rare(node, stop=function)
+    step = _step_in_function(ctx, node)
+    return ctx.places.repeats(node, function), ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
+
+
+def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """What runs once per step around ``node``: its function; for module-level code, the
+    outermost loop around it (the join decides whether that is a step loop)."""
+    function = ctx.tree.enclosing_function(node)
+    if function is not None:
+        return function
+    loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
+    return loops[-1] if loops else None
+
+
+def _guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
+    """How often the rare guard around ``node`` in its step lets it run (a timer's words), or ""."""
+    return ctx.guards.rare_words(node, stop=_step_in_function(ctx, node))
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]

@@ -10,7 +10,7 @@ from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, 
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.analysis.project import Project
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
-from torchlint.engine.results import Conditional, FileResult
+from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
 from torchlint.findings import IMPACT_RANK, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
@@ -42,7 +42,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 traced = compiled.get(condition.key)
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops))
+        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
         file_result.findings.extend(_unreached_findings(file_result, per_step))
         file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
         file_result.conditional = []
@@ -57,7 +57,7 @@ def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
 
 
 def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                      step_loops: dict[str, str] | None = None) -> Iterator[tuple[Finding, StepInfo]]:
+                      step_loops: dict[str, str] | None = None, host_params: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Finding, StepInfo]]:
     """The conditional findings of ``file_result`` whose function runs every step
     (``per_step``: the join's for its file), settled, each with how it is per-step."""
     for condition in file_result.conditional:
@@ -68,9 +68,30 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             continue
         if condition.needs_tensor and not info.tensor_args:
             continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
+        if condition.unless_host and (file_result.summary.path, condition.unless_host) in host_params:  # type: ignore[union-attr]
+            continue  # `self.out_dim.item()` and every construction passes a host tensor as `out_dim`
+        if condition.returned and info.feeds_env:
+            continue  # `return self.actor(s).cpu().numpy()` and every per-step caller steps an environment with it
+        info, off = turned_on(condition, info, per_step)
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
-        yield _per_step_finding(condition, info, step_loops or {}), info
+        yield _per_step_finding(condition, info, step_loops or {}, off), info
+
+
+def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step: dict[str, StepInfo]) -> tuple[StepInfo, str]:
+    """The reach that runs a finding under ``if flag:`` (a parameter off by default): one
+    whose call passes the flag (``f#passed:flag``, or ``**kwargs``); where none does, the
+    function's own reach and the words that say the path is opt-in."""
+    if not condition.opt_in:
+        return info, ""
+    function = condition.key.partition("#")[0]
+    caller = per_step.get(function)
+    if caller is None or caller.hook:
+        return info, ""  # a framework's hook or a step loop of its own: its callers are not seen
+    passing = per_step.get(f"{function}#passed:{condition.opt_in}") or per_step.get(f"{function}#passed:*")
+    if passing is not None:
+        return passing, ""
+    return info, f"only on an opt-in path: `{condition.opt_in}` is off by default and no per-step call in the project passes it"
 
 
 def _dataset_findings(file_result: FileResult, project: Project | None) -> Iterator[Finding]:
@@ -143,26 +164,31 @@ def _model_text(key: str, info: StepInfo) -> str:
     return f"`{name}()` ({via}on every call of the model {info.origin}; no loop that runs it is visible)"
 
 
-def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str]) -> Finding:
+def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str], off: str = "") -> Finding:
     finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    place = _place(info, condition.repeats, condition.position, step_loops, condition.rare)
+    place = _place(info, condition.repeats, condition.position, step_loops, condition.rare, condition.guard, off)
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
     message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
-def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str], rare: bool = False) -> Place:
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str], rare: bool = False, guard: str = "",
+           off: str = "") -> Place:
     """How often a line of a per-step function runs per step, and where: the function's
     count times the loops around the line in it (those inside the step), and the line's
     own position where its function says (device work after it), else its call's; every
-    N steps under a guard in its function, as under one in a loop of its own file."""
+    N steps under a guard in its function, as under one in a loop of its own file (at most
+    once every few seconds under a timer's: ``guard``); rarely, on an opt-in path no
+    per-step call turns on (``off``: the words), as often as it would run there."""
     if rare:
-        return Place(Where.EVERY_N)
+        return Place(Where.EVERY_N, guard=guard)
     local, unit = within_step(repeats, step_loops)
     # No loop of its function is the step: the function's own count (and what its step is:
     # "per decoded token" when a decode loop calls it) times the loops around the line.
     per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
+    if off:  # (its multiplicity kept: a rule that holds only where the line repeats still sees it)
+        return Place(Where.EVERY_N, per_step, guard=off)
     return Place(info.where, per_step, at_call(position, info.position))  # type: ignore[arg-type]
 
 
@@ -184,7 +210,8 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
-            place = _place(info, pending.repeats, pending.position, step_loops, pending.rare)
+            info, off = turned_on(pending, info, per_step)
+            place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
     if not raised:
         return

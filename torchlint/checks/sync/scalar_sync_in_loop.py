@@ -44,7 +44,8 @@ class ScalarSyncInLoop(Check):
             return  # built on the host (`torch.randint(0, n, (1,))`) or moved there already
         if feeds_environment(ctx, node):
             return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
-        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()")
+        # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "")
 
     def visit_If(self, node: cst.If) -> None:
         # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`
