@@ -348,3 +348,92 @@ def test_a_generator_modules_decode_loop_is_a_step_though_its_forward_calls_it()
     assert ctx.loops.within_forward(decode) is False and ctx.loops.is_hot(decode)
     (read,) = lint_source(GENERATOR_MODULE, "generator.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
     assert read.line == 17 and read.impact == "medium" and "in a sampling loop" in read.message
+
+
+
+MODEL = """import torch
+
+
+class Transformer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = torch.nn.Linear(8, 8)
+
+    def forward(self, x, pos):
+        return self.out(x)
+"""
+
+GENERATIONS = """import torch
+
+from model import Transformer
+
+
+def device_sync(device):
+    if "cuda" in device:
+        torch.cuda.synchronize(device)
+
+
+def decode_one_token(model: Transformer, x, pos):
+    logits = model(x, pos)
+    probs = torch.softmax(logits[:, -1], dim=-1)
+    return torch.argmax(probs, dim=-1, keepdim=True), probs
+
+
+def decode_n_tokens(model: Transformer, cur, pos, num_new_tokens):
+    new_tokens = []
+    for i in range(num_new_tokens):
+        next_token, next_prob = decode_one_token(model, cur, pos)
+        pos += 1
+        new_tokens.append(next_token.clone())
+        cur = next_token.clone()
+    return new_tokens
+
+
+def draft_and_verify(model: Transformer, draft: Transformer, cur, pos, k):
+    guesses = []
+    for i in range(k):
+        next_token, next_prob = decode_one_token(draft, cur, pos)
+        guesses.append(next_token)
+        cur = next_token
+    target = model(torch.cat(guesses, dim=-1), pos)
+    accepted = (target.argmax(-1) == torch.cat(guesses, dim=-1)).nonzero()
+    return accepted[0].item()
+
+
+def prefill(model: Transformer, x, pos):
+    return decode_one_token(model, x, pos)[0]
+
+
+@torch.no_grad()
+def generate(model: Transformer, prompt, max_new_tokens, draft=None):
+    pos = torch.tensor([prompt.size(-1)], device=prompt.device)
+    prompt = prefill(model, prompt, pos)
+    if draft is not None:
+        start = pos.item()
+        while start < max_new_tokens:
+            start += draft_and_verify(model, draft, prompt, pos, 4)
+        return prompt
+    decode_n_tokens(model, prompt, pos, max_new_tokens)
+    return pos.item()
+
+
+def main(prompts, num_samples, device):
+    model, draft = Transformer().to(device), Transformer().to(device)
+{loop}
+"""
+
+
+@pytest.mark.parametrize("loop", [
+    "    for i in range(num_samples):\n        device_sync(device)\n        y = generate(model, prompts[i], 200)\n",
+    "    for prompt in prompts:\n        y = generate(model, prompt, 200, draft)\n",
+])
+def test_a_loop_around_whole_generations_is_no_step_its_decode_loops_are(tmp_path: Path, loop: str) -> None:
+    """gpt-fast's ``for i in range(num_samples): generate(...)``: the per-sample reads and
+    synchronizes run once per generation, not per token; a ``while`` loop around a
+    speculative draft loop (the draft-and-verify step) stays the step: its read is per step.
+    Before, the loop over samples was the step: `device_sync`'s synchronize (line 8) and
+    `generate`'s two `pos.item()` (lines 47, 52) were reported "every step"."""
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "gen.py").write_text(GENERATIONS.format(loop=loop))
+    found = lint_paths([tmp_path], from_table({"select": ["TL101", "TL103"], "min-impact": "low"}, tmp_path)).findings
+    assert {(Path(f.path).name, f.line) for f in found} == {("gen.py", 35)}  # `accepted[0].item()`, per draft-and-verify step

@@ -388,6 +388,27 @@ class Loops:
             type(node) is cst.For and node is not loop and any("epoch" in name.lower() for name in _target_names(node))
             for node in self.ctx.tree.descendants(loop))  # (`for epoch in t:` over `with tqdm(range(n)) as t` too)
 
+    def around_decoding(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` call a function of this file that runs a decode loop of its own, itself
+        or through the functions of this file it calls (gpt-fast's ``for i in range(num_samples):
+        y = generate(...)``, whose ``decode_n_tokens`` loops over tokens)? Then each of its
+        iterations is a whole generation, and the decode loop is the step."""
+        if type(loop) is not cst.For or self.decodes(loop):
+            return False  # (a `while` loop is the token loop itself: speculative decoding's `while pos < n:` around its draft loop)
+        return any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
+
+    def _decodes_within(self, call: cst.Call, depth: int) -> bool:
+        function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
+        if function is None or depth > 1:
+            return False  # (two levels of this file's functions: generate -> decode_n_tokens)
+        known: dict[int, bool] = self.__dict__.setdefault("_decoding_functions", {})
+        if id(function) not in known:
+            known[id(function)] = False  # recursion ends here
+            nodes = list(self.ctx.tree.descendants(function))
+            known[id(function)] = any(type(n) in (cst.For, cst.While) and self.is_hot(n) and self.decodes(n) for n in nodes) \
+                or any(type(n) is cst.Call and self._decodes_within(n, depth + 1) for n in nodes)
+        return known[id(function)]
+
     @staticmethod
     def runs_once(loop: cst.CSTNode) -> bool:
         """Does the loop's body always end with ``return``/``break``/``raise`` (a benchmark

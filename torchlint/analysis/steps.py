@@ -274,13 +274,15 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         """Can the join make this loop a step loop? Not one that runs at most once, not a
         loop in a ``forward`` or a method a module's forward calls (it runs within the step:
         per step when ``forward`` is; a generator module's decode loop is one), not a loop that builds every model it runs (a demo
-        over configurations), not one around an epoch loop, and not a loop over the layers an
+        over configurations), not one around an epoch loop or a decode loop, and not a loop over the layers an
         object keeps (``for layer in self.layers``)."""
         loops = self.ctx.loops
         if loops.runs_once(loop) or loops.builds_its_models(loop) or function is not None and function.name.value == "forward" or loops.within_forward(loop):
             return False
         if self.ctx.loops.around_epochs(loop):
             return False  # `for split in range(n): ... for epoch in t:`: each iteration a whole run, its own calls once per run
+        if loops.around_decoding(loop):
+            return False  # `for i in range(num_samples): generate(...)`: each iteration a whole generation, whose token loop is the step
         iterable = loop.iter if type(loop) is cst.For else None
         return not (iterable is not None and _over_own_attribute(iterable))
 
