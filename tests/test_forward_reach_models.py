@@ -118,3 +118,16 @@ def test_the_model_that_repeats_a_shared_helper_is_the_one_named() -> None:
     [(where, impact, message)] = _found(HEAD + model)
     assert (where, impact) == ("helper", "high")
     assert "on every call of the model `Staged.forward()`" in message and "3 times per model call" in message
+
+
+def test_a_read_behind_a_debug_parameter_off_by_default_is_not_reported() -> None:
+    """stylegan2-ada's ``AugmentPipe.forward(self, images, debug_percentile=None)``: the reads
+    under ``if debug_percentile is not None:`` run only when a caller passes it, and whoever
+    calls the model is not seen; its rebinding under that same test keeps it off by default.
+    The read outside the guard is still reported (near miss)."""
+    model = ("class Augment(nn.Module):\n    def forward(self, x, debug_percentile=None):\n        x = x.cuda()\n"
+             "        if debug_percentile is not None:\n            debug_percentile = torch.as_tensor(debug_percentile, device=x.device)\n"
+             "        p = torch.rand([x.size(0)], device=x.device)\n"
+             "        if debug_percentile is not None:\n            p = torch.full_like(p, debug_percentile.item())  # debug\n"
+             "        keep = p.sum().item()  # once\n        return x * keep\n")
+    assert [(where, impact) for where, impact, _ in _found(HEAD + model)] == [("once", "medium")]

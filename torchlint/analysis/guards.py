@@ -807,7 +807,8 @@ class Guards:
 
     def _falsy_defaults(self, function: cst.FunctionDef) -> frozenset[str]:
         """Its parameters that default to a false value and are never bound again in it
-        (``debug = debug or env_flag()`` is no longer what the caller passed)."""
+        (``debug = debug or env_flag()`` is no longer what the caller passed), except under
+        their own test (``if p is not None: p = torch.as_tensor(p)``: still off unless passed)."""
         memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_falsy_memo", {})
         found = memo.get(id(function))
         if found is None:
@@ -815,13 +816,31 @@ class Guards:
             bindings = self.ctx.bindings
             found = memo[id(function)] = frozenset(
                 p.name.value for p in params if p.default is not None and _falsy(p.default)
-                and all(b.kind == "param" for b in bindings.lookup(p.name.value, p)))
+                and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
         return found
+
+    def _under_own_test(self, node: cst.CSTNode, name: str, function: cst.FunctionDef) -> bool:
+        """Is ``node`` in the body of ``if name:`` / ``if name is not None:`` within ``function``?"""
+        child = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is function:
+                return False
+            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(ancestor.test, frozenset((name,))):
+                return True
+            child = ancestor
+        return False
 
     @staticmethod
     def _flag_of(test: cst.BaseExpression, defaults: frozenset[str]) -> str | None:
-        """The parameter among ``defaults`` that ``test`` requires to be truthy (a conjunct)."""
-        return next((part.value for part in _conjuncts(test) if type(part) is cst.Name and part.value in defaults), None)
+        """The parameter among ``defaults`` that ``test`` requires to be truthy, or not None
+        (``if debug_percentile is not None:`` with ``debug_percentile=None``), in a conjunct."""
+        for part in _conjuncts(test):
+            if type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
+                    and type(part.comparisons[0].comparator) is cst.Name and part.comparisons[0].comparator.value == "None":
+                part = part.left
+            if type(part) is cst.Name and part.value in defaults:
+                return part.value
+        return None
 
     def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """Is ``test`` a setting that is off unless a caller turns it on: a parameter that

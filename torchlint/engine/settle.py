@@ -136,13 +136,13 @@ def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], mode
     """The conditional findings no step is found to run, in code run on every call of a model
     (``Steps.models``: a model built from a config or a registry, a library's), where what they
     cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
-    repeats them. Not under a logging guard, nor where only a tensor argument makes them hold
-    (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
+    repeats them. Not under a logging guard or behind a parameter off by default, nor where
+    only a tensor argument makes them hold (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
     for condition in file_result.conditional:
         info = models.get(condition.key)
         if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
-                or not condition.cost or condition.needs_tensor or condition.rare:
-            continue
+                or not condition.cost or condition.needs_tensor or condition.rare or condition.opt_in:
+            continue  # (behind a parameter off by default, `if debug_percentile is not None:`: whoever calls the model is not seen to pass it)
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
