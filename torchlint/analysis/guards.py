@@ -775,12 +775,14 @@ class Guards:
             child = ancestor
         return False
 
-    def opt_in(self, node: cst.CSTNode) -> str | None:
+    def opt_in(self, node: cst.CSTNode, optional: bool = False) -> str | None:
         """The parameter of ``node``'s function that must be passed, truthy, for ``node`` to
         run: ``node`` sits in the body of ``if flag:`` (also ``if flag and x:``, a name
         assigned such a test, ``a if flag else b``) or after ``flag and`` in a test, where
         ``flag`` defaults to a false value (``looped_inference=False``, ``mask=None``). The
-        join decides whether any per-step call passes it (``StepInfo.passed``)."""
+        join decides whether any per-step call passes it (``StepInfo.passed``). ``optional``:
+        ``if p is not None:`` counts too (an optional input, or a debug value:
+        ``debug_percentile=None``; only where the callers are not seen)."""
         tree = self.ctx.tree
         function = tree.enclosing_function(node)
         if function is None:
@@ -795,11 +797,11 @@ class Guards:
             kind = type(ancestor)
             found: str | None = None
             if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults)  # type: ignore[attr-defined]
+                found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults, optional)  # type: ignore[attr-defined]
             elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.test, defaults)  # type: ignore[attr-defined]
+                found = self._flag_of(ancestor.test, defaults, optional)  # type: ignore[attr-defined]
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.left, defaults)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
+                found = self._flag_of(ancestor.left, defaults, optional)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
             if found is not None:
                 return found
             child = ancestor
@@ -825,17 +827,17 @@ class Guards:
         for ancestor in self.ctx.tree.ancestors(node):
             if ancestor is function:
                 return False
-            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(ancestor.test, frozenset((name,))):
+            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(ancestor.test, frozenset((name,)), True):
                 return True
             child = ancestor
         return False
 
     @staticmethod
-    def _flag_of(test: cst.BaseExpression, defaults: frozenset[str]) -> str | None:
-        """The parameter among ``defaults`` that ``test`` requires to be truthy, or not None
-        (``if debug_percentile is not None:`` with ``debug_percentile=None``), in a conjunct."""
+    def _flag_of(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
+        """The parameter among ``defaults`` that ``test`` requires to be truthy, or with
+        ``optional`` not None (``if debug_percentile is not None:``), in a conjunct."""
         for part in _conjuncts(test):
-            if type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
+            if optional and type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
                     and type(part.comparisons[0].comparator) is cst.Name and part.comparisons[0].comparator.value == "None":
                 part = part.left
             if type(part) is cst.Name and part.value in defaults:

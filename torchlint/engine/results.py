@@ -45,6 +45,7 @@ class Conditional(NamedTuple):
     opt_in: str = ""  # a parameter of its function, off by default, that must be passed for it to run (Guards.opt_in)
     returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
+    optional: bool = False  # behind `if p is not None:` of a parameter defaulting to None: off unless its (unseen) caller passes it
 
 
 class InStepIfCalled(NamedTuple):

@@ -113,7 +113,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
-                                                  returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host))
+                                                  returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
+                                                  optional=ctx.guards.opt_in(report.node, optional=True) is not None))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
