@@ -53,6 +53,11 @@ class Bindings:
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self._in_order: dict[int, tuple[list[Binding], list[int]]] = {}  # see latest_before
+        # (name, id(at)) -> (at, answer) for lookup and reaching: the analyses ask both of the
+        # same use again and again (a name's kind, its device, whether it is a tensor); the
+        # node is kept with its answer, so a node that reuses a freed one's id is never mistaken for it.
+        self._looked_up: dict[tuple[str, int], tuple[cst.CSTNode, list[Binding]]] = {}
+        self._reached: dict[tuple[str, int], tuple[cst.CSTNode, Binding | None]] = {}
         self.by_scope: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self.self_attrs: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         # (function, name) declared `global name` there: its bindings of the name are the module's
@@ -98,6 +103,15 @@ class Bindings:
 
     def lookup(self, name: str, at: cst.CSTNode) -> list[Binding]:
         """Bindings of ``name`` visible at ``at``: its function's, else the module's."""
+        key = (name, id(at))
+        known = self._looked_up.get(key)
+        if known is not None and known[0] is at:
+            return known[1]
+        found = self._lookup(name, at)
+        self._looked_up[key] = (at, found)
+        return found
+
+    def _lookup(self, name: str, at: cst.CSTNode) -> list[Binding]:
         if name.startswith("self.") and name.count(".") == 1:
             cls = self.tree.enclosing_class(at)
             return self.self_attrs.get(id(cls), {}).get(name, []) if cls is not None else []
@@ -131,6 +145,15 @@ class Bindings:
     def reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
         """The last binding of ``name`` before ``at`` in source order (control flow ignored),
         or, inside a comprehension that binds it, that comprehension's own."""
+        key = (name, id(at))
+        known = self._reached.get(key)
+        if known is not None and known[0] is at:
+            return known[1]
+        found = self._reaching(name, at)
+        self._reached[key] = (at, found)
+        return found
+
+    def _reaching(self, name: str, at: cst.CSTNode) -> Binding | None:
         bound = self.lookup(name, at)
         own = self._comprehension_binding(bound, at)
         if own is not None:

@@ -18,16 +18,19 @@ if TYPE_CHECKING:
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The text of a plain string literal, or the leading text of an f-string."""
-    if isinstance(node, cst.SimpleString):
+    # `type(...) is`, not isinstance: libcst's classes are ABCs, whose failing isinstance is
+    # slow, and this is asked of most arguments (no class derives from these three).
+    node_type = type(node)
+    if node_type is cst.SimpleString:
         try:
             value = node.evaluated_value
         except Exception:  # noqa: BLE001 - odd escapes: not a device string anyway
             return None
         return value if isinstance(value, str) else None
-    if isinstance(node, cst.FormattedString) and node.parts and isinstance(node.parts[0], cst.FormattedStringText):
-        return node.parts[0].value
-    if isinstance(node, cst.ConcatenatedString):
-        return string_value(node.left)
+    if node_type is cst.FormattedString and node.parts and type(node.parts[0]) is cst.FormattedStringText:  # type: ignore[attr-defined]
+        return node.parts[0].value  # type: ignore[attr-defined]
+    if node_type is cst.ConcatenatedString:
+        return string_value(node.left)  # type: ignore[attr-defined]
     return None
 
 

@@ -11,6 +11,11 @@ def dotted(node: cst.BaseExpression | cst.ImportFrom | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     # `type(...) is`, not isinstance: libcst's classes are ABCs, whose failing isinstance
     # is slow, and this runs for most names the analyses meet (no class derives from these).
+    node_type = type(node)
+    if node_type is cst.Name:  # most questions: a plain name, no list to join
+        return node.value  # type: ignore[union-attr]
+    if node_type is not cst.Attribute:
+        return None
     parts: list[str] = []
     while type(node) is cst.Attribute:
         parts.append(node.attr.value)  # type: ignore[union-attr]

@@ -104,6 +104,8 @@ class HiddenSyncs:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._judging = False  # an outermost tensorish question is being answered
+        self._tensorish_memo: dict[tuple[int, int], tuple[cst.CSTNode, cst.CSTNode, bool]] = {}
 
     def in_step(self, node: cst.CSTNode) -> bool:
         """May ``node`` run every step on device tensors: in a hot loop (or a function or loop
@@ -185,6 +187,24 @@ class HiddenSyncs:
         return not (devices.is_host_batch(expr, at) or devices.loader_value(expr, at) or devices.moved_to_host(expr, at))
 
     def tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """:meth:`_tensorish`; an outermost question's answer is remembered per (expr, at): the
+        checks ask it of the same reads again (a test, its operands, the arguments of a call),
+        and a third of the questions are repeats."""
+        if depth or self._judging:  # inside an outermost question: answered afresh, as before
+            return self._tensorish(expr, at, depth)
+        key = (id(expr), id(at))
+        known = self._tensorish_memo.get(key)
+        if known is not None and known[0] is expr and known[1] is at:  # the nodes kept: a reused id is no match
+            return known[2]
+        self._judging = True
+        try:
+            answer = self._tensorish(expr, at, 0)
+        finally:
+            self._judging = False
+        self._tensorish_memo[key] = (expr, at, answer)
+        return answer
+
+    def _tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is ``expr`` a tensor: by the value analysis, by use (``x.unsqueeze(0)`` in the same
         function, a registered buffer), moved to the device (``y = y.cuda()``), or computed
         from one by arithmetic, indexing or a tensor method (``y.max()``, ``1 + self.step``)?

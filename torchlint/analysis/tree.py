@@ -90,6 +90,7 @@ class Tree:
         self.order: dict[int, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
         self._function_of: dict[int, cst.FunctionDef | None] = {}
+        self._class_of: dict[int, cst.ClassDef | None] = {}  # see enclosing_class
         self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
         self._next: dict[int, cst.BaseStatement | None] = {}  # id -> the statement after it
         # id -> its children in source order (leaves left out): the analyses walk subtrees
@@ -253,10 +254,25 @@ class Tree:
         return found
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
-        for ancestor in self.ancestors(node):
-            if type(ancestor) is cst.ClassDef:
-                return ancestor  # type: ignore[return-value]
-        return None
+        """The innermost ``class`` around ``node`` (not ``node`` itself), through any ``def``."""
+        # Asked of every `self.x` the analyses meet: remembered like enclosing_function's
+        # (id -> its innermost class, itself included, for the nodes on the way up).
+        memo, parents, passed = self._class_of, self.parents, []
+        current = parents.get(id(node))
+        found = None
+        while current is not None:
+            key = id(current)
+            if key in memo:
+                found = memo[key]
+                break
+            if type(current) is cst.ClassDef:
+                found = memo[key] = current
+                break
+            passed.append(key)
+            current = parents.get(key)
+        for key in passed:
+            memo[key] = found
+        return found
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function, or else the module, whose body holds ``node``."""

@@ -114,6 +114,10 @@ class ValueKinds(LossFacts, ArrayFacts):
         self._counting: set[int] = set()  # names whose many bindings' kinds are being counted (see _kinds_of)
         self._expr_memo: dict[tuple[int, int], Kind] = {}  # expressions answered from the top (see Bounded)
         self._returning: set[int] = set()  # functions whose returns are being inferred
+        # (id(expr), id(at)) -> (expr, at, the memo key of a name read there, or None): the
+        # bindings that do not reach a use are the same each time the use is asked about
+        # (and the nodes are kept with the key, so a reused id is never mistaken for them)
+        self._name_keys: dict[tuple[int, int], tuple[cst.CSTNode, cst.CSTNode, tuple | None]] = {}  # type: ignore[type-arg]
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
@@ -153,13 +157,14 @@ class ValueKinds(LossFacts, ArrayFacts):
         """The kind of ``expr`` evaluated where ``at`` (default: ``expr``) stands."""
         at = at or expr
         if type(expr) is cst.Name or type(expr) is cst.Attribute:  # not isinstance: see _expr_kind
-            name = dotted(expr)
-            if name is not None:
-                # Bindings that cannot reach `at`: `x = x.cpu().numpy()` does not reach its
-                # own right-hand side, and `beta = torch.tensor(beta)` after `if beta == 0:`
-                # does not reach the test (unless a loop around both carries it back).
-                skipped = self._unreaching(name, at)
-                key = (id(self.ctx.tree.scope_of(at)), name, skipped)
+            entry = self._name_keys.get((id(expr), id(at)))
+            if entry is not None and entry[0] is expr and entry[1] is at:
+                key = entry[2]
+            else:
+                key = self._name_key(expr, at)
+                self._name_keys[(id(expr), id(at))] = (expr, at, key)
+            if key is not None:
+                name, skipped = key[1], key[2]
                 if key in self._memo:
                     return self._memo[key]
                 if key in self._in_progress or self._depth.waiting(key):
@@ -172,6 +177,18 @@ class ValueKinds(LossFacts, ArrayFacts):
         # Nested expressions (`a + a + ...`, a value returned through 1,400 helpers) recurse
         # here: past the depth bound, this one is answered from the top and memoised.
         return self._depth.call((id(expr), id(at)), lambda: self._expr_memo.setdefault((id(expr), id(at)), self._expr_kind(expr, at)) if self._depth.level == 1 else self._expr_kind(expr, at))
+
+    def _name_key(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple | None:  # type: ignore[type-arg]
+        """The memo key of the name ``expr`` read at ``at``: its scope, the name, and the ids
+        of its bindings that do not reach ``at``; None when ``expr`` is no dotted name."""
+        name = dotted(expr)
+        if name is None:
+            return None
+        # Bindings that cannot reach `at`: `x = x.cpu().numpy()` does not reach its
+        # own right-hand side, and `beta = torch.tensor(beta)` after `if beta == 0:`
+        # does not reach the test (unless a loop around both carries it back).
+        skipped = self._unreaching(name, at)
+        return (id(self.ctx.tree.scope_of(at)), name, skipped)
 
     def _named_kind(self, key: tuple, name: str, expr: cst.BaseExpression, at: cst.CSTNode, skipped: frozenset[int]) -> Kind:  # type: ignore[type-arg]
         self._in_progress.add(key)

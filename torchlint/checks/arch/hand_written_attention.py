@@ -116,8 +116,10 @@ def _softmax_alias(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
 def _softmax_module(ctx, call: cst.Call) -> cst.Call | None:  # type: ignore[no-untyped-def]
     """The ``nn.Softmax(...)`` an attribute of ``self`` is bound to, when it is the only binding."""
     name = dotted(call.func)
+    if name is None or not name.startswith("self.") or name.count(".") != 1:
+        return None  # (asked of every call: the class only for a `self.x(...)`)
     cls = ctx.tree.enclosing_class(call)
-    if name is None or not name.startswith("self.") or name.count(".") != 1 or cls is None:
+    if cls is None:
         return None
     bound = ctx.bindings.self_attrs.get(id(cls), {}).get(name, [])
     values = [b.value for b in bound if b.kind == "assign" and b.value is not None and b.element is None]

@@ -139,7 +139,8 @@ class CompiledGraphBreak(Check):
             if ancestor is function:
                 return False
             if type(ancestor) is cst.If:
-                if any(t in short_code(self.ctx.module, ancestor.test, limit=200) for t in _COMPILING_TESTS):
+                test = short_code(self.ctx.module, ancestor.test, limit=200)  # once, not once per name looked for
+                if any(t in test for t in _COMPILING_TESTS):
                     return True
                 if child is not ancestor.test and self.ctx.guards.setting_off(ancestor.test, function):
                     return True
