@@ -109,9 +109,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 known = steps[path][key] = replace(known, tensor_args=True)
             if not info.constants <= known.constants:  # its own parameters: callees are not affected
                 known = steps[path][key] = replace(known, constants=known.constants | info.constants)
-            if not info.uploaded <= known.uploaded:
+            uploaded = not info.uploaded <= known.uploaded  # its callees may be passed them on
+            if uploaded:
                 known = steps[path][key] = replace(known, uploaded=known.uploaded | info.uploaded)
-            grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
+            grown = not info.omitted <= known.omitted or uploaded  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
@@ -134,7 +135,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee), per_step=per_step, position=position)))
+                                               uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, info.uploaded),
+                                               per_step=per_step, position=position)))
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots

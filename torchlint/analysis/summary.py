@@ -31,6 +31,9 @@ class CallSite:
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
     unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop)
     uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
+    # arguments that are the caller's own parameters (position or keyword -> its name): what
+    # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
+    forwards: tuple[tuple[int | str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

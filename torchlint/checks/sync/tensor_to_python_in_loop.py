@@ -65,6 +65,8 @@ class TensorToPythonInLoop(Check):
             if tensors and ctx.syncs.in_step(node) else None
         if read_tensor is not None:
             self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
+        elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
+            self._report_uploaded(node, tensors)
 
     def _passed_fill(self, call: cst.Call, value: cst.BaseExpression) -> bool:
         """``torch.full(shape, fill_value=t)`` with ``t`` a bare parameter: a number as often as
@@ -117,6 +119,23 @@ class TensorToPythonInLoop(Check):
             read.append(index)  # `items[t]` on a list
         if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
+        elif read:
+            self._report_uploaded(node, read)
+
+    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> None:
+        """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
+        parameter: a read of the device when a per-step call passes it a batch just copied
+        there, from the training loop down through each ``forward`` that passes it on (the
+        join's ``#uploaded:``). A list of lengths, or a size, reads nothing."""
+        ctx = self.ctx
+        if ctx.tree.enclosing_function(node) is None or not ctx.syncs.in_step(node):
+            return
+        for value in read:
+            if type(value) is cst.Subscript or type(value) is cst.Name:  # `lengths[i]`, or `n` itself
+                param = ctx.uploads.parameter_behind(value, node)
+                if param is not None:
+                    self.report(node, condition=param.name, expr=short_code(ctx.module, node))
+                    return
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list or tuple (a dict hashes a tensor by identity: no read)."""
