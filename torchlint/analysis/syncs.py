@@ -438,6 +438,32 @@ class HiddenSyncs:
             subject = self._repeats(node, function) or subject
         return self.in_step(node) and self.device_tensor(subject, node)
 
+    def uploaded_mask(self, node: cst.Subscript) -> cst.Param | None:
+        """``[y[y != pad] for y in padded]`` in a helper whose ``padded`` is a parameter: a
+        mask index sized by its values when a per-step call passes that parameter a batch just
+        copied to the device (the join's ``#uploaded:``); the parameter, else None."""
+        ctx = self.ctx
+        if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)) or ctx.tree.enclosing_function(node) is None:
+            return None  # `x[m] = 0` writes in place
+        for element in node.slice:
+            test = element.slice.value if isinstance(element.slice, cst.Index) else None
+            if type(test) is not cst.Comparison or any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
+                continue
+            for operand in (test.left, *(c.comparator for c in test.comparisons)):
+                param = self._parameter_of_item(operand, node)
+                if param is not None and self.in_step(node):
+                    return param
+        return None
+
+    def _parameter_of_item(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
+        """The parameter ``expr`` is, or a row of (``y`` in ``for y in padded``)."""
+        uploads = self.ctx.uploads
+        if type(expr) is cst.Name:
+            binding = self.ctx.bindings.reaching(expr.value, at)
+            if binding is not None and binding.kind in ("for", "comp") and binding.element is None and binding.value is not None:
+                return uploads.parameter_behind(binding.value, binding.node) if type(binding.value) is cst.Name else None
+        return uploads.parameter_behind(expr, at) if type(expr) in (cst.Name, cst.Subscript) else None
+
     def _kept_on_device(self, mask: cst.BaseExpression, at: cst.CSTNode, indexed: cst.BaseExpression) -> bool:
         """``data.train_mask`` of a graph moved to the device (``data = dataset[0].to(device)``),
         or indexing a device tensor (``out[data.train_mask]``, the graph maybe remade by a
