@@ -61,10 +61,13 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
     # this iteration's too. `for hyp in hyps:` binds what the model is given, and
     # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
+    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
     rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
-    if any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes):
+    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
+    if searches:
         nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
-    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For) or _appends(n)), key=ctx.tree.index)
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+                      or searches and (type(n) is cst.For and dotted(n.iter) in rebound or _appends(n))), key=ctx.tree.index)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
