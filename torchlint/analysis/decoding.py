@@ -67,7 +67,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if searches:
         nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
-                      or searches and (type(n) is cst.For and dotted(n.iter) in rebound or _appends(n))), key=ctx.tree.index)
+                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
