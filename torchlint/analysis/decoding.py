@@ -76,7 +76,9 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         derived = _derived(ordered, _targets(statement))
         if not _used_as_logits(ctx, call, derived, nodes):
             continue
-        inputs = _inputs(call, ordered, ctx)
+        # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
+        # `sample` over, even where an inner `for sample in samples:` rebinds the name)
+        inputs = _inputs(call, ordered, ctx) - (_mentions(loop.target) if type(loop) is cst.For else frozenset())
         if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
             return True
     return False
