@@ -57,7 +57,17 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if function is not None and function.name.value in ("forward", "__call__"):
         return False
     nodes = list(ctx.loops._own_nodes(loop.body))
-    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
+    # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
+    # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
+    # this iteration's too. `for hyp in hyps:` binds what the model is given, and
+    # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
+    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
+    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
+    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
+    if searches:
+        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
@@ -66,7 +76,9 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         derived = _derived(ordered, _targets(statement))
         if not _used_as_logits(ctx, call, derived, nodes):
             continue
-        inputs = _inputs(call, ordered, ctx)
+        # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
+        # `sample` over, even where an inner `for sample in samples:` rebinds the name)
+        inputs = _inputs(call, ordered, ctx) - (_mentions(loop.target) if type(loop) is cst.For else frozenset())
         if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
             return True
     return False
@@ -96,8 +108,25 @@ def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
     return func.attr.value not in _TENSOR_METHODS and func.attr.value not in _SAMPLERS
 
 
+def _appends(node: cst.CSTNode) -> bool:
+    """``seq.append(v)``: ``seq`` is made from ``v`` too."""
+    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "append" and len(node.args) == 1
+
+
+def _value(statement: cst.CSTNode) -> cst.BaseExpression | None:
+    """What an assignment binds: its value; a ``for``'s iterable; what ``seq.append(v)`` adds."""
+    if type(statement) is cst.For:
+        return statement.iter
+    if type(statement) is cst.Call:
+        return statement.args[0].value
+    return statement.value  # type: ignore[attr-defined]
+
+
 def _targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
     """The names an assignment binds; with ``items``, ``seq`` for ``seq[i] = v`` too."""
+    if type(statement) is cst.Call:  # `seq.append(v)`
+        name = dotted(statement.func.value)  # type: ignore[attr-defined]
+        return {name} if name is not None else set()
     targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     found: set[str] = set()
     for target in targets:
@@ -153,7 +182,7 @@ def _derived(ordered: list[cst.CSTNode], seeds: set[str]) -> set[str]:
     derived = set(seeds)
     for _ in range(2):
         for statement in ordered:
-            if _mentions(statement.value) & derived:  # type: ignore[attr-defined]
+            if _mentions(_value(statement)) & derived:
                 derived |= _targets(statement) if type(statement) is not cst.AugAssign else {dotted(statement.target) or ""}  # type: ignore[attr-defined]
     return derived
 
@@ -207,7 +236,7 @@ def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set
     for statement in reversed([s for s in ordered if ctx.tree.index(s) < start]):
         targets = _targets(statement) if type(statement) is not cst.AugAssign else set()
         if targets & inputs:
-            value = _mentions(statement.value)  # type: ignore[attr-defined]
+            value = _mentions(_value(statement))
             inputs |= value
             # `img = img_orig * mask + (1 - mask) * img` before the call still carries `img` forward
             made_here |= targets if ctx.tree.is_inside(call, statement) else targets - value

@@ -134,9 +134,10 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 known = steps[path][key] = replace(known, tensor_args=True)
             if not info.constants <= known.constants:  # its own parameters: callees are not affected
                 known = steps[path][key] = replace(known, constants=known.constants | info.constants)
-            if not info.uploaded <= known.uploaded:
+            uploaded = not info.uploaded <= known.uploaded  # its callees may be passed them on
+            if uploaded:
                 known = steps[path][key] = replace(known, uploaded=known.uploaded | info.uploaded)
-            grown = not info.omitted <= known.omitted  # its own parameters: `if max_len is None:` calls now run
+            grown = not info.omitted <= known.omitted or uploaded  # its own parameters: `if max_len is None:` calls now run
             if grown:
                 known = steps[path][key] = replace(known, omitted=known.omitted | info.omitted)
             passes_more = not info.passed <= known.passed  # its own parameters, and what a call handing on its `**kwargs` passes
@@ -171,7 +172,7 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
                 work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee),
+                                               uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, info.uploaded),
                                                passed=project.passes(call, callee, (path, key), None if info.hook else info.passed),
                                                feeds_env=call.feeds_env, per_step=per_step, position=position)))
 

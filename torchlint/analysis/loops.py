@@ -304,10 +304,24 @@ class Loops:
             # unless it decodes (a generator module: fairseq's SequenceGenerator.forward calls
             # `_generate`, whose loop runs the model once per token).
             self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and (
-                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop))
+                self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop)
+                                                and not self._within_decode(loop))
                 or self.decodes(loop)
                 or self._generates(loop))
         return self._hot[key]
+
+    def _within_decode(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` inside a decode loop of its function, training nothing (a beam search's
+        ``for hyp in hyps:``, each hypothesis scored by the model)? The decoded token is the
+        step; the hypotheses repeat within it."""
+        outer = [enclosing for enclosing in self.enclosing_loops(loop) if type(enclosing) in (cst.For, cst.While)]
+        if not outer:
+            return False
+        ctx = self.ctx
+        if any(type(n) is cst.Call and (ctx.method_name(n) == "backward" or ctx.method_name(n) == "step" and self.is_step_call(n))
+               for n in self._loop_nodes(loop)):
+            return False
+        return any(self.decodes(enclosing) for enclosing in outer)
 
     def builds_its_models(self, loop: cst.CSTNode) -> bool:
         """Is every model the loop's own body calls built in that body, a new one each

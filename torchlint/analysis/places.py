@@ -34,7 +34,7 @@ _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
 # Loop variables and iterables that name what a loop goes over, most specific first.
-_NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "candidate"), ("topk", "candidate"),
+_NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), ("topk", "candidate"),
                 ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"), ("stage", "stage"),
                 ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
                 ("param_group", "parameter group"), ("param", "parameter"))  # `for p in model_params`, fp16_util's master params
@@ -98,11 +98,14 @@ class Places:
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop) \
                     or self.ctx.loops.decodes(loop):
                 return Repeat("decoded token", count)
+            if self._indexes_top_k(loop, names):
+                return Repeat("candidate", count)  # `for j in range(beam): ids[0, j]` of `torch.topk(...)`: the k best
             kind = _named_kind(names + " " + bound)
             return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
-        kind = self._decoded(_named_kind(names) or _named_kind(code), loop)
+        kind = self._decoded(_named_kind(names), loop)
         if kind is None and self._over_device_tensor(iterable, loop):
-            kind = "element"  # `for w in words` on a device tensor: one 0-d device tensor per element
+            kind = "element"  # `for w in words` on a device tensor, `for x in hyp["yseq"][0]`: one 0-d device tensor per element
+        kind = kind or self._decoded(_named_kind(code), loop)
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
             kind = "member"
         few = self._few_items(iterable, loop)
@@ -147,11 +150,28 @@ class Places:
         return not any(type(n) is cst.Call and (loops.is_step_call(n) or loops._calls_a_trainer(n) or self._maybe_a_model(n) or self._runs_a_helper(n))
                        for n in loops._loop_nodes(loop))
 
+    def _indexes_top_k(self, loop: cst.CSTNode, index: str) -> bool:
+        """Does ``loop``'s body index the result of a ``topk`` with its variable
+        (``local_best_ids[0, j]`` after ``scores, ids = torch.topk(logp, beam)``)?"""
+        ctx = self.ctx
+        if type(loop) is not cst.For or not index:
+            return False
+        for node in ctx.loops._own_nodes(loop.body):
+            if type(node) is not cst.Subscript or type(node.value) is not cst.Name or not any(
+                    type(e.slice) is cst.Index and dotted(e.slice.value) == index for e in node.slice):
+                continue
+            bound = ctx.bindings.reaching(node.value.value, node)
+            value = bound.value if bound is not None and bound.kind == "assign" else None
+            if type(value) is cst.Call and ((ctx.qname(value.func) or "") == "torch.topk" or ctx.method_name(value) == "topk"):
+                return True
+        return False
+
     def _over_device_tensor(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """``words``, ``enumerate(words)``, ``zip(words, ...)`` with ``words`` a device tensor."""
+        """``words``, ``enumerate(words)``, ``zip(words, ...)``, ``seq[0, 1:]`` with ``words``,
+        ``seq`` a device tensor."""
         if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "zip") and iterable.args:
             iterable = iterable.args[0].value
-        return type(iterable) in (cst.Name, cst.Attribute) and self.ctx.syncs.device_tensor(iterable, at)
+        return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
 
     def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
         """A loop over tokens (not a range of them) decodes them only when it runs a model:

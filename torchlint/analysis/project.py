@@ -88,6 +88,15 @@ class Project:
         return frozenset(where if isinstance(where, str) else names[where] for where in call.uploads
                          if isinstance(where, str) or where < len(names))
 
+    def forwarded_uploads(self, call: CallSite, callee: tuple[str, str], uploaded: frozenset[str]) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` passes its caller's own parameters in
+        ``uploaded`` (batches some per-step call copied to the device), unchanged."""
+        if not uploaded or not call.own_params:
+            return frozenset()
+        names = self._parameters(call, callee)
+        return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
+                         if name in uploaded and (isinstance(where, str) or where < len(names)))
+
     def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())

@@ -189,6 +189,24 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                         found.append(t.slice[0].slice.value.evaluated_value)
         return tuple(found)
 
+    def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
+        """Arguments that are the calling function's own parameters, never rebound there
+        (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``): an upload its caller made
+        reaches the callee too."""
+        found: list[tuple[int | str, str]] = []
+        bindings = self.ctx.bindings
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) is not cst.Name:
+                continue
+            bound = bindings.lookup(value.value, call)
+            if len(bound) == 1 and bound[0].kind == "param":
+                found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
+        return tuple(found)
+
+
     def _branch(self, call: cst.Call, loop: str | None) -> str:
         """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
         found = self.ctx.guards.default_branch(call) if loop is None else None
@@ -202,7 +220,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                     host_args=self._host_args(call, target))
+                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

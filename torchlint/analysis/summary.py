@@ -38,6 +38,9 @@ class CallSite:
     forwards: tuple[int | str, ...] | None = None
     feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
     host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
+    # arguments that are the caller's own parameters (position or keyword -> its name): what
+    # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
+    own_params: tuple[tuple[int | str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

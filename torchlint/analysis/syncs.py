@@ -225,8 +225,14 @@ class HiddenSyncs:
             return self.tensorish(expr.body, at, depth + 1) or self.tensorish(expr.orelse, at, depth + 1)
         if expr_type is cst.Subscript:
             if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
-                return False  # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict)
-            return self.tensorish(expr.value, at, depth + 1)
+                # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict), a tensor
+                # only where this function stores one under that key (`hyp["score"] = s + top[0, j]`)
+                key = _string_key(expr)
+                return key is not None and self._entry_tensorish(key, at, depth)
+            if self.tensorish(expr.value, at, depth + 1):
+                return True
+            # `scores[0]` of a list of device scalars (`scores = [model(x).max() for x in xs]`)
+            return type(expr.value) is cst.Name and _one_index(expr) and self.holds_device_tensors(expr.value, at)
         if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
             return self.bool_mask(expr, at, depth + 1)
         if expr_type is cst.Call and type(expr.func) is cst.Name and ctx.qname(expr.func) is None and ctx.functions.defines(expr.func.value):
@@ -266,8 +272,8 @@ class HiddenSyncs:
         if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
             if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
                 return ctx.values._binding_kind(binding) is Kind.TENSOR
-            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`
-            return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call) and self.tensorish(source, binding.node, depth + 1)
+            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
+            return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
 
     def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
@@ -288,6 +294,81 @@ class HiddenSyncs:
         if type(value) is cst.Call and ctx.devices.move(value) == "device":
             return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
         return self.tensorish(value, binding.node, depth + 1)
+
+    @cached_property
+    def _entries(self) -> dict[tuple[int, str], list[tuple[cst.BaseExpression, cst.CSTNode]]]:
+        """(function, key) -> the values that function stores under a string key:
+        ``hyp["score"] = v`` and ``{"score": v}`` (value, the statement or dict that holds it)."""
+        found: dict[tuple[int, str], list[tuple[cst.BaseExpression, cst.CSTNode]]] = {}
+        tree = self.ctx.tree
+        for assign in tree.nodes(cst.Assign):
+            for target in assign.targets:
+                key = _string_key(target.target) if type(target.target) is cst.Subscript else None
+                function = tree.enclosing_function(assign) if key is not None else None
+                if function is not None:
+                    found.setdefault((id(function), key), []).append((assign.value, assign))  # type: ignore[arg-type]
+        for mapping in tree.nodes(cst.Dict):
+            function = tree.enclosing_function(mapping)
+            for element in mapping.elements if function is not None else ():
+                if type(element) is cst.DictElement and type(element.key) is cst.SimpleString:
+                    found.setdefault((id(function), element.key.evaluated_value), []).append((element.value, mapping))  # type: ignore[arg-type]
+        return found
+
+    def _entry_tensorish(self, key: str, at: cst.CSTNode, depth: int) -> bool:
+        """Does the function around ``at`` store a tensor under ``key`` that may be what ``at``
+        reads (stored before it, or in a loop around both), and never a host value there
+        (``hyp["yseq"] = hyp["yseq"].tolist()``)? Literal numbers are starting values
+        (``{"score": 0.0}``), then replaced by tensors."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(at)
+        entries = self._entries.get((id(function), key), ()) if function is not None else ()
+        if not entries:
+            return False
+        where = tree.index(at)
+        reaching = [(value, node) for value, node in entries if not plainly_python(value) and not tree.is_inside(at, node)
+                    and (tree.index(node) < where or any(tree.is_inside(at, loop) for loop in self.ctx.loops.enclosing_loops(node)))]
+        if any(self._host_value(value, node) for value, node in reaching):
+            return False
+        memo: dict[int, bool] = self.__dict__.setdefault("_entry_memo", {})
+        for value, node in reaching:
+            if id(value) not in memo:
+                memo[id(value)] = False  # `s["score"] = s["score"] + d`: itself, while asked
+                memo[id(value)] = self.tensorish(value, node, depth + 1)
+            if memo[id(value)]:
+                return True
+        return False
+
+    def _host_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``t.item()``, ``t.tolist()``, ``float(t)``, ``t.cpu()``: a value read to the host."""
+        if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("float", "int", "bool", "list"):
+            return True
+        return self.ctx.devices.moved_to_host(value, at)
+
+    def holds_device_tensors(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``container`` a Python list (or generator) of device tensors: ``[model(x).max()
+        for x in xs]``, or a name bound to one in this function, or ``scores = []`` then
+        ``scores.append(loss)`` with ``loss`` one? ``max(scores)``, ``sorted(scores)`` and
+        ``scores[0] < scores[1]`` compare them with ``__bool__``: one read per comparison."""
+        container_type = type(container)
+        if container_type in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
+            return self.device_tensor(container.elt, container.elt)
+        if container_type in (cst.List, cst.Tuple):
+            return any(not isinstance(e, cst.StarredElement) and self.device_tensor(e.value, at) for e in container.elements)
+        if container_type is not cst.Name:
+            return False
+        memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
+        ctx = self.ctx
+        scope = ctx.tree.scope_of(at)
+        key = (id(scope), container.value)
+        if key not in memo:
+            memo[key] = False  # `xs = xs + [x]`: the list itself, while asked
+            items = [(b.value, b.node) for b in ctx.bindings.lookup(container.value, at)
+                     if b.kind == "assign" and b.element is None and type(b.value) in (cst.ListComp, cst.List)]
+            items += [(call.args[0].value, call) for call in ctx.method_calls("append")
+                      if dotted(call.func.value) == container.value and len(call.args) == 1 and ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
+            memo[key] = any(self.holds_device_tensors(value, node) if type(value) in (cst.ListComp, cst.List)
+                            else self.device_tensor(value, node) for value, node in items)
+        return memo[key]
 
     def _moves_an_object(self, move: cst.Call) -> bool:
         """``trainer.cuda()`` after ``trainer = ImagenTrainer(...)`` (or ``Net().to(device)``):
@@ -376,6 +457,32 @@ class HiddenSyncs:
         if op == "repeat_interleave":
             subject = self._repeats(node, function) or subject
         return self.in_step(node) and self.device_tensor(subject, node)
+
+    def uploaded_mask(self, node: cst.Subscript) -> cst.Param | None:
+        """``[y[y != pad] for y in padded]`` in a helper whose ``padded`` is a parameter: a
+        mask index sized by its values when a per-step call passes that parameter a batch just
+        copied to the device (the join's ``#uploaded:``); the parameter, else None."""
+        ctx = self.ctx
+        if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)) or ctx.tree.enclosing_function(node) is None:
+            return None  # `x[m] = 0` writes in place
+        for element in node.slice:
+            test = element.slice.value if isinstance(element.slice, cst.Index) else None
+            if type(test) is not cst.Comparison or any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
+                continue
+            for operand in (test.left, *(c.comparator for c in test.comparisons)):
+                param = self._parameter_of_item(operand, node)
+                if param is not None and self.in_step(node):
+                    return param
+        return None
+
+    def _parameter_of_item(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
+        """The parameter ``expr`` is, or a row of (``y`` in ``for y in padded``)."""
+        uploads = self.ctx.uploads
+        if type(expr) is cst.Name:
+            binding = self.ctx.bindings.reaching(expr.value, at)
+            if binding is not None and binding.kind in ("for", "comp") and binding.element is None and binding.value is not None:
+                return uploads.parameter_behind(binding.value, binding.node) if type(binding.value) is cst.Name else None
+        return uploads.parameter_behind(expr, at) if type(expr) in (cst.Name, cst.Subscript) else None
 
     def _kept_on_device(self, mask: cst.BaseExpression, at: cst.CSTNode, indexed: cst.BaseExpression) -> bool:
         """``data.train_mask`` of a graph moved to the device (``data = dataset[0].to(device)``),
@@ -521,6 +628,19 @@ class HiddenSyncs:
                      and not (type(b.value) is cst.Subscript and dotted(b.value.value) == name)]
             return all(self.bool_mask(b.value, b.node, depth + 1, traced) for b in bound)
         return False
+
+
+def _string_key(subscript: cst.Subscript) -> str | None:
+    """``"score"`` for ``hyp["score"]``: the one string key of a subscript, if that is all it is."""
+    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
+        return None
+    key = subscript.slice[0].slice.value
+    return key.evaluated_value if type(key) is cst.SimpleString and isinstance(key.evaluated_value, str) else None  # type: ignore[union-attr]
+
+
+def _one_index(subscript: cst.Subscript) -> bool:
+    """``xs[0]``, ``xs[i]``: one item, not a slice."""
+    return len(subscript.slice) == 1 and type(subscript.slice[0].slice) is cst.Index
 
 
 def _leaves_loop(branch: cst.If) -> bool:

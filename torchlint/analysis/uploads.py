@@ -264,15 +264,30 @@ class Uploads:
 
     # --- the move -------------------------------------------------------------------------
     def move_of(self, expr: cst.BaseExpression) -> cst.Call | None:
-        """``expr.to(device)`` / ``expr.cuda()`` right on ``expr``."""
+        """``expr.to(device)`` / ``expr.cuda()`` right on ``expr``; or ``expr.type_as(t)`` /
+        ``expr.to(t)`` with ``t`` a device tensor: to that tensor's device (and dtype)."""
         tree = self.ctx.tree
         attribute = tree.parent(expr)
         if type(attribute) is not cst.Attribute or attribute.value is not expr:
             return None
         call = tree.parent(attribute)
-        if type(call) is cst.Call and call.func is attribute and self.ctx.devices.move(call) == "device":
+        if type(call) is not cst.Call or call.func is not attribute:
+            return None
+        if self.ctx.devices.move(call) == "device" or self.moves_like(call):
             return call
         return None
+
+    def moves_like(self, call: cst.Call) -> bool:
+        """``x.type_as(enc)``, ``x.to(enc)``: a copy to the device of ``enc``, a device tensor
+        (a dtype, ``x.to(y.dtype)``, or a tensor on the host moves nothing across)."""
+        ctx = self.ctx
+        if ctx.method_name(call) not in ("type_as", "to") or ctx.devices.dtype_only_to(call):
+            return False
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(positional) != 1 or len(call.args) > 2 or ctx.devices.device_value(positional[0], call) is not None:
+            return False  # `.to(device)` is `move`'s; `.to(t, non_blocking=True)` at most one keyword more
+        other = positional[0]
+        return type(other) in (cst.Name, cst.Attribute, cst.Subscript) and ctx.syncs.device_tensor(other, call)
 
     def moved_later(self, top: cst.BaseExpression) -> cst.Call | None:
         """``x = torch.arange(n)`` then, a few statements on in the same block and with ``x``

@@ -130,8 +130,8 @@ class CreateThenMove(Check):
             return None  # a generator draws on its own device: `device="cuda"` with a CPU one raises
         if any(ctx.keyword(factory, name) is not None for name in _PLACES_STORAGE):
             return None  # `out=` (or pinned or sparse storage) already decides where the result lives
-        target = _device_argument(move)
-        if target is None:
+        target = _device_argument(move) if ctx.devices.move(move) == "device" else None
+        if target is None:  # `.type_as(enc)`: a dtype too, which `device=` alone would not give
             return None
         receiver = move.func.value  # type: ignore[attr-defined]
         new_factory = with_keyword(factory, "device", target)

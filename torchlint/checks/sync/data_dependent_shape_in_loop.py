@@ -30,6 +30,9 @@ class DataDependentShapeInLoop(Check):
     def _check(self, node: cst.Call | cst.Subscript) -> None:
         ctx = self.ctx
         if not ctx.syncs.sized_by_values(node):
+            param = ctx.syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
+            if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
+                self.report(node, condition=param.name, expr=short_code(ctx.module, node, limit=60), repeated=False)
             return
         repeated = ctx.syncs.repeated_in_step(node)
         if repeated:

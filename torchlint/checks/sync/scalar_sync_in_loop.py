@@ -78,6 +78,9 @@ class ScalarSyncInLoop(Check):
         syncs = self.ctx.syncs
         if statement is node:  # a value-sized op: the node is its own statement here
             if not syncs.sized_by_values(node):  # type: ignore[arg-type]
+                param = syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
+                if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
+                    self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
                 return
         elif not syncs.condition_read(statement, node):
             return

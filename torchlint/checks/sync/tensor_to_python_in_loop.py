@@ -42,6 +42,9 @@ class TensorToPythonInLoop(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         func = node.func
+        if self._sorts_device_scalars(node):
+            self.report(node, hint=_COMPARE_HINT, expr=short_code(ctx.module, node))
+            return
         if type(func) is cst.Name and ctx.qname(func) is None:
             name = func.value
             if name in _CONVERSIONS or name in _FORMATTING:
@@ -65,6 +68,29 @@ class TensorToPythonInLoop(Check):
             if tensors and ctx.syncs.in_step(node) else None
         if read_tensor is not None:
             self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
+        elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
+            self._report_uploaded(node, tensors)
+
+    def _sorts_device_scalars(self, call: cst.Call) -> bool:
+        """``sorted(hyps, key=lambda h: h["score"])``, ``hyps.sort(key=...)``, ``max(scores)``
+        where the keys are device tensors (``hyp["score"] = hyp["score"] + top[0, j]``, a list
+        of ``loss`` values): every comparison calls ``__bool__`` on a device tensor."""
+        ctx = self.ctx
+        func = call.func
+        builtin = type(func) is cst.Name and func.value in _COMPARING and ctx.qname(func) is None
+        if not builtin and ctx.method_name(call) != "sort":
+            return False
+        key = ctx.keyword(call, "key")
+        if key is not None:
+            compared: cst.BaseExpression | None = key.value.body if type(key.value) is cst.Lambda else None
+        else:  # `max(scores)`: the items themselves (`max(a, b)` is the reads of `a` and `b` below)
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            compared = positional[0] if builtin and len(positional) == 1 else None
+        if compared is None or not ctx.syncs.in_step(call):
+            return False
+        if key is not None:
+            return not plainly_python(compared) and ctx.syncs.device_tensor(compared, compared)
+        return ctx.syncs.holds_device_tensors(compared, call)
 
     def _passed_fill(self, call: cst.Call, value: cst.BaseExpression) -> bool:
         """``torch.full(shape, fill_value=t)`` with ``t`` a bare parameter: a number as often as
@@ -117,6 +143,23 @@ class TensorToPythonInLoop(Check):
             read.append(index)  # `items[t]` on a list
         if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
+        elif read:
+            self._report_uploaded(node, read)
+
+    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> None:
+        """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
+        parameter: a read of the device when a per-step call passes it a batch just copied
+        there, from the training loop down through each ``forward`` that passes it on (the
+        join's ``#uploaded:``). A list of lengths, or a size, reads nothing."""
+        ctx = self.ctx
+        if ctx.tree.enclosing_function(node) is None or not ctx.syncs.in_step(node):
+            return
+        for value in read:
+            if type(value) is cst.Subscript or type(value) is cst.Name:  # `lengths[i]`, or `n` itself
+                param = ctx.uploads.parameter_behind(value, node)
+                if param is not None:
+                    self.report(node, condition=param.name, expr=short_code(ctx.module, node))
+                    return
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list or tuple (a dict hashes a tensor by identity: no read)."""
@@ -126,6 +169,9 @@ class TensorToPythonInLoop(Check):
         return ctx.values.is_sequence_literal(value, at) and ctx.values.kind(value, at) is Kind.HOST
 
 
+_COMPARE_HINT = ("Each comparison of two device tensors calls `__bool__`, a read that waits for the device: sorting n of "
+                 "them reads about n·log2(n) times. Read the keys once (`torch.stack(scores).tolist()`) and compare numbers, "
+                 "or pick on the device (`torch.topk`, `argmax`)")
 _FILL_HINT = ("A fill value is a Python number, so `torch.full` reads the 0-d device tensor first: broadcast the tensor "
               "instead (`alphas[index].view(1, 1, 1, 1).expand(b, 1, 1, 1)`, or just `alphas[index]` in the arithmetic), "
               "or read the whole schedule once before the loop (`.tolist()`)")
