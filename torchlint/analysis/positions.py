@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from torchlint.analysis.tree import Tree
 
 Span = tuple[int, int, int, int]  # line, column (0-based), end_line, end_column
 
@@ -72,8 +75,10 @@ class _AllPlaced(Exception):
     """Every target has its span: ends the codegen early."""
 
 
-def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, Span]:
-    """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header)."""
+def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode], tree: Tree | None = None, text: str | None = None) -> dict[int, Span]:
+    """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header).
+    Given the module's ``tree`` and the ``text`` it was parsed from, only the top-level
+    statements that hold the nodes are generated (:func:`_statement_spans`)."""
     nodes = list(nodes)
     targets = {id(n) for n in nodes}
     if not targets:
@@ -83,12 +88,14 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int,
     comp_fors = [n for n in nodes if isinstance(n, cst.CompFor)]
     for comp_for in comp_fors:
         targets.update((id(comp_for.target), id(comp_for.iter)))
-    state = _TargetPositionState(module, targets, unplaced=len({id(c) for c in comp_fors}))
-    try:
-        module._codegen(state)
-    except _AllPlaced:
-        pass
-    spans = state.spans
+    spans = _statement_spans(module, targets, comp_fors, tree, text) if tree is not None and text is not None else None
+    if spans is None:
+        state = _TargetPositionState(module, targets, unplaced=len({id(c) for c in comp_fors}))
+        try:
+            module._codegen(state)
+        except _AllPlaced:
+            pass
+        spans = state.spans
     for comp_for in comp_fors:
         start, end = spans.get(id(comp_for.target)), spans.get(id(comp_for.iter))
         if start is None or end is None:
@@ -98,6 +105,64 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int,
             before += len("async") + len(_simple(comp_for.asynchronous.whitespace_after))
         spans[id(comp_for)] = (start[0], max(0, start[1] - before), end[2], end[3])
     return spans
+
+
+def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.CompFor], tree: Tree, text: str) -> dict[int, Span] | None:
+    """The spans of ``targets`` from the codegen of the top-level statements that hold them
+    only, each up to its last target; None where that cannot be told for sure (the caller
+    generates the module).
+
+    libcst gives the text back as parsed, so a statement's generated code stands in the text
+    where the statement does: the code generated up to its last target, found once and only
+    once in the text after the statement before, says on which line it starts.
+    """
+    if "\x0c" in text:
+        return None  # libcst drops form feeds from the code: it is not the text (engine/runner.py)
+    body, order = module.body, tree.order
+    starts = [order.get(id(statement), -1) for statement in body]
+    unplaced = {id(comp_for) for comp_for in comp_fors}  # codegen never places a clause itself
+    held: dict[int, list[int]] = {}  # statement position -> the targets in it
+    for target in targets:
+        at = order.get(target)
+        position = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        if position < 0 or at > tree._last_index(body[position]):
+            return None  # the module itself, or a node outside the statements
+        held.setdefault(position, []).append(target)
+    spans: dict[int, Span] = {}
+    cursor, line = 0, 1  # where the text after the last statement found starts, and its line
+    for position in sorted(held):
+        inside = set(held[position])
+        state = _TargetPositionState(module, inside, unplaced=len(inside & unplaced))
+        try:
+            body[position]._codegen(state)
+        except _AllPlaced:
+            pass
+        code = "".join(state.tokens)
+        found = _once(code, text, cursor)
+        if found is None:  # the code up to the target stands in the text again (`x = f(`): all of it
+            code = module.code_for_node(body[position])
+            found = _once(code, text, cursor)
+            if found is None:
+                return None  # the module's codegen says
+        line += _line_breaks(text[cursor:found])
+        cursor = found + len(code)
+        for key, (start_line, start_column, end_line, end_column) in state.spans.items():
+            spans[key] = (start_line + line - 1, start_column, end_line + line - 1, end_column)
+        line += _line_breaks(code)
+    return spans
+
+
+def _once(code: str, text: str, start: int) -> int | None:
+    """Where ``code`` stands in ``text`` after ``start``, at a line's start, if only there."""
+    found = text.find(code, start)
+    if not code or found < 0 or text.find(code, found + 1) >= 0 or found > 0 and text[found - 1] not in "\r\n":
+        return None
+    return found
+
+
+def _line_breaks(text: str) -> int:
+    """Python's line breaks in ``text``: \\r\\n, \\n and a lone \\r alike."""
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
 
 
 def _simple(whitespace: cst.BaseParenthesizableWhitespace) -> str:
