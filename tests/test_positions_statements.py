@@ -20,6 +20,9 @@ _TEXTS = {
     "decorated": "# header\n\n@torch.no_grad()\n# between\n@other\ndef f(x):\n    return x.cpu()\n\n\nclass A:\n    @property\n    def p(self):\n        return self.x.item()\n",
     "no trailing newline": "import torch\nx = torch.zeros(3)\ny = x.item()",
     "form feed": "import torch\n\x0c\ndef f(x):\n    return x.item()\n",
+    "classes": "class A(nn.Module):\n    x = f(1)\n\n    # a comment\n    def forward(self, x):\n        return self.x.item()\n\n\nclass B(nn.Module):\n    x = f(1)\n\n    # a comment\n    def forward(self, x):\n        return self.x.item()\n",
+    "tab-indented class": "class A:\n\tdef m(self):\n\t\treturn g(self)\n\n\t@staticmethod\n\tdef n():\n\t\treturn [h(i) for i in range(2)]\n",
+    "one-line class": "class A: x = f(1)\nclass B:\n    pass\n",
     "continuation": "x = f(\\\n    1)\ny = [a for a in \\\n     b if g(a)]\n",
 }
 
@@ -37,8 +40,11 @@ def test_statement_spans_match_the_module_codegen(name: str) -> None:
         assert compute_spans(module, nodes, tree, text) == compute_spans(module, nodes), (name, [type(n).__name__ for n in nodes])
 
 
-def test_only_the_statements_holding_targets_are_generated() -> None:
-    text = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(200)) + "def last(x):\n    return x.item()\n"
+@pytest.mark.parametrize("indent", ["", "    "])
+def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
+    """A top-level function, or a method of a top-level class: the 200 before it are skipped."""
+    header = "class Model:\n" if indent else "\n"
+    text = header + "".join(f"{indent}def f{i}(x):\n{indent}    return x + {i}\n\n" for i in range(200)) + f"{indent}def last(x):\n{indent}    return x.item()\n"
     module = cst.parse_module(text)
     tree = Tree(module)
     read = tree.nodes(cst.Call)[-1]
@@ -51,5 +57,5 @@ def test_only_the_statements_holding_targets_are_generated() -> None:
 
     with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
         spans = compute_spans(module, [read], tree, text)
-    assert spans == compute_spans(module, [read]) == {id(read): (602, 11, 602, 19)}
+    assert spans == compute_spans(module, [read]) == {id(read): (603, 11 + len(indent), 603, 19 + len(indent))}
     assert generated == ["last"]  # not the 200 functions before it
