@@ -53,10 +53,11 @@ class SubtreeCalls:
             return self._walked(root, stops)
         end = tree._last_index(root)
         memo = self._stoppers.setdefault(id(stops), {})
-        order, at = tree.order, self._at
+        order, at, parents = tree.order, self._at, tree.parents
         found = []
         for call in self._all[bisect.bisect_left(at, start):bisect.bisect_right(at, end)]:
-            stopper = self._stopper(call, stops, memo)
+            above = id(parents.get(id(call)))
+            stopper = memo[above] if above in memo else self._stopper(call, stops, memo)  # most paths up are known
             if stopper is None or order[id(stopper)] <= start:
                 found.append(call)
         # That walk pops a subtree right to left: the reverse of a post-order, where a node
