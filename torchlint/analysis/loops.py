@@ -11,6 +11,7 @@ from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guards import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
+from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
 from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import MODULE_CHAIN, Kind, looks_like_optimizer
 
@@ -58,6 +59,8 @@ class Loops:
         self._described: dict[int, Where] = {}  # a loop's description: one walk of it, however many findings it holds
         self._trains: dict[int, int] = {}  # id(def) -> the step parts it runs (see _calls_a_trainer)
         self._loop_keys: dict[int, str] = {}
+        self._step_calls: dict[int, bool] = {}
+        self._hot_loops: dict[int, cst.CSTNode | None] = {}
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
@@ -109,10 +112,11 @@ class Loops:
 
     def local_hot_loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost enclosing hot loop of the same function, or None."""
-        for loop in self.enclosing_loops(node):
-            if self.is_hot(loop):
-                return loop
-        return None
+        key = id(node)
+        if key in self._hot_loops:  # asked of a finding's node by the engine, the places and the summary
+            return self._hot_loops[key]
+        found = self._hot_loops[key] = next((loop for loop in self.enclosing_loops(node) if self.is_hot(loop)), None)
+        return found
 
     def step_condition(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """What must run every step for ``node`` to: None when a hot loop around it already
@@ -240,7 +244,7 @@ class Loops:
             # batches runs once per epoch; but an epoch that is one optimizer step (full-batch
             # training: `for epoch in range(n): train(epoch)`) is the training step itself
             return Where.TRAIN if self._steps_once(loop) else Where.EPOCH
-        calls = [n for n in self._loop_nodes(loop) if isinstance(n, cst.Call)] if isinstance(loop, (cst.For, cst.While)) else []
+        calls = self.loop_calls(loop) if isinstance(loop, (cst.For, cst.While)) else []
         methods = {self.ctx.method_name(c) for c in calls}
         if "backward" in methods or any(self.ctx.method_name(c) == "step" and self.is_step_call(c) for c in calls):
             return Where.TRAIN
@@ -264,9 +268,9 @@ class Loops:
         """Does each iteration of ``loop`` make one training step: a backward or an optimizer
         step in its own body (micro-batch slices included, other nested loops not), or a
         call of a function of this file that makes one?"""
-        for node in self._step_nodes(loop.body):
-            if type(node) is cst.Call and (self._own_step_parts(node) == _BACKWARD or self._calls_a_trainer(node)
-                                           or self.ctx.method_name(node) == "step" and self.is_step_call(node)):
+        for node in self.own_calls(loop.body, STEP):
+            if self._own_step_parts(node) == _BACKWARD or self._calls_a_trainer(node) \
+                    or self.ctx.method_name(node) == "step" and self.is_step_call(node):
                 return True
         return False
 
@@ -335,9 +339,7 @@ class Loops:
 
     def _models_built_in(self, loop: cst.For | cst.While) -> bool:
         ctx, called = self.ctx, False
-        for node in self._own_nodes(loop.body):
-            if type(node) is not cst.Call:
-                continue
+        for node in self.own_calls(loop.body):
             if type(node.func) is not cst.Name:
                 if self.ctx.method_name(node) != "backward" and self.is_step_call(node):
                     return False  # `self.model(x)`, `opt.step()`: what the loop steps is made elsewhere
@@ -369,7 +371,7 @@ class Loops:
     def _samples(self, loop: cst.CSTNode) -> bool:
         """A sampling loop by its calls: it samples (``torch.multinomial``) from a model in it,
         or feeds the model's output back into its input (:meth:`_feeds_back`)."""
-        calls = [n for n in self._loop_nodes(loop) if type(n) is cst.Call]
+        calls = self.loop_calls(loop)
         methods = {self.ctx.method_name(c) for c in calls}
         if methods & _SAMPLING - {"generate"} and any(self.is_step_call(c) for c in calls):
             return True  # (a `torch.multinomial` loop with no model in it, over a mask on the host, samples no tokens)
@@ -380,7 +382,7 @@ class Loops:
         generator.generate(model, sample)``): an inference step per iteration, a whole
         generation (its tokens decoded inside), not one token."""
         return type(loop) in (cst.For, cst.While) and any(
-            type(n) is cst.Call and self.ctx.method_name(n) == "generate" for n in self._loop_nodes(loop))
+            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop))
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed
@@ -467,8 +469,8 @@ class Loops:
         itself or through a function of this file it calls (``while ...: self.run_step(b)``)?"""
         models = _target_names(loop)  # `for net in nets: net(x)` goes over models, not batches
         for part in _body_children(loop) or ((loop.elt,) if hasattr(loop, "elt") else ()):
-            for node in self._own_nodes(part):
-                if type(node) is cst.Call and (self.is_step_call(node) or self._calls_a_trainer(node)):
+            for node in self.own_calls(part):
+                if self.is_step_call(node) or self._calls_a_trainer(node):
                     if dotted(node.func) in models:
                         continue  # each model called once: the loop's step is no batch's
                     return True
@@ -490,9 +492,8 @@ class Loops:
         if key not in self._trains:
             self._trains[key] = 0  # recursion ends here
             parts = 0
-            for n in self._step_nodes(function.body):
-                if type(n) is cst.Call:
-                    parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            for n in self.own_calls(function.body, STEP):
+                parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
             self._trains[key] = parts
         return self._trains[key]
 
@@ -526,6 +527,13 @@ class Loops:
 
     def is_step_call(self, call: cst.Call) -> bool:
         """``loss.backward()``, ``optimizer.step()``, or a call of a model."""
+        # Asked of each call by every loop and statement around it: answered once.
+        known = self._step_calls.get(id(call))
+        if known is None:
+            known = self._step_calls[id(call)] = self._is_step_call(call)
+        return known
+
+    def _is_step_call(self, call: cst.Call) -> bool:
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -546,8 +554,8 @@ class Loops:
             found: list[cst.CSTNode] = []
             for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While)):
                 backward = step = False
-                for node in self._loop_nodes(loop):
-                    if type(node) is cst.Call and type(node.func) is cst.Attribute:  # type: ignore[attr-defined]
+                for node in self.loop_calls(loop):
+                    if type(node.func) is cst.Attribute:  # type: ignore[attr-defined]
                         method = node.func.attr.value
                         if method == "backward":
                             backward = True
@@ -570,6 +578,17 @@ class Loops:
             if type(node) in _BARRIER_TYPES:
                 continue
             stack.extend(children(node))
+
+    def own_calls(self, root: cst.CSTNode, stops: frozenset[type] | str = OWN) -> list[cst.Call]:
+        """The calls of :meth:`_own_nodes` (``STEP``: of :meth:`_step_nodes`), in its order,
+        from one index of the file's calls (analysis/subtree_calls.py). Do not change the list."""
+        if not hasattr(self, "_subtree_calls"):
+            self._subtree_calls = SubtreeCalls(self.ctx.tree, _slices_a_batch)
+        return self._subtree_calls.calls(root, stops)
+
+    def loop_calls(self, loop: cst.CSTNode) -> list[cst.Call]:
+        """The calls of :meth:`_loop_nodes`, in its order: a loop's body's (a ``while``'s test first)."""
+        return [call for part in reversed(_body_children(loop)) if type(part) not in _BARRIER_TYPES for call in self.own_calls(part, IN_SCOPE)]
 
     # --- where a value is iterated (TL201/TL202 point the profiler at these loops) --------
     def iterated_roots(self, iterable: cst.BaseExpression | None) -> list[cst.BaseExpression]:

@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
+from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.analysis.values import Kind
 
@@ -48,7 +49,6 @@ class Places:
         # Every finding of a function asks about the statements after and before it: each
         # statement's calls, and whether it queues device work, are found once per file
         # (a scan per finding was quadratic in the function's length).
-        self._calls_of: dict[tuple[int, bool], list[cst.Call]] = {}
         self._queues_work: dict[tuple[int, int], bool] = {}
         self._block_positions: dict[int, dict[int, int]] = {}
         # A block's first statement that queues device work, and its last one per stop: the
@@ -60,6 +60,7 @@ class Places:
         self._finish_orders: dict[int, list[cst.Call]] = {}
         self._drained: dict[tuple[int, str | None], bool] = {}
         self._quiet_calls: dict[int, bool] = {}
+        self._call_facts: dict[tuple[int, str], bool] = {}  # (id of a call, "queue" or "device") -> its answer
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -147,8 +148,8 @@ class Places:
         """Does the loop's body queue only small tensor ops: no model, no backward or
         optimizer step, no helper of the project whose own work is unknown here?"""
         loops = self.ctx.loops
-        return not any(type(n) is cst.Call and (loops.is_step_call(n) or loops._calls_a_trainer(n) or self._maybe_a_model(n) or self._runs_a_helper(n))
-                       for n in loops._loop_nodes(loop))
+        return not any(loops.is_step_call(n) or loops._calls_a_trainer(n) or self._maybe_a_model(n) or self._runs_a_helper(n)
+                       for n in loops.loop_calls(loop))
 
     def _indexes_top_k(self, loop: cst.CSTNode, index: str) -> bool:
         """Does ``loop``'s body index the result of a ``topk`` with its variable
@@ -274,7 +275,7 @@ class Places:
 
     def _calls_a_model(self, loop: cst.CSTNode) -> bool:
         loops = self.ctx.loops
-        return any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._loop_nodes(loop))
+        return any(loops.is_step_call(n) for n in loops.loop_calls(loop))
 
     def update_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
         """The loop whose iteration is the step around hot ``loop``: ``loop`` itself, or,
@@ -282,21 +283,19 @@ class Places:
         optimizer's ``step()`` after it in an outer loop), the loop that updates: the
         micro-batches repeat within its step."""
         loops = self.ctx.loops
-        nested = lambda n: type(n) in (cst.For, cst.While)  # noqa: E731
-        if self._updates(loop, nested) or not self._backward(loop):
+        if self._updates(loop, INTO_LOOPS) or not self._backward(loop):
             return loop  # it steps itself, or it is no training loop (an evaluation's)
         for outer in loops.enclosing_loops(loop):
-            if type(outer) in (cst.For, cst.While) and self._updates(outer, lambda n: False):
+            if type(outer) in (cst.For, cst.While) and self._updates(outer, OWN):
                 return outer  # its own body steps, after the micro-batches
         return loop
 
-    def _updates(self, loop: cst.CSTNode, enter) -> bool:  # type: ignore[no-untyped-def]
+    def _updates(self, loop: cst.CSTNode, stops: frozenset[type]) -> bool:
         loops = self.ctx.loops
-        return any(type(n) is cst.Call and self.ctx.method_name(n) == "step" and loops.is_step_call(n)
-                   for n in loops._own_nodes(loop, enter=enter))
+        return any(self.ctx.method_name(n) == "step" and loops.is_step_call(n) for n in loops.own_calls(loop, stops))
 
     def _backward(self, loop: cst.CSTNode) -> bool:
-        return any(type(n) is cst.Call and self.ctx.method_name(n) == "backward" for n in self.ctx.loops._own_nodes(loop))
+        return any(self.ctx.method_name(n) == "backward" for n in self.ctx.loops.own_calls(loop))
 
     # --- where in the step --------------------------------------------------------
     def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
@@ -359,12 +358,7 @@ class Places:
 
     def _own_calls(self, statement: cst.CSTNode, into_loops: bool) -> list[cst.Call]:
         """The calls of ``statement``, not in nested scopes (nor nested loops, unless ``into_loops``)."""
-        key = (id(statement), into_loops)
-        calls = self._calls_of.get(key)
-        if calls is None:
-            enter = _is_loop if into_loops else _never
-            calls = self._calls_of[key] = [n for n in self.ctx.loops._own_nodes(statement, enter=enter) if type(n) is cst.Call]
-        return calls
+        return self.ctx.loops.own_calls(statement, INTO_LOOPS if into_loops else OWN)
 
     def _work_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Does the step queue device work after ``node`` (a model call, a backward, an
@@ -418,8 +412,13 @@ class Places:
 
     def _may_queue(self, call: cst.Call) -> bool:
         """A model call, a backward, an optimizer step, a trainer of this file, or a call of a value."""
-        loops = self.ctx.loops
-        return loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call) or self._runs_a_model(call)
+        # Each call is asked once per block around it and per read after it: answered once.
+        key = (id(call), "queue")
+        known = self._call_facts.get(key)
+        if known is None:
+            loops = self.ctx.loops
+            known = self._call_facts[key] = loops.is_step_call(call) or loops._calls_a_trainer(call) or self._maybe_a_model(call) or self._runs_a_model(call)
+        return known
 
     def _runs_a_model(self, call: cst.Call) -> bool:
         """A call of a function of this file whose own body (not a loop in it) calls a model
@@ -462,6 +461,13 @@ class Places:
         """A torch op or a tensor's method (``th.exp(log_prob - old)``, ``ratio.mean()``), or a
         method of a member (``self.policy.evaluate_actions(obs)``: a model's, maybe): device
         work the step queued, so a read after it is no step start (stable-baselines3's PPO)."""
+        key = (id(call), "device")
+        known = self._call_facts.get(key)
+        if known is None:
+            known = self._call_facts[key] = self._queues_a_kernel(call)
+        return known
+
+    def _queues_a_kernel(self, call: cst.Call) -> bool:
         ctx, func = self.ctx, call.func
         qualified = ctx.qname(func)
         if qualified is not None:  # a torch op on a device tensor, or a factory told to make one there
@@ -608,14 +614,6 @@ class Places:
 
 # Tensor methods that copy or read (the host waits for them) or ask for metadata: no queued work after them.
 _COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
-
-
-def _is_loop(node: cst.CSTNode) -> bool:
-    return type(node) in (cst.For, cst.While)
-
-
-def _never(node: cst.CSTNode) -> bool:
-    return False
 
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:

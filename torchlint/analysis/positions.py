@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from torchlint.analysis.tree import Tree
 
 Span = tuple[int, int, int, int]  # line, column (0-based), end_line, end_column
 
@@ -72,8 +75,10 @@ class _AllPlaced(Exception):
     """Every target has its span: ends the codegen early."""
 
 
-def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, Span]:
-    """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header)."""
+def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode], tree: Tree | None = None, text: str | None = None) -> dict[int, Span]:
+    """Map ``id(node)`` to its span for each of ``nodes`` (statements span their header).
+    Given the module's ``tree`` and the ``text`` it was parsed from, only the top-level
+    statements that hold the nodes are generated (:func:`_statement_spans`)."""
     nodes = list(nodes)
     targets = {id(n) for n in nodes}
     if not targets:
@@ -83,12 +88,14 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int,
     comp_fors = [n for n in nodes if isinstance(n, cst.CompFor)]
     for comp_for in comp_fors:
         targets.update((id(comp_for.target), id(comp_for.iter)))
-    state = _TargetPositionState(module, targets, unplaced=len({id(c) for c in comp_fors}))
-    try:
-        module._codegen(state)
-    except _AllPlaced:
-        pass
-    spans = state.spans
+    spans = _statement_spans(module, targets, comp_fors, tree, text) if tree is not None and text is not None else None
+    if spans is None:
+        state = _TargetPositionState(module, targets, unplaced=len({id(c) for c in comp_fors}))
+        try:
+            module._codegen(state)
+        except _AllPlaced:
+            pass
+        spans = state.spans
     for comp_for in comp_fors:
         start, end = spans.get(id(comp_for.target)), spans.get(id(comp_for.iter))
         if start is None or end is None:
@@ -98,6 +105,107 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int,
             before += len("async") + len(_simple(comp_for.asynchronous.whitespace_after))
         spans[id(comp_for)] = (start[0], max(0, start[1] - before), end[2], end[3])
     return spans
+
+
+def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.CompFor], tree: Tree, text: str) -> dict[int, Span] | None:
+    """The spans of ``targets`` from the codegen of the statements that hold them only (a
+    top-level statement, or a statement of a top-level class's body), each up to its last
+    target; None where that cannot be told for sure (the caller generates the module).
+
+    libcst gives the text back as parsed, so a statement's generated code stands in the text
+    where the statement does: the code generated up to its last target, found once and only
+    once in the text after the statement before, says on which line it starts.
+    """
+    if "\x0c" in text:
+        return None  # libcst drops form feeds from the code: it is not the text (engine/runner.py)
+    unplaced = {id(comp_for) for comp_for in comp_fors}  # codegen never places a clause itself
+    whole: set[int] = set()  # classes generated whole
+    while True:
+        held = _held(module, targets, tree, whole)
+        if held is None:
+            return None
+        spans = _spans_of(module, held, unplaced, text)
+        if type(spans) is dict:
+            return spans
+        if spans < 0 or spans in whole:
+            return None  # not even the whole class: the module's codegen says
+        whole.add(spans)  # a method like another (`return self.net(x)`): its class, whole
+
+
+def _spans_of(module: cst.Module, held: dict[_Unit, set[int]], unplaced: set[int], text: str) -> dict[int, Span] | int:
+    """The spans of the targets of ``held``; where a method is not found once in the text,
+    its class's top-level position; -1 where a top-level statement is not."""
+    spans: dict[int, Span] = {}
+    cursor, line = 0, 1  # where the text after the last statement found starts, and its line
+    for unit, inside in sorted(held.items(), key=lambda item: item[0][:2]):
+        statement, indent = unit[2], unit[3]
+        state = _TargetPositionState(module, inside, unplaced=len(inside & unplaced))
+        state.indent_tokens = list(indent)
+        try:
+            statement._codegen(state)
+        except _AllPlaced:
+            pass
+        code = "".join(state.tokens)
+        found = _once(code, text, cursor)
+        if found is None:  # the code up to the target stands in the text again (`x = f(`): all of it
+            complete = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline, indent_tokens=list(indent))
+            statement._codegen(complete)
+            code = "".join(complete.tokens)
+            found = _once(code, text, cursor)
+            if found is None:
+                return unit[0] if unit[1] >= 0 else -1
+        line += _line_breaks(text[cursor:found])
+        cursor = found + len(code)
+        for key, (start_line, start_column, end_line, end_column) in state.spans.items():
+            spans[key] = (start_line + line - 1, start_column, end_line + line - 1, end_column)
+        line += _line_breaks(code)
+    return spans
+
+
+_Unit = tuple[int, int, cst.CSTNode, tuple[str, ...]]  # (top-level position, position in a class body or -1, the statement, its indentation)
+
+
+def _held(module: cst.Module, targets: set[int], tree: Tree, whole: set[int]) -> dict[_Unit, set[int]] | None:
+    """The statements to generate, each with the targets it holds: a top-level class's
+    methods one by one, unless a target is in the class's own lines (its header, its body
+    as a whole) or the class is in ``whole``; None for a target outside the statements
+    (the module itself)."""
+    body, order = module.body, tree.order
+    starts = [order.get(id(statement), -1) for statement in body]
+    held: dict[_Unit, set[int]] = {}
+    whole = set(whole)  # classes generated whole
+    for target in targets:
+        at = order.get(target)
+        position = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        if position < 0 or at > tree._last_index(body[position]):
+            return None
+        statement, unit = body[position], None
+        if type(statement) is cst.ClassDef and type(statement.body) is cst.IndentedBlock and position not in whole:
+            block = statement.body
+            members = [order.get(id(member), -1) for member in block.body]
+            inner = bisect.bisect_right(members, at) - 1
+            if inner >= 0 and at <= tree._last_index(block.body[inner]):
+                unit = (position, inner, block.body[inner], (module.default_indent if block.indent is None else block.indent,))
+            else:
+                whole.add(position)
+                for key in [key for key in held if key[0] == position]:
+                    targets_there = held.pop(key)
+                    held.setdefault((position, -1, statement, ()), set()).update(targets_there)
+        held.setdefault(unit or (position, -1, statement, ()), set()).add(target)
+    return held
+
+
+def _once(code: str, text: str, start: int) -> int | None:
+    """Where ``code`` stands in ``text`` after ``start``, at a line's start, if only there."""
+    found = text.find(code, start)
+    if not code or found < 0 or text.find(code, found + 1) >= 0 or found > 0 and text[found - 1] not in "\r\n":
+        return None
+    return found
+
+
+def _line_breaks(text: str) -> int:
+    """Python's line breaks in ``text``: \\r\\n, \\n and a lone \\r alike."""
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
 
 
 def _simple(whitespace: cst.BaseParenthesizableWhitespace) -> str:

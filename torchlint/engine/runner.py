@@ -13,6 +13,7 @@ from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repea
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER
 from torchlint.analysis.steps import StepSummarizer, function_key
+from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.results import ByDataset, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
@@ -87,7 +88,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.errors.append(_internal_error(source.path, "steps", error))
         summarizer, hot_calls = None, []
     try:
-        spans = _spans(module, made, hot_calls, source.text)
+        spans = _spans(module, made, hot_calls, source.text, ctx.tree)
     except RecursionError:  # libcst's code generation recurses once per level of nesting
         result.findings.append(syntax_error(source.path, _TOO_DEEP, hint="Split the expression into steps (named intermediate values)"))
         result.source = result.module = None
@@ -212,10 +213,11 @@ def _guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
     return ctx.guards.rare_words(node, stop=_step_in_function(ctx, node))
 
 
-def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str) -> dict:  # type: ignore[type-arg]
-    """Positions of every reported, related and extra node, in one codegen pass."""
+def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str, tree: Tree) -> dict:  # type: ignore[type-arg]
+    """Positions of every reported, related and extra node, in one codegen pass (of the
+    top-level statements that hold them)."""
     nodes = [report.node for _, report in made] + [n for _, report in made for n in report.related] + list(extra)
-    spans = compute_spans(module, nodes) if nodes else {}
+    spans = compute_spans(module, nodes, tree, text) if nodes else {}
     if spans and "\x0c" in text:
         spans = _with_dropped_form_feeds(spans, text, module.code)
     return spans

@@ -1,0 +1,61 @@
+"""Positions from the codegen of the top-level statements that hold the reported nodes only
+(analysis/positions.py): the same spans as the whole module's codegen, on the texts where
+finding a statement in the text is tricky, and no codegen of the statements in between."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis.positions import compute_spans
+from torchlint.analysis.tree import Tree
+
+_TEXTS = {
+    "repeated prefix": "x = f(1)\nx = f(2)\nfor i in range(3):\n    x = f(i)\n",
+    "same statement twice": "import torch\nloss = model(x)\nprint(1)\nloss = model(x)\n",
+    "crlf": "import torch\r\n\r\n# c\r\ndef f(x):\r\n    return x.item()\r\n\r\ny = [t.item() for t in xs]\r\n",
+    "lone cr": "a = 1\rb = g(a)\rc = [h(v) for v in b]\r",
+    "decorated": "# header\n\n@torch.no_grad()\n# between\n@other\ndef f(x):\n    return x.cpu()\n\n\nclass A:\n    @property\n    def p(self):\n        return self.x.item()\n",
+    "no trailing newline": "import torch\nx = torch.zeros(3)\ny = x.item()",
+    "form feed": "import torch\n\x0c\ndef f(x):\n    return x.item()\n",
+    "classes": "class A(nn.Module):\n    x = f(1)\n\n    # a comment\n    def forward(self, x):\n        return self.x.item()\n\n\nclass B(nn.Module):\n    x = f(1)\n\n    # a comment\n    def forward(self, x):\n        return self.x.item()\n",
+    "tab-indented class": "class A:\n\tdef m(self):\n\t\treturn g(self)\n\n\t@staticmethod\n\tdef n():\n\t\treturn [h(i) for i in range(2)]\n",
+    "one-line class": "class A: x = f(1)\nclass B:\n    pass\n",
+    "continuation": "x = f(\\\n    1)\ny = [a for a in \\\n     b if g(a)]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TEXTS))
+def test_statement_spans_match_the_module_codegen(name: str) -> None:
+    text = _TEXTS[name]
+    module = cst.parse_module(text)
+    tree = Tree(module)
+    kinds = (cst.Call, cst.CompFor, cst.Name, cst.SimpleStatementLine, cst.FunctionDef, cst.For)
+    every = [node for kind in kinds for node in tree.nodes(kind)]
+    assert every
+    # each node alone (the nearest statement alone generated), the last few, and all of them
+    for nodes in [[node] for node in every] + [every[-3:], every]:
+        assert compute_spans(module, nodes, tree, text) == compute_spans(module, nodes), (name, [type(n).__name__ for n in nodes])
+
+
+@pytest.mark.parametrize("indent", ["", "    "])
+def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
+    """A top-level function, or a method of a top-level class: the 200 before it are skipped."""
+    header = "class Model:\n" if indent else "\n"
+    text = header + "".join(f"{indent}def f{i}(x):\n{indent}    return x + {i}\n\n" for i in range(200)) + f"{indent}def last(x):\n{indent}    return x.item()\n"
+    module = cst.parse_module(text)
+    tree = Tree(module)
+    read = tree.nodes(cst.Call)[-1]
+    generated: list[str] = []
+    codegen = cst.FunctionDef._codegen_impl
+
+    def counted(self: cst.FunctionDef, state: object) -> None:
+        generated.append(self.name.value)
+        codegen(self, state)  # type: ignore[arg-type]
+
+    with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
+        spans = compute_spans(module, [read], tree, text)
+    assert spans == compute_spans(module, [read]) == {id(read): (603, 11 + len(indent), 603, 19 + len(indent))}
+    assert generated == ["last"]  # not the 200 functions before it

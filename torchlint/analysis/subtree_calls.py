@@ -1,0 +1,102 @@
+"""The calls of a subtree that run where it runs (not in a nested function, class, lambda
+or comprehension, nor, when asked, in a nested loop), found from one index of the file's
+calls instead of a walk of the subtree per question.
+
+The analyses ask this of every statement around every finding and of every loop, nested
+ones again inside their outer ones: a walk per question visited each node once per level
+of nesting above it, and every node, where only the calls were wanted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+import libcst as cst
+
+from torchlint.analysis.tree import Tree, node_types
+
+_SCOPES = node_types(cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_COMPREHENSIONS = node_types(cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_LOOPS = frozenset({cst.For, cst.While})
+
+# What a subtree's own calls stop at, by the question asked (see `Loops._own_nodes`/`_loop_nodes`).
+OWN = _SCOPES | _COMPREHENSIONS | _LOOPS  # the statement's own calls, not its nested loops'
+INTO_LOOPS = _SCOPES | _COMPREHENSIONS  # nested `for`/`while` loops' calls too
+IN_SCOPE = _SCOPES  # comprehensions' too: every call that runs in this scope (a loop body's)
+STEP = "step"  # OWN, but into the micro-batch loops a predicate names (`Loops._step_nodes`)
+
+
+class SubtreeCalls:
+    """``calls(root, stops)``: each answer found once per file."""
+
+    def __init__(self, tree: Tree, micro_batch: Callable[[cst.CSTNode], bool]) -> None:
+        self.tree = tree
+        self.micro_batch = micro_batch  # the loops STEP enters
+        self._all = tree.nodes(cst.Call)  # in pre-order
+        self._at = [tree.order[id(call)] for call in self._all]
+        self._answers: dict[tuple[int, int], list[cst.Call]] = {}
+        self._stoppers: dict[int, dict[int, cst.CSTNode | None]] = {}
+
+    def calls(self, root: cst.CSTNode, stops: frozenset[type] | str) -> list[cst.Call]:
+        """The calls under ``root`` (itself included) with no node that ``stops`` between it
+        and ``root`` (``root`` itself never stops), in the order a depth-first walk that
+        pushes children left to right pops them (``Loops._own_nodes``'s order). Do not
+        change the list."""
+        key = (id(root), id(stops))
+        found = self._answers.get(key)
+        if found is not None:
+            return found
+        tree = self.tree
+        start = tree.order.get(id(root))
+        if start is None:  # a node made after the walk (a fix's): walked
+            return self._walked(root, stops)
+        end = tree._last_index(root)
+        memo = self._stoppers.setdefault(id(stops), {})
+        order, at, parents = tree.order, self._at, tree.parents
+        found = []
+        for call in self._all[bisect.bisect_left(at, start):bisect.bisect_right(at, end)]:
+            above = id(parents.get(id(call)))
+            stopper = memo[above] if above in memo else self._stopper(call, stops, memo)  # most paths up are known
+            if stopper is None or order[id(stopper)] <= start:
+                found.append(call)
+        # That walk pops a subtree right to left: the reverse of a post-order, where a node
+        # follows its subtree's last node and, on a tie, the nodes inside it.
+        found.sort(key=lambda call: (tree._last_index(call), -order[id(call)]), reverse=True)
+        self._answers[key] = found
+        return found
+
+    def _walked(self, root: cst.CSTNode, stops: frozenset[type] | str) -> list[cst.Call]:
+        step = stops == STEP
+        types = OWN if step else stops
+        stack, found = [root], []
+        while stack:
+            node = stack.pop()
+            if type(node) is cst.Call:
+                found.append(node)
+            if node is root or type(node) not in types or step and self.micro_batch(node):
+                stack.extend(self.tree.children(node))
+        return found
+
+    def _stopper(self, node: cst.CSTNode, stops: frozenset[type] | str, memo: dict[int, cst.CSTNode | None]) -> cst.CSTNode | None:
+        """The innermost ancestor of ``node`` (not itself) that ``stops``; ``memo`` holds each
+        node's innermost one, itself included, so each path up is walked once per question kind."""
+        parents, passed = self.tree.parents, []
+        step = stops == STEP
+        types = OWN if step else stops
+        current = parents.get(id(node))
+        found = None
+        while current is not None:
+            key = id(current)
+            if key in memo:
+                found = memo[key]
+                break
+            if type(current) in types and not (step and self.micro_batch(current)):
+                found = memo[key] = current
+                break
+            passed.append(key)
+            current = parents.get(key)
+        for key in passed:
+            memo[key] = found
+        return found
+
