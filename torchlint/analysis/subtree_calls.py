@@ -79,24 +79,8 @@ class SubtreeCalls:
         return found
 
     def _stopper(self, node: cst.CSTNode, stops: frozenset[type] | str, memo: dict[int, cst.CSTNode | None]) -> cst.CSTNode | None:
-        """The innermost ancestor of ``node`` (not itself) that ``stops``; ``memo`` holds each
-        node's innermost one, itself included, so each path up is walked once per question kind."""
-        parents, passed = self.tree.parents, []
-        step = stops == STEP
-        types = OWN if step else stops
-        current = parents.get(id(node))
-        found = None
-        while current is not None:
-            key = id(current)
-            if key in memo:
-                found = memo[key]
-                break
-            if type(current) in types and not (step and self.micro_batch(current)):
-                found = memo[key] = current
-                break
-            passed.append(key)
-            current = parents.get(key)
-        for key in passed:
-            memo[key] = found
-        return found
+        """The innermost ancestor of ``node`` (not itself) that ``stops``, remembered in ``memo``."""
+        if stops == STEP:  # a micro-batch loop is walked into
+            return self.tree.innermost(node, OWN, memo, self.micro_batch)
+        return self.tree.innermost(node, stops, memo)  # type: ignore[arg-type]
 

@@ -6,7 +6,7 @@ import bisect
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import TypeVar
 
@@ -65,6 +65,8 @@ class _IsNode(dict):  # type: ignore[type-arg]
 _IS_NODE = _IsNode()
 FUNCTION_OR_CLASS = node_types(cst.FunctionDef, cst.ClassDef)
 _STATEMENTS = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_FUNCTION = (cst.FunctionDef,)
+_CLASS = (cst.ClassDef,)
 
 
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -234,30 +236,20 @@ class Tree:
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The innermost ``def`` around ``node`` (not ``node`` itself)."""
-        # Asked for most calls, names and loops by several analyses: each node's answer
-        # is remembered for the nodes on the way up (id -> its innermost def, itself included).
-        memo, parents, passed = self._function_of, self.parents, []
-        current = parents.get(id(node))
-        found = None
-        while current is not None:
-            key = id(current)
-            if key in memo:
-                found = memo[key]
-                break
-            if type(current) is cst.FunctionDef:
-                found = memo[key] = current
-                break
-            passed.append(key)
-            current = parents.get(key)
-        for key in passed:
-            memo[key] = found
-        return found
+        # Asked for most calls, names and loops by several analyses: remembered up the tree.
+        return self.innermost(node, _FUNCTION, self._function_of)  # type: ignore[return-value]
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The innermost ``class`` around ``node`` (not ``node`` itself), through any ``def``."""
-        # Asked of every `self.x` the analyses meet: remembered like enclosing_function's
-        # (id -> its innermost class, itself included, for the nodes on the way up).
-        memo, parents, passed = self._class_of, self.parents, []
+        # Asked of every `self.x` the analyses meet: remembered like enclosing_function's.
+        return self.innermost(node, _CLASS, self._class_of)  # type: ignore[return-value]
+
+    def innermost(self, node: cst.CSTNode, types: tuple[type, ...] | frozenset[type], memo: dict[int, cst.CSTNode | None],
+                  skip: Callable[[cst.CSTNode], bool] | None = None) -> cst.CSTNode | None:
+        """The innermost ancestor of ``node`` (not itself) whose type is one of ``types`` (and
+        that ``skip`` does not pass over); ``memo`` holds each node's answer, itself included,
+        for the nodes on the way up, so each path up is walked once per kind of question."""
+        parents, passed = self.parents, []
         current = parents.get(id(node))
         found = None
         while current is not None:
@@ -265,7 +257,7 @@ class Tree:
             if key in memo:
                 found = memo[key]
                 break
-            if type(current) is cst.ClassDef:
+            if type(current) in types and not (skip is not None and skip(current)):
                 found = memo[key] = current
                 break
             passed.append(key)
