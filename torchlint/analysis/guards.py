@@ -1,15 +1,20 @@
-"""Rare-branch guards: ``if step % 100 == 0:`` and ``if i == 0:`` do not run every step."""
+"""Rare-branch guards: ``if step % 100 == 0:`` and ``if i == 0:`` do not run every step (the
+shapes of the tests themselves: ``guard_shapes.py``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.constants import is_setting
 from torchlint.analysis.devices import string_value
+from torchlint.analysis.guard_shapes import (
+    AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
+    TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
+    constant, counted_or_flagged, counts_steps, falsy, first_rare_exit, is_counter, is_main_guard, is_none,
+    is_rare_test, mentions, mentions_device, mentions_version, none_tested, only_return, raises, target_of,
+)
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -17,295 +22,6 @@ from torchlint.analysis.values import looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
-
-# `== 0`, `== 3`: one particular step. `== "train"` and `== 1.0` pick a mode or a setting
-# that holds on every step, so they are not rare.
-_STEP_NUMBERS = (cst.Integer,)
-# Names of step and batch counters: `if step < warmup:` and `if i == len(loader) - 1:` hold
-# on a few steps only.
-_COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count)$")
-
-
-def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None) -> bool:  # type: ignore[no-untyped-def]
-    """A test with a modulo (``step % N == 0``, also inside and/or; not when N is known to
-    be small: ``period`` gives N's value where known, else only a literal counts),
-    ``== integer``, a step counter matched (``step == len(loader) - 1``) or bounded by a
-    fixed number (``i < 3``, ``step < warmup_steps``, ``len(buffer) < MAX``). ``is_host``
-    tells a Python number (``ni = i + nb * epoch``) from a tensor for derived counters."""
-    for node in (test, *tree_nodes(test)):
-        node_type = type(node)  # exact types: libcst's ABCs make a failing isinstance slow
-        if node_type is cst.BinaryOperation and type(node.operator) is cst.Modulo:
-            if not isinstance(node.left, cst.BaseString) and not _frequent(node.right, period):  # "%s" % x is formatting
-                return True
-        if (node_type is cst.Name or node_type is cst.Attribute) and _PERIODIC_FLAG.match(dotted(node) or ""):
-            return True  # `if self.control.should_save:`: a flag the trainer raises every N steps
-        if node_type is cst.Comparison:
-            if type(node.left) is cst.BinaryOperation and type(node.left.operator) is cst.Modulo and _frequent(node.left.right, period):
-                continue  # `step % 2 == 0`: every other step
-            for target in node.comparisons:
-                operator, bound = target.operator, target.comparator
-                if type(operator) is cst.In and _is_counter(node.left):
-                    return True  # `if step in save_steps:` a few chosen steps
-                if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)) \
-                        and not (is_setting(node.left) or is_setting(bound)):
-                    return True  # (`args.augment_p == 0` is a setting: it holds on every step or on none)
-                if isinstance(operator, cst.Equal) and _is_counter(node.left):
-                    return True
-                if isinstance(operator, (cst.LessThan, cst.LessThanEqual)):
-                    if _is_len(node.left):
-                        return True  # `len(buffer) < size`: filling up, then never again
-                    # A counter under a fixed bound is a warm-up; `j < x.shape[0]` or `i < n`
-                    # is a bounds check, true on every step.
-                    if _fixed_bound(bound) and (_is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left))):
-                        return True
-    return False
-
-
-# An every-N guard with N this small runs on a half or a third of the steps: as good as every step.
-_FREQUENT_PERIOD = 3
-
-
-def _frequent(divisor: cst.BaseExpression, period) -> bool:  # type: ignore[no-untyped-def]
-    """Is ``step % divisor`` known to cycle within a few steps (``% 2``, or
-    ``% self.policy_freq`` with ``policy_freq=2`` its default)?"""
-    if type(divisor) is cst.Integer:
-        value: int | None = int(divisor.evaluated_value) if divisor.value.isdigit() else None
-    else:
-        value = period(divisor) if period is not None else None
-    return value is not None and 0 < value <= _FREQUENT_PERIOD
-
-
-#: How often a wall-clock timer's branch runs (impact reasons).
-TIMER_WORDS = "at most once every few seconds (a branch a wall-clock timer opens, not every step)"
-# Wall-clock readings: a guard comparing one with a bound runs at most once per interval.
-_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
-                     "time.monotonic_ns", "time.process_time", "timeit.default_timer", "datetime.datetime.now"})
-# A timer object's reading (`timer.elapsed()`) and what starts it again (`timer.reset()`).
-_TIMER_READS = frozenset({"elapsed", "elapsed_time", "elapsed_seconds", "seconds_elapsed"})
-_TIMER_RESTARTS = frozenset({"reset", "restart", "start", "tic"})
-# Helpers handed the optimizer to store or report it, not to step it.
-_KEEPS_OPTIMIZER = ("save", "checkpoint", "ckpt", "log", "eval", "state", "load", "print", "report")
-# Flags a trainer sets on the steps that log, save or evaluate (`control.should_save`).
-_PERIODIC_FLAG = re.compile(r"(?:.*\.)?(?:should|time_to)_\w+$")
-
-
-def _fixed_bound(bound: cst.BaseExpression) -> bool:
-    """A number fixed for the run: a literal, a warm-up setting, an UPPER_CASE constant."""
-    if isinstance(bound, cst.Integer):
-        return True
-    name = dotted(bound)
-    last = name.rsplit(".", 1)[-1] if name else ""
-    return "warm" in last.lower() or (last.isupper() and len(last) > 1)
-
-
-# What a loop goes over (analysis/places.py) when it surely repeats inside one step.
-_WITHIN_A_STEP = frozenset({"batch row", "beam", "candidate", "parameter", "block", "layer", "head", "member", "element"})
-
-
-_STEP_COUNTER = re.compile(r"(?:.*_)?(?:epochs?|steps?|it|itr|iters?|iterations?|updates?)(?:_.*)?$", re.IGNORECASE)
-
-
-def _counts_steps(loop: cst.For) -> bool:
-    """``for epoch in ...``, ``for step in range(init_step, max_steps)``, ``for it, x in ...``:
-    a loop whose counter is named for epochs, steps or iterations."""
-    target = loop.target
-    names = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-    return any(isinstance(n, cst.Name) and _STEP_COUNTER.match(n.value) is not None for n in names)
-
-
-def _is_len(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
-
-
-def _is_counter(expr: cst.BaseExpression) -> bool:
-    """A step counter (``step``, ``batch_idx``, ``self.global_step``) or a fill level
-    (``len(buffer)``)."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len":
-        return True
-    name = dotted(expr)
-    return name is not None and _COUNTER.match(name.rsplit(".", 1)[-1]) is not None
-
-
-def _exits_unless_rare(statement: cst.CSTNode) -> bool:
-    """``if step % N != 0: return`` (or ``continue``, also ``if not on or step % N:``):
-    what follows runs every N steps."""
-    if type(statement) is not cst.If or statement.orelse is not None:  # type: ignore[attr-defined]
-        return False  # (an exact type, asked of every statement before a placed call)
-    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
-    last = body[-1] if body else None
-    if not isinstance(last, cst.SimpleStatementLine) or not any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body):
-        return False
-    return _true_unless_rare(statement.test)
-
-
-def _true_unless_rare(test: cst.BaseExpression) -> bool:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return _true_unless_rare(test.left) or _true_unless_rare(test.right)
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
-        return True  # `if step % N:` exits unless step is a multiple of N
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        operator = test.comparisons[0].operator
-        modulo = isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo)
-        return modulo and isinstance(operator, (cst.NotEqual, cst.GreaterThan))
-    return False
-
-
-def _raises(block: cst.BaseSuite) -> bool:
-    """Does the block end by raising or ending the process (``sys.exit(1)``, ``exit()``,
-    ``os._exit(1)``): an error path that runs at most once, not a step?"""
-    body = block.body if isinstance(block, cst.IndentedBlock) else ()
-    last = body[-1] if body else None
-    if not isinstance(last, cst.SimpleStatementLine):
-        return False
-    return any(isinstance(s, cst.Raise) or isinstance(s, cst.Expr) and _ends_process(s.value) for s in last.body)
-
-
-_PROCESS_ENDS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
-
-
-def _ends_process(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and dotted(expr.func) in _PROCESS_ENDS
-
-
-def _first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
-    """The first statement of ``block`` that exits early unless the step is rare."""
-    return next((statement for statement in block.body if _exits_unless_rare(statement)), None)
-
-
-def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """``a and b < 3`` -> ``[a, b < 3]``: each must hold for the branch to run."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return _conjuncts(test.left) + _conjuncts(test.right)
-    return [test]
-
-
-def _counted_or_flagged(test: cst.BaseExpression) -> tuple[str, Callable[[cst.CSTNode], bool]] | None:
-    """``shown < 3`` (a counter under a literal bound: the body must add to it), ``not
-    printed`` (a flag: the body must set it to ``True``) or ``first`` (the body must set it
-    to ``False``); the name, and what moves it."""
-    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) \
-            and type(test.comparisons[0].comparator) is cst.Integer and dotted(test.left) is not None:
-        return dotted(test.left), lambda n: type(n) is cst.AugAssign and type(n.operator) is cst.AddAssign  # type: ignore[return-value]
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and dotted(test.expression) is not None:
-        return dotted(test.expression), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "True"  # type: ignore[return-value]
-    if type(test) in (cst.Name, cst.Attribute) and dotted(test) is not None:  # `if prefill: ...; prefill = False` (litgpt's first token)
-        return dotted(test), lambda n: type(n) is cst.Assign and type(n.value) is cst.Name and n.value.value == "False"  # type: ignore[return-value]
-    return None
-
-
-def _falsy(value: cst.BaseExpression) -> bool:
-    """``False``, ``None``, ``0``, ``0.0``, ``""``: a default that leaves a branch off."""
-    if type(value) is cst.Name:
-        return value.value in ("False", "None")
-    if type(value) in (cst.Integer, cst.Float):
-        return value.evaluated_value == 0  # type: ignore[attr-defined]
-    return type(value) is cst.SimpleString and value.evaluated_value == ""  # type: ignore[attr-defined]
-
-
-def _constant(value: cst.BaseExpression) -> bool:
-    return type(value) is cst.Integer or type(value) is cst.Name and value.value in ("True", "False", "None")
-
-
-def _target_of(node: cst.CSTNode) -> cst.BaseExpression | None:
-    if type(node) is cst.AugAssign:
-        return node.target
-    return node.targets[0].target if type(node) is cst.Assign and len(node.targets) == 1 else None
-
-
-def _assigned_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
-
-
-def _is_none(expr: cst.CSTNode | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
-
-
-def _mentions(expr: cst.CSTNode | None, name: str, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
-    return expr is not None and any(
-        isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) == name for n in (expr, *tree_nodes(expr))
-    )
-
-
-def none_tested(test: cst.BaseExpression, negated: bool = False) -> str | None:
-    """``preds`` for ``preds is None`` (also ``self.preds is None``; with ``negated``,
-    ``preds is not None``)."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return None
-    target = test.comparisons[0]
-    if not isinstance(target.operator, cst.IsNot if negated else cst.Is) or not _is_none(target.comparator):
-        return None
-    return dotted(test.left)
-
-
-def _mentions_device(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
-    for node in (test, *tree_nodes(test)):
-        if isinstance(node, cst.Name) and any(word in node.value.lower() for word in ("cuda", "gpu", "device")):
-            return True
-    return False
-
-
-def _only_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
-    """The expression of a function whose whole body is ``return expr`` (a docstring aside)."""
-    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else (function.body,)
-    statements = [s for s in body if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
-                                          and isinstance(s.body[0], cst.Expr) and isinstance(s.body[0].value, cst.SimpleString))]
-    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
-        return None
-    line = statements[0]
-    if len(line.body) != 1 or not isinstance(line.body[0], cst.Return):
-        return None
-    return line.body[0].value
-
-
-_EXPORT_TESTS = frozenset({
-    "torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
-    "torch._C._get_tracing_state",
-})
-
-
-# Tests that hold on the machine the code is written for: the device is there.
-_AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available", "torch.accelerator.is_available",
-                           "torch.backends.mps.is_available"})
-_ON_BY_DEFAULT = frozenset({"torch.backends.cudnn.enabled"})
-# A flag that says the run uses the GPU: `use_gpu`, `args.cuda`, `x.is_cuda`, `train_on_gpu`.
-_DEVICE_FLAG = re.compile(r"(use_|is_|on_|train_on_|with_|has_|using_)?(cuda|gpu|gpus)")
-_PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
-
-
-# Exceptions an API missing from an older torch raises: their handlers are its fallback.
-_COMPAT_ERRORS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "NameError"})
-
-
-def _mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ignore[no-untyped-def]
-    for node in (test, *tree_nodes(test)):
-        if isinstance(node, cst.Name) and "version" in node.value.lower():
-            return True
-        if isinstance(node, cst.Name) and node.value.upper().startswith(("TORCH_GREATER", "TORCH_LESS", "_TORCH_GREATER")):
-            return True
-    return False
-
-
-def _after_returning_branch(block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str]) -> tuple[cst.If, str] | None:
-    """``if p is not None: ...; return x`` earlier in the function's body than ``child``:
-    the code after it runs only when ``p`` is left out, as an ``else:`` would."""
-    for statement in block.body:
-        if statement is child:
-            return None
-        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock:
-            name = none_tested(statement.test, negated=True)
-            last = statement.body.body[-1] if statement.body.body else None
-            if name in defaults and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
-                return statement, name
-    return None
-
-
-def is_main_guard(test: cst.BaseExpression) -> bool:
-    """``__name__ == "__main__"`` (either way round): the script's own entry point."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
-        return False
-    sides = {dotted(test.left), dotted(test.comparisons[0].comparator)}
-    strings = {getattr(test.left, "value", None), getattr(test.comparisons[0].comparator, "value", None)}
-    return "__name__" in sides and bool(strings & {'"__main__"', "'__main__'"})
 
 
 class Guards:
@@ -363,7 +79,7 @@ class Guards:
         rare = known.get(key)
         if rare is None:
             rare = known[key] = (
-                _raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or (self._rare_test(branch, stop) and not self._steps_optimizer(branch)) or self.first_pass(branch, stop))
         return rare
@@ -390,7 +106,7 @@ class Guards:
         past? Each block is scanned once (per statement, N statements cost N², not N)."""
         exits: dict[int, cst.CSTNode | None] = self.__dict__.setdefault("_rare_exits", {})
         if id(block) not in exits:
-            exits[id(block)] = _first_rare_exit(block)
+            exits[id(block)] = first_rare_exit(block)
         found = exits[id(block)]
         tree = self.ctx.tree
         return found is not None and found is not child and tree.index(found) < tree.index(child)
@@ -418,7 +134,7 @@ class Guards:
         tree = self.ctx.tree
         test = self._named_test(branch.test, branch)
         # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
-        parts = [p for p in _conjuncts(test) if not self._counted_each_step(p, branch, stop)]
+        parts = [p for p in conjuncts(test) if not self._counted_each_step(p, branch, stop)]
         if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch), lambda e: self.ctx.constants.int_value(e, branch))
                    or self._calls_rare_predicate(p) or self._timed(p, branch)
                    for p in parts):
@@ -434,7 +150,7 @@ class Guards:
             # loop that counts steps or epochs (`for step in range(max_steps): if step %
             # save_every == 0:`) is that step or outside it, unless it goes over what a step
             # holds (batch rows, beams, parameters): a modulo on its counter is rare.
-            loops = [loop for loop in loops if not _counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in _WITHIN_A_STEP]
+            loops = [loop for loop in loops if not counts_steps(loop) or self.ctx.places.repeat_of(loop).kind in WITHIN_A_STEP]
         inner = {n.value for loop in loops for n in (loop.target, *tree.descendants(loop.target)) if isinstance(n, cst.Name)}
         return not inner or not any(isinstance(n, cst.Name) and n.value in inner for n in tree.descendants(branch.test))
 
@@ -445,7 +161,7 @@ class Guards:
         again (``last = time.time()``, ``timer.reset()``)? It runs at most once every few
         seconds, whatever the step's length."""
         test = self._named_test(branch.test, branch)
-        return any(self._timed(part, branch) for part in _conjuncts(test))
+        return any(self._timed(part, branch) for part in conjuncts(test))
 
     def _timed(self, test: cst.BaseExpression, branch: cst.If) -> bool:
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
@@ -463,9 +179,9 @@ class Guards:
         # Restarted in the body: without that (`if time.time() - start > warmup_s:`) the
         # branch holds on every step once the bound is passed.
         for node in self.ctx.tree.descendants(branch.body):
-            if type(node) in (cst.Assign, cst.AugAssign) and any(dotted(t) in timers for t in _assigned_targets(node)):
+            if type(node) in (cst.Assign, cst.AugAssign) and any(dotted(t) in timers for t in assigned_targets(node)):
                 return True
-            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _TIMER_RESTARTS \
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in TIMER_RESTARTS \
                     and dotted(node.func.value) in timers:
                 return True
         return False
@@ -477,8 +193,8 @@ class Guards:
         ctx = self.ctx
         nodes = (reading, *ctx.tree.descendants(reading))
         calls = [n for n in nodes if type(n) is cst.Call]
-        clocks = [c for c in calls if ctx.qname(c.func) in _CLOCKS
-                  or type(c.func) is cst.Attribute and c.func.attr.value in _TIMER_READS and not c.args]
+        clocks = [c for c in calls if ctx.qname(c.func) in CLOCKS
+                  or type(c.func) is cst.Attribute and c.func.attr.value in TIMER_READS and not c.args]
         owners = {dotted(n) for n in nodes if type(n) in (cst.Name, cst.Attribute) and dotted(n) is not None and ctx.qname(n) is None}
         if clocks:
             return owners | {dotted(c.func.value) for c in clocks if type(c.func) is cst.Attribute and ctx.qname(c.func) is None}  # type: ignore[attr-defined]
@@ -510,7 +226,7 @@ class Guards:
         if type(node.func) is cst.Attribute and node.func.attr.value == "step" and self.ctx.loops.is_step_call(node):
             return True
         name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
-        if any(word in name for word in _KEEPS_OPTIMIZER):
+        if any(word in name for word in KEEPS_OPTIMIZER):
             return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
         return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)
 
@@ -534,7 +250,7 @@ class Guards:
             function = ctx.functions.called(node, ctx.qname(node.func))
             if function is None:
                 continue
-            returned = _only_return(function)
+            returned = only_return(function)
             if returned is not None and is_rare_test(returned, ctx.tree.descendants):
                 return True
             if self._true_only_when_rare(function):
@@ -562,7 +278,7 @@ class Guards:
         value = getattr(binding, "value", None)
         if not isinstance(value, cst.BinaryOperation):
             return False
-        return any(isinstance(n, cst.Name) and _is_counter(n) for n in self.ctx.tree.descendants(value))
+        return any(isinstance(n, cst.Name) and is_counter(n) for n in self.ctx.tree.descendants(value))
 
     def first_pass(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
         """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs
@@ -578,7 +294,7 @@ class Guards:
         for binding in bindings:
             if stop is None or not tree.is_inside(binding.node, stop) or tree.is_inside(binding.node, branch):
                 continue
-            if binding.kind != "augassign" and not _mentions(binding.value, name, tree.descendants):
+            if binding.kind != "augassign" and not mentions(binding.value, name, tree.descendants):
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
 
@@ -587,8 +303,8 @@ class Guards:
         one side of an ``and``): the body moves the tested counter or flag toward the end of
         its test, so the branch runs a fixed few times per run, unless ``stop`` (the loop)
         sets the name back each step."""
-        for part in _conjuncts(branch.test):
-            found = _counted_or_flagged(part)
+        for part in conjuncts(branch.test):
+            found = counted_or_flagged(part)
             if found is None:
                 continue
             if self._moved_in(found, branch) and not self._set_back(found[0], branch, stop):
@@ -597,12 +313,12 @@ class Guards:
 
     def _counted_each_step(self, test: cst.BaseExpression, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """``shown < 3`` where the step sets ``shown`` back (``shown = 0``) before counting."""
-        found = _counted_or_flagged(test)
+        found = counted_or_flagged(test)
         return found is not None and type(test) is cst.Comparison and self._moved_in(found, branch) and self._set_back(found[0], branch, stop)
 
     def _moved_in(self, found: tuple[str, Callable[[cst.CSTNode], bool]], branch: cst.If) -> bool:
         name, moves = found
-        return any(moves(n) and dotted(_target_of(n)) == name for n in self.ctx.tree.descendants(branch.body))
+        return any(moves(n) and dotted(target_of(n)) == name for n in self.ctx.tree.descendants(branch.body))
 
     def _set_back(self, name: str, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is ``name`` set back to a constant (``shown = 0``, ``printed = False``) in the step
@@ -611,8 +327,8 @@ class Guards:
         scope = self.ctx.loops.local_hot_loop(branch) or stop or tree.enclosing_function(branch)
         if scope is None:
             return False
-        return any(type(n) is cst.Assign and not tree.is_inside(n, branch) and _constant(n.value)
-                   and any(dotted(t) == name for t in _assigned_targets(n)) for n in tree.descendants(scope))
+        return any(type(n) is cst.Assign and not tree.is_inside(n, branch) and constant(n.value)
+                   and any(dotted(t) == name for t in assigned_targets(n)) for n in tree.descendants(scope))
 
     def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
         """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
@@ -626,7 +342,7 @@ class Guards:
         defaults = memo.get(id(function))
         if defaults is None:
             params = (*function.params.params, *function.params.kwonly_params)
-            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and _is_none(p.default))
+            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and is_none(p.default))
         if not defaults:
             return None
         child = node
@@ -643,7 +359,7 @@ class Guards:
                 if name in defaults:
                     return branch, name  # type: ignore[return-value]
             if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
-                returned = _after_returning_branch(ancestor, child, defaults)
+                returned = after_returning_branch(ancestor, child, defaults)
                 if returned is not None:
                     return returned
             child = ancestor
@@ -664,7 +380,7 @@ class Guards:
             if not ctx.tree.is_inside(node, branch.body):
                 continue
             name = self.tensor_tested(branch.test)
-            if name is not None and _mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
+            if name is not None and mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
                 return True
         return False
 
@@ -699,7 +415,7 @@ class Guards:
     def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
         ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
-        return self._in_branch(node, lambda test: _mentions_device(test, self.ctx.tree.descendants), stop=stop)
+        return self._in_branch(node, lambda test: mentions_device(test, self.ctx.tree.descendants), stop=stop)
 
     def device_only(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` under ``if`` statements (up to ``stop``) that only test for the device,
@@ -711,9 +427,9 @@ class Guards:
 
     def _device_test(self, test: cst.BaseExpression) -> bool:
         if type(test) is cst.Call:
-            return self.ctx.qname(test.func) in _AVAILABILITY
+            return self.ctx.qname(test.func) in AVAILABILITY
         if type(test) in (cst.Name, cst.Attribute):
-            return _DEVICE_FLAG.fullmatch((dotted(test) or "").rsplit(".", 1)[-1].lower()) is not None
+            return DEVICE_FLAG.fullmatch((dotted(test) or "").rsplit(".", 1)[-1].lower()) is not None
         if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
             operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
             wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
@@ -725,7 +441,7 @@ class Guards:
         "win32":``, ``os.name == "nt"``, ``platform.system()``)? Code there serves a platform
         that lacks what the other branch uses (Windows has no NCCL) on purpose."""
         def by_platform(test: cst.BaseExpression) -> bool:
-            return any(self.ctx.qname(n) in _PLATFORM_TESTS for n in (test, *self.ctx.tree.descendants(test))
+            return any(self.ctx.qname(n) in PLATFORM_TESTS for n in (test, *self.ctx.tree.descendants(test))
                        if isinstance(n, (cst.Attribute, cst.Name)))
 
         return self._in_branch(node, by_platform)
@@ -734,7 +450,7 @@ class Guards:
         """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
         "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
         Code there serves both old and new torch on purpose."""
-        return self._in_branch(node, lambda test: _mentions_version(test, self.ctx.tree.descendants)) or self._compat_fallback(node)
+        return self._in_branch(node, lambda test: mentions_version(test, self.ctx.tree.descendants)) or self._compat_fallback(node)
 
     def _compat_fallback(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in an ``except`` for an API a torch version lacks (``AttributeError``,
@@ -745,7 +461,7 @@ class Guards:
             if isinstance(ancestor, cst.ExceptHandler) and ancestor.type is not None:
                 caught = ancestor.type.elements if isinstance(ancestor.type, cst.Tuple) else [ancestor.type]
                 names = {dotted(getattr(e, "value", e)) for e in caught}
-                if names & _COMPAT_ERRORS:
+                if names & COMPAT_ERRORS:
                     return True
         return False
 
@@ -757,7 +473,7 @@ class Guards:
 
         def exporting(test: cst.BaseExpression) -> bool:
             calls = (n for n in (test, *ctx.tree.descendants(test)) if isinstance(n, cst.Call))
-            return any(ctx.qname(c.func) in _EXPORT_TESTS for c in calls)
+            return any(ctx.qname(c.func) in EXPORT_TESTS for c in calls)
 
         return self._in_branch(node, exporting, body_only=True)
 
@@ -817,7 +533,7 @@ class Guards:
             params = (*function.params.params, *function.params.kwonly_params)
             bindings = self.ctx.bindings
             found = memo[id(function)] = frozenset(
-                p.name.value for p in params if p.default is not None and _falsy(p.default)
+                p.name.value for p in params if p.default is not None and falsy(p.default)
                 and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
         return found
 
@@ -836,7 +552,7 @@ class Guards:
     def _flag_of(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
         """The parameter among ``defaults`` that ``test`` requires to be truthy, or with
         ``optional`` not None (``if debug_percentile is not None:``), in a conjunct."""
-        for part in _conjuncts(test):
+        for part in conjuncts(test):
             if optional and type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
                     and type(part.comparisons[0].comparator) is cst.Name and part.comparisons[0].comparator.value == "None":
                 part = part.left
@@ -892,11 +608,11 @@ class Guards:
         if isinstance(test, cst.BooleanOperation):
             left, right = self._on_by_default(test.left), self._on_by_default(test.right)
             return left and right if isinstance(test.operator, cst.And) else left or right
-        if is_main_guard(test) or _mentions_version(test, self.ctx.tree.descendants):
+        if is_main_guard(test) or mentions_version(test, self.ctx.tree.descendants):
             return True
-        if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in _AVAILABILITY or dotted(test.func) == "hasattr"):
+        if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in AVAILABILITY or dotted(test.func) == "hasattr"):
             return True
-        if isinstance(test, cst.Attribute) and self.ctx.qname(test) in _ON_BY_DEFAULT:
+        if isinstance(test, cst.Attribute) and self.ctx.qname(test) in ON_BY_DEFAULT:
             return True  # `if torch.backends.cudnn.enabled:`: torch's own default
         return self.ctx.constants.bool_value(test, test) is True
 

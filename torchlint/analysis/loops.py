@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.functions import dotted_function_name
-from torchlint.analysis.guards import none_tested
+from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
