@@ -132,10 +132,13 @@ def _inputs() -> dict[str, str]:
         # deep expressions: CPython's parser refuses 200 nested parentheses (TL000)
         "parens.py": HEADER + "a = torch.zeros(3)\ny = " + "(" * 500 + "a" + ")" * 500 + "\n",
         "calls.py": HEADER + "a = torch.zeros(3)\ny = " + "torch.relu(" * 500 + "a" + ")" * 500 + "\n",
-        # libcst parses these but its code generation recurses once per level: TL000 past the
-        # bound (1,950 levels were checked, 2,000 were not); 20 % past it, as test_file_errors'
-        # chain: libcst's parse grows faster than the square of the depth (5,000 levels: 9 s of CPU)
-        "nots.py": HEADER + "y = " + "not " * (RECURSION_LIMIT * 3 // 5) + "a\nb = torch.zeros(3).cuda()\n",
+        # libcst parses these but its code generation recurses once per level: a finding inside
+        # such a statement is TL000 past the bound (1,950 levels were placed, 2,000 were not); 20 %
+        # past it, as test_file_errors' chain: libcst's parse grows faster than the square of the
+        # depth (5,000 levels: 9 s of CPU). Positions are generated per statement, so a deep
+        # statement with no finding in it leaves the file's other findings placed and reported.
+        "nots.py": HEADER + "for s in range(3):\n    y = " + "not " * (RECURSION_LIMIT * 3 // 5) + "torch.zeros(3).cuda()\n",
+        "nots_apart.py": HEADER + "y = " + "not " * (RECURSION_LIMIT * 3 // 5) + "a\nfor s in range(3):\n    b = torch.zeros(3).cuda()\n",
         # a chain of 2,000 additions: the analysis's own walk over it is iterative
         "terms.py": HEADER + "a = torch.zeros(3)\nfor s in range(10):\n    y = " + " + ".join(["a"] * 2000) + "\n    y.item()\n",
         "good.py": GOOD,
@@ -154,6 +157,7 @@ def test_deep_inputs_are_checked_or_one_tl000_and_the_good_file_keeps_its_findin
     assert found["parens.py"] == found["calls.py"] == found["nots.py"] == {"TL000"}
     nested = [f for f in json.loads(proc.stdout) if f["path"] == "nots.py"]
     assert "nested too deeply" in nested[0]["message"]
+    assert found["nots_apart.py"] == {"TL110"}
     for name in ("returns_prev.py", "methods.py", "rebound.py", "aliases.py", "terms.py"):
         assert "TL000" not in found.get(name, set()), name
 

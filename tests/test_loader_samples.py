@@ -119,3 +119,16 @@ def test_a_noqa_silences_a_finding_its_dataset_settles(project: Path) -> None:
     result = lint_paths([project], from_table({"select": ["TL201", "TL001"], "min-impact": "low"}, project))
     assert [(f.line, f.code) for f in result.findings if Path(f.path).name == "train.py"] == \
         [(20, "TL201"), (23, "TL201"), (24, "TL201")]
+
+
+
+def test_a_dataset_made_by_a_function_keeps_the_findings(tmp_path: Path) -> None:
+    """``data = dataset(); DataLoader(data, ...)`` with ``dataset`` a function (ddp_train.py):
+    the name resolves to no class, so nothing is known of its samples and the finding stands as
+    it would without the join. Settling once raised a KeyError there and the whole check lost
+    every finding of every file: ddp_no_sampler.py's TL602 went with it."""
+    for name in ("ddp_train.py", "ddp_no_sampler.py"):
+        shutil.copy(FIXTURES / "scripts" / name, tmp_path / name)
+    result = lint_paths([tmp_path], from_table({"select": ["TL201", "TL602"], "min-impact": "low"}, tmp_path))
+    assert not result.errors
+    assert ("ddp_no_sampler.py", 14, "TL602") in {(Path(f.path).name, f.line, f.code) for f in result.findings}

@@ -104,8 +104,10 @@ def _dataset_findings(file_result: FileResult, project: Project | None) -> Itera
         work = None
         if project is not None and path in project.files:
             owner = project.class_of(pending.dataset, path, 0)
-            if owner is not None:
-                work = project.classes[owner[0]][owner[1]].samples
+            # (a factory function, `dataset()` of another file, resolves too: only a class says what it does per sample)
+            cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
+            if cls is not None:
+                work = cls.samples
         if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
         finding = pending.finding
