@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
 from torchlint.analysis.impact import Cost
@@ -57,7 +58,8 @@ class TensorToPythonInLoop(Check):
             read = node.args
         elif type(func) is cst.Attribute and func.attr.value == "format" and isinstance(func.value, _STRINGS):
             read = node.args  # `"{:.4f}".format(loss)`: each argument formatted
-        elif ctx.qname(func) in FACTORIES or ctx.qname(func) in _FILLS or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS and ctx.qname(func) is None:
+        elif ctx.qname(func) in FACTORIES or ctx.qname(func) in _FILLS or type(func) is cst.Attribute and func.attr.value in _SIZED_METHODS \
+                and ctx.qname(func) is None and dotted(func.value) != "self":  # (`self.repeat(x)`: a block the module keeps, given a tensor to run on)
             read = [a for a in node.args if a.keyword is None or a.keyword.value in _SIZE_KEYWORDS]  # `torch.arange(t)`: a size
             if ctx.qname(func) == "torch.full_like":
                 read = [a for a in read if a is not node.args[0]]  # the tensor it copies the shape of is not read
