@@ -248,6 +248,9 @@ class Devices(BatchPlacement, ModuleMoves):
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
             return self._local_helper_of_host_values(expr, _depth)
+        if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
+            # `torch.min(torch.as_tensor(g), torch.as_tensor(N)) if g is not None else N`: host on both branches
+            return all(self.moved_to_host(branch, at, _depth + 1) or not ctx.syncs.tensorish(branch, at) for branch in (expr.body, expr.orelse))
         if isinstance(expr, (cst.List, cst.Tuple)) or isinstance(expr, cst.BinaryOperation) and _sequence_parts(expr):
             # `[torch.LongTensor([d])] + [torch.LongTensor([h])] * n`: a list whose items are host tensors
             items = [e.value for part in _sequence_parts(expr) for e in part.elements]  # type: ignore[attr-defined]
