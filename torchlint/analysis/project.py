@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 
 from torchlint.analysis import frameworks
-from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
 
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
 _MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
@@ -202,7 +202,21 @@ class Project:
                 continue
             paths = self.module_files(module, importer) if not level else [self.module_file(module, importer, level)]
             found.extend((path, rest) for path in paths if path is not None)
+        if not found and not level and len(parts) > 2 and parts[0] not in _NOT_PROJECT and parts[0] not in self.modules:
+            found = self._split_rooted_elsewhere(parts, importer)
         return found
+
+    def _split_rooted_elsewhere(self, parts: list[str], importer: str) -> list[tuple[str, list[str]]]:
+        """A package imported under a root the checked tree lacks (a monorepo's
+        ``deeplearning.ssl.moco.builder`` for the checked ``moco/builder.py``): the longest
+        tail of two or more parts that names a project module. The callers still ask that
+        the name looked up is defined there, and no known library's root is tried."""
+        for start in range(1, len(parts) - 2):
+            for cut in range(len(parts), start + 1, -1):
+                paths = self.module_files(".".join(parts[start:cut]), importer)
+                if paths:
+                    return [(path, parts[cut:]) for path in paths if parts[cut:]]
+        return []
 
     # --- functions and classes -------------------------------------------------------
     def function(self, ref: Ref, importer: str, depth: int = 0) -> tuple[str, str] | None:
