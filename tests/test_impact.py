@@ -116,7 +116,9 @@ def test_a_helper_another_file_calls_every_step_has_the_steps_impact(tmp_path: P
     found = {(Path(f.path).name, f.line, f.code): (f.impact, f.impact_reason) for f in lint_paths([tmp_path], config).findings}
     # the read is the step's last device work (after `opt.step()`): one sync per step, at its end
     assert found[("helper.py", 5, "TL101")][0] == MEDIUM and "one sync per step" in found[("helper.py", 5, "TL101")][1]
-    assert found[("helper.py", 9, "TL110")] == (HIGH, "a tensor made on the host and copied over, the host waiting for the copy, every step of a training loop")
+    # the upload is placed like a read: the step's last work, its copy waits for the queue once per step
+    impact, reason = found[("helper.py", 9, "TL110")]
+    assert impact == MEDIUM and reason.startswith("a tensor made on the host and copied over, the host waiting for the copy, every step of a training loop: one blocking copy per step")
     # Alone, the helper is checked as code that runs once.
     alone = lint_paths([tmp_path / "helper.py"], config).findings
     assert [(f.code, f.impact) for f in alone] == [("TL110", LOW)]
@@ -127,8 +129,8 @@ def test_cached_results_keep_their_impact(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN)
     cold = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
     warm = run_check(tmp_path, "--output-format", "json", "--cache-dir", str(tmp_path / ".cache"), ".")[1]
-    # TL101 from the join (at the step's end: medium), TL110 raised by it
-    assert cold == warm and warm.count('"impact": "high"') == 1 and warm.count('"impact": "medium"') == 1
+    # TL101 from the join (at the step's end: medium), TL110 raised by it (once per step, at the end: medium)
+    assert cold == warm and warm.count('"impact": "low"') == 0 and warm.count('"impact": "medium"') == 2
 
 
 def test_host_only_code_is_low_where_a_device_would_make_it_cost(tmp_path: Path) -> None:

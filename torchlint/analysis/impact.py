@@ -121,6 +121,8 @@ _DEVICE_COSTS = frozenset({
 # The host waits for the queue to drain (a small blocking upload too: its copy is queued behind the step's kernels).
 _READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.SMALL_UPLOAD})
 _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
+# Placed in the step like a read: a blocking upload waits for the queue before its copy.
+_WAITS = _READ_COSTS | {Cost.UPLOAD}
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
 
@@ -271,11 +273,13 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # (Over a few fixed items with nothing heavy between them, the first read drained the
         # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
-    if cost in _READ_COSTS and place.position is not Position.MID_STEP:
+    if cost in _WAITS and place.position is not Position.MID_STEP:
         capped = LOW if place.position is Position.AFTER_SYNC else MEDIUM if tier == HIGH else tier
         why = _POSITION_WHY[place.position]
         if place.per_step:  # a few fixed items: the first read waits, the others find the queue drained
             why = why.replace("one sync per step", "one real wait per step (the repetitions after the first find the queue drained)", 1)
+        if cost is Cost.UPLOAD:  # a blocking copy waits as a read does
+            why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.

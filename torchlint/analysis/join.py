@@ -285,6 +285,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
         # mid-step, unless the model's call is the step's first device work (then the reads
         # on its forward's first lines, which take this position, wait for the last step's tail)
         first = call.position is Position.STEP_START or call.position is None and caller is not None and caller.position is Position.STEP_START
+        if call.position is Position.AFTER_SYNC:
+            return per_step, Position.AFTER_SYNC  # its arguments' blocking copies (or a sync just before) drained the queue
         return per_step, Position.STEP_START if first else Position.MID_STEP
     # (a step loop's call with nothing after it in its function, loop included: the step's end)
     return per_step, at_call(call.position, caller.position if caller is not None else Position.STEP_END)

@@ -545,7 +545,7 @@ class Places:
         return drains
 
     def _waits(self, call: cst.Call, read: str | None) -> bool:
-        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call):
+        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call) or self._blocking_upload(call):
             return True
         value = _read_value(self.ctx, call)
         if value is None:
@@ -554,6 +554,26 @@ class Places:
             return True
         receiver = call.func.value if type(call.func) is cst.Attribute else call.args[0].value
         return self._may_be_on_device(receiver, call)
+
+    def _blocking_upload(self, call: cst.Call) -> bool:
+        """A host batch copied to the device without ``non_blocking=True`` (``x.to(device)``,
+        ``batch["A"].type(Tensor)`` with ``Tensor = torch.cuda.FloatTensor``, ``Tensor(array)``):
+        a pageable copy the stream runs after everything queued, the host waiting for it."""
+        ctx = self.ctx
+        func = call.func
+        if type(func) is cst.Name:  # `Tensor(np.ones(...))`: a legacy CUDA class built from host data
+            return bool(call.args) and ctx.device_makeable.typed_device_class(func) is not None
+        if type(func) is not cst.Attribute:
+            return False
+        method = func.attr.value
+        if method == "type":
+            moved = bool(call.args) and ctx.device_makeable.typed_device_class(call.args[0].value) is not None
+        else:
+            moved = method in ("to", "cuda") and ctx.devices.move(call) == "device"
+        if not moved or ctx.keyword(call, "non_blocking") is not None or len(call.args) > (1 if method == "cuda" else 2):
+            return False  # `non_blocking=` given (or positionally): the user chose; it may not wait
+        receiver = func.value
+        return ctx.devices.loader_value(receiver, call) or ctx.values.kind(receiver, call) in (Kind.HOST, Kind.NUMPY)
 
     def _sized_by_values(self, call: cst.Call) -> bool:
         """``mask.nonzero()``, ``torch.unique(x)`` of a device tensor: the host waited for the
