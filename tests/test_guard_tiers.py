@@ -82,3 +82,48 @@ def test_opt_in_parameter_a_step_passes_runs_every_step() -> None:
         found = _findings(_OPT_IN.replace("PASS", passing), "TL101")
         assert [(f.line, f.impact) for f in found] == [(13, "high")], passing
         assert "opt-in" not in found[0].impact_reason
+
+
+# Review 6 (vits, glide): reads that run only when a check fails or a cache misses.
+_DIAGNOSTICS = '''
+import torch
+
+mel_basis = {}
+
+def train(loader, model, opt, m, best):
+    for y in loader:
+        y = y.cuda(non_blocking=True)
+        key = str(y.device)
+        if torch.min(y) < -1.:
+            print("min value is ", torch.min(y))
+        if key not in mel_basis:
+            mel_basis[key] = torch.hann_window(400).to(y.device)
+        assert y.dim() == 2, f"bad shape {y.sum().item()}"
+        out = model(mel_basis[key] @ y)
+        out.sum().backward()
+        opt.step()
+        if torch.isnan(out).any():
+            print("nan at", out.sum().item())
+        if out.mean() > best:
+            print("better", out.sum().item())
+'''
+
+
+def _tiers(text: str) -> dict[tuple[int, str], str]:
+    config = from_table({"select": ["TL101", "TL102", "TL110"], "min-impact": "low"}, Path("."))
+    return {(f.line, f.code): f.impact for f in lint_source(text, "train.py", config)}
+
+
+def test_a_sanity_checks_report_a_cache_fill_and_an_assert_message_run_rarely() -> None:
+    tiers = _tiers(_DIAGNOSTICS)
+    # print under `torch.min(y) < -1.` (runs when the data is wrong), `mel_basis[key] = ...` under
+    # `key not in mel_basis` (once per key), the assert's message (built only when it fails), the
+    # report of a NaN check: none is paid on every step
+    for line in (11, 13, 14, 19):
+        assert tiers.get((line, "TL101"), "low") == "low" and tiers.get((line, "TL110"), "low") == "low", line
+    assert tiers[(21, "TL101")] != "low"  # `out.mean() > best` is no sanity bound: an improvement is common
+
+
+def test_a_cache_emptied_every_step_is_filled_every_step() -> None:
+    text = _DIAGNOSTICS.replace("        key = str(y.device)\n", "        mel_basis = {}\n        key = str(y.device)\n")
+    assert _tiers(text)[(14, "TL110")] != "low"

@@ -155,6 +155,67 @@ def raises(block: cst.BaseSuite) -> bool:
 
 
 _PROCESS_ENDS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+# What a sanity check reduces a tensor to before testing it against a bound.
+_SANITY_REDUCTIONS = frozenset({"min", "max", "amin", "amax", "isnan", "isinf", "isfinite", "any", "all"})
+_REPORTS = frozenset({"print", "warnings.warn", "warn", "warning", "error", "info", "debug", "critical", "exception"})
+
+
+def reports_bad_values(branch: cst.If) -> bool:
+    """``if torch.min(y) < -1.: print('min value is ', torch.min(y))``: a sanity check of a
+    tensor's range (or NaNs) whose body only reports: it runs when the data is wrong, and what
+    the report reads is paid then, not on every step (the test itself is read each step)."""
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    if not body or branch.orelse is not None:
+        return False
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, (cst.Raise, cst.Assert)):
+                continue
+            if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _reports(small.value)):
+                return False
+    return _checks_a_range(branch.test)
+
+
+def _reports(call: cst.Call) -> bool:
+    name = dotted(call.func) or ""
+    return name in _REPORTS or name.rsplit(".", 1)[-1] in _REPORTS and "." in name
+
+
+def _checks_a_range(test: cst.BaseExpression) -> bool:
+    """``torch.min(y) < -1.``, ``x.max() > 1``, ``torch.isnan(loss).any()``: a reduction of
+    a tensor tested against a constant bound, or a NaN test."""
+    for part in _operands(test):
+        if isinstance(part, cst.UnaryOperation):
+            part = part.expression
+        if isinstance(part, cst.Comparison) and len(part.comparisons) == 1:
+            bound = part.comparisons[0].comparator
+            if isinstance(bound, cst.UnaryOperation):
+                bound = bound.expression
+            if isinstance(bound, (cst.Integer, cst.Float)) and _reduced(part.left):
+                return True
+        elif _reduced(part) and _reduction(part) in ("isnan", "isinf", "isfinite", "any", "all"):
+            return True
+    return False
+
+
+def _operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation):
+        return _operands(test.left) + _operands(test.right)
+    return [test]
+
+
+def _reduction(expr: cst.BaseExpression) -> str | None:
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def _reduced(expr: cst.BaseExpression) -> bool:
+    """A reduction call (``torch.min(y)``, ``y.abs().max()``, ``torch.isnan(x).any()``)."""
+    return _reduction(expr) in _SANITY_REDUCTIONS
 
 
 def _ends_process(expr: cst.BaseExpression) -> bool:

@@ -13,7 +13,8 @@ from torchlint.analysis.guard_shapes import (
     AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
     TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
     constant, counted_or_flagged, counts_steps, falsy, first_rare_exit, is_counter, is_main_guard, is_none,
-    is_rare_test, mentions, mentions_device, mentions_version, none_tested, only_return, raises, target_of,
+    is_rare_test, mentions, mentions_device, mentions_version, none_tested, only_return, raises, reports_bad_values,
+    target_of,
 )
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -47,7 +48,15 @@ class Guards:
         """How often the guard that makes ``node`` rare lets it run, where it says more than
         "every N steps": a wall-clock timer's branch runs at most once per interval."""
         guard = self._rare_guard(node, stop)
-        return TIMER_WORDS if type(guard) is cst.If and self.timed(guard) else ""
+        if type(guard) is cst.Assert:
+            return "only when the assertion fails (its message is built then)"
+        if type(guard) is not cst.If:
+            return ""
+        if self.timed(guard):
+            return TIMER_WORDS
+        if reports_bad_values(guard):
+            return "only when the check finds a bad value (a report under a sanity check)"
+        return "once per key (a cache filled on its first use)" if self._fills_its_key(guard, stop) else ""
 
     def _rare_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.CSTNode | None:
         """The ``if`` (or handler, or block with an early exit) that makes ``node`` rare."""
@@ -61,6 +70,8 @@ class Guards:
                 return None
             if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
                 return ancestor  # runs when something failed: an error path, an OOM retry, the end of an iterator
+            if ancestor_type is cst.Assert and child is ancestor.msg:  # type: ignore[attr-defined]
+                return ancestor  # `assert ok, f"{x.cpu()}"`: the message is built only when the assertion fails
             if ancestor_type is cst.IndentedBlock and self._after_rare_exit(ancestor, child):  # type: ignore[arg-type]
                 return ancestor
             if ancestor_type is cst.If and child is ancestor.body and self._rare_branch(ancestor, stop):  # type: ignore[arg-type]
@@ -80,6 +91,7 @@ class Guards:
         if rare is None:
             rare = known[key] = (
                 raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or (self._rare_test(branch, stop) and not self._steps_optimizer(branch)) or self.first_pass(branch, stop))
         return rare
@@ -286,7 +298,7 @@ class Guards:
         name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
         name = none_tested(branch.test)
         if name is None:
-            return self.first_times(branch, stop)
+            return self.first_times(branch, stop) or self._fills_its_key(branch, stop)
         tree = self.ctx.tree
         bindings = self.ctx.bindings.lookup(name, branch)
         if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
@@ -297,6 +309,25 @@ class Guards:
             if binding.kind != "augassign" and not mentions(binding.value, name, tree.descendants):
                 return False  # not `preds = torch.cat([preds, p])`: may be None again next step
         return True
+
+    def _fills_its_key(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """``if key not in mel_basis: mel_basis[key] = torch.from_numpy(m).to(y.device)``: a
+        cache filled once per key (vits), unless ``stop`` (the loop) empties it each step."""
+        test = branch.test
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.NotIn:
+            return False
+        key, cache = test.left, dotted(test.comparisons[0].comparator)
+        if cache is None:
+            return False
+        module = self.ctx.module
+        filled = any(type(target) is cst.Subscript and dotted(target.value) == cache and len(target.slice) == 1
+                     and module.code_for_node(target.slice[0]).strip() == module.code_for_node(key).strip()
+                     for node in self.ctx.tree.descendants(branch.body) if type(node) is cst.Assign for target in assigned_targets(node))
+        if not filled:
+            return False
+        tree = self.ctx.tree
+        return stop is None or not any(b.kind == "assign" and tree.is_inside(b.node, stop) and not tree.is_inside(b.node, branch)
+                                       for b in self.ctx.bindings.lookup(cache, branch))
 
     def first_times(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
         """``if shown < 3: ...; shown += 1`` and ``if not printed: ...; printed = True`` (also
