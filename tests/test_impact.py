@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT, expected_impacts, run_check
 from torchlint.analysis import impact as impact_module
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, tiers
+from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, at_call, tiers
 from torchlint.checks import all_checks
 from torchlint.config import ConfigError, from_table
 from torchlint.engine import lint_paths
@@ -188,3 +188,11 @@ def test_the_language_server_maps_impact_to_severity() -> None:
     assert _severity(finding("TL202", MEDIUM)) == types.DiagnosticSeverity.Information
     assert _severity(finding("TL303", LOW)) == types.DiagnosticSeverity.Hint
     assert _severity(finding("TL000", HIGH)) == types.DiagnosticSeverity.Error
+
+
+def test_a_helpers_own_work_after_a_sync_puts_its_last_read_at_the_steps_end() -> None:
+    # minGPT-ddp's `_run_batch(source, targets)` called right after the batch's blocking copies:
+    # its forward, backward and step come after that drain, so its final `loss.item()` waits for them
+    assert at_call(Position.CALL_END, Position.AFTER_SYNC) is Position.STEP_END
+    assert at_call(None, Position.AFTER_SYNC) is Position.AFTER_SYNC  # nothing of its own before: still drained
+    assert at_call(Position.CALL_END, Position.MID_STEP) is Position.MID_STEP

@@ -154,8 +154,8 @@ def at_call(own: Position | None, call: Position) -> Position:
     decode loop, called first in the batch loop), it is where the call ends."""
     if own is None:
         return call
-    if own is Position.CALL_END:
-        return Position.STEP_END if call is Position.STEP_START else call
+    if own is Position.CALL_END:  # the function's own work came after whatever drained the queue before the call
+        return Position.STEP_END if call in (Position.STEP_START, Position.AFTER_SYNC) else call
     return own
 
 
