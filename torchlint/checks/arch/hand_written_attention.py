@@ -46,7 +46,20 @@ class HandWrittenAttention(Check):
             return  # the weights themselves are returned or kept: the fused kernel does not give them
         if _fallback_of_fused(ctx, node):
             return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
-        self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
+        # One attention may spell its softmax in several branches (glide's bias of rank 2, of
+        # rank 3, none): one finding for it, reported when the file is done.
+        self._found.setdefault(id(use), []).append((node, use, product))
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str]]] = {}
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        for spellings in self._found.values():
+            # the first on the default path: a branch of an optional input (`if mask is not None:`) may never run
+            node, use, product = next((s for s in spellings if ctx.guards.opt_in(s[0], optional=True) is None), spellings[0])
+            self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
 
 
 def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-untyped-def]
@@ -294,6 +307,8 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
             continue  # `w_ = w_.permute(0, 2, 1)` on the way to `bmm(v, w_)`
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
+            if call is not weights and _weights_used_elsewhere(ctx, call, matmul):
+                return True  # `p_attn = self.drop(p_attn)`, then `return output, p_attn` (vits' relative attention)
             continue
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_for_backward":
             continue  # kept for an autograd.Function's own backward: a fused kernel brings its backward too
