@@ -84,6 +84,17 @@ def test_opt_in_parameter_a_step_passes_runs_every_step() -> None:
         assert "opt-in" not in found[0].impact_reason
 
 
+def test_the_else_of_a_negated_opt_in_flag_is_opt_in_too() -> None:
+    # vits' duration predictor: `if not reverse: <training> else: <sampling>`, reverse=False
+    text = _OPT_IN.replace("        if trace:\n            print(x.abs().max().item())\n",
+                           "        if not trace:\n            x = x * 2\n        else:\n            print(x.abs().max().item())\n")
+    found = _findings(text.replace("PASS", ""), "TL101")
+    assert [(f.line, f.impact) for f in found] == [(15, "low")]
+    assert "opt-in path: `trace` is off by default" in found[0].impact_reason
+    found = _findings(text.replace("PASS", ", trace=True"), "TL101")
+    assert [(f.line, f.impact) for f in found] == [(15, "high")]
+
+
 # Review 6 (vits, glide): reads that run only when a check fails or a cache misses.
 _DIAGNOSTICS = '''
 import torch

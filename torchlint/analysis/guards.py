@@ -545,6 +545,8 @@ class Guards:
             found: str | None = None
             if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults, optional)  # type: ignore[attr-defined]
+            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else:  # type: ignore[attr-defined]
+                found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `if not reverse: ... else: <here>`
             elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 found = self._flag_of(ancestor.test, defaults, optional)  # type: ignore[attr-defined]
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
@@ -589,6 +591,17 @@ class Guards:
                 part = part.left
             if type(part) is cst.Name and part.value in defaults:
                 return part.value
+        return None
+
+    @staticmethod
+    def _negated_flag(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
+        """The parameter among ``defaults`` whose being falsy is the whole ``test`` (``not
+        reverse``; with ``optional`` also ``p is None``): its ``else`` runs only when passed."""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
+            return test.expression.value if test.expression.value in defaults else None
+        if optional and type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is \
+                and type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None" and type(test.left) is cst.Name:
+            return test.left.value if test.left.value in defaults else None
         return None
 
     def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
