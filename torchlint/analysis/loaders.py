@@ -33,6 +33,14 @@ def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
     return ctx.qname(call.func) == DATALOADER
 
 
+def prebatched(ctx: FileContext, call: cst.Call) -> bool:
+    """``DataLoader(ds, batch_size=None)``: automatic batching off, each item the dataset
+    yields is a whole batch (a stream of batches, or a sampler of batches over arrays it
+    holds): one call per step, and no per-sample collation."""
+    size = loader_option(ctx, call, "batch_size")
+    return isinstance(size, cst.Arg) and type(size.value) is cst.Name and size.value.value == "None"
+
+
 def tensor_dataset(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     """The ``TensorDataset(...)`` call that built the loader's dataset, when known (the
     first of them, when the name is bound to one in each branch)."""

@@ -229,7 +229,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
-            compiled=self.compiled_roots, not_compiled=self.not_compiled,
+            compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
         )
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:

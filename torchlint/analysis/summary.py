@@ -91,3 +91,4 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`

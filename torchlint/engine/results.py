@@ -64,12 +64,15 @@ class InStepIfCalled(NamedTuple):
 
 
 class ByDataset(NamedTuple):
-    """A loader finding whose dataset is a class of another file: what that class does per
-    sample (its summary's ``samples``, found by the join) settles it (TL201)."""
+    """A loader finding the join settles (TL201): by its dataset, a class of another file (what
+    that class does per sample: its summary's ``samples``), and by a setting of a config object
+    its function is passed (its default in the callers' files: ``settings``)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
-    dataset: tuple  # the class, as a summary reference (analysis.summary.Ref)
+    dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
     heavy_only: bool  # holds only if the class's samples are heavy work; else unless they are cheap
+    setting: tuple[str, str, str] | None = None  # (function key, parameter, setting): holds only where its default is 0
+    prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
 
 
 @dataclass(slots=True)
