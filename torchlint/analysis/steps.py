@@ -33,6 +33,7 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
@@ -230,6 +231,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
+            switches=turned_switches(self.ctx),
         )
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:

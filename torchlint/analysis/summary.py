@@ -91,4 +91,5 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
     settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`

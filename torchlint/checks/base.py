@@ -50,6 +50,9 @@ class Report:
     # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
     # the finding holds unless every construction in the project passes a host tensor there.
     unless_host: str = ""
+    # A process-wide switch (analysis/switches.py): the finding holds unless some file of the
+    # project turns it (`Distribution.set_default_validate_args(False)`).
+    unless_switch: str = ""
 
 
 class Check:
@@ -123,6 +126,7 @@ class Check:
         dataset: tuple[cst.Call, bool, bool] | None = None,
         setting: tuple[cst.FunctionDef, str, str] | None = None,
         unless_host: str = "",
+        unless_switch: str = "",
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -143,7 +147,9 @@ class Check:
         ``setting``: (a function, its parameter holding a config object, the setting read): the
         finding holds only where the join finds that setting 0 by default in the callers' files.
         ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
-        that parameter: the join drops the finding where every construction passes a host value."""
+        that parameter: the join drops the finding where every construction passes a host value.
+        ``unless_switch``: a process-wide switch (analysis/switches.py) whose turning in any file of
+        the project drops the finding."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -157,7 +163,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, setting, unless_host))
+                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -26,17 +26,20 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
     if steps is None:
         steps = join(r.summary for r in results if r.summary is not None)
     settings: SettingDefaults | None = None
+    switches = turned_switches(steps)
     for file_result in results:
+        if switches and file_result.conditional:  # `Distribution.set_default_validate_args(False)` somewhere: its findings go
+            file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
         per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
         here = file_result.summary.path if file_result.summary is not None else None
         step_loops = step_loops_of(steps, here)
         if file_result.in_functions and per_step:
             _raise_impacts(file_result, per_step, step_loops)
-        if file_result.by_dataset:
+        if file_result.pending:
             project = getattr(steps, "project", None)
             if settings is None and project is not None:
                 settings = SettingDefaults(project)  # one index of the project's callers, for every file's loaders
-            file_result.findings.extend(_dataset_findings(file_result, project, settings))
+            file_result.findings.extend(_pending_findings(file_result, project, settings, switches))
             file_result.findings.sort(key=Finding.sort_key)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
@@ -99,14 +102,23 @@ def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step:
     return info, f"only on an opt-in path: `{condition.opt_in}` is off by default and no per-step call in the project passes it"
 
 
-def _dataset_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None) -> Iterator[Finding]:
+def turned_switches(steps: Steps) -> frozenset[str]:
+    """The process-wide switches some file of the joined project turns (``FileSummary.switches``)."""
+    project = getattr(steps, "project", None)
+    return frozenset(s for summary in project.files.values() for s in summary.switches) if project is not None else frozenset()
+
+
+def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
+                      switches: frozenset[str] = frozenset()) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
     stream needs. One that waited for a setting's default (``args.num_workers``, parsed in
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
-    for pending in file_result.by_dataset:
+    for pending in file_result.pending:
+        if pending.unless_switch and pending.unless_switch in switches:
+            continue  # a file of the project turns the switch that makes it moot
         if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):
             continue  # the setting is the run's choice, or set to workers
         work = None
@@ -125,7 +137,7 @@ def _dataset_findings(file_result: FileResult, project: Project | None, settings
             finding = unseen_batches(finding)  # a library's batches: what it does per batch is not seen
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
-    file_result.by_dataset = []
+    file_result.pending = []
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
