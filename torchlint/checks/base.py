@@ -53,6 +53,9 @@ class Report:
     # A process-wide switch (analysis/switches.py): the finding holds unless some file of the
     # project turns it (`Distribution.set_default_validate_args(False)`).
     unless_switch: str = ""
+    # A loader built from a class of another file named like one: (the class, the option left
+    # out). The finding holds where the join finds it a `DataLoader` subclass that does not set it.
+    loader: tuple[cst.BaseExpression, str] | None = None
 
 
 class Check:
@@ -127,6 +130,7 @@ class Check:
         setting: tuple[cst.FunctionDef, str, str] | None = None,
         unless_host: str = "",
         unless_switch: str = "",
+        loader: tuple[cst.BaseExpression, str] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -149,7 +153,9 @@ class Check:
         ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
         that parameter: the join drops the finding where every construction passes a host value.
         ``unless_switch``: a process-wide switch (analysis/switches.py) whose turning in any file of
-        the project drops the finding."""
+        the project drops the finding. ``loader``: (the class a construction names, an option
+        it leaves out) for a class of another file: the join keeps the finding where that class
+        subclasses ``DataLoader`` and does not set the option itself."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -163,7 +169,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch))
+                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

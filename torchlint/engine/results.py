@@ -69,7 +69,8 @@ class Pending(NamedTuple):
     class of another file (what that class does per sample: its summary's ``samples``), and by a
     setting of a config object its function is passed (its default in the callers' files:
     ``settings``); any finding by a process-wide switch some file of the project turns
-    (``unless_switch``)."""
+    (``unless_switch``); a loader's built from a class of another file by that class being a
+    ``DataLoader`` subclass (``loader``)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -77,6 +78,7 @@ class Pending(NamedTuple):
     setting: tuple[str, str, str] | None = None  # (function key, parameter, setting): holds only where its default is 0
     prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
     unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
+    loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
 
 
 @dataclass(slots=True)

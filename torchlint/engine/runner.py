@@ -103,8 +103,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 finding, in_function = _with_impact(ctx, finding, report, cost)
-                if report.dataset is not None or report.setting is not None or report.unless_switch:
-                    _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch)
+                if report.dataset is not None or report.setting is not None or report.unless_switch or report.loader is not None:
+                    _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
                 result.findings.append(finding)
                 if in_function is not None:
@@ -124,7 +124,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
 
 
 def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, dataset: tuple[cst.Call, bool, bool] | None,
-             setting: tuple[str, str, str] | None, switch: str) -> None:
+             setting: tuple[str, str, str] | None, switch: str, loader: tuple[cst.BaseExpression, str] | None = None) -> None:
     """A loader finding whose dataset is a class of another file, or whose setting's default
     is in another file, and a finding that holds unless a file of the project turns a switch,
     wait for the join (engine/settle.py); one whose class the summary cannot name is settled
@@ -132,6 +132,11 @@ def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Fin
     unless it holds only for heavy work."""
     built, heavy_only, batched = dataset if dataset is not None else (None, False, False)
     ref = summarizer.target(built.func, built) if summarizer is not None and built is not None else None
+    if loader is not None:  # a class of another file named like a loader: only the join knows it is one
+        loader_ref = summarizer.target(loader[0], loader[0]) if summarizer is not None else None
+        if loader_ref is not None:
+            result.pending.append(Pending(finding, ref, heavy_only, setting, batched, switch, (loader_ref, loader[1])))
+        return
     if ref is not None or (setting is not None and summarizer is not None) or switch:
         result.pending.append(Pending(finding, ref, heavy_only, setting, batched, switch))
     elif not heavy_only and setting is None:

@@ -9,6 +9,7 @@ from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.analysis.project import Project
+from torchlint.analysis.loader_classes import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
@@ -119,6 +120,8 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.loader is not None and (project is None or path not in project.files or not confirmed_loader(project, path, *pending.loader)):
+            continue  # not a DataLoader subclass, or one that sets the option itself
         if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):
             continue  # the setting is the run's choice, or set to workers
         work = None
