@@ -1,7 +1,7 @@
 """``DataLoader`` subclasses (``class AudioDataLoader(data.DataLoader)``): a construction of
 one is a ``DataLoader(...)`` for the data-loading rules. In this file, by the class's bases;
 in another file, by the join (a class named like a loader, imported from the project:
-``Pending.loader``, confirmed by the class's bases, which ``ClassSummary.loader_sets``
+``Pending.loader``, confirmed by the class's bases (analysis/loader_bases.py), which ``ClassSummary.loader_sets``
 completes with the options its ``__init__`` passes up itself)."""
 
 from __future__ import annotations
@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.loader_bases import DATALOADER, DATALOADERS
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
-    from torchlint.analysis.project import Project
 
-DATALOADER = "torch.utils.data.DataLoader"
-_DATALOADERS = frozenset({DATALOADER, "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5, "collate_fn": 6, "pin_memory": 7}
 _DEPTH = 6  # a chain of subclasses in one file
@@ -70,23 +68,11 @@ def sets_itself(ctx: FileContext, cls: cst.ClassDef, option: str) -> bool:
     return False
 
 
-def confirmed_loader(project: Project, path: str, ref: tuple, option: str) -> bool:
-    """Does ``ref`` (a class another file constructs) subclass ``DataLoader``, without any
-    class between passing ``option`` up itself?"""
-    owner = project.class_of(ref, path, 0)
-    if owner is None:
-        return False
-    chain = project.mro(*owner)
-    if any(option in (cls.loader_sets or ()) for _, cls in chain):
-        return False
-    return any(base[0] == "import" and base[-1] in _DATALOADERS for _, cls in chain for base in cls.bases)
-
-
 def _reaches_dataloader(ctx: FileContext, cls: cst.ClassDef, depth: int) -> bool:
     if depth > _DEPTH:
         return False
     for base in cls.bases:
-        if ctx.qname(base.value) in _DATALOADERS:
+        if ctx.qname(base.value) in DATALOADERS:
             return True
         parent = _class_named(ctx, dotted(base.value) or "")
         if parent is not None and parent is not cls and _reaches_dataloader(ctx, parent, depth + 1):

@@ -9,7 +9,7 @@ from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.analysis.project import Project
-from torchlint.analysis.loader_classes import confirmed_loader
+from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
