@@ -61,12 +61,23 @@ class Loops:
         self._loop_keys: dict[int, str] = {}
         self._step_calls: dict[int, bool] = {}
         self._hot_loops: dict[int, cst.CSTNode | None] = {}
+        self._enclosing: dict[int, list[cst.CSTNode]] = {}
+        self._trainer_calls: dict[int, bool] = {}
+        self._finding_parts = 0  # functions whose step parts are being found (see _calls_a_trainer)
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
 
-        Innermost first; stops at the enclosing function, class or lambda.
+        Innermost first; stops at the enclosing function, class or lambda. Asked of most
+        calls by several analyses (the places, the summary, the guards): remembered per
+        node. Do not change the list.
         """
+        known = self._enclosing.get(id(node))
+        if known is None:
+            known = self._enclosing[id(node)] = self._enclosing_loops(node)
+        return known
+
+    def _enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         loops: list[cst.CSTNode] = []
         child = node
         for ancestor in self.ctx.tree.ancestors(node):
@@ -481,7 +492,14 @@ class Loops:
         backward and an optimizer step (``opt.step()``, or an optimizer handed to a call:
         ``self.mp_trainer.optimize(self.opt)``), outside any loop of its own, itself or
         through the functions of this file it calls (two levels deep)?"""
-        return self._step_parts(call, 0) == _BACKWARD | _OPTIMIZER
+        # Asked of each call by every loop around it, the places and the loop's description: answered once.
+        # (Not while a function's parts are being found: its answer there is a partial one.)
+        known = self._trainer_calls.get(id(call))
+        if known is None:
+            known = self._step_parts(call, 0) == _BACKWARD | _OPTIMIZER
+            if not self._finding_parts:
+                self._trainer_calls[id(call)] = known
+        return known
 
     def _step_parts(self, call: cst.Call, depth: int) -> int:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
@@ -492,8 +510,12 @@ class Loops:
         if key not in self._trains:
             self._trains[key] = 0  # recursion ends here
             parts = 0
-            for n in self.own_calls(function.body, STEP):
-                parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            self._finding_parts += 1
+            try:
+                for n in self.own_calls(function.body, STEP):
+                    parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            finally:
+                self._finding_parts -= 1
             self._trains[key] = parts
         return self._trains[key]
 
