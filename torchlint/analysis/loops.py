@@ -536,9 +536,19 @@ class Loops:
         caller's loop is an epoch loop, not a step loop."""
         return self._own_nodes(root, enter=_slices_a_batch)
 
-    def _own_nodes(self, root: cst.CSTNode, enter=lambda node: False):  # type: ignore[no-untyped-def]
+    def _own_nodes(self, root: cst.CSTNode, enter=None):  # type: ignore[no-untyped-def]
         """``root`` and its nodes, not descending into nested loops and scopes (except
-        the loops ``enter`` accepts)."""
+        the loops ``enter`` accepts). Without ``enter``, a list remembered per root (the
+        decode, denoise and top-k questions walk the same loop bodies): do not change it."""
+        if enter is not None:
+            return self._walk_own(root, enter)
+        known: dict[int, list[cst.CSTNode]] = self.__dict__.setdefault("_own", {})
+        found = known.get(id(root))
+        if found is None:
+            found = known[id(root)] = list(self._walk_own(root, lambda node: False))
+        return found
+
+    def _walk_own(self, root: cst.CSTNode, enter):  # type: ignore[no-untyped-def]
         stack, children = [root], self.ctx.tree.children
         while stack:
             node = stack.pop()
