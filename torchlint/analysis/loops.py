@@ -298,6 +298,8 @@ class Loops:
                 if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
                     grown.add(dotted(first[0].value))
         grown.discard(None)
+        if not grown:
+            return False  # nothing grows: no walk of the body (most loops)
         for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
             if grown and type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Subscript and dotted(node.value.value) in grown:
                 grown.add(dotted(node.targets[0].target))
