@@ -253,16 +253,27 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return {}  # a call with several targets (a container's members) is placed once
 
     def _loops(self) -> tuple[LoopSummary, ...]:
-        """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
+        """The ``for``/``while`` loops that are not hot here and not inside a hot loop. How
+        often one runs and what it goes over are found only where the join reads them: for a
+        loop that may step and the loops around it (None and "" elsewhere)."""
         ctx, loops, found = self.ctx, self.ctx.loops, []
+        kept = []
         for loop in sorted((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)), key=ctx.tree.index):
             if loops.is_hot(loop) or loops.local_hot_loop(loop) is not None:
                 continue
-            outer = loops.statement_loop(loop)
             function = ctx.tree.enclosing_function(loop)
+            kept.append((loop, function, id(loop) in self._candidate_loops and self._may_step(loop, function)))
+        asked: set[int] = set()
+        for loop, _, may_step in kept:
+            outer: cst.CSTNode | None = loop if may_step else None
+            while outer is not None and id(outer) not in asked:
+                asked.add(id(outer))
+                outer = loops.statement_loop(outer)
+        for loop, function, may_step in kept:
+            outer = loops.statement_loop(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
-            may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While,
+            where, over = (loops.where(loop), ctx.places.repeat_of(loop).kind) if id(loop) in asked else (None, "")
+            found.append(LoopSummary(loops.loop_key(loop), parent, where, may_step, over, type(loop) is cst.While,
                                      self._forward_of(loop, function) if may_step else ""))
         return tuple(found)
 

@@ -50,9 +50,11 @@ class LoopSummary:
 
     key: str  # "Cls.m#loop2"
     parent: str  # the enclosing loop's key, or the function's ("" at module level)
-    where: Where  # how often it runs if it is a step loop
+    # how often it runs if it is a step loop; None where the join never reads it (a loop that
+    # cannot step, with none inside that may: the summary does not ask)
+    where: Where | None
     may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
-    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
+    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...; "" where `where` is None
     until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
     forward_of: str = ""  # the class whose `forward` runs it (there or in a method it calls), when only the join can tell it is a module
 
