@@ -101,14 +101,14 @@ def _join_error(summaries: list[FileSummary]) -> Exception | None:
     return None
 
 
-def settle_project(results: Sequence[FileResult], others: Sequence[FileSummary], settle: Callable[[list[FileResult], Steps], object],
+def settle_project(results: Sequence[FileResult], summaries: Sequence[FileSummary], settle: Callable[[list[FileResult], Steps], object],
                    debug: bool = False, name: Callable[[FileResult], str] = name_of) -> tuple[Steps, list[InternalError]]:
-    """The join of the summaries of ``results`` and ``others`` (the project's files that are
-    not reported), and each of ``results`` settled by it (``settle``). A file the join had to
-    leave out is settled as its own project, with an error naming it; the errors of
-    ``others`` left out are returned (their findings are not reported, the given files'
-    steps through them are missing)."""
-    steps, left_out = joined([*(r.summary for r in results if r.summary is not None), *others], debug)
+    """The join of ``summaries`` (those of ``results`` and of the project's files that are not
+    reported, in the caller's order), and each of ``results`` settled by it (``settle``). A
+    file the join had to leave out is settled as its own project, with an error naming it;
+    the errors of the other files left out are returned (their findings are not reported,
+    the given files' steps through them are missing)."""
+    steps, left_out = joined(summaries, debug)
     alone: list[FileResult] = []
     for result in results:
         if result.summary is not None and result.summary.path in left_out:

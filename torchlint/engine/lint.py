@@ -100,7 +100,8 @@ def lint_paths(
         store.prune()
     done = [r for r in results if r is not None]
     displays = {id(r): file.display for r, file in zip(done, files)}
-    steps, elsewhere_errors = settle_project(done, context.summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug,
+    summaries = [*(r.summary for r in done if r.summary is not None), *context.summaries]
+    steps, elsewhere_errors = settle_project(done, summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug,
                                              lambda r: displays[id(r)])
     result = LintResult(files_checked=len(files), cached=len(files) - len(todo), note=context.note, errors=elsewhere_errors)
     at_calls = _at_call_sites(files, done, configs, context, steps, store, jobs, debug, result.errors) if context.by_path else {}

@@ -27,7 +27,8 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
     Each file is settled under its own guard (``engine/isolate.py``): one that raises keeps
     the findings its own file shows and an error naming it; the others are settled."""
     if steps is None:  # the results are the whole project
-        return settle_project(results, [], lambda some, joined: settle_steps(some, joined, debug=debug), debug)[0]
+        summaries = [r.summary for r in results if r.summary is not None]
+        return settle_project(results, summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug)[0]
     for file_result in results:
         before = list(file_result.findings)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps)) is None:

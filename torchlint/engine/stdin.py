@@ -65,7 +65,8 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
     with collector_paused():
         file_result = guarded(file, debug, lambda: linter.lint(source, path))  # errors held, not raised
         edit = None
-        steps, elsewhere_errors = settle_project([file_result], list(context), lambda some, joined: settle_steps(some, joined, debug=debug), debug,
+        summaries = [*context, *([file_result.summary] if file_result.summary is not None else [])]
+        steps, elsewhere_errors = settle_project([file_result], summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug,
                                                   lambda _: display)
         file_result.errors.extend(elsewhere_errors)
         used: list[Finding] = []

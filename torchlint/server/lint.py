@@ -97,7 +97,8 @@ def lint_text(text: str, path: Path, others: Iterable[FileSummary] = (), cells: 
         log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
     summary = result.summary
     checked = len(result.errors)
-    steps, elsewhere_errors = settle_project([result], list(others), lambda some, joined: settle_steps(some, joined), name=lambda _: display)
+    summaries = [*others, *([summary] if summary is not None else [])]
+    steps, elsewhere_errors = settle_project([result], summaries, lambda some, joined: settle_steps(some, joined), name=lambda _: display)
     for error in [*result.errors[checked:], *elsewhere_errors]:  # a cross-file stage that raised (engine/isolate.py)
         log.error("torchlint: internal error in %s on %s: %s", error.code, error.path, error.error)
     used: list[Finding] = []
