@@ -91,7 +91,7 @@ class Linter:
         result.pending = [d for d in result.pending if id(d.finding) in kept]
         result.path = path
         if steps is not None:
-            settle_steps([result], steps)
+            settle_steps([result], steps, debug=self.debug)
         return result
 
     def lint_file(self, file: SourceFile, steps: Steps | None = None, used: Sequence[Finding] = ()) -> FileResult:
@@ -218,5 +218,5 @@ def lint_source(text: str, path: str = "<string>", config: Config | None = None)
     """Lint source text (for tests and editors); selection and ``# noqa`` apply. The text
     is its own project: its per-step functions are those its own loops and hooks reach."""
     result = Linter(config or Config(), debug=True).lint(Source(path, text), Path(path))
-    settle_steps([result])
+    settle_steps([result], debug=True)  # a test sees what raised
     return sorted(result.findings, key=Finding.sort_key)
