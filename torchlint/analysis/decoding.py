@@ -56,18 +56,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     function = ctx.tree.enclosing_function(loop)
     if function is not None and function.name.value in ("forward", "__call__"):
         return False
-    nodes = list(ctx.loops._own_nodes(loop.body))
-    # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
-    # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
-    # this iteration's too. `for hyp in hyps:` binds what the model is given, and
-    # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
-    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
-    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
-    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
-    if searches:
-        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
-    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
-                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
+    nodes, ordered = decode_body(ctx, loop)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
@@ -82,6 +71,24 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
             return True
     return False
+
+
+def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
+    """The nodes one iteration of a decode loop runs (not those of nested scopes), and its
+    assignments in source order (a beam search's hypothesis loops and appends too)."""
+    nodes = list(ctx.loops._own_nodes(loop.body))
+    # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
+    # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
+    # this iteration's too. `for hyp in hyps:` binds what the model is given, and
+    # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
+    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
+    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
+    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
+    if searches:
+        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
+    return nodes, ordered
 
 
 def _assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
@@ -219,7 +226,8 @@ def _used_as_logits(ctx: FileContext, call: cst.Call, derived: set[str], nodes: 
     for node in nodes:
         if type(node) is not cst.Call:
             continue
-        name = (dotted(node.func) or "").rsplit(".", 1)[-1]
+        # (a method of any expression: `out.logits[:, -1].argmax(-1)`)
+        name = node.func.attr.value if type(node.func) is cst.Attribute else dotted(node.func) or ""
         if name in _SAMPLERS and (_mentions(node) & derived):
             return True
     return False
