@@ -69,7 +69,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     nodes, ordered = decode_body(ctx, loop)
     runs = sorted((n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
                   key=ctx.tree.index)
-    if any(_passes_a_cache(ctx, call, set()) for call in runs) or _keeps_a_cache_name(ordered):
+    if any(_passes_a_cache(ctx, call, set(), positions=False) for call in runs) or _keeps_a_cache_name(ordered):
         return None  # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
     moving = {name for statement in ordered for name in _targets(statement)} | (_mentions(loop.target) if type(loop) is cst.For else frozenset())
     sequences = set(concatenated(ctx, [n for n in nodes if type(n) is cst.Call]))
@@ -115,6 +115,12 @@ def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> 
         elif type(node) is cst.Assign and _mentions(node.value) & derived:
             for target in node.targets:
                 if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
+                    found.setdefault(name, (node, True))
+            if type(node.value) is cst.Call and ctx.qname(node.value.func) not in CONCATENATIONS:
+                # `gen_seq, scores = self._best(gen_seq, dec_output, scores, step)`: a helper writes the
+                # next token into the buffer it is given (attention-is-all-you-need's beam search)
+                given = set().union(*(_mentions(arg.value) for arg in node.value.args)) if node.value.args else set()
+                for name in _targets(node, items=False) & given:
                     found.setdefault(name, (node, True))
     return found
 
@@ -170,10 +176,11 @@ def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
     return "prefix" if upper is not None and _mentions(upper) & moving else "all"
 
 
-def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str]) -> bool:
+def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True) -> bool:
     """Is the call given a cache, a start position, or a state it returned before
     (``past_key_values=out.past_key_values``, ``model(x, input_pos)``, ``rnn(x, hidden)``
-    with ``out, hidden = rnn(...)``)?"""
+    with ``out, hidden = rnn(...)``)? Without ``positions``, a cache by name only (a helper
+    given the loop's ``step`` is no cached model)."""
     for arg in call.args:
         if arg.star:
             return True  # `**kwargs` may hold the cache
@@ -182,17 +189,24 @@ def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str]) -> bool
             if not (type(arg.value) is cst.Name and arg.value.value == "False"):
                 return True
             continue
-        names = {part for name in _mentions(arg.value) for part in (name.rsplit(".", 1)[-1],)} | {keyword} - {""}
-        if any(_cache_name(name) for name in names):
+        # (a position only as the argument itself: `tokens[:, :step]` is the prefix up to the loop's step)
+        given = (dotted(arg.value) or "").rsplit(".", 1)[-1].lower()
+        if positions and (keyword in _POSITION_NAMES or given in _POSITION_NAMES) or _cache_word(keyword):
+            return True
+        if any(_cache_word(name.rsplit(".", 1)[-1]) for name in _mentions(arg.value, slices=False)):
             return True
         if _mentions(arg.value) & outputs:
             return True  # a state the model returned last pass: an RNN's hidden, a cache by any name
     return False
 
 
-def _cache_name(name: str) -> bool:
+def _cache_word(name: str) -> bool:
     lowered = name.lower()
-    return any(word in lowered for word in _CACHE_WORDS) or lowered in _POSITION_NAMES
+    return any(word in lowered for word in _CACHE_WORDS)
+
+
+def _cache_name(name: str) -> bool:
+    return _cache_word(name) or name.lower() in _POSITION_NAMES
 
 
 def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
