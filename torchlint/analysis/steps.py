@@ -30,9 +30,11 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.dataset_work import dataset_work
+from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
@@ -229,7 +231,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
-            compiled=self.compiled_roots, not_compiled=self.not_compiled,
+            compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
+            switches=turned_switches(self.ctx),
         )
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
@@ -532,7 +535,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls)))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
+                                      loader_sets(self.ctx, cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

@@ -72,6 +72,7 @@ class ClassSummary:
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
+    loader_sets: tuple[str, ...] | None = None  # a class with a base named like a loader: the DataLoader options its `__init__` passes up itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +92,5 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
+    settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`

@@ -46,6 +46,7 @@ class Conditional(NamedTuple):
     returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
     optional: bool = False  # behind `if p is not None:` of a parameter defaulting to None: off unless its (unseen) caller passes it
+    unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
 
 
 class InStepIfCalled(NamedTuple):
@@ -63,13 +64,21 @@ class InStepIfCalled(NamedTuple):
     opt_in: str = ""
 
 
-class ByDataset(NamedTuple):
-    """A loader finding whose dataset is a class of another file: what that class does per
-    sample (its summary's ``samples``, found by the join) settles it (TL201)."""
+class Pending(NamedTuple):
+    """A finding the join settles by what other files say: a loader's (TL201) by its dataset, a
+    class of another file (what that class does per sample: its summary's ``samples``), and by a
+    setting of a config object its function is passed (its default in the callers' files:
+    ``settings``); any finding by a process-wide switch some file of the project turns
+    (``unless_switch``); a loader's built from a class of another file by that class being a
+    ``DataLoader`` subclass (``loader``)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
-    dataset: tuple  # the class, as a summary reference (analysis.summary.Ref)
+    dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
     heavy_only: bool  # holds only if the class's samples are heavy work; else unless they are cheap
+    setting: tuple[str, str, str] | None = None  # (function key, parameter, setting): holds only where its default is 0
+    prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
+    unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
+    loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
 
 
 @dataclass(slots=True)
@@ -85,7 +94,7 @@ class FileResult:
     conditional: list[Conditional] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
     in_functions: list[InStepIfCalled] = field(default_factory=list)  # impacts the join may raise
-    by_dataset: list[ByDataset] = field(default_factory=list)  # findings the join settles by their dataset's class
+    pending: list[Pending] = field(default_factory=list)  # findings the join settles by other files' facts (a dataset's class, a setting, a switch)
 
 
 def plain(result: FileResult) -> FileResult:
@@ -100,7 +109,7 @@ def plain(result: FileResult) -> FileResult:
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
         in_functions=list(result.in_functions),
-        by_dataset=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.by_dataset],
+        pending=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.pending],
     )
 
 

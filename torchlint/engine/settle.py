@@ -9,7 +9,9 @@ from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.analysis.project import Project
-from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
+from torchlint.analysis.loader_bases import confirmed_loader
+from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
+from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
 from torchlint.findings import IMPACT_RANK, Finding
 
@@ -24,14 +26,21 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
     saying where it runs and its ``related`` places carrying the hot call sites."""
     if steps is None:
         steps = join(r.summary for r in results if r.summary is not None)
+    settings: SettingDefaults | None = None
+    switches = turned_switches(steps)
     for file_result in results:
+        if switches and file_result.conditional:  # `Distribution.set_default_validate_args(False)` somewhere: its findings go
+            file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
         per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
         here = file_result.summary.path if file_result.summary is not None else None
         step_loops = step_loops_of(steps, here)
         if file_result.in_functions and per_step:
             _raise_impacts(file_result, per_step, step_loops)
-        if file_result.by_dataset:
-            file_result.findings.extend(_dataset_findings(file_result, getattr(steps, "project", None)))
+        if file_result.pending:
+            project = getattr(steps, "project", None)
+            if settings is None and project is not None:
+                settings = SettingDefaults(project)  # one index of the project's callers, for every file's loaders
+            file_result.findings.extend(_pending_findings(file_result, project, settings, switches))
             file_result.findings.sort(key=Finding.sort_key)
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
@@ -94,15 +103,29 @@ def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step:
     return info, f"only on an opt-in path: `{condition.opt_in}` is off by default and no per-step call in the project passes it"
 
 
-def _dataset_findings(file_result: FileResult, project: Project | None) -> Iterator[Finding]:
+def turned_switches(steps: Steps) -> frozenset[str]:
+    """The process-wide switches some file of the joined project turns (``FileSummary.switches``)."""
+    project = getattr(steps, "project", None)
+    return frozenset(s for summary in project.files.values() for s in summary.switches) if project is not None else frozenset()
+
+
+def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
+                      switches: frozenset[str] = frozenset()) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
-    stream needs."""
+    stream needs. One that waited for a setting's default (``args.num_workers``, parsed in
+    its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
-    for pending in file_result.by_dataset:
+    for pending in file_result.pending:
+        if pending.unless_switch and pending.unless_switch in switches:
+            continue  # a file of the project turns the switch that makes it moot
+        if pending.loader is not None and (project is None or path not in project.files or not confirmed_loader(project, path, *pending.loader)):
+            continue  # not a DataLoader subclass, or one that sets the option itself
+        if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):
+            continue  # the setting is the run's choice, or set to workers
         work = None
-        if project is not None and path in project.files:
+        if pending.dataset is not None and project is not None and path in project.files:
             owner = project.class_of(pending.dataset, path, 0)
             # (a factory function, `dataset()` of another file, resolves too: only a class says what it does per sample)
             cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
@@ -110,10 +133,14 @@ def _dataset_findings(file_result: FileResult, project: Project | None) -> Itera
                 work = cls.samples
         if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
+        if pending.prebatched and pending.dataset is not None and work is not None and not work.work:
+            continue  # whole batches sliced from what the dataset holds: one call per step, nothing for workers
         finding = pending.finding
+        if pending.prebatched and pending.dataset is not None and work is None:
+            finding = unseen_batches(finding)  # a library's batches: what it does per batch is not seen
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
-    file_result.by_dataset = []
+    file_result.pending = []
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
