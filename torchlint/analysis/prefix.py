@@ -81,7 +81,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
         if statement is None or ctx.guards.rare(call, stop=loop):
             continue  # (a branch that runs once, or ends the loop: `if done.all(): mask = mask_after(out); break`)
         derived = _derived(unlooped, _targets(statement))
-        if not _used_as_logits(ctx, call, derived, nodes):
+        if not _used_as_logits(ctx, call, derived, nodes) or _post_processes(ctx, call, runs, unlooped):
             continue
         grown = _grown_by(ctx, nodes, derived)
         if not grown or _passes_a_cache(ctx, call, _targets(statement)):
@@ -92,6 +92,21 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
             if sequence is not None and not _forward_takes_a_cache(ctx, call):
                 return PrefixRerun(call, sequence, grown[sequence][0])
     return None
+
+
+def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlooped: list[cst.CSTNode]) -> bool:
+    """Is ``call`` given what a model call before it made in this iteration (``scores =
+    self.postprocess_next_token_scores(scores=next_token_logits, input_ids=input_ids)``: a
+    repetition penalty reads the whole sequence, but the model ran before it)?"""
+    start = ctx.tree.index(call)
+    given = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
+    for run in runs:
+        statement = _assignment_of(ctx, run) if ctx.tree.index(run) < start else None
+        if statement is not None and not ctx.tree.is_inside(call, statement):
+            made = _derived([s for s in unlooped if ctx.tree.index(s) < start], _targets(statement))
+            if made & given:
+                return True
+    return False
 
 
 def _keeps_a_cache_name(ordered: list[cst.CSTNode]) -> bool:
