@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.decoding import _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body
+from torchlint.analysis.decoding import _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -104,7 +104,9 @@ def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlo
         statement = _assignment_of(ctx, run) if ctx.tree.index(run) < start else None
         if statement is not None and not ctx.tree.is_inside(call, statement):
             made = _derived([s for s in unlooped if ctx.tree.index(s) < start], _targets(statement))
-            if made & given:
+            # (logits by name: a causal mask made by a helper this iteration, `tgt_mask =
+            # generate_square_subsequent_mask(ys.size(0))`, is the decoder's input, not its output)
+            if any(word in name.rsplit(".", 1)[-1].lower() for name in made & given for word in _LOGIT_WORDS):
                 return True
     return False
 
