@@ -113,8 +113,7 @@ def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlo
 
 def _keeps_a_cache_name(ordered: list[cst.CSTNode]) -> bool:
     """Does the body bind a cache by name (``past_key_values = outputs.past_key_values``)?"""
-    return any(_cache_name(name.rsplit(".", 1)[-1]) and not name.startswith("self.") for s in ordered for name in _targets(s, items=False)
-               if name.rsplit(".", 1)[-1].lower() not in _POSITION_NAMES)
+    return any(_cache_word(name) for s in ordered for name in _targets(s, items=False) if not name.startswith("self."))
 
 
 def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> dict[str, tuple[cst.CSTNode, bool]]:
