@@ -51,6 +51,7 @@ _TABLE = (
     ('TL404', 'channels-last-missing', False, 'NONE', 'Conv2d model trained under autocast without `memory_format=torch.channels_last`.'),
     ('TL405', 'hand-written-attention', True, 'NONE', "`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."),
     ('TL406', 'deterministic-algorithms-on', True, 'NONE', '`torch.backends.cudnn.deterministic = True` or `torch.use_deterministic_algorithms(True)` for training.'),
+    ('TL407', 'decode-without-kv-cache', True, 'NONE', 'A decode loop whose model call is given the whole sequence it grows, with no KV cache: every token re-runs the prefix.'),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),

@@ -56,20 +56,9 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     function = ctx.tree.enclosing_function(loop)
     if function is not None and function.name.value in ("forward", "__call__"):
         return False
-    nodes = list(ctx.loops._own_nodes(loop.body))
-    # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
-    # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
-    # this iteration's too. `for hyp in hyps:` binds what the model is given, and
-    # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
-    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
-    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
-    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
-    if searches:
-        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
-    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
-                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
+    nodes, ordered = decode_body(ctx, loop)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
-    samplers = [n for n in nodes if type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _SAMPLERS]  # once, not per call
+    samplers = [n for n in nodes if type(n) is cst.Call and _sampler_name(n) in _SAMPLERS]  # once, not per call
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
         if statement is None:
@@ -83,6 +72,24 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
             return True
     return False
+
+
+def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
+    """The nodes one iteration of a decode loop runs (not those of nested scopes), and its
+    assignments in source order (a beam search's hypothesis loops and appends too)."""
+    nodes = list(ctx.loops._own_nodes(loop.body))
+    # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
+    # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
+    # this iteration's too. `for hyp in hyps:` binds what the model is given, and
+    # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
+    # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
+    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
+    searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
+    if searches:
+        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+                      or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
+    return nodes, ordered
 
 
 def _assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
@@ -209,6 +216,12 @@ def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
                 if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
                     found.append((name, node.value))
     return found
+
+
+def _sampler_name(call: cst.Call) -> str:
+    """The name a call samples by: a method of any expression too (``out.logits[:, -1].argmax(-1)``)."""
+    func = call.func
+    return func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
 
 
 def _used_as_logits(call: cst.Call, derived: set[str], samplers: list[cst.Call]) -> bool:

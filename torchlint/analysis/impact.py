@@ -53,6 +53,7 @@ class Cost(enum.Enum):
     PINNED_COPY = "pageable host-to-device copies"
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
+    PREFIX_RECOMPUTED = "the whole prefix run through the model again for every decoded token: ~T/2 times a cached decoder's compute for T tokens"
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
@@ -91,6 +92,7 @@ PREBATCHED_PIPELINE  low    low    low    low    low    low    low
 PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
+PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
 TF32_OFF             low    low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low

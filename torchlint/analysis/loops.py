@@ -11,6 +11,7 @@ from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
+from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
 from torchlint.analysis.tree import node_types
 from torchlint.analysis.values import MODULE_CHAIN, Kind, looks_like_optimizer
@@ -27,7 +28,6 @@ _COMPREHENSION_TYPES = node_types(*_COMPREHENSIONS)
 _NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *_SCOPE_BARRIERS, *_COMPREHENSIONS)
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 _SAMPLING = frozenset({"generate", "sample", "multinomial"})
-_CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack"})
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 _ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 
@@ -290,14 +290,7 @@ class Loops:
         (``idx = torch.cat((idx, next_token), dim=1)`` with ``model(idx)`` in the same loop),
         one token or frame per iteration: an inference step, not an evaluation batch."""
         ctx = self.ctx
-        grown = set()
-        for call in calls:
-            if ctx.qname(call.func) in _CONCATENATIONS and call.args and type(call.args[0].value) in (cst.Tuple, cst.List):
-                first = call.args[0].value.elements
-                assign = ctx.tree.parent(call)
-                if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
-                    grown.add(dotted(first[0].value))
-        grown.discard(None)
+        grown = set(concatenated(ctx, calls))
         if not grown:
             return False  # nothing grows: no walk of the body (most loops)
         for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
@@ -372,6 +365,11 @@ class Loops:
         if id(loop) not in known:
             known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
         return known[id(loop)]
+
+    def reruns_prefix(self, loop: cst.CSTNode) -> PrefixRerun | None:
+        """The model call of decode loop ``loop`` given the whole sequence the loop grows, with
+        no cache: every token re-runs the prefix (``analysis/prefix.py``)."""
+        return reruns_prefix(self.ctx, loop) if type(loop) in (cst.For, cst.While) else None
 
     def denoises(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` a denoising loop: one diffusion time step per iteration, the model's

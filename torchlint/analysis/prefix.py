@@ -1,0 +1,275 @@
+"""Decode loops that run their model over the whole sequence again for every token.
+
+``for _ in range(n): idx_cond = idx[:, -block:]; logits = self(idx_cond); ...; idx =
+torch.cat((idx, idx_next), dim=1)``: a decode loop (:mod:`analysis.decoding`) whose model
+call is given the sequence the loop grows from that call's own output (or a crop of it),
+with no cache: no key-value cache or past state passed (``past_key_values=``,
+``kv_cache=``, ``input_pos``, ``start_pos``, an RNN's ``hidden`` carried from the call's
+result), no cache kept by the model (a forward of this file that takes one, a ``self.cache_k``
+the file updates), and not only the new token fed (``idx[:, -1:]``, ``tokens[:, prev:cur]``).
+Each decoded token then re-runs the model over the whole prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.decoding import (
+    _LOGIT_WORDS, _SAMPLERS, _assignment_of, _derived, _mentions, _may_run_a_model, _sampler_name, _targets, _used_as_logits, decode_body,
+)
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
+# Names of what a cached decoder is given besides the new tokens: its cache, or where it starts.
+_CACHE_WORDS = ("past", "cache", "kv", "incremental", "mems", "layer_state")
+_POSITION_NAMES = frozenset({"input_pos", "start_pos", "prev_pos", "cur_pos", "pos", "offset", "seqlen_offset", "cache_position", "step"})
+# A model's attributes that hold a key-value cache (not `cos_cached`: a rotary table).
+_CACHE_ATTRIBUTES = ("kv", "past", "k_cache", "v_cache", "cache_k", "cache_v", "key_cache", "value_cache", "layer_cache")
+# Calls that hand their input on whole: a move, a cast, a reshape, a batch dimension.
+_SAME_DATA = frozenset({"to", "cuda", "long", "int", "float", "contiguous", "clone", "detach", "unsqueeze", "view", "reshape", "type", "t"})
+# A call that is a whole generation itself (its own loop, its own cache): Hugging Face's `generate`.
+_WHOLE_GENERATIONS = frozenset({"generate"})
+_TENSOR_OF = frozenset({"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.IntTensor", "torch.stack"})
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRerun:
+    """A model call given the whole sequence its loop grows, and how the loop grows it."""
+
+    call: cst.Call
+    sequence: str  # the name the loop grows (`idx`)
+    grown_at: cst.CSTNode  # the statement that grows it (`idx = torch.cat((idx, idx_next), dim=1)`)
+
+
+def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assign]:
+    """The names that these calls rebind to themselves with something added at the end
+    (``idx = torch.cat((idx, nxt), dim=1)``), each with its assignment."""
+    found: dict[str, cst.Assign] = {}
+    for call in calls:
+        if ctx.qname(call.func) not in CONCATENATIONS or not call.args or type(call.args[0].value) not in (cst.Tuple, cst.List):
+            continue
+        node, elements = ctx.tree.parent(call), call.args[0].value.elements
+        if type(node) is not cst.Assign or len(node.targets) != 1 or len(elements) < 2:
+            continue
+        name = dotted(node.targets[0].target)
+        if name is not None and dotted(elements[0].value) == name:
+            found[name] = node
+    return found
+
+
+def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
+    """The model call of decode loop ``loop`` that is given the whole sequence the loop
+    grows by what that call returns, with no cache (see the module's docstring), or None."""
+    if not ctx.loops.decodes(loop) or ctx.loops.denoises(loop) or _keeps_a_cache(ctx):
+        return None
+    nodes, ordered = decode_body(ctx, loop)
+    runs = sorted((n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
+                  key=ctx.tree.index)
+    if any(_passes_a_cache(ctx, call, set(), positions=False) for call in runs) or _keeps_a_cache_name(ordered):
+        return None  # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
+    moving = {name for statement in ordered for name in _targets(statement)} | (_mentions(loop.target) if type(loop) is cst.For else frozenset())
+    sequences = set(concatenated(ctx, [n for n in nodes if type(n) is cst.Call]))
+    # What the model made, not through the sequence itself (`mask = mask_after(out)`, then
+    # `out = out.masked_fill(mask)`, makes nothing the model is given)
+    unlooped = [s for s in ordered if not _targets(s) & sequences]
+    samplers = [n for n in nodes if type(n) is cst.Call and _sampler_name(n) in _SAMPLERS]
+    for call in runs:
+        statement = _assignment_of(ctx, call)
+        if statement is None or ctx.guards.rare(call, stop=loop):
+            continue  # (a branch that runs once, or ends the loop: `if done.all(): mask = mask_after(out); break`)
+        derived = _derived(unlooped, _targets(statement))
+        if not _used_as_logits(call, derived, samplers) or _post_processes(ctx, call, runs, unlooped):
+            continue
+        grown = _grown_by(ctx, nodes, derived)
+        if not grown or _passes_a_cache(ctx, call, _targets(statement)):
+            continue
+        before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)]
+        for arg in call.args:
+            sequence = _whole(ctx, arg.value, grown, before, moving, 0)
+            if sequence is not None and not _forward_takes_a_cache(ctx, call):
+                return PrefixRerun(call, sequence, grown[sequence][0])
+    return None
+
+
+def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlooped: list[cst.CSTNode]) -> bool:
+    """Is ``call`` given what a model call before it made in this iteration (``scores =
+    self.postprocess_next_token_scores(scores=next_token_logits, input_ids=input_ids)``: a
+    repetition penalty reads the whole sequence, but the model ran before it)?"""
+    start = ctx.tree.index(call)
+    given = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
+    for run in runs:
+        statement = _assignment_of(ctx, run) if ctx.tree.index(run) < start else None
+        if statement is not None and not ctx.tree.is_inside(call, statement):
+            made = _derived([s for s in unlooped if ctx.tree.index(s) < start], _targets(statement))
+            # (logits by name: a causal mask made by a helper this iteration, `tgt_mask =
+            # generate_square_subsequent_mask(ys.size(0))`, is the decoder's input, not its output)
+            if any(word in name.rsplit(".", 1)[-1].lower() for name in made & given for word in _LOGIT_WORDS):
+                return True
+    return False
+
+
+def _keeps_a_cache_name(ordered: list[cst.CSTNode]) -> bool:
+    """Does the body bind a cache by name (``past_key_values = outputs.past_key_values``)?"""
+    return any(_cache_word(name) for s in ordered for name in _targets(s, items=False) if not name.startswith("self."))
+
+
+def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> dict[str, tuple[cst.CSTNode, bool]]:
+    """The sequences the body grows by what the model returned: each with its statement and
+    whether it grows in place into a buffer made before (``tokens[:, t] = nxt``), where only
+    a prefix slice of it (``tokens[:, :t]``) is the tokens decoded so far."""
+    found: dict[str, tuple[cst.CSTNode, bool]] = {}
+    for name, node in concatenated(ctx, [n for n in nodes if type(n) is cst.Call]).items():
+        if any(_mentions(e.value) & derived for e in node.value.args[0].value.elements[1:]):  # type: ignore[attr-defined]
+            found[name] = (node, False)
+    for node in nodes:
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("append", "extend") \
+                and len(node.args) == 1 and (name := dotted(node.func.value)) is not None and _mentions(node.args[0].value) & derived:
+            found.setdefault(name, (node, False))  # `tokens.append(nxt)`, then `model(torch.tensor([tokens]))`
+        elif type(node) is cst.Assign and _mentions(node.value) & derived:
+            for target in node.targets:
+                if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
+                    found.setdefault(name, (node, True))
+            if type(node.value) is cst.Call and ctx.qname(node.value.func) not in CONCATENATIONS:
+                # `gen_seq, scores = self._best(gen_seq, dec_output, scores, step)`: a helper writes the
+                # next token into the buffer it is given (attention-is-all-you-need's beam search)
+                given = set().union(*(_mentions(arg.value) for arg in node.value.args)) if node.value.args else set()
+                for name in _targets(node, items=False) & given:
+                    found.setdefault(name, (node, True))
+    return found
+
+
+def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cst.CSTNode, bool]], before: list[cst.CSTNode],
+           moving: set[str], depth: int, prefix: bool = False) -> str | None:
+    """The grown sequence ``expr`` holds whole (or cropped to a window from its end), or
+    None: ``idx``, ``idx_cond`` bound before to ``idx if ... else idx[:, -block:]``,
+    ``torch.tensor([tokens])``, ``tokens[:, :t]`` of a buffer; not ``idx[:, -1:]`` nor
+    ``tokens[:, prev:cur]`` (the new tokens only). ``prefix``: a slice from the start was taken."""
+    if depth > 8:
+        return None
+    name = dotted(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    if name is not None:
+        if name in grown:
+            return name if prefix or not grown[name][1] else None
+        latest = next((s for s in reversed(before) if type(s) is not cst.AugAssign and name in _targets(s, items=False)), None)
+        if latest is None or type(latest) is not cst.Assign or len(latest.targets) != 1 or dotted(latest.targets[0].target) != name:
+            return None
+        return _whole(ctx, latest.value, grown, before[:before.index(latest)], moving, depth + 1, prefix)
+    if type(expr) is cst.IfExp:  # `idx if idx.size(1) <= block else idx[:, -block:]`: both are the sequence
+        body = _whole(ctx, expr.body, grown, before, moving, depth + 1, prefix)
+        return body if body is not None and body == _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix) else None
+    if type(expr) is cst.Subscript:
+        kind = _window(expr, moving)
+        return _whole(ctx, expr.value, grown, before, moving, depth + 1, prefix or kind == "prefix") if kind else None
+    if type(expr) in (cst.List, cst.Tuple) and len(expr.elements) == 1:  # `torch.tensor([tokens])`
+        return _whole(ctx, expr.elements[0].value, grown, before, moving, depth + 1, prefix)
+    if type(expr) is cst.Call and expr.args:
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in _SAME_DATA and ctx.qname(expr.func) is None:
+            return _whole(ctx, expr.func.value, grown, before, moving, depth + 1, prefix)
+        if ctx.qname(expr.func) in _TENSOR_OF:
+            return _whole(ctx, expr.args[0].value, grown, before, moving, depth + 1, prefix)
+    return None
+
+
+def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
+    """What a subscript of the sequence keeps, by its last index: "all" (``[None]``, ``[:, :]``,
+    a crop to the last ``block`` tokens ``[:, -block:]``), "prefix" (``[:, :t]``, up to a
+    position the loop moves), or None (the last token ``[:, -1:]``, one position ``[:, -1]``,
+    a window whose start the loop moves: ``[:, prev_pos:cur_pos]``)."""
+    last = expr.slice[-1].slice
+    if type(last) is cst.Index:
+        return "all" if type(last.value) is cst.Name and last.value.value == "None" or type(last.value) is cst.Ellipsis else None
+    lower, upper = last.lower, last.upper
+    if lower is not None and _mentions(lower) & moving:
+        return None  # the window starts where the last pass ended: a cached step
+    if type(lower) is cst.UnaryOperation and type(lower.operator) is cst.Minus and type(lower.expression) is cst.Integer \
+            and lower.expression.value == "1":
+        return None  # `[:, -1:]`: the newest token only
+    if type(lower) is cst.Integer and lower.value not in ("0",):
+        return None  # `[:, 5:]`: not the tokens decoded so far
+    return "prefix" if upper is not None and _mentions(upper) & moving else "all"
+
+
+def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True) -> bool:
+    """Is the call given a cache, a start position, or a state it returned before
+    (``past_key_values=out.past_key_values``, ``model(x, input_pos)``, ``rnn(x, hidden)``
+    with ``out, hidden = rnn(...)``)? Without ``positions``, a cache by name only (a helper
+    given the loop's ``step`` is no cached model)."""
+    for arg in call.args:
+        if arg.star:
+            return True  # `**kwargs` may hold the cache
+        keyword = arg.keyword.value if arg.keyword is not None else ""
+        if keyword == "use_cache":
+            if not (type(arg.value) is cst.Name and arg.value.value == "False"):
+                return True
+            continue
+        # (a position only as the argument itself: `tokens[:, :step]` is the prefix up to the loop's step)
+        given = (dotted(arg.value) or "").rsplit(".", 1)[-1].lower()
+        if positions and (keyword in _POSITION_NAMES or given in _POSITION_NAMES) or _cache_word(keyword):
+            return True
+        if any(_cache_word(name.rsplit(".", 1)[-1]) for name in _mentions(arg.value, slices=False)):
+            return True
+        if _mentions(arg.value) & outputs:
+            return True  # a state the model returned last pass: an RNN's hidden, a cache by any name
+    return False
+
+
+def _cache_word(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _CACHE_WORDS)
+
+
+def _cache_name(name: str) -> bool:
+    return _cache_word(name) or name.lower() in _POSITION_NAMES
+
+
+def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
+    """Does the model's class, where this file defines it (``self(x)``, ``model = GPT(cfg)``),
+    take a cache or a start position in its ``forward``?"""
+    cls = _model_class(ctx, call)
+    if cls is None:
+        return False
+    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
+    return forward is not None and any(_cache_name(p.name.value) for p in (*forward.params.params, *forward.params.kwonly_params))
+
+
+def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
+    """The class of this file that the call runs: ``self(x)`` in a method, or a name or
+    ``self.`` attribute bound to ``Cls(...)`` once."""
+    name = dotted(call.func)
+    if name == "self":
+        return ctx.tree.enclosing_class(call)
+    bound = ctx.bindings.lookup(name, call) if name is not None else []
+    if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Call:
+        return None
+    made = dotted(bound[0].value.func)
+    return next((c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == made), None)
+
+
+def _keeps_a_cache(ctx: FileContext) -> bool:
+    """Does a method of this file update a key-value cache it keeps (``self.cache_k[:b, s:e] =
+    xk``, ``self.kv_cache = ...`` outside ``__init__``)? Its model decodes from that cache."""
+    known = ctx.__dict__.get("_keeps_a_cache")
+    if known is None:
+        known = ctx.__dict__["_keeps_a_cache"] = any(_updates_a_cache(ctx, node) for node in ctx.tree.nodes(cst.Assign))
+    return known
+
+
+def _updates_a_cache(ctx: FileContext, node: cst.Assign) -> bool:
+    for target in node.targets:
+        value = target.target
+        subscripted = type(value) is cst.Subscript
+        while type(value) is cst.Subscript:
+            value = value.value
+        name = dotted(value) or ""
+        if not name.startswith("self.") or not any(word in name.rsplit(".", 1)[-1].lower() for word in _CACHE_ATTRIBUTES):
+            continue
+        function = ctx.tree.enclosing_function(node)
+        if subscripted or function is not None and function.name.value != "__init__":
+            return True
+    return False
