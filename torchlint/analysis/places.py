@@ -61,6 +61,7 @@ class Places:
         self._drained: dict[tuple[int, str | None], bool] = {}
         self._quiet_calls: dict[int, bool] = {}
         self._call_facts: dict[tuple[int, str], bool] = {}  # (id of a call, "queue" or "device") -> its answer
+        self._repeat_of: dict[int, Repeat] = {}  # id of a loop -> what it goes over
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -77,6 +78,13 @@ class Places:
 
     def repeat_of(self, loop: cst.CSTNode) -> Repeat:
         """What a loop goes over, and how many times when the code says."""
+        # Asked of each loop around every call the summary places and every finding: once per loop.
+        known = self._repeat_of.get(id(loop))
+        if known is None:
+            known = self._repeat_of[id(loop)] = self._repeat(loop)
+        return known
+
+    def _repeat(self, loop: cst.CSTNode) -> Repeat:
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -308,24 +316,29 @@ class Places:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
-        function = stop if type(stop) is cst.FunctionDef else None
-        # (a helper that synchronizes, dlrm's `time_wrap()`, queues nothing before its wait)
-        fresh = (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
-        if fresh:
-            # Nothing of this step queued before it: it waits only for the previous step's
-            # tail, like a read at the step's end. On a `forward`'s first lines, where the
-            # model's call stands decides (mid-step when the step queued work before it).
-            if function is None and stop is not None:
+        # Nothing of this step queued before it (`_fresh`): it waits only for the previous
+        # step's tail, like a read at the step's end. Each kind of stop asks only what
+        # decides its answer (both questions walk the statements around `node`).
+        if stop is None:  # module-level code outside any loop
+            return Position.MID_STEP if self._work_after(node, stop) else None
+        if type(stop) is not cst.FunctionDef:  # a loop: its step starts with its iteration
+            if self._fresh(node, stop):
                 return Position.STEP_START
-            if function is not None and function.name.value in ("forward", "__call__"):
-                return None
+            return Position.MID_STEP if self._work_after(node, stop) else Position.STEP_END
+        if stop.name.value in ("forward", "__call__"):
+            # On a `forward`'s first lines, where the model's call stands decides (mid-step
+            # when the step queued work before it); after them, the model's other layers,
+            # then its backward, follow.
+            return None if self._fresh(node, stop) else Position.MID_STEP
         if self._work_after(node, stop):
             return Position.MID_STEP
-        if function is not None and function.name.value in ("forward", "__call__"):
-            return Position.MID_STEP  # the model's other layers, then its backward, follow
-        if function is not None and not fresh:
-            return Position.CALL_END  # after the function's own work: where its call ends, not the step's start
-        return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
+        # after the function's own work: where its call ends, not the step's start
+        return None if self._fresh(node, stop) else Position.CALL_END
+
+    def _fresh(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Has the step queued no device work before ``node``? (A helper that synchronizes,
+        dlrm's `time_wrap()`, queues nothing before its wait.)"""
+        return (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
         """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""

@@ -66,6 +66,7 @@ _IS_NODE = _IsNode()
 FUNCTION_OR_CLASS = node_types(cst.FunctionDef, cst.ClassDef)
 _STATEMENTS = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _FUNCTION = (cst.FunctionDef,)
+_UNKNOWN = object()  # a memo's "not asked yet" (None is an answer)
 _CLASS = (cst.ClassDef,)
 
 
@@ -91,6 +92,8 @@ class Tree:
         self.parents: dict[int, cst.CSTNode] = {}
         self.order: dict[int, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        # Every node in pre-order: a subtree is one run of it, so `descendants` is a slice.
+        self.preorder: list[cst.CSTNode] = []
         self._function_of: dict[int, cst.FunctionDef | None] = {}
         self._class_of: dict[int, cst.ClassDef | None] = {}  # see enclosing_class
         self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
@@ -105,13 +108,14 @@ class Tree:
         # `children` inlined: this walk touches every node of every file once, and the
         # generator's overhead was a third of it.
         parents, order, by_type, known, is_node = self.parents, self.order, self.by_type, _CHILD_FIELDS, _IS_NODE
-        children_of = self._children
+        children_of, visit = self._children, self.preorder.append
         stack: list[cst.CSTNode] = [module]
         index = 0
         while stack:
             node = stack.pop()
             order[id(node)] = index
             index += 1
+            visit(node)
             node_type = type(node)
             by_type[node_type].append(node)
             fields = known.get(node_type)
@@ -215,8 +219,14 @@ class Tree:
             last = self._last[key] = self.order[id(current)]
         return last
 
-    def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """All nodes under ``node`` (not ``node`` itself), pre-order."""
+    def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode] | list[cst.CSTNode]:
+        """All nodes under ``node`` (not ``node`` itself), pre-order (do not change the list)."""
+        start = self.order.get(id(node))
+        if start is not None:  # a run of the walk's pre-order: a slice, not a walk per question
+            return self.preorder[start + 1:self._last_index(node) + 1]
+        return self._walked_descendants(node)  # a node made after the walk (a fix's)
+
+    def _walked_descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         kids_of = self.children
         stack = list(reversed(kids_of(node)))
         while stack:
@@ -236,12 +246,19 @@ class Tree:
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The innermost ``def`` around ``node`` (not ``node`` itself)."""
-        # Asked for most calls, names and loops by several analyses: remembered up the tree.
+        # Asked for most calls, names and loops by several analyses: remembered up the tree
+        # (the parent's answer, when known, without the call).
+        found = self._function_of.get(id(self.parents.get(id(node))), _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found  # type: ignore[return-value]
         return self.innermost(node, _FUNCTION, self._function_of)  # type: ignore[return-value]
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The innermost ``class`` around ``node`` (not ``node`` itself), through any ``def``."""
         # Asked of every `self.x` the analyses meet: remembered like enclosing_function's.
+        found = self._class_of.get(id(self.parents.get(id(node))), _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found  # type: ignore[return-value]
         return self.innermost(node, _CLASS, self._class_of)  # type: ignore[return-value]
 
     def innermost(self, node: cst.CSTNode, types: tuple[type, ...] | frozenset[type], memo: dict[int, cst.CSTNode | None],
