@@ -32,15 +32,17 @@ class _TargetPositionState(CodegenState):
 
     def _here(self) -> tuple[int, int]:
         tokens = self.tokens
-        for i in range(self._scanned, len(tokens)):
-            token = tokens[i]
-            if "\n" in token or "\r" in token:
-                # Python's line breaks: \r\n, \n and a lone \r (old Mac files) alike
-                self._line += token.count("\n") + token.count("\r") - token.count("\r\n")
-                self._column = len(token) - max(token.rfind("\n"), token.rfind("\r")) - 1
+        if self._scanned < len(tokens):
+            # The tokens since the last target, joined: counted in C, not token by token
+            # (no token ends in a lone \r that the next one's \n would make one \r\n).
+            text = "".join(tokens[self._scanned:])
+            breaks = _line_breaks(text)  # Python's line breaks: \r\n, \n and a lone \r (old Mac files) alike
+            if breaks:
+                self._line += breaks
+                self._column = len(text) - max(text.rfind("\n"), text.rfind("\r")) - 1
             else:
-                self._column += len(token)
-        self._scanned = len(tokens)
+                self._column += len(text)
+            self._scanned = len(tokens)
         return self._line, self._column
 
     def record_syntactic_position(

@@ -28,6 +28,9 @@ IN_SCOPE = _SCOPES  # comprehensions' too: every call that runs in this scope (a
 STEP = "step"  # OWN, but into the micro-batch loops a predicate names (`Loops._step_nodes`)
 
 
+_UNKNOWN = object()  # a memo's "not asked yet" (None is an answer)
+
+
 class SubtreeCalls:
     """``calls(root, stops)``: each answer found once per file."""
 
@@ -36,6 +39,7 @@ class SubtreeCalls:
         self.micro_batch = micro_batch  # the loops STEP enters
         self._all = tree.nodes(cst.Call)  # in pre-order
         self._at = [tree.order[id(call)] for call in self._all]
+        self._above = [id(tree.parents.get(id(call))) for call in self._all]  # each call's parent, by id
         self._answers: dict[tuple[int, int], list[cst.Call]] = {}
         self._stoppers: dict[int, dict[int, cst.CSTNode | None]] = {}
 
@@ -54,12 +58,12 @@ class SubtreeCalls:
             return self._walked(root, stops)
         end = tree._last_index(root)
         memo = self._stoppers.setdefault(id(stops), {})
-        order, at, parents, calls = tree.order, self._at, tree.parents, self._all
+        order, at, above, calls = tree.order, self._at, self._above, self._all
         kept = []
         for i in range(bisect.bisect_left(at, start), bisect.bisect_right(at, end)):
-            call = calls[i]
-            above = id(parents.get(id(call)))
-            stopper = memo[above] if above in memo else self._stopper(call, stops, memo)  # most paths up are known
+            stopper = memo.get(above[i], _UNKNOWN)  # most paths up are known
+            if stopper is _UNKNOWN:
+                stopper = self._stopper(calls[i], stops, memo)
             if stopper is None or order[id(stopper)] <= start:
                 kept.append(i)
         kept.sort(key=self._finish_rank.__getitem__)

@@ -191,10 +191,14 @@ class Tree:
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         """Whether ``container`` is an ancestor of ``node``: a subtree is one run of the
         pre-order, so two index comparisons answer it (no walk up per question)."""
-        at, start = self.order.get(id(node)), self.order.get(id(container))
+        order = self.order
+        at, start = order.get(id(node)), order.get(id(container))
         if at is None or start is None:  # a node made after the walk (a fix's): walk up
             return any(a is container for a in self.ancestors(node))
-        return start < at <= self._last_index(container)
+        if at <= start:
+            return False
+        last = self._last.get(id(container))
+        return at <= (last if last is not None else self._last_index(container))
 
     def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """:func:`children` of ``node``, as the walk found them (do not change the list)."""
@@ -207,16 +211,28 @@ class Tree:
 
     def _last_index(self, node: cst.CSTNode) -> int:
         """The pre-order index of the last node of ``node``'s subtree."""
-        key = id(node)
-        last = self._last.get(key)
+        memo = self._last
+        last = memo.get(id(node))
         if last is None:
-            current = node
-            while True:
-                kids = self.children(current)
-                if not kids:
+            if id(node) not in self.order:  # a node made after the walk (a fix's): its own children
+                current = node
+                while kids := self.children(current):
+                    current = kids[-1]
+                return self.order[id(current)]
+            # Down the last children: every node on the way ends where the last one does.
+            children_of, spine = self._children, [id(node)]
+            kids = children_of.get(id(node))
+            while kids:
+                current = id(kids[-1])
+                last = memo.get(current)
+                if last is not None:
                     break
-                current = kids[-1]
-            last = self._last[key] = self.order[id(current)]
+                spine.append(current)
+                kids = children_of.get(current)
+            else:
+                last = self.order[spine[-1]]
+            for key in spine:
+                memo[key] = last
         return last
 
     def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode] | list[cst.CSTNode]:
