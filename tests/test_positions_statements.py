@@ -32,6 +32,9 @@ _TEXTS = {
               "def evaluate(model, xs):\n    for x in xs:\n        loss = model(x)\n        loss = model(x)\n    def one(): return g()\n"
               "    class Local:\n        def m(self):\n            return self.net(x)\n\n        @property\n        def n(self):\n            return self.net(x)\n"
               "    return loss.item()\n",
+    "blocks": "def main(xs):\n    if xs:\n        y = f(xs)\n    else:\n        y = f(xs)\n    while y:\n        y = f(y)\n"
+              "    with ctx() as c:\n        try:\n            z = f(c)\n        except E:\n            z = f(c)\n        finally:\n            g(z)\n"
+              "    for i in range(3):\n        y = f(y)\n    else:\n        g(y)\n    return y.item()\n",
     "nested tabs and crlf": "class A:\r\n\tdef f(self, x):\r\n\t\tif x:\r\n\t\t\treturn g(x)\r\n\t\treturn g(x)\r\n",
 }
 

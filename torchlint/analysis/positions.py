@@ -111,8 +111,8 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode], tree: Tree |
 
 def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.CompFor], tree: Tree, text: str) -> dict[int, Span] | None:
     """The spans of ``targets`` from the codegen of the statements that hold them only (the
-    innermost statement of a function's or a class's body, through nested ones, or else a
-    top-level statement), each up to its last target; None where that cannot be told for
+    innermost statement of a body block, a function's, a class's, a loop's, a branch's,
+    through nested ones, or else a top-level statement), each up to its last target; None where that cannot be told for
     sure (the caller generates the module).
 
     libcst gives the text back as parsed, so a statement's generated code (with the
@@ -123,7 +123,7 @@ def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.
     if "\x0c" in text:
         return None  # libcst drops form feeds from the code: it is not the text (engine/runner.py)
     unplaced = {id(comp_for) for comp_for in comp_fors}  # codegen never places a clause itself
-    whole: set[int] = set()  # ids of the functions and classes generated whole
+    whole: set[int] = set()  # ids of the statements generated whole
     while True:
         held = _held(module, targets, tree, whole)
         if held is None:
@@ -133,12 +133,12 @@ def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.
             return spans
         if spans < 0 or spans in whole:
             return None  # not even the outermost statement: the module's codegen says
-        whole.add(spans)  # a statement like another (`return self.net(x)`): the one around it, whole
+        whole.add(spans)  # a statement like another (`return self.net(x)`): the one whose body holds it, whole
 
 
 def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: set[int], text: str) -> dict[int, Span] | int:
     """The spans of the targets of ``held``; where a statement is not found once in the
-    text, the id of the function or class around it; -1 where a top-level statement is not."""
+    text, the id of the statement whose body holds it; -1 where a top-level statement is not."""
     spans: dict[int, Span] = {}
     cursor, line = 0, 1  # where the text after the last statement found starts, and its line
     for unit, inside in held:
@@ -167,16 +167,18 @@ def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: 
 
 
 # (pre-order index of the statement, the statement, the indentation of the blocks around
-# it, the id of the function or class whose body holds it, or -1 for a top-level statement)
+# it, the id of the statement whose body holds it, or -1 for a top-level statement)
 _Unit = tuple[int, cst.CSTNode, tuple[str, ...], int]
-_BODIES = (cst.FunctionDef, cst.ClassDef)
+# statements whose body block the search goes into (a target in an `else:`, a handler,
+# a decorator or a header stays with the statement itself)
+_BODIES = frozenset({cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.With, cst.If, cst.Try})
 
 
 def _held(module: cst.Module, targets: set[int], tree: Tree, whole: set[int]) -> list[tuple[_Unit, set[int]]] | None:
     """The statements to generate, in source order, each with the targets it holds: the
-    innermost statement of a function's or class's body around a target, unless that
-    function or class is in ``whole``; a statement that holds another's targets (a target
-    in a function's own lines, its header or its body as a whole) takes them in. None for a
+    innermost statement of a body block around a target, unless the statement that owns
+    the block is in ``whole``; a statement that holds another's targets (a target in a
+    function's own lines, its header, its ``else:``) takes them in. None for a
     target outside the statements (the module itself)."""
     body, order, last = module.body, tree.order, tree._last_index
     starts = [order.get(id(statement), -1) for statement in body]
@@ -192,7 +194,7 @@ def _held(module: cst.Module, targets: set[int], tree: Tree, whole: set[int]) ->
             members = [order.get(id(member), -1) for member in block.body]
             inner = bisect.bisect_right(members, at) - 1
             if inner < 0 or at > last(block.body[inner]):
-                break  # in the function's or class's own lines
+                break  # in the statement's own lines
             indent = (*indent, module.default_indent if block.indent is None else block.indent)
             statement, around = block.body[inner], id(statement)
         key = order[id(statement)]
