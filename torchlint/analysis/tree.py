@@ -8,6 +8,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from functools import cached_property
+import typing
 from typing import TypeVar
 
 import libcst as cst
@@ -31,10 +32,16 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     fields = _CHILD_FIELDS.get(node_type)
     if fields is None:
         fields = tuple(
-            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_TRIVIA_PREFIXES)
+            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_TRIVIA_PREFIXES) and not _plain(f.type)
         )
         _CHILD_FIELDS[node_type] = fields
     return fields
+
+
+def _plain(field_type: object) -> bool:
+    """A field declared to hold only text or a flag (``Name.value``, ``Arg.star``): never a
+    node. The leaves (names, numbers, strings: most nodes) then have no field to read."""
+    return field_type in (str, bool, int) or typing.get_origin(field_type) is typing.Literal
 
 
 def node_types(*bases: type) -> frozenset[type]:
@@ -121,6 +128,8 @@ class Tree:
             fields = known.get(node_type)
             if fields is None:
                 fields = _child_fields(node_type)
+            if not fields:
+                continue  # a leaf by its type
             kids: list[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
