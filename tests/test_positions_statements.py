@@ -1,5 +1,6 @@
-"""Positions from the codegen of the top-level statements that hold the reported nodes only
-(analysis/positions.py): the same spans as the whole module's codegen, on the texts where
+"""Positions from the codegen of the statements that hold the reported nodes only (the
+innermost statement of a function's or class's body, or a top-level one:
+analysis/positions.py): the same spans as the whole module's codegen, on the texts where
 finding a statement in the text is tricky, and no codegen of the statements in between."""
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ _TEXTS = {
     "tab-indented class": "class A:\n\tdef m(self):\n\t\treturn g(self)\n\n\t@staticmethod\n\tdef n():\n\t\treturn [h(i) for i in range(2)]\n",
     "one-line class": "class A: x = f(1)\nclass B:\n    pass\n",
     "continuation": "x = f(\\\n    1)\ny = [a for a in \\\n     b if g(a)]\n",
+    # statements of function bodies, nested: the same statement in two functions or twice in
+    # one, a comment or a decorator before it, a one-line body, a class in a function
+    "nested": "def train(model, xs):\n    # step\n    for x in xs:\n        loss = model(x)\n        loss.backward()\n"
+              "    def inner(y):\n        loss = model(y)\n        return loss.item()\n    return inner(xs[0]).item()\n\n\n"
+              "def evaluate(model, xs):\n    for x in xs:\n        loss = model(x)\n        loss = model(x)\n    def one(): return g()\n"
+              "    class Local:\n        def m(self):\n            return self.net(x)\n\n        @property\n        def n(self):\n            return self.net(x)\n"
+              "    return loss.item()\n",
+    "blocks": "def main(xs):\n    if xs:\n        y = f(xs)\n    else:\n        y = f(xs)\n    while y:\n        y = f(y)\n"
+              "    with ctx() as c:\n        try:\n            z = f(c)\n        except E:\n            z = f(c)\n        finally:\n            g(z)\n"
+              "    for i in range(3):\n        y = f(y)\n    else:\n        g(y)\n    return y.item()\n",
+    "nested tabs and crlf": "class A:\r\n\tdef f(self, x):\r\n\t\tif x:\r\n\t\t\treturn g(x)\r\n\t\treturn g(x)\r\n",
 }
 
 
@@ -42,7 +54,8 @@ def test_statement_spans_match_the_module_codegen(name: str) -> None:
 
 @pytest.mark.parametrize("indent", ["", "    "])
 def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
-    """A top-level function, or a method of a top-level class: the 200 before it are skipped."""
+    """A statement of a top-level function, or of a method of a top-level class: the 200
+    functions before it are skipped, and so is the rest of its own."""
     header = "class Model:\n" if indent else "\n"
     text = header + "".join(f"{indent}def f{i}(x):\n{indent}    return x + {i}\n\n" for i in range(200)) + f"{indent}def last(x):\n{indent}    return x.item()\n"
     module = cst.parse_module(text)
@@ -58,4 +71,4 @@ def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
     with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
         spans = compute_spans(module, [read], tree, text)
     assert spans == compute_spans(module, [read]) == {id(read): (603, 11 + len(indent), 603, 19 + len(indent))}
-    assert generated == ["last"]  # not the 200 functions before it
+    assert generated == []  # not the 200 functions before it, nor `last`: its one statement

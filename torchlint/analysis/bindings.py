@@ -12,6 +12,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import Tree
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Module})
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +194,11 @@ class Bindings:
 
     def _ifs_around(self, node: cst.CSTNode, at: cst.CSTNode) -> list[cst.If]:
         """The ``if`` statements ``node`` sits in that ``at`` is outside of, innermost first."""
-        found = []
-        for ancestor in self.tree.ancestors(node):
-            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Module) or self.tree.is_inside(at, ancestor):
+        found, tree = [], self.tree
+        where = tree.order.get(id(at))
+        for ancestor in tree.ancestors(node):
+            if type(ancestor) in _SCOPE_TYPES or (tree.is_inside(at, ancestor) if where is None
+                                                   else tree.order[id(ancestor)] < where <= tree._last_index(ancestor)):
                 break
             if type(ancestor) is cst.If:
                 found.append(ancestor)
@@ -204,10 +207,13 @@ class Bindings:
     def _exclusive(self, node: cst.CSTNode, at: cst.CSTNode) -> bool:
         """Is ``node`` in one branch of an ``if`` and ``at`` in another (its ``else:``, an
         ``elif``)? Then what ``node`` binds never reaches ``at`` (but through a loop)."""
-        for ancestor in self.tree.ancestors(node):
-            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Module):
+        tree = self.tree
+        where = tree.order.get(id(at))
+        for ancestor in tree.ancestors(node):
+            if type(ancestor) in _SCOPE_TYPES:
                 return False
-            if self.tree.is_inside(at, ancestor):
+            # (is_inside inlined: asked of every ancestor of every binding a use looks back at)
+            if tree.is_inside(at, ancestor) if where is None else tree.order[id(ancestor)] < where <= tree._last_index(ancestor):
                 if type(ancestor) is not cst.If:
                     return False
                 body, orelse = ancestor.body, ancestor.orelse

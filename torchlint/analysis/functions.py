@@ -36,11 +36,13 @@ class LocalFunctions:
         """The ``def name`` visible at ``at`` (None when there is none, or two)."""
         if name not in self._names:
             return None  # no function of this file has that name
-        for ancestor in self.tree.ancestors(at):
-            if type(ancestor) is cst.FunctionDef:  # not isinstance: libcst's ABCs make it slow
-                table = self._defined.get(id(ancestor), {})
-                if name in table:
-                    return table[name]
+        enclosing = self.tree.enclosing_function  # remembered up the tree: no walk per question
+        function = enclosing(at)
+        while function is not None:
+            table = self._defined.get(id(function))
+            if table is not None and name in table:
+                return table[name]
+            function = enclosing(function)
         return self._defined.get(id(self.tree.module), {}).get(name)
 
     def method(self, name: str, at: cst.CSTNode) -> cst.FunctionDef | None:
@@ -60,10 +62,13 @@ class LocalFunctions:
     def called(self, call: cst.Call, qualified: str | None) -> cst.FunctionDef | None:
         """The function ``call`` runs; ``qualified`` is the callee's imported name, if any
         (an imported name is never a local function)."""
+        # `type(...) is`, not isinstance: libcst's classes are ABCs, whose failing isinstance
+        # is slow, and this is asked of most calls (no class derives from these two).
         func = call.func
-        if isinstance(func, cst.Name):
+        func_type = type(func)
+        if func_type is cst.Name:
             return self.named(func.value, call) if qualified is None else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if func_type is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             return self.method(func.attr.value, call)
         return None
 

@@ -52,15 +52,17 @@ class Places:
         self._queues_work: dict[tuple[int, int], bool] = {}
         self._block_positions: dict[int, dict[int, int]] = {}
         # A block's first statement that queues device work, and its last one per stop: the
-        # statements before or after one are a block's prefix or suffix, level by level.
-        self._first_work: dict[int, int] = {}
-        self._last_work: dict[tuple[int, int], int] = {}
+        # statements before or after one are a block's prefix or suffix, level by level. Each
+        # is (its position, or -1 while not found, how far the scan has gone): a question
+        # scans only as far as it asks, from the block's start or end, and the next goes on.
+        self._first_work: dict[int, tuple[int, int]] = {}
+        self._last_work: dict[tuple[int, int], tuple[int, int]] = {}
         # Every read or call site after a statement asks of its calls, in the order Python
         # finishes them, until one drains the queue or may queue work: each answer found once.
-        self._finish_orders: dict[int, list[cst.Call]] = {}
         self._drained: dict[tuple[int, str | None], bool] = {}
         self._quiet_calls: dict[int, bool] = {}
         self._call_facts: dict[tuple[int, str], bool] = {}  # (id of a call, "queue" or "device") -> its answer
+        self._repeat_of: dict[int, Repeat] = {}  # id of a loop -> what it goes over
 
     # --- how many times per step ----------------------------------------------------
     def repeats(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
@@ -77,6 +79,13 @@ class Places:
 
     def repeat_of(self, loop: cst.CSTNode) -> Repeat:
         """What a loop goes over, and how many times when the code says."""
+        # Asked of each loop around every call the summary places and every finding: once per loop.
+        known = self._repeat_of.get(id(loop))
+        if known is None:
+            known = self._repeat_of[id(loop)] = self._repeat(loop)
+        return known
+
+    def _repeat(self, loop: cst.CSTNode) -> Repeat:
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -308,24 +317,29 @@ class Places:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
-        function = stop if type(stop) is cst.FunctionDef else None
-        # (a helper that synchronizes, dlrm's `time_wrap()`, queues nothing before its wait)
-        fresh = (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
-        if fresh:
-            # Nothing of this step queued before it: it waits only for the previous step's
-            # tail, like a read at the step's end. On a `forward`'s first lines, where the
-            # model's call stands decides (mid-step when the step queued work before it).
-            if function is None and stop is not None:
+        # Nothing of this step queued before it (`_fresh`): it waits only for the previous
+        # step's tail, like a read at the step's end. Each kind of stop asks only what
+        # decides its answer (both questions walk the statements around `node`).
+        if stop is None:  # module-level code outside any loop
+            return Position.MID_STEP if self._work_after(node, stop) else None
+        if type(stop) is not cst.FunctionDef:  # a loop: its step starts with its iteration
+            if self._fresh(node, stop):
                 return Position.STEP_START
-            if function is not None and function.name.value in ("forward", "__call__"):
-                return None
+            return Position.MID_STEP if self._work_after(node, stop) else Position.STEP_END
+        if stop.name.value in ("forward", "__call__"):
+            # On a `forward`'s first lines, where the model's call stands decides (mid-step
+            # when the step queued work before it); after them, the model's other layers,
+            # then its backward, follow.
+            return None if self._fresh(node, stop) else Position.MID_STEP
         if self._work_after(node, stop):
             return Position.MID_STEP
-        if function is not None and function.name.value in ("forward", "__call__"):
-            return Position.MID_STEP  # the model's other layers, then its backward, follow
-        if function is not None and not fresh:
-            return Position.CALL_END  # after the function's own work: where its call ends, not the step's start
-        return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
+        # after the function's own work: where its call ends, not the step's start
+        return None if self._fresh(node, stop) else Position.CALL_END
+
+    def _fresh(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Has the step queued no device work before ``node``? (A helper that synchronizes,
+        dlrm's `time_wrap()`, queues nothing before its wait.)"""
+        return (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
         """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""
@@ -364,16 +378,22 @@ class Places:
         """Does the step queue device work after ``node`` (a model call, a backward, an
         optimizer step, a function of this file that trains)?"""
         # Every read of a function asks of the same blocks: each block's last working statement is found once per stop.
-        return any(self._last_working(block, stop) > at for block, at in self._levels(node, stop))
+        return any(self._works_after(block, at, stop) for block, at in self._levels(node, stop))
 
-    def _last_working(self, block: cst.CSTNode, stop: cst.CSTNode | None) -> int:
-        """The position of ``block``'s last statement that queues device work (-1: none)."""
-        key = (id(block), id(stop))
-        last = self._last_work.get(key)
-        if last is None:
-            body = block.body
-            last = self._last_work[key] = next((i for i in range(len(body) - 1, -1, -1) if self._queues_device_work(body[i], stop)), -1)
-        return last
+    def _works_after(self, block: cst.CSTNode, at: int, stop: cst.CSTNode | None) -> bool:
+        """Does a statement of ``block`` after position ``at`` queue device work? Its last
+        such statement, scanned for from the block's end, once per block and stop."""
+        key, body = (id(block), id(stop)), block.body
+        last, low = self._last_work.get(key, (-1, len(body)))  # body[low:] queues nothing
+        if last >= 0:
+            return last > at
+        while low > at + 1:
+            low -= 1
+            if self._queues_device_work(body[low], stop):
+                self._last_work[key] = (low, low)
+                return True
+        self._last_work[key] = (-1, low)
+        return False
 
     def _queues_device_work(self, statement: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         key = (id(statement), id(stop))
@@ -408,7 +428,7 @@ class Places:
         if any(self._may_queue(call) or id(call) not in inside and self._device_op(call) for call in own):
             return True
         # The statements before, level by level: each block's first working statement is found once per file.
-        return any(self._first_working(block) < at for block, at in self._levels(node, stop))
+        return any(self._works_before(block, at) for block, at in self._levels(node, stop))
 
     def _may_queue(self, call: cst.Call) -> bool:
         """A model call, a backward, an optimizer step, a trainer of this file, or a call of a value."""
@@ -434,16 +454,21 @@ class Places:
             known[id(function)] = any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._own_nodes(function.body))
         return known[id(function)]
 
-    def _first_working(self, block: cst.CSTNode) -> int:
-        """The position of ``block``'s first statement whose calls (those that fall through
-        it) may queue device work (the block's length: none)."""
-        first = self._first_work.get(id(block))
-        if first is None:
-            body = block.body
-            first = self._first_work[id(block)] = next(
-                (i for i, statement in enumerate(body) if any(self._may_queue(n) or self._device_op(n) for n in self._falling_through(statement))),
-                len(body))
-        return first
+    def _works_before(self, block: cst.CSTNode, at: int) -> bool:
+        """Does a statement of ``block`` before position ``at`` have calls (those that fall
+        through it) that may queue device work? Its first such statement, scanned for from
+        the block's start, once per block."""
+        body = block.body
+        first, high = self._first_work.get(id(block), (-1, 0))  # body[:high] queues nothing
+        if first >= 0:
+            return first < at
+        while high < at:
+            if any(self._may_queue(n) or self._device_op(n) for n in self._falling_through(body[high])):
+                self._first_work[id(block)] = (high, high + 1)
+                return True
+            high += 1
+        self._first_work[id(block)] = (-1, high)
+        return False
 
     def _falling_through(self, statement: cst.CSTNode) -> list[cst.Call]:
         """The calls of a statement before the one asked about (nested loops' too), less
@@ -525,15 +550,9 @@ class Places:
 
     def _finish_order(self, statement: cst.CSTNode) -> list[cst.Call]:
         """The calls of ``statement`` (not in nested loops), the one Python finishes last first."""
-        ordered = self._finish_orders.get(id(statement))
-        if ordered is None:
-            ordered = self._finish_orders[id(statement)] = sorted(self._own_calls(statement, into_loops=False), key=self._finished, reverse=True)
-        return ordered
-
-    def _finished(self, call: cst.Call) -> tuple[int, int]:
-        """When Python finishes ``call`` among its statement's calls: after its arguments."""
-        tree = self.ctx.tree
-        return tree._last_index(call), -tree.index(call)
+        # Python finishes a call after its arguments: last first is the reverse of a
+        # post-order, the order `own_calls` gives them in (no sort per statement).
+        return self._own_calls(statement, into_loops=False)
 
     def _drains(self, call: cst.Call, read: str | None, at: cst.CSTNode) -> bool:
         """Does ``call`` wait for the device's queue: a synchronize, a read of the same value,

@@ -32,15 +32,17 @@ class _TargetPositionState(CodegenState):
 
     def _here(self) -> tuple[int, int]:
         tokens = self.tokens
-        for i in range(self._scanned, len(tokens)):
-            token = tokens[i]
-            if "\n" in token or "\r" in token:
-                # Python's line breaks: \r\n, \n and a lone \r (old Mac files) alike
-                self._line += token.count("\n") + token.count("\r") - token.count("\r\n")
-                self._column = len(token) - max(token.rfind("\n"), token.rfind("\r")) - 1
+        if self._scanned < len(tokens):
+            # The tokens since the last target, joined: counted in C, not token by token
+            # (no token ends in a lone \r that the next one's \n would make one \r\n).
+            text = "".join(tokens[self._scanned:])
+            breaks = _line_breaks(text)  # Python's line breaks: \r\n, \n and a lone \r (old Mac files) alike
+            if breaks:
+                self._line += breaks
+                self._column = len(text) - max(text.rfind("\n"), text.rfind("\r")) - 1
             else:
-                self._column += len(token)
-        self._scanned = len(tokens)
+                self._column += len(text)
+            self._scanned = len(tokens)
         return self._line, self._column
 
     def record_syntactic_position(
@@ -108,18 +110,20 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode], tree: Tree |
 
 
 def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.CompFor], tree: Tree, text: str) -> dict[int, Span] | None:
-    """The spans of ``targets`` from the codegen of the statements that hold them only (a
-    top-level statement, or a statement of a top-level class's body), each up to its last
-    target; None where that cannot be told for sure (the caller generates the module).
+    """The spans of ``targets`` from the codegen of the statements that hold them only (the
+    innermost statement of a body block, a function's, a class's, a loop's, a branch's,
+    through nested ones, or else a top-level statement), each up to its last target; None where that cannot be told for
+    sure (the caller generates the module).
 
-    libcst gives the text back as parsed, so a statement's generated code stands in the text
-    where the statement does: the code generated up to its last target, found once and only
-    once in the text after the statement before, says on which line it starts.
+    libcst gives the text back as parsed, so a statement's generated code (with the
+    indentation of the blocks around it) stands in the text where the statement does: the
+    code generated up to its last target, found once and only once in the text after the
+    statement before, says on which line it starts.
     """
     if "\x0c" in text:
         return None  # libcst drops form feeds from the code: it is not the text (engine/runner.py)
     unplaced = {id(comp_for) for comp_for in comp_fors}  # codegen never places a clause itself
-    whole: set[int] = set()  # classes generated whole
+    whole: set[int] = set()  # ids of the statements generated whole
     while True:
         held = _held(module, targets, tree, whole)
         if held is None:
@@ -128,17 +132,17 @@ def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.
         if type(spans) is dict:
             return spans
         if spans < 0 or spans in whole:
-            return None  # not even the whole class: the module's codegen says
-        whole.add(spans)  # a method like another (`return self.net(x)`): its class, whole
+            return None  # not even the outermost statement: the module's codegen says
+        whole.add(spans)  # a statement like another (`return self.net(x)`): the one whose body holds it, whole
 
 
-def _spans_of(module: cst.Module, held: dict[_Unit, set[int]], unplaced: set[int], text: str) -> dict[int, Span] | int:
-    """The spans of the targets of ``held``; where a method is not found once in the text,
-    its class's top-level position; -1 where a top-level statement is not."""
+def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: set[int], text: str) -> dict[int, Span] | int:
+    """The spans of the targets of ``held``; where a statement is not found once in the
+    text, the id of the statement whose body holds it; -1 where a top-level statement is not."""
     spans: dict[int, Span] = {}
     cursor, line = 0, 1  # where the text after the last statement found starts, and its line
-    for unit, inside in sorted(held.items(), key=lambda item: item[0][:2]):
-        statement, indent = unit[2], unit[3]
+    for unit, inside in held:
+        statement, indent = unit[1], unit[2]
         state = _TargetPositionState(module, inside, unplaced=len(inside & unplaced))
         state.indent_tokens = list(indent)
         try:
@@ -153,7 +157,7 @@ def _spans_of(module: cst.Module, held: dict[_Unit, set[int]], unplaced: set[int
             code = "".join(complete.tokens)
             found = _once(code, text, cursor)
             if found is None:
-                return unit[0] if unit[1] >= 0 else -1
+                return unit[3]
         line += _line_breaks(text[cursor:found])
         cursor = found + len(code)
         for key, (start_line, start_column, end_line, end_column) in state.spans.items():
@@ -162,36 +166,46 @@ def _spans_of(module: cst.Module, held: dict[_Unit, set[int]], unplaced: set[int
     return spans
 
 
-_Unit = tuple[int, int, cst.CSTNode, tuple[str, ...]]  # (top-level position, position in a class body or -1, the statement, its indentation)
+# (pre-order index of the statement, the statement, the indentation of the blocks around
+# it, the id of the statement whose body holds it, or -1 for a top-level statement)
+_Unit = tuple[int, cst.CSTNode, tuple[str, ...], int]
+# statements whose body block the search goes into (a target in an `else:`, a handler,
+# a decorator or a header stays with the statement itself)
+_BODIES = frozenset({cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.With, cst.If, cst.Try})
 
 
-def _held(module: cst.Module, targets: set[int], tree: Tree, whole: set[int]) -> dict[_Unit, set[int]] | None:
-    """The statements to generate, each with the targets it holds: a top-level class's
-    methods one by one, unless a target is in the class's own lines (its header, its body
-    as a whole) or the class is in ``whole``; None for a target outside the statements
-    (the module itself)."""
-    body, order = module.body, tree.order
+def _held(module: cst.Module, targets: set[int], tree: Tree, whole: set[int]) -> list[tuple[_Unit, set[int]]] | None:
+    """The statements to generate, in source order, each with the targets it holds: the
+    innermost statement of a body block around a target, unless the statement that owns
+    the block is in ``whole``; a statement that holds another's targets (a target in a
+    function's own lines, its header, its ``else:``) takes them in. None for a
+    target outside the statements (the module itself)."""
+    body, order, last = module.body, tree.order, tree._last_index
     starts = [order.get(id(statement), -1) for statement in body]
-    held: dict[_Unit, set[int]] = {}
-    whole = set(whole)  # classes generated whole
+    units: dict[int, tuple[_Unit, set[int]]] = {}
     for target in targets:
         at = order.get(target)
         position = bisect.bisect_right(starts, at) - 1 if at is not None else -1
-        if position < 0 or at > tree._last_index(body[position]):
+        if position < 0 or at > last(body[position]):
             return None
-        statement, unit = body[position], None
-        if type(statement) is cst.ClassDef and type(statement.body) is cst.IndentedBlock and position not in whole:
+        statement, indent, around = body[position], (), -1
+        while type(statement) in _BODIES and type(statement.body) is cst.IndentedBlock and id(statement) not in whole:
             block = statement.body
             members = [order.get(id(member), -1) for member in block.body]
             inner = bisect.bisect_right(members, at) - 1
-            if inner >= 0 and at <= tree._last_index(block.body[inner]):
-                unit = (position, inner, block.body[inner], (module.default_indent if block.indent is None else block.indent,))
-            else:
-                whole.add(position)
-                for key in [key for key in held if key[0] == position]:
-                    targets_there = held.pop(key)
-                    held.setdefault((position, -1, statement, ()), set()).update(targets_there)
-        held.setdefault(unit or (position, -1, statement, ()), set()).add(target)
+            if inner < 0 or at > last(block.body[inner]):
+                break  # in the statement's own lines
+            indent = (*indent, module.default_indent if block.indent is None else block.indent)
+            statement, around = block.body[inner], id(statement)
+        key = order[id(statement)]
+        units.setdefault(key, ((key, statement, indent, around), set()))[1].add(target)
+    held: list[tuple[_Unit, set[int]]] = []
+    for key in sorted(units):  # a statement's units inside another's come right after it: taken in
+        unit, inside = units[key]
+        if held and key <= last(held[-1][0][1]):
+            held[-1][1].update(inside)
+        else:
+            held.append((unit, inside))
     return held
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from functools import cached_property
 
 import libcst as cst
 
@@ -27,6 +28,9 @@ IN_SCOPE = _SCOPES  # comprehensions' too: every call that runs in this scope (a
 STEP = "step"  # OWN, but into the micro-batch loops a predicate names (`Loops._step_nodes`)
 
 
+_UNKNOWN = object()  # a memo's "not asked yet" (None is an answer)
+
+
 class SubtreeCalls:
     """``calls(root, stops)``: each answer found once per file."""
 
@@ -35,6 +39,7 @@ class SubtreeCalls:
         self.micro_batch = micro_batch  # the loops STEP enters
         self._all = tree.nodes(cst.Call)  # in pre-order
         self._at = [tree.order[id(call)] for call in self._all]
+        self._above = [id(tree.parents.get(id(call))) for call in self._all]  # each call's parent, by id
         self._answers: dict[tuple[int, int], list[cst.Call]] = {}
         self._stoppers: dict[int, dict[int, cst.CSTNode | None]] = {}
 
@@ -53,18 +58,32 @@ class SubtreeCalls:
             return self._walked(root, stops)
         end = tree._last_index(root)
         memo = self._stoppers.setdefault(id(stops), {})
-        order, at, parents = tree.order, self._at, tree.parents
-        found = []
-        for call in self._all[bisect.bisect_left(at, start):bisect.bisect_right(at, end)]:
-            above = id(parents.get(id(call)))
-            stopper = memo[above] if above in memo else self._stopper(call, stops, memo)  # most paths up are known
+        order, at, above, calls = tree.order, self._at, self._above, self._all
+        kept = []
+        for i in range(bisect.bisect_left(at, start), bisect.bisect_right(at, end)):
+            stopper = memo.get(above[i], _UNKNOWN)  # most paths up are known
+            if stopper is _UNKNOWN:
+                stopper = self._stopper(calls[i], stops, memo)
             if stopper is None or order[id(stopper)] <= start:
-                found.append(call)
-        # That walk pops a subtree right to left: the reverse of a post-order, where a node
-        # follows its subtree's last node and, on a tie, the nodes inside it.
-        found.sort(key=lambda call: (tree._last_index(call), -order[id(call)]), reverse=True)
+                kept.append(i)
+        kept.sort(key=self._finish_rank.__getitem__)
+        found = [calls[i] for i in kept]
         self._answers[key] = found
         return found
+
+    @cached_property
+    def _finish_rank(self) -> list[int]:
+        """Each call's place (by its index in the file's calls) in the order the subtree walk
+        pops them: right to left, the reverse of a post-order, where a node follows its
+        subtree's last node and, on a tie, the nodes inside it. Found once per file, so each
+        question sorts plain numbers."""
+        tree, calls = self.tree, self._all
+        last, at = tree._last_index, self._at
+        by_finish = sorted(range(len(calls)), key=lambda i: (last(calls[i]), -at[i]), reverse=True)
+        rank = [0] * len(calls)
+        for place, i in enumerate(by_finish):
+            rank[i] = place
+        return rank
 
     def _walked(self, root: cst.CSTNode, stops: frozenset[type] | str) -> list[cst.Call]:
         step = stops == STEP

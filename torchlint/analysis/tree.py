@@ -8,6 +8,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from functools import cached_property
+import typing
 from typing import TypeVar
 
 import libcst as cst
@@ -31,10 +32,16 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     fields = _CHILD_FIELDS.get(node_type)
     if fields is None:
         fields = tuple(
-            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_TRIVIA_PREFIXES)
+            f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_TRIVIA_PREFIXES) and not _plain(f.type)
         )
         _CHILD_FIELDS[node_type] = fields
     return fields
+
+
+def _plain(field_type: object) -> bool:
+    """A field declared to hold only text or a flag (``Name.value``, ``Arg.star``): never a
+    node. The leaves (names, numbers, strings: most nodes) then have no field to read."""
+    return field_type in (str, bool, int) or typing.get_origin(field_type) is typing.Literal
 
 
 def node_types(*bases: type) -> frozenset[type]:
@@ -66,6 +73,7 @@ _IS_NODE = _IsNode()
 FUNCTION_OR_CLASS = node_types(cst.FunctionDef, cst.ClassDef)
 _STATEMENTS = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _FUNCTION = (cst.FunctionDef,)
+_UNKNOWN = object()  # a memo's "not asked yet" (None is an answer)
 _CLASS = (cst.ClassDef,)
 
 
@@ -91,6 +99,8 @@ class Tree:
         self.parents: dict[int, cst.CSTNode] = {}
         self.order: dict[int, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        # Every node in pre-order: a subtree is one run of it, so `descendants` is a slice.
+        self.preorder: list[cst.CSTNode] = []
         self._function_of: dict[int, cst.FunctionDef | None] = {}
         self._class_of: dict[int, cst.ClassDef | None] = {}  # see enclosing_class
         self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
@@ -105,18 +115,21 @@ class Tree:
         # `children` inlined: this walk touches every node of every file once, and the
         # generator's overhead was a third of it.
         parents, order, by_type, known, is_node = self.parents, self.order, self.by_type, _CHILD_FIELDS, _IS_NODE
-        children_of = self._children
+        children_of, visit = self._children, self.preorder.append
         stack: list[cst.CSTNode] = [module]
         index = 0
         while stack:
             node = stack.pop()
             order[id(node)] = index
             index += 1
+            visit(node)
             node_type = type(node)
             by_type[node_type].append(node)
             fields = known.get(node_type)
             if fields is None:
                 fields = _child_fields(node_type)
+            if not fields:
+                continue  # a leaf by its type
             kids: list[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
@@ -187,10 +200,14 @@ class Tree:
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         """Whether ``container`` is an ancestor of ``node``: a subtree is one run of the
         pre-order, so two index comparisons answer it (no walk up per question)."""
-        at, start = self.order.get(id(node)), self.order.get(id(container))
+        order = self.order
+        at, start = order.get(id(node)), order.get(id(container))
         if at is None or start is None:  # a node made after the walk (a fix's): walk up
             return any(a is container for a in self.ancestors(node))
-        return start < at <= self._last_index(container)
+        if at <= start:
+            return False
+        last = self._last.get(id(container))
+        return at <= (last if last is not None else self._last_index(container))
 
     def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """:func:`children` of ``node``, as the walk found them (do not change the list)."""
@@ -203,20 +220,38 @@ class Tree:
 
     def _last_index(self, node: cst.CSTNode) -> int:
         """The pre-order index of the last node of ``node``'s subtree."""
-        key = id(node)
-        last = self._last.get(key)
+        memo = self._last
+        last = memo.get(id(node))
         if last is None:
-            current = node
-            while True:
-                kids = self.children(current)
-                if not kids:
+            if id(node) not in self.order:  # a node made after the walk (a fix's): its own children
+                current = node
+                while kids := self.children(current):
+                    current = kids[-1]
+                return self.order[id(current)]
+            # Down the last children: every node on the way ends where the last one does.
+            children_of, spine = self._children, [id(node)]
+            kids = children_of.get(id(node))
+            while kids:
+                current = id(kids[-1])
+                last = memo.get(current)
+                if last is not None:
                     break
-                current = kids[-1]
-            last = self._last[key] = self.order[id(current)]
+                spine.append(current)
+                kids = children_of.get(current)
+            else:
+                last = self.order[spine[-1]]
+            for key in spine:
+                memo[key] = last
         return last
 
-    def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """All nodes under ``node`` (not ``node`` itself), pre-order."""
+    def descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode] | list[cst.CSTNode]:
+        """All nodes under ``node`` (not ``node`` itself), pre-order (do not change the list)."""
+        start = self.order.get(id(node))
+        if start is not None:  # a run of the walk's pre-order: a slice, not a walk per question
+            return self.preorder[start + 1:self._last_index(node) + 1]
+        return self._walked_descendants(node)  # a node made after the walk (a fix's)
+
+    def _walked_descendants(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         kids_of = self.children
         stack = list(reversed(kids_of(node)))
         while stack:
@@ -236,12 +271,19 @@ class Tree:
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The innermost ``def`` around ``node`` (not ``node`` itself)."""
-        # Asked for most calls, names and loops by several analyses: remembered up the tree.
+        # Asked for most calls, names and loops by several analyses: remembered up the tree
+        # (the parent's answer, when known, without the call).
+        found = self._function_of.get(id(self.parents.get(id(node))), _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found  # type: ignore[return-value]
         return self.innermost(node, _FUNCTION, self._function_of)  # type: ignore[return-value]
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The innermost ``class`` around ``node`` (not ``node`` itself), through any ``def``."""
         # Asked of every `self.x` the analyses meet: remembered like enclosing_function's.
+        found = self._class_of.get(id(self.parents.get(id(node))), _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found  # type: ignore[return-value]
         return self.innermost(node, _CLASS, self._class_of)  # type: ignore[return-value]
 
     def innermost(self, node: cst.CSTNode, types: tuple[type, ...] | frozenset[type], memo: dict[int, cst.CSTNode | None],

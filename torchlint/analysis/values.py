@@ -304,7 +304,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         return self.kind(value, binding.node)
 
     def _expr_kind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Kind:
-        # Exact types for the common cases: libcst's classes are ABCs, and a failing
+        # Exact types (no class derives from these): libcst's classes are ABCs, and a failing
         # isinstance against the eleven literal kinds cost more than the rest of the call.
         expr_type = type(expr)
         if expr_type in _HOST_LITERALS:
@@ -313,16 +313,16 @@ class ValueKinds(LossFacts, ArrayFacts):
             return self._call_kind(expr, at)  # type: ignore[arg-type]
         if expr_type is cst.Name:
             return Kind.UNKNOWN  # none of the cases below
-        if isinstance(expr, cst.BinaryOperation):
+        if expr_type is cst.BinaryOperation:
             left, right = self.kind(expr.left, at), self.kind(expr.right, at)
             if Kind.TENSOR in (left, right):
                 return Kind.TENSOR
             if Kind.NUMPY in (left, right):
                 return Kind.NUMPY
             return Kind.HOST if left is right is Kind.HOST else Kind.UNKNOWN
-        if isinstance(expr, cst.UnaryOperation):
+        if expr_type is cst.UnaryOperation:
             return self.kind(expr.expression, at)
-        if isinstance(expr, cst.Comparison):
+        if expr_type is cst.Comparison:
             # `out != 0` on a tensor is a bool tensor; `x is None`, `k in d` are Python bools
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return Kind.HOST
@@ -330,20 +330,20 @@ class ValueKinds(LossFacts, ArrayFacts):
             if Kind.TENSOR in operands:
                 return Kind.TENSOR
             return Kind.NUMPY if Kind.NUMPY in operands else Kind.UNKNOWN  # `labels != -1`: a bool array
-        if isinstance(expr, cst.Subscript):
+        if expr_type is cst.Subscript:
             if _optimizer_setting(expr):
                 return Kind.HOST  # `optimizer.param_groups[0]["lr"]`: a hyperparameter, a Python number
             inner = self.kind(expr.value, at)
             if inner not in (Kind.TENSOR, Kind.NUMPY) and self._holds_loaders(expr.value, at):
                 return Kind.LOADER  # `dataloaders["train"]`, `loaders[split]`
             return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
-        if isinstance(expr, cst.Attribute):
+        if expr_type is cst.Attribute:
             if expr.attr.value in _DATAFRAME_TO_NUMPY and self.ctx.imports_pandas():
                 return Kind.NUMPY
             if expr.attr.value in ("data", "grad", "T", "mT", "real", "imag"):
                 inner = self.kind(expr.value, at)
                 return inner if inner in (Kind.TENSOR, Kind.NUMPY) else Kind.UNKNOWN
-        if isinstance(expr, cst.IfExp):
+        if expr_type is cst.IfExp:
             a, b = self.kind(expr.body, at), self.kind(expr.orelse, at)
             return a if a is b else Kind.UNKNOWN
         return Kind.UNKNOWN
@@ -370,7 +370,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         if qualified is not None:
             return self._library_call_kind(qualified)
         func = call.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             method = func.attr.value
             if method in ("item", "tolist") and not call.args:
                 return Kind.HOST  # a Python number or list, whatever it was read from
