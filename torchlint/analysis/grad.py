@@ -182,10 +182,10 @@ class GradContext:
                 return True
         return False
 
-    def feeds_backward(self, name: str, at: cst.CSTNode) -> bool:
+    def feeds_backward(self, name: str, at: cst.CSTNode, depth: int = 2) -> bool:
         """Does a backward pass after ``at`` in the same scope differentiate ``name``, directly
-        (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through a name
-        bound from it (``total = sum(losses)`` then ``total.backward()``)?"""
+        (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through names
+        bound from it (``total = sum(losses)`` then ``total.backward()``), up to ``depth`` deep?"""
         tree = self.ctx.tree
         scope = tree.scope_of(at)
         start = tree.index(at)
@@ -195,7 +195,7 @@ class GradContext:
             roots: list[cst.CSTNode] = [call.func.value] if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" else []
             roots += [arg.value for arg in call.args]
             for root in roots:
-                if self._mentions(root, name, call, depth=2):
+                if self._mentions(root, name, call, depth=depth):
                     return True
         return False
 

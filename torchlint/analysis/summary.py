@@ -72,6 +72,7 @@ class ClassSummary:
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
+    weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "frozen", or "" (analysis/frozen.py)
 
 
 @dataclass(frozen=True, slots=True)

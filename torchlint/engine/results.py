@@ -70,6 +70,9 @@ class ByDataset(NamedTuple):
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple  # the class, as a summary reference (analysis.summary.Ref)
     heavy_only: bool  # holds only if the class's samples are heavy work; else unless they are cheap
+    # Not a loader's: holds only if the class keeps trainable weights it never freezes
+    # (its summary's ``weights``; TL308's frozen network), the message as it is.
+    trainable_only: bool = False
 
 
 @dataclass(slots=True)

@@ -106,11 +106,14 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.dataset is not None:
                     _by_dataset(result, summarizer, finding, *report.dataset)
                     continue
+                if report.trainable_class is not None:
+                    _by_trainable_class(result, summarizer, finding, report.trainable_class)
+                    continue
                 result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node),
                                                               guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
-        else:
+        elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
@@ -131,6 +134,14 @@ def _by_dataset(result: FileResult, summarizer: StepSummarizer | None, finding: 
         result.by_dataset.append(ByDataset(finding, ref, heavy_only))
     elif not heavy_only:
         result.findings.append(replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, "")))
+
+
+def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call) -> None:
+    """A finding that holds only if a class of another file keeps trainable weights waits for
+    the join; one whose class the summary cannot name is dropped (nothing says it does)."""
+    ref = summarizer.target(built.func, built) if summarizer is not None else None
+    if ref is not None:
+        result.by_dataset.append(ByDataset(finding, ref, False, trainable_only=True))
 
 
 def _internal_error(path: str, where: str, error: Exception) -> InternalError:

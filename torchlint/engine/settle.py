@@ -101,13 +101,17 @@ def _dataset_findings(file_result: FileResult, project: Project | None) -> Itera
     stream needs."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.by_dataset:
-        work = None
+        work = cls = None
         if project is not None and path in project.files:
             owner = project.class_of(pending.dataset, path, 0)
             # (a factory function, `dataset()` of another file, resolves too: only a class says what it does per sample)
             cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
             if cls is not None:
                 work = cls.samples
+        if pending.trainable_only:  # TL308: a network of another file's class, in no optimizer
+            if cls is not None and cls.weights == "trainable":
+                yield pending.finding
+            continue
         if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
         finding = pending.finding
