@@ -1,0 +1,53 @@
+"""A module's output detached at once: its autograd graph built for nothing."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.frozen import FROZEN, TRAINABLE, built_weights
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
+from torchlint.checks.base import Check
+
+
+class DetachInsteadOfNoGrad(Check):
+    """A module call whose output is detached at once, outside `no_grad`."""
+
+    code = "TL309"
+    name = "detach-instead-of-no-grad"
+    cost = Cost.GRAPH_BUILT
+    per_step = True
+    message = (
+        "`{call}` in {loop} records an autograd graph (and keeps its activations) that `.detach()` throws away at once: "
+        "`{module}`'s parameters require grad"
+    )
+    fix_hint = "Run the call under `with torch.no_grad():` (its result needs no `.detach()` then)"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value != "detach" or node.args:  # type: ignore[attr-defined]
+            return
+        call = func.value  # type: ignore[attr-defined]
+        module = dotted(call.func) if type(call) is cst.Call else None
+        ctx = self.ctx
+        if module is None or ctx.qname(call.func) is not None or ctx.grad.runs_without_grad(call):
+            return  # not a module of this program's, or no graph recorded
+        if not self._requires_grad(module, call):
+            return
+        self.report(call, call=short_code(ctx.module, call), module=module)
+
+    def _requires_grad(self, module: str, call: cst.Call) -> bool:
+        """Do ``module``'s parameters require grad, as far as this file shows: an optimizer of
+        this file trains it (a GAN's discriminator scoring real images in the generator's
+        step), or it is built with weights and nothing here freezes or hands it out
+        (a DQN's target network copied with ``load_state_dict``)."""
+        ctx = self.ctx
+        trained = ctx.trained
+        if trained.handled(module, call):
+            return False  # frozen for this step (`set_requires_grad(D, False)`), or handed to code not followed
+        weights = built_weights(ctx, call.func, call)
+        if trained.optimized(module):  # (a module, not a function whose name an optimizer's arguments read)
+            return weights != FROZEN and ctx.values.kind(call.func, call) is Kind.MODULE
+        return weights == TRAINABLE
