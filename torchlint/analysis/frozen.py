@@ -135,8 +135,8 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
     if qualified.startswith("torch.nn."):
         last = last_segment(qualified)
         return "" if last in PARAMETER_FREE or last.endswith("Loss") else TRAINABLE
-    if qualified.startswith("torchvision.models."):
-        return TRAINABLE
+    if qualified.startswith("torchvision.models.") and not qualified.startswith("torchvision.models.feature_extraction."):
+        return TRAINABLE  # (a feature extractor shares the weights of the model it is given)
     if isinstance(func, cst.Name) and ctx.is_module_class(func.value):
         cls = next(c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == func.value)
         return class_weights(ctx, cls, depth)

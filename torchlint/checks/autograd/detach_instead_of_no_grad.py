@@ -34,9 +34,18 @@ class DetachInsteadOfNoGrad(Check):
         ctx = self.ctx
         if module is None or ctx.qname(call.func) is not None or ctx.grad.runs_without_grad(call):
             return  # not a module of this program's, or no graph recorded
-        if not self._requires_grad(module, call):
+        if not self._requires_grad(module, call) or self._evaluated(module, call):
             return
         self.report(call, call=short_code(ctx.module, call), module=module)
+
+    def _evaluated(self, module: str, call: cst.Call) -> bool:
+        """After ``module.eval()`` in the same function, with no backward after the call: TL301
+        reports that call (an evaluation without ``no_grad``), once is enough."""
+        tree = self.ctx.tree
+        scope, at = tree.scope_of(call), tree.index(call)
+        switched = any(dotted(c.func.value) == module and not c.args and tree.index(c) < at and tree.scope_of(c) is scope  # type: ignore[attr-defined]
+                       for c in self.ctx.method_calls({"eval"}))
+        return switched and not self.ctx.grad.backward_after(call)
 
     def _requires_grad(self, module: str, call: cst.Call) -> bool:
         """Do ``module``'s parameters require grad, as far as this file shows: an optimizer of
