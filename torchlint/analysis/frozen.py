@@ -162,29 +162,40 @@ class TrainedModules:
         return found
 
     @cached_property
-    def _given(self) -> tuple[frozenset[str], bool]:
-        names: set[str] = set()
+    def _given(self) -> tuple[frozenset[tuple[int, str]], bool]:
+        """(the class whose ``self`` a name reads, 0 for none; the name) of what the optimizers
+        are given, and whether all of it is in sight."""
+        given: set[tuple[int, str]] = set()
         resolved = True
         for call in self.optimizers:
             params = self.ctx.keyword(call, "params") or self.ctx.argument(call, 0)
             if params is None:
                 resolved = False
                 continue
+            names: set[str] = set()
             resolved = self._collect(params.value, names, 0) and resolved
-        return frozenset(names), resolved
+            owner = self.ctx.tree.enclosing_class(call)
+            given |= {(id(owner) if owner is not None and (n == "self" or n.startswith("self.")) else 0, n) for n in names}
+        return frozenset(given), resolved
 
     def _collect(self, expr: cst.BaseExpression, names: set[str], depth: int) -> bool:
         """Add the dotted names ``expr`` reads to ``names``, following local names to what they
         are bound to (``params = list(G.parameters()) + list(D.parameters())``, ``params.append``);
         False when one of them is a parameter or bound beyond sight."""
         resolved = True
-        for node in (expr, *self.ctx.tree.descendants(expr)):
+        tree = self.ctx.tree
+        for node in (expr, *tree.descendants(expr)):
             name = dotted(node) if type(node) in (cst.Name, cst.Attribute) else None  # type: ignore[arg-type]
-            if name is None or name in names:
+            parent = tree.parent(node)
+            if name is None or type(parent) is cst.Attribute:
+                continue  # only whole chains: `self.g.parameters` names `self.g`, not `self` nor `g`
+            head, _, method = name.rpartition(".")
+            name = head if method in _PARAMETER_METHODS and head else name
+            if name in names:
                 continue
             names.add(name)
-            if type(node) is not cst.Name or self.ctx.qname(node) is not None:  # type: ignore[arg-type]
-                continue
+            if type(node) is not cst.Name or name == "self" or self.ctx.qname(node) is not None:  # type: ignore[arg-type]
+                continue  # (`self.g.parameters()`: the attribute names which module)
             for binding in self.ctx.bindings.lookup(name, node):
                 if binding.kind == "param" and _parameters_of(self.ctx, node):
                     continue  # `def train(model): Adam(model.parameters())`: a module a caller built (one passed here is handed out)
@@ -203,8 +214,12 @@ class TrainedModules:
         them, not one a caller passes (``self.optimizer = optimizer``)."""
         if not self.optimizers or not self._given[1]:
             return False
-        scope = self.ctx.tree.scope_of(at)
-        stepped = [call for call in self._stepped if self.ctx.tree.scope_of(call) is scope] or self._stepped
+        tree = self.ctx.tree
+        scope, owner = tree.scope_of(at), tree.enclosing_class(at)
+        # The optimizers its own function steps; else its class's (a step split over methods,
+        # or none: Lightning steps what `configure_optimizers` returns); else the file's.
+        stepped = [call for call in self._stepped if tree.scope_of(call) is scope] or \
+            ([call for call in self._stepped if tree.enclosing_class(call) is owner] if owner is not None else self._stepped)
         built = {id(call) for call in self.optimizers}
         for call in stepped:
             receiver = call.func.value  # type: ignore[attr-defined]
@@ -219,9 +234,12 @@ class TrainedModules:
         return [call for call in self.ctx.method_calls({"step", "zero_grad"})
                 if looks_like_optimizer(dotted(call.func.value) or "")]  # type: ignore[attr-defined]
 
-    def optimized(self, module: str) -> bool:
-        """Is (part of) ``module`` given to an optimizer here?"""
-        return any(related(module, name) for name in self._given[0])
+    def optimized(self, module: str, at: cst.CSTNode) -> bool:
+        """Is (part of) ``module``, read at ``at``, given to an optimizer here (``self.x`` by one
+        of the same class)?"""
+        owner = self.ctx.tree.enclosing_class(at)
+        where = id(owner) if owner is not None and (module == "self" or module.startswith("self.")) else 0
+        return any(related(module, name) and cls == where for cls, name in self._given[0])
 
     def handled(self, module: str, at: cst.CSTNode) -> bool:
         """Does the file do something with ``module``'s weights (``requires_grad_``, a loop over

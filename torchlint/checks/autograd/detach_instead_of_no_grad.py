@@ -57,6 +57,6 @@ class DetachInsteadOfNoGrad(Check):
         if trained.handled(module, call):
             return False  # frozen for this step (`set_requires_grad(D, False)`), or handed to code not followed
         weights = built_weights(ctx, call.func, call)
-        if trained.optimized(module):  # (a module, not a function whose name an optimizer's arguments read)
+        if trained.optimized(module, call):  # (a module, not a function whose name an optimizer's arguments read)
             return weights != FROZEN and ctx.values.kind(call.func, call) is Kind.MODULE
         return weights == TRAINABLE

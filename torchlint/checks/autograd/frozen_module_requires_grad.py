@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.frozen import TRAINABLE, built_weights
 from torchlint.analysis.grad import is_backward_call
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
@@ -35,9 +36,10 @@ class FrozenModuleRequiresGrad(Check):
         # One finding per network: its first call in the step that feeds the loss stands for the rest.
         if module is None or module in self._reported or ctx.qname(node.func) is not None:
             return
-        if not ctx.grad.backward_after(node):
-            return  # no backward pass after it here: not a training step
-        if not ctx.trained.known(node) or ctx.trained.optimized(module):
+        function = ctx.tree.enclosing_function(node)
+        if not ctx.grad.backward_after(node) and (function is None or function.name.value not in DIFFERENTIATED_RETURNS):
+            return  # no backward pass after it here (nor a Lightning `training_step`'s returned loss): not a training step
+        if not ctx.trained.known(node) or ctx.trained.optimized(module, node):
             return  # trained (`Adam(itertools.chain(G.parameters(), D.parameters()))`), or the optimizers are out of sight
         if ctx.grad.runs_without_grad(node) or not self._feeds_backward(node):
             return  # no graph through it, or its output never reaches a backward here
@@ -67,6 +69,8 @@ class FrozenModuleRequiresGrad(Check):
         for ancestor in tree.ancestors(call):
             if type(ancestor) is cst.Call and is_backward_call(ctx, ancestor):  # type: ignore[arg-type]
                 return True
+            if type(ancestor) is cst.Return:
+                return _differentiated(ctx, ancestor)
             if type(ancestor) is cst.Assign:
                 targets = [name for t in ancestor.targets if (name := dotted(t.target)) is not None]  # type: ignore[attr-defined]
                 break
@@ -76,5 +80,11 @@ class FrozenModuleRequiresGrad(Check):
                 break
             if isinstance(ancestor, (cst.BaseStatement, cst.Lambda, cst.BaseComp)):
                 break
-        statement = tree.statement_of(call)
-        return any(ctx.grad.feeds_backward(name, statement or call, depth=3) for name in targets)
+        statement = tree.statement_of(call) or call
+        return any(ctx.grad.feeds_backward(name, statement, depth=3) or ctx.grad.feeds_returned_loss(name, statement, depth=3) for name in targets)
+
+
+def _differentiated(ctx, ret: cst.Return) -> bool:  # type: ignore[no-untyped-def]
+    """``return l1(self.vgg(fake), ...)`` in a Lightning ``training_step``."""
+    function = ctx.tree.enclosing_function(ret)
+    return function is not None and function.name.value in DIFFERENTIATED_RETURNS
