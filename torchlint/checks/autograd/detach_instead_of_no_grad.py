@@ -34,7 +34,12 @@ class DetachInsteadOfNoGrad(Check):
         ctx = self.ctx
         if module is None or ctx.qname(call.func) is not None or ctx.grad.runs_without_grad(call):
             return  # not a module of this program's, or no graph recorded
-        if not self._requires_grad(module, call) or self._evaluated(module, call):
+        requires = self._requires_grad(module, call)
+        if requires is False or self._evaluated(module, call):
+            return
+        if isinstance(requires, cst.Call):  # a class of another file: the join says whether it keeps trainable weights
+            if ctx.loops.step_condition(call) is None:  # (and a step elsewhere too: two joins, not followed)
+                self.report(call, call=short_code(ctx.module, call), module=module, trainable_class=requires)
             return
         self.report(call, call=short_code(ctx.module, call), module=module)
 
@@ -47,11 +52,12 @@ class DetachInsteadOfNoGrad(Check):
                        for c in self.ctx.method_calls({"eval"}))
         return switched and not self.ctx.grad.backward_after(call)
 
-    def _requires_grad(self, module: str, call: cst.Call) -> bool:
+    def _requires_grad(self, module: str, call: cst.Call) -> bool | cst.Call:
         """Do ``module``'s parameters require grad, as far as this file shows: an optimizer of
         this file trains it (a GAN's discriminator scoring real images in the generator's
         step), or it is built with weights and nothing here freezes or hands it out
-        (a DQN's target network copied with ``load_state_dict``)."""
+        (a DQN's target network copied with ``load_state_dict``); the constructor of a class
+        of another file built so, whose weights the join looks up."""
         ctx = self.ctx
         trained = ctx.trained
         if trained.handled(module, call):
@@ -59,4 +65,4 @@ class DetachInsteadOfNoGrad(Check):
         weights = built_weights(ctx, call.func, call)
         if trained.optimized(module, call):  # (a module, not a function whose name an optimizer's arguments read)
             return weights != FROZEN and ctx.values.kind(call.func, call) is Kind.MODULE
-        return weights == TRAINABLE
+        return weights if isinstance(weights, cst.Call) else weights == TRAINABLE
