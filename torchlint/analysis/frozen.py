@@ -140,8 +140,9 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
     if isinstance(func, cst.Name) and ctx.is_module_class(func.value):
         cls = next(c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == func.value)
         return class_weights(ctx, cls, depth)
-    if isinstance(func, cst.Name) and func.value[:1].isupper() and not qualified:
-        return root  # a class of another module of the project (or a star import)
+    named = qualified or dotted(func) or ""
+    if last_segment(named)[:1].isupper() and not named.startswith(("torch.", "torchvision.")):
+        return root  # a class of another module (imported, or by a star import): the join finds it in the project, or drops it
     return None
 
 
