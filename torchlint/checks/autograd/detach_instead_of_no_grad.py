@@ -34,6 +34,8 @@ class DetachInsteadOfNoGrad(Check):
         ctx = self.ctx
         if module is None or ctx.qname(call.func) is not None or ctx.grad.runs_without_grad(call):
             return  # not a module of this program's, or no graph recorded
+        if ctx.loops.hot_loop(call) is None:
+            return  # module-level code outside loops: it runs once (a plot after training)
         requires = self._requires_grad(module, call)
         if requires is False or self._evaluated(module, call):
             return

@@ -36,6 +36,8 @@ class FrozenModuleRequiresGrad(Check):
         # One finding per network: its first call in the step that feeds the loss stands for the rest.
         if module is None or module in self._reported or ctx.qname(node.func) is not None:
             return
+        if ctx.loops.hot_loop(node) is None:
+            return  # module-level code outside loops: it runs once
         function = ctx.tree.enclosing_function(node)
         if not ctx.grad.backward_after(node) and (function is None or function.name.value not in DIFFERENTIATED_RETURNS):
             return  # no backward pass after it here (nor a Lightning `training_step`'s returned loss): not a training step
