@@ -170,9 +170,10 @@ def test_a_training_step_that_reaches_a_layer_deeper_still_names_training() -> N
         "    for x in loader:\n        model(x.cuda()).sum().backward()\n        opt.step()\n"
     )
     found = lint_source(HEAD + LAYERS + net + main, "t.py", from_table({"select": ["TL102"]}, Path(".")))
-    # A's `x.cpu()` is the first thing the step's forward does after a blocking upload: nothing
-    # of the step is queued before it, so it is a step-start read (medium), not mid-step
-    assert [(f.line, f.impact) for f in found] == [(6, "medium")]
+    # A's `x.cpu()` is the first thing the step's forward does, right after the blocking upload
+    # of its argument (`x.cuda()`): that copy drained the queue, so the read waits for nothing
+    # more (low); not mid-step
+    assert [(f.line, f.impact) for f in found] == [(6, "low")]
     assert "called from `Net.forward()`, run every step from a training loop at line 28" in found[0].message
 
 

@@ -44,7 +44,7 @@ def _start(cwd: Path, *args: str, ignore_sigint: bool = False) -> subprocess.Pop
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", *args, *LONG],
         cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=setup,
+        start_new_session=True, preexec_fn=setup if ignore_sigint else None,  # (runs start from threads: no code between fork and exec unless needed)
     )
     seen, deadline = "", time.monotonic() + 120
     while "step 3 " not in seen and time.monotonic() < deadline:
@@ -98,10 +98,13 @@ def _stop_at_step_3(cwd: Path, how: int, to_group: bool, ignore_sigint: bool) ->
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory, torch_available) -> dict[str, dict]:
-    """Each stop of STOPS sent to its own run at step 3, one after another (five at once failed
-    once in CI's run: a SIGTERM'd run ended with a MemoryError while five torch runs shared two
-    cores): name -> what happened."""
-    return {name: _stop_at_step_3(tmp_path_factory.mktemp(name), *STOPS[name]) for name in STOPS}
+    """Each stop of STOPS sent to its own run at step 3, two runs at a time (CI has two cores;
+    five at once failed once there: a SIGTERM'd run ended with a MemoryError while five torch
+    runs shared them): name -> what happened."""
+    cwds = {name: tmp_path_factory.mktemp(name) for name in STOPS}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(lambda name: _stop_at_step_3(cwds[name], *STOPS[name]), STOPS)
+        return dict(zip(STOPS, done))
 
 
 @pytest.mark.parametrize("name", ["sigterm-process-group", "sigterm-parent-alone"])

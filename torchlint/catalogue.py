@@ -28,6 +28,7 @@ _TABLE = (
     ('TL104', 'tensor-condition-in-loop', False, 'NONE', '`if`/`while`/`assert` whose test reads a tensor value (also through `all()`/`any()`), inside a hot loop.'),
     ('TL105', 'tensor-to-python-in-loop', True, 'NONE', '`int(t)`, `float(t)`, `min(x, t)`, `range(t)`, `math.f(t)`, `items[t]`, `x[a:t]`, a size `torch.arange(t)` or `f"{t:.4f}"` on a device tensor inside a hot loop.'),
     ('TL106', 'data-dependent-shape-in-loop', False, 'NONE', '`x[mask]`, `nonzero()`, `unique()`, `masked_select()`, `bincount()`, `repeat_interleave(t)` on device tensors inside a hot loop.'),
+    ('TL107', 'distribution-validation-in-loop', True, 'NONE', '`Categorical(probs)`, `Normal(mu, std)`... built inside a hot loop without `validate_args=False`.'),
     ('TL110', 'create-then-move', True, 'SAFE', 'A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away.'),
     ('TL111', 'blocking-host-to-device', False, 'SAFE', '`.to(device)`/`.cuda()` of a DataLoader batch without `non_blocking=True`.'),
     ('TL112', 'device-round-trip', True, 'NONE', '`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once.'),

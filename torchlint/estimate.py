@@ -62,6 +62,7 @@ SYNCS_ON_THE_CPU = {
     "TL103": "`torch.cuda.synchronize()` has no device to wait for",
     "TL104": "a CPU tensor's truth value has no device to wait for",
     "TL105": "`int()` or `float()` of a CPU tensor has no device to wait for",
+    "TL107": "a CPU distribution's argument checks have no device to wait for",
     "TL112": "a round trip that stays on the CPU copies nothing and has no device to wait for",
 }
 #: Figures of the whole run, not of a finding's lines: TL302 (memory), TLR09 (page faults),

@@ -120,6 +120,40 @@ class Constants:
         source = self.argparse_defaults().get(attr)
         return source if source is not None else self.field_defaults().get(attr)
 
+    def setting_ints(self) -> tuple[tuple[str, int], ...]:
+        """This file's argparse settings with an integer default (``--num-workers`` with
+        ``default=0`` → ``("num_workers", 0)``), as plain data for the step summary: another
+        file that is passed the parsed namespace reads its defaults here."""
+        found = []
+        for dest, source in self.argparse_defaults().items():
+            if isinstance(source, (cst.Integer, cst.UnaryOperation)):  # a literal: not a name this file may rebind
+                value = self.int_value(source)
+                if value is not None:
+                    found.append((dest, value))
+        return tuple(found)
+
+    def setting_source(self, name: str, at: cst.CSTNode) -> tuple[cst.FunctionDef, str, str] | None:
+        """Where the config object of setting ``name`` comes from when this file does not
+        define it: ``args.num_workers`` in ``def make_loaders(args)`` → (that function,
+        ``"args"``, ``"num_workers"``); ``self.args.num_workers`` where ``__init__`` keeps
+        ``self.args = args`` → (``__init__``, ``"args"``, ...). The callers' files hold its
+        default (analysis/setting_defaults.py); None for anything else."""
+        base, _, attr = name.rpartition(".")
+        if base not in _CONFIG_OBJECTS or not attr:
+            return None
+        tree = self.ctx.tree
+        if base.startswith("self."):
+            function = tree.enclosing_function(at)
+            cls = tree.enclosing_class(function) if function is not None else None
+            init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if cls is not None else None
+            kept = _kept_parameter(init, base.partition(".")[2]) if init is not None else None
+            return (init, kept, attr) if init is not None and kept is not None else None
+        bound = self.ctx.bindings.lookup(base, at)
+        if len(bound) != 1 or bound[0].kind != "param":
+            return None  # a local or global namespace: parsed here, or rebound
+        function = tree.enclosing_function(bound[0].node)
+        return (function, base, attr) if function is not None else None
+
     def param_overridden(self, param: cst.CSTNode) -> bool:
         """Does a call in this file pass an argument for ``param`` (by position, by name, or
         possibly through ``*args``/``**kwargs``)? For ``__init__``, calls of the class count."""
@@ -206,3 +240,14 @@ def _passes(call: cst.Call, name: str, index: int) -> bool:
     if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
         return True
     return sum(1 for a in call.args if a.keyword is None) > index
+
+
+def _kept_parameter(init: cst.FunctionDef, attribute: str) -> str | None:
+    """The parameter ``__init__`` keeps as ``self.<attribute>`` (``self.args = args``), when it
+    is the one assignment of that attribute there."""
+    params = {p.name.value for p in init.params.params}
+    kept = [s.value for line in init.body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body
+            if isinstance(s, cst.Assign) and len(s.targets) == 1 and dotted(s.targets[0].target) == f"self.{attribute}"]
+    if len(kept) == 1 and isinstance(kept[0], cst.Name) and kept[0].value in params:
+        return kept[0].value
+    return None

@@ -38,6 +38,8 @@ _LOADING = frozenset({"load", "read", "decode", "open", "imread"})  # a word of 
 _AUGMENTING = frozenset({"transform", "transforms", "augment", "augmentation", "aug", "augmentations"})
 _TOKENIZING = frozenset({"tokenize", "tokenizer", "encode"})
 _HEAVY = frozenset({"loads audio", "computes a spectrogram", "decodes video", "decodes an image", "augments"})
+_HANDLE_READS = frozenset({"read", "readline", "readlines", "readinto", "seek"})
+_HANDLES = frozenset({"file", "f", "fp", "fh", "fd", "handle", "fin", "infile", "reader"})  # what a file handle is called
 _ENTRIES = ("__getitem__", "__getitems__", "__iter__", "__next__")
 _WORKER_SPLITS = frozenset({"get_worker_info", "split_by_worker"})
 
@@ -80,6 +82,14 @@ def loader_dataset(ctx: FileContext, loader: cst.Call) -> tuple[cst.ClassDef | N
     return None, (built[0] if not classes else None)  # defined twice here: unknown
 
 
+def several_datasets(ctx: FileContext, loader: cst.Call) -> bool:
+    """Is the loader's dataset one of several classes (bound in branches): what each does
+    per sample is known only class by class?"""
+    dataset = ctx.argument(loader, 0, "dataset")
+    built = ctx.values.constructors(dataset.value, loader) if dataset is not None else []
+    return len({dotted(b.func) for b in built}) > 1
+
+
 def _iterable(ctx: FileContext, cls: cst.ClassDef, methods: dict[str, cst.FunctionDef]) -> bool:
     """An ``IterableDataset`` (by its base), or a dataset with ``__iter__`` and no ``__getitem__``."""
     for base in cls.bases:
@@ -113,6 +123,8 @@ def _what_it_does(ctx: FileContext, call: cst.Call) -> str | None:
     if name.startswith(("torchvision.transforms.", "albumentations.")):
         return "augments"
     last = name.rsplit(".", 1)[-1]
+    if last in _HANDLE_READS and name.rsplit(".", 2)[-2].lower() in _HANDLES:
+        return "reads a file"  # `self.file.seek(...)`, `self.file.read(n)`: a handle opened in `__init__`
     words = set(last.lower().split("_"))
     if last.lower() in _AUGMENTING and name.startswith("self."):
         return "applies its transform"  # `self.transform(image)`: given, maybe only `ToTensor()`: work, not known heavy

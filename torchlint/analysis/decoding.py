@@ -69,12 +69,13 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
                       or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
+    samplers = [n for n in nodes if type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _SAMPLERS]  # once, not per call
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
         if statement is None:
             continue
         derived = _derived(ordered, _targets(statement))
-        if not _used_as_logits(ctx, call, derived, nodes):
+        if not _used_as_logits(call, derived, samplers):
             continue
         # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
         # `sample` over, even where an inner `for sample in samples:` rebinds the name)
@@ -210,19 +211,14 @@ def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
     return found
 
 
-def _used_as_logits(ctx: FileContext, call: cst.Call, derived: set[str], nodes: list[cst.CSTNode]) -> bool:
+def _used_as_logits(call: cst.Call, derived: set[str], samplers: list[cst.Call]) -> bool:
     """Named logits or probabilities (``logits = ...``, ``self.inference.logits(...)``), or
-    sampled from in the body (``torch.multinomial(probs)``, ``out.argmax(-1)``)."""
+    sampled from in the body (``torch.multinomial(probs)``, ``out.argmax(-1)``: ``samplers``,
+    the body's calls of :data:`_SAMPLERS`)."""
     method = call.func.attr.value if type(call.func) is cst.Attribute else ""
     if any(word in name.rsplit(".", 1)[-1].lower() for name in (*derived, method) for word in _LOGIT_WORDS):
         return True
-    for node in nodes:
-        if type(node) is not cst.Call:
-            continue
-        name = (dotted(node.func) or "").rsplit(".", 1)[-1]
-        if name in _SAMPLERS and (_mentions(node) & derived):
-            return True
-    return False
+    return any(_mentions(node) & derived for node in samplers)
 
 
 def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set[str]:

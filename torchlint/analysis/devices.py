@@ -198,6 +198,9 @@ class Devices(BatchPlacement, ModuleMoves):
             return "host"
         if method == "cuda":
             return "device"
+        if method == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type(Tensor)` with `Tensor` one: a copy to the device
+            target = call.args[0].value if call.args and call.args[0].keyword is None else None
+            return "device" if target is not None and self.ctx.device_makeable.typed_device_class(target) is not None else None
         if method != "to":
             return None
         target = self.ctx.keyword(call, "device")

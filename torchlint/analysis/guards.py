@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._statement_guards: dict[tuple[int, int], cst.CSTNode | None] = {}
 
     def conditions(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> list[cst.If]:
         """The ``if`` statements whose body (or else branch) holds ``node``, up to ``stop``."""
@@ -68,6 +69,10 @@ class Guards:
             ancestor_type = type(ancestor)
             if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
                 return None
+            if ancestor_type is cst.SimpleStatementLine:
+                # Above a simple statement the answer is the statement's: asked of each of its
+                # calls and names, it is found once per statement and stop.
+                return self._statement_guard(ancestor, stop)
             if ancestor_type is cst.ExceptHandler or ancestor_type is cst.ExceptStarHandler:
                 return ancestor  # runs when something failed: an error path, an OOM retry, the end of an iterator
             if ancestor_type is cst.Assert and child is ancestor.msg:  # type: ignore[attr-defined]
@@ -81,6 +86,13 @@ class Guards:
                     return ancestor
             child = ancestor
         return None
+
+    def _statement_guard(self, statement: cst.SimpleStatementLine, stop: cst.CSTNode | None) -> cst.CSTNode | None:
+        """:meth:`_rare_guard` of ``statement``, remembered per statement and stop."""
+        key = (id(statement), id(stop))
+        if key not in self._statement_guards:
+            self._statement_guards[key] = self._rare_guard(statement, stop)
+        return self._statement_guards[key]
 
     def _rare_branch(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Does the body of ``branch`` run rarely per step of ``stop``? Asked for every call

@@ -50,6 +50,7 @@ class Cost(enum.Enum):
     INPUT_PIPELINE = "batches loaded while the GPU waits"
     HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
     ONE_WORKER_PIPELINE = "one worker process decoding every sample: the step waits whenever a batch takes longer to make than a step"
+    PREBATCHED_PIPELINE = "whole batches made in the training process by a dataset this project does not hold (often slices of arrays in memory: one call per step)"
     PINNED_COPY = "pageable host-to-device copies"
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
@@ -88,6 +89,7 @@ FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low
 INPUT_PIPELINE       high   medium low    medium low    low    low
 HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
 ONE_WORKER_PIPELINE  medium low    low    low    low    low    low
+PREBATCHED_PIPELINE  low    low    low    low    low    low    low
 PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low

@@ -46,7 +46,28 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         if refs:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
-                       params=tuple(params.items()), returns=tuple(returns))
+                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(tree))
+
+
+def _setting_ints(tree: ast.Module) -> tuple[tuple[str, int], ...]:
+    """argparse settings with an integer literal default (``add_argument("--num-workers",
+    type=int, default=0)``): an options module without torch parses the run's settings."""
+    found: dict[str, int] = {}
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+        keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+        dest = keywords.get("dest")
+        name = dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else flags[0][2:].replace("-", "_") if flags else None
+        default = keywords.get("default")
+        try:
+            value = ast.literal_eval(default) if default is not None else None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue  # a name or a call: not known here
+        if name and type(value) is int:
+            found[name] = value
+    return tuple(found.items())
 
 
 def _positional(function: ast.AST) -> tuple[str, ...]:

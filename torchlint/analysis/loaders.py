@@ -9,28 +9,43 @@ import libcst as cst
 
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.loader_classes import DATALOADER, POSITIONS, local_loader_class, sets_itself
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-DATALOADER = "torch.utils.data.DataLoader"
 _TENSOR_DATASETS = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
-_POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5, "collate_fn": 6, "pin_memory": 7}
 UNKNOWN = object()  # a splat could supply the option: the user's choice, stay silent
 
 
 def loader_option(ctx: FileContext, call: cst.Call, option: str) -> cst.Arg | None | object:
-    """The argument giving ``option`` to a ``DataLoader(...)`` call, None when it is not
-    passed, or UNKNOWN when ``*args``/``**kwargs`` may pass it."""
+    """The argument giving ``option`` to a ``DataLoader(...)`` call (or a subclass's), None
+    when it is not passed, or UNKNOWN when ``*args``/``**kwargs`` may pass it, or the
+    subclass sets it itself or takes arguments in an order of its own."""
     if ctx.has_star_kwargs(call) or any(arg.star == "*" for arg in call.args):
         return UNKNOWN
-    return ctx.argument(call, _POSITIONS[option], option)
+    if ctx.qname(call.func) == DATALOADER:
+        return ctx.argument(call, POSITIONS[option], option)
+    subclass = local_loader_class(ctx, call)
+    if subclass is not None and sets_itself(ctx, subclass, option):
+        return UNKNOWN  # `super().__init__(ds, pin_memory=True, **kwargs)`: the class decides
+    if option != "dataset" and sum(1 for arg in call.args if arg.keyword is None) > 1:
+        return UNKNOWN  # positions of the subclass's own `__init__`
+    return ctx.argument(call, 0, option) if option == "dataset" else ctx.keyword(call, option)
 
 
 def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
-    return ctx.qname(call.func) == DATALOADER
+    """``DataLoader(...)``, or a construction of a ``DataLoader`` subclass of this file."""
+    return ctx.qname(call.func) == DATALOADER or local_loader_class(ctx, call) is not None
+
+
+def prebatched(ctx: FileContext, call: cst.Call) -> bool:
+    """``DataLoader(ds, batch_size=None)``: automatic batching off, each item the dataset
+    yields is a whole batch (a stream of batches, or a sampler of batches over arrays it
+    holds): one call per step, and no per-sample collation."""
+    size = loader_option(ctx, call, "batch_size")
+    return isinstance(size, cst.Arg) and type(size.value) is cst.Name and size.value.value == "None"
 
 
 def tensor_dataset(ctx: FileContext, call: cst.Call) -> cst.Call | None:

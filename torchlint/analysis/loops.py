@@ -61,12 +61,23 @@ class Loops:
         self._loop_keys: dict[int, str] = {}
         self._step_calls: dict[int, bool] = {}
         self._hot_loops: dict[int, cst.CSTNode | None] = {}
+        self._enclosing: dict[int, list[cst.CSTNode]] = {}
+        self._trainer_calls: dict[int, bool] = {}
+        self._finding_parts = 0  # functions whose step parts are being found (see _calls_a_trainer)
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Loops (For/While, or comprehensions) whose per-iteration part holds ``node``.
 
-        Innermost first; stops at the enclosing function, class or lambda.
+        Innermost first; stops at the enclosing function, class or lambda. Asked of most
+        calls by several analyses (the places, the summary, the guards): remembered per
+        node. Do not change the list.
         """
+        known = self._enclosing.get(id(node))
+        if known is None:
+            known = self._enclosing[id(node)] = self._enclosing_loops(node)
+        return known
+
+    def _enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         loops: list[cst.CSTNode] = []
         child = node
         for ancestor in self.ctx.tree.ancestors(node):
@@ -287,6 +298,8 @@ class Loops:
                 if first and type(assign) is cst.Assign and len(assign.targets) == 1 and dotted(assign.targets[0].target) == dotted(first[0].value):
                     grown.add(dotted(first[0].value))
         grown.discard(None)
+        if not grown:
+            return False  # nothing grows: no walk of the body (most loops)
         for node in self._loop_nodes(loop):  # `x = out[:, -max_seq_len:]`: the window the model sees
             if grown and type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Subscript and dotted(node.value.value) in grown:
                 grown.add(dotted(node.targets[0].target))
@@ -481,7 +494,14 @@ class Loops:
         backward and an optimizer step (``opt.step()``, or an optimizer handed to a call:
         ``self.mp_trainer.optimize(self.opt)``), outside any loop of its own, itself or
         through the functions of this file it calls (two levels deep)?"""
-        return self._step_parts(call, 0) == _BACKWARD | _OPTIMIZER
+        # Asked of each call by every loop around it, the places and the loop's description: answered once.
+        # (Not while a function's parts are being found: its answer there is a partial one.)
+        known = self._trainer_calls.get(id(call))
+        if known is None:
+            known = self._step_parts(call, 0) == _BACKWARD | _OPTIMIZER
+            if not self._finding_parts:
+                self._trainer_calls[id(call)] = known
+        return known
 
     def _step_parts(self, call: cst.Call, depth: int) -> int:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
@@ -492,8 +512,12 @@ class Loops:
         if key not in self._trains:
             self._trains[key] = 0  # recursion ends here
             parts = 0
-            for n in self.own_calls(function.body, STEP):
-                parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            self._finding_parts += 1
+            try:
+                for n in self.own_calls(function.body, STEP):
+                    parts |= self._own_step_parts(n) | (self._step_parts(n, depth + 1) if depth < 2 else 0)
+            finally:
+                self._finding_parts -= 1
             self._trains[key] = parts
         return self._trains[key]
 
@@ -514,9 +538,19 @@ class Loops:
         caller's loop is an epoch loop, not a step loop."""
         return self._own_nodes(root, enter=_slices_a_batch)
 
-    def _own_nodes(self, root: cst.CSTNode, enter=lambda node: False):  # type: ignore[no-untyped-def]
+    def _own_nodes(self, root: cst.CSTNode, enter=None):  # type: ignore[no-untyped-def]
         """``root`` and its nodes, not descending into nested loops and scopes (except
-        the loops ``enter`` accepts)."""
+        the loops ``enter`` accepts). Without ``enter``, a list remembered per root (the
+        decode, denoise and top-k questions walk the same loop bodies): do not change it."""
+        if enter is not None:
+            return self._walk_own(root, enter)
+        known: dict[int, list[cst.CSTNode]] = self.__dict__.setdefault("_own", {})
+        found = known.get(id(root))
+        if found is None:
+            found = known[id(root)] = list(self._walk_own(root, lambda node: False))
+        return found
+
+    def _walk_own(self, root: cst.CSTNode, enter):  # type: ignore[no-untyped-def]
         stack, children = [root], self.ctx.tree.children
         while stack:
             node = stack.pop()

@@ -566,11 +566,7 @@ class Places:
         if type(func) is not cst.Attribute:
             return False
         method = func.attr.value
-        if method == "type":
-            moved = bool(call.args) and ctx.device_makeable.typed_device_class(call.args[0].value) is not None
-        else:
-            moved = method in ("to", "cuda") and ctx.devices.move(call) == "device"
-        if not moved or ctx.keyword(call, "non_blocking") is not None or len(call.args) > (1 if method == "cuda" else 2):
+        if ctx.devices.move(call) != "device" or ctx.keyword(call, "non_blocking") is not None or len(call.args) > (2 if method == "to" else 1):
             return False  # `non_blocking=` given (or positionally): the user chose; it may not wait
         receiver = func.value
         return ctx.devices.loader_value(receiver, call) or ctx.values.kind(receiver, call) in (Kind.HOST, Kind.NUMPY)

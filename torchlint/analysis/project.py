@@ -97,6 +97,10 @@ class Project:
         return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
                          if name in uploaded and (isinstance(where, str) or where < len(names)))
 
+    def parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
+        """The callee's parameters as the call's positional arguments fill them (``self`` left out)."""
+        return self._parameters(call, callee)
+
     def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())

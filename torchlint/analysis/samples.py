@@ -5,7 +5,10 @@ settling reads it from cached results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from torchlint.analysis.impact import Cost, Where, assess
+from torchlint.findings import Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +50,10 @@ def workers_hint(work: SampleWork | None, default: str) -> str:
 #: Stands for what the dataset does per sample in a loader finding whose dataset class is in
 #: another file, until the join finds that class (engine/settle.py).
 WORK_PLACEHOLDER = "\ue001work\ue001"
+
+
+def unseen_batches(finding: Finding) -> Finding:
+    """A loader finding over whole batches (``batch_size=None``) from a dataset this project
+    does not hold: what it does per batch is not seen, often a slice of arrays in memory (low)."""
+    impact, reason = assess(Cost.PREBATCHED_PIPELINE, Where.TRAIN)
+    return replace(finding, impact=impact, impact_reason=reason)

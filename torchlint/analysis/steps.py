@@ -30,10 +30,12 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.dataset_work import dataset_work
+from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
@@ -230,7 +232,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
-            compiled=self.compiled_roots, not_compiled=self.not_compiled,
+            compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
+            switches=turned_switches(self.ctx),
         )
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
@@ -251,16 +254,27 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return {}  # a call with several targets (a container's members) is placed once
 
     def _loops(self) -> tuple[LoopSummary, ...]:
-        """The ``for``/``while`` loops that are not hot here and not inside a hot loop."""
+        """The ``for``/``while`` loops that are not hot here and not inside a hot loop. How
+        often one runs and what it goes over are found only where the join reads them: for a
+        loop that may step and the loops around it (None and "" elsewhere)."""
         ctx, loops, found = self.ctx, self.ctx.loops, []
+        kept = []
         for loop in sorted((*ctx.tree.nodes(cst.For), *ctx.tree.nodes(cst.While)), key=ctx.tree.index):
             if loops.is_hot(loop) or loops.local_hot_loop(loop) is not None:
                 continue
-            outer = loops.statement_loop(loop)
             function = ctx.tree.enclosing_function(loop)
+            kept.append((loop, function, id(loop) in self._candidate_loops and self._may_step(loop, function)))
+        asked: set[int] = set()
+        for loop, _, may_step in kept:
+            outer: cst.CSTNode | None = loop if may_step else None
+            while outer is not None and id(outer) not in asked:
+                asked.add(id(outer))
+                outer = loops.statement_loop(outer)
+        for loop, function, may_step in kept:
+            outer = loops.statement_loop(loop)
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
-            may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
-            found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While,
+            where, over = (loops.where(loop), ctx.places.repeat_of(loop).kind) if id(loop) in asked else (None, "")
+            found.append(LoopSummary(loops.loop_key(loop), parent, where, may_step, over, type(loop) is cst.While,
                                      self._forward_of(loop, function) if may_step else ""))
         return tuple(found)
 
@@ -534,7 +548,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
             weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls), weights))
+            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
+                                      loader_sets(self.ctx, cls), weights=weights))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

@@ -50,9 +50,11 @@ class LoopSummary:
 
     key: str  # "Cls.m#loop2"
     parent: str  # the enclosing loop's key, or the function's ("" at module level)
-    where: Where  # how often it runs if it is a step loop
+    # how often it runs if it is a step loop; None where the join never reads it (a loop that
+    # cannot step, with none inside that may: the summary does not ask)
+    where: Where | None
     may_step: bool = True  # False: its body always ends with return/break (it runs at most once), or no call in it may make it a step
-    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
+    over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...; "" where `where` is None
     until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
     forward_of: str = ""  # the class whose `forward` runs it (there or in a method it calls), when only the join can tell it is a module
 
@@ -72,6 +74,7 @@ class ClassSummary:
     attributes: tuple[tuple[str, Ref], ...] = ()  # objects kept on `self`: name -> class, once per class it may hold (subclasses elsewhere use them)
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
+    loader_sets: tuple[str, ...] | None = None  # a class with a base named like a loader: the DataLoader options its `__init__` passes up itself
     weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "frozen", or "" (analysis/frozen.py)
 
 
@@ -92,3 +95,5 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
+    settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`

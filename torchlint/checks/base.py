@@ -39,12 +39,23 @@ class Report:
     # finding still holds at; None drops it.
     unreached: Unreached | None = None
     # A loader whose dataset is a class of another file: (its constructor call, whether the
-    # finding holds only if that class's samples are heavy work). The join finds the class and
-    # says what it does per sample; None when this file says all.
-    dataset: tuple[cst.Call, bool] | None = None
+    # finding holds only if that class's samples are heavy work, whether its items are whole
+    # batches: `batch_size=None`). The join finds the class and says what it does per sample;
+    # None when this file says all.
+    dataset: tuple[cst.Call, bool, bool] | None = None
+    # A setting read from a config object this file is passed: (the function it is a parameter
+    # of, the parameter, the setting). The finding holds only where the join finds its default
+    # 0 in the files of that function's callers (`args.num_workers`, `--num-workers` there).
+    setting: tuple[cst.FunctionDef, str, str] | None = None
     # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
     # the finding holds unless every construction in the project passes a host tensor there.
     unless_host: str = ""
+    # A process-wide switch (analysis/switches.py): the finding holds unless some file of the
+    # project turns it (`Distribution.set_default_validate_args(False)`).
+    unless_switch: str = ""
+    # A loader built from a class of another file named like one: (the class, the option left
+    # out). The finding holds where the join finds it a `DataLoader` subclass that does not set it.
+    loader: tuple[cst.BaseExpression, str] | None = None
     # The constructor of a class of another file whose weights decide the finding: it holds
     # only if the join finds that the class keeps trainable weights and never freezes them.
     trainable_class: cst.Call | None = None
@@ -118,8 +129,11 @@ class Check:
         condition: cst.CSTNode | None = None,
         repeated: bool | None = None,
         unreached: Unreached | None = None,
-        dataset: tuple[cst.Call, bool] | None = None,
+        dataset: tuple[cst.Call, bool, bool] | None = None,
+        setting: tuple[cst.FunctionDef, str, str] | None = None,
         unless_host: str = "",
+        unless_switch: str = "",
+        loader: tuple[cst.BaseExpression, str] | None = None,
         trainable_class: cst.Call | None = None,
         **fields: Any,
     ) -> None:
@@ -136,11 +150,19 @@ class Check:
         per-step shows its use, or None for any) for a per-step finding the join finds no
         step for, which still holds (in a module's ``forward``); None drops it then.
         ``dataset``: (the constructor of a loader's dataset, a class of another file; whether the
-        finding holds only if that class's samples are heavy work): the join settles it.
+        finding holds only if that class's samples are heavy work; whether it yields whole
+        batches): the join settles it.
+        ``setting``: (a function, its parameter holding a config object, the setting read): the
+        finding holds only where the join finds that setting 0 by default in the callers' files.
         ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
         that parameter: the join drops the finding where every construction passes a host value.
+        ``unless_switch``: a process-wide switch (analysis/switches.py) whose turning in any file of
+        the project drops the finding. ``loader``: (the class a construction names, an option
+        it leaves out) for a class of another file: the join keeps the finding where that class
+        subclasses ``DataLoader`` and does not set the option itself.
         ``trainable_class``: the constructor of a class of another file; the finding holds only
         where the join finds that class keeping trainable weights it never freezes."""
+
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -154,7 +176,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, unless_host, trainable_class))
+                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -161,7 +161,8 @@ def report(
                    "(check `exclude`, .gitignore and --force-exclude)", err=True)
     for error in result.errors:
         click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)
-        click.echo(error.traceback.rstrip(), err=True)
+        if error.traceback:  # a file's check; a cross-file stage's is one line (engine/isolate.py; --debug raises it)
+            click.echo(error.traceback.rstrip(), err=True)
     if result.errors:
         click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it.", err=True)
 

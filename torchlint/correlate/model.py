@@ -27,6 +27,8 @@ RULE_PROBES: dict[str, frozenset[str]] = {
     # int()/float()/bool() of a tensor, and a tensor as a size or a bound (its __index__
     # is __int__'s): the syncs TL105 names where no call does
     "TL105": frozenset({"Tensor.__int__", "Tensor.__float__", "Tensor.__bool__", "Tensor.item"}),
+    # a distribution's argument checks: `if not valid.all(): raise`, in torch's frames, below the user's line
+    "TL107": frozenset({"Tensor.__bool__"}),
     "TL110": frozenset({"Tensor.to", "Tensor.cuda"}),
     "TL113": frozenset({"Tensor.to", "Tensor.cuda"}),  # the upload repeated every step
     "TL111": frozenset({"Tensor.to", "Tensor.cuda"}),
@@ -45,7 +47,7 @@ RULE_KINDS: dict[str, frozenset[str | None]] = {
 }
 
 #: Rules whose cost is a host-device synchronisation (CUDA sync-debug records count).
-SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL105", "TL112"})
+SYNC_RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL105", "TL107", "TL112"})
 
 #: Runtime findings that are the symptoms of static ones (a DataLoader's wait, syncs,
 #: pageable copies, an idle GPU): their remedies are those findings' (TL201, TL101 ...),

@@ -34,7 +34,7 @@ from torchlint import __version__, catalogue
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
-from torchlint.engine.results import ByDataset, Conditional, FileResult, InStepIfCalled
+from torchlint.engine.results import Pending, Conditional, FileResult, InStepIfCalled
 from torchlint.engine.suppress import PerFileIgnores, selected_codes
 from torchlint.findings import Finding
 
@@ -104,7 +104,7 @@ class Cache:
         """Write ``result`` (plain: no tree, no fix nodes) atomically; never raises."""
         if not self.writable:
             return
-        body = pickle.dumps((result.findings, result.conditional, result.summary, result.in_functions, result.by_dataset),
+        body = pickle.dumps((result.findings, result.conditional, result.summary, result.in_functions, result.pending),
                             protocol=pickle.HIGHEST_PROTOCOL)
         payload = _header(key) + _signature(self.secret, key, body) + body  # type: ignore[arg-type]
         try:
@@ -185,12 +185,12 @@ def _decode(data: bytes, key: str, secret: bytes) -> FileResult | None:
     if not hmac.compare_digest(signature, _signature(secret, key, body)):
         return None  # not written by this user's torchlint: never unpickled
     try:
-        findings, conditional, summary, in_functions, by_dataset = pickle.loads(body)
+        findings, conditional, summary, in_functions, pending = pickle.loads(body)
     except Exception:  # a corrupt entry is a miss: unpickling garbage can raise anything
         return None
-    if not _well_formed(findings, conditional, summary) or not _all_of(in_functions, InStepIfCalled) or not _all_of(by_dataset, ByDataset):
+    if not _well_formed(findings, conditional, summary) or not _all_of(in_functions, InStepIfCalled) or not _all_of(pending, Pending):
         return None
-    return FileResult(None, findings, conditional=conditional, summary=summary, in_functions=in_functions, by_dataset=by_dataset)
+    return FileResult(None, findings, conditional=conditional, summary=summary, in_functions=in_functions, pending=pending)
 
 
 def _all_of(items: object, kind: type) -> bool:

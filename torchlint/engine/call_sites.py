@@ -11,17 +11,21 @@ not: one problem, one finding, as ruff reports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from torchlint import catalogue
-from torchlint.analysis.join import Steps
+from torchlint.analysis.join import StepInfo, Steps
 from torchlint.config import Config
-from torchlint.engine.results import FileResult
+from torchlint.engine.isolate import guarded_stage
+from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.settle import per_step_findings, step_loops_of
 from torchlint.engine.source import Source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
 from torchlint.findings import IMPACT_RANK, Finding, Location
+
+# What a file of the project that could not be settled costs the given files.
+ELSEWHERE_LOST = "the given files' calls into it report none of its per-step findings"
 
 
 def stepped_elsewhere(steps: Steps, displays: set[str], given: set[str]) -> set[str]:
@@ -33,20 +37,31 @@ def stepped_elsewhere(steps: Steps, displays: set[str], given: set[str]) -> set[
     }
 
 
-def at_call_sites(others: Iterable[FileResult], steps: Steps, displays: set[str]) -> list[Finding]:
+def at_call_sites(others: Iterable[FileResult], steps: Steps, displays: set[str], *, errors: list[InternalError] | None = None,
+                  debug: bool = False) -> list[Finding]:
     """For each hot call site in a file named in ``displays`` and each rule, one finding
     that stands for the per-step findings of ``others`` (results of files not given,
-    conditional findings unsettled) that the call puts into the step."""
+    conditional findings unsettled) that the call puts into the step. Each other file is
+    settled under its own guard: one that raises adds nothing and an error to ``errors``."""
     grouped: dict[tuple[Location, str], list[Finding]] = {}
     for other in others:
         if other.summary is None:
             continue
-        for finding, info in per_step_findings(other, steps.get(other.summary.path, {}), step_loops_of(steps, other.summary.path),
-                                               getattr(steps, "host_params", frozenset())):
+        stepped = guarded_stage(other, "call sites", debug, lambda: list(_stepped(other, steps)), ELSEWHERE_LOST)
+        if stepped is None:
+            if errors is not None:
+                errors.extend(other.errors[-1:])
+            continue
+        for finding, info in stepped:
             for site in info.sites:
                 if site.path in displays and site.path != finding.path:
                     grouped.setdefault((site, finding.code), []).append(finding)
     return sorted((_at(site, found) for (site, _), found in grouped.items()), key=Finding.sort_key)
+
+
+def _stepped(other: FileResult, steps: Steps) -> Iterator[tuple[Finding, StepInfo]]:
+    path = other.summary.path  # type: ignore[union-attr]
+    return per_step_findings(other, steps.get(path, {}), step_loops_of(steps, path), getattr(steps, "host_params", frozenset()))
 
 
 def _at(site: Location, found: list[Finding]) -> Finding:
@@ -59,12 +74,13 @@ def _at(site: Location, found: list[Finding]) -> Finding:
     )
 
 
-def for_file(display: str, given: str, steps: Steps, results_of: Callable[[set[str]], list[FileResult]]) -> list[Finding]:
+def for_file(display: str, given: str, steps: Steps, results_of: Callable[[set[str]], list[FileResult]],
+             errors: list[InternalError] | None = None, debug: bool = False) -> list[Finding]:
     """The findings at the call sites of the one given file ``display`` (its summary named
     ``given``); ``results_of`` gives the results of other files by absolute path
-    (``Context.full_results``)."""
+    (``Context.full_results``); ``errors`` takes those of the files that could not be settled."""
     elsewhere = stepped_elsewhere(steps, {display}, {given})
-    return at_call_sites(results_of(elsewhere), steps, {display}) if elsewhere else []
+    return at_call_sites(results_of(elsewhere), steps, {display}, errors=errors, debug=debug) if elsewhere else []
 
 
 def kept(findings: list[Finding], config: Config, path: Path, source: Source | None) -> list[Finding]:

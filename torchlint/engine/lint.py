@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint.analysis.join import join
 from torchlint.config import Config, Resolver
 from torchlint.engine.cache import Cache, keys_of, look_up, unchanged
 from torchlint.engine.call_sites import at_call_sites, kept, stepped_elsewhere
 from torchlint.engine.discover import SourceFile, discover
+from torchlint.engine.isolate import settle_project
 from torchlint.engine.pool import check_files, guarded
 from torchlint.engine.progress import Bar
 from torchlint.engine.project_files import Context
@@ -99,9 +99,12 @@ def lint_paths(
     if store is not None:
         store.prune()
     done = [r for r in results if r is not None]
-    steps = settle_steps(done, join([*(r.summary for r in done if r.summary is not None), *context.summaries]))
-    result = LintResult(files_checked=len(files), cached=len(files) - len(todo), note=context.note)
-    at_calls = _at_call_sites(files, done, configs, context, steps, store, jobs, debug) if context.by_path else {}
+    displays = {id(r): file.display for r, file in zip(done, files)}
+    summaries = [*(r.summary for r in done if r.summary is not None), *context.summaries]
+    steps, elsewhere_errors = settle_project(done, summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug,
+                                             lambda r: displays[id(r)])
+    result = LintResult(files_checked=len(files), cached=len(files) - len(todo), note=context.note, errors=elsewhere_errors)
+    at_calls = _at_call_sites(files, done, configs, context, steps, store, jobs, debug, result.errors) if context.by_path else {}
     if fix is not None:
         _plan_fixes(files, done, configs, steps, fix, debug, result, at_calls, fix_shown)
     for index, (_, shown) in at_calls.items():
@@ -118,7 +121,7 @@ def lint_paths(
 
 
 def _at_call_sites(files: list[SourceFile], done: list[FileResult], configs: list[Config], context: Context, steps: Steps,
-                   store: Cache | None, jobs: int, debug: bool) -> dict[int, tuple[list[Finding], list[Finding]]]:
+                   store: Cache | None, jobs: int, debug: bool, errors: list[InternalError]) -> dict[int, tuple[list[Finding], list[Finding]]]:
     """By given file: the per-step findings of the project's other files that its calls
     put into the step (``engine/call_sites.py``), all of them and those it reports (its
     selection and ``# noqa`` comments applied). A file whose ``# noqa`` suppressed one is
@@ -128,7 +131,7 @@ def _at_call_sites(files: list[SourceFile], done: list[FileResult], configs: lis
     elsewhere = stepped_elsewhere(steps, displays, given)
     if not elsewhere:
         return {}
-    found = at_call_sites(context.full_results(elsewhere, store, jobs), steps, displays)
+    found = at_call_sites(context.full_results(elsewhere, store, jobs), steps, displays, errors=errors, debug=debug)
     at_calls: dict[int, tuple[list[Finding], list[Finding]]] = {}
     for index, file in enumerate(files):
         mine = [f for f in found if f.path == file.display]

@@ -81,17 +81,17 @@ class Linter:
         ignored = self.per_file.ignored_codes(path)
         result = self._run(source, path, ignored)
         if UNUSED_NOQA[0] in self.codes and UNUSED_NOQA[0] not in ignored and result.source is not None:
-            found = [*result.findings, *(c.finding for c in result.conditional), *(d.finding for d in result.by_dataset), *used]
+            found = [*result.findings, *(c.finding for c in result.conditional), *(d.finding for d in result.pending), *used]
             candidates = [f for f in found if f.code in self.codes and f.code not in ignored]
             result.findings += unused_noqa(result.source, candidates, self.known, self.codes - ignored, result.module)
         result.findings = self._keep(result.findings, source, ignored)
         kept = {id(f) for f in self._keep([c.finding for c in result.conditional], source, ignored)}
         result.conditional = [c for c in result.conditional if id(c.finding) in kept]  # by identity: `in` a list of N was N²
-        kept = {id(f) for f in self._keep([d.finding for d in result.by_dataset], source, ignored)}
-        result.by_dataset = [d for d in result.by_dataset if id(d.finding) in kept]
+        kept = {id(f) for f in self._keep([d.finding for d in result.pending], source, ignored)}
+        result.pending = [d for d in result.pending if id(d.finding) in kept]
         result.path = path
         if steps is not None:
-            settle_steps([result], steps)
+            settle_steps([result], steps, debug=self.debug)
         return result
 
     def lint_file(self, file: SourceFile, steps: Steps | None = None, used: Sequence[Finding] = ()) -> FileResult:
@@ -218,5 +218,5 @@ def lint_source(text: str, path: str = "<string>", config: Config | None = None)
     """Lint source text (for tests and editors); selection and ``# noqa`` apply. The text
     is its own project: its per-step functions are those its own loops and hooks reach."""
     result = Linter(config or Config(), debug=True).lint(Source(path, text), Path(path))
-    settle_steps([result])
+    settle_steps([result], debug=True)  # a test sees what raised
     return sorted(result.findings, key=Finding.sort_key)

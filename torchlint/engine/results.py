@@ -46,6 +46,7 @@ class Conditional(NamedTuple):
     returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
     optional: bool = False  # behind `if p is not None:` of a parameter defaulting to None: off unless its (unseen) caller passes it
+    unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
 
 
 class InStepIfCalled(NamedTuple):
@@ -63,16 +64,23 @@ class InStepIfCalled(NamedTuple):
     opt_in: str = ""
 
 
-class ByDataset(NamedTuple):
-    """A loader finding whose dataset is a class of another file: what that class does per
-    sample (its summary's ``samples``, found by the join) settles it (TL201)."""
+class Pending(NamedTuple):
+    """A finding the join settles by what other files say: a loader's (TL201) by its dataset, a
+    class of another file (what that class does per sample: its summary's ``samples``), and by a
+    setting of a config object its function is passed (its default in the callers' files:
+    ``settings``); any finding by a process-wide switch some file of the project turns
+    (``unless_switch``); a loader's built from a class of another file by that class being a
+    ``DataLoader`` subclass (``loader``); a network of another file's class by that class keeping
+    trainable weights it never freezes (``trainable_only``: TL308, TL309)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
-    dataset: tuple  # the class, as a summary reference (analysis.summary.Ref)
+    dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
     heavy_only: bool  # holds only if the class's samples are heavy work; else unless they are cheap
-    # Not a loader's: holds only if the class keeps trainable weights it never freezes
-    # (its summary's ``weights``; TL308's frozen network), the message as it is.
-    trainable_only: bool = False
+    setting: tuple[str, str, str] | None = None  # (function key, parameter, setting): holds only where its default is 0
+    prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
+    unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
+    loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
+    trainable_only: bool = False  # holds only where the class's summary says ``weights == "trainable"``, its message as it is
 
 
 @dataclass(slots=True)
@@ -88,7 +96,7 @@ class FileResult:
     conditional: list[Conditional] = field(default_factory=list)
     summary: FileSummary | None = None  # where this file's steps are, for that join
     in_functions: list[InStepIfCalled] = field(default_factory=list)  # impacts the join may raise
-    by_dataset: list[ByDataset] = field(default_factory=list)  # findings the join settles by their dataset's class
+    pending: list[Pending] = field(default_factory=list)  # findings the join settles by other files' facts (a dataset's class, a setting, a switch)
 
 
 def plain(result: FileResult) -> FileResult:
@@ -103,7 +111,7 @@ def plain(result: FileResult) -> FileResult:
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
         in_functions=list(result.in_functions),
-        by_dataset=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.by_dataset],
+        pending=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.pending],
     )
 
 

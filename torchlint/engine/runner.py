@@ -11,11 +11,11 @@ from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.positions import compute_spans
-from torchlint.analysis.samples import WORK_PLACEHOLDER
+from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import ByDataset, Conditional, FileResult, InStepIfCalled, InternalError
+from torchlint.engine.results import Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
@@ -103,8 +103,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 finding, in_function = _with_impact(ctx, finding, report, cost)
-                if report.dataset is not None:
-                    _by_dataset(result, summarizer, finding, *report.dataset)
+                if report.dataset is not None or report.setting is not None or report.unless_switch or report.loader is not None:
+                    _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
@@ -118,6 +118,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
+                                                  unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
@@ -125,15 +126,30 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     return result
 
 
-def _by_dataset(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call, heavy_only: bool) -> None:
-    """A loader finding whose dataset is a class of another file waits for the join
-    (engine/settle.py); one whose class the summary cannot name is settled here, as unknown
-    work: it holds as it is, unless it holds only for heavy work."""
-    ref = summarizer.target(built.func, built) if summarizer is not None else None
-    if ref is not None:
-        result.by_dataset.append(ByDataset(finding, ref, heavy_only))
-    elif not heavy_only:
-        result.findings.append(replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, "")))
+def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, dataset: tuple[cst.Call, bool, bool] | None,
+             setting: tuple[str, str, str] | None, switch: str, loader: tuple[cst.BaseExpression, str] | None = None) -> None:
+    """A loader finding whose dataset is a class of another file, or whose setting's default
+    is in another file, and a finding that holds unless a file of the project turns a switch,
+    wait for the join (engine/settle.py); one whose class the summary cannot name is settled
+    here, as unknown work: it holds as it is (or waits for its setting or switch alone),
+    unless it holds only for heavy work."""
+    built, heavy_only, batched = dataset if dataset is not None else (None, False, False)
+    ref = summarizer.target(built.func, built) if summarizer is not None and built is not None else None
+    if loader is not None:  # a class of another file named like a loader: only the join knows it is one
+        loader_ref = summarizer.target(loader[0], loader[0]) if summarizer is not None else None
+        if loader_ref is not None:
+            result.pending.append(Pending(finding, ref, heavy_only, setting, batched, switch, (loader_ref, loader[1])))
+        return
+    if ref is not None or (setting is not None and summarizer is not None) or switch:
+        result.pending.append(Pending(finding, ref, heavy_only, setting, batched, switch))
+    elif not heavy_only and setting is None:
+        finding = replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, ""))
+        result.findings.append(unseen_batches(finding) if batched else finding)
+
+
+def _setting_key(ctx: FileContext, setting: tuple[cst.FunctionDef, str, str] | None) -> tuple[str, str, str] | None:
+    """``Report.setting`` as plain data: the function by its key."""
+    return (function_key(ctx, setting[0]), setting[1], setting[2]) if setting is not None else None
 
 
 def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call) -> None:
@@ -141,7 +157,7 @@ def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, f
     the join; one whose class the summary cannot name is dropped (nothing says it does)."""
     ref = summarizer.target(built.func, built) if summarizer is not None else None
     if ref is not None:
-        result.by_dataset.append(ByDataset(finding, ref, False, trainable_only=True))
+        result.pending.append(Pending(finding, ref, False, trainable_only=True))
 
 
 def _internal_error(path: str, where: str, error: Exception) -> InternalError:

@@ -7,9 +7,12 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
-from torchlint.analysis.join import StepInfo, Steps, join, within_step
+from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project
-from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
+from torchlint.analysis.loader_bases import confirmed_loader
+from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
+from torchlint.analysis.setting_defaults import SettingDefaults
+from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
 from torchlint.findings import IMPACT_RANK, Finding
 
@@ -18,35 +21,66 @@ from torchlint.findings import IMPACT_RANK, Finding
 STEP_PLACEHOLDER = "\ue000step\ue000"
 
 
-def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps:
+def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug: bool = False) -> Steps:
     """The project-wide join (made from the results' summaries unless ``steps`` is given):
     each conditional finding whose function runs every step becomes a finding, its message
-    saying where it runs and its ``related`` places carrying the hot call sites."""
-    if steps is None:
-        steps = join(r.summary for r in results if r.summary is not None)
+    saying where it runs and its ``related`` places carrying the hot call sites.
+
+    Each file is settled under its own guard (``engine/isolate.py``): one that raises keeps
+    the findings its own file shows and an error naming it; the others are settled."""
+    if steps is None:  # the results are the whole project
+        summaries = [r.summary for r in results if r.summary is not None]
+        return settle_project(results, summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug)[0]
+    shared = _Shared(steps)
     for file_result in results:
-        per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
-        here = file_result.summary.path if file_result.summary is not None else None
-        step_loops = step_loops_of(steps, here)
-        if file_result.in_functions and per_step:
-            _raise_impacts(file_result, per_step, step_loops)
-        if file_result.by_dataset:
-            file_result.findings.extend(_dataset_findings(file_result, getattr(steps, "project", None)))
-            file_result.findings.sort(key=Finding.sort_key)
-        if not file_result.conditional or file_result.summary is None:
-            file_result.conditional = []
-            continue
-        compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
-        for condition in file_result.conditional:
-            if condition.compiled:
-                traced = compiled.get(condition.key)
-                if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
-                    file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-        file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
-        file_result.findings.extend(_unreached_findings(file_result, per_step))
-        file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
-        file_result.conditional = []
+        before = list(file_result.findings)
+        if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
+            file_result.findings = before  # as its own file shows them
+        file_result.conditional, file_result.pending = [], []
+    return steps
+
+
+class _Shared:
+    """What settling every file of a join asks of the project alike: made once, lazily."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.project = getattr(steps, "project", None)
+        self.switches = turned_switches(steps)
+        self._settings: SettingDefaults | None = None
+
+    @property
+    def settings(self) -> SettingDefaults | None:
+        if self._settings is None and self.project is not None:
+            self._settings = SettingDefaults(self.project)  # one index of the project's callers, for every file's loaders
+        return self._settings
+
+
+def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool:
+    """Settle one file's waiting findings into ``file_result.findings`` (True: done)."""
+    switches = shared.switches
+    if switches and file_result.conditional:  # `Distribution.set_default_validate_args(False)` somewhere: its findings go
+        file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
+    per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
+    here = file_result.summary.path if file_result.summary is not None else None
+    step_loops = step_loops_of(steps, here)
+    if file_result.in_functions and per_step:
+        _raise_impacts(file_result, per_step, step_loops)
+    if file_result.pending:
+        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches))
         file_result.findings.sort(key=Finding.sort_key)
+    if not file_result.conditional or file_result.summary is None:
+        return True
+    compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
+    for condition in file_result.conditional:
+        if condition.compiled:
+            traced = compiled.get(condition.key)
+            if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
+                file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
+    file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
+    file_result.findings.extend(_unreached_findings(file_result, per_step))
+    file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
+    file_result.findings.sort(key=Finding.sort_key)
+    return True
     return steps
 
 
@@ -94,30 +128,48 @@ def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step:
     return info, f"only on an opt-in path: `{condition.opt_in}` is off by default and no per-step call in the project passes it"
 
 
-def _dataset_findings(file_result: FileResult, project: Project | None) -> Iterator[Finding]:
+def turned_switches(steps: Steps) -> frozenset[str]:
+    """The process-wide switches some file of the joined project turns (``FileSummary.switches``)."""
+    project = getattr(steps, "project", None)
+    return frozenset(s for summary in project.files.values() for s in summary.switches) if project is not None else frozenset()
+
+
+def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
+                      switches: frozenset[str] = frozenset()) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
-    stream needs."""
+    stream needs. One that waited for a setting's default (``args.num_workers``, parsed in
+    its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
-    for pending in file_result.by_dataset:
+    for pending in file_result.pending:
+        if pending.unless_switch and pending.unless_switch in switches:
+            continue  # a file of the project turns the switch that makes it moot
+        if pending.loader is not None and (project is None or path not in project.files or not confirmed_loader(project, path, *pending.loader)):
+            continue  # not a DataLoader subclass, or one that sets the option itself
+        if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):
+            continue  # the setting is the run's choice, or set to workers
         work = cls = None
-        if project is not None and path in project.files:
+        if pending.dataset is not None and project is not None and path in project.files:
             owner = project.class_of(pending.dataset, path, 0)
             # (a factory function, `dataset()` of another file, resolves too: only a class says what it does per sample)
             cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
             if cls is not None:
                 work = cls.samples
-        if pending.trainable_only:  # TL308: a network of another file's class, in no optimizer
+        if pending.trainable_only:  # TL308/TL309: a network of another file's class
             if cls is not None and cls.weights == "trainable":
                 yield pending.finding
             continue
         if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
+        if pending.prebatched and pending.dataset is not None and work is not None and not work.work:
+            continue  # whole batches sliced from what the dataset holds: one call per step, nothing for workers
         finding = pending.finding
+        if pending.prebatched and pending.dataset is not None and work is None:
+            finding = unseen_batches(finding)  # a library's batches: what it does per batch is not seen
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
-    file_result.by_dataset = []
+    file_result.pending = []
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from torchlint.analysis.join import join
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config, gitignore_spec
 from torchlint.engine import LintResult, Linter, settle_steps
 from torchlint.engine.call_sites import for_file, kept
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.fixes import Edit
+from torchlint.engine.isolate import settle_project
 from torchlint.engine.pool import collector_paused, guarded
 from torchlint.engine.results import FileResult
 from torchlint.engine.source import source_within_limit
@@ -65,11 +65,13 @@ def lint_stdin(data: bytes, filename: str | None, config: Config, *, fix: str | 
     with collector_paused():
         file_result = guarded(file, debug, lambda: linter.lint(source, path))  # errors held, not raised
         edit = None
-        steps = join([*context, *([file_result.summary] if file_result.summary is not None else [])])
-        settle_steps([file_result], steps)
+        summaries = [*context, *([file_result.summary] if file_result.summary is not None else [])]
+        steps, elsewhere_errors = settle_project([file_result], summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug,
+                                                  lambda _: display)
+        file_result.errors.extend(elsewhere_errors)
         used: list[Finding] = []
         if elsewhere is not None and file_result.summary is not None and not file_result.errors:
-            used = for_file(display, file_result.summary.path, steps, elsewhere)
+            used = for_file(display, file_result.summary.path, steps, elsewhere, file_result.errors, debug)
             shown = kept(used, config, path, source)
             if len(shown) < len(used) and any(f.code == UNUSED_NOQA[0] for f in file_result.findings):  # a `# noqa` they use is no TL001
                 file_result.findings = linter.lint(source, path, steps, used).findings

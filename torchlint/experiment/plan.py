@@ -29,6 +29,7 @@ GPU_ONLY = {
     "TL103": "a device sync",
     "TL104": "a device sync",
     "TL105": "a device sync",
+    "TL107": "a device sync",
     "TL110": "a host-to-device copy",
     "TL113": "a host-to-device copy",
     "TL114": "a host-to-device copy of the index",

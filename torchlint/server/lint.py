@@ -19,7 +19,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from torchlint.analysis.join import Steps, join
+from torchlint.analysis.join import Steps
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Resolver, format_size, load_config
 from torchlint.engine import Linter
@@ -28,7 +28,8 @@ from torchlint.engine.call_sites import for_file, kept
 from torchlint.engine.discover import SourceFile, real
 from torchlint.engine.pool import check_files, collector_paused, default_jobs, guarded
 from torchlint.engine.project_files import Context, project_root
-from torchlint.engine.results import FileResult
+from torchlint.engine.isolate import settle_project
+from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.settle import settle_steps
 from torchlint.engine.source import Source, lines_with_ends, notebook_source, syntax_error
 from torchlint.findings import UNUSED_NOQA, Finding
@@ -95,10 +96,17 @@ def lint_text(text: str, path: Path, others: Iterable[FileSummary] = (), cells: 
     for error in result.errors:  # a check that raised: its findings are missing, the others stand
         log.error("torchlint: internal error in %s on %s: %s\n%s", error.code, error.path, error.error, error.traceback)
     summary = result.summary
-    steps = settle_steps([result], join([*others, *([summary] if summary is not None else [])]))
+    checked = len(result.errors)
+    summaries = [*others, *([summary] if summary is not None else [])]
+    steps, elsewhere_errors = settle_project([result], summaries, lambda some, joined: settle_steps(some, joined), name=lambda _: display)
+    for error in [*result.errors[checked:], *elsewhere_errors]:  # a cross-file stage that raised (engine/isolate.py)
+        log.error("torchlint: internal error in %s on %s: %s", error.code, error.path, error.error)
     used: list[Finding] = []
     if elsewhere is not None and summary is not None and result.source is not None and not result.errors:
-        used = for_file(display, summary.path, steps, elsewhere)
+        errors: list[InternalError] = []
+        used = for_file(display, summary.path, steps, elsewhere, errors)
+        for error in errors:
+            log.error("torchlint: internal error in %s on %s: %s", error.code, error.path, error.error)
         shown = kept(used, config, path, result.source)
         if len(shown) < len(used) and any(f.code == UNUSED_NOQA[0] for f in result.findings):  # a `# noqa` they use is no TL001
             result = linter.lint(result.source, path, steps, used)

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.loader_classes import loader_candidate
 from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
 from torchlint.checks.base import Check
 
@@ -20,7 +21,8 @@ class DataloaderNoPinMemory(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not is_dataloader(ctx, node):
+        candidate = not is_dataloader(ctx, node) and loader_candidate(ctx, node)
+        if not is_dataloader(ctx, node) and not candidate:
             return
         arg = loader_option(ctx, node, "pin_memory")
         if arg is UNKNOWN:
@@ -43,5 +45,6 @@ class DataloaderNoPinMemory(Check):
         # Without workers the loop itself pins each batch: one more copy (TL201 is the fix).
         workers = loader_option(ctx, node, "num_workers")
         alone = workers is None or (isinstance(workers, cst.Arg) and isinstance(workers.value, cst.Integer) and workers.value.evaluated_value == 0)
+        # `AudioDataLoader(...)` of another file: the join keeps it where the class subclasses DataLoader
         self.report(node, where=loader_feeds(ctx, node), cost=Cost.PIN_WITHOUT_WORKERS if alone else None,
-                    related=tuple(ctx.loops.iterations_of(node)), call=call, why=why)
+                    related=tuple(ctx.loops.iterations_of(node)), loader=(node.func, "pin_memory") if candidate else None, call=call, why=why)

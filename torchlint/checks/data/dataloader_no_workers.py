@@ -5,10 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.dataset_work import dataset_work, loader_dataset
+from torchlint.analysis.dataset_work import dataset_work, loader_dataset, several_datasets
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.checks.base import Check
 
@@ -34,12 +34,16 @@ class DataloaderNoWorkers(Check):
         if arg is UNKNOWN:
             return  # a splat may carry num_workers
         workers = int(arg.value.evaluated_value) if isinstance(arg, cst.Arg) and isinstance(arg.value, cst.Integer) else None
+        setting = None
         if arg is None:
             why = "no `num_workers`"
         elif workers in (0, 1):
             why = f"`num_workers={workers}`"
         elif self._setting_zero(arg.value):
             # `num_workers=args.num_workers` with `default=0`: the run loads in-process unless told otherwise
+            why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
+        elif (setting := ctx.constants.setting_source(dotted(arg.value) or "", node)) is not None:
+            # `args` passed in: its parser is in the callers' files, and the join reads its default there
             why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
         else:
             return  # workers asked for, or a value chosen at run time
@@ -51,6 +55,9 @@ class DataloaderNoWorkers(Check):
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         here, elsewhere = loader_dataset(ctx, node)
         work = dataset_work(ctx, here) if here is not None else None
+        batched = prebatched(ctx, node)
+        if batched and work is not None and not work.work:
+            return  # whole batches sliced from what the dataset holds: one call per step, nothing for workers
         one_worker = workers == 1
         if one_worker and here is not None and (work is None or not work.heavy):
             return  # one worker keeps up with light samples (or what they cost is not known)
@@ -59,7 +66,7 @@ class DataloaderNoWorkers(Check):
         words = WORK_PLACEHOLDER if elsewhere is not None else work.words() if work is not None else ""
         call = short_code(ctx.module, node.func) + "(...)"
         loops = ctx.loops.iterations_of(node)
-        dataset = (elsewhere, one_worker) if elsewhere is not None else None
+        dataset = (elsewhere, one_worker, batched) if elsewhere is not None else None
         if one_worker:
             self.report(node, where=loader_feeds(ctx, node), cost=Cost.ONE_WORKER_PIPELINE, related=tuple(loops), dataset=dataset,
                         hint=workers_hint(work, _ONE_WORKER_HINT), call=call, why="`num_workers=1`",
@@ -67,8 +74,11 @@ class DataloaderNoWorkers(Check):
             return
         # Trained here, on the host only: workers would share the cores the model uses.
         on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
-        self.report(node, where=loader_feeds(ctx, node), cost=Cost.HOST_INPUT_PIPELINE if on_host else None, related=tuple(loops),
-                    dataset=dataset, hint=workers_hint(work, self.fix_hint), call=call, why=why, effect=_IN_PROCESS + words)
+        # Whole batches from a library's dataset: what it does per batch is not seen here (often an array slice).
+        unseen = batched and here is None and elsewhere is None and not several_datasets(ctx, node)
+        cost = Cost.HOST_INPUT_PIPELINE if on_host else Cost.PREBATCHED_PIPELINE if unseen else None
+        self.report(node, where=loader_feeds(ctx, node), cost=cost, related=tuple(loops),
+                    dataset=dataset, setting=setting, hint=workers_hint(work, self.fix_hint), call=call, why=why, effect=_IN_PROCESS + words)
 
     def _setting_zero(self, value: cst.BaseExpression) -> bool:
         """A config field whose default in this file is 0 (``args.num_workers`` of

@@ -24,7 +24,7 @@ class BlockingHostToDevice(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.method_name(node) not in ("to", "cuda") or ctx.devices.move(node) != "device":
+        if ctx.method_name(node) not in ("to", "cuda", "type") or ctx.devices.move(node) != "device":
             return
         if ctx.has_star_kwargs(node):
             return
@@ -33,8 +33,8 @@ class BlockingHostToDevice(Check):
             return  # `non_blocking=True`, or the user's choice at run time
         if node.func.attr.value == "cuda" and len(node.args) > 1:  # type: ignore[attr-defined]
             return  # legacy positional `cuda(device, non_blocking)`
-        if node.func.attr.value == "to" and len([a for a in node.args if a.keyword is None]) > 2:  # type: ignore[attr-defined]
-            return  # `.to(device, dtype, non_blocking)` positionally
+        if node.func.attr.value in ("to", "type") and len([a for a in node.args if a.keyword is None]) > (2 if node.func.attr.value == "to" else 1):  # type: ignore[attr-defined]
+            return  # `.to(device, dtype, non_blocking)`, `.type(T, non_blocking)` positionally
         if not ctx.loops.in_loop(node):
             return
         receiver = node.func.value  # type: ignore[attr-defined]

@@ -1,0 +1,82 @@
+"""TL107 (review 5, PPO-PyTorch): a distribution built on every step checks its arguments on
+the device. `Distribution.set_default_validate_args(False)` in any file of the project turns
+the checks off for the whole run: a process-wide switch each summary carries
+(`FileSummary.switches`), which the join gathers and settling reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchlint.config import from_table
+from torchlint.engine import lint_paths
+
+_AGENT = '''import torch
+import torch.nn as nn
+from torch.distributions import Categorical
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class ActorCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.actor = nn.Sequential(nn.Linear(8, 4), nn.Softmax(dim=-1))
+
+    def evaluate(self, state, action):
+        dist = Categorical(self.actor(state))
+        return dist.log_prob(action)
+'''
+
+_TRAIN = '''import torch
+{setup}
+from agent import ActorCritic, device
+
+policy = ActorCritic().to(device)
+optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4)
+for states, actions in batches:
+    logp = policy.evaluate(states.to(device), actions.to(device))
+    for _ in range(4):
+        again = torch.distributions.Normal(logp, 1.0)
+        loss = -(logp + again.mean).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+'''
+
+_SETUP = '''import torch
+
+
+def configure():
+    torch.distributions.Distribution.set_default_validate_args(False)
+'''
+
+
+def _project(root: Path, setup: str = "") -> Path:
+    root.mkdir()
+    (root / "agent.py").write_text(_AGENT)
+    (root / "train.py").write_text(_TRAIN.format(setup=setup))
+    return root
+
+
+def _findings(root: Path) -> dict[tuple[str, int], str]:
+    result = lint_paths([root], from_table({"select": ["TL107"], "min-impact": "low"}, root))
+    assert not result.errors
+    return {(Path(f.location.path).name, f.line): f.impact for f in result.findings}
+
+
+def test_distributions_built_every_step_are_tiered_as_syncs(tmp_path: Path) -> None:
+    found = _findings(_project(tmp_path / "p"))
+    # once per step, first in the step (the sync model caps it at medium); four times per step: high
+    assert found == {("agent.py", 14): "medium", ("train.py", 10): "high"}
+
+
+def test_turning_validation_off_in_another_file_quiets_every_file(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", setup="import setup_run")
+    (root / "setup_run.py").write_text(_SETUP)
+    assert _findings(root) == {}
+
+
+def test_a_project_method_of_that_name_is_no_switch(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    (root / "setup_run.py").write_text("import torch\n\n\nclass Sampler:\n    def set_default_validate_args(self, value):\n        self.value = value\n\n\nSampler().set_default_validate_args(False)\n")
+    assert set(_findings(root)) == {("agent.py", 14), ("train.py", 10)}

@@ -1,0 +1,88 @@
+"""What a setting of a config object a function is passed defaults to, from the files of
+its callers (pure data, over the project's summaries): ``args.num_workers`` in
+``def make_loaders(args)`` of one file, with ``args = parser.parse_args()`` and
+``parser.add_argument("--num-workers", type=int, default=0)`` in the script that calls it,
+is 0 unless the run says otherwise. TL201 waits for it (engine/settle.py)."""
+
+from __future__ import annotations
+
+from torchlint.analysis.project import Project
+from torchlint.analysis.summary import CallSite
+
+_MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
+
+
+class SettingDefaults:
+    """The project's callers of each function, indexed once, and the defaults they pass."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._callers: dict[tuple[str, str], list[tuple[str, CallSite]]] | None = None
+
+    def passed_default(self, path: str, function: str, param: str, setting: str) -> int | None:
+        """The default of ``setting`` on the object every call of ``function`` (in ``path``)
+        passes as ``param``: where each call's file defines it (an argparse ``default=``), or
+        else where the project's files that define it agree. None when a call passes
+        something else, leaves the parameter out, or no call is found: the run's choice."""
+        values = self._passed(path, function, param, setting, 0)
+        return values.pop() if len(values) == 1 and None not in values else None
+
+    def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
+        calls = self._calls_of((path, function))
+        if not calls or depth > _MAX_DEPTH:
+            return {None}
+        found: set[int | None] = set()
+        for caller_path, call in calls:
+            filled = self._filled_by(call, (path, function), param)
+            if filled is None:
+                found.add(None)  # left out (its default is no namespace), or through `*args`/`**kwargs`
+            elif filled[1] is not None and call.caller:  # the caller's own parameter, handed on: its callers pass it
+                found |= self._passed(caller_path, call.caller, filled[1], setting, depth + 1)
+            else:
+                found.add(self._defined(caller_path, setting))
+        return found
+
+    def _filled_by(self, call: CallSite, callee: tuple[str, str], param: str) -> tuple[int | str, str | None] | None:
+        """Where ``call`` passes ``param`` (a position or keyword), and the caller's own
+        parameter it passes there, if it is one; None when it does not pass it."""
+        if call.given is None:
+            return None
+        names = self.project.parameters(call, callee)
+        if callee[1].endswith(".__init__") and names[:1] == ("self",):
+            names = names[1:]  # a construction: `self` is the object made
+        positional, keywords = call.given
+        where: int | str | None = param if param in keywords else next((i for i, n in enumerate(names[:positional]) if n == param), None)
+        if where is None:
+            return None
+        return where, dict(call.own_params).get(where)
+
+    def _defined(self, path: str, setting: str) -> int | None:
+        """The setting's default in file ``path``, else the one every file of the project
+        that defines it gives (an options module's parser, the script importing it)."""
+        summary = self.project.files.get(path)
+        here = dict(summary.settings).get(setting) if summary is not None else None
+        if here is not None:
+            return here
+        everywhere = {dict(s.settings)[setting] for s in self.project.files.values() if setting in dict(s.settings)}
+        return everywhere.pop() if len(everywhere) == 1 else None
+
+    def _calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
+        if self._callers is None:
+            self._callers = self._index()
+        return self._callers.get(function, [])
+
+    def _index(self) -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
+        """Every call of the project by the function it runs (a class's construction: its
+        ``__init__``)."""
+        project = self.project
+        callers: dict[tuple[str, str], list[tuple[str, CallSite]]] = {}
+        for path, summary in project.files.items():
+            for call in summary.calls:
+                callees = project.callees(call.target, path)
+                if not callees and call.target[0] in ("local", "import"):
+                    owner = project.class_of(call.target, path, 1)
+                    init = project.method(*owner, "__init__") if owner is not None else None
+                    callees = [init] if init is not None else []
+                for callee in callees:
+                    callers.setdefault(callee, []).append((path, call))
+        return callers

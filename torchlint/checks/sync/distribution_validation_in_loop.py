@@ -1,0 +1,59 @@
+"""A `torch.distributions` distribution built on every step with its argument checks on."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.switches import DISTRIBUTION_VALIDATION_OFF
+from torchlint.analysis.values import Kind
+from torchlint.checks.base import Check
+
+# The distributions whose constructor checks its parameters' constraints (`validate_args`
+# defaults to `__debug__`: on, unless Python runs with -O). Each check is a device op whose
+# result the host reads (`if not valid.all(): raise`): one sync per parameter.
+_DISTRIBUTIONS = frozenset({
+    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet", "Exponential",
+    "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
+    "InverseGamma", "Kumaraswamy", "Laplace", "LKJCholesky", "LogNormal", "LogisticNormal", "LowRankMultivariateNormal",
+    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
+    "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
+    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "Wishart",
+})
+
+
+class DistributionValidationInLoop(Check):
+    """`Categorical(probs)`, `Normal(mu, std)`... built inside a hot loop without `validate_args=False`."""
+
+    code = "TL107"
+    name = "distribution-validation-in-loop"
+    cost = Cost.SYNC
+    message = ("`{call}` in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
+               "for each check, and for the check of each `log_prob` value, on every step")
+    per_step = True
+    device_bound = True
+    fix_hint = ("Pass `validate_args=False`, or call `torch.distributions.Distribution.set_default_validate_args(False)` "
+                "once at start-up (as `python -O` does), once the model is known to give valid parameters")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        qualified = ctx.qname(node.func) or ""
+        if not qualified.startswith("torch.distributions.") or qualified.rsplit(".", 1)[-1] not in _DISTRIBUTIONS:
+            return
+        if any(arg.star for arg in node.args) or ctx.keyword(node, "validate_args") is not None and not _is_true(ctx.keyword(node, "validate_args")):
+            return  # turned off here, or the caller's choice (a value chosen at run time, a splat)
+        loop = ctx.loops.hot_loop(node)
+        if loop is None or ctx.devices.host_only(node):
+            return  # not per step, or a file whose tensors never leave the host: a check on the host waits for nothing
+        if ctx.guards.rare(node, stop=loop):
+            return  # every N steps: a few checks are cheap
+        values = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value != "validate_args"]
+        if values and all(ctx.values.kind(v, node) in (Kind.HOST, Kind.NUMPY) or ctx.devices.moved_to_host(v, node) for v in values):
+            return  # parameters known to be on the host: nothing to wait for
+        call = short_code(ctx.module, node.func) + "(...)"
+        self.report(node, call=call, unless_switch=DISTRIBUTION_VALIDATION_OFF)
+
+
+def _is_true(arg: cst.Arg | None) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
