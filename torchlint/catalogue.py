@@ -45,6 +45,8 @@ _TABLE = (
     ('TL305', 'ema-python-loop', True, 'NONE', '`for e, p in zip(ema.parameters(), model.parameters()): e.mul_(d).add_(...)`: an EMA per parameter.'),
     ('TL306', 'anomaly-detection-on', True, 'NONE', '`torch.autograd.set_detect_anomaly(True)` or `detect_anomaly()` on a training run\'s path.'),
     ('TL307', 'debug-tool-in-training', True, 'NONE', '`torch.autograd.profiler.profile()`/`emit_nvtx()` around training, or `gradcheck` in a training loop.'),
+    ('TL308', 'frozen-module-requires-grad', True, 'NONE', 'A module in the loss that no optimizer is given, whose parameters still require grad.'),
+    ('TL309', 'detach-instead-of-no-grad', True, 'NONE', 'A module call whose output is detached at once, outside `no_grad`.'),
     ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),

@@ -14,6 +14,7 @@ from torchlint.analysis.bindings import Bindings
 from torchlint.analysis.constants import Constants
 from torchlint.analysis.devices import Devices
 from torchlint.analysis.flops import LinearFlops
+from torchlint.analysis.frozen import TrainedModules
 from torchlint.analysis.functions import LocalFunctions
 from torchlint.analysis.grad import GradContext
 from torchlint.analysis.guards import Guards
@@ -114,6 +115,10 @@ class FileContext:
     @cached_property
     def flops(self) -> LinearFlops:
         return LinearFlops(self)
+
+    @cached_property
+    def trained(self) -> TrainedModules:
+        return TrainedModules(self)
 
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import canonical, dotted
 
 if TYPE_CHECKING:
@@ -182,10 +183,10 @@ class GradContext:
                 return True
         return False
 
-    def feeds_backward(self, name: str, at: cst.CSTNode) -> bool:
+    def feeds_backward(self, name: str, at: cst.CSTNode, depth: int = 2) -> bool:
         """Does a backward pass after ``at`` in the same scope differentiate ``name``, directly
-        (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through a name
-        bound from it (``total = sum(losses)`` then ``total.backward()``)?"""
+        (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through names
+        bound from it (``total = sum(losses)`` then ``total.backward()``), up to ``depth`` deep?"""
         tree = self.ctx.tree
         scope = tree.scope_of(at)
         start = tree.index(at)
@@ -195,9 +196,21 @@ class GradContext:
             roots: list[cst.CSTNode] = [call.func.value] if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" else []
             roots += [arg.value for arg in call.args]
             for root in roots:
-                if self._mentions(root, name, call, depth=2):
+                if self._mentions(root, name, call, depth=depth):
                     return True
         return False
+
+    def feeds_returned_loss(self, name: str, at: cst.CSTNode, depth: int = 2) -> bool:
+        """In a method whose returned loss a framework differentiates (Lightning's
+        ``training_step``), does a ``return`` after ``at`` hand back ``name`` or a value bound
+        from it (``loss = content + adv`` then ``return loss``)?"""
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None or function.name.value not in DIFFERENTIATED_RETURNS:
+            return False
+        start = self.ctx.tree.index(at)
+        return any(isinstance(node, cst.Return) and node.value is not None and self.ctx.tree.index(node) > start
+                   and self.ctx.tree.enclosing_function(node) is function and self._mentions(node.value, name, node, depth)
+                   for node in self.ctx.tree.descendants(function))
 
     def _mentions(self, root: cst.CSTNode, name: str, at: cst.CSTNode, depth: int) -> bool:
         for node in (root, *self.ctx.tree.descendants(root)):

@@ -12,7 +12,8 @@ from torchlint.analysis.names import canonical, dotted, last_segment as _last_se
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-_DIFFERENTIATED_RETURNS = frozenset({"training_step", "compute_loss"})
+# Methods whose returned loss a framework differentiates (Lightning, a Trainer).
+DIFFERENTIATED_RETURNS = frozenset({"training_step", "compute_loss"})
 
 
 class LossFacts:
@@ -62,7 +63,7 @@ class LossFacts:
         # A framework step's returned loss is differentiated by the framework (Lightning's
         # `training_step`, a Trainer's `compute_loss`); a finding there holds only if the
         # project-wide join finds the method is such a hook.
-        return isinstance(scope, cst.FunctionDef) and scope.name.value in _DIFFERENTIATED_RETURNS and name in self._returned_names(scope)
+        return isinstance(scope, cst.FunctionDef) and scope.name.value in DIFFERENTIATED_RETURNS and name in self._returned_names(scope)
 
     def _returned_names(self, function: cst.FunctionDef) -> set[str]:
         found = set()

@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis.names import dotted
 from torchlint.analysis.context import short_code
+from torchlint.analysis.frozen import PARAMETER_FREE
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -24,16 +25,6 @@ _INDEXED = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict"})  # members 
 _PLAIN_CALLS = frozenset({"range", "len", "int", "float", "str", "list", "tuple", "dict", "enumerate", "zip"})
 # Ways to register a parameter or module this analysis does not follow.
 _DYNAMIC = frozenset({"add_module", "register_module", "register_parameter", "setattr"})
-# torch.nn layers without parameters: whether forward runs them is nothing to DDP.
-_PARAMETER_FREE = frozenset({
-    "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "Hardswish",
-    "Hardsigmoid", "Hardtanh", "Softplus", "Softmax", "LogSoftmax", "Softmin", "Identity", "Flatten", "Unflatten",
-    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "MaxPool1d", "MaxPool2d", "MaxPool3d",
-    "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
-    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "PixelUnshuffle",
-    "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "CrossEntropyLoss",
-    "MSELoss", "L1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "KLDivLoss",
-})
 # Calls that return the model they are given with some layers replaced (SyncBatchNorm).
 _CONVERTERS = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm", "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "requires_grad_", "share_memory"})
@@ -189,7 +180,7 @@ class ParameterUse:
         if not isinstance(value, cst.Call):
             return False  # literals, arithmetic, attributes of config objects
         qualified = self.ctx.qname(value.func) or ""
-        if qualified.rsplit(".", 1)[-1] in _PARAMETER_FREE and qualified.startswith("torch.nn."):
+        if qualified.rsplit(".", 1)[-1] in PARAMETER_FREE and qualified.startswith("torch.nn."):
             return False  # an activation, dropout or pooling layer: nothing for DDP to reduce
         if qualified in _PARAMETER or qualified in _CONTAINERS or _builtin_layer(qualified):
             return True

@@ -31,6 +31,7 @@ from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.loader_classes import loader_sets
+from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
@@ -546,8 +547,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in _block(cls.body) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
+            weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
-                                      loader_sets(self.ctx, cls)))
+                                      loader_sets(self.ctx, cls), weights=weights))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

@@ -75,6 +75,7 @@ class ClassSummary:
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
     loader_sets: tuple[str, ...] | None = None  # a class with a base named like a loader: the DataLoader options its `__init__` passes up itself
+    weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "frozen", or "" (analysis/frozen.py)
 
 
 @dataclass(frozen=True, slots=True)

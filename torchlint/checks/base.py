@@ -56,6 +56,9 @@ class Report:
     # A loader built from a class of another file named like one: (the class, the option left
     # out). The finding holds where the join finds it a `DataLoader` subclass that does not set it.
     loader: tuple[cst.BaseExpression, str] | None = None
+    # The constructor of a class of another file whose weights decide the finding: it holds
+    # only if the join finds that the class keeps trainable weights and never freezes them.
+    trainable_class: cst.Call | None = None
 
 
 class Check:
@@ -131,6 +134,7 @@ class Check:
         unless_host: str = "",
         unless_switch: str = "",
         loader: tuple[cst.BaseExpression, str] | None = None,
+        trainable_class: cst.Call | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -155,7 +159,10 @@ class Check:
         ``unless_switch``: a process-wide switch (analysis/switches.py) whose turning in any file of
         the project drops the finding. ``loader``: (the class a construction names, an option
         it leaves out) for a class of another file: the join keeps the finding where that class
-        subclasses ``DataLoader`` and does not set the option itself."""
+        subclasses ``DataLoader`` and does not set the option itself.
+        ``trainable_class``: the constructor of a class of another file; the finding holds only
+        where the join finds that class keeping trainable weights it never freezes."""
+
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -169,7 +176,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader))
+                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

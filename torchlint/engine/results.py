@@ -70,7 +70,8 @@ class Pending(NamedTuple):
     setting of a config object its function is passed (its default in the callers' files:
     ``settings``); any finding by a process-wide switch some file of the project turns
     (``unless_switch``); a loader's built from a class of another file by that class being a
-    ``DataLoader`` subclass (``loader``)."""
+    ``DataLoader`` subclass (``loader``); a network of another file's class by that class keeping
+    trainable weights it never freezes (``trainable_only``: TL308, TL309)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -79,6 +80,7 @@ class Pending(NamedTuple):
     prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
     unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
     loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
+    trainable_only: bool = False  # holds only where the class's summary says ``weights == "trainable"``, its message as it is
 
 
 @dataclass(slots=True)

@@ -106,11 +106,14 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.dataset is not None or report.setting is not None or report.unless_switch or report.loader is not None:
                     _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
+                if report.trainable_class is not None:
+                    _by_trainable_class(result, summarizer, finding, report.trainable_class)
+                    continue
                 result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node),
                                                               guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
-        else:
+        elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
@@ -147,6 +150,14 @@ def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Fin
 def _setting_key(ctx: FileContext, setting: tuple[cst.FunctionDef, str, str] | None) -> tuple[str, str, str] | None:
     """``Report.setting`` as plain data: the function by its key."""
     return (function_key(ctx, setting[0]), setting[1], setting[2]) if setting is not None else None
+
+
+def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call) -> None:
+    """A finding that holds only if a class of another file keeps trainable weights waits for
+    the join; one whose class the summary cannot name is dropped (nothing says it does)."""
+    ref = summarizer.target(built.func, built) if summarizer is not None else None
+    if ref is not None:
+        result.pending.append(Pending(finding, ref, False, trainable_only=True))
 
 
 def _internal_error(path: str, where: str, error: Exception) -> InternalError:

@@ -149,13 +149,17 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             continue  # not a DataLoader subclass, or one that sets the option itself
         if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):
             continue  # the setting is the run's choice, or set to workers
-        work = None
+        work = cls = None
         if pending.dataset is not None and project is not None and path in project.files:
             owner = project.class_of(pending.dataset, path, 0)
             # (a factory function, `dataset()` of another file, resolves too: only a class says what it does per sample)
             cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
             if cls is not None:
                 work = cls.samples
+        if pending.trainable_only:  # TL308/TL309: a network of another file's class
+            if cls is not None and cls.weights == "trainable":
+                yield pending.finding
+            continue
         if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
         if pending.prebatched and pending.dataset is not None and work is not None and not work.work:
