@@ -17,7 +17,7 @@ from torchlint.analysis.names import dotted
 _STEP_NUMBERS = (cst.Integer,)
 # Names of step and batch counters: `if step < warmup:` and `if i == len(loader) - 1:` hold
 # on a few steps only.
-_COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count)$")
+_COUNTER = re.compile(r"(?:i|j|it|itr|iters?|iteration|steps?|idx|index|count|counter|n_iter|n_steps|i_batch|ibatch|batch_i|batch_id|batch_idx|batch_index|batch_num|batch_nb)$|.*_(?:step|steps|idx|iter|iteration|count|done)$")
 
 
 def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None) -> bool:  # type: ignore[no-untyped-def]

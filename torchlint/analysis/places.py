@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # Calls that drain the queue, or only read what it made: the host work between a sync and a read.
 _READS = frozenset({"item", "tolist", "cpu", "numpy"})
 _QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
-                           "set_postfix", "size", "dim", "numel", "stride"}
+                           "set_postfix", "size", "dim", "numel", "stride",
+                           "zero_grad"}  # (grads set to None since torch 2.0; at most a memset per parameter before)
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
@@ -631,6 +632,8 @@ class Places:
             return True
         if self._given_python_values(call):
             return True  # `loss_meter.update(loss.item(), n)`: host bookkeeping of values read already
+        if self.ctx.qname(call.func) == "torch.autograd.Variable":
+            return True  # `Variable(x)` (pre-0.4) hands back the tensor it wraps: PyTorch-GAN's `Variable(batch.type(Tensor))`
         return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
 
     def _given_python_values(self, call: cst.Call) -> bool:
