@@ -77,6 +77,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     models: dict[str, dict[str, StepInfo]] = {}
     project: Project | None = None  # the name resolution the join used (a loader's dataset class in another file)
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
+    device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -103,6 +104,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
     steps.host_params = _host_params(project)
+    steps.device_params = _device_params(project)
     return steps
 
 
@@ -228,6 +230,23 @@ def _host_params(project: Project) -> frozenset[tuple[str, str]]:
                 key = (owner[0], f"{init}:{name}")
                 verdict[key] = verdict.get(key, True) and name in host
     return frozenset(key for key, host in verdict.items() if host)
+
+
+def _device_params(project: Project) -> frozenset[tuple[str, str]]:
+    """The parameters every call of their function in the project passes a tensor on the device
+    (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
+    picks the sampler): what the function reads of them into Python waits for the device. A call
+    that leaves one out, or passes it through ``*args``, passes no device tensor there."""
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            for callee in project.callees(call.target, path):
+                names = project.parameters(call, callee)
+                device = {where if isinstance(where, str) else names[where] for where in call.devices if isinstance(where, str) or where < len(names)}
+                for name in names:
+                    key = (callee[0], f"{callee[1]}:{name}")
+                    verdict[key] = verdict.get(key, True) and name in device
+    return frozenset(key for key, on_device in verdict.items() if on_device)
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:

@@ -189,6 +189,18 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                         found.append(t.slice[0].slice.value.evaluated_value)
         return tuple(found)
 
+    def _device_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments known to live on the device (``sigmas`` from ``get_sigmas_karras(...,
+        device=device)``): a callee that reads them into Python waits for the device."""
+        found: list[int | str] = []
+        on_device = self.ctx.devices.on_device
+        for position, arg in enumerate(call.args):
+            if arg.star == "*":
+                break  # positions after `*args` are unknown (`**kwargs` fills no earlier one)
+            if not arg.star and not _is_none(arg.value) and on_device(arg.value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, never rebound there
         (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``): an upload its caller made
@@ -220,7 +232,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call))
+                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call), devices=self._device_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

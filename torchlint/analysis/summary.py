@@ -41,6 +41,7 @@ class CallSite:
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
+    devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,9 @@ class Report:
     # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
     # the finding holds unless every construction in the project passes a host tensor there.
     unless_host: str = ""
+    # Parameters of the node's function that the read needs to be device tensors (a sampler's
+    # `sigmas`): the finding holds where every call in the project passes one to any of them.
+    if_device: tuple[str, ...] = ()
 
 
 class Check:
@@ -117,6 +120,7 @@ class Check:
         unreached: Unreached | None = None,
         dataset: tuple[cst.Call, bool] | None = None,
         unless_host: str = "",
+        if_device: tuple[str, ...] = (),
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -134,7 +138,9 @@ class Check:
         ``dataset``: (the constructor of a loader's dataset, a class of another file; whether the
         finding holds only if that class's samples are heavy work): the join settles it.
         ``unless_host``: ``Cls.__init__:param`` when the value read is an attribute set from
-        that parameter: the join drops the finding where every construction passes a host value."""
+        that parameter: the join drops the finding where every construction passes a host value.
+        ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
+        join keeps the finding where every call passes a device tensor to one of them."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -148,7 +154,7 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, unless_host))
+                                   unreached if condition is not None else None, dataset, unless_host, if_device))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

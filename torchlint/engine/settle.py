@@ -10,7 +10,7 @@ from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, 
 from torchlint.analysis.join import StepInfo, Steps, join, within_step
 from torchlint.analysis.project import Project
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
-from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
+from torchlint.engine.results import PLACED, Conditional, FileResult, InStepIfCalled
 from torchlint.findings import IMPACT_RANK, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
@@ -36,6 +36,10 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
         if not file_result.conditional or file_result.summary is None:
             file_result.conditional = []
             continue
+        device_params = getattr(steps, "device_params", frozenset())
+        if any(condition.if_device for condition in file_result.conditional):  # waiting for what every caller passes
+            file_result.conditional = [c for c in file_result.conditional if not c.if_device or any((here, p) in device_params for p in c.if_device)]
+            file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED)
         compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
         for condition in file_result.conditional:
             if condition.compiled:

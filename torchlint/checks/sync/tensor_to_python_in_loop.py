@@ -71,7 +71,13 @@ class TensorToPythonInLoop(Check):
         if read_tensor is not None:
             self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
         elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
-            self._report_uploaded(node, tensors)
+            # `float(sigmas[i])` on a parameter: holds where every caller passes a device tensor
+            device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in tensors)) \
+                if ctx.syncs.in_step(node) else ()
+            if device_params:
+                self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
+            else:
+                self._report_uploaded(node, tensors)
 
     def _sorts_device_scalars(self, call: cst.Call) -> bool:
         """``sorted(hyps, key=lambda h: h["score"])``, ``hyps.sort(key=...)``, ``max(scores)``
