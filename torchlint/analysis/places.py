@@ -229,8 +229,29 @@ class Places:
                 return len(members.elements) < 2, size or None, qualified
             if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
                 return True, self._range_count(members.for_in.iter), qualified
+            if value.args[0].star == "*" and type(members) is cst.Name:  # `nn.Sequential(*layers)`, `layers` filled in a loop
+                count = self._filled_in_a_loop(members, assign)
+                return (True, count[0], qualified) if count is not None else None
             return None
         return None
+
+    def _filled_in_a_loop(self, name: cst.Name, at: cst.CSTNode) -> tuple[int | None] | None:
+        """``layers = []`` then ``for _ in range(k): layers.append(ActNorm(c)); layers.append(InvConv(c))``:
+        each class it holds is there once per iteration of one loop; (that loop's count, when
+        the code says), else None."""
+        binding = self.ctx.bindings.reaching(name.value, at)
+        if binding is None or binding.kind != "assign" or type(binding.value) is not cst.List or binding.value.elements:
+            return None
+        scope = self.ctx.tree.scope_of(at)
+        appends = [call for call in self.ctx.method_calls(("append", "extend", "insert"))
+                   if dotted(call.func.value) == name.value and self.ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
+        loops = {id(loop): loop for call in appends for loop in [next(iter(self.ctx.loops.enclosing_loops(call)), None)]}
+        if not appends or len(loops) != 1 or None in loops or any(self.ctx.method_name(call) != "append" for call in appends):
+            return None
+        loop = next(iter(loops.values()))
+        if type(loop) is not cst.For or self.ctx.tree.is_inside(binding.node, loop) or self.ctx.tree.is_inside(at, loop):
+            return None
+        return (self._range_count(loop.iter),)
 
     @cached_property
     def _first_assignments(self) -> dict[tuple[int, str], cst.Assign]:
