@@ -78,6 +78,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     project: Project | None = None  # the name resolution the join used (a loader's dataset class in another file)
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
+    constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -105,6 +106,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
     steps.host_params = _host_params(project)
     steps.device_params = _device_params(project)
+    steps.constructed = _constructed(project)
     return steps
 
 
@@ -230,6 +232,26 @@ def _host_params(project: Project) -> frozenset[tuple[str, str]]:
                 key = (owner[0], f"{init}:{name}")
                 verdict[key] = verdict.get(key, True) and name in host
     return frozenset(key for key, host in verdict.items() if host)
+
+
+def _constructed(project: Project) -> frozenset[tuple[str, str]] | None:
+    """The classes of the project that some of its code builds: called (``Block(dim)``, one of
+    a table's ``MODELS[name](...)``), kept on an object, handed to a call, or registered by a
+    decorator. A module class none of them names (CLIP's ``AttentionPool2d`` kept in a
+    diffusion UNet's file) never runs in this project. None where some file builds classes
+    from names (a config's ``target``): any may be built."""
+    if any(summary.by_name for summary in project.files.values()):
+        return None
+    found: set[tuple[str, str]] = {(path, key) for path, summary in project.files.items() for key in summary.registered}
+    for path, summary in project.files.items():
+        refs: list = [ref for _, ref in (attribute for cls in summary.classes for attribute in cls.attributes)]
+        for call in summary.calls:
+            refs.extend(call.target[1] if call.target[0] == "each" else (call.target,))
+            refs.extend(ref for _, ref in call.args)
+        for ref in refs:
+            if ref[0] in ("local", "import", "each"):
+                found.update(project.classes_of(ref, path, 1))
+    return frozenset(found)
 
 
 def _device_params(project: Project) -> frozenset[tuple[str, str]]:

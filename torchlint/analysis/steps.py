@@ -241,8 +241,23 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
-            compiled=self.compiled_roots, not_compiled=self.not_compiled,
+            compiled=self.compiled_roots, not_compiled=self.not_compiled, by_name=self._builds_by_name(),
+            registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
         )
+
+    def _builds_by_name(self) -> bool:
+        """Does this file build objects from names at run time (a config's ``target`` string)?"""
+        ctx = self.ctx
+        for call in ctx.tree.nodes(cst.Call):
+            func = call.func
+            if ctx.qname(func) in _BY_NAME:
+                return True
+            if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value in ("getattr", "globals", "locals") \
+                    and not (func.args and dotted(func.args[0].value) == "self"):
+                return True  # `getattr(module, name)(**params)`
+            if type(func) is cst.Subscript and type(func.value) is cst.Call and dotted(func.value.func) in ("globals", "locals", "vars"):
+                return True  # `globals()[name](...)`
+        return False
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
         """The loops around ``call`` within its step (its hot loop, else its function),
@@ -588,6 +603,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
 
+
+# Calls that find a class (or a module holding one) from a name the program is given.
+_BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydra.utils.get_class", "hydra.utils.get_method",
+                      "pydoc.locate", "eval"})
 
 _STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "generate", "sample", "predict", "infer", "search", "translate")
 

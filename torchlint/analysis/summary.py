@@ -92,3 +92,8 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    # builds objects from names at run time (`importlib.import_module`, hydra's `instantiate`,
+    # `getattr(module, name)(...)`): any class of the project may be built; and its classes a
+    # decorator registers (`@MODELS.register_module()`), built by name
+    by_name: bool = False
+    registered: tuple[str, ...] = ()

@@ -47,7 +47,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None) -> Steps
                 if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                     file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
         file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
-        file_result.findings.extend(_unreached_findings(file_result, per_step))
+        file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None)))
         file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
         file_result.conditional = []
         file_result.findings.sort(key=Finding.sort_key)
@@ -120,7 +120,8 @@ def _dataset_findings(file_result: FileResult, project: Project | None) -> Itera
     file_result.by_dataset = []
 
 
-def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
+def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
+                        constructed: frozenset[tuple[str, str]] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
@@ -132,6 +133,10 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) 
         unreached = condition.unreached
         if per_step and (unreached.users is None or any(user in per_step for user in unreached.users)):
             continue
+        here = file_result.summary.path if file_result.summary is not None else ""
+        if per_step and unreached.users and constructed is not None \
+                and not any((here, user.rpartition(".")[0]) in constructed for user in unreached.users):
+            continue  # a step reaches the file, and no code of the project builds a module that uses it
         finding = condition.finding
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
                       impact_reason=unreached.reason)
