@@ -33,7 +33,7 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         ctx = self.ctx
         for call in ctx.tree.nodes(cst.Call):
             func = call.func
-            if ctx.qname(func) in _BY_NAME:
+            if ctx.qname(func) in BY_NAME:
                 return True
             if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value in ("getattr", "globals", "locals") \
                     and not (func.args and dotted(func.args[0].value) == "self"):
@@ -603,10 +603,6 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
 
-
-# Calls that find a class (or a module holding one) from a name the program is given.
-_BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydra.utils.get_class", "hydra.utils.get_method",
-                      "pydoc.locate", "eval"})
 
 _STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "generate", "sample", "predict", "infer", "search", "translate")
 

@@ -16,6 +16,12 @@ _NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing",
 _BUILTINS = frozenset(dir(builtins))
 
 
+# Calls that find a class (or a module holding one) from a name the program is given
+# (`FileSummary.by_name`).
+BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydra.utils.get_class", "hydra.utils.get_method",
+                     "pydoc.locate", "eval"})
+
+
 @dataclass(frozen=True, slots=True)
 class CallSite:
     caller: str  # function key; "" at module level
