@@ -381,7 +381,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
-                        found[where] = loop.where if loop.where in (Where.TRAIN, Where.EPOCH) else Where.INFER
+                        # (an evaluation loop over a loader's batches stays one: dlrm's `inference()`
+                        # over `test_ld` through `dlrm_wrap(...)`; a decode loop inside one is sampling)
+                        kept = (Where.TRAIN, Where.EPOCH) if loop.over in _SEQUENTIAL else (Where.TRAIN, Where.EPOCH, Where.EVAL)
+                        found[where] = loop.where if loop.where in kept else Where.INFER
                 else:
                     continue
                 break
@@ -392,7 +395,12 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             parent = (path, loops[parent].parent)
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
-    return found, {root: loops[root].over for root in roots}
+    return found, {root: _step_unit(loops[root], found[root]) for root in roots}
+
+
+def _step_unit(loop: LoopSummary, where: Where) -> str:
+    """What one iteration of a step loop is: what it goes over, or an evaluation batch."""
+    return "evaluation batch" if where is Where.EVAL and loop.over in ("iteration", "member") else loop.over
 
 
 def _in_module_forward(project: Project, path: str, loop: LoopSummary) -> bool:
