@@ -329,8 +329,6 @@ class Places:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
-        if type(node) is cst.Call and self._waits(node, None) and _read_value(self.ctx, node) is None and self._wait_follows(node, stop):
-            return Position.BEFORE_SYNC  # `torch.cuda.synchronize()` then `z.cpu()`: the copy would wait anyway
         function = stop if type(stop) is cst.FunctionDef else None
         # (a helper that synchronizes, dlrm's `time_wrap()`, queues nothing before its wait)
         fresh = (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
@@ -541,61 +539,6 @@ class Places:
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
         return False
-
-    def _wait_follows(self, node: cst.Call, stop: cst.CSTNode | None) -> bool:
-        """Is the next thing after the sync ``node`` that touches the device another wait (a
-        read, or another sync), only host work between, in every branch that follows?"""
-        tree = self.ctx.tree
-        statement = tree.statement_of(node)
-        later = [n for n in reversed(self._finish_order(statement)) if tree.index(n) > tree.index(node) and not tree.is_inside(n, node)] \
-            if statement is not None else []
-        found = self._first_wait(later)
-        if found is not None:
-            return found
-        for each in self._statements_around(node, stop, after=True):
-            found = self._wait_in(each)
-            if found is not None:
-                return found
-        return False
-
-    def _first_wait(self, calls: list[cst.Call]) -> bool | None:
-        """True: a wait comes first among ``calls`` (in the order Python finishes them); False:
-        device work does; None: neither."""
-        for call in calls:
-            if self._drains(call, None, call):
-                return True
-            if not self._quiet(call):
-                return False
-        return None
-
-    def _wait_in(self, statement: cst.CSTNode) -> bool | None:
-        """:meth:`_first_wait` of a statement: a simple one's calls; the body of a ``with``; every
-        branch of an ``if`` with an ``else`` (its test first); anything else may queue work."""
-        kind = type(statement)
-        if kind is cst.SimpleStatementLine:
-            return self._first_wait(list(reversed(self._finish_order(statement))))
-        if kind is cst.With:
-            return self._block_wait(statement.body)  # type: ignore[attr-defined]
-        if kind is cst.If:
-            test = self._first_wait([n for n in self.ctx.tree.descendants(statement.test) if type(n) is cst.Call])  # type: ignore[attr-defined]
-            if test is not None:
-                return test
-            blocks = _branches(statement)  # type: ignore[arg-type]
-            ends = statement.orelse  # type: ignore[attr-defined]
-            while type(ends) is cst.If:
-                ends = ends.orelse
-            if ends is None:
-                return False  # a branch that may not run: what follows it may be work
-            answers = {self._block_wait(block) for block in blocks}
-            return True if answers == {True} else False if False in answers else None
-        return False
-
-    def _block_wait(self, block: cst.BaseSuite) -> bool | None:
-        for statement in block.body if type(block) is cst.IndentedBlock else ():
-            found = self._wait_in(statement)
-            if found is not None:
-                return found
-        return None
 
     def _works(self, call: cst.Call) -> bool:
         """A call that may queue more than a tensor method's kernel: a model, a helper."""
