@@ -383,7 +383,8 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     if where not in found:
                         # (an evaluation loop over a loader's batches stays one: dlrm's `inference()`
                         # over `test_ld` through `dlrm_wrap(...)`; a decode loop inside one is sampling)
-                        kept = (Where.TRAIN, Where.EPOCH) if loop.over in _SEQUENTIAL else (Where.TRAIN, Where.EPOCH, Where.EVAL)
+                        # (around a generation, `model.recognize(x)` decoding each utterance, a sampling loop)
+                        kept = (Where.TRAIN, Where.EPOCH) if loop.over in _SEQUENTIAL or reaches.generates(callee) else (Where.TRAIN, Where.EPOCH, Where.EVAL)
                         found[where] = loop.where if loop.where in kept else Where.INFER
                 else:
                     continue
@@ -454,11 +455,21 @@ class _ModelReach:
         # of its iterations a generation.)
         self.runs = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls
                      if call.loop in (Where.TRAIN, Where.EPOCH, Where.EVAL)}
+        # functions with a decode or sampling loop of their own: one generation per call
+        self.decoders = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls if call.loop is Where.INFER}
         for path, summary in project.files.items():
             for call in summary.calls:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.
                 if call.caller and call.loop is None and not call.within:
                     self.calls.setdefault((path, call.caller), []).append(call)
+
+    def generates(self, function: tuple[str, str], depth: int = 0) -> bool:
+        """Does ``function`` run a decode or sampling loop, itself or through the functions it
+        calls, a few calls deep (a beam search behind ``model.recognize(x)``)?"""
+        if function in self.decoders:
+            return True
+        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in self.calls.get(function, ())
+                                           for callee in self.project.callees(call.target, function[0]) if callee != function)
 
     def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
         known = self.memo.get(function)

@@ -409,6 +409,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
             if func.value in _BUILTINS:
                 return None
+            own = self._own_class(func, at)
+            if own is not None:  # `cls(encoder, decoder)` in a classmethod: the class's constructor
+                return ("local", own)
             if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
                 cls = ctx.tree.enclosing_class(at)
                 return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
@@ -435,6 +438,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
                 cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
                 return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            own = self._own_class(func.value, at)
+            if own is not None:  # `cls.load_model_from_package(package)`: a method of the class
+                return ("method", own, func.attr.value)
             if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
                 if owner is not None and owner[0] != "attr":
