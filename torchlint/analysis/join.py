@@ -382,9 +382,11 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
                         # (an evaluation loop over a loader's batches stays one: dlrm's `inference()`
-                        # over `test_ld` through `dlrm_wrap(...)`; a decode loop inside one is sampling)
+                        # over `test_ld` through `dlrm_wrap(...)`; a decode loop is sampling)
                         # (around a generation, `model.recognize(x)` decoding each utterance, a sampling loop)
-                        kept = (Where.TRAIN, Where.EPOCH) if loop.over in _SEQUENTIAL or reaches.generates(callee) else (Where.TRAIN, Where.EPOCH, Where.EVAL)
+                        # (an evaluation over episodes, an environment's steps, samples its policy too)
+                        kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in _SEQUENTIAL \
+                            and not reaches.generates(callee) else (Where.TRAIN, Where.EPOCH)
                         found[where] = loop.where if loop.where in kept else Where.INFER
                 else:
                     continue

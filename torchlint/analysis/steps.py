@@ -287,8 +287,20 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             may_step = id(loop) in self._candidate_loops and self._may_step(loop, function)
             found.append(LoopSummary(loops.loop_key(loop), parent, loops.where(loop), may_step, ctx.places.repeat_of(loop).kind, type(loop) is cst.While,
-                                     self._forward_of(loop, function) if may_step else ""))
+                                     self._forward_of(loop, function) if may_step else "", may_step and self._over_batches(loop)))
         return tuple(found)
+
+    def _over_batches(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` go over a loader's batches: a DataLoader, or an iterable or target named
+        for them (``for i, testBatch in enumerate(test_ld)``, ``for batch in batches``)?"""
+        loops = self.ctx.loops
+        iterable = loops.iterated_expression(loop)
+        if iterable is None:
+            return False
+        if loops.loader_of(iterable, loop) is not None:
+            return True
+        names = " ".join(self.ctx.module.code_for_node(part).lower() for part in (iterable, loop.target)) if type(loop) is cst.For else ""
+        return any(word in names for word in ("batch", "loader", "_ld", "_dl"))
 
     def _forward_of(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> str:
         """The class whose ``forward`` runs ``loop``, when this file cannot tell it is a module

@@ -62,6 +62,7 @@ class LoopSummary:
     over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...
     until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
     forward_of: str = ""  # the class whose `forward` runs it (there or in a method it calls), when only the join can tell it is a module
+    batches: bool = False  # it goes over a loader's batches (a loader, or named for batches: `for i, test_batch in enumerate(test_ld)`)
 
 
 @dataclass(frozen=True, slots=True)
