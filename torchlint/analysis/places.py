@@ -340,6 +340,8 @@ class Places:
                 return Position.STEP_START
             if function is not None and function.name.value in ("forward", "__call__"):
                 return None
+        if self._decoding_after(node, stop):
+            return Position.BEFORE_DECODE  # fairseq's `torch.arange(bsz).to(device)` before its beam search: one wait among many
         if self._work_after(node, stop):
             return Position.MID_STEP
         if function is not None and function.name.value in ("forward", "__call__"):
@@ -347,6 +349,17 @@ class Places:
         if function is not None and not fresh:
             return Position.CALL_END  # after the function's own work: where its call ends, not the step's start
         return Position.STEP_END if stop is not None and type(stop) is not cst.FunctionDef else None
+
+    def _decoding_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is the step's next device work after ``node`` a decode loop (a generation's tokens,
+        each of which waits for the device)? A wait before it is one among the generation's many."""
+        loops = self.ctx.loops
+        for statement in self._statements_around(node, stop, after=True):
+            if type(statement) in (cst.For, cst.While) and loops.decodes(statement) and loops.is_hot(statement):
+                return True
+            if self._queues_device_work(statement, stop):
+                return False
+        return False
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
         """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""
