@@ -35,3 +35,8 @@ def test_a_block_appended_in_a_loop_counts_its_iterations(findings) -> None:  # 
 def test_a_list_filled_without_a_loop_runs_its_block_once(findings) -> None:  # type: ignore[no-untyped-def]
     stem = next(f for f in findings[1] if "self.scale" in f.message)
     assert "times per step" not in stem.message and "once in each" not in stem.message
+
+
+def test_a_block_appended_in_a_branch_of_the_loop_is_not_counted_per_iteration(findings) -> None:  # type: ignore[no-untyped-def]
+    gate = next(f for f in findings[1] if "self.gate" in f.message)
+    assert "once in each" not in gate.message

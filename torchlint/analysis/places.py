@@ -251,6 +251,9 @@ class Places:
         loop = next(iter(loops.values()))
         if type(loop) is not cst.For or self.ctx.tree.is_inside(binding.node, loop) or self.ctx.tree.is_inside(at, loop):
             return None
+        tree = self.ctx.tree
+        if any(type(a) in (cst.If, cst.IfExp, cst.Try) for call in appends for a in tree.ancestors(call) if tree.is_inside(a, loop) and a is not loop):
+            return None  # timm's EdgeNeXt: `if i < depth - num_global_blocks: ConvBlock else: SplitTransposeBlock`, some iterations each
         return (self._range_count(loop.iter),)
 
     @cached_property
