@@ -343,7 +343,7 @@ class Places:
                 return Position.STEP_START
             if function is not None and function.name.value in ("forward", "__call__"):
                 return None
-        if self._decoding_after(node, stop):
+        if not fresh and self._decoding_after(node, stop):
             return Position.BEFORE_DECODE  # fairseq's `torch.arange(bsz).to(device)` before its beam search: one wait among many
         if self._work_after(node, stop):
             return Position.MID_STEP
