@@ -458,6 +458,11 @@ class Devices(BatchPlacement, ModuleMoves):
                 break
         if isinstance(expr, cst.Call):
             device = ctx.keyword(expr, "device")
+            if type(expr.func) is cst.Name and ctx.qname(expr.func) is None and _depth <= _DEPTH:
+                # a helper of this file whose every return is on the device (`get_sigmas(n, device=device)`)
+                helper = ctx.functions.called(expr, None)
+                returns = [r for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
+                return bool(returns) and all(self.on_device(r.value, r, _depth + 1) for r in returns)  # type: ignore[arg-type]
             return device is not None and (ctx.qname(expr.func) or "").startswith("torch.") and self.device_value(device.value, expr) == "device"
         return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=False)
 

@@ -361,3 +361,19 @@ def is_main_guard(test: cst.BaseExpression) -> bool:
     sides = {dotted(test.left), dotted(test.comparisons[0].comparator)}
     strings = {getattr(test.left, "value", None), getattr(test.comparisons[0].comparator, "value", None)}
     return "__name__" in sides and bool(strings & {'"__main__"', "'__main__'"})
+
+
+def off_at_default(test: cst.BaseExpression, body: bool, defaults: dict[str, object]) -> str | None:
+    """The parameter whose default leaves this branch off: ``test`` compares a parameter of
+    ``defaults`` (name -> its literal default) with ``==``/``!=`` to a literal, and the branch
+    (the body, else the ``else``) is the one that default does not take."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    operator, other = type(test.comparisons[0].operator), test.comparisons[0].comparator
+    if operator not in (cst.Equal, cst.NotEqual):
+        return None
+    name, literal = (test.left, other) if type(test.left) is cst.Name else (other, test.left)
+    if type(name) is not cst.Name or name.value not in defaults or type(literal) not in (cst.SimpleString, cst.Integer):
+        return None
+    holds = (defaults[name.value] == literal.evaluated_value) is (operator is cst.Equal)  # type: ignore[attr-defined]
+    return name.value if holds is not body else None

@@ -13,8 +13,8 @@ from torchlint.analysis.guard_shapes import (
     AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
     TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
     constant, counted_or_flagged, counts_steps, falsy, first_rare_exit, is_counter, is_main_guard, is_none,
-    is_rare_test, mentions, mentions_device, mentions_version, none_tested, only_return, raises, reports_bad_values,
-    target_of,
+    is_rare_test, mentions, mentions_device, mentions_version, none_tested, off_at_default, only_return, raises,
+    reports_bad_values, target_of,
 )
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -547,7 +547,8 @@ class Guards:
         if function is None:
             return None
         defaults = self._falsy_defaults(function)
-        if not defaults:
+        literals = self._literal_defaults(function)
+        if not defaults and not literals:
             return None
         child = node
         for ancestor in (node, *tree.ancestors(node)):
@@ -555,6 +556,11 @@ class Guards:
                 return None
             kind = type(ancestor)
             found: str | None = None
+            if kind in (cst.If, cst.IfExp) and literals and child is not ancestor.test:  # type: ignore[attr-defined]
+                # `if attention_type == "flash": ... else: <node>` with `attention_type="flash"`: off by default
+                found = off_at_default(ancestor.test, child is ancestor.body, literals)  # type: ignore[attr-defined]
+                if found is not None:
+                    return found
             if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
                 found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults, optional)  # type: ignore[attr-defined]
             elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else:  # type: ignore[attr-defined]
@@ -580,6 +586,18 @@ class Guards:
             found = memo[id(function)] = frozenset(
                 p.name.value for p in params if p.default is not None and falsy(p.default)
                 and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
+        return found
+
+    def _literal_defaults(self, function: cst.FunctionDef) -> dict[str, object]:
+        """Its parameters that default to a string or number literal and are never bound again
+        in it (``attention_type="flash"``): name -> the default's value."""
+        memo: dict[int, dict[str, object]] = self.__dict__.setdefault("_literal_memo", {})
+        found = memo.get(id(function))
+        if found is None:
+            bindings = self.ctx.bindings
+            found = memo[id(function)] = {
+                p.name.value: p.default.evaluated_value for p in (*function.params.params, *function.params.kwonly_params)  # type: ignore[union-attr]
+                if type(p.default) in (cst.SimpleString, cst.Integer) and all(b.kind == "param" for b in bindings.lookup(p.name.value, p))}
         return found
 
     def _under_own_test(self, node: cst.CSTNode, name: str, function: cst.FunctionDef) -> bool:

@@ -150,6 +150,7 @@ class Position(enum.Enum):
     STEP_END = "step-end"  # nothing after it in the step but the next step's launches
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
+    BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
 
 
@@ -248,6 +249,8 @@ _POSITION_WHY = {
     Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
                           "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
+    Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
+                             "so this is one wait among the generation's many"),
 }
 
 

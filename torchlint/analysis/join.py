@@ -77,6 +77,8 @@ class Steps(dict[str, dict[str, StepInfo]]):
     models: dict[str, dict[str, StepInfo]] = {}
     project: Project | None = None  # the name resolution the join used (a loader's dataset class in another file)
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
+    device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
+    constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -103,6 +105,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
     steps.host_params = _host_params(project)
+    steps.device_params = _device_params(project)
+    steps.constructed = _constructed(project)
     return steps
 
 
@@ -230,6 +234,43 @@ def _host_params(project: Project) -> frozenset[tuple[str, str]]:
     return frozenset(key for key, host in verdict.items() if host)
 
 
+def _constructed(project: Project) -> frozenset[tuple[str, str]] | None:
+    """The classes of the project that some of its code builds: called (``Block(dim)``, one of
+    a table's ``MODELS[name](...)``), kept on an object, handed to a call, or registered by a
+    decorator. A module class none of them names (CLIP's ``AttentionPool2d`` kept in a
+    diffusion UNet's file) never runs in this project. None where some file builds classes
+    from names (a config's ``target``): any may be built."""
+    if any(summary.by_name for summary in project.files.values()):
+        return None
+    found: set[tuple[str, str]] = {(path, key) for path, summary in project.files.items() for key in summary.registered}
+    for path, summary in project.files.items():
+        refs: list = [ref for _, ref in (attribute for cls in summary.classes for attribute in cls.attributes)]
+        for call in summary.calls:
+            refs.extend(call.target[1] if call.target[0] == "each" else (call.target,))
+            refs.extend(ref for _, ref in call.args)
+        for ref in refs:
+            if ref[0] in ("local", "import", "each"):
+                found.update(project.classes_of(ref, path, 1))
+    return frozenset(found)
+
+
+def _device_params(project: Project) -> frozenset[tuple[str, str]]:
+    """The parameters every call of their function in the project passes a tensor on the device
+    (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
+    picks the sampler): what the function reads of them into Python waits for the device. A call
+    that leaves one out, or passes it through ``*args``, passes no device tensor there."""
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            for callee in project.callees(call.target, path):
+                names = project.parameters(call, callee)
+                device = {where if isinstance(where, str) else names[where] for where in call.devices if isinstance(where, str) or where < len(names)}
+                for name in names:
+                    key = (callee[0], f"{callee[1]}:{name}")
+                    verdict[key] = verdict.get(key, True) and name in device
+    return frozenset(key for key, on_device in verdict.items() if on_device)
+
+
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
     """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
     calls made from hot loops, loops the join finds to be step loops and their calls."""
@@ -342,7 +383,13 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
-                        found[where] = loop.where if loop.where in (Where.TRAIN, Where.EPOCH) else Where.INFER
+                        # (an evaluation loop over a loader's batches stays one: dlrm's `inference()`
+                        # over `test_ld` through `dlrm_wrap(...)`; a decode loop is sampling)
+                        # (around a generation, `model.recognize(x)` decoding each utterance, a sampling loop)
+                        # (an evaluation over episodes, an environment's steps, samples its policy too)
+                        kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in _SEQUENTIAL \
+                            and not reaches.generates(callee) else (Where.TRAIN, Where.EPOCH)
+                        found[where] = loop.where if loop.where in kept else Where.INFER
                 else:
                     continue
                 break
@@ -353,7 +400,12 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             parent = (path, loops[parent].parent)
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
-    return found, {root: loops[root].over for root in roots}
+    return found, {root: _step_unit(loops[root], found[root]) for root in roots}
+
+
+def _step_unit(loop: LoopSummary, where: Where) -> str:
+    """What one iteration of a step loop is: what it goes over, or an evaluation batch."""
+    return "evaluation batch" if where is Where.EVAL and loop.over in ("iteration", "member") else loop.over
 
 
 def _in_module_forward(project: Project, path: str, loop: LoopSummary) -> bool:
@@ -407,11 +459,21 @@ class _ModelReach:
         # of its iterations a generation.)
         self.runs = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls
                      if call.loop in (Where.TRAIN, Where.EPOCH, Where.EVAL)}
+        # functions with a decode or sampling loop of their own: one generation per call
+        self.decoders = {(path, call.caller) for path, summary in project.files.items() for call in summary.calls if call.loop is Where.INFER}
         for path, summary in project.files.items():
             for call in summary.calls:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.
                 if call.caller and call.loop is None and not call.within:
                     self.calls.setdefault((path, call.caller), []).append(call)
+
+    def generates(self, function: tuple[str, str], depth: int = 0) -> bool:
+        """Does ``function`` run a decode or sampling loop, itself or through the functions it
+        calls, a few calls deep (a beam search behind ``model.recognize(x)``)?"""
+        if function in self.decoders:
+            return True
+        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in self.calls.get(function, ())
+                                           for callee in self.project.callees(call.target, function[0]) if callee != function)
 
     def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
         known = self.memo.get(function)

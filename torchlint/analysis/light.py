@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _KEEPS_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16"})
@@ -46,7 +46,8 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         if refs:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
-                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(tree))
+                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(tree),
+                       by_name=_builds_by_name(tree, imports))
 
 
 def _setting_ints(tree: ast.Module) -> tuple[tuple[str, int], ...]:
@@ -68,6 +69,27 @@ def _setting_ints(tree: ast.Module) -> tuple[tuple[str, int], ...]:
         if name and type(value) is int:
             found[name] = value
     return tuple(found.items())
+
+
+def _builds_by_name(tree: ast.Module, imports: dict[str, str]) -> bool:
+    """``importlib.import_module(name)``, ``getattr(module, name)(...)``, ``globals()[name](...)``:
+    objects built from names at run time (``StepSummarizer._builds_by_name``)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = _dotted(func)
+        head, _, rest = (name or "").partition(".")
+        if name is not None and (f"{imports.get(head, head)}.{rest}" if rest else imports.get(head, head)) in BY_NAME:
+            return True
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id in ("getattr", "globals", "locals") \
+                and not (func.args and isinstance(func.args[0], ast.Name) and func.args[0].id == "self"):
+            return True
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) \
+                and func.value.func.id in ("globals", "locals", "vars"):
+            return True
+    return False
+
 
 
 def _positional(function: ast.AST) -> tuple[str, ...]:

@@ -345,6 +345,9 @@ class ObjectRefs(MemberRefs, AliasRefs):
                         return owner
                 if self.ctx.qname(func) in CONTAINERS:
                     return self._container_members(value, at)
+                own = self._own_class(func, at)
+                if own is not None:  # `model = cls(encoder, decoder)` in a classmethod
+                    return ("local", own)
                 aliased = self._aliased_class(func, value, 0) if type(func) is cst.Name else None
                 if aliased is not None:  # `block = partial(ResnetBlock, ...)`, `klass = A if c else B`
                     return aliased
@@ -360,7 +363,7 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def _factory_result(factory: Ref | None, element: int | None) -> Ref | None:
         """What a call of a project function returns: ``build(args)``, or any of the
         functions a table holds (``MODELS[name](params)``: each one's return)."""
-        if factory is not None and factory[0] in ("import", "local"):
+        if factory is not None and factory[0] in ("import", "local", "method"):  # (a classmethod that builds: `cls.from_package(p)`)
             return ("returned", factory, element)
         if factory is not None and factory[0] == "each":
             return either(("returned", one, element) for one in factory[1] if one[0] in ("import", "local"))
@@ -482,6 +485,17 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if bound and all(b.kind == "param" for b in bound) and expr.value in positional(function):
             return (self.keys[id(function)], expr.value)
         return None
+
+    def _own_class(self, name: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """The class key where ``name`` is the first parameter ``cls`` of a ``@classmethod`` of it."""
+        if type(name) is not cst.Name or name.value != "cls":
+            return None
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None or not any(dotted(d.decorator) == "classmethod" for d in function.decorators):
+            return None
+        params = function.params.params
+        cls = self.ctx.tree.enclosing_class(function)
+        return self.class_keys[id(cls)] if cls is not None and params and params[0].name.value == "cls" else None
 
     def _class_ref(self, name: str | None) -> Ref | None:
         """The class a dotted name refers to, when it may be the project's."""

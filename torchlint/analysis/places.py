@@ -239,8 +239,32 @@ class Places:
                 return len(members.elements) < 2, size or None, qualified
             if type(members) is cst.ListComp and type(members.for_in.iter) is cst.Call and members.for_in.inner_for_in is None:
                 return True, self._range_count(members.for_in.iter), qualified
+            if value.args[0].star == "*" and type(members) is cst.Name:  # `nn.Sequential(*layers)`, `layers` filled in a loop
+                count = self._filled_in_a_loop(members, assign)
+                return (True, count[0], qualified) if count is not None else None
             return None
         return None
+
+    def _filled_in_a_loop(self, name: cst.Name, at: cst.CSTNode) -> tuple[int | None] | None:
+        """``layers = []`` then ``for _ in range(k): layers.append(ActNorm(c)); layers.append(InvConv(c))``:
+        each class it holds is there once per iteration of one loop; (that loop's count, when
+        the code says), else None."""
+        binding = self.ctx.bindings.reaching(name.value, at)
+        if binding is None or binding.kind != "assign" or type(binding.value) is not cst.List or binding.value.elements:
+            return None
+        scope = self.ctx.tree.scope_of(at)
+        appends = [call for call in self.ctx.method_calls(("append", "extend", "insert"))
+                   if dotted(call.func.value) == name.value and self.ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
+        loops = {id(loop): loop for call in appends for loop in [next(iter(self.ctx.loops.enclosing_loops(call)), None)]}
+        if not appends or len(loops) != 1 or None in loops or any(self.ctx.method_name(call) != "append" for call in appends):
+            return None
+        loop = next(iter(loops.values()))
+        if type(loop) is not cst.For or self.ctx.tree.is_inside(binding.node, loop) or self.ctx.tree.is_inside(at, loop):
+            return None
+        tree = self.ctx.tree
+        if any(type(a) in (cst.If, cst.IfExp, cst.Try) for call in appends for a in tree.ancestors(call) if tree.is_inside(a, loop) and a is not loop):
+            return None  # timm's EdgeNeXt: `if i < depth - num_global_blocks: ConvBlock else: SplitTransposeBlock`, some iterations each
+        return (self._range_count(loop.iter),)
 
     @cached_property
     def _first_assignments(self) -> dict[tuple[int, str], cst.Assign]:
@@ -326,14 +350,19 @@ class Places:
         if type(stop) is not cst.FunctionDef:  # a loop: its step starts with its iteration
             if self._fresh(node, stop):
                 return Position.STEP_START
-            return Position.MID_STEP if self._work_after(node, stop) else Position.STEP_END
+            if self._work_after(node, stop):
+                return Position.BEFORE_DECODE if self._decoding_after(node, stop) else Position.MID_STEP
+            return Position.STEP_END
         if stop.name.value in ("forward", "__call__"):
             # On a `forward`'s first lines, where the model's call stands decides (mid-step
             # when the step queued work before it); after them, the model's other layers,
             # then its backward, follow.
-            return None if self._fresh(node, stop) else Position.MID_STEP
+            if self._fresh(node, stop):
+                return None
+            return Position.BEFORE_DECODE if self._decoding_after(node, stop) else Position.MID_STEP
         if self._work_after(node, stop):
-            return Position.MID_STEP
+            # fairseq's `torch.arange(bsz).to(device)` after some work, before its beam search: one wait among many
+            return Position.BEFORE_DECODE if not self._fresh(node, stop) and self._decoding_after(node, stop) else Position.MID_STEP
         # after the function's own work: where its call ends, not the step's start
         return None if self._fresh(node, stop) else Position.CALL_END
 
@@ -341,6 +370,17 @@ class Places:
         """Has the step queued no device work before ``node``? (A helper that synchronizes,
         dlrm's `time_wrap()`, queues nothing before its wait.)"""
         return (not self._runs_a_helper(node) or type(node) is cst.Call and self._synchronizes(node)) and not self._work_before(node, stop)
+
+    def _decoding_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is the step's next device work after ``node`` a decode loop (a generation's tokens,
+        each of which waits for the device)? A wait before it is one among the generation's many."""
+        loops = self.ctx.loops
+        for statement in self._statements_around(node, stop, after=True):
+            if type(statement) in (cst.For, cst.While) and loops.decodes(statement) and loops.is_hot(statement):
+                return True
+            if self._queues_device_work(statement, stop):
+                return False
+        return False
 
     def _statements_around(self, node: cst.CSTNode, stop: cst.CSTNode | None, after: bool):  # type: ignore[no-untyped-def]
         """The statements after (or before, nearest first) ``node``'s, level by level up to ``stop``."""

@@ -50,7 +50,7 @@ class Project:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
         if call.given is None:
             return frozenset()
-        names = self._parameters(call, callee)
+        names = self.parameters(call, callee)
         positional, keywords = call.given
         return frozenset(names[positional:]) - set(keywords)
 
@@ -61,7 +61,7 @@ class Project:
         may pass any. A call that hands on its caller's own ``**kwargs`` passes what it names,
         the keys the caller sets there, and what the caller was passed beyond its own
         parameters (``caller_passed``, from the reach of ``caller``; unknown: any)."""
-        names = self._parameters(call, callee)
+        names = self.parameters(call, callee)
         off = {where if isinstance(where, str) else names[where] for where in call.falsy if isinstance(where, str) or where < len(names)}
         if call.given is None:
             if call.forwards is None or caller is None or caller_passed is None:
@@ -76,7 +76,7 @@ class Project:
         """The parameters of ``callee`` that ``call`` passes a value the same on every step."""
         if not call.constants:
             return frozenset()
-        names = self._parameters(call, callee)
+        names = self.parameters(call, callee)
         return frozenset(where if isinstance(where, str) else names[where] for where in call.constants
                          if isinstance(where, str) or where < len(names))
 
@@ -84,7 +84,7 @@ class Project:
         """The parameters of ``callee`` that ``call`` passes a batch it just copied to the device."""
         if not call.uploads:
             return frozenset()
-        names = self._parameters(call, callee)
+        names = self.parameters(call, callee)
         return frozenset(where if isinstance(where, str) else names[where] for where in call.uploads
                          if isinstance(where, str) or where < len(names))
 
@@ -93,15 +93,11 @@ class Project:
         ``uploaded`` (batches some per-step call copied to the device), unchanged."""
         if not uploaded or not call.own_params:
             return frozenset()
-        names = self._parameters(call, callee)
+        names = self.parameters(call, callee)
         return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
                          if name in uploaded and (isinstance(where, str) or where < len(names)))
 
     def parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
-        """The callee's parameters as the call's positional arguments fill them (``self`` left out)."""
-        return self._parameters(call, callee)
-
-    def _parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())
         bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")

@@ -36,7 +36,7 @@ from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.switches import turned_switches
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -192,6 +192,18 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                         found.append(t.slice[0].slice.value.evaluated_value)
         return tuple(found)
 
+    def _device_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments known to live on the device (``sigmas`` from ``get_sigmas_karras(...,
+        device=device)``): a callee that reads them into Python waits for the device."""
+        found: list[int | str] = []
+        on_device = self.ctx.devices.on_device
+        for position, arg in enumerate(call.args):
+            if arg.star == "*":
+                break  # positions after `*args` are unknown (`**kwargs` fills no earlier one)
+            if not arg.star and not _is_none(arg.value) and on_device(arg.value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, never rebound there
         (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``): an upload its caller made
@@ -223,7 +235,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call))
+                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call), devices=self._device_args(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
@@ -233,8 +245,23 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
-            switches=turned_switches(self.ctx),
+            switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
+            registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
         )
+
+    def _builds_by_name(self) -> bool:
+        """Does this file build objects from names at run time (a config's ``target`` string)?"""
+        ctx = self.ctx
+        for call in ctx.tree.nodes(cst.Call):
+            func = call.func
+            if ctx.qname(func) in BY_NAME:
+                return True
+            if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value in ("getattr", "globals", "locals") \
+                    and not (func.args and dotted(func.args[0].value) == "self"):
+                return True  # `getattr(module, name)(**params)`
+            if type(func) is cst.Subscript and type(func.value) is cst.Call and dotted(func.value.func) in ("globals", "locals", "vars"):
+                return True  # `globals()[name](...)`
+        return False
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
         """The loops around ``call`` within its step (its hot loop, else its function),
@@ -275,8 +302,20 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             parent = loops.loop_key(outer) if outer is not None else (self.keys[id(function)] if function is not None else "")
             where, over = (loops.where(loop), ctx.places.repeat_of(loop).kind) if id(loop) in asked else (None, "")
             found.append(LoopSummary(loops.loop_key(loop), parent, where, may_step, over, type(loop) is cst.While,
-                                     self._forward_of(loop, function) if may_step else ""))
+                                     self._forward_of(loop, function) if may_step else "", may_step and self._over_batches(loop)))
         return tuple(found)
+
+    def _over_batches(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` go over a loader's batches: a DataLoader, or an iterable or target named
+        for them (``for i, testBatch in enumerate(test_ld)``, ``for batch in batches``)?"""
+        loops = self.ctx.loops
+        iterable = loops.iterated_expression(loop)
+        if iterable is None:
+            return False
+        if loops.loader_of(iterable, loop) is not None:
+            return True
+        names = " ".join(self.ctx.module.code_for_node(part).lower() for part in (iterable, loop.target)) if type(loop) is cst.For else ""
+        return any(word in names for word in ("batch", "loader", "_ld", "_dl"))
 
     def _forward_of(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> str:
         """The class whose ``forward`` runs ``loop``, when this file cannot tell it is a module
@@ -397,6 +436,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
             if func.value in _BUILTINS:
                 return None
+            own = self._own_class(func, at)
+            if own is not None:  # `cls(encoder, decoder)` in a classmethod: the class's constructor
+                return ("local", own)
             if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
                 cls = ctx.tree.enclosing_class(at)
                 return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
@@ -423,6 +465,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
                 cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
                 return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            own = self._own_class(func.value, at)
+            if own is not None:  # `cls.load_model_from_package(package)`: a method of the class
+                return ("method", own, func.attr.value)
             if type(func.value) is cst.Name and func.value.value == "self":
                 owner = self._instance_class(func, at)
                 if owner is not None and owner[0] != "attr":

@@ -16,6 +16,12 @@ _NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing",
 _BUILTINS = frozenset(dir(builtins))
 
 
+# Calls that find a class (or a module holding one) from a name the program is given
+# (`FileSummary.by_name`).
+BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydra.utils.get_class", "hydra.utils.get_method",
+                     "pydoc.locate", "eval"})
+
+
 @dataclass(frozen=True, slots=True)
 class CallSite:
     caller: str  # function key; "" at module level
@@ -41,6 +47,7 @@ class CallSite:
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
+    devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,7 @@ class LoopSummary:
     over: str = "iteration"  # what it goes over (analysis/places.py): "decoded token", "beam", ...; "" where `where` is None
     until: bool = False  # a `while` loop: it runs until a condition (an episode's environment steps), each iteration after the last
     forward_of: str = ""  # the class whose `forward` runs it (there or in a method it calls), when only the join can tell it is a module
+    batches: bool = False  # it goes over a loader's batches (a loader, or named for batches: `for i, test_batch in enumerate(test_ld)`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +105,8 @@ class FileSummary:
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
     switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
     settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`
+    # builds objects from names at run time (`importlib.import_module`, hydra's `instantiate`,
+    # `getattr(module, name)(...)`): any class of the project may be built; and its classes a
+    # decorator registers (`@MODELS.register_module()`), built by name
+    by_name: bool = False
+    registered: tuple[str, ...] = ()

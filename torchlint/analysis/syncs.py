@@ -21,6 +21,8 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import node_types
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torchlint.analysis.context import FileContext
 
 # Methods only a tensor has (NumPy arrays and Python sequences have none of them): a name
@@ -106,6 +108,7 @@ class HiddenSyncs:
         self.ctx = ctx
         self._judging = False  # an outermost tensorish question is being answered
         self._tensorish_memo: dict[tuple[int, int], tuple[cst.CSTNode, cst.CSTNode, bool]] = {}
+        self._assumed: frozenset[str] = frozenset()  # parameters taken for device tensors (`device_parameters`)
 
     def in_step(self, node: cst.CSTNode) -> bool:
         """May ``node`` run every step on device tensors: in a hot loop (or a function or loop
@@ -190,7 +193,7 @@ class HiddenSyncs:
         """:meth:`_tensorish`; an outermost question's answer is remembered per (expr, at): the
         checks ask it of the same reads again (a test, its operands, the arguments of a call),
         and a third of the questions are repeats."""
-        if depth or self._judging:  # inside an outermost question: answered afresh, as before
+        if depth or self._judging or self._assumed:  # inside an outermost question (or an assumption): answered afresh
             return self._tensorish(expr, at, depth)
         key = (id(expr), id(at))
         known = self._tensorish_memo.get(key)
@@ -268,6 +271,8 @@ class HiddenSyncs:
             return ctx.values.kind(name, at) is not Kind.NUMPY
         if binding is None or binding.kind not in ("assign", "for", "comp"):
             kind = ctx.values.kind(name, at)
+            if kind is Kind.UNKNOWN and binding is not None and binding.kind == "param" and name.value in self._assumed:
+                return True  # what every caller passes decides (`device_parameters`)
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
         if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
             if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
@@ -434,6 +439,31 @@ class HiddenSyncs:
         if loop is None or ctx.devices.host_only(test):
             return False
         return not ctx.guards.rare(statement, stop=loop) and self.reads_truth(test, test)
+
+    def device_parameters(self, node: cst.CSTNode, holds: Callable[[], bool]) -> tuple[str, ...]:
+        """The parameters of ``node``'s function, of no kind known here (no annotation, no
+        literal default), that make ``holds()`` true when taken for device tensors: a sampler's
+        ``sigmas[i] == 0`` where ``sigmas`` is what its callers pass (``get_sigmas_karras(...,
+        device=device)``). The join keeps such a finding where every call passes a device tensor
+        there (``Steps.device_params``); () when none does, or ``holds()`` is true as it is."""
+        function = self.ctx.tree.enclosing_function(node)
+        if function is None:
+            return ()
+        params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
+        candidates = tuple(dict.fromkeys(
+            n.value for n in self.ctx.tree.descendants(node) if type(n) is cst.Name and n.value in params and n.value not in ("self", "cls")
+            and (params[n.value].default is None or not plainly_python(params[n.value].default) and not _is_literal_name(params[n.value].default))
+            and params[n.value].annotation is None))
+        if not candidates:
+            return ()
+        memos = {key: dict(value) for key, value in self.__dict__.items() if key.endswith("_memo") and isinstance(value, dict)}
+        self._assumed = frozenset(candidates)
+        try:
+            found = holds()
+        finally:
+            self._assumed = frozenset()
+            self.__dict__.update(memos)  # what was learnt under the assumption is not known
+        return candidates if found else ()
 
     def sized_by_values(self, node: cst.Call | cst.Subscript) -> bool:
         """``x[mask]``, ``nonzero()``, ``unique()``, ``masked_select()``, ``torch.where(c)``,
@@ -628,6 +658,12 @@ class HiddenSyncs:
                      and not (type(b.value) is cst.Subscript and dotted(b.value.value) == name)]
             return all(self.bool_mask(b.value, b.node, depth + 1, traced) for b in bound)
         return False
+
+
+def _is_literal_name(value: cst.BaseExpression) -> bool:
+    """``True``, ``False``, ``float("inf")``: a default no tensor is."""
+    return type(value) is cst.Name and value.value in ("True", "False") or type(value) is cst.Call and type(value.func) is cst.Name \
+        and value.func.value in ("float", "int", "bool", "str")
 
 
 def _string_key(subscript: cst.Subscript) -> str | None:

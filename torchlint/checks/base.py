@@ -59,6 +59,9 @@ class Report:
     # The constructor of a class of another file whose weights decide the finding: it holds
     # only if the join finds that the class keeps trainable weights and never freezes them.
     trainable_class: cst.Call | None = None
+    # Parameters of the node's function that the read needs to be device tensors (a sampler's
+    # `sigmas`): the finding holds where every call in the project passes one to any of them.
+    if_device: tuple[str, ...] = ()
 
 
 class Check:
@@ -135,6 +138,7 @@ class Check:
         unless_switch: str = "",
         loader: tuple[cst.BaseExpression, str] | None = None,
         trainable_class: cst.Call | None = None,
+        if_device: tuple[str, ...] = (),
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -161,8 +165,9 @@ class Check:
         it leaves out) for a class of another file: the join keeps the finding where that class
         subclasses ``DataLoader`` and does not set the option itself.
         ``trainable_class``: the constructor of a class of another file; the finding holds only
-        where the join finds that class keeping trainable weights it never freezes."""
-
+        where the join finds that class keeping trainable weights it never freezes.
+        ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
+        join keeps the finding where every call passes a device tensor to one of them."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -176,7 +181,8 @@ class Check:
             fields.setdefault("loop", STEP_PLACEHOLDER if condition is not None or hot is None else loops.describe(hot))
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
-                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class))
+                                   unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
+                                   if_device))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

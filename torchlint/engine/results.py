@@ -47,6 +47,13 @@ class Conditional(NamedTuple):
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
     optional: bool = False  # behind `if p is not None:` of a parameter defaulting to None: off unless its (unseen) caller passes it
     unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
+    # `f:param`s (Report.if_device): kept only where every call of `f` passes a device tensor to one of
+    # them (Steps.device_params); with the key `PLACED`, the finding's place is its own file's (a hot loop)
+    if_device: tuple[str, ...] = ()
+
+
+#: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
+PLACED = "#placed"
 
 
 class InStepIfCalled(NamedTuple):

@@ -15,7 +15,7 @@ from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import Pending, Conditional, FileResult, InStepIfCalled, InternalError
+from torchlint.engine.results import PLACED, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
@@ -109,6 +109,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
                     continue
+                if report.if_device:  # placed here; holds where every call passes a device tensor (the join says)
+                    result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, if_device=_device_params(ctx, report)))
+                    continue
                 result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node),
@@ -119,11 +122,19 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
-                                                  optional=ctx.guards.opt_in(report.node, optional=True) is not None))
+                                                  optional=ctx.guards.opt_in(report.node, optional=True) is not None,
+                                                  if_device=_device_params(ctx, report)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _device_params(ctx: FileContext, report: Report) -> tuple[str, ...]:
+    """``f:param`` for each parameter the report needs to be a device tensor (Report.if_device)."""
+    function = ctx.tree.enclosing_function(report.node) if report.if_device else None
+    key = function_key(ctx, function) if function is not None else ""
+    return tuple(f"{key}:{name}" for name in report.if_device)
 
 
 def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, dataset: tuple[cst.Call, bool, bool] | None,

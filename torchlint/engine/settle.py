@@ -13,7 +13,7 @@ from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.isolate import guarded_stage, settle_project
-from torchlint.engine.results import Conditional, FileResult, InStepIfCalled
+from torchlint.engine.results import PLACED, Conditional, FileResult, InStepIfCalled
 from torchlint.findings import IMPACT_RANK, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
@@ -70,6 +70,10 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         file_result.findings.sort(key=Finding.sort_key)
     if not file_result.conditional or file_result.summary is None:
         return True
+    device_params = getattr(steps, "device_params", frozenset())
+    if any(condition.if_device for condition in file_result.conditional):  # waiting for what every caller passes
+        file_result.conditional = [c for c in file_result.conditional if not c.if_device or any((here, p) in device_params for p in c.if_device)]
+        file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED)
     compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
     for condition in file_result.conditional:
         if condition.compiled:
@@ -77,11 +81,10 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
             if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                 file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
     file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
-    file_result.findings.extend(_unreached_findings(file_result, per_step))
+    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None)))
     file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
     file_result.findings.sort(key=Finding.sort_key)
     return True
-    return steps
 
 
 def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
@@ -172,7 +175,8 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     file_result.pending = []
 
 
-def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) -> Iterator[Finding]:
+def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
+                        constructed: frozenset[tuple[str, str]] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
@@ -184,6 +188,10 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo]) 
         unreached = condition.unreached
         if per_step and (unreached.users is None or any(user in per_step for user in unreached.users)):
             continue
+        here = file_result.summary.path if file_result.summary is not None else ""
+        if per_step and unreached.users and constructed is not None \
+                and not any((here, user.rpartition(".")[0]) in constructed for user in unreached.users):
+            continue  # a step reaches the file, and no code of the project builds a module that uses it
         finding = condition.finding
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
                       impact_reason=unreached.reason)

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
 from torchlint.analysis.names import dotted
-from torchlint.findings import MEDIUM
+from torchlint.findings import LOW, MEDIUM
 from torchlint.checks.base import Check
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
@@ -69,24 +69,30 @@ def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-
     forward = ctx.loops.module_forward(node)
     if forward is None:
         return None
+    owners, off = _builders(ctx, forward.split(".")[0])
+    if off:  # `if attention_type == "flash": Flash() else: <this class>` with `attention_type="flash"`
+        return Unreached(f"`{forward}()` (every call of a model built with `{off}` other than its default; no loop that runs it is visible)", LOW,
+                         f"{Cost.UNFUSED_ATTENTION.value}, only where a module is built with `{off}` other than its default", owners)
     return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
-                     f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible",
-                     _builders(ctx, forward.split(".")[0]))
+                     f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible", owners)
 
 
-def _builders(ctx, name: str) -> tuple[str, ...] | None:  # type: ignore[no-untyped-def]
+def _builders(ctx, name: str) -> tuple[tuple[str, ...] | None, str]:  # type: ignore[no-untyped-def]
     """``("Block.forward",)`` where only ``Block.__init__`` (a module of this file) calls
-    ``name``: the module runs when a ``Block`` does. None where it is built anywhere else."""
-    owners = []
+    ``name``: the module runs when a ``Block`` does. None where it is built anywhere else.
+    And the parameter off by default (``Guards.opt_in``) behind every one of those
+    constructions, where one is ("" where any is built on the default path)."""
+    owners, off = [], []
     for call in ctx.tree.nodes(cst.Call):
         if type(call.func) is not cst.Name or call.func.value != name:
             continue
         function = ctx.tree.enclosing_function(call)
         cls = ctx.tree.enclosing_class(function) if function is not None else None
         if function is None or function.name.value != "__init__" or cls is None or not ctx.is_module_class(cls.name.value):
-            return None  # built at module level or by a function: the file's own steps show its use
+            return None, ""  # built at module level or by a function: the file's own steps show its use
         owners.append(f"{cls.name.value}.forward")
-    return tuple(owners)
+        off.append(ctx.guards.opt_in(call, optional=True) or "")
+    return tuple(owners), off[0] if off and all(off) else ""
 
 
 def _softmax_input(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]

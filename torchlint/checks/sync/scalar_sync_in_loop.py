@@ -82,13 +82,18 @@ class ScalarSyncInLoop(Check):
                 if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
                     self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
                 return
-        elif not syncs.condition_read(statement, node):
-            return
+        device_params: tuple[str, ...] = ()
+        if statement is not node and not syncs.condition_read(statement, node):
+            # a test of a parameter's value: holds where every caller passes a device tensor
+            device_params = syncs.device_parameters(node, lambda: syncs.condition_read(statement, node))
+            if not device_params:
+                return
         repeated = syncs.repeated_in_step(node)
         if repeated is False:
             return  # once per step: TL104/TL106 (opt-in) report it
         # Where the join decides, this finding holds only if the line repeats within the step.
-        self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60), repeated=True if repeated is None else None)
+        self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60), repeated=True if repeated is None else None,
+                    if_device=device_params)
 
 
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "

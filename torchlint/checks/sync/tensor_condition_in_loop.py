@@ -37,10 +37,14 @@ class TensorConditionInLoop(Check):
 
     def _check(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
         ctx = self.ctx
+        device_params: tuple[str, ...] = ()
         if not ctx.syncs.condition_read(statement, test):
-            return
+            # `if sigmas[i + 1] == 0:` on a parameter: holds where every caller passes a device tensor
+            device_params = ctx.syncs.device_parameters(test, lambda: ctx.syncs.condition_read(statement, test))
+            if not device_params:
+                return
         repeated = ctx.syncs.repeated_in_step(test)
         if repeated:
             return  # repeated within the step (per head, per node type): TL101 reports it by default
         # Where the join decides, this finding holds only if the line runs once per step.
-        self.report(test, test=short_code(ctx.module, test), repeated=False if repeated is None else None)
+        self.report(test, test=short_code(ctx.module, test), repeated=False if repeated is None else None, if_device=device_params)

@@ -71,7 +71,14 @@ class TensorToPythonInLoop(Check):
         if read_tensor is not None:
             self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
         elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
-            self._report_uploaded(node, tensors)
+            # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
+            if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors):
+                return
+            # `float(sigmas[i])` on a parameter: holds where every caller passes a device tensor
+            device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in tensors)) \
+                if ctx.syncs.in_step(node) else ()
+            if device_params:
+                self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
 
     def _sorts_device_scalars(self, call: cst.Call) -> bool:
         """``sorted(hyps, key=lambda h: h["score"])``, ``hyps.sort(key=...)``, ``max(scores)``
@@ -148,20 +155,21 @@ class TensorToPythonInLoop(Check):
         elif read:
             self._report_uploaded(node, read)
 
-    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> None:
+    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> bool:
         """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
         parameter: a read of the device when a per-step call passes it a batch just copied
         there, from the training loop down through each ``forward`` that passes it on (the
         join's ``#uploaded:``). A list of lengths, or a size, reads nothing."""
         ctx = self.ctx
         if ctx.tree.enclosing_function(node) is None or not ctx.syncs.in_step(node):
-            return
+            return False
         for value in read:
             if type(value) is cst.Subscript or type(value) is cst.Name:  # `lengths[i]`, or `n` itself
                 param = ctx.uploads.parameter_behind(value, node)
                 if param is not None:
                     self.report(node, condition=param.name, expr=short_code(ctx.module, node))
-                    return
+                    return True
+        return False
 
     def _python_sequence(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list or tuple (a dict hashes a tensor by identity: no read)."""
