@@ -57,9 +57,24 @@ class HandWrittenAttention(Check):
     def finish(self) -> None:
         ctx = self.ctx
         for spellings in self._found.values():
-            # the first on the default path: a branch of an optional input (`if mask is not None:`) may never run
-            node, use, product = next((s for s in spellings if ctx.guards.opt_in(s[0], optional=True) is None), spellings[0])
-            self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
+            if any(ctx.guards.opt_in(s[0], optional=True) is not None for s in spellings):
+                # A branch of a parameter's test (`if mask is not None:` and its `else:`): which of
+                # them a step runs is the join's to say, from what the callers pass: each stays.
+                chosen = spellings
+            else:  # one finding: the plain spelling in the chain's `else:` (no bias, no special case), else the first
+                chosen = [next((s for s in spellings if _in_else(ctx, s[0])), spellings[0])]
+            for node, use, product in chosen:
+                self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
+
+
+def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``node`` in the final ``else:`` of an ``if`` (the branch no test picks)?"""
+    for ancestor in ctx.tree.ancestors(node):
+        if type(ancestor) is cst.Else:
+            return True
+        if type(ancestor) in (cst.If, cst.FunctionDef):
+            return False
+    return False
 
 
 def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-untyped-def]
