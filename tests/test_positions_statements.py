@@ -72,3 +72,24 @@ def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
         spans = compute_spans(module, [read], tree, text)
     assert spans == compute_spans(module, [read]) == {id(read): (603, 11 + len(indent), 603, 19 + len(indent))}
     assert generated == []  # not the 200 functions before it, nor `last`: its one statement
+
+
+def test_statements_found_again_send_their_functions_whole_in_one_pass() -> None:
+    """300 helpers with the same statements (`x = torch.zeros(3).to(d)` in each): every one is
+    found more than once, so each helper is generated whole, all in one more pass, not one
+    helper a pass (which made a 1,500-helper file take minutes)."""
+    text = "import torch\n\n" + "".join(f"def h{i}(d):\n    x = torch.zeros(3).to(d)\n    h{i + 1}(d)\n\n" for i in range(300))
+    module = cst.parse_module(text)
+    tree = Tree(module)
+    moves = [call for call in tree.nodes(cst.Call) if type(call.func) is cst.Attribute and call.func.attr.value == "to"]
+    generated: list[str] = []
+    codegen = cst.FunctionDef._codegen_impl
+
+    def counted(self: cst.FunctionDef, state: object) -> None:
+        generated.append(self.name.value)
+        codegen(self, state)  # type: ignore[arg-type]
+
+    with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
+        spans = compute_spans(module, moves, tree, text)
+    assert spans == compute_spans(module, moves)
+    assert len(generated) == 300 == len(set(generated))  # each helper once

@@ -131,15 +131,20 @@ def _statement_spans(module: cst.Module, targets: set[int], comp_fors: list[cst.
         spans = _spans_of(module, held, unplaced, text)
         if type(spans) is dict:
             return spans
-        if spans < 0 or spans in whole:
+        if -1 in spans or spans <= whole:
             return None  # not even the outermost statement: the module's codegen says
-        whole.add(spans)  # a statement like another (`return self.net(x)`): the one whose body holds it, whole
+        # statements like others (`return self.net(x)` in each of 1,500 helpers): the ones whose
+        # bodies hold them, whole, all in the next pass (one pass each was quadratic)
+        whole |= spans
 
 
-def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: set[int], text: str) -> dict[int, Span] | int:
-    """The spans of the targets of ``held``; where a statement is not found once in the
-    text, the id of the statement whose body holds it; -1 where a top-level statement is not."""
+def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: set[int], text: str) -> dict[int, Span] | set[int]:
+    """The spans of the targets of ``held``; where statements are not found once in the
+    text, the ids of the statements whose bodies hold them (-1 for a top-level statement).
+    A statement not found leaves the cursor where it was: one found once after it is still
+    the one meant (the real one lies after the cursor too), so every miss is seen in one pass."""
     spans: dict[int, Span] = {}
+    missed: set[int] = set()
     cursor, line = 0, 1  # where the text after the last statement found starts, and its line
     for unit, inside in held:
         statement, indent = unit[1], unit[2]
@@ -157,13 +162,14 @@ def _spans_of(module: cst.Module, held: list[tuple[_Unit, set[int]]], unplaced: 
             code = "".join(complete.tokens)
             found = _once(code, text, cursor)
             if found is None:
-                return unit[3]
+                missed.add(unit[3])
+                continue
         line += _line_breaks(text[cursor:found])
         cursor = found + len(code)
         for key, (start_line, start_column, end_line, end_column) in state.spans.items():
             spans[key] = (start_line + line - 1, start_column, end_line + line - 1, end_column)
         line += _line_breaks(code)
-    return spans
+    return missed or spans
 
 
 # (pre-order index of the statement, the statement, the indentation of the blocks around
