@@ -100,6 +100,23 @@ def copied_project(name: str, into: Path) -> Path:
     return root
 
 
+def checked_here(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``copied_project(name)``, made the working directory (findings' paths relative to it)."""
+    root = copied_project(name, tmp_path)
+    monkeypatch.chdir(root)
+    return root
+
+
+def project_findings(root: Path, select: str = "ALL") -> Any:
+    """Every finding of the project in the working directory ``root`` at any impact (no errors)."""
+    from torchlint.config import from_table
+    from torchlint.engine import lint_paths
+
+    result = lint_paths([Path(".")], from_table({"select": [select], "min-impact": "low"}, root))
+    assert not result.errors
+    return result.findings
+
+
 def assert_markers_hold(root: Path, findings: Any) -> None:
     """The findings (paths relative to ``root``) are exactly the project's ``# expect:`` markers,
     each at the impact its marker names."""

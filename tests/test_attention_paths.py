@@ -8,23 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import assert_markers_hold, copied_project
+from conftest import assert_markers_hold, checked_here, project_findings
 
-from torchlint.config import from_table
-from torchlint.engine import lint_paths
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = copied_project("attention_paths", tmp_path)
-    monkeypatch.chdir(root)
-    return root
+    return checked_here("attention_paths", tmp_path, monkeypatch)
 
 
 def _findings(root: Path):  # type: ignore[no-untyped-def]
-    result = lint_paths([Path(".")], from_table({"select": ["TL405"], "min-impact": "low"}, root))
-    assert not result.errors
-    return result.findings
+    return project_findings(root, "TL405")
 
 
 def test_findings_match_the_markers(project: Path) -> None:

@@ -9,26 +9,20 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import assert_markers_hold, copied_project
+from conftest import assert_markers_hold, checked_here, project_findings
 
 from torchlint.analysis.context import FileContext
 from torchlint.analysis.steps import StepSummarizer
-from torchlint.config import from_table
-from torchlint.engine import lint_paths
 from torchlint.findings import Location
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = copied_project("classbuilt", tmp_path)
-    monkeypatch.chdir(root)
-    return root
+    return checked_here("classbuilt", tmp_path, monkeypatch)
 
 
 def _findings(root: Path):  # type: ignore[no-untyped-def]
-    result = lint_paths([Path(".")], from_table({"select": ["ALL"], "min-impact": "low"}, root))
-    assert not result.errors
-    return result.findings
+    return project_findings(root)
 
 
 def test_findings_match_the_markers(project: Path) -> None:
