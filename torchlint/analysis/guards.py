@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.devices import string_value
+from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_shapes import (
     AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
     TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
-    constant, counted_or_flagged, counts_steps, falsy, first_rare_exit, is_counter, is_main_guard, is_none,
-    is_rare_test, mentions, mentions_device, mentions_version, none_tested, off_at_default, only_return, raises,
-    reports_bad_values, target_of,
+    constant, counted_or_flagged, counts_steps, first_rare_exit, is_counter, is_main_guard, is_none, is_rare_test,
+    mentions, mentions_device, mentions_version, none_tested, only_return, raises, reports_bad_values, target_of,
 )
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards:
+class Guards(ParameterDefaults):
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._statement_guards: dict[tuple[int, int], cst.CSTNode | None] = {}
@@ -533,106 +533,6 @@ class Guards:
                     return True
             child = ancestor
         return False
-
-    def opt_in(self, node: cst.CSTNode, optional: bool = False) -> str | None:
-        """The parameter of ``node``'s function that must be passed, truthy, for ``node`` to
-        run: ``node`` sits in the body of ``if flag:`` (also ``if flag and x:``, a name
-        assigned such a test, ``a if flag else b``) or after ``flag and`` in a test, where
-        ``flag`` defaults to a false value (``looped_inference=False``, ``mask=None``). The
-        join decides whether any per-step call passes it (``StepInfo.passed``). ``optional``:
-        ``if p is not None:`` counts too (an optional input, or a debug value:
-        ``debug_percentile=None``; only where the callers are not seen)."""
-        tree = self.ctx.tree
-        function = tree.enclosing_function(node)
-        if function is None:
-            return None
-        defaults = self._falsy_defaults(function)
-        literals = self._literal_defaults(function)
-        if not defaults and not literals:
-            return None
-        child = node
-        for ancestor in (node, *tree.ancestors(node)):
-            if ancestor is function:
-                return None
-            kind = type(ancestor)
-            found: str | None = None
-            if kind in (cst.If, cst.IfExp) and literals and child is not ancestor.test:  # type: ignore[attr-defined]
-                # `if attention_type == "flash": ... else: <node>` with `attention_type="flash"`: off by default
-                found = off_at_default(ancestor.test, child is ancestor.body, literals)  # type: ignore[attr-defined]
-                if found is not None:
-                    return found
-            if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults, optional)  # type: ignore[attr-defined]
-            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else:  # type: ignore[attr-defined]
-                found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `if not reverse: ... else: <here>`
-            elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.test, defaults, optional)  # type: ignore[attr-defined]
-            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.left, defaults, optional)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
-            if found is not None:
-                return found
-            child = ancestor
-        return None
-
-    def _falsy_defaults(self, function: cst.FunctionDef) -> frozenset[str]:
-        """Its parameters that default to a false value and are never bound again in it
-        (``debug = debug or env_flag()`` is no longer what the caller passed), except under
-        their own test (``if p is not None: p = torch.as_tensor(p)``: still off unless passed)."""
-        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_falsy_memo", {})
-        found = memo.get(id(function))
-        if found is None:
-            params = (*function.params.params, *function.params.kwonly_params)
-            bindings = self.ctx.bindings
-            found = memo[id(function)] = frozenset(
-                p.name.value for p in params if p.default is not None and falsy(p.default)
-                and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
-        return found
-
-    def _literal_defaults(self, function: cst.FunctionDef) -> dict[str, object]:
-        """Its parameters that default to a string or number literal and are never bound again
-        in it (``attention_type="flash"``): name -> the default's value."""
-        memo: dict[int, dict[str, object]] = self.__dict__.setdefault("_literal_memo", {})
-        found = memo.get(id(function))
-        if found is None:
-            bindings = self.ctx.bindings
-            found = memo[id(function)] = {
-                p.name.value: p.default.evaluated_value for p in (*function.params.params, *function.params.kwonly_params)  # type: ignore[union-attr]
-                if type(p.default) in (cst.SimpleString, cst.Integer) and all(b.kind == "param" for b in bindings.lookup(p.name.value, p))}
-        return found
-
-    def _under_own_test(self, node: cst.CSTNode, name: str, function: cst.FunctionDef) -> bool:
-        """Is ``node`` in the body of ``if name:`` / ``if name is not None:`` within ``function``?"""
-        child = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is function:
-                return False
-            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(ancestor.test, frozenset((name,)), True):
-                return True
-            child = ancestor
-        return False
-
-    @staticmethod
-    def _flag_of(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
-        """The parameter among ``defaults`` that ``test`` requires to be truthy, or with
-        ``optional`` not None (``if debug_percentile is not None:``), in a conjunct."""
-        for part in conjuncts(test):
-            if optional and type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
-                    and type(part.comparisons[0].comparator) is cst.Name and part.comparisons[0].comparator.value == "None":
-                part = part.left
-            if type(part) is cst.Name and part.value in defaults:
-                return part.value
-        return None
-
-    @staticmethod
-    def _negated_flag(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
-        """The parameter among ``defaults`` whose being falsy is the whole ``test`` (``not
-        reverse``; with ``optional`` also ``p is None``): its ``else`` runs only when passed."""
-        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
-            return test.expression.value if test.expression.value in defaults else None
-        if optional and type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is \
-                and type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None" and type(test.left) is cst.Name:
-            return test.left.value if test.left.value in defaults else None
-        return None
 
     def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """Is ``test`` a setting that is off unless a caller turns it on: a parameter that
