@@ -58,7 +58,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         return False
     nodes, ordered = decode_body(ctx, loop)
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
-    samplers = [n for n in nodes if type(n) is cst.Call and _sampler_name(n) in _SAMPLERS]  # once, not per call
+    samplers = sampler_calls(nodes)  # once, not per call
     for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
         statement = _assignment_of(ctx, call)
         if statement is None:
@@ -216,6 +216,11 @@ def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:
                 if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
                     found.append((name, node.value))
     return found
+
+
+def sampler_calls(nodes: list[cst.CSTNode]) -> list[cst.Call]:
+    """The calls among ``nodes`` that sample a token (``torch.multinomial``, ``.argmax(-1)``...)."""
+    return [n for n in nodes if type(n) is cst.Call and _sampler_name(n) in _SAMPLERS]
 
 
 def _sampler_name(call: cst.Call) -> str:

@@ -211,6 +211,19 @@ class Devices(BatchPlacement, ModuleMoves):
             return None
         return self.device_value(target.value, call)
 
+    def blocking_move(self, call: cst.Call) -> bool:
+        """A move to the device that makes the host wait for its copy: no ``non_blocking=`` (or
+        ``non_blocking=False``), by keyword or position (``.cuda(d, nb)``, ``.to(d, dtype, nb)``,
+        ``.type(T, nb)``), no ``**kwargs`` that may carry it."""
+        ctx = self.ctx
+        if self.move(call) != "device" or ctx.has_star_kwargs(call):
+            return False
+        flag = ctx.keyword(call, "non_blocking")
+        if flag is not None and not (isinstance(flag.value, cst.Name) and flag.value.value == "False"):
+            return False  # `non_blocking=True`, or the user's choice at run time
+        positional = len([a for a in call.args if a.keyword is None])
+        return positional <= {"to": 2, "cuda": 1, "type": 1}.get(call.func.attr.value, 1)  # type: ignore[attr-defined]
+
     def moved_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Was ``expr`` already moved to the host: ``x.cpu().detach()``, ``y[0]`` after
         ``y = out.cpu()``, ``torch.from_numpy(a)``?"""

@@ -625,9 +625,8 @@ class Places:
             return bool(call.args) and ctx.device_makeable.typed_device_class(func) is not None
         if type(func) is not cst.Attribute:
             return False
-        method = func.attr.value
-        if ctx.devices.move(call) != "device" or ctx.keyword(call, "non_blocking") is not None or len(call.args) > (2 if method == "to" else 1):
-            return False  # `non_blocking=` given (or positionally): the user chose; it may not wait
+        if not ctx.devices.blocking_move(call):
+            return False  # `non_blocking=True` (or the user's choice): it may not wait
         receiver = func.value
         return ctx.devices.loader_value(receiver, call) or ctx.values.kind(receiver, call) in (Kind.HOST, Kind.NUMPY)
 

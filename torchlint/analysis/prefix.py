@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.decoding import (
-    _LOGIT_WORDS, _SAMPLERS, _assignment_of, _derived, _mentions, _may_run_a_model, _sampler_name, _targets, _used_as_logits, decode_body,
+    _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body, sampler_calls,
 )
 from torchlint.analysis.names import dotted
 
@@ -78,7 +78,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     # What the model made, not through the sequence itself (`mask = mask_after(out)`, then
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
     unlooped = [s for s in ordered if not _targets(s) & sequences]
-    samplers = [n for n in nodes if type(n) is cst.Call and _sampler_name(n) in _SAMPLERS]
+    samplers = sampler_calls(nodes)
     for call in runs:
         statement = _assignment_of(ctx, call)
         if statement is None or ctx.guards.rare(call, stop=loop):

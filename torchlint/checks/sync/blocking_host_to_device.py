@@ -24,17 +24,8 @@ class BlockingHostToDevice(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.method_name(node) not in ("to", "cuda", "type") or ctx.devices.move(node) != "device":
-            return
-        if ctx.has_star_kwargs(node):
-            return
-        flag = ctx.keyword(node, "non_blocking")
-        if flag is not None and not (isinstance(flag.value, cst.Name) and flag.value.value == "False"):
-            return  # `non_blocking=True`, or the user's choice at run time
-        if node.func.attr.value == "cuda" and len(node.args) > 1:  # type: ignore[attr-defined]
-            return  # legacy positional `cuda(device, non_blocking)`
-        if node.func.attr.value in ("to", "type") and len([a for a in node.args if a.keyword is None]) > (2 if node.func.attr.value == "to" else 1):  # type: ignore[attr-defined]
-            return  # `.to(device, dtype, non_blocking)`, `.type(T, non_blocking)` positionally
+        if ctx.method_name(node) not in ("to", "cuda", "type") or not ctx.devices.blocking_move(node):
+            return  # no move to the device, or `non_blocking=` given (a keyword, a position, `**kwargs`)
         if not ctx.loops.in_loop(node):
             return
         receiver = node.func.value  # type: ignore[attr-defined]
