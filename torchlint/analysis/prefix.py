@@ -465,8 +465,14 @@ def _cache_updates(ctx: FileContext) -> list[cst.Assign]:
 
 
 def _updates_a_cache(ctx: FileContext, node: cst.Assign) -> bool:
-    for target in node.targets:
-        value = target.target
+    targets: list[cst.BaseExpression] = []
+    for target in node.targets:  # (`self.kv_cache, self.hooks = self.model.install_kv_cache_hooks()`: whisper's inference)
+        whole = target.target
+        if type(whole) in (cst.Tuple, cst.List):
+            targets.extend(e.value for e in whole.elements)  # type: ignore[attr-defined]
+        else:
+            targets.append(whole)
+    for value in targets:
         subscripted = type(value) is cst.Subscript
         while type(value) is cst.Subscript:
             value = value.value
