@@ -417,12 +417,16 @@ def _cache_name(name: str) -> bool:
 
 def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
     """Does the model's class, where this file defines it (``self(x)``, ``model = GPT(cfg)``),
-    take a cache or a start position in its ``forward``?"""
+    take a cache or a start position in its ``forward`` that the call fills (one it must: a
+    parameter with no default)? One left out at its default (``kv_cache=None``) runs without."""
     cls = _model_class(ctx, call)
-    if cls is None:
+    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
+    if forward is None:
         return False
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
-    return forward is not None and any(_cache_name(p.name.value) for p in (*forward.params.params, *forward.params.kwonly_params))
+    filled = sum(1 for arg in call.args if arg.keyword is None and not arg.star)
+    params = [p for p in forward.params.params if p.name.value != "self"]
+    return any(_cache_name(p.name.value) and (p.default is None or index < filled) for index, p in enumerate(params)) \
+        or any(_cache_name(p.name.value) and p.default is None for p in forward.params.kwonly_params)
 
 
 def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
@@ -450,10 +454,10 @@ def keeps_a_cache(ctx: FileContext, cls: cst.ClassDef) -> bool:
 
 
 def cache_methods(cls: cst.ClassDef) -> tuple[str, ...]:
-    """The methods of ``cls`` that take a key-value cache or a start position (``forward(self,
-    tokens, start_pos)``, ``step(self, x, past=None)``): a cache not visible where they are called."""
+    """The methods of ``cls`` that must be given a key-value cache or a start position (``forward(self,
+    tokens, start_pos)``; not ``forward(self, idx, kv_cache=None)``, which a call leaving it out runs without)."""
     return tuple(s.name.value for s in cls.body.body if type(s) is cst.FunctionDef  # type: ignore[union-attr]
-                 and any(_cache_name(p.name.value) for p in (*s.params.params, *s.params.kwonly_params)))
+                 and any(_cache_name(p.name.value) and p.default is None for p in (*s.params.params, *s.params.kwonly_params)))
 
 
 def _cache_updates(ctx: FileContext) -> list[cst.Assign]:
