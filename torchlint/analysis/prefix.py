@@ -20,13 +20,12 @@ import libcst as cst
 from torchlint.analysis.decoding import (
     _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body, sampler_calls,
 )
+from torchlint.analysis.hypotheses import CONCATENATIONS, NewRecord, field_name, index_key, new_records, pieces, subscripts
 from torchlint.analysis.names import dotted
-from torchlint.analysis.tree import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
 # Names of what a cached decoder is given besides the new tokens: its cache, or where it starts.
 _CACHE_WORDS = ("past", "cache", "kv", "incremental", "mems", "layer_state")
 _POSITION_NAMES = frozenset({"input_pos", "start_pos", "prev_pos", "cur_pos", "pos", "offset", "seqlen_offset", "cache_position", "step"})
@@ -80,7 +79,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
     unlooped = [s for s in ordered if not _targets(s) & sequences]
     samplers = sampler_calls(nodes)
-    records = _new_records(ctx, nodes, ordered)
+    records = new_records(nodes, ordered)
     for call in runs:
         statement = _assignment_of(ctx, call)
         if statement is None or ctx.guards.rare(call, stop=loop):
@@ -92,7 +91,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
         if not _used_as_logits(call, derived, samplers) or _post_processes(ctx, call, runs, unlooped):
             continue
         fields = _grown_fields(ctx, records, ordered, _derived(ordered, made, rounds=1), moving)
-        grown = _grown_by(ctx, nodes, derived) | {name: (at, False) for name, (at, _) in fields.items()}
+        grown = _grown_by(ctx, nodes, derived) | {name: (at, False) for name, at in fields.items()}
         if not grown or _passes_a_cache(ctx, call, made) or _passes_a_field(call, records, made):
             continue
         before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)]
@@ -150,156 +149,28 @@ def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> 
     return found
 
 
-# A beam search's hypotheses as records: `{'score': s, 'yseq': ys}`, `Hyp(yseq=...)`, `(seq, score)`.
-# Each field of a record by one name: `hyp['yseq']`, `hyp.yseq`, `hyp[0]`, or the name a tuple
-# target binds (`for seq, score in beams:`).
-Field = str | int
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecord:
-    """A record a beam search makes for the next pass (``new_hyp``, appended to the list that
-    becomes ``hyps``), as the fields of ``for hyp in hyps:`` it stands for."""
-
-    current: dict[Field, frozenset[str]]  # each field, by the names the current record reads it by
-    parts: dict[Field, list[tuple[cst.CSTNode, cst.BaseExpression]]]  # each field: what is written into it, where
-    name: str  # the new record's name ("" for a literal appended whole)
-
-
-def _new_records(ctx: FileContext, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode]) -> list[NewRecord]:
-    """The records a beam search's body makes for its next pass: for ``for hyp in hyps:`` over
-    what the body rebinds, each value appended to a list that becomes ``hyps`` (``kept.append(new_hyp)``,
-    ``hyps = sorted(kept)[:beam]``)."""
-    rebound = {name for n in ordered if type(n) is cst.Assign for name in _targets(n, items=False)}
-    searches = [n for n in nodes if type(n) is cst.For and dotted(n.iter) in rebound]
-    if not searches:
-        return []
-    appends = [n for n in nodes if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "append" and len(n.args) == 1]
-    found: list[NewRecord] = []
-    for search in searches:
-        hyps = dotted(search.iter)
-        for append in appends:
-            kept = dotted(append.func.value)  # type: ignore[attr-defined]
-            if kept is None or hyps not in _derived(ordered, {kept}):
-                continue
-            new = append.args[0].value
-            current = {key: names for key in _record_parts(ctx, nodes, new, append) if (names := _current_field(search.target, key))}
-            if current:
-                found.append(NewRecord(current, _record_parts(ctx, nodes, new, append), dotted(new) if type(new) is cst.Name else ""))
-    return found
-
-
-def _record_parts(ctx: FileContext, nodes: list[cst.CSTNode], new: cst.BaseExpression,
-                  at: cst.CSTNode) -> dict[Field, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
-    """What each field of record ``new`` is written from: ``new['yseq'] = v`` (also into a slice
-    of it, ``new['yseq'][:, :n] = v``), ``new.yseq = v``, a literal ``{'yseq': v}``, ``Hyp(yseq=v)``,
-    ``(v, score)`` (by position)."""
-    parts: dict[Field, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
-    literals: list[tuple[cst.CSTNode, cst.BaseExpression]] = [(at, new)]
-    name = new.value if type(new) is cst.Name else None
-    for node in nodes if name is not None else ():
-        if type(node) is not cst.Assign:
-            continue
-        for target in node.targets:
-            if dotted(target.target) == name:
-                literals.append((node, node.value))  # `new_hyp = {'score': s, 'yseq': seq}`
-            elif (key := _field_key(target.target, name)) is not None:
-                parts.setdefault(key, []).append((node, node.value))
-    for statement, literal in literals:
-        if type(literal) is cst.Dict:
-            for element in literal.elements:
-                if type(element) is cst.DictElement and (key := _literal_key(element.key)) is not None:
-                    parts.setdefault(key, []).append((statement, element.value))
-        elif type(literal) is cst.Call:
-            for arg in literal.args:
-                if arg.keyword is not None:
-                    parts.setdefault(arg.keyword.value, []).append((statement, arg.value))
-        elif type(literal) in (cst.Tuple, cst.List):
-            for position, element in enumerate(literal.elements):  # type: ignore[attr-defined]
-                parts.setdefault(position, []).append((statement, element.value))
-    return parts
-
-
-def _field_key(target: cst.BaseExpression, record: str) -> Field | None:
-    """The field of ``record`` an assignment target writes: ``new['yseq']``, ``new['yseq'][:, n]``, ``new.yseq``."""
-    node = target
-    while type(node) in (cst.Subscript, cst.Attribute):
-        inner = node.value  # type: ignore[attr-defined]
-        if type(inner) is cst.Name and inner.value == record:
-            if type(node) is cst.Attribute:
-                return node.attr.value  # type: ignore[attr-defined]
-            return _index_key(node)  # type: ignore[arg-type]
-        node = inner
-    return None
-
-
-def _index_key(expr: cst.Subscript) -> Field | None:
-    index = expr.slice[0].slice if len(expr.slice) == 1 else None
-    return _literal_key(index.value) if type(index) is cst.Index else None
-
-
-def _literal_key(expr: cst.BaseExpression | None) -> Field | None:
-    if type(expr) in (cst.SimpleString, cst.Integer):
-        value = expr.evaluated_value  # type: ignore[union-attr]
-        return value if isinstance(value, (str, int)) else None
-    return None
-
-
-def _field_name(expr: cst.BaseExpression) -> str | None:
-    """``hyp['yseq']`` or ``hyp[0]`` as one name (``hyp.yseq`` is ``dotted``'s)."""
-    base = dotted(expr.value) if type(expr) is cst.Subscript else None
-    key = _index_key(expr) if base is not None else None  # type: ignore[arg-type]
-    return f"{base}[{key!r}]" if key is not None else None
-
-
-def _current_field(target: cst.BaseExpression, key: Field) -> frozenset[str]:
-    """The names by which ``for <target> in hyps:`` reads field ``key`` of the current record."""
-    if type(target) is cst.Name:
-        return frozenset({f"{target.value}[{key!r}]", f"{target.value}.{key}"} if isinstance(key, str) else {f"{target.value}[{key!r}]"})
-    if type(target) in (cst.Tuple, cst.List) and isinstance(key, int) and key < len(target.elements):  # type: ignore[attr-defined]
-        name = dotted(target.elements[key].value)  # type: ignore[attr-defined]
-        return frozenset({name}) if name is not None else frozenset()
-    return frozenset()
-
-
-def _pieces(expr: cst.BaseExpression, ctx: FileContext) -> list[cst.BaseExpression]:
-    """``expr`` and what it puts together: the elements of ``torch.cat([a, b])``, the operands of ``a + [b]``."""
-    found, stack = [], [expr]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
-            stack.extend((node.left, node.right))
-        elif type(node) is cst.Call and node.args and ctx.qname(node.func) in CONCATENATIONS and type(node.args[0].value) in (cst.Tuple, cst.List):
-            stack.extend(e.value for e in node.args[0].value.elements)  # type: ignore[attr-defined]
-        elif type(node) in (cst.List, cst.Tuple):
-            stack.extend(e.value for e in node.elements)  # type: ignore[attr-defined]
-    return found
-
-
 def _grown_fields(ctx: FileContext, records: list[NewRecord], ordered: list[cst.CSTNode], fresh: set[str],
-                  moving: set[str]) -> dict[str, tuple[cst.CSTNode, frozenset[str]]]:
+                  moving: set[str]) -> dict[str, cst.CSTNode]:
     """The fields of the current hypothesis that the next one gets whole with a token this pass's
     model call made (``fresh``) added: ``new_hyp['yseq'][:, :n] = hyp['yseq']`` and
     ``new_hyp['yseq'][:, n] = int(best[0, j])``, or ``torch.cat([hyp.yseq, tok])``. Each by
-    each name the current record reads it by, with the statement adding the token and the
-    names that hold the whole field."""
-    found: dict[str, tuple[cst.CSTNode, frozenset[str]]] = {}
+    each name the current record reads it by, with the statement that adds the token."""
+    found: dict[str, cst.CSTNode] = {}
     for record in records:
         for key, names in record.current.items():
-            held = {name: (ordered[0], False) for name in names}
+            held = {name: (record.parts[key][0][0], False) for name in names}  # (`_whole` asks only the names)
             whole = added = None
             bases = {name.split("[", 1)[0].rsplit(".", 1)[0] if "[" in name or "." in name else name for name in names}
             for statement, value in record.parts[key]:
                 before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(statement)]
-                for piece in _pieces(value, ctx):
+                for piece in pieces(ctx, value):
                     if whole is None and _whole(ctx, piece, held, before, moving, 0) in names:
                         whole = statement
                     elif added is None and type(piece) not in (cst.List, cst.Tuple, cst.BinaryOperation) \
                             and (_mentions(piece) - bases - {record.name}) & fresh:
                         added = statement
             if whole is not None and added is not None:
-                found.update((name, (added, names)) for name in names)
+                found.update((name, added) for name in names)
     return found
 
 
@@ -310,23 +181,13 @@ def _passes_a_field(call: cst.Call, records: list[NewRecord], made: set[str]) ->
     carried = {name for record in records for key, names in record.current.items()
                if any(_mentions(value) & made for _, value in record.parts[key]) for name in names}
     for arg in call.args:
-        for node in _subscripts(arg.value):
-            key = _index_key(node)
-            if isinstance(key, str) and _cache_word(key) or _field_name(node) in carried:
+        for node in subscripts(arg.value):
+            key = index_key(node)
+            if isinstance(key, str) and _cache_word(key) or field_name(node) in carried:
                 return True
         if _mentions(arg.value) & carried:
             return True  # `hyp.state`, a tuple's `state`
     return False
-
-
-def _subscripts(expr: cst.BaseExpression) -> list[cst.Subscript]:
-    found, stack = [], [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Subscript:
-            found.append(node)
-        stack.extend(children(node))
-    return found
 
 
 def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cst.CSTNode, bool]], before: list[cst.CSTNode],
@@ -348,7 +209,7 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
     if type(expr) is cst.IfExp:  # `idx if idx.size(1) <= block else idx[:, -block:]`: both are the sequence
         body = _whole(ctx, expr.body, grown, before, moving, depth + 1, prefix)
         return body if body is not None and body == _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix) else None
-    if type(expr) is cst.Subscript and (field := _field_name(expr)) is not None and field in grown:
+    if type(expr) is cst.Subscript and (field := field_name(expr)) is not None and field in grown:
         return field  # `hyp['yseq']`: a beam search's hypothesis keeps its sequence in a record
     if type(expr) is cst.Subscript:
         kind = _window(expr, moving)
