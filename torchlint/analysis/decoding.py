@@ -184,11 +184,11 @@ def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
     return found
 
 
-def _derived(ordered: list[cst.CSTNode], seeds: set[str]) -> set[str]:
+def _derived(ordered: list[cst.CSTNode], seeds: set[str], rounds: int = 2) -> set[str]:
     """The names the loop's body makes from ``seeds``, through its assignments (twice round:
-    a value carried to the next iteration)."""
+    a value carried to the next iteration; once: what this iteration makes of them)."""
     derived = set(seeds)
-    for _ in range(2):
+    for _ in range(rounds):
         for statement in ordered:
             if _mentions(_value(statement)) & derived:
                 derived |= _targets(statement) if type(statement) is not cst.AugAssign else {dotted(statement.target) or ""}  # type: ignore[attr-defined]

@@ -20,12 +20,12 @@ import libcst as cst
 from torchlint.analysis.decoding import (
     _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body, sampler_calls,
 )
+from torchlint.analysis.hypotheses import CONCATENATIONS, NewRecord, field_name, index_key, new_records, pieces, subscripts
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
 # Names of what a cached decoder is given besides the new tokens: its cache, or where it starts.
 _CACHE_WORDS = ("past", "cache", "kv", "incremental", "mems", "layer_state")
 _POSITION_NAMES = frozenset({"input_pos", "start_pos", "prev_pos", "cur_pos", "pos", "offset", "seqlen_offset", "cache_position", "step"})
@@ -79,15 +79,20 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
     unlooped = [s for s in ordered if not _targets(s) & sequences]
     samplers = sampler_calls(nodes)
+    records = new_records(nodes, ordered)
     for call in runs:
         statement = _assignment_of(ctx, call)
         if statement is None or ctx.guards.rare(call, stop=loop):
             continue  # (a branch that runs once, or ends the loop: `if done.all(): mask = mask_after(out); break`)
-        derived = _derived(unlooped, _targets(statement))
+        made = _targets(statement)
+        if all("mask" in name.rsplit(".", 1)[-1].lower() for name in made):
+            continue  # `slf_attn_mask = get_subsequent_mask(ys)`: a causal mask the size of the sequence, not the model
+        derived = _derived(unlooped, made)
         if not _used_as_logits(call, derived, samplers) or _post_processes(ctx, call, runs, unlooped):
             continue
-        grown = _grown_by(ctx, nodes, derived)
-        if not grown or _passes_a_cache(ctx, call, _targets(statement)):
+        fields = _grown_fields(ctx, records, ordered, _derived(ordered, made, rounds=1), moving)
+        grown = _grown_by(ctx, nodes, derived) | {name: (at, False) for name, at in fields.items()}
+        if not grown or _passes_a_cache(ctx, call, made) or _passes_a_field(call, records, made):
             continue
         before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)]
         for arg in call.args:
@@ -144,6 +149,47 @@ def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> 
     return found
 
 
+def _grown_fields(ctx: FileContext, records: list[NewRecord], ordered: list[cst.CSTNode], fresh: set[str],
+                  moving: set[str]) -> dict[str, cst.CSTNode]:
+    """The fields of the current hypothesis that the next one gets whole with a token this pass's
+    model call made (``fresh``) added: ``new_hyp['yseq'][:, :n] = hyp['yseq']`` and
+    ``new_hyp['yseq'][:, n] = int(best[0, j])``, or ``torch.cat([hyp.yseq, tok])``. Each by
+    each name the current record reads it by, with the statement that adds the token."""
+    found: dict[str, cst.CSTNode] = {}
+    for record in records:
+        for key, names in record.current.items():
+            held = {name: (record.parts[key][0][0], False) for name in names}  # (`_whole` asks only the names)
+            whole = added = None
+            bases = {name.split("[", 1)[0].rsplit(".", 1)[0] if "[" in name or "." in name else name for name in names}
+            for statement, value in record.parts[key]:
+                before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(statement)]
+                for piece in pieces(ctx, value):
+                    if whole is None and _whole(ctx, piece, held, before, moving, 0) in names:
+                        whole = statement
+                    elif added is None and type(piece) not in (cst.List, cst.Tuple, cst.BinaryOperation) \
+                            and (_mentions(piece) - bases - {record.name}) & fresh:
+                        added = statement
+            if whole is not None and added is not None:
+                found.update((name, added) for name in names)
+    return found
+
+
+def _passes_a_field(call: cst.Call, records: list[NewRecord], made: set[str]) -> bool:
+    """Is the call given a field of the current hypothesis that holds a cache: one named for it
+    (``hyp['cache']``), or one the next hypothesis gets from what this call returns (``out,
+    state = model(ys, hyp['state'])``, then ``new_hyp['state'] = state``)?"""
+    carried = {name for record in records for key, names in record.current.items()
+               if any(_mentions(value) & made for _, value in record.parts[key]) for name in names}
+    for arg in call.args:
+        for node in subscripts(arg.value):
+            key = index_key(node)
+            if isinstance(key, str) and _cache_word(key) or field_name(node) in carried:
+                return True
+        if _mentions(arg.value) & carried:
+            return True  # `hyp.state`, a tuple's `state`
+    return False
+
+
 def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cst.CSTNode, bool]], before: list[cst.CSTNode],
            moving: set[str], depth: int, prefix: bool = False) -> str | None:
     """The grown sequence ``expr`` holds whole (or cropped to a window from its end), or
@@ -163,6 +209,8 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
     if type(expr) is cst.IfExp:  # `idx if idx.size(1) <= block else idx[:, -block:]`: both are the sequence
         body = _whole(ctx, expr.body, grown, before, moving, depth + 1, prefix)
         return body if body is not None and body == _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix) else None
+    if type(expr) is cst.Subscript and (field := field_name(expr)) is not None and field in grown:
+        return field  # `hyp['yseq']`: a beam search's hypothesis keeps its sequence in a record
     if type(expr) is cst.Subscript:
         kind = _window(expr, moving)
         return _whole(ctx, expr.value, grown, before, moving, depth + 1, prefix or kind == "prefix") if kind else None
@@ -230,12 +278,16 @@ def _cache_name(name: str) -> bool:
 
 def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
     """Does the model's class, where this file defines it (``self(x)``, ``model = GPT(cfg)``),
-    take a cache or a start position in its ``forward``?"""
+    take a cache or a start position in its ``forward`` that the call fills (one it must: a
+    parameter with no default)? One left out at its default (``kv_cache=None``) runs without."""
     cls = _model_class(ctx, call)
-    if cls is None:
+    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
+    if forward is None:
         return False
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
-    return forward is not None and any(_cache_name(p.name.value) for p in (*forward.params.params, *forward.params.kwonly_params))
+    filled = sum(1 for arg in call.args if arg.keyword is None and not arg.star)
+    params = [p for p in forward.params.params if p.name.value != "self"]
+    return any(_cache_name(p.name.value) and (p.default is None or index < filled) for index, p in enumerate(params)) \
+        or any(_cache_name(p.name.value) and p.default is None for p in forward.params.kwonly_params)
 
 
 def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
@@ -254,15 +306,38 @@ def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
 def _keeps_a_cache(ctx: FileContext) -> bool:
     """Does a method of this file update a key-value cache it keeps (``self.cache_k[:b, s:e] =
     xk``, ``self.kv_cache = ...`` outside ``__init__``)? Its model decodes from that cache."""
-    known = ctx.__dict__.get("_keeps_a_cache")
+    return bool(_cache_updates(ctx))
+
+
+def keeps_a_cache(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    """Does a method of ``cls`` update a key-value cache it keeps on ``self``?"""
+    return any(ctx.tree.enclosing_class(node) is cls for node in _cache_updates(ctx))
+
+
+def cache_methods(cls: cst.ClassDef) -> tuple[str, ...]:
+    """The methods of ``cls`` that must be given a key-value cache or a start position (``forward(self,
+    tokens, start_pos)``; not ``forward(self, idx, kv_cache=None)``, which a call leaving it out runs without)."""
+    return tuple(s.name.value for s in cls.body.body if type(s) is cst.FunctionDef  # type: ignore[union-attr]
+                 and any(_cache_name(p.name.value) and p.default is None for p in (*s.params.params, *s.params.kwonly_params)))
+
+
+def _cache_updates(ctx: FileContext) -> list[cst.Assign]:
+    """The assignments of the file that update a key-value cache on ``self``."""
+    known = ctx.__dict__.get("_cache_updates")
     if known is None:
-        known = ctx.__dict__["_keeps_a_cache"] = any(_updates_a_cache(ctx, node) for node in ctx.tree.nodes(cst.Assign))
+        known = ctx.__dict__["_cache_updates"] = [node for node in ctx.tree.nodes(cst.Assign) if _updates_a_cache(ctx, node)]
     return known
 
 
 def _updates_a_cache(ctx: FileContext, node: cst.Assign) -> bool:
-    for target in node.targets:
-        value = target.target
+    targets: list[cst.BaseExpression] = []
+    for target in node.targets:  # (`self.kv_cache, self.hooks = self.model.install_kv_cache_hooks()`: whisper's inference)
+        whole = target.target
+        if type(whole) in (cst.Tuple, cst.List):
+            targets.extend(e.value for e in whole.elements)  # type: ignore[attr-defined]
+        else:
+            targets.append(whole)
+    for value in targets:
         subscripted = type(value) is cst.Subscript
         while type(value) is cst.Subscript:
             value = value.value

@@ -472,6 +472,18 @@ class Project:
         return None
 
 
+def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
+    """Does a decoder's call of ``ref`` (``self.decoder.step(ys, memory)``, ``self.model(ys)``)
+    run a method of a project class that takes a key-value cache or a start position, or of a
+    class that keeps one (``ClassSummary.cache_methods``, ``keeps_cache``; its project bases too)?"""
+    for path, key in project.callees(ref, importer):
+        class_key, _, method = key.rpartition(".")
+        for _, cls in project.mro(path, class_key) if class_key in project.classes.get(path, {}) else ():
+            if cls.keeps_cache or method in cls.cache_methods:
+                return True
+    return False
+
+
 def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
     """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
     or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``

@@ -32,6 +32,7 @@ from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
+from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
@@ -594,7 +595,8 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
             weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
-                                      loader_sets(self.ctx, cls), weights=weights))
+                                      loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
+                                      keeps_cache=keeps_a_cache(self.ctx, cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

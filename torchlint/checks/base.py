@@ -62,6 +62,9 @@ class Report:
     # Parameters of the node's function that the read needs to be device tensors (a sampler's
     # `sigmas`): the finding holds where every call in the project passes one to any of them.
     if_device: tuple[str, ...] = ()
+    # A decoder's call that may run a class of another file (`self.decoder.step(ys, memory)`):
+    # the finding holds unless the join finds that the class decodes from a cache it keeps or takes.
+    unless_cached: cst.Call | None = None
 
 
 class Check:
@@ -139,6 +142,7 @@ class Check:
         loader: tuple[cst.BaseExpression, str] | None = None,
         trainable_class: cst.Call | None = None,
         if_device: tuple[str, ...] = (),
+        unless_cached: cst.Call | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -167,7 +171,9 @@ class Check:
         ``trainable_class``: the constructor of a class of another file; the finding holds only
         where the join finds that class keeping trainable weights it never freezes.
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
-        join keeps the finding where every call passes a device tensor to one of them."""
+        join keeps the finding where every call passes a device tensor to one of them.
+        ``unless_cached``: a model call that may run a class of the project; the join drops the
+        finding where that class keeps a key-value cache or the method called takes one."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -182,7 +188,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device))
+                                   if_device, unless_cached))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -109,6 +109,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
                     continue
+                if report.unless_cached is not None and summarizer is not None \
+                        and (ref := summarizer.target(report.unless_cached.func, report.unless_cached)) is not None:
+                    result.pending.append(Pending(finding, ref, False, unless_cached=True))  # what it runs, and its cache, the join knows
+                    continue
                 if report.if_device:  # placed here; holds where every call passes a device tensor (the join says)
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, if_device=_device_params(ctx, report)))
                     continue

@@ -8,7 +8,7 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project
+from torchlint.analysis.project import Project, decodes_from_a_cache
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
@@ -148,6 +148,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.unless_cached:
+            if project is None or path not in project.files or not decodes_from_a_cache(project, pending.dataset, path):
+                yield pending.finding  # (a library's model, or one of the project's that keeps no cache)
+            continue
         if pending.loader is not None and (project is None or path not in project.files or not confirmed_loader(project, path, *pending.loader)):
             continue  # not a DataLoader subclass, or one that sets the option itself
         if pending.setting is not None and (settings is None or path is None or settings.passed_default(path, *pending.setting) != 0):

@@ -35,5 +35,6 @@ class DecodeWithoutKvCache(Check):
         # A generation every N steps of a training run (`if step % 500 == 0:` around it) is a
         # small share of that run, however wasteful each generation is.
         where = Where.EVERY_N if self.ctx.loops.enclosing_loops(loop) and self.ctx.guards.rare(loop) else None
+        # (the model may be a class of another file: the join drops the finding where it keeps a cache)
         self.report(found.call, related=(found.grown_at,), where=where, call=short_code(self.ctx.module, found.call, limit=60),
-                    sequence=found.sequence)
+                    sequence=found.sequence, unless_cached=found.call)
