@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.grad import is_backward_call
 from torchlint.analysis.names import canonical, dotted, last_segment
 from torchlint.analysis.values import MODULE_CHAIN, looks_like_optimizer
 
@@ -166,18 +167,31 @@ class TrainedModules:
     def _given(self) -> tuple[frozenset[tuple[int, str]], bool]:
         """(the class whose ``self`` a name reads, 0 for none; the name) of what the optimizers
         are given, and whether all of it is in sight."""
-        given: set[tuple[int, str]] = set()
-        resolved = True
+        given = frozenset().union(*(names for names, _ in self._given_by.values()))
+        return given, len(self._given_by) == len(self.optimizers) and all(whole for _, whole in self._given_by.values())
+
+    @cached_property
+    def _given_by(self) -> dict[int, tuple[frozenset[tuple[int, str]], bool]]:
+        """Per optimizer construction given parameters (by ``id``): what it is given, as
+        ``_given`` spells it, and whether all of it is in sight."""
+        by_call: dict[int, tuple[frozenset[tuple[int, str]], bool]] = {}
         for call in self.optimizers:
             params = self.ctx.keyword(call, "params") or self.ctx.argument(call, 0)
             if params is None:
-                resolved = False
                 continue
             names: set[str] = set()
-            resolved = self._collect(params.value, names, 0) and resolved
+            whole = self._collect(params.value, names, 0)
             owner = self.ctx.tree.enclosing_class(call)
-            given |= {(id(owner) if owner is not None and (n == "self" or n.startswith("self.")) else 0, n) for n in names}
-        return frozenset(given), resolved
+            by_call[id(call)] = (frozenset(
+                (id(owner) if owner is not None and (n == "self" or n.startswith("self.")) else 0, n) for n in names), whole)
+        return by_call
+
+    def owners(self, module: str, at: cst.CSTNode) -> list[cst.Call]:
+        """The optimizer constructions given (part of) ``module``, read at ``at``."""
+        owner = self.ctx.tree.enclosing_class(at)
+        where = id(owner) if owner is not None and (module == "self" or module.startswith("self.")) else 0
+        return [call for call in self.optimizers
+                if any(related(module, name) and cls == where for cls, name in self._given_by.get(id(call), ((), False))[0])]
 
     def _collect(self, expr: cst.BaseExpression, names: set[str], depth: int) -> bool:
         """Add the dotted names ``expr`` reads to ``names``, following local names to what they
@@ -294,3 +308,61 @@ def _counted(ctx: FileContext, call: cst.Call) -> bool:
         if isinstance(ancestor, cst.BaseStatement):
             return False
     return False
+
+
+def output_targets(ctx: FileContext, call: cst.Call) -> tuple[cst.CSTNode | None, list[str]]:
+    """Where a module call's output goes within its statement: the backward call or
+    ``return`` whose expression holds it (else None), and the names it is bound to
+    (``feats = vgg(fake)``, ``loss += l1(vgg(x), vgg(y))``). Nothing when it is detached at
+    once (``vgg(real).detach()``: no gradient reaches its weights through this call)."""
+    tree = ctx.tree
+    parent = tree.parent(call)
+    if isinstance(parent, cst.Attribute) and parent.attr.value in ("detach", "data"):
+        return None, []
+    for ancestor in tree.ancestors(call):
+        if type(ancestor) is cst.Call and is_backward_call(ctx, ancestor):  # type: ignore[arg-type]
+            return ancestor, []
+        if type(ancestor) is cst.Return:
+            return ancestor, []
+        if type(ancestor) is cst.Assign:  # (`y_d_hat_r, y_d_hat_g, fmap_r, fmap_g = net_d(y, y_hat)`: each name)
+            return None, [name for t in ancestor.targets for name in _target_names(_paired(ctx, t.target, ancestor.value, call))]  # type: ignore[attr-defined]
+        if type(ancestor) in (cst.AugAssign, cst.AnnAssign):
+            name = dotted(ancestor.target)  # type: ignore[attr-defined]
+            return None, [name] if name is not None else []
+        if isinstance(ancestor, (cst.BaseStatement, cst.Lambda, cst.BaseComp)):
+            break
+    return None, []
+
+
+def _paired(ctx: FileContext, target: cst.BaseExpression, value: cst.BaseExpression, call: cst.CSTNode) -> cst.BaseExpression:
+    """The part of ``target`` that ``call``'s part of ``value`` is bound to: ``b`` for ``g(y)``
+    in ``a, b = f(x), g(y)``; the whole target otherwise."""
+    while isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+            and len(target.elements) == len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        part = next((i for i, e in enumerate(value.elements) if e.value is call or ctx.tree.is_inside(call, e.value)), None)
+        if part is None:
+            break
+        target, value = target.elements[part].value, value.elements[part].value
+    return target
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    """The dotted names an assignment target binds, through tuples and lists."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    name = dotted(target)
+    return [name] if name is not None else []
+
+
+def output_backwards(ctx: FileContext, call: cst.Call) -> list[cst.Call]:
+    """The backward passes after ``call`` in its scope that differentiate its output (see
+    ``output_targets``), in source order."""
+    holder, targets = output_targets(ctx, call)
+    if isinstance(holder, cst.Call):
+        return [holder]
+    statement = ctx.tree.statement_of(call) or call
+    found = {id(b): b for name in targets for b in ctx.grad.backwards_fed(name, statement, depth=3)}
+    return sorted(found.values(), key=ctx.tree.index)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -187,6 +187,14 @@ class GradContext:
         """Does a backward pass after ``at`` in the same scope differentiate ``name``, directly
         (``loss.backward()``, ``torch.stack(losses).mean().backward()``) or through names
         bound from it (``total = sum(losses)`` then ``total.backward()``), up to ``depth`` deep?"""
+        return any(True for _ in self._backwards_of(name, at, depth))
+
+    def backwards_fed(self, name: str, at: cst.CSTNode, depth: int = 2) -> list[cst.Call]:
+        """The backward calls after ``at`` in the same scope that differentiate ``name`` as
+        bound at ``at`` (not a later rebinding of the same name), in source order."""
+        return list(self._backwards_of(name, at, depth, bound_at=at))
+
+    def _backwards_of(self, name: str, at: cst.CSTNode, depth: int, bound_at: cst.CSTNode | None = None) -> Iterator[cst.Call]:
         tree = self.ctx.tree
         scope = tree.scope_of(at)
         start = tree.index(at)
@@ -195,10 +203,8 @@ class GradContext:
                 continue
             roots: list[cst.CSTNode] = [call.func.value] if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" else []
             roots += [arg.value for arg in call.args]
-            for root in roots:
-                if self._mentions(root, name, call, depth=depth):
-                    return True
-        return False
+            if any(self._mentions(root, name, call, depth=depth, bound_at=bound_at) for root in roots):
+                yield call
 
     def feeds_returned_loss(self, name: str, at: cst.CSTNode, depth: int = 2) -> bool:
         """In a method whose returned loss a framework differentiates (Lightning's
@@ -212,7 +218,9 @@ class GradContext:
                    and self.ctx.tree.enclosing_function(node) is function and self._mentions(node.value, name, node, depth)
                    for node in self.ctx.tree.descendants(function))
 
-    def _mentions(self, root: cst.CSTNode, name: str, at: cst.CSTNode, depth: int) -> bool:
+    def _mentions(self, root: cst.CSTNode, name: str, at: cst.CSTNode, depth: int, bound_at: cst.CSTNode | None = None) -> bool:
+        """Does ``root`` read ``name`` (bound by the statement ``bound_at`` when given), or a name
+        bound from it, up to ``depth`` bindings back from ``at``?"""
         for node in (root, *self.ctx.tree.descendants(root)):
             if not isinstance(node, (cst.Name, cst.Attribute)):
                 continue
@@ -220,13 +228,20 @@ class GradContext:
             if found is None:
                 continue
             if found == name:
-                return True
+                if bound_at is None or self._bound_by(found, at, bound_at):
+                    return True
+                continue
             if depth > 0 and isinstance(node, cst.Name):
                 binding = self.ctx.bindings.reaching(found, at)
                 if binding is not None and binding.value is not None and binding.kind in ("assign", "augassign"):
-                    if self._mentions(binding.value, name, binding.node, depth - 1):
+                    if self._mentions(binding.value, name, binding.node, depth - 1, bound_at):
                         return True
         return False
+
+    def _bound_by(self, name: str, at: cst.CSTNode, statement: cst.CSTNode) -> bool:
+        """Is the binding of ``name`` that reaches ``at`` made inside ``statement``?"""
+        binding = self.ctx.bindings.reaching(name, at)
+        return binding is not None and (binding.node is statement or self.ctx.tree.is_inside(binding.node, statement))
 
 
 _FRAMEWORK_NO_GRAD = {

@@ -47,6 +47,7 @@ class Cost(enum.Enum):
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
+    DISCARDED_GRADS = "gradients a backward computes for a network the step after it does not update, zeroed before its own step reads them"
     INPUT_PIPELINE = "batches loaded while the GPU waits"
     HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
     ONE_WORKER_PIPELINE = "one worker process decoding every sample: the step waits whenever a batch takes longer to make than a step"
@@ -87,6 +88,7 @@ PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low
+DISCARDED_GRADS      medium low    low    medium low    low    low
 INPUT_PIPELINE       high   medium low    medium low    low    low
 HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
 ONE_WORKER_PIPELINE  medium low    low    low    low    low    low

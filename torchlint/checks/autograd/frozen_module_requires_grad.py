@@ -5,8 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.frozen import TRAINABLE, built_weights
-from torchlint.analysis.grad import is_backward_call
+from torchlint.analysis.frozen import TRAINABLE, built_weights, output_backwards, output_targets
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import dotted
@@ -59,31 +58,16 @@ class FrozenModuleRequiresGrad(Check):
             self.report(node, module=module, call=short_code(ctx.module, node), hint=self.fix_hint.format(module=module))
 
     def _feeds_backward(self, call: cst.Call) -> bool:
-        """Does the call's output reach a backward pass after it: inside the backward's own
-        expression, or bound to a name (``feats = vgg(fake)``, ``loss += l1(vgg(x), vgg(y))``)
-        that a later backward differentiates? Not when it is detached at once."""
+        """Does the call's output reach a backward pass after it (or the loss a Lightning
+        ``training_step`` returns)? Not when it is detached at once."""
         ctx = self.ctx
-        tree = ctx.tree
-        parent = tree.parent(call)
-        if isinstance(parent, cst.Attribute) and parent.attr.value in ("detach", "data"):
-            return False  # `vgg(real).detach()`: no gradient reaches its weights through this call
-        targets: list[str] = []
-        for ancestor in tree.ancestors(call):
-            if type(ancestor) is cst.Call and is_backward_call(ctx, ancestor):  # type: ignore[arg-type]
-                return True
-            if type(ancestor) is cst.Return:
-                return _differentiated(ctx, ancestor)
-            if type(ancestor) is cst.Assign:
-                targets = [name for t in ancestor.targets if (name := dotted(t.target)) is not None]  # type: ignore[attr-defined]
-                break
-            if type(ancestor) in (cst.AugAssign, cst.AnnAssign):
-                name = dotted(ancestor.target)  # type: ignore[attr-defined]
-                targets = [name] if name is not None else []
-                break
-            if isinstance(ancestor, (cst.BaseStatement, cst.Lambda, cst.BaseComp)):
-                break
-        statement = tree.statement_of(call) or call
-        return any(ctx.grad.feeds_backward(name, statement, depth=3) or ctx.grad.feeds_returned_loss(name, statement, depth=3) for name in targets)
+        holder, targets = output_targets(ctx, call)
+        if isinstance(holder, cst.Return):
+            return _differentiated(ctx, holder)
+        if holder is not None or output_backwards(ctx, call):
+            return True
+        statement = ctx.tree.statement_of(call) or call
+        return any(ctx.grad.feeds_returned_loss(name, statement, depth=3) for name in targets)
 
 
 def _differentiated(ctx, ret: cst.Return) -> bool:  # type: ignore[no-untyped-def]

@@ -1,0 +1,120 @@
+"""Whose gradients a backward pass is for (TL310): the optimizer stepped after it, whether a
+network's gradients are zeroed in the loop before its own optimizer uses them, and whether
+the file switches a network's gradients off around another network's step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.frozen import chain_root, related
+from torchlint.analysis.grad import is_backward_call
+from torchlint.analysis.names import dotted, last_segment
+from torchlint.analysis.values import looks_like_optimizer
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Words in the name of a project helper that switches gradients on and off
+# (`set_requires_grad(nets, False)`, `requires_grad(D, False)`, `freeze(D)`, `toggle_grad`).
+# (Not any "grad": `compute_gradient_penalty(D, ...)` is handed the network too.)
+_TOGGLE_WORDS = ("requires_grad", "set_grad", "toggle", "freez", "frozen", "trainable")
+
+
+def stepped_after(ctx: FileContext, backward: cst.Call) -> tuple[str, list[cst.Call]] | None:
+    """The optimizer that the first ``step()`` after ``backward`` in its scope steps
+    (``opt_g.step()``, ``scaler.step(opt_g)``), as written and as the constructions that may
+    have built it; None when there is no such step in sight, another backward comes first, or
+    the stepped optimizer is not one this file builds."""
+    tree = ctx.tree
+    scope, start = tree.scope_of(backward), tree.index(backward)
+    built = {id(call) for call in ctx.trained.optimizers}
+    for call in ctx.method_calls({"step", "backward", "manual_backward"}):
+        if tree.index(call) <= start or tree.scope_of(call) is not scope:
+            continue
+        if is_backward_call(ctx, call):
+            return None  # gradients summed with the next backward's: whose step they feed is not this one's alone
+        optimizer = _stepped_optimizer(ctx, call)
+        if optimizer is None:
+            continue  # `scheduler.step()`, `env.step(action)`
+        made = ctx.values.constructors(optimizer, call)
+        if not made or any(id(chain_root(m)[0]) not in built and id(m) not in built for m in made):
+            return None
+        return dotted(optimizer) or "?", [m if id(m) in built else chain_root(m)[0] for m in made]  # type: ignore[misc]
+    return None
+
+
+def _stepped_optimizer(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """What ``call`` steps: the receiver of ``opt.step()``, the optimizer of ``scaler.step(opt)``."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    if looks_like_optimizer(dotted(receiver) or ""):
+        return receiver
+    if "scaler" in last_segment(dotted(receiver) or "").lower() and call.args:
+        return call.args[0].value
+    return None
+
+
+def zeroed_before_use(ctx: FileContext, module: str, owners: list[cst.Call], at: cst.CSTNode) -> bool:
+    """Does the function holding ``at`` zero ``module``'s gradients, through one of its
+    optimizers (``opt_d.zero_grad()``) or the module itself (``netD.zero_grad()``)? Then what
+    another backward left in them is thrown away before its own step reads them."""
+    function = ctx.tree.scope_of(at)
+    owned = {id(call) for call in owners}
+    for call in ctx.method_calls("zero_grad"):
+        if ctx.tree.scope_of(call) is not function:
+            continue
+        receiver = call.func.value  # type: ignore[attr-defined]
+        name = dotted(chain_root(receiver)[0]) or ""
+        if related(name, module):
+            return True
+        if any(id(m) in owned or id(chain_root(m)[0]) in owned for m in ctx.values.constructors(receiver, call)):
+            return True
+    return False
+
+
+def toggles_grad(ctx: FileContext, module: str) -> bool:
+    """Does the file switch ``module``'s gradients off or on anywhere: ``requires_grad_``, a
+    ``.requires_grad = ...`` on it or in a loop over its parameters, a helper named for it
+    (``set_requires_grad([netD], False)``), Lightning's ``toggle_optimizer``?"""
+    tree = ctx.tree
+    for call in ctx.method_calls({"requires_grad_", "toggle_optimizer", "untoggle_optimizer"}):
+        if call.func.attr.value != "requires_grad_":  # type: ignore[attr-defined]
+            return True  # Lightning switches off every parameter its optimizer is not given
+        receiver = dotted(chain_root(call.func.value)[0])  # type: ignore[attr-defined]
+        if receiver is not None and (related(receiver, module) or _loop_over_parameters(ctx, call, module)):
+            return True  # (`(alpha * real + (1 - alpha) * fake).requires_grad_(True)`: a tensor, not a network)
+    for attr in tree.attributes_named("requires_grad"):
+        if not isinstance(tree.parent(attr), cst.AssignTarget):
+            continue
+        holder = dotted(attr.value)
+        if holder is not None and (related(holder, module) or _loop_over_parameters(ctx, attr, module)):
+            return True
+    for call in tree.nodes(cst.Call):
+        name = last_segment(dotted(call.func) or "").lower()
+        if any(word in name for word in _TOGGLE_WORDS) and _passes(ctx, call, module):
+            return True
+    return False
+
+
+def _loop_over_parameters(ctx: FileContext, node: cst.CSTNode, module: str) -> bool:
+    """Is ``node`` in a ``for`` over ``module``'s parameters (or a helper's parameter's)?"""
+    for ancestor in ctx.tree.ancestors(node):
+        if isinstance(ancestor, cst.For):
+            names = {dotted(n) for n in (ancestor.iter, *ctx.tree.descendants(ancestor.iter)) if isinstance(n, (cst.Name, cst.Attribute))}
+            if any(n is not None and related(n, module) for n in names):
+                return True
+            if ctx.tree.enclosing_function(ancestor) is not None and any(
+                    b.kind == "param" for n in names if n is not None and "." not in n
+                    for b in ctx.bindings.lookup(n, ancestor)):
+                return True  # `def freeze(net): for p in net.parameters(): ...`: any network may be passed
+    return False
+
+
+def _passes(ctx: FileContext, call: cst.Call, module: str) -> bool:
+    """Is ``module`` among ``call``'s arguments, alone or in a list/tuple?"""
+    for arg in call.args:
+        for node in (arg.value, *ctx.tree.descendants(arg.value)):
+            if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) is not None and related(dotted(node) or "", module):
+                return True
+    return False
