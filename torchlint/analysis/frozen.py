@@ -223,6 +223,13 @@ class TrainedModules:
                     resolved = self._collect(call, names, depth + 1) and resolved
         return resolved
 
+    def given_name(self, module: str, owners: list[cst.Call]) -> str:
+        """The name ``owners`` were given that ``module`` is read through (``D_VAE`` for
+        ``D_VAE.compute_loss``), ``module`` itself when none is a prefix of it."""
+        given = {name for call in owners for _, name in self._given_by.get(id(call), ((), False))[0]}
+        prefixes = [name for name in given if module == name or module.startswith(name + ".")]
+        return max(prefixes, key=len) if prefixes else module
+
     def known(self, at: cst.CSTNode) -> bool:
         """This file builds its optimizers, every one's parameters are in sight, and each
         optimizer the code around ``at`` steps (its function's, else the file's) is one of

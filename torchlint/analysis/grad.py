@@ -228,7 +228,7 @@ class GradContext:
             if found is None:
                 continue
             if found == name:
-                if bound_at is None or self._bound_by(found, at, bound_at):
+                if bound_at is None or (self._bound_by(found, at, bound_at) and not self._detached(node)):
                     return True
                 continue
             if depth > 0 and isinstance(node, cst.Name):
@@ -237,6 +237,11 @@ class GradContext:
                     if self._mentions(binding.value, name, binding.node, depth - 1, bound_at):
                         return True
         return False
+
+    def _detached(self, node: cst.CSTNode) -> bool:
+        """``x.detach()`` / ``x.data``: no gradient goes back through this read of ``x``."""
+        parent = self.ctx.tree.parent(node)
+        return isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in ("detach", "data")
 
     def _bound_by(self, name: str, at: cst.CSTNode, statement: cst.CSTNode) -> bool:
         """Is the binding of ``name`` that reaches ``at`` made inside ``statement``?"""
@@ -248,6 +253,7 @@ _FRAMEWORK_NO_GRAD = {
     "validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end",
     "on_validation_epoch_end", "on_test_epoch_end", "on_validation_batch_end", "on_test_batch_end",
 }
+_RETURNS_GRADS = {"torch.autograd.grad", "torch.autograd.functional.jacobian", "torch.autograd.functional.vjp"}
 _AUTOGRAD_GRAD = {"torch.autograd.grad", "torch.autograd.backward", "torch.autograd.functional.jacobian", "torch.autograd.functional.vjp"}
 
 
@@ -257,6 +263,13 @@ def named_like_grad_off(expr: cst.BaseExpression) -> bool:
     name = dotted(target)
     last = (name or "").rsplit(".", 1)[-1].lower()
     return "no_grad" in last or "inference_mode" in last or "nograd" in last
+
+
+def accumulates_grads(ctx: FileContext, call: cst.Call) -> bool:
+    """A backward that writes ``.grad`` (``loss.backward()``, ``manual_backward``,
+    ``accelerator.backward``, ``torch.autograd.backward``), not ``torch.autograd.grad``, which
+    returns the gradients it is asked for and leaves the parameters' ``.grad`` alone."""
+    return is_backward_call(ctx, call) and canonical(ctx.qname(call.func)) not in _RETURNS_GRADS
 
 
 def is_backward_call(ctx: FileContext, call: cst.Call) -> bool:

@@ -1,6 +1,6 @@
 """Whose gradients a backward pass is for (TL310): the optimizer stepped after it, whether a
-network's gradients are zeroed in the loop before its own optimizer uses them, and whether
-the file switches a network's gradients off around another network's step."""
+network's gradients are zeroed before its own optimizer steps, and whether the file switches
+a network's gradients off around another network's step."""
 
 from __future__ import annotations
 
@@ -55,22 +55,60 @@ def _stepped_optimizer(ctx: FileContext, call: cst.Call) -> cst.BaseExpression |
     return None
 
 
-def zeroed_before_use(ctx: FileContext, module: str, owners: list[cst.Call], at: cst.CSTNode) -> bool:
-    """Does the function holding ``at`` zero ``module``'s gradients, through one of its
-    optimizers (``opt_d.zero_grad()``) or the module itself (``netD.zero_grad()``)? Then what
-    another backward left in them is thrown away before its own step reads them."""
-    function = ctx.tree.scope_of(at)
+def grads_discarded(ctx: FileContext, module: str, owners: list[cst.Call], backward: cst.Call) -> bool:
+    """Are the gradients ``backward`` leaves in ``module`` zeroed before any of its optimizers
+    steps? The first of its optimizers' ``step()`` and the ``zero_grad()`` of one of them (or
+    of the module: ``netD.zero_grad()``) after the backward in its function, going round the
+    step loop to its top when none follows: a ``zero_grad`` first throws them away, a step
+    first uses them (``loss_ge.backward(); opt_e.step(); loss.backward(); opt_g.step()``
+    steps the generator with both losses' gradients). A ``zero_grad`` under a branch that
+    does not hold the backward may not run: not known."""
+    tree = ctx.tree
+    scope = tree.scope_of(backward)
     owned = {id(call) for call in owners}
-    for call in ctx.method_calls("zero_grad"):
-        if ctx.tree.scope_of(call) is not function:
+    events = []
+    for call in ctx.method_calls({"step", "zero_grad"}):
+        if tree.scope_of(call) is not scope:
             continue
-        receiver = call.func.value  # type: ignore[attr-defined]
-        name = dotted(chain_root(receiver)[0]) or ""
-        if related(name, module):
-            return True
-        if any(id(m) in owned or id(chain_root(m)[0]) in owned for m in ctx.values.constructors(receiver, call)):
-            return True
-    return False
+        kind = _owner_event(ctx, call, module, owned)
+        if kind is not None:
+            events.append((tree.index(call), kind, call))
+    at = tree.index(backward)
+    after = [e for e in events if e[0] > at]
+    loop = ctx.loops.local_hot_loop(backward)
+    if not after and loop is not None:
+        after = [e for e in events if e[0] < at and tree.is_inside(e[2], loop)]  # the next pass of the loop
+    if not after:
+        return False
+    _, kind, call = min(after, key=lambda e: e[0])
+    if kind == "step":
+        return False
+    return not any(isinstance(a, cst.If) and not tree.is_inside(backward, a) for a in _ancestors_within(ctx, call, loop or scope))
+
+
+def _owner_event(ctx: FileContext, call: cst.Call, module: str, owned: set[int]) -> str | None:
+    """"step" or "zero" when ``call`` steps or zeroes one of the module's optimizers (or
+    zeroes the module itself), else None."""
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    target = _stepped_optimizer(ctx, call) if method == "step" else call.func.value  # type: ignore[attr-defined]
+    if target is None:
+        return None
+    if method == "zero_grad" and related(dotted(chain_root(target)[0]) or "", module):
+        return "zero"
+    made = ctx.values.constructors(target, call)
+    if any(id(m) in owned or id(chain_root(m)[0]) in owned for m in made):
+        return "step" if method == "step" else "zero"
+    return None
+
+
+def _ancestors_within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node``'s ancestors up to (not including) ``container``."""
+    found = []
+    for ancestor in ctx.tree.ancestors(node):
+        if ancestor is container:
+            break
+        found.append(ancestor)
+    return found
 
 
 def toggles_grad(ctx: FileContext, module: str) -> bool:

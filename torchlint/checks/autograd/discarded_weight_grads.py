@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.frozen import chain_root, output_backwards
+from torchlint.analysis.grad import accumulates_grads
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import dotted
-from torchlint.analysis.stepped import stepped_after, toggles_grad, zeroed_before_use
+from torchlint.analysis.stepped import grads_discarded, stepped_after, toggles_grad
 from torchlint.checks.base import Check
 
 
@@ -20,13 +21,13 @@ class DiscardedWeightGrads(Check):
     cost = Cost.DISCARDED_GRADS
     per_step = True
     message = (
-        "`{module}` in {loop} is backpropagated through by a loss whose step updates only `{stepped}`'s parameters; "
-        "`{module}`'s own optimizer zeroes what it gets before using it: {waste} thrown away every time"
+        "`{module}` in {loop} is backpropagated through by a loss {stepped}; "
+        "`{network}`'s own optimizer zeroes what it gets before its next step: {waste} thrown away every time"
     )
     weights_only = "the gradients of its weights (about a third of its forward and backward)"
     whole = "its whole backward (nothing before it is trained by this loss)"
     freeze_hint = (
-        "Switch its gradients off for this step: `{module}.requires_grad_(False)` before the call, "
+        "Switch its gradients off for this step: `{network}.requires_grad_(False)` before the call, "
         "`requires_grad_(True)` after the step (gradients still reach its input)"
     )
     detach_hint = "Nothing upstream needs its gradients here: run the call under `torch.no_grad()` or `.detach()` its output"
@@ -51,22 +52,20 @@ class DiscardedWeightGrads(Check):
         owners = ctx.trained.owners(module, node)
         if not owners or ctx.grad.runs_without_grad(node):
             return  # not trained here (TL308's case), or no graph through it
-        backwards = output_backwards(ctx, node)
+        backwards = [b for b in output_backwards(ctx, node) if accumulates_grads(ctx, b)]
         if not backwards:
-            return  # its output reaches no backward in this function (or is detached at once)
-        stepped = [stepped_after(ctx, backward) for backward in backwards]
-        owned = {id(o) for o in owners}
-        if any(s is None or any(id(m) in owned for m in s[1]) for s in stepped):
-            return  # one of those backwards is for its own step (or the step after it is not in sight)
-        if not zeroed_before_use(ctx, module, owners, node):
-            return  # its gradients are not zeroed here: they may be summed into its own update on purpose
+            return  # its output reaches no backward that writes `.grad` here (or is detached; `autograd.grad` writes none)
+        if not all(grads_discarded(ctx, module, owners, backward) for backward in backwards):
+            return  # its own optimizer steps with them first (its own loss, or summed on purpose), or not known
         if toggles_grad(ctx, module):
             return  # its gradients are switched off around this step (`requires_grad(D, False)`)
         self._reported.add((id(function), module))
+        network = ctx.trained.given_name(module, owners)
         whole = not self._input_needs_grad(node)
         self.report(
-            node, module=module, stepped="`, `".join(dict.fromkeys(s[0] for s in stepped if s is not None)), waste=self.whole if whole else self.weights_only,
-            hint=(self.detach_hint if whole else self.freeze_hint).format(module=module),
+            node, module=module, network=network, stepped=_stepped(ctx, backwards),
+            waste=self.whole if whole else self.weights_only,
+            hint=(self.detach_hint if whole else self.freeze_hint).format(network=network),
         )
 
     def _input_needs_grad(self, call: cst.Call) -> bool:
@@ -89,3 +88,10 @@ class DiscardedWeightGrads(Check):
                         return True  # `fake = G(z)`; a project helper may return one too
         return False
 
+
+
+def _stepped(ctx, backwards: list[cst.Call]) -> str:  # type: ignore[no-untyped-def]
+    """What the step after the backward updates, for the message."""
+    stepped = [found for backward in backwards if (found := stepped_after(ctx, backward)) is not None]
+    names = list(dict.fromkeys(name for name, _ in stepped))
+    return f"whose step updates only `{'`, `'.join(names)}`'s parameters" if names else "stepped elsewhere"
