@@ -142,6 +142,9 @@ class Devices(BatchPlacement, ModuleMoves):
         self.ctx = ctx
         self._uses_accelerator: bool | None = None
         self._host_only: bool | None = None
+        # While `device_if` asks: the parameters of `_condition_scope` taken for device tensors, noted as used
+        self._conditions: set[str] | None = None
+        self._condition_scope: cst.FunctionDef | None = None
 
     # --- moves -----------------------------------------------------------------------
     def device_value(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str | None:
@@ -397,6 +400,10 @@ class Devices(BatchPlacement, ModuleMoves):
         for binding in bound:
             value = binding.value
             if binding.kind == "param":
+                if self._conditions is not None and test == self.on_device and name not in ("self", "cls") \
+                        and self.ctx.tree.enclosing_function(binding.node) is self._condition_scope:
+                    self._conditions.add(name)  # a device tensor where the callers pass one (`device_if`)
+                    continue
                 default = getattr(binding.node, "default", None)
                 if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
                     continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
@@ -453,7 +460,9 @@ class Devices(BatchPlacement, ModuleMoves):
 
     def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Is ``expr`` known to live on an accelerator: ``x.to(device)``, ``y.cuda().float()``,
-        ``torch.zeros(n, device="cuda")``, or a name every binding of which is such a value?"""
+        ``torch.zeros(n, device="cuda")``, what is computed from such a value (``a * 2``,
+        ``a.transpose(1, 2)``, ``torch.exp(a)``, ``torch.zeros_like(a)``, ``b.to(a)``,
+        ``b.type_as(a)``, a model's output given it), or a name every binding of which is such a value?"""
         ctx = self.ctx
         while True:
             if isinstance(expr, cst.Subscript):
@@ -463,21 +472,93 @@ class Devices(BatchPlacement, ModuleMoves):
             elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
                 moved = self.move(expr)
                 if moved is not None:
-                    return moved == "device"
-                if expr.func.attr.value not in DTYPE_CONVERSIONS:
+                    return moved == "device" and self._target_on_device(expr, at, _depth)
+                method = expr.func.attr.value
+                if method in ("to", "type_as") and not self.dtype_only_to(expr):
+                    # `.to(src)`, `.type_as(x)`: to that tensor's device
+                    other = next((a.value for a in expr.args if a.keyword is None and not a.star), None)
+                    return other is not None and _depth <= _DEPTH and self.on_device(other, at, _depth + 1)
+                if _depth <= _DEPTH and self._model_called(expr, at):
+                    return self._any_input_on_device(expr, at, _depth)  # `self.enc_q(y, y_lengths)`: the model's output
+                if method not in DTYPE_CONVERSIONS and not self.dtype_only_to(expr) and not _keeps_device(method):
                     return False
-                expr = expr.func.value
+                expr = expr.func.value  # `a.transpose(1, 2)`, `a.to(dtype=torch.long)`: where `a` is
             else:
                 break
         if isinstance(expr, cst.Call):
             device = ctx.keyword(expr, "device")
-            if type(expr.func) is cst.Name and ctx.qname(expr.func) is None and _depth <= _DEPTH:
+            qualified = ctx.qname(expr.func)
+            if type(expr.func) is cst.Name and qualified is None and _depth <= _DEPTH:
                 # a helper of this file whose every return is on the device (`get_sigmas(n, device=device)`)
                 helper = ctx.functions.called(expr, None)
+                if helper is None and self._model_called(expr, at):
+                    return self._any_input_on_device(expr, at, _depth)  # `net_g(x, x_lengths)`: the model's output
                 returns = [r for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
                 return bool(returns) and all(self.on_device(r.value, r, _depth + 1) for r in returns)  # type: ignore[arg-type]
-            return device is not None and (ctx.qname(expr.func) or "").startswith("torch.") and self.device_value(device.value, expr) == "device"
-        return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=False)
+            if not (qualified or "").startswith("torch."):
+                return False
+            if device is not None:
+                return self.device_value(device.value, expr) == "device" and self._named_device_on_device(device.value, at, _depth)
+            # no `device=`: an op computes where its tensors are (`torch.exp(a)`, `torch.zeros_like(a)`);
+            # a factory builds on the host (`torch.zeros(a.size(0))`)
+            if qualified in _HOST_BUILDERS or _depth > _DEPTH or ctx.values.kind(expr, at) is not Kind.TENSOR:
+                return False
+            return self._any_input_on_device(expr, at, _depth)
+        if isinstance(expr, cst.BinaryOperation) and _depth <= _DEPTH:
+            # `a * 2`, `torch.rand(b).to(x.device) * n`: a device operand makes a device result
+            return any(not _is_number(side) and self.on_device(side, at, _depth + 1) for side in operands(expr))
+        if isinstance(expr, cst.UnaryOperation) and _depth <= _DEPTH:
+            return self.on_device(expr.expression, at, _depth + 1)
+        return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=True)
+
+    def device_if(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, ...] | None:
+        """Where ``expr`` lives, given what the function around ``at`` is passed: () on the
+        device as it is, the parameters (all of them) that put it there when each is a device
+        tensor (``torch.rand(b).to(device=x.device)``, ``self.enc_q(y)`` in ``forward(self, y)``:
+        the join asks the callers, ``Steps.device_params``), None when neither is known."""
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None or self._conditions is not None:
+            return () if self.on_device(expr, at) else None
+        self._conditions, self._condition_scope = set(), function
+        try:
+            found = self.on_device(expr, at)
+            noted = self._conditions
+        finally:
+            self._conditions, self._condition_scope = None, None
+        return tuple(sorted(noted)) if found else None
+
+    def _target_on_device(self, move: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """A move to the device: ``.to(x.device)`` is where ``x`` is (asked while
+        ``device_if`` asks; else taken for the device, as the move's author meant)."""
+        target = self.ctx.keyword(move, "device")
+        if target is None:
+            target = next((a for a in move.args if a.keyword is None and not a.star), None)
+        return target is None or self._named_device_on_device(target.value, at, depth)
+
+    def _named_device_on_device(self, device: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """``device=x.device`` names ``x``'s device: where ``x`` is one of the asked function's
+        parameters, the answer waits for what its callers pass (``device_if``)."""
+        if self._conditions is None or type(device) is not cst.Attribute or device.attr.value != "device" or type(device.value) is not cst.Name:
+            return True
+        binding = self.ctx.bindings.reaching(device.value.value, at)
+        if binding is None or binding.kind != "param" or self.ctx.tree.enclosing_function(binding.node) is not self._condition_scope:
+            return True  # a local tensor's device, or a global's: taken for the device, as before
+        return depth <= _DEPTH and self.on_device(device.value, at, depth + 1)
+
+    def _model_called(self, call: cst.Call, at: cst.CSTNode) -> bool:
+        """``model(x)``, ``self.enc_q(y)``: a call of an ``nn.Module`` (a tensor comes back)."""
+        return self.ctx.values.kind(call.func, at) is Kind.MODULE
+
+    def _any_input_on_device(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """Is a tensor given to ``call`` (a model, a torch op) on the device: its output is too."""
+        for arg in call.args:
+            if arg.star or arg.keyword is not None and arg.keyword.value in ("dtype", "out"):
+                continue
+            value = arg.value
+            items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+            if any(not _is_number(item) and self.on_device(item, at, depth + 1) for item in items):
+                return True
+        return False
 
     def dtype_only_to(self, call: cst.Call) -> bool:
         """``x.to(torch.float16)``, ``x.to(dtype=...)``, ``x.to(y.dtype)``: a conversion, no move."""
@@ -600,6 +681,20 @@ class Devices(BatchPlacement, ModuleMoves):
         return False
 
 
+
+
+# Tensor methods whose result is no tensor on the receiver's device: sizes, Python values, a
+# module's parameters and state.
+_NOT_ON_DEVICE_RESULTS = frozenset({
+    "item", "tolist", "cpu", "numpy", "size", "dim", "numel", "data_ptr", "get_device", "stride", "element_size", "nelement",
+    "ndimension", "storage_offset", "keys", "items", "values", "get", "parameters", "named_parameters", "buffers",
+    "named_buffers", "state_dict", "modules", "named_modules", "children", "backward", "__len__", "nnz", "_nnz",
+})
+
+
+def _keeps_device(method: str) -> bool:
+    """``a.transpose(1, 2)``, ``a.sum()``: a tensor method whose result stays where ``a`` is."""
+    return method not in _NOT_ON_DEVICE_RESULTS and not method.startswith(("get_", "is_", "has_", "num_", "to_", "_"))
 
 
 def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:

@@ -150,9 +150,16 @@ class TensorToPythonInLoop(Check):
         index = node.slice[0].slice.value if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
         if index is not None and not plainly_python(index) and self._python_sequence(node.value, node):
             read.append(index)  # `items[t]` on a list
-        if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
+        if not read or not ctx.syncs.in_step(node):
+            return
+        if any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
-        elif read:
+            return
+        # `x[i, :, start:end]` with `start = ids_str[i]` of a parameter: holds where every caller passes a device tensor
+        device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in read))
+        if device_params:
+            self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
+        else:
             self._report_uploaded(node, read)
 
     def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> bool:
