@@ -71,6 +71,7 @@ def _argument(ctx: FileContext, callee: str, position: int) -> tuple[cst.BaseExp
     ("def f(x):\n    g(torch.zeros_like(x).transpose(0, 1))\n", ("x",)),
     ("def f(x, y):\n    g(y.type_as(x) + 1)\n", ("x",)),
     ("def f(x):\n    g(torch.zeros(3, device='cuda') * 2)\n", ()),
+    ("def f(self, n):\n    g(torch.linspace(0, 1, n, device=self.device)[1:])\n", ()),
     ("def f(x):\n    g(x.size(0))\n", None),
     ("def f(x):\n    g(torch.zeros(x.size(0)))\n", None),
 ])

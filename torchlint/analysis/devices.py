@@ -538,8 +538,9 @@ class Devices(BatchPlacement, ModuleMoves):
     def _named_device_on_device(self, device: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """``device=x.device`` names ``x``'s device: where ``x`` is one of the asked function's
         parameters, the answer waits for what its callers pass (``device_if``)."""
-        if self._conditions is None or type(device) is not cst.Attribute or device.attr.value != "device" or type(device.value) is not cst.Name:
-            return True
+        if self._conditions is None or type(device) is not cst.Attribute or device.attr.value != "device" or type(device.value) is not cst.Name \
+                or device.value.value in ("self", "cls"):
+            return True  # (`self.device`: the module's device, where its weights are)
         binding = self.ctx.bindings.reaching(device.value.value, at)
         if binding is None or binding.kind != "param" or self.ctx.tree.enclosing_function(binding.node) is not self._condition_scope:
             return True  # a local tensor's device, or a global's: taken for the device, as before
