@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Cost, Unreached, Where
+from torchlint.analysis.impact import Cost, Repeat, Unreached, Where
 from torchlint.findings import Fix, FixSafety
 
 #: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
@@ -62,6 +62,9 @@ class Report:
     # Parameters of the node's function that the read needs to be device tensors (a sampler's
     # `sigmas`): the finding holds where every call in the project passes one to any of them.
     if_device: tuple[str, ...] = ()
+    # The node repeats its own read each time it runs (a sort's comparisons of device scalars):
+    # counted in its multiplicity, innermost.
+    itself: Repeat | None = None
 
 
 class Check:
@@ -139,6 +142,7 @@ class Check:
         loader: tuple[cst.BaseExpression, str] | None = None,
         trainable_class: cst.Call | None = None,
         if_device: tuple[str, ...] = (),
+        itself: Repeat | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -167,7 +171,9 @@ class Check:
         ``trainable_class``: the constructor of a class of another file; the finding holds only
         where the join finds that class keeping trainable weights it never freezes.
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
-        join keeps the finding where every call passes a device tensor to one of them."""
+        join keeps the finding where every call passes a device tensor to one of them.
+        ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
+        in its multiplicity."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -182,7 +188,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device))
+                                   if_device, itself))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

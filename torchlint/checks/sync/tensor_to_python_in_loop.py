@@ -9,7 +9,7 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.impact import Cost, Repeat
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
@@ -44,7 +44,8 @@ class TensorToPythonInLoop(Check):
         ctx = self.ctx
         func = node.func
         if self._sorts_device_scalars(node):
-            self.report(node, hint=_COMPARE_HINT, expr=short_code(ctx.module, node))
+            # each comparison reads (about n·log2 n of them); after the first, each waits only for its own small kernel
+            self.report(node, hint=_COMPARE_HINT, expr=short_code(ctx.module, node), itself=Repeat("comparison", few=True))
             return
         if type(func) is cst.Name and ctx.qname(func) is None:
             name = func.value
