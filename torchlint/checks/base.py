@@ -65,6 +65,9 @@ class Report:
     # The node repeats its own read each time it runs (a sort's comparisons of device scalars):
     # counted in its multiplicity, innermost.
     itself: Repeat | None = None
+    # With ``if_device`` and a ``condition``: the finding holds where either does (an uploaded
+    # batch passed down, or a device tensor from every caller).
+    either: bool = False
 
 
 class Check:
@@ -143,6 +146,7 @@ class Check:
         trainable_class: cst.Call | None = None,
         if_device: tuple[str, ...] = (),
         itself: Repeat | None = None,
+        either: bool = False,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -173,7 +177,8 @@ class Check:
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
         join keeps the finding where every call passes a device tensor to one of them.
         ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
-        in its multiplicity."""
+        in its multiplicity. ``either``: with both ``condition`` and ``if_device``, the finding
+        holds where either holds, not only where both do."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -188,7 +193,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, itself))
+                                   if_device, itself, either))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

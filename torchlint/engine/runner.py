@@ -123,7 +123,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
-                                                  if_device=_device_params(ctx, report)))
+                                                  if_device=_device_params(ctx, report), device_key=_device_key(ctx, report)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -135,6 +135,15 @@ def _device_params(ctx: FileContext, report: Report) -> tuple[str, ...]:
     function = ctx.tree.enclosing_function(report.node) if report.if_device else None
     key = function_key(ctx, function) if function is not None else ""
     return tuple(f"{key}:{name}" for name in report.if_device)
+
+
+def _device_key(ctx: FileContext, report: Report) -> str:
+    """For a finding that holds by its condition or by its device parameters (``Report.either``):
+    what it waits for where the device parameters hold (its loop or function, or ``PLACED``)."""
+    if not report.either or not report.if_device:
+        return ""
+    step = ctx.loops.step_condition(report.node)
+    return function_key(ctx, step) if step is not None else PLACED
 
 
 def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, dataset: tuple[cst.Call, bool, bool] | None,

@@ -73,7 +73,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         return True
     device_params = getattr(steps, "device_params", frozenset())
     if any(condition.if_device for condition in file_result.conditional):  # waiting for what every caller passes
-        file_result.conditional = [c for c in file_result.conditional if not c.if_device or any((here, p) in device_params for p in c.if_device)]
+        file_result.conditional = [_with_devices(c, any((here, p) in device_params for p in c.if_device)) for c in file_result.conditional
+                                   if not c.if_device or c.device_key or any((here, p) in device_params for p in c.if_device)]
         file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED)
     compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
     for condition in file_result.conditional:
@@ -86,6 +87,14 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops))
     file_result.findings.sort(key=Finding.sort_key)
     return True
+
+
+def _with_devices(condition: Conditional, on_device: bool) -> Conditional:
+    """A finding that holds by its key or by its device parameters (``Conditional.device_key``):
+    waiting for the place the device parameters give where they hold, else for its key."""
+    if not condition.device_key:
+        return condition
+    return condition._replace(key=condition.device_key, if_device=()) if on_device else condition._replace(if_device=())
 
 
 def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:

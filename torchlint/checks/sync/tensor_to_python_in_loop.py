@@ -156,18 +156,18 @@ class TensorToPythonInLoop(Check):
         if any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
             return
-        # `x[i, :, start:end]` with `start = ids_str[i]` of a parameter: holds where every caller passes a device tensor
+        # `x[i, :, start:end]` with `start = ids_str[i]` of a parameter: holds where every caller passes a
+        # device tensor, or (`mask[i, lengths[i]:] = 0`) where a per-step call passes a batch it just uploaded
         device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in read))
-        if device_params:
+        if not self._report_uploaded(node, read, device_params) and device_params:
             self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
-        else:
-            self._report_uploaded(node, read)
 
-    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> bool:
+    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression], device_params: tuple[str, ...] = ()) -> bool:
         """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
         parameter: a read of the device when a per-step call passes it a batch just copied
         there, from the training loop down through each ``forward`` that passes it on (the
-        join's ``#uploaded:``). A list of lengths, or a size, reads nothing."""
+        join's ``#uploaded:``). A list of lengths, or a size, reads nothing. With ``device_params``
+        (what every caller passing a device tensor would read) the finding holds by either."""
         ctx = self.ctx
         if ctx.tree.enclosing_function(node) is None or not ctx.syncs.in_step(node):
             return False
@@ -175,7 +175,7 @@ class TensorToPythonInLoop(Check):
             if type(value) is cst.Subscript or type(value) is cst.Name:  # `lengths[i]`, or `n` itself
                 param = ctx.uploads.parameter_behind(value, node)
                 if param is not None:
-                    self.report(node, condition=param.name, expr=short_code(ctx.module, node))
+                    self.report(node, condition=param.name, expr=short_code(ctx.module, node), if_device=device_params, either=bool(device_params))
                     return True
         return False
 
