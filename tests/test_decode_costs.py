@@ -157,3 +157,15 @@ def test_a_function_reached_once_per_epoch_says_so() -> None:
 
     assert "(run once per epoch from an epoch loop at line 7)" in StepInfo("an epoch loop", (Location("x.py", 7, 1),), Where.EPOCH).text("save", "x.py")
     assert "(run every step from a training loop" in StepInfo("a training loop", (), Where.TRAIN).text("save", "x.py")
+
+
+def test_a_sort_of_device_scores_counts_its_comparisons() -> None:
+    """Each comparison of a sort of device scores reads (about n·log2 n): the multiplicity
+    says so, innermost; after the first each waits only for its own small kernel, so a `max`
+    once per decoded token stays one real wait per token, while a sort per beam per decoded
+    token is high."""
+    found = {f.line: f for f in _findings(FIXTURES / "rules" / "TL105" / "flagged_beam_scores.py", "TL105")}
+    sort = found[29]
+    assert "per comparison per beam per decoded token" in sort.message and sort.impact == "high"
+    most = found[31]  # `max(...)` of the kept scores, once per decoded token: n - 1 comparisons, one real wait
+    assert "per comparison per decoded token" in most.message and most.impact == "medium"

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.batches import BatchPlacement
+from torchlint.analysis.device_reach import DTYPE_CONVERSIONS, DeviceReach, operands  # noqa: F401 - DTYPE_CONVERSIONS, operands re-exported
+from torchlint.analysis.device_reach import DEPTH as _DEPTH, HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.functions import dotted_function_name
@@ -56,8 +58,6 @@ _DTYPES = {
 }
 # Names that hold a device (or a CUDA ordinal): `.to(device)`, `.to(local_rank)`, `.cuda(gpu)`.
 _DEVICE_NAMES = {"dev", "device", "devices", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids", "device_id", "cuda_device", "target_device", "local_device"}
-# Tensor methods that change the dtype (or layout) and keep the device: `torch.zeros(3).long().cuda()`.
-DTYPE_CONVERSIONS = {"long", "float", "half", "double", "int", "bool", "byte", "char", "short", "bfloat16", "contiguous"}
 # The dtype of each legacy typed tensor class: `torch.LongTensor` holds int64.
 LEGACY_DTYPES = {
     "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
@@ -85,11 +85,6 @@ def _is_device_type(arg: cst.Arg, call: cst.Call) -> bool:
 
 
 _ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "npu", "hpu", "meta")
-# Calls that build a tensor on the host unless given `device=`.
-_HOST_BUILDERS = {
-    "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
-    "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
-}
 # Attributes of a tensor that are the same tensor (its storage, on its device): `loss.data`, `w.T`.
 _SAME_TENSOR = frozenset({"data", "T", "mT", "H", "mH"})
 
@@ -100,8 +95,6 @@ def _host_tensor_class(qualified: str | None) -> bool:
     return qualified is not None and qualified.count(".") == 1 and qualified != "torch.Tensor" and legacy_dtype(qualified) is not None
 
 
-# How deep a placement is followed through names and torch ops (`b = a.ge(0)`, `c = torch.where(b)[0]`, ...).
-_DEPTH = 6
 # Tensor methods whose result is a Python value (or a NumPy array): on the host, whatever they read.
 _READS_TO_HOST = frozenset({"item", "tolist", "numpy"})
 
@@ -135,8 +128,9 @@ def _looks_like_device_name(name: str) -> bool:
     return last in _DEVICE_NAMES or last.endswith(("_device", "device")) or last.startswith("device")
 
 
-class Devices(BatchPlacement, ModuleMoves):
-    """Where values live; loader batches (batches.py) and moved modules (module_moves.py) are its parts."""
+class Devices(BatchPlacement, ModuleMoves, DeviceReach):
+    """Where values live; loader batches (batches.py), moved modules (module_moves.py) and what is
+    computed from device tensors (device_reach.py) are its parts."""
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -397,6 +391,10 @@ class Devices(BatchPlacement, ModuleMoves):
         for binding in bound:
             value = binding.value
             if binding.kind == "param":
+                if self._conditions is not None and test == self.on_device and name not in ("self", "cls") \
+                        and self.ctx.tree.enclosing_function(binding.node) is self._condition_scope:
+                    self._conditions.add(name)  # a device tensor where the callers pass one (`device_if`)
+                    continue
                 default = getattr(binding.node, "default", None)
                 if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
                     continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
@@ -450,34 +448,6 @@ class Devices(BatchPlacement, ModuleMoves):
             if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
                 return True
         return False
-
-    def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
-        """Is ``expr`` known to live on an accelerator: ``x.to(device)``, ``y.cuda().float()``,
-        ``torch.zeros(n, device="cuda")``, or a name every binding of which is such a value?"""
-        ctx = self.ctx
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
-                break
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-                moved = self.move(expr)
-                if moved is not None:
-                    return moved == "device"
-                if expr.func.attr.value not in DTYPE_CONVERSIONS:
-                    return False
-                expr = expr.func.value
-            else:
-                break
-        if isinstance(expr, cst.Call):
-            device = ctx.keyword(expr, "device")
-            if type(expr.func) is cst.Name and ctx.qname(expr.func) is None and _depth <= _DEPTH:
-                # a helper of this file whose every return is on the device (`get_sigmas(n, device=device)`)
-                helper = ctx.functions.called(expr, None)
-                returns = [r for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
-                return bool(returns) and all(self.on_device(r.value, r, _depth + 1) for r in returns)  # type: ignore[arg-type]
-            return device is not None and (ctx.qname(expr.func) or "").startswith("torch.") and self.device_value(device.value, expr) == "device"
-        return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=False)
 
     def dtype_only_to(self, call: cst.Call) -> bool:
         """``x.to(torch.float16)``, ``x.to(dtype=...)``, ``x.to(y.dtype)``: a conversion, no move."""
@@ -617,13 +587,6 @@ def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseEx
     return []
 
 
-def _is_number(expr: cst.BaseExpression) -> bool:
-    """A number, a string or a constant (``verbose=False``): a Python value on sight."""
-    if isinstance(expr, cst.UnaryOperation):
-        expr = expr.expression
-    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
-
-
 def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
     """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
     arg = ctx.keyword(call, "return_tensors")
@@ -641,17 +604,3 @@ def _iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.B
             return positional[0] if element == 1 and positional else None
         return positional[element] if element < len(positional) else None
     return iterable if element is None else None
-
-
-def operands(expr: cst.BinaryOperation) -> list[cst.BaseExpression]:
-    """The operands of a chain of binary operations (``a + b * c``: ``a``, ``b``, ``c``),
-    left to right, without recursion: ``a + a + ...`` may nest thousands deep."""
-    found: list[cst.BaseExpression] = []
-    stack: list[cst.BaseExpression] = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.BinaryOperation:
-            stack.extend((node.right, node.left))  # type: ignore[attr-defined]
-        else:
-            found.append(node)
-    return found

@@ -258,17 +258,44 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     """The parameters every call of their function in the project passes a tensor on the device
     (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
     picks the sampler): what the function reads of them into Python waits for the device. A call
-    that leaves one out, or passes it through ``*args``, passes no device tensor there."""
-    verdict: dict[tuple[str, str], bool] = {}
+    that leaves one out, or passes it through ``*args``, passes no device tensor there. An argument
+    on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
+    self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
+    parameters are found: the least fixed point, from the model's input down the helpers."""
+    # (callee key) -> per call: the caller's key, the parameters it passes on the device, and
+    # those it passes on the device where the caller's own parameters named are
+    passes: dict[tuple[str, str], list[tuple[str, tuple[str, ...]] | None]] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             for callee in project.callees(call.target, path):
                 names = project.parameters(call, callee)
-                device = {where if isinstance(where, str) else names[where] for where in call.devices if isinstance(where, str) or where < len(names)}
+                device = _passed_on_device(call, names)
                 for name in names:
-                    key = (callee[0], f"{callee[1]}:{name}")
-                    verdict[key] = verdict.get(key, True) and name in device
-    return frozenset(key for key, on_device in verdict.items() if on_device)
+                    passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
+                        (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
+    found: set[tuple[str, str]] = set()
+    changed = True
+    while changed:  # each round adds the parameters whose every call is now known to pass the device
+        changed = False
+        for key, calls in passes.items():
+            if key not in found and all(c is not None and all((c[0], need) in found for need in c[1]) for c in calls):
+                found.add(key)
+                changed = True
+    return frozenset(found)
+
+
+def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The callee's parameters (by name) ``call`` passes a device tensor, each with the caller's
+    parameters that must be device tensors for it to be one (none: it is one)."""
+    def named(where: int | str) -> str | None:
+        return where if isinstance(where, str) else names[where] if where < len(names) else None
+
+    device: dict[str, tuple[str, ...]] = {}
+    for where, needs in (*((w, ()) for w in call.devices), *call.devices_if):
+        name = named(where)
+        if name is not None and name not in device:
+            device[name] = needs
+    return device
 
 
 def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:

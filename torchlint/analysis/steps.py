@@ -193,17 +193,30 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                         found.append(t.slice[0].slice.value.evaluated_value)
         return tuple(found)
 
-    def _device_args(self, call: cst.Call) -> tuple[int | str, ...]:
+    def _device_args(self, call: cst.Call) -> tuple[tuple[int | str, ...], tuple[tuple[int | str, tuple[str, ...]], ...]]:
         """Arguments known to live on the device (``sigmas`` from ``get_sigmas_karras(...,
-        device=device)``): a callee that reads them into Python waits for the device."""
+        device=device)``): a callee that reads them into Python waits for the device. Then those
+        on the device where the caller's parameters are (``z = self.enc_q(y)`` in
+        ``forward(self, y)``): the join follows them to the callers (``Steps.device_params``)."""
         found: list[int | str] = []
-        on_device = self.ctx.devices.on_device
+        conditional: list[tuple[int | str, tuple[str, ...]]] = []
+        device_if = self.ctx.devices.device_if
         for position, arg in enumerate(call.args):
             if arg.star == "*":
                 break  # positions after `*args` are unknown (`**kwargs` fills no earlier one)
-            if not arg.star and not _is_none(arg.value) and on_device(arg.value, call):
-                found.append(arg.keyword.value if arg.keyword is not None else position)
-        return tuple(found)
+            if arg.star or _is_none(arg.value) or type(arg.value) in (cst.Integer, cst.Float, cst.SimpleString):
+                continue
+            where = arg.keyword.value if arg.keyword is not None else position
+            params = device_if(arg.value, call)
+            if params == ():
+                found.append(where)
+            elif params:
+                conditional.append((where, params))
+        return tuple(found), tuple(conditional)
+
+    def _devices_of(self, call: cst.Call) -> dict[str, tuple]:  # type: ignore[type-arg]
+        devices, devices_if = self._device_args(call)
+        return {"devices": devices, "devices_if": devices_if}
 
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, never rebound there
@@ -236,7 +249,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                      self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call), devices=self._device_args(call))
+                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call))
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)

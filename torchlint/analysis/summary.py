@@ -48,6 +48,9 @@ class CallSite:
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
     devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
+    # arguments on the device where the caller's parameters named are (all of them): `rand_slice(z)`
+    # with `z = self.enc_q(y)` in `forward(self, y)`, `torch.rand(b).to(device=x.device)` (`Steps.device_params`)
+    devices_if: tuple[tuple[int | str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -451,19 +451,44 @@ class HiddenSyncs:
             return ()
         params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
         candidates = tuple(dict.fromkeys(
-            n.value for n in self.ctx.tree.descendants(node) if type(n) is cst.Name and n.value in params and n.value not in ("self", "cls")
-            and (params[n.value].default is None or not plainly_python(params[n.value].default) and not _is_literal_name(params[n.value].default))
-            and params[n.value].annotation is None))
-        if not candidates:
+            name for name in self._names_behind(node, function) if name in params and name not in ("self", "cls")
+            and (params[name].default is None or not plainly_python(params[name].default) and not _is_literal_name(params[name].default))
+            and params[name].annotation is None))
+        if not candidates or not self._holds_assuming(candidates, holds):
             return ()
+        if len(candidates) > 1:  # `x[i, :, start:end]` with `start = ids_str[i]`: `ids_str` decides, not `x`
+            alone = tuple(name for name in candidates if self._holds_assuming((name,), holds))
+            return alone or candidates
+        return candidates
+
+    def _holds_assuming(self, names: tuple[str, ...], holds: Callable[[], bool]) -> bool:
+        """``holds()`` with ``names`` taken for device tensors; what was learnt meanwhile forgotten."""
         memos = {key: dict(value) for key, value in self.__dict__.items() if key.endswith("_memo") and isinstance(value, dict)}
-        self._assumed = frozenset(candidates)
+        self._assumed = frozenset(names)
         try:
-            found = holds()
+            return holds()
         finally:
             self._assumed = frozenset()
             self.__dict__.update(memos)  # what was learnt under the assumption is not known
-        return candidates if found else ()
+
+    def _names_behind(self, node: cst.CSTNode, function: cst.FunctionDef) -> list[str]:
+        """The names ``node`` reads, and those the values bound to them in ``function`` read
+        (``idx_str = ids_str[i]``: ``ids_str``), a few assignments deep."""
+        ctx, tree = self.ctx, self.ctx.tree
+        found: list[str] = []
+        frontier: list[tuple[cst.CSTNode, cst.CSTNode]] = [(node, node)]
+        for _ in range(4):
+            following: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+            for expr, at in frontier:
+                for name in (n for n in ((expr,) if type(expr) is cst.Name else tree.descendants(expr)) if type(n) is cst.Name):
+                    if name.value in found:
+                        continue
+                    found.append(name.value)
+                    binding = ctx.bindings.reaching(name.value, at)
+                    if binding is not None and binding.kind == "assign" and binding.value is not None and tree.is_inside(binding.node, function):
+                        following.append((binding.value, binding.node))
+            frontier = following
+        return found
 
     def sized_by_values(self, node: cst.Call | cst.Subscript) -> bool:
         """``x[mask]``, ``nonzero()``, ``unique()``, ``masked_select()``, ``torch.where(c)``,

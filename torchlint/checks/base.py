@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Cost, Unreached, Where
+from torchlint.analysis.impact import Cost, Repeat, Unreached, Where
 from torchlint.findings import Fix, FixSafety
 
 #: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
@@ -65,6 +65,12 @@ class Report:
     # A decoder's call that may run a class of another file (`self.decoder.step(ys, memory)`):
     # the finding holds unless the join finds that the class decodes from a cache it keeps or takes.
     unless_cached: cst.Call | None = None
+    # The node repeats its own read each time it runs (a sort's comparisons of device scalars):
+    # counted in its multiplicity, innermost.
+    itself: Repeat | None = None
+    # With ``if_device`` and a ``condition``: the finding holds where either does (an uploaded
+    # batch passed down, or a device tensor from every caller).
+    either: bool = False
 
 
 class Check:
@@ -143,6 +149,8 @@ class Check:
         trainable_class: cst.Call | None = None,
         if_device: tuple[str, ...] = (),
         unless_cached: cst.Call | None = None,
+        itself: Repeat | None = None,
+        either: bool = False,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -173,7 +181,10 @@ class Check:
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
         join keeps the finding where every call passes a device tensor to one of them.
         ``unless_cached``: a model call that may run a class of the project; the join drops the
-        finding where that class keeps a key-value cache or the method called takes one."""
+        finding where that class keeps a key-value cache or the method called takes one.
+        ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
+        in its multiplicity. ``either``: with both ``condition`` and ``if_device``, the finding
+        holds where either holds, not only where both do."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -188,7 +199,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached))
+                                   if_device, unless_cached, itself, either))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

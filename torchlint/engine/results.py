@@ -50,6 +50,10 @@ class Conditional(NamedTuple):
     # `f:param`s (Report.if_device): kept only where every call of `f` passes a device tensor to one of
     # them (Steps.device_params); with the key `PLACED`, the finding's place is its own file's (a hot loop)
     if_device: tuple[str, ...] = ()
+    # With `if_device` on a finding that also holds by its `key` (a parameter a per-step call passes
+    # a batch it just uploaded, `f#uploaded:lengths`): the key it waits for where the device
+    # parameters hold instead (its loop or function; `PLACED`): either condition keeps it.
+    device_key: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.

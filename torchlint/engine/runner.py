@@ -118,16 +118,16 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     continue
                 result.findings.append(finding)
                 if in_function is not None:
-                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node),
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node, report.itself),
                                                               guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
-                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node), report.repeated,
+                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node, report.itself), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
-                                                  if_device=_device_params(ctx, report)))
+                                                  if_device=_device_params(ctx, report), device_key=_device_key(ctx, report)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -139,6 +139,15 @@ def _device_params(ctx: FileContext, report: Report) -> tuple[str, ...]:
     function = ctx.tree.enclosing_function(report.node) if report.if_device else None
     key = function_key(ctx, function) if function is not None else ""
     return tuple(f"{key}:{name}" for name in report.if_device)
+
+
+def _device_key(ctx: FileContext, report: Report) -> str:
+    """For a finding that holds by its condition or by its device parameters (``Report.either``):
+    what it waits for where the device parameters hold (its loop or function, or ``PLACED``)."""
+    if not report.either or not report.if_device:
+        return ""
+    step = ctx.loops.step_condition(report.node)
+    return function_key(ctx, step) if step is not None else PLACED
 
 
 def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, dataset: tuple[cst.Call, bool, bool] | None,
@@ -208,7 +217,7 @@ def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost)
     per-step (the project-wide join decides) would raise it; None when the place says it all."""
     place, in_function, host_only = Place(report.where) if report.where is not None else None, None, False
     if place is None:
-        place = _place_in_file(ctx, report.node)
+        place = _place_in_file(ctx, report.node, report.itself)
         function = ctx.tree.enclosing_function(report.node) if place.where is Where.ONCE else None
         if function is not None:
             in_function = function_key(ctx, function)
@@ -219,25 +228,28 @@ def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost)
     return replace(finding, message=with_multiplicity(finding.message, place), impact=impact, impact_reason=reason), in_function
 
 
-def _place_in_file(ctx: FileContext, node: cst.CSTNode) -> Place:
-    """How often ``node`` runs and where in its step, from the loops of its own file."""
+def _place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> Place:
+    """How often ``node`` runs and where in its step, from the loops of its own file (and
+    what ``node`` repeats itself, a sort's comparisons)."""
     loop = ctx.loops.local_hot_loop(node)
     if loop is None:
         return Place(Where.ONCE)
     if ctx.guards.rare(node, stop=loop):
         return Place(Where.EVERY_N, guard=ctx.guards.rare_words(node, stop=loop))
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
-    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)), ctx.places.step_unit(step))
+    own = (itself,) if itself is not None else ()
+    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)) + own, ctx.places.step_unit(step))
     return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP)
 
 
-def _in_function(ctx: FileContext, node: cst.CSTNode) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
-    """The loops around ``node`` in its function, where it sits there, and whether a guard
-    there runs it every N steps or a few times only: with what the join says of the function,
-    how many times per step it runs and where."""
+def _in_function(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
+    """The loops around ``node`` in its function (and what ``node`` repeats itself), where it
+    sits there, and whether a guard there runs it every N steps or a few times only: with what
+    the join says of the function, how many times per step it runs and where."""
     function = ctx.tree.enclosing_function(node)
     step = _step_in_function(ctx, node)
-    return ctx.places.repeats(node, function), ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
+    own = (("", itself),) if itself is not None else ()
+    return ctx.places.repeats(node, function) + own, ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
 
 
 def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -63,8 +63,9 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
     here = file_result.summary.path if file_result.summary is not None else None
     step_loops = step_loops_of(steps, here)
-    if file_result.in_functions and per_step:
-        _raise_impacts(file_result, per_step, step_loops)
+    models = getattr(steps, "models", {}).get(here, {})
+    if file_result.in_functions and (per_step or models):
+        _raise_impacts(file_result, per_step, step_loops, models)
     if file_result.pending:
         file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches))
         file_result.findings.sort(key=Finding.sort_key)
@@ -72,7 +73,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         return True
     device_params = getattr(steps, "device_params", frozenset())
     if any(condition.if_device for condition in file_result.conditional):  # waiting for what every caller passes
-        file_result.conditional = [c for c in file_result.conditional if not c.if_device or any((here, p) in device_params for p in c.if_device)]
+        file_result.conditional = [_with_devices(c, any((here, p) in device_params for p in c.if_device)) for c in file_result.conditional
+                                   if not c.if_device or c.device_key or any((here, p) in device_params for p in c.if_device)]
         file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED)
     compiled = getattr(steps, "compiled", {}).get(file_result.summary.path, {})  # a join's Steps carries it
     for condition in file_result.conditional:
@@ -82,9 +84,17 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
                 file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
     file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
     file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None)))
-    file_result.findings.extend(_model_findings(file_result, per_step, getattr(steps, "models", {}).get(here, {}), step_loops))
+    file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops))
     file_result.findings.sort(key=Finding.sort_key)
     return True
+
+
+def _with_devices(condition: Conditional, on_device: bool) -> Conditional:
+    """A finding that holds by its key or by its device parameters (``Conditional.device_key``):
+    waiting for the place the device parameters give where they hold, else for its key."""
+    if not condition.device_key:
+        return condition
+    return condition._replace(key=condition.device_key, if_device=()) if on_device else condition._replace(if_device=())
 
 
 def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
@@ -271,11 +281,14 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
-def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str]) -> None:
+def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str],
+                   models: dict[str, StepInfo] | None = None) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once): the join's place
     gives their tier, reason and multiplicity, as it does to the per-step rules' findings,
-    wherever it says as much as the file did or more."""
+    wherever it says as much as the file did or more. In a function no step is seen to run but
+    every call of a model does (``Steps.models``: glide's ``timestep_embedding`` in its UNet's
+    ``forward``), a wait is paid on each call (``impact.per_call``), as for the per-step rules."""
     raised: dict[tuple[str, object], tuple[str, str, Place]] = {}
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
@@ -283,6 +296,13 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
             info, off = turned_on(pending, info, per_step)
             place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
+            continue
+        info = (models or {}).get(pending.key)
+        if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)
+            place = _place(info, pending.repeats, pending.position, step_loops)
+            tiered = per_call(Cost[pending.cost], place.per_step)
+            if tiered is not None:
+                raised[(pending.code, pending.location)] = (*tiered, place)
     if not raised:
         return
     findings = []

@@ -9,7 +9,7 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.impact import Cost, Repeat
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
@@ -44,7 +44,8 @@ class TensorToPythonInLoop(Check):
         ctx = self.ctx
         func = node.func
         if self._sorts_device_scalars(node):
-            self.report(node, hint=_COMPARE_HINT, expr=short_code(ctx.module, node))
+            # each comparison reads (about n·log2 n of them); after the first, each waits only for its own small kernel
+            self.report(node, hint=_COMPARE_HINT, expr=short_code(ctx.module, node), itself=Repeat("comparison", few=True))
             return
         if type(func) is cst.Name and ctx.qname(func) is None:
             name = func.value
@@ -150,16 +151,23 @@ class TensorToPythonInLoop(Check):
         index = node.slice[0].slice.value if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
         if index is not None and not plainly_python(index) and self._python_sequence(node.value, node):
             read.append(index)  # `items[t]` on a list
-        if read and ctx.syncs.in_step(node) and any(ctx.syncs.device_tensor(value, node) for value in read):
+        if not read or not ctx.syncs.in_step(node):
+            return
+        if any(ctx.syncs.device_tensor(value, node) for value in read):
             self.report(node, expr=short_code(ctx.module, node))
-        elif read:
-            self._report_uploaded(node, read)
+            return
+        # `x[i, :, start:end]` with `start = ids_str[i]` of a parameter: holds where every caller passes a
+        # device tensor, or (`mask[i, lengths[i]:] = 0`) where a per-step call passes a batch it just uploaded
+        device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in read))
+        if not self._report_uploaded(node, read, device_params) and device_params:
+            self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
 
-    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression]) -> bool:
+    def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression], device_params: tuple[str, ...] = ()) -> bool:
         """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
         parameter: a read of the device when a per-step call passes it a batch just copied
         there, from the training loop down through each ``forward`` that passes it on (the
-        join's ``#uploaded:``). A list of lengths, or a size, reads nothing."""
+        join's ``#uploaded:``). A list of lengths, or a size, reads nothing. With ``device_params``
+        (what every caller passing a device tensor would read) the finding holds by either."""
         ctx = self.ctx
         if ctx.tree.enclosing_function(node) is None or not ctx.syncs.in_step(node):
             return False
@@ -167,7 +175,7 @@ class TensorToPythonInLoop(Check):
             if type(value) is cst.Subscript or type(value) is cst.Name:  # `lengths[i]`, or `n` itself
                 param = ctx.uploads.parameter_behind(value, node)
                 if param is not None:
-                    self.report(node, condition=param.name, expr=short_code(ctx.module, node))
+                    self.report(node, condition=param.name, expr=short_code(ctx.module, node), if_device=device_params, either=bool(device_params))
                     return True
         return False
 
