@@ -263,6 +263,10 @@ class HiddenSyncs:
     def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
         ctx = self.ctx
         binding = ctx.bindings.reaching(name.value, at)
+        if binding is not None and binding.kind == "assign" and self._moved_off_device(name.value, at):
+            # `logits = logits.cpu().numpy()`, then `logits[order]`: a NumPy array here, whatever
+            # the name held before (its `.detach()` there makes it no tensor here)
+            return False
         # A comprehension's variable is what its iterable holds: a use of the same name as a
         # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
         # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
@@ -280,6 +284,15 @@ class HiddenSyncs:
             source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
             return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
+
+    def _moved_off_device(self, name: str, at: cst.CSTNode) -> bool:
+        """Is every binding of ``name`` that may reach ``at`` (through the branches before it)
+        an assignment of a NumPy array or a Python value (``x.cpu().numpy()``, ``t.tolist()``)?"""
+        ctx = self.ctx
+        bindings = ctx.bindings.reaching_each(name, at)
+        return bool(bindings) and all(
+            b.kind == "assign" and b.element is None and b.value is not None
+            and ctx.values.kind(b.value, b.node) in (Kind.NUMPY, Kind.HOST) for b in bindings)
 
     def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Judged by the assignment that reaches ``at``."""
