@@ -48,6 +48,9 @@ class CallSite:
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
     devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
+    # made only when the caller's parameter of this name is passed, not None or false (`if kv_cache is not None:`,
+    # `0 if kv_cache is None else kv_cache.get_pos()` with `kv_cache=None`): a step that leaves it out never makes it
+    opt_in: str = ""
 
 
 @dataclass(frozen=True, slots=True)
