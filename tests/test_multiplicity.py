@@ -329,6 +329,36 @@ def test_a_read_per_micro_batch_of_gradient_accumulation_repeats_within_the_step
     assert found.impact == "medium" and "times per step" not in found.message
 
 
+
+RL_PASSES = """import torch
+
+model = torch.nn.Linear(8, 1).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+
+
+def train(batches, num_steps, examples_per_step):
+    for step in range(num_steps):
+        examples_per_rank = examples_per_step // 2
+        for example_step in range(examples_per_rank):
+            inputs_all = next(batches).cuda()
+            num_passes = inputs_all.size(0) // 4
+            for pass_idx in range(num_passes):
+                loss = model(inputs_all[pass_idx * 4:(pass_idx + 1) * 4]).mean()
+                loss.backward()
+                print(loss.item())
+        optimizer.step()
+"""
+
+
+def test_loops_of_backward_passes_repeat_micro_batches_whatever_their_bounds_are_named() -> None:
+    """nanochat's chat_rl: ``range(examples_per_rank)`` (bound from ``examples_per_step``) and
+    ``range(num_passes)`` (from ``inputs_all.size(0) // ...``) each run forward and backward on
+    part of the step's batch: micro-batches, not decoded tokens or batch rows."""
+    (found,) = lint_source(RL_PASSES, "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert "(per inner micro-batch per micro-batch per step)" in found.message, found.message
+    assert "token" not in found.message and "batch row" not in found.message
+
+
 DECODE_MODEL = """import torch
 import torch.nn as nn
 

@@ -87,6 +87,10 @@ class Places:
         return known
 
     def _repeat(self, loop: cst.CSTNode) -> Repeat:
+        if type(loop) in (cst.For, cst.While) and self._accumulates(loop):
+            # `for pass_idx in range(num_passes): ...; loss.backward()` inside the step that updates:
+            # each iteration is a forward and backward of part of the step's batch, whatever its bound is named
+            return Repeat("micro-batch", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -327,6 +331,13 @@ class Places:
     def _updates(self, loop: cst.CSTNode, stops: frozenset[type]) -> bool:
         loops = self.ctx.loops
         return any(self.ctx.method_name(n) == "step" and loops.is_step_call(n) for n in loops.own_calls(loop, stops))
+
+    def _accumulates(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` run a backward (in it, or in a loop inside) and no optimizer step: a loop
+        of micro-batches within the step that updates?"""
+        loops = self.ctx.loops
+        calls = loops.own_calls(loop, INTO_LOOPS)
+        return any(self.ctx.method_name(n) == "backward" for n in calls) and not self._updates(loop, INTO_LOOPS)
 
     def _backward(self, loop: cst.CSTNode) -> bool:
         return any(self.ctx.method_name(n) == "backward" for n in self.ctx.loops.own_calls(loop))
