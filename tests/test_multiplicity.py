@@ -304,6 +304,22 @@ def test_a_read_after_a_helper_that_synchronizes_is_low() -> None:
     assert [(f.code, f.impact) for f in plain] == [("TL101", "medium")]
 
 
+
+@pytest.mark.parametrize(("alias", "impact"), [
+    ("synchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None\n", "low"),  # nanochat's
+    ("synchronize = torch.cuda.synchronize\n", "low"),
+    ("synchronize = print\n", "medium"),  # a name of something else: the read still waits at the step's end
+    ("synchronize = torch.cuda.synchronize if fast else torch.cuda.empty_cache\n", "medium"),  # either may run
+])
+def test_a_read_after_a_name_bound_to_synchronize_is_low(alias: str, impact: str) -> None:
+    """nanochat's ``synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None``:
+    a read after ``synchronize()`` finds the queue drained."""
+    code = LOOP.replace("model = ", alias + "model = ", 1)
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    found = lint_source(code.format(body="    synchronize()\n    t = out.argmax(-1).tolist()"), "train.py", config)
+    assert [(f.code, f.impact) for f in found] == [("TL101", impact)]
+
+
 ACCUMULATION = """import torch
 model = torch.nn.Linear(8, 8).cuda()
 optim = torch.optim.Adam(model.parameters())

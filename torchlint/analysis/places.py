@@ -616,7 +616,8 @@ class Places:
         return drains
 
     def _waits(self, call: cst.Call, read: str | None) -> bool:
-        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call) or self._blocking_upload(call):
+        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call) or self._blocking_upload(call) \
+                or (self.ctx.aliased_qname(call) or "").endswith(".synchronize"):  # `synchronize = torch.cuda.synchronize if ... else ...`
             return True
         value = _read_value(self.ctx, call)
         if value is None:
