@@ -320,6 +320,23 @@ def test_a_read_after_a_name_bound_to_synchronize_is_low(alias: str, impact: str
     assert [(f.code, f.impact) for f in found] == [("TL101", impact)]
 
 
+
+@pytest.mark.parametrize(("body", "impact"), [
+    ("    t = out.argmax(-1).tolist()\n    torch.cuda.synchronize()\n    print(t)", "low"),
+    ("    t = out.argmax(-1).tolist()\n    dt = time.time() - t0\n    synchronize()", "low"),  # host work between; an alias
+    # near-misses: device work between, or a sync that may not run
+    ("    t = out.argmax(-1).tolist()\n    y = model(x.cuda())\n    torch.cuda.synchronize()", "high"),
+    ("    t = out.argmax(-1).tolist()\n    if step % 2:\n        torch.cuda.synchronize()", "medium"),
+])
+def test_a_read_right_before_an_explicit_synchronize_is_low(body: str, impact: str) -> None:
+    """nanochat's base_train: ``train_loss.item()`` then ``synchronize()`` for its step timer: the
+    sync waits for the queue anyway, so the read adds almost nothing."""
+    alias = "import time\nsynchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None\nt0 = 0\n"
+    code = LOOP.replace("model = ", alias + "model = ", 1)
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    found = lint_source(code.format(body=body), "train.py", config)
+    assert [(f.code, f.impact) for f in found][:1] == [("TL101", impact)], [(f.line, f.impact, f.impact_reason) for f in found]
+
 ACCUMULATION = """import torch
 model = torch.nn.Linear(8, 8).cuda()
 optim = torch.optim.Adam(model.parameters())
