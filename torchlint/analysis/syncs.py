@@ -263,7 +263,7 @@ class HiddenSyncs:
     def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
         ctx = self.ctx
         binding = ctx.bindings.reaching(name.value, at)
-        if binding is not None and binding.kind == "assign" and self._moved_off_device(name.value, at):
+        if binding is not None and self._host_binding(binding) and self._moved_off_device(name.value, at):
             # `logits = logits.cpu().numpy()`, then `logits[order]`: a NumPy array here, whatever
             # the name held before (its `.detach()` there makes it no tensor here)
             return False
@@ -288,11 +288,13 @@ class HiddenSyncs:
     def _moved_off_device(self, name: str, at: cst.CSTNode) -> bool:
         """Is every binding of ``name`` that may reach ``at`` (through the branches before it)
         an assignment of a NumPy array or a Python value (``x.cpu().numpy()``, ``t.tolist()``)?"""
-        ctx = self.ctx
-        bindings = ctx.bindings.reaching_each(name, at)
-        return bool(bindings) and all(
-            b.kind == "assign" and b.element is None and b.value is not None
-            and ctx.values.kind(b.value, b.node) in (Kind.NUMPY, Kind.HOST) for b in bindings)
+        bindings = self.ctx.bindings.reaching_each(name, at)
+        return bool(bindings) and all(self._host_binding(b) for b in bindings)
+
+    def _host_binding(self, binding) -> bool:  # type: ignore[no-untyped-def]
+        """``x = t.cpu().numpy()``, ``xs = t.tolist()``: an assignment of a NumPy array or a Python value."""
+        return binding.kind == "assign" and binding.element is None and binding.value is not None \
+            and self.ctx.values.kind(binding.value, binding.node) in (Kind.NUMPY, Kind.HOST)
 
     def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Judged by the assignment that reaches ``at``."""
