@@ -73,6 +73,7 @@ def test_place_is_data_and_tiers_follow_it() -> None:
     end = assess(Cost.SYNC, Place(Where.TRAIN, position=Position.STEP_END))
     assert end[0] == MEDIUM and "one sync per step" in end[1] and "1 %" in end[1]
     assert assess(Cost.SYNC, Place(Where.TRAIN, position=Position.AFTER_SYNC))[0] == LOW
+    assert assess(Cost.SYNC, Place(Where.TRAIN, position=Position.BEFORE_SYNC))[0] == LOW
     blocks = Place(Where.TRAIN, Multiplicity((Repeat("block", 24, "Block.forward"),)), Position.STEP_END)
     impact, reason = assess(Cost.SYNC, blocks)
     assert impact == HIGH and "24 times per step: once in each `Block.forward()`" in reason

@@ -304,6 +304,39 @@ def test_a_read_after_a_helper_that_synchronizes_is_low() -> None:
     assert [(f.code, f.impact) for f in plain] == [("TL101", "medium")]
 
 
+
+@pytest.mark.parametrize(("alias", "impact"), [
+    ("synchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None\n", "low"),  # nanochat's
+    ("synchronize = torch.cuda.synchronize\n", "low"),
+    ("synchronize = print\n", "medium"),  # a name of something else: the read still waits at the step's end
+    ("synchronize = torch.cuda.synchronize if fast else torch.cuda.empty_cache\n", "medium"),  # either may run
+])
+def test_a_read_after_a_name_bound_to_synchronize_is_low(alias: str, impact: str) -> None:
+    """nanochat's ``synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None``:
+    a read after ``synchronize()`` finds the queue drained."""
+    code = LOOP.replace("model = ", alias + "model = ", 1)
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    found = lint_source(code.format(body="    synchronize()\n    t = out.argmax(-1).tolist()"), "train.py", config)
+    assert [(f.code, f.impact) for f in found] == [("TL101", impact)]
+
+
+
+@pytest.mark.parametrize(("body", "impact"), [
+    ("    t = out.argmax(-1).tolist()\n    torch.cuda.synchronize()\n    print(t)", "low"),
+    ("    t = out.argmax(-1).tolist()\n    dt = time.time() - t0\n    synchronize()", "low"),  # host work between; an alias
+    # near-misses: device work between, or a sync that may not run
+    ("    t = out.argmax(-1).tolist()\n    y = model(x.cuda())\n    torch.cuda.synchronize()", "high"),
+    ("    t = out.argmax(-1).tolist()\n    if step % 2:\n        torch.cuda.synchronize()", "medium"),
+])
+def test_a_read_right_before_an_explicit_synchronize_is_low(body: str, impact: str) -> None:
+    """nanochat's base_train: ``train_loss.item()`` then ``synchronize()`` for its step timer: the
+    sync waits for the queue anyway, so the read adds almost nothing."""
+    alias = "import time\nsynchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None\nt0 = 0\n"
+    code = LOOP.replace("model = ", alias + "model = ", 1)
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, Path("."))
+    found = lint_source(code.format(body=body), "train.py", config)
+    assert [(f.code, f.impact) for f in found][:1] == [("TL101", impact)], [(f.line, f.impact, f.impact_reason) for f in found]
+
 ACCUMULATION = """import torch
 model = torch.nn.Linear(8, 8).cuda()
 optim = torch.optim.Adam(model.parameters())
@@ -327,6 +360,36 @@ def test_a_read_per_micro_batch_of_gradient_accumulation_repeats_within_the_step
     stepping = ACCUMULATION.format(inner="4", inner_step="\n        optim.step()")
     (found,) = lint_source(stepping, "train.py", config)
     assert found.impact == "medium" and "times per step" not in found.message
+
+
+
+RL_PASSES = """import torch
+
+model = torch.nn.Linear(8, 1).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+
+
+def train(batches, num_steps, examples_per_step):
+    for step in range(num_steps):
+        examples_per_rank = examples_per_step // 2
+        for example_step in range(examples_per_rank):
+            inputs_all = next(batches).cuda()
+            num_passes = inputs_all.size(0) // 4
+            for pass_idx in range(num_passes):
+                loss = model(inputs_all[pass_idx * 4:(pass_idx + 1) * 4]).mean()
+                loss.backward()
+                print(loss.item())
+        optimizer.step()
+"""
+
+
+def test_loops_of_backward_passes_repeat_micro_batches_whatever_their_bounds_are_named() -> None:
+    """nanochat's chat_rl: ``range(examples_per_rank)`` (bound from ``examples_per_step``) and
+    ``range(num_passes)`` (from ``inputs_all.size(0) // ...``) each run forward and backward on
+    part of the step's batch: micro-batches, not decoded tokens or batch rows."""
+    (found,) = lint_source(RL_PASSES, "train.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    assert "(per inner micro-batch per micro-batch per step)" in found.message, found.message
+    assert "token" not in found.message and "batch row" not in found.message
 
 
 DECODE_MODEL = """import torch

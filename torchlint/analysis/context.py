@@ -135,6 +135,25 @@ class FileContext:
     def call_name(self, call: cst.Call) -> str | None:
         return self.qname(call.func)
 
+    def aliased_qname(self, call: cst.Call) -> str | None:
+        """The qualified name ``call`` runs: its function's, or for a plain name bound to one
+        (``synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None``),
+        the one function every binding that may reach the call names (a ``lambda`` or ``None``
+        branch is a no-op: not another function)."""
+        qualified = self.qname(call.func)
+        if qualified is not None or type(call.func) is not cst.Name:
+            return qualified
+        names = set()
+        for binding in self.bindings.reaching_each(call.func.value, call):
+            if binding.kind != "assign" or binding.element is not None or binding.value is None:
+                return None
+            value = binding.value
+            for branch in (value.body, value.orelse) if type(value) is cst.IfExp else (value,):
+                if type(branch) is cst.Lambda or type(branch) is cst.Name and branch.value == "None":
+                    continue
+                names.add(self.qname(branch) if type(branch) in (cst.Attribute, cst.Name) else None)
+        return names.pop() if len(names) == 1 else None
+
     def imports_torch(self) -> bool:
         return self.imports.imports_torch()
 

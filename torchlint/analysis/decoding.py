@@ -200,7 +200,22 @@ def grown_names(ctx: FileContext, loop: cst.CSTNode) -> set[str]:
     ``extend``, ``tokens[:, t] = tok``, ``tokens += [tok]``): not the same data twice."""
     nodes = list(ctx.loops._own_nodes(loop.body))  # type: ignore[attr-defined]
     names = {name for name, _ in _grown(nodes)}
-    return names | {name for n in nodes if type(n) is cst.AugAssign and (name := dotted(n.target)) is not None}
+    names |= {name for n in nodes if type(n) is cst.AugAssign and (name := dotted(n.target)) is not None}
+    return names - _made_afresh(loop)
+
+
+def _made_afresh(loop: cst.CSTNode) -> set[str]:
+    """Names the loop's body binds anew on every pass, from something else than themselves
+    (``row = logits[0, -1]``, then ``row[order[cut:]] = -inf``): what an item write changes
+    there is this pass's value, not a sequence carried from pass to pass."""
+    body = loop.body  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for statement in body.body if type(body) is cst.IndentedBlock else ():
+        for small in statement.body if type(statement) is cst.SimpleStatementLine else ():
+            if type(small) is cst.Assign and len(small.targets) == 1 and (name := dotted(small.targets[0].target)) is not None \
+                    and name not in _mentions(small.value):
+                found.add(name)
+    return found
 
 
 def _grown(nodes: list[cst.CSTNode]) -> list[tuple[str, cst.CSTNode]]:

@@ -54,6 +54,8 @@ class ParameterDefaults:
                 found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `if not reverse: ... else: <here>`
             elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
                 found = self._flag_of(ancestor.test, defaults, optional)  # type: ignore[attr-defined]
+            elif kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
+                found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `0 if cache is None else <here>`
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
                 found = self._flag_of(ancestor.left, defaults, optional)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
             if found is not None:

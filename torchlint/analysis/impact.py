@@ -152,6 +152,7 @@ class Position(enum.Enum):
     STEP_END = "step-end"  # nothing after it in the step but the next step's launches
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
+    BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
 
@@ -251,6 +252,8 @@ _POSITION_WHY = {
     Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
                           "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
+    Position.BEFORE_SYNC: ("right before an explicit synchronize, which waits for the queue anyway: "
+                           "without this read the step would wait as long"),
     Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
@@ -285,7 +288,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        capped = LOW if place.position is Position.AFTER_SYNC else MEDIUM if tier == HIGH else tier
+        capped = LOW if place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC) else MEDIUM if tier == HIGH else tier
         why = _POSITION_WHY[place.position]
         if place.per_step:  # a few fixed items: the first read waits, the others find the queue drained
             why = why.replace("one sync per step", "one real wait per step (the repetitions after the first find the queue drained)", 1)

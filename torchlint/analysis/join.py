@@ -167,18 +167,33 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
         for call in calls_by_caller.get((path, key), ()):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
+            caller = _passing_reach(call, path, key, info, omitting)
+            if caller is None:
+                continue  # `if kv_cache is not None: kv_cache.get_pos()` and no per-step call passes `kv_cache`
             for callee in project.callees(call.target, path):
                 if callee == (path, key):
                     continue
                 # Called by the framework's step itself: the call in the hook is the site.
-                sites = (call.location,) if info.hook and call.location is not None else info.sites
-                via = "" if info.hook else key
-                per_step, position = _called_place(info, call, callee, loops_by_file.get(path, {}))
-                work.append((*callee, StepInfo(info.origin, sites, info.where, host_only=info.host_only, tensor_args=call.tensors, via=via,
+                sites = (call.location,) if caller.hook and call.location is not None else caller.sites
+                via = "" if caller.hook else key
+                per_step, position = _called_place(caller, call, callee, loops_by_file.get(path, {}))
+                work.append((*callee, StepInfo(caller.origin, sites, caller.where, host_only=caller.host_only, tensor_args=call.tensors, via=via,
                                                omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, info.uploaded),
-                                               passed=project.passes(call, callee, (path, key), None if info.hook else info.passed),
+                                               uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
+                                               passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed),
                                                feeds_env=call.feeds_env, per_step=per_step, position=position)))
+
+
+def _passing_reach(call: CallSite, path: str, key: str, info: StepInfo, omitting: dict[tuple[str, str], StepInfo]) -> StepInfo | None:
+    """The reach of the function ``key`` that makes ``call``: ``info``, or for a call made only when
+    a parameter is passed (``CallSite.opt_in``), the reach of a per-step call that passes it (not
+    the function's first: a training step leaving ``kv_cache`` out makes no ``kv_cache.get_pos()``);
+    None where no per-step call passes it."""
+    if not call.opt_in or info.hook or "*" in info.passed:
+        return info  # (a framework's hook: its callers are not seen)
+    if call.opt_in not in info.passed:
+        return None
+    return omitting.get((path, f"{key}#passed:{call.opt_in}"), info)
 
 
 def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
@@ -196,7 +211,8 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
         for cls in summary.classes:
             if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
-                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL))))
+                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL),
+                                                      passed=frozenset({"*"}))))  # (its callers are not seen: any argument)
     models: Steps = Steps()
     _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
     # The models themselves first (forwards no other reached function calls): a block's findings

@@ -87,6 +87,10 @@ class Places:
         return known
 
     def _repeat(self, loop: cst.CSTNode) -> Repeat:
+        if type(loop) in (cst.For, cst.While) and self._accumulates(loop):
+            # `for pass_idx in range(num_passes): ...; loss.backward()` inside the step that updates:
+            # each iteration is a forward and backward of part of the step's batch, whatever its bound is named
+            return Repeat("micro-batch", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -328,6 +332,13 @@ class Places:
         loops = self.ctx.loops
         return any(self.ctx.method_name(n) == "step" and loops.is_step_call(n) for n in loops.own_calls(loop, stops))
 
+    def _accumulates(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` run a backward (in it, or in a loop inside) and no optimizer step: a loop
+        of micro-batches within the step that updates?"""
+        loops = self.ctx.loops
+        calls = loops.own_calls(loop, INTO_LOOPS)
+        return any(self.ctx.method_name(n) == "backward" for n in calls) and not self._updates(loop, INTO_LOOPS)
+
     def _backward(self, loop: cst.CSTNode) -> bool:
         return any(self.ctx.method_name(n) == "backward" for n in self.ctx.loops.own_calls(loop))
 
@@ -342,6 +353,8 @@ class Places:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
+        if _read_value(self.ctx, node) is not None and self._before_sync(node, stop):
+            return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
         # Nothing of this step queued before it (`_fresh`): it waits only for the previous
         # step's tail, like a read at the step's end. Each kind of stop asks only what
         # decides its answer (both questions walk the statements around `node`).
@@ -585,6 +598,32 @@ class Places:
                     return False  # device work, or a call that may queue some, since
         return False
 
+    def _before_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node`` followed, in its step, by an explicit synchronize with only host work
+        between (the rest of its statement and the statements after it, level by level)?"""
+        tree = self.ctx.tree
+        statement = tree.statement_of(node)
+        if statement is None or type(statement) is not cst.SimpleStatementLine:
+            return False
+        end = tree.index(node)
+        rest = [n for n in self._finish_order(statement) if tree.index(n) > end and not tree.is_inside(n, node)]
+        if any(not self._quiet(call) for call in rest):
+            return False
+        for later in self._statements_around(node, stop, after=True):
+            if type(later) is not cst.SimpleStatementLine:
+                return False  # a branch or a loop: the sync after it may not run, or work may come first
+            for call in reversed(self._finish_order(later)):  # the order Python starts them in
+                if self._explicit_sync(call):
+                    return True
+                if not self._quiet(call):
+                    return False
+        return False
+
+    def _explicit_sync(self, call: cst.Call) -> bool:
+        """``torch.cuda.synchronize()``, a name bound to it, or a helper of this file that calls it."""
+        return self.ctx.method_name(call) == "synchronize" or self._synchronizes(call) \
+            or (self.ctx.aliased_qname(call) or "").endswith(".synchronize")
+
     def _works(self, call: cst.Call) -> bool:
         """A call that may queue more than a tensor method's kernel: a model, a helper."""
         return self.ctx.loops.is_step_call(call) or type(call.func) is cst.Name and not self._quiet(call)
@@ -605,7 +644,7 @@ class Places:
         return drains
 
     def _waits(self, call: cst.Call, read: str | None) -> bool:
-        if self.ctx.method_name(call) == "synchronize" or self._synchronizes(call) or self._blocking_upload(call):
+        if self._explicit_sync(call) or self._blocking_upload(call):  # (`synchronize = torch.cuda.synchronize if ... else ...` too)
             return True
         value = _read_value(self.ctx, call)
         if value is None:

@@ -51,6 +51,9 @@ class CallSite:
     # arguments on the device where the caller's parameters named are (all of them): `rand_slice(z)`
     # with `z = self.enc_q(y)` in `forward(self, y)`, `torch.rand(b).to(device=x.device)` (`Steps.device_params`)
     devices_if: tuple[tuple[int | str, tuple[str, ...]], ...] = ()
+    # made only when the caller's parameter of this name is passed, not None or false (`if kv_cache is not None:`,
+    # `0 if kv_cache is None else kv_cache.get_pos()` with `kv_cache=None`): a step that leaves it out never makes it
+    opt_in: str = ""
 
 
 @dataclass(frozen=True, slots=True)

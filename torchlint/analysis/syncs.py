@@ -263,6 +263,10 @@ class HiddenSyncs:
     def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
         ctx = self.ctx
         binding = ctx.bindings.reaching(name.value, at)
+        if binding is not None and self._host_binding(binding) and self._moved_off_device(name.value, at):
+            # `logits = logits.cpu().numpy()`, then `logits[order]`: a NumPy array here, whatever
+            # the name held before (its `.detach()` there makes it no tensor here)
+            return False
         # A comprehension's variable is what its iterable holds: a use of the same name as a
         # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
         # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
@@ -280,6 +284,17 @@ class HiddenSyncs:
             source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
             return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
+
+    def _moved_off_device(self, name: str, at: cst.CSTNode) -> bool:
+        """Is every binding of ``name`` that may reach ``at`` (through the branches before it)
+        an assignment of a NumPy array or a Python value (``x.cpu().numpy()``, ``t.tolist()``)?"""
+        bindings = self.ctx.bindings.reaching_each(name, at)
+        return bool(bindings) and all(self._host_binding(b) for b in bindings)
+
+    def _host_binding(self, binding) -> bool:  # type: ignore[no-untyped-def]
+        """``x = t.cpu().numpy()``, ``xs = t.tolist()``: an assignment of a NumPy array or a Python value."""
+        return binding.kind == "assign" and binding.element is None and binding.value is not None \
+            and self.ctx.values.kind(binding.value, binding.node) in (Kind.NUMPY, Kind.HOST)
 
     def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Judged by the assignment that reaches ``at``."""

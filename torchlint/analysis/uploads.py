@@ -434,6 +434,55 @@ class Uploads:
             return None
         return bound[0].node  # type: ignore[return-value]
 
+    @cached_property
+    def round_trips(self) -> dict[int, tuple[cst.Call, cst.Call]]:
+        """id(move to the host) -> (that move, the move that takes its value back to the device)
+        in the same pass of the same function, across statements: ``a = logits.cpu().numpy()``,
+        host work on ``a`` (``a[order[k:]] = -inf``), then ``torch.from_numpy(a).to(d)`` (TL112;
+        TL102 leaves such a copy to it)."""
+        ctx = self.ctx
+        found: dict[int, tuple[cst.Call, cst.Call]] = {}
+        for call in ctx.tree.nodes(cst.Call):
+            if type(call.func) is not cst.Attribute or ctx.devices.move(call) != "device" or ctx.tree.enclosing_function(call) is None:
+                continue
+            back = self._moved_to_host_before(call.func.value, call)
+            if back is not None and id(back) not in found and self._same_pass(back, call):
+                found[id(back)] = (back, call)
+        return found
+
+    def _moved_to_host_before(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
+        """The move to the host (``x.cpu()``) whose value ``expr`` still is, through NumPy and
+        back (``.numpy()``, ``torch.from_numpy``), dtype changes and names bound in between
+        (not one made in the same expression: that is the one-expression round trip)."""
+        ctx = self.ctx
+        named = False  # only across statements: a name bound in between
+        for _ in range(8):
+            if type(expr) is cst.Name:
+                binding = ctx.bindings.reaching(expr.value, at)
+                if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
+                    return None
+                expr, at, named = binding.value, binding.node, True
+            elif type(expr) is cst.Call and ctx.qname(expr.func) in ("torch.from_numpy", "torch.as_tensor", "torch.tensor"):
+                if ctx.keyword(expr, "device") is not None or len(expr.args) != 1 or expr.args[0].keyword is not None:
+                    return None
+                expr = expr.args[0].value
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+                moved = ctx.devices.move(expr)
+                if moved is not None:
+                    return expr if moved == "host" and named else None
+                if expr.func.attr.value not in KEEPS_THE_VALUE | {"numpy", "type"}:
+                    return None
+                expr = expr.func.value
+            else:
+                return None
+        return None
+
+    def _same_pass(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Do both run in the same pass: in one function, and in each loop around the second?"""
+        tree, loops = self.ctx.tree, self.ctx.loops
+        return tree.enclosing_function(first) is tree.enclosing_function(second) and all(
+            tree.is_inside(first, loop) for loop in loops.enclosing_loops(second))
+
     def parameter_behind(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
         """The parameter whose value ``expr`` still is, give or take a shape, a sort or a
         constant offset: ``(lengths - 1)``, ``lengths.squeeze(1)``, after ``lengths, order =

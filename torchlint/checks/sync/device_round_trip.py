@@ -14,16 +14,23 @@ _FROM_HOST = {"torch.from_numpy", "torch.as_tensor", "torch.tensor"}
 
 
 class DeviceRoundTrip(Check):
-    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once."""
+    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work."""
 
     code = "TL112"
     name = "device-round-trip"
     cost = Cost.ROUND_TRIP
-    message = "`{expr}` moves the value {first} and straight back {second}: two copies and a sync for nothing"
+    message = "`{expr}` moves the value {first} and {second}: two copies and a sync {waste}"
     fix_hint = "Drop both moves and keep the value where it is; if a host-only step sits between them, do it on the device instead"
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
+        trip = ctx.uploads.round_trips.get(id(node))
+        if trip is not None:
+            # `a = x.cpu().numpy()`, host work on `a`, `torch.from_numpy(a).to(d)`: the wait is at the first move
+            self.report(node, related=(trip[1],), expr=short_code(ctx.module, node, limit=60), first="to the host",
+                        second=f"back to the device in `{short_code(ctx.module, trip[1], limit=60)}` in the same pass",
+                        waste="that keeping the work on the device saves")
+            return
         later = ctx.devices.move(node)
         if later is None:
             self._read_back(node)
@@ -37,7 +44,8 @@ class DeviceRoundTrip(Check):
         if ctx.guards.export_only(node):
             return  # written for the ONNX exporter or a tracer (a constant it can fold), run once
         words = {"host": "to the host", "device": "to the device"}
-        self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=words[later])
+        self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=f"straight back {words[later]}",
+                    waste="for nothing")
 
     def _read_back(self, node: cst.Call) -> None:
         """``decode_lengths = (caption_lengths - 1).tolist()`` in a ``forward`` whose caller
@@ -49,7 +57,8 @@ class DeviceRoundTrip(Check):
         param = ctx.uploads.parameter_behind(node.func.value, node)  # type: ignore[attr-defined]
         if param is not None:
             self.report(node, condition=param.name, hint=_READ_BACK_HINT, expr=short_code(ctx.module, node, limit=60),
-                        first=f"to the device (the caller uploads `{param.name.value}` from the host)", second="to the host here")
+                        first=f"to the device (the caller uploads `{param.name.value}` from the host)", second="straight back to the host here",
+                        waste="for nothing")
 
     def _previous_move(self, expr: cst.BaseExpression) -> str | None:
         """The nearest move inside ``expr``'s chain, through calls that keep the same value:

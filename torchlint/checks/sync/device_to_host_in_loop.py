@@ -33,6 +33,9 @@ class DeviceToHostInLoop(Check):
         loop = ctx.loops.hot_loop(node)
         if loop is None or ctx.devices.host_only(node):
             return
+        if id(node) in ctx.uploads.round_trips:
+            return  # moved back to the device in the same pass: TL112 reports the round trip
+            return
         if ctx.guards.rare(node, stop=loop):
             return  # every N steps, or once
         receiver = node.func.value  # type: ignore[attr-defined]
