@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.summary import Ref
 
 if TYPE_CHECKING:
@@ -98,5 +99,5 @@ class CompiledRoots:
 
 
 def _short(expr: cst.BaseExpression) -> str:
-    text = cst.Module([]).code_for_node(expr)
+    text = plain_code(cst.Module([]), expr)
     return text if len(text) <= 30 else text[:27] + "..."

@@ -25,6 +25,7 @@ from torchlint.analysis.names import Imports, canonical, dotted
 from torchlint.analysis.syncs import HiddenSyncs
 from torchlint.analysis.uploads import Uploads
 from torchlint.analysis.device_makeable import DeviceMakeable
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import Tree
 from torchlint.analysis.values import ValueKinds
 
@@ -282,7 +283,7 @@ def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 40) -> str:
     become ``(...)`` (``F.nll_loss(...).item``) and long subscripts ``[...]``, keeping the
     end of a chain of calls and attributes, which names what runs (``(logits…).float()``);
     what is still too long is cut after a whole token, with one ``…`` (brackets closed)."""
-    text = " ".join(module.code_for_node(node).split())
+    text = " ".join(plain_code(module, node).split())
     if len(text) <= limit:
         return text
     if isinstance(node, cst.Call):

@@ -18,6 +18,7 @@ from torchlint.analysis.guard_shapes import (
 )
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.values import looks_like_optimizer
 
@@ -333,7 +334,7 @@ class Guards(ParameterDefaults):
             return False
         module = self.ctx.module
         filled = any(type(target) is cst.Subscript and dotted(target.value) == cache and len(target.slice) == 1
-                     and module.code_for_node(target.slice[0]).strip() == module.code_for_node(key).strip()
+                     and plain_code(module, target.slice[0]).strip() == plain_code(module, key).strip()
                      for node in self.ctx.tree.descendants(branch.body) if type(node) is cst.Assign for target in assigned_targets(node))
         if not filled:
             return False

@@ -11,6 +11,7 @@ from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.impact import LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
 from torchlint.analysis.tree import node_types
@@ -270,7 +271,7 @@ class Loops:
         evaluates = "eval" in methods and "train" not in methods
         if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
             return Where.EVAL
-        iterated = " ".join(self.ctx.module.code_for_node(r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
+        iterated = " ".join(plain_code(self.ctx.module, r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
         if "train" in name or "train" in iterated:
             return Where.TRAIN  # the backward is in a callable: `loss_scaler(loss, optimizer)`
         return Where.BATCH

@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.analysis.values import Kind
@@ -96,7 +97,7 @@ class Places:
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
         iterable, target = comp_for.iter, comp_for.target
         names = " ".join(filter(None, (dotted(e) for e in _parts(target)))).lower()
-        code = self.ctx.module.code_for_node(iterable).lower()
+        code = plain_code(self.ctx.module, iterable).lower()
         if _over_parameters(iterable):
             return Repeat("parameter")
         if "topk" in code or "argsort" in code:
@@ -198,12 +199,12 @@ class Places:
     def _bound_code(self, bound: cst.BaseExpression) -> str:
         """A range's bound as code, with what a local name was set to once (``n_audio =
         tokens.shape[0] // beam_size``: the batch's rows)."""
-        code = self.ctx.module.code_for_node(bound).lower()
+        code = plain_code(self.ctx.module, bound).lower()
         if type(bound) is cst.Name:
             bindings = self.ctx.bindings.lookup(bound.value, bound)
             value = getattr(bindings[0], "value", None) if len(bindings) == 1 and bindings[0].kind == "assign" else None
             if value is not None:
-                code += " " + self.ctx.module.code_for_node(value).lower()
+                code += " " + plain_code(self.ctx.module, value).lower()
         return code
 
     def step_unit(self, loop: cst.CSTNode) -> str:
@@ -738,11 +739,11 @@ def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
         return None
     func = node.func
     if type(func) is cst.Attribute and func.attr.value in _READS and not node.args:
-        return ctx.module.code_for_node(func.value)
+        return plain_code(ctx.module, func.value)
     if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(node.args) == 1:
-        return ctx.module.code_for_node(node.args[0].value)
+        return plain_code(ctx.module, node.args[0].value)
     if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
-        return ctx.module.code_for_node(node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
+        return plain_code(ctx.module, node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
     return None
 
 

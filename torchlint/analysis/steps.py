@@ -36,6 +36,7 @@ from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
@@ -329,7 +330,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             return False
         if loops.loader_of(iterable, loop) is not None:
             return True
-        names = " ".join(self.ctx.module.code_for_node(part).lower() for part in (iterable, loop.target)) if type(loop) is cst.For else ""
+        names = " ".join(plain_code(self.ctx.module, part).lower() for part in (iterable, loop.target)) if type(loop) is cst.For else ""
         return any(word in names for word in ("batch", "loader", "_ld", "_dl"))
 
     def _forward_of(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> str:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.devices import string_value
 from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 
 _CONV2D = ("torch.nn.Conv2d", "torch.nn.ConvTranspose2d")
@@ -34,7 +35,7 @@ class ChannelsLastMissing(Check):
         in_loop = [c for c in autocasts if any(ctx.tree.is_inside(c, loop) for loop in loops)]
         if in_loop:
             call = in_loop[0]
-            self.report(call, where=Where.TRAIN, call=ctx.module.code_for_node(call.func) + "(...)")
+            self.report(call, where=Where.TRAIN, call=plain_code(ctx.module, call.func) + "(...)")
 
 
 def _on_cpu(call, ctx) -> bool:  # type: ignore[no-untyped-def]

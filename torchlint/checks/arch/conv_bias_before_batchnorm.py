@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
 from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -78,7 +79,7 @@ class ConvBiasBeforeBatchnorm(Check):
     def _conditional_hint(self, conv: cst.Call, norm: cst.Call, value: cst.BaseExpression | None) -> str:
         if not self.ctx.layers.link_guards(conv, norm):
             return ""
-        spelled = f"`bias={self.ctx.module.code_for_node(value)}`" if value is not None else "`bias=` the opposite of the condition"
+        spelled = f"`bias={plain_code(self.ctx.module, value)}`" if value is not None else "`bias=` the opposite of the condition"
         return f"The BatchNorm follows only under a condition: pass {spelled} so the convolution keeps its bias without it"
 
     def _visible_at(self, test: cst.BaseExpression, conv: cst.Call, branch: cst.If) -> bool:

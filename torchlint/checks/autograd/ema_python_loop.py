@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 
 # What iterates a module's tensors: `ema.parameters()`, `model.state_dict().values()`...
@@ -41,7 +42,7 @@ class EmaPythonLoop(Check):
             return  # module code outside any step: a blend made once (loading, exporting)
         # Under `if step % N == 0:` the engine places it every N steps (a low tier), in a loop or a helper alike.
         over = "zip(...)" if _is_zip(node.iter) else short_code(ctx.module, node.iter)
-        head = f"for {ctx.module.code_for_node(node.target).strip()} in {over}"
+        head = f"for {plain_code(ctx.module, node.target).strip()} in {over}"
         self.report(node, head=head)
 
 

@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import Kind, optimized_tensors
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 
@@ -108,7 +109,7 @@ class ZeroGradMemset(Check):
             return False
         for binding in ctx.bindings.lookup(name, at):
             if binding.kind in ("for", "comp") and binding.value is not None:
-                text = ctx.module.code_for_node(binding.value)
+                text = plain_code(ctx.module, binding.value)
                 if "param" in text.lower():
                     return True
         return False

@@ -9,6 +9,7 @@ from torchlint.analysis.devices import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.uploads import FACTORIES, FROM_DATA
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
@@ -174,7 +175,7 @@ def _legacy_hint(ctx, factory: cst.Call, qualified: str | None) -> str:  # type:
 
 def _move_text(module: cst.Module, move: cst.Call) -> str:
     method = move.func.attr.value  # type: ignore[attr-defined]
-    arguments = ", ".join(module.code_for_node(a).strip().rstrip(",").strip() for a in move.args)
+    arguments = ", ".join(plain_code(module, a).strip().rstrip(",").strip() for a in move.args)
     return f".{method}({arguments})" if len(arguments) <= 40 else f".{method}(...)"
 
 

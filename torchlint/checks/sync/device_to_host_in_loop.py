@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 
 
@@ -49,7 +50,7 @@ class DeviceToHostInLoop(Check):
             return  # `t.numpy() if not use_cuda else t.cpu().numpy()`: the host-only path
         if feeds_environment(ctx, node):
             return  # `envs.step(action.cpu().numpy())`: the environment runs on the host and needs it
-        arguments = ", ".join(ctx.module.code_for_node(a).strip().rstrip(",") for a in node.args)
+        arguments = ", ".join(plain_code(ctx.module, a).strip().rstrip(",") for a in node.args)
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
 
     def _numpy_of_device_value(self, node: cst.Call) -> bool:

@@ -9,7 +9,12 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
+<<<<<<< HEAD
 from torchlint.analysis.impact import Cost, Repeat
+=======
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.positions import plain_code
+>>>>>>> 9e52f52 (positions.plain_code: the code of a node from a codegen state without libcst's position hook (CodegenState enters a generator-based context manager for most nodes it generates, recording nothing); the analyses and checks generate their message and matching text with it, and short_code's bounded codegen derives from it)
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
@@ -212,13 +217,13 @@ def _error_message(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-d
 def _formatted(module: cst.Module, string: cst.CSTNode, read: cst.BaseExpression) -> str:
     """The format for a message: the whole string when short, else the field that reads
     the tensor (`f"…{loss:.4f}…"`, `"…" % loss`)."""
-    text = " ".join(module.code_for_node(string).split())
+    text = " ".join(plain_code(module, string).split())
     if len(text) <= 40:
         return text
     value = short_code(module, read, 24)
     if type(string) is cst.FormattedString:
         field = next((p for p in string.parts if type(p) is cst.FormattedStringExpression and p.expression is read), None)
-        shown = module.code_for_node(field) if field is not None and len(module.code_for_node(field)) <= 32 else "{" + value + "}"
+        shown = plain_code(module, field) if field is not None and len(plain_code(module, field)) <= 32 else "{" + value + "}"
         return f'{string.prefix}"…{shown}…"'
     if type(string) is cst.BinaryOperation:
         return f'"…" % {value}'
