@@ -9,12 +9,8 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.syncs import plainly_python
 from torchlint.analysis.uploads import FACTORIES
-<<<<<<< HEAD
 from torchlint.analysis.impact import Cost, Repeat
-=======
-from torchlint.analysis.impact import Cost
 from torchlint.analysis.positions import plain_code
->>>>>>> 9e52f52 (positions.plain_code: the code of a node from a codegen state without libcst's position hook (CodegenState enters a generator-based context manager for most nodes it generates, recording nothing); the analyses and checks generate their message and matching text with it, and short_code's bounded codegen derives from it)
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.
