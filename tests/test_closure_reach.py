@@ -104,3 +104,26 @@ for x in loader:
     opt.step()
 '''
     assert _found(source, "TL305") == []
+
+
+def test_precision_chosen_in_the_launcher_holds_for_the_step_of_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `with torch.autocast(...)` around the closure's call, and TF32 allowed at start-up, in the
+    # file of the loop: the step of the other file runs under both.
+    root = checked_here("closures", tmp_path, monkeypatch)
+    before = {f.code for f in project_findings(root)}
+    assert {"TL501", "TL506"} <= before
+    run_lib = root / "run_lib.py"
+    text = run_lib.read_text()
+    text = text.replace("        loss = train_step_fn(state, batch)",
+                        "        with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n            loss = train_step_fn(state, batch)")
+    text = text.replace("def train(loader", "torch.backends.cuda.matmul.allow_tf32 = True\n\n\ndef train(loader")
+    run_lib.write_text(text)
+    after = {f.code for f in project_findings(root)}
+    assert not {"TL501", "TL506"} & after and "TL305" in after
+
+
+def test_a_step_function_no_loop_calls_is_no_training_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checked_here("closures", tmp_path, monkeypatch)
+    run_lib = root / "run_lib.py"
+    run_lib.write_text(run_lib.read_text().replace("        loss = train_step_fn(state, batch)\n", "        loss = batch.sum()\n"))
+    assert not {"TL501", "TL506", "TL305"} & {f.code for f in project_findings(root)}
