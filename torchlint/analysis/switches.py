@@ -43,12 +43,46 @@ def turned_switches(ctx: FileContext) -> tuple[str, ...]:
     return (*_validation_off(ctx), *found)
 
 
+# The names one of those spellings needs (a set lookup per file; `references` resolves every name).
+_PRECISION_WORDS = frozenset({"autocast", "amp", "float16", "half", "bfloat16", "Accelerator", "precision", "mixed_precision"})
+_MATMUL_WORDS = _PRECISION_WORDS | {"set_float32_matmul_precision", "allow_tf32", "fp32_precision"}
+
+
+def _mentions(ctx: FileContext, words: frozenset[str]) -> bool:
+    """Does any name of the module (an attribute's, a keyword's too) spell one of ``words``?"""
+    return any(n.value in words for n in ctx.tree.nodes(cst.Name))
+
+
+def _refers(ctx: FileContext, apis: tuple[str, ...], words: frozenset[str]) -> bool:
+    """Does the module refer to one of ``apis`` or to something under one (``torch.cuda.amp.autocast``)
+    outside its imports? What ``ctx.references(*apis)`` and its ``prefix`` form answer, asking
+    only the chains that spell one of ``words`` or a name imported from one of ``apis`` (every
+    file's summary asks: resolving each of its names would cost a tenth of the parse)."""
+    def under(name: str) -> bool:
+        return any(name == api or name.startswith(api + ".") for api in apis)
+
+    imported = {alias for alias, target in ctx.imports.aliases.items() if under(target)}
+    tree = ctx.tree
+    for name in tree.nodes(cst.Name):
+        if name.value not in words and name.value not in imported:
+            continue
+        chain: cst.CSTNode = name
+        while type(parent := tree.parent(chain)) is cst.Attribute:
+            chain = parent  # `torch.cuda.amp.autocast`: the whole chain names the API
+        qualified = ctx.qname(chain) if isinstance(chain, (cst.Name, cst.Attribute)) else None
+        if qualified is not None and under(qualified) and not any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in tree.ancestors(chain)):
+            return True
+    return False
+
+
 def handles_precision(ctx: FileContext) -> bool:
     """Does the module run anything in reduced precision (``torch.autocast``, ``.half()``,
     ``accelerator.autocast()``, ``Trainer(precision="bf16-mixed")``)?"""
-    if ctx.references(*_PRECISION_APIS, prefix=True) or ctx.references(*_PRECISION_APIS):
+    if _refers(ctx, _PRECISION_APIS, _PRECISION_WORDS):
         return True
-    if ctx.method_calls({"half", "bfloat16", "autocast"}) or ctx.references("accelerate.Accelerator"):
+    if not _mentions(ctx, _PRECISION_WORDS):
+        return False  # none of the spellings below either (asked of every file's summary: most name none)
+    if ctx.method_calls({"half", "bfloat16", "autocast"}) or _refers(ctx, ("accelerate.Accelerator",), _PRECISION_WORDS):
         return True  # precision handled by hand or by a framework (`accelerator.autocast()`)
     return any(  # a framework told its precision: `Fabric(precision="bf16-mixed")`, `Trainer(precision=...)`
         arg.keyword is not None and arg.keyword.value in ("precision", "mixed_precision")
@@ -60,9 +94,9 @@ def handles_precision(ctx: FileContext) -> bool:
 def chooses_matmul_precision(ctx: FileContext) -> bool:
     """Does the module allow TF32 (or choose float32's matmul precision at all), or run its
     matmuls in reduced precision anyway?"""
-    if ctx.references(*_TF32_SETTINGS) or ctx.references(*_TF32_SETTINGS, prefix=True):
+    if _refers(ctx, _TF32_SETTINGS, _MATMUL_WORDS):
         return True  # the precision was chosen
-    if ctx.references(*_REDUCED, prefix=True) or ctx.references(*_REDUCED) or ctx.method_calls({"half", "bfloat16"}):
+    if _refers(ctx, _REDUCED, _PRECISION_WORDS) or ctx.method_calls({"half", "bfloat16"}):
         return True  # the matmuls run in reduced precision already
     return any(a.attr.value in ("allow_tf32", "fp32_precision") for a in ctx.tree.nodes(cst.Attribute))  # through an alias of the backend module
 
