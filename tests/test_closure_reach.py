@@ -127,3 +127,37 @@ def test_a_step_function_no_loop_calls_is_no_training_step(tmp_path: Path, monke
     run_lib = root / "run_lib.py"
     run_lib.write_text(run_lib.read_text().replace("        loss = train_step_fn(state, batch)\n", "        loss = batch.sum()\n"))
     assert not {"TL501", "TL506", "TL305"} & {f.code for f in project_findings(root)}
+
+
+def test_a_closure_calls_the_model_its_factory_was_given() -> None:
+    # score_sde's `get_model_fn(model, train)`: `model_fn` calls the factory's parameter `model`,
+    # which is what the factory's caller passes (the Net whose forward reads a value).
+    source = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        scale = x.abs().max().item()
+        return self.fc(x / scale)
+
+
+def get_model_fn(model):
+    def model_fn(x):
+        return model(x)
+    return model_fn
+
+
+net = Net().cuda()
+opt = torch.optim.SGD(net.parameters())
+model_fn = get_model_fn(net)
+for x in loader:
+    model_fn(x.cuda()).sum().backward()
+    opt.step()
+'''
+    found = _found(source, "TL101")
+    assert [f.line for f in found] == [11] and "`Net.forward()` (called from `get_model_fn.model_fn()`" in found[0].message
