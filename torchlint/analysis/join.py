@@ -407,7 +407,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                 continue
             for callee in project.callees(call.target, path):
                 if callee[1] in project.files[callee[0]].one_step:
-                    found[where] = Where.TRAIN
+                    # (a loop its own file shows evaluating, under no_grad, after `.eval()`, in
+                    # `evaluate()`, runs the step function with its training off: score_sde's
+                    # `eval_step = get_step_fn(sde, train=False)`)
+                    found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
                 elif where in found:
                     continue
                 elif _calls_a_model(call, callee):

@@ -99,6 +99,9 @@ class ObjectRefs(MemberRefs, AliasRefs):
         any of them (``if swin: model = Swin() else: model = Mlp()``, then ``return model``),
         but a container returned is not one object."""
         if type(value) is cst.Name:
+            made = self._made_function(value, at)
+            if made is not None:  # `def step_fn(state, batch): ...; return step_fn`: a call of the result runs it
+                return made
             reaching = self.ctx.bindings.reaching_each(value.value, at)
             if len(reaching) > 1:
                 return either(_single(self._binding_class(value, b)) for b in reaching)
@@ -106,6 +109,17 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if found is not None and found[0] == "each" and type(value) is cst.Call and type(value.func) is cst.Subscript:
             return found  # `return MODELS[name](params)`: one object, of any class a function of the table returns
         return _single(found)
+
+    def _made_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``("local", key)`` where ``name`` at ``at`` is a function of this file and nothing
+        else (a factory returning the closure it defines: score_sde's ``get_step_fn``)."""
+        function = self.ctx.functions.named(name.value, at)
+        if function is None:
+            return None
+        reaching = self.ctx.bindings.reaching_each(name.value, at)
+        if any(b.kind != "def" for b in reaching):
+            return None  # rebound (`step_fn = torch.compile(step_fn)`): the object's class, as before
+        return ("local", self.keys[id(function)])
 
     def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
         """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
@@ -120,7 +134,7 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 refs = tuple(_single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
                 owner = ("tuple", refs) if any(r is not None for r in refs) else None
             else:
-                owner = self._argument_object(value, call)
+                owner = self._dict_of_objects(value, call) or self._argument_object(value, call)
             if owner is not None:
                 found.append((arg.keyword.value if arg.keyword is not None else position, owner))
             if arg.keyword is None:
@@ -154,6 +168,46 @@ class ObjectRefs(MemberRefs, AliasRefs):
             return ("local", self.keys[id(function)]) if function is not None else None
         return found
 
+    # --- dicts of objects (score_sde's `state = dict(model=model, ema=ema, ...)`) -------------
+    def _dict_of_objects(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``("dict", ((key, class ref), ...))`` for a dict written with string keys (``{"ema":
+        ema}``, ``dict(ema=ema)``, or a name bound once to one) some of whose values are objects
+        of a class; None otherwise."""
+        entries = _dict_entries(self._bound_once(value, at))
+        if entries is None:
+            return None
+        found = tuple((key, ref) for key, item in entries if (ref := _single(self._object_of(item, at, None))) is not None)
+        return ("dict", found) if found else None
+
+    def _dict_entry(self, expr: cst.Subscript, at: cst.CSTNode) -> Ref | None:
+        """The class of ``state["ema"]``: the value that key holds in the dict ``state`` is bound
+        to here, or, for a parameter, in what the callers pass (``("passed", f, "state", "ema")``)."""
+        key = _string_key(expr)
+        if key is None or type(expr.value) is not cst.Name:
+            return None
+        param = self._parameter(expr.value, at)
+        if param is not None:
+            return ("passed", *param, key)
+        entries = _dict_entries(self._bound_once(expr.value, at))
+        item = dict(entries).get(key) if entries is not None else None
+        return _single(self._object_of(item, at, None)) if item is not None else None
+
+    def _bound_once(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """What a local name is bound to where ``at`` stands, when one plain assignment reaches
+        it; any other expression as it is."""
+        for _ in range(4):
+            if type(value) is not cst.Name:
+                return value
+            reaching = self.ctx.bindings.reaching_each(value.value, at)
+            if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].element is not None:
+                return None
+            bound, at = reaching[0].value, reaching[0].node
+            handed_back = type(bound) is cst.Call and any(type(a.value) is cst.Name and a.value.value == value.value for a in bound.args)
+            if not handed_back:
+                return bound
+            # `state = restore_checkpoint(path, state, device)`: the dict it is given, handed back
+        return None
+
     @cached_property
     def _assigned_from_calls(self) -> tuple[set[str], set[str]]:
         """Names that may hold an object of a class (the only names worth a lookup):
@@ -170,8 +224,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
                 objects |= names
                 continue
             value = unwrap_moves(assign.value)
-            if type(value) in (cst.Name, cst.Attribute):
-                objects |= names  # `m = self.model`, `model = model.to(device)`
+            if type(value) in (cst.Name, cst.Attribute) or type(value) is cst.Subscript and _string_key(value) is not None:
+                objects |= names  # `m = self.model`, `model = model.to(device)`, `model = state["model"]`
                 continue
             if type(value) is cst.Tuple:
                 objects |= unpacked  # `g, d = Gen().cuda(), Disc().cuda()`
@@ -245,8 +299,8 @@ class ObjectRefs(MemberRefs, AliasRefs):
             found = self._keyed_member(cls, *keyed) if cls is not None else None
             if found is not None or expr_type is cst.Attribute:
                 return found
-        if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`
-            return self._members_of(expr.value, at)
+        if expr_type is cst.Subscript:  # `self.blocks[i]`, `self.heads[name]`; `state["ema"]` of a dict of objects
+            return self._dict_entry(expr, at) or self._members_of(expr.value, at)
         if expr_type is cst.Call and self._getattr_of_self(expr):  # `getattr(self, f"layer{i}")`
             cls = self.ctx.tree.enclosing_class(at)
             name = expr.args[1].value
@@ -482,8 +536,12 @@ class ObjectRefs(MemberRefs, AliasRefs):
         if function is None:
             return None
         bound = self.ctx.bindings.lookup(expr.value, at)
-        if bound and all(b.kind == "param" for b in bound) and expr.value in positional(function):
-            return (self.keys[id(function)], expr.value)
+        if not bound or any(b.kind != "param" for b in bound):
+            return None
+        while function is not None:  # a closure's free name is its factory's parameter (`model` in `get_model_fn(model)`'s `model_fn`)
+            if expr.value in positional(function):
+                return (self.keys[id(function)], expr.value)
+            function = self.ctx.tree.enclosing_function(function)
         return None
 
     def _own_class(self, name: cst.BaseExpression, at: cst.CSTNode) -> str | None:
@@ -517,6 +575,24 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def _module_classes(self) -> dict[str, str]:
         body = self.ctx.tree.module.body
         return {s.name.value: self.class_keys[id(s)] for s in body if isinstance(s, cst.ClassDef)}
+
+
+def _string_key(expr: cst.Subscript) -> str | None:
+    """``"ema"`` of ``state["ema"]``."""
+    if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index or type(expr.slice[0].slice.value) is not cst.SimpleString:
+        return None
+    key = expr.slice[0].slice.value.evaluated_value
+    return key if isinstance(key, str) else None
+
+
+def _dict_entries(value: cst.BaseExpression | None) -> list[tuple[str, cst.BaseExpression]] | None:
+    """(key, value) of a dict written with string keys: ``{"ema": ema}``, ``dict(ema=ema)``."""
+    if type(value) is cst.Dict:
+        return [(e.key.evaluated_value, e.value) for e in value.elements
+                if type(e) is cst.DictElement and type(e.key) is cst.SimpleString and isinstance(e.key.evaluated_value, str)]
+    if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "dict":
+        return [(a.keyword.value, a.value) for a in value.args if a.keyword is not None]
+    return None
 
 
 def _single(ref: Ref | None) -> Ref | None:

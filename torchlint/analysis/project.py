@@ -376,9 +376,11 @@ class Project:
             return []
         found = []
         for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):  # what the callers pass
-            if len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
+            if len(ref) == 4 and isinstance(ref[3], str):  # an entry of a dict passed: `state["ema"]`
+                owner = dict(owner[1]).get(ref[3]) if owner[0] == "dict" else None
+            elif len(ref) == 4:  # an element of what is passed: `net_g, net_d = nets`
                 owner = owner[1][ref[3]] if owner[0] == "tuple" and ref[3] < len(owner[1]) else None
-            elif owner[0] == "tuple":
+            elif owner[0] in ("tuple", "dict"):
                 continue
             if owner is not None:
                 found.append((owner, caller))
@@ -394,6 +396,8 @@ class Project:
                 found = self.method(path, rest[0], "forward", depth + 1)
             return found
         for name, target in self.files[path].exports:  # re-exported: follow the import
+            if name == key and len(rest) > 1:  # a function a namespace holds (`flash_attn.flash_attn_func`)
+                return self.function(target, path, depth + 1)
             if name == rest[0]:
                 inner = target if len(rest) == 1 else (target[0], target[1], ".".join([target[2], *rest[1:]]))
                 return self.function(inner, path, depth + 1)

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 # Arguments `_python_value` knows on sight to be Python values.
+# Objects that hold what they are given as attributes (`ns.f(x)` runs the `f` it was given).
+_NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
 
 
 def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
@@ -404,7 +406,23 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         for name, target in self.ctx.imports.module_level.items():
             if target.split(".")[0] not in _NOT_PROJECT and name not in self.relative:
                 found.append((name, ("import", 0, target)))
-        return tuple(found)
+        return (*found, *self._namespace_members())
+
+    def _namespace_members(self) -> list[tuple[str, Ref]]:
+        """``flash_attn = SimpleNamespace(flash_attn_func=flash_attn_func, ...)`` at module level:
+        ``("flash_attn.flash_attn_func", ("local", "flash_attn_func"))``, so another module's
+        ``flash_attn.flash_attn_func(q, k, v)`` runs the function the namespace holds."""
+        found: list[tuple[str, Ref]] = []
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+            if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name \
+                    or type(small.value) is not cst.Call or self.ctx.qname(small.value.func) not in _NAMESPACES:
+                continue
+            for arg in small.value.args:
+                ref = self.target(arg.value, small) if arg.keyword is not None and type(arg.value) is cst.Name else None
+                if ref is not None and ref[0] in ("local", "import"):
+                    found.append((f"{small.targets[0].target.value}.{arg.keyword.value}", ref))
+        return found
 
     # --- where a call runs -----------------------------------------------------------
     def _placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:

@@ -114,3 +114,14 @@ def wraps_training(ctx: FileContext, call: cst.Call) -> bool:
 def _called_every_step(ctx: FileContext, function: cst.FunctionDef) -> bool:
     """Is ``function`` called from a hot loop of this file (``for x, y in loader: step(x, y)``)?"""
     return any(ctx.loops.local_hot_loop(call) is not None for call in _calls_of(ctx, function))
+
+
+def step_functions(ctx: FileContext) -> list[cst.FunctionDef]:
+    """Functions that make one whole training step (a backward and an optimizer step) where
+    the file has no training loop of its own: the step of a loop elsewhere (score_sde's
+    ``get_step_fn``'s closure, called from run_lib's loop), or of a loop of this file that
+    calls it. Not in test code."""
+    if ctx.loops.training_loops():
+        return []
+    functions = {id(f): f for call in ctx.method_calls(("backward",)) if (f := ctx.tree.enclosing_function(call)) is not None}
+    return sorted((f for f in functions.values() if not ctx.in_tests(f) and ctx.loops.makes_one_step(f)), key=ctx.tree.index)

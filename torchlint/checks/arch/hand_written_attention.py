@@ -16,6 +16,12 @@ _DROPOUT = frozenset({"torch.nn.functional.dropout", "torch.dropout"})
 # Steps between the scores and the softmax that SDPA takes as arguments (scale, mask), or
 # that only reshape them (Swin's `attn.view(B // nW, nW, heads, N, N) + mask`).
 _SCORE_METHODS = frozenset({"masked_fill", "masked_fill_", "float", "to", "type_as", "contiguous", "view", "reshape"})
+# The same reshapes spelled as functions of torch (score_sde's `w = torch.reshape(w, (B, H, W, H * W))`).
+_RESHAPES = frozenset({"torch.reshape", "torch.flatten"})
+# What the weights may go through on their way to the values: a transpose, or a reshape back to
+# the positions' shape (`w = torch.reshape(w, (B, H, W, H, W))` before `einsum(w, v)`).
+_WEIGHT_MOVES = frozenset({"permute", "transpose", "view", "reshape", "flatten", "contiguous"})
+_WEIGHT_MOVE_FUNCTIONS = _RESHAPES | {"torch.permute", "torch.transpose"}
 
 
 class HandWrittenAttention(Check):
@@ -203,10 +209,13 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if name in _MATMUL:
             args = [a.value for a in expr.args if a.keyword is None]
             if name == "torch.einsum":
-                return "einsum over the head dimension" if _einsum_scores(args) else None
+                return "q @ k^T with einsum" if _einsum_scores(args) else None
             # `bmm(q, k.transpose(1, 2))`, or `bmm(q.permute(0, 2, 1), k)` (the query transposed instead)
             shown = f"{name.rsplit('.', 1)[-1]}(q, k^T)"
             return shown if len(args) == 2 and any(_transposed(ctx, _bound_value(ctx, a, at)) for a in args) else None
+        if name in _RESHAPES:
+            # `torch.reshape(w, (B, H, W, H * W))`: the keys' positions flattened into the last dimension
+            return _score_product(ctx, expr.args[0].value, at, depth + 1, param) if expr.args and expr.args[0].keyword is None else None
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
             return _score_product(ctx, expr.func.value, at, depth + 1, param)
     return None
@@ -290,12 +299,11 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
         parent = ctx.tree.parent(use)
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
             return parent
-        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("permute", "transpose"):
-            moved = ctx.tree.parent(parent)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
-            if isinstance(moved, cst.Call) and moved.func is parent and not ctx.tree.is_inside(at, moved):
-                found = _weights_times_values(ctx, moved, moved)
-                if found is not None:
-                    return found
+        moved = _moved(ctx, use)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
+        if moved is not None and not ctx.tree.is_inside(at, moved):
+            found = _weights_times_values(ctx, moved, at)
+            if found is not None:
+                return found
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call):
             if ctx.qname(call.func) in _MATMUL and parent in call.args[:3]:
@@ -304,6 +312,19 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
                 found = _weights_times_values(ctx, call, at)
                 if found is not None:
                     return found
+    return None
+
+
+def _moved(ctx, use: cst.BaseExpression) -> cst.Call | None:  # type: ignore[no-untyped-def]
+    """The call that transposes or reshapes ``use`` as its operand (``w.permute(0, 2, 1)``,
+    ``torch.reshape(w, shape)``), else None."""
+    parent = ctx.tree.parent(use)
+    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in _WEIGHT_MOVES:
+        call = ctx.tree.parent(parent)
+        return call if isinstance(call, cst.Call) and call.func is parent else None
+    call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(call, cst.Call) and call.args and call.args[0] is parent and ctx.qname(call.func) in _WEIGHT_MOVE_FUNCTIONS:
+        return call
     return None
 
 
@@ -323,9 +344,12 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
     for use in _uses(ctx, weights):
         if use is weights or ctx.tree.is_inside(use, matmul):
             continue
-        parent = ctx.tree.parent(use)
-        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in ("permute", "transpose"):
+        moved = _moved(ctx, use)
+        if moved is not None:
+            if _weights_used_elsewhere(ctx, moved, matmul):
+                return True  # reshaped, then returned or kept as well as multiplied into the values
             continue  # `w_ = w_.permute(0, 2, 1)` on the way to `bmm(v, w_)`
+        parent = ctx.tree.parent(use)
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
             if call is not weights and _weights_used_elsewhere(ctx, call, matmul):

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from torchlint.analysis.impact import Cost, Where
-from torchlint.checks.base import Check
-
-# What allows TF32 (or says the precision was chosen): the setting, its backend flags, and
-# the newer per-backend `fp32_precision` knobs.
-_TF32_SETTINGS = ("torch.set_float32_matmul_precision", "torch.backends.cuda.matmul.allow_tf32",
-                  "torch.backends.cudnn.allow_tf32", "torch.backends.fp32_precision",
-                  "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cudnn.fp32_precision")
-# Mixed precision makes the matmuls half precision anyway (TL501 covers its absence).
-_REDUCED = ("torch.autocast", "torch.amp", "torch.cuda.amp", "torch.float16", "torch.half", "torch.bfloat16")
+from torchlint.analysis.switches import MATMUL_PRECISION_CHOSEN, chooses_matmul_precision
+from torchlint.analysis.training import step_functions
+from torchlint.checks.base import STEP_PLACEHOLDER, Check
 
 
 class Fp32MatmulPrecision(Check):
@@ -23,18 +15,21 @@ class Fp32MatmulPrecision(Check):
     name = "fp32-matmul-precision"
     cost = Cost.TF32_OFF
     default = False
-    message = "This training loop runs its matmuls in full float32: nothing in the module allows TF32, which Ampere and newer GPUs run several times faster"
+    message = ("{what} runs its matmuls in full float32: nothing in the {scope} allows TF32, which Ampere and newer GPUs "
+               "run several times faster")
     fix_hint = 'Call `torch.set_float32_matmul_precision("high")` once at start-up (TF32 for matmuls; "medium" also allows bf16)'
+    # (its training steps made for a loop of another file hold where that loop runs on a device)
+    device_bound = True
 
     def finish(self) -> None:
         ctx = self.ctx
+        if chooses_matmul_precision(ctx):
+            return  # TF32 allowed, float32's precision chosen, or the matmuls reduced anyway
         loops = ctx.loops.training_loops()
-        if not loops or not ctx.devices.uses_accelerator():
-            return  # TF32 is a GPU's
-        if ctx.references(*_TF32_SETTINGS) or ctx.references(*_TF32_SETTINGS, prefix=True):
-            return  # the precision was chosen
-        if ctx.references(*_REDUCED, prefix=True) or ctx.references(*_REDUCED) or ctx.method_calls({"half", "bfloat16"}):
-            return  # the matmuls run in reduced precision already
-        if any(a.attr.value in ("allow_tf32", "fp32_precision") for a in ctx.tree.nodes(cst.Attribute)):
-            return  # set through an alias of the backend module
-        self.report(loops[0], where=Where.TRAIN)  # one finding per module: a process-wide setting
+        if loops and ctx.devices.uses_accelerator():  # (TF32 is a GPU's)
+            self.report(loops[0], where=Where.TRAIN, what="This training loop", scope="module")  # one finding per module: a process-wide setting
+        for function in step_functions(ctx):
+            # A step a loop of another file runs: it holds where the join finds it per-step on a
+            # device, and no file of the project sets the precision (usually the launcher does).
+            self.report(function.name, where=Where.TRAIN, condition=function, unless_switch=MATMUL_PRECISION_CHOSEN,
+                        what=f"The training step {STEP_PLACEHOLDER}", scope="project")
