@@ -21,19 +21,23 @@ class ParameterDefaults:
 
     ctx: FileContext
 
-    def opt_in(self, node: cst.CSTNode, optional: bool = False) -> str | None:
+    def opt_in(self, node: cst.CSTNode, optional: bool = False, required: bool = False) -> str | None:
         """The parameter of ``node``'s function that must be passed, truthy, for ``node`` to
         run: ``node`` sits in the body of ``if flag:`` (also ``if flag and x:``, a name
         assigned such a test, ``a if flag else b``) or after ``flag and`` in a test, where
         ``flag`` defaults to a false value (``looped_inference=False``, ``mask=None``). The
         join decides whether any per-step call passes it (``StepInfo.passed``). ``optional``:
         ``if p is not None:`` counts too (an optional input, or a debug value:
-        ``debug_percentile=None``; only where the callers are not seen)."""
+        ``debug_percentile=None``; only where the callers are not seen). ``required``: with
+        ``optional``, a parameter without a default tested against None counts too (``if
+        kv_cache is None: ... else: <node>`` in a ``forward(self, x, kv_cache)``): the join
+        sees what each call passes, and a literal None or a parameter its caller was not
+        passed is nothing passed."""
         tree = self.ctx.tree
         function = tree.enclosing_function(node)
         if function is None:
             return None
-        defaults = self._falsy_defaults(function)
+        defaults = self._falsy_defaults(function) | (self._required(function) if optional and required else frozenset())
         literals = self._literal_defaults(function)
         if not defaults and not literals:
             return None
@@ -76,6 +80,12 @@ class ParameterDefaults:
                 p.name.value for p in params if p.default is not None and falsy(p.default)
                 and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
         return found
+
+    def _required(self, function: cst.FunctionDef) -> frozenset[str]:
+        """Its parameters without a default, never bound again in it."""
+        bindings = self.ctx.bindings
+        return frozenset(p.name.value for p in (*function.params.params, *function.params.kwonly_params)
+                         if p.default is None and p.name.value != "self" and all(b.kind == "param" for b in bindings.lookup(p.name.value, p)))
 
     def _literal_defaults(self, function: cst.FunctionDef) -> dict[str, object]:
         """Its parameters that default to a string or number literal and are never bound again

@@ -70,7 +70,13 @@ class Project:
             named = {where if isinstance(where, str) else names[where] for where in call.forwards if isinstance(where, str) or where < len(names)}
             return frozenset((named | (caller_passed - own)) - off)
         positional, keywords = call.given
-        return frozenset({*names[:positional], *keywords} - off)
+        given = {*names[:positional], *keywords} - off
+        if caller_passed is not None and "*" not in caller_passed and call.own_params:
+            # `block(x, kv_cache)` in a `forward(idx, kv_cache=None)` its step called as `model(x)`:
+            # handing on a parameter the caller was not passed passes nothing
+            given -= {where if isinstance(where, str) else names[where] for where, name in call.own_params
+                      if name not in caller_passed and (isinstance(where, str) or where < len(names))}
+        return frozenset(given)
 
     def constants(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` passes a value the same on every step."""

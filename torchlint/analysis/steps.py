@@ -253,7 +253,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
                      host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
-                     opt_in=self.ctx.guards.opt_in(call, optional=True) or "" if loop is None else "")
+                     opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
             for caller, target, loop, call, within in self._pending
         )
         stars = tuple(self.ctx.imports.stars)
