@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import pstats
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from test_profile_run import SCRIPTS, Run, _env, profile
+from test_profile_run import SCRIPTS, Run, profile
 
 from torchlint.estimate import analyse
 from torchlint.findings import Finding, Location
