@@ -36,9 +36,11 @@ _EXPECT = re.compile(rf"#\s*expect:\s*(?P<codes>{_MARKER}(?:\s*,\s*{_MARKER})*)"
 _IMPACT_MARKER = re.compile(r"(?P<code>TL\d{3})(?:\s*\((?P<impact>high|medium|low)\))?")
 
 
-def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
-    """`torchlint check ARGS` in this process, with ``cwd`` as the working directory:
-    (exit code, stdout, stderr)."""
+def run_cli(cwd: Path, *args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """`torchlint ARGS` in this process, with ``cwd`` as the working directory and ``env``
+    set (None: unset) for the call: (exit code, stdout, stderr). For what needs no process
+    of its own (a report rebuilt from a run directory, a usage error): a child costs the
+    interpreter's start-up and torchlint's imports again."""
     from click.testing import CliRunner
 
     from torchlint.cli import main
@@ -46,10 +48,16 @@ def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
     old = Path.cwd()
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
+        result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
     finally:
         os.chdir(old)
     return result.exit_code, result.stdout, result.stderr
+
+
+def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`torchlint check ARGS` in this process, with ``cwd`` as the working directory:
+    (exit code, stdout, stderr)."""
+    return run_cli(cwd, "check", *args)
 
 
 def child_env(profile_imports: bool = False) -> dict[str, str]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import pstats
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from test_profile_run import SCRIPTS, Run, _env, profile
+from conftest import run_cli
+from test_profile_run import SCRIPTS, Run, profile
 
 from torchlint.estimate import analyse
 from torchlint.findings import Finding, Location
@@ -94,18 +93,15 @@ def test_shares_are_of_the_script_without_torchlints_work(run):
 
 
 def test_report_is_rebuilt_from_the_run_directory(run, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--report", str(run.run_dir), "--output-format", "json"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    again = json.loads(proc.stdout)
+    rc, out, err = run_cli(tmp_path, "profile", "--report", str(run.run_dir), "--output-format", "json")  # runs nothing: in this process
+    assert rc == 0, err
+    again = json.loads(out)
     before = run.report
     assert [(f["code"], f["line"], f["rank"]) for f in again["findings"]] == [
         (f["code"], f["line"], f["rank"]) for f in before["findings"]
     ]
     assert again["findings"] and again["hotspots"] == before["hotspots"]
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in err
 
 
 def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(tmp_path, monkeypatch):

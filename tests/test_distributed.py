@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, child_env
+from conftest import FIXTURES, child_env, run_cli
 
 pytestmark = pytest.mark.slow
 SCRIPTS = FIXTURES / "scripts"
@@ -137,12 +137,10 @@ def test_ranks_seeing_the_same_samples_confirm_tl602(one_node: dict[str, Any]) -
 
 
 def test_report_rebuilt_for_another_rank(one_node: dict[str, Any]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json", "--report", str(one_node["dir"]), "--rank", "1"],
-        cwd=one_node["cwd"], env=child_env(), capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    # a report rebuilt from the run directory runs nothing: in this process
+    rc, out, err = run_cli(one_node["cwd"], "profile", "--no-browser", "--output-format", "json", "--report", str(one_node["dir"]), "--rank", "1")
+    assert rc == 0, err
+    report = json.loads(out)
     assert report["distributed"]["detail_rank"] == 1
     assert "rank1/profile.prof" in report["snakeviz"]["command"]
 
@@ -161,11 +159,9 @@ def test_two_nodes_hang_stopped_by_timeout(two_nodes: dict[str, Any]) -> None:
         for rank_dir in (cwd / f"node{node}").glob("rank*"):
             shutil.copytree(rank_dir, merged / rank_dir.name)
     shutil.copy(cwd / "node0" / "launch.json", merged / "launch.json")
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json", "--report", str(merged)],
-        cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=120,
-    )
-    report = json.loads(proc.stdout)
+    rc, out, err = run_cli(cwd, "profile", "--no-browser", "--output-format", "json", "--report", str(merged))
+    assert rc == 0, err
+    report = json.loads(out)
     rows = {r["rank"]: r for r in report["distributed"]["ranks"]}
     assert {r["node_rank"] for r in rows.values()} == {0, 1}
     assert all(r["stop_reason"] == "terminated" for r in rows.values())
@@ -181,5 +177,5 @@ def test_two_nodes_hang_stopped_by_timeout(two_nodes: dict[str, Any]) -> None:
 def test_misused_rank_options_are_usage_errors(tmp_path: Path) -> None:
     cwd = _copy_scripts(tmp_path)
     for args in (["--timeout", "5", "ddp_train.py"], ["--rank", "1", "ddp_train.py"], ["--nproc-per-node", "2", "--experiment", "ddp_train.py"], ["--nproc-per-node", "2", "--ranks", "x", "ddp_train.py"]):
-        proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", *args], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2 and "torchlint: error:" in proc.stderr and "Traceback" not in proc.stderr
+        rc, _, err = run_cli(cwd, "profile", *args)  # refused before any process starts (an exception would raise here)
+        assert rc == 2 and "torchlint: error:" in err and "Traceback" not in err

@@ -17,7 +17,7 @@ from urllib.request import url2pathname
 
 import pytest
 
-from conftest import child_env
+from conftest import child_env, run_cli
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "source", "wbr"}
 ALLOWED_REMOTE = {"https://ui.perfetto.dev"}
@@ -128,11 +128,10 @@ def test_rebuilding_with_report_writes_the_same_page(html_run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(html_run, copy)
     (copy / "report.html").unlink()
-    proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", "--report", str(copy), "--no-browser"],
-                          cwd=html_run.parent, env=child_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert f"HTML report: {(copy / 'report.html').resolve().as_uri()}" in proc.stdout
-    assert "report.html" in proc.stdout.split("Run directory:")[1].splitlines()[1]  # the text report's file list
+    rc, out, err = run_cli(html_run.parent, "profile", "--report", str(copy), "--no-browser")  # runs nothing: in this process
+    assert rc == 0, err
+    assert f"HTML report: {(copy / 'report.html').resolve().as_uri()}" in out
+    assert "report.html" in out.split("Run directory:")[1].splitlines()[1]  # the text report's file list
     original = (html_run / "report.html").read_text()
     rebuilt = (copy / "report.html").read_text()
     # the same page but for where the run directory now is
@@ -161,11 +160,9 @@ def test_old_run_directory_with_trace_json(html_run, tmp_path):
     for name in ("samples.speedscope.json", "samples.collapsed.txt", "report.html"):
         (old / name).unlink()
     (old / "session.json").write_text(json.dumps(session))
-    proc = subprocess.run([sys.executable, "-m", "torchlint", "profile", "--report", str(old), "--no-browser",
-                           "--output-format", "json"], cwd=html_run.parent, env=child_env(), capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    rc, out, err = run_cli(html_run.parent, "profile", "--report", str(old), "--no-browser", "--output-format", "json")
+    assert rc == 0, err
+    report = json.loads(out)
     assert report["artifacts"]["traces"] == ["trace.json"] and report["torch_window"]["ops"]
     html = (old / "report.html").read_text()
     assert '<a href="trace.json">' in html and "no sampled stacks" in html

@@ -7,6 +7,7 @@ A file may set options on its first lines: `# torchlint-options: tensor-core-mul
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from conftest import FIXTURES, expected_impacts, expected_markers
 from torchlint.config import Config, from_table
 from torchlint.engine import lint_source
+from torchlint.findings import Finding
 
 RULE_FIXTURES = sorted(
     p for p in (FIXTURES / "rules").glob("TL*/*.py") if not p.name.startswith("fix")
@@ -30,11 +32,18 @@ def _config(code: str, text: str) -> Config:
     return from_table(table, FIXTURES)
 
 
+@cache
+def fixture_findings(path: Path) -> tuple[Finding, ...]:
+    """The findings of a rule fixture where it is, with only its rule selected: made once a
+    session for this file's tests and test_test_code's, which move each flagged fixture."""
+    text = path.read_text(encoding="utf-8")
+    return tuple(lint_source(text, str(path), _config(path.parent.name, text)))
+
+
 @pytest.mark.parametrize("path", RULE_FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_findings_match_markers(path: Path) -> None:
-    code = path.parent.name
     text = path.read_text(encoding="utf-8")
-    findings = lint_source(text, str(path), _config(code, text))
+    findings = fixture_findings(path)
     actual = {(f.line, f.code) for f in findings}
     assert len(actual) == len(findings), "one finding per rule per line"
     expected = expected_markers(text)
