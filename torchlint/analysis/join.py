@@ -260,6 +260,8 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     picks the sampler): what the function reads of them into Python waits for the device. A call
     that leaves one out, or passes it through ``*args``, passes no device tensor there."""
     verdict: dict[tuple[str, str], bool] = {}
+    if not any(call.devices for summary in project.files.values() for call in summary.calls):
+        return frozenset()  # no call passes a device tensor anywhere: no need to resolve every call of the project
     for path, summary in project.files.items():
         for call in summary.calls:
             for callee in project.callees(call.target, path):
