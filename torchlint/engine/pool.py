@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from torchlint.engine.linter import Linter
 
 # Fewer files than this are checked in this process: a pool costs more to start
-# (about 0.3 s of imports per worker) than it saves.
+# (about 0.3 s of imports of libcst and the checks, made once before the workers fork,
+# then the workers) than it saves.
 MIN_POOL_FILES = 8
 # libcst's code generation recurses once or twice per nested node, and a long `a + b + ...`
 # chain nests deeply: 500 terms pass Python's default limit of 1,000. This bound keeps
