@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from torchlint.findings import HIGH, LOW, MEDIUM
+from torchlint.findings import HIGH, LOW, MEDIUM, pickled_by_fields
 
 
 class Where(enum.Enum):
@@ -169,6 +169,7 @@ def at_call(own: Position | None, call: Position) -> Position:
     return own
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Repeat:
     """One loop (or repeated call) between the step and the flagged line."""
@@ -181,6 +182,7 @@ class Repeat:
     few: bool = False
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Multiplicity:
     """How many times the flagged line runs per step: the loops around it, outermost first."""
@@ -233,6 +235,7 @@ ONCE_PER_STEP = Multiplicity()
 MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Place:
     """How often the flagged code runs and where in its step: plain data from the loop

@@ -278,6 +278,8 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
     self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
     parameters are found: the least fixed point, from the model's input down the helpers."""
+    if not any(call.devices or call.devices_if for summary in project.files.values() for call in summary.calls):
+        return frozenset()  # no call passes a device tensor anywhere: no need to resolve every call of the project
     # (callee key) -> per call: the caller's key, the parameters it passes on the device, and
     # those it passes on the device where the caller's own parameters named are
     passes: dict[tuple[str, str], list[tuple[str, tuple[str, ...]] | None]] = {}

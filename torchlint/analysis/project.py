@@ -45,6 +45,7 @@ class Project:
         # again, and a name every project has (`utils`, `model`) has a file in each of them
         self._nearest_memo: dict[tuple[str, str], list[str]] = {}
         self._module_memo: dict[tuple[str, str], bool] = {}
+        self._split_memo: dict[tuple[int, str, str], list[tuple[str, list[str]]]] = {}  # (level, dotted name, importer)
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -198,8 +199,16 @@ class Project:
 
     def _split(self, ref: Ref, importer: str) -> list[tuple[str, list[str]]]:
         """(file, remaining name parts) for each way an import reference can split into a
-        project module and a name inside it, longest module first."""
+        project module and a name inside it, longest module first (not to be changed: memoised,
+        since every class, base and call named through an import asks again)."""
         _, level, name = ref
+        key = (level, name, importer)
+        found = self._split_memo.get(key)
+        if found is None:
+            found = self._split_memo[key] = self._split_anew(level, name, importer)
+        return found
+
+    def _split_anew(self, level: int, name: str, importer: str) -> list[tuple[str, list[str]]]:
         parts = name.split(".") if name else []
         found = []
         for cut in range(len(parts), -1, -1):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from torchlint.analysis.impact import Cost, Where, assess
-from torchlint.findings import Finding
+from torchlint.findings import Finding, pickled_by_fields
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class SampleWork:
     """One dataset class: what its ``__getitem__`` (or ``__iter__``) does per sample."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.samples import SampleWork
-from torchlint.findings import Location
+from torchlint.findings import Location, pickled_by_fields
 
 Ref = tuple
 # Libraries whose functions are never the project's own: their calls are not recorded.
@@ -22,6 +22,7 @@ BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydr
                      "pydoc.locate", "eval"})
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class CallSite:
     caller: str  # function key; "" at module level
@@ -56,6 +57,7 @@ class CallSite:
     opt_in: str = ""
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class LoopSummary:
     """A ``for``/``while`` loop that is not a hot loop here (and not inside one): the join
@@ -73,6 +75,7 @@ class LoopSummary:
     batches: bool = False  # it goes over a loader's batches (a loader, or named for batches: `for i, test_batch in enumerate(test_ld)`)
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Hook:
     function: str  # key
@@ -80,6 +83,7 @@ class Hook:
     where: Where = Where.BATCH
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ClassSummary:
     key: str
@@ -97,6 +101,7 @@ class ClassSummary:
     keeps_cache: bool = False
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FileSummary:
     path: str  # absolute

@@ -133,6 +133,7 @@ class _Ignores:
         self.settings = settings
         self.excludes: dict[int, tuple[Config, Path, pathspec.PathSpec | None]] = {}
         self.gitignores: dict[Path, pathspec.PathSpec | None] = {}
+        self.repository_roots: dict[Path, bool] = {}  # directory -> holds a `.git`: asked once, not once per file below it
 
     def _exclude(self, config: Config) -> tuple[Path, pathspec.PathSpec | None]:
         if id(config) not in self.excludes:  # the config is kept, so its id stays its own
@@ -151,6 +152,12 @@ class _Ignores:
             self.gitignores[directory] = spec
         return self.gitignores[directory]
 
+    def _repository_root(self, directory: Path) -> bool:
+        known = self.repository_roots.get(directory)
+        if known is None:
+            known = self.repository_roots[directory] = _test(directory / ".git", "exists")
+        return known
+
     def ignored(self, path: Path, is_dir: bool, walk_root: Path | None = None) -> bool:
         config = self.settings.for_file(path)  # the config of the directory holding it
         root, exclude = self._exclude(config)
@@ -166,7 +173,7 @@ class _Ignores:
                 spec = self._gitignore(directory)
                 if spec is not None and _matches(spec, resolved, directory, suffix, walk_root):
                     return True
-                if _test(directory / ".git", "exists"):  # the repository root
+                if self._repository_root(directory):
                     break
         return False
 

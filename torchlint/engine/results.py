@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchlint.analysis.impact import Position, Repeat, Unreached
-from torchlint.findings import Finding, Location
+from torchlint.findings import Finding, Location, pickled_by_fields
 
 if TYPE_CHECKING:
     from torchlint.analysis.summary import FileSummary
     from torchlint.engine.source import Source
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class InternalError:
     """A check (or the engine) that raised on one file: reported, and the run goes on."""
