@@ -31,7 +31,7 @@ _TABLE = (
     ('TL107', 'distribution-validation-in-loop', True, 'NONE', '`Categorical(probs)`, `Normal(mu, std)`... built inside a hot loop without `validate_args=False`.'),
     ('TL110', 'create-then-move', True, 'SAFE', 'A tensor factory whose result is moved with `.cuda()`/`.to(device)` right away.'),
     ('TL111', 'blocking-host-to-device', False, 'SAFE', '`.to(device)`/`.cuda()` of a DataLoader batch without `non_blocking=True`.'),
-    ('TL112', 'device-round-trip', True, 'NONE', '`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once.'),
+    ('TL112', 'device-round-trip', True, 'NONE', '`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work.'),
     ('TL113', 'constant-upload-in-loop', True, 'NONE', '`torch.from_numpy(CONST).to(device)`, `torch.tensor(self.weights, device=d)`: a constant uploaded inside a hot loop.'),
     ('TL114', 'host-index-in-loop', True, 'NONE', '`x[idx]` on a device tensor where `idx` is a host tensor, a NumPy array or a list, inside a hot loop.'),
     ('TL201', 'dataloader-no-workers', True, 'NONE', '`DataLoader(...)` without `num_workers`, with `num_workers=0`, or with one worker for heavy samples.'),
