@@ -65,6 +65,9 @@ class Report:
     # A decoder's call that may run a class of another file (`self.decoder.step(ys, memory)`):
     # the finding holds unless the join finds that the class decodes from a cache it keeps or takes.
     unless_cached: cst.Call | None = None
+    # (a function, its parameter off by default that turns a cache on): the finding's tier waits for
+    # the function's callers in the project; where every one turns it on, what others get is less.
+    unless_passed: tuple[cst.FunctionDef, str] | None = None
 
 
 class Check:
@@ -143,6 +146,7 @@ class Check:
         trainable_class: cst.Call | None = None,
         if_device: tuple[str, ...] = (),
         unless_cached: cst.Call | None = None,
+        unless_passed: tuple[cst.FunctionDef, str] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -173,7 +177,9 @@ class Check:
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
         join keeps the finding where every call passes a device tensor to one of them.
         ``unless_cached``: a model call that may run a class of the project; the join drops the
-        finding where that class keeps a key-value cache or the method called takes one."""
+        finding where that class keeps a key-value cache or the method called takes one.
+        ``unless_passed``: (a function, its parameter off by default): the join lowers the finding
+        where every call of the function in the project passes that parameter (a private one's: drops it)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -188,7 +194,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached))
+                                   if_device, unless_cached, unless_passed))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""
