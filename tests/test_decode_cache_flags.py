@@ -26,7 +26,7 @@ def test_findings_match_the_markers(project: Path) -> None:
 
 def test_the_message_names_the_parameter_and_the_fix(project: Path) -> None:
     found = {f.line: f for f in project_findings(project, "TL407")}[13]
-    assert "`use_kv_caching` turns it on and `generate_semantic()` defaults it to `False`" in found.message
+    assert "with its cache off (`use_kv_caching`, which turns it on, defaults to `False` in `generate_semantic()`)" in found.message
     assert "Default `use_kv_caching` to True in `generate_semantic()`" in found.fix_hint
 
 

@@ -39,8 +39,8 @@ class DecodeWithoutKvCache(Check):
         where = Where.EVERY_N if self.ctx.loops.enclosing_loops(loop) and self.ctx.guards.rare(loop) else None
         function = self.ctx.tree.enclosing_function(loop)
         switched = bool(found.switch) and function is not None
-        cache = (f"its cache off: `{found.switch}` turns it on and `{function.name.value}()` defaults it to "  # type: ignore[union-attr]
-                 f"`{_default_of(self.ctx, function, found.switch)}`") if switched else "with no cache"
+        cache = (f"with its cache off (`{found.switch}`, which turns it on, defaults to "  # type: ignore[union-attr]
+                 f"`{_default_of(self.ctx, function, found.switch)}` in `{function.name.value}()`)") if switched else "with no cache"
         # (the model may be a class of another file: the join drops the finding where it keeps a cache;
         # a cache off by default waits for the callers of its function: do they all turn it on?)
         self.report(found.call, related=(found.grown_at,), where=where, call=short_code(self.ctx.module, found.call, limit=60),
