@@ -67,6 +67,12 @@ class ParameterDefaults:
             child = ancestor
         return None
 
+    def off_by_default(self, node: cst.CSTNode) -> frozenset[str]:
+        """The parameters of ``node``'s function that default to a false value and are never
+        bound again in it (``use_kv_caching=False``): what runs at the defaults runs with them off."""
+        function = self.ctx.tree.enclosing_function(node)
+        return self._falsy_defaults(function) if function is not None else frozenset()
+
     def _falsy_defaults(self, function: cst.FunctionDef) -> frozenset[str]:
         """Its parameters that default to a false value and are never bound again in it
         (``debug = debug or env_flag()`` is no longer what the caller passed), except under

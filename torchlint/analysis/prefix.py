@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.cache_switches import CacheSwitch, cache_switches, off_at_default
 from torchlint.analysis.decoding import (
     _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body, sampler_calls,
 )
@@ -45,6 +46,9 @@ class PrefixRerun:
     call: cst.Call
     sequence: str  # the name the loop grows (`idx`)
     grown_at: cst.CSTNode  # the statement that grows it (`idx = torch.cat((idx, idx_next), dim=1)`)
+    # A parameter of the loop's function, off by default, that turns its cache path on
+    # (`use_kv_caching=False`): the call reruns the prefix at the function's defaults.
+    switch: str = ""
 
 
 def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assign]:
@@ -65,16 +69,30 @@ def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assig
 
 def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     """The model call of decode loop ``loop`` that is given the whole sequence the loop
-    grows by what that call returns, with no cache (see the module's docstring), or None."""
+    grows by what that call returns, with no cache (see the module's docstring), or None;
+    also one that does so at its function's defaults, where a parameter off by default turns
+    the cache on (``use_kv_caching=False``: bark's ``generate_text_semantic``)."""
     if not ctx.loops.decodes(loop) or ctx.loops.denoises(loop) or _keeps_a_cache(ctx):
         return None
     nodes, ordered = decode_body(ctx, loop)
     runs = sorted((n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
                   key=ctx.tree.index)
-    if any(_passes_a_cache(ctx, call, set(), positions=False) for call in runs) or _keeps_a_cache_name(ordered):
+    found = _rerun(ctx, loop, nodes, ordered, runs, None)
+    for switch in cache_switches(ctx, runs, ordered) if found is None else ():
+        found = _rerun(ctx, loop, nodes, ordered, runs, switch)
+        if found is not None:
+            return found
+    return found
+
+
+def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], runs: list[cst.Call],
+           switch: CacheSwitch | None) -> PrefixRerun | None:
+    """``reruns_prefix`` of the loop's body, at the switch's default where one is given."""
+    if any(_passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
+            or _keeps_a_cache_name([s for s in ordered if switch is None or not _targets(s) <= switch.state]):
         return None  # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
     moving = {name for statement in ordered for name in _targets(statement)} | (_mentions(loop.target) if type(loop) is cst.For else frozenset())
-    sequences = set(concatenated(ctx, [n for n in nodes if type(n) is cst.Call]))
+    sequences = _carried(ctx, concatenated(ctx, [n for n in nodes if type(n) is cst.Call]), ordered)
     # What the model made, not through the sequence itself (`mask = mask_after(out)`, then
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
     unlooped = [s for s in ordered if not _targets(s) & sequences]
@@ -92,14 +110,24 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
             continue
         fields = _grown_fields(ctx, records, ordered, _derived(ordered, made, rounds=1), moving)
         grown = _grown_by(ctx, nodes, derived) | {name: (at, False) for name, at in fields.items()}
-        if not grown or _passes_a_cache(ctx, call, made) or _passes_a_field(call, records, made):
+        if not grown or _passes_a_cache(ctx, call, made, switch=switch) or _passes_a_field(call, records, made):
             continue
-        before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)]
+        # (at the switch's default, what it opts in does not run: `x_input = x[:, [-1]]` under `if use_kv_caching:`)
+        before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)
+                  and (switch is None or ctx.guards.opt_in(s) != switch.flag)]
         for arg in call.args:
-            sequence = _whole(ctx, arg.value, grown, before, moving, 0)
+            sequence = _whole(ctx, arg.value, grown, before, moving, 0, off=switch.flag if switch is not None else "")
             if sequence is not None and not _forward_takes_a_cache(ctx, call):
-                return PrefixRerun(call, sequence, grown[sequence][0])
+                return PrefixRerun(call, sequence, grown[sequence][0], switch.flag if switch is not None else "")
     return None
+
+
+def _carried(ctx: FileContext, grown: dict[str, cst.Assign], ordered: list[cst.CSTNode]) -> set[str]:
+    """The names of ``grown`` that the loop carries from one pass to the next: not one the pass
+    binds afresh before it grows it (``relevant_logits = logits[0, 0, :V]``, then
+    ``relevant_logits = torch.hstack((relevant_logits, eos_logit))``: bark's logits, not a sequence)."""
+    return {name for name, at in grown.items()
+            if not any(s is not at and ctx.tree.index(s) < ctx.tree.index(at) and name in _targets(s, items=False) for s in ordered)}
 
 
 def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlooped: list[cst.CSTNode]) -> bool:
@@ -191,11 +219,12 @@ def _passes_a_field(call: cst.Call, records: list[NewRecord], made: set[str]) ->
 
 
 def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cst.CSTNode, bool]], before: list[cst.CSTNode],
-           moving: set[str], depth: int, prefix: bool = False) -> str | None:
+           moving: set[str], depth: int, prefix: bool = False, off: str = "") -> str | None:
     """The grown sequence ``expr`` holds whole (or cropped to a window from its end), or
     None: ``idx``, ``idx_cond`` bound before to ``idx if ... else idx[:, -block:]``,
     ``torch.tensor([tokens])``, ``tokens[:, :t]`` of a buffer; not ``idx[:, -1:]`` nor
-    ``tokens[:, prev:cur]`` (the new tokens only). ``prefix``: a slice from the start was taken."""
+    ``tokens[:, prev:cur]`` (the new tokens only). ``prefix``: a slice from the start was taken;
+    ``off``: a parameter at its default, off (``x[:, -1:] if cached else x`` is ``x``)."""
     if depth > 8:
         return None
     name = dotted(expr) if type(expr) in (cst.Name, cst.Attribute) else None
@@ -205,22 +234,24 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
         latest = next((s for s in reversed(before) if type(s) is not cst.AugAssign and name in _targets(s, items=False)), None)
         if latest is None or type(latest) is not cst.Assign or len(latest.targets) != 1 or dotted(latest.targets[0].target) != name:
             return None
-        return _whole(ctx, latest.value, grown, before[:before.index(latest)], moving, depth + 1, prefix)
+        return _whole(ctx, latest.value, grown, before[:before.index(latest)], moving, depth + 1, prefix, off)
+    if type(expr) is cst.IfExp and off and ctx.guards.opt_in(expr.body) == off:  # the flag at its default takes the `else`
+        return _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix, off)
     if type(expr) is cst.IfExp:  # `idx if idx.size(1) <= block else idx[:, -block:]`: both are the sequence
-        body = _whole(ctx, expr.body, grown, before, moving, depth + 1, prefix)
-        return body if body is not None and body == _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix) else None
+        body = _whole(ctx, expr.body, grown, before, moving, depth + 1, prefix, off)
+        return body if body is not None and body == _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix, off) else None
     if type(expr) is cst.Subscript and (field := field_name(expr)) is not None and field in grown:
         return field  # `hyp['yseq']`: a beam search's hypothesis keeps its sequence in a record
     if type(expr) is cst.Subscript:
         kind = _window(expr, moving)
-        return _whole(ctx, expr.value, grown, before, moving, depth + 1, prefix or kind == "prefix") if kind else None
+        return _whole(ctx, expr.value, grown, before, moving, depth + 1, prefix or kind == "prefix", off) if kind else None
     if type(expr) in (cst.List, cst.Tuple) and len(expr.elements) == 1:  # `torch.tensor([tokens])`
-        return _whole(ctx, expr.elements[0].value, grown, before, moving, depth + 1, prefix)
+        return _whole(ctx, expr.elements[0].value, grown, before, moving, depth + 1, prefix, off)
     if type(expr) is cst.Call and expr.args:
         if type(expr.func) is cst.Attribute and expr.func.attr.value in _SAME_DATA and ctx.qname(expr.func) is None:
-            return _whole(ctx, expr.func.value, grown, before, moving, depth + 1, prefix)
+            return _whole(ctx, expr.func.value, grown, before, moving, depth + 1, prefix, off)
         if ctx.qname(expr.func) in _TENSOR_OF:
-            return _whole(ctx, expr.args[0].value, grown, before, moving, depth + 1, prefix)
+            return _whole(ctx, expr.args[0].value, grown, before, moving, depth + 1, prefix, off)
     return None
 
 
@@ -243,12 +274,14 @@ def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
     return "prefix" if upper is not None and _mentions(upper) & moving else "all"
 
 
-def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True) -> bool:
+def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True, switch: CacheSwitch | None = None) -> bool:
     """Is the call given a cache, a start position, or a state it returned before
     (``past_key_values=out.past_key_values``, ``model(x, input_pos)``, ``rnn(x, hidden)``
     with ``out, hidden = rnn(...)``)? Without ``positions``, a cache by name only (a helper
-    given the loop's ``step`` is no cached model)."""
+    given the loop's ``step`` is no cached model). At a ``switch``'s default, what it turns off is none."""
     for arg in call.args:
+        if off_at_default(ctx, switch, call, arg):
+            continue
         if arg.star:
             return True  # `**kwargs` may hold the cache
         keyword = arg.keyword.value if arg.keyword is not None else ""

@@ -2,7 +2,8 @@
 its callers (pure data, over the project's summaries): ``args.num_workers`` in
 ``def make_loaders(args)`` of one file, with ``args = parser.parse_args()`` and
 ``parser.add_argument("--num-workers", type=int, default=0)`` in the script that calls it,
-is 0 unless the run says otherwise. TL201 waits for it (engine/settle.py)."""
+is 0 unless the run says otherwise. TL201 waits for it (engine/settle.py); TL407 for whether every
+caller turns on a cache its function leaves off by default."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ class SettingDefaults:
         something else, leaves the parameter out, or no call is found: the run's choice."""
         values = self._passed(path, function, param, setting, 0)
         return values.pop() if len(values) == 1 and None not in values else None
+
+    def always_passed(self, path: str, function: str, param: str) -> bool:
+        """Does every call of ``function`` (in ``path``) in the project pass ``param`` a value that
+        may be true (``use_kv_caching=True``; not left out, nor a literal False or None), and is
+        there one? A call through ``*args``/``**kwargs`` is not known to."""
+        calls = self._calls_of((path, function))
+        return bool(calls) and all(param in self.project.passes(call, (path, function)) for _, call in calls)
 
     def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
         calls = self._calls_of((path, function))

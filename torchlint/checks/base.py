@@ -71,6 +71,9 @@ class Report:
     # With ``if_device`` and a ``condition``: the finding holds where either does (an uploaded
     # batch passed down, or a device tensor from every caller).
     either: bool = False
+    # (a function, its parameter off by default that turns a cache on): the finding's tier waits for
+    # the function's callers in the project; where every one turns it on, what others get is less.
+    unless_passed: tuple[cst.FunctionDef, str] | None = None
 
 
 class Check:
@@ -151,6 +154,7 @@ class Check:
         unless_cached: cst.Call | None = None,
         itself: Repeat | None = None,
         either: bool = False,
+        unless_passed: tuple[cst.FunctionDef, str] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -184,7 +188,9 @@ class Check:
         finding where that class keeps a key-value cache or the method called takes one.
         ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
         in its multiplicity. ``either``: with both ``condition`` and ``if_device``, the finding
-        holds where either holds, not only where both do."""
+        holds where either holds, not only where both do.
+        ``unless_passed``: (a function, its parameter off by default): the join lowers the finding
+        where every call of the function in the project passes that parameter (a private one's: drops it)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -199,7 +205,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either))
+                                   if_device, unless_cached, itself, either, unless_passed))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

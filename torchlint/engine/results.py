@@ -84,7 +84,8 @@ class Pending(NamedTuple):
     (``unless_switch``); a loader's built from a class of another file by that class being a
     ``DataLoader`` subclass (``loader``); a network of another file's class by that class keeping
     trainable weights it never freezes (``trainable_only``: TL308, TL309); a decoder's call by what
-    it runs keeping no cache (``unless_cached``: TL407)."""
+    it runs keeping no cache (``unless_cached``: TL407), and one whose cache is off by default by
+    what its function's callers pass (``unless_passed``: TL407)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -95,6 +96,9 @@ class Pending(NamedTuple):
     loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
     trainable_only: bool = False  # holds only where the class's summary says ``weights == "trainable"``, its message as it is
     unless_cached: bool = False  # ``dataset`` is a model call's reference: dropped where what it runs decodes from a cache (TL407)
+    # (function key, parameter off by default that turns the cache on): lowered where every call of
+    # the function in the project passes it, dropped then if the function is private (TL407)
+    unless_passed: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)

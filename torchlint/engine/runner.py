@@ -109,9 +109,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
                     continue
+                passed = (function_key(ctx, report.unless_passed[0]), report.unless_passed[1]) if report.unless_passed is not None else None
                 if report.unless_cached is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_cached.func, report.unless_cached)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_cached=True))  # what it runs, and its cache, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_cached=True, unless_passed=passed))  # what it runs, and its cache, the join knows
+                    continue
+                if passed is not None:  # a cache off by default: what the function's callers pass, the join knows
+                    result.pending.append(Pending(finding, None, False, unless_passed=passed))
                     continue
                 if report.if_device:  # placed here; holds where every call passes a device tensor (the join says)
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, if_device=_device_params(ctx, report)))

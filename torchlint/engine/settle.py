@@ -14,7 +14,7 @@ from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import PLACED, Conditional, FileResult, InStepIfCalled
-from torchlint.findings import IMPACT_RANK, Finding
+from torchlint.findings import HIGH, IMPACT_RANK, MEDIUM, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
 # runs on cached results too (tests/test_startup.py keeps the two equal).
@@ -158,9 +158,12 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
-        if pending.unless_cached:
-            if project is None or path not in project.files or not decodes_from_a_cache(project, pending.dataset, path):
-                yield pending.finding  # (a library's model, or one of the project's that keeps no cache)
+        if pending.unless_cached or pending.unless_passed:
+            if not pending.unless_cached or project is None or path not in project.files or not decodes_from_a_cache(project, pending.dataset, path):
+                # (a library's model, or one of the project's that keeps no cache)
+                finding = _by_callers(pending.finding, pending.unless_passed, settings, path)
+                if finding is not None:
+                    yield finding
             continue
         if pending.loader is not None and (project is None or path not in project.files or not confirmed_loader(project, path, *pending.loader)):
             continue  # not a DataLoader subclass, or one that sets the option itself
@@ -187,6 +190,22 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
     file_result.pending = []
+
+
+def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: SettingDefaults | None, path: str | None) -> Finding | None:
+    """A decoder whose cache a parameter of its function turns on, off by default (TL407), as
+    it is unless every call of that function in the project turns it on: then a public
+    function's default is what callers outside the project get (medium), and a private one's
+    no caller gets (none)."""
+    if passed is None or settings is None or path is None or not settings.always_passed(path, *passed):
+        return finding
+    function, flag = passed
+    if function.rpartition(".")[2].startswith("_"):
+        return None
+    name = function.rpartition(".")[2]
+    return replace(finding, impact=MEDIUM if finding.impact == HIGH else finding.impact,
+                   impact_reason=f"{finding.impact_reason}; every call of `{name}()` in the project passes `{flag}`: "
+                                 f"callers outside it get the default")
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
