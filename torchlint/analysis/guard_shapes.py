@@ -122,7 +122,10 @@ def is_counter(expr: cst.BaseExpression) -> bool:
 
 def _exits_unless_rare(statement: cst.CSTNode) -> bool:
     """``if step % N != 0: return`` (or ``continue``, also ``if not on or step % N:``):
-    what follows runs every N steps."""
+    what follows runs every N steps. ``with ignore_oom(): return f(x)``: what follows runs
+    only when the context manager swallowed an error (detectron2's retry after an OOM)."""
+    if type(statement) is cst.With:
+        return _ends_in_return(statement.body)  # type: ignore[attr-defined]
     if type(statement) is not cst.If or statement.orelse is not None:  # type: ignore[attr-defined]
         return False  # (an exact type, asked of every statement before a placed call)
     body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
@@ -130,6 +133,13 @@ def _exits_unless_rare(statement: cst.CSTNode) -> bool:
     if not isinstance(last, cst.SimpleStatementLine) or not any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body):
         return False
     return _true_unless_rare(statement.test)
+
+
+def _ends_in_return(block: cst.BaseSuite) -> bool:
+    """Does the block's last statement return?"""
+    body = block.body if isinstance(block, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)
 
 
 def _true_unless_rare(test: cst.BaseExpression) -> bool:
