@@ -138,3 +138,29 @@ def test_a_sanity_checks_report_a_cache_fill_and_an_assert_message_run_rarely() 
 def test_a_cache_emptied_every_step_is_filled_every_step() -> None:
     text = _DIAGNOSTICS.replace("        key = str(y.device)\n", "        mel_basis = {}\n        key = str(y.device)\n")
     assert _tiers(text)[(14, "TL110")] != "low"
+
+
+# detectron2's retry_if_cuda_oom: what follows a `with` whose body returns runs only when the
+# context manager swallowed an error (an OOM), not on every step.
+_RETRY = '''
+import torch
+
+def train(loader, model, opt, ignore_oom):
+    for x in loader:
+        x = x.cuda(non_blocking=True)
+        with ignore_oom():
+            model(x).sum().backward()
+            opt.step()
+            continue
+        torch.cuda.empty_cache()
+        print(x.sum().item())
+'''
+
+
+def test_code_after_a_with_that_returns_runs_only_after_a_swallowed_error() -> None:
+    config = from_table({"select": ["TL101", "TL103"], "min-impact": "low"}, Path("."))
+    tiers = {(f.line, f.code): f.impact for f in lint_source(_RETRY, "train.py", config)}
+    assert tiers[(11, "TL103")] == "low" and tiers.get((12, "TL101"), "low") == "low"
+    falls_through = _RETRY.replace("            continue\n", "")
+    tiers = {(f.line, f.code): f.impact for f in lint_source(falls_through, "train.py", config)}
+    assert tiers[(10, "TL103")] != "low"  # nothing leaves the block early: every step

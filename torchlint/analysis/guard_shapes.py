@@ -136,10 +136,10 @@ def _exits_unless_rare(statement: cst.CSTNode) -> bool:
 
 
 def _ends_in_return(block: cst.BaseSuite) -> bool:
-    """Does the block's last statement return?"""
+    """Does the block's last statement return (or ``continue`` the loop)?"""
     body = block.body if isinstance(block, cst.IndentedBlock) else ()
     last = body[-1] if body else None
-    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Continue)) for s in last.body)
 
 
 def _true_unless_rare(test: cst.BaseExpression) -> bool:
