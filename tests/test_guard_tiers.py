@@ -164,3 +164,17 @@ def test_code_after_a_with_that_returns_runs_only_after_a_swallowed_error() -> N
     falls_through = _RETRY.replace("            continue\n", "")
     tiers = {(f.line, f.code): f.impact for f in lint_source(falls_through, "train.py", config)}
     assert tiers[(10, "TL103")] != "low"  # nothing leaves the block early: every step
+
+
+def test_a_with_block_that_returns_is_an_exit_only_an_error_gets_past() -> None:
+    import libcst as cst
+
+    from torchlint.analysis.guard_shapes import first_rare_exit
+
+    def exit_of(body: str):  # type: ignore[no-untyped-def]
+        function = cst.parse_module(f"def wrapped(x):\n{body}").body[0]
+        return first_rare_exit(function.body)  # type: ignore[attr-defined]
+
+    retry = "    with ignore_oom():\n        return f(x)\n    torch.cuda.empty_cache()\n    return f(x.cpu())\n"
+    assert isinstance(exit_of(retry), cst.With)
+    assert exit_of(retry.replace("        return f(x)\n", "        y = f(x)\n")) is None  # falls through: every call
