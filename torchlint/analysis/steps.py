@@ -35,7 +35,6 @@ from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
-from torchlint.analysis.kinds import Kind
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
