@@ -5,6 +5,8 @@ finding a statement in the text is tricky, and no codegen of the statements in b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from unittest import mock
 
 import libcst as cst
@@ -12,6 +14,20 @@ import pytest
 
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.tree import Tree
+
+
+@contextmanager
+def functions_generated() -> Iterator[list[str]]:
+    """The names of the functions libcst generates code for while the block runs, in order."""
+    generated: list[str] = []
+    codegen = cst.FunctionDef._codegen_impl
+
+    def counted(self: cst.FunctionDef, state: object) -> None:
+        generated.append(self.name.value)
+        codegen(self, state)  # type: ignore[arg-type]
+
+    with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
+        yield generated
 
 _TEXTS = {
     "repeated prefix": "x = f(1)\nx = f(2)\nfor i in range(3):\n    x = f(i)\n",
@@ -61,14 +77,7 @@ def test_only_the_statements_holding_targets_are_generated(indent: str) -> None:
     module = cst.parse_module(text)
     tree = Tree(module)
     read = tree.nodes(cst.Call)[-1]
-    generated: list[str] = []
-    codegen = cst.FunctionDef._codegen_impl
-
-    def counted(self: cst.FunctionDef, state: object) -> None:
-        generated.append(self.name.value)
-        codegen(self, state)  # type: ignore[arg-type]
-
-    with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
+    with functions_generated() as generated:
         spans = compute_spans(module, [read], tree, text)
     assert spans == compute_spans(module, [read]) == {id(read): (603, 11 + len(indent), 603, 19 + len(indent))}
     assert generated == []  # not the 200 functions before it, nor `last`: its one statement
@@ -82,14 +91,7 @@ def test_statements_found_again_send_their_functions_whole_in_one_pass() -> None
     module = cst.parse_module(text)
     tree = Tree(module)
     moves = [call for call in tree.nodes(cst.Call) if type(call.func) is cst.Attribute and call.func.attr.value == "to"]
-    generated: list[str] = []
-    codegen = cst.FunctionDef._codegen_impl
-
-    def counted(self: cst.FunctionDef, state: object) -> None:
-        generated.append(self.name.value)
-        codegen(self, state)  # type: ignore[arg-type]
-
-    with mock.patch.object(cst.FunctionDef, "_codegen_impl", counted):
+    with functions_generated() as generated:
         spans = compute_spans(module, moves, tree, text)
     assert spans == compute_spans(module, moves)
     assert len(generated) == 300 == len(set(generated))  # each helper once
