@@ -32,6 +32,10 @@ class Constants:
         self.ctx = ctx
         self._argparse: dict[str, cst.BaseExpression] | None = None
         self._fields: dict[str, cst.BaseExpression] | None = None
+        # field -> (its class, its position): for the fields of classes no code of this file builds
+        self._unbuilt: dict[str, tuple[str, int]] = {}
+        # while recording (``assumed_fields``): the unbuilt fields' defaults a value rests on
+        self._assumed: list[tuple[str, str, int]] | None = None
 
     def int_value(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None, depth: int = 0) -> int | None:
         """The integer ``expr`` always has where ``at`` stands, or None if not known."""
@@ -66,6 +70,8 @@ class Constants:
             source = self.argparse_defaults().get(attr)
             if source is None:
                 source = self.field_defaults().get(attr)
+                if source is not None and attr in self._unbuilt and self._assumed is not None:
+                    self._assumed.append((self._unbuilt[attr][0], attr, self._unbuilt[attr][1]))
             return self.int_value(source, source, depth + 1) if source is not None else None
         bindings = self.ctx.bindings.lookup(name, at)
         if base == "self" and bindings:
@@ -221,8 +227,22 @@ class Constants:
                     name = field.target.value  # type: ignore[attr-defined]
                     if field.value is not None and not (constructions and all(_passes(call, name, index) for call in constructions)):
                         found[name] = field.value
+                        if not constructions:  # built elsewhere, if at all: the project join knows what is passed
+                            self._unbuilt[name] = (cls.name.value, index)
+                        else:
+                            self._unbuilt.pop(name, None)
             self._fields = found
         return self._fields
+
+    def int_value_assuming(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None) -> tuple[int | None, tuple[tuple[str, str, int], ...]]:
+        """``int_value``, with the config fields whose defaults it rests on where no code of this
+        file builds their class: (class, field, position) each. Another file's
+        ``GPTConfig(vocab_size=50304)`` makes the default no model's size."""
+        self._assumed = []
+        try:
+            return self.int_value(expr, at), tuple(self._assumed)
+        finally:
+            self._assumed = None
 
     def _constructions(self, class_name: str) -> list[cst.Call]:
         """``Config(...)`` calls in this file (also ``module.Config(...)``)."""

@@ -35,6 +35,19 @@ class SettingDefaults:
         calls = self._calls_of((path, function))
         return bool(calls) and all(param in self.project.passes(call, (path, function)) for _, call in calls)
 
+    def always_built(self, path: str, cls: str, field: str, position: int) -> bool:
+        """Does every construction of config class ``cls`` (of ``path``) in the project pass its
+        own ``field`` (by name, at ``position``, or possibly through ``*args``/``**kwargs``), and
+        is there one? ``GPT(GPTConfig(vocab_size=50304))`` in the training script: the field's
+        default is no run's size."""
+        built = [call for caller, call in self._constructions() if self.project.class_of(call.target, caller, 1) == (path, cls)]
+        return bool(built) and all(call.given is None or field in call.given[1] or call.given[0] > position for call in built)
+
+    def _constructions(self) -> list[tuple[str, CallSite]]:
+        """The calls of the project that may build a class (a capitalised name, here or imported)."""
+        return [(path, call) for path, summary in self.project.files.items() for call in summary.calls
+                if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
+
     def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
         calls = self._calls_of((path, function))
         if not calls or depth > _MAX_DEPTH:

@@ -74,6 +74,9 @@ class Report:
     # (a function, its parameter off by default that turns a cache on): the finding's tier waits for
     # the function's callers in the project; where every one turns it on, what others get is less.
     unless_passed: tuple[cst.FunctionDef, str] | None = None
+    # Config fields whose defaults the finding rests on, of classes this file never builds
+    # ((class, field, position) each): the join drops it where every construction passes one.
+    unless_built: tuple[tuple[str, str, int], ...] = ()
 
 
 class Check:
@@ -155,6 +158,7 @@ class Check:
         itself: Repeat | None = None,
         either: bool = False,
         unless_passed: tuple[cst.FunctionDef, str] | None = None,
+        unless_built: tuple[tuple[str, str, int], ...] = (),
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -190,7 +194,10 @@ class Check:
         in its multiplicity. ``either``: with both ``condition`` and ``if_device``, the finding
         holds where either holds, not only where both do.
         ``unless_passed``: (a function, its parameter off by default): the join lowers the finding
-        where every call of the function in the project passes that parameter (a private one's: drops it)."""
+        where every call of the function in the project passes that parameter (a private one's: drops it).
+        ``unless_built``: config fields (class, field, position) whose defaults the finding rests
+        on, their class built in no code of this file: the join drops it where every construction
+        of one of them in the project passes its own value."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -205,7 +212,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either, unless_passed))
+                                   if_device, unless_cached, itself, either, unless_passed, unless_built))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

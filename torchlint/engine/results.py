@@ -85,7 +85,8 @@ class Pending(NamedTuple):
     ``DataLoader`` subclass (``loader``); a network of another file's class by that class keeping
     trainable weights it never freezes (``trainable_only``: TL308, TL309); a decoder's call by what
     it runs keeping no cache (``unless_cached``: TL407), and one whose cache is off by default by
-    what its function's callers pass (``unless_passed``: TL407)."""
+    what its function's callers pass (``unless_passed``: TL407); a size from a config's default by
+    what the config's constructions in other files pass (``unless_built``: TL402)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -99,6 +100,9 @@ class Pending(NamedTuple):
     # (function key, parameter off by default that turns the cache on): lowered where every call of
     # the function in the project passes it, dropped then if the function is private (TL407)
     unless_passed: tuple[str, str] | None = None
+    # config fields (class, field, position) of this file's classes, built in other files, whose
+    # defaults the finding rests on: dropped where every construction in the project passes one (TL402)
+    unless_built: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(slots=True)

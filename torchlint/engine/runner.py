@@ -109,6 +109,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
                     continue
+                if report.unless_built and summarizer is not None:  # a config's default, built elsewhere: the join knows what is passed
+                    result.pending.append(Pending(finding, None, False, unless_built=report.unless_built))
+                    continue
                 passed = (function_key(ctx, report.unless_passed[0]), report.unless_passed[1]) if report.unless_passed is not None else None
                 if report.unless_cached is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_cached.func, report.unless_cached)) is not None:

@@ -158,6 +158,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.unless_built:
+            if settings is None or path is None or not any(settings.always_built(path, *field) for field in pending.unless_built):
+                yield pending.finding
+            continue  # the default is no run's value: every construction passes its own
         if pending.unless_cached or pending.unless_passed:
             if not pending.unless_cached or project is None or path not in project.files or not decodes_from_a_cache(project, pending.dataset, path):
                 # (a library's model, or one of the project's that keeps no cache)

@@ -47,14 +47,16 @@ class TensorCoreMisaligned(Check):
             return
         multiple = ctx.options.tensor_core_multiple
         floor = ctx.options.min_dimension
-        misaligned, largest = [], 0
+        misaligned, largest, assumed, known = [], 0, [], False
         for position, keyword in params:
             arg = ctx.argument(node, position, keyword)
             if arg is None:
                 continue
-            value = ctx.constants.int_value(arg.value, node)
+            value, defaults = ctx.constants.int_value_assuming(arg.value, node)
             if value is None or value < floor or value % multiple == 0:
                 continue
+            assumed.extend(defaults)
+            known = known or not defaults
             lower = value - value % multiple
             nearest = f"{lower} or {lower + multiple}" if lower else f"{multiple}"
             misaligned.append(f"{keyword}={value} -> {nearest}")
@@ -71,5 +73,7 @@ class TensorCoreMisaligned(Check):
                 # batch dimension's, padding is not (cuBLAS pads small and odd M itself).
                 small = qualified == "torch.utils.data.DataLoader" or largest < _LARGE
             said = f" (about {share:.0%} of the Linear layers' FLOPs in this file)" if share is not None else ""
-            self.report(node, where=Where.TRAIN, cost=Cost.SMALL_KERNELS if small else None,
+            # (sizes all from config fields' defaults, where the config is built in another file:
+            # the join drops the finding where every construction there passes its own value)
+            self.report(node, where=Where.TRAIN, cost=Cost.SMALL_KERNELS if small else None, unless_built=() if known else tuple(assumed),
                         call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned), share=said)
