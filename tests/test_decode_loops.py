@@ -37,6 +37,9 @@ DECODES = [
     "        nxt = torch.argmax(logits[:, -1], dim=-1)\n        tokens[:, cur] = nxt\n",
     # a while loop growing a list of token ids
     "def sample(net, seq):\n    while len(seq) < 100:\n        probs = net(torch.tensor(seq)).softmax(-1)\n        seq.append(int(probs.argmax()))\n",
+    # the model call and the sampling in a helper of this file that returns the sample
+    "def next_token(net, seq):\n    logits = net(seq)[:, -1]\n    choice = torch.multinomial(logits.softmax(-1), 1)\n    return choice\n\n"
+    "def write(net, seq, n):\n    for _ in range(n):\n        tok = next_token(net, seq)\n        seq = torch.cat([seq, tok], dim=1)\n    return seq\n",
 ]
 NOT_DECODES = [
     # scoring a list of inputs: the result is collected, never fed back
@@ -48,13 +51,16 @@ NOT_DECODES = [
     "            idx = torch.cat([idx, logits.argmax(-1)], 1)\n        return idx\n",
     # tensor methods only: no model is called
     "def grow(x):\n    for _ in range(4):\n        probs = x.float().softmax(-1)\n        x = torch.cat([x, probs.argmax(-1)])\n",
+    # a helper that samples but returns the model's features, not the sample: nothing sampled is fed back
+    "def embed(net, x):\n    feats = net(x)\n    torch.multinomial(feats.softmax(-1), 1)\n    return feats\n\n"
+    "def refine(net, x, n):\n    for _ in range(n):\n        h = embed(net, x)\n        x = torch.cat([x, h], dim=1)\n    return x\n",
 ]
 
 
 @pytest.mark.parametrize("code", DECODES)
 def test_a_loop_feeding_a_model_its_own_samples_is_an_inference_step(code: str) -> None:
     ctx = _ctx("import torch\n" + code)
-    [loop] = _loops(ctx)
+    [loop] = _loops(ctx)  # (a helper's body has no loop: the one loop is the decode loop)
     assert ctx.loops.decodes(loop) and ctx.loops.is_hot(loop)
     assert ctx.loops.where(loop) is Where.INFER
     assert ctx.places.repeat_of(loop).kind == "decoded token"

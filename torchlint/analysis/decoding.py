@@ -64,7 +64,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
         if statement is None:
             continue
         derived = _derived(ordered, _targets(statement))
-        if not _used_as_logits(call, derived, samplers):
+        if not _used_as_logits(call, derived, samplers) and not _samples_inside(ctx, call):
             continue
         # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
         # `sample` over, even where an inner `for sample in samples:` rebinds the name)
@@ -252,6 +252,50 @@ def _used_as_logits(call: cst.Call, derived: set[str], samplers: list[cst.Call])
     if any(word in name.rsplit(".", 1)[-1].lower() for name in (*derived, method) for word in _LOGIT_WORDS):
         return True
     return any(_mentions(node) & derived for node in samplers)
+
+
+def _samples_inside(ctx: FileContext, call: cst.Call) -> bool:
+    """Does ``call`` run a function of this file that samples from a model and returns the
+    sample (``tok = self.sampler.next_token(seq)``, whose ``next_token`` runs ``self.net(seq)``
+    and returns ``torch.multinomial(probs, 1)``)? Every ``def`` of the name must: a method
+    name is all the call says of its class."""
+    func = call.func
+    name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+    functions = _functions_named(ctx).get(name or "")
+    return bool(functions) and all(_returns_a_sample(ctx, function) for function in functions)
+
+
+def _functions_named(ctx: FileContext) -> dict[str, list[cst.FunctionDef]]:
+    """This file's functions and methods by name (asked only of a decode loop's calls: built once)."""
+    table: dict[str, list[cst.FunctionDef]] | None = ctx.__dict__.get("_functions_by_name")
+    if table is None:
+        table = {}
+        for function in ctx.tree.nodes(cst.FunctionDef):
+            table.setdefault(function.name.value, []).append(function)
+        ctx.__dict__["_functions_by_name"] = table
+    return table
+
+
+def _returns_a_sample(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    """A model call in ``function`` whose output a sampler picks from, and a ``return`` of what
+    was picked (not a ``forward``: a model's own loop over time steps runs within its step)."""
+    if function.name.value in ("forward", "__call__") or type(function.body) is not cst.IndentedBlock:
+        return False
+    nodes = list(ctx.loops._own_nodes(function.body))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
+    samplers = sampler_calls(nodes)
+    returns = [n for n in nodes if type(n) is cst.Return and n.value is not None]
+    for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
+        statement = _assignment_of(ctx, call)
+        if statement is None:
+            continue
+        derived = _derived(ordered, _targets(statement)) | _targets(statement)
+        picked = {name for sampler in samplers if _mentions(sampler) & derived
+                  for n in ordered if ctx.tree.is_inside(sampler, n) for name in _targets(n)}
+        if any(_mentions(r.value) & picked or any(ctx.tree.is_inside(sampler, r) and _mentions(sampler) & derived for sampler in samplers)
+               for r in returns):
+            return True
+    return False
 
 
 def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set[str]:

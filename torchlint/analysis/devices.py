@@ -502,9 +502,14 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
 
     def _builds_its_own_model_or_data(self) -> bool:
         """Tensors that come from elsewhere (a parameter, a name the file never binds) may
-        be on a device; a file that builds its model or its loader itself placed them."""
+        be on a device; a file that builds its model or its loader itself placed them. A
+        module's own layers (``nn.Linear`` in ``Net.__init__``) are its definition, not a
+        build: the code that builds ``Net`` places it, in this file or another."""
         ctx = self.ctx
         for call in ctx.tree.nodes(cst.Call):
+            cls = ctx.tree.enclosing_class(call)
+            if cls is not None and ctx.is_module_class(cls.name.value):
+                continue
             if ctx.local_module_class(call.func):
                 return True
             qualified = ctx.qname(call.func) or ""
