@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.estimate import AUTOGRAD_SHARE, SYNC_GAP_ESTIMATE_S, analyse
+from torchlint.estimate import AUTOGRAD_SHARE, analyse
+from torchlint.estimate.syncs import SYNC_GAP_ESTIMATE_S
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession, load_measurements
 from torchlint.report import profile_json, profile_text

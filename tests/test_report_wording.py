@@ -9,7 +9,8 @@ from pathlib import Path
 
 from test_estimate import f, hot, session
 
-from torchlint.estimate import SYNCS_ON_THE_CPU, analyse
+from torchlint.estimate import analyse
+from torchlint.estimate.syncs import SYNCS_ON_THE_CPU
 from torchlint.experiment.plan import candidates_for
 from torchlint.report import profile_html, profile_json
 

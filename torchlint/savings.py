@@ -7,7 +7,7 @@ is which (docs/profiling.md, "What a number is"):
   the probes or the line sampler saw there). It is context, never a saving, and
   never ranks a finding by itself.
 - **expected**: an :class:`Estimate`, an upper bound on the saving from a documented
-  per-rule model (``model`` names it; ``torchlint/estimate.py`` holds the models).
+  per-rule model (``model`` names it; ``torchlint/estimate/`` holds the models).
 - **measured**: a :class:`Measurement`, from ``torchlint profile --experiment``: the
   script run again with only that finding switched off, alternated with the original.
 

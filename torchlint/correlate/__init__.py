@@ -26,7 +26,7 @@ The rules (docs/profiling.md, "Join rules"):
 The time observed at a finding's lines (``observed_s``) is context, not a
 saving: findings are ranked by a measured saving (an experiment's
 ``Measurement``), then by an expected one (``Estimate``, from the per-rule
-models in torchlint/estimate.py, passed in as ``estimator``), with
+models in torchlint/estimate/, passed in as ``estimator``), with
 :func:`torchlint.savings.rank_key`. The rest stay in the report unranked.
 Sampled lines that no finding explains, and the run's one-time costs, are
 listed as hotspots; runtime-only findings (``TLR01``...) are derived from the
