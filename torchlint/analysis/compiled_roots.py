@@ -101,8 +101,10 @@ class CompiledRoots:
         given: list[tuple[int, tuple[str, ...]]] = []
         handed: list[tuple[Ref, int | str]] = []
         for use in ctx.tree.names_valued(name):
-            if ctx.tree.is_inside(use, statement) or getattr(ctx.bindings.reaching(name, use), "node", None) is not statement.targets[0].target:
-                continue  # the assignment itself, or another binding of the name
+            reaching = ctx.bindings.reaching(name, use)
+            if ctx.tree.is_inside(use, statement) or reaching is None and ctx.tree.enclosing_function(use) is None \
+                    or reaching is not None and reaching.node is not statement:
+                continue  # the assignment itself, or another binding of the name (a function's global read counts)
             parent = ctx.tree.parent(use)
             if type(parent) is cst.AssignTarget:
                 continue  # bound again: what follows uses the new value
