@@ -57,11 +57,30 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if function is not None and function.name.value in ("forward", "__call__"):
         return False
     nodes, ordered = decode_body(ctx, loop)
+    if _feeds_back(ctx, loop, nodes, ordered):
+        return True
+    # The next input built row by row from the sampled tokens (`for i, state in enumerate(rows):
+    # column.append(sampled[i])`, then `ids = torch.tensor(column)`: nanochat's Engine): the
+    # rows' loop is the iteration's too, its appends what the column is made from. Only for a
+    # call whose result is itself named logits (`logits = self.model.forward(ids)`): through
+    # nested loops, names made from anything spread far (a top-k filter's `cur_score`).
+    if not any(type(n) is cst.For and n is not loop for n in nodes):
+        return False
+    nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign) or _appends(n)), key=ctx.tree.index)
+    return _feeds_back(ctx, loop, nodes, ordered, named=True)
+
+
+def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], named: bool = False) -> bool:
+    """Is a call in ``nodes`` that may run a model used as logits (with ``named``: bound to a
+    name of logits), and given what the body made from them the iteration before?"""
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     samplers = sampler_calls(nodes)  # once, not per call
     for call in (n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n)):
         statement = assignment_of(ctx, call)
         if statement is None:
+            continue
+        if named and not any(word in name.rsplit(".", 1)[-1].lower() for name in targets(statement) for word in LOGIT_WORDS):
             continue
         made = derived(ordered, targets(statement))
         if not used_as_logits(call, made, samplers):
