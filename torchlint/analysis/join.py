@@ -151,8 +151,9 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
-                # (the words say who repeats it: that reach's origin and caller, with its count)
-                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via)
+                # (the words say who repeats it: that reach's origin, caller and loop, with its count)
+                sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 if not passes_more:
