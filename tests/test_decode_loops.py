@@ -443,3 +443,30 @@ def test_a_loop_around_whole_generations_is_no_step_its_decode_loops_are(tmp_pat
     (tmp_path / "gen.py").write_text(GENERATIONS.format(loop=loop))
     found = lint_paths([tmp_path], from_table({"select": ["TL101", "TL103"], "min-impact": "low"}, tmp_path)).findings
     assert {(Path(f.path).name, f.line) for f in found} == {("gen.py", 35)}  # `accepted[0].item()`, per draft-and-verify step
+
+
+# nanochat's Engine: the next input built row by row from the sampled tokens, the model's
+# result named logits; and a top-k filter over scores (dgl-ke) whose nested row loop makes
+# names from everything, with no model's logits: not a decode loop.
+_ROWS = (
+    "def generate(self, rows, logits):\n    while True:\n        sampled = sample_next(logits).tolist()\n        column = []\n"
+    "        for i, row in enumerate(rows):\n            nxt = row.forced.popleft() if row.forced else sampled[i]\n"
+    "            column.append(nxt)\n        ids = torch.tensor(column).unsqueeze(1)\n"
+    "        logits = self.model.forward(ids, kv_cache=self.cache)[:, -1, :]\n"
+)
+_SCORES = (
+    "def topk(self, g, score, sidx, idx, head, k, n):\n    cur_k, size, res_head = 0, k, []\n    while cur_k < n:\n"
+    "        cur_sidx = sidx[cur_k:cur_k + size]\n        cur_score = score[cur_k:cur_k + size]\n        cur_idx = idx[cur_sidx]\n"
+    "        cur_idx = floor_divide(cur_idx, n)\n        cur_head = head[cur_idx]\n        for i in range(cur_head.shape[0]):\n"
+    "            h = cur_head[i]\n            if g.has(h):\n                res_head.append(h)\n"
+    "        cur_k += size\n        size = k - len(res_head)\n"
+)
+
+
+@pytest.mark.parametrize(("code", "decodes"), [(_ROWS, True), (_SCORES, False)])
+def test_a_column_built_row_by_row_from_the_samples_feeds_the_model(code: str, decodes: bool) -> None:
+    ctx = _ctx("import torch\n" + code)
+    outer = _loops(ctx)[0]
+    assert ctx.loops.decodes(outer) is decodes
+    if decodes:
+        assert ctx.places.repeat_of(outer).kind == "decoded token"

@@ -769,3 +769,16 @@ def test_an_evaluation_loops_copy_per_split_is_low_as_other_evaluation_reads() -
     assert found.impact == "low" and "(3 times per step)" in found.message
     [many] = lint_source(SPLIT_EVAL.replace("'test': []", "'test': [], 'a': [], 'b': []"), "proteins.py", config)
     assert many.impact == "medium"  # six splits: each copy waits again
+
+
+def test_the_reach_that_repeats_a_helper_names_its_own_loop(tmp_path: Path) -> None:
+    """A helper one training loop calls once and another three times a step takes the count,
+    and the words say which loop repeats it (not the first loop's line with the second's count)."""
+    (tmp_path / "helpers.py").write_text("import torch\n\n\ndef norm_of(x):\n    return x.norm().item()\n")
+    loop = ("import torch\nfrom helpers import norm_of\n\nmodel = torch.nn.Linear(8, 8).cuda()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\ndef train(loader):\n    for x in loader:\n"
+            "        loss = model(x.cuda()).sum()\n        loss.backward()\n{call}        opt.step()\n")
+    (tmp_path / "a_train.py").write_text(loop.format(call="        norm_of(loss)\n"))
+    (tmp_path / "b_train.py").write_text(loop.format(call="        for _ in range(3):\n            norm_of(loss)\n"))
+    [found] = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)).findings
+    assert "b_train.py:13" in found.message and "3 times per step" in found.message

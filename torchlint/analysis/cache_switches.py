@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.decoding import _assignment_of, _mentions, _targets
+from torchlint.analysis.decoding import assignment_of, mentions, targets
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -37,13 +37,13 @@ def cache_switches(ctx: FileContext, runs: list[cst.Call], ordered: list[cst.CST
     off = ctx.guards.off_by_default(runs[0]) if runs else frozenset()
     if not off:
         return []
-    given = {name for call in runs for arg in call.args for name in _mentions(arg.value)}
+    given = {name for call in runs for arg in call.args for name in mentions(arg.value)}
     found = []
     for flag in sorted(off):
         calls = [call for call in runs if any(_is_use_cache(arg, flag) for arg in call.args)]
-        if calls or any(_targets(s, items=False) & given and _opts_in(ctx, s, flag) for s in ordered):
-            bound = (_assignment_of(ctx, call) for call in calls)
-            made = {name for s in bound if s is not None for name in _targets(s)}
+        if calls or any(targets(s, items=False) & given and _opts_in(ctx, s, flag) for s in ordered):
+            bound = (assignment_of(ctx, call) for call in calls)
+            made = {name for s in bound if s is not None for name in targets(s)}
             found.append(CacheSwitch(flag, frozenset(map(id, calls)), frozenset(made | _read_from(ordered, made))))
     return found
 
@@ -57,7 +57,7 @@ def _read_from(ordered: list[cst.CSTNode], made: set[str]) -> set[str]:
         while type(root) in (cst.Attribute, cst.Subscript):
             root = root.value  # type: ignore[union-attr]
         if root is not value and type(root) is cst.Name and root.value in made:
-            found |= _targets(statement, items=False)
+            found |= targets(statement, items=False)
     return found
 
 
@@ -79,7 +79,7 @@ def off_at_default(ctx: FileContext, switch: CacheSwitch | None, call: cst.Call,
         return False
     if _is_use_cache(arg, switch.flag):
         return True
-    if id(call) in switch.calls and (mentioned := _mentions(arg.value)) and mentioned <= switch.state:
+    if id(call) in switch.calls and (mentioned := mentions(arg.value)) and mentioned <= switch.state:
         return True
     value = arg.value
     return type(value) is cst.IfExp and type(value.orelse) is cst.Name and value.orelse.value == "None" \

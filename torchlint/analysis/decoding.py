@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Ops that pick from a distribution: what a decoder does with logits.
 _SAMPLERS = frozenset({"argmax", "topk", "multinomial", "sample", "softmax", "log_softmax", "argsort", "Categorical", "gumbel_softmax"})
-_LOGIT_WORDS = ("logit", "prob", "score")
+LOGIT_WORDS = ("logit", "prob", "score")
 # Methods of a tensor (or list): their result is the same data reshaped, not a model's output.
 _TENSOR_METHODS = frozenset({
     "view", "reshape", "float", "half", "bfloat16", "double", "long", "int", "to", "cuda", "cpu", "clone", "detach",
@@ -57,19 +57,38 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if function is not None and function.name.value in ("forward", "__call__"):
         return False
     nodes, ordered = decode_body(ctx, loop)
+    if _feeds_back(ctx, loop, nodes, ordered):
+        return True
+    # The next input built row by row from the sampled tokens (`for i, state in enumerate(rows):
+    # column.append(sampled[i])`, then `ids = torch.tensor(column)`: nanochat's Engine): the
+    # rows' loop is the iteration's too, its appends what the column is made from. Only for a
+    # call whose result is itself named logits (`logits = self.model.forward(ids)`): through
+    # nested loops, names made from anything spread far (a top-k filter's `cur_score`).
+    if not any(type(n) is cst.For and n is not loop for n in nodes):
+        return False
+    nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign) or _appends(n)), key=ctx.tree.index)
+    return _feeds_back(ctx, loop, nodes, ordered, named=True)
+
+
+def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], named: bool = False) -> bool:
+    """Is a call in ``nodes`` that may run a model used as logits (with ``named``: bound to a
+    name of logits), and given what the body made from them the iteration before?"""
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     samplers = sampler_calls(nodes)  # once, not per call
-    for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
-        statement = _assignment_of(ctx, call)
+    for call in (n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n)):
+        statement = assignment_of(ctx, call)
         if statement is None:
             continue
-        derived = _derived(ordered, _targets(statement))
-        if not _used_as_logits(call, derived, samplers) and not _samples_inside(ctx, call):
+        if named and not any(word in name.rsplit(".", 1)[-1].lower() for name in targets(statement) for word in LOGIT_WORDS):
+            continue
+        made = derived(ordered, targets(statement))
+        if not used_as_logits(call, made, samplers) and not _samples_inside(ctx, call):
             continue
         # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
         # `sample` over, even where an inner `for sample in samples:` rebinds the name)
-        inputs = _inputs(call, ordered, ctx) - (_mentions(loop.target) if type(loop) is cst.For else frozenset())
-        if inputs & derived or any(name in inputs and _mentions(value) & derived for name, value in grown):
+        inputs = _inputs(call, ordered, ctx) - (mentions(loop.target) if type(loop) is cst.For else frozenset())
+        if inputs & made or any(name in inputs and mentions(value) & made for name, value in grown):
             return True
     return False
 
@@ -83,7 +102,7 @@ def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.C
     # this iteration's too. `for hyp in hyps:` binds what the model is given, and
     # `kept.append(new)` then `hyps = kept` makes the next hypotheses from what the model scored.
     # (Only there: a `for i in range(out.shape[2])` elsewhere makes `i` of no model's output.)
-    rebound = {name for n in nodes if type(n) is cst.Assign for name in _targets(n, items=False)}
+    rebound = {name for n in nodes if type(n) is cst.Assign for name in targets(n, items=False)}
     searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
     if searches:
         nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
@@ -92,7 +111,7 @@ def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.C
     return nodes, ordered
 
 
-def _assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
+def assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
     """The assignment whose value holds ``call`` (``out = f(x)[0]``), if any."""
     statement = ctx.tree.parent(call)
     while statement is not None and type(statement) not in (cst.Assign, cst.AnnAssign):
@@ -102,7 +121,7 @@ def _assignment_of(ctx: FileContext, call: cst.Call) -> cst.CSTNode | None:
     return statement
 
 
-def _may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
+def may_run_a_model(ctx: FileContext, call: cst.Call) -> bool:
     """A call that may run a model: ``model(x)``, ``self.model.decoder(x)``,
     ``self.inference.logits(x)``; not a builtin, a library function or a tensor method."""
     func = call.func
@@ -130,27 +149,27 @@ def _value(statement: cst.CSTNode) -> cst.BaseExpression | None:
     return statement.value  # type: ignore[attr-defined]
 
 
-def _targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
+def targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
     """The names an assignment binds; with ``items``, ``seq`` for ``seq[i] = v`` too."""
     if type(statement) is cst.Call:  # `seq.append(v)`
         name = dotted(statement.func.value)  # type: ignore[attr-defined]
         return {name} if name is not None else set()
-    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
+    assigned = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     found: set[str] = set()
-    for target in targets:
+    for target in assigned:
         parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
         parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
         found.update(name for part in parts if (name := dotted(part)) is not None)
     return found
 
 
-# `_mentions` of a node, kept with the node (so a later node that reuses a freed id is never
-# mistaken for it): every loop of a file asks again of the same statements (`_derived` twice
+# `mentions` of a node, kept with the node (so a later node that reuses a freed id is never
+# mistaken for it): every loop of a file asks again of the same statements (`derived` twice
 # round, per call that may run a model), which made this analysis the check's costliest.
 _MENTIONED: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str]]] = {}
 
 
-def _mentions(expr: cst.CSTNode | None, slices: bool = True) -> frozenset[str]:
+def mentions(expr: cst.CSTNode | None, slices: bool = True) -> frozenset[str]:
     """The names and attribute chains ``expr`` reads (without ``slices``: not those only in
     an index, ``xs[t]``)."""
     if expr is None:
@@ -184,15 +203,15 @@ def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
     return found
 
 
-def _derived(ordered: list[cst.CSTNode], seeds: set[str], rounds: int = 2) -> set[str]:
+def derived(ordered: list[cst.CSTNode], seeds: set[str], rounds: int = 2) -> set[str]:
     """The names the loop's body makes from ``seeds``, through its assignments (twice round:
     a value carried to the next iteration; once: what this iteration makes of them)."""
-    derived = set(seeds)
+    made = set(seeds)
     for _ in range(rounds):
         for statement in ordered:
-            if _mentions(_value(statement)) & derived:
-                derived |= _targets(statement) if type(statement) is not cst.AugAssign else {dotted(statement.target) or ""}  # type: ignore[attr-defined]
-    return derived
+            if mentions(_value(statement)) & made:
+                made |= targets(statement) if type(statement) is not cst.AugAssign else {dotted(statement.target) or ""}  # type: ignore[attr-defined]
+    return made
 
 
 def grown_names(ctx: FileContext, loop: cst.CSTNode) -> set[str]:
@@ -213,7 +232,7 @@ def _made_afresh(loop: cst.CSTNode) -> set[str]:
     for statement in body.body if type(body) is cst.IndentedBlock else ():
         for small in statement.body if type(statement) is cst.SimpleStatementLine else ():
             if type(small) is cst.Assign and len(small.targets) == 1 and (name := dotted(small.targets[0].target)) is not None \
-                    and name not in _mentions(small.value):
+                    and name not in mentions(small.value):
                 found.add(name)
     return found
 
@@ -244,14 +263,14 @@ def _sampler_name(call: cst.Call) -> str:
     return func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
 
 
-def _used_as_logits(call: cst.Call, derived: set[str], samplers: list[cst.Call]) -> bool:
+def used_as_logits(call: cst.Call, made: set[str], samplers: list[cst.Call]) -> bool:
     """Named logits or probabilities (``logits = ...``, ``self.inference.logits(...)``), or
     sampled from in the body (``torch.multinomial(probs)``, ``out.argmax(-1)``: ``samplers``,
     the body's calls of :data:`_SAMPLERS`)."""
     method = call.func.attr.value if type(call.func) is cst.Attribute else ""
-    if any(word in name.rsplit(".", 1)[-1].lower() for name in (*derived, method) for word in _LOGIT_WORDS):
+    if any(word in name.rsplit(".", 1)[-1].lower() for name in (*made, method) for word in LOGIT_WORDS):
         return True
-    return any(_mentions(node) & derived for node in samplers)
+    return any(mentions(node) & made for node in samplers)
 
 
 def _samples_inside(ctx: FileContext, call: cst.Call) -> bool:
@@ -285,14 +304,14 @@ def _returns_a_sample(ctx: FileContext, function: cst.FunctionDef) -> bool:
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
     samplers = sampler_calls(nodes)
     returns = [n for n in nodes if type(n) is cst.Return and n.value is not None]
-    for call in (n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n)):
-        statement = _assignment_of(ctx, call)
+    for call in (n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n)):
+        statement = assignment_of(ctx, call)
         if statement is None:
             continue
-        derived = _derived(ordered, _targets(statement)) | _targets(statement)
-        picked = {name for sampler in samplers if _mentions(sampler) & derived
-                  for n in ordered if ctx.tree.is_inside(sampler, n) for name in _targets(n)}
-        if any(_mentions(r.value) & picked or any(ctx.tree.is_inside(sampler, r) and _mentions(sampler) & derived for sampler in samplers)
+        made = derived(ordered, targets(statement)) | targets(statement)
+        picked = {name for sampler in samplers if mentions(sampler) & made
+                  for n in ordered if ctx.tree.is_inside(sampler, n) for name in targets(n)}
+        if any(mentions(r.value) & picked or any(ctx.tree.is_inside(sampler, r) and mentions(sampler) & made for sampler in samplers)
                for r in returns):
             return True
     return False
@@ -303,16 +322,16 @@ def _inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext) -> set
     those they were made from earlier in the body (``idx_cond = idx[:, -block:]`` then
     ``model(idx_cond)``: ``idx``), less what the body sets before the call (``score =
     f(raw); order = argsort(score); score = score[order]`` feeds nothing forward)."""
-    inputs = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
+    inputs = set().union(*(mentions(arg.value) for arg in call.args)) if call.args else set()
     start = ctx.tree.index(call)
     made_here: set[str] = set()
     for statement in reversed([s for s in ordered if ctx.tree.index(s) < start]):
-        targets = _targets(statement) if type(statement) is not cst.AugAssign else set()
-        if targets & inputs:
-            value = _mentions(_value(statement))
+        bound = targets(statement) if type(statement) is not cst.AugAssign else set()
+        if bound & inputs:
+            value = mentions(_value(statement))
             inputs |= value
             # `img = img_orig * mask + (1 - mask) * img` before the call still carries `img` forward
-            made_here |= targets if ctx.tree.is_inside(call, statement) else targets - value
+            made_here |= bound if ctx.tree.is_inside(call, statement) else bound - value
     return inputs - made_here
 
 
@@ -329,39 +348,39 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if name in ("forward", "__call__"):
         return False  # a loop over time steps there runs within the model's step
     sampling = any(part.startswith(_SAMPLING_FUNCTIONS) for part in name.split("_"))  # `p_sample_loop`, not `reshape_subsample`
-    steps = {step for step in _mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
+    steps = {step for step in mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
     nodes = list(ctx.loops._own_nodes(loop.body))
-    if sampling and not any(type(n) is cst.Call and _may_run_a_model(ctx, n) for n in nodes):
+    if sampling and not any(type(n) is cst.Call and may_run_a_model(ctx, n) for n in nodes):
         # `for sigma, ... in schedule: for r in range(resample_times): images = step(images, sigma)`:
         # the time step's work sits in an inner loop that repeats it
         nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda node: type(node) in (cst.For, cst.While)))
-    if not sampling and any(type(n) is cst.Subscript and any(_mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
+    if not sampling and any(type(n) is cst.Subscript and any(mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
         return False  # `xs[t]`: it walks a sequence, one element per iteration
     if any(type(n) is cst.Call and ctx.method_name(n) in ("backward", "step") and ctx.loops.is_step_call(n) for n in nodes):
         return False  # a training step (`output, hidden = model(data, hidden)`, then backward): the state is the weights
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
-    runs = [(call, statement) for call in nodes if type(call) is cst.Call and _may_run_a_model(ctx, call)
-            and (statement := _assignment_of(ctx, call)) is not None]
-    made = _derived(ordered, set().union(*(_targets(statement) for _, statement in runs)))
+    runs = [(call, statement) for call in nodes if type(call) is cst.Call and may_run_a_model(ctx, call)
+            and (statement := assignment_of(ctx, call)) is not None]
+    made = derived(ordered, set().union(*(targets(statement) for _, statement in runs)))
     steps = _timesteps(ctx, ordered, steps, made, slices=sampling)
     grown = _grown(nodes)
     # The state is rebound whole (`img = out["sample"]`); `lprobs[i] = f(lprobs[i])` updates one item per iteration.
     rebound = {name for statement in ordered if type(statement) is not cst.AugAssign
-               for name in _targets(statement, items=False)}
-    models = {name for name in _mentions(loop.target) if any(word in name.lower() for word in _MODEL_WORDS)}
-    if any(_mentions(arg.value) & models for call, _ in runs for arg in call.args):
+               for name in targets(statement, items=False)}
+    models = {name for name in mentions(loop.target) if any(word in name.lower() for word in _MODEL_WORDS)}
+    if any(mentions(arg.value) & models for call, _ in runs for arg in call.args):
         return False  # `img = self.one_unet_sample(unet, ...)` for each unet of a cascade: a stage per iteration
     for call, statement in runs:
-        if _mentions(call.func) & steps:
+        if mentions(call.func) & steps:
             continue  # `x = layer(x, i)` for each layer: one layer per iteration, not a step
-        if not any(_mentions(arg.value, sampling) & steps for arg in call.args):
+        if not any(mentions(arg.value, sampling) & steps for arg in call.args):
             continue  # the iteration's time step conditions the denoiser
         called = [dotted(call.func) or "", *(dotted(arg.value) or "" for arg in call.args)]
         if not sampling and not any(word in part.lower() for part in called for word in _DENOISER_WORDS):
             continue
-        derived = _derived(ordered, _targets(statement)) & rebound
+        fed = derived(ordered, targets(statement)) & rebound
         inputs = _inputs(call, [s for s in ordered if s is not statement], ctx) - steps  # `img = f(img, t)`: its own target is fed
-        if inputs & derived or any(grown_name in inputs and _mentions(value) & derived for grown_name, value in grown):
+        if inputs & fed or any(grown_name in inputs and mentions(value) & fed for grown_name, value in grown):
             return True
     return False
 
@@ -375,10 +394,10 @@ def _timesteps(ctx: FileContext, ordered: list[cst.CSTNode], steps: set[str], ma
     found = set(steps)
     for statement in ordered:
         value = statement.value  # type: ignore[attr-defined]
-        if type(statement) is cst.AugAssign or not _mentions(value, slices) & found or _mentions(value) & made:
+        if type(statement) is cst.AugAssign or not mentions(value, slices) & found or mentions(value) & made:
             continue
-        if any(type(n) is cst.Call and _may_run_a_model(ctx, n) for n in (value, *ctx.tree.descendants(value))):
+        if any(type(n) is cst.Call and may_run_a_model(ctx, n) for n in (value, *ctx.tree.descendants(value))):
             continue  # `out = self.p_sample(model, img, t)`: what the model made is the state, not the time
-        found |= _targets(statement)
+        found |= targets(statement)
     return found
 

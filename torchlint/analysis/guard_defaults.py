@@ -62,9 +62,25 @@ class ParameterDefaults:
                 found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `0 if cache is None else <here>`
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
                 found = self._flag_of(ancestor.left, defaults, optional)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
+            elif kind is cst.IndentedBlock and tree.parent(ancestor) is function:
+                found = self._after_early_return(ancestor, child, defaults, optional)  # `if kv_cache is None: return x` above it
             if found is not None:
                 return found
             child = ancestor
+        return None
+
+    def _after_early_return(self, block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str], optional: bool) -> str | None:
+        """The parameter of ``defaults`` whose leaving out returns early, before ``child``, in
+        the function's body (``if kv_cache is None: return x``, ``if not flag: return``): what
+        follows runs only when it is passed, as an ``else:`` would."""
+        for statement in block.body:
+            if statement is child:
+                return None
+            if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock \
+                    and statement.body.body and _returns(statement.body.body[-1]):
+                found = self._negated_flag(self._named_test(statement.test, statement), defaults, optional)  # type: ignore[attr-defined]
+                if found is not None:
+                    return found
         return None
 
     def off_by_default(self, node: cst.CSTNode) -> frozenset[str]:
@@ -138,3 +154,8 @@ class ParameterDefaults:
                 and type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None" and type(test.left) is cst.Name:
             return test.left.value if test.left.value in defaults else None
         return None
+
+
+def _returns(statement: cst.BaseStatement) -> bool:
+    """Does ``statement`` end with ``return`` (a branch that leaves the function)?"""
+    return type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) is cst.Return

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.decoding import _derived, _targets
+from torchlint.analysis.decoding import derived, targets
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import children
 
@@ -43,7 +43,7 @@ def new_records(nodes: list[cst.CSTNode], ordered: list[cst.CSTNode]) -> list[Ne
     """The records a beam search's body makes for its next pass: for ``for hyp in hyps:`` over
     what the body rebinds, each value appended to a list that becomes ``hyps`` (``kept.append(new_hyp)``,
     ``hyps = sorted(kept)[:beam]``)."""
-    rebound = {name for n in ordered if type(n) is cst.Assign for name in _targets(n, items=False)}
+    rebound = {name for n in ordered if type(n) is cst.Assign for name in targets(n, items=False)}
     searches = [n for n in nodes if type(n) is cst.For and dotted(n.iter) in rebound]
     if not searches:
         return []
@@ -53,7 +53,7 @@ def new_records(nodes: list[cst.CSTNode], ordered: list[cst.CSTNode]) -> list[Ne
         hyps = dotted(search.iter)
         for append in appends:
             kept = dotted(append.func.value)  # type: ignore[attr-defined]
-            if kept is None or hyps not in _derived(ordered, {kept}):
+            if kept is None or hyps not in derived(ordered, {kept}):
                 continue
             new = append.args[0].value
             parts = _record_parts(nodes, new, append)

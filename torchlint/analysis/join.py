@@ -151,8 +151,9 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 known = steps[path][key] = replace(known, feeds_env=False)
             repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
-                # (the words say who repeats it: that reach's origin and caller, with its count)
-                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via)
+                # (the words say who repeats it: that reach's origin, caller and loop, with its count)
+                sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 if not passes_more:
@@ -170,18 +171,54 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             caller = _passing_reach(call, path, key, info, omitting)
             if caller is None:
                 continue  # `if kv_cache is not None: kv_cache.get_pos()` and no per-step call passes `kv_cache`
+            elsewhere = _passed_elsewhere(call, path, key, caller, omitting)
             for callee in project.callees(call.target, path):
                 if callee == (path, key):
                     continue
-                # Called by the framework's step itself: the call in the hook is the site.
-                sites = (call.location,) if caller.hook and call.location is not None else caller.sites
-                via = "" if caller.hook else key
-                per_step, position = _called_place(caller, call, callee, loops_by_file.get(path, {}))
-                work.append((*callee, StepInfo(caller.origin, sites, caller.where, host_only=caller.host_only, tensor_args=call.tensors, via=via,
-                                               omitted=project.omitted(call, callee), constants=project.constants(call, callee),
-                                               uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
-                                               passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed),
-                                               feeds_env=call.feeds_env, per_step=per_step, position=position)))
+                handed_on = _handed_on(project, call, callee, elsewhere)
+                work.append((*callee, _callee_reach(project, call, callee, path, key, caller, loops_by_file, handed_on)))
+                for reach in {id(r): r for r in elsewhere.values()}.values():
+                    # what the caller hands on of its own parameters a later phase passes it (a decode
+                    # loop's `kv_cache`, a training loop leaving it out) reaches the callee from there
+                    work.append((*callee, _callee_reach(project, call, callee, path, key, reach, loops_by_file)))
+
+
+def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], path: str, key: str, caller: StepInfo,
+                  loops_by_file: dict[str, dict[str, str]], withheld: frozenset[str] = frozenset()) -> StepInfo:
+    """How ``callee`` is reached through ``call`` from the reach ``caller`` of function ``key``
+    (less the parameters ``withheld``: another reach passes them)."""
+    # Called by the framework's step itself: the call in the hook is the site.
+    sites = (call.location,) if caller.hook and call.location is not None else caller.sites
+    per_step, position = _called_place(caller, call, callee, loops_by_file.get(path, {}))
+    return StepInfo(caller.origin, sites, caller.where, host_only=caller.host_only, tensor_args=call.tensors, via="" if caller.hook else key,
+                    omitted=project.omitted(call, callee), constants=project.constants(call, callee),
+                    uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
+                    passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
+                    feeds_env=call.feeds_env, per_step=per_step, position=position)
+
+
+def _passed_elsewhere(call: CallSite, path: str, key: str, info: StepInfo, omitting: dict[tuple[str, str], StepInfo]) -> dict[str, StepInfo]:
+    """The caller's own parameters that ``call`` hands on, which the reach ``info`` does not pass
+    but a reach of a later phase does (its ``f#passed:name``): each with that reach. ``info`` is
+    all the function's reaches merged, its ``passed`` too; a reach that passed the name itself
+    would have set that branch's reach to its phase or an earlier one."""
+    if not call.own_params or info.hook or "*" in info.passed:
+        return {}
+    found: dict[str, StepInfo] = {}
+    for _, name in call.own_params:
+        reach = omitting.get((path, f"{key}#passed:{name}")) if name in info.passed else None
+        if reach is not None and phase_rank(reach.where) > phase_rank(info.where):
+            found[name] = reach
+    return found
+
+
+def _handed_on(project: Project, call: CallSite, callee: tuple[str, str], elsewhere: dict[str, StepInfo]) -> frozenset[str]:
+    """The parameters of ``callee`` that ``call`` fills with the caller's own parameters in ``elsewhere``."""
+    if not elsewhere:
+        return frozenset()
+    names = project.parameters(call, callee)
+    return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
+                     if name in elsewhere and (isinstance(where, str) or where < len(names)))
 
 
 def _passing_reach(call: CallSite, path: str, key: str, info: StepInfo, omitting: dict[tuple[str, str], StepInfo]) -> StepInfo | None:

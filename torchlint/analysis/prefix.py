@@ -19,7 +19,7 @@ import libcst as cst
 
 from torchlint.analysis.cache_switches import CacheSwitch, cache_switches, off_at_default
 from torchlint.analysis.decoding import (
-    _LOGIT_WORDS, _assignment_of, _derived, _mentions, _may_run_a_model, _targets, _used_as_logits, decode_body, sampler_calls,
+    LOGIT_WORDS, assignment_of, derived, mentions, may_run_a_model, targets, used_as_logits, decode_body, sampler_calls,
 )
 from torchlint.analysis.hypotheses import CONCATENATIONS, NewRecord, field_name, index_key, new_records, pieces, subscripts
 from torchlint.analysis.names import dotted
@@ -75,7 +75,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     if not ctx.loops.decodes(loop) or ctx.loops.denoises(loop) or _keeps_a_cache(ctx):
         return None
     nodes, ordered = decode_body(ctx, loop)
-    runs = sorted((n for n in nodes if type(n) is cst.Call and _may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
+    runs = sorted((n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
                   key=ctx.tree.index)
     found = _rerun(ctx, loop, nodes, ordered, runs, None)
     for switch in cache_switches(ctx, runs, ordered) if found is None else ():
@@ -89,27 +89,27 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
            switch: CacheSwitch | None) -> PrefixRerun | None:
     """``reruns_prefix`` of the loop's body, at the switch's default where one is given."""
     if any(_passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
-            or _keeps_a_cache_name([s for s in ordered if switch is None or not _targets(s) <= switch.state]):
+            or _keeps_a_cache_name([s for s in ordered if switch is None or not targets(s) <= switch.state]):
         return None  # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
-    moving = {name for statement in ordered for name in _targets(statement)} | (_mentions(loop.target) if type(loop) is cst.For else frozenset())
+    moving = {name for statement in ordered for name in targets(statement)} | (mentions(loop.target) if type(loop) is cst.For else frozenset())
     sequences = _carried(ctx, concatenated(ctx, [n for n in nodes if type(n) is cst.Call]), ordered)
     # What the model made, not through the sequence itself (`mask = mask_after(out)`, then
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
-    unlooped = [s for s in ordered if not _targets(s) & sequences]
+    unlooped = [s for s in ordered if not targets(s) & sequences]
     samplers = sampler_calls(nodes)
     records = new_records(nodes, ordered)
     for call in runs:
-        statement = _assignment_of(ctx, call)
+        statement = assignment_of(ctx, call)
         if statement is None or ctx.guards.rare(call, stop=loop):
             continue  # (a branch that runs once, or ends the loop: `if done.all(): mask = mask_after(out); break`)
-        made = _targets(statement)
+        made = targets(statement)
         if all("mask" in name.rsplit(".", 1)[-1].lower() for name in made):
             continue  # `slf_attn_mask = get_subsequent_mask(ys)`: a causal mask the size of the sequence, not the model
-        derived = _derived(unlooped, made)
-        if not _used_as_logits(call, derived, samplers) or _post_processes(ctx, call, runs, unlooped):
+        outputs = derived(unlooped, made)
+        if not used_as_logits(call, outputs, samplers) or _post_processes(ctx, call, runs, unlooped):
             continue
-        fields = _grown_fields(ctx, records, ordered, _derived(ordered, made, rounds=1), moving)
-        grown = _grown_by(ctx, nodes, derived) | {name: (at, False) for name, at in fields.items()}
+        fields = _grown_fields(ctx, records, ordered, derived(ordered, made, rounds=1), moving)
+        grown = _grown_by(ctx, nodes, outputs) | {name: (at, False) for name, at in fields.items()}
         if not grown or _passes_a_cache(ctx, call, made, switch=switch) or _passes_a_field(call, records, made):
             continue
         # (at the switch's default, what it opts in does not run: `x_input = x[:, [-1]]` under `if use_kv_caching:`)
@@ -127,7 +127,7 @@ def _carried(ctx: FileContext, grown: dict[str, cst.Assign], ordered: list[cst.C
     binds afresh before it grows it (``relevant_logits = logits[0, 0, :V]``, then
     ``relevant_logits = torch.hstack((relevant_logits, eos_logit))``: bark's logits, not a sequence)."""
     return {name for name, at in grown.items()
-            if not any(s is not at and ctx.tree.index(s) < ctx.tree.index(at) and name in _targets(s, items=False) for s in ordered)}
+            if not any(s is not at and ctx.tree.index(s) < ctx.tree.index(at) and name in targets(s, items=False) for s in ordered)}
 
 
 def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlooped: list[cst.CSTNode]) -> bool:
@@ -135,44 +135,44 @@ def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlo
     self.postprocess_next_token_scores(scores=next_token_logits, input_ids=input_ids)``: a
     repetition penalty reads the whole sequence, but the model ran before it)?"""
     start = ctx.tree.index(call)
-    given = set().union(*(_mentions(arg.value) for arg in call.args)) if call.args else set()
+    given = set().union(*(mentions(arg.value) for arg in call.args)) if call.args else set()
     for run in runs:
-        statement = _assignment_of(ctx, run) if ctx.tree.index(run) < start else None
+        statement = assignment_of(ctx, run) if ctx.tree.index(run) < start else None
         if statement is not None and not ctx.tree.is_inside(call, statement):
-            made = _derived([s for s in unlooped if ctx.tree.index(s) < start], _targets(statement))
+            made = derived([s for s in unlooped if ctx.tree.index(s) < start], targets(statement))
             # (logits by name: a causal mask made by a helper this iteration, `tgt_mask =
             # generate_square_subsequent_mask(ys.size(0))`, is the decoder's input, not its output)
-            if any(word in name.rsplit(".", 1)[-1].lower() for name in made & given for word in _LOGIT_WORDS):
+            if any(word in name.rsplit(".", 1)[-1].lower() for name in made & given for word in LOGIT_WORDS):
                 return True
     return False
 
 
 def _keeps_a_cache_name(ordered: list[cst.CSTNode]) -> bool:
     """Does the body bind a cache by name (``past_key_values = outputs.past_key_values``)?"""
-    return any(_cache_word(name) for s in ordered for name in _targets(s, items=False) if not name.startswith("self."))
+    return any(_cache_word(name) for s in ordered for name in targets(s, items=False) if not name.startswith("self."))
 
 
-def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], derived: set[str]) -> dict[str, tuple[cst.CSTNode, bool]]:
+def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], outputs: set[str]) -> dict[str, tuple[cst.CSTNode, bool]]:
     """The sequences the body grows by what the model returned: each with its statement and
     whether it grows in place into a buffer made before (``tokens[:, t] = nxt``), where only
     a prefix slice of it (``tokens[:, :t]``) is the tokens decoded so far."""
     found: dict[str, tuple[cst.CSTNode, bool]] = {}
     for name, node in concatenated(ctx, [n for n in nodes if type(n) is cst.Call]).items():
-        if any(_mentions(e.value) & derived for e in node.value.args[0].value.elements[1:]):  # type: ignore[attr-defined]
+        if any(mentions(e.value) & outputs for e in node.value.args[0].value.elements[1:]):  # type: ignore[attr-defined]
             found[name] = (node, False)
     for node in nodes:
         if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("append", "extend") \
-                and len(node.args) == 1 and (name := dotted(node.func.value)) is not None and _mentions(node.args[0].value) & derived:
+                and len(node.args) == 1 and (name := dotted(node.func.value)) is not None and mentions(node.args[0].value) & outputs:
             found.setdefault(name, (node, False))  # `tokens.append(nxt)`, then `model(torch.tensor([tokens]))`
-        elif type(node) is cst.Assign and _mentions(node.value) & derived:
+        elif type(node) is cst.Assign and mentions(node.value) & outputs:
             for target in node.targets:
                 if type(target.target) is cst.Subscript and (name := dotted(target.target.value)) is not None:
                     found.setdefault(name, (node, True))
             if type(node.value) is cst.Call and ctx.qname(node.value.func) not in CONCATENATIONS:
                 # `gen_seq, scores = self._best(gen_seq, dec_output, scores, step)`: a helper writes the
                 # next token into the buffer it is given (attention-is-all-you-need's beam search)
-                given = set().union(*(_mentions(arg.value) for arg in node.value.args)) if node.value.args else set()
-                for name in _targets(node, items=False) & given:
+                given = set().union(*(mentions(arg.value) for arg in node.value.args)) if node.value.args else set()
+                for name in targets(node, items=False) & given:
                     found.setdefault(name, (node, True))
     return found
 
@@ -195,7 +195,7 @@ def _grown_fields(ctx: FileContext, records: list[NewRecord], ordered: list[cst.
                     if whole is None and _whole(ctx, piece, held, before, moving, 0) in names:
                         whole = statement
                     elif added is None and type(piece) not in (cst.List, cst.Tuple, cst.BinaryOperation) \
-                            and (_mentions(piece) - bases - {record.name}) & fresh:
+                            and (mentions(piece) - bases - {record.name}) & fresh:
                         added = statement
             if whole is not None and added is not None:
                 found.update((name, added) for name in names)
@@ -207,13 +207,13 @@ def _passes_a_field(call: cst.Call, records: list[NewRecord], made: set[str]) ->
     (``hyp['cache']``), or one the next hypothesis gets from what this call returns (``out,
     state = model(ys, hyp['state'])``, then ``new_hyp['state'] = state``)?"""
     carried = {name for record in records for key, names in record.current.items()
-               if any(_mentions(value) & made for _, value in record.parts[key]) for name in names}
+               if any(mentions(value) & made for _, value in record.parts[key]) for name in names}
     for arg in call.args:
         for node in subscripts(arg.value):
             key = index_key(node)
             if isinstance(key, str) and _cache_word(key) or field_name(node) in carried:
                 return True
-        if _mentions(arg.value) & carried:
+        if mentions(arg.value) & carried:
             return True  # `hyp.state`, a tuple's `state`
     return False
 
@@ -231,7 +231,7 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
     if name is not None:
         if name in grown:
             return name if prefix or not grown[name][1] else None
-        latest = next((s for s in reversed(before) if type(s) is not cst.AugAssign and name in _targets(s, items=False)), None)
+        latest = next((s for s in reversed(before) if type(s) is not cst.AugAssign and name in targets(s, items=False)), None)
         if latest is None or type(latest) is not cst.Assign or len(latest.targets) != 1 or dotted(latest.targets[0].target) != name:
             return None
         return _whole(ctx, latest.value, grown, before[:before.index(latest)], moving, depth + 1, prefix, off)
@@ -264,14 +264,14 @@ def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
     if type(last) is cst.Index:
         return "all" if type(last.value) is cst.Name and last.value.value == "None" or type(last.value) is cst.Ellipsis else None
     lower, upper = last.lower, last.upper
-    if lower is not None and _mentions(lower) & moving:
+    if lower is not None and mentions(lower) & moving:
         return None  # the window starts where the last pass ended: a cached step
     if type(lower) is cst.UnaryOperation and type(lower.operator) is cst.Minus and type(lower.expression) is cst.Integer \
             and lower.expression.value == "1":
         return None  # `[:, -1:]`: the newest token only
     if type(lower) is cst.Integer and lower.value not in ("0",):
         return None  # `[:, 5:]`: not the tokens decoded so far
-    return "prefix" if upper is not None and _mentions(upper) & moving else "all"
+    return "prefix" if upper is not None and mentions(upper) & moving else "all"
 
 
 def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True, switch: CacheSwitch | None = None) -> bool:
@@ -293,9 +293,9 @@ def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positio
         given = (dotted(arg.value) or "").rsplit(".", 1)[-1].lower()
         if positions and (keyword in _POSITION_NAMES or given in _POSITION_NAMES) or _cache_word(keyword):
             return True
-        if any(_cache_word(name.rsplit(".", 1)[-1]) for name in _mentions(arg.value, slices=False)):
+        if any(_cache_word(name.rsplit(".", 1)[-1]) for name in mentions(arg.value, slices=False)):
             return True
-        if _mentions(arg.value) & outputs:
+        if mentions(arg.value) & outputs:
             return True  # a state the model returned last pass: an RNN's hidden, a cache by any name
     return False
 
@@ -363,14 +363,14 @@ def _cache_updates(ctx: FileContext) -> list[cst.Assign]:
 
 
 def _updates_a_cache(ctx: FileContext, node: cst.Assign) -> bool:
-    targets: list[cst.BaseExpression] = []
+    assigned: list[cst.BaseExpression] = []
     for target in node.targets:  # (`self.kv_cache, self.hooks = self.model.install_kv_cache_hooks()`: whisper's inference)
         whole = target.target
         if type(whole) in (cst.Tuple, cst.List):
-            targets.extend(e.value for e in whole.elements)  # type: ignore[attr-defined]
+            assigned.extend(e.value for e in whole.elements)  # type: ignore[attr-defined]
         else:
-            targets.append(whole)
-    for value in targets:
+            assigned.append(whole)
+    for value in assigned:
         subscripted = type(value) is cst.Subscript
         while type(value) is cst.Subscript:
             value = value.value

@@ -28,7 +28,7 @@ from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.host_consumers import feeds_environment, steps_an_environment
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
-from torchlint.analysis.compiled_roots import CompiledRoots
+from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
@@ -248,7 +248,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(
             CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                     self._may_pass_tensors(call), within, None if self.partial_arguments(call) else _given(call),
+                     self._may_pass_tensors(call), within, None if self.partial_arguments(call) else given_arguments(call),
                      self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
                      falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
                      host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
@@ -261,7 +261,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
-            compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
+            compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
         )
@@ -700,21 +700,9 @@ def _may_be_constant(value: cst.BaseExpression) -> bool:
     return False
 
 
-def _given(call: cst.Call) -> tuple[int, tuple[str, ...]] | None:
-    """How many positional arguments and which keywords a call passes (a literal ``None``
-    counts as left out); None when ``*args``/``**kwargs`` may pass anything."""
-    if any(arg.star for arg in call.args):
-        return None
-    positional = [a for a in call.args if a.keyword is None]
-    while positional and _is_none(positional[-1].value):
-        positional.pop()
-    keywords = tuple(a.keyword.value for a in call.args if a.keyword is not None and not _is_none(a.value))
-    return (len(positional), keywords)
-
-
 def _falsy_args(call: cst.Call) -> tuple[int | str, ...]:
     """Arguments (position or keyword) passed ``False``, ``0`` or ``""``: a flag left off
-    (``None`` counts as left out already: ``_given``)."""
+    (``None`` counts as left out already: ``given_arguments``)."""
     found: list[int | str] = []
     for position, arg in enumerate(call.args):
         if arg.star:

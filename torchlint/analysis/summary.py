@@ -101,6 +101,10 @@ class ClassSummary:
     keeps_cache: bool = False
 
 
+# (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)
+CompiledCalls = tuple[tuple[tuple[int, tuple[str, ...]], ...], tuple[tuple[Ref, int | str], ...]]
+
+
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FileSummary:
@@ -119,6 +123,10 @@ class FileSummary:
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
+    # for each of `compiled`, how the code calls the compiled object (analysis/compiled_roots.py):
+    # what each call passes it, and the project's functions it is handed to (the callee, the
+    # argument's position or keyword); None where it may be called anyhow (kept, returned, wrapped)
+    compiled_calls: tuple[CompiledCalls | None, ...] = ()
     switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
     settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`
     # builds objects from names at run time (`importlib.import_module`, hydra's `instantiate`,

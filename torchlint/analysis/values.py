@@ -322,6 +322,8 @@ class ValueKinds(LossFacts, ArrayFacts):
             return Kind.HOST if left is right is Kind.HOST else Kind.UNKNOWN
         if expr_type is cst.UnaryOperation:
             return self.kind(expr.expression, at)
+        if expr_type is cst.BooleanOperation:  # `warm and step % every == 0`: one of its operands, Python values both
+            return Kind.HOST if self.kind(expr.left, at) is self.kind(expr.right, at) is Kind.HOST else Kind.UNKNOWN
         if expr_type is cst.Comparison:
             # `out != 0` on a tensor is a bool tensor; `x is None`, `k in d` are Python bools
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
@@ -329,6 +331,8 @@ class ValueKinds(LossFacts, ArrayFacts):
             operands = [self.kind(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons))]
             if Kind.TENSOR in operands:
                 return Kind.TENSOR
+            if all(o is Kind.HOST for o in operands):
+                return Kind.HOST  # `step % every == 0` of Python ints: a Python bool, no device read
             return Kind.NUMPY if Kind.NUMPY in operands else Kind.UNKNOWN  # `labels != -1`: a bool array
         if expr_type is cst.Subscript:
             if _optimizer_setting(expr):
