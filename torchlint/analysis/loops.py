@@ -130,8 +130,9 @@ class Loops:
         enclosing = self.enclosing_loops(node)
         found = next((loop for loop in enclosing if self.is_hot(loop)), None)
         if found is None:
-            # after (or before) the loop over an epoch's batches, in the epoch loop: once per epoch
-            found = next((loop for loop in enclosing if self.around_batches(loop)), None)
+            # in a loop of per-epoch work beside the epoch's batch loop: once per epoch (the epoch
+            # loop's own statements are not placed here: one read per epoch is the sync rules' fix)
+            found = next((epoch for loop in enclosing if (epoch := self._epoch_around(loop)) is not None), None)
         self._hot_loops[key] = found
         return found
 
@@ -152,19 +153,23 @@ class Loops:
         and training nothing (StyleTTS2's ``for bib in range(len(d_en)): ... writer.add_audio(...);
         if bib >= 5: break`` after its validation pass: a few samples sampled and logged)? It is
         no step loop, whatever model it calls: what it repeats repeats once per epoch."""
+        return self._epoch_around(loop) is not None
+
+    def _epoch_around(self, loop: cst.CSTNode) -> cst.CSTNode | None:
+        """The epoch loop (:meth:`around_batches`) that runs per-epoch loop ``loop``, or None."""
         if type(loop) not in (cst.For, cst.While) or self._iterates_loader(loop):
-            return False
+            return None
         if any(type(n) is cst.Call and (self.ctx.method_name(n) == "backward" or self.ctx.method_name(n) == "step" and self.is_step_call(n))
                for n in self._loop_nodes(loop)):
-            return False  # it trains: a step loop of its own
+            return None  # it trains: a step loop of its own
         for outer in self.enclosing_loops(loop):
             if type(outer) not in (cst.For, cst.While):
                 continue
             if self.around_batches(outer):
-                return True
+                return outer
             if self._iterates_loader(outer):
-                return False  # inside an evaluation pass over a loader: within its steps
-        return False
+                return None  # inside an evaluation pass over a loader: within its steps
+        return None
 
     def step_condition(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """What must run every step for ``node`` to: None when a hot loop around it already
