@@ -142,9 +142,9 @@ class Loops:
         epoch: :meth:`where` says ``EPOCH``. Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_around_batches", {})
         if id(loop) not in known:
+            training = {id(each) for each in self.training_loops()}
             known[id(loop)] = _epoch_loop(loop) and not self._steps_once(loop) and any(
-                type(inner) in (cst.For, cst.While) and inner is not loop
-                and (self._iterates_loader(inner) or any(self.ctx.tree.is_inside(inner, trains) or inner is trains for trains in self.training_loops()))
+                type(inner) in (cst.For, cst.While) and (self._iterates_loader(inner) or id(inner) in training)
                 for inner in self._loop_nodes(loop))
         return known[id(loop)]
 
@@ -157,19 +157,24 @@ class Loops:
 
     def _epoch_around(self, loop: cst.CSTNode) -> cst.CSTNode | None:
         """The epoch loop (:meth:`around_batches`) that runs per-epoch loop ``loop``, or None."""
-        if type(loop) not in (cst.For, cst.While) or self._iterates_loader(loop):
+        if type(loop) not in (cst.For, cst.While):
             return None
-        if any(type(n) is cst.Call and (self.ctx.method_name(n) == "backward" or self.ctx.method_name(n) == "step" and self.is_step_call(n))
-               for n in self._loop_nodes(loop)):
-            return None  # it trains: a step loop of its own
+        epoch = None
         for outer in self.enclosing_loops(loop):
             if type(outer) not in (cst.For, cst.While):
                 continue
             if self.around_batches(outer):
-                return outer
+                epoch = outer
+                break
             if self._iterates_loader(outer):
                 return None  # inside an evaluation pass over a loader: within its steps
-        return None
+        if epoch is None or self._iterates_loader(loop):
+            return None
+        ctx = self.ctx
+        if any(type(n) is cst.Call and (ctx.method_name(n) == "backward" or ctx.method_name(n) == "step" and self.is_step_call(n) or self._calls_a_trainer(n))
+               for n in self._loop_nodes(loop)):
+            return None  # it trains: a step loop of its own
+        return epoch
 
     def step_condition(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """What must run every step for ``node`` to: None when a hot loop around it already
