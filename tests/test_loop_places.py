@@ -154,18 +154,18 @@ def td3(env_fn, policy_delay=2, update_every=50):
 
 def test_an_every_second_step_guard_says_so_and_keeps_the_per_step_tier(tmp_path: Path) -> None:
     """spinningup's td3: `if timer % policy_delay == 0:` with `policy_delay=2` is no rare
-    guard (half the steps: as good as every step, rules/TL101), and the reason says "every 2nd
-    step only" rather than a plain "every step"."""
+    guard (half the steps: as good as every step, rules/TL101), and the reason says "only on
+    every 2nd step" rather than a plain "every step"."""
     (tmp_path / "td3.py").write_text(TD3)
     result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
     [finding] = _at(result.findings, TD3, "print(loss_pi.item())")
     assert finding.impact == "medium"
-    assert "every 2nd step only (`if timer % policy_delay == 0:`, `policy_delay` is 2)" in finding.impact_reason
+    assert "only on every 2nd step (`if timer % policy_delay == 0:`, `policy_delay` is 2)" in finding.impact_reason
 
 
 @pytest.mark.parametrize(("guard", "words"), [
-    ("if step % 2 == 0:", "every 2nd step only (`if step % 2 == 0:`)"),
-    ("if step % EVERY == 0:", "every 3rd step only (`if step % EVERY == 0:`, `EVERY` is 3)"),
+    ("if step % 2 == 0:", "only on every 2nd step (`if step % 2 == 0:`)"),
+    ("if step % EVERY == 0:", "only on every 3rd step (`if step % EVERY == 0:`, `EVERY` is 3)"),
     ("if step % 1 == 0:", None),  # every step
     ("for i in range(x.size(0)):\n            if i % 2 == 0:", None),  # every other row, each step
 ])
@@ -174,7 +174,7 @@ def test_a_small_period_guard_in_the_loop_says_how_often(guard: str, words: str 
               f"for step, (x, y) in enumerate(loader):\n    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()\n"
               f"    if True:\n        {guard}\n            print(loss.item())\n")
     [finding] = _at(_lint(source, "TL101"), source, "print(loss.item())")
-    assert (words in finding.impact_reason) if words else ("step only" not in finding.impact_reason)
+    assert (words in finding.impact_reason) if words else ("only on every" not in finding.impact_reason)
 
 
 FULL_BATCH = """import torch

@@ -63,7 +63,7 @@ class Guards(ParameterDefaults):
     def frequent_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
         """How often an every-N guard whose N is known to be 2 or 3 lets ``node`` run: no rare
         guard (it runs on a half or a third of the steps, as good as every step for the tier),
-        but the reason says so: "every 2nd step only (`if timer % policy_delay == 0:`,
+        but the reason says so: "but only on every 2nd step (`if timer % policy_delay == 0:`,
         `policy_delay` is 2)". "" where no such guard holds it (a modulo on the index of a loop
         inside the step, ``for i in range(B): if i % 2 == 0:``, picks items, not steps)."""
         tree = self.ctx.tree
@@ -76,7 +76,7 @@ class Guards(ParameterDefaults):
             modulo, period = found
             divisor = plain_code(self.ctx.module, modulo.right)
             value = "" if type(modulo.right) is cst.Integer else f", `{divisor}` is {period}"
-            return f"every {period}{'nd' if period == 2 else 'rd'} step only (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
+            return f"but only on every {period}{'nd' if period == 2 else 'rd'} step (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
         return ""
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:

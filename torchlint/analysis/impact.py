@@ -246,7 +246,7 @@ class Place:
     position: Position = Position.MID_STEP
     # How often a guard lets it run, where that says more than ``where`` (a wall-clock timer:
     # "at most once every few seconds"; an opt-in parameter no per-step call passes; per step,
-    # an every-N guard whose N is 2 or 3: "every 2nd step only").
+    # an every-N guard whose N is 2 or 3: "only on every 2nd step").
     guard: str = ""
 
 
@@ -280,7 +280,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     times = place.per_step.words() if where in _PER_STEP else ""
-    # (per step, the guard says how much of it: "every 2nd step only (`if timer % policy_delay == 0:`)")
+    # (per step, the guard says how much of it: "only on every 2nd step (`if timer % policy_delay == 0:`)")
     often = ", ".join(filter(None, (where.value, times, place.guard))) if where in _PER_STEP else place.guard or where.value
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
