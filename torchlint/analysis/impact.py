@@ -27,7 +27,7 @@ class Where(enum.Enum):
     INFER = "every step of an inference or sampling loop"
     EVAL = "every step of an evaluation loop"
     BATCH = "every step of a loop over batches"
-    EPOCH = "once per epoch (beside the loop over its batches, not every step)"
+    EPOCH = "once per epoch (outside the steps: not every step)"
     EVERY_N = "every N steps (a logging or checkpoint branch)"
     ONCE = "once (not every step)"
 
