@@ -209,3 +209,28 @@ def test_a_full_batch_epoch_loop_is_named_as_one_step_per_epoch(tmp_path: Path) 
                                "    optimizer.step()\n    print(out.max().item())")
     [here] = _at(_lint(local, "TL101"), local, "print(out.max().item())")
     assert "in an epoch loop of full-batch training steps" in here.message
+
+
+def test_a_delayed_update_of_unknown_period_after_the_steps_own_update_is_every_n(tmp_path: Path) -> None:
+    """spinningup's exercise copy of td3, run as `td3(**all_kwargs)`: N unknown, and the branch
+    steps the policy's optimizer after the critic's step of the same `update()`: no gradient
+    accumulation branch (which would hold the step's only optimizer step), so every N steps."""
+    source = TD3.replace("policy_delay=2, ", "")
+    (tmp_path / "td3.py").write_text(source)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101", "TL305"], "min-impact": "low"}, tmp_path))
+    assert not _at(result.findings, source, "print(loss_pi.item())")  # under a rare guard: TL101 is exempt
+    assert [f.code for f in _at(result.findings, source, "loss_q = ac.q(data).mean()")] == []
+    accumulating = source.replace("        q_optimizer.step()\n", "")
+    (tmp_path / "td3.py").write_text(accumulating)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    [finding] = _at(result.findings, accumulating, "print(loss_pi.item())")  # the branch holds the only step: every step
+    assert "every step of a training loop" in finding.impact_reason
+
+
+def test_an_every_n_guard_names_its_period() -> None:
+    source = ("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "for step, (x, y) in enumerate(loader):\n    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()\n"
+              "    if step % args.policy_delay == 0:\n        with torch.no_grad():\n            for p, p_targ in zip(model.parameters(), target.parameters()):\n"
+              "                p_targ.data.mul_(0.99)\n                p_targ.data.add_(0.01 * p.data)\n")
+    [finding] = _lint(source, "TL305")
+    assert finding.impact == "low" and "every `args.policy_delay` steps (`step % args.policy_delay`)" in finding.impact_reason

@@ -58,7 +58,21 @@ class Guards(ParameterDefaults):
             return TIMER_WORDS
         if reports_bad_values(guard):
             return "only when the check finds a bad value (a report under a sanity check)"
-        return "once per key (a cache filled on its first use)" if self._fills_its_key(guard, stop) else ""
+        if self._fills_its_key(guard, stop):
+            return "once per key (a cache filled on its first use)"
+        return self._period_words(guard)
+
+    def _period_words(self, branch: cst.If) -> str:
+        """"every `policy_delay` steps (`timer % policy_delay`)" for a branch whose test counts
+        steps with a modulo, whatever the branch is for (a delayed policy update, not only
+        logging); "" for other rare branches (the place's own words: every N steps)."""
+        tree, module = self.ctx.tree, self.ctx.module
+        for node in (branch.test, *tree.descendants(branch.test)):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo and not isinstance(node.left, cst.BaseString):
+                divisor = node.right
+                period = divisor.value if type(divisor) is cst.Integer else f"`{' '.join(plain_code(module, divisor).split())}`"
+                return f"every {period} steps (`{' '.join(plain_code(module, node).split())}`)"
+        return ""
 
     def frequent_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
         """How often an every-N guard whose N is known to be 2 or 3 lets ``node`` run: no rare
@@ -263,15 +277,17 @@ class Guards(ParameterDefaults):
     def _steps_optimizer(self, branch: cst.If) -> bool:
         """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
         == 0: opt.step()``)? Then it is the optimizer step of gradient accumulation, every
-        step, not a rare one. A loop that also steps outside it (lazy regularization every
-        N steps, after the step of every batch) keeps the branch rare."""
+        step, not a rare one. A loop or function that also steps outside it (lazy
+        regularization every N steps, after the step of every batch; TD3's delayed policy
+        update, `if timer % policy_delay == 0: pi_optimizer.step()`, after the critic's step
+        in the same `update()`) keeps the branch rare."""
         tree = self.ctx.tree
         if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)):
             return False
-        loop = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
-        if loop is None or type(loop) in FUNCTION_OR_CLASS:
+        scope = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
+        if scope is None or type(scope) is cst.ClassDef:
             return True
-        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(loop.body))
+        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:
         """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,
