@@ -472,7 +472,7 @@ for step, x in enumerate(loader):
 
 
 @pytest.mark.parametrize(("guard", "impact", "reason"), [
-    ("    if step % 100 == 0:\n", "low", "every N steps"),  # a guard in the helper: as in the loop itself
+    ("    if step % 100 == 0:\n", "low", "every 100 steps (`step % 100`)"),  # a guard in the helper: as in the loop itself
     ("    if q.requires_grad:\n", "high", "every step of a training loop"),  # a test that holds on every step
 ])
 def test_a_guard_in_a_helper_lowers_its_findings_as_in_the_loop(guard: str, impact: str, reason: str) -> None:

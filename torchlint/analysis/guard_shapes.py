@@ -69,6 +69,19 @@ def _frequent(divisor: cst.BaseExpression, period) -> bool:  # type: ignore[no-u
     return value is not None and 0 < value <= _FREQUENT_PERIOD
 
 
+def frequent_modulo(test: cst.BaseExpression, tree_nodes, period) -> tuple[cst.BinaryOperation, int] | None:  # type: ignore[no-untyped-def]
+    """The modulo of ``test`` that is no rare guard because its N is known to be small, 2 or
+    3 (``timer % policy_delay == 0`` with ``policy_delay=2``), and that N; None where there is none."""
+    for node in (test, *tree_nodes(test)):
+        if type(node) is cst.Comparison and type(node.left) is cst.BinaryOperation and type(node.left.operator) is cst.Modulo \
+                and _frequent(node.left.right, period):
+            divisor = node.left.right
+            value = int(divisor.evaluated_value) if type(divisor) is cst.Integer else period(divisor)
+            if value > 1:  # (`% 1` holds on every step)
+                return node.left, value
+    return None
+
+
 #: How often a wall-clock timer's branch runs (impact reasons).
 TIMER_WORDS = "at most once every few seconds (a branch a wall-clock timer opens, not every step)"
 # Wall-clock readings: a guard comparing one with a bound runs at most once per interval.

@@ -13,7 +13,7 @@ from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_shapes import (
     AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
     TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
-    constant, counted_or_flagged, counts_steps, first_rare_exit, is_counter, is_main_guard, is_none, is_rare_test,
+    constant, counted_or_flagged, counts_steps, first_rare_exit, frequent_modulo, is_counter, is_main_guard, is_none, is_rare_test,
     mentions, mentions_device, mentions_version, none_tested, only_return, raises, reports_bad_values, target_of,
 )
 from torchlint.analysis.kinds import Kind
@@ -58,7 +58,51 @@ class Guards(ParameterDefaults):
             return TIMER_WORDS
         if reports_bad_values(guard):
             return "only when the check finds a bad value (a report under a sanity check)"
-        return "once per key (a cache filled on its first use)" if self._fills_its_key(guard, stop) else ""
+        if self._fills_its_key(guard, stop):
+            return "once per key (a cache filled on its first use)"
+        return self._period_words(guard)
+
+    def _period_words(self, branch: cst.If) -> str:
+        """"every `policy_delay` steps (`timer % policy_delay`)" for a branch whose test counts
+        steps with a modulo, whatever the branch is for (a delayed policy update, not only
+        logging); "" for other rare branches (the place's own words: every N steps)."""
+        tree, module = self.ctx.tree, self.ctx.module
+        for node in (branch.test, *tree.descendants(branch.test)):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo and not isinstance(node.left, cst.BaseString):
+                divisor = node.right
+                period = divisor.value if type(divisor) is cst.Integer else f"`{' '.join(plain_code(module, divisor).split())}`"
+                return f"every {period} steps (`{' '.join(plain_code(module, node).split())}`)"
+        return ""
+
+    def frequent_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """How often an every-N guard whose N is known to be 2 or 3 lets ``node`` run: no rare
+        guard (it runs on a half or a third of the steps, as good as every step for the tier),
+        but the reason says so: "but only on every 2nd step (`if timer % policy_delay == 0:`,
+        `policy_delay` is 2)". "" where no such guard holds it (a modulo on the index of a loop
+        inside the step, ``for i in range(B): if i % 2 == 0:``, picks items, not steps)."""
+        tree = self.ctx.tree
+        for branch in self.conditions(node, stop):
+            if not tree.is_inside(node, branch.body):
+                continue
+            found = frequent_modulo(branch.test, tree.descendants, lambda e, at=branch: self.ctx.constants.int_value(e, at))
+            if found is None or self._counts_items(found[0], branch, stop):
+                continue
+            modulo, period = found
+            divisor = plain_code(self.ctx.module, modulo.right)
+            value = "" if type(modulo.right) is cst.Integer else f", `{divisor}` is {period}"
+            return f"but only on every {period}{'nd' if period == 2 else 'rd'} step (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
+        return ""
+
+    def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
+        """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""
+        tree = self.ctx.tree
+        counters = {n.value for n in (modulo.left, *tree.descendants(modulo.left)) if type(n) is cst.Name}
+        for ancestor in tree.ancestors(branch):
+            if ancestor is stop or type(ancestor) in FUNCTION_OR_CLASS:
+                break
+            if type(ancestor) is cst.For and any(type(n) is cst.Name and n.value in counters for n in (ancestor.target, *tree.descendants(ancestor.target))):
+                return True
+        return False
 
     def _rare_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.CSTNode | None:
         """The ``if`` (or handler, or block with an early exit) that makes ``node`` rare."""
@@ -233,15 +277,17 @@ class Guards(ParameterDefaults):
     def _steps_optimizer(self, branch: cst.If) -> bool:
         """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
         == 0: opt.step()``)? Then it is the optimizer step of gradient accumulation, every
-        step, not a rare one. A loop that also steps outside it (lazy regularization every
-        N steps, after the step of every batch) keeps the branch rare."""
+        step, not a rare one. A loop or function that also steps outside it (lazy
+        regularization every N steps, after the step of every batch; TD3's delayed policy
+        update, `if timer % policy_delay == 0: pi_optimizer.step()`, after the critic's step
+        in the same `update()`) keeps the branch rare."""
         tree = self.ctx.tree
         if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)):
             return False
-        loop = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
-        if loop is None or type(loop) in FUNCTION_OR_CLASS:
+        scope = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
+        if scope is None or type(scope) is cst.ClassDef:
             return True
-        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(loop.body))
+        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:
         """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,

@@ -27,7 +27,7 @@ class Where(enum.Enum):
     INFER = "every step of an inference or sampling loop"
     EVAL = "every step of an evaluation loop"
     BATCH = "every step of a loop over batches"
-    EPOCH = "once per epoch (a full-batch step, or a loop around the steps)"
+    EPOCH = "once per epoch (outside the steps: not every step)"
     EVERY_N = "every N steps (a logging or checkpoint branch)"
     ONCE = "once (not every step)"
 
@@ -245,7 +245,8 @@ class Place:
     per_step: Multiplicity = ONCE_PER_STEP
     position: Position = Position.MID_STEP
     # How often a guard lets it run, where that says more than ``where`` (a wall-clock timer:
-    # "at most once every few seconds"; an opt-in parameter no per-step call passes).
+    # "at most once every few seconds"; an opt-in parameter no per-step call passes; per step,
+    # an every-N guard whose N is 2 or 3: "only on every 2nd step").
     guard: str = ""
 
 
@@ -279,7 +280,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
     times = place.per_step.words() if where in _PER_STEP else ""
-    often = f"{where.value}, {times}" if times else place.guard or where.value
+    # (per step, the guard says how much of it: "only on every 2nd step (`if timer % policy_delay == 0:`)")
+    often = ", ".join(filter(None, (where.value, times, place.guard))) if where in _PER_STEP else place.guard or where.value
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
     tier = _TIERS[cost][where]
@@ -320,7 +322,10 @@ def per_call(cost: Cost, per_call: Multiplicity) -> tuple[str, str] | None:
 
 
 def with_multiplicity(message: str, place: Place) -> str:
-    """A finding's message with how many times per step its line runs, when more than once."""
+    """A finding's message with how many times per step its line runs, when more than once;
+    a line run once per epoch (beside the epoch's batch loop) says so, not "on every step"."""
+    if place.where is Where.EPOCH:
+        message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
     words = place.per_step.words() if place.where in _PER_STEP else ""
     return f"{message} ({words})" if words else message
 
@@ -339,6 +344,10 @@ LOOP_WORDS = {
     Where.EPOCH: "an epoch loop",
 }
 
+#: An epoch loop each of whose iterations is one training step on the whole data (GCNII's
+#: ``for epoch in range(n): train(); validate()``): the step is the epoch.
+FULL_BATCH_WORDS = "an epoch loop of full-batch training steps"
+
 #: A framework's phase (analysis/frameworks.py) and how often it runs.
 PHASE_WHERE = {"training": Where.TRAIN, "evaluation": Where.EVAL, "prediction": Where.INFER}
 
@@ -348,4 +357,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]

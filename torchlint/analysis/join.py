@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import CallSite, FileSummary, LoopSummary
+from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
 _SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
@@ -387,7 +387,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
-                seeds.append((phase_rank(loop_where), *callee, StepInfo(LOOP_WORDS[loop_where], sites, loop_where, host_only=summary.host_only,
+                origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN else LOOP_WORDS[loop_where]
+                seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=summary.host_only,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
                                                                         feeds_env=call.feeds_env, per_step=per_step, position=position)))
@@ -400,7 +401,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
     and where that call sits in the step (a module's forward is mid-step: its other layers and
     its backward follow)."""
     repeats, unit = within_step(call.repeats, step_loops)
-    unit = call.unit if unit == "step" else unit  # a hot decode loop's iteration is a decoded token
+    # a hot decode loop's iteration is a decoded token (a full-batch epoch's is a step: its origin says it)
+    unit = call.unit if unit == "step" and call.unit != FULL_BATCH else unit
     if repeats:
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
     per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)

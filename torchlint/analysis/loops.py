@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
-from torchlint.analysis.impact import LOOP_WORDS, Where
+from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
@@ -127,8 +127,54 @@ class Loops:
         key = id(node)
         if key in self._hot_loops:  # asked of a finding's node by the engine, the places and the summary
             return self._hot_loops[key]
-        found = self._hot_loops[key] = next((loop for loop in self.enclosing_loops(node) if self.is_hot(loop)), None)
+        enclosing = self.enclosing_loops(node)
+        found = next((loop for loop in enclosing if self.is_hot(loop)), None)
+        if found is None:
+            # in a loop of per-epoch work beside the epoch's batch loop: once per epoch (the epoch
+            # loop's own statements are not placed here: one read per epoch is the sync rules' fix)
+            found = next((epoch for loop in enclosing if (epoch := self._epoch_around(loop)) is not None), None)
+        self._hot_loops[key] = found
         return found
+
+    def around_batches(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` an epoch loop whose body holds the loop over its batches (``for epoch in
+        range(n): for batch in loader: ...``)? Its own code, outside that loop, runs once per
+        epoch: :meth:`where` says ``EPOCH``. Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_around_batches", {})
+        if id(loop) not in known:
+            training = {id(each) for each in self.training_loops()}
+            known[id(loop)] = _epoch_loop(loop) and not self._steps_once(loop) and any(
+                type(inner) in (cst.For, cst.While) and (self._iterates_loader(inner) or id(inner) in training)
+                for inner in self._loop_nodes(loop))
+        return known[id(loop)]
+
+    def per_epoch(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` work an epoch loop does once per epoch beside its batches, over no loader
+        and training nothing (StyleTTS2's ``for bib in range(len(d_en)): ... writer.add_audio(...);
+        if bib >= 5: break`` after its validation pass: a few samples sampled and logged)? It is
+        no step loop, whatever model it calls: what it repeats repeats once per epoch."""
+        return self._epoch_around(loop) is not None
+
+    def _epoch_around(self, loop: cst.CSTNode) -> cst.CSTNode | None:
+        """The epoch loop (:meth:`around_batches`) that runs per-epoch loop ``loop``, or None."""
+        if type(loop) not in (cst.For, cst.While):
+            return None
+        epoch = None
+        for outer in self.enclosing_loops(loop):
+            if type(outer) not in (cst.For, cst.While):
+                continue
+            if self.around_batches(outer):
+                epoch = outer
+                break
+            if self._iterates_loader(outer):
+                return None  # inside an evaluation pass over a loader: within its steps
+        if epoch is None or self._iterates_loader(loop):
+            return None
+        ctx = self.ctx
+        if any(type(n) is cst.Call and (ctx.method_name(n) == "backward" or ctx.method_name(n) == "step" and self.is_step_call(n) or self._calls_a_trainer(n))
+               for n in self._loop_nodes(loop)):
+            return None  # it trains: a step loop of its own
+        return epoch
 
     def step_condition(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """What must run every step for ``node`` to: None when a hot loop around it already
@@ -240,7 +286,14 @@ class Loops:
 
     def describe(self, loop: cst.CSTNode) -> str:
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
+        if self.full_batch(loop):
+            return FULL_BATCH_WORDS
         return LOOP_WORDS[self.where(loop)]
+
+    def full_batch(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` an epoch loop each of whose iterations makes one training step on the
+        whole data (``for epoch in range(n): train(epoch)``, a GNN's full-batch step)?"""
+        return _epoch_loop(loop) and self.where(loop) is Where.TRAIN
 
     def where(self, loop: cst.CSTNode) -> Where:
         """How often a hot loop's body runs, as the impact model counts it (the words for
@@ -314,7 +367,8 @@ class Loops:
             # the forward calls, is inside the step that calls the model: never a step of its own,
             # unless it decodes (a generator module: fairseq's SequenceGenerator.forward calls
             # `_generate`, whose loop runs the model once per token).
-            self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and (
+            # Nor is a loop of per-epoch work beside an epoch's batch loop (`per_epoch`).
+            self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and not self.per_epoch(loop) and (
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop)
                                                 and not self._within_decode(loop))
                 or self.decodes(loop)

@@ -68,8 +68,11 @@ class Places(StepPositions):
         for loop in loops.enclosing_loops(node):
             if loop is stop:
                 break
+            repeat = self.repeat_of(loop)
+            if repeat.count == 1:
+                continue  # `for _, mask in data('test_mask')`, `for x in (batch,)`: it runs once, it multiplies nothing
             key = loops.loop_key(loop) if type(loop) in (cst.For, cst.While) else ""
-            found.append((key, self.repeat_of(loop)))
+            found.append((key, repeat))
         return tuple(reversed(found))
 
     def repeat_of(self, loop: cst.CSTNode) -> Repeat:
@@ -104,7 +107,9 @@ class Places(StepPositions):
                 return Repeat(_named_kind(names) or "iteration", count)
             if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
                 return Repeat("batch row", count)
-            if any(word in bound for word in _DECODE_BOUNDS) or any(word in bound for word in _DECODE_WORDS) and self._calls_a_model(loop) \
+            # (`len(x)` is a count, not a sequence length: `range(len(d_en))` decodes nothing by its name)
+            words = bound.replace("len(", "(")
+            if any(word in bound for word in _DECODE_BOUNDS) or any(word in words for word in _DECODE_WORDS) and self._calls_a_model(loop) \
                     or self.ctx.loops.decodes(loop):
                 return Repeat("decoded token", count)
             if self._indexes_top_k(loop, names):
@@ -127,7 +132,8 @@ class Places(StepPositions):
         (``[data.train_mask, data.val_mask, data.test_mask]``), a dict literal's keys, values or
         items (``y_true = {'train': [], 'valid': [], 'test': []}``), a name bound once to one, through
         ``enumerate``/``zip``, or an object called with the keys it yields (PyG's ``data('train_mask',
-        'val_mask')``); None for anything else or more than ``_FEW`` items."""
+        'val_mask')``; one key, ``data('test_mask')``, yields one pair: the loop runs once); None for
+        anything else or more than ``_FEW`` items."""
         if depth > 3:
             return None
         node_type = type(iterable)
@@ -137,7 +143,7 @@ class Places(StepPositions):
                 return self._few_items(iterable.args[0].value, at, depth + 1)
             if type(func) is cst.Attribute and func.attr.value in ("keys", "values", "items") and not iterable.args:
                 return self._few_items(func.value, at, depth + 1)
-            if 2 <= len(iterable.args) <= _FEW and all(type(a.value) is cst.SimpleString and a.keyword is None and not a.star for a in iterable.args) \
+            if 1 <= len(iterable.args) <= _FEW and all(type(a.value) is cst.SimpleString and a.keyword is None and not a.star for a in iterable.args) \
                     and self.ctx.qname(func) is None:
                 return len(iterable.args)  # PyG's `data('train_mask', 'val_mask', 'test_mask')`: one (key, value) per key
             return None

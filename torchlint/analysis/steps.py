@@ -37,7 +37,7 @@ from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.switches import turned_switches
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -289,7 +289,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             hot = ctx.loops.local_hot_loop(call)
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
             stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
-            unit = ctx.places.step_unit(hot) if hot is not None else "step"
+            unit = (FULL_BATCH if ctx.loops.full_batch(hot) else ctx.places.step_unit(hot)) if hot is not None else "step"
             places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), unit)
         return places
 

@@ -22,6 +22,9 @@ BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydr
                      "pydoc.locate", "eval"})
 
 
+# A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
+FULL_BATCH = "full-batch epoch"
+
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class CallSite:
@@ -37,7 +40,7 @@ class CallSite:
     constants: tuple[int | str, ...] = ()  # arguments (position or keyword) that hold the same value on every step
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it within the step (loop key, what it goes over), outermost first
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
-    unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop)
+    unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop, FULL_BATCH)
     uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
     falsy: tuple[int | str, ...] = ()  # arguments (position or keyword) passed a literal False, 0 or "": a flag left off
     # `f(x, **kwargs)` with the caller's own `**kwargs`: the arguments it passes itself and the

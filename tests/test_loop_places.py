@@ -1,0 +1,236 @@
+"""Where loops put a line (issue 32, review 8): per-epoch code beside the batch loop, loops
+that run once, every-2nd-step guards, and full-batch epochs, in the words of the messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis.context import FileContext, Options
+from torchlint.config import from_table
+from torchlint.engine import lint_paths, lint_source
+
+
+def _lint(source: str, *rules: str, name: str = "train.py"):  # type: ignore[no-untyped-def]
+    return lint_source(source, name, from_table({"select": list(rules), "min-impact": "low"}, Path(".")))
+
+
+def _at(found, source: str, text: str):  # type: ignore[no-untyped-def]
+    """The findings on the line of ``source`` that holds ``text``."""
+    line = next(number for number, code in enumerate(source.splitlines(), start=1) if text in code)
+    return [f for f in found if f.line == line]
+
+
+EPOCH = """import torch
+from torch.utils.data import DataLoader
+from models import Net, Sampler
+
+model = Net().cuda()
+sampler = Sampler(model)
+opt = torch.optim.Adam(model.parameters())
+loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True)
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = model(x.cuda(non_blocking=True), y.cuda(non_blocking=True))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(loss.item())
+    with torch.no_grad():
+        for bib in range(len(x)):
+            s = sampler(noise=torch.randn(1, 256, device="cuda"), embedding=x[bib])
+            n = s.sum().item()
+            writer.add_audio("pred/y" + str(bib), s.cpu().numpy(), epoch)
+            if bib >= 5:
+                break
+"""
+
+
+def test_code_beside_an_epochs_batch_loop_runs_once_per_epoch() -> None:
+    """StyleTTS2's train_second.py: a few samples made and logged after validation, once per
+    epoch, were "every step of a sampling loop", high (a model call in the loop, `len` read as
+    a sequence length)."""
+    found = _lint(EPOCH, "TL101", "TL102")
+    assert not _at(found, EPOCH, "print(loss.item())")  # one read per epoch, after its batches: what TL101 advises
+    for text in ("n = s.sum().item()", "s.cpu()"):
+        [finding] = _at(found, EPOCH, text)
+        assert finding.impact == "low"
+        assert "in an epoch loop" in finding.message and "once per epoch" in finding.message
+        assert "every step" not in finding.message and "once per epoch" in finding.impact_reason
+
+
+def test_a_per_epoch_loop_that_trains_is_still_a_training_loop() -> None:
+    source = EPOCH.replace('writer.add_audio("pred/y" + str(bib), s.cpu().numpy(), epoch)', "s.sum().backward()\n            opt.step()")
+    [finding] = _at(_lint(source, "TL101"), source, "n = s.sum().item()")
+    assert finding.impact == "high" and "in a training loop" in finding.message
+
+
+def _repeat_of(source: str):  # type: ignore[no-untyped-def]
+    ctx = FileContext(cst.parse_module(source), "m.py", Options())
+    return ctx.places.repeat_of(next(iter(ctx.tree.nodes(cst.For))))
+
+
+def test_a_range_of_len_is_no_decoded_tokens_bound() -> None:
+    assert _repeat_of("import torch\nmodel = torch.nn.Linear(2, 2)\nfor bib in range(len(texts)):\n    y = model(texts[bib])\n").kind == "iteration"
+    assert _repeat_of("import torch\nmodel = torch.nn.Linear(2, 2)\nfor t in range(seq_len):\n    y = model(x)\n").kind == "decoded token"
+
+
+ONE_SPLIT = """import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(8, 4).cuda()
+optimizer = torch.optim.Adam(model.parameters())
+data = dataset[0].cuda()
+
+
+def train():
+    optimizer.zero_grad()
+    F.cross_entropy(model(data.x), data.y).backward()
+    optimizer.step()
+
+
+@torch.no_grad()
+def test():
+    pred = model(data.x).argmax(dim=-1)
+{loop}
+        accs = pred.eq(data.y[mask]).sum().item()
+        print(accs)
+    return accs
+
+
+for epoch in range(200):
+    train()
+    test()
+"""
+
+
+@pytest.mark.parametrize("loop", [
+    "    for _, mask in data('test_mask'):",  # GCNII's PyG/cora/cora.py: one key, one (key, value) pair
+    "    for mask in (data.test_mask,):",
+    "    for mask in [data.test_mask]:",
+    "    for _ in range(1):\n        mask = data.test_mask",
+])
+def test_a_loop_that_runs_once_multiplies_nothing(loop: str) -> None:
+    source = ONE_SPLIT.format(loop=loop)
+    [finding] = _at(_lint(source, "TL101"), source, "accs = pred")
+    assert "per iteration" not in finding.message and "times per" not in finding.message
+    assert finding.impact == "medium"  # one read at the step's end, as without the loop
+
+
+def test_a_loop_over_two_keys_still_repeats() -> None:
+    source = ONE_SPLIT.format(loop="    for _, mask in data('val_mask', 'test_mask'):")
+    [finding] = _at(_lint(source, "TL101"), source, "accs = pred")
+    assert "(2 times per step)" in finding.message
+
+
+TD3 = """import torch
+
+
+def td3(env_fn, policy_delay=2, update_every=50):
+    ac = ActorCritic().cuda()
+    pi_optimizer = torch.optim.Adam(ac.pi.parameters())
+    q_optimizer = torch.optim.Adam(ac.q.parameters())
+
+    def update(data, timer):
+        q_optimizer.zero_grad()
+        loss_q = ac.q(data).mean()
+        loss_q.backward()
+        q_optimizer.step()
+        if timer % policy_delay == 0:
+            pi_optimizer.zero_grad()
+            loss_pi = -ac.pi(data).mean()
+            loss_pi.backward()
+            pi_optimizer.step()
+            print(loss_pi.item())
+
+    for t in range(1000):
+        if t % update_every == 0:
+            for j in range(update_every):
+                update(data=buffer.sample(), timer=j)
+"""
+
+
+def test_an_every_second_step_guard_says_so_and_keeps_the_per_step_tier(tmp_path: Path) -> None:
+    """spinningup's td3: `if timer % policy_delay == 0:` with `policy_delay=2` is no rare
+    guard (half the steps: as good as every step, rules/TL101), and the reason says "only on
+    every 2nd step" rather than a plain "every step"."""
+    (tmp_path / "td3.py").write_text(TD3)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    [finding] = _at(result.findings, TD3, "print(loss_pi.item())")
+    assert finding.impact == "medium"
+    assert "only on every 2nd step (`if timer % policy_delay == 0:`, `policy_delay` is 2)" in finding.impact_reason
+
+
+@pytest.mark.parametrize(("guard", "words"), [
+    ("if step % 2 == 0:", "only on every 2nd step (`if step % 2 == 0:`)"),
+    ("if step % EVERY == 0:", "only on every 3rd step (`if step % EVERY == 0:`, `EVERY` is 3)"),
+    ("if step % 1 == 0:", None),  # every step
+    ("for i in range(x.size(0)):\n            if i % 2 == 0:", None),  # every other row, each step
+])
+def test_a_small_period_guard_in_the_loop_says_how_often(guard: str, words: str | None) -> None:
+    source = (f"import torch\nEVERY = 3\nmodel = torch.nn.Linear(2, 2).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              f"for step, (x, y) in enumerate(loader):\n    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()\n"
+              f"    if True:\n        {guard}\n            print(loss.item())\n")
+    [finding] = _at(_lint(source, "TL101"), source, "print(loss.item())")
+    assert (words in finding.impact_reason) if words else ("only on every" not in finding.impact_reason)
+
+
+FULL_BATCH = """import torch
+import torch.nn.functional as F
+
+model = GCN().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+
+
+def train():
+    model.train()
+    optimizer.zero_grad()
+    loss_train = F.nll_loss(model(features, adj)[idx_train], labels[idx_train])
+    loss_train.backward()
+    optimizer.step()
+    return loss_train.item()
+
+
+for epoch in range(200):
+    loss = train()
+"""
+
+
+def test_a_full_batch_epoch_loop_is_named_as_one_step_per_epoch(tmp_path: Path) -> None:
+    """GCNII's train.py: each epoch is one full-batch step; the message says so instead of
+    "every step from a training loop" over an epoch loop."""
+    (tmp_path / "train.py").write_text(FULL_BATCH)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    [finding] = _at(result.findings, FULL_BATCH, "return loss_train.item()")
+    assert "(run every step from an epoch loop of full-batch training steps at line 18)" in finding.message
+    local = FULL_BATCH.replace("    loss = train()", "    loss = train()\n    out = model(features, adj)\n    F.nll_loss(out, labels).backward()\n"
+                               "    optimizer.step()\n    print(out.max().item())")
+    [here] = _at(_lint(local, "TL101"), local, "print(out.max().item())")
+    assert "in an epoch loop of full-batch training steps" in here.message
+
+
+def test_a_delayed_update_of_unknown_period_after_the_steps_own_update_is_every_n(tmp_path: Path) -> None:
+    """spinningup's exercise copy of td3, run as `td3(**all_kwargs)`: N unknown, and the branch
+    steps the policy's optimizer after the critic's step of the same `update()`: no gradient
+    accumulation branch (which would hold the step's only optimizer step), so every N steps."""
+    source = TD3.replace("policy_delay=2, ", "")
+    (tmp_path / "td3.py").write_text(source)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101", "TL305"], "min-impact": "low"}, tmp_path))
+    assert not _at(result.findings, source, "print(loss_pi.item())")  # under a rare guard: TL101 is exempt
+    assert [f.code for f in _at(result.findings, source, "loss_q = ac.q(data).mean()")] == []
+    accumulating = source.replace("        q_optimizer.step()\n", "")
+    (tmp_path / "td3.py").write_text(accumulating)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    [finding] = _at(result.findings, accumulating, "print(loss_pi.item())")  # the branch holds the only step: every step
+    assert "every step of a training loop" in finding.impact_reason
+
+
+def test_an_every_n_guard_names_its_period() -> None:
+    source = ("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "for step, (x, y) in enumerate(loader):\n    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()\n"
+              "    if step % args.policy_delay == 0:\n        with torch.no_grad():\n            for p, p_targ in zip(model.parameters(), target.parameters()):\n"
+              "                p_targ.data.mul_(0.99)\n                p_targ.data.add_(0.01 * p.data)\n")
+    [finding] = _lint(source, "TL305")
+    assert finding.impact == "low" and "every `args.policy_delay` steps (`step % args.policy_delay`)" in finding.impact_reason
