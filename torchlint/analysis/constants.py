@@ -176,11 +176,11 @@ class Constants:
         name = param.name.value
         if function.name.value == "__init__" and is_method:
             callee = cls.name.value  # type: ignore[union-attr]
-            calls = [c for c in tree.nodes(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == callee]
+            calls = self.ctx.name_calls(callee)
         elif is_method:
             calls = self.ctx.method_calls({function.name.value})
         else:
-            calls = [c for c in tree.nodes(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == function.name.value]
+            calls = self.ctx.name_calls(function.name.value)
         for call in calls:
             if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == name for a in call.args):
                 return True

@@ -187,6 +187,19 @@ class FileContext:
                 index[call.func.attr.value].append(call)
         return index
 
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[cst.Call]]:
+        index: dict[str, list[cst.Call]] = defaultdict(list)
+        for call in self.tree.nodes(cst.Call):
+            if type(call.func) is cst.Name:
+                index[call.func.value].append(call)
+        return index
+
+    def name_calls(self, name: str) -> list[cst.Call]:
+        """Calls ``name(...)`` of a plain name, in source order (one index of the file's calls,
+        not a scan of them all per question). Do not change the list."""
+        return self._calls_by_name.get(name, [])
+
     def method_calls(self, methods: Iterable[str]) -> list[cst.Call]:
         """Calls ``x.<method>(...)`` for any of ``methods``, in source order."""
         index = self._calls_by_method

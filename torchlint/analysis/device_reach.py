@@ -54,11 +54,11 @@ class DeviceReach:
         ``b.type_as(a)``, a model's output given it), or a name every binding of which is such a value?"""
         ctx = self.ctx
         while True:
-            if isinstance(expr, cst.Subscript):
+            if type(expr) is cst.Subscript:
                 expr = expr.value
-            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
+            elif type(expr) is cst.Call and ctx.qname(expr.func) is not None:
                 break
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
                 moved = self.move(expr)
                 if moved is not None:
                     return moved == "device" and self._target_on_device(expr, at, _depth)
@@ -74,7 +74,7 @@ class DeviceReach:
                 expr = expr.func.value  # `a.transpose(1, 2)`, `a.to(dtype=torch.long)`: where `a` is
             else:
                 break
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             device = ctx.keyword(expr, "device")
             qualified = ctx.qname(expr.func)
             if type(expr.func) is cst.Name and qualified is None and _depth <= DEPTH:
@@ -93,10 +93,10 @@ class DeviceReach:
             if qualified in HOST_BUILDERS or _depth > DEPTH or ctx.values.kind(expr, at) is not Kind.TENSOR:
                 return False
             return self._any_input_on_device(expr, at, _depth)
-        if isinstance(expr, cst.BinaryOperation) and _depth <= DEPTH:
+        if type(expr) is cst.BinaryOperation and _depth <= DEPTH:
             # `a * 2`, `torch.rand(b).to(x.device) * n`: a device operand makes a device result
             return any(not is_number(side) and self.on_device(side, at, _depth + 1) for side in operands(expr))
-        if isinstance(expr, cst.UnaryOperation) and _depth <= DEPTH:
+        if type(expr) is cst.UnaryOperation and _depth <= DEPTH:
             return self.on_device(expr.expression, at, _depth + 1)
         return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=True)
 
@@ -145,7 +145,7 @@ class DeviceReach:
             if arg.star or arg.keyword is not None and arg.keyword.value in ("dtype", "out"):
                 continue
             value = arg.value
-            items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+            items = [e.value for e in value.elements if type(e) is not cst.StarredElement] if type(value) in (cst.List, cst.Tuple) else [value]
             if any(not is_number(item) and self.on_device(item, at, depth + 1) for item in items):
                 return True
         return False
@@ -153,9 +153,9 @@ class DeviceReach:
 
 def is_number(expr: cst.BaseExpression) -> bool:
     """A number, a string or a constant (``verbose=False``): a Python value on sight."""
-    if isinstance(expr, cst.UnaryOperation):
+    if type(expr) is cst.UnaryOperation:
         expr = expr.expression
-    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
+    return type(expr) in (cst.Integer, cst.Float, cst.SimpleString) or type(expr) is cst.Name and expr.value in ("True", "False", "None")
 
 
 def operands(expr: cst.BinaryOperation) -> list[cst.BaseExpression]:

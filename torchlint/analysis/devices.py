@@ -150,20 +150,20 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         text = string_value(expr)
         if text is not None:
             return "device" if text.split(":")[0].lower() in _ACCELERATOR_WORDS else None
-        if isinstance(expr, cst.Integer):
+        if type(expr) is cst.Integer:
             return "device"  # a CUDA ordinal
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             if ctx.qname(expr.func) == "torch.device":
                 return "device"  # not the host (checked above): a device, maybe chosen at run time
             return None
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             a, b = self.device_value(expr.body, at, depth + 1), self.device_value(expr.orelse, at, depth + 1)
             if "device" in (a, b) and None not in (a, b):
                 return "device"  # `"cuda" if ok else "cpu"`: the host only as a fallback
             return a if a == b else None
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "device":
+        if type(expr) is cst.Attribute and expr.attr.value == "device":
             return "device"  # x.device
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if type(expr) in (cst.Name, cst.Attribute):
             if is_dtype(expr, ctx) or ctx.qname(expr) is not None:
                 return None
             name = dotted(expr)
@@ -185,7 +185,7 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         "device" for ``.cuda()`` / ``.to(device)`` / ``.to(local_rank)``, None otherwise
         (``.to(torch.float16)``, ``.to(other_tensor)``, any other call)."""
         func = call.func
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             return None
         method = func.attr.value
         if method == "cpu":
@@ -223,15 +223,15 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         ``y = out.cpu()``, ``torch.from_numpy(a)``?"""
         ctx = self.ctx
         while True:
-            if isinstance(expr, cst.Subscript):
+            if type(expr) is cst.Subscript:
                 expr = expr.value
             elif type(expr) is cst.Attribute and expr.attr.value in _SAME_TENSOR and ctx.qname(expr) is None:
                 expr = expr.value  # `loss.data`, `w.T`: the same tensor's storage, where it is
-            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) == "torch.autograd.Variable" and expr.args and expr.args[0].keyword is None:
+            elif type(expr) is cst.Call and ctx.qname(expr.func) == "torch.autograd.Variable" and expr.args and expr.args[0].keyword is None:
                 expr = expr.args[0].value  # `Variable(x)` (pre-0.4) wraps the tensor it is given, on its device
-            elif isinstance(expr, cst.Call) and ctx.qname(expr.func) is not None:
+            elif type(expr) is cst.Call and ctx.qname(expr.func) is not None:
                 break
-            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
                 moved = self.move(expr)
                 if moved is not None:
                     return moved == "host"
@@ -242,9 +242,9 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
                 expr = expr.func.value
             else:
                 break
-        if isinstance(expr, (cst.Name, cst.Attribute, cst.Call)) and ctx.values.kind(expr, at) is Kind.NUMPY:
+        if type(expr) in (cst.Name, cst.Attribute, cst.Call) and ctx.values.kind(expr, at) is Kind.NUMPY:
             return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
             if self.module_on_host(expr.func, at):
@@ -258,15 +258,15 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
             if self._torch_op_of_host_values(expr, at, _depth):
                 return True
             return self._local_helper_of_host_values(expr, _depth)
-        if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
+        if type(expr) is cst.IfExp and _depth < _DEPTH:
             # `torch.min(torch.as_tensor(g), torch.as_tensor(N)) if g is not None else N`: host on both branches
             return all(self.moved_to_host(branch, at, _depth + 1) or not ctx.syncs.tensorish(branch, at) for branch in (expr.body, expr.orelse))
-        if isinstance(expr, (cst.List, cst.Tuple)) or isinstance(expr, cst.BinaryOperation) and _sequence_parts(expr):
+        if type(expr) in (cst.List, cst.Tuple) or type(expr) is cst.BinaryOperation and _sequence_parts(expr):
             # `[torch.LongTensor([d])] + [torch.LongTensor([h])] * n`: a list whose items are host tensors
             items = [e.value for part in _sequence_parts(expr) for e in part.elements]  # type: ignore[attr-defined]
-            return bool(items) and _depth < _DEPTH and all(not isinstance(e, cst.StarredElement) and (_is_number(e) or self.moved_to_host(e, at, _depth + 1))
+            return bool(items) and _depth < _DEPTH and all(type(e) is not cst.StarredElement and (_is_number(e) or self.moved_to_host(e, at, _depth + 1))
                                                          for e in items)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
             # would make the result a device value, so both sides must be host or numbers).
             # In a file that names no device at all, one host tensor is enough: the other
@@ -278,14 +278,14 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
                 return True
             return any(on_host) and not self.uses_accelerator() and not self._mentions_devices() \
                 and not any(self.ctx.syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
-        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and _depth < _DEPTH:
+        if type(expr) in (cst.ListComp, cst.GeneratorExp) and _depth < _DEPTH:
             return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host
-        if isinstance(expr, cst.IfExp) and _depth < _DEPTH:
+        if type(expr) is cst.IfExp and _depth < _DEPTH:
             # `x.cpu().numpy() if isinstance(x, torch.Tensor) else x`: the other branch is no tensor at all
             tested = ctx.guards.tensor_tested(expr.test)
             return self.moved_to_host(expr.body, at, _depth + 1) and (
                 tested is not None and dotted(expr.orelse) == tested or self.moved_to_host(expr.orelse, at, _depth + 1))
-        if isinstance(expr, cst.Comparison) and _depth < _DEPTH:  # `best > thr`: the same, for a mask
+        if type(expr) is cst.Comparison and _depth < _DEPTH:  # `best > thr`: the same, for a mask
             sides = [expr.left, *(target.comparator for target in expr.comparisons)]
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)

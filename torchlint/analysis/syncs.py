@@ -465,10 +465,11 @@ class HiddenSyncs:
         if function is None:
             return ()
         params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
-        candidates = tuple(dict.fromkeys(
-            name for name in self._names_behind(node, function) if name in params and name not in ("self", "cls")
-            and (params[name].default is None or not plainly_python(params[name].default) and not _is_literal_name(params[name].default))
-            and params[name].annotation is None))
+        open_params = {name for name, p in params.items() if name not in ("self", "cls") and p.annotation is None
+                       and (p.default is None or not plainly_python(p.default) and not _is_literal_name(p.default))}
+        if not open_params:
+            return ()  # (checked before the names `node` reads are followed: typed code, `forward(self)`, has none)
+        candidates = tuple(dict.fromkeys(name for name in self._names_behind(node, function) if name in open_params))
         if not candidates or not self._holds_assuming(candidates, holds):
             return ()
         if len(candidates) > 1:  # `x[i, :, start:end]` with `start = ids_str[i]`: `ids_str` decides, not `x`
