@@ -48,7 +48,9 @@ print(json.dumps({"floor": floor, "check": total, "stages": stages}))
 def run(tree: Path, paths: list[Path]) -> dict:  # type: ignore[type-arg]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
                PYTHONPATH=os.pathsep.join((str(tree), str(Path(__file__).parent))))
-    out = subprocess.run([sys.executable, "-c", _WORKER, *map(str, paths)], env=env, capture_output=True, text=True, check=True)
+    # run in the tree: `python -c` puts the working directory first on the path, and a
+    # torchlint checkout there (the one this is started from) would be measured for both trees
+    out = subprocess.run([sys.executable, "-c", _WORKER, *map(str, paths)], env=env, capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

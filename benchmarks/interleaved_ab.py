@@ -65,7 +65,8 @@ def main() -> None:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
         workers = {
             name: subprocess.Popen([sys.executable, "-c", _WORKER, mode, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   text=True, env=dict(env, PYTHONPATH=str(tree)) if tree else env)
+                                   text=True, env=dict(env, PYTHONPATH=str(tree)) if tree else env,
+                                   cwd=tree)  # (`python -c` puts the working directory first: a checkout there would win)
             for name, mode, tree in (("floor", "floor", None), ("a", "lint", args.a.resolve()), ("b", "lint", args.b.resolve()))
         }
         fastest: dict[str, dict[str, float]] = {name: {} for name in workers}

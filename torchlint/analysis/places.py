@@ -46,6 +46,7 @@ class Places(StepPositions):
         # (a scan per finding was quadratic in the function's length).
         self._queues_work: dict[tuple[int, int], bool] = {}
         self._block_positions: dict[int, dict[int, int]] = {}
+        self._chains: dict[tuple[int, int], tuple[tuple[cst.CSTNode, int], ...]] = {}  # (statement, stop) -> the levels around it
         # A block's first statement that queues device work, and its last one per stop: the
         # statements before or after one are a block's prefix or suffix, level by level. Each
         # is (its position, or -1 while not found, how far the scan has gone): a question

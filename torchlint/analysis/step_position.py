@@ -7,6 +7,7 @@ after a sync almost nothing)."""
 from __future__ import annotations
 
 import itertools
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -14,6 +15,7 @@ import libcst as cst
 from torchlint.analysis.impact import Position
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
+from torchlint.analysis.step_drains import READS, DrainIndex, read_expression
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
 from torchlint.analysis.values import Kind
@@ -22,8 +24,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 # Calls that drain the queue, or only read what it made: the host work between a sync and a read.
-_READS = frozenset({"item", "tolist", "cpu", "numpy"})
-_QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
+_QUIET_METHODS = READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
                            "set_postfix", "size", "dim", "numel", "stride",
                            "zero_grad"}  # (grads set to None since torch 2.0; at most a memset per parameter before)
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
@@ -35,11 +36,16 @@ class StepPositions:
     ctx: FileContext
     _queues_work: dict[tuple[int, int], bool]
     _block_positions: dict[int, dict[int, int]]
+    _chains: dict[tuple[int, int], tuple[tuple[cst.CSTNode, int], ...]]
     _first_work: dict[int, tuple[int, int]]
     _last_work: dict[tuple[int, int], tuple[int, int]]
     _drained: dict[tuple[int, str | None], bool]
     _quiet_calls: dict[int, bool]
     _call_facts: dict[tuple[int, str], bool]
+
+    @cached_property
+    def _drain_index(self) -> DrainIndex:
+        return DrainIndex(self.ctx)  # the calls that may drain the queue, found once per file
 
     def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
         """Where ``node`` sits in the step that ``stop`` (the hot loop, else the function)
@@ -99,21 +105,33 @@ class StepPositions:
             body = block.body
             yield from (body[at + 1:] if after else reversed(body[:at]))
 
-    def _levels(self, node: cst.CSTNode, stop: cst.CSTNode | None):  # type: ignore[no-untyped-def]
+    def _levels(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> tuple[tuple[cst.CSTNode, int], ...]:
         """Each block around ``node`` up to ``stop``, innermost first, with the position in it
         of the statement that holds ``node``."""
-        tree = self.ctx.tree
-        child = tree.statement_of(node)
-        while child is not None and child is not stop:
+        return self._chain(self.ctx.tree.statement_of(node), stop)
+
+    def _chain(self, child: cst.CSTNode | None, stop: cst.CSTNode | None) -> tuple[tuple[cst.CSTNode, int], ...]:
+        """The levels of the statement ``child``: its own block, then its enclosing statement's
+        levels. Every site of a statement, and every question about a site, asks them (the
+        statements before and after, the work before and after): found once per statement
+        and stop, each from its enclosing statement's, not by a walk up per question."""
+        key = (id(child), id(stop))
+        known = self._chains.get(key)
+        if known is not None:
+            return known
+        tree, found = self.ctx.tree, ()
+        if child is not None and child is not stop:
             block = tree.parent(child)
             if type(block) in (cst.IndentedBlock, cst.Module):
                 at = self._position_in(block).get(id(child))
                 if at is not None:
-                    yield block, at
+                    found = ((block, at),)
             parent = tree.parent(block) if block is not None else None
-            if parent is None or parent is stop or type(parent) in (cst.FunctionDef, cst.ClassDef):
-                return
-            child = tree.statement_of(parent) if type(parent) not in (cst.Else, cst.Finally, cst.ExceptHandler) else tree.statement_of(tree.parent(parent))
+            if not (parent is None or parent is stop or type(parent) in (cst.FunctionDef, cst.ClassDef)):
+                outer = tree.statement_of(parent) if type(parent) not in (cst.Else, cst.Finally, cst.ExceptHandler) else tree.statement_of(tree.parent(parent))
+                found += self._chain(outer, stop)
+        self._chains[key] = found
+        return found
 
     def _position_in(self, block: cst.CSTNode) -> dict[int, int]:
         """Each statement of ``block`` (by id) -> its position in the block's body."""
@@ -281,8 +299,12 @@ class StepPositions:
         statement = tree.statement_of(node)
         if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
             return False  # `(helper(out) / g).tolist()`: the read waits for the helper's work
-        if read is None and type(node) is cst.Call and any(self._drains(n, None, n) for arg in node.args for n in tree.descendants(arg) if type(n) is cst.Call):
+        may_drain = self._drain_index.may_drain
+        if read is None and type(node) is cst.Call and any(may_drain(n) and self._drains(n, None, n) for arg in node.args
+                                                           for n in tree.descendants(arg) if type(n) is cst.Call):
             return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
+        if not self._drain_index.any_before(node, stop):
+            return False  # no call before it in its step may drain the queue: the walk back below would find none
         start = tree.index(node)
         own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
@@ -290,7 +312,7 @@ class StepPositions:
                                                  for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran in blocks:
             for call in calls:
-                if surely_ran and self._drains(call, read, node):
+                if surely_ran and may_drain(call) and self._drains(call, read, node):
                     return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
@@ -432,16 +454,8 @@ _COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "
 
 def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """The code of the value a read reads: ``loss`` for ``loss.item()``, ``t`` for ``int(t)``."""
-    if type(node) is not cst.Call:
-        return None
-    func = node.func
-    if type(func) is cst.Attribute and func.attr.value in _READS and not node.args:
-        return plain_code(ctx.module, func.value)
-    if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(node.args) == 1:
-        return plain_code(ctx.module, node.args[0].value)
-    if type(func) is cst.Attribute and func.attr.value == "add_scalar" and len(node.args) >= 2 and node.args[1].keyword is None:
-        return plain_code(ctx.module, node.args[1].value)  # TensorBoard's `add_scalar(tag, loss)` reads `loss` (`.item()` inside)
-    return None
+    value = read_expression(node)
+    return plain_code(ctx.module, value) if value is not None else None
 
 
 def _branches(statement: cst.If) -> list[cst.IndentedBlock]:
