@@ -26,6 +26,10 @@ _READS = frozenset({"item", "tolist", "cpu", "numpy"})
 _QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
                            "set_postfix", "size", "dim", "numel", "stride",
                            "zero_grad"}  # (grads set to None since torch 2.0; at most a memset per parameter before)
+# Host libraries: their functions compute on the host (given a device tensor, they read it first).
+_HOST_MODULES = frozenset({"numpy", "math", "random", "time", "os", "json", "logging", "statistics"})
+_COMPARING_BUILTINS = frozenset({"min", "max"})
+_ARITHMETIC_BUILTINS = frozenset({"abs", "round", "sum", "pow", "divmod", "sorted", "list", "tuple", "range", "enumerate", "zip"})
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 
 
@@ -51,7 +55,7 @@ class StepPositions:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
-        if _read_value(self.ctx, node) is not None and self._before_sync(node, stop):
+        if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
         # Nothing of this step queued before it (`_fresh`): it waits only for the previous
         # step's tail, like a read at the step's end. Each kind of stop asks only what
@@ -276,7 +280,7 @@ class StepPositions:
         ``synchronize()`` or an earlier device read (the same value or another: a read waits
         for everything queued before it), earlier in its statement or in the ones before?
         The calls are taken nearest first, in the order Python finishes them."""
-        read = _read_value(self.ctx, node)
+        read = read_value(self.ctx, node)
         tree = self.ctx.tree
         statement = tree.statement_of(node)
         if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
@@ -344,7 +348,7 @@ class StepPositions:
     def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self._explicit_sync(call) or self._blocking_upload(call):  # (`synchronize = torch.cuda.synchronize if ... else ...` too)
             return True
-        value = _read_value(self.ctx, call)
+        value = read_value(self.ctx, call)
         if value is None:
             return self._sized_by_values(call)
         if value == read:
@@ -410,7 +414,23 @@ class StepPositions:
             return True  # `loss_meter.update(loss.item(), n)`: host bookkeeping of values read already
         if self.ctx.qname(call.func) == "torch.autograd.Variable":
             return True  # `Variable(x)` (pre-0.4) hands back the tensor it wraps: PyTorch-GAN's `Variable(batch.type(Tensor))`
-        return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
+        return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call) or self._host_call(call)
+
+    def _host_call(self, call: cst.Call) -> bool:
+        """Python arithmetic on values already read (``min(int(n.item() / 2 - 1), max_len // 2)``),
+        a host library's function (``np.random.randint(0, n)``, ``math.ceil(x)``; given a device
+        tensor it reads it, which drains, never queues), or a method of a host array
+        (``a.numpy().astype(np.int32)``): nothing queued on the device."""
+        ctx, func = self.ctx, call.func
+        qualified = ctx.qname(func)
+        if qualified is not None:
+            return qualified.partition(".")[0] in _HOST_MODULES
+        if type(func) is cst.Name:
+            if func.value in _COMPARING_BUILTINS:
+                return not ctx.functions.defines(func.value)  # a comparison of device values reads them (a drain), of numbers nothing
+            return func.value in _ARITHMETIC_BUILTINS and not ctx.functions.defines(func.value) and all(
+                not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+        return type(func) is cst.Attribute and ctx.values.kind(func.value, call) in (Kind.HOST, Kind.NUMPY)
 
     def _given_python_values(self, call: cst.Call) -> bool:
         """A method of an object (not a library's function, not a model or a step) given
@@ -430,7 +450,7 @@ class StepPositions:
 _COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
 
 
-def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
+def read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """The code of the value a read reads: ``loss`` for ``loss.item()``, ``t`` for ``int(t)``."""
     if type(node) is not cst.Call:
         return None
