@@ -290,15 +290,41 @@ class StepPositions:
         start = tree.index(node)
         own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine)
-                                                 for s in self._statements_around(node, stop, after=False)))
-        for calls, surely_ran in blocks:
+        blocks = itertools.chain([(own, True, False)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine, s)
+                                                        for s in self._statements_around(node, stop, after=False)))
+        for calls, surely_ran, statement_before in blocks:
+            if statement_before and self._tensor_arithmetic(statement_before):
+                return False  # `scaled = out * 2`: a kernel queued since (whatever the statement read before it)
             for call in calls:
                 if surely_ran and self._drains(call, read, node):
                     return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
         return False
+
+    def _tensor_arithmetic(self, statement: cst.CSTNode) -> bool:
+        """Does ``statement`` queue a kernel with an operator, outside a read's own operands:
+        ``scaled = out * 2``, ``acc += (pred == y).sum()``, ``trg[i, :n] = 1`` on a tensor?"""
+        if type(statement) is not cst.SimpleStatementLine:
+            return False  # a compound statement's calls decide (its operators are not asked: a branch may not run)
+        known: dict[int, bool] = self.__dict__.setdefault("_arithmetic", {})  # each statement asked by every read after it
+        if id(statement) not in known:
+            known[id(statement)] = self._queues_an_operator(statement)
+        return known[id(statement)]
+
+    def _queues_an_operator(self, statement: cst.SimpleStatementLine) -> bool:
+        ctx, tree = self.ctx, self.ctx.tree
+        for small in statement.body:
+            targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target] if type(small) is cst.AugAssign else []
+            if any(type(t) is cst.Subscript and ctx.syncs.tensorish(t.value, small) for t in targets) \
+                    or type(small) is cst.AugAssign and ctx.syncs.tensorish(small.target, small):
+                return True
+        return any(tree.is_inside(op, statement) and (ctx.syncs.tensorish(op.left, op) or ctx.syncs.tensorish(op.right, op))
+                   and not any(type(a) is cst.Call and read_value(ctx, a) is not None for a in tree.ancestors(op))
+                   for op in self._operators(statement))
+
+    def _operators(self, statement: cst.CSTNode) -> list[cst.BinaryOperation]:
+        return [n for n in self.ctx.tree.descendants(statement) if type(n) is cst.BinaryOperation]
 
     def _before_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` followed, in its step, by an explicit synchronize with only host work
