@@ -308,13 +308,15 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
         why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
         if place.per_step:  # a few fixed items, or rows: the first read waits, the others find the queue drained
-            why = why.replace("one sync per step", "one real wait per step (the repetitions after the first find the queue drained)", 1)
+            after = "the rows after the first wait only for their own copies" if copies else "the repetitions after the first find the queue drained"
+            why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
         if cost is Cost.UPLOAD:  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
-        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host"
+        rows = "; the rows after the first wait only for their own copies" if copies else ""
+        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host{rows}"
     if copies and cost in _WAITS:
         return tier, f"{cost.value}, {often}: {_COPIES_MID_STEP}"
     return tier, f"{cost.value}, {often}"

@@ -173,10 +173,11 @@ class Places(StepPositions):
         reads, views, host work and uploads (``int(lengths[i].item() / 2)``, ``np.random.randint``,
         ``clips.append(x[i, :, a:b])``, ``torch.from_numpy(y).to(device)``; a fill by assignment,
         ``trg[i, :n] = 1``, is one tiny kernel)? No op of its own that the next read must wait for
-        (``torch.median(d)`` before a mask's read, ``torch.cat(...)``), no model, no unknown call."""
+        (``torch.median(d)`` before a mask's read, ``torch.cat(...)``, ``x[i] * 2``), no model, no
+        unknown call."""
         # Asked of each loop once (``repeat_of`` is memoised): a scan of its calls.
         return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
-                   for call in self.ctx.loops.loop_calls(loop))
+                   for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop.body)
 
     def _copy_or_view(self, call: cst.Call) -> bool:
         """``x.unsqueeze(0)``, ``t.detach()``, ``y.to(device)``, ``torch.from_numpy(a)``: a view, or a copy the host waits for."""

@@ -303,8 +303,9 @@ class StepPositions:
         return False
 
     def _tensor_arithmetic(self, statement: cst.CSTNode) -> bool:
-        """Does ``statement`` queue a kernel with an operator, outside a read's own operands:
-        ``scaled = out * 2``, ``acc += (pred == y).sum()``, ``trg[i, :n] = 1`` on a tensor?"""
+        """Does ``statement`` queue a kernel with an operator on a device tensor, outside a read's
+        own operands: ``scaled = out * 2``, ``acc += (pred == y).sum()``, ``trg[i, :n] = 1``? (A
+        fill of a host tensor, StyleTTS2's alignment ``pred_aln[i, a:b] = 1``, queues nothing.)"""
         if type(statement) is not cst.SimpleStatementLine:
             return False  # a compound statement's calls decide (its operators are not asked: a branch may not run)
         known: dict[int, bool] = self.__dict__.setdefault("_arithmetic", {})  # each statement asked by every read after it
@@ -313,18 +314,24 @@ class StepPositions:
         return known[id(statement)]
 
     def _queues_an_operator(self, statement: cst.SimpleStatementLine) -> bool:
-        ctx, tree = self.ctx, self.ctx.tree
+        ctx = self.ctx
         for small in statement.body:
             targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target] if type(small) is cst.AugAssign else []
-            if any(type(t) is cst.Subscript and ctx.syncs.tensorish(t.value, small) for t in targets) \
-                    or type(small) is cst.AugAssign and ctx.syncs.tensorish(small.target, small):
+            if any(type(t) is cst.Subscript and ctx.syncs.device_tensor(t.value, small) for t in targets):
                 return True
-        return any(tree.is_inside(op, statement) and (ctx.syncs.tensorish(op.left, op) or ctx.syncs.tensorish(op.right, op))
-                   and not any(type(a) is cst.Call and read_value(ctx, a) is not None for a in tree.ancestors(op))
-                   for op in self._operators(statement))
+        return self.device_operators(statement, within_reads=False)
 
-    def _operators(self, statement: cst.CSTNode) -> list[cst.BinaryOperation]:
-        return [n for n in self.ctx.tree.descendants(statement) if type(n) is cst.BinaryOperation]
+    def device_operators(self, statement: cst.CSTNode, within_reads: bool = True) -> bool:
+        """Does ``statement`` apply an operator to a device tensor (``out * 2``, ``acc += d``),
+        anywhere or (not ``within_reads``) outside a read's own operands?"""
+        ctx, tree = self.ctx, self.ctx.tree
+        for node in tree.descendants(statement):
+            if type(node) is cst.AugAssign and ctx.syncs.device_tensor(node.target, node):
+                return True
+            if type(node) is cst.BinaryOperation and (ctx.syncs.device_tensor(node.left, node) or ctx.syncs.device_tensor(node.right, node)) \
+                    and (within_reads or not any(type(a) is cst.Call and read_value(ctx, a) is not None for a in tree.ancestors(node))):
+                return True
+        return False
 
     def _before_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` followed, in its step, by an explicit synchronize with only host work
