@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
-# What a light loop may go over for its reads after the first to be copies (``Repeat.copies``): not
-# parameters, elements of a device tensor, tokens or blocks, of which there may be thousands.
-_ROW_KINDS = frozenset({"batch row", "iteration"})
+# Only a loop over a range of rows may have reads after the first that are copies (``Repeat.copies``):
+# not one over parameters, elements of a device tensor, tokens or blocks, of which there may be
+# thousands, nor over items whose own values the loop cannot see (``out[mask].cpu()`` per split).
 _VIEWS_AND_COPIES = frozenset({"unsqueeze", "squeeze", "view", "transpose", "permute", "expand", "narrow", "select", "detach",
                                "to", "cuda", "cpu", "size", "dim", "numel"})
 _HOST_TENSORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})  # made on the host (a copy when moved)
@@ -128,8 +128,7 @@ class Places(StepPositions):
         few = self._few_items(iterable, loop)
         if few is not None:
             return Repeat(kind or "iteration", few, few=self._light(loop))
-        kind = kind or "iteration"
-        return Repeat(kind, self._container_size(iterable, loop), copies=kind in _ROW_KINDS and self._copies_only(loop))
+        return Repeat(kind or "iteration", self._container_size(iterable, loop))
 
     def _few_items(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> int | None:
         """How many items a loop over a few fixed ones goes over: a literal list, tuple or set
@@ -177,7 +176,7 @@ class Places(StepPositions):
         unknown call."""
         # Asked of each loop once (``repeat_of`` is memoised): a scan of its calls.
         return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
-                   for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop.body)
+                   for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop)
 
     def _copy_or_view(self, call: cst.Call) -> bool:
         """``x.unsqueeze(0)``, ``t.detach()``, ``y.to(device)``, ``torch.from_numpy(a)``: a view, or a copy the host waits for."""

@@ -322,13 +322,14 @@ class StepPositions:
         return self.device_operators(statement, within_reads=False)
 
     def device_operators(self, statement: cst.CSTNode, within_reads: bool = True) -> bool:
-        """Does ``statement`` apply an operator to a device tensor (``out * 2``, ``acc += d``),
-        anywhere or (not ``within_reads``) outside a read's own operands?"""
+        """Does ``statement`` apply an operator to a device tensor (``out * 2``, ``acc += d``,
+        ``changes[:, 0] == i``, ``~mask``, an index by a tensor ``x[mask]``), anywhere or (not
+        ``within_reads``) outside a read's own operands?"""
         ctx, tree = self.ctx, self.ctx.tree
         for node in tree.descendants(statement):
             if type(node) is cst.AugAssign and ctx.syncs.device_tensor(node.target, node):
                 return True
-            if type(node) is cst.BinaryOperation and (ctx.syncs.device_tensor(node.left, node) or ctx.syncs.device_tensor(node.right, node)) \
+            if any(ctx.syncs.device_tensor(operand, node) for operand in _operands(node)) \
                     and (within_reads or not any(type(a) is cst.Call and read_value(ctx, a) is not None for a in tree.ancestors(node))):
                 return True
         return False
@@ -481,6 +482,21 @@ class StepPositions:
 
 # Tensor methods that copy or read (the host waits for them) or ask for metadata: no queued work after them.
 _COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
+
+
+def _operands(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The operands of an operator that queues a kernel on a tensor: arithmetic, a comparison, a
+    unary operator, an index by a tensor (a gather; a slice or an int index is a view)."""
+    node_type = type(node)
+    if node_type is cst.BinaryOperation:
+        return [node.left, node.right]
+    if node_type is cst.Comparison:
+        return [node.left, *(target.comparator for target in node.comparisons)]
+    if node_type is cst.UnaryOperation and type(node.operator) is not cst.Not:
+        return [node.expression]
+    if node_type is cst.Subscript:
+        return [element.slice.value for element in node.slice if type(element.slice) is cst.Index]
+    return []
 
 
 def read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
