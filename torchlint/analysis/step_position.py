@@ -324,13 +324,14 @@ class StepPositions:
     def device_operators(self, statement: cst.CSTNode, within_reads: bool = True) -> bool:
         """Does ``statement`` apply an operator to a device tensor (``out * 2``, ``acc += d``,
         ``changes[:, 0] == i``, ``~mask``, an index by a tensor ``x[mask]``), anywhere or (not
-        ``within_reads``) outside a read's own operands?"""
+        ``within_reads``) outside the operands of a read or a sync that waits for it
+        (``(torch.rand_like(x) > 0.5).nonzero()``)?"""
         ctx, tree = self.ctx, self.ctx.tree
         for node in tree.descendants(statement):
             if type(node) is cst.AugAssign and ctx.syncs.device_tensor(node.target, node):
                 return True
             if any(ctx.syncs.device_tensor(operand, node) for operand in _operands(node)) \
-                    and (within_reads or not any(type(a) is cst.Call and read_value(ctx, a) is not None for a in tree.ancestors(node))):
+                    and (within_reads or not any(type(a) is cst.Call and self._drains(a, None, a) for a in tree.ancestors(node))):
                 return True
         return False
 
