@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
-# Only a loop over a range of rows may have reads after the first that are copies (``Repeat.copies``):
-# not one over parameters, elements of a device tensor, tokens or blocks, of which there may be
-# thousands, nor over items whose own values the loop cannot see (``out[mask].cpu()`` per split).
+# What a loop whose reads after the first are copies (``Repeat.copies``) may call besides reads and
+# host work: views, and copies the host waits for. Only a range over rows is asked (`_repeat`): not a
+# loop over parameters, elements of a device tensor, tokens or blocks, of which there may be
+# thousands, nor one over items whose values it cannot see (``out[mask].cpu()`` per split).
 _VIEWS_AND_COPIES = frozenset({"unsqueeze", "squeeze", "view", "transpose", "permute", "expand", "narrow", "select", "detach",
                                "to", "cuda", "cpu", "size", "dim", "numel"})
 _HOST_TENSORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})  # made on the host (a copy when moved)

@@ -29,7 +29,7 @@ _QUIET_METHODS = _READS | {"synchronize", "append", "write", "info", "debug", "l
 # Host libraries: their functions compute on the host (given a device tensor, they read it first).
 _HOST_MODULES = frozenset({"numpy", "math", "random", "time", "os", "json", "logging", "statistics"})
 _COMPARING_BUILTINS = frozenset({"min", "max"})
-_ARITHMETIC_BUILTINS = frozenset({"abs", "round", "sum", "pow", "divmod", "sorted", "list", "tuple", "range", "enumerate", "zip"})
+_ARITHMETIC_BUILTINS = frozenset({"sum", "pow", "divmod", "sorted", "list", "tuple", "range", "enumerate", "zip"})
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 
 
@@ -290,10 +290,10 @@ class StepPositions:
         start = tree.index(node)
         own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True, False)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine, s)
+        blocks = itertools.chain([(own, True, None)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine, s)
                                                         for s in self._statements_around(node, stop, after=False)))
         for calls, surely_ran, statement_before in blocks:
-            if statement_before and self._tensor_arithmetic(statement_before):
+            if statement_before is not None and self._tensor_arithmetic(statement_before):
                 return False  # `scaled = out * 2`: a kernel queued since (whatever the statement read before it)
             for call in calls:
                 if surely_ran and self._drains(call, read, node):
