@@ -131,3 +131,33 @@ def test_a_read_behind_a_debug_parameter_off_by_default_is_not_reported() -> Non
              "        if debug_percentile is not None:\n            p = torch.full_like(p, debug_percentile.item())  # debug\n"
              "        keep = p.sum().item()  # once\n        return x * keep\n")
     assert [(where, impact) for where, impact, _ in _found(HEAD + model)] == [("once", "medium")]
+
+
+# StyleTTS2's iSTFTNet: the vocoder keeps an alternative path `fw_phase` that no code calls,
+# looping over its own blocks; its decoder uploads a smoothing kernel in every training forward.
+VOCODER = (
+    "class Generator(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.blocks = nn.ModuleList([Block() for _ in range(3)])\n\n"
+    "    def forward(self, x):\n        return self.blocks[0](x)\n\n"
+    "    def fw_phase(self, x):\n        for i in range(3):\n            x = self.blocks[i](x){extra}\n        return x\n\n\n"
+    "class Decoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.generator = Generator()\n\n"
+    "    def forward(self, f0):\n        f0 = f0.cuda()\n        f0 = f0 * torch.ones(1, 1, 3).to('cuda')  # smoothing\n"
+    "        return self.generator(f0)\n"
+)
+
+
+def test_a_method_looping_over_its_own_layers_is_no_step_loop() -> None:
+    """iSTFTNet's ``Generator.fw_phase`` runs the module's own blocks in a loop: part of a
+    model's computation, not a step. Taken for a step loop it made the file "reached by a
+    step", and the decoder's per-forward upload fell to once (low) where the identical
+    HiFi-GAN decoder, in a file without such a method, was medium on every call of the model."""
+    found = lint_source(HEAD + BLOCK + VOCODER.format(extra=""), "net.py", from_table({"select": ["TL110"]}, Path(".")))
+    assert [(f.line, f.impact) for f in found] == [(len((HEAD + BLOCK + VOCODER).splitlines()) - 1, "medium")]
+    assert "on every call of the model" in found[0].impact_reason
+
+
+def test_a_module_method_that_trains_in_its_loop_still_steps() -> None:
+    # near miss: an agent module whose method loops over batches with a backward and a step is a training loop
+    extra = "\n            x.sum().backward()\n            self.opt.step()"
+    found = lint_source(HEAD + BLOCK + VOCODER.format(extra=extra), "net.py", from_table({"select": ["TL110"]}, Path(".")))
+    assert [f.impact for f in found] == ["low"]  # the file is reached by that loop: the decoder's forward is not seen to run per step

@@ -86,6 +86,36 @@ def test_place_is_data_and_tiers_follow_it() -> None:
     assert not hasattr(impact_module, "where_of")  # the place is data, never a sentence parsed back
 
 
+@pytest.mark.parametrize(("position", "where", "tier"), [
+    (Position.AFTER_SYNC, Where.TRAIN, MEDIUM),  # drained before the loop: a copy per row, about one sync's worth
+    (Position.AFTER_SYNC, Where.EVAL, LOW),
+    (Position.AFTER_SYNC, Where.INFER, LOW),
+    (Position.STEP_END, Where.TRAIN, MEDIUM),  # the first row's read is the step's one real wait, at its end
+    (Position.MID_STEP, Where.TRAIN, HIGH),  # one real wait mid-step stays high: the kernels after the loop wait for it
+    (Position.MID_STEP, Where.EVAL, LOW),  # as one mid-step read in an evaluation loop, not a wait per row
+])
+def test_rows_of_copies_cost_one_wait_plus_a_copy_each(position: Position, where: Where, tier: str) -> None:
+    """Issue 32, review 8: a per-row loop whose body queues nothing (``int(lengths[i].item())``,
+    slices, host work) waits once; the rows after the first wait only for their copies. Before,
+    every row counted as a wait of its own: high in a training loop, medium in an evaluation's."""
+    rows = Multiplicity((Repeat("batch row", copies=True),))
+    impact, reason = assess(Cost.SYNC, Place(where, rows, position))
+    assert impact == tier
+    assert "copies" in reason or "copy" in reason
+    # the same loop with a wait of its own per row (a model call in it) stays a wait per row
+    assert assess(Cost.SYNC, Place(where, Multiplicity((Repeat("batch row"),)), position))[0] == (MEDIUM if where is Where.EVAL else HIGH)
+
+
+def test_nested_rows_of_copies_add_up_to_waits() -> None:
+    # per token per row (StyleTTS2's `_s2s_trg[p, :_text_input[p]] = 1`): thousands of copies, as costly as waits
+    nested = Multiplicity((Repeat("batch row", copies=True), Repeat("batch row", copies=True)))
+    assert nested.waits_again and not nested.copies
+    assert assess(Cost.SYNC, Place(Where.TRAIN, nested, Position.AFTER_SYNC))[0] == HIGH
+    within_few = Multiplicity((Repeat("iteration", 3, few=True), Repeat("batch row", copies=True)))
+    assert not within_few.waits_again and within_few.copies
+    assert assess(Cost.SYNC, Place(Where.TRAIN, within_few, Position.AFTER_SYNC))[0] == MEDIUM
+
+
 @pytest.mark.parametrize(("repeats", "unit", "words"), [
     # a decode loop in a function that a decode step calls: each level once, the inner one named so
     ((Repeat("decoded token"),), "decoded token", "per inner decoded token per decoded token"),

@@ -133,6 +133,7 @@ _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within
 _WAITS = _READ_COSTS | {Cost.UPLOAD}
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
+_LOWERED = {HIGH: MEDIUM, MEDIUM: LOW, LOW: LOW}
 
 
 class Unreached(NamedTuple):
@@ -180,6 +181,10 @@ class Repeat:
     # Over a few fixed items (`for mask in [train_mask, val_mask, test_mask]`) with no model or
     # helper run between them: after the first read each waits only for its own small kernels.
     few: bool = False
+    # Over batch rows (`for i in range(B): n = int(lengths[i])`) with only small ops, slices and
+    # host work in the body: the first read drains the queue (or finds it drained), and each
+    # repetition after it waits only for its own device-to-host copy (~10-20 us), not a refill.
+    copies: bool = False
 
 
 @pickled_by_fields
@@ -197,7 +202,13 @@ class Multiplicity:
     def waits_again(self) -> bool:
         """Does each repetition wait for device work of its own weight (a forward per block, a
         decoded token's), not only for the small kernels since the last read?"""
-        return any(not repeat.few for repeat in self.repeats)
+        # (two loops of copies nested, per row per token, multiply them into thousands: as costly as waits)
+        return sum(repeat.copies for repeat in self.repeats) > 1 or any(not (repeat.few or repeat.copies) for repeat in self.repeats)
+
+    @property
+    def copies(self) -> bool:
+        """Is it repeated over rows whose reads after the first are copies only (``Repeat.copies``)?"""
+        return not self.waits_again and any(repeat.copies for repeat in self.repeats)
 
     @property
     def count(self) -> int | None:
@@ -292,18 +303,31 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # (Over a few fixed items with nothing heavy between them, the first read drained the
         # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
+    copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        capped = LOW if place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC) else MEDIUM if tier == HIGH else tier
-        why = _POSITION_WHY[place.position]
-        if place.per_step:  # a few fixed items: the first read waits, the others find the queue drained
-            why = why.replace("one sync per step", "one real wait per step (the repetitions after the first find the queue drained)", 1)
+        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC)
+        # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
+        capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
+        why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
+        if place.per_step:  # a few fixed items, or rows: the first read waits, the others find the queue drained
+            after = "the rows after the first wait only for their own copies" if copies else "the repetitions after the first find the queue drained"
+            why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
         if cost is Cost.UPLOAD:  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
-        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host"
+        rows = "; the rows after the first wait only for their own copies" if copies else ""
+        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host{rows}"
+    if copies and cost in _WAITS:
+        return tier, f"{cost.value}, {often}: {_COPIES_MID_STEP}"
     return tier, f"{cost.value}, {often}"
+
+
+_COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "
+                      "device-to-host copy (10-20 us), not for the step's kernels; a copy per row, about one sync's worth for a batch")
+_COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drains the queue, the kernels after the loop wait for the host); "
+                    "the rows after it wait only for their own copies, since the loop queues only small ops")
 
 
 def per_call(cost: Cost, per_call: Multiplicity) -> tuple[str, str] | None:

@@ -17,7 +17,7 @@ from torchlint.analysis.impact import Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
-from torchlint.analysis.step_position import StepPositions
+from torchlint.analysis.step_position import StepPositions, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 
 if TYPE_CHECKING:
@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
+# What a loop whose reads after the first are copies (``Repeat.copies``) may call besides reads and
+# host work: views, and copies the host waits for. Only a range over rows is asked (`_repeat`): not a
+# loop over parameters, elements of a device tensor, tokens or blocks, of which there may be
+# thousands, nor one over items whose values it cannot see (``out[mask].cpu()`` per split).
+_VIEWS_AND_COPIES = frozenset({"unsqueeze", "squeeze", "view", "transpose", "permute", "expand", "narrow", "select", "detach",
+                               "to", "cuda", "cpu", "size", "dim", "numel"})
+_HOST_TENSORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})  # made on the host (a copy when moved)
 _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
@@ -107,7 +114,7 @@ class Places(StepPositions):
             if any(word in names for word in ("beam", "cand", "hyp")):
                 return Repeat(_named_kind(names) or "iteration", count)
             if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
-                return Repeat("batch row", count)
+                return Repeat("batch row", count, copies=self._copies_only(loop))
             # (`len(x)` is a count, not a sequence length: `range(len(d_en))` decodes nothing by its name)
             words = bound.replace("len(", "(")
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in words for word in _DECODE_WORDS) and self._calls_a_model(loop) \
@@ -116,7 +123,9 @@ class Places(StepPositions):
             if self._indexes_top_k(loop, names):
                 return Repeat("candidate", count)  # `for j in range(beam): ids[0, j]` of `torch.topk(...)`: the k best
             kind = _named_kind(names + " " + bound)
-            return Repeat("decoded token" if kind == "token" else kind or "iteration", count)  # `range(max_returned_tokens - n)`
+            if kind is None:  # `for bib in range(len(mel_input_length))`: rows, most often
+                return Repeat("iteration", count, copies=self._copies_only(loop))
+            return Repeat("decoded token" if kind == "token" else kind, count)  # `range(max_returned_tokens - n)`
         kind = self._decoded(_named_kind(names), loop)
         if kind is None and self._over_device_tensor(iterable, loop):
             kind = "element"  # `for w in words` on a device tensor, `for x in hyp["yseq"][0]`: one 0-d device tensor per element
@@ -165,6 +174,24 @@ class Places(StepPositions):
         loops = self.ctx.loops
         return not any(loops.is_step_call(n) or loops._calls_a_trainer(n) or self._maybe_a_model(n) or self._runs_a_helper(n)
                        for n in loops.loop_calls(loop))
+
+    def _copies_only(self, loop: cst.CSTNode) -> bool:
+        """Does the loop's body queue nothing a read in it would wait for, but its own copy: only
+        reads, views, host work and uploads (``int(lengths[i].item() / 2)``, ``np.random.randint``,
+        ``clips.append(x[i, :, a:b])``, ``torch.from_numpy(y).to(device)``; a fill by assignment,
+        ``trg[i, :n] = 1``, is one tiny kernel)? No op of its own that the next read must wait for
+        (``torch.median(d)`` before a mask's read, ``torch.cat(...)``, ``x[i] * 2``), no model, no
+        unknown call."""
+        # Asked of each loop once (``repeat_of`` is memoised): a scan of its calls.
+        return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
+                   for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop)
+
+    def _copy_or_view(self, call: cst.Call) -> bool:
+        """``x.unsqueeze(0)``, ``t.detach()``, ``y.to(device)``, ``torch.from_numpy(a)``: a view, or a copy the host waits for."""
+        qualified = self.ctx.qname(call.func)
+        if qualified is not None:
+            return qualified in _HOST_TENSORS
+        return type(call.func) is cst.Attribute and call.func.attr.value in _VIEWS_AND_COPIES
 
     def _indexes_top_k(self, loop: cst.CSTNode, index: str) -> bool:
         """Does ``loop``'s body index the result of a ``topk`` with its variable

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 _QUIET_METHODS = READS | {"synchronize", "append", "write", "info", "debug", "log", "format", "perf_counter", "time", "add_scalar", "update_postfix",
                            "set_postfix", "size", "dim", "numel", "stride",
                            "zero_grad"}  # (grads set to None since torch 2.0; at most a memset per parameter before)
+# Host libraries: their functions compute on the host (given a device tensor, they read it first).
+_HOST_MODULES = frozenset({"numpy", "math", "random", "time", "os", "json", "logging", "statistics"})
+_COMPARING_BUILTINS = frozenset({"min", "max"})
+_ARITHMETIC_BUILTINS = frozenset({"sum", "pow", "divmod", "sorted", "list", "tuple", "range", "enumerate", "zip"})
 _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "abs", "time.time", "time.perf_counter", "isinstance", "hasattr", "getattr"})
 
 
@@ -57,7 +61,7 @@ class StepPositions:
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
-        if _read_value(self.ctx, node) is not None and self._before_sync(node, stop):
+        if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
         # Nothing of this step queued before it (`_fresh`): it waits only for the previous
         # step's tail, like a read at the step's end. Each kind of stop asks only what
@@ -294,7 +298,7 @@ class StepPositions:
         ``synchronize()`` or an earlier device read (the same value or another: a read waits
         for everything queued before it), earlier in its statement or in the ones before?
         The calls are taken nearest first, in the order Python finishes them."""
-        read = _read_value(self.ctx, node)
+        read = read_value(self.ctx, node)
         tree = self.ctx.tree
         statement = tree.statement_of(node)
         if statement is None or any(self._works(n) for n in tree.descendants(node) if type(n) is cst.Call):
@@ -308,14 +312,49 @@ class StepPositions:
         start = tree.index(node)
         own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine)
-                                                 for s in self._statements_around(node, stop, after=False)))
-        for calls, surely_ran in blocks:
+        blocks = itertools.chain([(own, True, None)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine, s)
+                                                        for s in self._statements_around(node, stop, after=False)))
+        for calls, surely_ran, statement_before in blocks:
+            if statement_before is not None and self._tensor_arithmetic(statement_before):
+                return False  # `scaled = out * 2`: a kernel queued since (whatever the statement read before it)
             for call in calls:
                 if surely_ran and may_drain(call) and self._drains(call, read, node):
                     return True  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
+        return False
+
+    def _tensor_arithmetic(self, statement: cst.CSTNode) -> bool:
+        """Does ``statement`` queue a kernel with an operator on a device tensor, outside a read's
+        own operands: ``scaled = out * 2``, ``acc += (pred == y).sum()``, ``trg[i, :n] = 1``? (A
+        fill of a host tensor, StyleTTS2's alignment ``pred_aln[i, a:b] = 1``, queues nothing.)"""
+        if type(statement) is not cst.SimpleStatementLine:
+            return False  # a compound statement's calls decide (its operators are not asked: a branch may not run)
+        known: dict[int, bool] = self.__dict__.setdefault("_arithmetic", {})  # each statement asked by every read after it
+        if id(statement) not in known:
+            known[id(statement)] = self._queues_an_operator(statement)
+        return known[id(statement)]
+
+    def _queues_an_operator(self, statement: cst.SimpleStatementLine) -> bool:
+        ctx = self.ctx
+        for small in statement.body:
+            targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target] if type(small) is cst.AugAssign else []
+            if any(type(t) is cst.Subscript and ctx.syncs.device_tensor(t.value, small) for t in targets):
+                return True
+        return self.device_operators(statement, within_reads=False)
+
+    def device_operators(self, statement: cst.CSTNode, within_reads: bool = True) -> bool:
+        """Does ``statement`` apply an operator to a device tensor (``out * 2``, ``acc += d``,
+        ``changes[:, 0] == i``, ``~mask``, an index by a tensor ``x[mask]``), anywhere or (not
+        ``within_reads``) outside the operands of a read or a sync that waits for it
+        (``(torch.rand_like(x) > 0.5).nonzero()``)?"""
+        ctx, tree = self.ctx, self.ctx.tree
+        for node in tree.descendants(statement):
+            if type(node) is cst.AugAssign and ctx.syncs.device_tensor(node.target, node):
+                return True
+            if any(ctx.syncs.device_tensor(operand, node) for operand in _operands(node)) \
+                    and (within_reads or not any(type(a) is cst.Call and self._drains(a, None, a) for a in tree.ancestors(node))):
+                return True
         return False
 
     def _before_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
@@ -366,7 +405,7 @@ class StepPositions:
     def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self._explicit_sync(call) or self._blocking_upload(call):  # (`synchronize = torch.cuda.synchronize if ... else ...` too)
             return True
-        value = _read_value(self.ctx, call)
+        value = read_value(self.ctx, call)
         if value is None:
             return self._sized_by_values(call)
         if value == read:
@@ -432,7 +471,23 @@ class StepPositions:
             return True  # `loss_meter.update(loss.item(), n)`: host bookkeeping of values read already
         if self.ctx.qname(call.func) == "torch.autograd.Variable":
             return True  # `Variable(x)` (pre-0.4) hands back the tensor it wraps: PyTorch-GAN's `Variable(batch.type(Tensor))`
-        return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call)
+        return dotted(call.func) in _QUIET_FUNCTIONS or self._synchronizes(call) or self._host_call(call)
+
+    def _host_call(self, call: cst.Call) -> bool:
+        """Python arithmetic on values already read (``min(int(n.item() / 2 - 1), max_len // 2)``),
+        a host library's function (``np.random.randint(0, n)``, ``math.ceil(x)``; given a device
+        tensor it reads it, which drains, never queues), or a method of a host array
+        (``a.numpy().astype(np.int32)``): nothing queued on the device."""
+        ctx, func = self.ctx, call.func
+        qualified = ctx.qname(func)
+        if qualified is not None:
+            return qualified.partition(".")[0] in _HOST_MODULES
+        if type(func) is cst.Name:
+            if func.value in _COMPARING_BUILTINS:
+                return not ctx.functions.defines(func.value)  # a comparison of device values reads them (a drain), of numbers nothing
+            return func.value in _ARITHMETIC_BUILTINS and not ctx.functions.defines(func.value) and all(
+                not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+        return type(func) is cst.Attribute and ctx.values.kind(func.value, call) in (Kind.HOST, Kind.NUMPY)
 
     def _given_python_values(self, call: cst.Call) -> bool:
         """A method of an object (not a library's function, not a model or a step) given
@@ -452,7 +507,22 @@ class StepPositions:
 _COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
 
 
-def _read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
+def _operands(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The operands of an operator that queues a kernel on a tensor: arithmetic, a comparison, a
+    unary operator, an index by a tensor (a gather; a slice or an int index is a view)."""
+    node_type = type(node)
+    if node_type is cst.BinaryOperation:
+        return [node.left, node.right]
+    if node_type is cst.Comparison:
+        return [node.left, *(target.comparator for target in node.comparisons)]
+    if node_type is cst.UnaryOperation and type(node.operator) is not cst.Not:
+        return [node.expression]
+    if node_type is cst.Subscript:
+        return [element.slice.value for element in node.slice if type(element.slice) is cst.Index]
+    return []
+
+
+def read_value(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """The code of the value a read reads: ``loss`` for ``loss.item()``, ``t`` for ``int(t)``."""
     value = read_expression(node)
     return plain_code(ctx.module, value) if value is not None else None

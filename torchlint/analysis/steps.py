@@ -373,7 +373,23 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         if loops.around_decoding(loop):
             return False  # `for i in range(num_samples): generate(...)`: each iteration a whole generation, whose token loop is the step
         iterable = loop.iter if type(loop) is cst.For else None
-        return not (iterable is not None and _over_own_attribute(iterable))
+        return not (iterable is not None and _over_own_attribute(iterable)) and not self._runs_own_layers(loop, function)
+
+    def _runs_own_layers(self, loop: cst.CSTNode, function: cst.FunctionDef | None) -> bool:
+        """Is ``loop`` in a method of a module class of this file (one its ``forward`` may not
+        call: iSTFTNet's ``Generator.fw_phase``), running only the module's own layers
+        (``self.resblocks[k](x, s)``, ``self.ups[i](x)``) with no backward or optimizer step? It
+        is part of the model's computation, not a step of its own (taken for one, the file would
+        count as reached by a step, and its ``forward`` not as a model run on every call)."""
+        cls = self.ctx.tree.enclosing_class(function) if function is not None else None
+        if cls is None or not self.ctx.is_module_class(cls.name.value) or self.ctx.loops.decodes(loop):
+            return False
+        loops = self.ctx.loops
+        if any(loops.is_step_call(call) and not _own_layer(call) or loops._calls_a_trainer(call) for call in loops.loop_calls(loop)):
+            return False  # a model of another object, a backward, an optimizer step: a loop that may step
+        inside = self.ctx.tree.is_inside
+        stepping = [call for _, target, _, call, within in self._pending if within and self._may_make_a_step(target, call) and inside(call, loop)]
+        return bool(stepping) and all(_own_layer(call) and self.ctx.functions.called(call, None) is None for call in stepping)
 
     def _one_step(self) -> tuple[str, ...]:
         """Functions that make one whole training step (of those that train at all)."""
@@ -716,6 +732,16 @@ def _falsy_args(call: cst.Call) -> tuple[int | str, ...]:
 
 def _is_none(value: cst.BaseExpression) -> bool:
     return type(value) is cst.Name and value.value == "None"
+
+
+def _own_layer(call: cst.Call) -> bool:
+    """``self.conv(x)``, ``self.blocks[i](x)``: a call of a layer the object keeps (not a backward or a step)."""
+    func = call.func
+    if type(func) is cst.Subscript:
+        func = func.value
+    elif type(func) is cst.Attribute and func.attr.value in ("backward", "step"):
+        return False
+    return type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
 
 
 def _over_own_attribute(iterable: cst.BaseExpression) -> bool:
