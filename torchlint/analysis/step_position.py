@@ -311,9 +311,12 @@ class StepPositions:
             return False  # no call before it in its step may drain the queue: the walk back below would find none
         start = tree.index(node)
         own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]
+        branch = statement
+        while type(parent := tree.parent(branch)) is cst.If and parent.orelse is branch:
+            own += self._own_calls(parent.test, into_loops=False)  # an `elif`'s test runs after its `if`'s
+            branch = parent
         # Lazily: the nearest statements before usually decide.
-        blocks = itertools.chain([(own, True, None)], ((self._finish_order(s), type(s) is cst.SimpleStatementLine, s)
-                                                        for s in self._statements_around(node, stop, after=False)))
+        blocks = itertools.chain([(own, True, None)], self._ran_before(node, stop))
         for calls, surely_ran, statement_before in blocks:
             if statement_before is not None and self._tensor_arithmetic(statement_before):
                 return False  # `scaled = out * 2`: a kernel queued since (whatever the statement read before it)
@@ -323,6 +326,23 @@ class StepPositions:
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
         return False
+
+    def _ran_before(self, node: cst.CSTNode, stop: cst.CSTNode | None):  # type: ignore[no-untyped-def]
+        """The calls that ran before ``node``'s statement in its step, nearest first, level by
+        level: (calls, whether they surely ran, the statement). The test of an ``if`` or
+        ``while`` whose body holds it ran surely, last before the body (``if loss.item() > 100:
+        print(loss.item())``: the print's read waits for nothing more)."""
+        tree = self.ctx.tree
+        for block, at in self._levels(node, stop):
+            for statement in reversed(block.body[:at]):
+                yield self._finish_order(statement), type(statement) is cst.SimpleStatementLine, statement
+            owner = tree.parent(block)
+            if type(owner) is cst.Else:
+                owner = tree.parent(owner)
+            while type(owner) in (cst.If, cst.While) and owner is not stop:
+                yield [n for n in self._own_calls(owner.test, into_loops=False)], True, None
+                parent = tree.parent(owner)  # an `elif` ran its `if`'s test before its own
+                owner = parent if type(parent) is cst.If and parent.orelse is owner else None
 
     def _tensor_arithmetic(self, statement: cst.CSTNode) -> bool:
         """Does ``statement`` queue a kernel with an operator on a device tensor, outside a read's
