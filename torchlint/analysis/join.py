@@ -274,7 +274,9 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     """The parameters every call of their function in the project passes a tensor on the device
     (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
     picks the sampler): what the function reads of them into Python waits for the device. A call
-    that leaves one out, or passes it through ``*args``, passes no device tensor there. An argument
+    that passes one through ``*args`` passes no device tensor there; one that leaves it out (or
+    passes None) passes nothing to read (``HiddenSyncs.device_parameters`` asks only of parameters
+    without a default or defaulting to None): the others decide, one of them at least. An argument
     on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
     self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
     parameters are found: the least fixed point, from the model's input down the helpers."""
@@ -288,7 +290,10 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
             for callee in project.callees(call.target, path):
                 names = project.parameters(call, callee)
                 device = _passed_on_device(call, names)
+                left_out = project.omitted(call, callee) - device.keys()
                 for name in names:
+                    if name in left_out:
+                        continue  # `model(idx)` for `forward(idx, input_pos=None)`: no tensor passed, none read
                     passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
                         (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
     found: set[tuple[str, str]] = set()

@@ -221,9 +221,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return {"devices": devices, "devices_if": devices_if}
 
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
-        """Arguments that are the calling function's own parameters, never rebound there
-        (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``): an upload its caller made
-        reaches the callee too."""
+        """Arguments that are the calling function's own parameters, not rebound before the
+        call (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``; ``h, cache =
+        self.attn(x, cache)`` rebinds it after): an upload its caller made reaches the callee too."""
         found: list[tuple[int | str, str]] = []
         bindings = self.ctx.bindings
         for position, arg in enumerate(call.args):
@@ -233,9 +233,16 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if type(value) is not cst.Name:
                 continue
             bound = bindings.lookup(value.value, call)
-            if len(bound) == 1 and bound[0].kind == "param":
+            if sum(b.kind == "param" for b in bound) == 1 and all(b.kind == "param" or self._bound_after(b.node, call) for b in bound):
                 found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
         return tuple(found)
+
+    def _bound_after(self, binding: cst.CSTNode, call: cst.Call) -> bool:
+        """Is ``binding`` made after ``call`` in source order, outside any loop around the call
+        (where a later iteration would pass what it bound)?"""
+        tree = self.ctx.tree
+        after = tree.index(binding) > tree.index(call) or tree.is_inside(call, binding)  # (`h, cache = ...` holds the call)
+        return after and not any(tree.is_inside(binding, loop) for loop in self.ctx.loops.enclosing_loops(call))
 
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:

@@ -456,19 +456,20 @@ class HiddenSyncs:
         return not ctx.guards.rare(statement, stop=loop) and self.reads_truth(test, test)
 
     def device_parameters(self, node: cst.CSTNode, holds: Callable[[], bool]) -> tuple[str, ...]:
-        """The parameters of ``node``'s function, of no kind known here (no annotation, no
-        literal default), that make ``holds()`` true when taken for device tensors: a sampler's
-        ``sigmas[i] == 0`` where ``sigmas`` is what its callers pass (``get_sigmas_karras(...,
-        device=device)``). The join keeps such a finding where every call passes a device tensor
-        there (``Steps.device_params``); () when none does, or ``holds()`` is true as it is."""
+        """The parameters of ``node``'s function, of no kind known here (no annotation but a
+        tensor's, no default but None), that make ``holds()`` true when taken for device tensors:
+        a sampler's ``sigmas[i] == 0`` where ``sigmas`` is what its callers pass
+        (``get_sigmas_karras(..., device=device)``), an attention's ``if input_pos[-1] >= n:`` with
+        ``input_pos: Optional[torch.Tensor] = None``. The join keeps such a finding where every call
+        that passes the parameter passes a device tensor there (``Steps.device_params``); () when
+        none does, or ``holds()`` is true as it is."""
         function = self.ctx.tree.enclosing_function(node)
         if function is None:
             return ()
         params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
         candidates = tuple(dict.fromkeys(
             name for name in self._names_behind(node, function) if name in params and name not in ("self", "cls")
-            and (params[name].default is None or not plainly_python(params[name].default) and not _is_literal_name(params[name].default))
-            and params[name].annotation is None))
+            and _may_be_passed_a_tensor(params[name])))
         if not candidates or not self._holds_assuming(candidates, holds):
             return ()
         if len(candidates) > 1:  # `x[i, :, start:end]` with `start = ids_str[i]`: `ids_str` decides, not `x`
@@ -700,10 +701,34 @@ class HiddenSyncs:
         return False
 
 
-def _is_literal_name(value: cst.BaseExpression) -> bool:
-    """``True``, ``False``, ``float("inf")``: a default no tensor is."""
-    return type(value) is cst.Name and value.value in ("True", "False") or type(value) is cst.Call and type(value.func) is cst.Name \
-        and value.func.value in ("float", "int", "bool", "str")
+def _may_be_passed_a_tensor(param: cst.Param) -> bool:
+    """``sigmas``, ``input_pos: Optional[torch.Tensor] = None``: a parameter whose callers decide
+    what it holds, a tensor maybe. A default other than None holds when a call leaves it out
+    (``scale=1.0``, ``levels=DEFAULT_LEVELS``), and the join takes a call that leaves the
+    parameter out for one that passes no tensor: only None says "nothing passed"."""
+    default = param.default
+    if default is not None and not (type(default) is cst.Name and default.value == "None"):
+        return False
+    return param.annotation is None or _tensor_annotation(param.annotation.annotation)
+
+
+def _tensor_annotation(annotation: cst.BaseExpression) -> bool:
+    """``torch.Tensor``, ``Tensor``, ``Optional[torch.LongTensor]``, ``Tensor | None``,
+    ``"torch.Tensor"``: an annotation that names a tensor (or None) and nothing else."""
+    if type(annotation) is cst.SimpleString:  # a forward reference: `"torch.Tensor"`
+        try:
+            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
+        except (cst.ParserSyntaxError, TypeError):
+            return False
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:  # `Tensor | None`
+        sides = [annotation.left, annotation.right]
+        return all(_tensor_annotation(side) or type(side) is cst.Name and side.value == "None" for side in sides) \
+            and any(_tensor_annotation(side) for side in sides)
+    if type(annotation) is cst.Subscript and dotted(annotation.value) in ("Optional", "typing.Optional") and len(annotation.slice) == 1 \
+            and type(annotation.slice[0].slice) is cst.Index:
+        return _tensor_annotation(annotation.slice[0].slice.value)
+    name = dotted(annotation)
+    return name is not None and name.rsplit(".", 1)[-1].endswith("Tensor")
 
 
 def _string_key(subscript: cst.Subscript) -> str | None:
