@@ -509,10 +509,13 @@ class HiddenSyncs:
     def sized_by_values(self, node: cst.Call | cst.Subscript) -> bool:
         """``x[mask]``, ``nonzero()``, ``unique()``, ``masked_select()``, ``torch.where(c)``,
         ``repeat_interleave(t)`` on a device tensor where it may run every step: a tensor
-        whose size the host must learn from the device. A mask write (``x[m] = 0``) makes none."""
+        whose size the host must learn from the device. A mask write of a Python value
+        (``x[m] = 0``: ``masked_fill_``) makes none; an update through a mask (``l[m] -= 1``:
+        read, then written back) or a write of a device tensor (``x[m] = y``: ``index_put_``
+        with the mask's ``nonzero``) does."""
         ctx = self.ctx
         if type(node) is cst.Subscript:
-            if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)):
+            if self._filled_in_place(node):
                 return False  # `x[mask] = 0` writes in place: no new tensor of unknown size
             masks = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
             mask = next((m for m in masks if self.bool_mask(m, node)), None)
@@ -529,12 +532,24 @@ class HiddenSyncs:
             subject = self._repeats(node, function) or subject
         return self.in_step(node) and self.device_tensor(subject, node)
 
+    def _filled_in_place(self, node: cst.Subscript) -> bool:
+        """``x[m] = 0.0``, ``del d[k]``: a write that learns no size (torch fills through a mask
+        where the value is one number on the host). ``l[m] -= 1`` reads ``l[m]`` first; ``x[m] =
+        y`` of a device tensor indexes through the mask's positions."""
+        parent = self.ctx.tree.parent(node)
+        if type(parent) is cst.Del:
+            return True
+        if type(parent) is not cst.AssignTarget:
+            return False
+        value = self.ctx.tree.parent(parent).value  # type: ignore[union-attr]
+        return plainly_python(value) or not self.device_tensor(value, node)
+
     def uploaded_mask(self, node: cst.Subscript) -> cst.Param | None:
         """``[y[y != pad] for y in padded]`` in a helper whose ``padded`` is a parameter: a
         mask index sized by its values when a per-step call passes that parameter a batch just
         copied to the device (the join's ``#uploaded:``); the parameter, else None."""
         ctx = self.ctx
-        if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)) or ctx.tree.enclosing_function(node) is None:
+        if self._filled_in_place(node) or ctx.tree.enclosing_function(node) is None:
             return None  # `x[m] = 0` writes in place
         for element in node.slice:
             test = element.slice.value if isinstance(element.slice, cst.Index) else None
@@ -677,6 +692,8 @@ class HiddenSyncs:
             return self.bool_mask(expr.expression, at, depth + 1, traced)
         if expr_type is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr, cst.BitXor):
             return self.bool_mask(expr.left, at, depth + 1, traced) or self.bool_mask(expr.right, at, depth + 1, traced)
+        if expr_type is cst.BinaryOperation and type(expr.operator) is cst.Multiply:  # `(u > 0) * (l == u)`: a logical and
+            return self.bool_mask(expr.left, at, depth + 1, traced) and self.bool_mask(expr.right, at, depth + 1, traced)
         if expr_type is cst.Call:
             func = expr.func
             if ctx.qname(func) in _BOOL_FUNCTIONS:
