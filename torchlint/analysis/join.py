@@ -213,6 +213,10 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
                 forward = f"{cls.key}.forward"
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL),
                                                       passed=frozenset({"*"}))))  # (its callers are not seen: any argument)
+        for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
+            repeats = (Repeat("layer", via=f"{cls}.forward"),) if per_layer else ()
+            seeds.append((path, function, StepInfo(f"`{cls}.forward()` (patched with `{function}()`)", (), Where.BATCH,
+                                                   per_step=Multiplicity(repeats, MODEL_CALL), passed=frozenset({"*"}))))
     models: Steps = Steps()
     _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
     # The models themselves first (forwards no other reached function calls): a block's findings

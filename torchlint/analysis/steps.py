@@ -36,6 +36,7 @@ from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.positions import plain_code
+from torchlint.analysis.patched import patched_forwards
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
@@ -271,6 +272,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
+            patched=patched_forwards(self.ctx, self.keys),
         )
 
     def _builds_by_name(self) -> bool:

@@ -65,6 +65,41 @@ SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutiv
                              "masked_select_nnz"})  # (torch_sparse: keeps the entries a mask selects)
 
 
+# Library functions that read a device tensor's values into Python inside them: the qualified
+# name -> (the parameter that must be a device tensor: its position and name; a keyword that,
+# given, spares the read; what it reads). flash_attn's `unpad_input` runs `nonzero` and
+# `seqlens.max().item()` on the mask (and transformers' `_get_unpad_data`, its copy); `one_hot`
+# without `num_classes` reads the largest class; `equal`/`allclose` return a Python bool;
+# `pack_padded_sequence` copies its lengths to the host.
+LIBRARY_READS: dict[str, tuple[int, str, str | None, str]] = {
+    "flash_attn.bert_padding.unpad_input": (1, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "flash_attn.bert_padding.unpad_input_for_concatenated_sequences": (1, "attention_mask_in_length", None, "`nonzero` and `.max().item()` of the mask"),
+    "transformers.modeling_flash_attention_utils._get_unpad_data": (0, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "torch.nn.functional.one_hot": (0, "tensor", "num_classes", "the largest class (`max().item()`)"),
+    "torch.equal": (0, "input", None, "a Python bool"),
+    "torch.allclose": (0, "input", None, "a Python bool"),
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths", None, "the lengths, copied to the host"),
+}
+
+
+def library_read(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+    """``unpad_input(q, attention_mask)``: a library call that reads a tensor's values into
+    Python (:data:`LIBRARY_READS`), with the argument read and the words for what it reads;
+    None for any other call, or where the keyword that spares the read is given
+    (``F.one_hot(y, num_classes=10)``) or the argument is not there."""
+    qualified = ctx.qname(call.func)
+    entry = LIBRARY_READS.get(qualified or "")
+    if entry is None:
+        return None
+    position, keyword, spared_by, words = entry
+    if spared_by is not None and (ctx.keyword(call, spared_by) is not None or ctx.has_star_kwargs(call)):
+        return None  # `num_classes=` given (an explicit -1 is rare, taken as given)
+    arg = ctx.keyword(call, keyword) or ctx.argument(call, position)
+    if spared_by is not None and arg is not None and ctx.argument(call, position + 1) is not None:
+        return None  # `one_hot(y, 10)`: the spared keyword given by position
+    return (arg.value, words) if arg is not None and not arg.star else None
+
+
 def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
     """``torch.nonzero(x)`` or ``x.nonzero()``: (op name, the tensor it works on); (None, None)
     for anything but a ``torch.<op>`` function or a method."""
@@ -347,8 +382,15 @@ class HiddenSyncs:
         where = tree.index(at)
         reaching = [(value, node) for value, node in entries if not plainly_python(value) and not tree.is_inside(at, node)
                     and (tree.index(node) < where or any(tree.is_inside(at, loop) for loop in self.ctx.loops.enclosing_loops(node)))]
-        if any(self._host_value(value, node) for value, node in reaching):
-            return False
+        asked: set[tuple[int, str]] = self.__dict__.setdefault("_entries_asked", set())
+        if (id(function), key) in asked:
+            return False  # `s["value"] = s["value"] + END`: the host test asks of the entry again
+        asked.add((id(function), key))
+        try:
+            if any(self._host_value(value, node) for value, node in reaching):
+                return False
+        finally:
+            asked.discard((id(function), key))
         memo: dict[int, bool] = self.__dict__.setdefault("_entry_memo", {})
         for value, node in reaching:
             if id(value) not in memo:
