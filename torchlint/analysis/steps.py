@@ -33,6 +33,7 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
+from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.positions import plain_code
@@ -521,8 +522,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
                 return _object_call(member, "__call__")
             owner = self._instance_class(func.value, at)
-            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
-                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
+            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS \
+                    and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at)):
+                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it;
+                # `mem.append(...)` where `mem = load_memory(...)` or `mem = ReplayMemory(...)`: an object, not a list
                 return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
             if owner is not None and owner[0] == "passed" and type(func.value) is cst.Name \
                     and any(b.kind in ("for", "comp") for b in ctx.bindings.lookup(func.value.value, at)):
@@ -559,6 +562,16 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return self._stored_functions(func.value, at)
             return _object_call(owner, "__call__")
         return None
+
+    def _built_in_branches(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``receiver`` a name each binding of which (two or more, in the branches before ``at``)
+        calls a class or a factory, no container: ``mem = load_memory(path)`` or ``mem =
+        ReplayMemory(args)``, one object of either, not a list of both."""
+        if type(receiver) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.reaching_each(receiver.value, at)
+        return len(bound) > 1 and all(b.kind == "assign" and b.element is None and type(b.value) is cst.Call
+                                      and self.ctx.qname(b.value.func) not in CONTAINERS for b in bound)
 
     def _defines(self, owner: Ref, method: str) -> bool:
         """Does a class of this file among ``owner``'s members define ``method`` (so that a
