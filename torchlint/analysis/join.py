@@ -104,6 +104,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
+        for function, _, _ in summary.patched:
+            if function in steps.models.get(path, {}):
+                steps.get(path, {}).pop(function, None)
     steps.host_params = _host_params(project)
     steps.device_params = _device_params(project)
     steps.constructed = _constructed(project)
@@ -203,9 +207,14 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     file) of a file no step reaches into, what it calls, each with its count per call of the
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
     the model's). A file some step reaches is left out: there the join sees how its code is used;
-    so is test code (a test's model exercises the library on toy inputs)."""
+    so is test code (a test's model exercises the library on toy inputs). A function patched into a
+    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     for path, summary in project.files.items():
+        for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
+            repeats = (Repeat("layer", via=f"{cls}.forward"),) if per_layer else ()
+            seeds.append((path, function, StepInfo(f"`{cls}.forward()` (patched with `{function}()`)", (), Where.BATCH, hook=True,
+                                                   per_step=Multiplicity(repeats, MODEL_CALL), passed=frozenset({"*"}))))  # (the library calls it)
         if steps.get(path):
             continue
         for cls in summary.classes:
@@ -213,10 +222,6 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
                 forward = f"{cls.key}.forward"
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL),
                                                       passed=frozenset({"*"}))))  # (its callers are not seen: any argument)
-        for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
-            repeats = (Repeat("layer", via=f"{cls}.forward"),) if per_layer else ()
-            seeds.append((path, function, StepInfo(f"`{cls}.forward()` (patched with `{function}()`)", (), Where.BATCH,
-                                                   per_step=Multiplicity(repeats, MODEL_CALL), passed=frozenset({"*"}))))
     models: Steps = Steps()
     _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
     # The models themselves first (forwards no other reached function calls): a block's findings
