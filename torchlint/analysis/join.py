@@ -104,6 +104,10 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
+        for function, _, _ in summary.patched:
+            if function in steps.models.get(path, {}):
+                steps.get(path, {}).pop(function, None)
     steps.host_params = _host_params(project)
     steps.device_params = _device_params(project)
     steps.constructed = _constructed(project)
@@ -240,9 +244,14 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     file) of a file no step reaches into, what it calls, each with its count per call of the
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
     the model's). A file some step reaches is left out: there the join sees how its code is used;
-    so is test code (a test's model exercises the library on toy inputs)."""
+    so is test code (a test's model exercises the library on toy inputs). A function patched into a
+    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     for path, summary in project.files.items():
+        for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
+            repeats = (Repeat("layer", via=f"{cls}.forward"),) if per_layer else ()
+            seeds.append((path, function, StepInfo(f"`{cls}.forward()` (patched with `{function}()`)", (), Where.BATCH, hook=True,
+                                                   per_step=Multiplicity(repeats, MODEL_CALL), passed=frozenset({"*"}))))  # (the library calls it)
         if steps.get(path):
             continue
         for cls in summary.classes:
@@ -311,7 +320,9 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     """The parameters every call of their function in the project passes a tensor on the device
     (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
     picks the sampler): what the function reads of them into Python waits for the device. A call
-    that leaves one out, or passes it through ``*args``, passes no device tensor there. An argument
+    that passes one through ``*args`` passes no device tensor there; one that leaves it out (or
+    passes None) passes nothing to read (``HiddenSyncs.device_parameters`` asks only of parameters
+    without a default or defaulting to None): the others decide, one of them at least. An argument
     on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
     self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
     parameters are found: the least fixed point, from the model's input down the helpers."""
@@ -325,7 +336,10 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
             for callee in project.callees(call.target, path):
                 names = project.parameters(call, callee)
                 device = _passed_on_device(call, names)
+                left_out = project.omitted(call, callee) - device.keys()
                 for name in names:
+                    if name in left_out:
+                        continue  # `model(idx)` for `forward(idx, input_pos=None)`: no tensor passed, none read
                     passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
                         (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
     found: set[tuple[str, str]] = set()

@@ -320,7 +320,10 @@ class ObjectRefs(MemberRefs, AliasRefs):
     def _binding_class(self, expr: cst.Name, binding: Binding) -> Ref | None:
         """The class of what ``binding`` binds ``expr`` to."""
         if binding.kind == "param":
-            return self._annotated(binding.node.annotation, binding.node)
+            annotated = self._annotated(binding.node.annotation, binding.node)
+            param = self._parameter(expr, binding.node) if annotated is not None and annotated[0] != "each" else None
+            # `def generate(model: LLaMA, ...)`: the class named, or a subclass its callers pass (lit-llama's adapter `LLaMA`)
+            return either((annotated, ("passed", *param))) if param is not None else annotated
         if binding.kind in ("for", "comp"):
             iterable = self._zipped(binding.value, binding.node)
             source = iterated_item(iterable, binding.element)

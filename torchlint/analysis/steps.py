@@ -33,9 +33,11 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
+from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.positions import plain_code
+from torchlint.analysis.patched import patched_forwards
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, LoopSummary, Ref
 from torchlint.findings import Location
@@ -221,9 +223,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return {"devices": devices, "devices_if": devices_if}
 
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
-        """Arguments that are the calling function's own parameters, never rebound there
-        (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``): an upload its caller made
-        reaches the callee too."""
+        """Arguments that are the calling function's own parameters, not rebound before the
+        call (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``; ``h, cache =
+        self.attn(x, cache)`` rebinds it after): an upload its caller made reaches the callee too."""
         found: list[tuple[int | str, str]] = []
         bindings = self.ctx.bindings
         for position, arg in enumerate(call.args):
@@ -233,9 +235,16 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if type(value) is not cst.Name:
                 continue
             bound = bindings.lookup(value.value, call)
-            if len(bound) == 1 and bound[0].kind == "param":
+            if sum(b.kind == "param" for b in bound) == 1 and all(b.kind == "param" or self._bound_after(b.node, call) for b in bound):
                 found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
         return tuple(found)
+
+    def _bound_after(self, binding: cst.CSTNode, call: cst.Call) -> bool:
+        """Is ``binding`` made after ``call`` in source order, outside any loop around the call
+        (where a later iteration would pass what it bound)?"""
+        tree = self.ctx.tree
+        after = tree.index(binding) > tree.index(call) or tree.is_inside(call, binding)  # (`h, cache = ...` holds the call)
+        return after and not any(tree.is_inside(binding, loop) for loop in self.ctx.loops.enclosing_loops(call))
 
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:
@@ -264,6 +273,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
+            patched=patched_forwards(self.ctx, self.keys),
         )
 
     def _builds_by_name(self) -> bool:
@@ -528,8 +538,10 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
                 return _object_call(member, "__call__")
             owner = self._instance_class(func.value, at)
-            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS and self._defines(owner, func.attr.value):
-                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it
+            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS \
+                    and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at)):
+                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it;
+                # `mem.append(...)` where `mem = load_memory(...)` or `mem = ReplayMemory(...)`: an object, not a list
                 return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
             if owner is not None and owner[0] == "passed" and type(func.value) is cst.Name \
                     and any(b.kind in ("for", "comp") for b in ctx.bindings.lookup(func.value.value, at)):
@@ -566,6 +578,16 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 return self._stored_functions(func.value, at)
             return _object_call(owner, "__call__")
         return None
+
+    def _built_in_branches(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``receiver`` a name each binding of which (two or more, in the branches before ``at``)
+        calls a class or a factory, no container: ``mem = load_memory(path)`` or ``mem =
+        ReplayMemory(args)``, one object of either, not a list of both."""
+        if type(receiver) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.reaching_each(receiver.value, at)
+        return len(bound) > 1 and all(b.kind == "assign" and b.element is None and type(b.value) is cst.Call
+                                      and self.ctx.qname(b.value.func) not in CONTAINERS for b in bound)
 
     def _defines(self, owner: Ref, method: str) -> bool:
         """Does a class of this file among ``owner``'s members define ``method`` (so that a

@@ -137,3 +137,5 @@ class FileSummary:
     # decorator registers (`@MODELS.register_module()`), built by name
     by_name: bool = False
     registered: tuple[str, ...] = ()
+    # `LlamaAttention.forward = forward`: (function key, the library's class, once per layer) (analysis/patched.py)
+    patched: tuple[tuple[str, str, bool], ...] = ()

@@ -65,6 +65,41 @@ SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutiv
                              "masked_select_nnz"})  # (torch_sparse: keeps the entries a mask selects)
 
 
+# Library functions that read a device tensor's values into Python inside them: the qualified
+# name -> (the parameter that must be a device tensor: its position and name; a keyword that,
+# given, spares the read; what it reads). flash_attn's `unpad_input` runs `nonzero` and
+# `seqlens.max().item()` on the mask (and transformers' `_get_unpad_data`, its copy); `one_hot`
+# without `num_classes` reads the largest class; `equal`/`allclose` return a Python bool;
+# `pack_padded_sequence` copies its lengths to the host.
+LIBRARY_READS: dict[str, tuple[int, str, str | None, str]] = {
+    "flash_attn.bert_padding.unpad_input": (1, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "flash_attn.bert_padding.unpad_input_for_concatenated_sequences": (1, "attention_mask_in_length", None, "`nonzero` and `.max().item()` of the mask"),
+    "transformers.modeling_flash_attention_utils._get_unpad_data": (0, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "torch.nn.functional.one_hot": (0, "tensor", "num_classes", "the largest class (`max().item()`)"),
+    "torch.equal": (0, "input", None, "a Python bool"),
+    "torch.allclose": (0, "input", None, "a Python bool"),
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths", None, "the lengths, copied to the host"),
+}
+
+
+def library_read(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+    """``unpad_input(q, attention_mask)``: a library call that reads a tensor's values into
+    Python (:data:`LIBRARY_READS`), with the argument read and the words for what it reads;
+    None for any other call, or where the keyword that spares the read is given
+    (``F.one_hot(y, num_classes=10)``) or the argument is not there."""
+    qualified = ctx.qname(call.func)
+    entry = LIBRARY_READS.get(qualified or "")
+    if entry is None:
+        return None
+    position, keyword, spared_by, words = entry
+    if spared_by is not None and (ctx.keyword(call, spared_by) is not None or ctx.has_star_kwargs(call)):
+        return None  # `num_classes=` given (an explicit -1 is rare, taken as given)
+    arg = ctx.keyword(call, keyword) or ctx.argument(call, position)
+    if spared_by is not None and arg is not None and ctx.argument(call, position + 1) is not None:
+        return None  # `one_hot(y, 10)`: the spared keyword given by position
+    return (arg.value, words) if arg is not None and not arg.star else None
+
+
 def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
     """``torch.nonzero(x)`` or ``x.nonzero()``: (op name, the tensor it works on); (None, None)
     for anything but a ``torch.<op>`` function or a method."""
@@ -347,8 +382,15 @@ class HiddenSyncs:
         where = tree.index(at)
         reaching = [(value, node) for value, node in entries if not plainly_python(value) and not tree.is_inside(at, node)
                     and (tree.index(node) < where or any(tree.is_inside(at, loop) for loop in self.ctx.loops.enclosing_loops(node)))]
-        if any(self._host_value(value, node) for value, node in reaching):
-            return False
+        asked: set[tuple[int, str]] = self.__dict__.setdefault("_entries_asked", set())
+        if (id(function), key) in asked:
+            return False  # `s["value"] = s["value"] + END`: the host test asks of the entry again
+        asked.add((id(function), key))
+        try:
+            if any(self._host_value(value, node) for value, node in reaching):
+                return False
+        finally:
+            asked.discard((id(function), key))
         memo: dict[int, bool] = self.__dict__.setdefault("_entry_memo", {})
         for value, node in reaching:
             if id(value) not in memo:
@@ -456,17 +498,18 @@ class HiddenSyncs:
         return not ctx.guards.rare(statement, stop=loop) and self.reads_truth(test, test)
 
     def device_parameters(self, node: cst.CSTNode, holds: Callable[[], bool]) -> tuple[str, ...]:
-        """The parameters of ``node``'s function, of no kind known here (no annotation, no
-        literal default), that make ``holds()`` true when taken for device tensors: a sampler's
-        ``sigmas[i] == 0`` where ``sigmas`` is what its callers pass (``get_sigmas_karras(...,
-        device=device)``). The join keeps such a finding where every call passes a device tensor
-        there (``Steps.device_params``); () when none does, or ``holds()`` is true as it is."""
+        """The parameters of ``node``'s function, of no kind known here (no annotation but a
+        tensor's, no default but None), that make ``holds()`` true when taken for device tensors:
+        a sampler's ``sigmas[i] == 0`` where ``sigmas`` is what its callers pass
+        (``get_sigmas_karras(..., device=device)``), an attention's ``if input_pos[-1] >= n:`` with
+        ``input_pos: Optional[torch.Tensor] = None``. The join keeps such a finding where every call
+        that passes the parameter passes a device tensor there (``Steps.device_params``); () when
+        none does, or ``holds()`` is true as it is."""
         function = self.ctx.tree.enclosing_function(node)
         if function is None:
             return ()
         params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
-        open_params = {name for name, p in params.items() if name not in ("self", "cls") and p.annotation is None
-                       and (p.default is None or not plainly_python(p.default) and not _is_literal_name(p.default))}
+        open_params = {name for name, p in params.items() if name not in ("self", "cls") and _may_be_passed_a_tensor(p)}
         if not open_params:
             return ()  # (checked before the names `node` reads are followed: typed code, `forward(self)`, has none)
         candidates = tuple(dict.fromkeys(name for name in self._names_behind(node, function) if name in open_params))
@@ -509,10 +552,13 @@ class HiddenSyncs:
     def sized_by_values(self, node: cst.Call | cst.Subscript) -> bool:
         """``x[mask]``, ``nonzero()``, ``unique()``, ``masked_select()``, ``torch.where(c)``,
         ``repeat_interleave(t)`` on a device tensor where it may run every step: a tensor
-        whose size the host must learn from the device. A mask write (``x[m] = 0``) makes none."""
+        whose size the host must learn from the device. A mask write of a Python value
+        (``x[m] = 0``: ``masked_fill_``) makes none; an update through a mask (``l[m] -= 1``:
+        read, then written back) or a write of a device tensor (``x[m] = y``: ``index_put_``
+        with the mask's ``nonzero``) does."""
         ctx = self.ctx
         if type(node) is cst.Subscript:
-            if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)):
+            if self._filled_in_place(node):
                 return False  # `x[mask] = 0` writes in place: no new tensor of unknown size
             masks = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
             mask = next((m for m in masks if self.bool_mask(m, node)), None)
@@ -529,12 +575,24 @@ class HiddenSyncs:
             subject = self._repeats(node, function) or subject
         return self.in_step(node) and self.device_tensor(subject, node)
 
+    def _filled_in_place(self, node: cst.Subscript) -> bool:
+        """``x[m] = 0.0``, ``del d[k]``: a write that learns no size (torch fills through a mask
+        where the value is one number on the host). ``l[m] -= 1`` reads ``l[m]`` first; ``x[m] =
+        y`` of a device tensor indexes through the mask's positions."""
+        parent = self.ctx.tree.parent(node)
+        if type(parent) is cst.Del:
+            return True
+        if type(parent) is not cst.AssignTarget:
+            return False
+        value = self.ctx.tree.parent(parent).value  # type: ignore[union-attr]
+        return plainly_python(value) or not self.device_tensor(value, node)
+
     def uploaded_mask(self, node: cst.Subscript) -> cst.Param | None:
         """``[y[y != pad] for y in padded]`` in a helper whose ``padded`` is a parameter: a
         mask index sized by its values when a per-step call passes that parameter a batch just
         copied to the device (the join's ``#uploaded:``); the parameter, else None."""
         ctx = self.ctx
-        if isinstance(ctx.tree.parent(node), (cst.AssignTarget, cst.AugAssign, cst.Del)) or ctx.tree.enclosing_function(node) is None:
+        if self._filled_in_place(node) or ctx.tree.enclosing_function(node) is None:
             return None  # `x[m] = 0` writes in place
         for element in node.slice:
             test = element.slice.value if isinstance(element.slice, cst.Index) else None
@@ -677,6 +735,8 @@ class HiddenSyncs:
             return self.bool_mask(expr.expression, at, depth + 1, traced)
         if expr_type is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr, cst.BitXor):
             return self.bool_mask(expr.left, at, depth + 1, traced) or self.bool_mask(expr.right, at, depth + 1, traced)
+        if expr_type is cst.BinaryOperation and type(expr.operator) is cst.Multiply:  # `(u > 0) * (l == u)`: a logical and
+            return self.bool_mask(expr.left, at, depth + 1, traced) and self.bool_mask(expr.right, at, depth + 1, traced)
         if expr_type is cst.Call:
             func = expr.func
             if ctx.qname(func) in _BOOL_FUNCTIONS:
@@ -701,10 +761,34 @@ class HiddenSyncs:
         return False
 
 
-def _is_literal_name(value: cst.BaseExpression) -> bool:
-    """``True``, ``False``, ``float("inf")``: a default no tensor is."""
-    return type(value) is cst.Name and value.value in ("True", "False") or type(value) is cst.Call and type(value.func) is cst.Name \
-        and value.func.value in ("float", "int", "bool", "str")
+def _may_be_passed_a_tensor(param: cst.Param) -> bool:
+    """``sigmas``, ``input_pos: Optional[torch.Tensor] = None``: a parameter whose callers decide
+    what it holds, a tensor maybe. A default other than None holds when a call leaves it out
+    (``scale=1.0``, ``levels=DEFAULT_LEVELS``), and the join takes a call that leaves the
+    parameter out for one that passes no tensor: only None says "nothing passed"."""
+    default = param.default
+    if default is not None and not (type(default) is cst.Name and default.value == "None"):
+        return False
+    return param.annotation is None or _tensor_annotation(param.annotation.annotation)
+
+
+def _tensor_annotation(annotation: cst.BaseExpression) -> bool:
+    """``torch.Tensor``, ``Tensor``, ``Optional[torch.LongTensor]``, ``Tensor | None``,
+    ``"torch.Tensor"``: an annotation that names a tensor (or None) and nothing else."""
+    if type(annotation) is cst.SimpleString:  # a forward reference: `"torch.Tensor"`
+        try:
+            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
+        except (cst.ParserSyntaxError, TypeError):
+            return False
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:  # `Tensor | None`
+        sides = [annotation.left, annotation.right]
+        return all(_tensor_annotation(side) or type(side) is cst.Name and side.value == "None" for side in sides) \
+            and any(_tensor_annotation(side) for side in sides)
+    if type(annotation) is cst.Subscript and dotted(annotation.value) in ("Optional", "typing.Optional") and len(annotation.slice) == 1 \
+            and type(annotation.slice[0].slice) is cst.Index:
+        return _tensor_annotation(annotation.slice[0].slice.value)
+    name = dotted(annotation)
+    return name is not None and name.rsplit(".", 1)[-1].endswith("Tensor")
 
 
 def _string_key(subscript: cst.Subscript) -> str | None:

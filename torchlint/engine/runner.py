@@ -130,7 +130,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.node, report.itself), report.repeated,
-                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=_opt_in(ctx, report.node),
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
@@ -139,6 +139,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _opt_in(ctx: FileContext, node: cst.CSTNode) -> str:
+    """The parameter that must be passed for a conditional finding to run (``Guards.opt_in``):
+    the join sees every call, so ``if kv_cache is not None:`` counts too, as it does for a call
+    (``CallSite.opt_in``): a training step leaving ``kv_cache`` out never runs the cache's code."""
+    return ctx.guards.opt_in(node) or ctx.guards.opt_in(node, optional=True, required=True) or ""
 
 
 def _device_params(ctx: FileContext, report: Report) -> tuple[str, ...]:

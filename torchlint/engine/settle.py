@@ -244,8 +244,10 @@ def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], mode
     for condition in file_result.conditional:
         info = models.get(condition.key)
         if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
-                or not condition.cost or condition.needs_tensor or condition.rare or condition.optional:
-            continue  # (behind a parameter off by default, `if debug_percentile is not None:`: whoever calls the model is not seen to pass it)
+                or not condition.cost or condition.needs_tensor or condition.rare or condition.optional and not info.hook:
+            # (behind a parameter off by default, `if debug_percentile is not None:`: whoever calls the model is not seen
+            # to pass it; a forward patched into a library's module is passed what that library's model passes: a mask)
+            continue
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it

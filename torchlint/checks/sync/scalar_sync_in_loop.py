@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.syncs import library_read, plainly_python
 from torchlint.checks.base import Check
 
 _SCALAR_READS = {"item", "tolist"}
@@ -28,14 +29,18 @@ class ScalarSyncInLoop(Check):
         ctx = self.ctx
         self._repeated_sync(node, node, _SIZE_HINT)
         method = ctx.method_name(node)
-        if method not in _SCALAR_READS or node.args:
+        library = library_read(ctx, node) if method not in _SCALAR_READS else None
+        if library is None and (method not in _SCALAR_READS or node.args):
             return
         loop = ctx.loops.hot_loop(node)
         if loop is None or ctx.devices.host_only(node):
             return  # not per step, or a file whose tensors never leave the host
         if ctx.guards.rare(node, stop=loop):
             return  # logging every N steps is fine
-        receiver = node.func.value  # type: ignore[attr-defined]
+        # `unpad_input(q, mask)`: the library reads the mask as `.item()` would
+        receiver = library[0] if library is not None else node.func.value  # type: ignore[attr-defined]
+        if library is not None and plainly_python(receiver):
+            return  # `pack_padded_sequence(x, [3, 2])`: no tensor read
         if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
             return  # not a tensor: no device to wait for
         if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
@@ -44,6 +49,9 @@ class ScalarSyncInLoop(Check):
             return  # built on the host (`torch.randint(0, n, (1,))`) or moved there already
         if feeds_environment(ctx, node):
             return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
+        if library is not None:
+            self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
+            return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "")
 
@@ -96,6 +104,8 @@ class ScalarSyncInLoop(Check):
                     if_device=device_params)
 
 
+_LIBRARY_HINT = ("The call reads {reads} on the host: compute it once per step and pass it on (the unpadding "
+                 "indices and lengths of one mask serve every layer), or give the size it would read")
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "
               "or drop the check (`assert not x.isnan().any()`) outside debugging")
 _SIZE_HINT = ("Sort or group once per step and slice by counts read once, or keep shapes static "
