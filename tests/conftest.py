@@ -1,4 +1,4 @@
-"""Shared test helpers: fixture discovery and the `# expect:` markers."""
+"""Shared test helpers: fixture discovery, the `# expect:` markers, and the child runs made ahead."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,14 +258,6 @@ def runs_ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     runs.start(_ahead_keys(request.session.items))
     yield runs
     runs.close()
-
-
-@contextmanager
-def no_run_beside(runs: RunsAhead) -> Iterator[None]:
-    """Nothing made ahead runs in the background while this block does (a fixture that is
-    not an ``ahead`` one but weighs time)."""
-    with runs._lock:
-        yield
 
 
 MLP_STEPS = 8

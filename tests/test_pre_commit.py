@@ -6,7 +6,6 @@ PRE_COMMIT_HOME, where the test checks that no torch was installed."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
