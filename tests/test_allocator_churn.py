@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import ahead, child_env
 from torchlint.correlate import correlate
 from torchlint.correlate.allocator import CHURN_SHARE_THRESHOLD, churn_reason, refaulted
 from torchlint.estimate import analyse
@@ -40,7 +40,7 @@ def _profile(cwd: Path, out: str, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.fixture(scope="module")
+@ahead(quiet=True)  # TLR09 weighs page faults against the script's time
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     pytest.importorskip("torch")
     if not GLIBC:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, child_env
+from conftest import FIXTURES, ahead, child_env
 from torchlint.config import from_table
 from torchlint.correlate.patterns import anomaly_findings
 from torchlint.engine import lint_source
@@ -34,15 +34,21 @@ def test_the_static_rule_flags_the_line_the_run_reports():
     assert [(f.code, f.line) for f in findings] == [("TL306", _line("set_detect_anomaly(True)"))]
 
 
-def test_profiled_run_counts_backward_passes_with_anomaly_on(tmp_path):
+@ahead()
+def anomaly_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
     pytest.importorskip("torch")
-    shutil.copy(SCRIPT, tmp_path / SCRIPT.name)
-    proc = subprocess.run(
+    cwd = tmp_path_factory.mktemp("anomaly")
+    shutil.copy(SCRIPT, cwd / SCRIPT.name)
+    return subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--output-format", "json", "--out", "run",
          "--wait", "0", "--warmup", "1", "--active", "2", SCRIPT.name, "--steps", str(STEPS),
          "--anomaly-steps", str(ANOMALY_STEPS)],
-        cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300,
+        cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300,
     )
+
+
+def test_profiled_run_counts_backward_passes_with_anomaly_on(anomaly_run):
+    proc = anomaly_run
     assert proc.returncode == 0, proc.stderr
     found = [f for f in json.loads(proc.stdout)["runtime_findings"] if f["code"] == "TLR17"]
     assert len(found) == 1

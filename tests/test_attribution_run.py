@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ahead, run_cli
 from test_profile_run import SCRIPTS, Run, profile
 
 from torchlint.estimate import analyse
@@ -32,7 +32,7 @@ def _line(needle: str) -> int:
     return next(i for i, t in enumerate(lines, 1) if needle in t)
 
 
-@pytest.fixture(scope="module")
+@ahead()
 def run(tmp_path_factory) -> Run:
     pytest.importorskip("torch")
     cwd = tmp_path_factory.mktemp("attribution")

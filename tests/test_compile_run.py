@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, child_env
+from conftest import FIXTURES, ahead, child_env
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ REPORT_LINE = _line("def report(h):")
 CALL_LINE = _line("loss = compiled(x, scale)")
 
 
-@pytest.fixture(scope="module")
+@ahead()
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = tmp_path_factory.mktemp("compiled")
     shutil.copy(SCRIPT, cwd / SCRIPT.name)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, child_env
+from conftest import FIXTURES, ahead, child_env
 from torchlint.correlate.ddpsync import accumulation_finding
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ QUIET_BACKWARD = next(n for n, t in enumerate(SOURCE, 1) if "quiet.backward()" i
 QUIET_CALL = next(n for n, t in enumerate(SOURCE, 1) if "quiet = loss_fn(synced_once(x), y)" in t)
 
 
-@pytest.fixture(scope="module")
+@ahead()
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = tmp_path_factory.mktemp("ddp-accumulate")
     shutil.copy(SCRIPT, cwd / SCRIPT.name)

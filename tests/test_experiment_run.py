@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import ahead, child_env
 from torchlint.savings import NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, SLOWER
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,7 @@ print("done", len(history))
 '''
 
 
-@pytest.fixture(scope="module")
+@ahead(quiet=True)  # the verdicts weigh the windows' times
 def experiment_run(tmp_path_factory):
     pytest.importorskip("torch")
     cwd = tmp_path_factory.mktemp("exp")

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+from conftest import ahead
 from test_profile_run import profile_together
 
 from torchlint.correlate import fmt_interval
@@ -165,13 +166,20 @@ def test_experiment_json_is_listed_and_its_account_reported(both, tmp_path):
     assert "What the experiment could see" in html and 'href="experiment.json"' in html
 
 
-def test_torchlints_options_after_the_script_get_a_hint_when_the_run_fails(tmp_path):
+@ahead()
+def option_runs(tmp_path_factory):
+    """A script given torchlint's --no-browser after its name, and the same option before it."""
+    cwd = tmp_path_factory.mktemp("options")
     for name in ("after", "before"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "train.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
+        (cwd / name).mkdir()
+        (cwd / name / "train.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
     # the two runs at once: neither times anything, and each is mostly the child's start-up
-    run, ok = profile_together((tmp_path / "after", ("--out", "run", "train.py", "--no-browser")),
-                               (tmp_path / "before", ("--no-browser", "--out", "ok", "train.py")), timeout=120)
+    return profile_together((cwd / "after", ("--out", "run", "train.py", "--no-browser")),
+                            (cwd / "before", ("--no-browser", "--out", "ok", "train.py")), timeout=120)
+
+
+def test_torchlints_options_after_the_script_get_a_hint_when_the_run_fails(option_runs):
+    run, ok = option_runs
     assert run.rc == 2  # argparse rejected the option the script was given
     assert "--no-browser came after the script" in run.stdout
     assert "torchlint profile --no-browser train.py" in run.stdout

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_check
+from conftest import ROOT, ahead, run_check
 from torchlint.engine import fixes
 
 BEFORE = "import torch\nx = torch.zeros(3).cuda()\n"  # TL110, a safe fix
@@ -378,9 +378,13 @@ def _wait_for(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def
     return condition()
 
 
-def test_forked_children_never_write_the_run_files_nor_outlive_the_run(tmp_path: Path) -> None:
+@ahead()
+def forking_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict[str, tuple[int, bytes]]]:
+    """`profile` of forks_children.py: (its exit status, its cwd, the run directory's files
+    as its parent left them)."""
     from conftest import child_env
 
+    tmp_path = tmp_path_factory.mktemp("forks")
     script = ROOT / "fixtures" / "scripts" / "forks_children.py"
     shutil.copy(script, tmp_path / script.name)
     work = tmp_path / "work"
@@ -400,9 +404,14 @@ def test_forked_children_never_write_the_run_files_nor_outlive_the_run(tmp_path:
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
+    return code, tmp_path, _state(tmp_path / "run")
+
+
+def test_forked_children_never_write_the_run_files_nor_outlive_the_run(forking_run: tuple[int, Path, dict[str, tuple[int, bytes]]]) -> None:
+    code, tmp_path, after_report = forking_run
+    run_dir, work = tmp_path / "run", tmp_path / "work"
     stderr = (tmp_path / "err.txt").read_text()
     assert code == 0, stderr[-3000:]
-    after_report = _state(run_dir)
     session = json.loads((run_dir / "session.json").read_text())
     assert session["meta"]["exit_status"] == 0 and session["meta"]["stop_reason"] == "completed"
     # The early children: each exits with its own status, writes nothing into the run

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import ahead, child_env, run_cli
 from torchlint.profiler import snakeviz
 from torchlint.profiler.run import CLAIM, RUN_MARKER, RunDirError, make_run_dir, release_run_dir
 
@@ -72,11 +72,6 @@ def _report(cwd: Path) -> dict:
     return json.loads((cwd / "run" / "report.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def torch_available() -> None:
-    pytest.importorskip("torch")
-
-
 # name -> (signal, sent to the whole process group, parent started with SIGINT ignored)
 STOPS = {
     "sigterm-process-group": (signal.SIGTERM, True, False),
@@ -96,11 +91,12 @@ def _stop_at_step_3(cwd: Path, how: int, to_group: bool, ignore_sigint: bool) ->
     return {"cwd": cwd, "returncode": proc.returncode, "out": out, "err": err, "ended": ended}
 
 
-@pytest.fixture(scope="module")
-def stopped(tmp_path_factory: pytest.TempPathFactory, torch_available) -> dict[str, dict]:
+@ahead()
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each stop of STOPS sent to its own run at step 3, two runs at a time (CI has two cores;
     five at once failed once there: a SIGTERM'd run ended with a MemoryError while five torch
     runs shared them): name -> what happened."""
+    pytest.importorskip("torch")
     cwds = {name: tmp_path_factory.mktemp(name) for name in STOPS}
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = pool.map(lambda name: _stop_at_step_3(cwds[name], *STOPS[name]), STOPS)
@@ -177,12 +173,10 @@ def test_overwrite_out_dot_in_a_project_deletes_nothing(tmp_path: Path) -> None:
     (project / "session.json").write_text("{}")
     (project / "profile.prof").write_text("")
     before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--overwrite", "--out", ".", "train.py"],
-        cwd=project, env=_env(), capture_output=True, text=True, timeout=60,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert "not made by torchlint" in proc.stderr and "Traceback" not in proc.stderr
+    # refused before any child starts: in this process (a traceback would raise here)
+    rc, _out, err = run_cli(project, "profile", "--no-browser", "--overwrite", "--out", ".", "train.py")
+    assert rc == 2, err
+    assert "not made by torchlint" in err and "Traceback" not in err
     assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
 
 
@@ -219,13 +213,11 @@ def test_two_runs_never_share_a_directory(tmp_path: Path) -> None:
 def test_the_cli_refuses_a_non_empty_out(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "report.json").write_text("{}")
-    (tmp_path / "s.py").write_text("print('hi')\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "s.py"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
-    )
-    assert proc.returncode == 2 and "is not empty" in proc.stderr and "--overwrite" in proc.stderr
-    assert "hi" not in proc.stdout  # nothing ran
+    (tmp_path / "s.py").write_text("open('ran', 'w').close()\n")
+    rc, out, err = run_cli(tmp_path, "profile", "--no-browser", "--out", "run", "s.py")  # refused before any child starts
+    assert rc == 2 and "is not empty" in err and "--overwrite" in err
+    assert not (tmp_path / "ran").exists()  # nothing ran
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["report.json"]
 
 
 # -- snakeviz -------------------------------------------------------------------------
@@ -310,15 +302,18 @@ print("main done", flush=True)
 '''
 
 
-def test_one_sigterm_ends_a_script_that_waits_for_its_threads(tmp_path: Path, torch_available) -> None:
-    """Plain python ends on one SIGTERM while it waits for a non-daemon thread; under
-    `profile` it took three (the child ignored it once its profile was written)."""
+@ahead()
+def lingering_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.Popen[str], bool, Path]:
+    """LINGERING under `profile`, sent one SIGTERM once its profile is written: (its first
+    line, the process, whether its group ended, its cwd)."""
+    pytest.importorskip("torch")
+    tmp_path = tmp_path_factory.mktemp("lingering")
     (tmp_path / "lingering.py").write_text(LINGERING)
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "lingering.py"],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
-    assert "main done" in proc.stdout.readline()  # type: ignore[union-attr]
+    first = proc.stdout.readline()  # type: ignore[union-attr]
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "session.json").exists() and time.monotonic() < deadline:
         time.sleep(0.05)  # the child has written its profile and now waits for the thread
@@ -329,8 +324,16 @@ def test_one_sigterm_ends_a_script_that_waits_for_its_threads(tmp_path: Path, to
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    return first, proc, _group_ends(proc.pid, timeout=10), tmp_path
+
+
+def test_one_sigterm_ends_a_script_that_waits_for_its_threads(lingering_run: tuple[str, subprocess.Popen[str], bool, Path]) -> None:
+    """Plain python ends on one SIGTERM while it waits for a non-daemon thread; under
+    `profile` it took three (the child ignored it once its profile was written)."""
+    first, proc, ended, tmp_path = lingering_run
+    assert "main done" in first
     assert proc.returncode == 128 + signal.SIGTERM
-    assert _group_ends(proc.pid, timeout=10)
+    assert ended
     assert _report(tmp_path)["run"]["steps"] == 3
 
 
@@ -382,10 +385,11 @@ def _stop_in_the_experiment(cwd: Path, how: int) -> dict:
     return {"seen": seen, "returncode": proc.returncode, "out": out, "err": err, "left": _processes_in(cwd)}
 
 
-@pytest.fixture(scope="module")
-def experiment_stops(tmp_path_factory: pytest.TempPathFactory, torch_available) -> dict[str, tuple[Path, dict]]:
+@ahead()
+def experiment_stops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
     """Each stop of EXPERIMENT_STOPS in its own run, the three at once (each is mostly torch
     start-ups in separate processes, and CI has two cores): name -> (cwd, what happened)."""
+    pytest.importorskip("torch")
     if not Path("/proc").is_dir():
         pytest.skip("reads processes from /proc")
     cwds = {name: tmp_path_factory.mktemp(f"experiment-{name}") for name in EXPERIMENT_STOPS}

@@ -6,7 +6,6 @@ PRE_COMMIT_HOME, where the test checks that no torch was installed."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, ahead, session_env
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +22,11 @@ BAD = "import torch\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.ba
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 
 
-@pytest.fixture(scope="module")
-def pre_commit_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def _pre_commit_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     home = tmp_path_factory.mktemp("pre-commit-home")
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env = dict(session_env(), PRE_COMMIT_HOME=str(home), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
     env.pop("PYTHONPATH", None)
     return env
 
@@ -48,12 +46,15 @@ def _try_repo(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_env: dict[str, str]) -> None:
-    # A clean file passes (the hook installed from HEAD: a second try-repo would build a
-    # second environment, tens of seconds, to show the same), and the hook's environment
-    # has torchlint but no torch. The two installs (try-repo's in a store of its own, a
-    # temporary directory; HEAD's in PRE_COMMIT_HOME) are independent and mostly wait on
-    # pip: they run at once.
+@ahead()
+def hook_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """(the environment, with its PRE_COMMIT_HOME; try-repo on a bad file; `pre-commit run` on
+    a clean one). A clean file passes (the hook installed from HEAD: a second try-repo would
+    build a second environment, tens of seconds, to show the same). The two installs
+    (try-repo's in a store of its own, a temporary directory; HEAD's in PRE_COMMIT_HOME) are
+    independent and mostly wait on pip: they run at once, and ahead of the tests."""
+    pre_commit_env = _pre_commit_env(tmp_path_factory)
+    tmp_path = tmp_path_factory.mktemp("hooks")
     bad_repo = _repo(tmp_path / "bad", BAD, pre_commit_env)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     repo = _repo(tmp_path / "installed", CLEAN, pre_commit_env)
@@ -64,7 +65,18 @@ def test_hook_fails_on_bad_file_and_passes_on_clean(tmp_path: Path, pre_commit_e
             subprocess.run, [sys.executable, "-m", "pre_commit", "run", "--files", "train.py"],
             cwd=repo, env=pre_commit_env, capture_output=True, text=True, timeout=900,
         )
-        bad, run = tried.result(), ran.result()
+        return pre_commit_env, tried.result(), ran.result()
+
+
+@pytest.fixture(scope="module")
+def pre_commit_env(hook_runs) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The environment whose PRE_COMMIT_HOME holds the hook installed from HEAD."""
+    return hook_runs[0]
+
+
+def test_hook_fails_on_bad_file_and_passes_on_clean(hook_runs) -> None:  # type: ignore[no-untyped-def]
+    # the hook's environment has torchlint but no torch
+    pre_commit_env, bad, run = hook_runs
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "train.py:5:11: TL101" in bad.stdout
     assert run.returncode == 0, run.stdout + run.stderr

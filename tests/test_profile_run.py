@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MLP_STEPS, child_env
+from conftest import MLP_STEPS, ahead, child_env, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "fixtures" / "scripts"
@@ -45,12 +45,14 @@ class Run:
 _env = child_env
 
 
-def profile(cwd: Path, *args: str, timeout: float = 180, profile_imports: bool = False) -> Run:
-    """Run `torchlint profile ARGS` in ``cwd`` as a user would (``profile_imports``: child_env's)."""
+def profile(cwd: Path, *args: str, timeout: float = 180, profile_imports: bool = False,
+            env: dict[str, str] | None = None) -> Run:
+    """Run `torchlint profile ARGS` in ``cwd`` as a user would (``profile_imports``: child_env's;
+    ``env``: variables set besides)."""
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "profile", *args],
         cwd=cwd,
-        env=_env(profile_imports),
+        env={**_env(profile_imports), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -65,9 +67,10 @@ def profile(cwd: Path, *args: str, timeout: float = 180, profile_imports: bool =
 
 
 def profile_together(*runs: tuple[Path, tuple[str, ...]], timeout: float = 180) -> list[Run]:
-    """Several independent `profile` runs at once, as ``profile(cwd, *args)`` each: torch's
-    start-up in each child is one core's work, and CI has two."""
-    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+    """Several independent `profile` runs, two at once, as ``profile(cwd, *args)`` each: torch's
+    start-up in each child is one core's work, and CI has two (five at once on a loaded machine
+    ran each past its timeout)."""
+    with ThreadPoolExecutor(max_workers=min(len(runs), 2)) as pool:
         return list(pool.map(lambda run: profile(run[0], *run[1], timeout=timeout), runs))
 
 
@@ -82,15 +85,11 @@ def _line(name: str, needle: str) -> int:
     return next(i for i, t in enumerate(lines, 1) if needle in t)
 
 
-@pytest.fixture(scope="session")
-def torch_available() -> None:
-    pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="session")
-def early_runs(tmp_path_factory, torch_available) -> dict[str, Run]:
+@ahead(scope="session")
+def early_runs(tmp_path_factory) -> dict[str, Run]:
     """The ways a script ends, each its own run, made at once: three stop modes of
     stops_early.py, a script given torchlint's own option names, and --max-steps."""
+    pytest.importorskip("torch")
     modes = ("raise", "exit", "interrupt")
     echo = tmp_path_factory.mktemp("args")
     (echo / "echo_args.py").write_text("import sys\nimport torch\nprint('ARGS', sys.argv)\nprint('MAIN', __name__)\n")
@@ -104,9 +103,10 @@ def early_runs(tmp_path_factory, torch_available) -> dict[str, Run]:
     return dict(zip((*modes, "args", "max-steps"), runs))
 
 
-@pytest.fixture(scope="session")
-def blocks_run(tmp_path_factory, torch_available) -> Run:
+@ahead(scope="session")
+def blocks_run(tmp_path_factory) -> Run:
     """24 blocks each reading `.item()` in forward, one logged `loss.item()` a step."""
+    pytest.importorskip("torch")
     cwd = _copy(tmp_path_factory.mktemp("blocks"), "block_syncs.py")
     return profile(cwd, "--no-browser", "--out", "run", "--active", "2", "block_syncs.py", "--steps", str(BLOCK_STEPS))
 
@@ -238,10 +238,12 @@ def test_script_interrupted_by_sigint(early_runs):
     assert run.report["coverage"]["torch_profiler"]["ran"]
 
 
-def test_ctrl_c_from_the_terminal(tmp_path, torch_available):
-    """SIGINT to the whole process group, as a terminal sends it: the child stops,
-    torchlint waits for it and reports."""
-    cwd = _copy(tmp_path, "stops_early.py")
+@ahead()
+def ctrl_c_run(tmp_path_factory) -> tuple[str, subprocess.Popen[str], str, str, Path]:
+    """A run sent SIGINT to its whole process group at step 3, as a terminal sends it:
+    (what it printed up to then, the process, its stdout and stderr after, its cwd)."""
+    pytest.importorskip("torch")
+    cwd = _copy(tmp_path_factory.mktemp("ctrl-c"), "stops_early.py")
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "stops_early.py",
          "--steps", "1000", "--step-sleep", "0.05"],
@@ -255,9 +257,19 @@ def test_ctrl_c_from_the_terminal(tmp_path, torch_available):
         if not line:
             break
         seen += line
-    assert "step 3 " in seen, seen
-    os.killpg(proc.pid, signal.SIGINT)
+    if "step 3 " in seen:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
+    return seen, proc, out, err, cwd
+
+
+def test_ctrl_c_from_the_terminal(ctrl_c_run):
+    """SIGINT to the whole process group, as a terminal sends it: the child stops,
+    torchlint waits for it and reports."""
+    seen, proc, out, err, cwd = ctrl_c_run
+    assert "step 3 " in seen, seen
     assert proc.returncode == 130, err
     assert "exit status 130 (interrupted)" in out
     run_dir = next((cwd / "torchlint-profile").iterdir())
@@ -287,9 +299,9 @@ def test_max_steps_stops_cleanly(early_runs):
 def test_bad_script_exits_2(tmp_path, name, content, message):
     if content is not None:
         (tmp_path / name).write_bytes(content)
-    run = profile(tmp_path, "--no-browser", name)
-    assert run.rc == 2
-    assert message in run.stderr
+    rc, _out, err = run_cli(tmp_path, "profile", "--no-browser", name)  # refused before any child starts: in this process
+    assert rc == 2
+    assert message in err
     assert not (tmp_path / "torchlint-profile").exists()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import torchlint
-from conftest import child_env
+from conftest import ahead, child_env
 from torchlint.correlate import correlate
 from torchlint.estimate import analyse
 from torchlint.experiment.plan import candidates_for
@@ -31,7 +31,7 @@ def _line(needle: str) -> int:
     return next(i for i, t in enumerate(SCRIPT.read_text().splitlines(), 1) if needle in t)
 
 
-@pytest.fixture(scope="module")
+@ahead()
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     pytest.importorskip("torch")
     cwd = tmp_path_factory.mktemp("patterns")

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT, child_env
+from conftest import ROOT, ahead, child_env
 from torchlint.cli import main
 from torchlint.report import FORMATS, HUMAN_FORMATS
 from torchlint.terminal import SafeStream, json_safe, printable, xml_safe
@@ -173,11 +173,12 @@ def test_machine_escapes_keep_the_value() -> None:
     assert_safe(xml_safe(ET.tostring(element, encoding="unicode")))
 
 
-@pytest.mark.slow
-def test_profile_text_report_and_console(tmp_path: Path) -> None:
-    """`profile`: its console output (stdout and stderr), report.txt and report.html, with a script
-    whose name, arguments and source hold escape sequences (it prints nothing itself)."""
+@ahead()
+def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """`profile` of a script whose name, arguments and source hold escape sequences (it prints
+    nothing itself): (the run, the script, the run directory)."""
     pytest.importorskip("torch")
+    tmp_path = tmp_path_factory.mktemp("hostile")
     script = tmp_path / f"p{TITLE}{RLO}.py"
     script.write_text(
         "import torch\n"
@@ -197,6 +198,13 @@ def test_profile_text_report_and_console(tmp_path: Path) -> None:
         [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", str(run_dir), str(script), f"arg{CLEAR}"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
     )
+    return done, script, run_dir
+
+
+@pytest.mark.slow
+def test_profile_text_report_and_console(hostile_run: tuple[subprocess.CompletedProcess[str], Path, Path]) -> None:
+    """`profile`: its console output (stdout and stderr), report.txt and report.html."""
+    done, script, run_dir = hostile_run
     assert done.returncode == 0, done.stderr
     assert "\\x1b]0;title\\x07" in done.stdout  # the script's name, visible
     assert_safe(done.stdout)
