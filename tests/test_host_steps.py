@@ -76,8 +76,8 @@ def _names_device(code: str) -> bool:
 
 def test_names_device() -> None:
     assert not _names_device("import torch\nnet.load_state_dict(torch.load(path))\nx = torch.as_tensor(a)\n")
-    assert _names_device("import torch\nnet = torch.load(path)\n")
     assert not _names_device("import torch\nnet = torch.load(path, map_location='cpu')\n")
+    assert _names_device("import torch\nnet = torch.load(path, map_location='cuda:0')\n")
     assert _names_device("import torch\nnet = torch.load(path, map_location=torch.device('cuda'))\n")
     assert _names_device("from transformers import Trainer\nTrainer(model=m).train()\n")
     assert _names_device("from stable_baselines3 import PPO\nPPO('MlpPolicy', env).learn(1000)\n")

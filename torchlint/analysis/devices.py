@@ -507,27 +507,14 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
 
     def names_device(self) -> bool:
         """Does the module place (or may it place) anything on a device: an accelerator named,
-        ``.to(...)``/``.cuda()``, a ``device`` anywhere, a framework that moves models itself,
-        a whole object loaded back where it was saved? The join asks it of every file a step
-        calls into: a model file that moves itself puts the step's tensors on the device."""
+        ``.to(...)``/``.cuda()``, a ``device`` anywhere, a CUDA ``map_location``, a framework that
+        moves models itself? The join asks it of every file a step calls into: a model file that
+        moves itself puts the step's tensors on the device. (A whole model loaded with no
+        ``map_location`` may come back on a GPU, but a file that moves nothing could only feed
+        it host tensors, which raises: it is not counted.)"""
         if "_names_device" not in self.__dict__:
-            self.__dict__["_names_device"] = self.uses_accelerator() or self._mentions_devices() or self._loads_objects_where_saved()
+            self.__dict__["_names_device"] = self.uses_accelerator() or self._mentions_devices()
         return self.__dict__["_names_device"]
-
-    def _loads_objects_where_saved(self) -> bool:
-        """``model = torch.load(path)`` with no ``map_location``: tensors come back on the device
-        they were saved from, maybe a GPU (``model.load_state_dict(torch.load(path))`` copies
-        into the module's own parameters, wherever those are)."""
-        tree = self.ctx.tree
-        for call in self.ctx.calls_named("torch.load"):
-            if self.ctx.keyword(call, "map_location") is not None or len([a for a in call.args if a.keyword is None]) > 1:
-                continue  # (a CUDA `map_location` names a device by itself: `_find_accelerator`)
-            argument, holder = tree.parent(call), tree.parent(tree.parent(call))
-            if type(argument) is cst.Arg and type(holder) is cst.Call and type(holder.func) is cst.Attribute \
-                    and holder.func.attr.value in ("load_state_dict", "load"):
-                continue
-            return True
-        return False
 
     def _builds_its_own_model_or_data(self) -> bool:
         """Tensors that come from elsewhere (a parameter, a name the file never binds) may
@@ -606,7 +593,7 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
                 child = ancestor
                 continue
             if isinstance(ancestor, cst.Arg):
-                if ancestor.keyword is not None and ancestor.keyword.value == "device":
+                if ancestor.keyword is not None and ancestor.keyword.value in ("device", "map_location"):
                     return True
                 call = tree.parent(ancestor)
                 if isinstance(call, cst.Call):
