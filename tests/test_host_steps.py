@@ -82,3 +82,11 @@ def test_names_device() -> None:
     assert _names_device("from transformers import Trainer\nTrainer(model=m).train()\n")
     assert _names_device("from stable_baselines3 import PPO\nPPO('MlpPolicy', env).learn(1000)\n")
     assert _names_device("import torch\nd = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n")
+
+
+def test_a_helper_without_torch_that_moves_the_batch_puts_the_step_on_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # near-miss: the move sits in a helper file that never imports torch (summarised by `ast`, analysis/light.py)
+    train = TRAIN.replace("from agent import Net\n", "from agent import Net\nfrom moves import to_gpu\n").replace(
+        "        loss = net.loss(x)\n", "        loss = net.loss(to_gpu(x))\n")
+    files = {"agent.py": AGENT.format(move=""), "moves.py": "def to_gpu(batch):\n    return batch.cuda(non_blocking=True)\n", "train.py": train}
+    assert _lint(tmp_path, files, monkeypatch) == [("agent.py", 12), ("train.py", 16)]
