@@ -114,7 +114,12 @@ _DEFAULT_SETTERS = {
     "torch.set_default_device": _sets_accelerator_default,
     "torch.set_default_tensor_type": _sets_accelerator_default,
 }
-_DEVICE_FRAMEWORKS = {"pytorch_lightning", "lightning", "accelerate", "deepspeed", "ignite", "fairscale", "apex", "timm", "detectron2", "mmcv", "mmengine"}
+# Frameworks that move models and batches themselves (stable-baselines3, sentence-transformers
+# and ultralytics pick a GPU when one is there, with no `device` named).
+_DEVICE_FRAMEWORKS = {"pytorch_lightning", "lightning", "accelerate", "deepspeed", "ignite", "fairscale", "apex", "timm", "detectron2", "mmcv", "mmengine",
+                      "stable_baselines3", "sentence_transformers", "ultralytics", "trl"}
+# transformers' trainers and pipelines place the model on a GPU themselves.
+_PLACING_CLASSES = ("transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.pipeline", "transformers.trainer.", "transformers.pipelines")
 
 
 def is_dtype(expr: cst.BaseExpression, ctx: FileContext) -> bool:
@@ -497,8 +502,19 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         if node is not None and self.ctx.loops.step_condition(node) is not None:
             return False
         if self._host_only is None:
-            self._host_only = not self.uses_accelerator() and not self._mentions_devices() and self._builds_its_own_model_or_data()
+            self._host_only = not self.names_device() and self._builds_its_own_model_or_data()
         return self._host_only
+
+    def names_device(self) -> bool:
+        """Does the module place (or may it place) anything on a device: an accelerator named,
+        ``.to(...)``/``.cuda()``, a ``device`` anywhere, a CUDA ``map_location``, a framework that
+        moves models itself? The join asks it of every file a step calls into: a model file that
+        moves itself puts the step's tensors on the device. (A whole model loaded with no
+        ``map_location`` may come back on a GPU, but a file that moves nothing could only feed
+        it host tensors, which raises: it is not counted.)"""
+        if "_names_device" not in self.__dict__:
+            self.__dict__["_names_device"] = self.uses_accelerator() or self._mentions_devices()
+        return self.__dict__["_names_device"]
 
     def _builds_its_own_model_or_data(self) -> bool:
         """Tensors that come from elsewhere (a parameter, a name the file never binds) may
@@ -517,14 +533,36 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
                 return True
             if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
                 return True
+            if self._constructs_a_default_class(call):
+                return True
+        return False
+
+    def _constructs_a_default_class(self, call: cst.Call) -> bool:
+        """``ac = actor_critic(obs_space, act_space)`` on ``def sac(env_fn, actor_critic=core.MLPActorCritic)``:
+        the model is built here, from the class the caller picks (by default, one the file names),
+        so it sits where this file puts it."""
+        if type(call.func) is not cst.Name:
+            return False
+        for binding in self.ctx.bindings.lookup(call.func.value, call):
+            default = getattr(binding.node, "default", None) if binding.kind == "param" else None
+            name = dotted(default) if default is not None else None
+            if name is not None and name.rsplit(".", 1)[-1][:1].isupper():
+                return True
         return False
 
     def _mentions_devices(self) -> bool:
+        if "_mentions" not in self.__dict__:
+            self.__dict__["_mentions"] = self._find_device_mentions()
+        return self.__dict__["_mentions"]
+
+    def _find_device_mentions(self) -> bool:
         ctx = self.ctx
         if ctx.method_calls({"to", "cuda", "to_device", "type_as", "pin_memory"}):
             return True
         if any(m.split(".")[0] in _DEVICE_FRAMEWORKS for m in ctx.imports.modules):
             return True  # the framework moves models and batches
+        if any(full.startswith(_PLACING_CLASSES) for full in ctx.imports.aliases.values()) or ctx.references(*_PLACING_CLASSES):
+            return True  # `Trainer(model=model, ...)` moves the model to the GPU
         for node in ctx.tree.nodes(cst.Name):
             lowered = node.value.lower()
             # (not `rank`: A3C's worker processes have ranks and no device; a rank that picks
@@ -560,7 +598,7 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
                 child = ancestor
                 continue
             if isinstance(ancestor, cst.Arg):
-                if ancestor.keyword is not None and ancestor.keyword.value == "device":
+                if ancestor.keyword is not None and ancestor.keyword.value in ("device", "map_location"):
                     return True
                 call = tree.parent(ancestor)
                 if isinstance(call, cst.Call):

@@ -79,6 +79,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
     constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
+    host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`_host_steps`)
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -89,7 +90,9 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.project = project
     # Training first: a helper that both training and evaluation reach reads "training".
     step_loops, roots = _step_loops(project)
-    work = deque((path, key, info) for _, path, key, info in sorted(_seeds(project, step_loops, roots), key=lambda seed: seed[0]))
+    steps.host_steps = _host_steps(project)
+    seeds = _seeds(project, step_loops, roots, steps.host_steps)
+    work = deque((path, key, info) for _, path, key, info in sorted(seeds, key=lambda seed: seed[0]))
     loops_by_file: dict[str, dict[str, str]] = {}
     for (path, key), over in roots.items():
         loops_by_file.setdefault(path, {})[key] = over
@@ -103,7 +106,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
-    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file)
+    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))
     for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
         for function, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
@@ -123,11 +126,11 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
         path, key, info = work.popleft()
         for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
             branch = (path, f"{key}#none:{name}")
-            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where) or _on_device_first(omitting[branch], info):
                 omitting[branch] = info
         for name in info.passed:  # `if flag:` (off by default) runs as often as the reach that turns it on
             branch = (path, f"{key}#passed:{name}")
-            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where):
+            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where) or _on_device_first(omitting[branch], info):
                 omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
@@ -165,7 +168,10 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 # What it hands on through `**kwargs` grew: on to its callees from this reach, whose
                 # step is the one that passes it (not the function's first).
             else:
-                info = replace(known, host_only=known.host_only and info.host_only)  # a step with device tensors reaches it too
+                if known.host_only and not info.host_only:  # a step with device tensors reaches it too: its place is that step's
+                    known = replace(known, origin=info.origin, sites=(*info.sites, *(s for s in known.sites if s not in info.sites))[:_MAX_SITES],
+                                    where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position)
+                info = replace(known, host_only=known.host_only and info.host_only)
                 steps[path][key] = info
         else:
             steps[path][key] = info
@@ -225,6 +231,12 @@ def _handed_on(project: Project, call: CallSite, callee: tuple[str, str], elsewh
                      if name in elsewhere and (isinstance(where, str) or where < len(names)))
 
 
+def _on_device_first(known: StepInfo, info: StepInfo) -> bool:
+    """Is ``info`` a reach with device tensors where the one ``known`` is host-only: a device
+    step decides for a branch both run."""
+    return known.host_only and not info.host_only
+
+
 def _passing_reach(call: CallSite, path: str, key: str, info: StepInfo, omitting: dict[tuple[str, str], StepInfo]) -> StepInfo | None:
     """The reach of the function ``key`` that makes ``call``: ``info``, or for a call made only when
     a parameter is passed (``CallSite.opt_in``), the reach of a per-step call that passes it (not
@@ -238,14 +250,15 @@ def _passing_reach(call: CallSite, path: str, key: str, info: StepInfo, omitting
 
 
 def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
-                 loops_by_file: dict[str, dict[str, str]]) -> dict[str, dict[str, StepInfo]]:
+                 loops_by_file: dict[str, dict[str, str]], on_host: bool = False) -> dict[str, dict[str, StepInfo]]:
     """What runs on every call of a model no step is seen to reach (built from a config or a
     registry, a library's model): from the ``forward`` of each module class (its bases in any
     file) of a file no step reaches into, what it calls, each with its count per call of the
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
     the model's). A file some step reaches is left out: there the join sees how its code is used;
     so is test code (a test's model exercises the library on toy inputs). A function patched into a
-    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it."""
+    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it.
+    ``on_host``: the project runs on the host (``_on_host``), its models with it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     for path, summary in project.files.items():
         for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
@@ -257,7 +270,7 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
         for cls in summary.classes:
             if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
-                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL),
+                seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL), host_only=on_host,
                                                       passed=frozenset({"*"}))))  # (its callers are not seen: any argument)
     models: Steps = Steps()
     _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
@@ -367,9 +380,41 @@ def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...]) -> dic
     return device
 
 
-def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str]) -> list[tuple[int, str, str, StepInfo]]:
+def _host_steps(project: Project) -> frozenset[str]:
+    """The files whose steps run on the host: the file never names a device and builds its own
+    model or data (``FileSummary.host_only``), and no file of the project it calls into places
+    anything on a device (a model class whose ``__init__`` moves itself, a loader helper that
+    copies batches to the GPU): a model file that never names a device runs on the GPU when such a
+    step builds it, and on the host when every step that builds it is a host-only one."""
+    found = set()
+    for path, summary in project.files.items():
+        if summary.names_device:
+            continue
+        built = [owner for call in summary.calls if call.target[0] in ("import", "local")
+                 for owner in (project.class_of(call.target, path, 1),) if owner is not None]
+        # (a model class of another file built here, `ac = ActorCritic(obs_dim, act_dim)`, is
+        # this file's model as much as one of its own: it sits where this file puts it)
+        if not summary.host_only and not any(project.is_module(*owner) for owner in built):
+            continue
+        reached = {callee[0] for call in summary.calls for callee in project.callees(call.target, path)} | {owner[0] for owner in built}
+        if not any(project.files[other].names_device for other in reached if other in project.files):
+            found.add(path)
+    return frozenset(found)
+
+
+def _on_host(project: Project, seeds: list[tuple[int, str, str, StepInfo]]) -> bool:
+    """Does the whole project run on the host: some step, every step host-only, and no file that
+    places anything on a device? Then a model no step is seen to reach (built from a class a
+    step's caller picks: spinningup's ``actor_critic=core.MLPActorCritic``) runs there too; in a
+    library with no step, or with a device somewhere, who runs it is not known."""
+    return bool(seeds) and all(info.host_only for *_, info in seeds) and not any(summary.names_device for summary in project.files.values())
+
+
+def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: dict[tuple[str, str], str],
+           host_steps: frozenset[str] = frozenset()) -> list[tuple[int, str, str, StepInfo]]:
     """(phase rank, file, key, info) for what runs every step by itself: framework hooks,
-    calls made from hot loops, loops the join finds to be step loops and their calls."""
+    calls made from hot loops, loops the join finds to be step loops and their calls; each
+    host-only where its file's steps are (``host_steps``)."""
     seeds: list[tuple[int, str, str, StepInfo]] = []
     for path, summary in project.files.items():
         for cls in summary.classes:
@@ -381,14 +426,14 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                     where = PHASE_WHERE[hooks.methods[method]]
                     # after a training hook come the backward and the optimizer step; after the others, the next batch
                     position = Position.MID_STEP if where is Where.TRAIN else Position.STEP_END
-                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=summary.host_only, position=position)
+                    info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=path in host_steps, position=position)
                     seeds.append((phase_rank(where), path, f"{cls.key}.{method}", info))
         for hook in summary.hooks:
             # an ignite step function or iteration handler: what follows it is the next batch
-            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook.where, hook=True, host_only=summary.host_only,
+            seeds.append((0, path, hook.function, StepInfo(hook.text, (), hook.where, hook=True, host_only=path in host_steps,
                                                            position=Position.STEP_END)))
     for (path, key), where in step_loops.items():
-        seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=project.files[path].host_only)))
+        seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=path in host_steps)))
     for path, summary in project.files.items():
         loops_here = {key: over for (file, key), over in roots.items() if file == path}
         for call in summary.calls:
@@ -402,7 +447,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
                 origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN else LOOP_WORDS[loop_where]
-                seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=summary.host_only,
+                seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
                                                                         feeds_env=call.feeds_env, per_step=per_step, position=position)))

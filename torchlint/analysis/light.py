@@ -47,7 +47,19 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
                        params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(tree),
-                       by_name=_builds_by_name(tree, imports))
+                       by_name=_builds_by_name(tree, imports), names_device=_names_device(tree))
+
+
+def _names_device(tree: ast.Module) -> bool:
+    """``batch.cuda()``, ``x.to(device)``, a ``device``/``gpu`` name: a helper that places what it is
+    given on a device, torch imported or not (``Devices.names_device``, for the join)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "to_device"):
+            return True
+        name = node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, (ast.arg, ast.keyword)) else None
+        if name is not None and any(word in name.lower() for word in ("device", "cuda", "gpu")):
+            return True
+    return False
 
 
 def _setting_ints(tree: ast.Module) -> tuple[tuple[str, int], ...]:

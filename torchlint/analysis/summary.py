@@ -120,6 +120,7 @@ class FileSummary:
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
+    names_device: bool = False  # the file places, or may place, something on a device (`Devices.names_device`)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order

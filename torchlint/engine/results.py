@@ -59,6 +59,10 @@ class Conditional(NamedTuple):
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
 PLACED = "#placed"
+#: The key of a device-bound finding placed by its own file, a file that names no device but whose
+#: tensors may come from elsewhere: dropped where the join finds the file's steps host-only
+#: (``Steps.host_steps``: the model it builds is a class of the project that names no device either).
+UNLESS_HOST_STEPS = "#unless-host-steps"
 
 
 class InStepIfCalled(NamedTuple):

@@ -15,7 +15,7 @@ from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
-from torchlint.engine.results import PLACED, Pending, Conditional, FileResult, InStepIfCalled, InternalError
+from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import Finding, Location
@@ -123,7 +123,11 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.if_device:  # placed here; holds where every call passes a device tensor (the join says)
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, if_device=_device_params(ctx, report)))
                     continue
-                result.findings.append(finding)
+                if check_type.device_bound and summarizer is not None and not ctx.devices.names_device():
+                    # no device named here: the join knows whether the model it builds (another file's) ever sees one
+                    result.conditional.append(Conditional(UNLESS_HOST_STEPS, finding, True))
+                else:
+                    result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node, report.itself),
                                                               guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))

@@ -13,7 +13,7 @@ from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.isolate import guarded_stage, settle_project
-from torchlint.engine.results import PLACED, Conditional, FileResult, InStepIfCalled
+from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, InStepIfCalled
 from torchlint.findings import HIGH, IMPACT_RANK, MEDIUM, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
@@ -62,6 +62,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
     per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
     here = file_result.summary.path if file_result.summary is not None else None
+    if any(c.key == UNLESS_HOST_STEPS for c in file_result.conditional):
+        _settle_host_steps(file_result, here in getattr(steps, "host_steps", frozenset()))
     step_loops = step_loops_of(steps, here)
     models = getattr(steps, "models", {}).get(here, {})
     if file_result.in_functions and (per_step or models):
@@ -87,6 +89,16 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops))
     file_result.findings.sort(key=Finding.sort_key)
     return True
+
+
+def _settle_host_steps(file_result: FileResult, host: bool) -> None:
+    """The device-bound findings of a file that names no device (``UNLESS_HOST_STEPS``): findings
+    as its own file placed them, unless the join finds its steps host-only (``host``)."""
+    waiting = [c for c in file_result.conditional if c.key == UNLESS_HOST_STEPS]
+    file_result.conditional = [c for c in file_result.conditional if c.key != UNLESS_HOST_STEPS]
+    if not host:
+        file_result.findings.extend(c.finding for c in waiting)
+        file_result.findings.sort(key=Finding.sort_key)
 
 
 def _with_devices(condition: Conditional, on_device: bool) -> Conditional:
@@ -248,6 +260,8 @@ def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], mode
             # (behind a parameter off by default, `if debug_percentile is not None:`: whoever calls the model is not seen
             # to pass it; a forward patched into a library's module is passed what that library's model passes: a mask)
             continue
+        if condition.device_bound and info.host_only:
+            continue  # a project that runs on the host: its models' tensors are host tensors
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
