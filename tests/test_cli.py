@@ -98,6 +98,13 @@ def test_config_select_ignore_and_cli_wins(project: Path) -> None:
     assert run("check", ".", "--select", "TL101", cwd=project)[0] == 1
 
 
+def test_a_repeated_rule_option_adds_to_it_as_a_comma_does(project: Path) -> None:
+    # `bad.py` has a TL101 finding: selecting another rule alone finds nothing
+    assert run("check", ".", "--select", "TL2", cwd=project)[0] == 0
+    assert run("check", ".", "--select", "TL101", "--select", "TL2", cwd=project)[0] == 1
+    assert run("check", ".", "--select", "TL1", "--ignore", "TL101", "--ignore", "TL2", cwd=project)[0] == 0
+
+
 def test_per_file_ignores(project: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.torchlint.per-file-ignores]\n'bad.py' = ['TL1']\n")
     assert run("check", ".", cwd=project)[0] == 0

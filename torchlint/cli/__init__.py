@@ -35,10 +35,14 @@ class UsageProblem(click.ClickException):
         click.echo(f"torchlint: error: {self.format_message()}", err=True)
 
 
-def _codes(value: str | None) -> tuple[str, ...] | None:
-    if not value:
+def _codes(values: tuple[str, ...] | str | None) -> tuple[str, ...] | None:
+    """The codes of a rule option, comma-separated, given once or repeated (`--select TL101
+    --select TL102` selects both, as ruff's does)."""
+    if isinstance(values, str):
+        values = (values,)
+    if not values:
         return None
-    return tuple(code.strip().upper() for code in value.split(",") if code.strip())
+    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
 
 
 # What writing the report can fail with (a full disk, a quota, a file too large, a
@@ -145,9 +149,9 @@ def main() -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))  # an unreadable file is a TL000, not a usage error
-@click.option("--select", help="Rules to run (codes, names or prefixes, comma-separated; ALL for every rule).")
-@click.option("--extend-select", help="Rules to run on top of the selection.")
-@click.option("--ignore", help="Rules not to run.")
+@click.option("--select", multiple=True, help="Rules to run (codes, names or prefixes, comma-separated or repeated; ALL for every rule).")
+@click.option("--extend-select", multiple=True, help="Rules to run on top of the selection (repeatable).")
+@click.option("--ignore", multiple=True, help="Rules not to run (repeatable).")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable; replaces the config's).")
 @click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Rules not to run on files matching PATTERN, e.g. `tests/*:TL101,TL102` (repeatable; replaces the config's table).")
 @click.option("--extend-per-file-ignores", "extend_per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Like --per-file-ignores, on top of the config's table.")
@@ -179,7 +183,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), help="Cache directory (default: $TORCHLINT_CACHE_DIR, else .torchlint_cache in the project root).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(paths: tuple[Path, ...], select: str | None, extend_select: str | None, ignore: str | None, exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False, no_clear: bool = False) -> None:
+def check(paths: tuple[Path, ...], select: tuple[str, ...], extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], tensor_core_multiple: int | None, min_dimension: int | None, target_torch: str | None, min_impact: str | None, config_file: Path | None, output_format: str, fix: bool, unsafe_fixes: bool, diff: bool, force_exclude: bool, exit_zero: bool, debug: bool, jobs: int | None, no_cache: bool, cache_dir: Path | None, quiet: bool, output_file: Path | None, color: str, stdin_filename: str | None, add_noqa: bool, statistics: bool, show_fixes: bool, isolated: bool, show_settings: Path | None, show_files: bool, per_file_ignores: tuple[str, ...] = (), extend_per_file_ignores: tuple[str, ...] = (), exit_non_zero_on_fix: bool = False, watch: bool = False, no_clear: bool = False) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     if diff and add_noqa:  # as ruff: --diff writes nothing, and --add-noqa only writes
         raise UsageProblem("--diff and --add-noqa cannot be combined: --diff writes nothing")
