@@ -67,6 +67,33 @@ def test_a_per_epoch_loop_that_trains_is_still_a_training_loop() -> None:
     assert finding.impact == "high" and "in a training loop" in finding.message
 
 
+VALIDATION = """import torch
+from tqdm import tqdm
+
+for epoch in range(epochs):
+    model.train()
+    for x in train_loader:
+        loss = model(x.cuda())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    model.eval()
+    val_pbar = tqdm(val_loader)
+    with torch.no_grad():
+        for batch in val_pbar:
+            for seq in batch.cuda():
+                start = (seq == 3).nonzero()[0][0].item()
+                generated = model.generate(seq[:start + 1].unsqueeze(0), seq_len=16)
+"""
+
+
+def test_a_loop_within_a_pass_over_what_may_be_a_loader_is_no_per_epoch_loop() -> None:
+    """x-transformers' validation: `for batch in val_pbar:` (a tqdm over the loader, through a
+    name), then a generation per sequence: many times per epoch, not once."""
+    [finding] = _at(_lint(VALIDATION, "TL101"), VALIDATION, "start = (seq == 3)")
+    assert "once per epoch" not in finding.message and "epoch loop" not in finding.message
+
+
 def _repeat_of(source: str):  # type: ignore[no-untyped-def]
     ctx = FileContext(cst.parse_module(source), "m.py", Options())
     return ctx.places.repeat_of(next(iter(ctx.tree.nodes(cst.For))))

@@ -166,10 +166,13 @@ class Loops:
             if self.around_batches(outer):
                 epoch = outer
                 break
-            if self._iterates_loader(outer):
-                return None  # inside an evaluation pass over a loader: within its steps
-        if epoch is None or self._iterates_loader(loop):
-            return None
+            if self._iterates_loader(outer) or not _counts(outer):
+                # inside an evaluation pass over a loader, or over what may be one (`for batch in
+                # val_pbar:` with `val_pbar = tqdm(val_loader)`): within its steps. Only a count
+                # (`for bib in range(len(d_en)):`) repeats once per epoch around it
+                return None
+        if epoch is None or self._iterates_loader(loop) or not _counts(loop):
+            return None  # (`for batch in val_pbar:` is a pass over batches, however its loader is named)
         ctx = self.ctx
         if any(type(n) is cst.Call and (ctx.method_name(n) == "backward" or ctx.method_name(n) == "step" and self.is_step_call(n) or self._calls_a_trainer(n))
                for n in self._loop_nodes(loop)):
@@ -868,3 +871,14 @@ def _epoch_loop(loop: cst.CSTNode) -> bool:
 def _counts_epochs(call: cst.Call) -> bool:
     """``range(epochs)``, ``range(start, args.num_epochs)``: its bounds count epochs."""
     return any("epoch" in (dotted(arg.value) or "").lower() for arg in call.args)
+
+
+def _counts(loop: cst.CSTNode) -> bool:
+    """``for i in range(...)`` (also ``enumerate(range(...))``): a loop over a count, not over
+    batches or samples of some iterable."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+        return False
+    call = loop.iter
+    if dotted(call.func) == "enumerate" and call.args and type(call.args[0].value) is cst.Call:
+        call = call.args[0].value
+    return dotted(call.func) == "range"
