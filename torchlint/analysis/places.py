@@ -183,6 +183,8 @@ class Places(StepPositions):
         (``torch.median(d)`` before a mask's read, ``torch.cat(...)``, ``x[i] * 2``), no model, no
         unknown call."""
         # Asked of each loop once (``repeat_of`` is memoised): a scan of its calls.
+        if type(loop) is not cst.For:
+            return False  # a comprehension's element is not its `for`'s body: its ops (`torch.cat` per edge) go unseen
         return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
                    for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop)
 
