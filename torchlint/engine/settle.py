@@ -33,7 +33,9 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
         return settle_project(results, summaries, lambda some, joined: settle_steps(some, joined, debug=debug), debug)[0]
     shared = _Shared(steps)
     for file_result in results:
-        before = list(file_result.findings)
+        # (what its own file placed, device-bound in a file naming no device, included: only the join could drop them)
+        before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional if c.key == UNLESS_HOST_STEPS)],
+                        key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
             file_result.findings = before  # as its own file shows them
         file_result.conditional, file_result.pending = [], []
