@@ -13,7 +13,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -44,7 +44,7 @@ def test_accumulation_without_no_sync_is_reported_at_its_backward_line(report: d
     found = [f for f in report["runtime_findings"] if f["code"] == "TLR16"]
     assert [(f["path"], f["line"]) for f in found] == [(SCRIPT.name, PLAIN_BACKWARD)]
     f = found[0]
-    assert f"in 3 backward passes per optimizer step" in f["message"]
+    assert "in 3 backward passes per optimizer step" in f["message"]
     assert f"called at {SCRIPT.name}:{PLAIN_CALL}" in f["message"] and "no_sync()" in f["fix_hint"]
     assert f["expected"]["bound"] is True and f["expected"]["total"] > 0  # the extra rounds' time in flight
     assert "TLR16" in report["distributed"]["multi_rank_findings"]

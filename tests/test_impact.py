@@ -4,7 +4,6 @@ own loop, the step that calls its function from another file, a host-only module
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
