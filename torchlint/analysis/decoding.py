@@ -280,19 +280,8 @@ def _samples_inside(ctx: FileContext, call: cst.Call) -> bool:
     name is all the call says of its class."""
     func = call.func
     name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
-    functions = _functions_named(ctx).get(name or "")
+    functions = ctx.functions.all_named(name) if name else []
     return bool(functions) and all(_returns_a_sample(ctx, function) for function in functions)
-
-
-def _functions_named(ctx: FileContext) -> dict[str, list[cst.FunctionDef]]:
-    """This file's functions and methods by name (asked only of a decode loop's calls: built once)."""
-    table: dict[str, list[cst.FunctionDef]] | None = ctx.__dict__.get("_functions_by_name")
-    if table is None:
-        table = {}
-        for function in ctx.tree.nodes(cst.FunctionDef):
-            table.setdefault(function.name.value, []).append(function)
-        ctx.__dict__["_functions_by_name"] = table
-    return table
 
 
 def _returns_a_sample(ctx: FileContext, function: cst.FunctionDef) -> bool:

@@ -28,6 +28,16 @@ class LocalFunctions:
                 table[name] = None if name in table else function
         self._names = {name for table in self._defined.values() for name in table}
 
+    def all_named(self, name: str) -> list[cst.FunctionDef]:
+        """Every ``def name`` of the file, functions and methods of any class (what a call by a
+        method name alone may run)."""
+        table: dict[str, list[cst.FunctionDef]] | None = self.__dict__.get("_by_name")
+        if table is None:  # built on the first question: only a decode loop's calls ask
+            table = self.__dict__["_by_name"] = {}
+            for function in self.tree.nodes(cst.FunctionDef):
+                table.setdefault(function.name.value, []).append(function)
+        return table.get(name, [])
+
     def defines(self, name: str) -> bool:
         """Does a function of this file (not a method) have that name?"""
         return name in self._names

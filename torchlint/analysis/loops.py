@@ -10,7 +10,7 @@ from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, Where
-from torchlint.analysis.names import dotted
+from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
@@ -876,9 +876,9 @@ def _counts_epochs(call: cst.Call) -> bool:
 def _counts(loop: cst.CSTNode) -> bool:
     """``for i in range(...)`` (also ``enumerate(range(...))``): a loop over a count, not over
     batches or samples of some iterable."""
-    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+    if type(loop) is not cst.For:
         return False
-    call = loop.iter
-    if dotted(call.func) == "enumerate" and call.args and type(call.args[0].value) is cst.Call:
-        call = call.args[0].value
-    return dotted(call.func) == "range"
+    iterable = loop.iter
+    if type(iterable) is cst.Call and dotted(iterable.func) == "enumerate" and iterable.args:
+        iterable = iterable.args[0].value
+    return is_range(iterable)

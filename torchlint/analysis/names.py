@@ -157,6 +157,11 @@ _CANONICAL = {
 }
 
 
+def is_range(iterable: cst.BaseExpression | None) -> bool:
+    """``range(n)`` (or tqdm's ``trange(n)``): a loop over a count."""
+    return type(iterable) is cst.Call and dotted(iterable.func) in ("range", "trange") and bool(iterable.args)
+
+
 def canonical(name: str | None) -> str | None:
     """Fold submodule spellings (``torch.nn.modules.conv.Conv2d``) to the public name."""
     if name is None:

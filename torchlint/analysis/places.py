@@ -15,7 +15,7 @@ import libcst as cst
 
 from torchlint.analysis.impact import Repeat, Where
 from torchlint.analysis.members import CONTAINERS
-from torchlint.analysis.names import dotted
+from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_position import StepPositions, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
@@ -109,7 +109,7 @@ class Places(StepPositions):
         count = self._range_count(iterable)
         if self.ctx.loops.denoises(loop):
             return Repeat("denoising step", count)  # before the words: `range(num_sample_steps)` decodes no token
-        if _is_range(iterable):
+        if is_range(iterable):
             bound = self._bound_code(iterable.args[-1 if len(iterable.args) < 3 else 1].value)
             if any(word in names for word in ("beam", "cand", "hyp")):
                 return Repeat(_named_kind(names) or "iteration", count)
@@ -244,7 +244,7 @@ class Places(StepPositions):
         return "step"
 
     def _range_count(self, iterable: cst.BaseExpression) -> int | None:
-        if not _is_range(iterable) or len(iterable.args) != 1:
+        if not is_range(iterable) or len(iterable.args) != 1:
             return None
         count = self.ctx.constants.int_value(iterable.args[0].value, iterable)
         return count if count is not None and count > 0 else None
@@ -378,10 +378,6 @@ def _parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     if type(target) in (cst.Tuple, cst.List):
         return [p for e in target.elements for p in _parts(e.value)]
     return [target]
-
-
-def _is_range(iterable: cst.BaseExpression) -> bool:
-    return type(iterable) is cst.Call and dotted(iterable.func) in ("range", "trange") and bool(iterable.args)
 
 
 def _named_kind(text: str) -> str | None:

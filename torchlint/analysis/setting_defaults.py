@@ -19,6 +19,7 @@ class SettingDefaults:
     def __init__(self, project: Project) -> None:
         self.project = project
         self._callers: dict[tuple[str, str], list[tuple[str, CallSite]]] | None = None
+        self._built: list[tuple[str, CallSite]] | None = None
 
     def passed_default(self, path: str, function: str, param: str, setting: str) -> int | None:
         """The default of ``setting`` on the object every call of ``function`` (in ``path``)
@@ -44,9 +45,11 @@ class SettingDefaults:
         return bool(built) and all(call.given is None or field in call.given[1] or call.given[0] > position for call in built)
 
     def _constructions(self) -> list[tuple[str, CallSite]]:
-        """The calls of the project that may build a class (a capitalised name, here or imported)."""
-        return [(path, call) for path, summary in self.project.files.items() for call in summary.calls
-                if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
+        """The calls of the project that may build a class (a capitalised name, here or imported): found once."""
+        if self._built is None:
+            self._built = [(path, call) for path, summary in self.project.files.items() for call in summary.calls
+                           if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
+        return self._built
 
     def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
         calls = self._calls_of((path, function))
