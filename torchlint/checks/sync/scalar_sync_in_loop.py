@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.syncs import library_read, plainly_python
@@ -53,7 +54,10 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
-        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "")
+        walked = walked_tensor(ctx, receiver, node)
+        hint = ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40)) if walked is not None else ""
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "",
+                    hint=hint)
 
     def visit_If(self, node: cst.If) -> None:
         # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`

@@ -1,0 +1,52 @@
+"""A tensor read one element at a time (`for ix in top_ix[0]: ix.item()`): the help says to read
+the whole tensor once before the loop (analysis/element_reads.py); reads that are not a walk over
+a tensor keep their rule's own help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchlint.config import from_table
+from torchlint.engine import lint_paths
+
+SOURCE = '''\
+import torch
+
+model = torch.nn.Linear(8, 8).cuda()
+hyps = [torch.zeros(1, device="cuda")]
+for step in range(100):
+    scores = model(torch.randn(4, 8, device="cuda")).softmax(-1)[0]
+    for s in scores:
+        print(s.item())
+    for i, s in enumerate(scores):
+        total = float(s)
+    picked = [s.item() for s in scores]
+    for h in hyps:
+        h.item()
+    for pair in zip(hyps, hyps):
+        pair[0].item()
+    loss = scores.sum()
+    loss.item()
+'''
+
+
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
+    root = tmp_path_factory.mktemp("walk")
+    (root / "walk.py").write_text(SOURCE)
+    result = lint_paths([root], from_table({"select": ["TL101", "TL105"]}, root))
+    assert not result.errors
+    return {f.line: f.fix_hint or "" for f in result.findings}
+
+
+@pytest.mark.parametrize("line", [8, 10, 11])
+def test_a_walked_tensor_is_read_once_before_the_loop(helps: dict[int, str], line: int) -> None:
+    assert "`scores.tolist()`" in helps[line]
+
+
+@pytest.mark.parametrize("line", [13, 17])
+def test_other_reads_keep_their_help(helps: dict[int, str], line: int) -> None:
+    # a list of tensors has no `.tolist()`; a plain read is not a walk
+    assert line in helps and "tolist" not in helps[line]
