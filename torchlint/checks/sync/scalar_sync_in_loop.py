@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
-from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.host_consumers import feeds_environment, logged_by_framework
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.syncs import library_read, plainly_python
 from torchlint.checks.base import Check
@@ -55,7 +55,8 @@ class ScalarSyncInLoop(Check):
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
         walked = walked_tensor(ctx, receiver, node)
-        hint = ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40)) if walked is not None else ""
+        hint = ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40)) if walked is not None else \
+            _LOGGED_HINT.format(value=short_code(ctx.module, receiver, limit=40)) if logged_by_framework(ctx, node) else ""
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "",
                     hint=hint)
 
@@ -108,6 +109,8 @@ class ScalarSyncInLoop(Check):
                     if_device=device_params)
 
 
+_LOGGED_HINT = ("Pass the tensor itself (`{value}`): Lightning keeps it on the device and reads it only when it writes "
+                "to the logger (every `log_every_n_steps`, 50 by default); `prog_bar=True` reads it at each progress-bar refresh")
 _LIBRARY_HINT = ("The call reads {reads} on the host: compute it once per step and pass it on (the unpadding "
                  "indices and lengths of one mask serve every layer), or give the size it would read")
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "

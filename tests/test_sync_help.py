@@ -1,6 +1,6 @@
-"""A tensor read one element at a time (`for ix in top_ix[0]: ix.item()`): the help says to read
-the whole tensor once before the loop (analysis/element_reads.py); reads that are not a walk over
-a tensor keep their rule's own help."""
+"""The help a sync finding gives where the fix is specific: a tensor read one element at a time
+(`for ix in top_ix[0]: ix.item()`) is read whole once before the loop (analysis/element_reads.py);
+a value read only to hand to Lightning's `self.log` is passed as the tensor (host_consumers)."""
 
 from __future__ import annotations
 
@@ -50,3 +50,30 @@ def test_a_walked_tensor_is_read_once_before_the_loop(helps: dict[int, str], lin
 def test_other_reads_keep_their_help(helps: dict[int, str], line: int) -> None:
     # a list of tensors has no `.tolist()`; a plain read is not a walk
     assert line in helps and "tolist" not in helps[line]
+
+
+LIGHTNING = '''\
+import torch
+import torch.nn.functional as F
+import pytorch_lightning as pl
+
+
+class Lit(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.net(x)
+        loss = F.cross_entropy(logits, y)
+        acc = (logits.argmax(-1) == y).float().mean()
+        self.log("train/acc", acc.item(), prog_bar=True)
+        seen = loss.item()
+        self.log("seen", seen)
+        return loss
+'''
+
+
+def test_a_value_read_for_lightnings_log_says_to_pass_the_tensor(tmp_path: Path) -> None:
+    (tmp_path / "lit.py").write_text(LIGHTNING)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"]}, tmp_path))
+    helps = {f.line: f.fix_hint or "" for f in result.findings}
+    assert "Pass the tensor itself (`acc`)" in helps[12]
+    assert "Pass the tensor" not in helps[13]  # read into a name first: the log call is not its only use
