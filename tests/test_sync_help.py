@@ -77,3 +77,42 @@ def test_a_value_read_for_lightnings_log_says_to_pass_the_tensor(tmp_path: Path)
     helps = {f.line: f.fix_hint or "" for f in result.findings}
     assert "Pass the tensor itself (`acc`)" in helps[12]
     assert "Pass the tensor" not in helps[13]  # read into a name first: the log call is not its only use
+
+
+SAMPLER = '''\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+betas = torch.linspace(1e-4, 0.02, 1000, device=device)
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        std = x.std().item()
+        return x / max(std, 1e-5)
+
+
+net = Block().to(device)
+
+
+def sample(x):
+    for t in reversed(range(1000)):
+        noise = torch.rand(1000, device=device)
+        x = net(x)
+        sigma = betas[t].sqrt().item()
+        jitter = noise[t].item()
+        spread = betas[t].sum().item()
+        x = x + sigma * jitter * spread
+    return x
+'''
+
+
+def test_a_table_the_loop_never_changes_is_read_whole_and_a_forward_read_stays_on_the_device(tmp_path: Path) -> None:
+    (tmp_path / "sample.py").write_text(SAMPLER)
+    result = lint_paths([tmp_path], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    helps = {f.line: f.fix_hint or "" for f in result.findings}
+    assert "`betas.sqrt().tolist()`" in helps[21]
+    assert "does not change" not in helps[22]  # `noise` is drawn anew each step
+    assert "does not change" not in helps[23]  # a reduction of the entry is not an entry of a table
+    assert "inside `forward`" in helps[10]

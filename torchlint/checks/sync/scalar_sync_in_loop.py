@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
-from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
+from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
 from torchlint.analysis.host_consumers import feeds_environment, logged_by_framework
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.syncs import library_read, plainly_python
@@ -54,11 +54,25 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
-        walked = walked_tensor(ctx, receiver, node)
-        hint = ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40)) if walked is not None else \
-            _LOGGED_HINT.format(value=short_code(ctx.module, receiver, limit=40)) if logged_by_framework(ctx, node) else ""
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "",
-                    hint=hint)
+                    hint=self._hint(node, receiver))
+
+    def _hint(self, node: cst.Call, receiver: cst.BaseExpression) -> str:
+        """The fix where the read's shape says more than "accumulate on the device"."""
+        ctx = self.ctx
+        walked = walked_tensor(ctx, receiver, node)
+        if walked is not None:
+            return ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40))
+        table = indexed_table(ctx, receiver, node)
+        if table is not None:
+            return TABLE_HINT.format(table=table)
+        if logged_by_framework(ctx, node):
+            return _LOGGED_HINT.format(value=short_code(ctx.module, receiver, limit=40))
+        function = ctx.tree.enclosing_function(node)
+        owner = ctx.tree.enclosing_class(node)
+        if function is not None and function.name.value == "forward" and owner is not None and ctx.is_module_class(owner.name.value):
+            return FORWARD_HINT
+        return ""
 
     def visit_If(self, node: cst.If) -> None:
         # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`
