@@ -71,8 +71,21 @@ def _refers(ctx: FileContext, apis: tuple[str, ...], words: frozenset[str]) -> b
             chain = parent  # `torch.cuda.amp.autocast`: the whole chain names the API
         qualified = ctx.qname(chain) if isinstance(chain, (cst.Name, cst.Attribute)) else None
         if qualified is not None and under(qualified) and not any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in tree.ancestors(chain)):
+            if _chooses_nothing(tree.parent(chain), chain):
+                continue  # `autocast(enabled=False)` around a softmax, or a checkpoint re-entering the caller's state
             return True
     return False
+
+
+def _chooses_nothing(call: cst.CSTNode | None, func: cst.CSTNode) -> bool:
+    """Is ``call`` an autocast that turns reduced precision off (``enabled=False``), or one that
+    only re-enters a state saved elsewhere (``autocast(**saved_kwargs)``)?"""
+    if type(call) is not cst.Call or call.func is not func or not call.args:
+        return False
+    if all(arg.star == "**" for arg in call.args):
+        return True
+    return any(arg.keyword is not None and arg.keyword.value == "enabled" and type(arg.value) is cst.Name and arg.value.value == "False"
+               for arg in call.args)
 
 
 def handles_precision(ctx: FileContext) -> bool:
@@ -82,13 +95,28 @@ def handles_precision(ctx: FileContext) -> bool:
         return True
     if not _mentions(ctx, _PRECISION_WORDS):
         return False  # none of the spellings below either (asked of every file's summary: most name none)
-    if ctx.method_calls({"half", "bfloat16", "autocast"}) or _refers(ctx, ("accelerate.Accelerator",), _PRECISION_WORDS):
+    if any(not _chooses_nothing(call, call.func) for call in ctx.method_calls({"half", "bfloat16", "autocast"})) \
+            or _refers(ctx, ("accelerate.Accelerator",), _PRECISION_WORDS):
         return True  # precision handled by hand or by a framework (`accelerator.autocast()`)
     return any(  # a framework told its precision: `Fabric(precision="bf16-mixed")`, `Trainer(precision=...)`
-        arg.keyword is not None and arg.keyword.value in ("precision", "mixed_precision")
+        arg.keyword is not None and arg.keyword.value in ("precision", "mixed_precision") and not _full_precision(arg.value)
         for call in ctx.tree.nodes(cst.Call)
         for arg in call.args
     )
+
+
+# A framework's precision given as full float32 or float64 (Lightning's `precision=32`,
+# `"32-true"`; Accelerate's `mixed_precision="no"`): chosen, but not reduced.
+_FULL_PRECISION = frozenset({"32", "64", "32-true", "64-true", "no", "fp32", "float32"})
+
+
+def _full_precision(value: cst.BaseExpression) -> bool:
+    """Is ``value`` a literal that keeps the framework in full precision?"""
+    if type(value) is cst.Integer:
+        return value.value in _FULL_PRECISION
+    if type(value) is cst.SimpleString:
+        return value.value.strip("\"'").lower() in _FULL_PRECISION
+    return False  # a variable or a reduced spelling: taken as chosen
 
 
 def chooses_matmul_precision(ctx: FileContext) -> bool:
@@ -113,3 +141,30 @@ def _validation_off(ctx: FileContext) -> tuple[str, ...]:
         if isinstance(value, cst.Name) and value.value == "False":
             return (DISTRIBUTION_VALIDATION_OFF,)
     return ()
+
+
+# Lightning's trainers, which run the whole training loop at the precision they are given.
+_LIGHTNING_TRAINERS = frozenset({
+    "pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.trainer.Trainer",
+    "lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric",
+})
+
+
+def full_precision_trainers(ctx: FileContext) -> list[cst.Call]:
+    """Lightning ``Trainer``/``Fabric`` constructions that train on an accelerator in float32:
+    ``precision=32`` (or ``"32-true"``), or no ``precision`` at all (Lightning's default)."""
+    found = []
+    for call in ctx.tree.nodes(cst.Call):
+        if (ctx.qname(call.func) or "") not in _LIGHTNING_TRAINERS:
+            continue
+        if any(arg.star for arg in call.args):
+            continue  # `Trainer(**cfg)`: the precision may be in the splat
+        precision = ctx.keyword(call, "precision")
+        if precision is not None and not _full_precision(precision.value):
+            continue  # reduced, or a variable: chosen elsewhere
+        accelerator = ctx.keyword(call, "accelerator")
+        on_host = accelerator is not None and type(accelerator.value) is cst.SimpleString and accelerator.value.value.strip("\"'") == "cpu"
+        if not on_host:
+            found.append(call)
+    return found
+
