@@ -27,9 +27,6 @@ def body_children(loop: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     return ()
 
 
-BACKWARD, OPTIMIZER = 1, 2  # the parts of a training step a function runs
-
-
 def slices_a_batch(loop: cst.CSTNode) -> bool:
     """``for i in range(0, batch.shape[0], micro)``: a range with a step, over one batch."""
     if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
