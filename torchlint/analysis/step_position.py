@@ -17,7 +17,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_drains import READS, DrainIndex, read_expression
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
-from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
+from torchlint.analysis.sync_ops import SIZED_BY_VALUES, torch_op
 from torchlint.analysis.values import Kind
 
 if TYPE_CHECKING:

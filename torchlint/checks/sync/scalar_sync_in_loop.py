@@ -8,7 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.syncs import library_read, plainly_python
+from torchlint.analysis.sync_ops import library_read, plainly_python
 from torchlint.checks.base import Check
 
 _SCALAR_READS = {"item", "tolist"}

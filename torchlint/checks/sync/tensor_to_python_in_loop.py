@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
-from torchlint.analysis.syncs import plainly_python
+from torchlint.analysis.sync_ops import plainly_python
 from torchlint.analysis.uploads import FACTORIES
 from torchlint.analysis.impact import Cost, Repeat
 from torchlint.analysis.positions import plain_code
