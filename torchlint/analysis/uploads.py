@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.decoding import grown_names
-from torchlint.analysis.devices import DTYPE_CONVERSIONS
+from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
 from torchlint.analysis.names import dotted
