@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.tree import node_types
-from torchlint.analysis.values import MODULE_CHAIN
 
 SCOPE_BARRIERS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)

@@ -11,9 +11,10 @@ import libcst as cst
 from torchlint.analysis.loop_shapes import (
     BACKWARD, BARRIER_TYPES, NESTED_LOOP_OR_SCOPE, OPTIMIZER, body_children, slices_a_batch, target_names,
 )
+from torchlint.analysis.kind_names import looks_like_optimizer
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
-from torchlint.analysis.values import Kind, looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

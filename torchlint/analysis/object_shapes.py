@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import Ref
-from torchlint.analysis.values import MODULE_CHAIN
 
 FACTORY_PREFIXES = ("build", "create", "make", "get_model", "load_model", "setup")
 # Calls that return the module they are given, wrapped: its forward is what runs.
