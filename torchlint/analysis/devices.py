@@ -33,6 +33,7 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
         self._uses_accelerator: bool | None = None
         self._host_only: bool | None = None
 
+    # --- moves -----------------------------------------------------------------------
     def device_value(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str | None:
         """Where a device argument points: "host" (``"cpu"``, ``torch.device("cpu")``),
         "device" (``"cuda:0"``, ``0``, ``local_rank``, ``device``, ``x.device``), or None

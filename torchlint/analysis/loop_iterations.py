@@ -21,6 +21,7 @@ class ValueIterations:
 
     ctx: FileContext
 
+    # --- where a value is iterated (TL201/TL202 point the profiler at these loops) --------
     def iterated_roots(self, iterable: cst.BaseExpression | None) -> list[cst.BaseExpression]:
         """The expressions a loop's iterable walks, through enumerate/zip/tqdm/iter wrappers:
         ``enumerate(tqdm(train_loader))`` → ``[train_loader]``."""

@@ -158,6 +158,7 @@ class StepCalls:
         """The calls of :meth:`_loop_nodes`, in its order: a loop's body's (a ``while``'s test first)."""
         return [call for part in reversed(body_children(loop)) if type(part) not in BARRIER_TYPES for call in self.own_calls(part, IN_SCOPE)]
 
+    # --- training loops (TL4xx/TL5xx module-level advice) ----------------------------
     def training_loops(self) -> list[cst.CSTNode]:
         """Innermost ``for``/``while`` loops whose body (nested loops included, nested
         functions not) calls ``.backward()`` and an optimizer (or scaler) ``.step()``."""

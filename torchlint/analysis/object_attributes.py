@@ -25,6 +25,7 @@ class ObjectAttributes:
     class_keys: dict[int, str]
     relative: dict[str, tuple[int, str]]
 
+    # --- annotations, attributes, containers ---------------------------------------------
     def _annotated(self, annotation: cst.Annotation | None, at: cst.CSTNode | None = None) -> Ref | None:
         """``rollout_buffer: RolloutBuffer``, ``policy: Optional["Policy"]``: the class named."""
         if annotation is None:
@@ -106,6 +107,7 @@ class ObjectAttributes:
                     found.append((name, each))  # several entries: the attribute may hold any of them
         return tuple(found)
 
+    # --- names of classes ------------------------------------------------------------------
     def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
         """(function key, name) when ``expr`` is a parameter of the enclosing function."""
         if not isinstance(expr, cst.Name) or expr.value in ("self", "cls"):

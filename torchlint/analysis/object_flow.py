@@ -118,6 +118,7 @@ class ObjectFlow:
             return ("local", self.keys[id(function)]) if function is not None else None
         return found
 
+    # --- dicts of objects (score_sde's `state = dict(model=model, ema=ema, ...)`) -------------
     def _dict_of_objects(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """``("dict", ((key, class ref), ...))`` for a dict written with string keys (``{"ema":
         ema}``, ``dict(ema=ema)``, or a name bound once to one) some of whose values are objects

@@ -109,6 +109,7 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         # a factory of this file or of a relative import (other names build nothing of the project's)
         return type(call.func) is cst.Name and (callee in self.relative or self.ctx.functions.defines(callee))
 
+    # --- objects of the project's classes ----------------------------------------------
     def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """The class ``expr`` is an instance of, when it may be the project's:
         ``meter = MetricLogger()``, ``self.criterion = SetCriterion()``, a loop variable

@@ -58,6 +58,7 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         self._module_names = self._names_used_as_modules()
         self._backward_names = self._names_with_backward()
 
+    # --- evidence from how names are used -----------------------------------------
     def _names_used_as_modules(self) -> set[str]:
         names: set[str] = set()
         for call in self.ctx.method_calls(MODULE_EVIDENCE):
@@ -88,6 +89,7 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
             names.add(receiver)
         return names
 
+    # --- inference ----------------------------------------------------------------
     def kind(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> Kind:
         """The kind of ``expr`` evaluated where ``at`` (default: ``expr``) stands."""
         at = at or expr
