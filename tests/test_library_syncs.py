@@ -13,7 +13,7 @@ from conftest import assert_markers_hold, checked_here, project_findings
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.patched import patched_forwards
-from torchlint.analysis.syncs import library_read
+from torchlint.analysis.sync_ops import library_read
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.devices import string_value
+from torchlint.analysis.device_names import string_value
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:

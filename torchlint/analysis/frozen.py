@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.grad import is_backward_call
+from torchlint.analysis.kind_names import MODULE_CHAIN, looks_like_optimizer
 from torchlint.analysis.names import canonical, dotted, last_segment
-from torchlint.analysis.values import MODULE_CHAIN, looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

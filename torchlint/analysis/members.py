@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import Ref
-from torchlint.analysis.values import MODULE_CHAIN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

@@ -17,7 +17,8 @@ from torchlint.analysis.impact import Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
-from torchlint.analysis.step_position import StepPositions, read_value
+from torchlint.analysis.step_position import StepPositions
+from torchlint.analysis.step_syncs import read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
+from torchlint.analysis.sync_ops import SIZED_BY_VALUES, torch_op
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

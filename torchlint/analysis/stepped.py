@@ -10,8 +10,8 @@ import libcst as cst
 
 from torchlint.analysis.frozen import chain_root, related
 from torchlint.analysis.grad import is_backward_call
+from torchlint.analysis.kind_names import looks_like_optimizer
 from torchlint.analysis.names import dotted, last_segment
-from torchlint.analysis.values import looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

@@ -3,105 +3,42 @@
 A small, conservative inference per scope. It answers UNKNOWN rather than guess,
 and checks decide what UNKNOWN means for them (TL101 flags an unknown receiver
 of ``.item()``; TL203 flags only a known NumPy array).
+
+``ValueKinds`` is made of parts: ``value_returns`` (what functions return, what built a value),
+``losses`` and ``arrays``; ``kind_names`` holds the kinds on sight (library calls, names).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.arrays import _DATAFRAME_TO_NUMPY, _GENERATOR_METHODS, ArrayFacts
+from torchlint.analysis.kind_names import (
+    HOST_LITERALS, HOST_METHODS, MODULE_CHAIN, MODULE_EVIDENCE, MOVES, NUMPY_METHODS, binds_a_count, builds_a_model, library_call_kind,
+    looks_like_loader, looks_like_numpy_generator, looks_like_optimizer, optimizer_setting,
+)
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.losses import LossFacts, optimized_tensors  # noqa: F401 - re-exported for checks
 from torchlint.analysis.names import canonical, dotted, last_segment as _last_segment
-from torchlint.analysis.tree import node_types
+from torchlint.analysis.value_returns import ValueReturns
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-# torch.* callables that do not return tensors.
-_TORCH_NON_TENSOR_PREFIXES = (
-    "torch.nn.", "torch.optim.", "torch.utils.", "torch.cuda.", "torch.backends.",
-    "torch.distributed.", "torch.device", "torch.dtype", "torch.Size", "torch.manual_seed",
-    "torch.set_", "torch.get_", "torch.is_", "torch.no_grad", "torch.enable_grad",
-    "torch.inference_mode", "torch.autocast", "torch.amp.", "torch.jit.", "torch.compile",
-    "torch.save", "torch.load", "torch.profiler.", "torch.hub.", "torch.multiprocessing.",
-    "torch.autograd.grad_mode", "torch.accelerator.", "torch.finfo", "torch.iinfo",
-    "torch.use_deterministic", "torch.numel", "torch.typename", "torch.library.",
-    "torch.onnx.", "torch.fx.", "torch.export.", "torch.testing.", "torch.random.",
-    "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
-    "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
-    "torch.broadcast_shapes", "torch.result_type", "torch.promote_types", "torch.can_cast", "torch.sym_",
-    # out-of-tree device backends register their own namespace (torch_npu's `torch.npu`)
-    "torch.npu.", "torch.hpu.", "torch.mlu.", "torch.musa.", "torch.mtia.", "torch.xla.",
-)
-# A predicate of any torch namespace (`torch.npu.is_available()`, `torch.distributed.is_initialized()`)
-# answers with a Python bool.
-_TORCH_PREDICATE = "is_"
 # Objects whose `.backward(loss)` runs the backward pass of the tensor they are given.
 # Above this many bindings of one name in a scope, a use's unreaching bindings are only
 # its own statement's (the later-in-the-scope refinement walks every binding per use).
 _MANY_BINDINGS = 64
 _BACKWARD_RUNNER = re.compile(r"accelerator|fabric|engine|trainer|strategy|deepspeed|model|scaler|booster")
-_TORCH_TENSOR_IN_NN = ("torch.nn.functional.", "torch.nn.utils.clip_grad_norm_", "torch.nn.init.")
-# Tensor methods whose result is not a tensor on the device.
-_HOST_METHODS = {
-    "item", "tolist", "size", "dim", "numel", "element_size", "nelement", "ndimension",
-    "data_ptr", "is_contiguous", "__len__", "keys", "items", "values", "get", "stride",
-    "get_device", "is_floating_point", "is_complex", "storage_offset", "backward",
-}
-_NUMPY_METHODS = {"numpy"}
-# Methods of nn.Module that return the module itself.
-# Methods that return the object they are called on (a module stays a module).
-MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"})
-# Calls on a name that say the name is an nn.Module.
-MODULE_EVIDENCE = {"parameters", "named_parameters", "eval", "train", "modules", "named_modules", "children", "load_state_dict", "apply", "register_forward_hook", "zero_grad"}
-# Moves: a name that is moved and also called is a module (a tensor is not callable).
-_MOVES = frozenset({"to", "cuda", "half", "bfloat16"})
-# Class methods that build a model (`AutoModel.from_pretrained(name)`), and the classes
-# whose `from_pretrained` builds something else.
-PRETRAINED = frozenset({"from_pretrained", "from_config", "load_from_checkpoint"})
-_NOT_MODELS = ("Tokenizer", "Processor", "Config", "Scheduler", "Extractor", "Vocab", "Dataset", "Generation")
 
 
-def builds_a_model(receiver: str | None, method: str) -> bool:
-    """``AutoModelForCausalLM.from_pretrained(...)``, ``LitNet.load_from_checkpoint(...)``:
-    a model, even when its source is never read (not a tokenizer's or a config's)."""
-    last = (receiver or "").rsplit(".", 1)[-1]
-    return method in PRETRAINED and last[:1].isupper() and not any(word in last for word in _NOT_MODELS)
-
-
-# What `_expr_kind` calls a Python value on sight: literals, displays, comprehensions.
-_HOST_LITERALS = node_types(cst.Integer, cst.Float, cst.Imaginary, cst.BaseString, cst.List, cst.Dict, cst.Set,
-                            cst.ListComp, cst.DictComp, cst.SetComp, cst.Tuple)
-_NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
-
-
-def looks_like_loader(name: str) -> bool:
-    """``train_loader``, ``self.val_dataloader``, ``loader``: named as a DataLoader
-    (``dataloaders``, a collection of them, is not one)."""
-    last = _last_segment(name).lower()
-    return "loader" in last and not last.endswith("loaders")
-
-
-def looks_like_numpy_generator(name: str | None) -> bool:
-    """``rng``, ``self.np_rng``, ``random_state``: named as a NumPy ``Generator``/``RandomState``."""
-    last = _last_segment(name or "").lower()
-    return last in ("rng", "random_state", "prng") or last.endswith("_rng") or last.startswith("rng_")
-
-
-def looks_like_optimizer(name: str) -> bool:
-    last = _last_segment(name).lower()
-    return "optim" in last or last in {"opt", "opt_g", "opt_d", "optimizer_g", "optimizer_d"}
-
-
-class ValueKinds(LossFacts, ArrayFacts):
+class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
     """Memoised value-kind inference for one file."""
 
     def __init__(self, ctx: FileContext) -> None:
@@ -129,7 +66,7 @@ class ValueKinds(LossFacts, ArrayFacts):
             if receiver is not None and not looks_like_optimizer(receiver):
                 names.add(receiver)
         # `self.policy = self.policy.to(device)` and `self.policy(obs)`: a module kept on self
-        moved = {name for call in self.ctx.method_calls(_MOVES) if (name := dotted(call.func.value)) and name.startswith("self.")}  # type: ignore[attr-defined]
+        moved = {name for call in self.ctx.method_calls(MOVES) if (name := dotted(call.func.value)) and name.startswith("self.")}  # type: ignore[attr-defined]
         if moved:
             called = {dotted(call.func) for call in self.ctx.tree.nodes(cst.Call) if type(call.func) in (cst.Name, cst.Attribute)}
             names |= {name for name in moved & called if name is not None and name.split(".")[0] not in self.ctx.imports.aliases}  # type: ignore[misc]
@@ -289,7 +226,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         if value is None:
             return Kind.UNKNOWN
         if binding.kind in ("for", "comp"):
-            if _counts(value, binding.element):
+            if binds_a_count(value, binding.element):
                 return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
             return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
         if binding.kind == "with":
@@ -307,7 +244,7 @@ class ValueKinds(LossFacts, ArrayFacts):
         # Exact types (no class derives from these): libcst's classes are ABCs, and a failing
         # isinstance against the eleven literal kinds cost more than the rest of the call.
         expr_type = type(expr)
-        if expr_type in _HOST_LITERALS:
+        if expr_type in HOST_LITERALS:
             return Kind.HOST
         if expr_type is cst.Call:
             return self._call_kind(expr, at)  # type: ignore[arg-type]
@@ -335,7 +272,7 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.HOST  # `step % every == 0` of Python ints: a Python bool, no device read
             return Kind.NUMPY if Kind.NUMPY in operands else Kind.UNKNOWN  # `labels != -1`: a bool array
         if expr_type is cst.Subscript:
-            if _optimizer_setting(expr):
+            if optimizer_setting(expr):
                 return Kind.HOST  # `optimizer.param_groups[0]["lr"]`: a hyperparameter, a Python number
             inner = self.kind(expr.value, at)
             if inner not in (Kind.TENSOR, Kind.NUMPY) and self._holds_loaders(expr.value, at):
@@ -372,7 +309,7 @@ class ValueKinds(LossFacts, ArrayFacts):
     def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
         qualified = canonical(self.ctx.qname(call.func))
         if qualified is not None:
-            return self._library_call_kind(qualified)
+            return library_call_kind(qualified)
         func = call.func
         if type(func) is cst.Attribute:
             method = func.attr.value
@@ -380,9 +317,9 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.HOST  # a Python number or list, whatever it was read from
             receiver = self.kind(func.value, at)
             if receiver is Kind.TENSOR:
-                if method in _HOST_METHODS:
+                if method in HOST_METHODS:
                     return Kind.HOST
-                return Kind.NUMPY if method in _NUMPY_METHODS else Kind.TENSOR
+                return Kind.NUMPY if method in NUMPY_METHODS else Kind.TENSOR
             if receiver is Kind.MODULE:
                 if method in MODULE_CHAIN:
                     return Kind.MODULE
@@ -393,7 +330,7 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.HOST if method in ("item", "tolist") else Kind.NUMPY
             if receiver is Kind.UNKNOWN and method in _GENERATOR_METHODS and looks_like_numpy_generator(dotted(func.value)):
                 return Kind.NUMPY  # `rng.normal(size=n)` on a `rng` passed in as a parameter
-            if method in _NUMPY_METHODS:
+            if method in NUMPY_METHODS:
                 return Kind.NUMPY
             if method == "to_numpy":
                 return Kind.NUMPY
@@ -422,149 +359,6 @@ class ValueKinds(LossFacts, ArrayFacts):
         else:
             return False
         return any(name == key and self.kind(value, built) is Kind.MODULE for name, value in entries)
-
-    def _returned_kind(self, call: cst.Call, element: int | None) -> Kind:
-        """What a call of a module-level function of this file returns, when all its
-        ``return``s agree; with ``element``, that position of the returned tuple."""
-        function = self._local_function(call.func)
-        if function is None or id(function) in self._returning:
-            return Kind.UNKNOWN  # not ours, or recursion
-        if element is None and _annotated_python_value(function):
-            return Kind.HOST  # `def cutoff(...) -> int:`
-        self._returning.add(id(function))
-        try:
-            kinds = set()
-            for ret in self.returns_of(function):
-                value = ret.value
-                if element is not None:
-                    if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
-                        return Kind.UNKNOWN
-                    value = value.elements[element].value
-                kinds.add(self.kind(value, ret) if value is not None else Kind.HOST)
-        finally:
-            self._returning.discard(id(function))
-        return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
-
-    def _local_function(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
-        """The ``def`` a plain name calls (one visible where it is called, never rebound)."""
-        if not isinstance(func, cst.Name) or self.ctx.qname(func) is not None:
-            return None
-        function = self.ctx.functions.named(func.value, func)
-        if function is None or self.ctx.bindings.lookup(func.value, func):
-            return None
-        return function
-
-    def python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
-        name or subscript the value analysis calls one. Other calls are not inferred
-        (what they return may be a tensor, and asking costs more than it saves)."""
-        value_type = type(value)  # exact types: libcst's ABCs make a failing isinstance slow
-        if value_type in _NUMBERS_AND_STRINGS:
-            return True
-        if value_type is cst.Call:
-            func = value.func  # type: ignore[attr-defined]
-            if type(func) is cst.Attribute:
-                return func.attr.value in ("item", "tolist", "size", "dim", "numel") and (not value.args or func.attr.value == "size")
-            return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
-        return self.kind(value, at) is Kind.HOST
-
-    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
-        """The function's own ``return`` statements; none for a generator (it yields)."""
-        return self._returns_by_function.get(id(function), [])
-
-    @cached_property
-    def _returns_by_function(self) -> dict[int, list[cst.Return]]:
-        """Each function's own returns, from one pass over the file's returns and yields
-        (every call of a local function asks for its returns)."""
-        tree = self.ctx.tree
-        found: dict[int, list[cst.Return]] = {}
-        for node in tree.nodes(cst.Return):
-            function = tree.enclosing_function(node)
-            if function is not None:
-                found.setdefault(id(function), []).append(node)
-        for kind in (cst.Yield, cst.Await):
-            for node in tree.nodes(kind):
-                function = tree.enclosing_function(node)
-                if function is not None:
-                    found[id(function)] = []  # a generator or a coroutine
-        return found
-
-    def _library_call_kind(self, qualified: str) -> Kind:
-        if qualified.startswith(("numpy.", "pandas.", "scipy.")):
-            return Kind.UNKNOWN if qualified.startswith("pandas.") else Kind.NUMPY  # (scipy computes on NumPy arrays)
-        if qualified == "torch.utils.data.DataLoader":
-            return Kind.LOADER
-        if qualified.startswith("torch.optim.") and qualified.count(".") == 2:
-            return Kind.OPTIMIZER
-        if qualified.startswith(_TORCH_TENSOR_IN_NN):
-            return Kind.TENSOR
-        if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"):
-            return Kind.TENSOR  # a tensor, on the device once its module is moved
-        if qualified.startswith("torch.nn.parallel.") or qualified == "torch.nn.DataParallel":
-            return Kind.MODULE
-        if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.rsplit(".", 1)[-1][:1].isupper():
-            return Kind.MODULE
-        if qualified == "torch.compile" or qualified.startswith("torch.distributed.fsdp.Fully"):
-            return Kind.MODULE
-        receiver, _, method = qualified.rpartition(".")
-        if builds_a_model(receiver, method):
-            return Kind.MODULE
-        if qualified.startswith(("torchvision.models.", "timm.create_model")):
-            return Kind.MODULE
-        if qualified.startswith("torch.") and not qualified.startswith(_TORCH_NON_TENSOR_PREFIXES) \
-                and not method.startswith(_TORCH_PREDICATE):
-            return Kind.TENSOR
-        return Kind.UNKNOWN
-
-    def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> cst.Call | None:
-        """The call that built ``expr``'s value: ``expr`` itself, or the one call every
-        binding of the name ``expr`` is assigned from (``ds = TensorDataset(x, y)``)."""
-        if isinstance(expr, cst.Call):
-            return expr
-        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-        if name is None or self.ctx.qname(expr) is not None:
-            return None
-        bound = self.ctx.bindings.lookup(name, at or expr)
-        if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
-            return bound[0].value
-        return None
-
-    def constructors(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> list[cst.Call]:
-        """Every call that may have built ``expr``'s value: ``expr`` itself, or the call of
-        each binding of the name (``ds = A(...)`` in one branch, ``ds = A(...)`` in the
-        other). Empty when a binding is anything but a call assigned whole."""
-        if isinstance(expr, cst.Call):
-            return [expr]
-        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-        if name is None or self.ctx.qname(expr) is not None:
-            return []
-        bound = self.ctx.bindings.lookup(name, at or expr)
-        if not bound or not all(b.kind == "assign" and b.element is None and isinstance(b.value, cst.Call) for b in bound):
-            return []
-        return [b.value for b in bound]  # type: ignore[misc]
-
-
-def _annotated_python_value(function: cst.FunctionDef) -> bool:
-    """Is the function annotated to return a plain Python number, flag or string?"""
-    returns = function.returns
-    return returns is not None and isinstance(returns.annotation, cst.Name) and returns.annotation.value in ("int", "float", "bool", "str")
-
-
-def _optimizer_setting(expr: cst.Subscript) -> bool:
-    """``opt.param_groups[i][key]``: one setting of one parameter group."""
-    inner = expr.value
-    return (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Attribute)
-            and inner.value.attr.value == "param_groups")
-
-
-def _counts(iterable: cst.BaseExpression, element: int | None) -> bool:
-    """Does a loop over ``iterable`` bind a Python int: ``range(n)``, or position 0 of
-    ``enumerate(...)``?"""
-    if not isinstance(iterable, cst.Call) or not isinstance(iterable.func, cst.Name):
-        return False
-    if iterable.func.value == "range":
-        return element is None
-    return iterable.func.value == "enumerate" and element == 0
 
 
 def submodule_attributes(ctx: FileContext) -> set[str]:

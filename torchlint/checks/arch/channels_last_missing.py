@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.devices import string_value
+from torchlint.analysis.device_names import string_value
 from torchlint.analysis.impact import Cost, Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check

@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.grad import is_backward_call
-from torchlint.analysis.names import canonical, dotted
-from torchlint.analysis.values import Kind, looks_like_optimizer
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.kind_names import looks_like_optimizer
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import canonical, dotted
 from torchlint.checks.base import Check
 
 _NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}

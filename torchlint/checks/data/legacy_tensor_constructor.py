@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import LEGACY_DTYPES, legacy_dtype
+from torchlint.analysis.device_names import LEGACY_DTYPES, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.names import dotted
 from torchlint.analysis.impact import Cost

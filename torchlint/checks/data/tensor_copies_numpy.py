@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import is_cpu_device, legacy_dtype
+from torchlint.analysis.device_names import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.syncs import SIZED_BY_VALUES, torch_op
+from torchlint.analysis.sync_ops import SIZED_BY_VALUES, torch_op
 from torchlint.checks.base import STEP_PLACEHOLDER, Check
 
 _SCALAR_READS = frozenset({"item", "tolist"})

@@ -5,12 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.devices import is_cpu_device, legacy_dtype
+from torchlint.analysis.device_names import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.host_tensors import FACTORIES, FROM_DATA
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
-from torchlint.analysis.uploads import FACTORIES, FROM_DATA
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
 

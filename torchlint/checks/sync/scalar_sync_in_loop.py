@@ -9,7 +9,7 @@ from torchlint.analysis.values import Kind
 from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
 from torchlint.analysis.host_consumers import feeds_environment, logged_by_framework
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.syncs import library_read, plainly_python
+from torchlint.analysis.sync_ops import library_read, plainly_python
 from torchlint.checks.base import Check
 
 _SCALAR_READS = {"item", "tolist"}

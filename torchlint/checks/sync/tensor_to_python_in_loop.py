@@ -8,8 +8,8 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
-from torchlint.analysis.syncs import plainly_python
-from torchlint.analysis.uploads import FACTORIES
+from torchlint.analysis.sync_ops import plainly_python
+from torchlint.analysis.host_tensors import FACTORIES
 from torchlint.analysis.impact import Cost, Repeat
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check

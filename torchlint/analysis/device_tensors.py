@@ -1,0 +1,312 @@
+"""Device tensors by value, use or move: whether an expression is a tensor (the value analysis, a
+tensor-only method called on it, a move to the device, arithmetic or indexing of one, an entry a
+function stores under a string key) and whether it may be on the device (a part of ``HiddenSyncs``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import iterated_item
+from torchlint.analysis.names import dotted
+from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class DeviceTensors:
+    """Which expressions of one file are tensors, and which may be on the device."""
+
+    ctx: FileContext
+    _judging: bool
+    _tensorish_memo: dict[tuple[int, int], tuple[cst.CSTNode, cst.CSTNode, bool]]
+    _assumed: frozenset[str]
+
+    @cached_property
+    def _tensor_names(self) -> dict[int, set[str]]:
+        """Scope (function or module) -> names a tensor-only method is called on there;
+        ``self.x`` names are kept per class (key: the class's id)."""
+        found: dict[int, set[str]] = {}
+        tree = self.ctx.tree
+        for call in self.ctx.method_calls(TENSOR_ONLY_METHODS):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            while type(receiver) is cst.Subscript:
+                receiver = receiver.value
+            name = dotted(receiver)
+            if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+                continue
+            owner = tree.enclosing_class(call) if name.startswith("self.") else tree.scope_of(call)
+            if owner is not None:
+                found.setdefault(id(owner), set()).add(name)
+        for call in self.ctx.method_calls("register_buffer"):  # `self.register_buffer("step", t)`: `self.step`
+            first = call.args[0].value if call.args else None
+            cls = tree.enclosing_class(call)
+            if type(first) is cst.SimpleString and cls is not None and dotted(call.func.value) == "self":  # type: ignore[attr-defined]
+                found.setdefault(id(cls), set()).add("self." + first.value.strip("\"'"))
+        return found
+
+    def used_as_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` (a name, ``self.x``, or an item of one: ``lengths[i]``) used as a
+        tensor in its function (its class for ``self.x``)? Shapes and dtypes
+        (``x.shape[0]``) are not the tensor."""
+        while type(expr) is cst.Subscript:
+            expr = expr.value
+        name = dotted(expr)
+        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+            return False
+        owner = self.ctx.tree.enclosing_class(at) if name.startswith("self.") else self.ctx.tree.scope_of(at)
+        return owner is not None and name in self._tensor_names.get(id(owner), ())
+
+    def device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """May ``expr`` be a tensor on the device where ``at`` stands? A tensor (see
+        :meth:`tensorish`) that the device analysis does not place on the host."""
+        if not self.tensorish(expr, at):
+            return False
+        if type(expr) is cst.BinaryOperation:  # `i + 1` on a host index: the tensor operands decide
+            return any(self.device_tensor(o, at) for o in (expr.left, expr.right) if not plainly_python(o))
+        if type(expr) is cst.UnaryOperation:
+            return self.device_tensor(expr.expression, at)
+        devices = self.ctx.devices
+        return not (devices.is_host_batch(expr, at) or devices.loader_value(expr, at) or devices.moved_to_host(expr, at))
+
+    def tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """:meth:`_tensorish`; an outermost question's answer is remembered per (expr, at): the
+        checks ask it of the same reads again (a test, its operands, the arguments of a call),
+        and a third of the questions are repeats."""
+        if depth or self._judging or self._assumed:  # inside an outermost question (or an assumption): answered afresh
+            return self._tensorish(expr, at, depth)
+        key = (id(expr), id(at))
+        known = self._tensorish_memo.get(key)
+        if known is not None and known[0] is expr and known[1] is at:  # the nodes kept: a reused id is no match
+            return known[2]
+        self._judging = True
+        try:
+            answer = self._tensorish(expr, at, 0)
+        finally:
+            self._judging = False
+        self._tensorish_memo[key] = (expr, at, answer)
+        return answer
+
+    def _tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` a tensor: by the value analysis, by use (``x.unsqueeze(0)`` in the same
+        function, a registered buffer), moved to the device (``y = y.cuda()``), or computed
+        from one by arithmetic, indexing or a tensor method (``y.max()``, ``1 + self.step``)?
+        A plain name is judged by the binding that reaches it (``for start in range(...)``
+        after ``start = torch.clip(...)`` is a number)."""
+        ctx = self.ctx
+        expr_type = type(expr)
+        if depth > 6:
+            return False
+        if expr_type is cst.Name:
+            return self._name_tensorish(expr, at, depth)
+        # Operators: their operands decide (`1 + self.step`, `start + size` after `for start in range(...)`).
+        if expr_type is cst.BinaryOperation:
+            return self.tensorish(expr.left, at, depth + 1) or self.tensorish(expr.right, at, depth + 1)
+        if expr_type is cst.UnaryOperation:
+            return self.tensorish(expr.expression, at, depth + 1)
+        if expr_type is cst.IfExp:  # `self.model.alphas if original else self.ddim_alphas`: either may be the value
+            return self.tensorish(expr.body, at, depth + 1) or self.tensorish(expr.orelse, at, depth + 1)
+        if expr_type is cst.Subscript:
+            if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
+                # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict), a tensor
+                # only where this function stores one under that key (`hyp["score"] = s + top[0, j]`)
+                key = string_key(expr)
+                return key is not None and self._entry_tensorish(key, at, depth)
+            if self.tensorish(expr.value, at, depth + 1):
+                return True
+            # `scores[0]` of a list of device scalars (`scores = [model(x).max() for x in xs]`)
+            return type(expr.value) is cst.Name and one_index(expr) and self.holds_device_tensors(expr.value, at)
+        if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
+            return self.bool_mask(expr, at, depth + 1)
+        if expr_type is cst.Call and type(expr.func) is cst.Name and ctx.qname(expr.func) is None and ctx.functions.defines(expr.func.value):
+            helper = ctx.functions.called(expr, None)  # what a helper of this file returns: each of its returns
+            returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None] if helper is not None else []
+            return bool(returns) and all(self.tensorish(value, value, depth + 2) for value in returns)
+        if expr_type is cst.Call and "._" in (ctx.qname(expr.func) or ""):
+            return False  # `torch._C._len_dispatch_stack()`: a private API's result is no known tensor
+        kind = ctx.values.kind(expr, at)
+        if kind is Kind.HOST and expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at)  # `self.step += 1` on a registered buffer
+        if kind is not Kind.UNKNOWN:
+            return kind is Kind.TENSOR
+        if expr_type is cst.Call:
+            func = expr.func
+            if type(func) is not cst.Attribute or ctx.qname(func) is not None or func.attr.value in NOT_TENSOR_RESULTS:
+                return False
+            if func.attr.value.startswith(("get_", "is_", "has_", "num_", "to_")):
+                return False  # `edge_index.get_sparse_size()`: a subclass's accessor, maybe a Python value
+            return self.tensorish(func.value, at, depth + 1)
+        if expr_type is cst.Attribute:
+            return self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at) or self._bound_tensorish(expr, at, depth)
+        return False
+
+    def _name_tensorish(self, name: cst.Name, at: cst.CSTNode, depth: int) -> bool:
+        ctx = self.ctx
+        binding = ctx.bindings.reaching(name.value, at)
+        if binding is not None and self._host_binding(binding) and self._moved_off_device(name.value, at):
+            # `logits = logits.cpu().numpy()`, then `logits[order]`: a NumPy array here, whatever
+            # the name held before (its `.detach()` there makes it no tensor here)
+            return False
+        # A comprehension's variable is what its iterable holds: a use of the same name as a
+        # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
+        # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).
+        if (binding is None or binding.kind != "comp") and self.used_as_tensor(name, at):
+            # `a = np.array(...)`, then `a.nonzero()`: NumPy arrays share some of those methods
+            return ctx.values.kind(name, at) is not Kind.NUMPY
+        if binding is None or binding.kind not in ("assign", "for", "comp"):
+            kind = ctx.values.kind(name, at)
+            if kind is Kind.UNKNOWN and binding is not None and binding.kind == "param" and name.value in self._assumed:
+                return True  # what every caller passes decides (`device_parameters`)
+            return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
+        if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
+            if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
+                return ctx.values._binding_kind(binding) is Kind.TENSOR
+            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
+            return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
+        return self._bound_tensorish(name, at, depth)
+
+    def _moved_off_device(self, name: str, at: cst.CSTNode) -> bool:
+        """Is every binding of ``name`` that may reach ``at`` (through the branches before it)
+        an assignment of a NumPy array or a Python value (``x.cpu().numpy()``, ``t.tolist()``)?"""
+        bindings = self.ctx.bindings.reaching_each(name, at)
+        return bool(bindings) and all(self._host_binding(b) for b in bindings)
+
+    def _host_binding(self, binding) -> bool:  # type: ignore[no-untyped-def]
+        """``x = t.cpu().numpy()``, ``xs = t.tolist()``: an assignment of a NumPy array or a Python value."""
+        return binding.kind == "assign" and binding.element is None and binding.value is not None \
+            and self.ctx.values.kind(binding.value, binding.node) in (Kind.NUMPY, Kind.HOST)
+
+    def _bound_tensorish(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """Judged by the assignment that reaches ``at``."""
+        ctx = self.ctx
+        name = dotted(expr)
+        binding = ctx.bindings.reaching(name, at) if name is not None else None
+        if binding is None or binding.kind != "assign" or binding.value is None:
+            return False
+        branch = ctx.guards.default_branch(binding.node)
+        if branch is not None and branch[1] == name:
+            return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
+        value = binding.value
+        if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
+            if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
+                return ctx.values.kind(value, binding.node) is Kind.TENSOR
+            value = value.elements[binding.element].value
+        if type(value) is cst.Call and ctx.devices.move(value) == "device":
+            return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
+        return self.tensorish(value, binding.node, depth + 1)
+
+    @cached_property
+    def _entries(self) -> dict[tuple[int, str], list[tuple[cst.BaseExpression, cst.CSTNode]]]:
+        """(function, key) -> the values that function stores under a string key:
+        ``hyp["score"] = v`` and ``{"score": v}`` (value, the statement or dict that holds it)."""
+        found: dict[tuple[int, str], list[tuple[cst.BaseExpression, cst.CSTNode]]] = {}
+        tree = self.ctx.tree
+        for assign in tree.nodes(cst.Assign):
+            for target in assign.targets:
+                key = string_key(target.target) if type(target.target) is cst.Subscript else None
+                function = tree.enclosing_function(assign) if key is not None else None
+                if function is not None:
+                    found.setdefault((id(function), key), []).append((assign.value, assign))  # type: ignore[arg-type]
+        for mapping in tree.nodes(cst.Dict):
+            function = tree.enclosing_function(mapping)
+            for element in mapping.elements if function is not None else ():
+                if type(element) is cst.DictElement and type(element.key) is cst.SimpleString:
+                    found.setdefault((id(function), element.key.evaluated_value), []).append((element.value, mapping))  # type: ignore[arg-type]
+        return found
+
+    def _entry_tensorish(self, key: str, at: cst.CSTNode, depth: int) -> bool:
+        """Does the function around ``at`` store a tensor under ``key`` that may be what ``at``
+        reads (stored before it, or in a loop around both), and never a host value there
+        (``hyp["yseq"] = hyp["yseq"].tolist()``)? Literal numbers are starting values
+        (``{"score": 0.0}``), then replaced by tensors."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(at)
+        entries = self._entries.get((id(function), key), ()) if function is not None else ()
+        if not entries:
+            return False
+        where = tree.index(at)
+        reaching = [(value, node) for value, node in entries if not plainly_python(value) and not tree.is_inside(at, node)
+                    and (tree.index(node) < where or any(tree.is_inside(at, loop) for loop in self.ctx.loops.enclosing_loops(node)))]
+        asked: set[tuple[int, str]] = self.__dict__.setdefault("_entries_asked", set())
+        if (id(function), key) in asked:
+            return False  # `s["value"] = s["value"] + END`: the host test asks of the entry again
+        asked.add((id(function), key))
+        try:
+            if any(self._host_value(value, node) for value, node in reaching):
+                return False
+        finally:
+            asked.discard((id(function), key))
+        memo: dict[int, bool] = self.__dict__.setdefault("_entry_memo", {})
+        for value, node in reaching:
+            if id(value) not in memo:
+                memo[id(value)] = False  # `s["score"] = s["score"] + d`: itself, while asked
+                memo[id(value)] = self.tensorish(value, node, depth + 1)
+            if memo[id(value)]:
+                return True
+        return False
+
+    def _host_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``t.item()``, ``t.tolist()``, ``float(t)``, ``t.cpu()``: a value read to the host."""
+        if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("float", "int", "bool", "list"):
+            return True
+        return self.ctx.devices.moved_to_host(value, at)
+
+    def holds_device_tensors(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``container`` a Python list (or generator) of device tensors: ``[model(x).max()
+        for x in xs]``, or a name bound to one in this function, or ``scores = []`` then
+        ``scores.append(loss)`` with ``loss`` one? ``max(scores)``, ``sorted(scores)`` and
+        ``scores[0] < scores[1]`` compare them with ``__bool__``: one read per comparison."""
+        container_type = type(container)
+        if container_type in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
+            return self.device_tensor(container.elt, container.elt)
+        if container_type in (cst.List, cst.Tuple):
+            return any(not isinstance(e, cst.StarredElement) and self.device_tensor(e.value, at) for e in container.elements)
+        if container_type is not cst.Name:
+            return False
+        memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
+        ctx = self.ctx
+        scope = ctx.tree.scope_of(at)
+        key = (id(scope), container.value)
+        if key not in memo:
+            memo[key] = False  # `xs = xs + [x]`: the list itself, while asked
+            items = [(b.value, b.node) for b in ctx.bindings.lookup(container.value, at)
+                     if b.kind == "assign" and b.element is None and type(b.value) in (cst.ListComp, cst.List)]
+            items += [(call.args[0].value, call) for call in ctx.method_calls("append")
+                      if dotted(call.func.value) == container.value and len(call.args) == 1 and ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
+            memo[key] = any(self.holds_device_tensors(value, node) if type(value) in (cst.ListComp, cst.List)
+                            else self.device_tensor(value, node) for value, node in items)
+        return memo[key]
+
+    def _moves_an_object(self, move: cst.Call) -> bool:
+        """``trainer.cuda()`` after ``trainer = ImagenTrainer(...)`` (or ``Net().to(device)``):
+        an instance of a class moved, whose methods return whatever they return, not a tensor."""
+        receiver = move.func.value  # type: ignore[attr-defined]
+        built: cst.BaseExpression | None = receiver
+        at: cst.CSTNode = move
+        if type(receiver) is not cst.Call:
+            name = dotted(receiver)
+            binding = self.ctx.bindings.reaching(name, move) if name is not None else None
+            built = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+            at = binding.node if binding is not None else move
+        if type(built) is not cst.Call:
+            return False
+        called = self.ctx.qname(built.func) or dotted(built.func) or ""
+        # A class is named in CamelCase; torch's tensor classes (`torch.LongTensor(...)`) build tensors.
+        return called.rsplit(".", 1)[-1][:1].isupper() and self.ctx.values.kind(built, at) is not Kind.TENSOR
+
+
+def string_key(subscript: cst.Subscript) -> str | None:
+    """``"score"`` for ``hyp["score"]``: the one string key of a subscript, if that is all it is."""
+    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
+        return None
+    key = subscript.slice[0].slice.value
+    return key.evaluated_value if type(key) is cst.SimpleString and isinstance(key.evaluated_value, str) else None  # type: ignore[union-attr]
+
+
+def one_index(subscript: cst.Subscript) -> bool:
+    """``xs[0]``, ``xs[i]``: one item, not a slice."""
+    return len(subscript.slice) == 1 and type(subscript.slice[0].slice) is cst.Index

@@ -1,0 +1,335 @@
+"""Host tensors: where a tensor made on the host comes from (a factory, data, a helper's return, a
+Python number), how far it travels on the host (arithmetic, views, torch functions, a few
+statements), and the move that uploads it (a part of ``Uploads``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.bounded import Bounded
+    from torchlint.analysis.context import FileContext
+
+# Factories that fill a new tensor (on the host unless given `device=`).
+FACTORIES = frozenset({
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
+    "torch.randint", "torch.arange", "torch.eye", "torch.linspace", "torch.logspace", "torch.randperm",
+    # Windows for `torch.stft` and filters: built on the host unless given `device=` like any factory.
+    "torch.hann_window", "torch.hamming_window", "torch.blackman_window", "torch.bartlett_window", "torch.kaiser_window",
+})
+# Calls that copy data that exists on the host into a tensor (on the host unless given `device=`).
+FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
+                       "torch.IntTensor", "torch.BoolTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.ByteTensor"})
+# Tensor methods whose result lives where the tensor does: views, reshapes, element-wise math.
+PLACE_KEEPING = DTYPE_CONVERSIONS | frozenset({
+    "unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute", "transpose", "t",
+    "flip", "flatten", "unflatten", "clone", "detach", "cumsum", "cumprod", "pow", "exp", "log", "sin", "cos",
+    "sqrt", "rsqrt", "neg", "abs", "clamp", "clamp_min", "clamp_max", "floor", "ceil", "round", "sigmoid",
+    "tanh", "mul", "add", "sub", "div", "float", "view_as", "reshape_as", "tril", "triu", "repeat_interleave",
+})
+# Methods whose arguments are sizes or dimensions (or another tensor's shape): any argument goes.
+_SHAPES = frozenset({"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute", "transpose", "t", "flip",
+                     "flatten", "unflatten", "view_as", "reshape_as", "tril", "triu", "contiguous", "clone", "detach"})
+# torch functions whose result lives where their tensor arguments do.
+_PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "exp", "log", "sin", "cos", "sqrt", "rsqrt", "pow", "outer", "cat", "stack", "cumsum", "cumprod", "flip",
+    "clamp", "abs", "neg", "sigmoid", "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape",
+    "polar", "complex", "einsum", "matmul", "mul", "add", "sub", "div", "where", "exp2", "log2", "erf",
+))
+ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
+_LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
+
+
+class HostTensors:
+    """Where one file's host tensors come from, how far they travel, and the moves that upload them."""
+
+    ctx: FileContext
+    _depth: Bounded
+    _asking: set[int]
+
+    # --- Python numbers ------------------------------------------------------------------
+    @cached_property
+    def _size_names(self) -> dict[int, set[str]]:
+        """Scope -> names given to a factory as a size (``torch.arange(half)``): Python ints."""
+        found: dict[int, set[str]] = {}
+        ctx = self.ctx
+        for call in ctx.tree.nodes(cst.Call):
+            if ctx.qname(call.func) in FACTORIES:
+                for arg in call.args:
+                    if type(arg.value) is cst.Name and (arg.keyword is None or arg.keyword.value in ("start", "end", "step", "size")):
+                        found.setdefault(id(ctx.tree.scope_of(call)), set()).add(arg.value.value)
+        return found
+
+    def python_number(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` a plain Python number: a literal, a constant, ``math.log(p)``,
+        ``x.shape[0]``, ``len(xs)``, a name used as a factory's size, arithmetic of those?"""
+        ctx = self.ctx
+        expr_type = type(expr)
+        if expr_type in (cst.Integer, cst.Float) or depth > 4:
+            return expr_type in (cst.Integer, cst.Float)
+        if expr_type is cst.UnaryOperation:
+            return self.python_number(expr.expression, at, depth + 1)
+        if expr_type is cst.BinaryOperation:
+            return self.python_number(expr.left, at, depth + 1) and self.python_number(expr.right, at, depth + 1)
+        if ctx.constants.int_value(expr, at) is not None or ctx.values.kind(expr, at) is Kind.HOST:
+            return True
+        if expr_type is cst.Call:
+            func = expr.func
+            qualified = ctx.qname(func) or ""
+            if qualified.startswith("math.") or type(func) is cst.Name and func.value in ("len", "int", "float", "round") and not qualified:
+                return True
+            return type(func) is cst.Attribute and func.attr.value in ("size", "dim", "numel", "item")
+        if expr_type is cst.Subscript:
+            value = expr.value
+            return type(value) is cst.Attribute and value.attr.value == "shape"
+        if expr_type is cst.Attribute:
+            return expr.attr.value in ("ndim",)
+        if expr_type is cst.Name:
+            if expr.value in self._size_names.get(id(ctx.tree.scope_of(at)), ()):
+                return True
+            binding = ctx.bindings.reaching(expr.value, at)
+            return binding is not None and binding.kind == "assign" and binding.element is None and binding.value is not None and self.python_number(binding.value, binding.node, depth + 1)
+        return False
+
+    # --- where a host tensor comes from --------------------------------------------------
+    def host_factory(self, call: cst.Call) -> bool:
+        """A factory call without a device (or with ``device="cpu"``)."""
+        ctx = self.ctx
+        if ctx.qname(call.func) not in FACTORIES:
+            return False
+        device = ctx.keyword(call, "device")
+        return device is None or ctx.devices.device_value(device.value, call) == "host"
+
+    def made_on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> cst.Call | None:
+        """The call that made ``expr`` on the host, through place-keeping methods, arithmetic
+        with numbers and names bound in the same scope: a factory (``torch.arange(n)``),
+        a copy of host data (``torch.tensor(xs)``, ``torch.from_numpy(a)``), or a call of a
+        helper of this file that returns one."""
+        ctx = self.ctx
+        if depth > 5:
+            return None
+        expr_type = type(expr)
+        if expr_type is cst.Call:
+            qualified = ctx.qname(expr.func)
+            if qualified in FACTORIES:
+                return expr if self.host_factory(expr) else None
+            if qualified in FROM_DATA:
+                return expr if ctx.keyword(expr, "device") is None else None
+            func = expr.func
+            if qualified is None and type(func) is cst.Attribute and func.attr.value in PLACE_KEEPING:
+                return self.made_on_host(func.value, at, depth + 1)
+            if qualified is None and self.host_helper(expr) is not None:
+                return expr
+            return None
+        if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                made = self.made_on_host(side, at, depth + 1)
+                if made is not None and self.python_number(other, at):
+                    return made
+            return None
+        if expr_type is cst.UnaryOperation:
+            return self.made_on_host(expr.expression, at, depth + 1)
+        if expr_type is cst.Subscript:
+            return self.made_on_host(expr.value, at, depth + 1)
+        if expr_type is cst.Name:
+            binding = ctx.bindings.reaching(expr.value, at)
+            if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
+                return None
+            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at) or self._filled(expr.value, binding.node, at):
+                return None
+            return self.made_on_host(binding.value, binding.node, depth + 1)
+        return None
+
+    def _filled(self, name: str, bound: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is ``name`` written into between ``bound`` and ``at`` (``buf[i] = v``, ``buf += v``,
+        ``buf.fill_(0)``)? Then it holds more than its factory made."""
+        tree = self.ctx.tree
+        start, end = tree.index(bound), tree.index(at)
+        for node in tree.names_valued_between(name, start, end):
+            parent = tree.parent(node)
+            if type(parent) is cst.Subscript and parent.value is node and type(tree.parent(parent)) in (cst.AssignTarget, cst.AugAssign):
+                return True
+            if type(parent) is cst.AugAssign and parent.target is node:
+                return True
+            if type(parent) is cst.Attribute and parent.value is node and parent.attr.value.endswith("_") and not parent.attr.value.startswith("_"):
+                return True
+        return False
+
+    def host_helper(self, call: cst.Call) -> cst.Call | None:
+        """``noise_like(shape)``, a function of this file every ``return`` of which is a
+        tensor made on the host: the factory it uses (None when it is not such a helper)."""
+        ctx = self.ctx
+        function = ctx.functions.called(call, ctx.qname(call.func))
+        if function is None:
+            return None
+        memo: dict[int, cst.Call | None] = self.__dict__.setdefault("_helpers", {})
+        if id(function) in memo:
+            return memo[id(function)]
+        if id(function) in self._asking or self._depth.waiting(id(function)):
+            return None  # recursion
+        return self._depth.call(id(function), lambda: self._helper_factory(function))  # 1,400 helpers returning the next one's result
+
+    def _helper_factory(self, function: cst.FunctionDef) -> cst.Call | None:
+        ctx = self.ctx
+        self._asking.add(id(function))
+        try:
+            returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
+            made = [self.made_on_host(r.value, r) for r in returns]
+        finally:
+            self._asking.discard(id(function))
+        found = made[0] if made and all(m is not None and ctx.qname(m.func) in FACTORIES for m in made) else None
+        self.__dict__["_helpers"][id(function)] = found
+        return found
+
+    # --- how far it travels on the host ---------------------------------------------------
+    def host_chain(self, made: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+        """The outermost expression that computes on the host from ``made``: through dtype
+        conversions, views and reshapes (``.unsqueeze(0).expand(b, -1)``), arithmetic with
+        numbers or other host-made tensors, indexing and place-keeping torch functions
+        (``torch.exp(-c * torch.arange(n) / n)``). Also whether only numbers joined it (a
+        ``device=`` on ``made`` alone then moves the whole computation)."""
+        tree = self.ctx.tree
+        current, alone = made, True
+        while True:
+            parent = tree.parent(current)
+            parent_type = type(parent)
+            if parent_type is cst.UnaryOperation and type(parent.operator) is cst.Minus:
+                current = parent
+            elif parent_type is cst.BinaryOperation and type(parent.operator) in ARITHMETIC:
+                other = parent.right if parent.left is current else parent.left
+                if self.python_number(other, parent):
+                    current = parent
+                elif self._factory_made(other, parent):
+                    current, alone = parent, False
+                else:
+                    return current, alone
+            elif parent_type is cst.Attribute and parent.value is current:
+                call = tree.parent(parent)
+                if type(call) is not cst.Call or call.func is not parent:
+                    return current, alone
+                method = parent.attr.value
+                if method in _SHAPES or self.ctx.devices.dtype_only_to(call) or method in PLACE_KEEPING and all(
+                        self.python_number(a.value, call) or self._factory_made(a.value, call) for a in call.args if a.keyword is None):
+                    current = call
+                else:
+                    return current, alone
+            elif parent_type is cst.Subscript and parent.value is current:
+                current = parent
+            elif parent_type in (cst.Arg, cst.Element):
+                joined = self._joining_function(parent, current)
+                if joined is None:
+                    return current, alone
+                current, alone = joined
+            else:
+                return current, alone
+
+    def _joining_function(self, arg: cst.CSTNode, value: cst.BaseExpression) -> tuple[cst.Call, bool] | None:
+        """``torch.exp(value)``, ``torch.cat([value, other])``: a place-keeping torch function
+        whose other tensor arguments are numbers or made on the host too."""
+        tree = self.ctx.tree
+        holder = tree.parent(arg)
+        if type(arg) is cst.Element:
+            if type(holder) not in (cst.List, cst.Tuple):
+                return None
+            arg = tree.parent(holder)
+            if type(arg) is not cst.Arg:
+                return None
+            holder = tree.parent(arg)
+        if type(holder) is not cst.Call or self.ctx.qname(holder.func) not in _PLACE_KEEPING_FUNCTIONS or arg.keyword is not None:
+            return None
+        alone = True
+        for other in holder.args:
+            values = [e.value for e in other.value.elements] if type(other.value) in (cst.List, cst.Tuple) else [other.value]
+            for item in values:
+                if item is value or other.keyword is not None or self.python_number(item, holder) or type(item) is cst.SimpleString:
+                    continue
+                if not self._factory_made(item, holder):
+                    return None  # data of its own (a batch, an array): that operand decides
+                alone = False
+        return holder, alone
+
+    def _factory_made(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        made = self.made_on_host(expr, at)
+        return made is not None and self.ctx.qname(made.func) in FACTORIES
+
+    # --- the move -------------------------------------------------------------------------
+    def move_of(self, expr: cst.BaseExpression) -> cst.Call | None:
+        """``expr.to(device)`` / ``expr.cuda()`` right on ``expr``; or ``expr.type_as(t)`` /
+        ``expr.to(t)`` with ``t`` a device tensor: to that tensor's device (and dtype)."""
+        tree = self.ctx.tree
+        attribute = tree.parent(expr)
+        if type(attribute) is not cst.Attribute or attribute.value is not expr:
+            return None
+        call = tree.parent(attribute)
+        if type(call) is not cst.Call or call.func is not attribute:
+            return None
+        if self.ctx.devices.move(call) == "device" or self.moves_like(call):
+            return call
+        return None
+
+    def moves_like(self, call: cst.Call) -> bool:
+        """``x.type_as(enc)``, ``x.to(enc)``: a copy to the device of ``enc``, a device tensor
+        (a dtype, ``x.to(y.dtype)``, or a tensor on the host moves nothing across)."""
+        ctx = self.ctx
+        if ctx.method_name(call) not in ("type_as", "to") or ctx.devices.dtype_only_to(call):
+            return False
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(positional) != 1 or len(call.args) > 2 or ctx.devices.device_value(positional[0], call) is not None:
+            return False  # `.to(device)` is `move`'s; `.to(t, non_blocking=True)` at most one keyword more
+        other = positional[0]
+        return type(other) in (cst.Name, cst.Attribute, cst.Subscript) and ctx.syncs.device_tensor(other, call)
+
+    def moved_later(self, top: cst.BaseExpression) -> cst.Call | None:
+        """``x = torch.arange(n)`` then, a few statements on in the same block and with ``x``
+        only reshaped on the way (``x = x.unsqueeze(0)``), ``x = x.to(device)`` or
+        ``model(x.cuda())``: that move."""
+        tree = self.ctx.tree
+        assign = tree.parent(top)
+        if type(assign) is not cst.Assign or assign.value is not top or len(assign.targets) != 1:
+            return None
+        name = dotted(assign.targets[0].target)
+        line = tree.parent(assign)
+        if name is None or type(line) is not cst.SimpleStatementLine or line.body[-1] is not assign:
+            return None
+        tracked = {name}
+        statement = line
+        for _ in range(_LOOKAHEAD):
+            statement = tree.next_statement(statement)
+            if statement is None:
+                return None
+            reads = [n for n in tree.descendants(statement) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
+            if not reads:
+                continue
+            if type(statement) is not cst.SimpleStatementLine:
+                return None  # used in a loop or a branch: maybe on the host first, maybe not every time
+            for read in reads:
+                top_read, _ = self.host_chain(read)
+                move = self.move_of(top_read)
+                if move is not None:
+                    return move
+            rebound = self._reshaped(statement, tracked)
+            if rebound is None:
+                return None  # used for something else first: the host copy may be needed
+            tracked.add(rebound)
+        return None
+
+    def _reshaped(self, statement: cst.CSTNode, tracked: set[str]) -> str | None:
+        """``y = x.unsqueeze(0)`` / ``x = x * 2``: a tracked name reshaped on the host into a name."""
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1 or type(statement.body[0]) is not cst.Assign:
+            return None
+        assign = statement.body[0]
+        target = dotted(assign.targets[0].target) if len(assign.targets) == 1 else None
+        if target is None:
+            return None
+        reads = [n for n in self.ctx.tree.descendants(assign.value) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
+        if len(reads) != 1:
+            return None
+        top, _ = self.host_chain(reads[0])
+        return target if top is assign.value else None

@@ -1,0 +1,266 @@
+"""Values on the host: what a NumPy array, a Python value, a tensor moved or built on the host, or a
+helper's result computed from such values is, followed through bindings (a part of ``Devices``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class
+from torchlint.analysis.device_reach import DEPTH as _DEPTH, HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class HostValues:
+    """Which values of one file are on the host."""
+
+    ctx: FileContext
+
+    def moved_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
+        """Was ``expr`` already moved to the host: ``x.cpu().detach()``, ``y[0]`` after
+        ``y = out.cpu()``, ``torch.from_numpy(a)``?"""
+        ctx = self.ctx
+        while True:
+            if type(expr) is cst.Subscript:
+                expr = expr.value
+            elif type(expr) is cst.Attribute and expr.attr.value in SAME_TENSOR and ctx.qname(expr) is None:
+                expr = expr.value  # `loss.data`, `w.T`: the same tensor's storage, where it is
+            elif type(expr) is cst.Call and ctx.qname(expr.func) == "torch.autograd.Variable" and expr.args and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `Variable(x)` (pre-0.4) wraps the tensor it is given, on its device
+            elif type(expr) is cst.Call and ctx.qname(expr.func) is not None:
+                break
+            elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+                moved = self.move(expr)
+                if moved is not None:
+                    return moved == "host"
+                if expr.func.attr.value in ("to", "type_as") and not self.dtype_only_to(expr):
+                    return False  # `.to(src_tokens)`, `.type_as(x)`: to another tensor's device, wherever that is
+                if expr.func.attr.value in READS_TO_HOST and not expr.args:
+                    return True  # `tokens = tokens.tolist()`: a Python value, read already
+                expr = expr.func.value
+            else:
+                break
+        if type(expr) in (cst.Name, cst.Attribute, cst.Call) and ctx.values.kind(expr, at) is Kind.NUMPY:
+            return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
+        if type(expr) is cst.Call:
+            if _returns_host_tensors(expr, ctx):
+                return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
+            if self.module_on_host(expr.func, at):
+                return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
+            if host_tensor_class(ctx.qname(expr.func)):
+                return not self.default_device_set()  # `torch.LongTensor([n])`: a CPU tensor class (its CUDA twin is `torch.cuda.LongTensor`)
+            if ctx.qname(expr.func) in _HOST_BUILDERS and self.ctx.keyword(expr, "device") is None:
+                if self._copies_a_tensor(expr, at, _depth):
+                    return False  # `torch.as_tensor(pred_masks, dtype=torch.uint8)`: the tensor stays where it was
+                return not self.default_device_set()  # `torch.set_default_device("cuda")` builds there instead
+            if self._torch_op_of_host_values(expr, at, _depth):
+                return True
+            return self._local_helper_of_host_values(expr, _depth)
+        if type(expr) is cst.IfExp and _depth < _DEPTH:
+            # `torch.min(torch.as_tensor(g), torch.as_tensor(N)) if g is not None else N`: host on both branches
+            return all(self.moved_to_host(branch, at, _depth + 1) or not ctx.syncs.tensorish(branch, at) for branch in (expr.body, expr.orelse))
+        if type(expr) in (cst.List, cst.Tuple) or type(expr) is cst.BinaryOperation and _sequence_parts(expr):
+            # `[torch.LongTensor([d])] + [torch.LongTensor([h])] * n`: a list whose items are host tensors
+            items = [e.value for part in _sequence_parts(expr) for e in part.elements]  # type: ignore[attr-defined]
+            return bool(items) and _depth < _DEPTH and all(type(e) is not cst.StarredElement and (_is_number(e) or self.moved_to_host(e, at, _depth + 1))
+                                                         for e in items)
+        if type(expr) is cst.BinaryOperation:
+            # `host_a / host_b`: arithmetic keeps its operands' placement (a device operand
+            # would make the result a device value, so both sides must be host or numbers).
+            # In a file that names no device at all, one host tensor is enough: the other
+            # operands (`scaler.loss_scale`) are Python values or host tensors too, since a
+            # host tensor of any size meets a device tensor only by raising.
+            sides = operands(expr)
+            on_host = [_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides]
+            if all(on_host):
+                return True
+            return any(on_host) and not self.uses_accelerator() and not self._mentions_devices() \
+                and not any(self.ctx.syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
+        if type(expr) in (cst.ListComp, cst.GeneratorExp) and _depth < _DEPTH:
+            return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host
+        if type(expr) is cst.IfExp and _depth < _DEPTH:
+            # `x.cpu().numpy() if isinstance(x, torch.Tensor) else x`: the other branch is no tensor at all
+            tested = ctx.guards.tensor_tested(expr.test)
+            return self.moved_to_host(expr.body, at, _depth + 1) and (
+                tested is not None and dotted(expr.orelse) == tested or self.moved_to_host(expr.orelse, at, _depth + 1))
+        if type(expr) is cst.Comparison and _depth < _DEPTH:  # `best > thr`: the same, for a mask
+            sides = [expr.left, *(target.comparator for target in expr.comparisons)]
+            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
+        return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+
+    def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
+        the result is on ``t``'s device (a list, a number or an array is host data)."""
+        if self.ctx.qname(call.func) not in ("torch.tensor", "torch.as_tensor") or not call.args or call.args[0].keyword is not None:
+            return False
+        data = call.args[0].value
+        if isinstance(data, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)) or _is_number(data):
+            return False
+        return self.ctx.syncs.tensorish(data, at) and not self.moved_to_host(data, at, depth + 1)
+
+    def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+        """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
+        tensor inputs are all on the host (and no ``device=``) computes on the host."""
+        qualified = self.ctx.qname(call.func) or ""
+        if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > _DEPTH or not call.args:
+            return False
+        if self.ctx.keyword(call, "device") is not None or self.ctx.keyword(call, "out") is not None:
+            return False
+        inputs = []
+        for arg in call.args:
+            if arg.keyword is not None:
+                continue
+            value = arg.value
+            inputs.extend(e.value for e in value.elements) if isinstance(value, (cst.List, cst.Tuple)) else inputs.append(value)
+        return bool(inputs) and all(_is_number(v) or self.moved_to_host(v, at, depth + 1) for v in inputs)
+
+    def _local_helper_of_host_values(self, call: cst.Call, depth: int) -> bool:
+        """``xyxy2xywh(torch.tensor(box))``: a function of this file, given only host
+        values, that moves nothing to a device, returns host values."""
+        if depth > 4 or not call.args:
+            return False
+        function = self.ctx.functions.called(call, self.ctx.qname(call.func))
+        if function is None:
+            return False  # a model, a method of an object, or an import: it may move its input
+        if any(arg.star or not (_is_number(arg.value) or self.moved_to_host(arg.value, call, depth + 1)) for arg in call.args):
+            return False
+        # Why the body is read: `def to_device(x): return x.cuda()` takes host values too.
+        if any(self.move(inner) == "device" or self.ctx.keyword(inner, "device") is not None
+               for inner in self.ctx.tree.descendants(function) if isinstance(inner, cst.Call)):
+            return False
+        return self._free_values_on_host(function, depth)
+
+    def _free_values_on_host(self, function: cst.FunctionDef, depth: int) -> bool:
+        """Are the values a nested function reads from the scope around it (``wh`` of
+        ``def fitness(k): return metric(k, wh)``) on the host: a device tensor there makes
+        its result one, whatever it is given?"""
+        ctx, tree = self.ctx, self.ctx.tree
+        outer = tree.scope_of(function)
+        if outer is None or type(outer) is cst.Module:
+            return True  # a module-level function: its globals are the module's own business
+        seen: set[str] = set()
+        for node in tree.descendants(function):
+            if type(node) is not cst.Name or node.value in seen:
+                continue
+            bound = ctx.bindings.lookup(node.value, node)
+            if not bound or not all(b.kind == "assign" and not tree.is_inside(b.node, function) for b in bound):
+                continue  # its own name, a parameter, an import or a function: not a value from outside
+            seen.add(node.value)
+            if not self.moved_to_host(node, node, depth + 1):
+                return False
+        return True
+
+    def _every_binding(self, expr: cst.BaseExpression, at: cst.CSTNode, test, depth: int, whole_value_of_tuples: bool) -> bool:  # type: ignore[no-untyped-def]
+        """Does ``test`` hold for the value of every assignment that binds the name ``expr``?
+
+        For ``a, b = value`` the matching element is tested; when ``value`` is not a
+        literal tuple, ``whole_value_of_tuples`` says whether to test ``value`` itself.
+        """
+        name = dotted(expr)
+        if name is None or depth > _DEPTH or self.ctx.qname(expr) is not None:
+            return False
+        bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        tree = self.ctx.tree
+        # `k = k[order]`: its own right-hand side sees the earlier bindings, not this one
+        bound = [b for b in bound if not (b.kind == "assign" and (at is b.node or tree.is_inside(at, b.node)))
+                 and not (b.kind == "comp" and not self._in_comprehension_of(b, at)) and not self._overwritten(b, bound, at)]
+        if not bound:
+            return False
+        for binding in bound:
+            value = binding.value
+            if binding.kind == "param":
+                if self._conditions is not None and test == self.on_device and name not in ("self", "cls") \
+                        and self.ctx.tree.enclosing_function(binding.node) is self._condition_scope:
+                    self._conditions.add(name)  # a device tensor where the callers pass one (`device_if`)
+                    continue
+                default = getattr(binding.node, "default", None)
+                if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
+                    continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
+                # A nested function's parameter holds what its callers pass: all in this file.
+                passed = self.ctx.functions.passed_to(binding)
+                if passed is None or not all(test(arg, call, depth + 1) for arg, call in passed):
+                    return False
+                continue
+            if binding.kind in ("for", "comp") and value is not None:
+                # `for n in mask.cpu().sum(1)`, `for a, b in zip(x.cpu(), y)`: an item has
+                # the placement of what is iterated
+                item = _iterated_source(value, binding.element)
+                if item is None or not test(item, binding.node, depth + 1):
+                    return False
+                continue
+            if binding.kind != "assign" or value is None:
+                return False
+            if binding.element is not None:
+                if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
+                    value = value.elements[binding.element].value
+                elif isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+                    value = value.elt  # `wh, wh0 = (torch.tensor(x) for x in (wh, wh0))`: each element is made alike
+                elif not whole_value_of_tuples:
+                    return False
+            if not test(value, binding.node, depth + 1):
+                return False
+        return True
+
+    def _in_comprehension_of(self, binding, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+        """Is ``at`` inside the comprehension whose ``for`` made ``binding`` (its variable is
+        seen nowhere else)?"""
+        tree = self.ctx.tree
+        comprehension = next((a for a in tree.ancestors(binding.node) if type(a) is not cst.CompFor), None)
+        return comprehension is not None and (at is comprehension or tree.is_inside(at, comprehension))
+
+    def _overwritten(self, binding, bound: list, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+        """Does ``binding`` not reach ``at``: made after it with no loop around both to carry
+        it back (``for x in k:`` after ``x, best = metric(k, wh0)`` is read), or assigned over
+        on every path, by an assignment after it that stands in a block holding ``at``
+        (yolov5's ``with open(...) as f:`` in an early branch, then ``f = anchor_fitness(k)``
+        before the loop that reads ``f``)?"""
+        tree = self.ctx.tree
+        start, end = tree.index(binding.node), tree.index(at)
+        if start > end and tree.scope_of(binding.node) is tree.scope_of(at):
+            return not any(tree.is_inside(binding.node, loop) for loop in self.ctx.loops.enclosing_loops(at))
+        for other in bound:
+            if other is binding or other.kind != "assign" or not start < tree.index(other.node) < end:
+                continue
+            statement = tree.statement_of(other.node)
+            block = tree.parent(statement) if statement is not None else None
+            if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
+                return True
+        return False
+
+
+def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """The list or tuple literals a sequence expression is made of (``[a] + [b] * n``: ``[a]``,
+    ``[b]``; repetition keeps the items), or [] when it is not one."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return [expr]
+    if not isinstance(expr, cst.BinaryOperation) or depth > 8:
+        return []
+    if isinstance(expr.operator, cst.Add):
+        left, right = _sequence_parts(expr.left, depth + 1), _sequence_parts(expr.right, depth + 1)
+        return left + right if left and right else []
+    if isinstance(expr.operator, cst.Multiply):
+        return _sequence_parts(expr.left, depth + 1) or _sequence_parts(expr.right, depth + 1)
+    return []
+
+
+def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
+    """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
+    arg = ctx.keyword(call, "return_tensors")
+    return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
+
+
+def _iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.BaseExpression | None:
+    """What a loop target takes its items from: the iterable, or for ``zip(a, b)`` and
+    ``enumerate(a)`` the argument at the target's position (None when unknown)."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
+        if element is None:
+            return None
+        if iterable.func.value == "enumerate":
+            return positional[0] if element == 1 and positional else None
+        return positional[element] if element < len(positional) else None
+    return iterable if element is None else None

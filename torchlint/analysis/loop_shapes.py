@@ -1,0 +1,90 @@
+"""What a loop looks like on its own: its per-iteration parts, the names it binds, an epoch loop, a
+count, a micro-batch slice; the node types a walk of a loop stops at. Shared by the ``Loops`` parts."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.kind_names import MODULE_CHAIN
+from torchlint.analysis.names import dotted, is_range
+from torchlint.analysis.tree import node_types
+
+SCOPE_BARRIERS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+BARRIER_TYPES = node_types(*SCOPE_BARRIERS)
+COMPREHENSION_TYPES = node_types(*COMPREHENSIONS)
+NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *SCOPE_BARRIERS, *COMPREHENSIONS)
+# Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
+ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
+SAMPLING = frozenset({"generate", "sample", "multinomial"})
+BACKWARD, OPTIMIZER = 1, 2  # the parts of a training step a function runs
+
+
+def body_children(loop: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The parts of a loop that run once per iteration."""
+    if isinstance(loop, (cst.For, cst.While)):
+        return (loop.body,) if isinstance(loop, cst.For) else (loop.body, loop.test)
+    return ()
+
+
+def slices_a_batch(loop: cst.CSTNode) -> bool:
+    """``for i in range(0, batch.shape[0], micro)``: a range with a step, over one batch."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+        return False
+    func = loop.iter.func
+    return type(func) is cst.Name and func.value == "range" and len(loop.iter.args) == 3
+
+
+def target_names(loop: cst.CSTNode) -> set[str]:
+    """The names a loop binds each iteration (``net`` in ``for net in nets``,
+    ``net, opt`` in ``for net, opt in zip(nets, opts)``, ``attn, ff`` in
+    ``for i, (attn, ff) in enumerate(self.layers)``)."""
+    target = loop.target if isinstance(loop, cst.For) else getattr(getattr(loop, "for_in", None), "target", None)
+    parts, names = [target] if target is not None else [], set()
+    while parts:
+        part = parts.pop()
+        if isinstance(part, (cst.Tuple, cst.List)):
+            parts.extend(e.value for e in part.elements)  # nested unpacking binds each name inside
+        elif dotted(part) is not None:
+            names.add(dotted(part))
+    return names
+
+
+def constructs(value: cst.BaseExpression | None) -> bool:
+    """``VAT(vit, dim=512)``, ``Net().cuda()``: a call of a class (a name written as one)."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_CHAIN:
+        value = value.func.value
+    if type(value) is not cst.Call:
+        return False
+    name = dotted(value.func) or ""
+    return name.rsplit(".", 1)[-1].lstrip("_")[:1].isupper()
+
+
+def epoch_loop(loop: cst.CSTNode) -> bool:
+    """``for epoch in range(...)`` (or ``tqdm(range(...))``), ``for i in range(epochs)``: a
+    loop over epochs, not batches."""
+    if type(loop) is not cst.For:
+        return False
+    named = any("epoch" in name.lower() for name in target_names(loop))
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted(iterable.func) in ("tqdm", "tqdm.tqdm", "trange", "enumerate") and iterable.args:
+        if dotted(iterable.func) == "trange":
+            return named or counts_epochs(iterable)
+        iterable = iterable.args[0].value
+    return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and (named or counts_epochs(iterable))
+
+
+def counts_epochs(call: cst.Call) -> bool:
+    """``range(epochs)``, ``range(start, args.num_epochs)``: its bounds count epochs."""
+    return any("epoch" in (dotted(arg.value) or "").lower() for arg in call.args)
+
+
+def over_a_count(loop: cst.CSTNode) -> bool:
+    """``for i in range(...)`` (also ``enumerate(range(...))``): a loop over a count, not over
+    batches or samples of some iterable."""
+    if type(loop) is not cst.For:
+        return False
+    iterable = loop.iter
+    if type(iterable) is cst.Call and dotted(iterable.func) == "enumerate" and iterable.args:
+        iterable = iterable.args[0].value
+    return is_range(iterable)

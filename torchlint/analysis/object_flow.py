@@ -1,0 +1,159 @@
+"""Objects handed between functions: what a factory returns (here, or a project function the join
+looks up), and what a call passes for a parameter, dicts of objects included (a part of ``ObjectRefs``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.members import either
+from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import (
+    CONSTRUCTORS, FACTORY_PREFIXES, RETURNING, dict_entries, names_a_class, single, string_key, unwrap_moves,
+)
+from torchlint.analysis.summary import Ref
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class ObjectFlow:
+    """The classes of the objects a file's functions return and its calls pass."""
+
+    ctx: FileContext
+    keys: dict[int, str]
+    class_keys: dict[int, str]
+    relative: dict[str, tuple[int, str]]
+
+    def _returns(self) -> tuple[tuple[str, tuple[Ref | None, ...]], ...]:
+        """What factories return, element by element, when it is an object of a class:
+        ``return model, criterion, post`` (or ``return build(args)``: whatever that returns)."""
+        found: dict[str, tuple[Ref | None, ...]] = {}
+        for node in self.ctx.tree.nodes(cst.Return):  # one pass over the file's returns
+            function = self.ctx.tree.enclosing_function(node)
+            if node.value is None or function is None:
+                continue
+            values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+            refs = tuple(self._returned_class(v, node) for v in values)
+            key = self.keys[id(function)]
+            if key in found and len(found[key]) == len(refs):  # another `return`: either may be what it returns
+                refs = tuple(either(pair) for pair in zip(found[key], refs))
+            elif key in found:
+                continue
+            if any(r is not None for r in refs):
+                found[key] = refs
+        return tuple(found.items())
+
+    def _returned_class(self, value: cst.BaseExpression, at: cst.Return) -> Ref | None:
+        """The class a returned value is of; a name bound in the branches of an ``if`` may be
+        any of them (``if swin: model = Swin() else: model = Mlp()``, then ``return model``),
+        but a container returned is not one object."""
+        if type(value) is cst.Name:
+            made = self._made_function(value, at)
+            if made is not None:  # `def step_fn(state, batch): ...; return step_fn`: a call of the result runs it
+                return made
+            reaching = self.ctx.bindings.reaching_each(value.value, at)
+            if len(reaching) > 1:
+                return either(single(self._binding_class(value, b)) for b in reaching)
+        found = self._object_of(value, at, None)
+        if found is not None and found[0] == "each" and type(value) is cst.Call and type(value.func) is cst.Subscript:
+            return found  # `return MODELS[name](params)`: one object, of any class a function of the table returns
+        return single(found)
+
+    def _made_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``("local", key)`` where ``name`` at ``at`` is a function of this file and nothing
+        else (a factory returning the closure it defines: score_sde's ``get_step_fn``)."""
+        function = self.ctx.functions.named(name.value, at)
+        if function is None:
+            return None
+        reaching = self.ctx.bindings.reaching_each(name.value, at)
+        if any(b.kind != "def" for b in reaching):
+            return None  # rebound (`step_fn = torch.compile(step_fn)`): the object's class, as before
+        return ("local", self.keys[id(function)])
+
+    def _argument_classes(self, call: cst.Call) -> tuple[tuple[int | str, Ref], ...]:
+        """``train_one_epoch(model, criterion, ...)``: which arguments are objects of a
+        class, so the callee's ``criterion(out, y)`` resolves to that class's forward."""
+        found: list[tuple[int | str, Ref]] = []
+        position = 0
+        for arg in (*self.partial_arguments(call), *call.args):
+            if arg.star:
+                break  # positions after *args are unknown
+            value = arg.value
+            if type(value) in (cst.List, cst.Tuple):  # `train(rank, [net_g, net_d], ...)`: each element's class
+                refs = tuple(single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
+                owner = ("tuple", refs) if any(r is not None for r in refs) else None
+            else:
+                owner = self._dict_of_objects(value, call) or self._argument_object(value, call)
+            if owner is not None:
+                found.append((arg.keyword.value if arg.keyword is not None else position, owner))
+            if arg.keyword is None:
+                position += 1
+        return tuple(found)
+
+    def _argument_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """The classes of an argument: ``model``, ``self.encoder`` (either of two branches),
+        built in place (``Trainer(model, WeightedLoss())``, ``run(Net().cuda())``), what a
+        function of the project returns (``self._wrap_model(model)``), or a parameter passed
+        on (``_WrappedModel(model, ...)`` in ``_wrap_model(self, model)``: what its callers pass)."""
+        if type(value) is cst.Call:
+            value = unwrap_moves(value)
+            if type(value) is cst.Call:
+                last = (dotted(value.func) or "").rsplit(".", 1)[-1]
+                builds = names_a_class(last) or last.startswith(FACTORY_PREFIXES) or last in CONSTRUCTORS
+                if builds:
+                    return self._object_of(value, at, None)
+                function = self.target(value.func, value)  # the join finds out whether it returns an object
+                if function is not None and function[0] == "each":
+                    return self._factory_result(function, None)  # `run(MODELS[name](params))`
+                return ("returned", function, None) if function is not None and function[0] in RETURNING else None
+        if type(value) not in (cst.Name, cst.Attribute):
+            return None
+        found = self._instance_class(value, at)
+        if found is None and type(value) is cst.Name:
+            param = self._parameter(value, at)
+            if param is not None:
+                return ("passed", *param)  # the join follows it to the callers
+            function = self.ctx.functions.named(value.value, at)  # a function handed on (`sample_fn(denoiser, x)`): a call of it runs it
+            return ("local", self.keys[id(function)]) if function is not None else None
+        return found
+
+    # --- dicts of objects (score_sde's `state = dict(model=model, ema=ema, ...)`) -------------
+    def _dict_of_objects(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``("dict", ((key, class ref), ...))`` for a dict written with string keys (``{"ema":
+        ema}``, ``dict(ema=ema)``, or a name bound once to one) some of whose values are objects
+        of a class; None otherwise."""
+        entries = dict_entries(self._bound_once(value, at))
+        if entries is None:
+            return None
+        found = tuple((key, ref) for key, item in entries if (ref := single(self._object_of(item, at, None))) is not None)
+        return ("dict", found) if found else None
+
+    def _dict_entry(self, expr: cst.Subscript, at: cst.CSTNode) -> Ref | None:
+        """The class of ``state["ema"]``: the value that key holds in the dict ``state`` is bound
+        to here, or, for a parameter, in what the callers pass (``("passed", f, "state", "ema")``)."""
+        key = string_key(expr)
+        if key is None or type(expr.value) is not cst.Name:
+            return None
+        param = self._parameter(expr.value, at)
+        if param is not None:
+            return ("passed", *param, key)
+        entries = dict_entries(self._bound_once(expr.value, at))
+        item = dict(entries).get(key) if entries is not None else None
+        return single(self._object_of(item, at, None)) if item is not None else None
+
+    def _bound_once(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """What a local name is bound to where ``at`` stands, when one plain assignment reaches
+        it; any other expression as it is."""
+        for _ in range(4):
+            if type(value) is not cst.Name:
+                return value
+            reaching = self.ctx.bindings.reaching_each(value.value, at)
+            if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].element is not None:
+                return None
+            bound, at = reaching[0].value, reaching[0].node
+            handed_back = type(bound) is cst.Call and any(type(a.value) is cst.Name and a.value.value == value.value for a in bound.args)
+            if not handed_back:
+                return bound
+            # `state = restore_checkpoint(path, state, device)`: the dict it is given, handed back
+        return None

@@ -1,0 +1,119 @@
+"""The words of hidden syncs: tensor-only methods, methods whose result is no device tensor or a
+boolean one, ops sized by their values, library calls that read a tensor inside them, and the
+tests on sight (``torch_op``, ``plainly_python``) that the sync analysis and the checks share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Methods only a tensor has (NumPy arrays and Python sequences have none of them): a name
+# they are called on is a tensor, whatever it was bound to.
+TENSOR_ONLY_METHODS = frozenset({
+    "unsqueeze", "view", "permute", "contiguous", "detach", "masked_fill", "masked_fill_", "new_zeros",
+    "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "index_select", "unbind", "expand",
+    "expand_as", "repeat_interleave", "softmax", "log_softmax", "narrow", "size", "dim", "masked_select",
+    "nonzero", "long", "bool", "sigmoid", "bmm", "numel",
+})
+# Tensor methods whose result is not a tensor on the device.
+# (Counts too: `Tensor._nnz()`, torch_sparse's `SparseTensor.nnz()`, `sparse_dim()` are Python ints.)
+NOT_TENSOR_RESULTS = frozenset({"item", "tolist", "cpu", "numpy", "size", "dim", "numel", "data_ptr", "get_device",
+                                "is_floating_point", "is_contiguous", "element_size", "nelement", "stride", "keys", "items", "values", "get",
+                                "nnz", "_nnz", "sparse_dim", "dense_dim"})
+
+
+def mask_name(name: str) -> bool:
+    """``mask``, ``train_mask``, ``valid_mask``: an attribute named for a boolean mask."""
+    return name == "mask" or name.endswith("_mask")
+
+
+# Methods and functions whose result is a boolean tensor.
+BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
+                          "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})
+BOOL_FUNCTIONS = frozenset(f"torch.{name}" for name in (*BOOL_METHODS, "isneginf", "isposinf", "greater", "less", "bitwise_not"))
+# Methods (reductions mostly) that Python lists, dicts and numbers do not have: called on something
+# else than a Python value, the result is a tensor (or an array, which dynamo traces as one).
+ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "any", "all", "norm", "std", "var", "prod",
+                           "count_nonzero", "argmax", "argmin", "abs", "sin", "cos", "exp", "log", "sqrt", "tanh",
+                           "sigmoid", "relu", "round", "clamp", "clip", "floor", "ceil", "pow", "square", "flatten",
+                           "reshape", "matmul", "squeeze", "cumsum", "topk", "argsort", "float", "half", "double"})
+# Builtins that take a truth value of each element of what they are given.
+TRUTH_BUILTINS = frozenset({"all", "any"})
+
+
+# Ops whose result has as many elements as the input has non-zeros, distinct values or a
+# largest value: the host must learn the size from the device (TL106), dynamo cannot trace it (TL504).
+SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "bincount",
+                             "masked_select_nnz"})  # (torch_sparse: keeps the entries a mask selects)
+
+
+# Library functions that read a device tensor's values into Python inside them: the qualified
+# name -> (the parameter that must be a device tensor: its position and name; a keyword that,
+# given, spares the read; what it reads). flash_attn's `unpad_input` runs `nonzero` and
+# `seqlens.max().item()` on the mask (and transformers' `_get_unpad_data`, its copy); `one_hot`
+# without `num_classes` reads the largest class; `equal`/`allclose` return a Python bool;
+# `pack_padded_sequence` copies its lengths to the host.
+LIBRARY_READS: dict[str, tuple[int, str, str | None, str]] = {
+    "flash_attn.bert_padding.unpad_input": (1, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "flash_attn.bert_padding.unpad_input_for_concatenated_sequences": (1, "attention_mask_in_length", None, "`nonzero` and `.max().item()` of the mask"),
+    "transformers.modeling_flash_attention_utils._get_unpad_data": (0, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
+    "torch.nn.functional.one_hot": (0, "tensor", "num_classes", "the largest class (`max().item()`)"),
+    "torch.equal": (0, "input", None, "a Python bool"),
+    "torch.allclose": (0, "input", None, "a Python bool"),
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths", None, "the lengths, copied to the host"),
+}
+
+
+def library_read(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+    """``unpad_input(q, attention_mask)``: a library call that reads a tensor's values into
+    Python (:data:`LIBRARY_READS`), with the argument read and the words for what it reads;
+    None for any other call, or where the keyword that spares the read is given
+    (``F.one_hot(y, num_classes=10)``) or the argument is not there."""
+    qualified = ctx.qname(call.func)
+    entry = LIBRARY_READS.get(qualified or "")
+    if entry is None:
+        return None
+    position, keyword, spared_by, words = entry
+    if spared_by is not None and (ctx.keyword(call, spared_by) is not None or ctx.has_star_kwargs(call)):
+        return None  # `num_classes=` given (an explicit -1 is rare, taken as given)
+    arg = ctx.keyword(call, keyword) or ctx.argument(call, position)
+    if spared_by is not None and arg is not None and ctx.argument(call, position + 1) is not None:
+        return None  # `one_hot(y, 10)`: the spared keyword given by position
+    return (arg.value, words) if arg is not None and not arg.star else None
+
+
+def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
+    """``torch.nonzero(x)`` or ``x.nonzero()``: (op name, the tensor it works on); (None, None)
+    for anything but a ``torch.<op>`` function or a method."""
+    qualified = ctx.qname(call.func)
+    if qualified is not None:
+        op = qualified[len("torch."):] if qualified.startswith("torch.") and qualified.count(".") == 1 else None
+        return op, call.args[0].value if call.args and not call.args[0].star else None
+    if type(call.func) is cst.Attribute:
+        return call.func.attr.value, call.func.value
+    return None, None
+
+
+def plainly_python(expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` a Python value on sight (a literal, ``-1``, ``x.shape[0]``, ``x.size(1)``,
+    ``len(xs)``)? A cheap test that spares the analysis most sizes and indexes."""
+    expr_type = type(expr)
+    if expr_type is cst.UnaryOperation:
+        expr, expr_type = expr.expression, type(expr.expression)
+    if expr_type in _LITERALS:
+        return True
+    if expr_type is cst.Subscript:
+        expr, expr_type = expr.value, type(expr.value)
+    if expr_type is cst.Attribute:
+        return expr.attr.value in ("shape", "ndim", "dtype", "device")
+    if expr_type is cst.Call:
+        func = expr.func
+        return type(func) is cst.Attribute and func.attr.value in ("size", "dim", "numel", "item") or type(func) is cst.Name and func.value in ("len", "int", "float")
+    return False
+
+
+_LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})

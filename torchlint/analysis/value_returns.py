@@ -1,0 +1,115 @@
+"""What functions return and what built a value: the kind a call of this file's function returns, a
+Python value on sight, the ``return`` statements of a function, the calls that built a name's value
+(a part of ``ValueKinds``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.kind_names import NUMBERS_AND_STRINGS, annotated_python_value
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class ValueReturns:
+    """Returned kinds and constructing calls of one file."""
+
+    ctx: FileContext
+
+    def _returned_kind(self, call: cst.Call, element: int | None) -> Kind:
+        """What a call of a module-level function of this file returns, when all its
+        ``return``s agree; with ``element``, that position of the returned tuple."""
+        function = self._local_function(call.func)
+        if function is None or id(function) in self._returning:
+            return Kind.UNKNOWN  # not ours, or recursion
+        if element is None and annotated_python_value(function):
+            return Kind.HOST  # `def cutoff(...) -> int:`
+        self._returning.add(id(function))
+        try:
+            kinds = set()
+            for ret in self.returns_of(function):
+                value = ret.value
+                if element is not None:
+                    if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
+                        return Kind.UNKNOWN
+                    value = value.elements[element].value
+                kinds.add(self.kind(value, ret) if value is not None else Kind.HOST)
+        finally:
+            self._returning.discard(id(function))
+        return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _local_function(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The ``def`` a plain name calls (one visible where it is called, never rebound)."""
+        if not isinstance(func, cst.Name) or self.ctx.qname(func) is not None:
+            return None
+        function = self.ctx.functions.named(func.value, func)
+        if function is None or self.ctx.bindings.lookup(func.value, func):
+            return None
+        return function
+
+    def python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Known to be a plain Python value: a literal, ``x.item()``, ``float(...)``, or a
+        name or subscript the value analysis calls one. Other calls are not inferred
+        (what they return may be a tensor, and asking costs more than it saves)."""
+        value_type = type(value)  # exact types: libcst's ABCs make a failing isinstance slow
+        if value_type in NUMBERS_AND_STRINGS:
+            return True
+        if value_type is cst.Call:
+            func = value.func  # type: ignore[attr-defined]
+            if type(func) is cst.Attribute:
+                return func.attr.value in ("item", "tolist", "size", "dim", "numel") and (not value.args or func.attr.value == "size")
+            return isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "str", "len") and self.ctx.qname(func) is None
+        return self.kind(value, at) is Kind.HOST
+
+    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The function's own ``return`` statements; none for a generator (it yields)."""
+        return self._returns_by_function.get(id(function), [])
+
+    @cached_property
+    def _returns_by_function(self) -> dict[int, list[cst.Return]]:
+        """Each function's own returns, from one pass over the file's returns and yields
+        (every call of a local function asks for its returns)."""
+        tree = self.ctx.tree
+        found: dict[int, list[cst.Return]] = {}
+        for node in tree.nodes(cst.Return):
+            function = tree.enclosing_function(node)
+            if function is not None:
+                found.setdefault(id(function), []).append(node)
+        for kind in (cst.Yield, cst.Await):
+            for node in tree.nodes(kind):
+                function = tree.enclosing_function(node)
+                if function is not None:
+                    found[id(function)] = []  # a generator or a coroutine
+        return found
+
+    def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> cst.Call | None:
+        """The call that built ``expr``'s value: ``expr`` itself, or the one call every
+        binding of the name ``expr`` is assigned from (``ds = TensorDataset(x, y)``)."""
+        if isinstance(expr, cst.Call):
+            return expr
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return None
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and isinstance(bound[0].value, cst.Call):
+            return bound[0].value
+        return None
+
+    def constructors(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> list[cst.Call]:
+        """Every call that may have built ``expr``'s value: ``expr`` itself, or the call of
+        each binding of the name (``ds = A(...)`` in one branch, ``ds = A(...)`` in the
+        other). Empty when a binding is anything but a call assigned whole."""
+        if isinstance(expr, cst.Call):
+            return [expr]
+        name = dotted(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or self.ctx.qname(expr) is not None:
+            return []
+        bound = self.ctx.bindings.lookup(name, at or expr)
+        if not bound or not all(b.kind == "assign" and b.element is None and isinstance(b.value, cst.Call) for b in bound):
+            return []
+        return [b.value for b in bound]  # type: ignore[misc]
