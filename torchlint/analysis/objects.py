@@ -37,7 +37,6 @@ from torchlint.analysis.object_shapes import (
     CONSTRUCTORS, FACTORY_PREFIXES, LISTS, PREPARERS, WRAPPERS, annotation_name, is_none, names_a_class, self_key, string_key,
     unwrap_moves,
 )
-from torchlint.analysis.object_shapes import positional  # noqa: F401 - steps.py imports it from here
 from torchlint.analysis.summary import _NOT_PROJECT, Ref
 
 if TYPE_CHECKING:

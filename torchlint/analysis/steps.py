@@ -34,7 +34,8 @@ from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.members import CONTAINERS
-from torchlint.analysis.objects import _COMPILERS, ObjectRefs, positional
+from torchlint.analysis.object_shapes import positional
+from torchlint.analysis.objects import _COMPILERS, ObjectRefs
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.patched import patched_forwards
