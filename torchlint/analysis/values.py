@@ -291,6 +291,8 @@ class ValueKinds(LossFacts, ArrayFacts):
         if binding.kind in ("for", "comp"):
             if _counts(value, binding.element):
                 return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
+            if _parameters_of(value, binding.element) and self.kind(value.func.value, binding.node) is Kind.MODULE:  # type: ignore[attr-defined]
+                return Kind.TENSOR  # `for p in model.parameters()`, `for n, p in model.named_parameters()`
             return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
         if binding.kind == "with":
             return Kind.UNKNOWN
@@ -399,6 +401,12 @@ class ValueKinds(LossFacts, ArrayFacts):
                 return Kind.NUMPY
             if builds_a_model(dotted(func.value), method):
                 return Kind.MODULE  # a project class's `from_pretrained`
+        if type(func) is cst.Name and func.value == "sum" and call.args and type(call.args[0].value) in (cst.GeneratorExp, cst.ListComp) \
+                and not self.ctx.bindings.lookup("sum", func):
+            # the builtin adds its items with `+`: tensors give a tensor (`sum(p.grad.norm() for p in ...)`), ints an int
+            element = call.args[0].value.elt  # type: ignore[attr-defined]
+            added = self.kind(element, element)
+            return added if added in (Kind.TENSOR, Kind.HOST) else Kind.UNKNOWN
         callee = self.kind(func, at)
         if callee is Kind.MODULE:
             return Kind.TENSOR  # model(x), criterion(out, y)
@@ -555,6 +563,15 @@ def _optimizer_setting(expr: cst.Subscript) -> bool:
     inner = expr.value
     return (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Attribute)
             and inner.value.attr.value == "param_groups")
+
+
+def _parameters_of(iterable: cst.BaseExpression, element: int | None) -> bool:
+    """Does a loop over ``iterable`` bind a module's parameter: ``m.parameters()``, or
+    position 1 of ``m.named_parameters()``? (The module's kind is the caller's question.)"""
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Attribute:
+        return False
+    method = iterable.func.attr.value
+    return method == "parameters" and element is None or method == "named_parameters" and element == 1
 
 
 def _counts(iterable: cst.BaseExpression, element: int | None) -> bool:
