@@ -40,6 +40,8 @@ def test_a_dataset_of_another_file_sets_the_loaders_finding(project: Path) -> No
     assert "(`SpeechSet.__getitem__` loads audio and computes a spectrogram for each sample)" in one_worker.message
     assert one_worker.fix_hint.startswith("Raise `num_workers`")
     assert "loads audio and computes a spectrogram" in found[20].message
+    given = found[22]  # CachedSet only indexes the tensors it was given: low, wherever they were loaded
+    assert given.impact == "low" and "what its constructor was given" in given.impact_reason
 
 
 def test_streams_get_the_hint_a_stream_needs(project: Path) -> None:
@@ -61,7 +63,7 @@ def test_the_cached_results_settle_the_same(project: Path, tmp_path: Path) -> No
 def test_checking_one_file_reads_its_datasets_from_the_project(project: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.torchlint]\n")
     result = lint_paths([project / "train.py"], from_table({"select": ["TL201"], "min-impact": "low"}, project), project=True)
-    assert {f.line for f in result.findings} == {19, 20, 23, 24}
+    assert {f.line for f in result.findings} == {19, 20, 22, 23, 24}
 
 
 def test_a_dataset_the_project_does_not_hold_stays_as_it_was() -> None:
@@ -118,7 +120,7 @@ def test_a_noqa_silences_a_finding_its_dataset_settles(project: Path) -> None:
     train.write_text("\n".join(lines) + "\n")
     result = lint_paths([project], from_table({"select": ["TL201", "TL001"], "min-impact": "low"}, project))
     assert [(f.line, f.code) for f in result.findings if Path(f.path).name == "train.py"] == \
-        [(20, "TL201"), (23, "TL201"), (24, "TL201")]
+        [(20, "TL201"), (22, "TL201"), (23, "TL201"), (24, "TL201")]
 
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.loaders import in_memory_class
+from torchlint.analysis.loaders import GIVEN_ITEMS, in_memory_class
 from torchlint.analysis.names import dotted
 from torchlint.analysis.samples import SampleWork
 
@@ -62,8 +62,9 @@ def dataset_work(ctx: FileContext, cls: cst.ClassDef) -> SampleWork | None:
     work = " and ".join((heavy or found)[:3])
     sharded = any((dotted(c.func) or "").rsplit(".", 1)[-1] in _WORKER_SPLITS for m in methods.values()
                   for c in ctx.tree.descendants(m) if type(c) is cst.Call)
-    cheap = not found and in_memory_class(ctx, cls.name.value) is not None
-    return SampleWork(f"{cls.name.value}.{entries[0].name.value}", work, bool(heavy), cheap, iterable, sharded)
+    held = in_memory_class(ctx, cls.name.value) if not found else None
+    return SampleWork(f"{cls.name.value}.{entries[0].name.value}", work, bool(heavy), held is not None, iterable, sharded,
+                      given=held == GIVEN_ITEMS)
 
 
 def loader_dataset(ctx: FileContext, loader: cst.Call) -> tuple[cst.ClassDef | None, cst.Call | None]:

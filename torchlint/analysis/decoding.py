@@ -390,3 +390,24 @@ def _timesteps(ctx: FileContext, ordered: list[cst.CSTNode], steps: set[str], ma
         found |= targets(statement)
     return found
 
+
+
+def generation_before(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The decode loop of ``node``'s function that runs before it, with ``node`` in no loop of
+    that function (FastChat's ``generate_stream``: the token loop, then ``torch.cuda.empty_cache()``
+    at its end): ``node`` runs once per generation, however many tokens that decodes. None
+    where there is no such loop, or ``node`` may repeat in a loop of its own."""
+    function = ctx.tree.enclosing_function(node)
+    if function is None:
+        return None
+    for ancestor in ctx.tree.ancestors(node):
+        if ancestor is function:
+            break
+        if type(ancestor) in (cst.For, cst.While) or isinstance(ancestor, (cst.CompFor, cst.Lambda)):
+            return None  # (repeated by a loop of its own: the hot-loop analysis's case)
+    at = ctx.tree.index(node)
+    for loop in ctx.tree.descendants(function):
+        if type(loop) in (cst.For, cst.While) and ctx.tree.index(loop) < at and not ctx.tree.is_inside(node, loop) \
+                and ctx.tree.enclosing_function(loop) is function and ctx.loops.decodes(loop):
+            return loop
+    return None

@@ -52,6 +52,7 @@ class Cost(enum.Enum):
     HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
     ONE_WORKER_PIPELINE = "one worker process decoding every sample: the step waits whenever a batch takes longer to make than a step"
     PREBATCHED_PIPELINE = "whole batches made in the training process by a dataset this project does not hold (often slices of arrays in memory: one call per step)"
+    GIVEN_ITEMS_PIPELINE = "batches collated in the training process from items a dataset indexes in what its constructor was given (in memory, unless that reads lazily): little for workers to take over"
     PINNED_COPY = "pageable host-to-device copies"
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
@@ -93,6 +94,7 @@ INPUT_PIPELINE       high   medium low    medium low    low    low
 HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
 ONE_WORKER_PIPELINE  medium low    low    low    low    low    low
 PREBATCHED_PIPELINE  low    low    low    low    low    low    low
+GIVEN_ITEMS_PIPELINE low    low    low    low    low    low    low
 PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low

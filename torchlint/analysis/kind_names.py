@@ -123,6 +123,15 @@ def optimizer_setting(expr: cst.Subscript) -> bool:
             and inner.value.attr.value == "param_groups")
 
 
+def binds_a_parameter(iterable: cst.BaseExpression, element: int | None) -> bool:
+    """Does a loop over ``iterable`` bind a module's parameter: ``m.parameters()``, or
+    position 1 of ``m.named_parameters()``? (The module's kind is the caller's question.)"""
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Attribute:
+        return False
+    method = iterable.func.attr.value
+    return method == "parameters" and element is None or method == "named_parameters" and element == 1
+
+
 def binds_a_count(iterable: cst.BaseExpression, element: int | None) -> bool:
     """Does a loop over ``iterable`` bind a Python int: ``range(n)``, or position 0 of
     ``enumerate(...)``?"""

@@ -181,7 +181,7 @@ def _dataset_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
 # no transform (a call to anything else may be the work workers would take over).
 _SLICING_METHODS = frozenset({
     "long", "int", "float", "half", "bfloat16", "to", "cuda", "size", "clone", "view", "reshape",
-    "unsqueeze", "squeeze", "contiguous", "item", "numel", "narrow",
+    "unsqueeze", "squeeze", "contiguous", "item", "numel", "narrow", "type",
 })
 _SLICING_BUILTINS = frozenset({"len", "int", "min", "max", "slice", "range"})
 
@@ -193,7 +193,10 @@ def in_memory_dataset(ctx: FileContext, call: cst.Call) -> str | None:
     built = _dataset_call(ctx, call)
     if built is None or not isinstance(built.func, cst.Name):
         return None
-    return in_memory_class(ctx, built.func.value)
+    reason = in_memory_class(ctx, built.func.value)
+    if reason == GIVEN_ITEMS and built.args and all(ctx.values.kind(a.value, built) in (Kind.TENSOR, Kind.HOST) for a in built.args):
+        return "given tensors"  # given tensors or lists this file made: in memory, nothing read lazily
+    return reason
 
 
 def in_memory_class(ctx: FileContext, class_name: str) -> str | None:
@@ -206,11 +209,63 @@ def in_memory_class(ctx: FileContext, class_name: str) -> str | None:
     returns = [n for n in ctx.tree.descendants(getitem) if isinstance(n, cst.Return) and n.value is not None]
     if returns and all(_moved_to_device(ctx, r.value) for r in returns):
         return "device"
-    if calls and all(_slicing_call(ctx, c) for c in calls) and any(isinstance(n, cst.Subscript) for n in ctx.tree.descendants(getitem)):
-        return "slices"
+    indexed = _indexed_attributes(ctx, getitem)
+    given = _given_attributes(ctx, class_name)
+    if any(given.get(name) == "dataset" for name in indexed):
+        return None  # `self.base[i]` of a dataset it wraps: that dataset's `__getitem__` does the work
+    # What the constructor was given may be a list or tensor in memory, or a memmap or a lazy
+    # table read per index: cheap, not nothing (GIVEN_ITEMS, TL201's low tier).
+    from_caller = any(name in given for name in indexed)
+    if calls and all(_slicing_call(ctx, c) for c in calls) and indexed:
+        return GIVEN_ITEMS if from_caller else "slices"
     if not calls and returns and all(_indexes_a_held_list(ctx, class_name, r.value) for r in returns):
         return "list items"
+    if not calls and returns and from_caller and all(_indexes_a_held_list(ctx, class_name, r.value, given) for r in returns):
+        return GIVEN_ITEMS
     return None
+
+
+#: ``in_memory_class``'s reason for a dataset that only indexes (and converts) a list or tensor
+#: its constructor was given: in memory wherever it came from, unless it reads lazily.
+GIVEN_ITEMS = "given items"
+# A parameter named for a dataset: what it holds is another dataset, whose `__getitem__` works.
+_DATASET_NAMES = re.compile(r"(^|_)(ds|dataset|datasets|base|source)$", re.IGNORECASE)
+
+
+def _indexed_attributes(ctx: FileContext, function: cst.FunctionDef) -> set[str]:
+    """The ``self.`` attributes ``function`` indexes (``self.data[i]["x"]``: ``self.data``)."""
+    indexed = set()
+    for node in ctx.tree.descendants(function):
+        if isinstance(node, cst.Subscript):
+            base = node.value
+            while isinstance(base, cst.Subscript):
+                base = base.value
+            name = dotted(base) or ""
+            if name.startswith("self.") and name.count(".") == 1:
+                indexed.add(name)
+    return indexed
+
+
+def _given_attributes(ctx: FileContext, class_name: str) -> dict[str, str]:
+    """The ``self.`` attributes ``__init__`` sets to one of its parameters as they are
+    (``self._data = data``, ``self.x, self.y = x, y``): "dataset" for a parameter named for
+    one (``self.base = dataset``), else "items"."""
+    init = _method(ctx, class_name, "__init__")
+    if init is None:
+        return {}
+    params = {p.name.value for p in init.params.params + init.params.kwonly_params}
+    given = {}
+    for node in ctx.tree.descendants(init):
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0].target, node.value
+        pairs = zip((e.value for e in target.elements), (e.value for e in value.elements)) \
+            if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) else [(target, value)]
+        for name, source in pairs:
+            attribute = dotted(name) or ""
+            if attribute.startswith("self.") and isinstance(source, cst.Name) and source.value in params:
+                given[attribute] = "dataset" if _DATASET_NAMES.search(source.value) else "items"
+    return given
 
 
 # What `__init__` may bind an attribute to for `self.items[i]` to read memory, not a file
@@ -218,9 +273,10 @@ def in_memory_class(ctx: FileContext, class_name: str) -> str | None:
 _IN_MEMORY = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)
 
 
-def _indexes_a_held_list(ctx: FileContext, class_name: str, value: cst.BaseExpression) -> bool:
+def _indexes_a_held_list(ctx: FileContext, class_name: str, value: cst.BaseExpression, given: dict[str, str] | None = None) -> bool:
     """``return self.items[i]`` (or a tuple of such) where ``__init__`` built ``self.items``
-    as a list in memory: ``list(...)``, a literal or a comprehension."""
+    as a list in memory: ``list(...)``, a literal or a comprehension (or, with ``given``, set it
+    to a parameter of those)."""
     parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
     init = _method(ctx, class_name, "__init__")
     if init is None or not parts:
@@ -235,9 +291,12 @@ def _indexes_a_held_list(ctx: FileContext, class_name: str, value: cst.BaseExpre
         base = part
         while isinstance(base, cst.Subscript):  # `self.trajectories["states"][t][j]`
             base = base.value
-        if base is part or (dotted(base) or "") not in held:
+        name = dotted(base) or ""
+        if base is part:
             return False
-        if not _in_memory(ctx, held[dotted(base)]):  # type: ignore[index]
+        if (given or {}).get(name) == "items":
+            continue  # set to a parameter (`self.x, self.y = x, y` too)
+        if name not in held or not _in_memory(ctx, held[name]):
             return False
     return True
 

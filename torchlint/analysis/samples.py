@@ -22,6 +22,7 @@ class SampleWork:
     cheap: bool = False  # only indexes data it holds in memory: nothing for workers to do
     iterable: bool = False  # an IterableDataset: each worker iterates its own copy of the stream
     sharded: bool = False  # its `__iter__` splits the stream by `get_worker_info()` (or webdataset's `split_by_worker`)
+    given: bool = False  # cheap, but indexes a list or tensor its constructor was given: in memory, or read lazily (low)
 
     def words(self) -> str:
         """" (`TextMelLoader.__getitem__` loads audio and computes a spectrogram for each
@@ -51,6 +52,13 @@ def workers_hint(work: SampleWork | None, default: str) -> str:
 #: Stands for what the dataset does per sample in a loader finding whose dataset class is in
 #: another file, until the join finds that class (engine/settle.py).
 WORK_PLACEHOLDER = "\ue001work\ue001"
+
+
+def given_items(finding: Finding) -> Finding:
+    """A loader finding over a dataset that only indexes what its constructor was given: the
+    items are in memory (unless what it was given reads lazily); collation is all that is left."""
+    impact, reason = assess(Cost.GIVEN_ITEMS_PIPELINE, Where.TRAIN)
+    return replace(finding, impact=impact, impact_reason=reason)
 
 
 def unseen_batches(finding: Finding) -> Finding:

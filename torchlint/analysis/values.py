@@ -19,7 +19,7 @@ import libcst as cst
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.arrays import _DATAFRAME_TO_NUMPY, _GENERATOR_METHODS, ArrayFacts
 from torchlint.analysis.kind_names import (
-    HOST_LITERALS, HOST_METHODS, MODULE_CHAIN, MODULE_EVIDENCE, MOVES, NUMPY_METHODS, binds_a_count, builds_a_model, library_call_kind,
+    HOST_LITERALS, HOST_METHODS, MODULE_CHAIN, MODULE_EVIDENCE, MOVES, NUMPY_METHODS, binds_a_count, binds_a_parameter, builds_a_model, library_call_kind,
     looks_like_loader, looks_like_numpy_generator, looks_like_optimizer, optimizer_setting,
 )
 from torchlint.analysis.kinds import Kind
@@ -228,6 +228,8 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         if binding.kind in ("for", "comp"):
             if binds_a_count(value, binding.element):
                 return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
+            if binds_a_parameter(value, binding.element) and self.kind(value.func.value, binding.node) is Kind.MODULE:  # type: ignore[attr-defined]
+                return Kind.TENSOR  # `for p in model.parameters()`, `for n, p in model.named_parameters()`
             return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
         if binding.kind == "with":
             return Kind.UNKNOWN
@@ -336,6 +338,12 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
                 return Kind.NUMPY
             if builds_a_model(dotted(func.value), method):
                 return Kind.MODULE  # a project class's `from_pretrained`
+        if type(func) is cst.Name and func.value == "sum" and call.args and type(call.args[0].value) in (cst.GeneratorExp, cst.ListComp) \
+                and not self.ctx.bindings.lookup("sum", func):
+            # the builtin adds its items with `+`: tensors give a tensor (`sum(p.grad.norm() for p in ...)`), ints an int
+            element = call.args[0].value.elt  # type: ignore[attr-defined]
+            added = self.kind(element, element)
+            return added if added in (Kind.TENSOR, Kind.HOST) else Kind.UNKNOWN
         callee = self.kind(func, at)
         if callee is Kind.MODULE:
             return Kind.TENSOR  # model(x), criterion(out, y)

@@ -10,7 +10,7 @@ from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, 
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache
 from torchlint.analysis.loader_bases import confirmed_loader
-from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches, workers_hint
+from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, InStepIfCalled
@@ -198,13 +198,15 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if cls is not None and cls.weights == "trainable":
                 yield pending.finding
             continue
-        if (work is not None and work.cheap) or (pending.heavy_only and (work is None or not work.heavy)):
+        if (work is not None and work.cheap and not work.given) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
         if pending.prebatched and pending.dataset is not None and work is not None and not work.work:
             continue  # whole batches sliced from what the dataset holds: one call per step, nothing for workers
         finding = pending.finding
         if pending.prebatched and pending.dataset is not None and work is None:
             finding = unseen_batches(finding)  # a library's batches: what it does per batch is not seen
+        elif work is not None and work.given:
+            finding = given_items(finding)  # items in memory, wherever they were loaded: only collation left
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
     file_result.pending = []

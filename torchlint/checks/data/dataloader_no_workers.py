@@ -8,7 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.dataset_work import dataset_work, loader_dataset, several_datasets
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.loaders import UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
+from torchlint.analysis.loaders import GIVEN_ITEMS, UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.checks.base import Check
 
@@ -51,7 +51,8 @@ class DataloaderNoWorkers(Check):
             return  # built to peek at one batch: workers would only add start-up time
         if ctx.loops.never_read(node) or never_iterated(ctx, node):
             return  # bound to a name nothing reads (rebound before any loop, dead code, an unread attribute): no batch is loaded
-        if no_work_for_workers(ctx, node) is not None:
+        held = no_work_for_workers(ctx, node)
+        if held is not None and held != GIVEN_ITEMS:
             return  # indices, tensors or items in memory, or batches made on the device: nothing for workers
         here, elsewhere = loader_dataset(ctx, node)
         work = dataset_work(ctx, here) if here is not None else None
@@ -76,7 +77,9 @@ class DataloaderNoWorkers(Check):
         on_host = ctx.devices.host_only() and any(ctx.loops.is_hot(loop) for loop in loops)
         # Whole batches from a library's dataset: what it does per batch is not seen here (often an array slice).
         unseen = batched and here is None and elsewhere is None and not several_datasets(ctx, node)
-        cost = Cost.HOST_INPUT_PIPELINE if on_host else Cost.PREBATCHED_PIPELINE if unseen else None
+        # Items indexed in what the dataset was given: in memory (unless it reads lazily), collation left.
+        given = held == GIVEN_ITEMS
+        cost = Cost.HOST_INPUT_PIPELINE if on_host else Cost.PREBATCHED_PIPELINE if unseen else Cost.GIVEN_ITEMS_PIPELINE if given else None
         self.report(node, where=loader_feeds(ctx, node), cost=cost, related=tuple(loops),
                     dataset=dataset, setting=setting, hint=workers_hint(work, self.fix_hint), call=call, why=why, effect=_IN_PROCESS + words)
 

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.decoding import generation_before
+from torchlint.analysis.impact import Cost, Unreached
 from torchlint.checks.base import Check
+from torchlint.findings import MEDIUM
+
+_EMPTY_CACHE = "torch.cuda.empty_cache()"
+_PER_GENERATION = ("and releases the caching allocator's cached blocks, once per generation: the next generation "
+                   "allocates its activations and cache again with `cudaMalloc`")
+_GENERATION_REASON = ("the caching allocator's blocks released and allocated again with `cudaMalloc` (a device-wide sync each), "
+                      "plus a sync, once per generation (per request, in a server), not per decoded token")
+_GENERATION_HINT = ("Leave the allocator's cache alone between generations (PyTorch reuses its blocks); call `empty_cache()` only "
+                    "when memory must go back to other processes, or after an out-of-memory error")
 
 _SYNC_CALLS = {
     "torch.cuda.synchronize": "torch.cuda.synchronize()",
@@ -20,7 +30,7 @@ class SyncCallInLoop(Check):
     code = "TL103"
     name = "sync-call-in-loop"
     cost = Cost.SYNC
-    message = "`{call}` in {loop} stops the host until every queued kernel has finished, on every step"
+    message = "`{call}` in {loop} stops the host until every queued kernel has finished, {often}"
     per_step = True
     fix_hint = "Remove the call from the step loop, or run it only when needed (behind a flag, or every N steps)"
 
@@ -36,7 +46,16 @@ class SyncCallInLoop(Check):
             return  # a conditional sync (OOM recovery, a flag) is deliberate
         if ctx.guards.conditional(node, stop=loop) and not ctx.guards.device_only(node, stop=loop):
             return  # a conditional sync (a profiling flag, every N steps) is deliberate; `if use_gpu:` holds on every GPU step
-        self.report(node, call=label)
+        generation = generation_before(ctx, node) if label == _EMPTY_CACHE and ctx.loops.local_hot_loop(node) is None else None
+        if generation is not None:
+            # After a function's own decode loop: once per generation (per request, in a server) wherever
+            # its callers are; where a step calls the function, the step's tier as for any per-step call.
+            function = ctx.tree.enclosing_function(node)
+            name = f"`{function.name.value}()`" if function is not None else "its function"
+            self.report(node, call=label, often=_PER_GENERATION, hint=_GENERATION_HINT,
+                        unreached=Unreached(f"{name} (after its decode loop)", MEDIUM, _GENERATION_REASON, ()))
+            return
+        self.report(node, call=label, often="on every step")
 
     def _in_conditional_expression(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
         for ancestor in self.ctx.tree.ancestors(node):
