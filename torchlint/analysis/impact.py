@@ -88,7 +88,7 @@ ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
 PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
-PER_PARAMETER_COLLECTIVES high medium low  high   low    low    low
+PER_PARAMETER_COLLECTIVES high low  low    high   low    low    low
 PADDED_TO_MAX        high   low    low    medium low    low    low
 CACHE_COPIED         medium high   medium high   low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
