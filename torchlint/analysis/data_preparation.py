@@ -15,6 +15,8 @@ from torchlint.analysis.training import runs_a_trainer
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
+_DEPTH = 3  # plain helpers followed up from a dataset's method to the line
+
 
 def prepares_data(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """Why ``node`` prepares samples ("in `SupervisedDataset.__getitem__()`", "in a function
@@ -28,14 +30,26 @@ def prepares_data(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if owner is not None and is_dataset_class(owner):
         return f"in `{owner.name.value}.{function.name.value}()`"
     if owner is None:
-        name = function.name.value
-        if _given_to_map(ctx, name):
-            return f"in `{name}()`, given to `.map()`"
-        for call in ctx.name_calls(name):
-            caller = ctx.tree.enclosing_function(call)
-            cls = ctx.tree.enclosing_class(caller) if caller is not None else None
-            if cls is not None and is_dataset_class(cls):
-                return f"in `{name}()`, called from `{cls.name.value}.{caller.name.value}()`"  # type: ignore[union-attr]
+        return _called_from_data(ctx, function, depth=0)
+    return None
+
+
+def _called_from_data(ctx: FileContext, function: cst.FunctionDef, depth: int) -> str | None:
+    """Why a plain function of the file prepares samples: given to ``.map()``, or called
+    (through at most ``_DEPTH`` plain helpers) from a dataset's method (FastChat's
+    ``tokenize_conversations``, called by ``preprocess``, called by ``__getitem__``)."""
+    name = function.name.value
+    if _given_to_map(ctx, name):
+        return f"in `{name}()`, given to `.map()`"
+    for call in ctx.name_calls(name):
+        caller = ctx.tree.enclosing_function(call)
+        if caller is None or caller is function:
+            continue  # called at the top level (decided there) or recursively
+        cls = ctx.tree.enclosing_class(caller)
+        if cls is not None and is_dataset_class(cls):
+            return f"in `{name}()`, called from `{cls.name.value}.{caller.name.value}()`"
+        if cls is None and depth < _DEPTH and _called_from_data(ctx, caller, depth + 1) is not None:
+            return f"in `{name}()`, called from `{caller.name.value}()`, which prepares samples"
     return None
 
 

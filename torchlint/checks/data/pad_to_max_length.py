@@ -19,7 +19,7 @@ class PadToMaxLength(Check):
     code = "TL205"
     name = "pad-to-max-length"
     cost = Cost.PADDED_TO_MAX
-    message = ("`{call}` {place} pads every sequence to {length}: each step's forward and backward run over the "
+    message = ("`{call}` pads every sequence to {length} ({place}): each step's forward and backward run over the "
                "padding, however short the batch's sequences are")
     fix_hint = ("Tokenize without padding (or `padding=\"longest\"` per batch) and pad each batch to its longest "
                 "sequence in the collator: `DataCollatorWithPadding(tokenizer)` or "
