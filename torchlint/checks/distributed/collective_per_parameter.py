@@ -80,10 +80,27 @@ def _root(expr: cst.BaseExpression) -> str | None:
 def _from_loop_tensor(ctx, tensor: cst.BaseExpression, names: set[str], loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
     """Is ``tensor`` one of the loop's tensors, or a name the loop's body binds from one
     (``g = p.grad.data``)?"""
+    if _indexed_by(tensor, names):
+        return True  # `grads[name]`, `self.deltas[index]`: a tensor kept per parameter
     root = _root(tensor)
     if root is None:
         return False
     if root in names:
         return True
     bound = [b for b in ctx.bindings.lookup(root, tensor) if b.kind == "assign" and b.value is not None and ctx.tree.is_inside(b.node, loop)]
-    return any(_root(b.value) in names for b in bound)
+    return any(_root(value) in names for b in bound for value in _branches(b.value))
+
+
+def _indexed_by(tensor: cst.BaseExpression, names: set[str]) -> bool:
+    """``grads[name]``, ``self.deltas[index]`` (also under ``.data``): indexed by a loop name."""
+    while isinstance(tensor, cst.Attribute):
+        tensor = tensor.value
+    if not isinstance(tensor, cst.Subscript) or len(tensor.slice) != 1 or not isinstance(tensor.slice[0].slice, cst.Index):
+        return False
+    index = tensor.slice[0].slice.value
+    return isinstance(index, cst.Name) and index.value in names
+
+
+def _branches(value: cst.BaseExpression) -> tuple[cst.BaseExpression, ...]:
+    """Both values of ``p.data if plain else grads[i]`` (fairseq's BMUF), else the value itself."""
+    return (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
