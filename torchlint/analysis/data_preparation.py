@@ -10,7 +10,7 @@ import libcst as cst
 
 from torchlint.analysis.dataset_work import is_dataset_class
 from torchlint.analysis.names import dotted
-from torchlint.analysis.training import runs_a_trainer
+from torchlint.analysis.training import runs_a_trainer, trains
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -26,6 +26,8 @@ def prepares_data(ctx: FileContext, node: cst.CSTNode) -> str | None:
     function = ctx.tree.enclosing_function(node)
     if function is None:
         return "at the top level of the script"
+    if trains(ctx, function):
+        return f"in `{function.name.value}()`, which trains"  # the data tokenized where the run is
     owner = ctx.tree.enclosing_class(function)
     if owner is not None and is_dataset_class(owner):
         return f"in `{owner.name.value}.{function.name.value}()`"
