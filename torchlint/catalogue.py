@@ -38,6 +38,7 @@ _TABLE = (
     ('TL202', 'dataloader-no-pin-memory', True, 'NONE', '`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator.'),
     ('TL203', 'tensor-copies-numpy', True, 'UNSAFE', '`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array.'),
     ('TL204', 'legacy-tensor-constructor', True, 'UNSAFE', '`torch.FloatTensor(...)`, `torch.cuda.LongTensor`, `torch.Tensor([...])` or `Variable(...)`.'),
+    ('TL205', 'pad-to-max-length', True, 'NONE', '`tokenizer(..., padding="max_length")` in training data preparation: every sequence padded to the maximum length.'),
     ('TL301', 'eval-without-no-grad', True, 'NONE', 'A model called after `.eval()` without `no_grad`/`inference_mode`.'),
     ('TL302', 'loss-graph-retained', True, 'NONE', 'A loss tensor (with its graph) appended to or summed into a value that outlives the step.'),
     ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
@@ -55,6 +56,7 @@ _TABLE = (
     ('TL405', 'hand-written-attention', True, 'NONE', "`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."),
     ('TL406', 'deterministic-algorithms-on', True, 'NONE', '`torch.backends.cudnn.deterministic = True` or `torch.use_deterministic_algorithms(True)` for training.'),
     ('TL407', 'decode-without-kv-cache', True, 'NONE', 'A decode loop whose model call is given the whole sequence it grows, with no KV cache: every token re-runs the prefix.'),
+    ('TL408', 'kv-cache-out-of-place', True, 'NONE', '`k = cache_k.index_copy(dim, pos, k)` in a decode step: the whole key-value cache copied to write one token.'),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),
@@ -66,6 +68,7 @@ _TABLE = (
     ('TL603', 'ddp-accumulation-without-no-sync', True, 'NONE', '`loss.backward()` every micro-step and `optimizer.step()` every N under DDP, with no `no_sync()`.'),
     ('TL604', 'ddp-find-unused-parameters', True, 'NONE', '`DistributedDataParallel(model, find_unused_parameters=True)`: a graph walk every step.'),
     ('TL605', 'gloo-backend-on-cuda', True, 'NONE', '`init_process_group("gloo")` in a module that puts its model or data on CUDA.'),
+    ('TL606', 'collective-per-parameter', True, 'NONE', '`for p in model.parameters(): dist.all_reduce(p.grad)`: one collective per parameter tensor.'),
 )
 
 

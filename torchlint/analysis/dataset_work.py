@@ -44,6 +44,11 @@ _ENTRIES = ("__getitem__", "__getitems__", "__iter__", "__next__")
 _WORKER_SPLITS = frozenset({"get_worker_info", "split_by_worker"})
 
 
+def is_dataset_class(cls: cst.ClassDef) -> bool:
+    """Does ``cls`` make samples one at a time (``__getitem__``, or a stream's ``__iter__``)?"""
+    return any(isinstance(s, cst.FunctionDef) and s.name.value in _ENTRIES for s in cls.body.body)
+
+
 def dataset_work(ctx: FileContext, cls: cst.ClassDef) -> SampleWork | None:
     """What ``cls`` does for each sample; None when it is no dataset (neither
     ``__getitem__`` nor ``__iter__``)."""

@@ -44,6 +44,9 @@ class Cost(enum.Enum):
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
     PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
+    PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
+    PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"
+    CACHE_COPIED = "the whole preallocated key-value cache copied to write one token's keys and values, per layer per decoded token"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
@@ -86,6 +89,9 @@ ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
 PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
+PER_PARAMETER_COLLECTIVES high low  low    high   low    low    low
+PADDED_TO_MAX        high   low    low    medium low    low    low
+CACHE_COPIED         medium high   medium high   low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low

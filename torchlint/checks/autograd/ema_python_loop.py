@@ -6,17 +6,13 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.module_tensors import iterates_module_tensors, loop_names, one_models_tensors
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 
-# What iterates a module's tensors: `ema.parameters()`, `model.state_dict().values()`...
-_TENSOR_ITERABLES = frozenset({"parameters", "buffers", "values", "named_parameters", "named_buffers", "items"})
 # In-place updates that make a moving average (`e.mul_(d).add_(p, alpha=1 - d)`, `e.lerp_(p, w)`).
 _AVERAGING = frozenset({"mul_", "add_", "lerp_", "sub_", "addcmul_", "copy_"})
-# What a model's own tensors come from, one at a time, without a zip (`for name, p in
-# model.named_parameters(): ema[name]...`, `for k, v in model.state_dict().items()`).
-_MODULE_TENSORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"})
 # Out-of-place blends whose result `copy_` writes back (`e.copy_(p.lerp(e, beta))`).
 _BLENDS = frozenset({"lerp", "add", "mul", "sub", "addcmul", "torch.lerp", "torch.add", "torch.mul", "torch.addcmul"})
 
@@ -34,7 +30,7 @@ class EmaPythonLoop(Check):
 
     def visit_For(self, node: cst.For) -> None:
         ctx = self.ctx
-        targets = _names(node.target)
+        targets = loop_names(node.target)
         if not targets or not _averages(ctx, node):
             return  # neither a zip of two sequences of a model's tensors nor one model's tensors blended into another's
         hot = ctx.loops.local_hot_loop(node)
@@ -53,53 +49,15 @@ def _is_zip(iterable: cst.BaseExpression) -> bool:
 def _averages(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
     """`for e, p in zip(ema.parameters(), model.parameters()): e.lerp_(p, w)`, or
     `for name, p in model.named_parameters(): ema[name].mul_(d).add_(p, ...)`."""
-    targets = _names(loop.target)
+    targets = loop_names(loop.target)
     iterable = loop.iter
     if _is_zip(iterable):
-        if not any(_iterates_module_tensors(ctx, arg.value, loop) for arg in iterable.args[:2]):
+        if not any(iterates_module_tensors(ctx, arg.value, loop) for arg in iterable.args[:2]):
             return False  # zip over anything else (batches, layers) is no weight average
         return _averages_in_place(ctx, loop, targets, blended_with_other=False)
-    if not _one_models_tensors(iterable):
+    if not one_models_tensors(iterable):
         return False  # a dict of statistics, a tuple of buffer names: a handful of tensors, not the model's
     return _averages_in_place(ctx, loop, targets, blended_with_other=True)
-
-
-def _one_models_tensors(iterable: cst.BaseExpression) -> bool:
-    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
-    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-        if iterable.func.attr.value in _MODULE_TENSORS:
-            return True
-        iterable = iterable.func.value  # `.items()` of `model.state_dict()`
-    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple") and iterable.args:
-        return _one_models_tensors(iterable.args[0].value)
-    return False
-
-
-def _iterates_module_tensors(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
-    """``m.parameters()``, ``m.state_dict().values()``, ``list(m.parameters())``, or a
-    name bound to one of them (``ema_params = list(ema.parameters())``)."""
-    if depth > 4:
-        return False  # `x = list(x)`: a name bound to itself ends here
-    if isinstance(expr, (cst.Name, cst.Attribute)):
-        name = dotted(expr)
-        if name is None:
-            return False
-        if any(word in name.rsplit(".", 1)[-1].lower() for word in ("param", "weight")):
-            return True  # `target_params`, `self.ema_weights`: a list of a model's tensors by name
-        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None]
-        return bool(bound) and all(_iterates_module_tensors(ctx, b.value, b.node, depth + 1) for b in bound)
-    if not isinstance(expr, cst.Call):
-        return False
-    if dotted(expr.func) in ("list", "tuple") and expr.args:
-        return _iterates_module_tensors(ctx, expr.args[0].value, at, depth + 1)
-    return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _TENSOR_ITERABLES
-
-
-def _names(target: cst.BaseExpression) -> set[str]:
-    """The loop's names (``e, p``; ``(name, e), (_, p)`` of named_parameters)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {name for element in target.elements for name in _names(element.value)}
-    return {target.value} if isinstance(target, cst.Name) else set()
 
 
 def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other: bool) -> bool:  # type: ignore[no-untyped-def]

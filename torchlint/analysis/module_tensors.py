@@ -1,0 +1,89 @@
+"""What iterates a module's own tensors one at a time: ``model.parameters()``,
+``named_parameters()``, ``state_dict().items()``, or a name bound to one of them.
+
+Shared by the rules that flag per-tensor work in a Python loop (TL305's moving average,
+TL606's collectives): the loop over a model's tensors is what multiplies the work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# What iterates a module's tensors: `ema.parameters()`, `model.state_dict().values()`...
+TENSOR_ITERABLES = frozenset({"parameters", "buffers", "values", "named_parameters", "named_buffers", "items"})
+# What a model's own tensors come from, one at a time (`model.named_parameters()`,
+# `model.state_dict().items()`), without a name or a zip to follow.
+MODULE_TENSORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"})
+_DEPTH = 4  # `x = list(x)`: a name bound to itself ends here
+
+
+def one_models_tensors(iterable: cst.BaseExpression) -> bool:
+    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        if iterable.func.attr.value in MODULE_TENSORS:
+            return True
+        iterable = iterable.func.value  # `.items()` of `model.state_dict()`
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple") and iterable.args:
+        return one_models_tensors(iterable.args[0].value)
+    return False
+
+
+def iterates_module_tensors(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+    """``m.parameters()``, ``m.state_dict().values()``, ``list(m.parameters())``, or a
+    name bound to one of them (``ema_params = list(ema.parameters())``)."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        name = dotted(expr)
+        if name is None:
+            return False
+        if any(word in name.rsplit(".", 1)[-1].lower() for word in ("param", "weight")):
+            return True  # `target_params`, `self.ema_weights`: a list of a model's tensors by name
+        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None]
+        return bool(bound) and all(iterates_module_tensors(ctx, b.value, b.node, depth + 1) for b in bound)
+    if not isinstance(expr, cst.Call):
+        return False
+    if dotted(expr.func) in ("list", "tuple") and expr.args:
+        return iterates_module_tensors(ctx, expr.args[0].value, at, depth + 1)
+    return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in TENSOR_ITERABLES
+
+
+def model_tensors(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+    """One model's tensors and nothing looser (no ``.items()`` of any dict: a dict of metrics
+    is not a model): ``model.parameters()``, ``[p for p in model.parameters() if p.requires_grad]``,
+    ``filter(f, model.parameters())``, or a name bound to one (``params``, ``self.weights``)."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        return model_tensors(ctx, expr.for_in.iter, at, depth + 1)
+    if isinstance(expr, cst.Call) and dotted(expr.func) in ("enumerate", "reversed", "filter", "sorted", "zip") and expr.args:
+        # (the tensors of `filter(f, tensors)` are its last argument, of the others the first)
+        return model_tensors(ctx, expr.args[-1 if dotted(expr.func) == "filter" else 0].value, at, depth + 1)
+    if isinstance(expr, cst.Call):
+        return one_models_tensors(expr)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        name = dotted(expr)
+        if name is None:
+            return False
+        if any(word in name.rsplit(".", 1)[-1].lower() for word in ("param", "weight")):
+            return True  # `params`, `self.model_weights`: a model's tensors by name
+        bound = [b for b in ctx.bindings.lookup(name, at) if b.kind == "assign" and b.value is not None]
+        return bool(bound) and all(model_tensors(ctx, b.value, b.node, depth + 1) for b in bound)
+    return False
+
+
+def loop_names(target: cst.BaseExpression) -> set[str]:
+    """The names a ``for`` binds (``e, p``; ``(name, e), (_, p)`` of named_parameters)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in loop_names(element.value)}
+    return {target.value} if isinstance(target, cst.Name) else set()
+
+
+__all__ = ["MODULE_TENSORS", "TENSOR_ITERABLES", "iterates_module_tensors", "loop_names", "model_tensors", "one_models_tensors"]
