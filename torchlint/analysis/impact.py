@@ -46,7 +46,7 @@ class Cost(enum.Enum):
     PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
     PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
     PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"
-    CACHE_COPIED = "the whole preallocated key-value cache copied to write one token's keys and values, per layer per decoded token"
+    CACHE_COPIED = "the whole preallocated key-value cache copied to write one token's keys and values"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
