@@ -4,6 +4,7 @@ of the static half."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,8 @@ def _part(module: str) -> str:
     return module.split(".")[0]
 
 
-def _imports(path: Path) -> set[str]:
+@cache  # each module is asked about by several tests: parsed once a session
+def _imports(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
@@ -52,7 +54,7 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names if node.module == "torchlint")
-    return found
+    return frozenset(found)  # (cached: no caller may change it)
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))

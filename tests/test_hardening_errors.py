@@ -27,6 +27,8 @@ GOOD = "import torch\nfor i in range(3):\n    y = torch.zeros(3).cuda()\n    y.i
 
 
 def check(cwd: Path, *args: str, stdout=subprocess.PIPE, timeout: float = 300) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def, type-arg]
+    """`torchlint check` in a process of its own: for what is about its real standard output,
+    and a run with workers (they would be forked from this process, which has a background thread)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
         [sys.executable, "-m", "torchlint", "check", "--no-cache", "--min-impact", "low", *args],
@@ -74,7 +76,7 @@ def assert_one_line(stderr: str, *words: str) -> str:
 def test_a_config_python_cannot_read_is_one_line_naming_it(tmp_path: Path, pyproject: str, words: tuple[str, ...]) -> None:
     (tmp_path / "pyproject.toml").write_text(pyproject)
     (tmp_path / "a.py").write_text(GOOD)
-    proc = check(tmp_path, "a.py")
+    proc = check_here(tmp_path, "a.py")
     assert proc.returncode == 2
     assert_one_line(proc.stderr, "torchlint: error:", *words)
 
@@ -95,7 +97,7 @@ def test_notebooks_python_cannot_read_are_tl000_and_the_rest_is_checked(tmp_path
     # a lone surrogate in one cell: that cell is TL000, the other cell is still checked
     (tmp_path / "surrogate.ipynb").write_text(_notebook("import torch\nx = '\udc80'\n", GOOD))
     (tmp_path / "good.py").write_text(GOOD)
-    proc = check(tmp_path, "--output-format", "json", ".")
+    proc = check_here(tmp_path, "--output-format", "json", ".")
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert proc.returncode == 1
     findings = json.loads(proc.stdout)
@@ -187,7 +189,7 @@ def test_a_full_disk_on_stdout_is_one_line_exit_2(tmp_path: Path, output_format:
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_full_disk_for_the_output_file_is_one_line_exit_2(tmp_path: Path) -> None:
     (tmp_path / "good.py").write_text(GOOD)
-    proc = check(tmp_path, "-o", "/dev/full", "good.py")
+    proc = check_here(tmp_path, "-o", "/dev/full", "good.py")
     assert proc.returncode == 2
     assert_one_line(proc.stderr, "/dev/full", "No space left on device")
 

@@ -94,13 +94,10 @@ def test_fix_on_a_deeply_nested_file_echoes_it_and_keeps_its_findings(tmp_path: 
     """An editor takes stdout as the new buffer: a file --fix cannot rewrite comes back
     unchanged (it came back empty, a RecursionError on stderr)."""
     text = _long_chain(1500)
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "--min-impact", "low", "-", "--fix", "--stdin-filename", "d.py"],
-        input=text, capture_output=True, text=True, cwd=tmp_path, timeout=120,
-    )
-    assert proc.stdout == text
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert "d.py:2:5: TL110" in proc.stderr and "nested too deeply" in proc.stderr
+    code, out, err = run(tmp_path, text, "-", "--fix", "--stdin-filename", "d.py")  # (a traceback would raise here)
+    assert out == text
+    assert code == 1 and "Traceback" not in err, err[-2000:]
+    assert "d.py:2:5: TL110" in err and "nested too deeply" in err
 
 
 def test_fix_echoes_the_input_whatever_fails(tmp_path: Path, monkeypatch) -> None:
