@@ -87,3 +87,17 @@ def _environment_step(call: cst.CSTNode | None) -> bool:
         return False
     owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
     return owner in ("env", "envs", "environment", "environments") or owner.endswith(("_env", "_envs"))
+
+
+# Lightning's logging calls take a tensor and read it only when they write it out.
+_FRAMEWORK_LOGGERS = frozenset({"self.log", "self.log_dict", "pl_module.log", "pl_module.log_dict"})
+
+
+def logged_by_framework(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is the host value ``node`` makes handed straight to Lightning's ``self.log``
+    (``self.log("acc", acc.item())``), which would take the tensor itself?"""
+    parent = ctx.tree.parent(_outermost(ctx, node))
+    if type(parent) is not cst.Arg:
+        return False
+    call = ctx.tree.parent(parent)
+    return type(call) is cst.Call and dotted(call.func) in _FRAMEWORK_LOGGERS

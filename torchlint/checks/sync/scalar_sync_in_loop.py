@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
-from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
+from torchlint.analysis.host_consumers import feeds_environment, logged_by_framework
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.sync_ops import library_read, plainly_python
 from torchlint.checks.base import Check
@@ -53,7 +54,25 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
-        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "")
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "",
+                    hint=self._hint(node, receiver))
+
+    def _hint(self, node: cst.Call, receiver: cst.BaseExpression) -> str:
+        """The fix where the read's shape says more than "accumulate on the device"."""
+        ctx = self.ctx
+        walked = walked_tensor(ctx, receiver, node)
+        if walked is not None:
+            return ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40))
+        table = indexed_table(ctx, receiver, node)
+        if table is not None:
+            return TABLE_HINT.format(table=table)
+        if logged_by_framework(ctx, node):
+            return _LOGGED_HINT.format(value=short_code(ctx.module, receiver, limit=40))
+        function = ctx.tree.enclosing_function(node)
+        owner = ctx.tree.enclosing_class(node)
+        if function is not None and function.name.value == "forward" and owner is not None and ctx.is_module_class(owner.name.value):
+            return FORWARD_HINT
+        return ""
 
     def visit_If(self, node: cst.If) -> None:
         # `if (idx_next == eos).all(): break` in a decode loop reads a scalar as `.item()`
@@ -104,6 +123,8 @@ class ScalarSyncInLoop(Check):
                     if_device=device_params)
 
 
+_LOGGED_HINT = ("Pass the tensor itself (`{value}`): Lightning keeps it on the device and reads it only when it writes "
+                "to the logger (every `log_every_n_steps`, 50 by default); `prog_bar=True` reads it at each progress-bar refresh")
 _LIBRARY_HINT = ("The call reads {reads} on the host: compute it once per step and pass it on (the unpadding "
                  "indices and lengths of one mask serve every layer), or give the size it would read")
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.sync_ops import plainly_python
@@ -71,7 +72,7 @@ class TensorToPythonInLoop(Check):
         read_tensor = next((value for value in tensors if ctx.syncs.device_tensor(value, node) and not self._passed_fill(node, value)), None) \
             if tensors and ctx.syncs.in_step(node) else None
         if read_tensor is not None:
-            self.report(node, hint=_FILL_HINT if self._fill_value(node, read_tensor) else "", expr=short_code(ctx.module, node))
+            self.report(node, hint=self._hint(node, read_tensor), expr=short_code(ctx.module, node))
         elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
             # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
             if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors):
@@ -81,6 +82,13 @@ class TensorToPythonInLoop(Check):
                 if ctx.syncs.in_step(node) else ()
             if device_params:
                 self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
+
+    def _hint(self, call: cst.Call, read: cst.BaseExpression) -> str:
+        """The fix for this read: a fill value broadcast, a walked tensor read whole, or the default."""
+        if self._fill_value(call, read):
+            return _FILL_HINT
+        walked = walked_tensor(self.ctx, read, call)
+        return ELEMENT_HINT.format(tensor=short_code(self.ctx.module, walked, limit=40)) if walked is not None else ""
 
     def _sorts_device_scalars(self, call: cst.Call) -> bool:
         """``sorted(hyps, key=lambda h: h["score"])``, ``hyps.sort(key=...)``, ``max(scores)``
