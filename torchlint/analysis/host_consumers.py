@@ -81,6 +81,17 @@ def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
         return expr
 
 
+def device_environment_output(value: cst.BaseExpression, element: int, count: int) -> cst.BaseExpression | None:
+    """The action given to an environment's ``step`` whose output ``element`` (of ``count`` targets)
+    is: ``next_obs, reward, next_done, info = envs.step(action)``. An environment that takes the
+    action as the policy made it (no ``.cpu().numpy()``) runs on the device (Isaac Gym, a batched
+    torch simulator) and returns device tensors, all but the ``info`` dict at the end. None where
+    ``value`` is no such step or ``element`` is the info."""
+    if not _environment_step(value) or not value.args or count < 4 or element >= count - 1:  # type: ignore[attr-defined]
+        return None  # (gym's `obs, reward, done, info` and `obs, reward, terminated, truncated, info`)
+    return value.args[0].value  # type: ignore[attr-defined]
+
+
 def _environment_step(call: cst.CSTNode | None) -> bool:
     """``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
     if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":

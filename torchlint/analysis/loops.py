@@ -14,6 +14,7 @@ import libcst as cst
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, Where
+from torchlint.analysis.inline_lambdas import runs_in_place
 from torchlint.analysis.loop_decoding import DecodeLoops
 from torchlint.analysis.loop_forward import ForwardLoops
 from torchlint.analysis.loop_iterations import ValueIterations
@@ -68,7 +69,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             # Type sets, not isinstance: this runs for every ancestor of most calls and names.
             ancestor_type = type(ancestor)
             if ancestor_type in BARRIER_TYPES:
-                if ancestor_type is cst.Lambda and self._mapped(ancestor):
+                if ancestor_type is cst.Lambda and runs_in_place(self.ctx, ancestor):
                     child = ancestor  # `map(lambda t: t.item(), ts)`: run right here, once per item
                     continue
                 break
@@ -81,13 +82,6 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                     loops.append(ancestor)
             child = ancestor
         return loops
-
-    def _mapped(self, function: cst.Lambda) -> bool:
-        """Is ``function`` the first argument of ``map(...)``, which calls it where it stands?"""
-        arg = self.ctx.tree.parent(function)
-        call = self.ctx.tree.parent(arg) if type(arg) is cst.Arg else None
-        return type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "map" \
-            and self.ctx.qname(call.func) is None and call.args[0] is arg
 
     def _inside_comp_body(self, node: cst.CSTNode, comp_for: cst.CompFor) -> bool:
         # The first `for`'s iterable is evaluated once; its ifs and inner fors each time.
