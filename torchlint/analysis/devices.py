@@ -199,6 +199,8 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
             return "device"
         if method == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type(Tensor)` with `Tensor` one: a copy to the device
             target = call.args[0].value if call.args and call.args[0].keyword is None else None
+            if target is not None and _host_tensor_class(self.ctx.qname(target)):
+                return "host"  # `x.type(torch.FloatTensor)`: the CPU class, whatever the default device (a copy of a device tensor)
             return "device" if target is not None and self.ctx.device_makeable.typed_device_class(target) is not None else None
         if method != "to":
             return None
