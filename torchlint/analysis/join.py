@@ -27,7 +27,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
-_SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
+_SEQUENTIAL = frozenset({"decoded token", "denoising step", "environment step"})  # what a loop goes over when each iteration feeds the next
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
