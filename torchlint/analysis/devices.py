@@ -200,7 +200,9 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         if method == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type(Tensor)` with `Tensor` one: a copy to the device
             target = call.args[0].value if call.args and call.args[0].keyword is None else None
             if target is not None and _host_tensor_class(self.ctx.qname(target)):
-                return "host"  # `x.type(torch.FloatTensor)`: the CPU class, whatever the default device (a copy of a device tensor)
+                # `x.type(torch.FloatTensor)`: the CPU class, whatever the default device: a copy of a device
+                # tensor (of one known on the host, `torch.from_numpy(a).type(...)`, a cast where it is)
+                return None if self.moved_to_host(func.value, call) else "host"
             return "device" if target is not None and self.ctx.device_makeable.typed_device_class(target) is not None else None
         if method != "to":
             return None
@@ -493,6 +495,9 @@ class Devices(BatchPlacement, ModuleMoves, DeviceReach):
         default for the file's other factories, as ``Tensor = torch.cuda.FloatTensor`` (a
         file written for the device throughout) is taken to be (dino's ``utils.py``)."""
         parent = self.ctx.tree.parent(legacy_type)
+        call = self.ctx.tree.parent(parent) if type(parent) is cst.Arg else None
+        if type(call) is cst.Call and self.ctx.method_name(call) == "type":
+            return True  # `x.type(torch.cuda.FloatTensor)`: that one tensor converted, no default
         return type(parent) is cst.Call and parent.func is legacy_type
 
     def host_only(self, node: cst.CSTNode | None = None) -> bool:
