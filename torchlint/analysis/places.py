@@ -242,8 +242,8 @@ class Places(StepPositions):
 
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
-        loop, "denoising step" for a diffusion sampler's, else "step"."""
-        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step"):
+        loop, "denoising step" for a diffusion sampler's, "environment step" for an RL rollout's, else "step"."""
+        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step", "environment step"):
             return self.repeat_of(loop).kind
         return "step"
 
