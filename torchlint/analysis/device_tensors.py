@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.host_consumers import device_environment_output
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -192,12 +193,27 @@ class DeviceTensors:
             return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
         value = binding.value
         if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
+            action = device_environment_output(value, binding.element, _target_count(binding.node))
+            if action is not None:  # `next_obs, reward, next_done, info = envs.step(action)`, the action a device tensor
+                return not ctx.devices.moved_to_host(action, binding.node) \
+                    and (self.tensorish(action, binding.node, depth + 1) or self._policy_output(action, binding.node))
             if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
                 return ctx.values.kind(value, binding.node) is Kind.TENSOR
             value = value.elements[binding.element].value
         if type(value) is cst.Call and ctx.devices.move(value) == "device":
             return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
         return self.tensorish(value, binding.node, depth + 1)
+
+    def _policy_output(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` bound to what a model (or a method of one) returned: ``action, logprob, _, value =
+        agent.get_action_and_value(next_obs)``, a policy's action, a tensor where the model is?"""
+        binding = self.ctx.bindings.reaching(expr.value, at) if type(expr) is cst.Name else None
+        value = binding.value if binding is not None and binding.kind == "assign" else None
+        if type(value) is not cst.Call:
+            return False
+        func = value.func
+        owner = func.value if type(func) is cst.Attribute else func
+        return self.ctx.values.kind(owner, binding.node) is Kind.MODULE  # type: ignore[union-attr]
 
     @cached_property
     def _entries(self) -> dict[tuple[int, str], list[tuple[cst.BaseExpression, cst.CSTNode]]]:
@@ -297,6 +313,13 @@ class DeviceTensors:
         called = self.ctx.qname(built.func) or dotted(built.func) or ""
         # A class is named in CamelCase; torch's tensor classes (`torch.LongTensor(...)`) build tensors.
         return called.rsplit(".", 1)[-1][:1].isupper() and self.ctx.values.kind(built, at) is not Kind.TENSOR
+
+
+def _target_count(statement: cst.CSTNode) -> int:
+    """How many names a tuple assignment binds (``a, b, c, d = f()``: 4); 1 for any other."""
+    targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
+    target = targets[0].target if len(targets) == 1 else None
+    return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
 
 
 def string_key(subscript: cst.Subscript) -> str | None:

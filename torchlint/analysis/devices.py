@@ -13,7 +13,7 @@ import libcst as cst
 from torchlint.analysis.batches import BatchPlacement
 from torchlint.analysis.device_names import (
     ACCELERATOR_WORDS, DEFAULT_SETTERS, DEVICE_FRAMEWORKS, DEVICE_TYPE_FIRST, PLACING_CLASSES, is_cpu_device, is_cuda_string, is_device_type,
-    is_dtype, looks_like_device_name, sets_accelerator_default, string_value,
+    host_tensor_class, is_dtype, looks_like_device_name, sets_accelerator_default, string_value,
 )
 from torchlint.analysis.device_reach import DeviceReach
 from torchlint.analysis.host_values import HostValues
@@ -90,6 +90,10 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
             return "device"
         if method == "type":  # `x.type(torch.cuda.FloatTensor)`, `x.type(Tensor)` with `Tensor` one: a copy to the device
             target = call.args[0].value if call.args and call.args[0].keyword is None else None
+            if target is not None and host_tensor_class(self.ctx.qname(target)):
+                # `x.type(torch.FloatTensor)`: the CPU class, whatever the default device: a copy of a device
+                # tensor (of one known on the host, `torch.from_numpy(a).type(...)`, a cast where it is)
+                return None if self.moved_to_host(func.value, call) else "host"
             return "device" if target is not None and self.ctx.device_makeable.typed_device_class(target) is not None else None
         if method != "to":
             return None
@@ -171,6 +175,9 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
         default for the file's other factories, as ``Tensor = torch.cuda.FloatTensor`` (a
         file written for the device throughout) is taken to be (dino's ``utils.py``)."""
         parent = self.ctx.tree.parent(legacy_type)
+        call = self.ctx.tree.parent(parent) if type(parent) is cst.Arg else None
+        if type(call) is cst.Call and self.ctx.method_name(call) == "type":
+            return True  # `x.type(torch.cuda.FloatTensor)`: that one tensor converted, no default
         return type(parent) is cst.Call and parent.func is legacy_type
 
     def host_only(self, node: cst.CSTNode | None = None) -> bool:

@@ -29,20 +29,20 @@ def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
     value = _outermost(ctx, node)
     parent = ctx.tree.parent(value)
     if type(parent) is cst.Arg:
-        return _environment_step(ctx.tree.parent(parent))
+        return environment_step(ctx.tree.parent(parent))
     if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
         return False  # a tuple, an attribute, a return: not followed
     for binding in ctx.bindings.bound_to(value):
         for use in ctx.bindings.uses(binding, ordered=True):
             around = ctx.tree.parent(_outermost(ctx, use))
-            if type(around) is cst.Arg and _environment_step(ctx.tree.parent(around)):
+            if type(around) is cst.Arg and environment_step(ctx.tree.parent(around)):
                 return True
     return False
 
 
 def steps_an_environment(ctx: FileContext) -> bool:
     """Does the file call an environment's ``step`` anywhere (else no value of it feeds one)?"""
-    return any(_environment_step(call) for call in ctx.tree.nodes(cst.Call))
+    return any(environment_step(call) for call in ctx.tree.nodes(cst.Call))
 
 
 def returned(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -81,8 +81,19 @@ def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
         return expr
 
 
-def _environment_step(call: cst.CSTNode | None) -> bool:
-    """``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
+def device_environment_output(value: cst.BaseExpression, element: int, count: int) -> cst.BaseExpression | None:
+    """The action given to an environment's ``step`` whose output ``element`` (of ``count`` targets)
+    is: ``next_obs, reward, next_done, info = envs.step(action)``. An environment that takes the
+    action as the policy made it (no ``.cpu().numpy()``) runs on the device (Isaac Gym, a batched
+    torch simulator) and returns device tensors, all but the ``info`` dict at the end. None where
+    ``value`` is no such step or ``element`` is the info."""
+    if not environment_step(value) or not value.args or count < 4 or element >= count - 1:  # type: ignore[attr-defined]
+        return None  # (gym's `obs, reward, done, info` and `obs, reward, terminated, truncated, info`)
+    return value.args[0].value  # type: ignore[attr-defined]
+
+
+def environment_step(call: cst.CSTNode | None) -> bool:
+    """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
     if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":
         return False
     owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
+from torchlint.analysis.in_place_fills import fills_in_place
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 
@@ -107,11 +108,12 @@ class HostTensors:
         device = ctx.keyword(call, "device")
         return device is None or ctx.devices.device_value(device.value, call) == "host"
 
-    def made_on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> cst.Call | None:
+    def made_on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, filled: bool = False) -> cst.Call | None:
         """The call that made ``expr`` on the host, through place-keeping methods, arithmetic
         with numbers and names bound in the same scope: a factory (``torch.arange(n)``),
         a copy of host data (``torch.tensor(xs)``, ``torch.from_numpy(a)``), or a call of a
-        helper of this file that returns one."""
+        helper of this file that returns one. With ``filled``, also a name written into since
+        (``arr[-shift:] = torch.arange(shift)``): it holds more than its factory made, but where it lives is the same."""
         ctx = self.ctx
         if depth > 5:
             return None
@@ -124,27 +126,27 @@ class HostTensors:
                 return expr if ctx.keyword(expr, "device") is None else None
             func = expr.func
             if qualified is None and type(func) is cst.Attribute and func.attr.value in PLACE_KEEPING:
-                return self.made_on_host(func.value, at, depth + 1)
-            if qualified is None and self.host_helper(expr) is not None:
+                return self.made_on_host(func.value, at, depth + 1, filled)
+            if qualified is None and self.host_helper(expr, filled) is not None:
                 return expr
             return None
         if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
             for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
-                made = self.made_on_host(side, at, depth + 1)
+                made = self.made_on_host(side, at, depth + 1, filled)
                 if made is not None and self.python_number(other, at):
                     return made
             return None
         if expr_type is cst.UnaryOperation:
-            return self.made_on_host(expr.expression, at, depth + 1)
+            return self.made_on_host(expr.expression, at, depth + 1, filled)
         if expr_type is cst.Subscript:
-            return self.made_on_host(expr.value, at, depth + 1)
+            return self.made_on_host(expr.value, at, depth + 1, filled)
         if expr_type is cst.Name:
             binding = ctx.bindings.reaching(expr.value, at)
             if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
                 return None
-            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at) or self._filled(expr.value, binding.node, at):
+            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at) or not filled and self._filled(expr.value, binding.node, at):
                 return None
-            return self.made_on_host(binding.value, binding.node, depth + 1)
+            return self.made_on_host(binding.value, binding.node, depth + 1, filled)
         return None
 
     def _filled(self, name: str, bound: cst.CSTNode, at: cst.CSTNode) -> bool:
@@ -162,30 +164,31 @@ class HostTensors:
                 return True
         return False
 
-    def host_helper(self, call: cst.Call) -> cst.Call | None:
+    def host_helper(self, call: cst.Call, filled: bool = False) -> cst.Call | None:
         """``noise_like(shape)``, a function of this file every ``return`` of which is a
-        tensor made on the host: the factory it uses (None when it is not such a helper)."""
+        tensor made on the host: the factory it uses (None when it is not such a helper).
+        With ``filled``, also one that writes into it before returning it (see ``made_on_host``)."""
         ctx = self.ctx
         function = ctx.functions.called(call, ctx.qname(call.func))
         if function is None:
             return None
-        memo: dict[int, cst.Call | None] = self.__dict__.setdefault("_helpers", {})
-        if id(function) in memo:
-            return memo[id(function)]
+        memo: dict[tuple[int, bool], cst.Call | None] = self.__dict__.setdefault("_helpers", {})
+        if (id(function), filled) in memo:
+            return memo[id(function), filled]
         if id(function) in self._asking or self._depth.waiting(id(function)):
             return None  # recursion
-        return self._depth.call(id(function), lambda: self._helper_factory(function))  # 1,400 helpers returning the next one's result
+        return self._depth.call(id(function), lambda: self._helper_factory(function, filled))  # 1,400 helpers returning the next one's result
 
-    def _helper_factory(self, function: cst.FunctionDef) -> cst.Call | None:
+    def _helper_factory(self, function: cst.FunctionDef, filled: bool) -> cst.Call | None:
         ctx = self.ctx
         self._asking.add(id(function))
         try:
             returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
-            made = [self.made_on_host(r.value, r) for r in returns]
+            made = [self.made_on_host(r.value, r, filled=filled) for r in returns]
         finally:
             self._asking.discard(id(function))
         found = made[0] if made and all(m is not None and ctx.qname(m.func) in FACTORIES for m in made) else None
-        self.__dict__["_helpers"][id(function)] = found
+        self.__dict__["_helpers"][id(function), filled] = found
         return found
 
     # --- how far it travels on the host ---------------------------------------------------
@@ -314,6 +317,8 @@ class HostTensors:
                 move = self.move_of(top_read)
                 if move is not None:
                     return move
+            if fills_in_place(statement, tracked):
+                continue  # `x[:, 0] = 4` on the host, then the move: the factory could fill it on the device
             rebound = self._reshaped(statement, tracked)
             if rebound is None:
                 return None  # used for something else first: the host copy may be needed

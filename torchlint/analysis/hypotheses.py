@@ -22,7 +22,9 @@ from torchlint.analysis.tree import children
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
+# (einops' `pack([seq, tok], 'b *')` joins along the starred axis and returns the packed shapes too:
+# `seq, _ = pack([seq, tok], 'b *')`, PaLM-rlhf-pytorch's `generate`)
+CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack", "einops.pack"})
 
 # Each field of a record by one name: `hyp['yseq']`, `hyp.yseq`, `hyp[0]`, or the name a tuple
 # target binds (`for seq, score in beams:`).

@@ -380,6 +380,10 @@ LOOP_WORDS = {
 #: ``for epoch in range(n): train(); validate()``): the step is the epoch.
 FULL_BATCH_WORDS = "an epoch loop of full-batch training steps"
 
+#: A sampling loop that steps an environment (``envs.step(action)``): an RL rollout, each iteration
+#: one environment step, not a decoded token.
+ROLLOUT_WORDS = "an environment rollout loop"
+
 #: A framework's phase (analysis/frameworks.py) and how often it runs.
 PHASE_WHERE = {"training": Where.TRAIN, "evaluation": Where.EVAL, "prediction": Where.INFER}
 

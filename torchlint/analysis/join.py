@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
-_SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
+_SEQUENTIAL = frozenset({"decoded token", "denoising step", "environment step"})  # what a loop goes over when each iteration feeds the next
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
@@ -446,7 +446,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
-                origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN else LOOP_WORDS[loop_where]
+                origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN \
+                    else ROLLOUT_WORDS if call.unit == "environment step" and loop_where is Where.INFER else LOOP_WORDS[loop_where]
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),

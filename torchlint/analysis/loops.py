@@ -13,7 +13,8 @@ import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, Where
+from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
+from torchlint.analysis.inline_lambdas import runs_in_place
 from torchlint.analysis.loop_decoding import DecodeLoops
 from torchlint.analysis.loop_forward import ForwardLoops
 from torchlint.analysis.loop_iterations import ValueIterations
@@ -68,7 +69,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             # Type sets, not isinstance: this runs for every ancestor of most calls and names.
             ancestor_type = type(ancestor)
             if ancestor_type in BARRIER_TYPES:
-                if ancestor_type is cst.Lambda and self._mapped(ancestor):
+                if ancestor_type is cst.Lambda and runs_in_place(self.ctx, ancestor):
                     child = ancestor  # `map(lambda t: t.item(), ts)`: run right here, once per item
                     continue
                 break
@@ -81,13 +82,6 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                     loops.append(ancestor)
             child = ancestor
         return loops
-
-    def _mapped(self, function: cst.Lambda) -> bool:
-        """Is ``function`` the first argument of ``map(...)``, which calls it where it stands?"""
-        arg = self.ctx.tree.parent(function)
-        call = self.ctx.tree.parent(arg) if type(arg) is cst.Arg else None
-        return type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "map" \
-            and self.ctx.qname(call.func) is None and call.args[0] is arg
 
     def _inside_comp_body(self, node: cst.CSTNode, comp_for: cst.CompFor) -> bool:
         # The first `for`'s iterable is evaluated once; its ifs and inner fors each time.
@@ -211,6 +205,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
         if self.full_batch(loop):
             return FULL_BATCH_WORDS
+        if self.where(loop) is Where.INFER and self.ctx.places.repeat_of(loop).kind == "environment step":
+            return ROLLOUT_WORDS  # (an RL rollout: the policy's action fed back through the environment, no tokens)
         return LOOP_WORDS[self.where(loop)]
 
     def full_batch(self, loop: cst.CSTNode) -> bool:
@@ -238,7 +234,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind == "decoded token":
+        if methods & SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind in ("decoded token", "environment step"):
             return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.host_consumers import environment_step
 from torchlint.analysis.impact import Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted, is_range
@@ -97,6 +98,9 @@ class Places(StepPositions):
             # `for pass_idx in range(num_passes): ...; loss.backward()` inside the step that updates:
             # each iteration is a forward and backward of part of the step's batch, whatever its bound is named
             return Repeat("micro-batch", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
+        if type(loop) in (cst.For, cst.While) and any(environment_step(n) for n in self.ctx.loops.own_calls(loop)):
+            # `next_obs, reward, done, info = envs.step(action)`: an RL rollout, one environment step per pass
+            return Repeat("environment step", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -239,8 +243,8 @@ class Places(StepPositions):
 
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
-        loop, "denoising step" for a diffusion sampler's, else "step"."""
-        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step"):
+        loop, "denoising step" for a diffusion sampler's, "environment step" for an RL rollout's, else "step"."""
+        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step", "environment step"):
             return self.repeat_of(loop).kind
         return "step"
 

@@ -61,10 +61,18 @@ def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assig
         node, elements = ctx.tree.parent(call), call.args[0].value.elements
         if type(node) is not cst.Assign or len(node.targets) != 1 or len(elements) < 2:
             continue
-        name = dotted(node.targets[0].target)
+        name = dotted(_joined_target(ctx, call, node.targets[0].target))
         if name is not None and dotted(elements[0].value) == name:
             found[name] = node
     return found
+
+
+def _joined_target(ctx: FileContext, call: cst.Call, target: cst.BaseExpression) -> cst.BaseExpression:
+    """What a concatenation's assignment binds the joined tensor to: the target itself, or the first of
+    ``seq, shapes = pack([seq, tok], 'b *')`` (einops' pack returns the packed shapes with it)."""
+    if ctx.qname(call.func) == "einops.pack" and type(target) in (cst.Tuple, cst.List) and target.elements:  # type: ignore[union-attr]
+        return target.elements[0].value  # type: ignore[union-attr]
+    return target
 
 
 def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
@@ -283,7 +291,9 @@ def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positio
         if off_at_default(ctx, switch, call, arg):
             continue
         if arg.star:
-            return True  # `**kwargs` may hold the cache
+            if _kwargs_may_hold_a_cache(ctx, call):
+                return True  # `**kwargs` may hold the cache
+            continue
         keyword = arg.keyword.value if arg.keyword is not None else ""
         if keyword == "use_cache":
             if not (type(arg.value) is cst.Name and arg.value.value == "False"):
@@ -323,11 +333,23 @@ def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
         or any(_cache_name(p.name.value) and p.default is None for p in forward.params.kwonly_params)
 
 
+def _kwargs_may_hold_a_cache(ctx: FileContext, call: cst.Call) -> bool:
+    """May the ``**kwargs`` a model call passes on hold a cache? Not where the call runs the ``forward``
+    of a class of this file (``self.forward(out, **kwargs)`` in PaLM's own ``generate``) that takes no
+    cache, no start position and no ``**kwargs`` of its own: nothing passed there can be one."""
+    cls = _model_class(ctx, call)
+    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
+    if forward is None:
+        return True  # (a model not of this file: its forward is not seen)
+    params = (*forward.params.params, *forward.params.kwonly_params)
+    return isinstance(forward.params.star_kwarg, cst.Param) or any(_cache_name(p.name.value) for p in params)
+
+
 def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
     """The class of this file that the call runs: ``self(x)`` in a method, or a name or
     ``self.`` attribute bound to ``Cls(...)`` once."""
     name = dotted(call.func)
-    if name == "self":
+    if name in ("self", "self.forward"):
         return ctx.tree.enclosing_class(call)
     bound = ctx.bindings.lookup(name, call) if name is not None else []
     if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Call:

@@ -19,6 +19,7 @@ from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
 from torchlint.analysis.host_tensors import FROM_DATA, HostTensors
 from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
+from torchlint.analysis.loop_invariants import attribute_unchanged
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class Uploads(HostTensors):
         loop = step if type(step) in (cst.For, cst.While) else None
         if loop is not None and bound and all(b.kind == "param" for b in bound):
             return True  # a parameter of the function that runs the loop: the same on every pass
+        if loop is not None and data_type is cst.Attribute and name.count(".") == 1 and not name.startswith("self."):
+            return attribute_unchanged(ctx, data, loop)  # `obs_rms.mean`, `obs_rms.update(...)` only after the loop
         if not bound or any(b.kind not in ("assign", "augassign") for b in bound):
             return False  # a parameter, a loop variable: it may change
         if name.startswith("self.") and name.count(".") == 1:
@@ -210,8 +213,8 @@ class Uploads(HostTensors):
         (``torch.arange(n)``, ``torch.tensor(ids)``), a NumPy array, or a Python list of
         positions (each is copied to the device when it indexes a device tensor)?"""
         ctx = self.ctx
-        if self.made_on_host(index, at) is not None:
-            return True
+        if self.made_on_host(index, at, filled=True) is not None:
+            return True  # (filled or not: `cycle_index(n, 1)` writes into its `torch.arange` and returns it, on the host)
         if ctx.values.is_numpy_array(index, at):
             return True
         if type(index) is cst.ListComp or self.listed_index(index, at):
