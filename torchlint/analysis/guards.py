@@ -276,18 +276,42 @@ class Guards(ParameterDefaults):
 
     def _steps_optimizer(self, branch: cst.If) -> bool:
         """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
-        == 0: opt.step()``)? Then it is the optimizer step of gradient accumulation, every
-        step, not a rare one. A loop or function that also steps outside it (lazy
-        regularization every N steps, after the step of every batch; TD3's delayed policy
-        update, `if timer % policy_delay == 0: pi_optimizer.step()`, after the critic's step
-        in the same `update()`) keeps the branch rare."""
+        == 0: opt.step()``, or, every N iterations, a whole training step of this file:
+        Rainbow's ``if T % replay_frequency == 0: dqn.learn(mem)``)? Then it is the optimizer
+        step of gradient accumulation, or the training step itself, every step, not a rare one. A loop or
+        function that also steps outside it (lazy regularization every N steps, after the
+        step of every batch; TD3's delayed policy update, `if timer % policy_delay == 0:
+        pi_optimizer.step()`, after the critic's step in the same `update()`) keeps the branch rare."""
         tree = self.ctx.tree
-        if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)):
+        trainer = self.ctx.loops._calls_a_trainer
+        if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)) \
+                and not (self._periodic(branch) and any(type(n) is cst.Call and trainer(n) for n in tree.descendants(branch.body))):
             return False
+        return not self._steps_outside(branch)
+
+    def _periodic(self, branch: cst.If) -> bool:
+        """Does ``branch`` recur through the run: a modulo of a counter, or a wall-clock timer?"""
+        return bool(self._period_words(branch)) or self.timed(branch)
+
+    def _steps_outside(self, branch: cst.If) -> bool:
+        """Does the loop (or function) around ``branch`` make an optimizer step outside it, or
+        call a function of this file that makes a training step?"""
+        tree = self.ctx.tree
         scope = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
         if scope is None or type(scope) is cst.ClassDef:
-            return True
-        return not any(self._optimizer_step(n) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
+            return False
+        trainer = self.ctx.loops._calls_a_trainer
+        return any((self._optimizer_step(n) or type(n) is cst.Call and trainer(n)) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
+
+    def may_guard_a_step(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Is ``node`` rare only by an every-N guard (a modulo or a timer) whose loop or
+        function makes no optimizer step outside it? A call there may be the training step
+        itself, made in another file (Rainbow's ``if T % replay_frequency == 0:
+        dqn.learn(mem)``): the join follows it to a callee that trains, and no further."""
+        guard = self._rare_guard(node, stop)
+        if type(guard) is not cst.If or not self._periodic(guard):
+            return False  # a first pass, an error path, a last iteration: no step run again and again
+        return not self._steps_outside(guard)
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:
         """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,

@@ -195,6 +195,10 @@ class Repeat:
     copies: bool = False
 
 
+# What a loop goes over when each iteration feeds the next: one generation runs many of them.
+SEQUENTIAL = frozenset({"decoded token", "denoising step", "environment step"})
+
+
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Multiplicity:
@@ -229,6 +233,18 @@ class Multiplicity:
 
     def then(self, *more: Repeat) -> Multiplicity:
         return Multiplicity(self.repeats + more, self.unit)
+
+    def outweighs(self, other: Multiplicity) -> bool:
+        """Does a line run more often per step this way than ``other`` way (two reaches of one
+        function in one phase)? Per decoded token beats per generation, whatever the rows of a
+        generation: a generation runs many tokens; then more loops beat fewer (per layer per
+        token beats per token), then the larger count (an unknown one is taken as large)."""
+        return self._weight() > other._weight()
+
+    def _weight(self) -> tuple[int, int, float]:
+        levels = (self.unit, *(repeat.kind for repeat in self.repeats))
+        count = self.count
+        return sum(level in SEQUENTIAL for level in levels), len(self.repeats), float("inf") if count is None else count
 
     def words(self) -> str:
         """"24 times per step: once in each `Block.forward()`", "per candidate per beam per

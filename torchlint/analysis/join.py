@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
-_SEQUENTIAL = frozenset({"decoded token", "denoising step", "environment step"})  # what a loop goes over when each iteration feeds the next
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
@@ -101,8 +100,15 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for call in summary.calls:
             if call.caller and call.loop is None:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
+    guarded = _guarded_steps(project)
+    loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops} if guarded else {}
+    for (path, caller), callees in guarded.items():
+        for call, callee in callees:
+            seed = _guarded_seed(project, path, call, callee, step_loops, loops, loops_by_file, steps.host_steps) if call.within or call.loop else None
+            if seed is not None:
+                work.append((*callee, seed))
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
-    _spread(project, work, steps, calls_by_caller, loops_by_file, omitting)
+    _spread(project, work, steps, calls_by_caller, loops_by_file, omitting, guarded)
     _inner_places(project, steps, omitting)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
@@ -119,18 +125,22 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
 
 def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dict[str, dict[str, StepInfo]],
             calls_by_caller: dict[tuple[str, str], list[CallSite]], loops_by_file: dict[str, dict[str, str]],
-            omitting: dict[tuple[str, str], StepInfo]) -> None:
+            omitting: dict[tuple[str, str], StepInfo], guarded: dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]] | None = None) -> None:
     """Breadth-first from ``work``: every function the reached functions call on every run,
-    with how often (per step, or per call of a model) and from where."""
+    with how often (per step, or per call of a model) and from where; and the training steps
+    they call every N runs (``guarded``: each the step itself)."""
     while work:
         path, key, info = work.popleft()
+        rebranched = False  # a branch's reach changed: its calls run from the new one (a decoded token's, not a prefill's)
         for name in info.omitted:  # that branch runs as often as the reach that leaves it out, not the function's first
             branch = (path, f"{key}#none:{name}")
-            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where) or _on_device_first(omitting[branch], info):
+            if branch not in omitting or _costlier(info, omitting[branch]):
+                rebranched = rebranched or branch in omitting
                 omitting[branch] = info
         for name in info.passed:  # `if flag:` (off by default) runs as often as the reach that turns it on
             branch = (path, f"{key}#passed:{name}")
-            if branch not in omitting or phase_rank(info.where) < phase_rank(omitting[branch].where) or _on_device_first(omitting[branch], info):
+            if branch not in omitting or _costlier(info, omitting[branch]):
+                rebranched = rebranched or branch in omitting
                 omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
         if known is not None:
@@ -156,14 +166,15 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 known = steps[path][key] = replace(known, passed=known.passed | info.passed)
             if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
                 known = steps[path][key] = replace(known, feeds_env=False)
-            repeated = bool(info.per_step) and not known.per_step and not known.hook and phase_rank(info.where) <= phase_rank(known.where)
-            if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N
-                # (the words say who repeats it: that reach's origin, caller and loop, with its count)
+            repeated = not known.hook and phase_rank(info.where) <= phase_rank(known.where) and info.per_step.outweighs(known.per_step)
+            if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N;
+                # once per generation (a cache's prefill) and also once per decoded token: per token.
+                # (the words say who repeats it: that reach's origin, caller and loop, with its count, and where it sits)
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
-                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites)
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
-                if not passes_more:
+                if not passes_more and not rebranched:
                     continue  # reached already: recursion and diamonds end here
                 # What it hands on through `**kwargs` grew: on to its callees from this reach, whose
                 # step is the one that passes it (not the function's first).
@@ -175,6 +186,9 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 steps[path][key] = info
         else:
             steps[path][key] = info
+        for call, callee in guarded.get((path, key), ()) if guarded else ():
+            if not call.within and call.loop is None:  # (one in a loop of its own: that loop decides, `_guarded_seed`)
+                work.append((*callee, _as_training_step(_callee_reach(project, call, callee, path, key, info, loops_by_file))))
         for call in calls_by_caller.get((path, key), ()):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
@@ -207,6 +221,44 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     feeds_env=call.feeds_env, per_step=per_step, position=position)
 
 
+def _guarded_steps(project: Project) -> dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]]:
+    """(file, caller) -> the calls it makes only every N runs (``FileSummary.guarded``) of a
+    function that is a training step itself (Rainbow's ``if T % replay_frequency == 0:
+    dqn.learn(mem)``), each with that function: the guard does not make its body rare, the
+    training step is the step."""
+    if not any(summary.guarded for summary in project.files.values()):
+        return {}
+    training = _ModelReach(project).trains
+    found: dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]] = {}
+    for path, summary in project.files.items():
+        for call in summary.guarded:
+            for callee in project.callees(call.target, path):
+                if callee != (path, call.caller) and training(callee):
+                    found.setdefault((path, call.caller), []).append((call, callee))
+    return found
+
+
+def _guarded_seed(project: Project, path: str, call: CallSite, callee: tuple[str, str], step_loops: dict[tuple[str, str], Where],
+                  loops: dict[tuple[str, str], LoopSummary], loops_by_file: dict[str, dict[str, str]], host_steps: frozenset[str]) -> StepInfo | None:
+    """The reach of the training step ``callee`` that ``call`` makes every N iterations of a hot
+    loop, a step loop, or a loop that may step and whose only step it is (an environment loop
+    that learns every N steps); None elsewhere, and in an epoch loop (every N epochs)."""
+    loop = loops.get((path, call.within))
+    where = call.loop if call.loop is not None else step_loops.get((path, call.within)) or (loop.where if loop is not None and loop.may_step else None)
+    if where is None or where is Where.EPOCH:
+        return None
+    per_step, position = _called_place(None, call, callee, loops_by_file.get(path, {}))
+    return _as_training_step(StepInfo(LOOP_WORDS[where], (call.location,) if call.location is not None else (), where, host_only=path in host_steps,
+                                      tensor_args=call.tensors, omitted=project.omitted(call, callee), constants=project.constants(call, callee),
+                                      uploaded=project.uploads(call, callee), passed=project.passes(call, callee), per_step=per_step, position=position))
+
+
+def _as_training_step(reach: StepInfo) -> StepInfo:
+    """``reach`` of a function that is a training step, made every N iterations of its loop: each
+    run is one step of training, whatever the loop around it samples or evaluates."""
+    return replace(reach, where=Where.TRAIN, origin=LOOP_WORDS[Where.TRAIN], per_step=ONCE_PER_STEP)
+
+
 def _passed_elsewhere(call: CallSite, path: str, key: str, info: StepInfo, omitting: dict[tuple[str, str], StepInfo]) -> dict[str, StepInfo]:
     """The caller's own parameters that ``call`` hands on, which the reach ``info`` does not pass
     but a reach of a later phase does (its ``f#passed:name``): each with that reach. ``info`` is
@@ -229,6 +281,16 @@ def _handed_on(project: Project, call: CallSite, callee: tuple[str, str], elsewh
     names = project.parameters(call, callee)
     return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
                      if name in elsewhere and (isinstance(where, str) or where < len(names)))
+
+
+def _costlier(info: StepInfo, known: StepInfo) -> bool:
+    """Does the reach ``info`` of a branch decide its place over ``known``: an earlier phase (a
+    training step), a device step over a host-only one, or in the same phase a reach that runs
+    it more often (per decoded token over once per generation: ``Multiplicity.outweighs``)?"""
+    if phase_rank(info.where) < phase_rank(known.where) or _on_device_first(known, info):
+        return True
+    return phase_rank(info.where) == phase_rank(known.where) and known.host_only is info.host_only and not known.hook \
+        and info.per_step.outweighs(known.per_step)
 
 
 def _on_device_first(known: StepInfo, info: StepInfo) -> bool:
@@ -526,7 +588,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # A loop of decoded tokens or denoising steps, or a `while` loop (`while not done:`
                     # stepping an environment), is the step itself: a loop around it goes over
                     # generations or episodes.
-                    while loop.where is not Where.EPOCH and loop.over not in _SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
+                    while loop.where is not Where.EPOCH and loop.over not in SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
@@ -534,7 +596,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                         # over `test_ld` through `dlrm_wrap(...)`; a decode loop is sampling)
                         # (around a generation, `model.recognize(x)` decoding each utterance, a sampling loop)
                         # (an evaluation over episodes, an environment's steps, samples its policy too)
-                        kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in _SEQUENTIAL \
+                        kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in SEQUENTIAL \
                             and not reaches.generates(callee) else (Where.TRAIN, Where.EPOCH)
                         found[where] = loop.where if loop.where in kept else Where.INFER
                 else:
@@ -597,6 +659,7 @@ class _ModelReach:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.memo: dict[tuple[str, str], bool] = {}
+        self.training: dict[tuple[str, str], bool] = {}
         self.calls: dict[tuple[str, str], list[CallSite]] = {}
         # Functions with a training or evaluation loop of their own (yolov5's `train()`: its epochs
         # and batches; timm's `validate()`: a warm-up forward, then a loop over its loader) are a
@@ -613,6 +676,22 @@ class _ModelReach:
                 # A call in a loop of its own makes the function a whole run or epoch, not a step.
                 if call.caller and call.loop is None and not call.within:
                     self.calls.setdefault((path, call.caller), []).append(call)
+
+    def trains(self, function: tuple[str, str], depth: int = 0) -> bool:
+        """Is ``function`` a training step: it makes one (``FileSummary.one_step``), or runs a
+        backward or an optimizer step and is no whole run, itself or through the functions it
+        calls, a few calls deep?"""
+        known = self.training.get(function)
+        if known is not None:
+            return known
+        self.training[function] = False  # recursion ends here
+        summary = self.project.files.get(function[0])
+        found = summary is not None and (function[1] in summary.one_step or function[1] in summary.trains and function not in self.runs)
+        if not found and depth < self._DEPTH and function not in self.runs:
+            found = any(self.trains(callee, depth + 1) for call in self.calls.get(function, ())
+                        for callee in self.project.callees(call.target, function[0]) if callee != function)
+        self.training[function] = found
+        return found
 
     def generates(self, function: tuple[str, str], depth: int = 0) -> bool:
         """Does ``function`` run a decode or sampling loop, itself or through the functions it

@@ -70,6 +70,10 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
     return ctx.loops.loop_key(node)
 
 
+# (caller key, target, how often its hot loop runs, the call, the key of the loop around it that is not hot)
+_Placed = tuple[str, Ref, Where | None, cst.Call, str]
+
+
 class StepSummarizer(ObjectRefs, CompiledRoots):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
@@ -98,6 +102,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         like a step) come too when the file pays for positions anyway (``located``: it has
         findings, or the calls above): positions cost a codegen pass over the file."""
         needed = {id(call): call for caller, _, loop, call, _ in self._pending if loop is not None or caller in self._hook_candidates}
+        needed.update((id(call), call) for _, _, loop, call, within in self._guarded if loop is not None or within)
         if needed or located:
             needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and self._may_make_a_step(target, call))
         self._positioned = set(needed)
@@ -109,19 +114,34 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return named | {hook.function for hook in self._hooks}
 
     @cached_property
-    def _pending(self) -> list[tuple[str, Ref, Where | None, cst.Call, str]]:
-        found = []
+    def _pending(self) -> list[_Placed]:
+        return self._calls_placed[0]
+
+    @cached_property
+    def _guarded(self) -> list[_Placed]:
+        """Calls made only under an every-N guard of a loop or function that steps no optimizer
+        outside it (``if T % replay_frequency == 0: dqn.learn(mem)``): kept apart from the calls
+        made every run, for the join to follow to a callee that is a training step itself."""
+        return self._calls_placed[1]
+
+    @cached_property
+    def _calls_placed(self) -> tuple[list[_Placed], list[_Placed]]:
+        found: list[_Placed] = []
+        guarded: list[_Placed] = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
             if target is None:
                 continue
             placed = self._placement(call)
             if placed is None:
+                placed = self._guarded_placement(call) if target[0] != "each" else None
+                if placed is not None:
+                    guarded.append((placed[0], target, placed[1], call, placed[2]))
                 continue
             caller, loop, within = placed
             for each in target[1] if target[0] == "each" else (target,):  # a container's members
                 found.append((caller, each, loop, call, within))
-        return found
+        return found, guarded
 
     def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments that hold the same value on every step (``self.alphas`` set in
@@ -255,16 +275,18 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
 
     _positioned: set[int] = set()  # ids of the calls `hot_call_nodes` asked positions for
 
+    def _call_site(self, caller: str, target: Ref, loop: Where | None, call: cst.Call, within: str,
+                   locate: Callable[[cst.CSTNode], Location]) -> CallSite:
+        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
+                        self._may_pass_tensors(call), within, None if self.partial_arguments(call) else given_arguments(call),
+                        self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
+                        falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
+                        host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
+                        opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
-        calls = tuple(
-            CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                     self._may_pass_tensors(call), within, None if self.partial_arguments(call) else given_arguments(call),
-                     self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                     falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                     host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
-                     opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
-            for caller, target, loop, call, within in self._pending
-        )
+        calls = tuple(self._call_site(*pending, locate) for pending in self._pending)
+        guarded = tuple(self._call_site(*pending, locate) for pending in self._guarded)
         stars = tuple(self.ctx.imports.stars)
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
@@ -274,7 +296,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
-            patched=patched_forwards(self.ctx, self.keys),
+            patched=patched_forwards(self.ctx, self.keys), guarded=guarded,
         )
 
     def _builds_by_name(self) -> bool:
@@ -475,6 +497,26 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         if ctx.guards.rare(call, stop=function or loop):
             return None
         return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
+
+    def _guarded_placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:
+        """:meth:`_placement` of a call that only an every-N guard keeps from running every step,
+        in a loop or function that makes no optimizer step outside that guard
+        (``Guards.may_guard_a_step``); None for any other call."""
+        ctx = self.ctx
+        function = ctx.tree.enclosing_function(call)
+        if ctx.in_tests(call):
+            return None
+        loop = None
+        for each in ctx.loops.enclosing_loops(call):
+            if ctx.loops.is_hot(each):
+                if not ctx.guards.may_guard_a_step(call, stop=each):
+                    return None
+                return self.keys[id(function)] if function is not None else "", ctx.loops.where(each), ""
+            if loop is None and (type(each) is cst.For or type(each) is cst.While):
+                loop = each
+        if function is None and loop is None or not ctx.guards.may_guard_a_step(call, stop=function or loop):
+            return None
+        return self.keys[id(function)] if function is not None else "", None, ctx.loops.loop_key(loop) if loop is not None else ""
 
     # --- what a call refers to ---------------------------------------------------------
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:

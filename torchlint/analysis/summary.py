@@ -140,3 +140,6 @@ class FileSummary:
     registered: tuple[str, ...] = ()
     # `LlamaAttention.forward = forward`: (function key, the library's class, once per layer) (analysis/patched.py)
     patched: tuple[tuple[str, str, bool], ...] = ()
+    # calls made only under an every-N guard (`if T % replay_frequency == 0: dqn.learn(mem)`) of a loop
+    # or function that steps no optimizer outside it: the join follows them only to a training step
+    guarded: tuple[CallSite, ...] = ()
