@@ -29,20 +29,20 @@ def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
     value = _outermost(ctx, node)
     parent = ctx.tree.parent(value)
     if type(parent) is cst.Arg:
-        return _environment_step(ctx.tree.parent(parent))
+        return environment_step(ctx.tree.parent(parent))
     if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
         return False  # a tuple, an attribute, a return: not followed
     for binding in ctx.bindings.bound_to(value):
         for use in ctx.bindings.uses(binding, ordered=True):
             around = ctx.tree.parent(_outermost(ctx, use))
-            if type(around) is cst.Arg and _environment_step(ctx.tree.parent(around)):
+            if type(around) is cst.Arg and environment_step(ctx.tree.parent(around)):
                 return True
     return False
 
 
 def steps_an_environment(ctx: FileContext) -> bool:
     """Does the file call an environment's ``step`` anywhere (else no value of it feeds one)?"""
-    return any(_environment_step(call) for call in ctx.tree.nodes(cst.Call))
+    return any(environment_step(call) for call in ctx.tree.nodes(cst.Call))
 
 
 def returned(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -81,7 +81,7 @@ def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
         return expr
 
 
-def _environment_step(call: cst.CSTNode | None) -> bool:
+def environment_step(call: cst.CSTNode | None) -> bool:
     """``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
     if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":
         return False

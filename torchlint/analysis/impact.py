@@ -243,6 +243,7 @@ class Multiplicity:
 
 
 ONCE_PER_STEP = Multiplicity()
+ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 
@@ -372,6 +373,9 @@ LOOP_WORDS = {
 #: ``for epoch in range(n): train(); validate()``): the step is the epoch.
 FULL_BATCH_WORDS = "an epoch loop of full-batch training steps"
 
+#: A sampling loop that steps an environment (``envs.step(action)``): an RL rollout, per environment step.
+ROLLOUT_WORDS = "an environment rollout loop"
+
 #: A framework's phase (analysis/frameworks.py) and how often it runs.
 PHASE_WHERE = {"training": Where.TRAIN, "evaluation": Where.EVAL, "prediction": Where.INFER}
 
@@ -381,4 +385,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["ENV_STEP", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]

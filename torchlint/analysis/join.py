@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
-_SEQUENTIAL = frozenset({"decoded token", "denoising step"})  # what a loop goes over when each iteration feeds the next
+_SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})  # what a loop goes over when each iteration feeds the next
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
 
@@ -161,6 +161,11 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 # (the words say who repeats it: that reach's origin, caller and loop, with its count)
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
                 known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites)
+                grown = True
+            deeper = not known.hook and info.position is Position.MID_STEP and known.position is not Position.MID_STEP \
+                and phase_rank(info.where) == phase_rank(known.where)
+            if deeper:  # also called mid-step in that step (SAC's `get_action` in the update, after the critics): its reads wait there
+                known = steps[path][key] = replace(known, position=Position.MID_STEP)
                 grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 if not passes_more:
