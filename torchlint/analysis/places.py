@@ -206,11 +206,22 @@ class Places(StepPositions):
             calls = [call for part in parts for call in self.ctx.loops.own_calls(part, IN_SCOPE)]
             return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call) or self._asks_the_host(call)
                        for call in calls) \
-                and not any(self.device_operators(part) for part in parts)
+                and not any(self.device_operators(part) or self._unread_operands(part) for part in parts)
         if type(loop) is not cst.For:
             return False
         return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
                    for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop)
+
+    def _unread_operands(self, part: cst.CSTNode) -> bool:
+        """Does an operator in ``part`` take anything but values read to the host and host values
+        (``(v * 2).item()`` queues a kernel on each item, whatever ``v`` is; ``v.item() / n`` does not)?"""
+        ctx = self.ctx
+        for node in ctx.tree.descendants(part):
+            if type(node) is cst.BinaryOperation and not all(
+                    read_value(ctx, side) is not None or ctx.values.python_value(side, node)
+                    or type(side) is cst.Call and self._asks_the_host(side) for side in (node.left, node.right)):
+                return True
+        return False
 
     def _asks_the_host(self, call: cst.Call) -> bool:
         """A call of another module's function given nothing (dinov2's ``distributed.get_global_size()``
