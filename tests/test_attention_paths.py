@@ -33,10 +33,10 @@ def test_the_off_default_path_is_named(project: Path) -> None:
 def test_a_builder_built_somewhere_reports_its_attention(project: Path) -> None:
     model = project / "model.py"
     model.write_text(model.read_text().replace("return [AttentionBlock(), OtherBlock()]", "return [AttentionBlock(), OtherBlock(), AttentionPool()]"))
-    assert any("PoolAttention" in f.message and f.impact == "medium" for f in _findings(project))
+    assert any("PoolAttention" in f.message and f.impact == "high" for f in _findings(project))
 
 
 def test_a_project_that_builds_classes_from_names_may_build_any(project: Path) -> None:
     (project / "configs.py").write_text("import importlib\n\n\ndef build(target):\n    module, name = target.rsplit('.', 1)\n"
                                         "    return getattr(importlib.import_module(module), name)()\n")
-    assert any("PoolAttention" in f.message and f.impact == "medium" for f in _findings(project))
+    assert any("PoolAttention" in f.message and f.impact == "high" for f in _findings(project))

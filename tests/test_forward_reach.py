@@ -228,14 +228,15 @@ for x in loader:
 '''
 
 
-def test_a_library_module_s_attention_is_medium_until_a_step_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_library_module_s_attention_runs_on_every_call_until_a_step_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A module's forward runs on every call of the model: with no step in sight (a library)
-    # TL405 reports it at medium; a training script that runs it makes it the step's (high).
+    # TL405 reports it there, high (a score matrix quadratic in the sequence, every layer);
+    # a training script that runs it makes it the step's (high), named from there.
     (tmp_path / "model.py").write_text(_ATTENTION_MODEL)
     monkeypatch.chdir(tmp_path)
     select = from_table({"select": ["TL405"]}, tmp_path)
     alone = lint_paths([Path(".")], select).findings
-    assert [(f.line, f.impact) for f in alone] == [(7, "medium")]
+    assert [(f.line, f.impact) for f in alone] == [(7, "high")]
     assert "every call of the model; no loop that runs it is visible" in alone[0].message
     (tmp_path / "train.py").write_text(_ATTENTION_TRAINING)
     trained = lint_paths([Path(".")], select).findings
@@ -266,8 +267,8 @@ for width in (8, 16):
 def test_a_demo_that_builds_a_model_per_configuration_is_no_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """vit-pytorch's ``__main__`` smoke tests (``for num_adv_bins in (0, 2, 10): vat = VAT(...);
     loss = vat(...); loss.backward()``): each iteration builds a new model and runs it once, a loop
-    over configurations, not over batches. The attention stays what a library's is: medium, no
-    loop that runs it visible; a training loop of a model built before it is still the step."""
+    over configurations, not over batches. The attention stays what a library's is: no loop that
+    runs it visible; a training loop of a model built before it is still the step."""
     monkeypatch.chdir(tmp_path)
     select = from_table({"select": ["TL405"]}, tmp_path)
     if where == "main":
@@ -276,7 +277,7 @@ def test_a_demo_that_builds_a_model_per_configuration_is_no_step(tmp_path: Path,
         (tmp_path / "model.py").write_text(_ATTENTION_MODEL)
         (tmp_path / "demo.py").write_text(_DEMO_SCRIPT)
     [demo] = lint_paths([Path(".")], select).findings
-    assert (demo.line, demo.impact) == (7, "medium") and "no loop that runs it is visible" in demo.message
+    assert (demo.line, demo.impact) == (7, "high") and "no loop that runs it is visible" in demo.message
     (tmp_path / "train.py").write_text(_ATTENTION_TRAINING)
     [trained] = lint_paths([Path(".")], select).findings
     assert trained.impact == "high" and "run every step from a training loop at train.py:8" in trained.message

@@ -267,6 +267,7 @@ class Multiplicity:
 
 
 ONCE_PER_STEP = Multiplicity()
+ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 
@@ -409,4 +410,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["ENV_STEP", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]

@@ -173,6 +173,11 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
                 known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position)
                 grown = True
+            deeper = not known.hook and info.position is Position.MID_STEP and known.position is not Position.MID_STEP \
+                and phase_rank(info.where) == phase_rank(known.where)
+            if deeper:  # also called mid-step in that step (SAC's `get_action` in the update, after the critics): its reads wait there
+                known = steps[path][key] = replace(known, position=Position.MID_STEP)
+                grown = True
             if not (known.host_only and not info.host_only) and not grown and not better:
                 if not passes_more and not rebranched:
                     continue  # reached already: recursion and diamonds end here

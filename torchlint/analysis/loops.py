@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
+from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
 from torchlint.analysis.inline_lambdas import runs_in_place
 from torchlint.analysis.loop_decoding import DecodeLoops
 from torchlint.analysis.loop_forward import ForwardLoops
@@ -205,9 +205,10 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         """What a hot loop does, for messages: a training, evaluation or sampling loop."""
         if self.full_batch(loop):
             return FULL_BATCH_WORDS
-        if self.where(loop) is Where.INFER and self.ctx.places.repeat_of(loop).kind == "environment step":
-            return ROLLOUT_WORDS  # (an RL rollout: the policy's action fed back through the environment, no tokens)
-        return LOOP_WORDS[self.where(loop)]
+        where = self.where(loop)
+        if where is Where.INFER and self.ctx.places.repeat_of(loop).kind == ENV_STEP:
+            return ROLLOUT_WORDS  # it samples actions, one environment step per iteration: no token decoded
+        return LOOP_WORDS[where]
 
     def full_batch(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` an epoch loop each of whose iterations makes one training step on the
@@ -234,7 +235,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind in ("decoded token", "environment step"):
+        if methods & SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind in ("decoded token", ENV_STEP):
             return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_consumers import environment_step
-from torchlint.analysis.impact import Repeat, Where
+from torchlint.analysis.impact import ENV_STEP, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_position import StepPositions
 from torchlint.analysis.step_syncs import read_value
-from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
+from torchlint.analysis.subtree_calls import IN_SCOPE, INTO_LOOPS, OWN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 _PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
 # What a loop whose reads after the first are copies (``Repeat.copies``) may call besides reads and
-# host work: views, and copies the host waits for. Only a range over rows is asked (`_repeat`): not a
-# loop over parameters, elements of a device tensor, tokens or blocks, of which there may be
-# thousands, nor one over items whose values it cannot see (``out[mask].cpu()`` per split).
+# host work: views, and copies the host waits for. Only a range over rows, or a loop over a dict's
+# values (a loss dict's, read for the log), is asked (`_repeat`): not a loop over parameters, elements
+# of a device tensor, tokens or blocks, of which there may be thousands, nor one over items whose
+# values it cannot see (``out[mask].cpu()`` per split).
 _VIEWS_AND_COPIES = frozenset({"unsqueeze", "squeeze", "view", "transpose", "permute", "expand", "narrow", "select", "detach",
                                "to", "cuda", "cpu", "size", "dim", "numel"})
 _HOST_TENSORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})  # made on the host (a copy when moved)
@@ -43,6 +44,14 @@ _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), 
                 ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
                 ("param_group", "parameter group"), ("param", "parameter"))  # `for p in model_params`, fp16_util's master params
 
+
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+
+
+def _dict_values(iterable: cst.BaseExpression) -> bool:
+    """``losses.items()``, ``losses.values()``: a dict's values, named (a loss dict, metrics)."""
+    return type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value in ("items", "values") \
+        and not iterable.args
 
 class Places(StepPositions):
     """The multiplicity and position facts of one file (``ctx.places``); where in the step:
@@ -98,9 +107,10 @@ class Places(StepPositions):
             # `for pass_idx in range(num_passes): ...; loss.backward()` inside the step that updates:
             # each iteration is a forward and backward of part of the step's batch, whatever its bound is named
             return Repeat("micro-batch", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
-        if type(loop) in (cst.For, cst.While) and any(environment_step(n) for n in self.ctx.loops.own_calls(loop)):
-            # `next_obs, reward, done, info = envs.step(action)`: an RL rollout, one environment step per pass
-            return Repeat("environment step", self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
+        if type(loop) in (cst.For, cst.While) and self._steps_an_environment(loop):
+            # an RL rollout (`for step in range(num_steps): ... envs.step(action)`): each iteration feeds the
+            # next as a decoder's token does, but what it makes is an environment step, not a token
+            return Repeat(ENV_STEP, self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
         if type(loop) is cst.While:
             return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
@@ -140,7 +150,10 @@ class Places(StepPositions):
         few = self._few_items(iterable, loop)
         if few is not None:
             return Repeat(kind or "iteration", few, few=self._light(loop))
-        return Repeat(kind or "iteration", self._container_size(iterable, loop))
+        # (a loop or comprehension over a dict's values that only reads them, `{k: v.item() for k, v in
+        # losses.items()}`: after the first read, each waits only for its own copy)
+        copies = kind is None and _dict_values(iterable) and self._copies_only(loop)
+        return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
 
     def _few_items(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> int | None:
         """How many items a loop over a few fixed ones goes over: a literal list, tuple or set
@@ -188,10 +201,33 @@ class Places(StepPositions):
         (``torch.median(d)`` before a mask's read, ``torch.cat(...)``, ``x[i] * 2``), no model, no
         unknown call."""
         # Asked of each loop once (``repeat_of`` is memoised): a scan of its calls.
+        if type(loop) in _COMPREHENSIONS:  # its element (and key) is its body: `{k: v.item() for k, v in losses.items()}`
+            parts = (loop.key, loop.value) if type(loop) is cst.DictComp else (loop.elt,)  # type: ignore[attr-defined]
+            calls = [call for part in parts for call in self.ctx.loops.own_calls(part, IN_SCOPE)]
+            return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call) or self._asks_the_host(call)
+                       for call in calls) \
+                and not any(self.device_operators(part) or self._unread_operands(part) for part in parts)
         if type(loop) is not cst.For:
-            return False  # a comprehension's element is not its `for`'s body: its ops (`torch.cat` per edge) go unseen
+            return False
         return all(self._quiet(call) or read_value(self.ctx, call) is not None or self._copy_or_view(call)
                    for call in self.ctx.loops.loop_calls(loop)) and not self.device_operators(loop)
+
+    def _unread_operands(self, part: cst.CSTNode) -> bool:
+        """Does an operator in ``part`` take anything but values read to the host and host values
+        (``(v * 2).item()`` queues a kernel on each item, whatever ``v`` is; ``v.item() / n`` does not)?"""
+        ctx = self.ctx
+        for node in ctx.tree.descendants(part):
+            if type(node) is cst.BinaryOperation and not all(
+                    read_value(ctx, side) is not None or ctx.values.python_value(side, node)
+                    or type(side) is cst.Call and self._asks_the_host(side) for side in (node.left, node.right)):
+                return True
+        return False
+
+    def _asks_the_host(self, call: cst.Call) -> bool:
+        """A call of another module's function given nothing (dinov2's ``distributed.get_global_size()``
+        dividing each loss read): given no tensor, it has none to queue work on."""
+        qualified = self.ctx.qname(call.func)
+        return not call.args and qualified is not None and not qualified.startswith("torch.")
 
     def _copy_or_view(self, call: cst.Call) -> bool:
         """``x.unsqueeze(0)``, ``t.detach()``, ``y.to(device)``, ``torch.from_numpy(a)``: a view, or a copy the host waits for."""
@@ -223,6 +259,10 @@ class Places(StepPositions):
             iterable = iterable.args[0].value
         return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
 
+    def _steps_an_environment(self, loop: cst.CSTNode) -> bool:
+        """Does the loop's own body (not a loop nested in it) step an environment (``envs.step(action)``)?"""
+        return any(environment_step(call) for call in self.ctx.loops.own_calls(loop.body, OWN))  # type: ignore[attr-defined]
+
     def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
         """A loop over tokens (not a range of them) decodes them only when it runs a model:
         ``for token in tokens`` inside a decode step goes over that step's tokens (one per sequence)."""
@@ -244,7 +284,7 @@ class Places(StepPositions):
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
         loop, "denoising step" for a diffusion sampler's, "environment step" for an RL rollout's, else "step"."""
-        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step", "environment step"):
+        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step", ENV_STEP):
             return self.repeat_of(loop).kind
         return "step"
 

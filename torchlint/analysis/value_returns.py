@@ -38,10 +38,32 @@ class ValueReturns:
                     if not isinstance(value, (cst.Tuple, cst.List)) or element >= len(value.elements):
                         return Kind.UNKNOWN
                     value = value.elements[element].value
+                passed = self._passed_back(function, call, value) if element is None else None
+                if passed is not None:  # `def layer_init(layer): ...; return layer`: what the call gives it
+                    kinds.add(self.kind(passed, call))
+                    continue
                 kinds.add(self.kind(value, ret) if value is not None else Kind.HOST)
         finally:
             self._returning.discard(id(function))
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def _passed_back(self, function: cst.FunctionDef, call: cst.Call, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        """The argument ``call`` passes to the parameter ``value`` names, where the ``return``
+        gives back a parameter (cleanrl's ``layer_init(nn.Linear(...))`` initialises the layer
+        and returns it: a module); None otherwise, or where the call does not pass it."""
+        if type(value) is not cst.Name:
+            return None
+        params = function.params.params
+        for index, param in enumerate(params):
+            if param.name.value != value.value:
+                continue
+            binding = self.ctx.bindings.reaching(value.value, value)
+            if binding is None or binding.node is not param:
+                return None  # rebound in the body: what it holds there is not what was passed
+            keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == value.value), None)
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            return keyword if keyword is not None else positional[index] if index < len(positional) else None
+        return None
 
     def _local_function(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
         """The ``def`` a plain name calls (one visible where it is called, never rebound)."""

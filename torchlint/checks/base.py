@@ -77,6 +77,9 @@ class Report:
     # Config fields whose defaults the finding rests on, of classes this file never builds
     # ((class, field, position) each): the join drops it where every construction passes one.
     unless_built: tuple[tuple[str, str, int], ...] = ()
+    # The node whose place in the step the finding takes (where it sits, how often it runs):
+    # one of a group that one fix removes together takes the group's costliest member's.
+    placed_as: cst.CSTNode | None = None
 
 
 class Check:
@@ -159,6 +162,7 @@ class Check:
         either: bool = False,
         unless_passed: tuple[cst.FunctionDef, str] | None = None,
         unless_built: tuple[tuple[str, str, int], ...] = (),
+        placed_as: cst.CSTNode | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -197,7 +201,9 @@ class Check:
         where every call of the function in the project passes that parameter (a private one's: drops it).
         ``unless_built``: config fields (class, field, position) whose defaults the finding rests
         on, their class built in no code of this file: the join drops it where every construction
-        of one of them in the project passes its own value."""
+        of one of them in the project passes its own value. ``placed_as``: the node whose
+        place in the step (how often, where) the finding takes, the costliest of a group one
+        fix removes together."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -212,7 +218,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either, unless_passed, unless_built))
+                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -129,11 +129,11 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
-                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.node, report.itself),
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.placed_as or report.node, report.itself),
                                                               guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
-                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.node, report.itself), report.repeated,
+                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.placed_as or report.node, report.itself), report.repeated,
                                                   report.unreached, guard=_guard_words(ctx, report.node), opt_in=_opt_in(ctx, report.node),
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
@@ -235,7 +235,7 @@ def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost)
     per-step (the project-wide join decides) would raise it; None when the place says it all."""
     place, in_function, host_only = Place(report.where) if report.where is not None else None, None, False
     if place is None:
-        place = _place_in_file(ctx, report.node, report.itself)
+        place = _place_in_file(ctx, report.placed_as or report.node, report.itself)
         function = ctx.tree.enclosing_function(report.node) if place.where is Where.ONCE else None
         if function is not None:
             in_function = function_key(ctx, function)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.attention_positions import few_positions
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
 from torchlint.analysis.names import dotted
-from torchlint.findings import LOW, MEDIUM
+from torchlint.findings import HIGH, LOW, MEDIUM
 from torchlint.checks.base import Check
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
@@ -41,7 +42,8 @@ class HandWrittenAttention(Check):
         scores = _softmax_input(ctx, node)
         if scores is None:
             return
-        product = _score_product(ctx, scores, node, 0)
+        operands: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
+        product = _score_product(ctx, scores, node, 0, operands=operands)
         if product is None:
             return  # a softmax over anything but q @ k^T (a classifier's logits, a gate)
         weights = _through_dropout(ctx, node)
@@ -54,11 +56,12 @@ class HandWrittenAttention(Check):
             return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
         # One attention may spell its softmax in several branches (glide's bias of rank 2, of
         # rank 3, none): one finding for it, reported when the file is done.
-        self._found.setdefault(id(use), []).append((node, use, product))
+        few = any(few_positions(ctx, operand, at) for operand, at in operands)
+        self._found.setdefault(id(use), []).append((node, use, product, few))
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str]]] = {}
+        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str, bool]]] = {}
 
     def finish(self) -> None:
         ctx = self.ctx
@@ -69,8 +72,8 @@ class HandWrittenAttention(Check):
                 chosen = spellings
             else:  # one finding: the plain spelling in the chain's `else:` (no bias, no special case), else the first
                 chosen = [next((s for s in spellings if _in_else(ctx, s[0])), spellings[0])]
-            for node, use, product in chosen:
-                self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node))
+            for node, use, product, few in chosen:
+                self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node, few))
 
 
 def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
@@ -83,9 +86,12 @@ def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-untyped-def]
+def _in_forward(ctx, node: cst.CSTNode, few: bool = False) -> Unreached | None:  # type: ignore[no-untyped-def]
     """Where no step is seen to run the model (built from a config, a library's model), its
-    ``forward`` still runs on every call: medium, the step's count unknown. With the
+    ``forward`` still runs on every call, in each step that trains or samples with the model:
+    high, since its score matrix is quadratic in the sequence length and a model's attention
+    runs in each of its layers; medium where the queries or keys are a few positions (a class
+    token's, a learned query's, a pooled one: ``few``), whose scores are a thin slice. With the
     ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
     forward = ctx.loops.module_forward(node)
     if forward is None:
@@ -94,8 +100,13 @@ def _in_forward(ctx, node: cst.CSTNode) -> Unreached | None:  # type: ignore[no-
     if off:  # `if attention_type == "flash": Flash() else: <this class>` with `attention_type="flash"`
         return Unreached(f"`{forward}()` (every call of a model built with `{off}` other than its default; no loop that runs it is visible)", LOW,
                          f"{Cost.UNFUSED_ATTENTION.value}, only where a module is built with `{off}` other than its default", owners)
-    return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
-                     f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: how often it runs per step is not visible", owners)
+    if few:
+        return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
+                         f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, over a few query or key positions: "
+                         "a thin score matrix, and how often it runs per step is not visible", owners)
+    return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", HIGH,
+                     f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: a score matrix quadratic in the sequence length, "
+                     "for every head, in every layer built of it, in each step that trains or samples with the model", owners)
 
 
 def _builders(ctx, name: str) -> tuple[tuple[str, ...] | None, str]:  # type: ignore[no-untyped-def]
@@ -179,11 +190,13 @@ _ALONG = (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)  # a scale or a bias 
 _ALONG_IN_PLACE = (cst.MultiplyAssign, cst.DivideAssign, cst.AddAssign, cst.SubtractAssign)
 
 
-def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, param: cst.Param | None = None) -> str | None:  # type: ignore[no-untyped-def]
+def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, param: cst.Param | None = None,  # type: ignore[no-untyped-def]
+                   operands: list | None = None) -> str | None:
     """How the scores were made, when they are ``q @ k^T`` through a scale, a bias, a mask, a
     cast, or a helper of this file that returns the scores it is given with a bias added
     (segment-anything's ``attn = add_decomposed_rel_pos(attn, q, ...)``). Inside such a
-    helper, ``param`` is the parameter that holds the scores: reaching it answers ``_PASSED``."""
+    helper, ``param`` is the parameter that holds the scores: reaching it answers ``_PASSED``.
+    ``operands`` receives the query and key operands of the product found, with where they stand."""
     if depth > 12:  # each name, cast, reshape, mask and helper on the way counts one
         return None
     if isinstance(expr, cst.Name):
@@ -191,15 +204,19 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if binding is not None and param is not None and binding.node is param:
             return _PASSED
         if binding is not None and binding.kind == "augassign" and isinstance(binding.node.operator, _ALONG_IN_PLACE):
-            return _score_product(ctx, expr, binding.node, depth + 1, param)  # `attn += bias`: the scores before it
+            return _score_product(ctx, expr, binding.node, depth + 1, param, operands)  # `attn += bias`: the scores before it
         if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
             return None
-        return _score_product(ctx, binding.value, binding.node, depth + 1, param)
+        return _score_product(ctx, binding.value, binding.node, depth + 1, param, operands)
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, cst.MatrixMultiply):
-            return "q @ k^T" if _transposed(ctx, expr.right) else None
+            if not _transposed(ctx, expr.right):
+                return None
+            if operands is not None:
+                operands.extend(((expr.left, at), (expr.right, at)))
+            return "q @ k^T"
         if isinstance(expr.operator, _ALONG):
-            return _score_product(ctx, expr.left, at, depth + 1, param) or _score_product(ctx, expr.right, at, depth + 1, param)
+            return _score_product(ctx, expr.left, at, depth + 1, param, operands) or _score_product(ctx, expr.right, at, depth + 1, param, operands)
         return None
     if isinstance(expr, cst.Call):
         name = ctx.qname(expr.func)
@@ -209,15 +226,23 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if name in _MATMUL:
             args = [a.value for a in expr.args if a.keyword is None]
             if name == "torch.einsum":
-                return "q @ k^T with einsum" if _einsum_scores(args) else None
+                if not _einsum_scores(args):
+                    return None
+                if operands is not None:
+                    operands.extend((arg, at) for arg in args[1:])
+                return "q @ k^T with einsum"
             # `bmm(q, k.transpose(1, 2))`, or `bmm(q.permute(0, 2, 1), k)` (the query transposed instead)
             shown = f"{name.rsplit('.', 1)[-1]}(q, k^T)"
-            return shown if len(args) == 2 and any(_transposed(ctx, _bound_value(ctx, a, at)) for a in args) else None
+            if not (len(args) == 2 and any(_transposed(ctx, _bound_value(ctx, a, at)) for a in args)):
+                return None
+            if operands is not None:
+                operands.extend((arg, at) for arg in args)
+            return shown
         if name in _RESHAPES:
             # `torch.reshape(w, (B, H, W, H * W))`: the keys' positions flattened into the last dimension
-            return _score_product(ctx, expr.args[0].value, at, depth + 1, param) if expr.args and expr.args[0].keyword is None else None
+            return _score_product(ctx, expr.args[0].value, at, depth + 1, param, operands) if expr.args and expr.args[0].keyword is None else None
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
-            return _score_product(ctx, expr.func.value, at, depth + 1, param)
+            return _score_product(ctx, expr.func.value, at, depth + 1, param, operands)
     return None
 
 

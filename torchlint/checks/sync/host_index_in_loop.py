@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.impact import Cost, Position
 from torchlint.checks.base import Check
 
 
@@ -15,7 +15,8 @@ class HostIndexInLoop(Check):
     code = "TL114"
     name = "host-index-in-loop"
     cost = Cost.UPLOAD
-    message = "`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, and the host waits, on every step"
+    message = ("`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, "
+               "and the host waits, on every step{group}")
     per_step = True
     device_bound = True
     fix_hint = "Build the index on the device (`torch.arange(n, device=x.device)`, `torch.tensor(ids, device=x.device)` once before the loop)"
@@ -33,7 +34,54 @@ class HostIndexInLoop(Check):
             # A written list of positions is a few bytes: its copy costs what a read does, its wait for the queue.
             cost = Cost.SMALL_UPLOAD if all(uploads.listed_index(index, node) for index in hosted) else None
             hint = _LOADER_HINT if any(uploads.index_loader_batch(index, node) for index in hosted) else ""
-            self.report(node, cost=cost, hint=hint, expr=short_code(ctx.module, node, limit=60))
+            self._found.append((node, cost, hint, _shared_index(ctx, hosted)))
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._found: list[tuple[cst.Subscript, Cost | None, str, tuple[int, int, str] | None]] = []
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        groups: dict[tuple[int, int, str], list[cst.Subscript]] = {}
+        for node, _, _, shared in self._found:
+            if shared is not None:
+                groups.setdefault(shared, []).append(node)
+        for node, cost, hint, shared in self._found:
+            group = groups.get(shared, []) if shared is not None else []
+            if len(group) < 2:
+                self.report(node, cost=cost, hint=hint, expr=short_code(ctx.module, node, limit=60), group="")
+                continue
+            # One index copied K times in the step (cleanrl's `b_obs[mb_inds]`, `b_logprobs[mb_inds]`, ...):
+            # one fix removes every copy, so each line takes the group's costliest place (a wait mid-step).
+            name = shared[2]  # type: ignore[index]
+            words = f" (one of {len(group)} indexings with `{name}` in this step, each a copy and a wait: building `{name}` on the device once removes them all)"
+            self.report(node, cost=cost, hint=hint or _GROUP_HINT.format(name=name), related=tuple(g for g in group if g is not node),
+                        placed_as=_costliest(ctx, group), expr=short_code(ctx.module, node, limit=60), group=words)
+
+
+def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str] | None:  # type: ignore[no-untyped-def]
+    """(the step, the index's binding, its name) where the host index is a name bound once
+    where it is read (``mb_inds = b_inds[start:end]``): the indexings of one step with it share
+    its copy's fix. None for an index written in place (a call, a list)."""
+    if len(hosted) != 1 or type(hosted[0]) is not cst.Name:
+        return None
+    index = hosted[0]
+    binding = ctx.bindings.reaching(index.value, index)
+    if binding is None:
+        return None
+    step = ctx.loops.local_hot_loop(index) or ctx.tree.enclosing_function(index)
+    return (id(step), id(binding.node), index.value)
+
+
+def _costliest(ctx, group: list[cst.Subscript]) -> cst.Subscript:  # type: ignore[no-untyped-def]
+    """The member of a group whose wait costs most: the first with device work queued before
+    it in the step (a wait mid-step), else the last (the first may stand at the step's start)."""
+    for node in group:
+        loop = ctx.loops.local_hot_loop(node)
+        step = ctx.places.update_loop(loop) if loop is not None else ctx.tree.enclosing_function(node)
+        if ctx.places.position(node, step) is Position.MID_STEP:
+            return node
+    return group[-1]
 
 
 def _into_from_numpy(ctx, node: cst.Subscript) -> bool:  # type: ignore[no-untyped-def]
@@ -43,6 +91,8 @@ def _into_from_numpy(ctx, node: cst.Subscript) -> bool:  # type: ignore[no-untyp
     return type(parent) is cst.Call and ctx.call_name(parent) == "torch.from_numpy"
 
 
+_GROUP_HINT = ("Build `{name}` on the device once (`b_inds = torch.randperm(n, device=x.device)` before the loop, slices of it per step; "
+               "or `{name} = torch.as_tensor({name}, device=x.device)` once): every indexing with it in the step then stays on the device")
 _LOADER_HINT = ("Draw the step's indices on the device: `for perm in torch.randperm(n, device=x.device).split(batch_size):` "
                 "(no per-step collation of Python ints on the host, no copy)")
 # Index expressions that may be an index array (a number, a slice, a string or `None` never is).
