@@ -87,23 +87,16 @@ class ParameterDefaults:
 
     def option_off(self, test: cst.BaseExpression) -> str | None:
         """How often ``test`` holds where one of its conjuncts is a setting of the run that is
-        off at its default and never set in the file: ``args.debug`` (``store_true``, a field
-        ``debug: bool = False``), ``args.target_kl is not None`` with ``target_kl`` defaulting to
-        None (an argparse option without a default, a dataclass or tyro field ``= None``), a
-        module constant ``DEBUG = False``. "" where none is: words for the reason otherwise."""
+        unset at its default and never set in the file: ``args.target_kl is not None`` with
+        ``target_kl`` defaulting to None (an argparse option without a default, a dataclass or
+        tyro field ``= None``). None where none is: words for the reason otherwise."""
         for part in conjuncts(test):
+            # (a flag off by default, `if args.augment:`, is a mode the run is launched in: stylegan2's ADA)
             optional = type(part) is cst.Comparison and none_tested(part, negated=True) is not None
-            off = self._defaults_to_none(part.left) if optional else self._off_flag(part)  # type: ignore[attr-defined]
+            off = self._defaults_to_none(part.left) if optional else None  # type: ignore[attr-defined]
             if off is not None:
                 return off
         return None
-
-    def _off_flag(self, part: cst.BaseExpression) -> str | None:
-        """``args.debug`` where it defaults to a false value: the words, or None."""
-        name = self._unset_setting(part)
-        if name is None or self.ctx.constants.bool_value(part, part) is not False:
-            return None
-        return f"only when `{name}` is turned on (off by default)"
 
     def _defaults_to_none(self, value: cst.BaseExpression) -> str | None:
         """``args.target_kl`` (``target_kl: float = None``) in ``args.target_kl is not None``."""
