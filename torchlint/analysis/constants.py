@@ -208,6 +208,8 @@ class Constants:
                         action = string_value(arg.value)
                         if action in ("store_true", "store_false"):
                             default = cst.Name("False" if action == "store_true" else "True")
+                if dest and default is None and not any(a.keyword is not None and a.keyword.value in ("required", "action") for a in call.args):
+                    default = cst.Name("None")  # argparse's own default for an option given no `default=`
                 if dest and default is not None:
                     found[dest] = default
             self._argparse = found

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.guard_shapes import conjuncts, falsy, off_at_default
+from torchlint.analysis.constants import is_setting
+from torchlint.analysis.guard_shapes import conjuncts, falsy, is_none, none_tested, off_at_default
+from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -82,6 +84,42 @@ class ParameterDefaults:
                 if found is not None:
                     return found
         return None
+
+    def option_off(self, test: cst.BaseExpression) -> str | None:
+        """How often ``test`` holds where one of its conjuncts is a setting of the run that is
+        unset at its default and never set in the file: ``args.target_kl is not None`` with
+        ``target_kl`` defaulting to None (an argparse option without a default, a dataclass or
+        tyro field ``= None``). None where none is: words for the reason otherwise."""
+        for part in conjuncts(test):
+            # (a flag off by default, `if args.augment:`, is a mode the run is launched in: stylegan2's ADA)
+            optional = type(part) is cst.Comparison and none_tested(part, negated=True) is not None
+            off = self._defaults_to_none(part.left) if optional else None  # type: ignore[attr-defined]
+            if off is not None:
+                return off
+        return None
+
+    def _defaults_to_none(self, value: cst.BaseExpression) -> str | None:
+        """``args.target_kl`` (``target_kl: float = None``) in ``args.target_kl is not None``."""
+        name = self._unset_setting(value)
+        if name is None or not is_none(self.ctx.constants.setting_default(name)):
+            return None
+        return f"only when `{name}` is set (it defaults to None)"
+
+    def _unset_setting(self, value: cst.BaseExpression) -> str | None:
+        """The name of ``value`` where it is a setting of the run (a config object's field, a
+        module constant) that this file never assigns; None otherwise (a local or a parameter
+        is its callers' to pass: ``opt_in`` and the join decide those)."""
+        name = dotted(value) if type(value) in (cst.Name, cst.Attribute) else None
+        return name if name is not None and is_setting(value) and name not in self._set_settings() else None
+
+    def _set_settings(self) -> frozenset[str]:
+        """The settings this file assigns (``args.target_kl = 0.02``): no longer at their default."""
+        found = self.__dict__.get("_set_settings_memo")
+        if found is None:
+            targets = [t for node in self.ctx.tree.nodes(cst.Assign) for t in node.targets]
+            found = self.__dict__["_set_settings_memo"] = frozenset(
+                name for t in targets if type(t.target) is cst.Attribute and (name := dotted(t.target)) is not None)
+        return found
 
     def off_by_default(self, node: cst.CSTNode) -> frozenset[str]:
         """The parameters of ``node``'s function that default to a false value and are never

@@ -52,7 +52,12 @@ class Guards(ParameterDefaults):
         guard = self._rare_guard(node, stop)
         if type(guard) is cst.Assert:
             return "only when the assertion fails (its message is built then)"
-        if type(guard) is not cst.If:
+        if type(guard) not in (cst.If, cst.IfExp):
+            return ""
+        option = self.option_off(guard.test)  # type: ignore[attr-defined]
+        if option is not None:
+            return option
+        if type(guard) is cst.IfExp:
             return ""
         if self.timed(guard):
             return TIMER_WORDS
@@ -127,6 +132,8 @@ class Guards(ParameterDefaults):
             if ancestor_type is cst.If and child is ancestor.body and self._rare_branch(ancestor, stop):  # type: ignore[arg-type]
                 return ancestor
             if ancestor_type is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
+                if self.option_off(ancestor.test) is not None:  # type: ignore[attr-defined]
+                    return ancestor  # `loss.item() if args.debug else 0`: read only when the run turns it on
                 if is_rare_test(ancestor.test, tree.descendants, period=lambda e: self.ctx.constants.int_value(e, ancestor)):
                     return ancestor
             child = ancestor
@@ -150,7 +157,8 @@ class Guards(ParameterDefaults):
                 raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
                 or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
-                or (self._rare_test(branch, stop) and not self._steps_optimizer(branch)) or self.first_pass(branch, stop))
+                or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
+                or self.first_pass(branch, stop))
         return rare
 
     def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:

@@ -55,7 +55,22 @@ def returned(ctx: FileContext, node: cst.CSTNode) -> bool:
         return True
     if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
         return False
-    return any(type(ctx.tree.parent(use)) is cst.Return for binding in ctx.bindings.bound_to(value) for use in ctx.bindings.uses(binding, ordered=True))
+    return _returned_name(ctx, value)
+
+
+def _returned_name(ctx: FileContext, value: cst.CSTNode, depth: int = 0) -> bool:
+    """Is the name ``value`` is bound to returned, itself or once wrapped (``depth_pred =
+    list(depth_pred)`` then ``return depth_pred``: dinov2's ``aug_test``)?"""
+    for binding in ctx.bindings.bound_to(value):
+        for use in ctx.bindings.uses(binding, ordered=True):
+            parent = ctx.tree.parent(use)
+            if type(parent) is cst.Return:
+                return True
+            wrapped = ctx.tree.parent(parent) if type(parent) is cst.Arg else None
+            if depth < 2 and type(wrapped) is cst.Call and type(wrapped.func) is cst.Name and wrapped.func.value in ("list", "tuple") \
+                    and type(ctx.tree.parent(wrapped)) is cst.Assign and _returned_name(ctx, wrapped, depth + 1):
+                return True
+    return False
 
 
 def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:

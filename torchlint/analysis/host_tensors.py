@@ -101,12 +101,13 @@ class HostTensors:
 
     # --- where a host tensor comes from --------------------------------------------------
     def host_factory(self, call: cst.Call) -> bool:
-        """A factory call without a device (or with ``device="cpu"``)."""
+        """A factory call without a device (or with ``device="cpu"``); without one, not in a file
+        that sets a default device (``torch.set_default_device(device)``: cleanrl's ppo_trxl)."""
         ctx = self.ctx
         if ctx.qname(call.func) not in FACTORIES:
             return False
         device = ctx.keyword(call, "device")
-        return device is None or ctx.devices.device_value(device.value, call) == "host"
+        return not ctx.devices.default_device_set() if device is None else ctx.devices.device_value(device.value, call) == "host"
 
     def made_on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, filled: bool = False) -> cst.Call | None:
         """The call that made ``expr`` on the host, through place-keeping methods, arithmetic
@@ -122,8 +123,8 @@ class HostTensors:
             qualified = ctx.qname(expr.func)
             if qualified in FACTORIES:
                 return expr if self.host_factory(expr) else None
-            if qualified in FROM_DATA:
-                return expr if ctx.keyword(expr, "device") is None else None
+            if qualified in FROM_DATA:  # (`torch.tensor(xs)` builds on the default device too)
+                return expr if ctx.keyword(expr, "device") is None and not ctx.devices.default_device_set() else None
             func = expr.func
             if qualified is None and type(func) is cst.Attribute and func.attr.value in PLACE_KEEPING:
                 return self.made_on_host(func.value, at, depth + 1, filled)

@@ -106,6 +106,12 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             return self._hot_loops[key]
         enclosing = self.enclosing_loops(node)
         found = next((loop for loop in enclosing if self.is_hot(loop)), None)
+        if found is not None:
+            # `for epoch in range(update_epochs): for mb in ...: <step>` inside a hot loop (PPO's
+            # iteration: a rollout, then its epochs): the epoch loop's own statements, beside
+            # its batches, run once per epoch, not within a step of the loop around it
+            inner = [loop for loop in enclosing[:next(i for i, loop in enumerate(enclosing) if loop is found)]]
+            found = next((loop for loop in inner if type(loop) in (cst.For, cst.While) and self.around_batches(loop)), found)
         if found is None:
             # in a loop of per-epoch work beside the epoch's batch loop: once per epoch (the epoch
             # loop's own statements are not placed here: one read per epoch is the sync rules' fix)
@@ -253,6 +259,9 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         """Does each iteration of ``loop`` make one training step: a backward or an optimizer
         step in its own body (micro-batch slices included, other nested loops not), or a
         call of a function of this file that makes one?"""
+        tree = self.ctx.tree
+        if any(inner is not loop and tree.is_inside(inner, loop) for inner in self.training_loops()):
+            return False  # PPO's `for start in range(0, n, mb):` steps the optimizer itself: minibatch steps, not micro-batches of one
         for node in self.own_calls(loop.body, STEP):
             if self._own_step_parts(node) == BACKWARD or self._calls_a_trainer(node) \
                     or self.ctx.method_name(node) == "step" and self.is_step_call(node):

@@ -25,6 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.host_arguments import may_be_tensor, python_values
 from torchlint.analysis.host_consumers import feeds_environment, steps_an_environment
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
     from torchlint.analysis.context import FileContext
 
-# Arguments `_python_value` knows on sight to be Python values.
 # Objects that hold what they are given as attributes (`ns.f(x)` runs the `f` it was given).
 _NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
 
@@ -431,13 +431,18 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         return tuple(sorted(self.keys[key] for key, f in functions.items() if ctx.loops.makes_one_step(f)))
 
     def _may_pass_tensors(self, call: cst.Call) -> bool:
-        """May ``call`` hand its callee a tensor? Only arguments known to be Python values
-        (``loss.item()``, numbers, strings, learning rates) say no; ``*args``/``**kwargs``
-        and anything unknown may be tensors."""
-        return any(arg.star or not self._python_value(arg.value, call) for arg in call.args)
-
-    def _python_value(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        return self.ctx.values.python_value(value, at)
+        """May ``call`` hand its callee a tensor, for a read under ``isinstance(v, torch.Tensor)``
+        there (``Conditional.needs_tensor``)? An argument known to live on the device (or where
+        the caller's parameters are) says yes; so does one that may be a tensor
+        (``host_arguments.may_be_tensor``: computed in place, or a name bound to such a value or a
+        parameter), and a container handed on with ``*``/``**`` not known to hold Python values
+        (``**loss_dict`` of losses). A rate read from a schedule (``lr = lr_schedule[it]``) and
+        floats read with ``.item()`` are not (dinov2's ``metric_logger.update(lr=lr)``,
+        ``update(total_loss=losses_reduced, **loss_dict_reduced)``)."""
+        devices, devices_if = self._device_args(call)
+        if devices or devices_if:
+            return True
+        return any(not python_values(self.ctx, arg.value, call) if arg.star else may_be_tensor(self.ctx, arg.value, call) for arg in call.args)
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()

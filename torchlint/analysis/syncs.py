@@ -82,6 +82,8 @@ class HiddenSyncs(DeviceTensors, SizedByValues):
         torch.compile traces (:meth:`traced_tensor`), where the device does not matter."""
         expr_type = type(expr)
         if expr_type is cst.BooleanOperation:
+            if type(expr.operator) is cst.And and not traced and self.ctx.guards.option_off(expr.left) is not None:
+                return self.reads_truth(expr.left, at)  # `args.target_kl is not None and kl > args.target_kl`: off by default, the rest never runs
             return self.reads_truth(expr.left, at, traced) or self.reads_truth(expr.right, at, traced)
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.Not:
             return self.reads_truth(expr.expression, at, traced)

@@ -238,7 +238,9 @@ def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost)
         place = _place_in_file(ctx, report.placed_as or report.node, report.itself)
         function = ctx.tree.enclosing_function(report.node) if place.where is Where.ONCE else None
         if function is not None:
-            in_function = function_key(ctx, function)
+            # `if x_mask is None: x_mask = torch.ones(...)`: per step only where a per-step call leaves `x_mask` out
+            branch = ctx.guards.default_branch(report.node)
+            in_function = function_key(ctx, branch[0] if branch is not None else function)
         # The file's own code runs where the file puts its tensors. A place the check gave
         # (a model's layers, a loader's batches) may run on a device another file picks.
         host_only = ctx.devices.host_only()

@@ -14,7 +14,7 @@ from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_bat
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, InStepIfCalled
-from torchlint.findings import HIGH, IMPACT_RANK, MEDIUM, Finding
+from torchlint.findings import HIGH, IMPACT_RANK, LOW, MEDIUM, Finding
 
 # checks.base.STEP_PLACEHOLDER, repeated here because checks/ imports libcst and settling
 # runs on cached results too (tests/test_startup.py keeps the two equal).
@@ -272,6 +272,9 @@ def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], mode
         tiered = per_call(Cost[condition.cost], place.per_step)
         if tiered is None:
             continue
+        if condition.returned and not place.per_step:
+            # `depth_pred.cpu().numpy()` returned by a model's test-time inference: its result, once per call, has to reach the host
+            tiered = (LOW, f"{tiered[1].partition(':')[0]}: the call's result, copied once and returned to its caller, which needs it on the host")
         finding = condition.finding
         message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
         yield replace(finding, message=with_multiplicity(message, place), impact=tiered[0], impact_reason=tiered[1])

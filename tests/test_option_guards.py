@@ -1,0 +1,101 @@
+"""Settings off at their default (`Guards.option_off`), PPO's epoch loop inside its
+iteration (`Loops.local_hot_loop`), and a parameter's default branch every call passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+from torchlint.analysis.context import FileContext, Options
+from torchlint.analysis.impact import Where
+from torchlint.config import from_table
+from torchlint.engine import lint_source
+
+SETTINGS = '''
+import argparse
+from dataclasses import dataclass
+
+DEBUG = False
+VERBOSE = True
+
+@dataclass
+class Args:
+    target_kl: float = None
+    trace: bool = False
+    clip: bool = True
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max-loss", type=float)
+parser.add_argument("--need", type=float, required=True)
+args = Args()
+args.trace2 = None
+'''
+
+
+def _context(code: str) -> FileContext:
+    return FileContext(cst.parse_module(code), "m.py", Options())
+
+
+def _option(code: str, test: str) -> str | None:
+    ctx = _context(code + f"\nif {test}:\n    pass\n")
+    branch = ctx.tree.nodes(cst.If)[-1]
+    return ctx.guards.option_off(branch.test)
+
+
+def test_a_setting_off_at_its_default_is_named_with_its_default() -> None:
+    assert _option(SETTINGS, "args.target_kl is not None and kl > args.target_kl") == \
+        "only when `args.target_kl` is set (it defaults to None)"
+    assert _option(SETTINGS, "args.max_loss is not None") == "only when `args.max_loss` is set (it defaults to None)"
+
+
+def test_a_setting_on_required_or_assigned_is_no_guard() -> None:
+    assert _option(SETTINGS, "args.trace") is None  # a flag: a mode the run is launched in (stylegan2's `--augment`)
+    assert _option(SETTINGS, "DEBUG") is None
+    assert _option(SETTINGS, "args.need is not None") is None  # required: always given
+    assert _option(SETTINGS, "args.trace2 is not None") is None  # assigned in the file
+    assert _option(SETTINGS, "args.target_kl is None") is None  # runs at the default
+    assert _option(SETTINGS.replace("args = Args()", "args = Args()\nargs.target_kl = 0.02"), "args.target_kl is not None") is None
+
+
+PPO = '''
+import numpy as np
+import torch
+from torch import nn
+
+agent = nn.Linear(8, 2).cuda()
+optimizer = torch.optim.Adam(agent.parameters())
+inds = np.arange(128)
+for iteration in range(100):
+    obs = torch.randn(128, 8, device="cuda")
+    for step in range(128):  # the rollout: the iteration loop runs the agent
+        with torch.no_grad():
+            obs[step] = agent(obs[step]).sum()
+    with torch.no_grad():
+        next_value = agent(obs)  # bootstrapped in the iteration's own body
+    for epoch in range(4):
+        for start in range(0, 128, 32):
+            loss = agent(obs[inds[start:start + 32]]).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(loss.item())
+'''
+
+
+def test_a_read_after_the_minibatches_of_an_epoch_inside_a_hot_loop_is_once_per_epoch() -> None:
+    ctx = _context(PPO)
+    reads = [c for c in ctx.tree.nodes(cst.Call) if ctx.method_name(c) == "item"]
+    loop = ctx.loops.local_hot_loop(reads[0])
+    assert type(loop) is cst.For and ctx.loops.where(loop) is Where.EPOCH
+    findings = lint_source(PPO, "ppo.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    line = PPO.splitlines().index("        print(loss.item())") + 1
+    assert [(f.line, f.impact) for f in findings] == [(line, "low")]
+    assert "once per epoch" in findings[0].message and "times per step" not in findings[0].message
+
+
+def test_minibatch_steps_inside_an_update_loop_are_steps_not_micro_batches() -> None:
+    code = PPO.replace("        print(loss.item())\n", "").replace("            optimizer.step()\n", "            optimizer.step()\n            print(loss.item())\n")
+    findings = lint_source(code, "ppo.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
+    line = code.splitlines().index("            print(loss.item())") + 1
+    assert [(f.line, f.impact) for f in findings] == [(line, "medium")]
