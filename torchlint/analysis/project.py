@@ -119,7 +119,7 @@ class Project:
         deferred = []
         receivers: dict[tuple[Ref, str], tuple[tuple[str, str] | None, bool]] = {}  # many calls share a target
         for path, summary in self.files.items():
-            for call in (*summary.calls, *summary.guarded):  # (a training step called every N steps is passed its objects too)
+            for call in summary.calls:  # (not the guarded ones: an `evaluate(state, loader, eval_step_fn)` every N steps would pass its step closure to an eval loop)
                 if not call.args:
                     continue
                 if call.target[0] == "object" and call.target[1][0] in _SEVERAL:
