@@ -272,8 +272,9 @@ def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], mode
         tiered = per_call(Cost[condition.cost], place.per_step)
         if tiered is None:
             continue
-        if condition.returned and not place.per_step:
+        if condition.returned and condition.cost == Cost.HOST_COPY.name and not place.per_step:
             # `depth_pred.cpu().numpy()` returned by a model's test-time inference: its result, once per call, has to reach the host
+            # (a copy of the result; a read that only scales it, `x * x.sum().item()`, is no result of its own)
             tiered = (LOW, f"{tiered[1].partition(':')[0]}: the call's result, copied once and returned to its caller, which needs it on the host")
         finding = condition.finding
         message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
