@@ -196,7 +196,8 @@ class Repeat:
 
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
-SEQUENTIAL = frozenset({"decoded token", "denoising step", "environment step"})
+ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
+SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})
 
 
 @pickled_by_fields
@@ -267,7 +268,6 @@ class Multiplicity:
 
 
 ONCE_PER_STEP = Multiplicity()
-ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
-from torchlint.analysis.impact import FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
@@ -514,7 +514,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
                 origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN \
-                    else ROLLOUT_WORDS if call.unit == "environment step" and loop_where is Where.INFER else LOOP_WORDS[loop_where]
+                    else ROLLOUT_WORDS if call.unit == ENV_STEP and loop_where is Where.INFER else LOOP_WORDS[loop_where]
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
