@@ -167,7 +167,7 @@ class MemberRefs:
             item = _keyed(value.args[0].value, key)
             if item is not None:
                 return self._object_of(item, binding.node, None)
-        methods = [s for s in _body(cls) if type(s) is cst.FunctionDef]
+        methods = [s for s in class_body(cls) if type(s) is cst.FunctionDef]
         return either(self._object_of(b.value, b.node, b.element) for method in methods
                       for b in self.ctx.bindings.by_scope.get(id(method), {}).get(f"self.{attr}.{key}", ()) if b.kind == "assign")
 
@@ -228,7 +228,7 @@ class MemberRefs:
 _ADDERS = ("append", "extend", "add_module", "insert")
 
 
-def _body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
+def class_body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
     return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
 
 
