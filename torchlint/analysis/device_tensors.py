@@ -166,7 +166,7 @@ class DeviceTensors:
         if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
             if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
                 return ctx.values._binding_kind(binding) is Kind.TENSOR
-            source = iterated_item(binding.value, binding.element)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
+            source = iterated_item(binding.value, binding.element, dict_views=True)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
             return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
 

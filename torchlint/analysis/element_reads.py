@@ -23,7 +23,7 @@ def walked_tensor(ctx, receiver: cst.BaseExpression, at: cst.CSTNode) -> cst.Bas
     binding = ctx.bindings.reaching(receiver.value, at)
     if binding is None or binding.kind not in ("for", "comp"):
         return None  # bound by an assignment: not a walk over a tensor
-    source = iterated_item(binding.value, binding.element)
+    source = iterated_item(binding.value, binding.element, dict_views=True)
     if source is None or ctx.values.kind(source, binding.node) is not Kind.TENSOR:
         return None  # a list, a loader, a zip of unknowns: nothing one `.tolist()` would read
     return source

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.constants import is_setting
-from torchlint.analysis.guard_shapes import conjuncts, falsy, is_none, none_tested, off_at_default
+from torchlint.analysis.guard_shapes import after_returning_branch, conjuncts, falsy, is_none, none_tested, off_at_default
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -191,6 +191,41 @@ class ParameterDefaults:
         if optional and type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is \
                 and type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None" and type(test.left) is cst.Name:
             return test.left.value if test.left.value in defaults else None
+        return None
+
+    def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
+        """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
+        to None, with no loop between: the branch (and the parameter) whose code runs only
+        when a caller leaves that parameter out."""
+        ctx = self.ctx
+        function = ctx.tree.enclosing_function(node)
+        if function is None:
+            return None
+        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_none_defaults", {})
+        defaults = memo.get(id(function))
+        if defaults is None:
+            params = (*function.params.params, *function.params.kwonly_params)
+            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and is_none(p.default))
+        if not defaults:
+            return None
+        child = node
+        for ancestor in ctx.tree.ancestors(node):
+            if ancestor is function or type(ancestor) in (cst.For, cst.While):
+                return None
+            if type(ancestor) is cst.If and child is ancestor.body:
+                name = none_tested(ancestor.test)
+                if name in defaults:
+                    return ancestor, name  # type: ignore[return-value]
+            if type(ancestor) is cst.Else:  # `if p is not None: ... else: <here>`
+                branch = ctx.tree.parent(ancestor)
+                name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
+                if name in defaults:
+                    return branch, name  # type: ignore[return-value]
+            if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
+                returned = after_returning_branch(ancestor, child, defaults)
+                if returned is not None:
+                    return returned
+            child = ancestor
         return None
 
 

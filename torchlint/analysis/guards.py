@@ -1,32 +1,38 @@
 """Rare-branch guards: ``if step % 100 == 0:`` and ``if i == 0:`` do not run every step (the
-shapes of the tests themselves: ``guard_shapes.py``)."""
+shapes of the tests themselves: ``guard_shapes.py``).
+
+``Guards`` is made of parts: what a parameter left at its default keeps from running
+(``guard_defaults``), branches that run a first time or a few times (``guard_passes``), an
+optimizer step under a guard (``guard_steps``), and branches chosen once per run, by the
+device, the platform, the torch version or a setting (``guard_choices``). This module holds
+the rare guard itself: every-N tests, timers, early exits, error paths, and their words."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.devices import string_value
+from torchlint.analysis.guard_choices import ChosenBranches
 from torchlint.analysis.guard_defaults import ParameterDefaults
+from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.guard_shapes import (
-    AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
-    TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
-    constant, counted_or_flagged, counts_steps, first_rare_exit, frequent_modulo, is_counter, is_main_guard, is_none, is_rare_test,
-    mentions, mentions_device, mentions_version, none_tested, only_return, raises, reports_bad_values, target_of,
+    CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
+    frequent_modulo, is_counter, is_rare_test, only_return, raises, reports_bad_values,
 )
+from torchlint.analysis.guard_steps import GuardedSteps
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
-from torchlint.analysis.values import looks_like_optimizer
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults):
+class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
+    """What the branches around a node say of how often it runs (see the module docstring)."""
+
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._statement_guards: dict[tuple[int, int], cst.CSTNode | None] = {}
@@ -188,19 +194,6 @@ class Guards(ParameterDefaults):
         tree = self.ctx.tree
         return found is not None and found is not child and tree.index(found) < tree.index(child)
 
-    def accumulates_gradients(self, loop: cst.CSTNode) -> bool:
-        """Does ``loop`` step its optimizer only in a modulo branch (``if (i + 1) % N == 0:
-        opt.step()``) while its backward runs on every iteration: gradient accumulation?"""
-        tree = self.ctx.tree
-        steps = [n for n in tree.descendants(loop) if self._optimizer_step(n)]
-        if not steps:
-            return False
-        for step in steps:
-            branch = next((a for a in tree.ancestors(step) if type(a) is cst.If or a is loop), loop)
-            if branch is loop or not self._rare_test(branch, loop) or not self._steps_optimizer(branch):  # type: ignore[arg-type]
-                return False
-        return True
-
     def rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's own test rare per step (``if step % 16 == 0 and done.all():``)?"""
         return self._rare_test(branch, stop)
@@ -282,57 +275,6 @@ class Guards(ParameterDefaults):
                 return None if found is None else found | {reading.value}
         return None
 
-    def _steps_optimizer(self, branch: cst.If) -> bool:
-        """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
-        == 0: opt.step()``, or, every N iterations, a whole training step of this file:
-        Rainbow's ``if T % replay_frequency == 0: dqn.learn(mem)``)? Then it is the optimizer
-        step of gradient accumulation, or the training step itself, every step, not a rare one. A loop or
-        function that also steps outside it (lazy regularization every N steps, after the
-        step of every batch; TD3's delayed policy update, `if timer % policy_delay == 0:
-        pi_optimizer.step()`, after the critic's step in the same `update()`) keeps the branch rare."""
-        tree = self.ctx.tree
-        trainer = self.ctx.loops._calls_a_trainer
-        if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)) \
-                and not (self._periodic(branch) and any(type(n) is cst.Call and trainer(n) for n in tree.descendants(branch.body))):
-            return False
-        return not self._steps_outside(branch)
-
-    def _periodic(self, branch: cst.If) -> bool:
-        """Does ``branch`` recur through the run: a modulo of a counter, or a wall-clock timer?"""
-        return bool(self._period_words(branch)) or self.timed(branch)
-
-    def _steps_outside(self, branch: cst.If) -> bool:
-        """Does the loop (or function) around ``branch`` make an optimizer step outside it, or
-        call a function of this file that makes a training step?"""
-        tree = self.ctx.tree
-        scope = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
-        if scope is None or type(scope) is cst.ClassDef:
-            return False
-        trainer = self.ctx.loops._calls_a_trainer
-        return any((self._optimizer_step(n) or type(n) is cst.Call and trainer(n)) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
-
-    def may_guard_a_step(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` rare only by an every-N guard (a modulo or a timer) whose loop or
-        function makes no optimizer step outside it? A call there may be the training step
-        itself, made in another file (Rainbow's ``if T % replay_frequency == 0:
-        dqn.learn(mem)``): the join follows it to a callee that trains, and no further."""
-        guard = self._rare_guard(node, stop)
-        if type(guard) is not cst.If or not self._periodic(guard):
-            return False  # a first pass, an error path, a last iteration: no step run again and again
-        return not self._steps_outside(guard)
-
-    def _optimizer_step(self, node: cst.CSTNode) -> bool:
-        """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,
-        ``scaler.step(opt)``): the step may be made in a helper of another module."""
-        if type(node) is not cst.Call:
-            return False
-        if type(node.func) is cst.Attribute and node.func.attr.value == "step" and self.ctx.loops.is_step_call(node):
-            return True
-        name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
-        if any(word in name for word in KEEPS_OPTIMIZER):
-            return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
-        return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)
-
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a
         name was assigned (one plain assignment in scope), else ``test`` itself."""
@@ -382,292 +324,6 @@ class Guards(ParameterDefaults):
         if not isinstance(value, cst.BinaryOperation):
             return False
         return any(isinstance(n, cst.Name) and is_counter(n) for n in self.ctx.tree.descendants(value))
-
-    def first_pass(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
-        """``if preds is None: preds = x.cpu()``: the body binds the tested name, so it runs
-        once (its ``else`` runs on every later step), unless ``stop`` (the loop) binds the
-        name again each step to something that may be None (``preds = None``, ``cache.get(k)``)."""
-        name = none_tested(branch.test)
-        if name is None:
-            return self.first_times(branch, stop) or self._fills_its_key(branch, stop)
-        tree = self.ctx.tree
-        bindings = self.ctx.bindings.lookup(name, branch)
-        if not any(b.kind == "assign" and tree.is_inside(b.node, branch.body) for b in bindings):
-            return False  # the body does not fill the name in: it may run again
-        for binding in bindings:
-            if stop is None or not tree.is_inside(binding.node, stop) or tree.is_inside(binding.node, branch):
-                continue
-            if binding.kind != "augassign" and not mentions(binding.value, name, tree.descendants):
-                return False  # not `preds = torch.cat([preds, p])`: may be None again next step
-        return True
-
-    def _fills_its_key(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
-        """``if key not in mel_basis: mel_basis[key] = torch.from_numpy(m).to(y.device)``: a
-        cache filled once per key (vits), unless ``stop`` (the loop) empties it each step."""
-        test = branch.test
-        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.NotIn:
-            return False
-        key, cache = test.left, dotted(test.comparisons[0].comparator)
-        if cache is None:
-            return False
-        module = self.ctx.module
-        filled = any(type(target) is cst.Subscript and dotted(target.value) == cache and len(target.slice) == 1
-                     and plain_code(module, target.slice[0]).strip() == plain_code(module, key).strip()
-                     for node in self.ctx.tree.descendants(branch.body) if type(node) is cst.Assign for target in assigned_targets(node))
-        if not filled:
-            return False
-        tree = self.ctx.tree
-        return stop is None or not any(b.kind == "assign" and tree.is_inside(b.node, stop) and not tree.is_inside(b.node, branch)
-                                       for b in self.ctx.bindings.lookup(cache, branch))
-
-    def first_times(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
-        """``if shown < 3: ...; shown += 1`` and ``if not printed: ...; printed = True`` (also
-        one side of an ``and``): the body moves the tested counter or flag toward the end of
-        its test, so the branch runs a fixed few times per run, unless ``stop`` (the loop)
-        sets the name back each step."""
-        for part in conjuncts(branch.test):
-            found = counted_or_flagged(part)
-            if found is None:
-                continue
-            if self._moved_in(found, branch) and not self._set_back(found[0], branch, stop):
-                return True
-        return False
-
-    def _counted_each_step(self, test: cst.BaseExpression, branch: cst.If, stop: cst.CSTNode | None) -> bool:
-        """``shown < 3`` where the step sets ``shown`` back (``shown = 0``) before counting."""
-        found = counted_or_flagged(test)
-        return found is not None and type(test) is cst.Comparison and self._moved_in(found, branch) and self._set_back(found[0], branch, stop)
-
-    def _moved_in(self, found: tuple[str, Callable[[cst.CSTNode], bool]], branch: cst.If) -> bool:
-        name, moves = found
-        return any(moves(n) and dotted(target_of(n)) == name for n in self.ctx.tree.descendants(branch.body))
-
-    def _set_back(self, name: str, branch: cst.If, stop: cst.CSTNode | None) -> bool:
-        """Is ``name`` set back to a constant (``shown = 0``, ``printed = False``) in the step
-        (its hot loop, else ``stop``, else the function) outside ``branch``: a count kept per step?"""
-        tree = self.ctx.tree
-        scope = self.ctx.loops.local_hot_loop(branch) or stop or tree.enclosing_function(branch)
-        if scope is None:
-            return False
-        return any(type(n) is cst.Assign and not tree.is_inside(n, branch) and constant(n.value)
-                   and any(dotted(t) == name for t in assigned_targets(n)) for n in tree.descendants(scope))
-
-    def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
-        """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
-        to None, with no loop between: the branch (and the parameter) whose code runs only
-        when a caller leaves that parameter out."""
-        ctx = self.ctx
-        function = ctx.tree.enclosing_function(node)
-        if function is None:
-            return None
-        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_none_defaults", {})
-        defaults = memo.get(id(function))
-        if defaults is None:
-            params = (*function.params.params, *function.params.kwonly_params)
-            defaults = memo[id(function)] = frozenset(p.name.value for p in params if p.default is not None and is_none(p.default))
-        if not defaults:
-            return None
-        child = node
-        for ancestor in ctx.tree.ancestors(node):
-            if ancestor is function or type(ancestor) in (cst.For, cst.While):
-                return None
-            if type(ancestor) is cst.If and child is ancestor.body:
-                name = none_tested(ancestor.test)
-                if name in defaults:
-                    return ancestor, name  # type: ignore[return-value]
-            if type(ancestor) is cst.Else:  # `if p is not None: ... else: <here>`
-                branch = ctx.tree.parent(ancestor)
-                name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
-                if name in defaults:
-                    return branch, name  # type: ignore[return-value]
-            if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
-                returned = after_returning_branch(ancestor, child, defaults)
-                if returned is not None:
-                    return returned
-            child = ancestor
-        return None
-
-    def tensor_if_passed(self, node: cst.CSTNode) -> bool:
-        """``if isinstance(v, torch.Tensor): v = v.item()`` on a parameter (or an item of
-        ``**kwargs``): the branch runs only when a caller passes a tensor."""
-        ctx = self.ctx
-        function = ctx.tree.enclosing_function(node)
-        if function is None:
-            return False
-        params = {p.name.value for p in (*function.params.params, *function.params.posonly_params, *function.params.kwonly_params)}
-        for star in (function.params.star_arg, function.params.star_kwarg):
-            if isinstance(star, cst.Param):
-                params.add(star.name.value)
-        for branch in self.conditions(node):
-            if not ctx.tree.is_inside(node, branch.body):
-                continue
-            name = self.tensor_tested(branch.test)
-            if name is not None and mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
-                return True
-        return False
-
-    def tensor_tested(self, test: cst.BaseExpression) -> str | None:
-        """``v`` for ``isinstance(v, torch.Tensor)`` (also in a tuple of types) and ``torch.is_tensor(v)``."""
-        if not isinstance(test, cst.Call) or not test.args:
-            return None
-        func = self.ctx.qname(test.func) or dotted(test.func)
-        subject = test.args[0].value
-        if func == "torch.is_tensor":
-            return dotted(subject)
-        if func != "isinstance" or len(test.args) != 2:
-            return None
-        kinds = test.args[1].value
-        types = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if any((self.ctx.qname(t) or "") in ("torch.Tensor", "torch.FloatTensor") for t in types):
-            return dotted(subject)
-        return None
-
-    def _from_parameters(self, name: str, at: cst.CSTNode, params: set[str]) -> bool:
-        """Is every binding of ``name`` a parameter, or a loop over one (``for k, v in kwargs.items()``)?"""
-        # `v = v.item()` inside the branch is the conversion itself, not where v comes from
-        bound = [b for b in self.ctx.bindings.lookup(name, at) if not self.ctx.tree.is_inside(b.node, at)]
-        if name in params and all(b.kind == "param" for b in bound):
-            return True
-        return bool(bound) and all(
-            b.kind in ("for", "comp") and b.value is not None
-            and any(isinstance(n, cst.Name) and n.value in params for n in (b.value, *self.ctx.tree.descendants(b.value)))
-            for b in bound
-        )
-
-    def device_branch(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` in a branch (``if``/``else``, ``a if t else b``) chosen by the device:
-        ``if train_on_gpu:``, ``... if not use_cuda else ...``, ``if torch.cuda.is_available():``?"""
-        return self._in_branch(node, lambda test: mentions_device(test, self.ctx.tree.descendants), stop=stop)
-
-    def device_only(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` under ``if`` statements (up to ``stop``) that only test for the device,
-        in their bodies: ``if use_gpu:``, ``if args.cuda:``, ``if torch.cuda.is_available():``,
-        ``if x.is_cuda:``, ``if device.type == "cuda":``? Such a test holds on every step of a
-        run on the GPU: it says nothing of running the code rarely."""
-        conditions = self.conditions(node, stop)
-        return bool(conditions) and all(self.ctx.tree.is_inside(node, c.body) and self._device_test(c.test) for c in conditions)
-
-    def _device_test(self, test: cst.BaseExpression) -> bool:
-        if type(test) is cst.Call:
-            return self.ctx.qname(test.func) in AVAILABILITY
-        if type(test) in (cst.Name, cst.Attribute):
-            return DEVICE_FLAG.fullmatch((dotted(test) or "").rsplit(".", 1)[-1].lower()) is not None
-        if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
-            operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
-            wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
-            return any(string_value(side) == wanted for side in compared) and any("device" in (dotted(side) or "") or (dotted(side) or "").endswith(".type") for side in compared)
-        return False
-
-    def platform_branch(self, node: cst.CSTNode) -> bool:
-        """Is ``node`` in a branch chosen by the operating system (``if sys.platform ==
-        "win32":``, ``os.name == "nt"``, ``platform.system()``)? Code there serves a platform
-        that lacks what the other branch uses (Windows has no NCCL) on purpose."""
-        def by_platform(test: cst.BaseExpression) -> bool:
-            return any(self.ctx.qname(n) in PLATFORM_TESTS for n in (test, *self.ctx.tree.descendants(test))
-                       if isinstance(n, (cst.Attribute, cst.Name)))
-
-        return self._in_branch(node, by_platform)
-
-    def version_gated(self, node: cst.CSTNode) -> bool:
-        """Is ``node`` in a branch chosen by the torch version (``if is_torch_version(">=",
-        "2.3"): new() else: old()``, ``torch.__version__``, ``TORCH_GREATER_EQUAL_2_3``)?
-        Code there serves both old and new torch on purpose."""
-        return self._in_branch(node, lambda test: mentions_version(test, self.ctx.tree.descendants)) or self._compat_fallback(node)
-
-    def _compat_fallback(self, node: cst.CSTNode) -> bool:
-        """Is ``node`` in an ``except`` for an API a torch version lacks (``AttributeError``,
-        ``TypeError``, ``ImportError``...), the fallback of a ``try`` that uses the new one?"""
-        for ancestor in self.ctx.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, cst.ExceptHandler) and ancestor.type is not None:
-                caught = ancestor.type.elements if isinstance(ancestor.type, cst.Tuple) else [ancestor.type]
-                names = {dotted(getattr(e, "value", e)) for e in caught}
-                if names & COMPAT_ERRORS:
-                    return True
-        return False
-
-    def export_only(self, node: cst.CSTNode) -> bool:
-        """Is ``node`` in the body of ``if torch.onnx.is_in_onnx_export():`` (or
-        ``torch.jit.is_tracing()``/``is_scripting()``)? That code runs while a model is
-        exported or traced, once, and is often written for the exporter on purpose."""
-        ctx = self.ctx
-
-        def exporting(test: cst.BaseExpression) -> bool:
-            calls = (n for n in (test, *ctx.tree.descendants(test)) if isinstance(n, cst.Call))
-            return any(ctx.qname(c.func) in EXPORT_TESTS for c in calls)
-
-        return self._in_branch(node, exporting, body_only=True)
-
-    def _in_branch(self, node: cst.CSTNode, chosen_by: Callable[[cst.BaseExpression], bool], *,
-                   body_only: bool = False, stop: cst.CSTNode | None = None) -> bool:
-        """Is ``node`` in a branch of an ``if`` (or ``a if t else b``) of its function whose
-        test ``chosen_by`` accepts: either branch, or only the body with ``body_only``?"""
-        child = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
-                if (not body_only or child is ancestor.body) and chosen_by(ancestor.test):
-                    return True
-            child = ancestor
-        return False
-
-    def setting_off(self, test: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
-        """Is ``test`` a setting that is off unless a caller turns it on: a parameter that
-        defaults to False or None (``if ret_usages:``, also negated or in and/or), a flag
-        whose default is off (``args.detect_anomaly``, a module constant), or a string
-        compared (``if device.type == "xpu":``, a mode one setup picks)?"""
-        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            test = test.expression
-        if type(test) is cst.BooleanOperation:
-            return self.setting_off(test.left, function) or self.setting_off(test.right, function)
-        if type(test) is cst.Comparison:
-            operands = [test.left, *(c.comparator for c in test.comparisons)]
-            return any(type(o) in (cst.SimpleString, cst.ConcatenatedString) for o in operands)
-        if type(test) is cst.Name and function is not None:
-            param = next((p for p in (*function.params.params, *function.params.kwonly_params) if p.name.value == test.value), None)
-            if param is not None:
-                default = param.default
-                return type(default) is cst.Name and default.value in ("False", "None")
-        if type(test) in (cst.Name, cst.Attribute):
-            return self.ctx.constants.bool_value(test, test) is False
-        return False
-
-    def runs_when_reached(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
-        """Does ``node`` run whenever its function (or module, or ``stop``) runs? Under an
-        ``if`` or a conditional expression it does not, nor in an ``except`` handler, unless
-        the test holds wherever the code is meant to run (``__name__ == "__main__"``, ``if
-        torch.cuda.is_available():``, a version test, a setting on by default such as ``if
-        args.amp:`` with ``default=True``): a switch behind any other test (``if
-        args.debug:``, a parameter) was put there to be chosen."""
-        child: cst.CSTNode = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            kind = type(ancestor)
-            if ancestor is stop or kind in FUNCTION_OR_CLASS:
-                return True
-            if kind in (cst.ExceptHandler, cst.ExceptStarHandler):
-                return False
-            if kind in (cst.If, cst.IfExp) and child is not ancestor.test:  # type: ignore[attr-defined]
-                if child is not ancestor.body or not self._on_by_default(ancestor.test):  # type: ignore[attr-defined]
-                    return False
-            child = ancestor
-        return True
-
-    def _on_by_default(self, test: cst.BaseExpression) -> bool:
-        """A test that holds wherever the code is meant to run: the script's entry point, a
-        setting known to be on, a check that the GPU or an API is there (``if
-        torch.cuda.is_available():``, ``hasattr(torch.backends, "cudnn")``), a version test."""
-        if isinstance(test, cst.BooleanOperation):
-            left, right = self._on_by_default(test.left), self._on_by_default(test.right)
-            return left and right if isinstance(test.operator, cst.And) else left or right
-        if is_main_guard(test) or mentions_version(test, self.ctx.tree.descendants):
-            return True
-        if isinstance(test, cst.Call) and (self.ctx.qname(test.func) in AVAILABILITY or dotted(test.func) == "hasattr"):
-            return True
-        if isinstance(test, cst.Attribute) and self.ctx.qname(test) in ON_BY_DEFAULT:
-            return True  # `if torch.backends.cudnn.enabled:`: torch's own default
-        return self.ctx.constants.bool_value(test, test) is True
 
     def conditional(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` under any ``if`` (body or else) between it and ``stop``?"""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.module_tensors import ITSELF, tensors_method
 from torchlint.analysis.names import last_segment as _last_segment
 from torchlint.analysis.tree import node_types
 
@@ -126,9 +127,7 @@ def optimizer_setting(expr: cst.Subscript) -> bool:
 def binds_a_parameter(iterable: cst.BaseExpression, element: int | None) -> bool:
     """Does a loop over ``iterable`` bind a module's parameter: ``m.parameters()``, or
     position 1 of ``m.named_parameters()``? (The module's kind is the caller's question.)"""
-    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Attribute:
-        return False
-    method = iterable.func.attr.value
+    method = tensors_method(iterable, views=ITSELF, wrappers=ITSELF)  # (what the loop binds is known of the call itself only)
     return method == "parameters" and element is None or method == "named_parameters" and element == 1
 
 

@@ -125,7 +125,7 @@ def _builds_by_name(nodes: list[ast.AST], imports: dict[str, str]) -> bool:
 
 
 def _given(call: ast.Call) -> tuple[int, tuple[str, ...]] | None:
-    """What ``steps._given`` says of a call: positional arguments and keywords passed (a literal
+    """What ``compiled_roots.given_arguments`` says of a call: positional arguments and keywords passed (a literal
     None counts as left out); None where ``*args``/``**kwargs`` may pass anything."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
@@ -136,7 +136,7 @@ def _given(call: ast.Call) -> tuple[int, tuple[str, ...]] | None:
 
 
 def _falsy(call: ast.Call) -> tuple[int | str, ...]:
-    """What ``steps._falsy_args`` says: arguments passed a literal False, 0 or "" (a flag left off)."""
+    """What ``summary_arguments.falsy_args`` says: arguments passed a literal False, 0 or "" (a flag left off)."""
     found: list[int | str] = []
     for position, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred):

@@ -167,7 +167,7 @@ class MemberRefs:
             item = _keyed(value.args[0].value, key)
             if item is not None:
                 return self._object_of(item, binding.node, None)
-        methods = [s for s in _body(cls) if type(s) is cst.FunctionDef]
+        methods = [s for s in class_body(cls) if type(s) is cst.FunctionDef]
         return either(self._object_of(b.value, b.node, b.element) for method in methods
                       for b in self.ctx.bindings.by_scope.get(id(method), {}).get(f"self.{attr}.{key}", ()) if b.kind == "assign")
 
@@ -228,7 +228,7 @@ class MemberRefs:
 _ADDERS = ("append", "extend", "add_module", "insert")
 
 
-def _body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
+def class_body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
     return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
 
 
@@ -289,17 +289,22 @@ def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
     return type(iterable) is cst.Name or type(iterable) is cst.Attribute
 
 
-def iterated_item(iterable: cst.BaseExpression | None, element: int | None) -> cst.BaseExpression | None:
-    """What a loop variable takes its items from: ``for layer in self.layers`` →
-    ``self.layers``; ``for i, layer in enumerate(self.layers)`` → ``self.layers`` for ``layer``;
-    ``zip(self.a, self.b)`` → the matching argument."""
+def iterated_item(iterable: cst.BaseExpression | None, element: int | None, *, dict_views: bool) -> cst.BaseExpression | None:
+    """What a loop variable takes its items from (None when unknown): ``for layer in
+    self.layers`` → ``self.layers``; ``for i, layer in enumerate(self.layers)`` → ``self.layers``
+    for ``layer``; ``zip(self.a, self.b)`` → the matching argument. ``dict_views``: a dict's
+    values stand for it too (``for head in self.heads.values()``, the value of ``.items()``) →
+    ``self.heads``, where what is asked of the dict is asked of its values (its members, its
+    tensors); not where the dict itself would answer otherwise (a dict literal is a Python
+    value on the host whatever its values are)."""
     if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("zip", "enumerate"):
         positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
         if iterable.func.value == "enumerate":
             return positional[0] if element == 1 and positional else None
         return positional[element] if element is not None and element < len(positional) else None
-    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "values" and element is None:
-        return iterable.func.value  # `for head in self.heads.values()`
-    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "items" and element == 1:
-        return iterable.func.value  # `for name, head in self.heads.items()`
+    if dict_views and type(iterable) is cst.Call and type(iterable.func) is cst.Attribute:
+        if iterable.func.attr.value == "values" and element is None:
+            return iterable.func.value  # `for head in self.heads.values()`
+        if iterable.func.attr.value == "items" and element == 1:
+            return iterable.func.value  # `for name, head in self.heads.items()`
     return iterable if element is None else None

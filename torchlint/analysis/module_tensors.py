@@ -22,17 +22,45 @@ TENSOR_ITERABLES = frozenset({"parameters", "buffers", "values", "named_paramete
 # `model.state_dict().items()`), without a name or a zip to follow.
 MODULE_TENSORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"})
 _DEPTH = 4  # `x = list(x)`: a name bound to itself ends here
+# How far the loops over one model's tensors that callers ask about reach (`tensors_method`'s
+# `views` and `wrappers`; None: any method):
+# - TL305's loop over one model's tensors (`one_models_tensors`): any method called on what the
+#   module gives (`.items()`, `.values()`, `.float()`), and a copy of it (`list(...)`); no `zip`,
+#   which pairs it with another iterable that the check asks about itself.
+COPIES = frozenset({"list", "tuple"})
+# - a loop that repeats its body once per parameter (`places`: `Repeat("parameter")`): a dict view
+#   of it (`state_dict().items()`), and whatever each iteration gets besides (`zip(ema.parameters(),
+#   model.parameters())`, `enumerate(...)`), the same count of iterations.
+DICT_VIEWS = frozenset({"items", "values", "keys"})
+PER_TENSOR = frozenset({"zip", "enumerate", "list", "reversed"})
+# - what a loop variable is bound to (`kind_names.binds_a_parameter`): the call itself only; through
+#   `zip` or `enumerate` the variable is a tuple, through `.items()` a pair: no wrapper, no view.
+ITSELF: frozenset[str] = frozenset()
+
+
+def tensors_method(iterable: cst.BaseExpression, *, views: frozenset[str] | None, wrappers: frozenset[str]) -> str | None:
+    """The method of a module (``parameters``, ``named_parameters``, ``buffers``, ``named_buffers``,
+    ``state_dict``) whose tensors a loop over ``iterable`` goes over, one at a time: called
+    through the methods in ``views`` on its result (None: any method) and given first to the
+    builtins in ``wrappers`` (``list(m.parameters())``); None for any other iterable."""
+    while type(iterable) is cst.Call:
+        func = iterable.func
+        if type(func) is cst.Attribute:
+            if func.attr.value in MODULE_TENSORS:
+                return func.attr.value
+            if views is not None and func.attr.value not in views:
+                return None
+            iterable = func.value  # `.items()` of `model.state_dict()`
+        elif type(func) is cst.Name and func.value in wrappers and iterable.args:
+            iterable = iterable.args[0].value
+        else:
+            return None
+    return None
 
 
 def one_models_tensors(iterable: cst.BaseExpression) -> bool:
     """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
-    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-        if iterable.func.attr.value in MODULE_TENSORS:
-            return True
-        iterable = iterable.func.value  # `.items()` of `model.state_dict()`
-    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple") and iterable.args:
-        return one_models_tensors(iterable.args[0].value)
-    return False
+    return tensors_method(iterable, views=None, wrappers=COPIES) is not None
 
 
 def iterates_module_tensors(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
@@ -86,4 +114,7 @@ def loop_names(target: cst.BaseExpression) -> set[str]:
     return {target.value} if isinstance(target, cst.Name) else set()
 
 
-__all__ = ["MODULE_TENSORS", "TENSOR_ITERABLES", "iterates_module_tensors", "loop_names", "model_tensors", "one_models_tensors"]
+__all__ = [
+    "COPIES", "DICT_VIEWS", "ITSELF", "MODULE_TENSORS", "PER_TENSOR", "TENSOR_ITERABLES", "iterates_module_tensors", "loop_names",
+    "model_tensors", "one_models_tensors", "tensors_method",
+]

@@ -175,7 +175,7 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
             return either((annotated, ("passed", *param))) if param is not None else annotated
         if binding.kind in ("for", "comp"):
             iterable = self._zipped(binding.value, binding.node)
-            source = iterated_item(iterable, binding.element)
+            source = iterated_item(iterable, binding.element, dict_views=True)
             if source is None and binding.element is not None and type(iterable) in (cst.Name, cst.Attribute):
                 return self._row_members(iterable, binding.element, binding.node)  # `for a, b in self.pairs`
             return self._members_of(source, binding.node) if source is not None else None

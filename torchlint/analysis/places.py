@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis.host_consumers import environment_step
 from torchlint.analysis.impact import ENV_STEP, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
+from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_position import StepPositions
@@ -25,7 +26,6 @@ from torchlint.analysis.subtree_calls import IN_SCOPE, INTO_LOOPS, OWN
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-_PARAMETER_SOURCES = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers"})
 _FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
 # What a loop whose reads after the first are copies (``Repeat.copies``) may call besides reads and
 # host work: views, and copies the host waits for. Only a range over rows, or a loop over a dict's
@@ -117,7 +117,7 @@ class Places(StepPositions):
         iterable, target = comp_for.iter, comp_for.target
         names = " ".join(filter(None, (dotted(e) for e in _parts(target)))).lower()
         code = plain_code(self.ctx.module, iterable).lower()
-        if _over_parameters(iterable):
+        if tensors_method(iterable, views=DICT_VIEWS, wrappers=PER_TENSOR) is not None:
             return Repeat("parameter")
         if "topk" in code or "argsort" in code:
             return Repeat("candidate")  # `for logprob, token in zip(*logprobs.topk(k))`: the k best, whatever they are named
@@ -427,18 +427,3 @@ def _parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _named_kind(text: str) -> str | None:
     return next((kind for word, kind in _NAMED_KINDS if word in text), None)
-
-
-def _over_parameters(iterable: cst.BaseExpression) -> bool:
-    """``model.parameters()``, ``named_parameters()``, ``state_dict().items()``, ``zip(a.parameters(), ...)``."""
-    while type(iterable) is cst.Call:
-        func = iterable.func
-        if type(func) is cst.Attribute and func.attr.value in _PARAMETER_SOURCES:
-            return True
-        if type(func) is cst.Attribute and func.attr.value in ("items", "values", "keys"):
-            iterable = func.value
-        elif type(func) is cst.Name and func.value in ("zip", "enumerate", "list", "reversed") and iterable.args:
-            iterable = iterable.args[0].value
-        else:
-            return False
-    return False

@@ -1,0 +1,89 @@
+"""An optimizer step under a guard: gradient accumulation (``if (i + 1) % N == 0: opt.step()``
+while the backward runs on every iteration), and a training step made every N iterations
+(Rainbow's ``if T % replay_frequency == 0: dqn.learn(mem)``), which is the step itself, not a
+rare branch, unless the loop also steps outside it. A mixin of :class:`~torchlint.analysis.guards.Guards`,
+whose ``ctx``, ``_rare_guard``, ``_rare_test``, ``_period_words`` and ``timed`` it uses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.guard_shapes import KEEPS_OPTIMIZER
+from torchlint.analysis.names import dotted
+from torchlint.analysis.tree import FUNCTION_OR_CLASS
+from torchlint.analysis.values import looks_like_optimizer
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class GuardedSteps:
+    """Optimizer steps under a guard (see the module docstring)."""
+
+    ctx: FileContext
+
+    def accumulates_gradients(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` step its optimizer only in a modulo branch (``if (i + 1) % N == 0:
+        opt.step()``) while its backward runs on every iteration: gradient accumulation?"""
+        tree = self.ctx.tree
+        steps = [n for n in tree.descendants(loop) if self._optimizer_step(n)]
+        if not steps:
+            return False
+        for step in steps:
+            branch = next((a for a in tree.ancestors(step) if type(a) is cst.If or a is loop), loop)
+            if branch is loop or not self._rare_test(branch, loop) or not self._steps_optimizer(branch):  # type: ignore[arg-type]
+                return False
+        return True
+
+    def _steps_optimizer(self, branch: cst.If) -> bool:
+        """Does the branch hold its loop's only optimizer steps (``if (i + 1) % accumulate
+        == 0: opt.step()``, or, every N iterations, a whole training step of this file:
+        Rainbow's ``if T % replay_frequency == 0: dqn.learn(mem)``)? Then it is the optimizer
+        step of gradient accumulation, or the training step itself, every step, not a rare one. A loop or
+        function that also steps outside it (lazy regularization every N steps, after the
+        step of every batch; TD3's delayed policy update, `if timer % policy_delay == 0:
+        pi_optimizer.step()`, after the critic's step in the same `update()`) keeps the branch rare."""
+        tree = self.ctx.tree
+        trainer = self.ctx.loops._calls_a_trainer
+        if not any(self._optimizer_step(n) for n in tree.descendants(branch.body)) \
+                and not (self._periodic(branch) and any(type(n) is cst.Call and trainer(n) for n in tree.descendants(branch.body))):
+            return False
+        return not self._steps_outside(branch)
+
+    def _periodic(self, branch: cst.If) -> bool:
+        """Does ``branch`` recur through the run: a modulo of a counter, or a wall-clock timer?"""
+        return bool(self._period_words(branch)) or self.timed(branch)
+
+    def _steps_outside(self, branch: cst.If) -> bool:
+        """Does the loop (or function) around ``branch`` make an optimizer step outside it, or
+        call a function of this file that makes a training step?"""
+        tree = self.ctx.tree
+        scope = next((a for a in tree.ancestors(branch) if type(a) in (cst.For, cst.While) or type(a) in FUNCTION_OR_CLASS), None)
+        if scope is None or type(scope) is cst.ClassDef:
+            return False
+        trainer = self.ctx.loops._calls_a_trainer
+        return any((self._optimizer_step(n) or type(n) is cst.Call and trainer(n)) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
+
+    def may_guard_a_step(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
+        """Is ``node`` rare only by an every-N guard (a modulo or a timer) whose loop or
+        function makes no optimizer step outside it? A call there may be the training step
+        itself, made in another file (Rainbow's ``if T % replay_frequency == 0:
+        dqn.learn(mem)``): the join follows it to a callee that trains, and no further."""
+        guard = self._rare_guard(node, stop)
+        if type(guard) is not cst.If or not self._periodic(guard):
+            return False  # a first pass, an error path, a last iteration: no step run again and again
+        return not self._steps_outside(guard)
+
+    def _optimizer_step(self, node: cst.CSTNode) -> bool:
+        """``opt.step()``, or a call handed the optimizer (``apply_update(optimizer, loss)``,
+        ``scaler.step(opt)``): the step may be made in a helper of another module."""
+        if type(node) is not cst.Call:
+            return False
+        if type(node.func) is cst.Attribute and node.func.attr.value == "step" and self.ctx.loops.is_step_call(node):
+            return True
+        name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
+        if any(word in name for word in KEEPS_OPTIMIZER):
+            return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
+        return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)

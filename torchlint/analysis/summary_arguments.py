@@ -1,0 +1,195 @@
+"""What each call site of the step summary passes its callee (the argument fields of
+``CallSite``): constants, arguments just uploaded, host values given to a constructor, device
+tensors (or tensors where the caller's parameters are), the caller's own parameters and the keys
+of its ``**kwargs`` handed on, flags left off, and whether it may pass a tensor at all. A mixin
+of StepSummarizer, which supplies ``ctx``."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.host_arguments import may_be_tensor, python_values
+from torchlint.analysis.host_consumers import steps_an_environment
+from torchlint.analysis.names import dotted
+from torchlint.analysis.summary import Ref
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class CallArguments:
+    """What a call hands its callee (see the module docstring)."""
+
+    ctx: FileContext
+
+    def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments that hold the same value on every step (``self.alphas`` set in
+        ``__init__``, a module constant): a callee that uploads them uploads a constant."""
+        found: list[int | str] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if _may_be_constant(arg.value) and self.ctx.uploads.same_every_step(arg.value, call, None):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
+    def _uploaded_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments the caller copied from the host just before (``caplens = caplens.to(device)``
+        of a loader batch): a callee that reads them back to the host makes a round trip."""
+        found: list[int | str] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if self.ctx.uploads.uploaded_batch(arg.value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
+    @cached_property
+    def _steps_env(self) -> bool:
+        return steps_an_environment(self.ctx)  # a file that steps no environment: no call's result feeds one (asked once)
+
+    def _host_args(self, call: cst.Call, target: Ref) -> tuple[int | str, ...]:
+        """For a construction (``Layer(dev, m, n)``: a CamelCase name): the arguments that are
+        host values (``n`` from ``zip(dims[:-1], dims[1:])`` over ``torch.LongTensor`` lists)."""
+        if target[0] not in ("import", "local") or not str(target[-1]).rsplit(".", 1)[-1][:1].isupper():
+            return ()
+        devices, found = self.ctx.devices, []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) in (cst.Integer, cst.Float, cst.SimpleString) or devices.moved_to_host(value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
+    def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
+        """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
+        parameter: the arguments passed here and the keys the caller sets in ``kwargs``
+        (``kwargs.update(looped=True)``, ``kwargs["looped"] = True``)."""
+        stars = [a for a in call.args if a.star]
+        if len(stars) != 1 or stars[0].star != "**" or type(stars[0].value) is not cst.Name:
+            return None
+        function = self.ctx.tree.enclosing_function(call)
+        star = function.params.star_kwarg if function is not None else None
+        if not isinstance(star, cst.Param):
+            return None
+        names = {stars[0].value.value}
+        if star.name.value not in names:  # `chunk_kwargs = kwargs.copy()`: the same keys
+            binding = self.ctx.bindings.reaching(stars[0].value.value, call)
+            value = binding.value if binding is not None and binding.kind == "assign" else None
+            copied = value.func.value if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "copy" \
+                else value.args[0].value if type(value) is cst.Call and dotted(value.func) == "dict" and len(value.args) == 1 else None
+            if dotted(copied) != star.name.value:
+                return None
+            names.add(star.name.value)
+        found: list[int | str] = [a.keyword.value if a.keyword is not None else i for i, a in enumerate(call.args)
+                                  if not a.star and not _is_none(a.value)]
+        for node in self.ctx.tree.descendants(function):  # type: ignore[arg-type]
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("update", "setdefault") \
+                    and type(node.func.value) is cst.Name and node.func.value.value in names:
+                found.extend(a.keyword.value for a in node.args if a.keyword is not None)
+                found.extend(a.value.evaluated_value for a in node.args[:1] if node.func.attr.value == "setdefault" and type(a.value) is cst.SimpleString)
+            elif type(node) is cst.Assign:
+                for target in node.targets:
+                    t = target.target
+                    if type(t) is cst.Subscript and type(t.value) is cst.Name and t.value.value in names and len(t.slice) == 1 \
+                            and type(t.slice[0].slice) is cst.Index and type(t.slice[0].slice.value) is cst.SimpleString:
+                        found.append(t.slice[0].slice.value.evaluated_value)
+        return tuple(found)
+
+    def _device_args(self, call: cst.Call) -> tuple[tuple[int | str, ...], tuple[tuple[int | str, tuple[str, ...]], ...]]:
+        """Arguments known to live on the device (``sigmas`` from ``get_sigmas_karras(...,
+        device=device)``): a callee that reads them into Python waits for the device. Then those
+        on the device where the caller's parameters are (``z = self.enc_q(y)`` in
+        ``forward(self, y)``): the join follows them to the callers (``Steps.device_params``)."""
+        found: list[int | str] = []
+        conditional: list[tuple[int | str, tuple[str, ...]]] = []
+        device_if = self.ctx.devices.device_if
+        for position, arg in enumerate(call.args):
+            if arg.star == "*":
+                break  # positions after `*args` are unknown (`**kwargs` fills no earlier one)
+            if arg.star or _is_none(arg.value) or type(arg.value) in (cst.Integer, cst.Float, cst.SimpleString):
+                continue
+            where = arg.keyword.value if arg.keyword is not None else position
+            params = device_if(arg.value, call)
+            if params == ():
+                found.append(where)
+            elif params:
+                conditional.append((where, params))
+        return tuple(found), tuple(conditional)
+
+    def _devices_of(self, call: cst.Call) -> dict[str, tuple]:  # type: ignore[type-arg]
+        devices, devices_if = self._device_args(call)
+        return {"devices": devices, "devices_if": devices_if}
+
+    def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
+        """Arguments that are the calling function's own parameters, not rebound before the
+        call (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``; ``h, cache =
+        self.attn(x, cache)`` rebinds it after): an upload its caller made reaches the callee too."""
+        found: list[tuple[int | str, str]] = []
+        bindings = self.ctx.bindings
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) is not cst.Name:
+                continue
+            bound = bindings.lookup(value.value, call)
+            if sum(b.kind == "param" for b in bound) == 1 and all(b.kind == "param" or self._bound_after(b.node, call) for b in bound):
+                found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
+        return tuple(found)
+
+    def _bound_after(self, binding: cst.CSTNode, call: cst.Call) -> bool:
+        """Is ``binding`` made after ``call`` in source order, outside any loop around the call
+        (where a later iteration would pass what it bound)?"""
+        tree = self.ctx.tree
+        after = tree.index(binding) > tree.index(call) or tree.is_inside(call, binding)  # (`h, cache = ...` holds the call)
+        return after and not any(tree.is_inside(binding, loop) for loop in self.ctx.loops.enclosing_loops(call))
+
+    def _may_pass_tensors(self, call: cst.Call) -> bool:
+        """May ``call`` hand its callee a tensor, for a read under ``isinstance(v, torch.Tensor)``
+        there (``Conditional.needs_tensor``)? An argument known to live on the device (or where
+        the caller's parameters are) says yes; so does one that may be a tensor
+        (``host_arguments.may_be_tensor``: computed in place, or a name bound to such a value or a
+        parameter), and a container handed on with ``*``/``**`` not known to hold Python values
+        (``**loss_dict`` of losses). A rate read from a schedule (``lr = lr_schedule[it]``) and
+        floats read with ``.item()`` are not (dinov2's ``metric_logger.update(lr=lr)``,
+        ``update(total_loss=losses_reduced, **loss_dict_reduced)``)."""
+        devices, devices_if = self._device_args(call)
+        if devices or devices_if:
+            return True
+        return any(not python_values(self.ctx, arg.value, call) if arg.star else may_be_tensor(self.ctx, arg.value, call) for arg in call.args)
+
+
+def _may_be_constant(value: cst.BaseExpression) -> bool:
+    """``self.alphas``, ``1.0 - self.alphas``, ``WEIGHTS``: what may hold the same value on
+    every step (a cheap filter: most arguments are the step's own values)."""
+    value_type = type(value)
+    if value_type is cst.Attribute:
+        return type(value.value) is cst.Name and value.value.value == "self"
+    if value_type is cst.Name:
+        return value.value.isupper()
+    if value_type is cst.BinaryOperation:
+        return _may_be_constant(value.left) or _may_be_constant(value.right)
+    return False
+
+
+def falsy_args(call: cst.Call) -> tuple[int | str, ...]:
+    """Arguments (position or keyword) passed ``False``, ``0`` or ``""``: a flag left off
+    (``None`` counts as left out already: ``given_arguments``)."""
+    found: list[int | str] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        value = arg.value
+        if type(value) is cst.Name and value.value == "False" or type(value) is cst.Integer and value.value == "0" \
+                or type(value) is cst.SimpleString and value.evaluated_value == "":
+            found.append(arg.keyword.value if arg.keyword is not None else position)
+    return tuple(found)
+
+
+def _is_none(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Name and value.value == "None"

@@ -1,0 +1,216 @@
+"""What a call refers to, for the step summary: a reference of one of the kinds listed in
+steps.py (a function of this file, ``self``'s method, an import, a bare name only a star import
+defines, a method of an object of a project class, each of the functions a table holds). A mixin
+of StepSummarizer over :class:`ObjectRefs`, which supplies ``ctx``, ``keys``, ``class_keys``,
+``relative`` and ``star``."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.analysis.members import CONTAINERS, class_body
+from torchlint.analysis.names import dotted
+from torchlint.analysis.objects import _COMPILERS, ObjectRefs
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
+
+
+class CallTargets(ObjectRefs):
+    """The reference a call's function makes (see the module docstring)."""
+
+    star: bool
+
+    def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        ctx = self.ctx
+        func_type = type(func)  # exact types: libcst's ABCs make a failing isinstance slow
+        if func_type is cst.Name:
+            local = self._local_function(func.value, at)
+            if local is not None:
+                return ("local", local)
+            if func.value in self._module_classes:
+                return ("local", self._module_classes[func.value])  # a constructor: its arguments matter
+            if func.value in self._function_applies:
+                return ("method", self._function_applies[func.value], "forward")  # `attention = Attention.apply`
+            if func.value in self.relative:
+                level, name = self.relative[func.value]
+                return ("import", level, name)
+            qualified = ctx.imports.qualify(func)
+            if qualified is not None:
+                return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
+            if func.value in _BUILTINS:
+                return None
+            own = self._own_class(func, at)
+            if own is not None:  # `cls(encoder, decoder)` in a classmethod: the class's constructor
+                return ("local", own)
+            if func.value == "self":  # `self(x)` in `training_step`: the module's own forward
+                cls = ctx.tree.enclosing_class(at)
+                return ("object", ("local", self.class_keys[id(cls)]), "__call__") if cls is not None else None
+            constructed = self.constructed(func, at)
+            if constructed is not None:  # `execute_type(layers)`: the constructor of each class it may name
+                return constructed
+            compiled = self._compiled_alias(func, at)
+            if compiled is not None:
+                return compiled
+            owner = self._instance_class(func, at)
+            if owner is not None:
+                return _object_call(owner, "__call__")  # a module's forward, an object's __call__
+            param = self._parameter(func, at)
+            if param is not None:
+                return ("object", ("passed", *param), "__call__")  # `criterion(out, y)`: what the callers pass
+            picked = self._picked_function(func, at)
+            if picked is not None:
+                return picked
+            if self.star and func.value not in _BUILTINS:
+                return ("star", func.value)
+            return None
+        if func_type is cst.Attribute:
+            receiver = func.value
+            if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
+                cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
+                return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            own = self._own_class(func.value, at)
+            if own is not None:  # `cls.load_model_from_package(package)`: a method of the class
+                return ("method", own, func.attr.value)
+            if type(func.value) is cst.Name and func.value.value == "self":
+                owner = self._instance_class(func, at)
+                if owner is not None and owner[0] != "attr":
+                    return _object_call(owner, "__call__")  # `self.criterion(out, y)`
+                # A method, or else an object a base class keeps there (the join tries both).
+                cls = ctx.tree.enclosing_class(at)
+                return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+            member = self._instance_class(func, at) if type(func.value) in (cst.Attribute, cst.Subscript) else None
+            if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
+                return _object_call(member, "__call__")
+            owner = self._instance_class(func.value, at)
+            if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS \
+                    and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at)):
+                # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it;
+                # `mem.append(...)` where `mem = load_memory(...)` or `mem = ReplayMemory(...)`: an object, not a list
+                return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
+            if owner is not None and owner[0] == "passed" and type(func.value) is cst.Name \
+                    and any(b.kind in ("for", "comp") for b in ctx.bindings.lookup(func.value.value, at)):
+                # `for evaluator in self._evaluators: evaluator.process(inputs, outputs)`, members of a
+                # container a caller passes: only calls of the members themselves (blocks) are followed;
+                # what a method is handed (outputs the loop already moved to the host) is not known here,
+                # and its reads would be taken for syncs
+                return None
+            if owner is not None:
+                return _object_call(owner, func.attr.value)  # `meter.update(...)` on a project class
+            if type(func.value) is cst.Name and func.value.value in self._module_classes:
+                method = "forward" if func.attr.value == "apply" else func.attr.value  # `Attention.apply(q, k, v)`: an autograd.Function runs its forward
+                return ("method", self._module_classes[func.value.value], method)  # `Trainer.step(...)`
+            name = dotted(func)
+            if name is None:
+                return None
+            head, _, rest = name.partition(".")
+            if head in self.relative:
+                level, module = self.relative[head]
+                return ("import", level, f"{module}.{rest}")
+            qualified = ctx.imports.qualify(func)
+            if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT:
+                return ("import", 0, qualified)
+            if qualified is None and type(func.value) is cst.Name:
+                param = self._parameter(func.value, at)
+                if param is not None:  # `model.forward(x)`, `model.loss(out, y)` on `def train_epoch(model, ...)`: what the callers pass
+                    return ("object", ("passed", *param), func.attr.value)
+        if func_type is cst.Call:  # `getattr(self, f"layer{i}")(x)`: a module registered by name
+            owner = self._instance_class(func, at)
+            return _object_call(owner, "__call__") if owner is not None else None
+        if func_type is cst.Subscript:  # `self.blocks[i](x)`
+            owner = self._instance_class(func, at)
+            if owner is None:
+                return self._stored_functions(func.value, at)
+            return _object_call(owner, "__call__")
+        return None
+
+    def _built_in_branches(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``receiver`` a name each binding of which (two or more, in the branches before ``at``)
+        calls a class or a factory, no container: ``mem = load_memory(path)`` or ``mem =
+        ReplayMemory(args)``, one object of either, not a list of both."""
+        if type(receiver) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.reaching_each(receiver.value, at)
+        return len(bound) > 1 and all(b.kind == "assign" and b.element is None and type(b.value) is cst.Call
+                                      and self.ctx.qname(b.value.func) not in CONTAINERS for b in bound)
+
+    def _defines(self, owner: Ref, method: str) -> bool:
+        """Does a class of this file among ``owner``'s members define ``method`` (so that a
+        call of it is the class's, not a container's own ``update``/``append``)?"""
+        local = {key for kind, key, *_ in owner[1] if kind == "local"}
+        return any(self.class_keys[id(cls)] in local and any(isinstance(s, cst.FunctionDef) and s.name.value == method for s in class_body(cls))
+                   for cls in self.ctx.tree.nodes(cst.ClassDef))
+
+    @cached_property
+    def _function_applies(self) -> dict[str, str]:
+        """Module-level ``attention = AttentionFn.apply``: the name -> the class, whose
+        ``forward`` a call of it runs (an autograd.Function)."""
+        found: dict[str, str] = {}
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                value = small.value
+                if isinstance(value, cst.Attribute) and value.attr.value == "apply" and isinstance(value.value, cst.Name) \
+                        and value.value.value in self._module_classes:
+                    found[small.targets[0].target.value] = self._module_classes[value.value.value]
+        return found
+
+    def _picked_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``sample_fn = {"heun": sample_heun, ...}[sampler]``, then ``sample_fn(denoiser, x)``:
+        the call runs one of the table's functions."""
+        binding = self.ctx.bindings.reaching(name.value, at)
+        value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+        return self._stored_functions(value.value, value) if type(value) is cst.Subscript else None
+
+    def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``STEPS[mode](batch)`` where ``STEPS = {"train": train_step, ...}`` (a dict or list
+        of functions defined or imported here, bound once, or written in place): the call
+        runs one of them."""
+        if type(table) in (cst.Dict, cst.List, cst.Tuple):
+            value = table
+        elif type(table) is cst.Name:
+            bindings = self.ctx.bindings.lookup(table.value, at)
+            value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+        else:
+            return None
+        if type(value) is cst.Dict:
+            items = [e.value for e in value.elements if type(e) is cst.DictElement]
+        elif type(value) in (cst.List, cst.Tuple):
+            items = [e.value for e in value.elements if type(e) is cst.Element]
+        else:
+            return None
+        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != getattr(table, "value", None)
+                                    and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
+        return ("each", found) if found else None
+
+    def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
+        """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""
+        function = self.ctx.functions.named(name, at)
+        return self.keys[id(function)] if function is not None else None
+
+    def _compiled_alias(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """``step = torch.compile(train_step)`` then ``step(x)``: the call runs ``train_step``."""
+        if name.value not in self._assigned_from_calls[1]:
+            return None
+        ctx = self.ctx
+        binding = ctx.bindings.reaching(name.value, at)
+        value = getattr(binding, "value", None)
+        if isinstance(value, cst.Call) and ctx.qname(value.func) in _COMPILERS and value.args:
+            first = value.args[0].value  # `partial(self.diffusion.training_losses, model, x)` too
+            if type(first) in (cst.Name, cst.Attribute) and dotted(first) != name.value:
+                return self.target(first, value)
+        return None
+
+
+# Methods of a container itself (`self.downs.append(block)`), never of its members.
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "add_module", "pop", "keys", "values", "items", "update", "index", "remove", "clear"})
+
+
+def _object_call(owner: Ref, method: str) -> Ref | None:
+    """A call of ``method`` on an object of ``owner``; on each member for a container (or
+    each class an attribute set in two branches may hold)."""
+    if owner[0] == "each":
+        if method in _CONTAINER_METHODS:
+            return None
+        return ("each", tuple(("object", member, method) for member in owner[1]))
+    return ("object", owner, method)
