@@ -56,7 +56,7 @@ _TABLE = (
     ('TL405', 'hand-written-attention', True, 'NONE', "`softmax(q @ k.transpose(-2, -1) * scale) @ v` (or its spellings) inside a model's step."),
     ('TL406', 'deterministic-algorithms-on', True, 'NONE', '`torch.backends.cudnn.deterministic = True` or `torch.use_deterministic_algorithms(True)` for training.'),
     ('TL407', 'decode-without-kv-cache', True, 'NONE', 'A decode loop whose model call is given the whole sequence it grows, with no KV cache: every token re-runs the prefix.'),
-    ('TL408', 'kv-cache-out-of-place', True, 'NONE', '`k = cache_k.index_copy(dim, pos, k)` in a decode step: the whole key-value cache copied to write one token.'),
+    ('TL408', 'kv-cache-out-of-place', True, 'NONE', '`k = cache_k.index_copy(dim, pos, k)` or `k = torch.cat((past_key, k), -2)` in a decode step: the whole key-value cache copied to write one token.'),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),

@@ -47,6 +47,7 @@ class Cost(enum.Enum):
     PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
     PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"
     CACHE_COPIED = "the whole preallocated key-value cache copied to write one token's keys and values"
+    CACHE_GROWN = "the whole key-value cache copied into a new tensor one token longer, for every token: T²/2 positions copied for T tokens"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
@@ -92,6 +93,7 @@ PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
 PER_PARAMETER_COLLECTIVES high low  low    high   low    low    low
 PADDED_TO_MAX        high   low    low    medium low    low    low
 CACHE_COPIED         medium high   medium high   low    low    low
+CACHE_GROWN          low    high   low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low
