@@ -61,6 +61,7 @@ class Cost(enum.Enum):
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     PREFIX_RECOMPUTED = "the whole prefix run through the model again for every decoded token: ~T/2 times a cached decoder's compute for T tokens"
+    GUIDANCE_UNBATCHED = "the model run twice per sampling step at half the batch, where one call on the doubled batch launches each kernel once (1.3-2x at small batch, little when the GPU is full)"
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
@@ -108,6 +109,7 @@ PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
+GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
 TF32_OFF             low    low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
 GRAPH_BREAK          high   high   medium medium low    low    low
