@@ -44,9 +44,11 @@ class Cost(enum.Enum):
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
     PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
+    TIMESTEP_LAUNCHES = "a few tiny kernel launches per timestep of a Python loop over a rollout, where the host does the same arithmetic in about a microsecond an operation"
     PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
     PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"
     CACHE_COPIED = "the whole preallocated key-value cache copied to write one token's keys and values"
+    CACHE_GROWN = "the whole key-value cache copied into a new tensor one token longer, for every token: T²/2 positions copied for T tokens"
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
@@ -59,6 +61,7 @@ class Cost(enum.Enum):
     PINNED_COPY = "pageable host-to-device copies"
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
+    GUIDANCE_UNBATCHED = "the model run twice per sampling step at half the batch, where one call on the doubled batch launches each kernel once (1.3-2x at small batch, little when the GPU is full)"
     PREFIX_RECOMPUTED = "the whole prefix run through the model again for every decoded token: ~T/2 times a cached decoder's compute for T tokens"
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
@@ -89,9 +92,11 @@ ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
 PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
+TIMESTEP_LAUNCHES    medium medium low    medium medium low    low
 PER_PARAMETER_COLLECTIVES high low  low    high   low    low    low
 PADDED_TO_MAX        high   low    low    medium low    low    low
 CACHE_COPIED         medium high   medium high   low    low    low
+CACHE_GROWN          low    high   low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low
@@ -104,6 +109,7 @@ GIVEN_ITEMS_PIPELINE low    low    low    low    low    low    low
 PINNED_COPY          medium low    low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
+GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
 TF32_OFF             low    low    low    low    low    low    low

@@ -1,4 +1,4 @@
-"""A key-value cache updated out of place: the whole preallocated cache copied to write one token."""
+"""A key-value cache updated out of place: the whole cache copied to write one token (`index_copy`, or `torch.cat` grown)."""
 
 from __future__ import annotations
 
@@ -15,36 +15,75 @@ from torchlint.checks.base import Check
 _OUT_OF_PLACE = frozenset({"index_copy", "index_put", "scatter", "slice_scatter", "select_scatter"})
 # What names a key-value cache (`cache_k`, `self.k_cache`, `past_key`, `kv_cache[0]`), not a token buffer (`idx`).
 _CACHE_WORDS = re.compile(r"cache|past|(^|_)kv(_|$)")
+# Concatenations: each returns a new tensor holding all its inputs.
+_CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+# A grown cache also names keys or values, or is the whole per-layer cache (`past_key`, `cache_v`,
+# `layer_past`, GPT-2's `past`): `past_obs` or `past_rewards`, a history an agent keeps, is not one.
+_KEY_VALUE_WORDS = re.compile(r"(^|_)(k|v|keys?|values?|kv)(_|$)|^(layer_)?(past|cache)$|^past_key_values?$|^kv_cache$")
 
 
 class KvCacheOutOfPlace(Check):
-    """`k = cache_k.index_copy(dim, pos, k)` in a decode step: the whole key-value cache copied to write one token."""
+    """`k = cache_k.index_copy(dim, pos, k)` or `k = torch.cat((past_key, k), -2)` in a decode step: the whole key-value cache copied to write one token."""
 
     code = "TL408"
     name = "kv-cache-out-of-place"
     cost = Cost.CACHE_COPIED
     per_step = True
     device_bound = True
-    message = ("`{call}` in {loop} writes the new keys or values into a copy of the whole cache `{cache}`: "
-               "a read and a write of the preallocated cache for one token's entries, in every layer")
+    message = "`{call}` in {loop} {what}"
     fix_hint = ("Write into the cache in place and attend over it: `cache_k.index_copy_(dim, input_pos, k)` then "
                 "`k = cache_k` (or `cache_k[:, :, input_pos] = k`), as gpt-fast's `KVCache.update` does")
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
+        grown = _grown_cache(ctx, node)
+        if grown is not None:
+            self._report_kept(node, grown, _GROWN, cost=Cost.CACHE_GROWN, hint=_GROWN_HINT)
+            return
         receiver = _receiver(ctx, node)
         if receiver is None:
             return  # no out-of-place write (`index_copy_` writes in place: nothing copied)
         cache = dotted(receiver)
         if cache is None or not _CACHE_WORDS.search(cache.rsplit(".", 1)[-1].lower()):
             return  # not a cache by its name: a token buffer (`idx.index_copy(0, pos, next)`) costs a few bytes
+        self._report_kept(node, cache, _WRITTEN)
+
+    def _report_kept(self, node: cst.Call, cache: str, what: str, cost: Cost | None = None, hint: str = "") -> None:
+        ctx = self.ctx
         if not isinstance(ctx.tree.parent(node), (cst.Assign, cst.AnnAssign, cst.Arg, cst.Return, cst.Element)):
             return  # the result is not kept: nothing reads the copy (and no cache is updated at all)
         if ctx.tree.enclosing_function(node) is None:
             return  # module code: run once, not per decoded token
         # Where it runs comes from the step: the join finds the decode loop that calls the
         # model whose layers run this forward (per layer per token), or drops it where none does.
-        self.report(node, call=short_code(ctx.module, node, limit=50), cache=cache)
+        self.report(node, cost=cost, hint=hint, call=short_code(ctx.module, node, limit=50), what=what.format(cache=cache))
+
+
+_WRITTEN = ("writes the new keys or values into a copy of the whole cache `{cache}`: "
+            "a read and a write of the preallocated cache for one token's entries, in every layer")
+_GROWN = ("grows the key-value cache `{cache}` by concatenation: a new tensor one token longer, the whole cache "
+          "copied into it for each token (T²/2 positions copied for T tokens), in every layer")
+_GROWN_HINT = ("Preallocate the cache for the whole generation (`torch.empty(B, heads, max_len, head_dim)`) and write each "
+               "token in place: `cache_k[:, :, pos] = k`, then attend over `cache_k[:, :, :pos + 1]`, as gpt-fast's "
+               "`KVCache` or Hugging Face's `StaticCache` do")
+
+
+def _grown_cache(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """The cache ``call`` concatenates onto: ``past_key`` of ``torch.cat((past_key, k), dim=-2)``,
+    ``layer_past`` of ``torch.cat([layer_past[0], k], -2)``, ``past`` of ``torch.cat(past, dim=-2)``
+    (a list of per-token caches joined again for each token); None for any other call."""
+    if not call.args or ctx.qname(call.func) not in _CATS:
+        return None
+    first = call.args[0].value
+    parts = [e.value for e in first.elements] if isinstance(first, (cst.List, cst.Tuple)) else [first]
+    for part in parts:
+        while isinstance(part, cst.Subscript):
+            part = part.value  # `layer_past[0]`, `past[i]`: the cache it indexes
+        name = dotted(part)
+        last = name.rsplit(".", 1)[-1].lower() if name is not None else ""
+        if _CACHE_WORDS.search(last) and _KEY_VALUE_WORDS.search(last):
+            return name
+    return None
 
 
 def _receiver(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,157 @@
+"""Classifier-free guidance that runs its model twice per sampling step, where one call on a doubled batch would do."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from torchlint.analysis.context import short_code
+from torchlint.analysis.decoding import assignment_of, mentions, may_run_a_model, targets
+from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.positions import plain_code
+from torchlint.checks.base import STEP_PLACEHOLDER, Check
+
+# What names the unconditional (or negative) conditioning of a guided sampler: `uc`,
+# `uncond`, `unconditional_conditioning`, `null_cond`, `negative_prompt_embeds`.
+_UNCONDITIONAL = re.compile(r"(^|_)(uc|unc|uncond\w*|unconditional\w*|null\w*|neg|negative\w*|empty\w*)(_|$)")
+# Values that cannot be concatenated into a batch with a tensor: the model is given "no
+# condition" as a literal (`model(x, t, y=None)`), which needs a learned null embedding first.
+_LITERALS = (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+class UnbatchedGuidance(Check):
+    """`eps_c = model(x, t, c); eps_u = model(x, t, uc)` in a sampling step: two model calls where one on `torch.cat([x, x])` would do."""
+
+    code = "TL409"
+    name = "unbatched-guidance"
+    cost = Cost.GUIDANCE_UNBATCHED
+    per_step = True
+    device_bound = True
+    message = ("`{call}` in {loop} runs the model {how}, on the same inputs but the conditioning "
+               "(`{cond}`): every layer's kernels launched twice at half the batch")
+    fix_hint = ("Run both in one call on a doubled batch and split the result: `eps_u, eps_c = model(torch.cat([x, x]), "
+                "torch.cat([t, t]), torch.cat([uc, c])).chunk(2)` (a dict of conditionings: concatenate each entry)")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if not may_run_a_model(ctx, node) or ctx.tree.enclosing_function(node) is None and not ctx.loops.enclosing_loops(node):
+            return  # a library function or a tensor method; module code outside loops runs once
+        loop = self._conditioning_loop(node)
+        if loop is not None:
+            # Placed where the pair loop runs: the two-item loop is no step of its own.
+            condition, hot = ctx.loops.step_condition(loop), ctx.loops.local_hot_loop(loop)
+            words = STEP_PLACEHOLDER if condition is not None or hot is None else ctx.loops.describe(hot)
+            self.report(node, related=(loop,), condition=condition, placed_as=loop, loop=words, where=self._every_n(loop), call=short_code(ctx.module, node, limit=50),
+                        how="once per item of `" + short_code(ctx.module, _header(loop).iter, limit=30) + "`",
+                        cond=plain_code(ctx.module, _header(loop).target))
+            return
+        pair = self._earlier_pair(node)
+        if pair is not None:
+            first, cond = pair
+            self.report(node, related=(first,), where=self._every_n(node), call=short_code(ctx.module, node, limit=50),
+                        how=f"a second time after `{short_code(ctx.module, first, limit=40)}`", cond=cond)
+
+    def _every_n(self, node: cst.CSTNode) -> Where | None:
+        """Every N steps where the sampling loop running ``node`` sits under ``if step % N == 0:`` in
+        a training loop (images sampled for a log): a small share of that run, as TL407 places it."""
+        hot = self.ctx.loops.local_hot_loop(node)
+        return Where.EVERY_N if hot is not None and self.ctx.loops.enclosing_loops(hot) and self.ctx.guards.rare(hot) else None
+
+    def _earlier_pair(self, second: cst.Call) -> tuple[cst.Call, str] | None:
+        """The call before ``second`` in the same block that runs the same callee on the same
+        arguments but one (the conditioning), the two results combined by a difference
+        (``uncond + scale * (cond - uncond)``), and the argument that differs."""
+        ctx = self.ctx
+        tree = ctx.tree
+        statement = assignment_of(ctx, second)
+        if statement is None:
+            return None  # the result is not kept: nothing for a guidance to combine
+        block = tree.parent(tree.parent(statement))
+        callee = plain_code(ctx.module, second.func)
+        for first, earlier in self._kept_calls().get(id(block), ()):
+            if tree.index(first) >= tree.index(second):
+                break
+            # (only calls of the same block: an `if`/`else` runs one call or the other, not both)
+            if earlier is statement or plain_code(ctx.module, first.func) != callee:
+                continue  # another model (a refiner, an EMA copy): not one batch
+            differing = _differing_argument(ctx, first, second)
+            if differing is None:
+                continue
+            if not _difference_of(ctx, block, targets(earlier, items=False), targets(statement, items=False)):
+                continue  # the two results are not combined as a guidance (`cond - uncond`)
+            return first, differing
+        return None
+
+    def _kept_calls(self) -> dict[int, list[tuple[cst.Call, cst.CSTNode]]]:
+        """The model calls whose results are assigned, with their assignments, by the block
+        holding the assignment, in source order (made once per file)."""
+        found = getattr(self, "_by_block", None)
+        if found is None:
+            ctx, found = self.ctx, {}
+            for call in ctx.tree.nodes(cst.Call):
+                statement = assignment_of(ctx, call) if may_run_a_model(ctx, call) else None
+                if statement is not None:
+                    found.setdefault(id(ctx.tree.parent(ctx.tree.parent(statement))), []).append((call, statement))
+            self._by_block = found
+        return found
+
+    def _conditioning_loop(self, call: cst.Call) -> cst.CSTNode | None:
+        """The ``for cond in (c, uc):`` loop (or comprehension) whose variable ``call`` is given as
+        one argument, over a literal pair that names an unconditional conditioning."""
+        ctx = self.ctx
+        loops = ctx.loops.enclosing_loops(call)
+        loop = loops[0] if loops else None
+        header = _header(loop)
+        if header is None or getattr(header, "inner_for_in", None) is not None:
+            return None  # no loop, or a comprehension over two iterables
+        if type(header.target) is not cst.Name or type(header.iter) not in (cst.Tuple, cst.List):
+            return None
+        items = header.iter.elements
+        if len(items) != 2 or not any(_UNCONDITIONAL.search(plain_code(ctx.module, e.value).lower()) for e in items):
+            return None  # not a conditioned and an unconditional pass
+        if any(plain_code(ctx.module, e.value) == "None" for e in items):
+            return None  # `for y in (labels, None)`: the unconditional pass is given no tensor to batch with
+        name = header.target.value
+        given = [a for a in call.args if name in mentions(a.value)]
+        return loop if len(given) == 1 and type(given[0].value) is cst.Name else None
+
+
+def _differing_argument(ctx, first: cst.Call, second: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """The one argument in which two calls of the same callee differ, as written in the second;
+    None where they differ in none, in more than one, in their keywords, or where one of the
+    two is a literal (`y=None`: nothing to concatenate a tensor with)."""
+    if len(first.args) != len(second.args):
+        return None
+    differing: list[tuple[cst.Arg, cst.Arg]] = []
+    for a, b in zip(first.args, second.args):
+        if a.star or b.star or (a.keyword is None) != (b.keyword is None) or (a.keyword is not None and a.keyword.value != b.keyword.value):  # type: ignore[union-attr]
+            return None  # `**kwargs` may differ too; keywords in another order are another call
+        if plain_code(ctx.module, a.value) != plain_code(ctx.module, b.value):
+            differing.append((a, b))
+    if len(differing) != 1:
+        return None  # the same call twice, or a call on another input (another state, another step)
+    a, b = differing[0]
+    if a is first.args[0] and a.keyword is None:
+        return None  # the first argument differs: the state (`model(x, t, y)`, `model(x_prev, t, y)`), not the conditioning
+    if any(type(arg.value) in _LITERALS and type(arg.value) is not cst.Name or plain_code(ctx.module, arg.value) == "None" for arg in (a, b)):
+        return None
+    return plain_code(ctx.module, b.value)
+
+
+def _difference_of(ctx, block: cst.CSTNode, one: set[str], other: set[str]) -> bool:  # type: ignore[no-untyped-def]
+    """Does ``block`` subtract a value made from ``one`` from one made from ``other`` (or the reverse)?"""
+    if not one or not other or one & other:
+        return False
+    for op in ctx.tree.nodes(cst.BinaryOperation):
+        if type(op.operator) is not cst.Subtract or not ctx.tree.is_inside(op, block):
+            continue
+        left, right = mentions(op.left), mentions(op.right)
+        if (left & one and right & other) or (left & other and right & one):
+            return True
+    return False
+
+
+def _header(loop: cst.CSTNode | None) -> cst.For | cst.CompFor | None:
+    """What a ``for`` statement or a comprehension iterates, and its variable."""
+    return loop if type(loop) is cst.For else getattr(loop, "for_in", None)  # type: ignore[return-value]
