@@ -12,7 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from conftest import run_check
+from torchlint.cli import main
 
 CREATE_THEN_MOVE = "import torch\nx = torch.zeros(3).cuda()\n"
 FIXED = 'import torch\nx = torch.zeros(3, device="cuda")\n'
@@ -63,7 +66,7 @@ def test_watch_checks_again_when_a_file_changes(tmp_path: Path) -> None:
     assert not any("Traceback" in line for line in seen_err)
 
 
-def test_exit_non_zero_on_fix(tmp_path: Path) -> None:
+def test_exit_non_zero_on_fix(tmp_path: Path, monkeypatch) -> None:
     script = tmp_path / "train.py"
     script.write_text(CREATE_THEN_MOVE)
     code, _, err = run_check(tmp_path, "--fix", "--min-impact", "low", "train.py")
@@ -73,11 +76,11 @@ def test_exit_non_zero_on_fix(tmp_path: Path) -> None:
     assert code == 1 and script.read_text() == FIXED
     code, _, _ = run_check(tmp_path, "--fix", "--exit-non-zero-on-fix", "--min-impact", "low", "train.py")
     assert code == 0  # nothing left to fix
-    stdin = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "-", "--stdin-filename", "t.py", "--fix", "--exit-non-zero-on-fix", "--min-impact", "low"],
-        cwd=tmp_path, input=CREATE_THEN_MOVE, capture_output=True, text=True, timeout=120,
-    )
-    assert stdin.returncode == 1 and stdin.stdout == FIXED
+    # stdin's text in this process (test_stdin.py's way): the exit status is the command's, not the process boundary's
+    monkeypatch.chdir(tmp_path)  # t.py's project is tmp_path, not this repository
+    stdin = CliRunner().invoke(main, ["check", "-", "--stdin-filename", "t.py", "--fix", "--exit-non-zero-on-fix", "--min-impact", "low"],
+                               input=CREATE_THEN_MOVE, catch_exceptions=False)
+    assert stdin.exit_code == 1 and stdin.stdout == FIXED
 
 
 def test_per_file_ignores_on_the_command_line(tmp_path: Path) -> None:

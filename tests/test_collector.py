@@ -23,24 +23,39 @@ from torchlint.engine.source import Source
 PROJECT = FIXTURES / "projects" / "steps"
 
 
-def _alive(kind: type) -> int:
-    return sum(1 for o in gc.get_objects() if type(o) is kind)
+def _alive(kinds: tuple[type, ...], generation: int | None = None) -> dict[type, int]:
+    """How many objects of each of ``kinds`` the collector tracks (in ``generation``: all)."""
+    counts = dict.fromkeys(kinds, 0)
+    for o in gc.get_objects() if generation is None else gc.get_objects(generation=generation):
+        if type(o) in counts:
+            counts[type(o)] += 1
+    return counts
+
+
+def _collections() -> list[int]:
+    return [stats["collections"] for stats in gc.get_stats()]
 
 
 def test_a_checked_file_leaves_no_analysis_for_the_collector() -> None:
     linter = Linter(Config(select=["ALL"]))
     paths = sorted(PROJECT.rglob("*.py"))
     assert paths
+    kinds, none = (FileContext, cst.Module), {FileContext: 0, cst.Module: 0}
     gc.collect()
     gc.disable()
     try:
+        assert _alive(kinds) == none  # none from before (the collector ran: all older objects are in the oldest generation)
+        ran = _collections()
         for path in paths:
             result = run_checks(Source(str(path), path.read_text()), linter.checks, linter.options)
             assert result.module is not None or "torch" not in path.read_text()
             del result
             # No cycle holds the context (and with it the tree): reference counting freed it.
-            assert _alive(FileContext) == 0, path
-            assert _alive(cst.Module) == 0, path
+            # With the collector off, every object made since is in the youngest generation:
+            # scanning it alone sees what the whole heap would (the whole heap is again checked below).
+            assert _collections() == ran, "a collection ran: objects made here may have left the youngest generation"
+            assert _alive(kinds, generation=0) == none, path
+        assert _alive(kinds) == none
     finally:
         gc.enable()
 

@@ -375,20 +375,23 @@ def test_a_directory_listed_but_not_entered_is_tl000_not_a_traceback(tmp_path: P
         os.chmod(tmp_path / "listed", 0o755)
 
 
-def test_an_unexpected_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """Whatever escapes a command (here: a broken report) never prints a traceback."""
+def test_an_unexpected_error_is_one_line_and_exit_2(tmp_path: Path, monkeypatch) -> None:
+    """Whatever escapes a command (here: a broken report) never prints a traceback. In this
+    process: the one-line message is main's own handler (cli._LazyGroup.invoke), which a
+    child would reach the same way, after the interpreter's start-up and torchlint's imports."""
+    import torchlint.cli.check_output as c
+
     (tmp_path / "good.py").write_text(FINDING)
-    code = (
-        "import sys, torchlint.cli.check_output as c\n"
-        "def broken(*a, **k): raise RuntimeError('the report broke')\n"
-        "c.report = broken\n"
-        "from torchlint.cli import main\n"
-        "sys.argv = ['torchlint', 'check', '--no-cache', 'good.py']\n"
-        "main()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "internal error: RuntimeError: the report broke" in proc.stderr and proc.stdout == ""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the report broke")
+
+    monkeypatch.setattr(c, "report", broken)
+    monkeypatch.delenv("TORCHLINT_DEBUG", raising=False)  # it would re-raise for the traceback
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "good.py"], catch_exceptions=False)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert "internal error: RuntimeError: the report broke" in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "fifo.toml", "huge.toml"], ids=["dev-zero", "fifo", "huge"])

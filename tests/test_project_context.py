@@ -4,13 +4,13 @@ and the summaries come from the cache once made."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import run_check
+from torchlint.cli import main
 from torchlint.config import Resolver
 from torchlint.engine import lint_paths
 from torchlint.engine import project_files
@@ -44,13 +44,12 @@ def test_a_given_helper_is_flagged_and_only_its_findings_are_reported(project: P
     assert "mytrain/utils.py:6:12: TL101" in out and "mytrain/train.py:11" in out  # the same finding as the whole run's
 
 
-def test_stdin_is_checked_in_the_project_of_its_filename(project: Path) -> None:
+def test_stdin_is_checked_in_the_project_of_its_filename(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (project / "mytrain" / "utils.py").write_text(UTILS.replace("correct.item()", "correct"))  # on disk: clean
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchlint", "check", "-", "--stdin-filename", "mytrain/utils.py", "--output-format", "concise"],
-        cwd=project, input=UTILS, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 1 and proc.stdout.startswith("mytrain/utils.py:6:12: TL101"), proc.stdout + proc.stderr
+    monkeypatch.chdir(project)  # stdin's text in this process (test_stdin.py's way), from the project as the editor runs it
+    result = CliRunner().invoke(main, ["check", "-", "--stdin-filename", "mytrain/utils.py", "--output-format", "concise"],
+                                input=UTILS, catch_exceptions=False)
+    assert result.exit_code == 1 and result.stdout.startswith("mytrain/utils.py:6:12: TL101"), result.stdout + result.stderr
 
 
 def test_the_context_comes_from_the_cache_once_made(project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
