@@ -5,7 +5,6 @@ file is done (FileContext.close), and the collector must always come back on."""
 from __future__ import annotations
 
 import gc
-from pathlib import Path
 
 import libcst as cst
 import pytest
