@@ -19,7 +19,7 @@ A reference to a callee is a tuple, resolved later against the whole project:
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -239,10 +239,6 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
                 conditional.append((where, params))
         return tuple(found), tuple(conditional)
 
-    def _devices_of(self, call: cst.Call) -> dict[str, tuple]:  # type: ignore[type-arg]
-        devices, devices_if = self._device_args(call)
-        return {"devices": devices, "devices_if": devices_if}
-
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, not rebound before the
         call (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``; ``h, cache =
@@ -277,12 +273,32 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
 
     def _call_site(self, caller: str, target: Ref, loop: Where | None, call: cst.Call, within: str,
                    locate: Callable[[cst.CSTNode], Location]) -> CallSite:
-        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                        self._may_pass_tensors(call), within, None if self.partial_arguments(call) else given_arguments(call),
-                        self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                        falsy=_falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                        host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
-                        opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+        facts = self._call_facts(call)
+        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
+                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *self._place(call),
+                        uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
+                        host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
+                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+
+    def _call_facts(self, call: cst.Call) -> dict[str, Any]:
+        """What a call site records of the call alone (not of its target, loop or caller): found
+        once per call, though a container's members make one site each, and the device
+        arguments once, though whether it may pass a tensor asks them too."""
+        known = self._facts.get(id(call))
+        if known is None:
+            args = self._argument_classes(call)
+            devices, devices_if = self._device_args(call)
+            known = self._facts[id(call)] = {
+                "args": args, "tensors": bool(devices or devices_if) or self._may_pass_values(call),
+                "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
+                "uploads": self._uploaded_args(call), "falsy": _falsy_args(call), "forwards": self._forwards(call),
+                "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
+                "devices": devices, "devices_if": devices_if}
+        return known
+
+    @cached_property
+    def _facts(self) -> dict[int, dict[str, Any]]:
+        return {}  # id(call) -> _call_facts (the calls live as long as the summarizer)
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(self._call_site(*pending, locate) for pending in self._pending)
@@ -430,18 +446,15 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
         functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := ctx.tree.enclosing_function(call)) is not None}
         return tuple(sorted(self.keys[key] for key, f in functions.items() if ctx.loops.makes_one_step(f)))
 
-    def _may_pass_tensors(self, call: cst.Call) -> bool:
+    def _may_pass_values(self, call: cst.Call) -> bool:
         """May ``call`` hand its callee a tensor, for a read under ``isinstance(v, torch.Tensor)``
         there (``Conditional.needs_tensor``)? An argument known to live on the device (or where
-        the caller's parameters are) says yes; so does one that may be a tensor
+        the caller's parameters are) says yes (``_call_facts`` asks that first); so does one that may be a tensor
         (``host_arguments.may_be_tensor``: computed in place, or a name bound to such a value or a
         parameter), and a container handed on with ``*``/``**`` not known to hold Python values
         (``**loss_dict`` of losses). A rate read from a schedule (``lr = lr_schedule[it]``) and
         floats read with ``.item()`` are not (dinov2's ``metric_logger.update(lr=lr)``,
         ``update(total_loss=losses_reduced, **loss_dict_reduced)``)."""
-        devices, devices_if = self._device_args(call)
-        if devices or devices_if:
-            return True
         return any(not python_values(self.ctx, arg.value, call) if arg.star else may_be_tensor(self.ctx, arg.value, call) for arg in call.args)
 
     def _trains(self) -> tuple[str, ...]:
