@@ -274,8 +274,11 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
     def _call_site(self, caller: str, target: Ref, loop: Where | None, call: cst.Call, within: str,
                    locate: Callable[[cst.CSTNode], Location]) -> CallSite:
         facts = self._call_facts(call)
+        # Module-level code outside loops runs once: the join reads such a call only for what it
+        # passes (objects, device and host arguments), never where it sits in a step (its place).
+        place = self._place(call) if caller or loop is not None or within else _NO_PLACE
         return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
-                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *self._place(call),
+                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
@@ -773,6 +776,9 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
 
 
 _STEP_WORDS = ("step", "train", "update", "learn", "optimi", "fit", "decode", "generate", "sample", "predict", "infer", "search", "translate")
+
+
+_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str] = ((), None, "step")  # CallSite's defaults: repeats, position, unit
 
 
 def _may_make_a_step(target: Ref) -> bool:
