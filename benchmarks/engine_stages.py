@@ -16,11 +16,13 @@ Stages: discover (files and configs), read (bytes, decoding), prefilter (the qui
 a file that never mentions torch), parse, walk (analysis/tree.py), imports, one row per
 analysis module (every method of its classes: the work an analysis does when first asked
 and each answer after), checks (the checks themselves, and FileContext's own queries), positions, summary (the step
-summary), join, settle, engine (what is left: the pool, suppression, cache keys).
+summary), join, settle, report (the default format with its source lines), engine (what is
+left: the pool, suppression, cache keys).
 
 The budget (issue 34): the cold check at most 1.3x the parse floor. The target line says how
-far the stages past the parse are from the 0.3x it leaves them, and each row's "of budget"
-its part of that 0.3x (timers included, so the rows overstate the Python-heavy stages).
+far the stages past the parse are from the 0.3x it leaves them, each row's "of budget"
+its part of that 0.3x (timers included, so the rows overstate the Python-heavy stages), and
+its "spread" the lowest and highest ratio over the rounds (each to its own round's floor).
 """
 
 from __future__ import annotations
@@ -150,9 +152,18 @@ def parse_floor(files: list[Path]) -> float:
     return _clock() - t0
 
 
+def report(result: Any) -> str:
+    """The report a user reads (the default format, with its source lines)."""
+    from torchlint.cli.check_output import SourceLines
+    from torchlint.report import ReportContext, render
+
+    lines = SourceLines()
+    return render("full", result.findings, ReportContext(files_checked=result.files_checked, line_text=lines, file_line=lines.file_line))
+
+
 def check(paths: list[Path]) -> float:
     t0 = _clock()
-    lint_paths(paths, Resolver(), jobs=1, cache=None, project=True)
+    report(lint_paths(paths, Resolver(), jobs=1, cache=None, project=True))
     return _clock() - t0
 
 
@@ -160,7 +171,7 @@ def staged_check(paths: list[Path]) -> dict[str, float]:
     clock = StageClock()
     restore = instrument(clock)
     try:
-        lint_paths(paths, Resolver(), jobs=1, cache=None, project=True)
+        clock.wrap("report", report)(lint_paths(paths, Resolver(), jobs=1, cache=None, project=True))
     finally:
         restore()
     return clock.close()
@@ -190,12 +201,14 @@ def main() -> None:
           f"{(_TARGET - 1) * floor:.3f} s, they take {total - floor:.3f} s here "
           f"({(total - floor) / ((_TARGET - 1) * floor):.1f}x their budget)")
     stages = sorted({s for r in rounds for s in r}, key=lambda s: -statistics.median(r.get(s, 0.0) for r in rounds))
-    # "of budget": the stage's part of what the target leaves past the parse (timers included)
-    print(f"\n{'stage':28} {'CPU s':>8} {'x parse':>8} {'share':>7} {'of budget':>10}")
+    # "of budget": the stage's part of what the target leaves past the parse (timers included);
+    # "spread": the lowest and highest of the rounds' ratios, each to the floor measured beside it
+    print(f"\n{'stage':28} {'CPU s':>8} {'x parse':>8} {'spread':>11} {'share':>7} {'of budget':>10}")
     for stage in stages:
         seconds = statistics.median(r.get(stage, 0.0) for r in rounds)
+        ratios = [r.get(stage, 0.0) / f for r, f in zip(rounds, floors)]
         budget = "" if stage == "parse" else f"{seconds / ((_TARGET - 1) * floor):10.0%}"
-        print(f"{stage:28} {seconds:8.3f} {seconds / floor:8.2f} {seconds / staged:7.1%} {budget}")
+        print(f"{stage:28} {seconds:8.3f} {seconds / floor:8.2f} {min(ratios):5.2f}-{max(ratios):<5.2f} {seconds / staged:7.1%} {budget}")
 
 
 if __name__ == "__main__":

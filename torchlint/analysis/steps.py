@@ -19,7 +19,7 @@ A reference to a callee is a tuple, resolved later against the whole project:
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -155,12 +155,35 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
 
     def _call_site(self, caller: str, target: Ref, loop: Where | None, call: cst.Call, within: str,
                    locate: Callable[[cst.CSTNode], Location]) -> CallSite:
-        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, self._argument_classes(call),
-                        self._may_pass_tensors(call), within, None if self.partial_arguments(call) else given_arguments(call),
-                        self._branch(call, loop), self._constant_args(call), *self._place(call), uploads=self._uploaded_args(call),
-                        falsy=falsy_args(call), forwards=self._forwards(call), feeds_env=self._steps_env and feeds_environment(self.ctx, call),
-                        host_args=self._host_args(call, target), own_params=self._forwarded_args(call), **self._devices_of(call),
-                        opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+        facts = self._call_facts(call)
+        # Module-level code outside loops runs once: the join reads such a call only for what it
+        # passes (objects, device and host arguments), never where it sits in a step (its place).
+        place = self._place(call) if caller or loop is not None or within else _NO_PLACE
+        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
+                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
+                        uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
+                        host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
+                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+
+    def _call_facts(self, call: cst.Call) -> dict[str, Any]:
+        """What a call site records of the call alone (not of its target, loop or caller): found
+        once per call, though a container's members make one site each, and the device
+        arguments once, though whether it may pass a tensor asks them too."""
+        known = self._facts.get(id(call))
+        if known is None:
+            args = self._argument_classes(call)
+            devices, devices_if = self._device_args(call)
+            known = self._facts[id(call)] = {
+                "args": args, "tensors": bool(devices or devices_if) or self._may_pass_values(call),
+                "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
+                "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
+                "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
+                "devices": devices, "devices_if": devices_if}
+        return known
+
+    @cached_property
+    def _facts(self) -> dict[int, dict[str, Any]]:
+        return {}  # id(call) -> _call_facts (the calls live as long as the summarizer)
 
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(self._call_site(*pending, locate) for pending in self._pending)
@@ -332,6 +355,9 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
+
+
+_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str] = ((), None, "step")  # CallSite's defaults: repeats, position, unit
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:

@@ -121,10 +121,6 @@ class CallArguments:
                 conditional.append((where, params))
         return tuple(found), tuple(conditional)
 
-    def _devices_of(self, call: cst.Call) -> dict[str, tuple]:  # type: ignore[type-arg]
-        devices, devices_if = self._device_args(call)
-        return {"devices": devices, "devices_if": devices_if}
-
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, not rebound before the
         call (``get_mask(x, lengths)`` in ``forward(self, x, lengths)``; ``h, cache =
@@ -149,18 +145,15 @@ class CallArguments:
         after = tree.index(binding) > tree.index(call) or tree.is_inside(call, binding)  # (`h, cache = ...` holds the call)
         return after and not any(tree.is_inside(binding, loop) for loop in self.ctx.loops.enclosing_loops(call))
 
-    def _may_pass_tensors(self, call: cst.Call) -> bool:
+    def _may_pass_values(self, call: cst.Call) -> bool:
         """May ``call`` hand its callee a tensor, for a read under ``isinstance(v, torch.Tensor)``
         there (``Conditional.needs_tensor``)? An argument known to live on the device (or where
-        the caller's parameters are) says yes; so does one that may be a tensor
+        the caller's parameters are) says yes (``_call_facts`` asks that first); so does one that may be a tensor
         (``host_arguments.may_be_tensor``: computed in place, or a name bound to such a value or a
         parameter), and a container handed on with ``*``/``**`` not known to hold Python values
         (``**loss_dict`` of losses). A rate read from a schedule (``lr = lr_schedule[it]``) and
         floats read with ``.item()`` are not (dinov2's ``metric_logger.update(lr=lr)``,
         ``update(total_loss=losses_reduced, **loss_dict_reduced)``)."""
-        devices, devices_if = self._device_args(call)
-        if devices or devices_if:
-            return True
         return any(not python_values(self.ctx, arg.value, call) if arg.star else may_be_tensor(self.ctx, arg.value, call) for arg in call.args)
 
 
