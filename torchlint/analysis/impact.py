@@ -84,7 +84,7 @@ SYNC                 high   medium low    medium low    low    low
 HOST_COPY            high   low    low    low    low    low    low
 ROUND_TRIP           high   medium low    medium low    low    low
 UPLOAD               high   medium low    medium low    low    low
-SMALL_UPLOAD         high   medium low    medium low    low    low
+SMALL_UPLOAD         medium medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
@@ -337,9 +337,14 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         if place.per_step:  # a few fixed items, or rows: the first read waits, the others find the queue drained
             after = "the rows after the first wait only for their own copies" if copies else "the repetitions after the first find the queue drained"
             why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
-        if cost is Cost.UPLOAD:  # a blocking copy waits as a read does
+        if cost in (Cost.UPLOAD, Cost.SMALL_UPLOAD):  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
         return capped, f"{cost.value}, {often}: {why}"
+    if cost is Cost.SMALL_UPLOAD:
+        # One small blocking copy per step, wherever it sits: the host waits once for the queue and
+        # the tensor goes straight to the op that takes it, no value for Python to act on before
+        # the rest of the step is queued: one sync's worth per step. (Repeated, it is high above.)
+        return tier, f"{cost.value}, {often}: {_ONE_COPY}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
         rows = "; the rows after the first wait only for their own copies" if copies else ""
@@ -349,6 +354,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
+             "(more when steps are short); high only where it repeats within the step")
 _COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "
                       "device-to-host copy (10-20 us), not for the step's kernels; a copy per row, about one sync's worth for a batch")
 _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drains the queue, the kernels after the loop wait for the host); "
