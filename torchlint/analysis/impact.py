@@ -162,6 +162,7 @@ class Position(enum.Enum):
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
     BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
+    BEFORE_READ = "before-read"  # an explicit synchronize the step's next read follows, only small ops between: that read waits for the queue anyway
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
 
@@ -294,6 +295,8 @@ _POSITION_WHY = {
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
     Position.BEFORE_SYNC: ("right before an explicit synchronize, which waits for the queue anyway: "
                            "without this read the step would wait as long"),
+    Position.BEFORE_READ: ("an explicit synchronize the step's next read follows with only host work and small ops between "
+                           "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
@@ -330,7 +333,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC)
+        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
         # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
         why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
