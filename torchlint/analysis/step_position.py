@@ -107,18 +107,22 @@ class StepPositions(StepSyncs):
     def _read_next(self, node: cst.CSTNode, stop: cst.For | cst.While) -> bool:
         """Is the next wait after ``node`` in the loop (its statement's rest, the statements
         after it, then the next iteration's first ones) a read, with only host work and small
-        ops before it: no model, no helper that runs one, no other synchronize?"""
+        ops before it: no model, no helper that runs one, no other synchronize? A read right
+        after it with only host work between is no such read: that read is the one after a
+        sync (``low``), and this synchronize keeps the pair's one wait."""
         own = self._levels(node, stop)[-1:]
         if not own or own[0][0] is not stop.body:
             return False
-        after = list(self._statements_around(node, stop, after=True)) + list(stop.body.body[:own[0][1]])
-        for statement in after:
+        after = [(s, False) for s in self._statements_around(node, stop, after=True)] + [(s, True) for s in stop.body.body[:own[0][1]]]
+        for statement, turned in after:
             for call in reversed(self._turn_calls(statement, stop)):  # the order Python starts them in
                 if self._explicit_sync(call):
                     return False  # that sync carries the wait
-                simple = type(statement) is cst.SimpleStatementLine
-                if simple and (read_value(self.ctx, call) is not None or self._reads_in_helper(call)):
-                    return True
+                if type(statement) is cst.SimpleStatementLine:
+                    if read_value(self.ctx, call) is not None:
+                        return turned or not self._after_sync(call, stop)
+                    if turned and self._reads_in_helper(call):
+                        return True
                 if self._may_queue(call):
                     return False
         return False
