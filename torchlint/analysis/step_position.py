@@ -43,7 +43,7 @@ class StepPositions(StepSyncs):
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
-        turn = self._turning_loop(node, stop) if type(node) is cst.Call and self._explicit_sync(node) else None
+        turn = self._turning_loop(node, stop) if type(node) is cst.Call and self._plain_sync(node) else None
         if turn is not None:
             # A timer's synchronize, across the turn of the loop that repeats it: the previous
             # iteration ended with a sync (k-diffusion's start-of-step sync after its end-of-step
@@ -77,6 +77,12 @@ class StepPositions(StepSyncs):
         # after the function's own work: where its call ends, not the step's start
         return None if self._fresh(node, stop) else Position.CALL_END
 
+    def _plain_sync(self, call: cst.Call) -> bool:
+        """``torch.cuda.synchronize()`` or a name bound to it: not a helper that synchronizes
+        somewhere in its body among other work (nanochat's ``bench_generate``), whose sync may
+        not be its last wait."""
+        return self.ctx.method_name(call) == "synchronize" or (self.ctx.aliased_qname(call) or "").endswith(".synchronize")
+
     def _turning_loop(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.For | cst.While | None:
         """The innermost ``for``/``while`` statement that repeats ``node`` within its step (``stop``
         itself, or a loop inside it), if any."""
@@ -96,7 +102,7 @@ class StepPositions(StepSyncs):
             if self._tensor_arithmetic(statement):
                 return False
             for call in self._turn_calls(statement, stop):
-                if self._explicit_sync(call) and self._surely_runs(call, statement, stop):
+                if self._plain_sync(call) and self._surely_runs(call, statement, stop):
                     return True
                 if type(statement) is cst.SimpleStatementLine and read_value(self.ctx, call) is not None:
                     return True  # a read at the step's end drained it too
