@@ -85,6 +85,17 @@ STEP_REGISTRATIONS: dict[str, str] = {
 PER_STEP_EVENTS = frozenset({"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
 
 
+#: Hooks a framework calls after the batch's optimizer step (nothing of the step follows them,
+#: only the next batch's launches: a read there waits once, at the step's end) and hooks it calls
+#: before the step's work (nothing of the step queued before them). The others (`training_step`,
+#: the backward and optimizer hooks) run mid-step: the backward and the optimizer step follow.
+BATCH_END_HOOKS = frozenset({
+    "on_train_batch_end", "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end", "on_step_end",
+})
+BATCH_START_HOOKS = frozenset({
+    "on_train_batch_start", "on_validation_batch_start", "on_test_batch_start", "on_predict_batch_start", "on_step_begin",
+})
+
 #: Every method name some framework calls per step (their calls are located for `related`).
 HOOK_METHOD_NAMES = frozenset(name for hooks in BASE_HOOKS for name in hooks.methods)
 

@@ -87,7 +87,7 @@ SYNC                 high   medium low    medium low    low    low
 HOST_COPY            high   low    low    low    low    low    low
 ROUND_TRIP           high   medium low    medium low    low    low
 UPLOAD               high   medium low    medium low    low    low
-SMALL_UPLOAD         high   medium low    medium low    low    low
+SMALL_UPLOAD         medium medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
@@ -168,6 +168,7 @@ class Position(enum.Enum):
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
     BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
+    BEFORE_READ = "before-read"  # an explicit synchronize the step's next read follows, only small ops between: that read waits for the queue anyway
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
 
@@ -300,6 +301,8 @@ _POSITION_WHY = {
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
     Position.BEFORE_SYNC: ("right before an explicit synchronize, which waits for the queue anyway: "
                            "without this read the step would wait as long"),
+    Position.BEFORE_READ: ("an explicit synchronize the step's next read follows with only host work and small ops between "
+                           "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
@@ -336,16 +339,21 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC)
+        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
         # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
         why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
         if place.per_step:  # a few fixed items, or rows: the first read waits, the others find the queue drained
             after = "the rows after the first wait only for their own copies" if copies else "the repetitions after the first find the queue drained"
             why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
-        if cost is Cost.UPLOAD:  # a blocking copy waits as a read does
+        if cost in (Cost.UPLOAD, Cost.SMALL_UPLOAD):  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
         return capped, f"{cost.value}, {often}: {why}"
+    if cost is Cost.SMALL_UPLOAD:
+        # One small blocking copy per step, wherever it sits: the host waits once for the queue and
+        # the tensor goes straight to the op that takes it, no value for Python to act on before
+        # the rest of the step is queued: one sync's worth per step. (Repeated, it is high above.)
+        return tier, f"{cost.value}, {often}: {_ONE_COPY}"
     if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
         # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
         rows = "; the rows after the first wait only for their own copies" if copies else ""
@@ -355,6 +363,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
+             "(more when steps are short); high only where it repeats within the step")
 _COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "
                       "device-to-host copy (10-20 us), not for the step's kernels; a copy per row, about one sync's worth for a batch")
 _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drains the queue, the kernels after the loop wait for the host); "

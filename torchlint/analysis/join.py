@@ -491,8 +491,11 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
             for method in cls.methods:
                 if method in hooks.methods:
                     where = PHASE_WHERE[hooks.methods[method]]
-                    # after a training hook come the backward and the optimizer step; after the others, the next batch
-                    position = Position.MID_STEP if where is Where.TRAIN else Position.STEP_END
+                    # after a training hook come the backward and the optimizer step (but a batch-end hook runs after
+                    # them, a batch-start hook before the step's work); after the others, the next batch
+                    position = Position.STEP_END if method in frameworks.BATCH_END_HOOKS \
+                        else Position.STEP_START if method in frameworks.BATCH_START_HOOKS \
+                        else Position.MID_STEP if where is Where.TRAIN else Position.STEP_END
                     info = StepInfo(frameworks.phase_text(hooks.framework, method), (), where, hook=True, host_only=path in host_steps, position=position)
                     seeds.append((phase_rank(where), path, f"{cls.key}.{method}", info))
         for hook in summary.hooks:

@@ -43,6 +43,16 @@ class StepPositions(StepSyncs):
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
+        turn = self._turning_loop(node, stop) if type(node) is cst.Call and self._plain_sync(node) else None
+        if turn is not None:
+            # A timer's synchronize, across the turn of the loop that repeats it: the previous
+            # iteration ended with a sync (k-diffusion's start-of-step sync after its end-of-step
+            # one), or the next wait is a read with only small ops before it (a decode demo's
+            # per-token sync, then the next token's `.item()`): it adds no wait of its own.
+            if self._fresh(node, turn) and self._drained_at_turn(node, turn):
+                return Position.AFTER_SYNC
+            if self._read_next(node, turn):
+                return Position.BEFORE_READ
         # Nothing of this step queued before it (`_fresh`): it waits only for the previous
         # step's tail, like a read at the step's end. Each kind of stop asks only what
         # decides its answer (both questions walk the statements around `node`).
@@ -66,6 +76,81 @@ class StepPositions(StepSyncs):
             return Position.BEFORE_DECODE if not self._fresh(node, stop) and self._decoding_after(node, stop) else Position.MID_STEP
         # after the function's own work: where its call ends, not the step's start
         return None if self._fresh(node, stop) else Position.CALL_END
+
+    def _plain_sync(self, call: cst.Call) -> bool:
+        """``torch.cuda.synchronize()`` or a name bound to it: not a helper that synchronizes
+        somewhere in its body among other work (nanochat's ``bench_generate``), whose sync may
+        not be its last wait."""
+        return self.ctx.method_name(call) == "synchronize" or (self.ctx.aliased_qname(call) or "").endswith(".synchronize")
+
+    def _turning_loop(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.For | cst.While | None:
+        """The innermost ``for``/``while`` statement that repeats ``node`` within its step (``stop``
+        itself, or a loop inside it), if any."""
+        for loop in self.ctx.loops.enclosing_loops(node):
+            if type(loop) in (cst.For, cst.While):
+                return loop if stop is loop or stop is None or self.ctx.tree.is_inside(loop, stop) else None
+        return None
+
+    def _drained_at_turn(self, node: cst.CSTNode, stop: cst.For | cst.While) -> bool:
+        """Did the loop's previous iteration end with an explicit synchronize or a read, only
+        host work after it (the statements after ``node``'s in the loop's body, last first)?"""
+        body = stop.body.body
+        own = self._levels(node, stop)[-1:]  # the loop body's level: the statement holding `node` there
+        if not own or own[0][0] is not stop.body:
+            return False
+        for statement in reversed(body[own[0][1] + 1:]):
+            if self._tensor_arithmetic(statement):
+                return False
+            for call in self._turn_calls(statement, stop):
+                if self._plain_sync(call) and self._surely_runs(call, statement, stop):
+                    return True
+                if type(statement) is cst.SimpleStatementLine and read_value(self.ctx, call) is not None:
+                    return True  # a read at the step's end drained it too
+                if self._may_queue(call) or self._device_op(call):
+                    return False
+        return False
+
+    def _read_next(self, node: cst.CSTNode, stop: cst.For | cst.While) -> bool:
+        """Is the next wait after ``node`` in the loop (its statement's rest, the statements
+        after it, then the next iteration's first ones) a read, with only host work and small
+        ops before it: no model, no helper that runs one, no other synchronize? A read right
+        after it with only host work between is no such read: that read is the one after a
+        sync (``low``), and this synchronize keeps the pair's one wait."""
+        own = self._levels(node, stop)[-1:]
+        if not own or own[0][0] is not stop.body:
+            return False
+        after = [(s, False) for s in self._statements_around(node, stop, after=True)] + [(s, True) for s in stop.body.body[:own[0][1]]]
+        for statement, turned in after:
+            for call in reversed(self._turn_calls(statement, stop)):  # the order Python starts them in
+                if self._explicit_sync(call):
+                    return False  # that sync carries the wait
+                if type(statement) is cst.SimpleStatementLine:
+                    if read_value(self.ctx, call) is not None:
+                        return turned or not self._after_sync(call, stop)
+                    if turned and self._reads_in_helper(call):
+                        return True
+                if self._may_queue(call):
+                    return False
+        return False
+
+    def _turn_calls(self, statement: cst.CSTNode, stop: cst.CSTNode) -> list[cst.Call]:
+        """The calls of ``statement`` that run on every iteration (not under a rare guard), last finished first."""
+        guards = self.ctx.guards
+        return [call for call in self._own_calls(statement, into_loops=True) if not guards.rare(call, stop=stop)]
+
+    def _surely_runs(self, call: cst.Call, statement: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        """Does ``call`` run whenever ``statement`` does: a simple statement, or under ``if``s that
+        only test for the device (``if device.type == 'cuda':``, true where the code is run for)?"""
+        return type(statement) is cst.SimpleStatementLine or self.ctx.guards.device_only(call, stop=stop)
+
+    def _reads_in_helper(self, call: cst.Call) -> bool:
+        """A call of a function of this file that reads a device value and runs no model
+        (a decode demo's ``sample_logits(out)``, ending in ``.item()``)."""
+        ctx = self.ctx
+        function = ctx.functions.called(call, None if type(call.func) is cst.Attribute else ctx.qname(call.func))
+        if function is None or self._runs_a_model(call):
+            return False
+        return any(type(n) is cst.Call and read_value(ctx, n) is not None for n in ctx.loops._own_nodes(function.body))
 
     def _fresh(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Has the step queued no device work before ``node``? (A helper that synchronizes,

@@ -241,6 +241,8 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
         sizes = [element.value for element in sizes[0].elements]  # type: ignore[union-attr]
     if len(sizes) == 1 and type(sizes[0]) not in (cst.Attribute, cst.Subscript) and not _shape_of(sizes[0]):
         return True  # one size, not a shape passed whole (`x.shape`, `size`)
+    if len(sizes) == 1 and _shape_less_features(sizes[0]):
+        return True  # a mask or label per row or position (`x.size()[:-1]`): a feature vector's worth less than `x`
     values = [ctx.constants.int_value(size, call) for size in sizes]
     if not sizes or None in values:
         return False
@@ -248,6 +250,26 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     for value in values:
         total *= value  # type: ignore[operator]
     return total <= _SMALL_ELEMENTS
+
+
+def _shape_less_features(expr: cst.BaseExpression) -> bool:
+    """A tensor's shape without its last dimension, or one of its dimensions (``x.size()[:-1]``,
+    ``x.shape[:-1]``, ``x.shape[0]``): one value per row or position of ``x`` where ``x`` holds a
+    feature vector (an attention mask over a ViT's patches, `bs` labels), not a copy of ``x``'s size."""
+    if type(expr) is not cst.Subscript or len(expr.slice) != 1:
+        return False
+    value = expr.value
+    shape = type(value) is cst.Attribute and value.attr.value == "shape" \
+        or type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "size" and not value.args
+    if not shape:
+        return False
+    index = expr.slice[0].slice
+    if type(index) is cst.Index:
+        return type(index.value) is cst.Integer  # `x.shape[0]`: one dimension
+    # `[:-1]`: all but the last (the feature) dimension
+    upper = index.upper if type(index) is cst.Slice else None
+    return index.lower is None and index.step is None and type(upper) is cst.UnaryOperation \
+        and type(upper.operator) is cst.Minus and type(upper.expression) is cst.Integer and upper.expression.value == "1"
 
 
 def _shape_of(expr: cst.BaseExpression) -> bool:
