@@ -24,14 +24,23 @@ MODULE_TENSORS = frozenset({"parameters", "named_parameters", "buffers", "named_
 _DEPTH = 4  # `x = list(x)`: a name bound to itself ends here
 
 
-def one_models_tensors(iterable: cst.BaseExpression) -> bool:
-    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
+def one_models_tensors(iterable: cst.BaseExpression, ctx: FileContext | None = None, at: cst.CSTNode | None = None,
+                       depth: int = 0) -> bool:
+    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``;
+    with ``ctx``, also a name bound to one (k-diffusion's ``params = dict(model.named_parameters())``,
+    then ``for name, p in params.items():``): every binding of it in reach of ``at`` must be one."""
+    if depth > _DEPTH:
+        return False
     while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
         if iterable.func.attr.value in MODULE_TENSORS:
             return True
         iterable = iterable.func.value  # `.items()` of `model.state_dict()`
-    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple") and iterable.args:
-        return one_models_tensors(iterable.args[0].value)
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) in ("list", "tuple", "dict") and iterable.args:
+        return one_models_tensors(iterable.args[0].value, ctx, at, depth + 1)
+    if ctx is not None and at is not None and isinstance(iterable, cst.Name):
+        # (by its bindings, not its spelling: a `params` bound to anything else is no model's tensors)
+        bound = [b for b in ctx.bindings.lookup(iterable.value, at) if b.kind == "assign" and b.value is not None]
+        return bool(bound) and all(one_models_tensors(b.value, ctx, b.node, depth + 1) for b in bound)
     return False
 
 
