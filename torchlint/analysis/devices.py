@@ -288,6 +288,9 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
                 if ancestor.keyword is not None and ancestor.keyword.value in ("device", "map_location"):
                     return True
                 call = tree.parent(ancestor)
+                if isinstance(call, cst.Call) and ancestor.keyword is not None and ancestor.keyword.value == "default":
+                    # `parser.add_argument("--device", default="cuda")`: the run's device unless told otherwise (BLIP)
+                    return _device_option(call)
                 if isinstance(call, cst.Call):
                     qualified = self.ctx.qname(call.func)
                     if qualified == "torch.device" or (qualified in DEVICE_TYPE_FIRST and is_device_type(ancestor, call)):
@@ -298,3 +301,14 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
                 return child is ancestor.value
             return False
         return False
+
+
+def _device_option(call: cst.Call) -> bool:
+    """Is ``call`` an ``add_argument`` of a device option (``"--device"``, ``dest="gpu_device"``)?"""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+        return False
+    for arg in call.args:
+        text = string_value(arg.value) if arg.keyword is None or arg.keyword.value == "dest" else None
+        if text is not None and looks_like_device_name(text.lstrip("-").replace("-", "_")):
+            return True
+    return False

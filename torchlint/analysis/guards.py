@@ -317,9 +317,11 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
 
     def _derived_counter(self, name: cst.Name, at: cst.CSTNode) -> bool:
         """A Python int, or a name computed from a step counter: ``ni = i + nb * epoch``."""
+        binding = self.ctx.bindings.reaching(name.value, at)
+        if binding is not None and binding.kind == "param" and _fractional(binding.node):
+            return False  # `top_p: float = 1.0`, then `if top_p < 1:`: a threshold the caller sets, the same on every call
         if self.ctx.values.kind(name, at) is Kind.HOST:
             return True
-        binding = self.ctx.bindings.reaching(name.value, at)
         value = getattr(binding, "value", None)
         if not isinstance(value, cst.BinaryOperation):
             return False
@@ -328,3 +330,12 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
     def conditional(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` under any ``if`` (body or else) between it and ``stop``?"""
         return bool(self.conditions(node, stop))
+
+
+def _fractional(param: cst.CSTNode) -> bool:
+    """A parameter given a float default or a ``float`` annotation (``top_p: float = 1.0``,
+    ``threshold=0.5``): a setting, not a count of steps."""
+    if type(param) is not cst.Param:
+        return False
+    annotation = param.annotation.annotation if param.annotation is not None else None
+    return type(param.default) is cst.Float or type(annotation) is cst.Name and annotation.value == "float"

@@ -113,6 +113,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))
+    _own_training_reach(project, steps, calls_by_caller, loops_by_file)
     for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
         for function, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
@@ -522,6 +523,39 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
                                                                         feeds_env=call.feeds_env, per_step=per_step, position=position)))
+    return seeds
+
+
+def _own_training_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
+                        loops_by_file: dict[str, dict[str, str]]) -> None:
+    """What runs every step of a module's method that makes one whole training step itself (a
+    backward and an optimizer step: audiocraft's ``AdversarialLoss.train_adv``, the
+    discriminator's step a GAN solver calls through a dict of losses no summary resolves): it
+    runs once per step of whatever calls it, seen or not. Added after the steps and the model
+    reach, never over them: a loop that reaches it names itself, and a file it reaches keeps the
+    model reach of its forwards (the generator's side of the same loss)."""
+    own: Steps = Steps()
+    seeds = [seed for seed in _own_training_steps(project, steps.host_steps) if seed[1] not in steps.get(seed[0], {})]
+    _spread(project, deque(seeds), own, calls_by_caller, loops_by_file, {})
+    _inner_places(project, own, {})
+    for path, known in own.items():
+        for key, info in known.items():
+            steps.setdefault(path, {}).setdefault(key, info)
+
+
+def _own_training_steps(project: Project, host_steps: frozenset[str]) -> list[tuple[str, str, StepInfo]]:
+    """The seeds of :func:`_own_training_reach`: each module method but ``forward`` in ``one_step``."""
+    seeds: list[tuple[str, str, StepInfo]] = []
+    for path, summary in project.files.items():
+        classes = {cls.key: cls for cls in summary.classes}
+        for key in summary.one_step:
+            owner, _, method = key.rpartition(".")
+            cls = classes.get(owner)
+            # (a forward is the model reach's; a test's class exercises a library on toy inputs)
+            if cls is None or cls.test or method == "forward" or not project.is_module(path, owner):
+                continue
+            seeds.append((path, key, StepInfo(f"the training step `{key}()`", (), Where.TRAIN, hook=True,
+                                                                      host_only=path in host_steps, position=Position.MID_STEP)))
     return seeds
 
 

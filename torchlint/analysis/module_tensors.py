@@ -25,9 +25,9 @@ _DEPTH = 4  # `x = list(x)`: a name bound to itself ends here
 # How far the loops over one model's tensors that callers ask about reach (`tensors_method`'s
 # `views` and `wrappers`; None: any method):
 # - TL305's loop over one model's tensors (`one_models_tensors`): any method called on what the
-#   module gives (`.items()`, `.values()`, `.float()`), and a copy of it (`list(...)`); no `zip`,
+#   module gives (`.items()`, `.values()`, `.float()`), and a copy of it (`list(...)`, `dict(...)`); no `zip`,
 #   which pairs it with another iterable that the check asks about itself.
-COPIES = frozenset({"list", "tuple"})
+COPIES = frozenset({"list", "tuple", "dict"})
 # - a loop that repeats its body once per parameter (`places`: `Repeat("parameter")`): a dict view
 #   of it (`state_dict().items()`), and whatever each iteration gets besides (`zip(ema.parameters(),
 #   model.parameters())`, `enumerate(...)`), the same count of iterations.
@@ -58,9 +58,28 @@ def tensors_method(iterable: cst.BaseExpression, *, views: frozenset[str] | None
     return None
 
 
-def one_models_tensors(iterable: cst.BaseExpression) -> bool:
-    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``."""
-    return tensors_method(iterable, views=None, wrappers=COPIES) is not None
+def one_models_tensors(iterable: cst.BaseExpression, ctx: FileContext | None = None, at: cst.CSTNode | None = None,
+                       depth: int = 0) -> bool:
+    """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``;
+    with ``ctx``, also a name bound to one (k-diffusion's ``params = dict(model.named_parameters())``,
+    then ``for name, p in params.items():``): every binding of it in reach of ``at`` must be one."""
+    if depth > _DEPTH:
+        return False
+    if tensors_method(iterable, views=None, wrappers=COPIES) is not None:
+        return True
+    while type(iterable) is cst.Call:  # down to what the views and copies are taken of
+        func = iterable.func
+        if type(func) is cst.Attribute:
+            iterable = func.value
+        elif type(func) is cst.Name and func.value in COPIES and iterable.args:
+            iterable = iterable.args[0].value
+        else:
+            return False
+    if ctx is not None and at is not None and type(iterable) is cst.Name:
+        # (by its bindings, not its spelling: a `params` bound to anything else is no model's tensors)
+        bound = [b for b in ctx.bindings.lookup(iterable.value, at) if b.kind == "assign" and b.value is not None]
+        return bool(bound) and all(one_models_tensors(b.value, ctx, b.node, depth + 1) for b in bound)
+    return False
 
 
 def iterates_module_tensors(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:

@@ -55,7 +55,7 @@ def _averages(ctx, loop: cst.For) -> bool:  # type: ignore[no-untyped-def]
         if not any(iterates_module_tensors(ctx, arg.value, loop) for arg in iterable.args[:2]):
             return False  # zip over anything else (batches, layers) is no weight average
         return _averages_in_place(ctx, loop, targets, blended_with_other=False)
-    if not one_models_tensors(iterable):
+    if not one_models_tensors(iterable, ctx, loop):
         return False  # a dict of statistics, a tuple of buffer names: a handful of tensors, not the model's
     return _averages_in_place(ctx, loop, targets, blended_with_other=True)
 
