@@ -311,6 +311,15 @@ class Guards(ParameterDefaults):
         trainer = self.ctx.loops._calls_a_trainer
         return any((self._optimizer_step(n) or type(n) is cst.Call and trainer(n)) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
 
+    def periodic_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """How often a recurring guard (a modulo of a counter, a wall-clock timer) lets ``node``
+        run, where that guard is what makes it rare (``if step % 100 == 0: evaluate()``: "every
+        100 steps (`step % 100`)"); "" for other rare branches and for code that is not rare."""
+        guard = self._rare_guard(node, stop)
+        if type(guard) is not cst.If or not self._periodic(guard):
+            return ""  # a first pass, an error path, a last iteration: not run again and again
+        return self.rare_words(node, stop) or "every N steps"
+
     def may_guard_a_step(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` rare only by an every-N guard (a modulo or a timer) whose loop or
         function makes no optimizer step outside it? A call there may be the training step

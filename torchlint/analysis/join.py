@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
+from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
@@ -79,6 +80,8 @@ class Steps(dict[str, dict[str, StepInfo]]):
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
     constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
     host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`_host_steps`)
+    # file -> function key -> how it runs every N steps: called under a recurring guard of a step (analysis/every_n.py)
+    every_n: dict[str, dict[str, EveryN]] = {}
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -110,6 +113,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
     _spread(project, work, steps, calls_by_caller, loops_by_file, omitting, guarded)
     _inner_places(project, steps, omitting)
+    steps.every_n = every_n_reach(project, steps, step_loops, calls_by_caller)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))

@@ -58,6 +58,9 @@ class CallSite:
     # made only when the caller's parameter of this name is passed, not None or false (`if kv_cache is not None:`,
     # `0 if kv_cache is None else kv_cache.get_pos()` with `kv_cache=None`): a step that leaves it out never makes it
     opt_in: str = ""
+    # made only under a recurring guard of its loop or function that also steps outside it (`if step % 100 == 0:
+    # evaluate()` in a training loop): how often the guard lets it run, "every 100 steps (`step % 100`)" (FileSummary.every_n)
+    every: str = ""
 
 
 @pickled_by_fields
@@ -143,3 +146,6 @@ class FileSummary:
     # calls made only under an every-N guard (`if T % replay_frequency == 0: dqn.learn(mem)`) of a loop
     # or function that steps no optimizer outside it: the join follows them only to a training step
     guarded: tuple[CallSite, ...] = ()
+    # calls made only under such a guard of a loop or function that steps outside it too (a periodic
+    # evaluation, a checkpoint, a sample): what they run is every N steps (``CallSite.every``), not every step
+    every_n: tuple[CallSite, ...] = ()

@@ -23,6 +23,7 @@ class ScalarSyncInLoop(Check):
     cost = Cost.SYNC
     message = "`{call}` in {loop} makes the host wait for the device on every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
 

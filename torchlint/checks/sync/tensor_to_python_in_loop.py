@@ -39,6 +39,7 @@ class TensorToPythonInLoop(Check):
     cost = Cost.SYNC
     message = "`{expr}` in {loop} reads a device tensor into a Python value: the host waits for the device on every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Keep the value on the device (`torch.clamp`, `torch.minimum`, tensor indexing), or read it once after the loop"
 
