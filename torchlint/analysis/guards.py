@@ -10,6 +10,7 @@ import libcst as cst
 
 from torchlint.analysis.devices import string_value
 from torchlint.analysis.guard_defaults import ParameterDefaults
+from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
     AVAILABILITY, CLOCKS, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, KEEPS_OPTIMIZER, ON_BY_DEFAULT, PLATFORM_TESTS,
     TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, after_returning_branch, assigned_targets, conjuncts,
@@ -52,6 +53,9 @@ class Guards(ParameterDefaults):
         guard = self._rare_guard(node, stop)
         if type(guard) is cst.Assert:
             return "only when the assertion fails (its message is built then)"
+        if type(guard) is cst.IndentedBlock:  # after an early exit: a cache's return on a hit, or a modulo's
+            exit_ = first_rare_exit(guard)
+            return CACHE_MISS_WORDS if exit_ is not None and returned_hit(exit_) else ""
         if type(guard) not in (cst.If, cst.IfExp):
             return ""
         option = self.option_off(guard.test)  # type: ignore[attr-defined]
@@ -65,6 +69,8 @@ class Guards(ParameterDefaults):
             return "only when the check finds a bad value (a report under a sanity check)"
         if self._fills_its_key(guard, stop):
             return "once per key (a cache filled on its first use)"
+        if grows_a_kept_cache(guard):  # type: ignore[arg-type]
+            return CACHE_MISS_WORDS
         return self._period_words(guard)
 
     def _period_words(self, branch: cst.If) -> str:
@@ -158,7 +164,8 @@ class Guards(ParameterDefaults):
                 or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
-                or self.first_pass(branch, stop))
+                or self.first_pass(branch, stop)
+                or grows_a_kept_cache(branch))  # `if max_pos > self.weights.size(0): self.weights = ...`: once per larger size
         return rare
 
     def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
