@@ -27,6 +27,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.host_arguments import may_be_tensor, python_values
 from torchlint.analysis.host_consumers import feeds_environment, steps_an_environment
+from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
@@ -310,7 +311,7 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
-            patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n,
+            patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
         )
 
     def _builds_by_name(self) -> bool:
@@ -557,6 +558,13 @@ class StepSummarizer(ObjectRefs, CompiledRoots):
             return None  # module level: runs once
         words = ctx.guards.periodic_words(call, stop=loop or function)
         return (caller, None, ctx.loops.loop_key(loop) if loop is not None else "", words) if words else None
+
+    def _host_returns(self) -> tuple[tuple[str, int], ...]:
+        """(function key, element) of what this file's functions return made on the host: only in
+        a file that imports NumPy (a Python value alone is never read as a tensor)."""
+        if not any(m.split(".")[0] == "numpy" for m in self.ctx.imports.modules):
+            return ()
+        return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 
     # --- what a call refers to ---------------------------------------------------------
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:

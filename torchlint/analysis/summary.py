@@ -22,6 +22,10 @@ BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydr
                      "pydoc.locate", "eval"})
 
 
+# The prefix of a `Report.unless_host` key the join holds where the value read is an element a
+# function returns on the host (`FileSummary.host_returns`): "returned:make_parameters#2".
+RETURNED = "returned:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
@@ -149,3 +153,6 @@ class FileSummary:
     # calls made only under such a guard of a loop or function that steps outside it too (a periodic
     # evaluation, a checkpoint, a sample): what they run is every N steps (``CallSite.every``), not every step
     every_n: tuple[CallSite, ...] = ()
+    # (function key, position of the tuple it returns, -1: the whole value) made on the host in every
+    # `return`: a NumPy array or Python value of host data (analysis/host_returns.py)
+    host_returns: tuple[tuple[str, int], ...] = ()
