@@ -90,8 +90,10 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
                 file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
     file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
     file_result.findings.extend(_every_n_findings(file_result, per_step, every_n))
-    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None)))
-    file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops))
+    # (a function a step runs every N steps is placed so: not as one no step runs)
+    waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
+    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting))
+    file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
 
@@ -248,13 +250,13 @@ def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: Sett
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                        constructed: frozenset[tuple[str, str]] | None = None) -> Iterator[Finding]:
+                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
     a per-step function of the file that uses them (all its functions, where the finding
     names none) runs per step and they are not (an evaluation helper's module)."""
-    for condition in file_result.conditional:
+    for condition in file_result.conditional if waiting is None else waiting:
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
         unreached = condition.unreached
@@ -270,13 +272,13 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 
 
 def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
-                    step_loops: dict[str, str]) -> Iterator[Finding]:
+                    step_loops: dict[str, str], waiting: list[Conditional] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run, in code run on every call of a model
     (``Steps.models``: a model built from a config or a registry, a library's), where what they
     cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
     repeats them. Not under a logging guard or behind a parameter off by default, nor where
     only a tensor argument makes them hold (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
-    for condition in file_result.conditional:
+    for condition in file_result.conditional if waiting is None else waiting:
         info = models.get(condition.key)
         if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
                 or not condition.cost or condition.needs_tensor or condition.rare or condition.optional and not info.hook:
