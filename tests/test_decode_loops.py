@@ -470,3 +470,72 @@ def test_a_column_built_row_by_row_from_the_samples_feeds_the_model(code: str, d
     assert ctx.loops.decodes(outer) is decodes
     if decodes:
         assert ctx.places.repeat_of(outer).kind == "decoded token"
+
+
+POSITION_CACHE = '''import torch
+
+
+class Cache:
+    def __init__(self):
+        self.lengths = torch.zeros(4, dtype=torch.long, device="cuda")
+
+    def position(self):
+        return self.lengths[0].item()
+'''
+POSITION_MODEL = '''import torch
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 16)
+
+    def forward(self, ids, cache=None):
+        start = 0 if cache is None else cache.position()
+        return self.emb(ids + start)
+'''
+POSITION_DECODE = '''import torch
+from cache import Cache
+from model import Decoder
+
+
+def generate(ids, steps):
+    model, cache = Decoder().cuda(), Cache()
+    for _ in range(steps):
+        logits = model(ids, cache=cache)
+        ids = torch.argmax(logits[:, -1], -1, keepdim=True)
+        {read}
+    return ids
+'''
+POSITION_TRAIN = '''import torch
+from cache import Cache
+from model import Decoder
+
+
+def train(loader):
+    model, cache = Decoder().cuda(), Cache()
+    opt = torch.optim.SGD(model.parameters())
+    for ids in loader:
+        model(ids.cuda(), cache=cache).sum().backward()
+        opt.step()
+'''
+
+
+@pytest.mark.parametrize("read", ["print(ids[0, 0].item())", "pass"])
+def test_a_read_once_per_decoded_token_says_so_wherever_it_is(tmp_path: Path, read: str) -> None:
+    """nanochat's `kv_cache.get_pos()`, a read in a cache's method that the model's forward
+    calls where it is passed a cache, reached from a decode loop in a third file: once per
+    decoded token, which the message says from the loop's kind (the step is a token), as a read
+    in the decode loop itself does; the same read from a training loop runs once per step."""
+    config = from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path)
+    (tmp_path / "cache.py").write_text(POSITION_CACHE)
+    (tmp_path / "model.py").write_text(POSITION_MODEL)
+    (tmp_path / "loops.py").write_text(POSITION_DECODE.replace("{read}", read))
+    found = {(Path(f.path).name, f.line): f.message for f in lint_paths([tmp_path], config).findings}
+    assert found[("cache.py", 9)].endswith("(per decoded token)") and "sampling loop" in found[("cache.py", 9)]
+    if read != "pass":
+        assert found[("loops.py", 11)].endswith("in a sampling loop makes the host wait for the device on every step (per decoded token)")
+    # Near miss: reached from a training loop, the read is once per step, and no unit is named.
+    (tmp_path / "loops.py").write_text(POSITION_TRAIN)
+    [trained] = lint_paths([tmp_path], config).findings
+    assert "training loop" in trained.message and trained.message.endswith("on every step")

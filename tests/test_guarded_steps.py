@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_markers_hold, checked_here, project_findings
 from torchlint.analysis.impact import Multiplicity, Repeat
 from torchlint.config import from_table
-from torchlint.engine import lint_source
+from torchlint.engine import lint_paths, lint_source
 
 
 def test_a_learn_step_called_every_4_environment_steps_is_the_training_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,3 +100,55 @@ def test_a_cache_read_is_placed_per_decoded_token_not_per_prefill(tmp_path: Path
 def test_which_reach_runs_a_line_more_often(heavier: Multiplicity, lighter: Multiplicity) -> None:
     assert heavier.outweighs(lighter) and not lighter.outweighs(heavier)
     assert not heavier.outweighs(heavier)
+
+
+EVALS = '''import torch
+import torch.nn.functional as F
+
+
+def evaluate(model, val_x, val_y):
+    model.eval()
+    out = model(val_x)
+    print(F.mse_loss(out, val_y).item())
+    w = F.softmax(out @ out.transpose(-2, -1), dim=-1)
+    model.train()
+    return w @ out
+'''
+PERIODIC = '''import torch
+from evals import evaluate
+
+model = torch.nn.Linear(8, 8).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train(loader, val_x, val_y):
+    for step, x in enumerate(loader):
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        opt.step()
+        {guard}
+            evaluate(model, val_x, val_y)
+'''
+
+
+@pytest.mark.parametrize("guard, every", [
+    ("if step % 100 == 0:", "every 100 steps (`step % 100`)"),
+    ("if step % args.eval_every == 0:", "every `args.eval_every` steps (`step % args.eval_every`)"),
+    ("if step == 0:", None),  # the first step only: no work run again and again
+    ("if step > 1000:", None),  # not rare: every step past the warm-up
+])
+def test_a_periodic_evaluation_in_another_file_runs_every_n_steps(tmp_path: Path, guard: str, every: str | None) -> None:
+    """nanoGPT's `if iter_num % eval_interval == 0: estimate_loss()` with the evaluation in
+    another file: what it runs is every N steps, low with the guard's words, as the same lines
+    under the guard in the loop; not once (a training loop runs it again and again) and not
+    every step; its read for a log line stays quiet (TL101, as under the guard in the loop)."""
+    (tmp_path / "evals.py").write_text(EVALS)
+    (tmp_path / "train.py").write_text(PERIODIC.replace("{guard}", guard))
+    config = from_table({"select": ["TL101", "TL301", "TL405"], "min-impact": "low"}, tmp_path)
+    found = {f.code: f for f in lint_paths([tmp_path], config).findings}
+    if every is None:
+        assert "TL101" in found or found["TL301"].impact_reason.endswith("once (not every step)"), found
+        return
+    assert set(found) == {"TL301", "TL405"}
+    assert all(f.impact == "low" and f.impact_reason.endswith(every) for f in found.values())
+    assert f"`evaluate()` (run {every} from a training loop at " in found["TL405"].message and "train.py:14)" in found["TL405"].message

@@ -1,6 +1,9 @@
 """Whether a query or key of an attention is made of a few positions (a class token's, a
 learned query's, a pooled one): its score matrix is then a thin slice, not one quadratic in the
-sequence length (``few_positions``; TL405 weighs a hand-written attention by it)."""
+sequence length (``few_positions``); whether the attention is a window's (``window_attention``:
+Swin's, over a window's few dozen positions); and whether the file runs the module once, a
+script's analysis or visualisation (``run_once_here``). TL405 weighs a hand-written attention
+no step is seen to run by them."""
 
 from __future__ import annotations
 
@@ -94,4 +97,74 @@ def _learned(ctx: FileContext, attribute: cst.Attribute, at: cst.CSTNode) -> boo
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
-__all__ = ["few_positions"]
+_WINDOW_WORDS = ("window", "win_size")
+_LOOPS = (cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def window_attention(ctx: FileContext, class_name: str) -> bool:
+    """Is class ``class_name`` of this file a window's attention (Swin's ``WindowAttention``):
+    named for windows, or keeping a window size (``self.window_size``, a ``window_size``
+    parameter of its ``__init__``)? Its scores are a window's positions squared (49 for a 7x7
+    window), per window, not the sequence length squared."""
+    if "window" in class_name.lower():
+        return True
+    cls = next((c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == class_name), None)
+    if cls is None:
+        return False
+    return any(any(word in name.lower() for word in _WINDOW_WORDS) for name in ctx.bindings.self_attrs.get(id(cls), {}))
+
+
+def run_once_here(ctx: FileContext, class_name: str, depth: int = 0) -> bool:
+    """Does this file build ``class_name`` (itself, or a module class of the file that builds it
+    in ``__init__``) only where it then calls the module a few times outside any loop and hands it
+    nowhere (``model = ViT(); model.load_state_dict(...); cam = model(image)`` in a script that
+    visualises one image)? What runs it once is in sight, and no step of the project runs it."""
+    if depth > 4:
+        return False
+    tree = ctx.tree
+    built = [c for c in tree.nodes(cst.Call) if type(c.func) is cst.Name and c.func.value == class_name]
+    if not built:
+        return False
+    for call in built:
+        function = tree.enclosing_function(call)
+        cls = tree.enclosing_class(function) if function is not None else None
+        if function is not None and function.name.value == "__init__" and cls is not None and ctx.is_module_class(cls.name.value):
+            if not run_once_here(ctx, cls.name.value, depth + 1):
+                return False
+        elif not _called_once(ctx, call):
+            return False
+    return True
+
+
+def _called_once(ctx: FileContext, call: cst.Call) -> bool:
+    """``m = Cls(...)`` (or ``Cls(...).eval()``, ``.to(device)``) outside any loop, its scope
+    calling ``m(...)`` outside loops too, never returning ``m`` nor passing it to a call."""
+    tree = ctx.tree
+    statement = tree.statement_of(call)
+    if type(statement) is not cst.SimpleStatementLine or type(statement.body[0]) is not cst.Assign:
+        return False
+    targets = statement.body[0].targets
+    if len(targets) != 1 or type(targets[0].target) is not cst.Name:
+        return False
+    name, scope = targets[0].target.value, tree.scope_of(call)
+    if _in_a_loop(tree, call):
+        return False  # built again and again
+    runs = False
+    for use in (n for n in tree.nodes(cst.Name) if n.value == name and tree.scope_of(n) is scope and not tree.is_inside(n, statement)):
+        parent = tree.parents.get(id(use))
+        if type(parent) is cst.Return or type(parent) is cst.Yield:
+            return False  # a factory's: whoever gets it may run it on every step
+        called = type(parent) is cst.Call and parent.func is use
+        handed = type(parent) is cst.Arg  # (`cam = GradCAM(model)`, `show(model, image)`: run where it is handed, once)
+        if called or handed:
+            if _in_a_loop(tree, parent):
+                return False  # run in a loop: a step, or one image after another
+            runs = True
+    return runs
+
+
+def _in_a_loop(tree, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    return any(type(a) in _LOOPS for a in tree.ancestors(node))
+
+
+__all__ = ["few_positions", "run_once_here", "window_attention"]

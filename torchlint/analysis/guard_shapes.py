@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from torchlint.analysis.cache_hits import returns_on_a_cache_hit
 from torchlint.analysis.constants import is_setting
 from torchlint.analysis.names import dotted
 
@@ -246,8 +247,11 @@ def _ends_process(expr: cst.BaseExpression) -> bool:
 
 
 def first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
-    """The first statement of ``block`` that exits early unless the step is rare."""
-    return next((statement for statement in block.body if _exits_unless_rare(statement)), None)
+    """The first statement of ``block`` that exits early unless the step is rare: also a cache's
+    early return, before the code that fills the cache (``if key in self._cache: return ...``)."""
+    statements = block.body
+    return next((statement for index, statement in enumerate(statements)
+                 if _exits_unless_rare(statement) or returns_on_a_cache_hit(statement, statements[index + 1:])), None)
 
 
 def conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

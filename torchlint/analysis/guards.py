@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis.guard_choices import ChosenBranches
 from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_passes import FirstPasses
+from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
     frequent_modulo, is_counter, is_rare_test, only_return, raises, reports_bad_values,
@@ -58,6 +59,9 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
         guard = self._rare_guard(node, stop)
         if type(guard) is cst.Assert:
             return "only when the assertion fails (its message is built then)"
+        if type(guard) is cst.IndentedBlock:  # after an early exit: a cache's return on a hit, or a modulo's
+            exit_ = first_rare_exit(guard)
+            return CACHE_MISS_WORDS if exit_ is not None and returned_hit(exit_) else ""
         if type(guard) not in (cst.If, cst.IfExp):
             return ""
         option = self.option_off(guard.test)  # type: ignore[attr-defined]
@@ -71,6 +75,8 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
             return "only when the check finds a bad value (a report under a sanity check)"
         if self._fills_its_key(guard, stop):
             return "once per key (a cache filled on its first use)"
+        if grows_a_kept_cache(guard):  # type: ignore[arg-type]
+            return CACHE_MISS_WORDS
         return self._period_words(guard)
 
     def _period_words(self, branch: cst.If) -> str:
@@ -164,7 +170,8 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
                 or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
-                or self.first_pass(branch, stop))
+                or self.first_pass(branch, stop)
+                or grows_a_kept_cache(branch))  # `if max_pos > self.weights.size(0): self.weights = ...`: once per larger size
         return rare
 
     def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
@@ -274,6 +281,15 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
                 found = self._clock_owners(binding.value, binding.node, depth + 1)
                 return None if found is None else found | {reading.value}
         return None
+
+    def periodic_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """How often a recurring guard (a modulo of a counter, a wall-clock timer) lets ``node``
+        run, where that guard is what makes it rare (``if step % 100 == 0: evaluate()``: "every
+        100 steps (`step % 100`)"); "" for other rare branches and for code that is not rare."""
+        guard = self._rare_guard(node, stop)
+        if type(guard) is not cst.If or not self._periodic(guard):
+            return ""  # a first pass, an error path, a last iteration: not run again and again
+        return self.rare_words(node, stop) or "every N steps"
 
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a

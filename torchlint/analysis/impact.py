@@ -256,9 +256,11 @@ class Multiplicity:
 
     def words(self) -> str:
         """"24 times per step: once in each `Block.forward()`", "per candidate per beam per
-        decoded token", "" for once."""
+        decoded token", "per decoded token" for once per token of a decode loop (a sequential
+        loop's iteration is the step: the loop's kind says so, not only the loops inside it),
+        "" for once per step."""
         if not self.repeats:
-            return ""
+            return f"per {self.unit}" if self.unit in SEQUENTIAL else ""
         vias = [f"`{r.via}()`" for r in self.repeats if r.via]
         each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
         count = self.count
@@ -392,6 +394,8 @@ def with_multiplicity(message: str, place: Place) -> str:
     if place.where is Where.EPOCH:
         message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
     words = place.per_step.words() if place.where in _PER_STEP else ""
+    if not place.per_step and place.per_step.unit in message:
+        return message  # "every decoded token re-runs the model": the message says its unit already
     return f"{message} ({words})" if words else message
 
 

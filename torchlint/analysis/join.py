@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
+from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
+from torchlint.analysis.summary import FULL_BATCH, RETURNED, CallSite, FileSummary, LoopSummary
 from torchlint.findings import Location
 
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
@@ -79,6 +80,8 @@ class Steps(dict[str, dict[str, StepInfo]]):
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
     constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
     host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`_host_steps`)
+    # file -> function key -> how it runs every N steps: called under a recurring guard of a step (analysis/every_n.py)
+    every_n: dict[str, dict[str, EveryN]] = {}
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -110,6 +113,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
     _spread(project, work, steps, calls_by_caller, loops_by_file, omitting, guarded)
     _inner_places(project, steps, omitting)
+    steps.every_n = every_n_reach(project, steps, step_loops, calls_by_caller)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))
@@ -118,7 +122,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for function, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
-    steps.host_params = _host_params(project)
+    steps.host_params = _host_params(project) | _host_returned(project)
     steps.device_params = _device_params(project)
     steps.constructed = _constructed(project)
     return steps
@@ -375,6 +379,26 @@ def _host_params(project: Project) -> frozenset[tuple[str, str]]:
                 key = (owner[0], f"{init}:{name}")
                 verdict[key] = verdict.get(key, True) and name in host
     return frozenset(key for key, host in verdict.items() if host)
+
+
+def _host_returned(project: Project) -> frozenset[tuple[str, str]]:
+    """(file, ``returned:name#element``) where the function a call of that file names returns a
+    host value at that element (``FileSummary.host_returns``): a read of it waits for no device
+    (analysis/host_returns.py, ``Report.unless_host``)."""
+    made = {(path, key, element) for path, summary in project.files.items() for key, element in summary.host_returns}
+    if not made:
+        return frozenset()
+    found: set[tuple[str, str]] = set()
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            if call.target[0] not in ("import", "local"):
+                continue
+            callee = project.function(call.target, path)
+            if callee is None:
+                continue
+            name = str(call.target[-1]).rsplit(".", 1)[-1]
+            found.update((path, f"{RETURNED}{name}#{element}") for where, key, element in made if (where, key) == callee)
+    return frozenset(found)
 
 
 def _constructed(project: Project) -> frozenset[tuple[str, str]] | None:

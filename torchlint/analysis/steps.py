@@ -29,6 +29,7 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.members import class_body
@@ -106,6 +107,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         findings, or the calls above): positions cost a codegen pass over the file."""
         needed = {id(call): call for caller, _, loop, call, _ in self._pending if loop is not None or caller in self._hook_candidates}
         needed.update((id(call), call) for _, _, loop, call, within in self._guarded if loop is not None or within)
+        needed.update((id(call), call) for _, _, loop, call, _, _ in self._every_n if loop is not None)
         if needed or located:
             needed.update((id(call), call) for _, target, loop, call, within in self._pending if within and self._may_make_a_step(target, call))
         self._positioned = set(needed)
@@ -128,9 +130,17 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         return self._calls_placed[1]
 
     @cached_property
-    def _calls_placed(self) -> tuple[list[_Placed], list[_Placed]]:
+    def _every_n(self) -> list[tuple[str, Ref, Where | None, cst.Call, str, str]]:
+        """Calls made only under an every-N guard of a loop or function that steps outside it
+        too (``if step % 100 == 0: evaluate()`` in a training loop), each with the guard's words:
+        what they run is every N steps, for the join to place so."""
+        return self._calls_placed[2]
+
+    @cached_property
+    def _calls_placed(self) -> tuple[list[_Placed], list[_Placed], list[tuple[str, Ref, Where | None, cst.Call, str, str]]]:
         found: list[_Placed] = []
         guarded: list[_Placed] = []
+        every_n: list[tuple[str, Ref, Where | None, cst.Call, str, str]] = []
         for call in self.ctx.tree.nodes(cst.Call):
             target = self.target(call.func, call)
             if target is None:
@@ -140,11 +150,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 placed = self._guarded_placement(call) if target[0] != "each" else None
                 if placed is not None:
                     guarded.append((placed[0], target, placed[1], call, placed[2]))
+                elif (periodic := self._every_n_placement(call)) is not None:
+                    caller, loop, within, words = periodic
+                    every_n.extend((caller, each, loop, call, within, words) for each in (target[1] if target[0] == "each" else (target,)))
                 continue
             caller, loop, within = placed
             for each in target[1] if target[0] == "each" else (target,):  # a container's members
                 found.append((caller, each, loop, call, within))
-        return found, guarded
+        return found, guarded, every_n
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:
         """The parameter whose leaving out makes ``call`` run (``if max_len is None:``)."""
@@ -188,6 +201,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
     def summary(self, path: str, locate: Callable[[cst.CSTNode], Location]) -> FileSummary:
         calls = tuple(self._call_site(*pending, locate) for pending in self._pending)
         guarded = tuple(self._call_site(*pending, locate) for pending in self._guarded)
+        every_n = tuple(CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, within=within, every=words)
+                        for caller, target, loop, call, within, words in self._every_n)
         stars = tuple(self.ctx.imports.stars)
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
@@ -197,7 +212,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
-            patched=patched_forwards(self.ctx, self.keys), guarded=guarded,
+            patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
         )
 
     def _builds_by_name(self) -> bool:
@@ -356,6 +371,33 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                     hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
         return tuple(hooks)
 
+    def _every_n_placement(self, call: cst.Call) -> tuple[str, Where | None, str, str] | None:
+        """(caller, its hot loop's place, the loop around it, the guard's words) of a call that
+        only a recurring guard keeps from running every step (a modulo, a timer) of a hot loop or
+        function; None for any other call (a first pass, a last iteration, test code)."""
+        ctx = self.ctx
+        if ctx.in_tests(call):
+            return None  # a test suite's loop is no training run
+        function = ctx.tree.enclosing_function(call)
+        caller = self.keys[id(function)] if function is not None else ""
+        loop = None
+        for each in ctx.loops.enclosing_loops(call):
+            if ctx.loops.is_hot(each):
+                words = ctx.guards.periodic_words(call, stop=each)
+                return (caller, ctx.loops.where(each), "", words) if words else None
+            if loop is None and (type(each) is cst.For or type(each) is cst.While):
+                loop = each
+        if function is None:
+            return None  # module level: runs once
+        words = ctx.guards.periodic_words(call, stop=loop or function)
+        return (caller, None, ctx.loops.loop_key(loop) if loop is not None else "", words) if words else None
+
+    def _host_returns(self) -> tuple[tuple[str, int], ...]:
+        """(function key, element) of what this file's functions return made on the host: only in
+        a file that imports NumPy (a Python value alone is never read as a tensor)."""
+        if not any(m.split(".")[0] == "numpy" for m in self.ctx.imports.modules):
+            return ()
+        return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 
 _NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str] = ((), None, "step")  # CallSite's defaults: repeats, position, unit
 

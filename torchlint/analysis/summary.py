@@ -22,6 +22,10 @@ BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydr
                      "pydoc.locate", "eval"})
 
 
+# The prefix of a `Report.unless_host` key the join holds where the value read is an element a
+# function returns on the host (`FileSummary.host_returns`): "returned:make_parameters#2".
+RETURNED = "returned:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
@@ -58,6 +62,9 @@ class CallSite:
     # made only when the caller's parameter of this name is passed, not None or false (`if kv_cache is not None:`,
     # `0 if kv_cache is None else kv_cache.get_pos()` with `kv_cache=None`): a step that leaves it out never makes it
     opt_in: str = ""
+    # made only under a recurring guard of its loop or function that also steps outside it (`if step % 100 == 0:
+    # evaluate()` in a training loop): how often the guard lets it run, "every 100 steps (`step % 100`)" (FileSummary.every_n)
+    every: str = ""
 
 
 @pickled_by_fields
@@ -143,3 +150,9 @@ class FileSummary:
     # calls made only under an every-N guard (`if T % replay_frequency == 0: dqn.learn(mem)`) of a loop
     # or function that steps no optimizer outside it: the join follows them only to a training step
     guarded: tuple[CallSite, ...] = ()
+    # calls made only under such a guard of a loop or function that steps outside it too (a periodic
+    # evaluation, a checkpoint, a sample): what they run is every N steps (``CallSite.every``), not every step
+    every_n: tuple[CallSite, ...] = ()
+    # (function key, position of the tuple it returns, -1: the whole value) made on the host in every
+    # `return`: a NumPy array or Python value of host data (analysis/host_returns.py)
+    host_returns: tuple[tuple[str, int], ...] = ()

@@ -102,6 +102,10 @@ class Check:
     # Findings only hold where tensors live on a device: a per-step finding reached only
     # from steps in host-only files is dropped by the join.
     device_bound: ClassVar[bool] = False
+    # Findings hold nothing where the code runs only every N steps (a read for a log line every
+    # 100 steps): the check stays quiet under such a guard in its own file, and the join keeps it
+    # quiet in a function a step calls under one (analysis/every_n.py).
+    quiet_every_n: ClassVar[bool] = False
     # Test code (a test suite's file, a unittest ``Test…`` class: ``ctx.in_tests``) runs a
     # library on toy inputs once, not a training run, so what it costs is not a finding.
     # A rule whose finding holds there too (a deprecated API) sets this.

@@ -55,6 +55,7 @@ class Conditional(NamedTuple):
     # a batch it just uploaded, `f#uploaded:lengths`): the key it waits for where the device
     # parameters hold instead (its loop or function; `PLACED`): either condition keeps it.
     device_key: str = ""
+    quiet_every_n: bool = False  # its rule holds nothing where the code runs only every N steps (Check.quiet_every_n)
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.

@@ -138,7 +138,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
-                                                  if_device=_device_params(ctx, report), device_key=_device_key(ctx, report)))
+                                                  if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
+                                                  quiet_every_n=check_type.quiet_every_n))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)

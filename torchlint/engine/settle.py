@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
+from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache
@@ -68,8 +69,9 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         _settle_host_steps(file_result, here in getattr(steps, "host_steps", frozenset()))
     step_loops = step_loops_of(steps, here)
     models = getattr(steps, "models", {}).get(here, {})
-    if file_result.in_functions and (per_step or models):
-        _raise_impacts(file_result, per_step, step_loops, models)
+    every_n = getattr(steps, "every_n", {}).get(here, {})
+    if file_result.in_functions and (per_step or models or every_n):
+        _raise_impacts(file_result, per_step, step_loops, models, every_n)
     if file_result.pending:
         file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches))
         file_result.findings.sort(key=Finding.sort_key)
@@ -87,8 +89,11 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
             if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                 file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
     file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
-    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None)))
-    file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops))
+    file_result.findings.extend(_every_n_findings(file_result, per_step, every_n))
+    # (a function a step runs every N steps is placed so: not as one no step runs)
+    waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
+    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting))
+    file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
 
@@ -137,6 +142,22 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}, off), info
+
+
+def _every_n_findings(file_result: FileResult, per_step: dict[str, StepInfo], every_n: dict[str, EveryN]) -> Iterator[Finding]:
+    """The conditional findings of functions a step calls only under a recurring guard
+    (``Steps.every_n``: ``if step % 100 == 0: evaluate()``), at the every-N tier with the guard's
+    words, as under that guard in the step itself; none of a rule quiet there (a read for a log line)."""
+    for condition in file_result.conditional:
+        reach = every_n.get(condition.key)
+        if reach is None or condition.key in per_step or condition.compiled or condition.quiet_every_n or condition.opt_in or condition.repeated:
+            continue  # (a rule that holds only where its line repeats within a step: not every N steps)
+        finding = condition.finding
+        place = Place(Where.EVERY_N, guard=reach.words)
+        impact, reason = assess(Cost[condition.cost], place) if condition.cost else (finding.impact, finding.impact_reason)
+        message = finding.message.replace(STEP_PLACEHOLDER, reach.text(condition.key, finding.location.path))
+        related = finding.related + tuple(site for site in (reach.site,) if site is not None and site not in finding.related and site != finding.location)
+        yield replace(finding, message=message, related=related, impact=impact, impact_reason=reason)
 
 
 def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step: dict[str, StepInfo]) -> tuple[StepInfo, str]:
@@ -229,13 +250,13 @@ def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: Sett
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                        constructed: frozenset[tuple[str, str]] | None = None) -> Iterator[Finding]:
+                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
     a per-step function of the file that uses them (all its functions, where the finding
     names none) runs per step and they are not (an evaluation helper's module)."""
-    for condition in file_result.conditional:
+    for condition in file_result.conditional if waiting is None else waiting:
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
         unreached = condition.unreached
@@ -251,13 +272,13 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 
 
 def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
-                    step_loops: dict[str, str]) -> Iterator[Finding]:
+                    step_loops: dict[str, str], waiting: list[Conditional] | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run, in code run on every call of a model
     (``Steps.models``: a model built from a config or a registry, a library's), where what they
     cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
     repeats them. Not under a logging guard or behind a parameter off by default, nor where
     only a tensor argument makes them hold (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
-    for condition in file_result.conditional:
+    for condition in file_result.conditional if waiting is None else waiting:
         info = models.get(condition.key)
         if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
                 or not condition.cost or condition.needs_tensor or condition.rare or condition.optional and not info.hook:
@@ -329,13 +350,14 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
 
 
 def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str],
-                   models: dict[str, StepInfo] | None = None) -> None:
+                   models: dict[str, StepInfo] | None = None, every_n: dict[str, EveryN] | None = None) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once): the join's place
     gives their tier, reason and multiplicity, as it does to the per-step rules' findings,
     wherever it says as much as the file did or more. In a function no step is seen to run but
     every call of a model does (``Steps.models``: glide's ``timestep_embedding`` in its UNet's
-    ``forward``), a wait is paid on each call (``impact.per_call``), as for the per-step rules."""
+    ``forward``), a wait is paid on each call (``impact.per_call``), as for the per-step rules; in a
+    function a step calls every N steps (``Steps.every_n``), the every-N tier and the guard's words."""
     raised: dict[tuple[str, object], tuple[str, str, Place]] = {}
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
@@ -343,6 +365,11 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
             info, off = turned_on(pending, info, per_step)
             place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
+            continue
+        reach = (every_n or {}).get(pending.key)
+        if reach is not None:  # (the same tier as once: its reason says how often, "once (not every step)" being untrue)
+            place = Place(Where.EVERY_N, guard=reach.words)
+            raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place), place)
             continue
         info = (models or {}).get(pending.key)
         if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)

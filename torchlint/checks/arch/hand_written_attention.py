@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.attention_positions import few_positions
+from torchlint.analysis.attention_positions import few_positions, run_once_here, window_attention
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
 from torchlint.analysis.names import dotted
@@ -91,7 +91,9 @@ def _in_forward(ctx, node: cst.CSTNode, few: bool = False) -> Unreached | None: 
     ``forward`` still runs on every call, in each step that trains or samples with the model:
     high, since its score matrix is quadratic in the sequence length and a model's attention
     runs in each of its layers; medium where the queries or keys are a few positions (a class
-    token's, a learned query's, a pooled one: ``few``), whose scores are a thin slice. With the
+    token's, a learned query's, a pooled one: ``few``), whose scores are a thin slice, or a
+    window's (Swin's); low where this file runs the model once, outside any loop (a script's
+    visualisation). With the
     ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
     forward = ctx.loops.module_forward(node)
     if forward is None:
@@ -100,6 +102,14 @@ def _in_forward(ctx, node: cst.CSTNode, few: bool = False) -> Unreached | None: 
     if off:  # `if attention_type == "flash": Flash() else: <this class>` with `attention_type="flash"`
         return Unreached(f"`{forward}()` (every call of a model built with `{off}` other than its default; no loop that runs it is visible)", LOW,
                          f"{Cost.UNFUSED_ATTENTION.value}, only where a module is built with `{off}` other than its default", owners)
+    if run_once_here(ctx, forward.split(".")[0]):  # a script that runs the model on an image or two (a visualisation)
+        return Unreached(f"`{forward}()` (a model this file runs once, outside any loop)", LOW,
+                         f"{Cost.UNFUSED_ATTENTION.value}, once: the file builds the model and runs it outside any loop "
+                         "(an analysis or a visualisation), no step", owners)
+    if window_attention(ctx, forward.split(".")[0]):
+        return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
+                         f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, within windows (Swin's): a window's "
+                         "positions squared per window, not the sequence length squared, and how often it runs per step is not visible", owners)
     if few:
         return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
                          f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, over a few query or key positions: "

@@ -17,6 +17,7 @@ class ConstantUploadInLoop(Check):
     cost = Cost.UPLOAD
     message = "`{expr}` in {loop} {copies}, and the host waits for each copy"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Upload it once: move it to the device before the loop, or register it as a buffer (`self.register_buffer(...)`) so it moves with the model"
 

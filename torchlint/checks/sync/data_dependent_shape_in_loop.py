@@ -17,6 +17,7 @@ class DataDependentShapeInLoop(Check):
     cost = Cost.SYNC
     message = "`{expr}` in {loop} makes a tensor whose size depends on its values: the host waits for the device to learn the size, every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     default = False
     fix_hint = "Keep shapes static: weight by the mask (`(x * mask).sum() / mask.sum()`), `torch.where(mask, x, 0)`, or give the size (`nonzero_static(size=...)`, `repeat_interleave(..., output_size=n)`)"

@@ -20,6 +20,7 @@ class DeviceToHostInLoop(Check):
     cost = Cost.HOST_COPY
     message = "`{call}` in {loop} copies a device value to the host and waits for it on every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
 

@@ -32,6 +32,7 @@ class DistributionValidationInLoop(Check):
     message = ("`{call}` in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
                "for each check, and for the check of each `log_prob` value, on every step")
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = ("Pass `validate_args=False`, or call `torch.distributions.Distribution.set_default_validate_args(False)` "
                 "once at start-up (as `python -O` does), once the model is known to give valid parameters")

@@ -18,6 +18,7 @@ class HostIndexInLoop(Check):
     message = ("`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, "
                "and the host waits, on every step{group}")
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Build the index on the device (`torch.arange(n, device=x.device)`, `torch.tensor(ids, device=x.device)` once before the loop)"
 

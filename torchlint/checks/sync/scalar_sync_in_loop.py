@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
@@ -23,6 +24,7 @@ class ScalarSyncInLoop(Check):
     cost = Cost.SYNC
     message = "`{call}` in {loop} makes the host wait for the device on every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Accumulate with `.detach()` on the device and read the value once after the loop (or every N steps)"
 
@@ -54,7 +56,8 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
-        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()", unless_host=ctx.devices.constructor_parameter(receiver) or "",
+        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()",
+                    unless_host=ctx.devices.constructor_parameter(receiver) or returned_key(ctx, receiver, node),
                     hint=self._hint(node, receiver))
 
     def _hint(self, node: cst.Call, receiver: cst.BaseExpression) -> str:

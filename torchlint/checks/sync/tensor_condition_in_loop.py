@@ -17,6 +17,7 @@ class TensorConditionInLoop(Check):
     cost = Cost.SYNC
     message = "`{test}` branches on a tensor value in {loop}: the host waits for the device to decide"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Keep the decision on the device with `torch.where` / masking, or test it every N steps"
     default = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
 from torchlint.analysis.kinds import Kind
@@ -39,6 +40,7 @@ class TensorToPythonInLoop(Check):
     cost = Cost.SYNC
     message = "`{expr}` in {loop} reads a device tensor into a Python value: the host waits for the device on every step"
     per_step = True
+    quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
     fix_hint = "Keep the value on the device (`torch.clamp`, `torch.minimum`, tensor indexing), or read it once after the loop"
 
@@ -72,7 +74,9 @@ class TensorToPythonInLoop(Check):
         read_tensor = next((value for value in tensors if ctx.syncs.device_tensor(value, node) and not self._passed_fill(node, value)), None) \
             if tensors and ctx.syncs.in_step(node) else None
         if read_tensor is not None:
-            self.report(node, hint=self._hint(node, read_tensor), expr=short_code(ctx.module, node))
+            # `alphas_prev[index]` of what another file's function returns: held unless the join finds it a NumPy array
+            self.report(node, hint=self._hint(node, read_tensor), expr=short_code(ctx.module, node),
+                        unless_host=ctx.devices.constructor_parameter(read_tensor) or returned_key(ctx, read_tensor, node))
         elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
             # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
             if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors):
