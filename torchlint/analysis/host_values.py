@@ -10,7 +10,7 @@ import libcst as cst
 from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class
 from torchlint.analysis.device_reach import DEPTH as _DEPTH, HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.names import dotted
+from torchlint.analysis.names import dotted, iterated_source
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
@@ -188,7 +188,7 @@ class HostValues:
             if binding.kind in ("for", "comp") and value is not None:
                 # `for n in mask.cpu().sum(1)`, `for a, b in zip(x.cpu(), y)`: an item has
                 # the placement of what is iterated
-                item = _iterated_source(value, binding.element)
+                item = iterated_source(value, binding.element)
                 if item is None or not test(item, binding.node, depth + 1):
                     return False
                 continue
@@ -251,16 +251,3 @@ def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
     """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
     arg = ctx.keyword(call, "return_tensors")
     return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
-
-
-def _iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.BaseExpression | None:
-    """What a loop target takes its items from: the iterable, or for ``zip(a, b)`` and
-    ``enumerate(a)`` the argument at the target's position (None when unknown)."""
-    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
-        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
-        if element is None:
-            return None
-        if iterable.func.value == "enumerate":
-            return positional[0] if element == 1 and positional else None
-        return positional[element] if element < len(positional) else None
-    return iterable if element is None else None

@@ -177,3 +177,16 @@ def canonical(name: str | None) -> str | None:
 
 def last_segment(name: str) -> str:
     return name.rsplit(".", 1)[-1]
+
+
+def iterated_source(iterable: cst.BaseExpression, element: int | None) -> cst.BaseExpression | None:
+    """What a loop target takes its items from: the iterable, or for ``zip(a, b)`` and
+    ``enumerate(a)`` the argument at the target's position (None when unknown)."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
+        if element is None:
+            return None
+        if iterable.func.value == "enumerate":
+            return positional[0] if element == 1 and positional else None
+        return positional[element] if element < len(positional) else None
+    return iterable if element is None else None
