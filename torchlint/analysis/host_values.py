@@ -46,6 +46,8 @@ class HostValues:
                 break
         if type(expr) in (cst.Name, cst.Attribute, cst.Call) and ctx.values.kind(expr, at) is Kind.NUMPY:
             return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
+        if _numpy_rooted(expr, ctx):
+            return True  # `np.finfo(np.float32).eps`, `np.iinfo(t).max`: a NumPy scalar or object, never a tensor
         if type(expr) is cst.Call:
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
@@ -251,3 +253,21 @@ def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
     """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
     arg = ctx.keyword(call, "return_tensors")
     return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
+
+
+def _numpy_rooted(expr: cst.BaseExpression, ctx: FileContext) -> bool:
+    """Is ``expr`` read off a NumPy call through attributes, indexes and methods (``np.finfo(t).eps``,
+    ``np.load(f)["w"].mean()``)? NumPy gives NumPy values and Python values, whatever is read off them."""
+    for _ in range(12):
+        if type(expr) in (cst.Attribute, cst.Subscript):
+            expr = expr.value  # type: ignore[attr-defined]
+        elif type(expr) is cst.Call:
+            qualified = ctx.qname(expr.func) or ""
+            if qualified:
+                return qualified.startswith("numpy.")
+            if type(expr.func) is not cst.Attribute:
+                return False
+            expr = expr.func.value
+        else:
+            return False
+    return False
