@@ -246,6 +246,15 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
                 and not any((here, user.rpartition(".")[0]) in constructed for user in unreached.users):
             continue  # a step reaches the file, and no code of the project builds a module that uses it
         finding = condition.finding
+        owner = condition.key.rpartition(".")[0]
+        if per_step and unreached.users == () and constructed is not None and owner and (here, owner) not in constructed:
+            # the project's steps run this file's models, yet no module of the file builds this one, and no code of the
+            # project does (RWKV's `RWKV_TinyAttn`, its one construction commented out): dead code here, what it costs
+            # only where other code builds it (a model library, which no step reaches, keeps its tier)
+            yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, f"`{condition.key}()` (its class `{owner}` is built nowhere "
+                                                                                       "in the project)"),
+                          impact=LOW, impact_reason=f"{unreached.reason.split(',')[0]}, only where code outside the project builds `{owner}`")
+            continue
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
                       impact_reason=unreached.reason)
 
