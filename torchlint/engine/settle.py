@@ -8,7 +8,7 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project, decodes_from_a_cache
+from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
@@ -172,6 +172,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.unless_host_return:
+            if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
+                yield pending.finding
+            continue  # every function the call may run returns host values: nothing on the device to wait for
         if pending.unless_built:
             if settings is None or path is None or not any(settings.always_built(path, *field) for field in pending.unless_built):
                 yield pending.finding
