@@ -37,7 +37,27 @@ def _plain_children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def _plain_enclosing_function(tree: Tree, node: cst.CSTNode) -> cst.FunctionDef | None:
-    return next((a for a in tree.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    """The innermost ``def`` whose parameters' defaults do not hold ``node`` (a default runs where its ``def`` runs)."""
+    path = [node, *tree.ancestors(node)]
+    for below, above in zip(path, path[1:]):
+        if isinstance(above, cst.FunctionDef):
+            defaults = {id(p.default) for p in (*above.params.posonly_params, *above.params.params, *above.params.kwonly_params)
+                        if p.default is not None}
+            if not any(id(n) in defaults for n in path[:path.index(above)]):
+                return above
+    return None
+
+
+def test_a_default_belongs_to_the_function_around_its_def() -> None:
+    module = cst.parse_module("def outer():\n    def inner(x, eps=np.finfo(t).eps.item(), *, k=f(g)):\n        return x.item()\n")
+    tree = Tree(module)
+    outer, inner = tree.nodes(cst.FunctionDef)
+    calls = {cst.Module([]).code_for_node(c): c for c in tree.nodes(cst.Call)}
+    assert tree.enclosing_function(calls["np.finfo(t).eps.item()"]) is outer
+    assert tree.enclosing_function(calls["np.finfo(t)"]) is outer
+    assert tree.enclosing_function(calls["f(g)"]) is outer
+    assert tree.enclosing_function(calls["x.item()"]) is inner
+    assert tree.enclosing_function(inner.params.params[0].name) is inner
 
 
 def _plain_statement_of(tree: Tree, node: cst.CSTNode) -> cst.CSTNode | None:

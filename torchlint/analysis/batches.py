@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_names import looks_like_device_name
+from torchlint.analysis.loop_shapes import ITER_WRAPPERS
+from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -48,11 +51,45 @@ class BatchPlacement:
                 continue  # `images, labels = batch`, `x = batch["image"]`
             if binding.kind not in ("for", "comp"):
                 return False  # rebound, e.g. `x = x.to(device)`
-            loop = binding.node
-            loader = self.ctx.loops.loader_of(binding.value, loop)
-            if loader is None or self._places_batches(loader, loop):
+            if not self._iterates_host_batches(binding, _depth):
                 return False
         return True
+
+    def _iterates_host_batches(self, binding, depth: int, flow: bool = False) -> bool:  # type: ignore[no-untyped-def]
+        """Does a loop target take its items from a loader that leaves them on the host, or from
+        a host batch itself (``for c, i in zip(captions, image_ids)``: the rows of a batch that was
+        never moved are host tensors too)?"""
+        loop = binding.node
+        loader = self.loader_iterated(binding.value, loop)
+        if loader is not None:
+            return not self._places_batches(loader, loop)
+        item = iterated_item(binding.value, binding.element, dict_views=False)
+        if item is None or depth >= 3:
+            return False
+        return self.loader_value(item, loop, depth + 1) if flow else self.is_host_batch(item, loop, depth + 1)
+
+    def loader_iterated(self, iterable: cst.BaseExpression | None, at: cst.CSTNode, _depth: int = 0) -> cst.BaseExpression | None:
+        """The DataLoader a loop walks (``loops.loader_of``), also through a logging or progress
+        wrapper that is handed the loader and no device (``metric_logger.log_every(loader, 50,
+        header)``, a generator yielding what it walks); a wrapper given a device
+        (``Prefetcher(loader, device)``) or named for one (``CudaPrefetcher(loader)``) moves them."""
+        loader = self.ctx.loops.loader_of(iterable, at)
+        if loader is not None or not isinstance(iterable, cst.Call):
+            return loader
+        name = (dotted(iterable.func) or "").lower()
+        if name.rsplit(".", 1)[-1] in ITER_WRAPPERS or name.split(".")[0] == "tqdm":
+            # `enumerate(metric_logger.log_every(loader, 50))`: the wrapper inside the wrapper
+            found = (self.loader_iterated(a.value, at, _depth + 1) for a in iterable.args if a.keyword is None and not a.star)
+            return next((f for f in found if f is not None), None) if _depth < 3 else None
+        if any(word in name for word in _DEVICE_WORDS):
+            return None  # `to_device_loader(...)`, `MpDeviceLoader(...)`: named for the move it makes
+        args = [a for a in iterable.args if not a.star]
+        if any(self._names_a_device(a, at) for a in args):
+            return None
+        first = args[0] if args and args[0].keyword is None else None
+        if first is None:
+            return None
+        return self.ctx.loops.loader_of(first.value, at)
 
     def _places_batches(self, iterable: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
         """A loader handed to ``accelerator.prepare(...)`` or ``fabric.setup_dataloaders(...)``
@@ -85,8 +122,7 @@ class BatchPlacement:
         if best is None:
             return False
         if best.kind in ("for", "comp"):
-            loader = self.ctx.loops.loader_of(best.value, best.node)
-            return loader is not None and not self._places_batches(loader, best.node)
+            return self._iterates_host_batches(best, _depth, flow=True)
         if best.kind == "assign" and best.value is not None:
             value = best.value
             if best.element is not None and isinstance(value, (cst.Tuple, cst.List)):
@@ -96,6 +132,16 @@ class BatchPlacement:
             if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and dotted(value) != name:
                 return self.loader_value(value, best.node, _depth + 1)
         return False
+
+    def _names_a_device(self, arg: cst.Arg, at: cst.CSTNode) -> bool:
+        """Is a wrapper's argument a device: ``device=``, ``device``, ``"cuda"``, ``torch.device(...)``,
+        ``x.device`` (a count such as ``print_freq``, bound to 50, is no CUDA ordinal here)?"""
+        if arg.keyword is not None and looks_like_device_name(arg.keyword.value):
+            return True
+        value = arg.value
+        if type(value) in (cst.Integer, cst.Name) and not looks_like_device_name(dotted(value) or ""):
+            return False
+        return self.device_value(value, at) == "device"  # type: ignore[attr-defined]
 
     def _unpacks_batch(self, binding, _depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
         value = binding.value
@@ -109,6 +155,9 @@ class BatchPlacement:
             return False
         return self.is_host_batch(value, binding.node, _depth + 1)
 
+
+# Words of a wrapper's name that say it moves what it yields (`CUDAPrefetcher`, `DeviceLoader`, `to_gpu`).
+_DEVICE_WORDS = ("prefetch", "device", "cuda", "gpu", "accelerat")
 
 # Wrappers whose loaders move every batch to the device (Accelerate, Lightning Fabric).
 _PLACING_LOADERS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches"})

@@ -47,6 +47,8 @@ class HostValues:
                 break
         if type(expr) in (cst.Name, cst.Attribute, cst.Call) and ctx.values.kind(expr, at) is Kind.NUMPY:
             return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
+        if _numpy_rooted(expr, ctx):
+            return True  # `np.finfo(np.float32).eps`, `np.iinfo(t).max`: a NumPy scalar or object, never a tensor
         if type(expr) is cst.Call:
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
@@ -93,6 +95,39 @@ class HostValues:
             return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
         return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
 
+    def returns_host(self, function: cst.FunctionDef) -> bool:
+        """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a host value
+        (``torch.multinomial(F.softmax(torch.tensor(out)), 1)[0]``, ``x.cpu().tolist()``)? Its
+        callers in other files read that result without a wait (the join: ``FileSummary.host_returns``)."""
+        tree = self.ctx.tree
+        returns = []
+        for node in tree.descendants(function):
+            if type(node) in (cst.Yield, cst.Await):
+                return False
+            if type(node) is cst.Return and tree.enclosing_function(node) is function:
+                if node.value is None or len(returns) >= 4:
+                    return False  # returns nothing (a None read raises, not waits), or too many paths to follow
+                returns.append(node)
+        return bool(returns) and all(self.moved_to_host(r.value, r) for r in returns)  # type: ignore[arg-type]
+
+    def result_of_elsewhere(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
+        """The call ``expr`` is the result of, where that call runs a function of another file or an object's
+        method this file does not define (``char`` after ``char = tokenizer.sample_logits(out, x)``): what it
+        returns, only the join can tell."""
+        ctx, tree = self.ctx, self.ctx.tree
+        if type(expr) is not cst.Name:
+            return None
+        bound = ctx.bindings.latest_before(ctx.bindings.lookup(expr.value, at), at, lambda b: not tree.is_inside(at, b.node))
+        if bound is None or bound.kind != "assign" or bound.element is not None or type(bound.value) is not cst.Call:
+            return None
+        call = bound.value
+        qualified = ctx.qname(call.func)
+        if qualified is not None and qualified.split(".")[0] in ("torch", "numpy"):
+            return None  # a library op: its own placement rules hold
+        if ctx.functions.called(call, qualified) is not None:
+            return None  # a function of this file: read here (`_local_helper_of_host_values`)
+        return call
+
     def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``torch.tensor(t)`` / ``torch.as_tensor(t)`` of a tensor not known to be on the host:
         the result is on ``t``'s device (a list, a number or an array is host data)."""
@@ -104,9 +139,11 @@ class HostValues:
         return self.ctx.syncs.tensorish(data, at) and not self.moved_to_host(data, at, depth + 1)
 
     def _torch_op_of_host_values(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
-        """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``: a torch op whose
+        """``torch.argmin(host[i:j])``, ``torch.cat([a.cpu(), b.cpu()])``, ``F.softmax(host)``: a torch op whose
         tensor inputs are all on the host (and no ``device=``) computes on the host."""
         qualified = self.ctx.qname(call.func) or ""
+        if qualified.startswith("torch.nn.functional."):
+            qualified = "torch." + qualified.rsplit(".", 1)[1]  # `F.softmax(host, dim=-1)`: an op like `torch.softmax`
         if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > _DEPTH or not call.args:
             return False
         if self.ctx.keyword(call, "device") is not None or self.ctx.keyword(call, "out") is not None:
@@ -253,3 +290,20 @@ def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
     arg = ctx.keyword(call, "return_tensors")
     return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
 
+
+def _numpy_rooted(expr: cst.BaseExpression, ctx: FileContext) -> bool:
+    """Is ``expr`` read off a NumPy call through attributes, indexes and methods (``np.finfo(t).eps``,
+    ``np.load(f)["w"].mean()``)? NumPy gives NumPy values and Python values, whatever is read off them."""
+    for _ in range(12):
+        if type(expr) in (cst.Attribute, cst.Subscript):
+            expr = expr.value  # type: ignore[attr-defined]
+        elif type(expr) is cst.Call:
+            qualified = ctx.qname(expr.func) or ""
+            if qualified:
+                return qualified.startswith("numpy.")
+            if type(expr.func) is not cst.Attribute:
+                return False
+            expr = expr.func.value
+        else:
+            return False
+    return False

@@ -25,7 +25,7 @@ from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import FULL_BATCH, RETURNED, CallSite, FileSummary, LoopSummary
+from torchlint.analysis.summary import FULL_BATCH, RETURNED, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
 
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
@@ -47,6 +47,9 @@ class StepInfo:
     feeds_env: bool = False  # every per-step call hands its result to an environment's `step` (an RL policy's action)
     per_step: Multiplicity = ONCE_PER_STEP  # how many times per step it runs (a block's forward: once per block)
     position: Position = Position.MID_STEP  # where its call sits in the step (device work after it, or not)
+    # (parameter, (reference, file)): what the per-step calls hand it as each parameter (a function, an object),
+    # where they say; a call of that parameter (`values_transform(val)`) runs only those, not what other callers pass
+    handed: frozenset[tuple[str, tuple[Ref, str]]] = frozenset()
 
     @property
     def place(self) -> Place:
@@ -169,6 +172,12 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             passes_more = not info.passed <= known.passed  # its own parameters, and what a call handing on its `**kwargs` passes
             if passes_more:
                 known = steps[path][key] = replace(known, passed=known.passed | info.passed)
+            if not info.handed <= known.handed and known.handed:  # its parameters' calls run more (none known: all, already)
+                known = steps[path][key] = replace(known, handed=known.handed | info.handed)
+                passes_more = True
+            elif known.handed and not info.handed:  # a reach that says nothing of them: any
+                known = steps[path][key] = replace(known, handed=frozenset())
+                passes_more = True
             if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
                 known = steps[path][key] = replace(known, feeds_env=False)
             repeated = not known.hook and phase_rank(info.where) <= phase_rank(known.where) and info.per_step.outweighs(known.per_step)
@@ -206,7 +215,7 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             if caller is None:
                 continue  # `if kv_cache is not None: kv_cache.get_pos()` and no per-step call passes `kv_cache`
             elsewhere = _passed_elsewhere(call, path, key, caller, omitting)
-            for callee in project.callees(call.target, path):
+            for callee in _handed_callees(project, call, path, key, info):
                 if callee == (path, key):
                     continue
                 handed_on = _handed_on(project, call, callee, elsewhere)
@@ -215,6 +224,40 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                     # what the caller hands on of its own parameters a later phase passes it (a decode
                     # loop's `kv_cache`, a training loop leaving it out) reaches the callee from there
                     work.append((*callee, _callee_reach(project, call, callee, path, key, reach, loops_by_file)))
+
+
+def _handed_callees(project: Project, call: CallSite, path: str, key: str, info: StepInfo) -> list[tuple[str, str]]:
+    """What ``call`` runs: for a call of the function's own parameter (``values_transform(val)``),
+    only what this reach's callers handed it there (``to_torch_`` passing ``arr_to_torch`` runs
+    ``arr_to_torch``, not the ``arr_to_numpy`` another caller passes); else every callee."""
+    callees = project.callees(call.target, path)
+    target = call.target
+    if not info.handed or target[0] != "object" or target[1][0] != "passed" or target[1][1] != key or len(target[1]) != 3:
+        return callees
+    handed = [owner for name, owner in info.handed if name == target[1][2]]
+    if not handed:
+        return callees
+    real = {callee for ref, where in handed for callee in project.callees(("object", ref, target[2]), where)}
+    return [callee for callee in callees if callee in real]
+
+
+def _handed(project: Project, call: CallSite, callee: tuple[str, str], path: str, key: str, caller: StepInfo) -> frozenset[tuple[str, tuple[Ref, str]]]:
+    """What ``call`` hands ``callee`` by parameter name: its object arguments, and for those that
+    are the caller's own parameters (``values_transform`` handed on), what the caller was handed."""
+    names = project.parameters(call, callee)
+    found = set()
+    for where, owner in call.args:
+        name = where if isinstance(where, str) else names[where] if where < len(names) else None
+        if name is None:
+            continue
+        if owner[0] == "passed" and owner[1] == key and len(owner) == 3:
+            given = [o for n, o in caller.handed if n == owner[2]]
+            if not given:
+                continue  # what the caller was handed is not known: any
+            found.update((name, o) for o in given)
+        else:
+            found.add((name, (owner, path)))
+    return frozenset(found)
 
 
 def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], path: str, key: str, caller: StepInfo,
@@ -228,7 +271,7 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
-                    feeds_env=call.feeds_env, per_step=per_step, position=position)
+                    feeds_env=call.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller))
 
 
 def _guarded_steps(project: Project) -> dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]]:

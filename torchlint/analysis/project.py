@@ -503,6 +503,14 @@ def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
     return False
 
 
+def returns_host(project: Project, ref: Ref, importer: str) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) return host values only
+    (``FileSummary.host_results``: RWKV's ``sample_logits``, ``torch.multinomial`` of
+    ``softmax(torch.tensor(out))``, a tensor built on the host from a list)?"""
+    callees = project.callees(ref, importer)
+    return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
+
+
 def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
     """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
     or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``

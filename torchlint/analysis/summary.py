@@ -130,6 +130,7 @@ class FileSummary:
     names_device: bool = False  # the file places, or may place, something on a device (`Devices.names_device`)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
+    host_results: frozenset[str] = frozenset()  # functions whose every `return` gives a host value (`Devices.returns_host`)
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)

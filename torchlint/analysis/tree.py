@@ -110,6 +110,18 @@ class Tree:
         # fields costs ten times this lookup.
         self._children: dict[int, list[cst.CSTNode]] = {}
         self._walk(module)
+        self._defaults_outside: dict[int, cst.FunctionDef | None] = {}
+        self._place_defaults()
+
+    def _place_defaults(self) -> None:
+        """A parameter's default is evaluated once, where its ``def`` runs (``eps=np.finfo(...).eps.item()``):
+        it belongs to the function around the ``def``, not to the function (nor its calls)."""
+        for function in self.by_type.get(cst.FunctionDef, ()):
+            params = function.params  # type: ignore[attr-defined]
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                if param.default is not None:
+                    outer = self.enclosing_function(function)
+                    self._defaults_outside[id(param.default)] = self._function_of[id(param.default)] = outer
 
     def _walk(self, module: cst.Module) -> None:
         # `children` inlined: this walk touches every node of every file once, and the
@@ -273,6 +285,8 @@ class Tree:
         """The innermost ``def`` around ``node`` (not ``node`` itself)."""
         # Asked for most calls, names and loops by several analyses: remembered up the tree
         # (the parent's answer, when known, without the call).
+        if id(node) in self._defaults_outside:
+            return self._defaults_outside[id(node)]
         found = self._function_of.get(id(self.parents.get(id(node))), _UNKNOWN)
         if found is not _UNKNOWN:
             return found  # type: ignore[return-value]

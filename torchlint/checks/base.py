@@ -80,6 +80,9 @@ class Report:
     # The node whose place in the step the finding takes (where it sits, how often it runs):
     # one of a group that one fix removes together takes the group's costliest member's.
     placed_as: cst.CSTNode | None = None
+    # A call of a function of another file whose result the node reads (`char = tokenizer.sample_logits(out)`):
+    # the finding holds unless the join finds that every function it may run returns host values.
+    unless_host_return: cst.Call | None = None
 
 
 class Check:
@@ -167,6 +170,7 @@ class Check:
         unless_passed: tuple[cst.FunctionDef, str] | None = None,
         unless_built: tuple[tuple[str, str, int], ...] = (),
         placed_as: cst.CSTNode | None = None,
+        unless_host_return: cst.Call | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -207,7 +211,8 @@ class Check:
         on, their class built in no code of this file: the join drops it where every construction
         of one of them in the project passes its own value. ``placed_as``: the node whose
         place in the step (how often, where) the finding takes, the costliest of a group one
-        fix removes together."""
+        fix removes together. ``unless_host_return``: a call of another file's function whose result
+        is read: the join drops the finding where every function it may run returns host values."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -222,7 +227,7 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as))
+                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -108,6 +108,7 @@ class Pending(NamedTuple):
     # config fields (class, field, position) of this file's classes, built in other files, whose
     # defaults the finding rests on: dropped where every construction in the project passes one (TL402)
     unless_built: tuple[tuple[str, str, int], ...] = ()
+    unless_host_return: bool = False  # ``dataset`` is a call's reference: dropped where every function it may run returns host values
 
 
 @dataclass(slots=True)

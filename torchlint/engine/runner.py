@@ -109,6 +109,11 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.trainable_class is not None:
                     _by_trainable_class(result, summarizer, finding, report.trainable_class)
                     continue
+                # (in a file naming no device, the host-steps wait below decides first)
+                if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
+                        and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True))  # what it returns, the join knows
+                    continue
                 if report.unless_built and summarizer is not None:  # a config's default, built elsewhere: the join knows what is passed
                     result.pending.append(Pending(finding, None, False, unless_built=report.unless_built))
                     continue

@@ -9,7 +9,7 @@ from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project, decodes_from_a_cache
+from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
@@ -193,6 +193,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.unless_host_return:
+            if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
+                yield pending.finding
+            continue  # every function the call may run returns host values: nothing on the device to wait for
         if pending.unless_built:
             if settings is None or path is None or not any(settings.always_built(path, *field) for field in pending.unless_built):
                 yield pending.finding
@@ -267,6 +271,15 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
                 and not any((here, user.rpartition(".")[0]) in constructed for user in unreached.users):
             continue  # a step reaches the file, and no code of the project builds a module that uses it
         finding = condition.finding
+        owner = condition.key.rpartition(".")[0]
+        if per_step and unreached.users == () and constructed is not None and owner and (here, owner) not in constructed:
+            # the project's steps run this file's models, yet no module of the file builds this one, and no code of the
+            # project does (RWKV's `RWKV_TinyAttn`, its one construction commented out): dead code here, what it costs
+            # only where other code builds it (a model library, which no step reaches, keeps its tier)
+            yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, f"`{condition.key}()` (its class `{owner}` is built nowhere "
+                                                                                       "in the project)"),
+                          impact=LOW, impact_reason=f"{unreached.reason.split(',')[0]}, only where code outside the project builds `{owner}`")
+            continue
         yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
                       impact_reason=unreached.reason)
 

@@ -56,9 +56,10 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
+        # `char = tokenizer.sample_logits(out)` (another file's method): host where everything it may run returns host values
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()",
                     unless_host=ctx.devices.constructor_parameter(receiver) or returned_key(ctx, receiver, node),
-                    hint=self._hint(node, receiver))
+                    hint=self._hint(node, receiver), unless_host_return=ctx.devices.result_of_elsewhere(receiver, node))
 
     def _hint(self, node: cst.Call, receiver: cst.BaseExpression) -> str:
         """The fix where the read's shape says more than "accumulate on the device"."""
