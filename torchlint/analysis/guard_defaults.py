@@ -254,17 +254,14 @@ class ParameterDefaults:
         calls = self._only_calls(function) if compared else None
         if not calls:
             return None
-        values: list[str] = []
-        failed: list[cst.BaseExpression] = []
+        skipped: list[str] = []
         for call in calls:
-            off = next(((test, passed[0]) for test, (name, holds) in compared
+            off = next((f"{passed[0]} fails `{_code(test)}`" for test, (name, holds) in compared
                         if (passed := self._passed_value(call, function, params[name])) is not None and holds(passed[1]) is False), None)
             if off is None:
                 return None  # a call that may take the branch
-            failed.append(off[0])
-            values.append(off[1])
-        shown = ", ".join(dict.fromkeys(values))
-        return f"never from the calls seen: every call of `{function.name.value}()` passes a value ({shown}) that fails `{_code(failed[0])}`"
+            skipped.append(off)
+        return f"only when a call passes a value no call in the project passes (in every call of `{function.name.value}()`, {'; '.join(dict.fromkeys(skipped))})"
 
     def _only_calls(self, function: cst.FunctionDef) -> list[cst.Call] | None:
         """The calls of module-level or nested ``function`` in this file, where its name is
@@ -292,7 +289,10 @@ class ParameterDefaults:
             plain = [a.value for a in call.args if a.keyword is None]
             index = positional.index(param)
             given = plain[index] if index < len(plain) else None
-        return self._constant(given if given is not None else param.default, call)
+        if given is not None:
+            return self._constant(given, call)
+        default = _literal(param.default)
+        return (f"the default {default[0]}", default[1]) if default is not None else None
 
     def _constant(self, value: cst.BaseExpression | None, at: cst.CSTNode) -> tuple[str, object] | None:
         found = _literal(value)
