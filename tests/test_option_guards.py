@@ -99,3 +99,50 @@ def test_minibatch_steps_inside_an_update_loop_are_steps_not_micro_batches() -> 
     findings = lint_source(code, "ppo.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
     line = code.splitlines().index("            print(loss.item())") + 1
     assert [(f.line, f.impact) for f in findings] == [(line, "medium")]
+
+
+SAMPLER = '''import torch
+
+TOP_P = 0.0
+
+
+def sample(logits, top_p=1.0):
+    probs = logits.softmax(-1)
+    if top_p > 0:
+        probs = probs / probs.sum().item()
+    return torch.multinomial(probs, 1)
+
+
+model = torch.nn.Linear(8, 8).cuda()
+x = torch.zeros(1, 8, device="cuda")
+for i in range(100):
+    x = x + sample(model(x), TOP_P)
+'''
+OTHER = '''import torch
+from sampler import sample
+
+model = torch.nn.Linear(8, 8).cuda()
+x = torch.zeros(1, 8, device="cuda")
+for i in range(100):
+    x = x + sample(model(x), 0.5)
+'''
+
+
+def test_a_branch_every_call_of_its_file_skips_is_opt_in_unless_another_file_calls_it(tmp_path: Path) -> None:
+    """`if top_p > 0:` with every call passing `TOP_P = 0.0`: an opt-in path (low) while the
+    file's own calls are all of the project's (`Guards.never_taken`, `Conditional.off_here`);
+    another file's `sample(..., 0.5)` takes the branch every step: medium again."""
+    from torchlint.engine import lint_paths
+
+    (tmp_path / "sampler.py").write_text(SAMPLER)
+    config = from_table({"select": ["TL101"]}, tmp_path)
+
+    def read() -> tuple[str, str]:
+        found = {f.line: (f.impact, f.impact_reason) for f in lint_paths([tmp_path], config).findings if Path(f.path).name == "sampler.py"}
+        return found[9]
+
+    impact, reason = read()
+    assert impact == "low" and "in every call of `sample()`, `TOP_P` = 0.0 fails `top_p > 0`" in reason
+    (tmp_path / "other.py").write_text(OTHER)
+    impact, reason = read()
+    assert impact == "medium" and "TOP_P" not in reason

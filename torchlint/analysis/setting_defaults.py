@@ -36,6 +36,12 @@ class SettingDefaults:
         calls = self._calls_of((path, function))
         return bool(calls) and all(param in self.project.passes(call, (path, function)) for _, call in calls)
 
+    def called_only_in(self, path: str, function: str) -> bool:
+        """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and
+        is there one? (Its own file then sees every value it is passed.)"""
+        calls = self._calls_of((path, function))
+        return bool(calls) and all(caller == path for caller, _ in calls)
+
     def always_built(self, path: str, cls: str, field: str, position: int) -> bool:
         """Does every construction of config class ``cls`` (of ``path``) in the project pass its
         own ``field`` (by name, at ``position``, or possibly through ``*args``/``**kwargs``), and

@@ -56,6 +56,9 @@ class Conditional(NamedTuple):
     # parameters hold instead (its loop or function; `PLACED`): either condition keeps it.
     device_key: str = ""
     quiet_every_n: bool = False  # its rule holds nothing where the code runs only every N steps (Check.quiet_every_n)
+    # `if top_p > 0:` and every call of its function in its file passes a value that fails the test
+    # (Guards.never_taken): the words for the opt-in tier, where no other file of the project calls it
+    off_here: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.

@@ -144,7 +144,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
-                                                  quiet_every_n=check_type.quiet_every_n))
+                                                  quiet_every_n=check_type.quiet_every_n, off_here=ctx.guards.never_taken(report.node) or ""))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)

@@ -88,7 +88,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
             traced = compiled.get(condition.key)
             if traced is not None:  # it runs as often as the compiled function: the root's step, not its own
                 file_result.findings.append(_compiled_finding(condition, traced, steps.get(traced.root_path, {}).get(traced.root)))
-    file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset())))
+    file_result.findings.extend(finding for finding, _ in per_step_findings(file_result, per_step, step_loops, getattr(steps, "host_params", frozenset()),
+                                                                            shared.settings))
     file_result.findings.extend(_every_n_findings(file_result, per_step, every_n))
     # (a function a step runs every N steps is placed so: not as one no step runs)
     waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
@@ -123,9 +124,13 @@ def step_loops_of(steps: Steps, path: str | None) -> dict[str, str]:
 
 
 def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                      step_loops: dict[str, str] | None = None, host_params: frozenset[tuple[str, str]] = frozenset()) -> Iterator[tuple[Finding, StepInfo]]:
+                      step_loops: dict[str, str] | None = None, host_params: frozenset[tuple[str, str]] = frozenset(),
+                      settings: SettingDefaults | None = None) -> Iterator[tuple[Finding, StepInfo]]:
     """The conditional findings of ``file_result`` whose function runs every step
-    (``per_step``: the join's for its file), settled, each with how it is per-step."""
+    (``per_step``: the join's for its file), settled, each with how it is per-step; one whose
+    branch every call in its file skips (``Conditional.off_here``) at the opt-in tier where
+    ``settings`` (the project's callers) shows no other file calls its function."""
+    here = file_result.summary.path if file_result.summary is not None else None
     for condition in file_result.conditional:
         if condition.compiled:
             continue  # waits for compiled code, not for the step
@@ -139,6 +144,9 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if condition.returned and info.feeds_env:
             continue  # `return self.actor(s).cpu().numpy()` and every per-step caller steps an environment with it
         info, off = turned_on(condition, info, per_step)
+        if not off and condition.off_here and settings is not None and here is not None \
+                and settings.called_only_in(here, condition.key.partition("#")[0]):
+            off = condition.off_here  # `if top_p > 0:` and every call in the project passes `TOP_P = 0.0`
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}, off), info
