@@ -94,7 +94,9 @@ class Pending(NamedTuple):
     trainable weights it never freezes (``trainable_only``: TL308, TL309); a decoder's call by what
     it runs keeping no cache (``unless_cached``: TL407), and one whose cache is off by default by
     what its function's callers pass (``unless_passed``: TL407); a size from a config's default by
-    what the config's constructions in other files pass (``unless_built``: TL402)."""
+    what the config's constructions in other files pass (``unless_built``: TL402); a read of what
+    another file's function returns by every function the call may run returning host values
+    (``unless_host_return``: TL101)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
