@@ -44,7 +44,7 @@ def module_statements(n: int) -> str:
 
 
 def plain_loops_in_one_function(n: int) -> str:
-    return "import torch\ndef f(x):\n" + "".join(f"    for i in range(10):\n        x = x + i\n" for _ in range(n))
+    return "import torch\ndef f(x):\n" + "".join("    for i in range(10):\n        x = x + i\n" for _ in range(n))
 
 
 def long_expression(n: int) -> str:

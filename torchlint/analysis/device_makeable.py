@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_tensors import ARITHMETIC
-from torchlint.analysis.names import canonical, dotted
+from torchlint.analysis.names import canonical
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.loader_bases import DATALOADER, DATALOADERS
+from torchlint.analysis.loader_bases import DATALOADERS
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:

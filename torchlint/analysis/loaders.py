@@ -9,7 +9,8 @@ import libcst as cst
 
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.loader_classes import DATALOADER, POSITIONS, local_loader_class, sets_itself
+from torchlint.analysis.loader_bases import DATALOADER
+from torchlint.analysis.loader_classes import POSITIONS, local_loader_class, sets_itself
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:

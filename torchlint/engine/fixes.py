@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.edits import comments, with_comments
 from torchlint.engine.discover import printable
-from torchlint.engine.source import Source, lines_with_ends, newer_python_syntax, notebook_source
+from torchlint.engine.source import Source, newer_python_syntax, notebook_source
 from torchlint.engine.tempfiles import make_temporary, remove_stale_temporaries
 from torchlint.findings import Finding, FixSafety
 from torchlint.textlines import lines_with_ends

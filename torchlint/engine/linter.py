@@ -15,7 +15,7 @@ from torchlint.engine.discover import SourceFile
 from torchlint.engine.prefilter import encodable, light_check, needs_parse
 from torchlint.engine.results import FileResult
 from torchlint.engine.settle import settle_steps
-from torchlint.engine.source import Source, read_source
+from torchlint.engine.source import Source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes, unused_noqa
 from torchlint.findings import UNUSED_NOQA, Finding, at_least
 

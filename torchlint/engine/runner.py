@@ -24,7 +24,7 @@ from torchlint.findings import Finding, Location
 def parse(source: Source) -> cst.Module | Finding:
     try:
         return cst.parse_module(source.text)
-    except cst.ParserSyntaxError as error:
+    except cst.ParserSyntaxError:
         # CPython's own message and position are the ones users know; libcst's
         # are used only when CPython accepts what libcst cannot parse.
         cpython = quick_syntax_check(source)

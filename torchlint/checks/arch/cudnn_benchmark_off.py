@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import libcst as cst
 
 from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
