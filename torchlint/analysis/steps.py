@@ -171,7 +171,10 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         facts = self._call_facts(call)
         # Module-level code outside loops runs once: the join reads such a call only for what it
         # passes (objects, device and host arguments), never where it sits in a step (its place).
-        place = self._place(call) if caller or loop is not None or within else _NO_PLACE
+        # Nor does it read the place of a call it can never follow (`Project.callees`): a `local`
+        # name that is no function of this file (a class's construction, `Linear(d, d)`).
+        placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
+        place = self._place(call) if placed else _NO_PLACE
         return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
@@ -193,6 +196,10 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
                 "devices": devices, "devices_if": devices_if}
         return known
+
+    @cached_property
+    def _function_keys(self) -> frozenset[str]:
+        return frozenset(self.keys.values())  # FileSummary.functions: what a `local` call may run
 
     @cached_property
     def _facts(self) -> dict[int, dict[str, Any]]:

@@ -68,12 +68,12 @@ class UnbatchedGuidance(Check):
         if statement is None:
             return None  # the result is not kept: nothing for a guidance to combine
         block = tree.parent(tree.parent(statement))
-        callee = plain_code(ctx.module, second.func)
+        callee = self._callee(second)
         for first, earlier in self._kept_calls().get(id(block), ()):
             if tree.index(first) >= tree.index(second):
                 break
             # (only calls of the same block: an `if`/`else` runs one call or the other, not both)
-            if earlier is statement or plain_code(ctx.module, first.func) != callee:
+            if earlier is statement or self._callee(first) != callee:
                 continue  # another model (a refiner, an EMA copy): not one batch
             differing = _differing_argument(ctx, first, second)
             if differing is None:
@@ -82,6 +82,14 @@ class UnbatchedGuidance(Check):
                 continue  # the two results are not combined as a guidance (`cond - uncond`)
             return first, differing
         return None
+
+    def _callee(self, call: cst.Call) -> str:
+        """The code of ``call``'s function: each kept call of a block is compared with every later one."""
+        known: dict[int, str] = self.__dict__.setdefault("_callees", {})  # (the calls live as long as the check)
+        code = known.get(id(call))
+        if code is None:
+            code = known[id(call)] = plain_code(self.ctx.module, call.func)
+        return code
 
     def _kept_calls(self) -> dict[int, list[tuple[cst.Call, cst.CSTNode]]]:
         """The model calls whose results are assigned, with their assignments, by the block
