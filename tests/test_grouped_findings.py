@@ -22,7 +22,8 @@ def update(model, opt, obs, acts, rets, advs, n, mb):
             a = acts[indices]{b}
             r = rets[indices]{c}
             g = advs[indices]{d}
-            loss = (model(o, a) - r).pow(2).mean() * g.mean()
+            w = obs[indices].sum(-1){e}
+            loss = (model(o, a) - r).pow(2).mean() * (g * w).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -31,21 +32,21 @@ _CONFIG = from_table({"select": ["TL114", "TL001"], "min-impact": "low"}, Path("
 
 
 def _lint(**noqa: str) -> list:
-    text = _UPDATE.format(**{key: noqa.get(key, "") for key in "abcd"})
+    text = _UPDATE.format(**{key: noqa.get(key, "") for key in "abcde"})
     return [(f.line, f.code, f.impact, f.message, tuple(r.line for r in f.related)) for f in lint_source(text, "update.py", _CONFIG)]
 
 
-def test_one_index_at_four_indexings_is_one_high_finding_with_the_others_related() -> None:
+def test_one_index_at_five_indexings_is_one_high_finding_with_the_others_related() -> None:
     found = _lint()
-    assert [(line, code, impact, related) for line, code, impact, _, related in found] == [(9, "TL114", "high", (10, 11, 12))]
-    assert "4 indexings with `indices` in this step, here and at lines 10, 11, 12" in found[0][3]
+    assert [(line, code, impact, related) for line, code, impact, _, related in found] == [(9, "TL114", "high", (10, 11, 12, 13))]
+    assert "5 indexings with `indices` in this step, here and at lines 10, 11, 12, 13" in found[0][3]
 
 
 def test_json_carries_the_other_members_as_related_locations() -> None:
-    text = _UPDATE.format(a="", b="", c="", d="")
+    text = _UPDATE.format(a="", b="", c="", d="", e="")
     (finding,) = lint_source(text, "update.py", _CONFIG)
     shown = json.loads(json.dumps(finding.to_dict()))
-    assert [r["line"] for r in shown["related"]] == [10, 11, 12]
+    assert [r["line"] for r in shown["related"]] == [10, 11, 12, 13]
 
 
 def test_noqa_on_the_first_line_suppresses_the_whole_group() -> None:
@@ -54,18 +55,18 @@ def test_noqa_on_the_first_line_suppresses_the_whole_group() -> None:
 
 def test_noqa_on_another_member_takes_it_out_of_the_group_and_is_used() -> None:
     found = _lint(c="  # noqa: TL114")
-    # three left: still one finding at the first, the suppressed line neither counted nor an unused noqa
-    assert [(line, code, related) for line, code, _, _, related in found] == [(9, "TL114", (10, 12))]
-    assert "3 indexings with `indices` in this step, here and at lines 10, 12" in found[0][3]
-    assert found[0][2] == "medium"  # three back to back: a few, about one wait's worth
+    # four left: still one finding at the first, the suppressed line neither counted nor an unused noqa
+    assert [(line, code, related) for line, code, _, _, related in found] == [(9, "TL114", (10, 12, 13))]
+    assert "4 indexings with `indices` in this step, here and at lines 10, 12, 13" in found[0][3]
+    assert found[0][2] == "medium"  # four back to back at the step's start: a few, about one wait's worth
 
 
 def test_noqa_on_every_member_leaves_nothing_and_no_unused_noqa() -> None:
-    assert _lint(a="  # noqa: TL114", b="  # noqa: TL114", c="  # noqa", d="  # noqa: TL114") == []
+    assert _lint(a="  # noqa: TL114", b="  # noqa: TL114", c="  # noqa", d="  # noqa: TL114", e="  # noqa: TL114") == []
 
 
-def test_two_left_after_noqa_and_one_left_alone() -> None:
-    found = _lint(b="  # noqa: TL114", c="  # noqa: TL114", d="  # noqa: TL114")
+def test_one_member_left_after_noqa_is_a_finding_of_its_own() -> None:
+    found = _lint(b="  # noqa: TL114", c="  # noqa: TL114", d="  # noqa: TL114", e="  # noqa: TL114")
     # one member left: a finding of its own, no group words
     assert [(line, code) for line, code, _, _, _ in found] == [(9, "TL114")]
     assert "indexings with" not in found[0][3]
