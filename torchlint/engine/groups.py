@@ -9,7 +9,9 @@ of one check are one group.
 ``# noqa``: the finding stands at the group's first line, so a comment there suppresses it whole
 (``--add-noqa`` writes it there). A comment on another member's line that suppresses the rule
 takes that member out of the group before it is counted: it is reported alone, where its own
-comment suppresses it (so that comment is used, no TL001), and the group stands for the rest.
+comment suppresses it (so that comment is used, no TL001), and the group stands for the rest,
+placed where its check placed its members (``Report.placed_as``: the costliest of the whole
+group, one taken out included).
 """
 
 from __future__ import annotations
