@@ -113,12 +113,14 @@ def test_one_host_index_copied_several_times_a_step_is_one_group() -> None:
     found = _lint(_AGENT.format(actor="nn.Linear(64, 2)", critic="nn.Linear(64, 1)"), "TL114")
     # both on one line, before the forward: the second finds the queue drained by the first, one finding for the line
     assert [f.impact for f in found] == ["medium"]
-    assert "one of 2 indexings with `mb_inds` in this step" in found[0].message
+    assert "2 indexings with `mb_inds` in this step, each a copy" in found[0].message  # (no other line to name)
     assert "Build `mb_inds` on the device once" in found[0].fix_hint
     grouped = _lint(_AGENT.format(actor="nn.Linear(64, 2)", critic="nn.Linear(64, 1)").replace(
         "        loss = -(logprob", "        scale = b_obs.mean()\n        advantages = b_actions[mb_inds]\n        loss = -(advantages * scale * logprob"), "TL114")
-    assert [f.impact for f in grouped] == ["high", "high"]  # the first, at the step's start, takes the group's place
-    assert all("one of 3 indexings with `mb_inds`" in f.message for f in grouped)
+    # one finding for the three (one fix), at the first, placed where the costliest waits (mid-step, after the forward)
+    assert [f.impact for f in grouped] == ["high"]
+    assert "3 indexings with `mb_inds` in this step, here and at line " in grouped[0].message
+    assert [r.line for r in grouped[0].related] == [grouped[0].line, grouped[0].line + 2]  # (the second on the first's line, the third two below)
 
 
 def test_a_host_index_used_once_at_the_step_start_stays_medium() -> None:

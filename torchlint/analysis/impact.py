@@ -202,6 +202,19 @@ class Repeat:
     copies: bool = False
 
 
+FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
+
+
+def one_fix(what: str, count: int) -> Repeat:
+    """What ``count`` lines of one step that one fix removes together add to the finding that
+    stands for them (a host index copied over at each of its indexings: engine/groups.py): a
+    repetition in the step, once per line. Up to ``FEW_ITEMS`` are a few, as a loop over a few
+    fixed items is: the first wait drains the queue and the others wait only for their own small
+    copies, about one wait's worth (``Repeat.few``); past that, the copies and waits add up past
+    a step's slack."""
+    return Repeat(what, count, few=count <= FEW_ITEMS)
+
+
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})
@@ -430,4 +443,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["ENV_STEP", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["ENV_STEP", "FEW_ITEMS", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "one_fix", "per_call", "phase_rank", "tiers", "with_multiplicity"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_consumers import environment_step
-from torchlint.analysis.impact import ENV_STEP, Repeat, Where
+from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, Repeat, Where
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
 from torchlint.analysis.names import dotted, is_range
@@ -26,7 +26,7 @@ from torchlint.analysis.subtree_calls import IN_SCOPE, INTO_LOOPS, OWN
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-_FEW = 4  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
+_FEW = FEW_ITEMS  # a loop over at most this many fixed items (the splits of a dataset) is "a few"
 # What a loop whose reads after the first are copies (``Repeat.copies``) may call besides reads and
 # host work: views, and copies the host waits for. Only a range over rows, or a loop over a dict's
 # values (a loss dict's, read for the log), is asked (`_repeat`): not a loop over parameters, elements

@@ -15,6 +15,20 @@ from torchlint.findings import Fix, FixSafety
 STEP_PLACEHOLDER = "\ue000step\ue000"
 
 
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Findings of one check that one fix removes together (one host index copied over at
+    each of several indexings of a step): the engine reports them as one finding at the
+    first, its other lines related, repeated in its step once per member (engine/groups.py)."""
+
+    key: Any  # the same for every member: (the step, the value's binding, its name)
+    what: str  # what each member is, the repetition's kind: "indexing with `mb_inds`"
+    # Added to the first member's message: ``{count}`` the members, ``{lines}`` where the
+    # others stand (", here and at lines 128, 130", or "" when all are on the first's line).
+    words: str
+    hint: str = ""  # the group's fix hint (the one fix), replacing the members'
+
+
 @dataclass(slots=True)
 class Report:
     """A finding before it has a position: the node it points at and its message."""
@@ -83,6 +97,8 @@ class Report:
     # A call of a function of another file whose result the node reads (`char = tokenizer.sample_logits(out)`):
     # the finding holds unless the join finds that every function it may run returns host values.
     unless_host_return: cst.Call | None = None
+    # One of several findings that one fix removes together: reported as one (Group).
+    group: Group | None = None
 
 
 class Check:
@@ -171,6 +187,7 @@ class Check:
         unless_built: tuple[tuple[str, str, int], ...] = (),
         placed_as: cst.CSTNode | None = None,
         unless_host_return: cst.Call | None = None,
+        group: Group | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -212,7 +229,8 @@ class Check:
         of one of them in the project passes its own value. ``placed_as``: the node whose
         place in the step (how often, where) the finding takes, the costliest of a group one
         fix removes together. ``unless_host_return``: a call of another file's function whose result
-        is read: the join drops the finding where every function it may run returns host values."""
+        is read: the join drops the finding where every function it may run returns host values.
+        ``group``: the findings one fix removes together, reported as one (``Group``)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -227,7 +245,8 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return))
+                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
+                                   group))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -15,6 +15,7 @@ from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
+from torchlint.engine.groups import merge_groups
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
@@ -113,6 +114,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.findings.append(syntax_error(source.path, _TOO_DEEP, hint="Split the expression into steps (named intermediate values)"))
         result.source = result.module = None
         return result
+    made = merge_groups(made, source, lambda node: _location(source, spans, node))
     seen: set[tuple[str, int | None, int]] = set()
     for (check_type, report), finding in zip(made, _locate(source, spans, made)):
         key = (check_type.code, finding.location.cell, finding.location.line)

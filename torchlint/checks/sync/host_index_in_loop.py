@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Position
-from torchlint.checks.base import Check
+from torchlint.checks.base import Check, Group
 
 
 class HostIndexInLoop(Check):
@@ -16,7 +16,7 @@ class HostIndexInLoop(Check):
     name = "host-index-in-loop"
     cost = Cost.UPLOAD
     message = ("`{expr}` in {loop} indexes a device tensor with an index that lives on the host: the index is copied to the device, "
-               "and the host waits, on every step{group}")
+               "and the host waits, on every step")
     per_step = True
     quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
@@ -48,16 +48,18 @@ class HostIndexInLoop(Check):
             if shared is not None:
                 groups.setdefault(shared, []).append(node)
         for node, cost, hint, shared in self._found:
+            expr = short_code(ctx.module, node, limit=60)
             group = groups.get(shared, []) if shared is not None else []
             if len(group) < 2:
-                self.report(node, cost=cost, hint=hint, expr=short_code(ctx.module, node, limit=60), group="")
+                self.report(node, cost=cost, hint=hint, expr=expr)
                 continue
             # One index copied K times in the step (cleanrl's `b_obs[mb_inds]`, `b_logprobs[mb_inds]`, ...):
-            # one fix removes every copy, so each line takes the group's costliest place (a wait mid-step).
+            # one fix removes every copy, so they are one finding (the engine merges the group), placed
+            # where the group's costliest wait is (a wait mid-step).
             name = shared[2]  # type: ignore[index]
-            words = f" (one of {len(group)} indexings with `{name}` in this step, each a copy and a wait: building `{name}` on the device once removes them all)"
-            self.report(node, cost=cost, hint=hint or _GROUP_HINT.format(name=name), related=tuple(g for g in group if g is not node),
-                        placed_as=_costliest(ctx, group), expr=short_code(ctx.module, node, limit=60), group=words)
+            words = _GROUP_WORDS.format(name=name)
+            self.report(node, cost=cost, hint=hint, placed_as=_costliest(ctx, group), expr=expr,
+                        group=Group(shared, f"indexing with `{name}`", words, hint or _GROUP_HINT.format(name=name)))
 
 
 def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str] | None:  # type: ignore[no-untyped-def]
@@ -92,6 +94,8 @@ def _into_from_numpy(ctx, node: cst.Subscript) -> bool:  # type: ignore[no-untyp
     return type(parent) is cst.Call and ctx.call_name(parent) == "torch.from_numpy"
 
 
+# ({count} and {lines} the engine fills in: how many indexings the group holds, where the others are)
+_GROUP_WORDS = " ({{count}} indexings with `{name}` in this step{{lines}}, each a copy and a wait: building `{name}` on the device once removes them all)"
 _GROUP_HINT = ("Build `{name}` on the device once (`b_inds = torch.randperm(n, device=x.device)` before the loop, slices of it per step; "
                "or `{name} = torch.as_tensor({name}, device=x.device)` once): every indexing with it in the step then stays on the device")
 _LOADER_HINT = ("Draw the step's indices on the device: `for perm in torch.randperm(n, device=x.device).split(batch_size):` "
