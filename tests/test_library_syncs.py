@@ -38,6 +38,28 @@ def test_a_forward_no_longer_installed_runs_only_where_the_file_calls_it(project
     assert reads and all("patched" not in f.message and "per layer" not in f.message for f in reads)
 
 
+def test_a_patch_whose_installer_nothing_runs_runs_nowhere(project: Path) -> None:
+    """LLaVA's flash-attention patch: `replace_llama_attn_with_flash_attn()` called by no file and
+    imported by none. Its forwards run only where the file's self-test calls them (`model_forward`
+    nowhere); the patch another file installs keeps its findings (mlp_patch.py: never)."""
+    train = project / "train_mem.py"
+    train.write_text(train.read_text().replace("from flash_patch import replace_llama_attn_with_flash_attn\n", "")
+                     .replace("replace_llama_attn_with_flash_attn()\n", ""))
+    findings = project_findings(project)
+    assert not [f for f in findings if "patched with `forward()`" in f.message or "model_forward" in f.message]
+    assert [f for f in findings if "patched with `norm_forward()`" in f.message and f.impact == "high"]
+    assert not [f for f in findings if f.path.endswith("mlp_patch.py")]
+
+
+def test_a_patch_installed_by_a_call_in_a_function_of_a_torch_file(project: Path) -> None:
+    """The installer imported and called in a branch of a function of a file with a full summary:
+    the call, resolved, installs it (as train_xformers.py's top-level call does)."""
+    (project / "train_mlp.py").write_text("import torch\n\n\ndef main():\n    from mlp_patch import replace_llama_mlp as patch\n"
+                                          "    if torch.cuda.is_available():\n        patch()\n")
+    findings = project_findings(project)
+    assert [f for f in findings if "patched with `mlp_forward()`" in f.message]
+
+
 def _context(code: str) -> FileContext:
     return FileContext(cst.parse_module(code), "m.py", Options())
 
@@ -60,8 +82,10 @@ def test_which_library_calls_read_and_what(code: str, expected: str | None) -> N
 
 
 @pytest.mark.parametrize(("code", "expected"), [
-    ("from transformers import LlamaAttention\ndef f(self, x):\n    return x\nLlamaAttention.forward = f\n", (("f", "LlamaAttention", True),)),
-    ("import transformers\ndef f(self, x):\n    return x\ntransformers.models.llama.LlamaModel.forward = f\n", (("f", "LlamaModel", False),)),
+    ("from transformers import LlamaAttention\ndef f(self, x):\n    return x\nLlamaAttention.forward = f\n", (("f", "LlamaAttention", True, ""),)),
+    ("import transformers\ndef f(self, x):\n    return x\ntransformers.models.llama.LlamaModel.forward = f\n", (("f", "LlamaModel", False, ""),)),
+    ("from transformers import LlamaAttention\ndef f(self, x):\n    return x\ndef install():\n    LlamaAttention.forward = f\n",
+     (("f", "LlamaAttention", True, "install"),)),  # installed where `install()` is called
     ("class Net:\n    def forward(self, x):\n        return x\ndef f(self, x):\n    return x\nNet.forward = f\n", ()),  # its own class
     ("def f(self, x):\n    return x\nmodel.forward = f\n", ()),  # an instance
     ("from transformers import LlamaAttention\nLlamaAttention.forward = make_forward\n", ()),  # no function of this file

@@ -24,6 +24,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.patched import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, RETURNED, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
@@ -122,7 +123,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))
     _own_training_reach(project, steps, calls_by_caller, loops_by_file)
     for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
-        for function, _, _ in summary.patched:
+        for function, _, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
     steps.host_params = _host_params(project) | _host_returned(project)
@@ -372,11 +373,15 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     model ("once in each `Block.forward()`": a block's forward seeded alone is counted again from
     the model's). A file some step reaches is left out: there the join sees how its code is used;
     so is test code (a test's model exercises the library on toy inputs). A function patched into a
-    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it.
+    library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it;
+    not where the function that installs it is called nowhere in the project (``patched.installed_patches``).
     ``on_host``: the project runs on the host (``_on_host``), its models with it."""
     seeds: list[tuple[str, str, StepInfo]] = []
+    installed = installed_patches(project)
     for path, summary in project.files.items():
-        for function, cls, per_layer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
+        for function, cls, per_layer, installer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
+            if installer and (path, installer) not in installed:
+                continue  # LLaVA's `replace_llama_attn_with_flash_attn()`, which no code calls: the library's model never runs it
             repeats = (Repeat("layer", via=f"{cls}.forward"),) if per_layer else ()
             seeds.append((path, function, StepInfo(f"`{cls}.forward()` (patched with `{function}()`)", (), Where.BATCH, hook=True,
                                                    per_step=Multiplicity(repeats, MODEL_CALL), passed=frozenset({"*"}))))  # (the library calls it)

@@ -146,8 +146,9 @@ class FileSummary:
     # decorator registers (`@MODELS.register_module()`), built by name
     by_name: bool = False
     registered: tuple[str, ...] = ()
-    # `LlamaAttention.forward = forward`: (function key, the library's class, once per layer) (analysis/patched.py)
-    patched: tuple[tuple[str, str, bool], ...] = ()
+    # `LlamaAttention.forward = forward`: (function key, the library's class, once per layer, the function
+    # that makes the assignment or "" at module level) (analysis/patched.py)
+    patched: tuple[tuple[str, str, bool, str], ...] = ()
     # calls made only under an every-N guard (`if T % replay_frequency == 0: dqn.learn(mem)`) of a loop
     # or function that steps no optimizer outside it: the join follows them only to a training step
     guarded: tuple[CallSite, ...] = ()

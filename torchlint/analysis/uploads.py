@@ -17,7 +17,7 @@ import libcst as cst
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
-from torchlint.analysis.host_tensors import FROM_DATA, HostTensors
+from torchlint.analysis.host_tensors import ARITHMETIC, FACTORIES, FROM_DATA, HostTensors
 from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
 from torchlint.analysis.loop_invariants import attribute_unchanged
 from torchlint.analysis.names import dotted
@@ -214,12 +214,95 @@ class Uploads(HostTensors):
         positions (each is copied to the device when it indexes a device tensor)?"""
         ctx = self.ctx
         if self.made_on_host(index, at, filled=True) is not None:
-            return True  # (filled or not: `cycle_index(n, 1)` writes into its `torch.arange` and returns it, on the host)
+            # (filled or not: `cycle_index(n, 1)` writes into its `torch.arange` and returns it, on the host)
+            return not self.host_scalar(index, at)  # one element of it is taken as an int: nothing to copy
         if ctx.values.is_numpy_array(index, at):
             return True
         if type(index) is cst.ListComp or self.listed_index(index, at):
             return True
         return self.index_loader_batch(index, at) or (type(index) is cst.Name and self._batch_sampler_batch(index, at))
+
+    def host_scalar(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is ``expr`` one element of a one-dimensional host tensor, a 0-dim host tensor (``ind =
+        perm[start + offset]`` with ``perm = torch.randperm(n)``, or with a number added)? As an
+        index, PyTorch takes it as an int (``applySelect(t.item())``): read on the host, no copy."""
+        ctx = self.ctx
+        if depth > 5:
+            return False
+        expr_type = type(expr)
+        if expr_type is cst.Subscript:
+            if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+                return False  # a slice, or two positions: more than one element
+            position = expr.slice[0].slice.value
+            return self._integer_position(position, at) and self._one_dimensional(expr.value, at, depth + 1)
+        if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
+            # (a number added to an element is still one element: `perm[i] + 1`)
+            return any(self.host_scalar(side, at, depth + 1) and self.python_number(other, at)
+                       for side, other in ((expr.left, expr.right), (expr.right, expr.left)))
+        if expr_type is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in DTYPE_CONVERSIONS:
+            return self.host_scalar(expr.func.value, at, depth + 1)  # `perm[i].long()`
+        if expr_type is cst.Name:
+            binding = ctx.bindings.reaching(expr.value, at)
+            if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
+                return False  # (a loop over the tensor binds its elements too, but is no upload to begin with)
+            return self.host_scalar(binding.value, binding.node, depth + 1)
+        return False
+
+    def _integer_position(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A Python int (``start + offset``, ``step % n``, ``-1``), not a list of positions
+        (``[i, j]``, a name bound to one): Python's numbers say "int" of lists too."""
+        values = self.ctx.values
+        parts = [expr]
+        while parts:
+            part = parts.pop()
+            if type(part) in (cst.List, cst.Tuple, cst.ListComp, cst.Set, cst.SetComp, cst.GeneratorExp):
+                return False
+            if type(part) is cst.BinaryOperation:
+                parts += (part.left, part.right)
+            elif type(part) is cst.UnaryOperation:
+                parts.append(part.expression)
+            elif type(part) is cst.Name and values.is_sequence_literal(part, at):
+                return False
+        return self.python_number(expr, at)
+
+    def _one_dimensional(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """A host tensor of one dimension: a permutation, a range (``torch.randperm(n)``,
+        ``torch.arange(n)``), a factory given one size, a slice of one, ``.flatten()``,
+        ``.view(-1)``, element-wise work on one, through names bound in the function."""
+        ctx = self.ctx
+        if depth > 8:
+            return False
+        expr_type = type(expr)
+        if expr_type is cst.Call:
+            qualified = ctx.qname(expr.func)
+            if qualified in FACTORIES:
+                sizes = [a.value for a in expr.args if a.keyword is None and not a.star]
+                if qualified in _ONE_DIMENSIONAL or qualified in _SIZED and len(sizes) == 1 and self.python_number(sizes[0], at):
+                    return self.host_factory(expr)
+                return False  # (`torch.zeros(n, m)`: its element is a row)
+            func = expr.func
+            if qualified is not None or type(func) is not cst.Attribute:
+                return False
+            method = func.attr.value
+            if method == "flatten" and not expr.args or method in ("view", "reshape") and len(expr.args) == 1 and _minus_one(expr.args[0].value):
+                return self.made_on_host(func.value, at) is not None
+            if method in _ELEMENTWISE and all(self.python_number(a.value, at) for a in expr.args if a.keyword is None):
+                return self._one_dimensional(func.value, at, depth + 1)
+            return False
+        if expr_type is cst.Subscript:
+            # a slice of it keeps its one dimension: `perm[start:end]`
+            return len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Slice and self._one_dimensional(expr.value, at, depth + 1)
+        if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
+            return any(self._one_dimensional(side, at, depth + 1) and self.python_number(other, at)
+                       for side, other in ((expr.left, expr.right), (expr.right, expr.left)))
+        if expr_type is cst.Name:
+            binding = ctx.bindings.reaching(expr.value, at)
+            if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
+                return False
+            if ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at):
+                return False  # (as `made_on_host`: a name of this function only)
+            return self._one_dimensional(binding.value, binding.node, depth + 1)
+        return False
 
     def listed_index(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A Python list of positions written in the code (``q[[0, 1, 2]]``,
@@ -256,6 +339,19 @@ class Uploads(HostTensors):
             if type(sampler) is cst.Call and _BATCH_SAMPLER.match(self.ctx.qname(sampler.func) or dotted(sampler.func) or ""):
                 return True
         return False
+
+
+# Host factories whose tensor has one dimension, whatever they are given.
+_ONE_DIMENSIONAL = frozenset({"torch.randperm", "torch.arange", "torch.linspace", "torch.logspace"})
+# Factories whose dimensions are their sizes: one size given as a number makes one dimension.
+_SIZED = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+# Tensor methods whose result has the shape of the tensor they are called on (given numbers).
+_ELEMENTWISE = DTYPE_CONVERSIONS | frozenset({"clone", "detach", "flip", "cumsum", "add", "sub", "mul", "remainder", "fmod", "abs", "neg"})
+
+
+def _minus_one(value: cst.BaseExpression) -> bool:
+    """``-1``: the one size of ``.view(-1)``."""
+    return type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus and type(value.expression) is cst.Integer and value.expression.value == "1"
 
 
 # torch's sampler that groups another sampler's positions into lists (`torch.utils.data.BatchSampler`).
