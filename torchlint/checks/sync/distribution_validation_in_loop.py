@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.local_bases import constructed_class, reached_base
 from torchlint.analysis.switches import DISTRIBUTION_VALIDATION_OFF
 from torchlint.analysis.values import Kind
 from torchlint.checks.base import Check
@@ -29,7 +30,7 @@ class DistributionValidationInLoop(Check):
     code = "TL107"
     name = "distribution-validation-in-loop"
     cost = Cost.SYNC
-    message = ("`{call}` in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
+    message = ("`{call}`{kind} in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
                "for each check, and for the check of each `log_prob` value, on every step")
     per_step = True
     quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
@@ -40,8 +41,9 @@ class DistributionValidationInLoop(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         qualified = ctx.qname(node.func) or ""
-        if not qualified.startswith("torch.distributions.") or qualified.rsplit(".", 1)[-1] not in _DISTRIBUTIONS:
-            return
+        base = qualified if _validating(qualified) else _subclassed(ctx, node)
+        if base is None:
+            return  # neither a distribution nor a class of this file deriving from one (`FixedCategorical(Categorical)`)
         if any(arg.star for arg in node.args) or ctx.keyword(node, "validate_args") is not None and not _is_true(ctx.keyword(node, "validate_args")):
             return  # turned off here, or the caller's choice (a value chosen at run time, a splat)
         loop = ctx.loops.hot_loop(node)
@@ -53,7 +55,19 @@ class DistributionValidationInLoop(Check):
         if values and all(ctx.values.kind(v, node) in (Kind.HOST, Kind.NUMPY) or ctx.devices.moved_to_host(v, node) for v in values):
             return  # parameters known to be on the host: nothing to wait for
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, call=call, unless_switch=DISTRIBUTION_VALIDATION_OFF)
+        kind = f" (a `{base}`, by its bases)" if base != qualified else ""
+        self.report(node, call=call, kind=kind, unless_switch=DISTRIBUTION_VALIDATION_OFF)
+
+
+def _validating(qualified: str) -> bool:
+    return qualified.startswith("torch.distributions.") and qualified.rsplit(".", 1)[-1] in _DISTRIBUTIONS
+
+
+def _subclassed(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """The distribution a class of this file derives from (any depth in this file) when ``call``
+    builds one: its ``__init__`` is the base's, argument checks and all."""
+    cls = constructed_class(ctx, call)
+    return reached_base(ctx, cls, _validating) if cls is not None else None
 
 
 def _is_true(arg: cst.Arg | None) -> bool:
