@@ -176,7 +176,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
-                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
+                        lists=facts["lists"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -191,7 +192,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
-                "devices": devices, "devices_if": devices_if}
+                "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call)}
         return known
 
     @cached_property
