@@ -32,7 +32,7 @@ from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
-from torchlint.analysis.members import class_body
+from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
@@ -329,7 +329,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
-                                      keeps_cache=keeps_a_cache(self.ctx, cls)))
+                                      keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

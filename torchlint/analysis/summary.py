@@ -114,6 +114,9 @@ class ClassSummary:
     # loop of another file that gives an object of the class its whole sequence decodes from it.
     cache_methods: tuple[str, ...] = ()
     keeps_cache: bool = False
+    # methods whose body only raises NotImplementedError: a call of one runs a subclass's override
+    # (whisper's `Inference.rearrange_kv_cache`, which `PyTorchInference` implements; `Project.callees`)
+    abstract: tuple[str, ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)
