@@ -83,6 +83,9 @@ class Report:
     # A call of a function of another file whose result the node reads (`char = tokenizer.sample_logits(out)`):
     # the finding holds unless the join finds that every function it may run returns host values.
     unless_host_return: cst.Call | None = None
+    # A class of another file and a family of library classes (analysis/library_bases.py): the
+    # finding holds only where the join finds the class deriving from one (`FixedNormal(Normal)`).
+    subclass_of: tuple[cst.BaseExpression, str] | None = None
 
 
 class Check:
@@ -171,6 +174,7 @@ class Check:
         unless_built: tuple[tuple[str, str, int], ...] = (),
         placed_as: cst.CSTNode | None = None,
         unless_host_return: cst.Call | None = None,
+        subclass_of: tuple[cst.BaseExpression, str] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -199,7 +203,8 @@ class Check:
         ``trainable_class``: the constructor of a class of another file; the finding holds only
         where the join finds that class keeping trainable weights it never freezes.
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
-        join keeps the finding where every call passes a device tensor to one of them.
+        join keeps the finding where every call passes a device tensor to one of them (an entry
+        ``listed:name``: a Python list to that one, ``summary.LISTED``).
         ``unless_cached``: a model call that may run a class of the project; the join drops the
         finding where that class keeps a key-value cache or the method called takes one.
         ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
@@ -212,7 +217,9 @@ class Check:
         of one of them in the project passes its own value. ``placed_as``: the node whose
         place in the step (how often, where) the finding takes, the costliest of a group one
         fix removes together. ``unless_host_return``: a call of another file's function whose result
-        is read: the join drops the finding where every function it may run returns host values."""
+        is read: the join drops the finding where every function it may run returns host values.
+        ``subclass_of``: (a class of another file, a family of library classes): the join keeps the
+        finding only where the class derives from one (analysis/library_bases.py)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -227,7 +234,8 @@ class Check:
         needs_tensor = condition is not None and self.ctx.guards.tensor_if_passed(node)
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
-                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return))
+                                   if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
+                                   subclass_of))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""
