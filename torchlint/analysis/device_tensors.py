@@ -162,9 +162,6 @@ class DeviceTensors:
             kind = ctx.values.kind(name, at)
             if kind is Kind.UNKNOWN and binding is not None and binding.kind == "param" and name.value in self._assumed:
                 return True  # what every caller passes decides (`device_parameters`)
-            if kind is Kind.UNKNOWN and binding is not None and binding.kind == "param" and type(binding.node) is cst.Param \
-                    and binding.node.annotation is not None and tensor_annotation(binding.node.annotation.annotation):
-                return True  # `apply(self, logits: Tensor, ...)`: its author says it is one, used as one here or not
             return kind is Kind.TENSOR or kind is Kind.UNKNOWN and ctx.devices.on_device(name, at)
         if binding.kind != "assign":  # a loop variable: numbers over `range`, items of a tensor
             if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
@@ -336,22 +333,3 @@ def string_key(subscript: cst.Subscript) -> str | None:
 def one_index(subscript: cst.Subscript) -> bool:
     """``xs[0]``, ``xs[i]``: one item, not a slice."""
     return len(subscript.slice) == 1 and type(subscript.slice[0].slice) is cst.Index
-
-
-def tensor_annotation(annotation: cst.BaseExpression) -> bool:
-    """``torch.Tensor``, ``Tensor``, ``Optional[torch.LongTensor]``, ``Tensor | None``,
-    ``"torch.Tensor"``: an annotation that names a tensor (or None) and nothing else."""
-    if type(annotation) is cst.SimpleString:  # a forward reference: `"torch.Tensor"`
-        try:
-            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
-        except (cst.ParserSyntaxError, TypeError):
-            return False
-    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:  # `Tensor | None`
-        sides = [annotation.left, annotation.right]
-        return all(tensor_annotation(side) or type(side) is cst.Name and side.value == "None" for side in sides) \
-            and any(tensor_annotation(side) for side in sides)
-    if type(annotation) is cst.Subscript and dotted(annotation.value) in ("Optional", "typing.Optional") and len(annotation.slice) == 1 \
-            and type(annotation.slice[0].slice) is cst.Index:
-        return tensor_annotation(annotation.slice[0].slice.value)
-    name = dotted(annotation)
-    return name is not None and name.rsplit(".", 1)[-1].endswith("Tensor")

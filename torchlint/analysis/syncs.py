@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.device_tensors import DeviceTensors, tensor_annotation
+from torchlint.analysis.device_tensors import DeviceTensors
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
 from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, plainly_python
 from torchlint.analysis.sync_sizes import SizedByValues
 from torchlint.analysis.tree import node_types
@@ -238,7 +239,26 @@ def _may_be_passed_a_tensor(param: cst.Param) -> bool:
     default = param.default
     if default is not None and not (type(default) is cst.Name and default.value == "None"):
         return False
-    return param.annotation is None or tensor_annotation(param.annotation.annotation)
+    return param.annotation is None or _tensor_annotation(param.annotation.annotation)
+
+
+def _tensor_annotation(annotation: cst.BaseExpression) -> bool:
+    """``torch.Tensor``, ``Tensor``, ``Optional[torch.LongTensor]``, ``Tensor | None``,
+    ``"torch.Tensor"``: an annotation that names a tensor (or None) and nothing else."""
+    if type(annotation) is cst.SimpleString:  # a forward reference: `"torch.Tensor"`
+        try:
+            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
+        except (cst.ParserSyntaxError, TypeError):
+            return False
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:  # `Tensor | None`
+        sides = [annotation.left, annotation.right]
+        return all(_tensor_annotation(side) or type(side) is cst.Name and side.value == "None" for side in sides) \
+            and any(_tensor_annotation(side) for side in sides)
+    if type(annotation) is cst.Subscript and dotted(annotation.value) in ("Optional", "typing.Optional") and len(annotation.slice) == 1 \
+            and type(annotation.slice[0].slice) is cst.Index:
+        return _tensor_annotation(annotation.slice[0].slice.value)
+    name = dotted(annotation)
+    return name is not None and name.rsplit(".", 1)[-1].endswith("Tensor")
 
 
 def _leaves_loop(branch: cst.If) -> bool:
