@@ -80,3 +80,65 @@ def test_a_project_method_of_that_name_is_no_switch(tmp_path: Path) -> None:
     root = _project(tmp_path / "p")
     (root / "setup_run.py").write_text("import torch\n\n\nclass Sampler:\n    def set_default_validate_args(self, value):\n        self.value = value\n\n\nSampler().set_default_validate_args(False)\n")
     assert set(_findings(root)) == {("agent.py", 14), ("train.py", 10)}
+
+
+_DISTRIBUTIONS = '''import torch
+
+
+class FixedNormal(torch.distributions.Normal):
+    def log_probs(self, actions):
+        return super().log_prob(actions).sum(-1, keepdim=True)
+
+
+class SquashedNormal(FixedNormal):
+    pass
+
+
+class Table:  # shares nothing with a distribution
+    def __init__(self, mean, std):
+        self.mean, self.std = mean, std
+'''
+
+_POLICY = '''import torch
+import torch.nn as nn
+from dists import SquashedNormal, Table
+
+device = torch.device("cuda")
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mean = nn.Linear(8, 2)
+
+    def forward(self, state):
+        mu = self.mean(state)
+        table = Table(mu, mu.exp())
+        return SquashedNormal(mu, torch.ones_like(mu))
+
+
+policy = Policy().to(device)
+optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4)
+for states, actions in batches:
+    dist = policy(states.to(device))
+    again = SquashedNormal(dist.mean, 1.0)
+    other = Table(dist.mean, 1.0)
+    loss = -(dist.log_probs(actions.to(device)) + again.mean + other.mean).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+'''
+
+
+def test_a_subclass_of_a_distribution_in_another_file_checks_its_arguments(tmp_path: Path) -> None:
+    # a2c's `FixedNormal(torch.distributions.Normal)`, here a subclass of it defined in another
+    # file: built in the model's forward (the join's step) and in the loop (this file's step)
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "dists.py").write_text(_DISTRIBUTIONS)
+    (root / "train.py").write_text(_POLICY)
+    result = lint_paths([root], from_table({"select": ["TL107"], "min-impact": "low"}, root))
+    assert not result.errors
+    found = {(Path(f.location.path).name, f.line) for f in result.findings}
+    assert found == {("train.py", 16), ("train.py", 23)}  # `Table(...)`, a class of no distribution, is quiet
+    assert all("(a distribution, by its bases)" in f.message for f in result.findings)

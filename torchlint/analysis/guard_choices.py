@@ -87,16 +87,25 @@ class ChosenBranches:
         ``if x.is_cuda:``, ``if device.type == "cuda":``? Such a test holds on every step of a
         run on the GPU: it says nothing of running the code rarely."""
         conditions = self.conditions(node, stop)
-        return bool(conditions) and all(self.ctx.tree.is_inside(node, c.body) and self._device_test(c.test) for c in conditions)
+        return bool(conditions) and all(self.ctx.tree.is_inside(node, c.body) and self.device_test(c.test) for c in conditions)
 
-    def _device_test(self, test: cst.BaseExpression) -> bool:
+    def device_test(self, test: cst.BaseExpression, flags: bool = True) -> bool:
+        """Does ``test`` only ask whether the run uses the device (``x.is_cuda``, ``use_gpu``,
+        ``torch.cuda.is_available()``, ``device.type == "cuda"``)? It holds on every pass of a GPU run.
+        Without ``flags``, only what a tensor or the machine says (``x.is_cuda``, ``x.device.type ==
+        "cuda"``, ``torch.cuda.is_available()``), not a flag its callers pass (``if on_gpu:``), which
+        may be off where the device is there."""
         if type(test) is cst.Call:
             return self.ctx.qname(test.func) in AVAILABILITY
         if type(test) in (cst.Name, cst.Attribute):
+            if not flags:
+                return type(test) is cst.Attribute and test.attr.value == "is_cuda"
             return DEVICE_FLAG.fullmatch((dotted(test) or "").rsplit(".", 1)[-1].lower()) is not None
         if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
             operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
             wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
+            if not flags:  # a tensor's device (`x.device.type`), not a setting (`args.device == "cuda"`)
+                return any(string_value(side) == wanted for side in compared) and any((dotted(side) or "").endswith((".device", ".device.type")) for side in compared)
             return any(string_value(side) == wanted for side in compared) and any("device" in (dotted(side) or "") or (dotted(side) or "").endswith(".type") for side in compared)
         return False
 

@@ -26,7 +26,7 @@ from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.patched import installed_patches
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import FULL_BATCH, RETURNED, CallSite, FileSummary, LoopSummary, Ref
+from torchlint.analysis.summary import FULL_BATCH, LISTED, RETURNED, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
 
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
@@ -127,7 +127,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
     steps.host_params = _host_params(project) | _host_returned(project)
-    steps.device_params = _device_params(project)
+    steps.device_params = _device_params(project) | _listed_params(project)
     steps.constructed = _constructed(project)
     return steps
 
@@ -504,6 +504,25 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
                 found.add(key)
                 changed = True
     return frozenset(found)
+
+
+def _listed_params(project: Project) -> frozenset[tuple[str, str]]:
+    """(file, ``f:listed:param``) for the parameters every call of their function in the project
+    passes a Python list (``CallSite.lists``; at least one call, none leaving it out): an index
+    a device tensor is given there is copied over on each call (TL114, whisper's
+    ``rearrange_kv_cache(source_indices)``)."""
+    if not any(call.lists for summary in project.files.values() for call in summary.calls):
+        return frozenset()
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            for callee in project.callees(call.target, path):
+                names = project.parameters(call, callee)
+                listed = {where if isinstance(where, str) else names[where] for where in call.lists if isinstance(where, str) or where < len(names)}
+                for name in names:
+                    key = (callee[0], f"{callee[1]}:{LISTED}{name}")
+                    verdict[key] = verdict.get(key, True) and name in listed
+    return frozenset(key for key, listed in verdict.items() if listed)
 
 
 def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:

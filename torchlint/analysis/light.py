@@ -299,8 +299,22 @@ def _collect(node: ast.AST, prefix: list[str], functions: dict[str, ast.AST], cl
             key = ".".join([*prefix, child.name])
             bases = tuple(ref for base in child.bases if (ref := _base(base, imports, relative)) is not None)
             methods = tuple(s.name for s in child.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
-            classes.append(ClassSummary(key, bases, methods))
+            classes.append(ClassSummary(key, bases, methods, abstract=_abstract(child)))
             _collect(child, [*prefix, child.name], functions, classes, imports, relative)
+
+
+def _abstract(cls: ast.ClassDef) -> tuple[str, ...]:
+    """``members.abstract_methods`` on CPython's tree: methods that only raise NotImplementedError."""
+    found = []
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
+        raised = body[0].exc if len(body) == 1 and isinstance(body[0], ast.Raise) else None
+        raised = raised.func if isinstance(raised, ast.Call) else raised
+        if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+            found.append(method.name)
+    return tuple(found)
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.loader_bases import DATALOADERS
+from torchlint.analysis.local_bases import class_named, constructed_class, reached_base
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -24,9 +25,8 @@ _DEPTH = 6  # a chain of subclasses in one file
 def local_loader_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
     """The class of this file that ``call`` constructs, when its bases (in this file) reach
     ``DataLoader``."""
-    name = dotted(call.func)
-    cls = _class_named(ctx, name) if name is not None and "." not in name else None
-    return cls if cls is not None and _reaches_dataloader(ctx, cls, 0) else None
+    cls = constructed_class(ctx, call)
+    return cls if cls is not None and reached_base(ctx, cls, DATALOADERS.__contains__) is not None else None
 
 
 def loader_candidate(ctx: FileContext, call: cst.Call) -> bool:
@@ -34,7 +34,7 @@ def loader_candidate(ctx: FileContext, call: cst.Call) -> bool:
     ``InfiniteDataLoader``): the join tells whether it subclasses ``DataLoader``."""
     name = dotted(call.func) or ""
     last = name.rsplit(".", 1)[-1]
-    if "Loader" not in last or not last[:1].isupper() or _class_named(ctx, last) is not None:
+    if "Loader" not in last or not last[:1].isupper() or class_named(ctx, last) is not None:
         return False
     qualified = ctx.qname(call.func) or ""
     return bool(qualified) and not qualified.startswith("torch.")  # torch's own loaders are DataLoader itself or none
@@ -61,28 +61,11 @@ def sets_itself(ctx: FileContext, cls: cst.ClassDef, option: str) -> bool:
     for _ in range(_DEPTH):
         if option in (loader_sets(ctx, cls) or ()):
             return True
-        parent = next((found for base in cls.bases if (found := _class_named(ctx, dotted(base.value) or "")) is not None), None)
+        parent = next((found for base in cls.bases if (found := class_named(ctx, dotted(base.value) or "")) is not None), None)
         if parent is None:
             return False
         cls = parent
     return False
-
-
-def _reaches_dataloader(ctx: FileContext, cls: cst.ClassDef, depth: int) -> bool:
-    if depth > _DEPTH:
-        return False
-    for base in cls.bases:
-        if ctx.qname(base.value) in DATALOADERS:
-            return True
-        parent = _class_named(ctx, dotted(base.value) or "")
-        if parent is not None and parent is not cls and _reaches_dataloader(ctx, parent, depth + 1):
-            return True
-    return False
-
-
-def _class_named(ctx: FileContext, name: str) -> cst.ClassDef | None:
-    classes = [c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == name]
-    return classes[0] if len(classes) == 1 else None
 
 
 def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:

@@ -232,6 +232,23 @@ def class_body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
     return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
 
 
+def abstract_methods(cls: cst.ClassDef) -> tuple[str, ...]:
+    """The methods of ``cls`` whose body (a docstring aside) only raises ``NotImplementedError``:
+    a subclass implements them, and a call of one runs that override."""
+    found = []
+    for statement in class_body(cls):
+        if type(statement) is not cst.FunctionDef or type(statement.body) is not cst.IndentedBlock:
+            continue
+        body = [s for s in statement.body.body if not (type(s) is cst.SimpleStatementLine and len(s.body) == 1
+                                                          and type(s.body[0]) is cst.Expr and type(s.body[0].value) is cst.SimpleString)]
+        if len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and len(body[0].body) == 1 and type(body[0].body[0]) is cst.Raise:
+            raised = body[0].body[0].exc
+            raised = raised.func if type(raised) is cst.Call else raised
+            if type(raised) is cst.Name and raised.value == "NotImplementedError":
+                found.append(statement.name.value)
+    return tuple(found)
+
+
 def _keyed(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
     """The value of ``key`` in ``dict(key=...)`` or ``{"key": ...}``."""
     if type(mapping) is cst.Call and type(mapping.func) is cst.Name and mapping.func.value == "dict":

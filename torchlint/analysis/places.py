@@ -309,6 +309,8 @@ class Places(StepPositions):
         assign = self._first_assignments.get((id(cls), name))
         if assign is not None:
             value = assign.value
+            if type(value) is cst.List and not value.elements:  # `self.filters = []`, then one `append` per kind
+                return self._appended_kinds(name, cls)
             qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
             if qualified not in CONTAINERS or len(value.args) != 1:
                 return None
@@ -362,6 +364,21 @@ class Places(StepPositions):
                 found.setdefault((id(cls), name), assign)
         return found
 
+    def _appended_kinds(self, name: str, cls: cst.ClassDef) -> tuple[bool, int | None, str] | None:
+        """A list filled by appends in ``cls``, each of a different class written there
+        (whisper's ``self.logit_filters.append(SuppressBlank(...))``, ``SuppressTokens(...)``, ...,
+        none in a loop): several classes, each member's method run once per pass. None otherwise."""
+        tree, names = self.ctx.tree, []
+        for call in self.ctx.method_calls(("append", "extend", "insert")):
+            if type(call.func) is not cst.Attribute or dotted(call.func.value) != name or tree.enclosing_class(call) is not cls:
+                continue
+            value = call.args[-1].value if call.args and call.func.attr.value == "append" else None
+            made = dotted(value.func) if type(value) is cst.Call else None
+            if made is None or not made.rsplit(".", 1)[-1][:1].isupper() or self.ctx.loops.enclosing_loops(call):
+                return None  # something else, or appended in a loop: maybe several of one class
+            names.append(made)
+        return (False, None, "list") if len(names) >= 2 and len(set(names)) == len(names) else None
+
     def _grown(self, name: str, cls: cst.ClassDef) -> bool:
         """Is the container ``self.<name>`` appended to in ``cls`` (``self.input_blocks.append(...)``)?"""
         tree = self.ctx.tree
@@ -370,12 +387,15 @@ class Places(StepPositions):
 
     def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
         """The loops around ``call`` that run its callee again each time: a loop over a
-        container of several classes (``[A(), B()]``) runs each member's ``forward`` once,
-        and calling an ``nn.Sequential`` of N blocks runs the block's ``forward`` N times."""
+        container of several classes (``[A(), B()]``) runs each member's ``forward`` once, and
+        each member's method (whisper's ``for logit_filter in self.logit_filters:
+        logit_filter.apply(logits, tokens)``, one filter of each class), and calling an
+        ``nn.Sequential`` of N blocks runs the block's ``forward`` N times."""
         found = self.repeats(call, stop)
         func = call.func
         loop = next(iter(self.ctx.loops.enclosing_loops(call)), None)
-        if found and type(loop) is cst.For and type(func) is cst.Name and func.value in {dotted(e) for e in _parts(loop.target)}:
+        receiver = func.value if type(func) is cst.Attribute and type(func.value) is cst.Name else func
+        if found and type(loop) is cst.For and type(receiver) is cst.Name and receiver.value in {dotted(e) for e in _parts(loop.target)}:
             members = self._members(loop.iter, call)
             if members is not None and not members[0]:
                 found = found[:-1]  # `for layer in self.layers: x = layer(x)`, each layer its own class

@@ -46,6 +46,7 @@ class Project:
         self._nearest_memo: dict[tuple[str, str], list[str]] = {}
         self._module_memo: dict[tuple[str, str], bool] = {}
         self._split_memo: dict[tuple[int, str, str], list[tuple[str, list[str]]]] = {}  # (level, dotted name, importer)
+        self._derived: dict[tuple[str, str], list[tuple[str, str]]] | None = None  # a class -> the classes naming it a base
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -291,10 +292,41 @@ class Project:
             method = self._method_of(owner, name, depth)
             if method is not None:
                 found.append(method)
+                found.extend(self._overrides(method))  # an abstract method: what runs is a subclass's
             elif name != "__call__":  # (a call of the object itself is its forward or nothing)
                 held = self.classes_of(("attr", owner[1], name), owner[0], depth + 1)
                 found.extend(m for each in held if (m := self._method_of(each, "__call__", depth + 1)) is not None)
         return list(dict.fromkeys(found))
+
+    def _overrides(self, method: tuple[str, str]) -> list[tuple[str, str]]:
+        """For a method whose body only raises NotImplementedError (``ClassSummary.abstract``):
+        the project's subclasses' own methods of that name, any depth (a call of it runs one)."""
+        path, key = method
+        class_key, _, name = key.rpartition(".")
+        cls = self.classes.get(path, {}).get(class_key)
+        if cls is None or name not in cls.abstract:
+            return []
+        return [(p, f"{sub}.{name}") for p, sub in self._subclasses(path, class_key) if name in self.classes[p][sub].methods]
+
+    def _subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
+        """The project's classes that derive from ``class_key`` of ``path``, any depth."""
+        if self._derived is None:
+            derived: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for p, classes in self.classes.items():
+                for key, cls in classes.items():
+                    for base in cls.bases:
+                        resolved = self.class_of(base, p, 1)
+                        if resolved is not None and resolved != (p, key):
+                            derived.setdefault(resolved, []).append((p, key))
+            self._derived = derived
+        found: list[tuple[str, str]] = []
+        work = [(path, class_key)]
+        while work and len(found) < _MAX_CLASSES:
+            for sub in self._derived.get(work.pop(), ()):
+                if sub not in found:
+                    found.append(sub)
+                    work.append(sub)
+        return found
 
     def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
         """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a

@@ -32,7 +32,7 @@ from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
-from torchlint.analysis.members import class_body
+from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
@@ -179,7 +179,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
-                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "")
+                        devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
+                        lists=facts["lists"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -194,7 +195,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
-                "devices": devices, "devices_if": devices_if}
+                "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call)}
         return known
 
     @cached_property
@@ -335,7 +336,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
-                                      keeps_cache=keeps_a_cache(self.ctx, cls)))
+                                      keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

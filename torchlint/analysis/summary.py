@@ -26,6 +26,10 @@ BY_NAME = frozenset({"importlib.import_module", "hydra.utils.instantiate", "hydr
 # function returns on the host (`FileSummary.host_returns`): "returned:make_parameters#2".
 RETURNED = "returned:"
 
+# The mark of a parameter a finding holds by where every call passes it a Python list (`Report.if_device`
+# entries `listed:name`; the join's `Steps.device_params` keys `f:listed:name`, from `CallSite.lists`).
+LISTED = "listed:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
@@ -65,6 +69,7 @@ class CallSite:
     # made only under a recurring guard of its loop or function that also steps outside it (`if step % 100 == 0:
     # evaluate()` in a training loop): how often the guard lets it run, "every 100 steps (`step % 100`)" (FileSummary.every_n)
     every: str = ""
+    lists: tuple[int | str, ...] = ()  # arguments (position or keyword) that are Python lists (`rearrange_kv_cache(source_indices)`)
 
 
 @pickled_by_fields
@@ -109,6 +114,9 @@ class ClassSummary:
     # loop of another file that gives an object of the class its whole sequence decodes from it.
     cache_methods: tuple[str, ...] = ()
     keeps_cache: bool = False
+    # methods whose body only raises NotImplementedError: a call of one runs a subclass's override
+    # (whisper's `Inference.rearrange_kv_cache`, which `PyTorchInference` implements; `Project.callees`)
+    abstract: tuple[str, ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)

@@ -65,6 +65,18 @@ class CallArguments:
                 found.append(arg.keyword.value if arg.keyword is not None else position)
         return tuple(found)
 
+    def _listed_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments that are Python lists (whisper's ``rearrange_kv_cache(source_indices)`` with
+        ``source_indices`` appended to from ``[]``): a callee indexing a device tensor with one
+        copies it over (``Steps.device_params``' ``listed:`` keys)."""
+        found: list[int | str] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if self.ctx.uploads.python_list(arg.value, call):
+                found.append(arg.keyword.value if arg.keyword is not None else position)
+        return tuple(found)
+
     def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
         """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
         parameter: the arguments passed here and the keys the caller sets in ``kwargs``

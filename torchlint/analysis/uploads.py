@@ -311,8 +311,45 @@ class Uploads(HostTensors):
         ctx = self.ctx
         if type(index) is cst.List:
             return bool(index.elements) and all(_position(e.value) for e in index.elements if not isinstance(e, cst.StarredElement))
+        if type(index) is cst.Attribute:
+            return self._listed_attribute(index, at)
         return type(index) is cst.Name and ctx.values.is_sequence_literal(index, at) and not any(
             type(b.value) is cst.Tuple for b in ctx.bindings.lookup(index.value, at))
+
+    def listed_parameter(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A parameter of the function, of no kind known (no annotation, no default but None), that
+        ``index`` alone names: what its callers pass decides (a finding held where every call passes
+        a Python list, ``LISTED``)."""
+        if type(index) is not cst.Name or index.value in ("self", "cls"):
+            return False
+        bound = self.ctx.bindings.lookup(index.value, at)
+        if len(bound) != 1 or bound[0].kind != "param" or type(bound[0].node) is not cst.Param:
+            return False
+        param = bound[0].node
+        return param.annotation is None and (param.default is None or type(param.default) is cst.Name and param.default.value == "None")
+
+    def python_list(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``value`` a Python list: one written or comprehended, ``list(...)``/``sorted(...)``, or
+        a name every binding of which is one, ``[]`` appended to included (``source_indices`` in
+        ``next_tokens, source_indices = [], []``)?"""
+        if type(value) is cst.List or _list_value(value):
+            return True
+        if type(value) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.lookup(value.value, at)
+        return bool(bound) and all(b.kind == "assign" and _list_value(_element(b), empty=True) for b in bound)
+
+    def _listed_attribute(self, index: cst.Attribute, at: cst.CSTNode) -> bool:
+        """``self.suppress_tokens`` where every binding of it sets a Python list where the object
+        is built (whisper's ``SuppressTokens.__init__``: ``self.suppress_tokens = list(suppress_tokens)``,
+        read as ``logits[:, self.suppress_tokens] = -np.inf`` per decoded token)."""
+        name = dotted(index)
+        if name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        bound = self.ctx.bindings.lookup(name, at)
+        return bool(bound) and all(
+            b.kind == "assign" and b.element is None and _list_value(b.value) and _building(self.ctx.tree.enclosing_function(b.node))
+            for b in bound)  # (set anywhere else, or once to a tuple or a tensor: it may not be a list when read)
 
     def index_loader_batch(self, index: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A batch of a DataLoader over indices (``for perm in DataLoader(range(n), b,
@@ -356,6 +393,27 @@ def _minus_one(value: cst.BaseExpression) -> bool:
 
 # torch's sampler that groups another sampler's positions into lists (`torch.utils.data.BatchSampler`).
 _BATCH_SAMPLER = re.compile(r"(?:torch\.utils\.data\.(?:sampler\.)?)?BatchSampler$")
+
+
+def _element(binding) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]
+    """The value a binding gives its name: the right-hand side, or its element for a tuple target."""
+    if binding.element is None:
+        return binding.value
+    value = binding.value
+    if type(value) in (cst.Tuple, cst.List) and binding.element < len(value.elements) and not isinstance(value.elements[binding.element], cst.StarredElement):
+        return value.elements[binding.element].value
+    return None
+
+
+def _list_value(value: cst.BaseExpression | None, empty: bool = False) -> bool:
+    """A Python list of positions: a written one (``[]`` too with ``empty``: filled by appends), a
+    comprehension, or ``list(...)``/``sorted(...)``."""
+    if type(value) is cst.List:
+        if empty and not value.elements:
+            return True
+        return bool(value.elements) and all(_position(e.value) for e in value.elements if not isinstance(e, cst.StarredElement))
+    return type(value) is cst.ListComp or type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("list", "sorted") \
+        and len(value.args) == 1 and not value.args[0].star
 
 
 def _position(value: cst.BaseExpression) -> bool:

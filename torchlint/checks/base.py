@@ -99,6 +99,9 @@ class Report:
     unless_host_return: cst.Call | None = None
     # One of several findings that one fix removes together: reported as one (Group).
     group: Group | None = None
+    # A class of another file and a family of library classes (analysis/library_bases.py): the
+    # finding holds only where the join finds the class deriving from one (`FixedNormal(Normal)`).
+    subclass_of: tuple[cst.BaseExpression, str] | None = None
 
 
 class Check:
@@ -188,6 +191,7 @@ class Check:
         placed_as: cst.CSTNode | None = None,
         unless_host_return: cst.Call | None = None,
         group: Group | None = None,
+        subclass_of: tuple[cst.BaseExpression, str] | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -216,7 +220,8 @@ class Check:
         ``trainable_class``: the constructor of a class of another file; the finding holds only
         where the join finds that class keeping trainable weights it never freezes.
         ``if_device``: parameters of the node's function (``HiddenSyncs.device_parameters``): the
-        join keeps the finding where every call passes a device tensor to one of them.
+        join keeps the finding where every call passes a device tensor to one of them (an entry
+        ``listed:name``: a Python list to that one, ``summary.LISTED``).
         ``unless_cached``: a model call that may run a class of the project; the join drops the
         finding where that class keeps a key-value cache or the method called takes one.
         ``itself``: what the node repeats each time it runs (a sort's comparisons), counted
@@ -230,7 +235,9 @@ class Check:
         place in the step (how often, where) the finding takes, the costliest of a group one
         fix removes together. ``unless_host_return``: a call of another file's function whose result
         is read: the join drops the finding where every function it may run returns host values.
-        ``group``: the findings one fix removes together, reported as one (``Group``)."""
+        ``group``: the findings one fix removes together, reported as one (``Group``).
+        ``subclass_of``: (a class of another file, a family of library classes): the join keeps the
+        finding only where the class derives from one (analysis/library_bases.py)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -246,7 +253,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group))
+                                   group, subclass_of))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -12,6 +12,7 @@ not: one problem, one finding, as ruff reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from torchlint import catalogue
@@ -19,7 +20,7 @@ from torchlint.analysis.join import StepInfo, Steps
 from torchlint.config import Config
 from torchlint.engine.isolate import guarded_stage
 from torchlint.engine.results import FileResult, InternalError
-from torchlint.engine.settle import per_step_findings, step_loops_of
+from torchlint.engine.settle import per_step_findings, step_loops_of, subclass_holds
 from torchlint.engine.source import Source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
 from torchlint.findings import IMPACT_RANK, Finding, Location
@@ -61,6 +62,9 @@ def at_call_sites(others: Iterable[FileResult], steps: Steps, displays: set[str]
 
 def _stepped(other: FileResult, steps: Steps) -> Iterator[tuple[Finding, StepInfo]]:
     path = other.summary.path  # type: ignore[union-attr]
+    project = getattr(steps, "project", None)
+    if any(c.subclass_of and not subclass_holds(project, path, c.subclass_of) for c in other.conditional):
+        other = replace(other, conditional=[c for c in other.conditional if not c.subclass_of or subclass_holds(project, path, c.subclass_of)])
     return per_step_findings(other, steps.get(path, {}), step_loops_of(steps, path), getattr(steps, "host_params", frozenset()))
 
 

@@ -48,7 +48,7 @@ class Conditional(NamedTuple):
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
     optional: bool = False  # behind `if p is not None:` of a parameter defaulting to None: off unless its (unseen) caller passes it
     unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
-    # `f:param`s (Report.if_device): kept only where every call of `f` passes a device tensor to one of
+    # `f:param`s (Report.if_device; `f:listed:param`: a Python list, summary.LISTED): kept only where every call of `f` passes a device tensor to one of
     # them (Steps.device_params); with the key `PLACED`, the finding's place is its own file's (a hot loop)
     if_device: tuple[str, ...] = ()
     # With `if_device` on a finding that also holds by its `key` (a parameter a per-step call passes
@@ -56,6 +56,9 @@ class Conditional(NamedTuple):
     # parameters hold instead (its loop or function; `PLACED`): either condition keeps it.
     device_key: str = ""
     quiet_every_n: bool = False  # its rule holds nothing where the code runs only every N steps (Check.quiet_every_n)
+    # (a class this file names, as a summary reference; a family, analysis/library_bases.py): held only
+    # where the join finds the class deriving from that family's library classes (Report.subclass_of)
+    subclass_of: tuple[tuple, str] | None = None
     # `if top_p > 0:` and every call of its function in its file passes a value that fails the test
     # (Guards.never_taken): the words for the opt-in tier, where no other file of the project calls it
     off_here: str = ""
@@ -114,6 +117,7 @@ class Pending(NamedTuple):
     # defaults the finding rests on: dropped where every construction in the project passes one (TL402)
     unless_built: tuple[tuple[str, str, int], ...] = ()
     unless_host_return: bool = False  # ``dataset`` is a call's reference: dropped where every function it may run returns host values
+    subclass_of: str = ""  # a family (analysis/library_bases.py): ``dataset`` is a class, held where it derives from one of them
 
 
 @dataclass(slots=True)

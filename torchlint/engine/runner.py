@@ -122,9 +122,15 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             continue  # one finding per rule per line: the first one stands for the line
         seen.add(key)
         cost = report.cost or check_type.cost
+        subclass = _subclass_of(summarizer, report)
+        if report.subclass_of is not None and subclass is None:
+            continue  # a class of another file the summary cannot name: nothing says it derives from the family
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 finding, in_function = _with_impact(ctx, finding, report, cost)
+                if subclass is not None:  # a class of another file: the join knows whether it derives from the family
+                    result.pending.append(Pending(finding, subclass[0], False, unless_switch=report.unless_switch, subclass_of=subclass[1]))
+                    continue
                 if report.dataset is not None or report.setting is not None or report.unless_switch or report.loader is not None:
                     _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
@@ -166,11 +172,21 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
-                                                  quiet_every_n=check_type.quiet_every_n, off_here=ctx.guards.never_taken(report.node) or ""))
+                                                  quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
+                                                  off_here=ctx.guards.never_taken(report.node) or ""))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _subclass_of(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, str] | None:
+    """``Report.subclass_of`` as plain data: the class as a summary reference, and the family."""
+    if report.subclass_of is None or summarizer is None:
+        return None
+    expr, family = report.subclass_of
+    ref = summarizer.target(expr, expr)
+    return (ref, family) if ref is not None else None
 
 
 def _opt_in(ctx: FileContext, node: cst.CSTNode) -> str:

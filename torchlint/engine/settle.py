@@ -10,6 +10,7 @@ from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
+from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
@@ -65,6 +66,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
     per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
     here = file_result.summary.path if file_result.summary is not None else None
+    if any(c.subclass_of for c in file_result.conditional):  # a class of another file: kept where it derives from the family
+        file_result.conditional = [c for c in file_result.conditional if not c.subclass_of or subclass_holds(shared.project, here, c.subclass_of)]
     if any(c.key == UNLESS_HOST_STEPS for c in file_result.conditional):
         _settle_host_steps(file_result, here in getattr(steps, "host_steps", frozenset()))
     step_loops = step_loops_of(steps, here)
@@ -97,6 +100,11 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
+
+
+def subclass_holds(project: Project | None, path: str | None, subclass_of: tuple[tuple, str]) -> bool:
+    """Does the class of ``Conditional.subclass_of`` derive from its family's library classes?"""
+    return project is not None and path is not None and path in project.files and derives_from(project, path, *subclass_of)
 
 
 def _settle_host_steps(file_result: FileResult, host: bool) -> None:
@@ -201,6 +209,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     for pending in file_result.pending:
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
+        if pending.subclass_of:
+            if project is not None and path in project.files and derives_from(project, path, pending.dataset, pending.subclass_of):  # type: ignore[arg-type]
+                yield pending.finding
+            continue  # not the project's class, or one deriving from no class of the family
         if pending.unless_host_return:
             if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
                 yield pending.finding

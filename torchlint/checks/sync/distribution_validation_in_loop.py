@@ -6,22 +6,11 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.library_bases import validating_distribution
+from torchlint.analysis.local_bases import constructed_class, reached_base
 from torchlint.analysis.switches import DISTRIBUTION_VALIDATION_OFF
 from torchlint.analysis.values import Kind
 from torchlint.checks.base import Check
-
-# The distributions whose constructor checks its parameters' constraints (`validate_args`
-# defaults to `__debug__`: on, unless Python runs with -O). Each check is a device op whose
-# result the host reads (`if not valid.all(): raise`): one sync per parameter.
-_DISTRIBUTIONS = frozenset({
-    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet", "Exponential",
-    "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
-    "InverseGamma", "Kumaraswamy", "Laplace", "LKJCholesky", "LogNormal", "LogisticNormal", "LowRankMultivariateNormal",
-    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
-    "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
-    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "Wishart",
-})
-
 
 class DistributionValidationInLoop(Check):
     """`Categorical(probs)`, `Normal(mu, std)`... built inside a hot loop without `validate_args=False`."""
@@ -29,7 +18,7 @@ class DistributionValidationInLoop(Check):
     code = "TL107"
     name = "distribution-validation-in-loop"
     cost = Cost.SYNC
-    message = ("`{call}` in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
+    message = ("`{call}`{kind} in {loop} checks its arguments on the device (`validate_args` is on by default): the host waits "
                "for each check, and for the check of each `log_prob` value, on every step")
     per_step = True
     quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
@@ -40,8 +29,10 @@ class DistributionValidationInLoop(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         qualified = ctx.qname(node.func) or ""
-        if not qualified.startswith("torch.distributions.") or qualified.rsplit(".", 1)[-1] not in _DISTRIBUTIONS:
-            return
+        base = qualified if validating_distribution(qualified) else _subclassed(ctx, node)
+        elsewhere = base is None and _project_class(ctx, node, qualified)
+        if base is None and not elsewhere:
+            return  # neither a distribution nor a class of the project deriving from one (`FixedCategorical(Categorical)`)
         if any(arg.star for arg in node.args) or ctx.keyword(node, "validate_args") is not None and not _is_true(ctx.keyword(node, "validate_args")):
             return  # turned off here, or the caller's choice (a value chosen at run time, a splat)
         loop = ctx.loops.hot_loop(node)
@@ -53,7 +44,23 @@ class DistributionValidationInLoop(Check):
         if values and all(ctx.values.kind(v, node) in (Kind.HOST, Kind.NUMPY) or ctx.devices.moved_to_host(v, node) for v in values):
             return  # parameters known to be on the host: nothing to wait for
         call = short_code(ctx.module, node.func) + "(...)"
-        self.report(node, call=call, unless_switch=DISTRIBUTION_VALIDATION_OFF)
+        kind = f" (a `{base}`, by its bases)" if base is not None and base != qualified else " (a distribution, by its bases)" if elsewhere else ""
+        self.report(node, call=call, kind=kind, unless_switch=DISTRIBUTION_VALIDATION_OFF, subclass_of=(node.func, "distribution") if elsewhere else None)
+
+
+def _subclassed(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """The distribution a class of this file derives from (any depth in this file) when ``call``
+    builds one: its ``__init__`` is the base's, argument checks and all."""
+    cls = constructed_class(ctx, call)
+    return reached_base(ctx, cls, validating_distribution) if cls is not None else None
+
+
+def _project_class(ctx, call: cst.Call, qualified: str) -> bool:  # type: ignore[no-untyped-def]
+    """A class imported from elsewhere (``from .distributions import FixedNormal``), not torch's:
+    the join tells whether the project's class derives from a distribution."""
+    last = qualified.rsplit(".", 1)[-1]
+    return bool(qualified) and last[:1].isupper() and qualified.split(".")[0] not in ("torch", "numpy", "np") \
+        and constructed_class(ctx, call) is None
 
 
 def _is_true(arg: cst.Arg | None) -> bool:

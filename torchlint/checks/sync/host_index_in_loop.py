@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Position
+from torchlint.analysis.summary import LISTED
 from torchlint.checks.base import Check, Group
 
 
@@ -31,34 +32,46 @@ class HostIndexInLoop(Check):
         hosted = [index for index in indexes if uploads.host_index(index, node)]
         if hosted and _into_from_numpy(ctx, node):
             return  # `torch.from_numpy(emb[idx.numpy()])`: what is indexed is a NumPy array, whatever else the name may hold
-        if hosted and ctx.syncs.device_tensor(node.value, node):
-            # A written list of positions is a few bytes: its copy costs what a read does, its wait for the queue.
-            cost = Cost.SMALL_UPLOAD if all(uploads.listed_index(index, node) for index in hosted) else None
-            hint = _LOADER_HINT if any(uploads.index_loader_batch(index, node) for index in hosted) else ""
-            self._found.append((node, cost, hint, _shared_index(ctx, hosted)))
+        if not hosted:
+            listed = [index for index in indexes if uploads.listed_parameter(index, node)]
+            if listed and ctx.syncs.device_tensor(node.value, node):
+                # `kv[source_indices]` with `source_indices` a parameter: held where every call passes a Python list
+                self._found.append((node, Cost.SMALL_UPLOAD, "", None, tuple(LISTED + index.value for index in listed)))  # type: ignore[attr-defined]
+            return
+        if ctx.syncs.device_tensor(node.value, node):
+            on_device: tuple[str, ...] = ()
+        else:  # `logits[:, self.suppress_tokens]` in `apply(self, logits, tokens)`: held where every call passes a device tensor
+            on_device = ctx.syncs.device_parameters(node.value, lambda: ctx.syncs.device_tensor(node.value, node))
+            if not on_device:
+                return
+        # A written list of positions is a few bytes: its copy costs what a read does, its wait for the queue.
+        cost = Cost.SMALL_UPLOAD if all(uploads.listed_index(index, node) for index in hosted) else None
+        hint = _LOADER_HINT if any(uploads.index_loader_batch(index, node) for index in hosted) else ""
+        self._found.append((node, cost, hint, _shared_index(ctx, hosted), on_device))
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        self._found: list[tuple[cst.Subscript, Cost | None, str, tuple[int, int, str] | None]] = []
+        # (the subscript, its cost, its hint, the index it shares with others, the parameters it holds by: Report.if_device)
+        self._found: list[tuple[cst.Subscript, Cost | None, str, tuple[int, int, str] | None, tuple[str, ...]]] = []
 
     def finish(self) -> None:
         ctx = self.ctx
         groups: dict[tuple[int, int, str], list[cst.Subscript]] = {}
-        for node, _, _, shared in self._found:
+        for node, _, _, shared, _ in self._found:
             if shared is not None:
                 groups.setdefault(shared, []).append(node)
-        for node, cost, hint, shared in self._found:
+        for node, cost, hint, shared, if_device in self._found:
             expr = short_code(ctx.module, node, limit=60)
             group = groups.get(shared, []) if shared is not None else []
             if len(group) < 2:
-                self.report(node, cost=cost, hint=hint, expr=expr)
+                self.report(node, cost=cost, hint=hint, if_device=if_device, expr=expr)
                 continue
             # One index copied K times in the step (cleanrl's `b_obs[mb_inds]`, `b_logprobs[mb_inds]`, ...):
             # one fix removes every copy, so they are one finding (the engine merges the group), placed
             # where the group's costliest wait is (a wait mid-step).
             name = shared[2]  # type: ignore[index]
             words = _GROUP_WORDS.format(name=name)
-            self.report(node, cost=cost, hint=hint, placed_as=_costliest(ctx, group), expr=expr,
+            self.report(node, cost=cost, hint=hint, placed_as=_costliest(ctx, group), expr=expr, if_device=if_device,
                         group=Group(shared, f"indexing with `{name}`", words, hint or _GROUP_HINT.format(name=name)))
 
 
