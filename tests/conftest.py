@@ -8,15 +8,14 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from made_ahead import AHEAD_ENV, RunsAhead, ahead, ahead_keys
 from torchlint.profiler.allocator import GLIBC_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +65,7 @@ def run_check(cwd: Path, *args: str) -> tuple[int, str, str]:
 def session_env() -> dict[str, str]:
     """The environment a child starts from: this process's, or in a run made ahead (``ahead``)
     the session's, never a test's monkeypatched variables."""
-    return dict(getattr(_AHEAD_ENV, "base", None) or os.environ)
+    return dict(getattr(AHEAD_ENV, "base", None) or os.environ)
 
 
 def child_env(profile_imports: bool = False) -> dict[str, str]:
@@ -167,95 +166,10 @@ def _private_result_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("TORCHLINT_CACHE_DIR", str(tmp_path_factory.mktemp("torchlint-cache")))
 
 
-# -- child runs made ahead --------------------------------------------------------------
-#
-# A `torchlint profile` child of a torch script costs seconds of one core (the interpreter,
-# torch's and torch._dynamo's imports, the profilers), while most tests run in this process
-# on one core: on CI's two cores the other sat idle through them. A fixture made with
-# `ahead()` starts in a background thread as the session begins, in the order the selected
-# tests need it, one at a time; its tests wait for it. A run whose findings weigh time against
-# time (`ahead(quiet=True)`) is made in its tests' turn, never beside a background run.
-
-_AHEAD_MAKERS: dict[str, Callable[[pytest.TempPathFactory], Any]] = {}
-_AHEAD_QUIET: set[str] = set()
-_AHEAD_ENV = threading.local()  # .base: the environment a run made ahead starts its children with
-
-
-class RunsAhead:
-    """The fixtures made ahead of their tests: one background thread, and a lock that a
-    background run and a quiet run hold while they run."""
-
-    def __init__(self, factory: pytest.TempPathFactory, env: dict[str, str]) -> None:
-        self._factory = factory
-        self._env = env  # the session's: a test's monkeypatched variables are not a background run's
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runs-ahead")
-        self._started: dict[str, Future[Any]] = {}
-
-    def start(self, keys: list[str]) -> None:
-        for key in keys:
-            if key not in self._started and key not in _AHEAD_QUIET:
-                self._started[key] = self._pool.submit(self._make, key)
-
-    def result(self, key: str) -> Any:
-        """The fixture's value: the background run's (waited for), or made now."""
-        future = self._started.get(key)
-        if future is not None and not future.cancelled():
-            return future.result()
-        return self._make(key)
-
-    def _make(self, key: str) -> Any:
-        with self._lock:
-            # a cache of its own: the background thread has no test's private one
-            _AHEAD_ENV.base = dict(self._env, TORCHLINT_CACHE_DIR=str(self._factory.mktemp("torchlint-cache")))
-            try:
-                return _AHEAD_MAKERS[key](self._factory)
-            finally:
-                del _AHEAD_ENV.base
-
-    def close(self) -> None:
-        for future in self._started.values():
-            future.cancel()  # a session stopped early (-x) starts no more runs
-        self._pool.shutdown(wait=True)
-
-
-def ahead(scope: str = "module", quiet: bool = False) -> Callable[[Callable[[pytest.TempPathFactory], Any]], Any]:
-    """A fixture of ``scope`` whose value is ``make(tmp_path_factory)``, made ahead in the
-    background (``quiet``: in its tests' turn, with no background run beside it). ``make``
-    starts its children with ``child_env``; it may skip (``pytest.importorskip``)."""
-
-    def wrap(make: Callable[[pytest.TempPathFactory], Any]) -> Any:
-        key = f"{make.__module__}.{make.__name__}"
-        _AHEAD_MAKERS[key] = make
-        if quiet:
-            _AHEAD_QUIET.add(key)
-
-        def fixture(runs_ahead: RunsAhead) -> Any:
-            return runs_ahead.result(key)
-
-        fixture.__doc__ = make.__doc__
-        return pytest.fixture(scope=scope, name=make.__name__)(fixture)  # type: ignore[call-overload]
-
-    return wrap
-
-
-def _ahead_keys(items: list[pytest.Item]) -> list[str]:
-    """The fixtures made ahead that ``items`` use, in the order their first test comes."""
-    keys: dict[str, None] = {}
-    for item in items:
-        module = getattr(getattr(item, "module", None), "__name__", "")
-        for name in getattr(item, "fixturenames", ()):
-            for key in (f"{module}.{name}", f"conftest.{name}"):
-                if key in _AHEAD_MAKERS:
-                    keys.setdefault(key)
-                    break
-    return list(keys)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def runs_ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunsAhead]:
     runs = RunsAhead(tmp_path_factory, dict(os.environ))
-    runs.start(_ahead_keys(request.session.items))
+    runs.start(ahead_keys(request.session.items))
     yield runs
     runs.close()
 

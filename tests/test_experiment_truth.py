@@ -166,7 +166,7 @@ def test_experiment_json_is_listed_and_its_account_reported(both, tmp_path):
     assert "What the experiment could see" in html and 'href="experiment.json"' in html
 
 
-@ahead()
+@ahead(wide=True)  # two runs at once
 def option_runs(tmp_path_factory):
     """A script given torchlint's --no-browser after its name, and the same option before it."""
     cwd = tmp_path_factory.mktemp("options")

@@ -46,7 +46,7 @@ def _try_repo(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-@ahead()
+@ahead(wide=True)  # two installs at once
 def hook_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     """(the environment, with its PRE_COMMIT_HOME; try-repo on a bad file; `pre-commit run` on
     a clean one). A clean file passes (the hook installed from HEAD: a second try-repo would

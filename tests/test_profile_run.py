@@ -85,7 +85,7 @@ def _line(name: str, needle: str) -> int:
     return next(i for i, t in enumerate(lines, 1) if needle in t)
 
 
-@ahead(scope="session")
+@ahead(scope="session", wide=True)  # two runs at once
 def early_runs(tmp_path_factory) -> dict[str, Run]:
     """The ways a script ends, each its own run, made at once: three stop modes of
     stops_early.py, a script given torchlint's own option names, and --max-steps."""
