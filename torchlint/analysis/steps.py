@@ -142,21 +142,25 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         guarded: list[_Placed] = []
         every_n: list[tuple[str, Ref, Where | None, cst.Call, str, str]] = []
         for call in self.ctx.tree.nodes(cst.Call):
-            target = self.target(call.func, call)
-            if target is None:
-                continue
-            placed = self._placement(call)
-            if placed is None:
-                placed = self._guarded_placement(call) if target[0] != "each" else None
-                if placed is not None:
-                    guarded.append((placed[0], target, placed[1], call, placed[2]))
-                elif (periodic := self._every_n_placement(call)) is not None:
-                    caller, loop, within, words = periodic
-                    every_n.extend((caller, each, loop, call, within, words) for each in (target[1] if target[0] == "each" else (target,)))
-                continue
-            caller, loop, within = placed
-            for each in target[1] if target[0] == "each" else (target,):  # a container's members
-                found.append((caller, each, loop, call, within))
+            # (`self.decoder.apply(install_hooks)`: the module's method, and the function it runs)
+            for target in (self.target(call.func, call), self.handed_function(call)):
+                if target is None:
+                    continue
+                placed = self._placement(call)
+                if placed is None:
+                    placed = self._guarded_placement(call) if target[0] != "each" else None
+                    if placed is not None:
+                        guarded.append((placed[0], target, placed[1], call, placed[2]))
+                    elif (periodic := self._every_n_placement(call)) is not None:
+                        caller, loop, within, words = periodic
+                        every_n.extend((caller, each, loop, call, within, words) for each in (target[1] if target[0] == "each" else (target,)))
+                    continue
+                caller, loop, within = placed
+                for each in target[1] if target[0] == "each" else (target,):  # a container's members
+                    found.append((caller, each, loop, call, within))
+            hooked = self.hooked_forward(call)
+            if hooked is not None:  # a hook a module class registers on itself runs on every call of its forward too
+                found.append((hooked[0], hooked[1], None, call, ""))
         return found, guarded, every_n
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:
