@@ -143,10 +143,13 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         every_n: list[tuple[str, Ref, Where | None, cst.Call, str, str]] = []
         for call in self.ctx.tree.nodes(cst.Call):
             # (`self.decoder.apply(install_hooks)`: the module's method, and the function it runs)
-            for target in (self.target(call.func, call), self.handed_function(call)):
+            named = self.target(call.func, call)
+            for target in (named, self.handed_function(call), self.keyword_model(call) if named is None else None):
                 if target is None:
                     continue
                 placed = self._placement(call)
+                if target[0] == "keywords" and (placed is None or placed[1] is not Where.INFER):
+                    continue  # (a model known by its keywords only where a decode loop calls it)
                 if placed is None:
                     placed = self._guarded_placement(call) if target[0] != "each" else None
                     if placed is not None:

@@ -202,6 +202,17 @@ class CallTargets(ObjectRefs):
         local = self._local_function(first.value.value, call)
         return ("local", local) if local is not None else None
 
+    def keyword_model(self, call: cst.Call) -> Ref | None:
+        """``("keywords", names)`` for a call of a name this file cannot resolve (a model out of a table:
+        ``model = models["text"]["model"]``) given two keywords or more (``merge_context=True,
+        past_kv=kv_cache``): the join takes it for the ``forward`` of the project's module class that takes
+        them all (``Project.forwards_taking``), asked only of a decode loop's calls."""
+        func = call.func
+        if type(func) not in (cst.Name, cst.Attribute) or self.ctx.qname(func) is not None:
+            return None  # a library's function, or not a model's call
+        keywords = tuple(sorted({a.keyword.value for a in call.args if a.keyword is not None}))
+        return ("keywords", keywords) if len(keywords) >= 2 and not any(a.star for a in call.args) else None
+
     def hooked_forward(self, call: cst.Call) -> tuple[str, Ref] | None:
         """(the ``forward`` of the class, the hook) for ``call`` registering a forward hook of this file
         (``layer.key.register_forward_hook(save_to_cache)``) inside a method of a class with a ``forward``
