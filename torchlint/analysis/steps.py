@@ -10,6 +10,9 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("star", name)``: a bare name that only a ``from m import *`` can define;
 - ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
   refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first);
+- ``("keywords", names)``: a decode loop's call of a model this file cannot name, given those
+  keywords: the ``forward`` of the project's module class that takes them all
+  (``Project.forwards_taking``; bark's ``models["text"]["model"]``);
 - a class reference may also be ``("returned", factory_ref, element)``, what a factory
   returns (``model, criterion = build(args)``), or ``("passed", function_key, parameter)``,
   what the callers pass for a parameter (``CallSite.args`` records it; ``criterion(x)``
