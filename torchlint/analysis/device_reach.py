@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -98,7 +99,33 @@ class DeviceReach:
             return any(not is_number(side) and self.on_device(side, at, _depth + 1) for side in operands(expr))
         if type(expr) is cst.UnaryOperation and _depth <= DEPTH:
             return self.on_device(expr.expression, at, _depth + 1)
-        return self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=True)
+        return self._moved_by_its_class(expr, at) or self._every_binding(expr, at, self.on_device, _depth, whole_value_of_tuples=True)
+
+    def _moved_by_its_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``self.rewards`` outside its class's constructor, where the constructor builds it (on the host)
+        and a method of the class moves it to the device it is given (``def to(self, device):
+        self.rewards = self.rewards.to(device)``, a2c's RolloutStorage, which main.py calls with the run's
+        device): the buffer the class's methods read lives where that move put it."""
+        ctx = self.ctx
+        if type(expr) is not cst.Attribute or type(expr.value) is not cst.Name or expr.value.value != "self":
+            return False
+        function = ctx.tree.enclosing_function(at)
+        if function is None or function.name.value == "__init__":
+            return False  # the constructor reads what it built, before any move
+        name = dotted(expr)
+        moved = False
+        for binding in ctx.bindings.lookup(name, at):  # type: ignore[arg-type]
+            owner = ctx.tree.enclosing_function(binding.node)
+            if binding.kind != "assign" or binding.value is None or binding.element is not None or owner is None:
+                return False  # bound some other way: what it holds is not the class's one buffer
+            if owner.name.value == "__init__":
+                continue  # the buffer as first built, before the move
+            value = binding.value
+            if type(value) is not cst.Call or type(value.func) is not cst.Attribute or dotted(value.func.value) != name \
+                    or self.move(value) != "device":
+                return False  # rebound to something else, or moved back to the host (`self.x = self.x.cpu()`)
+            moved = True
+        return moved
 
     def device_if(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, ...] | None:
         """Where ``expr`` lives, given what the function around ``at`` is passed: () on the

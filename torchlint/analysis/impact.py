@@ -63,7 +63,11 @@ class Cost(enum.Enum):
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     GUIDANCE_UNBATCHED = "the model run twice per sampling step at half the batch, where one call on the doubled batch launches each kernel once (1.3-2x at small batch, little when the GPU is full)"
     PREFIX_RECOMPUTED = "the whole prefix run through the model again for every decoded token: ~T/2 times a cached decoder's compute for T tokens"
+    GENERATE_UNCACHED = ("a library's generation with its key-value cache off: every token runs the model over the whole prefix again, "
+                         "about T/2 times the work for T tokens")
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
+    RETURNED_ATTENTION = ("an attention in several kernels with its full weight matrix written to memory, which the module also returns: "
+                          "one fused kernel would do where its callers read the weights only under an option")
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
     PRECISION = "fp32 math where the GPU has 2-8x faster reduced-precision units"
     GRAPH_BREAK = "a torch.compile graph break: the compiled code split in two, the code between run eagerly, no fusion across it"
@@ -111,7 +115,9 @@ PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
+GENERATE_UNCACHED    medium medium low    medium low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
+RETURNED_ATTENTION   medium medium low    medium low    low    low
 TF32_OFF             low    low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
 GRAPH_BREAK          high   high   medium medium low    low    low

@@ -176,6 +176,9 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         if binding.kind in ("for", "comp"):
             iterable = self._zipped(binding.value, binding.node)
             source = iterated_item(iterable, binding.element, dict_views=True)
+            inner = _nested_position(binding.node, binding.element, expr)
+            if inner is not None and type(source) is cst.Call and type(source.func) is cst.Name and source.func.value in ("zip", "enumerate"):
+                source = iterated_item(source, inner, dict_views=True)  # `for i, (block, kv) in enumerate(zip(self.h, past))`
             if source is None and binding.element is not None and type(iterable) in (cst.Name, cst.Attribute):
                 return self._row_members(iterable, binding.element, binding.node)  # `for a, b in self.pairs`
             return self._members_of(source, binding.node) if source is not None else None
@@ -296,3 +299,15 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
             else:
                 break
         return value, element
+
+
+def _nested_position(loop: cst.CSTNode, outer: int | None, name: cst.Name) -> int | None:
+    """The position of ``name`` in the tuple at position ``outer`` of a loop's target (``block`` in
+    ``for i, (block, kv) in ...``: 0), or None where the target has no such nested tuple."""
+    target = getattr(loop, "target", None)
+    if outer is None or not isinstance(target, (cst.Tuple, cst.List)) or outer >= len(target.elements):
+        return None
+    nested = target.elements[outer].value
+    if not isinstance(nested, (cst.Tuple, cst.List)):
+        return None
+    return next((i for i, e in enumerate(nested.elements) if type(e.value) is cst.Name and e.value.value == name.value), None)

@@ -248,6 +248,9 @@ class Project:
             owner = self.class_of(ref[1], importer, depth + 1)
             found = self._object_methods([owner], ref[2], depth) if owner is not None else []
             return found[0] if found else None
+        if kind == "keywords":  # a decode loop's model known by the keywords it is given
+            taking = self.forwards_taking(ref[1])
+            return taking[0] if len(taking) == 1 else None
         if kind == "super":  # `super().m()`: the first base class (of the project) that defines it
             for owner_path, owner in self.mro(importer, ref[1], depth)[1:]:
                 if ref[2] in owner.methods:
@@ -328,6 +331,19 @@ class Project:
                     work.append(sub)
         return found
 
+    def forwards_taking(self, keywords: tuple[str, ...]) -> list[tuple[str, str]]:
+        """The ``forward`` of the project's module classes (one or two, no test's) that take every keyword of
+        a decode loop's call of a model the summary could not name (bark's ``model(x, merge_context=True,
+        use_cache=..., past_kv=kv_cache)`` on a model out of a table of loaded models: ``GPT.forward``)."""
+        found = []
+        for path, summary in self.files.items():
+            for cls in summary.classes:
+                forward = f"{cls.key}.forward"
+                if "forward" in cls.methods and not cls.test and set(keywords) <= set(self.params.get(path, {}).get(forward, ())) \
+                        and self.is_module(path, cls.key):
+                    found.append((path, forward))
+        return found if len(found) <= 2 else []  # (more: keywords many models take, no telling which)
+
     def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
         """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a
         call of an object that may be of several classes (an attribute set in two branches,
@@ -349,6 +365,8 @@ class Project:
             elif kind == "object":  # one class: its method, or each class the attribute of that name may hold
                 owner = self.class_of(ref[1], importer, 1)
                 found = self._object_methods([owner], ref[2], 0) if owner is not None else []
+            elif kind == "keywords":
+                found = self.forwards_taking(ref[1])
             else:
                 one = self.function(ref, importer)
                 found = [one] if one is not None else []

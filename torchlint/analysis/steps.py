@@ -10,6 +10,9 @@ A reference to a callee is a tuple, resolved later against the whole project:
 - ``("star", name)``: a bare name that only a ``from m import *`` can define;
 - ``("object", class_ref, name)``: method ``name`` of an instance of the class ``class_ref``
   refers to (``meter.update()``; ``criterion(x)`` is ``"__call__"``: ``forward`` first);
+- ``("keywords", names)``: a decode loop's call of a model this file cannot name, given those
+  keywords: the ``forward`` of the project's module class that takes them all
+  (``Project.forwards_taking``; bark's ``models["text"]["model"]``);
 - a class reference may also be ``("returned", factory_ref, element)``, what a factory
   returns (``model, criterion = build(args)``), or ``("passed", function_key, parameter)``,
   what the callers pass for a parameter (``CallSite.args`` records it; ``criterion(x)``
@@ -142,21 +145,28 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         guarded: list[_Placed] = []
         every_n: list[tuple[str, Ref, Where | None, cst.Call, str, str]] = []
         for call in self.ctx.tree.nodes(cst.Call):
-            target = self.target(call.func, call)
-            if target is None:
-                continue
-            placed = self._placement(call)
-            if placed is None:
-                placed = self._guarded_placement(call) if target[0] != "each" else None
-                if placed is not None:
-                    guarded.append((placed[0], target, placed[1], call, placed[2]))
-                elif (periodic := self._every_n_placement(call)) is not None:
-                    caller, loop, within, words = periodic
-                    every_n.extend((caller, each, loop, call, within, words) for each in (target[1] if target[0] == "each" else (target,)))
-                continue
-            caller, loop, within = placed
-            for each in target[1] if target[0] == "each" else (target,):  # a container's members
-                found.append((caller, each, loop, call, within))
+            # (`self.decoder.apply(install_hooks)`: the module's method, and the function it runs)
+            named = self.target(call.func, call)
+            for target in (named, self.handed_function(call), self.keyword_model(call) if named is None else None):
+                if target is None:
+                    continue
+                placed = self._placement(call)
+                if target[0] == "keywords" and (placed is None or placed[1] is not Where.INFER):
+                    continue  # (a model known by its keywords only where a decode loop calls it)
+                if placed is None:
+                    placed = self._guarded_placement(call) if target[0] != "each" else None
+                    if placed is not None:
+                        guarded.append((placed[0], target, placed[1], call, placed[2]))
+                    elif (periodic := self._every_n_placement(call)) is not None:
+                        caller, loop, within, words = periodic
+                        every_n.extend((caller, each, loop, call, within, words) for each in (target[1] if target[0] == "each" else (target,)))
+                    continue
+                caller, loop, within = placed
+                for each in target[1] if target[0] == "each" else (target,):  # a container's members
+                    found.append((caller, each, loop, call, within))
+            hooked = self.hooked_forward(call)
+            if hooked is not None:  # a hook a module class registers on itself runs on every call of its forward too
+                found.append((hooked[0], hooked[1], None, call, ""))
         return found, guarded, every_n
 
     def _branch(self, call: cst.Call, loop: str | None) -> str:

@@ -16,6 +16,11 @@ from torchlint.analysis.objects import _COMPILERS, ObjectRefs
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 
 
+# A module's methods that run the function they are given: `apply` at once on each submodule, the hooks on each
+# later call of the module (`register_forward_hook(fn)`), each in the place of the step that runs the module.
+_HANDED_TO_MODULES = frozenset({"apply", "register_forward_hook", "register_forward_pre_hook"})
+
+
 class CallTargets(ObjectRefs):
     """The reference a call's function makes (see the module docstring)."""
 
@@ -182,6 +187,49 @@ class CallTargets(ObjectRefs):
         found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != getattr(table, "value", None)
                                     and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
         return ("each", found) if found else None
+
+    def handed_function(self, call: cst.Call) -> Ref | None:
+        """The function of this file a module runs for ``call``: ``module.apply(fn)`` calls it on each
+        submodule there, and ``module.register_forward_hook(fn)`` on each later call of the module (whisper's
+        ``save_to_cache``, which grows its key-value cache per decoded token): taken for a call made where
+        the hook is registered, which runs as often as the step that runs the module."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _HANDED_TO_MODULES or not call.args:
+            return None
+        first = call.args[0]
+        if first.keyword is not None or first.star or type(first.value) is not cst.Name:
+            return None
+        local = self._local_function(first.value.value, call)
+        return ("local", local) if local is not None else None
+
+    def keyword_model(self, call: cst.Call) -> Ref | None:
+        """``("keywords", names)`` for a call of a name this file cannot resolve (a model out of a table:
+        ``model = models["text"]["model"]``) given two keywords or more (``merge_context=True,
+        past_kv=kv_cache``): the join takes it for the ``forward`` of the project's module class that takes
+        them all (``Project.forwards_taking``), asked only of a decode loop's calls."""
+        func = call.func
+        if type(func) not in (cst.Name, cst.Attribute) or self.ctx.qname(func) is not None:
+            return None  # a library's function, or not a model's call
+        keywords = tuple(sorted({a.keyword.value for a in call.args if a.keyword is not None}))
+        return ("keywords", keywords) if len(keywords) >= 2 and not any(a.star for a in call.args) else None
+
+    def hooked_forward(self, call: cst.Call) -> tuple[str, Ref] | None:
+        """(the ``forward`` of the class, the hook) for ``call`` registering a forward hook of this file
+        (``layer.key.register_forward_hook(save_to_cache)``) inside a method of a class with a ``forward``
+        (whisper's ``install_kv_cache_hooks``, installing it on the model's own layers): the hook runs on
+        every call of that model, wherever the method that installs it runs."""
+        func = call.func
+        if type(func) is not cst.Attribute or not func.attr.value.startswith("register_forward"):
+            return None
+        hook = self.handed_function(call)
+        tree = self.ctx.tree
+        scope = tree.enclosing_function(call)
+        while scope is not None and type(tree.parent(tree.parent(scope))) is not cst.ClassDef:
+            scope = tree.enclosing_function(scope)  # (the method around the nested function that registers it)
+        cls = tree.parent(tree.parent(scope)) if scope is not None else None
+        if hook is None or cls is None or "forward" not in {f.name.value for f in class_body(cls) if type(f) is cst.FunctionDef}:
+            return None
+        return f"{self.class_keys[id(cls)]}.forward", hook
 
     def _local_function(self, name: str, at: cst.CSTNode) -> str | None:
         """The key of the ``def name`` visible at ``at`` (methods are reached through ``self``)."""

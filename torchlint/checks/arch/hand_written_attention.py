@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.attention_positions import few_positions, run_once_here, window_attention
+from torchlint.analysis.attention_weights import returned_beside_output
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
 from torchlint.analysis.names import dotted
@@ -50,18 +51,20 @@ class HandWrittenAttention(Check):
         use = _weights_times_values(ctx, weights, node)
         if use is None:
             return  # the weights are not multiplied into values here: no attention, or returned for a plot
-        if _weights_used_elsewhere(ctx, weights, use):
-            return  # the weights themselves are returned or kept: the fused kernel does not give them
+        returned: list[cst.CSTNode] = []
+        if _weights_used_elsewhere(ctx, weights, use, returned):
+            return  # the weights themselves are kept or read: the fused kernel does not give them
         if _fallback_of_fused(ctx, node):
             return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
         # One attention may spell its softmax in several branches (glide's bias of rank 2, of
         # rank 3, none): one finding for it, reported when the file is done.
         few = any(few_positions(ctx, operand, at) for operand, at in operands)
-        self._found.setdefault(id(use), []).append((node, use, product, few))
+        self._found.setdefault(id(use), []).append((node, use, product, few, bool(returned)))
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str, bool]]] = {}
+        # (softmax, product with the values, shape words, few positions, weights returned beside the output)
+        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str, bool, bool]]] = {}
 
     def finish(self) -> None:
         ctx = self.ctx
@@ -72,7 +75,12 @@ class HandWrittenAttention(Check):
                 chosen = spellings
             else:  # one finding: the plain spelling in the chain's `else:` (no bias, no special case), else the first
                 chosen = [next((s for s in spellings if _in_else(ctx, s[0])), spellings[0])]
-            for node, use, product, few in chosen:
+            for node, use, product, few, returned in chosen:
+                if returned:  # `return output, attn`: medium, whatever its callers read (their option, `return_attns`, or a plot)
+                    self.report(node, related=(use,), cost=Cost.RETURNED_ATTENTION, softmax=short_code(ctx.module, node.func) + "(...)",
+                                shape=product + "; its weights are returned too, which the fused kernel does not give",
+                                unreached=_in_forward(ctx, node, few, returned=True))
+                    continue
                 self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node, few))
 
 
@@ -86,7 +94,7 @@ def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def _in_forward(ctx, node: cst.CSTNode, few: bool = False) -> Unreached | None:  # type: ignore[no-untyped-def]
+def _in_forward(ctx, node: cst.CSTNode, few: bool = False, returned: bool = False) -> Unreached | None:  # type: ignore[no-untyped-def]
     """Where no step is seen to run the model (built from a config, a library's model), its
     ``forward`` still runs on every call, in each step that trains or samples with the model:
     high, since its score matrix is quadratic in the sequence length and a model's attention
@@ -110,6 +118,9 @@ def _in_forward(ctx, node: cst.CSTNode, few: bool = False) -> Unreached | None: 
         return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
                          f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, within windows (Swin's): a window's "
                          "positions squared per window, not the sequence length squared, and how often it runs per step is not visible", owners)
+    if returned:
+        return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
+                         f"{Cost.RETURNED_ATTENTION.value}, on every call of the module; how often it runs per step is not visible", owners)
     if few:
         return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
                          f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, over a few query or key positions: "
@@ -373,27 +384,32 @@ def _uses(ctx, expr: cst.BaseExpression) -> list[cst.BaseExpression]:  # type: i
     return [expr]
 
 
-def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-    """Are the weights read anywhere but the product with the values (returned, stored,
-    appended, averaged for a plot)?"""
+def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNode,  # type: ignore[no-untyped-def]
+                            returned: list[cst.CSTNode]) -> bool:
+    """Are the weights read anywhere but the product with the values (stored, appended, averaged
+    for a plot)? Returned beside the output (``return output, attn``) is noted in ``returned``."""
     for use in _uses(ctx, weights):
         if use is weights or ctx.tree.is_inside(use, matmul):
             continue
         moved = _moved(ctx, use)
         if moved is not None:
-            if _weights_used_elsewhere(ctx, moved, matmul):
-                return True  # reshaped, then returned or kept as well as multiplied into the values
+            if _weights_used_elsewhere(ctx, moved, matmul, returned):
+                return True  # reshaped, then kept as well as multiplied into the values
             continue  # `w_ = w_.permute(0, 2, 1)` on the way to `bmm(v, w_)`
         parent = ctx.tree.parent(use)
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
         if isinstance(call, cst.Call) and (ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower()):
-            if call is not weights and _weights_used_elsewhere(ctx, call, matmul):
-                return True  # `p_attn = self.drop(p_attn)`, then `return output, p_attn` (vits' relative attention)
+            if call is not weights and _weights_used_elsewhere(ctx, call, matmul, returned):
+                return True  # `p_attn = self.drop(p_attn)`, then kept
             continue
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_for_backward":
             continue  # kept for an autograd.Function's own backward: a fused kernel brings its backward too
+        if returned_beside_output(ctx, use, matmul):
+            returned.append(use)
+            continue
         return True
     return False
+
 
 
 # Fused attention kernels: a branch beside one that calls them is a fallback for old versions.

@@ -20,6 +20,8 @@ _CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 # A grown cache also names keys or values, or is the whole per-layer cache (`past_key`, `cache_v`,
 # `layer_past`, GPT-2's `past`): `past_obs` or `past_rewards`, a history an agent keeps, is not one.
 _KEY_VALUE_WORDS = re.compile(r"(^|_)(k|v|keys?|values?|kv)(_|$)|^(layer_)?(past|cache)$|^past_key_values?$|^kv_cache$")
+# Tensor methods whose result is the copy itself, or a view or cast of it (`torch.cat(...).detach()`): kept, it is the cache.
+_KEEPS_TENSOR = frozenset({"detach", "contiguous", "to", "float", "half", "bfloat16"})
 
 
 class KvCacheOutOfPlace(Check):
@@ -50,7 +52,11 @@ class KvCacheOutOfPlace(Check):
 
     def _report_kept(self, node: cst.Call, cache: str, what: str, cost: Cost | None = None, hint: str = "") -> None:
         ctx = self.ctx
-        if not isinstance(ctx.tree.parent(node), (cst.Assign, cst.AnnAssign, cst.Arg, cst.Return, cst.Element)):
+        kept: cst.CSTNode = node
+        while type(ctx.tree.parent(kept)) is cst.Attribute and ctx.tree.parent(kept).attr.value in _KEEPS_TENSOR \
+                and type(ctx.tree.parent(ctx.tree.parent(kept))) is cst.Call:  # type: ignore[attr-defined]
+            kept = ctx.tree.parent(ctx.tree.parent(kept))  # `torch.cat([cache[m], out], 1).detach()`: the copy's view is kept
+        if not isinstance(ctx.tree.parent(kept), (cst.Assign, cst.AnnAssign, cst.Arg, cst.Return, cst.Element)):
             return  # the result is not kept: nothing reads the copy (and no cache is updated at all)
         if ctx.tree.enclosing_function(node) is None:
             return  # module code: run once, not per decoded token
