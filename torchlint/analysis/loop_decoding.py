@@ -94,6 +94,11 @@ class DecodeLoops:
             return False  # (a `while` loop is the token loop itself: speculative decoding's `while pos < n:` around its draft loop)
         return any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
 
+    def decodes_within(self, call: cst.Call) -> bool:
+        """Does ``call`` run a function of this file that decodes, itself or through the
+        functions of this file it calls (a whole generation per call)?"""
+        return self._decodes_within(call, 0)
+
     def _decodes_within(self, call: cst.Call, depth: int) -> bool:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
         if function is None or depth > 1:
