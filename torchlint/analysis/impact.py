@@ -201,6 +201,10 @@ class Repeat:
     # host work in the body: the first read drains the queue (or finds it drained), and each
     # repetition after it waits only for its own device-to-host copy (~10-20 us), not a refill.
     copies: bool = False
+    # Over rows (or a range) each running the model itself, or a helper of the project that may
+    # (genlip's `scores = score_image(model, row)` per image, then its reads): each repetition is a
+    # model run of its own, and a read after it one wait per model run, a step's ratio.
+    models: bool = False
 
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
@@ -225,6 +229,12 @@ class Multiplicity:
         decoded token's), not only for the small kernels since the last read?"""
         # (two loops of copies nested, per row per token, multiply them into thousands: as costly as waits)
         return sum(repeat.copies for repeat in self.repeats) > 1 or any(not (repeat.few or repeat.copies) for repeat in self.repeats)
+
+    @property
+    def per_model_run(self) -> bool:
+        """Is every repetition that waits again one whose iterations each run the model (``Repeat.models``)?"""
+        waiting = [repeat for repeat in self.repeats if not (repeat.few or repeat.copies)]
+        return bool(waiting) and all(repeat.models for repeat in waiting)
 
     @property
     def copies(self) -> bool:
@@ -308,7 +318,7 @@ _POSITION_WHY = {
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
                             "one wait beside the decode steps' many (each token waits for the device anyway)"),
-    Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
+    Position.BEFORE_DECODE: ("once per generated sequence, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
 
@@ -337,6 +347,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     tier = _TIERS[cost][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
+    if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:
+        # An evaluation's rows each scored by the model on their own: a read per row is one wait per
+        # model run, small beside that run's work, as one read per evaluation batch is.
+        return tier, f"{cost.value}, {often}: {_PER_MODEL_RUN}"
     if cost in _REPEAT_COSTS and place.per_step.waits_again:
         # Each repetition waits again: the waits add up to more than a step's worth of slack.
         # (Over a few fixed items with nothing heavy between them, the first read drained the
@@ -345,8 +359,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
-        if place.position is Position.AFTER_DECODE:
-            # Once per generated sequence, after hundreds of decode steps that each wait: amortized over them.
+        if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
+            # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
             return LOW, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
         # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
@@ -375,6 +389,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by itself), so this is one wait per model run, "
+                  "once per evaluated item: small beside the model's work, as a read once per eval batch is")
 _ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
              "(more when steps are short); high only where it repeats within the step")
 _COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "

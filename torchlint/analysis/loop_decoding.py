@@ -11,6 +11,7 @@ from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.loop_shapes import SAMPLING
 from torchlint.analysis.names import dotted
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
+from torchlint.analysis.subtree_calls import OWN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -26,8 +27,19 @@ class DecodeLoops:
         per iteration, the model's type known or not (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
         if id(loop) not in known:
-            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop)) \
+                and not self._around_token_loop(loop)
         return known[id(loop)]
+
+    def _around_token_loop(self, loop: cst.For | cst.While) -> bool:
+        """Does ``loop`` hold the token loop rather than be one: no model run in its own body, a
+        decode loop nested in it (bark's sliding window, ``for _ in range(n_window_steps):`` around
+        ``for _ in range(sliding_window_len): logits = model(x)``)? Its iterations are windows or
+        sequences, each of many tokens."""
+        if any(self.is_step_call(call) for call in self.own_calls(loop.body, OWN)):
+            return False
+        return any(type(inner) in (cst.For, cst.While) and inner is not loop and self.decodes(inner)
+                   for inner in self.ctx.tree.descendants(loop.body))
 
     def reruns_prefix(self, loop: cst.CSTNode) -> PrefixRerun | None:
         """The model call of decode loop ``loop`` given the whole sequence the loop grows, with
@@ -67,10 +79,10 @@ class DecodeLoops:
 
     def _generates(self, loop: cst.CSTNode) -> bool:
         """A loop that calls ``.generate()`` (fairseq's ``for sample in itr: hypos =
-        generator.generate(model, sample)``): an inference step per iteration, a whole
-        generation (its tokens decoded inside), not one token."""
-        return type(loop) in (cst.For, cst.While) and any(
-            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop))
+        generator.generate(model, sample)``), or around a token loop of its own (``_around_token_loop``):
+        an inference step per iteration, a whole generation or window (its tokens decoded inside), not one token."""
+        return type(loop) in (cst.For, cst.While) and (any(
+            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop)) or self._around_token_loop(loop))
 
     def _within_decode(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` inside a decode loop of its function, training nothing (a beam search's

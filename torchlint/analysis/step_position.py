@@ -62,6 +62,8 @@ class StepPositions(StepSyncs):
         if stop is None:  # module-level code outside any loop
             return Position.MID_STEP if self._work_after(node, stop) else None
         if type(stop) is not cst.FunctionDef:  # a loop: its step starts with its iteration
+            if not self.ctx.loops.decodes(stop) and self._decoding_after(node, stop):
+                return Position.BEFORE_DECODE  # bark's window prompt, uploaded before the window's token loop
             if self._fresh(node, stop):
                 return Position.STEP_START
             if self._work_after(node, stop):
