@@ -370,6 +370,9 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
             why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
         if cost in (Cost.UPLOAD, Cost.SMALL_UPLOAD):  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
+        if where is Where.EVAL:  # an evaluation's step is its batch
+            why = why.replace("copy per step", "copy per eval batch", 1).replace("sync per step", "sync per eval batch", 1) \
+                .replace("wait per step", "wait per eval batch", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost is Cost.SMALL_UPLOAD:
         # One small blocking copy per step, wherever it sits: the host waits once for the queue and
@@ -386,6 +389,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         return MEDIUM, f"{cost.value}, {often}, {once}, mid-step: the kernels after it wait for the host, one pipeline refill per step{rows}"
     if copies and cost in _WAITS:
         return tier, f"{cost.value}, {often}: {_COPIES_MID_STEP}"
+    if cost in _WAITS and where is Where.EVAL:
+        # An evaluation's batch: a forward, no backward or optimizer step queued behind the wait.
+        once = "one real wait per eval batch" if place.per_step else "once per eval batch"
+        return tier, f"{cost.value}, {often}, {once}: one wait beside the batch's forward, no backward or optimizer step after it"
     return tier, f"{cost.value}, {often}"
 
 
