@@ -38,8 +38,14 @@ class DecodeLoops:
         sequences, each of many tokens."""
         if any(self.is_step_call(call) for call in self.own_calls(loop.body, OWN)):
             return False
-        return any(type(inner) in (cst.For, cst.While) and inner is not loop and self.decodes(inner)
+        # (directly around it: the token loop's nearest enclosing loop is this one; a loop over a dataset's images
+        # around a loop of rows around the token loop is neither)
+        return any(type(inner) in (cst.For, cst.While) and inner is not loop and self._nearest_loop(inner) is loop and self.decodes(inner)
                    for inner in self.ctx.tree.descendants(loop.body))
+
+    def _nearest_loop(self, inner: cst.CSTNode) -> cst.CSTNode | None:
+        """The nearest ``for``/``while`` statement around ``inner``."""
+        return next((each for each in self.enclosing_loops(inner) if type(each) in (cst.For, cst.While)), None)
 
     def reruns_prefix(self, loop: cst.CSTNode) -> PrefixRerun | None:
         """The model call of decode loop ``loop`` given the whole sequence the loop grows, with

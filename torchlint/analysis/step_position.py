@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.decoding import generation_before
-from torchlint.analysis.impact import Position
+from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
@@ -94,11 +94,13 @@ class StepPositions(StepSyncs):
         loops = self.ctx.loops
         if type(stop) is cst.FunctionDef:
             return generation_before(self.ctx, node) is not None
-        if loops.decodes(stop):
-            return False  # in the token loop itself (a statement after a nested loop there still runs per token)
+        if loops.decodes(stop) or loops.where(stop) is Where.TRAIN:
+            # in the token loop itself (a statement after a nested loop there still runs per token); or a training
+            # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
+            return False
         for statement in self._statements_around(node, stop, after=False):
             if type(statement) in (cst.For, cst.While):
-                if loops.decodes(statement):
+                if loops.decodes(statement) and self.ctx.places.repeat_of(statement).kind != ENV_STEP:  # (an environment's rollout is no generation)
                     return True
                 continue  # (a loop of other work before it: its calls run per its own item, not once)
             if any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
