@@ -27,8 +27,14 @@ class DecodeLoops:
         per iteration, the model's type known or not (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
         if id(loop) not in known:
-            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop)) \
-                and not self._around_token_loop(loop)
+            known[id(loop)] = self._decodes_by_shape(loop) and not self._around_token_loop(loop)
+        return known[id(loop)]
+
+    def _decodes_by_shape(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop``, with what runs in the loops inside it, decode, sample or denoise? Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_decodes_by_shape_of", {})
+        if id(loop) not in known:
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
         return known[id(loop)]
 
     def _around_token_loop(self, loop: cst.For | cst.While) -> bool:
@@ -88,7 +94,7 @@ class DecodeLoops:
         generator.generate(model, sample)``), or around a token loop of its own (``_around_token_loop``):
         an inference step per iteration, a whole generation or window (its tokens decoded inside), not one token."""
         return type(loop) in (cst.For, cst.While) and (any(
-            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop)) or self._around_token_loop(loop))
+            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop)) or self._decodes_by_shape(loop) and self._around_token_loop(loop))
 
     def _within_decode(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` inside a decode loop of its function, training nothing (a beam search's

@@ -94,6 +94,9 @@ class StepPositions(StepSyncs):
         loops = self.ctx.loops
         if type(stop) is cst.FunctionDef:
             return generation_before(self.ctx, node) is not None
+        if any(type(loop) in (cst.For, cst.While) and loop is not stop and self.ctx.tree.is_inside(loop, stop)
+               for loop in loops.enclosing_loops(node)):
+            return False  # in a loop of its own inside the iteration (a per-token read after a prefill loop): not once per sequence
         if loops.decodes(stop) or loops.where(stop) is Where.TRAIN:
             # in the token loop itself (a statement after a nested loop there still runs per token); or a training
             # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
