@@ -145,8 +145,7 @@ class Places(StepPositions):
                 return Repeat("candidate", count)  # `for j in range(beam): ids[0, j]` of `torch.topk(...)`: the k best
             kind = _named_kind(names + " " + bound)
             if kind is None:  # `for bib in range(len(mel_input_length))`: rows, most often
-                copies = self._copies_only(loop)
-                return Repeat("iteration", count, copies=copies, models=not copies and not self._light(loop))
+                return Repeat("iteration", count, copies=self._copies_only(loop))
             return Repeat("decoded token" if kind == "token" else kind, count)  # `range(max_returned_tokens - n)`
         kind = self._decoded(_named_kind(names), loop)
         if kind is None and self._over_device_tensor(iterable, loop):
