@@ -80,7 +80,7 @@ def test_opt_in_parameter_nobody_passes_is_low_and_says_so() -> None:
 def test_opt_in_parameter_a_step_passes_runs_every_step() -> None:
     for passing in (", trace=True", ", trace=passing", ", **{'trace': True}"):
         found = _findings(_OPT_IN.replace("PASS", passing), "TL101")
-        assert [(f.line, f.impact) for f in found] == [(13, "high")], passing
+        assert [(f.line, f.impact) for f in found] == [(13, "medium")], passing
         assert "opt-in" not in found[0].impact_reason
 
 
@@ -92,7 +92,7 @@ def test_the_else_of_a_negated_opt_in_flag_is_opt_in_too() -> None:
     assert [(f.line, f.impact) for f in found] == [(15, "low")]
     assert "opt-in path: `trace` is off by default" in found[0].impact_reason
     found = _findings(text.replace("PASS", ", trace=True"), "TL101")
-    assert [(f.line, f.impact) for f in found] == [(15, "high")]
+    assert [(f.line, f.impact) for f in found] == [(15, "medium")]
 
 
 # Review 6 (vits, glide): reads that run only when a check fails or a cache misses.

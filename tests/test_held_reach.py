@@ -49,16 +49,16 @@ def _relative(finding, root: Path):  # type: ignore[no-untyped-def]
 def test_a_global_model_set_by_another_module_is_reached_through_its_wrapper(root: Path) -> None:
     found = _findings(root, "models.py", "wrappers.py", "run_across.py")
     index = next(f for f in found if f.code == "TL114")
-    assert Path(index.path).name == "models.py" and index.impact == "high"
+    assert Path(index.path).name == "models.py" and index.impact == "medium"  # one wait per step mid-step (issue 32)
     assert "run_across.py" in index.message
 
 
 def test_a_wrapper_that_runs_the_model_is_device_work_before_a_read() -> None:
-    # The read after `model_wrap(x)` waits for the forward the wrapper queued: mid-step (high),
+    # The read after `model_wrap(x)` waits for the forward the wrapper queued: mid-step (medium: once per step),
     # not "at its start"; with no model in the wrapper it is the step's first device work.
     source = (PROJECT / "run_held.py").read_text()
     found = [f for f in lint_source(source, "run_held.py", Config(select=("TL102",), min_impact="low")) if f.code == "TL102"]
-    assert [f.impact for f in found] == ["high"]
+    assert [f.impact for f in found] == ["medium"]  # mid-step, once per step (issue 32)
     quiet = source.replace("    return ranker(x.to(device))\n", "    return x.to(device)\n")
     found = [f for f in lint_source(quiet, "run_held.py", Config(select=("TL102",), min_impact="low")) if f.code == "TL102"]
     assert [f.impact for f in found] != ["high"]

@@ -111,8 +111,14 @@ def environment_step(call: cst.CSTNode | None) -> bool:
     """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
     if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":
         return False
-    owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
-    return owner in ("env", "envs", "environment", "environments") or owner.endswith(("_env", "_envs"))
+    return names_an_environment(call.func.value)
+
+
+def names_an_environment(owner: cst.BaseExpression) -> bool:
+    """``env``, ``self.env``, ``train_envs``, ``envs.venv`` (the environment a vectorised wrapper
+    holds): an environment by its name, whose ``step``/``eval()``/``train()`` are not a model's."""
+    name = (dotted(owner) or "").rsplit(".", 1)[-1].lower()
+    return name in ("env", "envs", "venv", "environment", "environments") or name.endswith(("_env", "_envs"))
 
 
 # Lightning's logging calls take a tensor and read it only when they write it out.

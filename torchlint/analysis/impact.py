@@ -176,6 +176,7 @@ class Position(enum.Enum):
     BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
     BEFORE_READ = "before-read"  # an explicit synchronize the step's next read follows, only small ops between: that read waits for the queue anyway
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
+    AFTER_DECODE = "after-decode"  # after a whole decode loop, outside it: once per generated sequence (its result), amortized over its tokens
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
 
 
@@ -206,6 +207,10 @@ class Repeat:
     # host work in the body: the first read drains the queue (or finds it drained), and each
     # repetition after it waits only for its own device-to-host copy (~10-20 us), not a refill.
     copies: bool = False
+    # Over rows (or a range) each running the model itself, or a helper of the project that may
+    # (genlip's `scores = score_image(model, row)` per image, then its reads): each repetition is a
+    # model run of its own, and a read after it one wait per model run, a step's ratio.
+    models: bool = False
 
 
 FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
@@ -243,6 +248,12 @@ class Multiplicity:
         decoded token's), not only for the small kernels since the last read?"""
         # (two loops of copies nested, per row per token, multiply them into thousands: as costly as waits)
         return sum(repeat.copies for repeat in self.repeats) > 1 or any(not (repeat.few or repeat.copies) for repeat in self.repeats)
+
+    @property
+    def per_model_run(self) -> bool:
+        """Is every repetition that waits again one whose iterations each run the model (``Repeat.models``)?"""
+        waiting = [repeat for repeat in self.repeats if not (repeat.few or repeat.copies)]
+        return bool(waiting) and all(repeat.models for repeat in waiting)
 
     @property
     def copies(self) -> bool:
@@ -324,7 +335,9 @@ _POSITION_WHY = {
                            "without this read the step would wait as long"),
     Position.BEFORE_READ: ("an explicit synchronize the step's next read follows with only host work and small ops between "
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
-    Position.BEFORE_DECODE: ("once per generation, before its decode loop: each decoded token waits for the device anyway, "
+    Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
+                            "one wait beside the decode steps' many (each token waits for the device anyway)"),
+    Position.BEFORE_DECODE: ("once per generated sequence, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
 
@@ -353,6 +366,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     tier = _TIERS[cost][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
+    if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:
+        # An evaluation's rows each scored by the model on their own: a read per row is one wait per
+        # model run, small beside that run's work, as one read per evaluation batch is.
+        return tier, f"{cost.value}, {often}: {_PER_MODEL_RUN}"
     if cost in _REPEAT_COSTS and place.per_step.waits_again:
         # Each repetition waits again: the waits add up to more than a step's worth of slack.
         # (Over a few fixed items with nothing heavy between them, the first read drained the
@@ -361,6 +378,9 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
+        if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
+            # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
+            return LOW, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
         # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
         why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
@@ -369,21 +389,34 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
             why = why.replace("one sync per step", f"one real wait per step ({after})", 1)
         if cost in (Cost.UPLOAD, Cost.SMALL_UPLOAD):  # a blocking copy waits as a read does
             why = why.replace("one sync per step", "one blocking copy per step", 1).replace("this read waits", "this copy waits", 1)
+        if where is Where.EVAL:  # an evaluation's step is its batch
+            why = why.replace("copy per step", "copy per eval batch", 1).replace("sync per step", "sync per eval batch", 1) \
+                .replace("wait per step", "wait per eval batch", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost is Cost.SMALL_UPLOAD:
         # One small blocking copy per step, wherever it sits: the host waits once for the queue and
         # the tensor goes straight to the op that takes it, no value for Python to act on before
         # the rest of the step is queued: one sync's worth per step. (Repeated, it is high above.)
         return tier, f"{cost.value}, {often}: {_ONE_COPY}"
-    if cost in _READ_COSTS and where is not Where.EVAL and tier == MEDIUM:
-        # Device work queued after it waits for Python too: the GPU idles in the middle of the step.
+    if cost in _WAITS and where is not Where.EVAL and tier != LOW:
+        # One wait per step mid-step: the kernels after it wait for the host, but that is one pipeline
+        # refill per step, as at the step's end (0.12 ms of an 8.9 ms H200 step): medium wherever it
+        # sits. High is for waits that repeat within the step (above). (A blocking upload's bytes are
+        # a copy's, small beside the step's kernels unless the tensor is a batch's.)
+        once = "one real wait per step" if place.per_step else "once per step"
         rows = "; the rows after the first wait only for their own copies" if copies else ""
-        return HIGH, f"{cost.value}, {often}, mid-step: the kernels after it wait for the host{rows}"
+        return MEDIUM, f"{cost.value}, {often}, {once}, mid-step: the kernels after it wait for the host, one pipeline refill per step{rows}"
     if copies and cost in _WAITS:
         return tier, f"{cost.value}, {often}: {_COPIES_MID_STEP}"
+    if cost in _WAITS and where is Where.EVAL:
+        # An evaluation's batch: a forward, no backward or optimizer step queued behind the wait.
+        once = "one real wait per eval batch" if place.per_step else "once per eval batch"
+        return tier, f"{cost.value}, {often}, {once}: one wait beside the batch's forward, no backward or optimizer step after it"
     return tier, f"{cost.value}, {often}"
 
 
+_PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by itself), so this is one wait per model run, "
+                  "once per evaluated item: small beside the model's work, as a read once per eval batch is")
 _ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
              "(more when steps are short); high only where it repeats within the step")
 _COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "

@@ -11,6 +11,7 @@ from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.loop_shapes import SAMPLING
 from torchlint.analysis.names import dotted
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
+from torchlint.analysis.subtree_calls import OWN
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -26,8 +27,31 @@ class DecodeLoops:
         per iteration, the model's type known or not (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes", {})
         if id(loop) not in known:
+            known[id(loop)] = self._decodes_by_shape(loop) and not self._around_token_loop(loop)
+        return known[id(loop)]
+
+    def _decodes_by_shape(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop``, with what runs in the loops inside it, decode, sample or denoise? Memoised."""
+        known: dict[int, bool] = self.__dict__.setdefault("_decodes_by_shape_of", {})
+        if id(loop) not in known:
             known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
         return known[id(loop)]
+
+    def _around_token_loop(self, loop: cst.For | cst.While) -> bool:
+        """Does ``loop`` hold the token loop rather than be one: no model run in its own body, a
+        decode loop nested in it (bark's sliding window, ``for _ in range(n_window_steps):`` around
+        ``for _ in range(sliding_window_len): logits = model(x)``)? Its iterations are windows or
+        sequences, each of many tokens."""
+        if any(self.is_step_call(call) for call in self.own_calls(loop.body, OWN)):
+            return False
+        # (directly around it: the token loop's nearest enclosing loop is this one; a loop over a dataset's images
+        # around a loop of rows around the token loop is neither)
+        return any(type(inner) in (cst.For, cst.While) and inner is not loop and self._nearest_loop(inner) is loop and self.decodes(inner)
+                   for inner in self.ctx.tree.descendants(loop.body))
+
+    def _nearest_loop(self, inner: cst.CSTNode) -> cst.CSTNode | None:
+        """The nearest ``for``/``while`` statement around ``inner``."""
+        return next((each for each in self.enclosing_loops(inner) if type(each) in (cst.For, cst.While)), None)
 
     def reruns_prefix(self, loop: cst.CSTNode) -> PrefixRerun | None:
         """The model call of decode loop ``loop`` given the whole sequence the loop grows, with
@@ -67,10 +91,10 @@ class DecodeLoops:
 
     def _generates(self, loop: cst.CSTNode) -> bool:
         """A loop that calls ``.generate()`` (fairseq's ``for sample in itr: hypos =
-        generator.generate(model, sample)``): an inference step per iteration, a whole
-        generation (its tokens decoded inside), not one token."""
-        return type(loop) in (cst.For, cst.While) and any(
-            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop))
+        generator.generate(model, sample)``), or around a token loop of its own (``_around_token_loop``):
+        an inference step per iteration, a whole generation or window (its tokens decoded inside), not one token."""
+        return type(loop) in (cst.For, cst.While) and (any(
+            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop)) or self._decodes_by_shape(loop) and self._around_token_loop(loop))
 
     def _within_decode(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` inside a decode loop of its function, training nothing (a beam search's
@@ -93,6 +117,11 @@ class DecodeLoops:
         if type(loop) is not cst.For or self.decodes(loop):
             return False  # (a `while` loop is the token loop itself: speculative decoding's `while pos < n:` around its draft loop)
         return any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
+
+    def decodes_within(self, call: cst.Call) -> bool:
+        """Does ``call`` run a function of this file that decodes, itself or through the
+        functions of this file it calls (a whole generation per call)?"""
+        return self._decodes_within(call, 0)
 
     def _decodes_within(self, call: cst.Call, depth: int) -> bool:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))

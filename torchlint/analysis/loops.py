@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
+from torchlint.analysis.host_consumers import names_an_environment
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
 from torchlint.analysis.inline_lambdas import runs_in_place
 from torchlint.analysis.loop_decoding import DecodeLoops
@@ -247,7 +248,9 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         name = function.name.value.lower() if function is not None else ""
         # (a loop that puts its model in training mode itself, `trainer.train()`, trains, whatever
         # evaluation it runs every N steps: `trainer.eval()` in a branch)
-        evaluates = "eval" in methods and "train" not in methods
+        # (not an environment's `envs.venv.eval()`: a normalising wrapper's statistics frozen, no model's mode)
+        modes = {self.ctx.method_name(c) for c in calls if not _an_environment_mode(c)}
+        evaluates = "eval" in modes and "train" not in modes
         if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
             return Where.EVAL
         iterated = " ".join(plain_code(self.ctx.module, r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
@@ -272,7 +275,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""
         tree = self.ctx.tree
         scope, start = tree.scope_of(loop), tree.index(loop)
-        before = [c for c in self.ctx.method_calls(("eval", "train")) if tree.index(c) < start and tree.scope_of(c) is scope]
+        before = [c for c in self.ctx.method_calls(("eval", "train"))
+                  if tree.index(c) < start and tree.scope_of(c) is scope and not _an_environment_mode(c)]
         return bool(before) and self.ctx.method_name(before[-1]) == "eval" and not before[-1].args
 
     def is_hot(self, loop: cst.CSTNode) -> bool:
@@ -373,3 +377,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
 
     def _iterates_loader(self, loop: cst.CSTNode) -> bool:
         return self.loader_of(self.iterated_expression(loop), loop) is not None
+
+
+def _an_environment_mode(call: cst.Call) -> bool:
+    """``envs.venv.eval()``: an environment's mode (a normalising wrapper's statistics frozen), not a model's."""
+    return type(call.func) is cst.Attribute and names_an_environment(call.func.value)

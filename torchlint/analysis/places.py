@@ -112,15 +112,20 @@ class Places(StepPositions):
             # next as a decoder's token does, but what it makes is an environment step, not a token
             return Repeat(ENV_STEP, self._range_count(loop.iter) if type(loop) is cst.For else None)  # type: ignore[attr-defined]
         if type(loop) is cst.While:
-            return Repeat("decoded token" if self._calls_a_model(loop) or self.ctx.loops.decodes(loop) else "iteration")
+            # (a `while True:` that draws its own batches, `batch = next(dataloader_iter, None)`, goes over batches, whatever
+            # model it runs: open_clip's FSDP evaluation)
+            tokens = self.ctx.loops.decodes(loop) or self._calls_a_model(loop) and not self._draws_batches(loop)
+            return Repeat("decoded token" if tokens else "iteration")
         comp_for = loop if type(loop) is cst.For else loop.for_in  # a comprehension's first `for`
         iterable, target = comp_for.iter, comp_for.target
         names = " ".join(filter(None, (dotted(e) for e in _parts(target)))).lower()
         code = plain_code(self.ctx.module, iterable).lower()
         if tensors_method(iterable, views=DICT_VIEWS, wrappers=PER_TENSOR) is not None:
             return Repeat("parameter")
-        if "topk" in code or "argsort" in code:
-            return Repeat("candidate")  # `for logprob, token in zip(*logprobs.topk(k))`: the k best, whatever they are named
+        if "topk(" in code or "argsort(" in code:
+            # `for logprob, token in zip(*logprobs.topk(k))`: the k best, whatever they are named (not `for k in topk`,
+            # an accuracy's few cut-offs: a parameter of a few values, `_few_items`)
+            return Repeat("candidate")
         count = self._range_count(iterable)
         if self.ctx.loops.denoises(loop):
             return Repeat("denoising step", count)  # before the words: `range(num_sample_steps)` decodes no token
@@ -129,7 +134,8 @@ class Places(StepPositions):
             if any(word in names for word in ("beam", "cand", "hyp")):
                 return Repeat(_named_kind(names) or "iteration", count)
             if ".size(0)" in bound or ".shape[0]" in bound or "len(" in bound and "batch" in bound or any(word in bound for word in _BATCH_ROW_WORDS):
-                return Repeat("batch row", count, copies=self._copies_only(loop))
+                copies = self._copies_only(loop)
+                return Repeat("batch row", count, copies=copies, models=not copies and not self._light(loop))
             # (`len(x)` is a count, not a sequence length: `range(len(d_en))` decodes nothing by its name)
             words = bound.replace("len(", "(")
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in words for word in _DECODE_WORDS) and self._calls_a_model(loop) \
@@ -182,7 +188,9 @@ class Places(StepPositions):
             return len(elements) if 0 < len(elements) <= _FEW else None
         if node_type is cst.Name:
             bound = self.ctx.bindings.lookup(iterable.value, at)
-            if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
+            # (a parameter defaulted to a few values, `def accuracy(output, target, topk=(1, 5))`: its callers pass
+            # cut-offs of the same kind; the loop runs a few times per call)
+            if len(bound) == 1 and bound[0].kind in ("assign", "param") and bound[0].element is None and bound[0].value is not None:
                 return self._few_items(bound[0].value, bound[0].node, depth + 1)
         return None
 
@@ -258,6 +266,11 @@ class Places(StepPositions):
         if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "zip") and iterable.args:
             iterable = iterable.args[0].value
         return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
+
+    def _draws_batches(self, loop: cst.While) -> bool:
+        """Does the loop's body draw from an iterator with the builtin ``next(...)`` (a loader's batches)?"""
+        return any(type(call.func) is cst.Name and call.func.value == "next" and self.ctx.qname(call.func) is None
+                   for call in self.ctx.loops.loop_calls(loop))
 
     def _steps_an_environment(self, loop: cst.CSTNode) -> bool:
         """Does the loop's own body (not a loop nested in it) step an environment (``envs.step(action)``)?"""

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.impact import Position
+from torchlint.analysis.decoding import generation_before
+from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
@@ -43,6 +44,8 @@ class StepPositions(StepSyncs):
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
+        if self._after_generation(node, stop):
+            return Position.AFTER_DECODE  # the generation's result, read once per sequence: its tokens' waits dwarf it
         turn = self._turning_loop(node, stop) if type(node) is cst.Call and self._plain_sync(node) else None
         if turn is not None:
             # A timer's synchronize, across the turn of the loop that repeats it: the previous
@@ -59,6 +62,8 @@ class StepPositions(StepSyncs):
         if stop is None:  # module-level code outside any loop
             return Position.MID_STEP if self._work_after(node, stop) else None
         if type(stop) is not cst.FunctionDef:  # a loop: its step starts with its iteration
+            if not self.ctx.loops.decodes(stop) and self._decoding_after(node, stop):
+                return Position.BEFORE_DECODE  # bark's window prompt, uploaded before the window's token loop
             if self._fresh(node, stop):
                 return Position.STEP_START
             if self._work_after(node, stop):
@@ -76,6 +81,34 @@ class StepPositions(StepSyncs):
             return Position.BEFORE_DECODE if not self._fresh(node, stop) and self._decoding_after(node, stop) else Position.MID_STEP
         # after the function's own work: where its call ends, not the step's start
         return None if self._fresh(node, stop) else Position.CALL_END
+
+    def _after_generation(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Does a whole generation run before ``node`` in its step, ``node`` outside it: a decode
+        loop of its function before it (``translate_sentence``'s ``.tolist()`` of the best beam
+        after its beam search), or, in a loop over sequences, a statement before it in the
+        iteration that runs one (a decode loop nested there, ``.generate(...)``, a function of
+        this file that decodes: llama2.c's ``y = model.generate(x, n)`` then ``y[0].tolist()``)?
+        It runs once per generated sequence, however many tokens that decoded."""
+        if stop is None:
+            return False
+        loops = self.ctx.loops
+        if type(stop) is cst.FunctionDef:
+            return generation_before(self.ctx, node) is not None
+        if any(type(loop) in (cst.For, cst.While) and loop is not stop and self.ctx.tree.is_inside(loop, stop)
+               for loop in loops.enclosing_loops(node)):
+            return False  # in a loop of its own inside the iteration (a per-token read after a prefill loop): not once per sequence
+        if loops.decodes(stop) or loops.where(stop) is Where.TRAIN:
+            # in the token loop itself (a statement after a nested loop there still runs per token); or a training
+            # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
+            return False
+        for statement in self._statements_around(node, stop, after=False):
+            if type(statement) in (cst.For, cst.While):
+                if loops.decodes(statement) and self.ctx.places.repeat_of(statement).kind != ENV_STEP:  # (an environment's rollout is no generation)
+                    return True
+                continue  # (a loop of other work before it: its calls run per its own item, not once)
+            if any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
+                return True
+        return False
 
     def _plain_sync(self, call: cst.Call) -> bool:
         """``torch.cuda.synchronize()`` or a name bound to it: not a helper that synchronizes
