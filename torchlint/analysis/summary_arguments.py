@@ -7,7 +7,7 @@ of StepSummarizer, which supplies ``ctx``."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
@@ -39,13 +39,7 @@ class CallArguments:
     def _uploaded_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments the caller copied from the host just before (``caplens = caplens.to(device)``
         of a loader batch): a callee that reads them back to the host makes a round trip."""
-        found: list[int | str] = []
-        for position, arg in enumerate(call.args):
-            if arg.star:
-                break
-            if self.ctx.uploads.uploaded_batch(arg.value, call):
-                found.append(arg.keyword.value if arg.keyword is not None else position)
-        return tuple(found)
+        return _arguments_where(call, lambda value: self.ctx.uploads.uploaded_batch(value, call))
 
     @cached_property
     def _steps_env(self) -> bool:
@@ -69,13 +63,7 @@ class CallArguments:
         """Arguments that are Python lists (whisper's ``rearrange_kv_cache(source_indices)`` with
         ``source_indices`` appended to from ``[]``): a callee indexing a device tensor with one
         copies it over (``Steps.device_params``' ``listed:`` keys)."""
-        found: list[int | str] = []
-        for position, arg in enumerate(call.args):
-            if arg.star:
-                break
-            if self.ctx.uploads.python_list(arg.value, call):
-                found.append(arg.keyword.value if arg.keyword is not None else position)
-        return tuple(found)
+        return _arguments_where(call, lambda value: self.ctx.uploads.python_list(value, call))
 
     def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
         """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
@@ -198,3 +186,14 @@ def falsy_args(call: cst.Call) -> tuple[int | str, ...]:
 
 def _is_none(value: cst.BaseExpression) -> bool:
     return type(value) is cst.Name and value.value == "None"
+
+
+def _arguments_where(call: cst.Call, test: Callable[[cst.BaseExpression], bool]) -> tuple[int | str, ...]:
+    """The keyword (or position) of each argument before a splat whose value passes ``test``."""
+    found: list[int | str] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if test(arg.value):
+            found.append(arg.keyword.value if arg.keyword is not None else position)
+    return tuple(found)
