@@ -65,12 +65,12 @@ def test_each_command_runs(args: list[str], tmp_path: Path) -> None:
         log = json.loads(report)
         jsonschema.Draft4Validator(schema).validate(log)
         # TL303 (a memset per step) is low impact: left out by default, as in every format
-        assert {(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]} == {("TL101", "error")}
+        assert {(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]} == {("TL101", "warning")}  # one read per step: medium (issue 32)
     elif output_format == "gitlab":
         issues = json.loads(report)
         assert {i["location"]["path"] for i in issues} == {"train.py"} and all(i["fingerprint"] for i in issues)
     elif output_format == "github":
-        assert [line.split(" ", 1)[0] for line in report.splitlines()] == ["::error"]  # TL101, high
+        assert [line.split(" ", 1)[0] for line in report.splitlines()] == ["::warning"]  # TL101, medium: one read per step
     else:
         assert "train.py:7:11: TL101" in report
 
