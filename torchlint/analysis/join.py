@@ -24,7 +24,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
-from torchlint.analysis.patched import installed_patches
+from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, LISTED, RETURNED, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
@@ -374,7 +374,7 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     the model's). A file some step reaches is left out: there the join sees how its code is used;
     so is test code (a test's model exercises the library on toy inputs). A function patched into a
     library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it;
-    not where the function that installs it is called nowhere in the project (``patched.installed_patches``).
+    not where the function that installs it is called nowhere in the project (``patch_installs.installed_patches``).
     ``on_host``: the project runs on the host (``_on_host``), its models with it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     installed = installed_patches(project)
