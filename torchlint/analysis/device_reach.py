@@ -143,6 +143,53 @@ class DeviceReach:
             self._conditions, self._condition_scope = None, None
         return tuple(sorted(noted)) if found else None
 
+    def returns_device(self, function: cst.FunctionDef) -> tuple[cst.Call, ...] | None:
+        """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a device
+        tensor: one known on the device, a module's output, or what a call of an object's attribute
+        gives, where the join finds it runs a module's ``forward`` (whisper's ``PyTorchInference.logits``,
+        ``return self.model.decoder(tokens, audio_features, kv_cache=self.kv_cache)``): those calls,
+        for the join (``FileSummary.device_results``); None where some return may be a host value."""
+        tree, returns = self.ctx.tree, []
+        for node in tree.descendants(function):
+            if type(node) in (cst.Yield, cst.Await):
+                return None  # a generator's or a coroutine's result is no tensor
+            if type(node) is cst.Return and tree.enclosing_function(node) is function:
+                if node.value is None or len(returns) >= 4:
+                    return None  # returns nothing on some path, or too many paths to follow
+                returns.append(node)
+        modules: list[cst.Call] = []
+        for r in returns:
+            value = r.value
+            if type(value) is cst.Call and self._model_called(value, r):
+                continue  # a module's output is where its weights are, whatever it is given: the device on a GPU run
+            if type(value) is cst.Call and type(value.func) is cst.Attribute and self.ctx.qname(value.func) is None \
+                    and dotted(value.func) is not None and dotted(value.func).startswith("self."):
+                modules.append(value)  # `self.model.decoder(...)`: a module's output where the join finds one there
+                continue
+            if not self.on_device(value, r):  # type: ignore[arg-type]
+                return None
+        return tuple(modules) if returns else None
+
+    def result_elsewhere(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
+        """The call whose result ``expr`` is, or a slice of (``logits`` after ``logits =
+        self.inference.logits(tokens, features)`` and ``logits = logits[:, -1]``), where that call runs
+        a function this file cannot read (``result_of_elsewhere``): the join tells whether it returns
+        a device tensor (``CallSite.results``)."""
+        bindings, tree = self.ctx.bindings, self.ctx.tree
+        for _ in range(DEPTH):
+            while type(expr) is cst.Subscript:
+                expr = expr.value  # a slice of a tensor is where the tensor is
+            if type(expr) is not cst.Name:
+                return None
+            call = self.result_of_elsewhere(expr, at)  # type: ignore[attr-defined]
+            if call is not None:
+                return call
+            bound = bindings.latest_before(bindings.lookup(expr.value, at), at, lambda b: not tree.is_inside(at, b.node))
+            if bound is None or bound.kind != "assign" or bound.element is not None or type(bound.value) is not cst.Subscript:
+                return None  # bound to anything but a slice of another value: not followed
+            expr, at = bound.value, bound.value
+        return None
+
     def _target_on_device(self, move: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """A move to the device: ``.to(x.device)`` is where ``x`` is (asked while
         ``device_if`` asks; else taken for the device, as the move's author meant)."""

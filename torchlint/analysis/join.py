@@ -25,7 +25,7 @@ from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.patch_installs import installed_patches
-from torchlint.analysis.project import Project
+from torchlint.analysis.project import Project, returns_device
 from torchlint.analysis.summary import FULL_BATCH, LISTED, RETURNED, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
 
@@ -479,7 +479,7 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
     on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
     self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
     parameters are found: the least fixed point, from the model's input down the helpers."""
-    if not any(call.devices or call.devices_if for summary in project.files.values() for call in summary.calls):
+    if not any(call.devices or call.devices_if or call.results for summary in project.files.values() for call in summary.calls):
         return frozenset()  # no call passes a device tensor anywhere: no need to resolve every call of the project
     # (callee key) -> per call: the caller's key, the parameters it passes on the device, and
     # those it passes on the device where the caller's own parameters named are
@@ -488,7 +488,7 @@ def _device_params(project: Project) -> frozenset[tuple[str, str]]:
         for call in summary.calls:
             for callee in project.callees(call.target, path):
                 names = project.parameters(call, callee)
-                device = _passed_on_device(call, names)
+                device = _passed_on_device(call, names, project, path)
                 left_out = project.omitted(call, callee) - device.keys()
                 for name in names:
                     if name in left_out:
@@ -525,14 +525,17 @@ def _listed_params(project: Project) -> frozenset[tuple[str, str]]:
     return frozenset(key for key, listed in verdict.items() if listed)
 
 
-def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...], project: Project, path: str) -> dict[str, tuple[str, ...]]:
     """The callee's parameters (by name) ``call`` passes a device tensor, each with the caller's
-    parameters that must be device tensors for it to be one (none: it is one)."""
+    parameters that must be device tensors for it to be one (none: it is one). An argument that
+    is what another call returned counts where every function that call may run returns a
+    device tensor (``CallSite.results``, ``project.returns_device``)."""
     def named(where: int | str) -> str | None:
         return where if isinstance(where, str) else names[where] if where < len(names) else None
 
     device: dict[str, tuple[str, ...]] = {}
-    for where, needs in (*((w, ()) for w in call.devices), *call.devices_if):
+    returned = (w for w, source in call.results if returns_device(project, source, path))
+    for where, needs in (*((w, ()) for w in call.devices), *call.devices_if, *((w, ()) for w in returned)):
         name = named(where)
         if name is not None and name not in device:
             device[name] = needs

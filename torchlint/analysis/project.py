@@ -561,6 +561,38 @@ def returns_host(project: Project, ref: Ref, importer: str) -> bool:
     return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
 
 
+def returns_device(project: Project, ref: Ref, importer: str) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) return a device tensor
+    (``FileSummary.device_results``: whisper's ``PyTorchInference.logits``, whose
+    ``self.model.decoder(...)`` runs a module's ``forward``)?"""
+    callees = _each_callee(project, ref, importer)
+    return bool(callees) and all(_returns_device(project, path, key) for path, key in callees)
+
+
+def _each_callee(project: Project, ref: Ref, importer: str) -> list[tuple[str, str]]:
+    """What a call of ``ref`` may run, a target of several (``("each", refs)``: what an attribute set
+    in two ways holds) counting each; none where one of them runs nothing the project knows."""
+    found: list[tuple[str, str]] = []
+    for one in ref[1] if ref[0] == "each" else (ref,):
+        callees = project.callees(one, importer)
+        if not callees:
+            return []
+        found.extend(callees)
+    return found
+
+
+def _returns_device(project: Project, path: str, key: str) -> bool:
+    """Does the function return a device tensor, each call it returns running modules' ``forward`` only?"""
+    needed = dict(project.files[path].device_results).get(key)
+    if needed is None:
+        return False
+    for ref in needed:
+        callees = _each_callee(project, ref, path)
+        if not callees or not all(method.endswith(".forward") and project.is_module(where, method.rpartition(".")[0]) for where, method in callees):
+            return False  # a method, or what an attribute holds, that is no module: its result may be anything
+    return True
+
+
 def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
     """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
     or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``

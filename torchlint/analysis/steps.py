@@ -190,7 +190,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
-                        lists=facts["lists"])
+                        lists=facts["lists"], results=facts["results"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -199,13 +199,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         known = self._facts.get(id(call))
         if known is None:
             args = self._argument_classes(call)
-            devices, devices_if = self._device_args(call)
+            devices, devices_if, results = self._device_args(call)
             known = self._facts[id(call)] = {
                 "args": args, "tensors": bool(devices or devices_if) or self._may_pass_values(call),
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
-                "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call)}
+                "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
+                "results": results}
         return known
 
     @cached_property
@@ -228,11 +229,23 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),
+            device_results=self._device_results(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
         )
+
+    def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:
+        """Each function whose every return is a device tensor (``Devices.returns_device``), with the
+        targets of the calls among them the join must find to be modules' (``FileSummary.device_results``)."""
+        found = []
+        for function in self.functions:
+            calls = self.ctx.devices.returns_device(function)
+            targets = tuple(self.target(call.func, call) for call in calls) if calls is not None else None
+            if targets is not None and None not in targets:
+                found.append((self.keys[id(function)], targets))
+        return tuple(found)  # type: ignore[arg-type]
 
     def _builds_by_name(self) -> bool:
         """Does this file build objects from names at run time (a config's ``target`` string)?"""

@@ -70,6 +70,10 @@ class CallSite:
     # evaluate()` in a training loop): how often the guard lets it run, "every 100 steps (`step % 100`)" (FileSummary.every_n)
     every: str = ""
     lists: tuple[int | str, ...] = ()  # arguments (position or keyword) that are Python lists (`rearrange_kv_cache(source_indices)`)
+    # arguments that are (a slice of) what a call of a function the join resolves returned (position or keyword -> that
+    # call's target): on the device where every function it may run returns a device tensor (whisper's `logits` from
+    # `self.inference.logits(tokens, audio_features)`, `FileSummary.device_results`, `Steps.device_params`)
+    results: tuple[tuple[int | str, Ref], ...] = ()
 
 
 @pickled_by_fields
@@ -139,6 +143,9 @@ class FileSummary:
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
     host_results: frozenset[str] = frozenset()  # functions whose every `return` gives a host value (`Devices.returns_host`)
+    # functions whose every `return` gives a device tensor (`Devices.returns_device`), each with the targets of the
+    # calls it returns that must run a module's `forward` (`self.model.decoder(...)`: `project.returns_device`)
+    device_results: tuple[tuple[str, tuple[Ref, ...]], ...] = ()
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)

@@ -24,6 +24,7 @@ class CallArguments:
     """What a call hands its callee (see the module docstring)."""
 
     ctx: FileContext
+    target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | None]  # StepSummarizer's (summary_targets.py)
 
     def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments that hold the same value on every step (``self.alphas`` set in
@@ -100,26 +101,35 @@ class CallArguments:
                         found.append(t.slice[0].slice.value.evaluated_value)
         return tuple(found)
 
-    def _device_args(self, call: cst.Call) -> tuple[tuple[int | str, ...], tuple[tuple[int | str, tuple[str, ...]], ...]]:
+    def _device_args(self, call: cst.Call) -> tuple[tuple[int | str, ...], tuple[tuple[int | str, tuple[str, ...]], ...], tuple[tuple[int | str, Ref], ...]]:
         """Arguments known to live on the device (``sigmas`` from ``get_sigmas_karras(...,
         device=device)``): a callee that reads them into Python waits for the device. Then those
         on the device where the caller's parameters are (``z = self.enc_q(y)`` in
-        ``forward(self, y)``): the join follows them to the callers (``Steps.device_params``)."""
+        ``forward(self, y)``): the join follows them to the callers (``Steps.device_params``).
+        Then those that are what a call of another object's method returned (whisper's ``logits``
+        from ``self.inference.logits(...)``): on the device where the join finds every function
+        that call may run returns a device tensor (``CallSite.results``)."""
         found: list[int | str] = []
         conditional: list[tuple[int | str, tuple[str, ...]]] = []
-        device_if = self.ctx.devices.device_if
+        results: list[tuple[int | str, Ref]] = []
+        devices = self.ctx.devices
         for position, arg in enumerate(call.args):
             if arg.star == "*":
                 break  # positions after `*args` are unknown (`**kwargs` fills no earlier one)
             if arg.star or _is_none(arg.value) or type(arg.value) in (cst.Integer, cst.Float, cst.SimpleString):
                 continue
             where = arg.keyword.value if arg.keyword is not None else position
-            params = device_if(arg.value, call)
+            params = devices.device_if(arg.value, call)
             if params == ():
                 found.append(where)
             elif params:
                 conditional.append((where, params))
-        return tuple(found), tuple(conditional)
+            else:
+                source = devices.result_elsewhere(arg.value, call)
+                target = self.target(source.func, source) if source is not None else None
+                if target is not None:
+                    results.append((where, target))
+        return tuple(found), tuple(conditional), tuple(results)
 
     def _forwarded_args(self, call: cst.Call) -> tuple[tuple[int | str, str], ...]:
         """Arguments that are the calling function's own parameters, not rebound before the
