@@ -187,6 +187,8 @@ def at_call(own: Position | None, call: Position) -> Position:
     decode loop, called first in the batch loop), it is where the call ends."""
     if own is None:
         return call
+    if call is Position.AFTER_DECODE and own not in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ):
+        return call  # the function runs once per generated sequence, after its decode: wherever its line sits in it
     if own is Position.CALL_END:  # the function's own work came after whatever drained the queue before the call
         return Position.STEP_END if call in (Position.STEP_START, Position.AFTER_SYNC) else call
     return own
@@ -380,7 +382,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
         if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
             # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
-            return LOW, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+            # (Not "every step of" its loop: the step here is the sequence, not one of its tokens.)
+            return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_POSITION_WHY[place.position]}"
         # Drained before it: nothing to wait for but copies; one copy per row adds up to about a sync's worth.
         capped = (_LOWERED[tier] if copies else LOW) if drained else MEDIUM if tier == HIGH else tier
         why = _COPIES_AFTER_SYNC if drained and copies else _POSITION_WHY[place.position]
@@ -445,6 +448,10 @@ def with_multiplicity(message: str, place: Place) -> str:
     a line run once per epoch (beside the epoch's batch loop) says so, not "on every step"."""
     if place.where is Where.EPOCH:
         message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
+    elif place.position is Position.AFTER_DECODE and place.where in _PER_STEP and not place.per_step:
+        # after a whole generation (whisper's word timings after its window's decode): once per sequence, not per token
+        message = message.replace("run every step from", "run once per generated sequence, after its decode, from") \
+            .replace("on every step", "once per generated sequence")
     words = place.per_step.words() if place.where in _PER_STEP else ""
     if not place.per_step and place.per_step.unit in message:
         return message  # "every decoded token re-runs the model": the message says its unit already

@@ -24,6 +24,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project, returns_device
 from torchlint.analysis.summary import FULL_BATCH, LISTED, RETURNED, CallSite, FileSummary, LoopSummary, Ref
@@ -599,6 +600,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                                                            position=Position.STEP_END)))
     for (path, key), where in step_loops.items():
         seeds.append((phase_rank(where), path, key, StepInfo(LOOP_WORDS[where], (), where, hook=True, host_only=path in host_steps)))
+    generations = Generations(project)
     for path, summary in project.files.items():
         loops_here = {key: over for (file, key), over in roots.items() if file == path}
         for call in summary.calls:
@@ -611,6 +613,13 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.omitted(call, callee), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
+                if position not in _DRAINED and call.loop is None and loop_where not in (Where.TRAIN, Where.EPOCH) \
+                        and loops_here.get(call.within) != DECODED and generations.follows(path, call):
+                    # after a call earlier in the iteration that runs a whole generation (whisper's window
+                    # loop: `decode_with_fallback(segment)`, then `add_word_timestamps(...)`): once per
+                    # generated sequence. (Not in a training loop, whose iteration after a rollout is an
+                    # update; not in a token loop itself, where the call still runs per token.)
+                    position = Position.AFTER_DECODE
                 origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN \
                     else ROLLOUT_WORDS if call.unit == ENV_STEP and loop_where is Where.INFER else LOOP_WORDS[loop_where]
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
@@ -618,6 +627,10 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
                                                                         feeds_env=call.feeds_env, per_step=per_step, position=position)))
     return seeds
+
+
+# Positions more telling than "after a generation": the queue was drained right before.
+_DRAINED = frozenset({Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ})
 
 
 def _own_training_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],

@@ -110,6 +110,14 @@ class StepPositions(StepSyncs):
                 return True
         return False
 
+    def turn_of(self, node: cst.CSTNode) -> int:
+        """The index of the statement holding ``node`` in the body of its innermost ``for``/``while``
+        statement (same scope), -1 where none: what runs before it in the loop's iteration is the
+        statements before that one (``CallSite.turn``)."""
+        loop = self.ctx.loops.statement_loop(node)
+        levels = self._levels(node, loop) if loop is not None else ()
+        return levels[-1][1] if levels and levels[-1][0] is loop.body else -1  # type: ignore[union-attr]
+
     def _plain_sync(self, call: cst.Call) -> bool:
         """``torch.cuda.synchronize()`` or a name bound to it: not a helper that synchronizes
         somewhere in its body among other work (nanochat's ``bench_generate``), whose sync may

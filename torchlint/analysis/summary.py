@@ -49,6 +49,9 @@ class CallSite:
     repeats: tuple[tuple[str, Repeat], ...] = ()  # the loops around it within the step (loop key, what it goes over), outermost first
     position: Position | None = None  # where it sits in the step (None: where its caller's call sits)
     unit: str = "step"  # what one iteration of its hot loop is ("decoded token" for a decode loop, FULL_BATCH)
+    # in the loop `within`: the index of the statement holding it in that loop's body (-1: none), so the
+    # join knows the calls made before it in the same iteration (a whole generation: join_generations.py)
+    turn: int = -1
     uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
     falsy: tuple[int | str, ...] = ()  # arguments (position or keyword) passed a literal False, 0 or "": a flag left off
     # `f(x, **kwargs)` with the caller's own `**kwargs`: the arguments it passes itself and the
