@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from typing import Any
 
 
@@ -38,3 +39,12 @@ def kineto_quiet() -> Any:
         yield
     finally:
         os.environ.pop("KINETO_LOG_LEVEL", None)
+
+
+def step_quietly(prof: Any) -> None:
+    """``prof.step()`` without torch's warning, at each window after the first, that a
+    window's events are cleared: torchlint records windows that way on purpose (each one is
+    exported on its own), so the warning would only reach the user's terminal as noise."""
+    with kineto_quiet(), warnings.catch_warnings():  # the window's first step starts kineto
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events", category=UserWarning)
+        prof.step()

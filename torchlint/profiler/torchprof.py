@@ -52,7 +52,7 @@ from torchlint.profiler.probes import RECORDER, install_probes, user_site  # noq
 from torchlint.profiler.stepmemory import StepMemory  # noqa: E402
 from torchlint.profiler.syncdebug import SyncDebug  # noqa: E402
 from torchlint.profiler.tracefile import trace_name  # noqa: E402
-from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet  # noqa: E402
+from torchlint.profiler.kineto import add_rank_metadata, kineto_quiet, step_quietly  # noqa: E402
 from torchlint.profiler.tooltime import TOOL, as_probe, code_key, hide_from_dynamo, stack_keys  # noqa: E402
 
 ROLLING_BUDGET = 0.1  # --repeat 0: torchlint's own work at most 10 % of the script's time
@@ -254,8 +254,7 @@ class TorchRun:
                     self.prof.stop()  # idle since its window: nothing to export
                     self._start_profiler()
             elif self.prof is not None:
-                with kineto_quiet():  # the window's first step starts kineto
-                    self.prof.step()
+                step_quietly(self.prof)
                 self._update_phase()
         except Exception as exc:  # the profiler must never break the user's training
             self.prof_error = f"{type(exc).__name__}: {exc}"
