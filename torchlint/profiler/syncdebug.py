@@ -24,7 +24,11 @@ class SyncDebug:
         import torch
 
         try:
-            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings():
+                # torch warns, once, that the mode is a prototype: torchlint's choice, not the
+                # user's, so it stays off their terminal (seen on every run of the GPU check)
+                warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype", category=UserWarning)
+                torch.cuda.set_sync_debug_mode("warn")
         except Exception as exc:
             warnings_out.append(f"sync debug mode unavailable: {exc}")
             return
