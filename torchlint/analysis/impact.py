@@ -43,7 +43,7 @@ class Cost(enum.Enum):
     ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
-    PER_PARAMETER_LAUNCHES = "a kernel launch or two per parameter where one multi-tensor kernel would do"
+    PER_PARAMETER_LAUNCHES = "an op or two per parameter (a kernel launch each on a GPU, a dispatch on the CPU) where one multi-tensor call would do"
     TIMESTEP_LAUNCHES = "a few tiny kernel launches per timestep of a Python loop over a rollout, where the host does the same arithmetic in about a microsecond an operation"
     PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
     PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"

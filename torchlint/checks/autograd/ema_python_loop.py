@@ -24,7 +24,7 @@ class EmaPythonLoop(Check):
     name = "ema-python-loop"
     cost = Cost.PER_PARAMETER_LAUNCHES
     per_step = True
-    message = "`{head}` in {loop} updates the moving average one parameter at a time: a kernel or two per parameter each time it runs"
+    message = "`{head}` in {loop} updates the moving average one parameter at a time: an op or two per parameter (a kernel launch each on a GPU) each time it runs"
     fix_hint = ("Update every parameter in one call: `torch._foreach_lerp_(ema_params, model_params, 1 - decay)` "
                 "(or `torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))`)")
 
