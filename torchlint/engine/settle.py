@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
+from torchlint.analysis.frozen import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
@@ -206,7 +207,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     stream needs. One that waited for a setting's default (``args.num_workers``, parsed in
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
+    trained = project is None or any(summary.trains_anywhere for summary in project.files.values())
     for pending in file_result.pending:
+        if pending.untrained is not None and not trained:
+            pending = pending._replace(finding=pending.untrained)  # no file of the project trains: its layers run in inference only
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
         if pending.subclass_of:
@@ -240,8 +244,8 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if cls is not None:
                 work = cls.samples
         if pending.trainable_only:  # TL308/TL309: a network of another file's class
-            if cls is not None and cls.weights == "trainable":
-                yield pending.finding
+            if cls is not None and cls.weights in WEIGHTED:
+                yield pending.backbone if cls.weights == BACKBONE and pending.backbone is not None else pending.finding
             continue
         if (work is not None and work.cheap and not work.given) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
