@@ -52,6 +52,9 @@ class _Shared:
         self.project = getattr(steps, "project", None)
         self.switches = turned_switches(steps)
         self._settings: SettingDefaults | None = None
+        # Does a file of the project train (a backward, an optimizer step)? Where none does, a model's
+        # layers run forwards only (TL402, TL405's unreached attention); unknown without a join: yes.
+        self.trained = self.project is None or any(summary.trains_anywhere for summary in self.project.files.values())
 
     @property
     def settings(self) -> SettingDefaults | None:
@@ -77,7 +80,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if file_result.in_functions and (per_step or models or every_n):
         _raise_impacts(file_result, per_step, step_loops, models, every_n)
     if file_result.pending:
-        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches))
+        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained))
         file_result.findings.sort(key=Finding.sort_key)
     if not file_result.conditional or file_result.summary is None:
         return True
@@ -97,7 +100,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_every_n_findings(file_result, per_step, every_n))
     # (a function a step runs every N steps is placed so: not as one no step runs)
     waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
-    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting))
+    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting, shared.trained))
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
@@ -200,14 +203,13 @@ def turned_switches(steps: Steps) -> frozenset[str]:
 
 
 def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
-                      switches: frozenset[str] = frozenset()) -> Iterator[Finding]:
+                      switches: frozenset[str] = frozenset(), trained: bool = True) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
     stream needs. One that waited for a setting's default (``args.num_workers``, parsed in
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
-    trained = project is None or any(summary.trains_anywhere for summary in project.files.values())
     for pending in file_result.pending:
         if pending.untrained is not None and not trained:
             pending = pending._replace(finding=pending.untrained)  # no file of the project trains: its layers run in inference only
@@ -278,12 +280,14 @@ def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: Sett
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None) -> Iterator[Finding]:
+                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None,
+                        trained: bool = True) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
     a per-step function of the file that uses them (all its functions, where the finding
-    names none) runs per step and they are not (an evaluation helper's module)."""
+    names none) runs per step and they are not (an evaluation helper's module). Where no
+    file of the project trains (``trained``), at the tier they carry for that, if any."""
     for condition in file_result.conditional if waiting is None else waiting:
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
@@ -304,8 +308,8 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
                                                                                        "in the project)"),
                           impact=LOW, impact_reason=f"{unreached.reason.split(',')[0]}, only where code outside the project builds `{owner}`")
             continue
-        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
-                      impact_reason=unreached.reason)
+        impact, reason = unreached.untrained if unreached.untrained is not None and not trained else (unreached.impact, unreached.reason)
+        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=impact, impact_reason=reason)
 
 
 def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
