@@ -180,7 +180,7 @@ class Unreached(NamedTuple):
     impact: str
     reason: str
     users: tuple[str, ...] | None  # functions of its file whose being per-step shows its use (None: any)
-    # (impact, reason) where no file of the project trains (no backward, no optimizer step): the
+    # (impact, reason) in an inference application (no file trains, one samples): the
     # model's forwards only, once per call of it by code not visible; None: as above
     untrained: tuple[str, str] | None = None
 

@@ -142,6 +142,7 @@ class FileSummary:
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
     trains_anywhere: bool = False  # a `.backward()` or an optimizer step anywhere in the file, module level too
+    samples_anywhere: bool = False  # a hot loop of the file samples (a decode or denoising loop: `Where.INFER`)
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
     names_device: bool = False  # the file places, or may place, something on a device (`Devices.names_device`)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names

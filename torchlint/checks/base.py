@@ -105,7 +105,8 @@ class Report:
     # With ``trainable_class``: the cost the finding takes where the join finds that class's
     # weights a torchvision model's (analysis/frozen.py ``BACKBONE``).
     backbone_cost: Cost | None = None
-    # With ``where``: how often it runs where no file of the project trains (a model's layers
+    # With ``where``: how often it runs in an inference application, where no file of the project
+    # trains and one samples (a model's layers
     # in a project that only runs inference): the join re-tiers it so.
     untrained: Where | None = None
 
@@ -248,7 +249,7 @@ class Check:
         finding only where the class derives from one (analysis/library_bases.py).
         ``backbone_cost``: with ``trainable_class``, the cost where the join finds that class's
         weights a torchvision model's. ``untrained``: with ``where``, how often it runs where the
-        join finds no file of the project training (no backward, no optimizer step)."""
+        join finds no file of the project training (no backward, no optimizer step) and one sampling."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None

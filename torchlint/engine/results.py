@@ -119,7 +119,7 @@ class Pending(NamedTuple):
     unless_host_return: bool = False  # ``dataset`` is a call's reference: dropped where every function it may run returns host values
     subclass_of: str = ""  # a family (analysis/library_bases.py): ``dataset`` is a class, held where it derives from one of them
     backbone: Finding | None = None  # with ``trainable_only``: the finding where the class's weights are a torchvision model's (TL308)
-    untrained: Finding | None = None  # the finding where no file of the project trains (``FileSummary.trains_anywhere``: TL402)
+    untrained: Finding | None = None  # the finding in an inference application: no file trains, one samples (``FileSummary.trains_anywhere``, ``samples_anywhere``: TL402)
 
 
 @dataclass(slots=True)

@@ -144,7 +144,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
                     result.pending.append(Pending(finding, ref, False, unless_host_return=True))  # what it returns, the join knows
                     continue
-                # how often it runs where no file of the project trains: the join knows (a model's layers)
+                # how often it runs in an inference application (nothing trains, something samples): the join knows (a model's layers)
                 untrained = _with_impact(ctx, located, replace(report, where=report.untrained), cost)[0] \
                     if report.untrained is not None and summarizer is not None else None
                 if report.unless_built and summarizer is not None:  # a config's default, built elsewhere: the join knows what is passed

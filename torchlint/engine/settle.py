@@ -52,9 +52,11 @@ class _Shared:
         self.project = getattr(steps, "project", None)
         self.switches = turned_switches(steps)
         self._settings: SettingDefaults | None = None
-        # Does a file of the project train (a backward, an optimizer step)? Where none does, a model's
-        # layers run forwards only (TL402, TL405's unreached attention); unknown without a join: yes.
-        self.trained = self.project is None or any(summary.trains_anywhere for summary in self.project.files.values())
+        # Is the project an inference application: no file trains (no backward, no optimizer step) and one
+        # samples (a decode or denoising loop)? Its models' layers run forwards only (TL402, TL405's
+        # unreached attention). A library of models with neither may be trained by its users: trained.
+        files = self.project.files.values() if self.project is not None else ()
+        self.trained = not files or any(s.trains_anywhere for s in files) or not any(s.samples_anywhere for s in files)
 
     @property
     def settings(self) -> SettingDefaults | None:
@@ -212,7 +214,7 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
         if pending.untrained is not None and not trained:
-            pending = pending._replace(finding=pending.untrained)  # no file of the project trains: its layers run in inference only
+            pending = pending._replace(finding=pending.untrained)  # an inference application: its layers run forwards only
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
         if pending.subclass_of:
