@@ -164,7 +164,7 @@ def _holds_backbone(ctx: FileContext, container: cst.Call, at: cst.CSTNode, dept
     """Is a container given a torchvision model's layers (a name bound to one, or the call itself)?"""
     for arg in container.args:
         for node in (arg.value, *ctx.tree.descendants(arg.value)):
-            if isinstance(node, cst.Name) and ctx.qname(node) is None and built_weights(ctx, node, at, depth + 1) == BACKBONE:
+            if isinstance(node, cst.Name) and ctx.qname(node) is None and built_weights(ctx, node, at, depth) == BACKBONE:
                 return True
             if isinstance(node, cst.Call) and (canonical(ctx.qname(node.func)) or "").startswith("torchvision.models."):
                 return True
