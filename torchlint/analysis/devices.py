@@ -118,6 +118,11 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
         positional = len([a for a in call.args if a.keyword is None])
         return positional <= {"to": 2, "cuda": 1, "type": 1}.get(call.func.attr.value, 1)  # type: ignore[attr-defined]
 
+    def overlapped_move(self, call: cst.Call) -> bool:
+        """A move to the device asked not to block: a literal ``non_blocking=True`` (by keyword)."""
+        flag = self.ctx.keyword(call, "non_blocking")
+        return flag is not None and isinstance(flag.value, cst.Name) and flag.value.value == "True" and self.move(call) == "device"
+
     def constructor_parameter(self, expr: cst.BaseExpression) -> str | None:
         """``Cls.__init__:out_dim`` for ``self.out_dim`` where every binding of it in its class
         is ``self.out_dim = out_dim`` in ``__init__``, a parameter there: it holds what the

@@ -47,8 +47,13 @@ _PARAMETER_METHODS = frozenset({
 # Grad-disabling names a class may use on its own weights (`@torch.no_grad()` on forward).
 _GRAD_OFF = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
 _DEPTH = 3
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
 TRAINABLE = "trainable"  # registers weights and never freezes them
+# Trainable too, its weights a torchvision model's (VGG, ResNet): an ImageNet classifier's layers, a
+# perceptual loss's or a teacher's, commonly as large as the network trained or larger (TL308's tier).
+BACKBONE = "backbone"
+WEIGHTED = frozenset({TRAINABLE, BACKBONE})  # what keeps weights that get gradients
 FROZEN = "frozen"  # turns its weights' gradients off (or runs without grad)
 
 
@@ -92,8 +97,10 @@ def _freezes_in_body(ctx: FileContext, root: cst.CSTNode) -> bool:
 
 def class_weights(ctx: FileContext, cls: cst.ClassDef, depth: int = 0) -> str:
     """``FROZEN`` when the class switches its weights' gradients off, ``TRAINABLE`` when its
-    ``__init__`` registers a layer with weights (``self.vgg = vgg19().features``, a class of
-    this file that does) and nothing in it freezes them; "" when neither is known."""
+    ``__init__`` registers a layer with weights (a class of this file that does) and nothing in
+    it freezes them, ``BACKBONE`` when one of them is a torchvision model's
+    (``self.vgg = vgg19().features``, also through a local name: ``vgg = vgg19(...)`` first);
+    "" when neither is known."""
     if _freezes_in_body(ctx, cls):
         return FROZEN
     classes = {c.name.value: c for c in ctx.tree.nodes(cst.ClassDef)}
@@ -104,15 +111,19 @@ def class_weights(ctx: FileContext, cls: cst.ClassDef, depth: int = 0) -> str:
     init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
     if init is None:
         return ""
+    found = ""
     for node in ctx.tree.descendants(init):
         if isinstance(node, cst.Assign) and any((dotted(t.target) or "").startswith("self.") for t in node.targets):
-            if depth < _DEPTH and built_weights(ctx, node.value, node, depth + 1) == TRAINABLE:
-                return TRAINABLE
-    return ""
+            kind = built_weights(ctx, node.value, node, depth + 1) if depth < _DEPTH else None
+            if kind == BACKBONE:
+                return BACKBONE  # (whatever else it registers: the backbone's layers are the bulk)
+            if kind == TRAINABLE:
+                found = TRAINABLE
+    return found
 
 
 def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str | cst.Call | None:
-    """What the module ``expr`` is built as: ``TRAINABLE``/``FROZEN``/"" as ``class_weights``
+    """What the module ``expr`` is built as: ``TRAINABLE``/``BACKBONE``/``FROZEN``/"" as ``class_weights``
     says, for a torch.nn layer, a torchvision model or a class of this file; the constructor
     call itself for a class of another module (the project-wide join looks it up); None when
     it is not known (a parameter, a factory, a library's class)."""
@@ -135,9 +146,11 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
         return built_weights(ctx, wrapped.value, at, depth + 1) if wrapped is not None and depth < _DEPTH else None
     if qualified.startswith("torch.nn."):
         last = last_segment(qualified)
+        if last in _CONTAINERS and depth < _DEPTH and _holds_backbone(ctx, root, at, depth):
+            return BACKBONE  # `nn.Sequential(*list(vgg.features.children())[:18])`: the backbone's layers
         return "" if last in PARAMETER_FREE or last.endswith("Loss") else TRAINABLE
     if qualified.startswith("torchvision.models.") and not qualified.startswith("torchvision.models.feature_extraction."):
-        return TRAINABLE  # (a feature extractor shares the weights of the model it is given)
+        return BACKBONE  # (a feature extractor shares the weights of the model it is given)
     if isinstance(func, cst.Name) and ctx.is_module_class(func.value):
         cls = next(c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == func.value)
         return class_weights(ctx, cls, depth)
@@ -145,6 +158,17 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
     if last_segment(named)[:1].isupper() and not named.startswith(("torch.", "torchvision.")):
         return root  # a class of another module (imported, or by a star import): the join finds it in the project, or drops it
     return None
+
+
+def _holds_backbone(ctx: FileContext, container: cst.Call, at: cst.CSTNode, depth: int) -> bool:
+    """Is a container given a torchvision model's layers (a name bound to one, or the call itself)?"""
+    for arg in container.args:
+        for node in (arg.value, *ctx.tree.descendants(arg.value)):
+            if isinstance(node, cst.Name) and ctx.qname(node) is None and built_weights(ctx, node, at, depth) == BACKBONE:
+                return True
+            if isinstance(node, cst.Call) and (canonical(ctx.qname(node.func)) or "").startswith("torchvision.models."):
+                return True
+    return False
 
 
 class TrainedModules:

@@ -52,13 +52,24 @@ class Cost(enum.Enum):
     MEMORY_KEPT = "memory that grows with every step"
     GRAPH_BUILT = "an autograd graph built and thrown away"
     FROZEN_WEIGHT_GRADS = "weight gradients of a network no optimizer updates, computed in every backward (about a third of its forward and backward) and kept in memory"
+    FROZEN_BACKBONE_GRADS = ("weight gradients of a torchvision model's layers (a perceptual loss's or a teacher's, commonly as large as "
+                             "the network trained or larger) no optimizer updates, computed in every backward (about a third of its "
+                             "forward and backward) and kept in memory")
     DISCARDED_GRADS = "gradients a backward computes for a network the step after it does not update, zeroed before its own step reads them"
+    DISCARDED_BACKWARD = ("a whole backward through a network the step after it does not update (its input gradients and its weight "
+                          "gradients, about two thirds of its forward and backward), zeroed before its own step reads them")
+    DETACHED_GRAPH = ("an autograd graph recorded by a forward that is needed anyway, then dropped by `.detach()`: "
+                      "the graph's bookkeeping and its saved activations' memory until the detach, no extra compute")
     INPUT_PIPELINE = "batches loaded while the GPU waits"
     HOST_INPUT_PIPELINE = "batches loaded between steps on the host, where workers would share the model's cores"
     ONE_WORKER_PIPELINE = "one worker process decoding every sample: the step waits whenever a batch takes longer to make than a step"
     PREBATCHED_PIPELINE = "whole batches made in the training process by a dataset this project does not hold (often slices of arrays in memory: one call per step)"
     GIVEN_ITEMS_PIPELINE = "batches collated in the training process from items a dataset indexes in what its constructor was given (in memory, unless that reads lazily): little for workers to take over"
-    PINNED_COPY = "pageable host-to-device copies"
+    PINNED_COPY = ("pageable host-to-device copies: each batch staged through a pinned buffer, one more host copy of its bytes "
+                   "(a small share of a step unless the step is transfer-bound)")
+    UNPINNED_NON_BLOCKING = ("pageable host-to-device copies asked for `non_blocking=True`: from pageable memory the copy is staged "
+                             "and the host waits for it, so the overlap the loop asks for does not happen (17-24 % of a "
+                             "transfer-bound step measured on an H200)")
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     GUIDANCE_UNBATCHED = "the model run twice per sampling step at half the batch, where one call on the doubled batch launches each kernel once (1.3-2x at small batch, little when the GPU is full)"
@@ -104,13 +115,17 @@ CACHE_GROWN          low    high   low    low    low    low    low
 MEMORY_KEPT          high   medium medium medium high   low    low
 GRAPH_BUILT          medium medium medium medium low    low    low
 FROZEN_WEIGHT_GRADS  medium low    low    medium low    low    low
+FROZEN_BACKBONE_GRADS high  low    low    medium low    low    low
 DISCARDED_GRADS      medium low    low    medium low    low    low
+DISCARDED_BACKWARD   high   low    low    medium low    low    low
+DETACHED_GRAPH       low    low    low    low    low    low    low
 INPUT_PIPELINE       high   medium low    medium low    low    low
 HOST_INPUT_PIPELINE  low    low    low    low    low    low    low
 ONE_WORKER_PIPELINE  medium low    low    low    low    low    low
 PREBATCHED_PIPELINE  low    low    low    low    low    low    low
 GIVEN_ITEMS_PIPELINE low    low    low    low    low    low    low
-PINNED_COPY          medium low    low    low    low    low    low
+PINNED_COPY          low    low    low    low    low    low    low
+UNPINNED_NON_BLOCKING medium low   low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
@@ -143,6 +158,7 @@ assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS
 # model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
     Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+    Cost.UNPINNED_NON_BLOCKING,
 })
 
 
@@ -164,6 +180,9 @@ class Unreached(NamedTuple):
     impact: str
     reason: str
     users: tuple[str, ...] | None  # functions of its file whose being per-step shows its use (None: any)
+    # (impact, reason) in an inference application (no file trains, one samples): the
+    # model's forwards only, once per call of it by code not visible; None: as above
+    untrained: tuple[str, str] | None = None
 
 
 class Position(enum.Enum):

@@ -112,6 +112,22 @@ class ValueIterations:
             peeked = True
         return peeked
 
+    def over_one_batch(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop`` go over the items of one batch taken from a loader (``imgs = next(iter(val_dl))``
+        then ``for a, b in zip(imgs["A"], imgs["B"]):``)? Its iterations are rows of whatever runs the
+        function (PyTorch-GAN's ``sample_images``, every N steps), not steps of their own."""
+        ctx = self.ctx
+        roots = self.iterated_roots(loop.iter) if isinstance(loop, cst.For) else []
+        for root in roots:
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            binding = ctx.bindings.reaching(root.value, loop) if isinstance(root, cst.Name) else None
+            value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+            if not (isinstance(value, cst.Call) and dotted(value.func) == "next" and value.args
+                    and isinstance(value.args[0].value, cst.Call) and dotted(value.args[0].value.func) == "iter"):
+                return False
+        return bool(roots)
+
     def never_read(self, value: cst.BaseExpression) -> bool:
         """Is ``value`` assigned only to plain names that nothing reads (``train_loader =
         DataLoader(stub)`` after the loop that read the first ``train_loader``, or a local

@@ -287,7 +287,9 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             # unless it decodes (a generator module: fairseq's SequenceGenerator.forward calls
             # `_generate`, whose loop runs the model once per token).
             # Nor is a loop of per-epoch work beside an epoch's batch loop (`per_epoch`).
-            self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and not self.per_epoch(loop) and (
+            # Nor a loop over the items of one batch taken with `next(iter(loader))` (`over_one_batch`).
+            self._hot[key] = not self.runs_once(loop) and not self.within_forward(loop) and not self.per_epoch(loop) \
+                and not self.over_one_batch(loop) and (
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop)
                                                 and not self._within_decode(loop))
                 or self.decodes(loop)

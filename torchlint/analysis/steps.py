@@ -226,6 +226,9 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(), names_device=self.ctx.devices.names_device(),
+            trains_anywhere=any(self.ctx.loops.is_step_call(call) for call in self.ctx.method_calls(("backward", "step"))),
+            samples_anywhere=any(self.ctx.loops.is_hot(loop) and self.ctx.loops.where(loop) is Where.INFER
+                                 for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While))),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),

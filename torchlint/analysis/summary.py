@@ -115,7 +115,7 @@ class ClassSummary:
     test: bool = False  # test code (a test suite's file, a unittest `Test…` class or a class inside one): it exercises a library, it runs no model of its own
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
     loader_sets: tuple[str, ...] | None = None  # a class with a base named like a loader: the DataLoader options its `__init__` passes up itself
-    weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "frozen", or "" (analysis/frozen.py)
+    weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "backbone" (a torchvision model's), "frozen", or "" (analysis/frozen.py)
     # A decoder's cache (analysis/prefix.py): the methods that take a key-value cache or a start
     # position, and whether a method keeps one on `self` (`self.cache_k[:b, s:e] = xk`). A decode
     # loop of another file that gives an object of the class its whole sequence decodes from it.
@@ -141,6 +141,8 @@ class FileSummary:
     stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
     exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
+    trains_anywhere: bool = False  # a `.backward()` or an optimizer step anywhere in the file, module level too
+    samples_anywhere: bool = False  # a hot loop of the file samples (a decode or denoising loop: `Where.INFER`)
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
     names_device: bool = False  # the file places, or may place, something on a device (`Devices.names_device`)
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names

@@ -102,6 +102,13 @@ class Report:
     # A class of another file and a family of library classes (analysis/library_bases.py): the
     # finding holds only where the join finds the class deriving from one (`FixedNormal(Normal)`).
     subclass_of: tuple[cst.BaseExpression, str] | None = None
+    # With ``trainable_class``: the cost the finding takes where the join finds that class's
+    # weights a torchvision model's (analysis/frozen.py ``BACKBONE``).
+    backbone_cost: Cost | None = None
+    # With ``where``: how often it runs in an inference application, where no file of the project
+    # trains and one samples (a model's layers
+    # in a project that only runs inference): the join re-tiers it so.
+    untrained: Where | None = None
 
 
 class Check:
@@ -192,6 +199,8 @@ class Check:
         unless_host_return: cst.Call | None = None,
         group: Group | None = None,
         subclass_of: tuple[cst.BaseExpression, str] | None = None,
+        backbone_cost: Cost | None = None,
+        untrained: Where | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -237,7 +246,10 @@ class Check:
         is read: the join drops the finding where every function it may run returns host values.
         ``group``: the findings one fix removes together, reported as one (``Group``).
         ``subclass_of``: (a class of another file, a family of library classes): the join keeps the
-        finding only where the class derives from one (analysis/library_bases.py)."""
+        finding only where the class derives from one (analysis/library_bases.py).
+        ``backbone_cost``: with ``trainable_class``, the cost where the join finds that class's
+        weights a torchvision model's. ``untrained``: with ``where``, how often it runs where the
+        join finds no file of the project training (no backward, no optimizer step) and one sampling."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -253,7 +265,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group, subclass_of))
+                                   group, subclass_of, backbone_cost, untrained))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -108,7 +108,7 @@ class Pending(NamedTuple):
     prebatched: bool = False  # `batch_size=None`: whole batches; none where the class does no known work, low where it is not the project's
     unless_switch: str = ""  # dropped where a file of the project turns this switch (FileSummary.switches)
     loader: tuple[tuple, str] | None = None  # (a class another file holds, an option): holds where it subclasses DataLoader without setting it
-    trainable_only: bool = False  # holds only where the class's summary says ``weights == "trainable"``, its message as it is
+    trainable_only: bool = False  # holds only where the class's summary says its weights train (``"trainable"``, ``"backbone"``)
     unless_cached: bool = False  # ``dataset`` is a model call's reference: dropped where what it runs decodes from a cache (TL407)
     # (function key, parameter off by default that turns the cache on): lowered where every call of
     # the function in the project passes it, dropped then if the function is private (TL407)
@@ -118,6 +118,8 @@ class Pending(NamedTuple):
     unless_built: tuple[tuple[str, str, int], ...] = ()
     unless_host_return: bool = False  # ``dataset`` is a call's reference: dropped where every function it may run returns host values
     subclass_of: str = ""  # a family (analysis/library_bases.py): ``dataset`` is a class, held where it derives from one of them
+    backbone: Finding | None = None  # with ``trainable_only``: the finding where the class's weights are a torchvision model's (TL308)
+    untrained: Finding | None = None  # the finding in an inference application: no file trains, one samples (``FileSummary.trains_anywhere``, ``samples_anywhere``: TL402)
 
 
 @dataclass(slots=True)

@@ -127,6 +127,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             continue  # a class of another file the summary cannot name: nothing says it derives from the family
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
+                located = finding
                 finding, in_function = _with_impact(ctx, finding, report, cost)
                 if subclass is not None:  # a class of another file: the join knows whether it derives from the family
                     result.pending.append(Pending(finding, subclass[0], False, unless_switch=report.unless_switch, subclass_of=subclass[1]))
@@ -135,15 +136,22 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
                 if report.trainable_class is not None:
-                    _by_trainable_class(result, summarizer, finding, report.trainable_class)
+                    backbone = _with_impact(ctx, located, report, report.backbone_cost)[0] if report.backbone_cost is not None else None
+                    _by_trainable_class(result, summarizer, finding, report.trainable_class, backbone)
                     continue
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
                     result.pending.append(Pending(finding, ref, False, unless_host_return=True))  # what it returns, the join knows
                     continue
+                # how often it runs in an inference application (nothing trains, something samples): the join knows (a model's layers)
+                untrained = _with_impact(ctx, located, replace(report, where=report.untrained), cost)[0] \
+                    if report.untrained is not None and summarizer is not None else None
                 if report.unless_built and summarizer is not None:  # a config's default, built elsewhere: the join knows what is passed
-                    result.pending.append(Pending(finding, None, False, unless_built=report.unless_built))
+                    result.pending.append(Pending(finding, None, False, unless_built=report.unless_built, untrained=untrained))
+                    continue
+                if untrained is not None:
+                    result.pending.append(Pending(finding, None, False, untrained=untrained))
                     continue
                 passed = (function_key(ctx, report.unless_passed[0]), report.unless_passed[1]) if report.unless_passed is not None else None
                 if report.unless_cached is not None and summarizer is not None \
@@ -238,12 +246,14 @@ def _setting_key(ctx: FileContext, setting: tuple[cst.FunctionDef, str, str] | N
     return (function_key(ctx, setting[0]), setting[1], setting[2]) if setting is not None else None
 
 
-def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call) -> None:
+def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call,
+                        backbone: Finding | None = None) -> None:
     """A finding that holds only if a class of another file keeps trainable weights waits for
-    the join; one whose class the summary cannot name is dropped (nothing says it does)."""
+    the join (``backbone``: the finding where they are a torchvision model's); one whose class
+    the summary cannot name is dropped (nothing says it does)."""
     ref = summarizer.target(built.func, built) if summarizer is not None else None
     if ref is not None:
-        result.pending.append(Pending(finding, ref, False, trainable_only=True))
+        result.pending.append(Pending(finding, ref, False, trainable_only=True, backbone=backbone))
 
 
 def _internal_error(path: str, where: str, error: Exception) -> InternalError:

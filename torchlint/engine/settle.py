@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
+from torchlint.analysis.frozen import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
@@ -51,6 +52,11 @@ class _Shared:
         self.project = getattr(steps, "project", None)
         self.switches = turned_switches(steps)
         self._settings: SettingDefaults | None = None
+        # Is the project an inference application: no file trains (no backward, no optimizer step) and one
+        # samples (a decode or denoising loop)? Its models' layers run forwards only (TL402, TL405's
+        # unreached attention). A library of models with neither may be trained by its users: trained.
+        files = self.project.files.values() if self.project is not None else ()
+        self.trained = not files or any(s.trains_anywhere for s in files) or not any(s.samples_anywhere for s in files)
 
     @property
     def settings(self) -> SettingDefaults | None:
@@ -76,7 +82,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if file_result.in_functions and (per_step or models or every_n):
         _raise_impacts(file_result, per_step, step_loops, models, every_n)
     if file_result.pending:
-        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches))
+        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained))
         file_result.findings.sort(key=Finding.sort_key)
     if not file_result.conditional or file_result.summary is None:
         return True
@@ -96,7 +102,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_every_n_findings(file_result, per_step, every_n))
     # (a function a step runs every N steps is placed so: not as one no step runs)
     waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
-    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting))
+    file_result.findings.extend(_unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting, shared.trained))
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
@@ -199,7 +205,7 @@ def turned_switches(steps: Steps) -> frozenset[str]:
 
 
 def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
-                      switches: frozenset[str] = frozenset()) -> Iterator[Finding]:
+                      switches: frozenset[str] = frozenset(), trained: bool = True) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
@@ -207,6 +213,8 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
+        if pending.untrained is not None and not trained:
+            pending = pending._replace(finding=pending.untrained)  # an inference application: its layers run forwards only
         if pending.unless_switch and pending.unless_switch in switches:
             continue  # a file of the project turns the switch that makes it moot
         if pending.subclass_of:
@@ -240,8 +248,8 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if cls is not None:
                 work = cls.samples
         if pending.trainable_only:  # TL308/TL309: a network of another file's class
-            if cls is not None and cls.weights == "trainable":
-                yield pending.finding
+            if cls is not None and cls.weights in WEIGHTED:
+                yield pending.backbone if cls.weights == BACKBONE and pending.backbone is not None else pending.finding
             continue
         if (work is not None and work.cheap and not work.given) or (pending.heavy_only and (work is None or not work.heavy)):
             continue
@@ -274,12 +282,14 @@ def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: Sett
 
 
 def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
-                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None) -> Iterator[Finding]:
+                        constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None,
+                        trained: bool = True) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
     a per-step function of the file that uses them (all its functions, where the finding
-    names none) runs per step and they are not (an evaluation helper's module)."""
+    names none) runs per step and they are not (an evaluation helper's module). Where no
+    file of the project trains (``trained``), at the tier they carry for that, if any."""
     for condition in file_result.conditional if waiting is None else waiting:
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
@@ -300,8 +310,8 @@ def _unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
                                                                                        "in the project)"),
                           impact=LOW, impact_reason=f"{unreached.reason.split(',')[0]}, only where code outside the project builds `{owner}`")
             continue
-        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=unreached.impact,
-                      impact_reason=unreached.reason)
+        impact, reason = unreached.untrained if unreached.untrained is not None and not trained else (unreached.impact, unreached.reason)
+        yield replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, unreached.where), impact=impact, impact_reason=reason)
 
 
 def _model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],

@@ -127,7 +127,11 @@ def _in_forward(ctx, node: cst.CSTNode, few: bool = False, returned: bool = Fals
                          "a thin score matrix, and how often it runs per step is not visible", owners)
     return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", HIGH,
                      f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module: a score matrix quadratic in the sequence length, "
-                     "for every head, in every layer built of it, in each step that trains or samples with the model", owners)
+                     "for every head, in every layer built of it, in each step that trains or samples with the model", owners,
+                     # (an inference application, whose sampling loops do not run this model: tortoise's CLVP scoring candidates)
+                     untrained=(MEDIUM, f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, in a project that trains nothing "
+                                        "and runs it in none of its sampling loops: forwards only, once per call (a scoring or "
+                                        "encoding pass), not once per step"))
 
 
 def _builders(ctx, name: str) -> tuple[tuple[str, ...] | None, str]:  # type: ignore[no-untyped-def]

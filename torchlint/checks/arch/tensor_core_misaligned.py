@@ -75,5 +75,7 @@ class TensorCoreMisaligned(Check):
             said = f" (about {share:.0%} of the Linear layers' FLOPs in this file)" if share is not None else ""
             # (sizes all from config fields' defaults, where the config is built in another file:
             # the join drops the finding where every construction there passes its own value)
-            self.report(node, where=Where.TRAIN, cost=Cost.SMALL_KERNELS if small else None, unless_built=() if known else tuple(assumed),
+            # (a layer's every forward and backward where the project trains; its forwards only in an inference application)
+            self.report(node, where=Where.TRAIN, untrained=Where.INFER, cost=Cost.SMALL_KERNELS if small else None,
+                        unless_built=() if known else tuple(assumed),
                         call=f"{callee}(...)", multiple=multiple, sizes=", ".join(misaligned), share=said)

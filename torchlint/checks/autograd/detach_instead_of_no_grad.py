@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.frozen import FROZEN, TRAINABLE, built_weights
+from torchlint.analysis.frozen import FROZEN, WEIGHTED, built_weights
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -17,7 +17,7 @@ class DetachInsteadOfNoGrad(Check):
 
     code = "TL309"
     name = "detach-instead-of-no-grad"
-    cost = Cost.GRAPH_BUILT
+    cost = Cost.DETACHED_GRAPH
     per_step = True
     message = (
         "`{call}` in {loop} records an autograd graph (and keeps its activations) that `.detach()` throws away at once: "
@@ -67,4 +67,4 @@ class DetachInsteadOfNoGrad(Check):
         weights = built_weights(ctx, call.func, call)
         if trained.optimized(module, call):  # (a module, not a function whose name an optimizer's arguments read)
             return weights != FROZEN and ctx.values.kind(call.func, call) is Kind.MODULE
-        return weights if isinstance(weights, cst.Call) else weights == TRAINABLE
+        return weights if isinstance(weights, cst.Call) else weights in WEIGHTED

@@ -66,6 +66,7 @@ class DiscardedWeightGrads(Check):
             node, module=module, network=network, stepped=_stepped(ctx, backwards),
             waste=self.whole if whole else self.weights_only,
             hint=(self.detach_hint if whole else self.freeze_hint).format(network=network),
+            cost=Cost.DISCARDED_BACKWARD if whole else None,  # its input's gradients thrown away too: twice the weights' share
         )
 
     def _input_needs_grad(self, call: cst.Call) -> bool:

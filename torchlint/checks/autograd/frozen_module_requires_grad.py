@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.frozen import TRAINABLE, built_weights, output_backwards, output_targets
+from torchlint.analysis.frozen import BACKBONE, WEIGHTED, built_weights, output_backwards, output_targets
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import dotted
@@ -52,10 +52,12 @@ class FrozenModuleRequiresGrad(Check):
                 return  # a class of another file in a step found elsewhere: two joins, not followed
             self._reported.add(module)
             self.report(node, module=module, call=short_code(ctx.module, node), trainable_class=weights,
-                        hint=self.fix_hint.format(module=module))
-        elif weights == TRAINABLE:
+                        backbone_cost=Cost.FROZEN_BACKBONE_GRADS, hint=self.fix_hint.format(module=module))
+        elif weights in WEIGHTED:
             self._reported.add(module)
-            self.report(node, module=module, call=short_code(ctx.module, node), hint=self.fix_hint.format(module=module))
+            # A torchvision model's layers (a VGG perceptual loss): commonly larger than the network trained.
+            self.report(node, module=module, call=short_code(ctx.module, node), hint=self.fix_hint.format(module=module),
+                        cost=Cost.FROZEN_BACKBONE_GRADS if weights == BACKBONE else None)
 
     def _feeds_backward(self, call: cst.Call) -> bool:
         """Does the call's output reach a backward pass after it (or the loss a Lightning

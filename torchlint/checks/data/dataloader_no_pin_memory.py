@@ -45,6 +45,18 @@ class DataloaderNoPinMemory(Check):
         # Without workers the loop itself pins each batch: one more copy (TL201 is the fix).
         workers = loader_option(ctx, node, "num_workers")
         alone = workers is None or (isinstance(workers, cst.Arg) and isinstance(workers.value, cst.Integer) and workers.value.evaluated_value == 0)
+        loops = ctx.loops.iterations_of(node)
+        # With workers, pinning saves the staging copy of each batch's bytes: a small share of a step
+        # unless the step is transfer-bound, which the source does not show; where the loop copies its
+        # batches with `non_blocking=True`, the author wants them to overlap the step, and from pageable
+        # memory they cannot.
+        cost = Cost.PIN_WITHOUT_WORKERS if alone else Cost.UNPINNED_NON_BLOCKING if self._overlapped(loops) else None
         # `AudioDataLoader(...)` of another file: the join keeps it where the class subclasses DataLoader
-        self.report(node, where=loader_feeds(ctx, node), cost=Cost.PIN_WITHOUT_WORKERS if alone else None,
-                    related=tuple(ctx.loops.iterations_of(node)), loader=(node.func, "pin_memory") if candidate else None, call=call, why=why)
+        self.report(node, where=loader_feeds(ctx, node), cost=cost,
+                    related=tuple(loops), loader=(node.func, "pin_memory") if candidate else None, call=call, why=why)
+
+    def _overlapped(self, loops: list[cst.CSTNode]) -> bool:
+        """Does a loop over the loader move something to the device with ``non_blocking=True``?"""
+        ctx = self.ctx
+        return any(ctx.devices.overlapped_move(call) for loop in loops if isinstance(loop, (cst.For, cst.While))
+                   for call in ctx.loops.loop_calls(loop))
