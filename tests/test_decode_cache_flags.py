@@ -56,3 +56,22 @@ def test_one_file_alone_reports_every_one_high(project: Path) -> None:
     for other in ("api.py", "speak.py"):
         (project / other).unlink()
     assert _impacts(project) == {13: "high", 23: "high", 33: "high"}
+
+
+def test_a_cache_unset_unless_the_flag_is_passed_and_a_helper_that_drops_it() -> None:
+    """``cache = {} if use_cache else None`` then ``cache=cache`` (DALLE-pytorch's ``generate_images``): the
+    message names the flag; where the method the call runs returns a model call without the cache, the hint
+    says so (turning the flag on is not enough there), and only there."""
+    from conftest import FIXTURES
+    from torchlint.config import from_table
+    from torchlint.engine import lint_source
+
+    path = FIXTURES / "rules" / "TL407" / "flagged_cache_off_by_default.py"
+    text = path.read_text()
+    found = {f.line: f for f in lint_source(text, str(path), from_table({"select": ["TL407"]}, FIXTURES))}
+    lines = text.splitlines()
+    plain = found[next(i for i, line in enumerate(lines, 1) if "self.model(text, image, cache=cache)" in line)]
+    guided = found[next(i for i, line in enumerate(lines, 1) if "self.guided(out" in line)]
+    assert "with its cache off (`use_cache`, which turns it on, defaults to `False` in `generate_images()`)" in plain.message
+    assert "also returns" not in plain.fix_hint
+    assert "`guided()` also returns `self.model(*args, **kwargs)` without `cache`" in guided.fix_hint

@@ -240,9 +240,10 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
         if name in grown:
             return name if prefix or not grown[name][1] else None
         latest = next((s for s in reversed(before) if type(s) is not cst.AugAssign and name in targets(s, items=False)), None)
-        if latest is None or type(latest) is not cst.Assign or len(latest.targets) != 1 or dotted(latest.targets[0].target) != name:
+        value = _bound_value(latest, name)
+        if value is None:
             return None
-        return _whole(ctx, latest.value, grown, before[:before.index(latest)], moving, depth + 1, prefix, off)
+        return _whole(ctx, value, grown, before[:before.index(latest)], moving, depth + 1, prefix, off)  # type: ignore[arg-type]
     if type(expr) is cst.IfExp and off and ctx.guards.opt_in(expr.body) == off:  # the flag at its default takes the `else`
         return _whole(ctx, expr.orelse, grown, before, moving, depth + 1, prefix, off)
     if type(expr) is cst.IfExp:  # `idx if idx.size(1) <= block else idx[:, -block:]`: both are the sequence
@@ -260,6 +261,22 @@ def _whole(ctx: FileContext, expr: cst.BaseExpression, grown: dict[str, tuple[cs
             return _whole(ctx, expr.func.value, grown, before, moving, depth + 1, prefix, off)
         if ctx.qname(expr.func) in _TENSOR_OF:
             return _whole(ctx, expr.args[0].value, grown, before, moving, depth + 1, prefix, off)
+    return None
+
+
+def _bound_value(statement: cst.CSTNode | None, name: str) -> cst.BaseExpression | None:
+    """What ``statement`` binds ``name`` to: ``x = v``, or the matching element of ``text, image =
+    out[:, :n], out[:, n:]`` (DALLE-pytorch's ``generate_images`` gives its model both halves); None
+    for anything else (an unpacked call's result is not known element by element)."""
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0].target, statement.value
+    if dotted(target) == name:
+        return value
+    if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List) \
+            and len(target.elements) == len(value.elements) \
+            and not any(type(e) is cst.StarredElement for e in (*target.elements, *value.elements)):  # type: ignore[union-attr]
+        return next((v.value for t, v in zip(target.elements, value.elements) if dotted(t.value) == name), None)  # type: ignore[union-attr]
     return None
 
 

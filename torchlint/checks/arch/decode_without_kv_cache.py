@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, short_code
+from torchlint.analysis.decoding import mentions, may_run_a_model
 from torchlint.analysis.impact import Cost, Unreached, Where
 from torchlint.analysis.names import dotted
 from torchlint.findings import MEDIUM
@@ -46,7 +47,8 @@ class DecodeWithoutKvCache(Check):
         # a cache off by default waits for the callers of its function: do they all turn it on?)
         self.report(found.call, related=(found.grown_at,), where=where, call=short_code(self.ctx.module, found.call, limit=60),
                     what=_GROWN.format(sequence=found.sequence, cache=cache), unless_cached=found.call,
-                    hint=self.switched_hint.format(flag=found.switch, function=function.name.value) if switched else "",  # type: ignore[union-attr]
+                    hint=self.switched_hint.format(flag=found.switch, function=function.name.value) + _dropped(self.ctx, found.call)  # type: ignore[union-attr]
+                    if switched else "",
                     unless_passed=(function, found.switch) if switched else None)
 
 
@@ -112,6 +114,26 @@ def _use_cache_arguments(ctx: FileContext, construction: cst.Call, at: cst.CSTNo
                 found.extend(e.value for e in value.elements if type(e) is cst.DictElement and type(e.key) is cst.SimpleString
                              and e.key.evaluated_value == "use_cache")
     return found
+
+
+def _dropped(ctx: FileContext, call: cst.Call) -> str:
+    """Words for a method of this file the call runs that takes the cache it is given and returns a model
+    call's result without it (DALLE-pytorch's ``forward_with_cond_scale``: ``if cond_scale == 1: return
+    self(*args, **kwargs)``, ``cache`` left out): turning the cache on does not reach the model there."""
+    method = ctx.functions.called(call, ctx.qname(call.func))
+    if method is None:
+        return ""
+    params = {p.name.value for p in (*method.params.params, *method.params.kwonly_params)}
+    given = [a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value in params and "cache" in a.keyword.value.lower()]
+    for returned in ctx.tree.nodes(cst.Return):
+        value = returned.value
+        if type(value) is not cst.Call or ctx.tree.enclosing_function(returned) is not method:
+            continue
+        left_out = [name for name in given if name not in mentions(value)]
+        if left_out and may_run_a_model(ctx, value):
+            return (f"; `{method.name.value}()` also returns `{short_code(ctx.module, value, limit=40)}` without `{left_out[0]}`: "
+                    "pass it on there too, or that path decodes with no cache whatever the flag says")
+    return ""
 
 
 def _false(expr: cst.BaseExpression) -> bool:

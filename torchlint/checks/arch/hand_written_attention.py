@@ -232,7 +232,14 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
             return _score_product(ctx, expr, binding.node, depth + 1, param, operands)  # `attn += bias`: the scores before it
         if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
             return None
-        return _score_product(ctx, binding.value, binding.node, depth + 1, param, operands)
+        found = _score_product(ctx, binding.value, binding.node, depth + 1, param, operands)
+        if found is None and ctx.guards.opt_in(binding.node, optional=True) is not None:
+            # `if rel_pos is not None: weight = rel_pos(weight)` (tortoise-tts's QKVAttentionLegacy): a bias
+            # module this file cannot see, on a branch a parameter left out skips: the scores of that path
+            found = next((made for each in ctx.bindings.reaching_each(expr.value, at)[1:]
+                          if each.kind == "assign" and each.value is not None and each.element is None
+                          and (made := _score_product(ctx, each.value, each.node, depth + 1, param, operands)) is not None), None)
+        return found
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, cst.MatrixMultiply):
             if not _transposed(ctx, expr.right):
@@ -349,7 +356,7 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
         parent = ctx.tree.parent(use)
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
             return parent
-        moved = _moved(ctx, use)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
+        moved = _moved(ctx, use) or _masked_if_passed(ctx, use)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
         if moved is not None and not ctx.tree.is_inside(at, moved):
             found = _weights_times_values(ctx, moved, at)
             if found is not None:
@@ -378,6 +385,18 @@ def _moved(ctx, use: cst.BaseExpression) -> cst.Call | None:  # type: ignore[no-
     return None
 
 
+def _masked_if_passed(ctx, use: cst.BaseExpression) -> cst.BinaryOperation | None:  # type: ignore[no-untyped-def]
+    """``weight = weight * mask`` under ``if mask is not None:`` (tortoise-tts's mask applied after the
+    softmax): the product, on the weights' way to the values only where a caller passes the mask;
+    at the parameter's default the plain weights go on. None for anything else."""
+    product = ctx.tree.parent(use)
+    statement = ctx.tree.parent(product)
+    if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply) and isinstance(use, cst.Name)
+            and isinstance(statement, cst.Assign) and len(statement.targets) == 1 and dotted(statement.targets[0].target) == use.value):
+        return None
+    return product if ctx.guards.opt_in(statement, optional=True) is not None else None
+
+
 def _uses(ctx, expr: cst.BaseExpression) -> list[cst.BaseExpression]:  # type: ignore[no-untyped-def]
     """``expr`` itself where it is used in place, or the reads of the name it is assigned to."""
     parent = ctx.tree.parent(expr)
@@ -395,7 +414,7 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
     for use in _uses(ctx, weights):
         if use is weights or ctx.tree.is_inside(use, matmul):
             continue
-        moved = _moved(ctx, use)
+        moved = _moved(ctx, use) or _masked_if_passed(ctx, use)
         if moved is not None:
             if _weights_used_elsewhere(ctx, moved, matmul, returned):
                 return True  # reshaped, then kept as well as multiplied into the values

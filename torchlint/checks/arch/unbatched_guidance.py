@@ -29,7 +29,10 @@ class UnbatchedGuidance(Check):
     per_step = True
     device_bound = True
     message = ("`{call}` in {loop} runs the model {how}, on the same inputs but the conditioning "
-               "(`{cond}`): every layer's kernels launched twice at half the batch")
+               "(`{cond}`{flag}): every layer's kernels launched twice at half the batch")
+    flag_hint = ("Run both passes in one call on a doubled batch, `model(torch.cat([x, x]), ...).chunk(2)`: the model must first "
+                 "take the unconditional choice per sample (a boolean mask over the batch in place of `{keyword}`, the null "
+                 "conditioning used where it is set), since one keyword holds for the whole batch")
     fix_hint = ("Run both in one call on a doubled batch and split the result: `eps_u, eps_c = model(torch.cat([x, x]), "
                 "torch.cat([t, t]), torch.cat([uc, c])).chunk(2)` (a dict of conditionings: concatenate each entry)")
 
@@ -44,13 +47,16 @@ class UnbatchedGuidance(Check):
             words = STEP_PLACEHOLDER if condition is not None or hot is None else ctx.loops.describe(hot)
             self.report(node, related=(loop,), condition=condition, placed_as=loop, loop=words, where=self._every_n(loop), call=short_code(ctx.module, node, limit=50),
                         how="once per item of `" + short_code(ctx.module, _header(loop).iter, limit=30) + "`",
-                        cond=plain_code(ctx.module, _header(loop).target))
+                        cond=plain_code(ctx.module, _header(loop).target), flag="")
             return
         pair = self._earlier_pair(node)
         if pair is not None:
-            first, cond = pair
+            first, cond, keyword = pair
+            # (a keyword that switches the conditioning off holds for the whole batch: the fix is the model's too)
             self.report(node, related=(first,), where=self._every_n(node), call=short_code(ctx.module, node, limit=50),
-                        how=f"a second time after `{short_code(ctx.module, first, limit=40)}`", cond=cond)
+                        how=f"a second time after `{short_code(ctx.module, first, limit=40)}`", cond=cond,
+                        flag=", a keyword the model takes for the whole batch: batching needs it to take a mixed one" if keyword else "",
+                        hint=self.flag_hint.format(keyword=keyword) if keyword else "")
 
     def _every_n(self, node: cst.CSTNode) -> Where | None:
         """Every N steps where the sampling loop running ``node`` sits under ``if step % N == 0:`` in
@@ -58,29 +64,34 @@ class UnbatchedGuidance(Check):
         hot = self.ctx.loops.local_hot_loop(node)
         return Where.EVERY_N if hot is not None and self.ctx.loops.enclosing_loops(hot) and self.ctx.guards.rare(hot) else None
 
-    def _earlier_pair(self, second: cst.Call) -> tuple[cst.Call, str] | None:
-        """The call before ``second`` in the same block that runs the same callee on the same
-        arguments but one (the conditioning), the two results combined by a difference
-        (``uncond + scale * (cond - uncond)``), and the argument that differs."""
+    def _earlier_pair(self, second: cst.Call) -> tuple[cst.Call, str, str] | None:
+        """The call before ``second`` in its block, or in a block around it that runs it under an
+        ``if`` (``if self.conditioning_free:``), that runs the same callee on the same arguments but
+        one (the conditioning), the two results combined by a difference (``uncond + scale * (cond -
+        uncond)``); with the argument that differs, and the keyword where a literal flag makes the
+        difference (``model(x, t, conditioning_free=True, **kw)``, combined as a scaled difference)."""
         ctx = self.ctx
         tree = ctx.tree
         statement = assignment_of(ctx, second)
         if statement is None:
             return None  # the result is not kept: nothing for a guidance to combine
-        block = tree.parent(tree.parent(statement))
         callee = self._callee(second)
-        for first, earlier in self._kept_calls().get(id(block), ()):
-            if tree.index(first) >= tree.index(second):
-                break
-            # (only calls of the same block: an `if`/`else` runs one call or the other, not both)
-            if earlier is statement or self._callee(first) != callee:
-                continue  # another model (a refiner, an EMA copy): not one batch
-            differing = _differing_argument(ctx, first, second)
-            if differing is None:
-                continue
-            if not _difference_of(ctx, block, targets(earlier, items=False), targets(statement, items=False)):
-                continue  # the two results are not combined as a guidance (`cond - uncond`)
-            return first, differing
+        for block in _blocks_running(ctx, tree.parent(tree.parent(statement))):
+            for first, earlier in self._kept_calls().get(id(block), ()):
+                if tree.index(first) >= tree.index(second):
+                    break
+                if earlier is statement or self._callee(first) != callee:
+                    continue  # another model (a refiner, an EMA copy): not one batch
+                one, other = targets(earlier, items=False), targets(statement, items=False)
+                differing = _differing_argument(ctx, first, second)
+                if differing is not None and _difference_of(ctx, block, one, other):
+                    return first, differing, ""
+                flag = _differing_flag(ctx, first, second)
+                # (a keyword apart is a weaker sign than a tensor apart: the guidance's own combination,
+                # a difference scaled, `u + s * (c - u)` or `(1 + k) * c - k * u`, must say what the pair is)
+                if flag is not None and _difference_of(ctx, block, one, other, scaled=True):
+                    keyword = flag.keyword.value  # type: ignore[union-attr]
+                    return first, f"{keyword}={plain_code(ctx.module, flag.value)}", keyword
         return None
 
     def _callee(self, call: cst.Call) -> str:
@@ -147,8 +158,49 @@ def _differing_argument(ctx, first: cst.Call, second: cst.Call) -> str | None:  
     return plain_code(ctx.module, b.value)
 
 
-def _difference_of(ctx, block: cst.CSTNode, one: set[str], other: set[str]) -> bool:  # type: ignore[no-untyped-def]
-    """Does ``block`` subtract a value made from ``one`` from one made from ``other`` (or the reverse)?"""
+def _differing_flag(ctx, first: cst.Call, second: cst.Call) -> cst.Arg | None:  # type: ignore[no-untyped-def]
+    """The keyword, given a literal, in which two calls of the same callee differ (``model(x, t, **kw)``
+    and ``model(x, t, conditioning_free=True, **kw)``; ``null_cond_prob=1.``), where everything else
+    is the same code (``*args`` and ``**kwargs`` too) but a cache each pass keeps (``cache=prev_cache``);
+    None otherwise."""
+    def keywords(call: cst.Call) -> dict[str, cst.Arg]:
+        return {a.keyword.value: a for a in call.args if a.keyword is not None}
+
+    def rest(call: cst.Call, skip: set[str]) -> list[str]:
+        return [a.star + plain_code(ctx.module, a.value) for a in call.args if a.keyword is None] \
+            + sorted(f"{a.keyword.value}={plain_code(ctx.module, a.value)}" for a in call.args
+                     if a.keyword is not None and a.keyword.value not in skip)
+
+    ones, others = keywords(first), keywords(second)
+    apart = {k for k in ones.keys() | others.keys() if k not in ones or k not in others
+             or plain_code(ctx.module, ones[k].value) != plain_code(ctx.module, others[k].value)}
+    flags = [k for k in apart if _literal(ctx, (others.get(k) or ones[k]).value) and _literal(ctx, (ones.get(k) or others[k]).value)]
+    # (each pass of a cached decode keeps its own cache: `cache=cache` and `cache=prev_cache` are no conditioning)
+    caches = {k for k in apart if k in ones and k in others and any(w in k.lower() for w in ("cache", "past"))}
+    if len(flags) != 1 or apart - caches != set(flags) or rest(first, apart) != rest(second, apart):
+        return None
+    return others.get(flags[0]) or ones[flags[0]]
+
+
+def _literal(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """``True``, ``None``, ``1.``, ``"null"``: a value the model is told, not a tensor it is given."""
+    return type(expr) in _LITERALS and (type(expr) is not cst.Name or expr.value in ("True", "False", "None")) \
+        or type(expr) is cst.UnaryOperation and type(expr.expression) in (cst.Integer, cst.Float)
+
+
+def _blocks_running(ctx, block: cst.CSTNode) -> list[cst.CSTNode]:  # type: ignore[no-untyped-def]
+    """``block`` and the blocks around it from which it runs under an ``if`` whose test holds (its body,
+    not an ``else``: an ``if``/``else`` runs one call or the other, not both), up to a loop or a function."""
+    found = [block]
+    while type(parent := ctx.tree.parent(block)) is cst.If and parent.body is block and type(outer := ctx.tree.parent(parent)) is cst.IndentedBlock:
+        found.append(outer)
+        block = outer
+    return found
+
+
+def _difference_of(ctx, block: cst.CSTNode, one: set[str], other: set[str], scaled: bool = False) -> bool:  # type: ignore[no-untyped-def]
+    """Does ``block`` subtract a value made from ``one`` from one made from ``other`` (or the reverse)?
+    ``scaled``: a difference multiplied (``u + s * (c - u)``), or one of two products (``(1 + k) * c - k * u``)."""
     if not one or not other or one & other:
         return False
     for op in ctx.tree.nodes(cst.BinaryOperation):
@@ -156,8 +208,16 @@ def _difference_of(ctx, block: cst.CSTNode, one: set[str], other: set[str]) -> b
             continue
         left, right = mentions(op.left), mentions(op.right)
         if (left & one and right & other) or (left & other and right & one):
-            return True
+            if not scaled or _scaled(ctx, op):
+                return True
     return False
+
+
+def _scaled(ctx, op: cst.BinaryOperation) -> bool:  # type: ignore[no-untyped-def]
+    parent = ctx.tree.parent(op)
+    if type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Multiply:
+        return True
+    return all(type(side) is cst.BinaryOperation and type(side.operator) is cst.Multiply for side in (op.left, op.right))
 
 
 def _header(loop: cst.CSTNode | None) -> cst.For | cst.CompFor | None:
