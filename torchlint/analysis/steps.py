@@ -35,6 +35,7 @@ from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
+from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
@@ -226,7 +227,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(), names_device=self.ctx.devices.names_device(),
-            trains_anywhere=any(self.ctx.loops.is_step_call(call) for call in self.ctx.method_calls(("backward", "step"))),
+            trains_anywhere=self._trains_anywhere(),
             samples_anywhere=any(self.ctx.loops.is_hot(loop) and self.ctx.loops.where(loop) is Where.INFER
                                  for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While))),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
@@ -351,6 +352,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         if function is None and loop is None or not ctx.guards.may_guard_a_step(call, stop=function or loop):
             return None
         return self.keys[id(function)] if function is not None else "", None, ctx.loops.loop_key(loop) if loop is not None else ""
+
+    def _trains_anywhere(self) -> bool:
+        """A backward or an optimizer step anywhere (module level too), or a framework's training
+        hook (Lightning's ``training_step``, whose loss the framework backpropagates)."""
+        ctx = self.ctx
+        return any(hook.where is Where.TRAIN for hook in self._hooks) \
+            or any(f.name.value in DIFFERENTIATED_RETURNS for f in self.functions) \
+            or any(ctx.loops.is_step_call(call) for call in ctx.method_calls(("backward", "step")))
 
     # --- classes and framework hooks ---------------------------------------------------
     def _classes(self) -> tuple[ClassSummary, ...]:
