@@ -82,3 +82,12 @@ def test_a_module_alias_bound_twice_names_no_function(project: Path) -> None:
     decoding = project / "decoding.py"
     decoding.write_text(decoding.read_text() + "decode_fast = rescore\n")
     assert _tl101(project)[("timing.py", 13)] == "medium"
+
+
+def test_a_loop_around_a_function_with_its_own_window_loop_goes_over_runs(project: Path) -> None:
+    assert ("transcribe.py", 54) not in _tl101(project)  # `language_of`, once per file before its windows
+    transcribe = project / "transcribe.py"
+    transcribe.write_text(transcribe.read_text().replace(
+        "    for window in audio.split(1):\n        tokens = model.decode(window)\n        words.append(word_probabilities(model, tokens, window))\n",
+        ""))
+    assert _tl101(project)[("transcribe.py", 54)] == "medium"  # no loop of its own: each file is one step
