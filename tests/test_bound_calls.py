@@ -91,3 +91,11 @@ def test_a_loop_around_a_function_with_its_own_window_loop_goes_over_runs(projec
         "    for window in audio.split(1):\n        tokens = model.decode(window)\n        words.append(word_probabilities(model, tokens, window))\n",
         ""))
     assert _tl101(project)[("transcribe.py", 54)] == "medium"  # no loop of its own: each file is one step
+
+
+def test_an_alias_of_an_autograd_function_imported_elsewhere_names_no_class(tmp_path: Path) -> None:
+    (tmp_path / "ops.py").write_text("import torch\n\n\nclass Grouping(torch.autograd.Function):\n"
+                                     "    @staticmethod\n    def forward(ctx, x):\n        return x\n\n\ngrouping = Grouping.apply\n")
+    (tmp_path / "user.py").write_text("from ops import grouping\n\n\ndef run(x):\n    return grouping(x)\n")
+    joined = _summaries(tmp_path)
+    assert joined.class_of(("import", 0, "ops.grouping"), str(tmp_path / "user.py"), 0) is None  # (it raised: a method taken for an import)

@@ -528,6 +528,8 @@ class Project:
                 if path is not None and ref[1] in self.classes[path]:
                     return (path, ref[1])
             return None
+        if ref[0] != "import":
+            return None  # (a method, an object's method: no class)
         for path, rest in self._split(ref, importer):
             key = ".".join(rest)
             if key in self.classes[path]:

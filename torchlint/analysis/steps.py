@@ -286,7 +286,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             if target.split(".")[0] not in _NOT_PROJECT and name not in self.relative:
                 found.append((name, ("import", 0, target)))
         aliases = [(name, ref) for name, assign in self._module_aliases.items()
-                   if name not in self.relative and (ref := self._function_ref(assign.value, assign)) is not None]
+                   if name not in self.relative and (ref := self._function_ref(assign.value, assign)) is not None and ref[0] in ("local", "import")]
         return (*found, *aliases, *self._namespace_members())
 
     def _namespace_members(self) -> list[tuple[str, Ref]]:
