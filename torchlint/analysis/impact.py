@@ -391,6 +391,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # An evaluation's rows each scored by the model on their own: a read per row is one wait per
         # model run, small beside that run's work, as one read per evaluation batch is.
         return tier, f"{cost.value}, {often}: {_PER_MODEL_RUN}"
+    if cost in _REPEAT_COSTS and place.per_step.waits_again and place.position is Position.AFTER_DECODE:
+        # Each generated sequence's rows or candidates read after the decode: once per sequence, beside the
+        # decode steps' many waits (whisper's `t[i].tolist()` per row, `finalize`'s per candidate).
+        return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_POSITION_WHY[place.position]}"
     if cost in _REPEAT_COSTS and place.per_step.waits_again:
         # Each repetition waits again: the waits add up to more than a step's worth of slack.
         # (Over a few fixed items with nothing heavy between them, the first read drained the
@@ -467,7 +471,7 @@ def with_multiplicity(message: str, place: Place) -> str:
     a line run once per epoch (beside the epoch's batch loop) says so, not "on every step"."""
     if place.where is Where.EPOCH:
         message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
-    elif place.position is Position.AFTER_DECODE and place.where in _PER_STEP and not place.per_step:
+    elif place.position is Position.AFTER_DECODE and place.where in _PER_STEP and (not place.per_step or place.per_step.waits_again):
         # after a whole generation (whisper's word timings after its window's decode): once per sequence, not per token
         message = message.replace("run every step from", "run once per generated sequence, after its decode, from") \
             .replace("on every step", "once per generated sequence")

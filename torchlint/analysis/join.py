@@ -709,6 +709,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
     loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
     found: dict[tuple[str, str], Where] = {}
     reaches = _ModelReach(project)
+    through: dict[tuple[str, str], list[tuple[str, str]]] = {}  # a loop found through a callee's model runs -> those callees
     for path, summary in project.files.items():
         for call in summary.calls:
             where = (path, call.within)
@@ -724,9 +725,12 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # `eval_step = get_step_fn(sde, train=False)`)
                     found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
                 elif where in found:
+                    if _calls_a_model(call, callee) or reaches(callee):  # (what else makes it a step: `_drop_loops_over_runs`)
+                        through.setdefault(where, []).append(None if _calls_a_model(call, callee) else callee)
                     continue
                 elif _calls_a_model(call, callee):
                     found[where] = loop.where or Where.BATCH  # a model's forward
+                    through.setdefault(where, []).append(None)
                 elif reaches(callee):
                     # `self.inference.logits(seq)`, `predict(x)` of a module-level model: a function
                     # that runs a model once per call, so once per request, token or sample: an
@@ -748,9 +752,11 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                         kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in SEQUENTIAL \
                             and not reaches.generates(callee) else (Where.TRAIN, Where.EPOCH)
                         found[where] = loop.where if loop.where in kept else Where.INFER
+                    through.setdefault(where, []).append(callee)
                 else:
                     continue
                 break
+    _drop_loops_over_runs(found, through, loops)
     roots = dict(found)
     for (path, key), loop in loops.items():  # loops inside a step loop run every step too
         parent = (path, loop.parent)
@@ -759,6 +765,21 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
     return found, {root: _step_unit(loops[root], found[root]) for root in roots}
+
+
+def _drop_loops_over_runs(found: dict[tuple[str, str], Where], through: dict[tuple[str, str], list[tuple[str, str] | None]],
+                          loops: dict[tuple[str, str], LoopSummary]) -> None:
+    """Drop the sampling loops found only through functions that have a step loop of their own, one of
+    windows or requests, no token loop: whisper's ``for audio_path in ...: transcribe(model, audio_path)``,
+    whose ``transcribe`` runs the model once (language detection) before its own loop over 30-s windows.
+    Each iteration is a whole run of those steps, as a loop around a training run goes over runs: what
+    the function does outside its own loop runs once per run, not per step. (A function whose own step
+    loop decodes tokens is one generation: a loop around it still goes over generations.)"""
+    stepping = {(path, key.partition("#")[0]) for (path, key) in found if loops[(path, key)].over not in SEQUENTIAL}
+    for where, callees in through.items():
+        if found.get(where) is Where.INFER and None not in callees \
+                and all(callee in stepping and callee != (where[0], where[1].partition("#")[0]) for callee in callees):
+            del found[where]
 
 
 def _step_unit(loop: LoopSummary, where: Where) -> str:

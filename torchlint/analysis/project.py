@@ -47,6 +47,9 @@ class Project:
         self._module_memo: dict[tuple[str, str], bool] = {}
         self._split_memo: dict[tuple[int, str, str], list[tuple[str, list[str]]]] = {}  # (level, dotted name, importer)
         self._derived: dict[tuple[str, str], list[tuple[str, str]]] | None = None  # a class -> the classes naming it a base
+        # (file, function key, attribute) of a function a class attribute binds, found by `method`: a call of that
+        # attribute on an object passes the object as the function's first parameter, whatever its name
+        self._bound_aliases: set[tuple[str, str, str]] = set()
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -109,7 +112,15 @@ class Project:
         """The callee's parameters as the call's arguments fill them (``self`` left out)."""
         names = self.params[callee[0]].get(callee[1], ())
         bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
-        return names[_implicit(names, bound, callee):]
+        return names[self._offset(call.target, names, bound, callee):]
+
+    def _offset(self, target: Ref, names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:
+        """How many of the callee's first parameters no argument of a call of ``target`` fills (``_implicit``),
+        and the object a call of a class attribute bound to a function passes it (``model.decode(mel)``:
+        ``decode(model, mel)``)."""
+        if bound and names and target[0] in _BOUND and (*callee, target[2]) in self._bound_aliases:
+            return 1
+        return _implicit(names, bound, callee)
 
     def index_arguments(self) -> None:
         """Record, for every call that passes an object of a class, which parameter of the
@@ -150,7 +161,7 @@ class Project:
         """Note which parameter of ``callee`` each object argument of ``call`` fills; True when
         something new was noted."""
         names = self.params[callee[0]].get(callee[1], ())
-        offset = _implicit(names, bound, callee)
+        offset = self._offset(call.target, names, bound, callee)
         grown = False
         for where, owner in call.args:
             index = where + offset if isinstance(where, int) else None
@@ -463,16 +474,23 @@ class Project:
         for name, target in self.files[path].exports:  # re-exported: follow the import
             if name == key and len(rest) > 1:  # a function a namespace holds (`flash_attn.flash_attn_func`)
                 return self.function(target, path, depth + 1)
-            if name == rest[0]:
+            if name == rest[0] and (len(rest) == 1 or target[0] == "import"):  # (`f = g` exported: `g` itself only)
                 inner = target if len(rest) == 1 else (target[0], target[1], ".".join([target[2], *rest[1:]]))
                 return self.function(inner, path, depth + 1)
         return None
 
     def method(self, path: str, class_key: str, name: str, depth: int = 0) -> tuple[str, str] | None:
-        """``name`` looked up on class ``class_key`` of ``path`` and then its project bases."""
+        """``name`` looked up on class ``class_key`` of ``path`` and then its project bases: a ``def``, or
+        a class attribute bound to a function (whisper's ``decode = decode_function``: ``decoding.decode``)."""
         for owner_path, owner in self.mro(path, class_key, depth):
             if name in owner.methods:
                 return (owner_path, f"{owner.key}.{name}")
+            for alias, ref in owner.aliases:
+                if alias == name:
+                    found = self.function(ref, owner_path, depth + 1)
+                    if found is not None:
+                        self._bound_aliases.add((*found, name))
+                    return found
         return None
 
     def mro(self, path: str, class_key: str, depth: int = 0) -> list[tuple[str, ClassSummary]]:
@@ -510,6 +528,8 @@ class Project:
                 if path is not None and ref[1] in self.classes[path]:
                     return (path, ref[1])
             return None
+        if ref[0] != "import":
+            return None  # (a method, an object's method: no class)
         for path, rest in self._split(ref, importer):
             key = ".".join(rest)
             if key in self.classes[path]:

@@ -93,7 +93,7 @@ class StepPositions(StepSyncs):
             return False
         loops = self.ctx.loops
         if type(stop) is cst.FunctionDef:
-            return generation_before(self.ctx, node) is not None
+            return generation_before(self.ctx, node) is not None or self._after_called_generation(node, stop)
         if any(type(loop) in (cst.For, cst.While) and loop is not stop and self.ctx.tree.is_inside(loop, stop)
                for loop in loops.enclosing_loops(node)):
             return False  # in a loop of its own inside the iteration (a per-token read after a prefill loop): not once per sequence
@@ -107,6 +107,18 @@ class StepPositions(StepSyncs):
                     return True
                 continue  # (a loop of other work before it: its calls run per its own item, not once)
             if any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
+                return True
+        return False
+
+    def _after_called_generation(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Does a statement before ``node``'s in ``function`` call a function of this file that decodes
+        (whisper's ``DecodingTask.run``: ``self._main_loop(...)``, then the reads of its tokens), ``node``
+        in no ``for``/``while`` of the function's own? It reads the generation's result, once per call."""
+        loops = self.ctx.loops
+        if any(type(loop) in (cst.For, cst.While) for loop in loops.enclosing_loops(node)):
+            return False  # (a loop of its own after a prefill may be the token loop: not once per sequence)
+        for statement in self._statements_around(node, function, after=False):
+            if type(statement) not in (cst.For, cst.While) and any(loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
                 return True
         return False
 
@@ -205,6 +217,8 @@ class StepPositions(StepSyncs):
         for statement in self._statements_around(node, stop, after=True):
             if type(statement) in (cst.For, cst.While) and loops.decodes(statement) and loops.is_hot(statement):
                 return True
+            if type(statement) not in (cst.For, cst.While) and any(loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
+                return True  # a call of this file's function that decodes (whisper's `self._main_loop(audio_features, tokens)`)
             if self._queues_device_work(statement, stop):
                 return False
         return False

@@ -289,7 +289,9 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         for name, target in self.ctx.imports.module_level.items():
             if target.split(".")[0] not in _NOT_PROJECT and name not in self.relative:
                 found.append((name, ("import", 0, target)))
-        return (*found, *self._namespace_members())
+        aliases = [(name, ref) for name, assign in self._module_aliases.items()
+                   if name not in self.relative and (ref := self._function_ref(assign.value, assign)) is not None and ref[0] in ("local", "import")]
+        return (*found, *aliases, *self._namespace_members())
 
     def _namespace_members(self) -> list[tuple[str, Ref]]:
         """``flash_attn = SimpleNamespace(flash_attn_func=flash_attn_func, ...)`` at module level:
@@ -371,7 +373,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
-                                      keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls)))
+                                      keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
+                                      aliases=self.class_aliases(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

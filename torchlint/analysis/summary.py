@@ -124,6 +124,10 @@ class ClassSummary:
     # methods whose body only raises NotImplementedError: a call of one runs a subclass's override
     # (whisper's `Inference.rearrange_kv_cache`, which `PyTorchInference` implements; `Project.callees`)
     abstract: tuple[str, ...] = ()
+    # class attributes bound to a function (whisper's `decode = decode_function`, imported; `predict = forward`):
+    # name -> what the function is, a call on an object of the class runs it with the object as its first
+    # argument (`Project.method`, `Project.parameters`)
+    aliases: tuple[tuple[str, Ref], ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)
@@ -139,7 +143,7 @@ class FileSummary:
     calls: tuple[CallSite, ...]
     hooks: tuple[Hook, ...]
     stars: tuple[tuple[int, str], ...] = ()  # `from m import *`: (level, dotted module)
-    exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports others may import from here
+    exports: tuple[tuple[str, Ref], ...] = ()  # module-level imports, and names bound to a function (`f = g`), others may import from here
     trains: tuple[str, ...] = ()  # functions that call `.backward()` or an optimizer step
     trains_anywhere: bool = False  # a `.backward()` or an optimizer step anywhere in the file, module level too
     samples_anywhere: bool = False  # a hot loop of the file samples (a decode or denoising loop: `Where.INFER`)

@@ -25,6 +25,7 @@ class CallTargets(ObjectRefs):
     """The reference a call's function makes (see the module docstring)."""
 
     star: bool
+    _function_keys: frozenset[str]
 
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         ctx = self.ctx
@@ -45,6 +46,9 @@ class CallTargets(ObjectRefs):
                 return None if qualified.split(".")[0] in _NOT_PROJECT else ("import", 0, qualified)
             if func.value in _BUILTINS:
                 return None
+            aliased = self._aliased_function(func, at)
+            if aliased is not None:  # `f = g` at module level, then `f(x)`: runs `g`
+                return aliased
             own = self._own_class(func, at)
             if own is not None:  # `cls(encoder, decoder)` in a classmethod: the class's constructor
                 return ("local", own)
@@ -88,6 +92,9 @@ class CallTargets(ObjectRefs):
             if member is not None:  # `self.transformer.wte(idx)`: an nn.ModuleDict's member; `self.down[i].downsample(h)`
                 return _object_call(member, "__call__")
             owner = self._instance_class(func.value, at)
+            if owner is None and type(func.value) is cst.Call:
+                # `DecodingTask(model, options).run(mel)`: a method of the object just built (or a factory returned)
+                owner = self._object_of(func.value, at, None)
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS \
                     and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at)):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it;
@@ -159,6 +166,63 @@ class CallTargets(ObjectRefs):
                         and value.value.value in self._module_classes:
                     found[small.targets[0].target.value] = self._module_classes[value.value.value]
         return found
+
+    @cached_property
+    def _module_aliases(self) -> dict[str, cst.Assign]:
+        """Module-level ``f = g`` (a name or a dotted name, bound once at module level): name -> that assignment."""
+        found: dict[str, cst.Assign | None] = {}
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+            if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name \
+                    and type(small.value) in (cst.Name, cst.Attribute):
+                name = small.targets[0].target.value
+                found[name] = None if name in found else small  # (bound twice: no telling which runs)
+        return {name: assign for name, assign in found.items() if assign is not None}
+
+    def _aliased_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
+        """The function a module-level ``f = g`` binds, where ``at`` sees that binding alone."""
+        assign = self._module_aliases.get(name.value)
+        if assign is None:
+            return None
+        bindings = self.ctx.bindings.lookup(name.value, at)
+        if len(bindings) != 1 or bindings[0].node is not assign:
+            return None  # bound again (here, or in the function reading it): not the alias alone
+        return self._function_ref(assign.value, assign)
+
+    def _function_ref(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """What ``value`` names when it may be a function of the project: one of this file, an import (the
+        join tells a function from anything else), a name a star import defines; None for a library's, an
+        object, a class of this file. A name bound to itself in a cycle (``f = g``, ``g = f``) names nothing."""
+        resolving: set[int] = self.__dict__.setdefault("_aliases_resolving", set())
+        if id(at) in resolving:
+            return None
+        resolving.add(id(at))
+        try:
+            ref = self.target(value, at)
+        finally:
+            resolving.discard(id(at))
+        if ref is None or ref[0] not in ("local", "import", "star", "method"):
+            return None
+        return ref if ref[0] != "local" or ref[1] in self._function_keys else None  # (a local class: a constructor)
+
+    def class_aliases(self, cls: cst.ClassDef) -> tuple[tuple[str, Ref], ...]:
+        """``decode = decode_function`` in a class's body (whisper's ``Whisper``, the function imported), or
+        ``predict = forward`` (a method of the class): the attribute's name -> the function a call of it
+        on an object runs (``ClassSummary.aliases``)."""
+        methods = {s.name.value for s in class_body(cls) if type(s) is cst.FunctionDef}
+        found: list[tuple[str, Ref]] = []
+        for statement in class_body(cls):
+            small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+            if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name \
+                    or type(small.value) not in (cst.Name, cst.Attribute):
+                continue
+            if type(small.value) is cst.Name and small.value.value in methods:  # (a method's name in the class body)
+                ref: Ref | None = ("method", self.class_keys[id(cls)], small.value.value)
+            else:
+                ref = self._function_ref(small.value, small)
+            if ref is not None and (ref[0] != "method" or ref[1] == self.class_keys[id(cls)]):
+                found.append((small.targets[0].target.value, ref))
+        return tuple(found)
 
     def _picked_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``sample_fn = {"heun": sample_heun, ...}[sampler]``, then ``sample_fn(denoiser, x)``:
