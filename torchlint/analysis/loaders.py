@@ -360,7 +360,7 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     loops = ctx.loops
     found = {loops.where(loop) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
     if not found:  # handed to a wrapper whose result the loop iterates (`model, opt, dl = distribute(..., dl)`)
-        found = {loops.where(loop) for wrapper in _handed_to(ctx, call) for loop in _iterating(ctx, wrapper) if loops.is_hot(loop)}
+        found = {loops.where(loop) for loop in loops.iterations_through_wrappers(call) if loops.is_hot(loop)}
     for where in (Where.TRAIN, Where.BATCH, Where.EVAL):
         if where in found:
             return where
@@ -371,31 +371,6 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     if isinstance(shuffle, cst.Arg) and isinstance(shuffle.value, cst.Name) and shuffle.value.value in ("True", "False"):
         return Where.TRAIN if shuffle.value.value == "True" else Where.EVAL  # (`shuffle=is_shuffle` says neither)
     return Where.BATCH
-
-
-def _handed_to(ctx: FileContext, call: cst.Call) -> list[cst.Call]:
-    """The calls a loader's name is given to (also as one branch of a conditional expression:
-    ``training_data=ds if deepspeed else dl``): a library's or the project's wrapper, such as
-    ``accelerator.prepare`` or a backend's ``distribute``, whose result the file may iterate."""
-    handed = []
-    for binding in ctx.bindings.bound_to(call):
-        for use in ctx.bindings.uses(binding):
-            node = ctx.tree.parent(use)
-            while isinstance(node, cst.IfExp):
-                node = ctx.tree.parent(node)
-            parent = ctx.tree.parent(node) if isinstance(node, cst.Arg) else None
-            if isinstance(parent, cst.Call):
-                handed.append(parent)
-    return handed
-
-
-def _iterating(ctx: FileContext, value: cst.Call) -> list[cst.CSTNode]:
-    """The loops over ``value``'s result, or over a name a tuple target takes from it."""
-    loops = list(ctx.loops.iterations_of(value))
-    for element in range(8):
-        for binding in ctx.bindings.bound_to(value, element):
-            loops.extend(loop for use in ctx.bindings.uses(binding) for loop in ctx.loops.iterations_of(use))
-    return loops
 
 
 def _named_for(ctx: FileContext, call: cst.Call) -> Where | None:

@@ -112,6 +112,26 @@ class ValueIterations:
             peeked = True
         return peeked
 
+    def iterations_through_wrappers(self, value: cst.Call) -> list[cst.CSTNode]:
+        """The loops over what a call that is given ``value``'s name returns, or over a name a tuple
+        target takes from it (also given as one branch of a conditional expression): a wrapper such
+        as ``accelerator.prepare`` or a backend's ``distribute``, ``(model, opt, dl, sched) =
+        distr_backend.distribute(..., training_data=ds if deepspeed else dl)``, then ``for x in dl:``."""
+        ctx, loops = self.ctx, []
+        for binding in ctx.bindings.bound_to(value):
+            for use in ctx.bindings.uses(binding):
+                node = ctx.tree.parent(use)
+                while isinstance(node, cst.IfExp):
+                    node = ctx.tree.parent(node)
+                wrapper = ctx.tree.parent(node) if isinstance(node, cst.Arg) else None
+                if not isinstance(wrapper, cst.Call):
+                    continue
+                loops.extend(self.iterations_of(wrapper))
+                for element in range(8):  # (a tuple target's names, a wrapper returning a few objects)
+                    for bound in ctx.bindings.bound_to(wrapper, element):
+                        loops.extend(loop for read in ctx.bindings.uses(bound) for loop in self.iterations_of(read))
+        return loops
+
     def over_one_batch(self, loop: cst.CSTNode) -> bool:
         """Does ``loop`` go over the items of one batch taken from a loader (``imgs = next(iter(val_dl))``
         then ``for a, b in zip(imgs["A"], imgs["B"]):``)? Its iterations are rows of whatever runs the
