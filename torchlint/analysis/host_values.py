@@ -228,7 +228,10 @@ class HostValues:
         name = dotted(expr)
         if name is None or depth > _DEPTH or self.ctx.qname(expr) is not None:
             return False
-        bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        every = self.ctx.bindings.lookup(name, at)
+        if test == self.moved_to_host and any(b.kind == "augassign" and b.value is not None and not test(b.value, b.node, depth + 1) for b in every):
+            return False  # `running = 0.0`, then `running += loss.detach()`: a number the loop turns into a device tensor
+        bound = [b for b in every if b.kind != "augassign"]
         tree = self.ctx.tree
         # `k = k[order]`: its own right-hand side sees the earlier bindings, not this one
         bound = [b for b in bound if not (b.kind == "assign" and (at is b.node or tree.is_inside(at, b.node)))
