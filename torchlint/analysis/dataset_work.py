@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_names import AUDIO_LOADERS, IMAGE_DECODERS, VIDEO_DECODERS
 from torchlint.analysis.loaders import GIVEN_ITEMS, in_memory_class
 from torchlint.analysis.names import dotted
 from torchlint.analysis.samples import SampleWork
@@ -18,13 +19,11 @@ if TYPE_CHECKING:
 
 # What a call does, by its qualified name (or dotted spelling), first match wins.
 _BY_NAME: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("loads audio", ("torchaudio.load", "librosa.load", "librosa.core.load", "soundfile.read", "scipy.io.wavfile.read", "audioread.audio_open")),
+    ("loads audio", AUDIO_LOADERS),
     ("computes a spectrogram", ("torch.stft", "librosa.stft", "librosa.feature.melspectrogram", "librosa.feature.mfcc",
                                 "torchaudio.compliance.kaldi.fbank", "torchaudio.transforms.MelSpectrogram", "torchaudio.transforms.Spectrogram")),
-    ("decodes video", ("torchvision.io.read_video", "cv2.VideoCapture", "decord.VideoReader", "av.open")),
-    ("decodes an image", ("PIL.Image.open", "cv2.imread", "imageio.imread", "imageio.v3.imread", "skimage.io.imread", "torchvision.io.read_image",
-                          "torchvision.io.decode_image", "torchvision.io.decode_jpeg", "torchvision.datasets.folder.default_loader",
-                          "torchvision.datasets.folder.pil_loader")),
+    ("decodes video", VIDEO_DECODERS),
+    ("decodes an image", IMAGE_DECODERS),
     ("reads a file", ("open", "numpy.load", "torch.load", "pickle.load", "json.load", "h5py.File", "numpy.fromfile")),
 )
 # The same by the last part of a name the analysis cannot qualify (a project helper, a

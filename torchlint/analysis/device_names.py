@@ -46,6 +46,30 @@ def is_cpu_device(expr: cst.BaseExpression, ctx: FileContext) -> bool:
     return False
 
 
+# Calls that read a file into host memory, by their qualified names (dataset_work says what each does
+# for a sample; the device analysis, that what they give is on the host until it is moved).
+AUDIO_LOADERS = ("torchaudio.load", "librosa.load", "librosa.core.load", "soundfile.read", "scipy.io.wavfile.read", "audioread.audio_open")
+VIDEO_DECODERS = ("torchvision.io.read_video", "cv2.VideoCapture", "decord.VideoReader", "av.open")
+IMAGE_DECODERS = ("PIL.Image.open", "cv2.imread", "imageio.imread", "imageio.v3.imread", "skimage.io.imread", "torchvision.io.read_image",
+                  "torchvision.io.decode_image", "torchvision.io.decode_jpeg", "torchvision.datasets.folder.default_loader",
+                  "torchvision.datasets.folder.pil_loader")
+_FILE_LOADERS = frozenset((*AUDIO_LOADERS, *VIDEO_DECODERS, *IMAGE_DECODERS, "numpy.load", "numpy.fromfile"))
+
+
+def loads_to_host(call: cst.Call, ctx: FileContext) -> bool:
+    """Does ``call`` read a file into host memory: ``torchaudio.load(p)``, ``librosa.load(p, sr=sr)``,
+    ``scipy.io.wavfile.read(p)``, an image decoded, ``torch.load(f, map_location="cpu")``? What it gives
+    is on the host until the code moves it."""
+    qualified = ctx.qname(call.func)
+    if qualified in _FILE_LOADERS:
+        return True
+    if qualified == "torch.load":
+        # Why only with a CPU `map_location`: with none, a checkpoint's tensors come back where they were saved.
+        where = ctx.keyword(call, "map_location")
+        return where is not None and is_cpu_device(where.value, ctx)
+    return False
+
+
 # torch dtypes: `.to(torch.float16)` converts, it does not move.
 DTYPES = {
     "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class
+from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class, loads_to_host
 from torchlint.analysis.device_reach import DEPTH as _DEPTH, HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
@@ -45,6 +45,8 @@ class HostValues:
                 expr = expr.func.value
             else:
                 break
+        if _is_number(expr):
+            return True  # `norm_fix = 1.`: a Python number
         if type(expr) in (cst.Name, cst.Attribute, cst.Call) and ctx.values.kind(expr, at) is Kind.NUMPY:
             return True  # a NumPy array (`kmeans(wh / s, n)[0]`, `k.copy()`): host memory, whatever is done to it
         if _numpy_rooted(expr, ctx):
@@ -52,6 +54,8 @@ class HostValues:
         if type(expr) is cst.Call:
             if _returns_host_tensors(expr, ctx):
                 return True  # `tokenizer(text, return_tensors="pt")`: tensors built on the host
+            if loads_to_host(expr, ctx):
+                return True  # `audio, sr = torchaudio.load(path)`: a file read into host memory, not moved yet
             if self.module_on_host(expr.func, at):
                 return True  # `model_cpu = model.cpu()` moved the module itself: it runs on the host
             if host_tensor_class(ctx.qname(expr.func)):
@@ -99,6 +103,22 @@ class HostValues:
         """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a host value
         (``torch.multinomial(F.softmax(torch.tensor(out)), 1)[0]``, ``x.cpu().tolist()``)? Its
         callers in other files read that result without a wait (the join: ``FileSummary.host_returns``)."""
+        return self._returns_host(function, 0)
+
+    def _helper_returns_host(self, function: cst.FunctionDef) -> bool:
+        """:meth:`returns_host`, asked with a fresh depth (what a helper returns does not depend on
+        how deep its caller's question is) and memoised; a helper asked while its own answer is being
+        made (recursion), or past a few helpers nested this way, is not known to."""
+        memo: dict[cst.FunctionDef, bool | None] = self.__dict__.setdefault("_helpers_host", {})
+        if function in memo:
+            return bool(memo[function])
+        if sum(1 for answer in memo.values() if answer is None) >= 4:
+            return False  # (helpers returning helpers' results, deeper than code usually nests)
+        memo[function] = None
+        memo[function] = answer = self._returns_host(function, 0)
+        return answer
+
+    def _returns_host(self, function: cst.FunctionDef, depth: int) -> bool:
         tree = self.ctx.tree
         returns = []
         for node in tree.descendants(function):
@@ -108,7 +128,7 @@ class HostValues:
                 if node.value is None or len(returns) >= 4:
                     return False  # returns nothing (a None read raises, not waits), or too many paths to follow
                 returns.append(node)
-        return bool(returns) and all(self.moved_to_host(r.value, r) for r in returns)  # type: ignore[arg-type]
+        return bool(returns) and all(self.moved_to_host(r.value, r, depth) for r in returns)  # type: ignore[arg-type]
 
     def result_of_elsewhere(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
         """The call ``expr`` is the result of, where that call runs a function of another file or an object's
@@ -144,7 +164,12 @@ class HostValues:
         qualified = self.ctx.qname(call.func) or ""
         if qualified.startswith("torch.nn.functional."):
             qualified = "torch." + qualified.rsplit(".", 1)[1]  # `F.softmax(host, dim=-1)`: an op like `torch.softmax`
-        if not qualified.startswith("torch.") or qualified.count(".") != 1 or depth > _DEPTH or not call.args:
+        if depth > _DEPTH or not call.args:
+            return False
+        if qualified.startswith("torchaudio.functional.") and call.args[0].keyword is None:
+            # `resample(audio, lsr, sr)`: computes where its waveform is; the other arguments are rates and settings
+            return self.moved_to_host(call.args[0].value, at, depth + 1)
+        if not qualified.startswith("torch.") or qualified.count(".") != 1:
             return False
         if self.ctx.keyword(call, "device") is not None or self.ctx.keyword(call, "out") is not None:
             return False
@@ -159,11 +184,13 @@ class HostValues:
     def _local_helper_of_host_values(self, call: cst.Call, depth: int) -> bool:
         """``xyxy2xywh(torch.tensor(box))``: a function of this file, given only host
         values, that moves nothing to a device, returns host values."""
-        if depth > 4 or not call.args:
-            return False
         function = self.ctx.functions.called(call, self.ctx.qname(call.func))
         if function is None:
             return False  # a model, a method of an object, or an import: it may move its input
+        if self._helper_returns_host(function):
+            return True  # `load_wav_to_torch(path)`: every return is a host value, whatever it is given
+        if depth > 4 or not call.args:
+            return False
         if any(arg.star or not (_is_number(arg.value) or self.moved_to_host(arg.value, call, depth + 1)) for arg in call.args):
             return False
         # Why the body is read: `def to_device(x): return x.cuda()` takes host values too.
@@ -201,7 +228,10 @@ class HostValues:
         name = dotted(expr)
         if name is None or depth > _DEPTH or self.ctx.qname(expr) is not None:
             return False
-        bound = [b for b in self.ctx.bindings.lookup(name, at) if b.kind != "augassign"]
+        every = self.ctx.bindings.lookup(name, at)
+        if test == self.moved_to_host and any(b.kind == "augassign" and b.value is not None and not test(b.value, b.node, depth + 1) for b in every):
+            return False  # `running = 0.0`, then `running += loss.detach()`: a number the loop turns into a device tensor
+        bound = [b for b in every if b.kind != "augassign"]
         tree = self.ctx.tree
         # `k = k[order]`: its own right-hand side sees the earlier bindings, not this one
         bound = [b for b in bound if not (b.kind == "assign" and (at is b.node or tree.is_inside(at, b.node)))

@@ -76,9 +76,13 @@ class StepPositions(StepSyncs):
             if self._fresh(node, stop):
                 return None
             return Position.BEFORE_DECODE if self._decoding_after(node, stop) else Position.MID_STEP
+        if self._decoding_after(node, stop):
+            # fairseq's `torch.arange(bsz).to(device)` after some work, before its beam search: one wait among many;
+            # so is DALLE's `torch.tensor([[0]]).cuda()` on the first line of `generate_texts`, before its token loop
+            # (whatever its caller queued before the call, the function's call is one generation, not one token)
+            return Position.BEFORE_DECODE
         if self._work_after(node, stop):
-            # fairseq's `torch.arange(bsz).to(device)` after some work, before its beam search: one wait among many
-            return Position.BEFORE_DECODE if not self._fresh(node, stop) and self._decoding_after(node, stop) else Position.MID_STEP
+            return Position.MID_STEP
         # after the function's own work: where its call ends, not the step's start
         return None if self._fresh(node, stop) else Position.CALL_END
 
