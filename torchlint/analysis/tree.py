@@ -195,6 +195,20 @@ class Tree:
             index[attribute.attr.value].append(attribute)
         return index
 
+    def own_loops(self, function: cst.FunctionDef) -> list[cst.For | cst.While]:
+        """The ``for`` and ``while`` loops whose innermost ``def`` is ``function``, in source
+        order (not a nested function's)."""
+        return self._loops_by_function.get(id(function), [])
+
+    @cached_property
+    def _loops_by_function(self) -> dict[int, list[cst.For | cst.While]]:
+        # One pass over the file's loops, not a walk of the function per question: asked for
+        # every call a step summary places (the decode loop before it, decoding.generation_before).
+        index: dict[int, list[cst.For | cst.While]] = defaultdict(list)
+        for loop in sorted((*self.nodes(cst.For), *self.nodes(cst.While)), key=self.index):
+            index[id(self.enclosing_function(loop))].append(loop)
+        return index
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(id(node))
 
