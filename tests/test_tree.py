@@ -87,6 +87,29 @@ def test_fast_helpers_agree_with_isinstance(path: Path) -> None:
         assert all(tree.parent(kid) is node for kid in kids)
 
 
+@pytest.mark.parametrize("path", FILES[1::3], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_indexed_subtree_questions_agree_with_a_walk(path: Path) -> None:
+    """``own_loops`` and ``holds`` answer from the per-type lists what a walk of each
+    function's subtree finds (a nested function's loops are its own, its yields its owner's too)."""
+    tree = Tree(cst.parse_module(path.read_text()))
+    for function in tree.nodes(cst.FunctionDef):
+        under = list(tree.descendants(function))
+        assert tree.own_loops(function) == [n for n in under if type(n) in (cst.For, cst.While)
+                                            and tree.enclosing_function(n) is function]
+        for kind in (cst.Yield, cst.Await, cst.Return, cst.Lambda, cst.While):
+            assert tree.holds(function, kind) == any(type(n) is kind for n in under), (function.name.value, kind)
+
+
+def test_indexed_subtree_questions_on_nested_functions() -> None:
+    tree = Tree(cst.parse_module(
+        "def outer(xs):\n    for x in xs:\n        pass\n    def inner():\n        while True:\n            yield 1\n"
+        "    return inner\ndef plain():\n    return 2\n"))
+    outer, inner, plain = tree.nodes(cst.FunctionDef)
+    assert [type(n) for n in tree.own_loops(outer)] == [cst.For] and [type(n) for n in tree.own_loops(inner)] == [cst.While]
+    assert tree.holds(outer, cst.Yield) and tree.holds(inner, cst.Yield) and not tree.holds(plain, cst.Yield)
+    assert tree.own_loops(plain) == [] and not tree.holds(inner, cst.For)
+
+
 def test_the_walk_reaches_every_node_once_in_pre_order() -> None:
     module = cst.parse_module("def f(x):\n    return [y * 2 for y in x if y]  # c\nclass A:\n    z: int = f(1)\n")
     tree = Tree(module)

@@ -406,8 +406,9 @@ def generation_before(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
         if type(ancestor) in (cst.For, cst.While) or isinstance(ancestor, (cst.CompFor, cst.Lambda)):
             return None  # (repeated by a loop of its own: the hot-loop analysis's case)
     at = ctx.tree.index(node)
-    for loop in ctx.tree.descendants(function):
-        if type(loop) in (cst.For, cst.While) and ctx.tree.index(loop) < at and not ctx.tree.is_inside(node, loop) \
-                and ctx.tree.enclosing_function(loop) is function and ctx.loops.decodes(loop):
+    for loop in ctx.tree.own_loops(function):
+        if ctx.tree.index(loop) >= at:
+            return None  # (in source order: the rest start after it)
+        if not ctx.tree.is_inside(node, loop) and ctx.loops.decodes(loop):
             return loop
     return None

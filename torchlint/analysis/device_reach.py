@@ -149,14 +149,12 @@ class DeviceReach:
         gives, where the join finds it runs a module's ``forward`` (whisper's ``PyTorchInference.logits``,
         ``return self.model.decoder(tokens, audio_features, kv_cache=self.kv_cache)``): those calls,
         for the join (``FileSummary.device_results``); None where some return may be a host value."""
-        tree, returns = self.ctx.tree, []
-        for node in tree.descendants(function):
-            if type(node) in (cst.Yield, cst.Await):
-                return None  # a generator's or a coroutine's result is no tensor
-            if type(node) is cst.Return and tree.enclosing_function(node) is function:
-                if node.value is None or len(returns) >= 4:
-                    return None  # returns nothing on some path, or too many paths to follow
-                returns.append(node)
+        tree = self.ctx.tree
+        if tree.holds(function, cst.Yield) or tree.holds(function, cst.Await):
+            return None  # a generator's or a coroutine's result is no tensor (a nested function's too)
+        returns = self.ctx.values.returns_of(function)
+        if len(returns) > 4 or any(r.value is None for r in returns):
+            return None  # returns nothing on some path, or too many paths to follow
         modules: list[cst.Call] = []
         for r in returns:
             value = r.value

@@ -120,15 +120,12 @@ class HostValues:
 
     def _returns_host(self, function: cst.FunctionDef, depth: int) -> bool:
         tree = self.ctx.tree
-        returns = []
-        for node in tree.descendants(function):
-            if type(node) in (cst.Yield, cst.Await):
-                return False
-            if type(node) is cst.Return and tree.enclosing_function(node) is function:
-                if node.value is None or len(returns) >= 4:
-                    return False  # returns nothing (a None read raises, not waits), or too many paths to follow
-                returns.append(node)
-        return bool(returns) and all(self.moved_to_host(r.value, r, depth) for r in returns)  # type: ignore[arg-type]
+        if tree.holds(function, cst.Yield) or tree.holds(function, cst.Await):
+            return False  # (a nested function's too)
+        returns = self.ctx.values.returns_of(function)
+        if not returns or len(returns) > 4 or any(r.value is None for r in returns):
+            return False  # returns nothing (a None read raises, not waits), or too many paths to follow
+        return all(self.moved_to_host(r.value, r, depth) for r in returns)  # type: ignore[arg-type]
 
     def result_of_elsewhere(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
         """The call ``expr`` is the result of, where that call runs a function of another file or an object's

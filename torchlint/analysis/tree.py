@@ -175,6 +175,18 @@ class Tree:
         high = bisect.bisect_left(names, end, lo=low, key=self.index)
         return names[low:high]
 
+    def holds(self, node: cst.CSTNode, node_type: type) -> bool:
+        """Whether a node of exactly ``node_type`` lies under ``node`` (not ``node`` itself): a
+        bisection of :meth:`nodes` (in source order), not a walk of the subtree per question."""
+        found = self.by_type.get(node_type)
+        if not found:
+            return False
+        start = self.order.get(id(node))
+        if start is None:  # a node made after the walk (a fix's)
+            return any(type(n) is node_type for n in self._walked_descendants(node))
+        first = bisect.bisect_right(found, start, key=self.index)
+        return first < len(found) and self.order[id(found[first])] <= self._last_index(node)
+
     def attributes_named(self, attr: str) -> list[cst.Attribute]:
         """Every ``x.attr`` node for this ``attr``, in the order of :meth:`nodes`."""
         return self._attributes_by_name.get(attr, [])
@@ -193,6 +205,20 @@ class Tree:
         index: dict[str, list[cst.Attribute]] = defaultdict(list)
         for attribute in self.nodes(cst.Attribute):
             index[attribute.attr.value].append(attribute)
+        return index
+
+    def own_loops(self, function: cst.FunctionDef) -> list[cst.For | cst.While]:
+        """The ``for`` and ``while`` loops whose innermost ``def`` is ``function``, in source
+        order (not a nested function's)."""
+        return self._loops_by_function.get(id(function), [])
+
+    @cached_property
+    def _loops_by_function(self) -> dict[int, list[cst.For | cst.While]]:
+        # One pass over the file's loops, not a walk of the function per question: asked for
+        # every call a step summary places (the decode loop before it, decoding.generation_before).
+        index: dict[int, list[cst.For | cst.While]] = defaultdict(list)
+        for loop in sorted((*self.nodes(cst.For), *self.nodes(cst.While)), key=self.index):
+            index[id(self.enclosing_function(loop))].append(loop)
         return index
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
