@@ -230,7 +230,8 @@ def one_fix(what: str, count: int) -> Repeat:
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
-SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})
+DENOISING_STEP = "denoising step"  # a sampler's iteration (`x = step(model(x, t))`): sequential too
+SEQUENTIAL = frozenset({"decoded token", DENOISING_STEP, ENV_STEP})
 
 
 @pickled_by_fields
@@ -366,6 +367,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
     tier = _TIERS[cost][where]
+    if cost is Cost.HOST_COPY and place.per_step.unit == DENOISING_STEP:
+        # A copy out of each denoising step carries an intermediate state, not a result the host needs
+        # (only the last step's is): tiered as the sync it is, not as a sampling loop's predictions.
+        tier = _TIERS[Cost.SYNC][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
     if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:
