@@ -48,6 +48,26 @@ class ChosenBranches:
                 return True
         return False
 
+    def sequence_tested(self, node: cst.CSTNode, name: str) -> bool:
+        """Is ``node`` in the body of an ``if``/``elif`` whose test says ``name`` is a list or tuple
+        (``elif isinstance(v, list):``, also joined by ``and``)? MaskData's ``filter`` picks by type."""
+        ctx = self.ctx
+        for branch in self.conditions(node):
+            if not ctx.tree.is_inside(node, branch.body):
+                continue
+            tests = [branch.test]
+            while tests:
+                test = tests.pop()
+                if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+                    tests += [test.left, test.right]
+                elif type(test) is cst.Call and dotted(test.func) == "isinstance" and ctx.qname(test.func) is None and len(test.args) == 2 \
+                        and dotted(test.args[0].value) == name:
+                    kinds = test.args[1].value
+                    types = [e.value for e in kinds.elements] if type(kinds) is cst.Tuple else [kinds]
+                    if types and all(dotted(t) in ("list", "tuple") for t in types):
+                        return True
+        return False
+
     def tensor_tested(self, test: cst.BaseExpression) -> str | None:
         """``v`` for ``isinstance(v, torch.Tensor)`` (also in a tuple of types) and ``torch.is_tensor(v)``."""
         if not isinstance(test, cst.Call) or not test.args:

@@ -99,6 +99,51 @@ class HostTensors:
             return binding is not None and binding.kind == "assign" and binding.element is None and binding.value is not None and self.python_number(binding.value, binding.node, depth + 1)
         return False
 
+    def loop_number(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` a name a loop binds to the items of a Python sequence (``for i, j in
+        zip(reversed(seq), reversed(seq_next))``, ``for t in timesteps`` over a list): a number
+        each time, or a host scalar. Not where the loop walks a tensor, an array or a loader
+        (rows of data), nor where the code uses the name as a tensor."""
+        ctx = self.ctx
+        if type(expr) is not cst.Name:
+            return False
+        binding = ctx.bindings.reaching(expr.value, at)
+        if binding is None or binding.kind not in ("for", "comp") or binding.value is None:
+            return False
+        if ctx.values.kind(expr, at) in (Kind.TENSOR, Kind.NUMPY, Kind.MODULE, Kind.LOADER) or ctx.syncs.used_as_tensor(expr, at):
+            return False  # known to be a tensor, or used as one (`t.view(...)`)
+        walked = _walked(ctx, binding.value, binding.element)
+        return walked is not None and self._sequence_of_numbers(walked, binding.node)
+
+    def _sequence_of_numbers(self, root: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``range(n)``, a list literal, ``[-1] + list(seq[:-1])``, or a name bound to those or
+        a parameter of unknown kind (a schedule passed in), never a tensor, an array or a loader."""
+        ctx = self.ctx
+        root_type = type(root)
+        if root_type is cst.Call and type(root.func) is cst.Name and root.func.value in ("range", "reversed", "list", "sorted", "tuple") \
+                and ctx.qname(root.func) is None:
+            return root.func.value == "range" or bool(root.args) and self._sequence_of_numbers(root.args[0].value, at)
+        if root_type in (cst.List, cst.Tuple):
+            return all(type(e) is cst.Element and self.python_number(e.value, at) for e in root.elements)
+        if root_type is cst.BinaryOperation and type(root.operator) is cst.Add:
+            return self._sequence_of_numbers(root.left, at) and self._sequence_of_numbers(root.right, at)
+        if root_type is cst.Subscript:  # `seq[:-1]`: a slice of the sequence
+            return all(type(e.slice) is cst.Slice for e in root.slice) and self._sequence_of_numbers(root.value, at)
+        if root_type is not cst.Name or ctx.values.kind(root, at) in (Kind.TENSOR, Kind.NUMPY, Kind.LOADER, Kind.MODULE):
+            return False
+        if ctx.devices.loader_value(root, at):
+            return False  # batches
+        bound = ctx.bindings.lookup(root.value, at)
+        if not bound:
+            return False
+        for binding in bound:
+            if binding.kind == "param":
+                continue  # a schedule passed in: the loop's other uses decide (a tensor's are above)
+            if binding.kind != "assign" or binding.element is not None or binding.value is None \
+                    or not self._sequence_of_numbers(binding.value, binding.node):
+                return False
+        return True
+
     # --- where a host tensor comes from --------------------------------------------------
     def host_factory(self, call: cst.Call) -> bool:
         """A factory call without a device (or with ``device="cpu"``); without one, not in a file
@@ -211,6 +256,10 @@ class HostTensors:
                 if self.python_number(other, parent):
                     current = parent
                 elif self._factory_made(other, parent):
+                    current, alone = parent, False
+                elif self.loop_number(other, parent):
+                    # `(torch.ones(n) * i).to(d)` over `for i in reversed(seq)`: still built on the host, but
+                    # the element may be a 0-d host tensor or an array's item: no fix on the factory alone
                     current, alone = parent, False
                 else:
                     return current, alone
@@ -356,3 +405,17 @@ class HostTensors:
             return None
         top, _ = self.host_chain(reads[0])
         return target if top is assign.value else None
+
+
+def _walked(ctx, iterable: cst.BaseExpression, element: int | None) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]
+    """What a loop's target at ``element`` walks: ``zip(a, b)``'s ``a`` or ``b``, ``enumerate(xs)``'s
+    ``xs`` (its position 1), the iterable itself for a plain target; None for a part of each item
+    (``for x, y in loader``: what the items hold is not known)."""
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Name and ctx.qname(iterable.func) is None:
+        name = iterable.func.value
+        positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
+        if name == "zip" and element is not None and element < len(positional) and len(positional) == len(iterable.args):
+            return positional[element]
+        if name == "enumerate" and element == 1 and positional:
+            return positional[0]
+    return iterable if element is None else None

@@ -44,6 +44,8 @@ class Cost(enum.Enum):
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
     PER_PARAMETER_LAUNCHES = "an op or two per parameter (a kernel launch each on a GPU, a dispatch on the CPU) where one multi-tensor call would do"
+    PER_ELEMENT_LAUNCHES = ("a tiny kernel launch or two per element of a Python loop over host indices (a few microseconds of host "
+                            "time each, for a few bytes of work), where one indexed op on all of them would do")
     TIMESTEP_LAUNCHES = "a few tiny kernel launches per timestep of a Python loop over a rollout, where the host does the same arithmetic in about a microsecond an operation"
     PER_PARAMETER_COLLECTIVES = "a collective per parameter tensor: one latency-bound launch and wait for each small tensor where one bucket would do"
     PADDED_TO_MAX = "every sequence padded to the maximum length: the model's forward and backward run over the padding too"
@@ -108,6 +110,7 @@ SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low
 PER_PARAMETER_LAUNCHES medium low  low    low    low    low    low
 TIMESTEP_LAUNCHES    medium medium low    medium medium low    low
+PER_ELEMENT_LAUNCHES medium medium low    medium low    low    low
 PER_PARAMETER_COLLECTIVES high low  low    high   low    low    low
 PADDED_TO_MAX        high   low    low    medium low    low    low
 CACHE_COPIED         medium high   medium high   low    low    low
@@ -249,7 +252,9 @@ def one_fix(what: str, count: int) -> Repeat:
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
-SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})
+DENOISING_STEP = "denoising step"  # a sampler's iteration (`x = step(model(x, t))`): sequential too
+DECODED_TOKEN = "decoded token"  # a decode loop's iteration
+SEQUENTIAL = frozenset({DECODED_TOKEN, DENOISING_STEP, ENV_STEP})
 
 
 @pickled_by_fields
@@ -385,6 +390,14 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     if host_only and cost in _DEVICE_COSTS:
         return LOW, f"{cost.value}, {often}, but on the host only: no device to wait for"
     tier = _TIERS[cost][where]
+    if cost is Cost.PER_ELEMENT_LAUNCHES and place.per_step.unit in (DECODED_TOKEN, DENOISING_STEP):
+        # Per element per decoded token: a token's step is small and latency-bound, so hundreds of
+        # launches (a penalty per distinct token generated so far) are a large share of it.
+        tier = HIGH
+    if cost is Cost.HOST_COPY and place.per_step.unit == DENOISING_STEP:
+        # A copy out of each denoising step carries an intermediate state, not a result the host needs
+        # (only the last step's is): tiered as the sync it is, not as a sampling loop's predictions.
+        tier = _TIERS[Cost.SYNC][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
     if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:

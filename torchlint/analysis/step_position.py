@@ -414,7 +414,9 @@ class StepPositions(StepSyncs):
         if type(func) is cst.Name:
             return ctx.qname(func) is None and not ctx.functions.defines(func.value) and bool(ctx.bindings.lookup(func.value, call))
         if type(func) is cst.Subscript:  # `self.lins[i](x)`, `self.heads[k](h)`: a member of a ModuleList or ModuleDict
-            return (dotted(func.value) or "").startswith("self.")
+            # (or a function picked from a table and given the model: ddim's `loss_registry[kind](model, x, t, e, b)`)
+            return (dotted(func.value) or "").startswith("self.") or any(
+                not arg.star and ctx.values.kind(arg.value, call) is Kind.MODULE for arg in call.args)
         return type(func) is cst.Attribute and dotted(func.value) == "self" and ctx.functions.called(call, None) is None
 
 

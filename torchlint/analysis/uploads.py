@@ -161,6 +161,11 @@ class Uploads(HostTensors):
                 if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
                     return None
                 expr, at, named = binding.value, binding.node, True
+            elif type(expr) is cst.Subscript:
+                appended = self._appended_last(expr, at)
+                if appended is None:
+                    return None
+                expr, at, named = appended, appended, True
             elif type(expr) is cst.Call and ctx.qname(expr.func) in ("torch.from_numpy", "torch.as_tensor", "torch.tensor"):
                 if ctx.keyword(expr, "device") is not None or len(expr.args) != 1 or expr.args[0].keyword is not None:
                     return None
@@ -175,6 +180,25 @@ class Uploads(HostTensors):
             else:
                 return None
         return None
+
+    def _appended_last(self, item: cst.Subscript, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """``xs[-1]`` in a loop whose body also does ``xs.append(value)``: the value the last pass
+        appended (DDIM's sampler: ``xs.append(xt_next.to('cpu'))``, then ``xt = xs[-1].to('cuda')``
+        at the next step). None for another index, or a list the loop does not append to."""
+        ctx = self.ctx
+        index = item.slice[0].slice if len(item.slice) == 1 else None
+        if type(index) is not cst.Index or type(index.value) is not cst.UnaryOperation or type(index.value.expression) is not cst.Integer \
+                or index.value.expression.value != "1" or type(index.value.operator) is not cst.Minus:
+            return None
+        name = dotted(item.value)
+        loops = ctx.loops.enclosing_loops(at)
+        if name is None or not loops or type(loops[0]) not in (cst.For, cst.While):
+            return None
+        appends = [call for call in ctx.method_calls("append") if dotted(call.func.value) == name  # type: ignore[attr-defined]
+                   and ctx.tree.is_inside(call, loops[0]) and ctx.loops.enclosing_loops(call)[:1] == loops[:1]]
+        if len(appends) != 1 or len(appends[0].args) != 1 or ctx.guards.rare(appends[0], stop=loops[0]):
+            return None  # appended in several places, or only now and then: not the step's value
+        return appends[0].args[0].value
 
     def _same_pass(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
         """Do both run in the same pass: in one function, and in each loop around the second?"""

@@ -27,8 +27,10 @@ class DeviceRoundTrip(Check):
         trip = ctx.uploads.round_trips.get(id(node))
         if trip is not None:
             # `a = x.cpu().numpy()`, host work on `a`, `torch.from_numpy(a).to(d)`: the wait is at the first move
+            # (back before it in the source: `xs.append(x.cpu())`, then `xs[-1].cuda()` at the top of the next pass)
+            when = "at the loop's next pass" if ctx.tree.index(trip[1]) < ctx.tree.index(node) else "in the same pass"
             self.report(node, related=(trip[1],), expr=short_code(ctx.module, node, limit=60), first="to the host",
-                        second=f"back to the device in `{short_code(ctx.module, trip[1], limit=60)}` in the same pass",
+                        second=f"back to the device in `{short_code(ctx.module, trip[1], limit=60)}` {when}",
                         waste="that keeping the work on the device saves")
             return
         later = ctx.devices.move(node)

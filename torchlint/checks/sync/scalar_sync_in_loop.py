@@ -33,6 +33,8 @@ class ScalarSyncInLoop(Check):
         self._repeated_sync(node, node, _SIZE_HINT)
         method = ctx.method_name(node)
         library = library_read(ctx, node) if method not in _SCALAR_READS else None
+        if method == "add_scalar":
+            library = self._logged_tensor(node)
         if library is None and (method not in _SCALAR_READS or node.args):
             return
         loop = ctx.loops.hot_loop(node)
@@ -53,13 +55,24 @@ class ScalarSyncInLoop(Check):
         if feeds_environment(ctx, node):
             return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
         if library is not None:
-            self.report(node, call=short_code(ctx.module, node, limit=60), hint=_LIBRARY_HINT.format(reads=library[1]))
+            hint = _WRITER_HINT if method == "add_scalar" else _LIBRARY_HINT.format(reads=library[1])
+            self.report(node, call=short_code(ctx.module, node, limit=60), hint=hint)
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
         # `char = tokenizer.sample_logits(out)` (another file's method): host where everything it may run returns host values
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()",
                     unless_host=ctx.devices.constructor_parameter(receiver) or returned_key(ctx, receiver, node),
                     hint=self._hint(node, receiver), unless_host_return=ctx.devices.result_of_elsewhere(receiver, node))
+
+    def _logged_tensor(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+        """``writer.add_scalar("loss", loss, step)`` with ``loss`` a device tensor: TensorBoard's
+        writer turns it into a number (``.item()`` inside), a read as ``loss.item()`` is."""
+        value = node.args[1] if len(node.args) >= 2 else None
+        if value is None or value.keyword is not None or value.star or plainly_python(value.value):
+            return None  # `add_scalar("loss", loss.item(), step)`: a number already
+        if self.ctx.values.kind(value.value, node) is not Kind.TENSOR and not self.ctx.syncs.device_tensor(value.value, node):
+            return None  # a Python number, or not known as a tensor (the checks after this one place it on the host or not)
+        return value.value, "the tensor's value"
 
     def _hint(self, node: cst.Call, receiver: cst.BaseExpression) -> str:
         """The fix where the read's shape says more than "accumulate on the device"."""
@@ -131,6 +144,9 @@ _LOGGED_HINT = ("Pass the tensor itself (`{value}`): Lightning keeps it on the d
                 "to the logger (every `log_every_n_steps`, 50 by default); `prog_bar=True` reads it at each progress-bar refresh")
 _LIBRARY_HINT = ("The call reads {reads} on the host: compute it once per step and pass it on (the unpadding "
                  "indices and lengths of one mask serve every layer), or give the size it would read")
+_WRITER_HINT = ("TensorBoard's writer reads the tensor's value (`.item()` inside): log every N steps, or accumulate "
+                "`loss.detach()` on the device and log the mean every N steps; a number already read in the step "
+                "(`loss.item()` for the log line) costs nothing more to pass")
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "
               "or drop the check (`assert not x.isnan().any()`) outside debugging")
 _SIZE_HINT = ("Sort or group once per step and slice by counts read once, or keep shapes static "

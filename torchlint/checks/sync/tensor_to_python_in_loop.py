@@ -166,14 +166,17 @@ class TensorToPythonInLoop(Check):
             read.append(index)  # `items[t]` on a list
         if not read or not ctx.syncs.in_step(node):
             return
+        walked = next((w for w in (walked_tensor(ctx, v, node) for v in read) if w is not None), None)
+        # `[v[i] for i in keep]`: each element of the index tensor read as a Python int
+        hint = ELEMENT_HINT.format(tensor=short_code(ctx.module, walked, limit=40)) if walked is not None else ""
         if any(ctx.syncs.device_tensor(value, node) for value in read):
-            self.report(node, expr=short_code(ctx.module, node))
+            self.report(node, expr=short_code(ctx.module, node), hint=hint)
             return
         # `x[i, :, start:end]` with `start = ids_str[i]` of a parameter: holds where every caller passes a
         # device tensor, or (`mask[i, lengths[i]:] = 0`) where a per-step call passes a batch it just uploaded
         device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in read))
         if not self._report_uploaded(node, read, device_params) and device_params:
-            self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
+            self.report(node, expr=short_code(ctx.module, node), if_device=device_params, hint=hint)
 
     def _report_uploaded(self, node: cst.CSTNode, read: list[cst.BaseExpression], device_params: tuple[str, ...] = ()) -> bool:
         """``mask[i, lengths[i]:] = 0``, ``int(lengths[i])`` in a helper whose ``lengths`` is a
@@ -197,6 +200,8 @@ class TensorToPythonInLoop(Check):
         ctx = self.ctx
         if type(value) not in (cst.Name, cst.Attribute, cst.List, cst.Tuple):
             return False
+        if type(value) is cst.Name and ctx.guards.sequence_tested(at, value.value):
+            return True  # `elif isinstance(v, list): [v[i] for i in keep]`
         return ctx.values.is_sequence_literal(value, at) and ctx.values.kind(value, at) is Kind.HOST
 
 
