@@ -14,7 +14,7 @@ check for what is not code in a loop (a DataLoader: where its batches go).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from torchlint.findings import HIGH, LOW, MEDIUM, pickled_by_fields
@@ -178,6 +178,8 @@ class Position(enum.Enum):
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     AFTER_DECODE = "after-decode"  # after a whole decode loop, outside it: once per generated sequence (its result), amortized over its tokens
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
+    TOKEN_READ = "token-read"  # the sampled token a decode loop needs on the host (`return int(out)` of a `multinomial`): one read per token is the floor
+    EXTRA_READ = "extra-read"  # a read before the token read on its path in the step: one more wait per token, removable
 
 
 def at_call(own: Position | None, call: Position) -> Position:
@@ -230,7 +232,8 @@ def one_fix(what: str, count: int) -> Repeat:
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
-SEQUENTIAL = frozenset({"decoded token", "denoising step", ENV_STEP})
+DECODED_TOKEN = "decoded token"  # a decode loop's iteration
+SEQUENTIAL = frozenset({DECODED_TOKEN, "denoising step", ENV_STEP})
 
 
 @pickled_by_fields
@@ -339,9 +342,17 @@ _POSITION_WHY = {
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
                             "one wait beside the decode steps' many (each token waits for the device anyway)"),
+    Position.TOKEN_READ: "the token the loop needs on the host: one read per token is the floor",
+    Position.EXTRA_READ: ("an extra read per decoded token beside the token's own, which the loop needs on the host: "
+                          "one read per token is the floor, this one adds a wait (and its copy) to every token"),
     Position.BEFORE_DECODE: ("once per generated sequence, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
+
+
+# Where a token read, or a read before one, stands outside a decode loop's token: a read returned at its
+# function's end, one before more device work.
+_TOKEN_POSITIONS = {Position.TOKEN_READ: Position.STEP_END, Position.EXTRA_READ: Position.MID_STEP}
 
 
 # Costs that do not depend on where the flagged line runs: a style matter, an unread file,
@@ -377,6 +388,12 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # (Over a few fixed items with nothing heavy between them, the first read drained the
         # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
+    if cost in _WAITS and place.position in _TOKEN_POSITIONS:
+        if where is Where.INFER and place.per_step.unit == DECODED_TOKEN and not place.per_step:
+            # Once per decoded token: the token's own read is what the loop needs; a read before it is one more wait per token.
+            return (LOW if place.position is Position.TOKEN_READ else MEDIUM), f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+        # Not a decode loop's token: where a read returned at its function's end, or one before more work, stands.
+        place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
