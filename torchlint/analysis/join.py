@@ -736,8 +736,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # An epoch loop is no decode loop: what it calls runs once per epoch.
                     # A loop of decoded tokens or denoising steps, or a `while` loop (`while not done:`
                     # stepping an environment), is the step itself: a loop around it goes over
-                    # generations or episodes.
-                    while loop.where is not Where.EPOCH and loop.over not in SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
+                    # generations or episodes. So is a loop whose call runs a whole generation (read_fast's
+                    # `for j, text in enumerate(texts): gen = tts.tts(text)`): a loop around it goes over other work.
+                    generation = reaches.generates(callee)
+                    while not generation and loop.where is not Where.EPOCH and loop.over not in SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
@@ -847,7 +849,10 @@ class _ModelReach:
         calls, a few calls deep (a beam search behind ``model.recognize(x)``)?"""
         if function in self.decoders:
             return True
-        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in self.calls.get(function, ())
+        calls = self.calls.get(function, ())
+        if any(call.target[0] == "object" and call.target[-1] == "generate" for call in calls):
+            return True  # a model's `.generate(...)` (a library's, Hugging Face's): a whole generation, as in its own file
+        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in calls
                                            for callee in self.project.callees(call.target, function[0]) if callee != function)
 
     def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:
