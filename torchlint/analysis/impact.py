@@ -233,6 +233,7 @@ def one_fix(what: str, count: int) -> Repeat:
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 DECODED_TOKEN = "decoded token"  # a decode loop's iteration
+GENERATION = "generated sequence"  # a step loop's iteration that runs a whole generation (`gen = tts.tts(text)` per text chunk)
 SEQUENTIAL = frozenset({DECODED_TOKEN, "denoising step", ENV_STEP})
 
 
@@ -379,6 +380,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     tier = _TIERS[cost][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
+    if cost in _WAITS and place.per_step.unit == GENERATION and not any(repeat.kind in SEQUENTIAL for repeat in place.per_step.repeats):
+        # A step that is a whole generation (its decode steps each wait for the device anyway): this line's waits,
+        # once or over the rows or tokens of that generation's result, are a few beside the generation's many.
+        return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_PER_GENERATION}"
     if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:
         # An evaluation's rows each scored by the model on their own: a read per row is one wait per
         # model run, small beside that run's work, as one read per evaluation batch is.
@@ -435,6 +440,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_PER_GENERATION = ("each step runs a whole generation, whose decode steps each wait for the device anyway: "
+                   "its waits here, once or over the generation's rows or tokens, are a few small ones beside the generation's many")
 _PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by itself), so this is one wait per model run, "
                   "once per evaluated item: small beside the model's work, as a read once per eval batch is")
 _ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
@@ -465,6 +472,8 @@ def with_multiplicity(message: str, place: Place) -> str:
     a line run once per epoch (beside the epoch's batch loop) says so, not "on every step"."""
     if place.where is Where.EPOCH:
         message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
+    elif place.where in _PER_STEP and place.per_step.unit == GENERATION:
+        message = message.replace("run every step from", "run once per generated sequence from").replace("on every step", "once per generated sequence")
     elif place.position is Position.AFTER_DECODE and place.where in _PER_STEP and not place.per_step:
         # after a whole generation (whisper's word timings after its window's decode): once per sequence, not per token
         message = message.replace("run every step from", "run once per generated sequence, after its decode, from") \
@@ -506,4 +515,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["ENV_STEP", "FEW_ITEMS", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "one_fix", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["DECODED_TOKEN", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "one_fix", "per_call", "phase_rank", "tiers", "with_multiplicity"]
