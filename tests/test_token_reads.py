@@ -26,8 +26,10 @@ def test_a_token_returned_to_no_decode_loop_is_a_read_at_its_calls_end(tmp_path:
     chat = root / "chat.py"
     # the model no longer takes the sampled token: the loop decodes nothing, its token is a plain read
     chat.write_text(chat.read_text().replace("out, state = model.forward(token, state)", "out, state = model.forward(0, state)"))
-    impacts = {(Path(f.path).name, f.line): f.impact for f in project_findings(root, "TL101")}
-    assert impacts[("chat.py", 31)] == "medium"
+    found = {(Path(f.path).name, f.line): f for f in project_findings(root)}
+    returned = found[("sampling.py", 19)]
+    assert returned.impact == "medium" and "at its end" in returned.impact_reason and "floor" not in returned.impact_reason
+    assert "extra read" not in found[("sampling.py", 16)].impact_reason
 
 
 def test_the_tiers_follow_the_data() -> None:
