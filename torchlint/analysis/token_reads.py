@@ -32,15 +32,24 @@ _DEPTH = 3  # names followed back to the sample (`out = torch.multinomial(...)[0
 
 def token_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Is ``node`` a read of a sampled token (``int(out)`` of ``out = torch.multinomial(probs, 1)[0]``,
-    ``torch.multinomial(probs, 1).item()``) whose value its function returns, or that a decode
-    loop around it (not a loop nested in it) reads for its next token?"""
+    ``torch.multinomial(probs, 1).item()``) whose value its function returns or yields?"""
     value = read_expression(node)
     if value is None or not _sampled(ctx, value, node, 0):
         return False
-    if returned(ctx, node):
-        return True  # the sampler's result: its caller needs the token on the host
-    loops = ctx.loops.enclosing_loops(node)
-    return bool(loops) and type(loops[0]) in (cst.For, cst.While) and ctx.loops.decodes(loops[0])
+    # the sampler's result, returned or yielded (nanochat's `token = next_ids.item(); yield token`): its caller needs
+    # the token on the host (not a stop check, `if nxt.item() == eos_id: break`, which waits for a token kept on the device)
+    return returned(ctx, node) or _yielded(ctx, node)
+
+
+def _yielded(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is the value ``node`` reads yielded, there or through the one name it is bound to?"""
+    tree = ctx.tree
+    parent = tree.parent(node)
+    if type(parent) is cst.Yield:
+        return True
+    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
+        return False
+    return any(type(tree.parent(use)) is cst.Yield for binding in ctx.bindings.bound_to(node) for use in ctx.bindings.uses(binding, ordered=True))
 
 
 def precedes_token_read(ctx: FileContext, later: Iterable[cst.CSTNode]) -> bool:
