@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.token_reads import returns_a_token
 from torchlint.analysis.tree import children
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
     """Is a call in ``nodes`` that may run a model used as logits (with ``named``: bound to a
     name of logits), and given what the body made from them the iteration before?"""
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
-    samplers = sampler_calls(nodes)  # once, not per call
+    # (a helper of the file that picks the token from the logits it is given, ChatRWKV's `token = sample_logits(out)`, samples too)
+    samplers = sampler_calls(nodes) + [n for n in nodes if type(n) is cst.Call and _picks_a_token(ctx, n)]  # once, not per call
     for call in (n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n)):
         statement = assignment_of(ctx, call)
         if statement is None:
@@ -282,6 +284,15 @@ def _samples_inside(ctx: FileContext, call: cst.Call) -> bool:
     name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
     functions = ctx.functions.all_named(name) if name else []
     return bool(functions) and all(_returns_a_sample(ctx, function) for function in functions)
+
+
+def _picks_a_token(ctx: FileContext, call: cst.Call) -> bool:
+    """Does ``call`` run a function of this file that returns a token it samples (every ``def``
+    of the name: a method name is all the call says of its class)?"""
+    func = call.func
+    name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+    functions = ctx.functions.all_named(name) if name else []
+    return bool(functions) and all(returns_a_token(ctx, function) for function in functions)
 
 
 def _returns_a_sample(ctx: FileContext, function: cst.FunctionDef) -> bool:

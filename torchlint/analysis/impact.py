@@ -14,7 +14,7 @@ check for what is not code in a loop (a DataLoader: where its batches go).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from torchlint.findings import HIGH, LOW, MEDIUM, pickled_by_fields
@@ -200,6 +200,8 @@ class Position(enum.Enum):
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     AFTER_DECODE = "after-decode"  # after a whole decode loop, outside it: once per generated sequence (its result), amortized over its tokens
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
+    TOKEN_READ = "token-read"  # the sampled token a decode loop needs on the host (`return int(out)` of a `multinomial`): one read per token is the floor
+    EXTRA_READ = "extra-read"  # a read before the token read on its path in the step: one more wait per token, removable
 
 
 def at_call(own: Position | None, call: Position) -> Position:
@@ -254,6 +256,7 @@ def one_fix(what: str, count: int) -> Repeat:
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 DENOISING_STEP = "denoising step"  # a sampler's iteration (`x = step(model(x, t))`): sequential too
 DECODED_TOKEN = "decoded token"  # a decode loop's iteration
+GENERATION = "generated sequence"  # a step loop's iteration that runs a whole generation (`gen = tts.tts(text)` per text chunk)
 SEQUENTIAL = frozenset({DECODED_TOKEN, DENOISING_STEP, ENV_STEP})
 
 
@@ -363,9 +366,17 @@ _POSITION_WHY = {
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
                             "one wait beside the decode steps' many (each token waits for the device anyway)"),
+    Position.TOKEN_READ: "the token the loop needs on the host: one read per token is the floor",
+    Position.EXTRA_READ: ("an extra read per decoded token beside the token's own, which the loop needs on the host: "
+                          "one read per token is the floor, this one adds a wait (and its copy) to every token"),
     Position.BEFORE_DECODE: ("once per generated sequence, before its decode loop: each decoded token waits for the device anyway, "
                              "so this is one wait among the generation's many"),
 }
+
+
+# Where a token read, or a read before one, stands outside a decode loop's token: a read returned at its
+# function's end, one before more device work.
+_TOKEN_POSITIONS = {Position.TOKEN_READ: Position.STEP_END, Position.EXTRA_READ: Position.MID_STEP}
 
 
 # Costs that do not depend on where the flagged line runs: a style matter, an unread file,
@@ -400,6 +411,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         tier = _TIERS[Cost.SYNC][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
+    if cost in _WAITS and place.per_step.unit == GENERATION and not any(repeat.kind in SEQUENTIAL for repeat in place.per_step.repeats):
+        # A step that is a whole generation (its decode steps each wait for the device anyway): this line's waits,
+        # once or over the rows or tokens of that generation's result, are a few beside the generation's many.
+        return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_PER_GENERATION}"
     if cost in _REPEAT_COSTS and where is Where.EVAL and place.per_step.per_model_run:
         # An evaluation's rows each scored by the model on their own: a read per row is one wait per
         # model run, small beside that run's work, as one read per evaluation batch is.
@@ -413,6 +428,12 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # (Over a few fixed items with nothing heavy between them, the first read drained the
         # queue: the others wait for almost nothing, and the line costs what one read costs.)
         return (HIGH if where is not Where.EVAL else _RAISED[tier]), f"{cost.value}, {often}"
+    if cost in _WAITS and place.position in _TOKEN_POSITIONS:
+        if where is Where.INFER and place.per_step.unit == DECODED_TOKEN and not place.per_step:
+            # Once per decoded token: the token's own read is what the loop needs; a read before it is one more wait per token.
+            return (LOW if place.position is Position.TOKEN_READ else MEDIUM), f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
+        # Not a decode loop's token: where a read returned at its function's end, or one before more work, stands.
+        place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
@@ -454,6 +475,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_PER_GENERATION = ("each step runs a whole generation, whose decode steps each wait for the device anyway: "
+                   "its waits here, once or over the generation's rows or tokens, are a few small ones beside the generation's many")
 _PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by itself), so this is one wait per model run, "
                   "once per evaluated item: small beside the model's work, as a read once per eval batch is")
 _ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
@@ -484,6 +507,8 @@ def with_multiplicity(message: str, place: Place) -> str:
     a line run once per epoch (beside the epoch's batch loop) says so, not "on every step"."""
     if place.where is Where.EPOCH:
         message = message.replace("on every step", "once per epoch").replace("every step", "once per epoch")
+    elif place.where in _PER_STEP and place.per_step.unit == GENERATION:
+        message = message.replace("run every step from", "run once per generated sequence from").replace("on every step", "once per generated sequence")
     elif place.position is Position.AFTER_DECODE and place.where in _PER_STEP and (not place.per_step or place.per_step.waits_again):
         # after a whole generation (whisper's word timings after its window's decode): once per sequence, not per token
         message = message.replace("run every step from", "run once per generated sequence, after its decode, from") \
@@ -525,4 +550,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["ENV_STEP", "FEW_ITEMS", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "one_fix", "per_call", "phase_rank", "tiers", "with_multiplicity"]
+__all__ = ["DECODED_TOKEN", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Cost", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "assess", "at_call", "one_fix", "per_call", "phase_rank", "tiers", "with_multiplicity"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
-from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
+from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, GENERATION, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project, returns_device
@@ -674,6 +674,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
     repeats, unit = within_step(call.repeats, step_loops)
     # a hot decode loop's iteration is a decoded token (a full-batch epoch's is a step: its origin says it)
     unit = call.unit if unit == "step" and call.unit != FULL_BATCH else unit
+    if unit == "step" and step_loops.get(call.within) == GENERATION:
+        unit = GENERATION  # made in the loop whose iteration is a whole generation (its loops not recorded: a module's top level)
     if repeats:
         repeats = (*repeats[:-1], replace(repeats[-1], via=callee[1].partition("#")[0]))
     per_step = caller.per_step.then(*repeats) if caller is not None else Multiplicity(repeats, unit)
@@ -708,6 +710,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
     and the loops that are a step themselves (not nested in one) -> what each goes over."""
     loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
     found: dict[tuple[str, str], Where] = {}
+    generating: set[tuple[str, str]] = set()
     reaches = _ModelReach(project)
     through: dict[tuple[str, str], list[tuple[str, str]]] = {}  # a loop found through a callee's model runs -> those callees
     for path, summary in project.files.items():
@@ -740,8 +743,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # An epoch loop is no decode loop: what it calls runs once per epoch.
                     # A loop of decoded tokens or denoising steps, or a `while` loop (`while not done:`
                     # stepping an environment), is the step itself: a loop around it goes over
-                    # generations or episodes.
-                    while loop.where is not Where.EPOCH and loop.over not in SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
+                    # generations or episodes. So is a loop whose call runs a whole generation (read_fast's
+                    # `for j, text in enumerate(texts): gen = tts.tts(text)`): a loop around it goes over other work.
+                    generation = reaches.generates(callee)
+                    while not generation and loop.where is not Where.EPOCH and loop.over not in SEQUENTIAL and not loop.until and loop.parent in {k for p, k in loops if p == path} \
                             and loops[(path, loop.parent)].where is not Where.EPOCH:
                         where, loop = (path, loop.parent), loops[(path, loop.parent)]
                     if where not in found:
@@ -752,6 +757,8 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                         kept = (Where.TRAIN, Where.EPOCH, Where.EVAL) if loop.batches and loop.over not in SEQUENTIAL \
                             and not reaches.generates(callee) else (Where.TRAIN, Where.EPOCH)
                         found[where] = loop.where if loop.where in kept else Where.INFER
+                        if generation and found[where] is Where.INFER and loop.over not in SEQUENTIAL:
+                            generating.add(where)  # each iteration a whole generation: its step is a generated sequence
                     through.setdefault(where, []).append(callee)
                 else:
                     continue
@@ -764,7 +771,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
             parent = (path, loops[parent].parent)
         if parent in roots and (path, key) not in found:
             found[(path, key)] = found[parent]
-    return found, {root: _step_unit(loops[root], found[root]) for root in roots}
+    return found, {root: GENERATION if root in generating else _step_unit(loops[root], found[root]) for root in roots}
 
 
 def _drop_loops_over_runs(found: dict[tuple[str, str], Where], through: dict[tuple[str, str], list[tuple[str, str] | None]],
@@ -868,7 +875,10 @@ class _ModelReach:
         calls, a few calls deep (a beam search behind ``model.recognize(x)``)?"""
         if function in self.decoders:
             return True
-        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in self.calls.get(function, ())
+        calls = self.calls.get(function, ())
+        if any(call.target[0] == "object" and call.target[-1] == "generate" for call in calls):
+            return True  # a model's `.generate(...)` (a library's, Hugging Face's): a whole generation, as in its own file
+        return depth < self._DEPTH and any(self.generates(callee, depth + 1) for call in calls
                                            for callee in self.project.callees(call.target, function[0]) if callee != function)
 
     def __call__(self, function: tuple[str, str], depth: int = 0) -> bool:

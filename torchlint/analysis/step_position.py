@@ -15,6 +15,7 @@ from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
+from torchlint.analysis.token_reads import precedes_token_read, token_read
 from torchlint.analysis.values import Kind
 
 if TYPE_CHECKING:
@@ -40,6 +41,13 @@ class StepPositions(StepSyncs):
             return Position.MID_STEP  # a `while` loop's test: the body's work follows it
         if type(node) is cst.Call and self.ctx.method_name(node) == "empty_cache":
             return Position.MID_STEP  # what it costs is the next step's allocations, made again: always after it
+        if stop is not None and read_value(self.ctx, node) is not None:
+            # A sampled token read for the loop's next step (one read per token is the floor), and the
+            # reads before it on its path, each an extra wait per token (whatever drained the queue before them).
+            if token_read(self.ctx, node):
+                return Position.AFTER_SYNC if self._after_sync(node, stop) else Position.TOKEN_READ
+            if precedes_token_read(self.ctx, self._statements_around(node, stop, after=True)):
+                return Position.EXTRA_READ
         if self._after_sync(node, stop):
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
