@@ -15,8 +15,17 @@ from typing import Any
 
 import pytest
 
-from made_ahead import AHEAD_ENV, RunsAhead, ahead, ahead_keys
-from torchlint.profiler.allocator import GLIBC_ENV
+# One intra-op thread for the suite and every child it starts (a developer's own setting is
+# kept). torch's default is a thread per core: on CI's two cores the test process and the runs
+# made ahead beside it each spun that many OpenMP threads, and the spinning was a large share of
+# the suite's CPU (benchmarks/gpu_micro.py --smoke, one of the in-process tests: 25.8 s of CPU
+# with the default, 7.9 s with one thread, on a loaded two-core machine). No test asserts on
+# timings, and the experiment's windows run the original and the variant with the same count.
+# Set before anything imports torch: it reads the variable once, at start-up.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from made_ahead import AHEAD_ENV, RunsAhead, ahead, ahead_keys  # noqa: E402
+from torchlint.profiler.allocator import GLIBC_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

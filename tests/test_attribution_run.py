@@ -116,7 +116,7 @@ def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(tmp_path, monkeypa
     # the imports made ahead unprofiled, as the suite's other runs (child_env): they come before
     # the script, outside the budget this test is about, and cost each run ~2.5 s of CPU
     monkeypatch.setenv(PROFILE_IMPORTS_ENV, "0")
-    steps = 60
+    steps = 24  # enough for a second window to be refused: each would start at the next step
     counts = {}
     for budget in (0.1, 1e-9):
         run_dir = make_run_dir(Path(NAME), tmp_path / f"run-{budget}")

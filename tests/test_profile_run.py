@@ -310,6 +310,9 @@ def test_script_arguments_are_passed_through(early_runs):
     assert run.rc == 0, run.stderr
     assert "ARGS ['echo_args.py', '--steps', '3', '-h', '--no-browser']" in run.stdout
     assert "MAIN __main__" in run.stdout
+    # torchlint's own --no-browser after the script, in a run that succeeded: no hint (it is
+    # for a run that failed, test_experiment_truth's)
+    assert "came after the script" not in run.stdout
     # a script that never builds an optimizer would not have imported torch._dynamo
     causes = [h.get("cause") or "" for h in run.report["hotspots"]]
     assert any("import torch" in c for c in causes) and not any("torch._dynamo" in c for c in causes)
