@@ -29,18 +29,24 @@ def idle_builds(ctx, target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | N
     """(the class reference, the key of the class whose attribute holds the object or "") for each
     class named in this file only by constructions whose object is idle (see the module docstring)."""
     tree = ctx.tree
-    mentions: dict[str, list[cst.Name]] = {}
+    names_by_value: dict[str, list[cst.Name]] = {}
     for name in tree.nodes(cst.Name):
-        if name.value[:1].isupper():
-            mentions.setdefault(name.value, []).append(name)
+        names_by_value.setdefault(name.value, []).append(name)
+    attributes: dict[str, list[cst.Attribute]] = {}
+    for node in tree.nodes(cst.Attribute):
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            attributes.setdefault(node.attr.value, []).append(node)
+    index = (names_by_value, attributes)
     found: list[tuple[Ref, str]] = []
-    for value, names in mentions.items():
+    for value, names in names_by_value.items():
+        if not value[:1].isupper():
+            continue
         builds: list[tuple[Ref, str]] = []
         for name in names:
             parent = tree.parent(name)
             if isinstance(parent, cst.ClassDef) and parent.name is name or _imported(tree, name):
                 continue  # its definition, its import: no use
-            holder = _idle_build(ctx, name, parent, class_keys) if isinstance(parent, cst.Call) and parent.func is name else None
+            holder = _idle_build(ctx, name, parent, class_keys, index) if isinstance(parent, cst.Call) and parent.func is name else None
             ref = target(name, parent) if holder is not None else None
             if holder is None or ref is None or ref[0] not in ("local", "import"):
                 break  # any other mention may build, pass or call it: not idle
@@ -54,7 +60,7 @@ def _imported(tree, name: cst.Name) -> bool:
     return any(isinstance(ancestor, (cst.Import, cst.ImportFrom)) for ancestor in tree.ancestors(name))
 
 
-def _idle_build(ctx, name: cst.Name, call: cst.Call, class_keys: dict[int, str]) -> str | None:
+def _idle_build(ctx, name: cst.Name, call: cst.Call, class_keys: dict[int, str], index: tuple[dict, dict]) -> str | None:
     """The holder (a class key, or "" for a local name) where ``call`` builds an object that is
     then never run as a module; None otherwise."""
     tree = ctx.tree
@@ -63,18 +69,18 @@ def _idle_build(ctx, name: cst.Name, call: cst.Call, class_keys: dict[int, str])
         return None  # handed on, returned, kept in a container, chained: it may be run
     held = assign.targets[0].target
     if isinstance(held, cst.Name):
-        return "" if _name_idle(ctx, held, tree.scope_of(assign)) else None
+        return "" if _name_idle(ctx, held, tree.scope_of(assign), index[0]) else None
     if isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self":
         cls = tree.enclosing_class(assign)
-        return class_keys[id(cls)] if cls is not None and _attribute_idle(ctx, held, cls) else None
+        return class_keys[id(cls)] if cls is not None and _attribute_idle(ctx, held, cls, index[1]) else None
     return None
 
 
-def _name_idle(ctx, held: cst.Name, scope: cst.CSTNode) -> bool:
+def _name_idle(ctx, held: cst.Name, scope: cst.CSTNode, names_by_value: dict[str, list[cst.Name]]) -> bool:
     """Every other use of the local name ``held`` (in its scope, nested ones too) asks it for another
     method, or exports it; a direct call only outside any loop of a scope that exports it."""
     tree = ctx.tree
-    uses = [name for name in tree.nodes(cst.Name) if name.value == held.value and name is not held
+    uses = [name for name in names_by_value.get(held.value, ()) if name is not held
             and (scope is tree.module or any(ancestor is scope for ancestor in tree.ancestors(name)))]
     exported, called = False, []
     for name in uses:
@@ -93,11 +99,11 @@ def _name_idle(ctx, held: cst.Name, scope: cst.CSTNode) -> bool:
     return exported or not called
 
 
-def _attribute_idle(ctx, held: cst.Attribute, cls: cst.ClassDef) -> bool:
+def _attribute_idle(ctx, held: cst.Attribute, cls: cst.ClassDef, attributes: dict[str, list[cst.Attribute]]) -> bool:
     """Every other ``self.<name>`` of the class asks the object for another method."""
     tree = ctx.tree
-    for node in tree.nodes(cst.Attribute):
-        if node is held or node.attr.value != held.attr.value or not isinstance(node.value, cst.Name) or node.value.value != "self":
+    for node in attributes.get(held.attr.value, ()):
+        if node is held:
             continue
         if not any(ancestor is cls for ancestor in tree.ancestors(node)):
             continue  # another class's attribute of that name
