@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import Compiled, compiled_reach
 from torchlint.analysis.every_n import EveryN, every_n_reach
+from torchlint.analysis.idle_models import idle_models
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, GENERATION, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.patch_installs import installed_patches
@@ -379,6 +380,7 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     ``on_host``: the project runs on the host (``_on_host``), its models with it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     installed = installed_patches(project)
+    idle = idle_models(project)
     for path, summary in project.files.items():
         for function, cls, per_layer, installer in summary.patched:  # `LlamaAttention.forward = forward`: the library's model runs it
             if installer and (path, installer) not in installed:
@@ -389,6 +391,8 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
         if steps.get(path):
             continue
         for cls in summary.classes:
+            if (path, cls.key) in idle:
+                continue  # built only to ask another method, or to export: no code runs it as a model
             if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL), host_only=on_host,

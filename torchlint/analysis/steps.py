@@ -33,6 +33,7 @@ from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
+from torchlint.analysis.idle_builds import idle_builds
 from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
@@ -238,6 +239,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
+            idle_builds=idle_builds(self.ctx, self.target, self.class_keys),
         )
 
     def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:
@@ -259,11 +261,16 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             if ctx.qname(func) in BY_NAME:
                 return True
             if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value in ("getattr", "globals", "locals") \
-                    and not (func.args and dotted(func.args[0].value) == "self"):
+                    and not (func.args and (dotted(func.args[0].value) == "self" or self._library_module(func.args[0].value))):
                 return True  # `getattr(module, name)(**params)`
             if type(func) is cst.Subscript and type(func.value) is cst.Call and dotted(func.value.func) in ("globals", "locals", "vars"):
                 return True  # `globals()[name](...)`
         return False
+
+    def _library_module(self, expr: cst.BaseExpression) -> bool:
+        """``nn`` in ``getattr(nn, name)(...)``: a library's module, whose names build none of the project's classes."""
+        qualified = self.ctx.imports.qualify(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+        return qualified is not None and qualified.split(".")[0] in _NOT_PROJECT
 
     def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
         """The loops around ``call`` within its step (its hot loop, else its function),

@@ -182,3 +182,6 @@ class FileSummary:
     # (function key, position of the tuple it returns, -1: the whole value) made on the host in every
     # `return`: a NumPy array or Python value of host data (analysis/host_returns.py)
     host_returns: tuple[tuple[str, int], ...] = ()
+    # classes this file names only to build objects it never runs as modules (analysis/idle_builds.py):
+    # (the class reference, the class whose attribute holds the object or "")
+    idle_builds: tuple[tuple[Ref, str], ...] = ()
