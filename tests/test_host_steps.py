@@ -1,5 +1,5 @@
 """Device-bound findings hold only where a step may hold device tensors (analysis/join.py
-``_host_steps``, ``Devices.names_device``): a CPU-only RL project (spinningup's shape: the model
+``join_params.host_steps``, ``Devices.names_device``): a CPU-only RL project (spinningup's shape: the model
 built from a class a parameter defaults to, or from another file's class) reports no sync, and the
 same model file is reported once another file's step moves the model to CUDA."""
 

@@ -28,7 +28,7 @@ def idle_models(project: Project) -> frozenset[tuple[str, str]]:
 
 
 def _references(summary) -> list:
-    """What the file's calls, arguments and kept attributes name (the refs ``join._constructed`` reads),
+    """What the file's calls, arguments and kept attributes name (the refs ``join_params.constructed`` reads),
     and the classes whose objects it calls (``("object", cls, "__call__")``)."""
     refs: list = [ref for cls in summary.classes for _, ref in cls.attributes]
     for call in (*summary.calls, *summary.guarded, *summary.every_n):

@@ -26,9 +26,10 @@ from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.idle_models import idle_models
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, GENERATION, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.join_generations import DECODED, Generations
+from torchlint.analysis.join_params import constructed, device_params, host_params, host_returned, host_steps, listed_params
 from torchlint.analysis.patch_installs import installed_patches
-from torchlint.analysis.project import Project, returns_device
-from torchlint.analysis.summary import FULL_BATCH, LISTED, RETURNED, CallSite, FileSummary, LoopSummary, Ref
+from torchlint.analysis.project import Project
+from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary, Ref
 from torchlint.findings import Location
 
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
@@ -85,7 +86,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
     constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
-    host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`_host_steps`)
+    host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`host_steps`)
     # file -> function key -> how it runs every N steps: called under a recurring guard of a step (analysis/every_n.py)
     every_n: dict[str, dict[str, EveryN]] = {}
 
@@ -98,7 +99,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.project = project
     # Training first: a helper that both training and evaluation reach reads "training".
     step_loops, roots = _step_loops(project)
-    steps.host_steps = _host_steps(project)
+    steps.host_steps = host_steps(project)
     seeds = _seeds(project, step_loops, roots, steps.host_steps)
     work = deque((path, key, info) for _, path, key, info in sorted(seeds, key=lambda seed: seed[0]))
     loops_by_file: dict[str, dict[str, str]] = {}
@@ -122,15 +123,15 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     steps.every_n = every_n_reach(project, steps, step_loops, calls_by_caller)
     steps.compiled = compiled_reach(project)
     steps.step_loops = roots
-    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, _on_host(project, seeds))
+    steps.models = _model_reach(project, steps, calls_by_caller, loops_by_file, on_host(project, seeds))
     _own_training_reach(project, steps, calls_by_caller, loops_by_file)
     for path, summary in project.files.items():  # a patched forward runs as the library's model runs it, not as a self-test loop calls it
         for function, _, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
-    steps.host_params = _host_params(project) | _host_returned(project)
-    steps.device_params = _device_params(project) | _listed_params(project)
-    steps.constructed = _constructed(project)
+    steps.host_params = host_params(project) | host_returned(project)
+    steps.device_params = device_params(project) | listed_params(project)
+    steps.constructed = constructed(project)
     return steps
 
 
@@ -377,7 +378,7 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     so is test code (a test's model exercises the library on toy inputs). A function patched into a
     library's module (``FileSummary.patched``) is seeded wherever it is: only the library calls it;
     not where the function that installs it is called nowhere in the project (``patch_installs.installed_patches``).
-    ``on_host``: the project runs on the host (``_on_host``), its models with it."""
+    ``on_host``: the project runs on the host (``on_host``), its models with it."""
     seeds: list[tuple[str, str, StepInfo]] = []
     installed = installed_patches(project)
     idle = idle_models(project)
@@ -410,166 +411,7 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
     return models
 
 
-def _host_params(project: Project) -> frozenset[tuple[str, str]]:
-    """The constructor parameters every construction of their class in the project passes a
-    host value (``RingGNNEquivLayer(device, m, n)`` with ``n`` a ``torch.LongTensor``): an
-    attribute set from one is a host tensor, whatever ``module.to(device)`` later moves."""
-    verdict: dict[tuple[str, str], bool] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.target[0] not in ("import", "local") or not str(call.target[-1]).rsplit(".", 1)[-1][:1].isupper():
-                continue
-            owner = project.class_of(call.target, path, 1)
-            if owner is None:
-                continue
-            init = f"{owner[1]}.__init__"
-            names = project.params.get(owner[0], {}).get(init)
-            if not names:
-                continue
-            names = names[1:] if names[:1] == ("self",) else names
-            host = {where if isinstance(where, str) else names[where] for where in call.host_args if isinstance(where, str) or where < len(names)}
-            for name in names:
-                key = (owner[0], f"{init}:{name}")
-                verdict[key] = verdict.get(key, True) and name in host
-    return frozenset(key for key, host in verdict.items() if host)
-
-
-def _host_returned(project: Project) -> frozenset[tuple[str, str]]:
-    """(file, ``returned:name#element``) where the function a call of that file names returns a
-    host value at that element (``FileSummary.host_returns``): a read of it waits for no device
-    (analysis/host_returns.py, ``Report.unless_host``)."""
-    made = {(path, key, element) for path, summary in project.files.items() for key, element in summary.host_returns}
-    if not made:
-        return frozenset()
-    found: set[tuple[str, str]] = set()
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            if call.target[0] not in ("import", "local"):
-                continue
-            callee = project.function(call.target, path)
-            if callee is None:
-                continue
-            name = str(call.target[-1]).rsplit(".", 1)[-1]
-            found.update((path, f"{RETURNED}{name}#{element}") for where, key, element in made if (where, key) == callee)
-    return frozenset(found)
-
-
-def _constructed(project: Project) -> frozenset[tuple[str, str]] | None:
-    """The classes of the project that some of its code builds: called (``Block(dim)``, one of
-    a table's ``MODELS[name](...)``), kept on an object, handed to a call, or registered by a
-    decorator. A module class none of them names (CLIP's ``AttentionPool2d`` kept in a
-    diffusion UNet's file) never runs in this project. None where some file builds classes
-    from names (a config's ``target``): any may be built."""
-    if any(summary.by_name for summary in project.files.values()):
-        return None
-    found: set[tuple[str, str]] = {(path, key) for path, summary in project.files.items() for key in summary.registered}
-    for path, summary in project.files.items():
-        refs: list = [ref for _, ref in (attribute for cls in summary.classes for attribute in cls.attributes)]
-        for call in summary.calls:
-            refs.extend(call.target[1] if call.target[0] == "each" else (call.target,))
-            refs.extend(ref for _, ref in call.args)
-        for ref in refs:
-            if ref[0] in ("local", "import", "each"):
-                found.update(project.classes_of(ref, path, 1))
-    return frozenset(found)
-
-
-def _device_params(project: Project) -> frozenset[tuple[str, str]]:
-    """The parameters every call of their function in the project passes a tensor on the device
-    (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that
-    picks the sampler): what the function reads of them into Python waits for the device. A call
-    that passes one through ``*args`` passes no device tensor there; one that leaves it out (or
-    passes None) passes nothing to read (``HiddenSyncs.device_parameters`` asks only of parameters
-    without a default or defaulting to None): the others decide, one of them at least. An argument
-    on the device where its caller's parameters are (``CallSite.devices_if``: vits' ``z =
-    self.enc_q(y)`` in ``forward(self, y)``, given to ``rand_slice_segments(z)``) counts once those
-    parameters are found: the least fixed point, from the model's input down the helpers."""
-    if not any(call.devices or call.devices_if or call.results for summary in project.files.values() for call in summary.calls):
-        return frozenset()  # no call passes a device tensor anywhere: no need to resolve every call of the project
-    # (callee key) -> per call: the caller's key, the parameters it passes on the device, and
-    # those it passes on the device where the caller's own parameters named are
-    passes: dict[tuple[str, str], list[tuple[str, tuple[str, ...]] | None]] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            for callee in project.callees(call.target, path):
-                names = project.parameters(call, callee)
-                device = _passed_on_device(call, names, project, path)
-                left_out = project.omitted(call, callee) - device.keys()
-                for name in names:
-                    if name in left_out:
-                        continue  # `model(idx)` for `forward(idx, input_pos=None)`: no tensor passed, none read
-                    passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
-                        (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
-    found: set[tuple[str, str]] = set()
-    changed = True
-    while changed:  # each round adds the parameters whose every call is now known to pass the device
-        changed = False
-        for key, calls in passes.items():
-            if key not in found and all(c is not None and all((c[0], need) in found for need in c[1]) for c in calls):
-                found.add(key)
-                changed = True
-    return frozenset(found)
-
-
-def _listed_params(project: Project) -> frozenset[tuple[str, str]]:
-    """(file, ``f:listed:param``) for the parameters every call of their function in the project
-    passes a Python list (``CallSite.lists``; at least one call, none leaving it out): an index
-    a device tensor is given there is copied over on each call (TL114, whisper's
-    ``rearrange_kv_cache(source_indices)``)."""
-    if not any(call.lists for summary in project.files.values() for call in summary.calls):
-        return frozenset()
-    verdict: dict[tuple[str, str], bool] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            for callee in project.callees(call.target, path):
-                names = project.parameters(call, callee)
-                listed = {where if isinstance(where, str) else names[where] for where in call.lists if isinstance(where, str) or where < len(names)}
-                for name in names:
-                    key = (callee[0], f"{callee[1]}:{LISTED}{name}")
-                    verdict[key] = verdict.get(key, True) and name in listed
-    return frozenset(key for key, listed in verdict.items() if listed)
-
-
-def _passed_on_device(call: CallSite, names: list[str] | tuple[str, ...], project: Project, path: str) -> dict[str, tuple[str, ...]]:
-    """The callee's parameters (by name) ``call`` passes a device tensor, each with the caller's
-    parameters that must be device tensors for it to be one (none: it is one). An argument that
-    is what another call returned counts where every function that call may run returns a
-    device tensor (``CallSite.results``, ``project.returns_device``)."""
-    def named(where: int | str) -> str | None:
-        return where if isinstance(where, str) else names[where] if where < len(names) else None
-
-    device: dict[str, tuple[str, ...]] = {}
-    returned = (w for w, source in call.results if returns_device(project, source, path))
-    for where, needs in (*((w, ()) for w in call.devices), *call.devices_if, *((w, ()) for w in returned)):
-        name = named(where)
-        if name is not None and name not in device:
-            device[name] = needs
-    return device
-
-
-def _host_steps(project: Project) -> frozenset[str]:
-    """The files whose steps run on the host: the file never names a device and builds its own
-    model or data (``FileSummary.host_only``), and no file of the project it calls into places
-    anything on a device (a model class whose ``__init__`` moves itself, a loader helper that
-    copies batches to the GPU): a model file that never names a device runs on the GPU when such a
-    step builds it, and on the host when every step that builds it is a host-only one."""
-    found = set()
-    for path, summary in project.files.items():
-        if summary.names_device:
-            continue
-        built = [owner for call in summary.calls if call.target[0] in ("import", "local")
-                 for owner in (project.class_of(call.target, path, 1),) if owner is not None]
-        # (a model class of another file built here, `ac = ActorCritic(obs_dim, act_dim)`, is
-        # this file's model as much as one of its own: it sits where this file puts it)
-        if not summary.host_only and not any(project.is_module(*owner) for owner in built):
-            continue
-        reached = {callee[0] for call in summary.calls for callee in project.callees(call.target, path)} | {owner[0] for owner in built}
-        if not any(project.files[other].names_device for other in reached if other in project.files):
-            found.add(path)
-    return frozenset(found)
-
-
-def _on_host(project: Project, seeds: list[tuple[int, str, str, StepInfo]]) -> bool:
+def on_host(project: Project, seeds: list[tuple[int, str, str, StepInfo]]) -> bool:
     """Does the whole project run on the host: some step, every step host-only, and no file that
     places anything on a device? Then a model no step is seen to reach (built from a class a
     step's caller picks: spinningup's ``actor_critic=core.MLPActorCritic``) runs there too; in a
