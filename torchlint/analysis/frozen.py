@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.grad import is_backward_call
+from torchlint.analysis.weight_kinds import BACKBONE, FROZEN, TRAINABLE
 from torchlint.analysis.kind_names import MODULE_CHAIN, looks_like_optimizer
 from torchlint.analysis.names import canonical, dotted, last_segment
 
@@ -49,12 +50,6 @@ _GRAD_OFF = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
 _DEPTH = 3
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
-TRAINABLE = "trainable"  # registers weights and never freezes them
-# Trainable too, its weights a torchvision model's (VGG, ResNet): an ImageNet classifier's layers, a
-# perceptual loss's or a teacher's, commonly as large as the network trained or larger (TL308's tier).
-BACKBONE = "backbone"
-WEIGHTED = frozenset({TRAINABLE, BACKBONE})  # what keeps weights that get gradients
-FROZEN = "frozen"  # turns its weights' gradients off (or runs without grad)
 
 
 def related(a: str, b: str) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.frozen import BACKBONE, WEIGHTED
+from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
 from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host

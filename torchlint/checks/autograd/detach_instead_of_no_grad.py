@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.frozen import FROZEN, WEIGHTED, built_weights
+from torchlint.analysis.frozen import built_weights
+from torchlint.analysis.weight_kinds import FROZEN, WEIGHTED
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted

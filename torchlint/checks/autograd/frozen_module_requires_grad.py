@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.frozen import BACKBONE, WEIGHTED, built_weights, output_backwards, output_targets
+from torchlint.analysis.frozen import built_weights, output_backwards, output_targets
+from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.names import dotted
