@@ -21,6 +21,8 @@ from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 _HANDED_TO_MODULES = frozenset({"apply", "register_forward_hook", "register_forward_pre_hook"})
 
 
+_ALIAS_DEPTH = 8  # `f = g` resolved through at most this many names
+
 class CallTargets(ObjectRefs):
     """The reference a call's function makes (see the module docstring)."""
 
@@ -194,8 +196,8 @@ class CallTargets(ObjectRefs):
         join tells a function from anything else), a name a star import defines; None for a library's, an
         object, a class of this file. A name bound to itself in a cycle (``f = g``, ``g = f``) names nothing."""
         resolving: set[int] = self.__dict__.setdefault("_aliases_resolving", set())
-        if id(at) in resolving:
-            return None
+        if id(at) in resolving or len(resolving) >= _ALIAS_DEPTH:
+            return None  # (a chain of aliases deeper than code writes: generated input, not followed)
         resolving.add(id(at))
         try:
             ref = self.target(value, at)
