@@ -11,14 +11,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.gpu-wheels
 mkdir -p "$dest"
-# The version this checkout is tested with, when one is installed here; else the newest.
-libcst=$(python3 -c 'import importlib.metadata as m; print("libcst==" + m.version("libcst"))' 2>/dev/null || echo libcst)
+# The version this checkout is tested with: the project's venv first (the system python3 may
+# hold an old libcst the index no longer serves), then python3; else the newest.
+py=python3
+if [ -x .venv/bin/python ]; then
+    py=.venv/bin/python
+fi
+libcst=$("$py" -c 'import importlib.metadata as m; print("libcst==" + m.version("libcst"))' 2>/dev/null || echo libcst)
 wanted=("$libcst")
 if [ "${WITH_SNAKEVIZ:-0}" = 1 ]; then
     wanted+=(snakeviz)
 fi
 # pip matches each manylinux tag exactly: name the ones a cp312 wheel of these may carry.
-python3 -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
+"$py" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 --platform any \
     -d "$dest" "${wanted[@]}"
