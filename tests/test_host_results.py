@@ -28,4 +28,4 @@ def test_the_summary_names_the_host_sampler_only(tmp_path: Path, monkeypatch: py
     source = (Path(__file__).parent.parent / "fixtures/projects/host_returns/sampling.py").read_text()
     ctx = FileContext(cst.parse_module(source), "sampling.py")
     summary = StepSummarizer(ctx).summary("sampling.py", lambda node: None)  # type: ignore[arg-type,return-value]
-    assert summary.host_results == frozenset({"Sampler.pick_from_list"})
+    assert summary.host_results == frozenset({"Sampler.pick_from_list", "ListSampler.pick_from_list"})

@@ -565,7 +565,7 @@ def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
     """Does a decoder's call of ``ref`` (``self.decoder.step(ys, memory)``, ``self.model(ys)``)
     run a method of a project class that takes a key-value cache or a start position, or of a
     class that keeps one (``ClassSummary.cache_methods``, ``keeps_cache``; its project bases too)?"""
-    for path, key in project.callees(ref, importer):
+    for path, key in _each_callee(project, ref, importer):
         class_key, _, method = key.rpartition(".")
         for _, cls in project.mro(path, class_key) if class_key in project.classes.get(path, {}) else ():
             if cls.keeps_cache or method in cls.cache_methods:
@@ -577,7 +577,7 @@ def returns_host(project: Project, ref: Ref, importer: str) -> bool:
     """Does every function a call of ``ref`` may run (at least one) return host values only
     (``FileSummary.host_results``: RWKV's ``sample_logits``, ``torch.multinomial`` of
     ``softmax(torch.tensor(out))``, a tensor built on the host from a list)?"""
-    callees = project.callees(ref, importer)
+    callees = _each_callee(project, ref, importer)  # (an attribute set in two ways: each)
     return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
 
 
