@@ -364,6 +364,9 @@ class Project:
         if found is None:
             kind = ref[0]
             owners: list[tuple[str, str]] = []
+            if kind == "each":  # several targets (a call on an object set in two ways): what each runs
+                self._callees_memo[key] = found = [one for each in ref[1] for one in self.callees(each, importer)]
+                return found
             if kind == "object" and ref[1][0] in _SEVERAL:
                 owners, name = self.classes_of(ref[1], importer, 1), ref[2]
             elif kind == "object" and ref[1][0] == "returned":  # a factory that returns one of several classes
