@@ -59,6 +59,8 @@ class Bindings:
         # node is kept with its answer, so a node that reuses a freed one's id is never mistaken for it.
         self._looked_up: dict[tuple[str, int], tuple[cst.CSTNode, list[Binding]]] = {}
         self._reached: dict[tuple[str, int], tuple[cst.CSTNode, Binding | None]] = {}
+        self._reached_each: dict[tuple[str, int], tuple[cst.CSTNode, list[Binding]]] = {}  # reaching_each's, alike
+        self._in_scope: dict[tuple[str, int], list[Binding]] = {}  # (name, id of its function, or of None) -> what is visible there
         self.by_scope: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self.self_attrs: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         # (function, name) declared `global name` there: its bindings of the name are the module's
@@ -113,10 +115,19 @@ class Bindings:
         return found
 
     def _lookup(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        # What a use sees depends only on its class (`self.x`) or its function: found once per
+        # name and scope (half the uses' lookups share a scope with an earlier one's).
         if name.startswith("self.") and name.count(".") == 1:
             cls = self.tree.enclosing_class(at)
             return self.self_attrs.get(id(cls), {}).get(name, []) if cls is not None else []
         function = self.tree.enclosing_function(at)
+        key = (name, id(function))
+        found = self._in_scope.get(key)
+        if found is None:
+            found = self._in_scope[key] = self._scope_lookup(name, function)
+        return found
+
+    def _scope_lookup(self, name: str, function: cst.FunctionDef | None) -> list[Binding]:
         while function is not None:  # closures see their enclosing functions' names
             found = self.by_scope.get(id(function), {}).get(name)
             if found:
@@ -168,6 +179,15 @@ class Bindings:
         statements before it (control flow of loops ignored): ``if sparse: model = SpGAT()``
         ``else: model = GAT()``, then ``model(x)`` sees both; without an ``else``, the binding
         before the ``if`` too. The nearest first (``reaching``'s), at most 16."""
+        key = (name, id(at))
+        known = self._reached_each.get(key)
+        if known is not None and known[0] is at:
+            return known[1]
+        found = self._reaching_each(name, at)
+        self._reached_each[key] = (at, found)
+        return found
+
+    def _reaching_each(self, name: str, at: cst.CSTNode) -> list[Binding]:
         first = self.reaching(name, at)
         if first is None or type(first.node) is cst.CompFor:
             return [first] if first is not None else []

@@ -76,6 +76,10 @@ class Places(StepPositions):
         self._drained: dict[tuple[int, str | None], bool] = {}
         self._quiet_calls: dict[int, bool] = {}
         self._call_facts: dict[tuple[int, str], bool] = {}  # (id of a call, "queue" or "device") -> its answer
+        # Whether a statement runs a generation, or calls a function of this file that decodes:
+        # asked by every read before or after it in its function.
+        self._generations: dict[int, bool] = {}
+        self._decoder_calls: dict[int, bool] = {}
         self._repeat_of: dict[int, Repeat] = {}  # id of a loop -> what it goes over
 
     # --- how many times per step ----------------------------------------------------

@@ -32,6 +32,8 @@ class StepPositions(StepSyncs):
     _first_work: dict[int, tuple[int, int]]
     _last_work: dict[tuple[int, int], tuple[int, int]]
     _call_facts: dict[tuple[int, str], bool]
+    _generations: dict[int, bool]
+    _decoder_calls: dict[int, bool]
 
     def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
         """Where ``node`` sits in the step that ``stop`` (the hot loop, else the function)
@@ -113,14 +115,22 @@ class StepPositions(StepSyncs):
             # in the token loop itself (a statement after a nested loop there still runs per token); or a training
             # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
             return False
-        for statement in self._statements_around(node, stop, after=False):
+        return any(self._runs_a_generation(statement) for statement in self._statements_around(node, stop, after=False))
+
+    def _runs_a_generation(self, statement: cst.CSTNode) -> bool:
+        """Does ``statement``, before a read in a loop over sequences, run a whole generation:
+        a decode loop (not an environment's rollout), ``.generate(...)``, a function of this
+        file that decodes? Every read after it asks of it: answered once per statement."""
+        known = self._generations.get(id(statement))
+        if known is None:
+            loops = self.ctx.loops
             if type(statement) in (cst.For, cst.While):
-                if loops.decodes(statement) and self.ctx.places.repeat_of(statement).kind != ENV_STEP:  # (an environment's rollout is no generation)
-                    return True
-                continue  # (a loop of other work before it: its calls run per its own item, not once)
-            if any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
-                return True
-        return False
+                # (a loop of other work before it: its calls run per its own item, not once)
+                known = loops.decodes(statement) and self.ctx.places.repeat_of(statement).kind != ENV_STEP  # (an environment's rollout is no generation)
+            else:
+                known = any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN))
+            self._generations[id(statement)] = known
+        return known
 
     def _after_called_generation(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
         """Does a statement before ``node``'s in ``function`` call a function of this file that decodes
@@ -129,10 +139,17 @@ class StepPositions(StepSyncs):
         loops = self.ctx.loops
         if any(type(loop) in (cst.For, cst.While) for loop in loops.enclosing_loops(node)):
             return False  # (a loop of its own after a prefill may be the token loop: not once per sequence)
-        for statement in self._statements_around(node, function, after=False):
-            if type(statement) not in (cst.For, cst.While) and any(loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
-                return True
-        return False
+        return any(type(statement) not in (cst.For, cst.While) and self._calls_a_decoder(statement)
+                   for statement in self._statements_around(node, function, after=False))
+
+    def _calls_a_decoder(self, statement: cst.CSTNode) -> bool:
+        """Does ``statement`` (no loop) call a function of this file that decodes? Every read
+        and site after it in its function asks: answered once per statement."""
+        known = self._decoder_calls.get(id(statement))
+        if known is None:
+            loops = self.ctx.loops
+            known = self._decoder_calls[id(statement)] = any(loops.decodes_within(call) for call in loops.own_calls(statement, OWN))
+        return known
 
     def turn_of(self, node: cst.CSTNode) -> int:
         """The index of the statement holding ``node`` in the body of its innermost ``for``/``while``
@@ -227,9 +244,10 @@ class StepPositions(StepSyncs):
         each of which waits for the device)? A wait before it is one among the generation's many."""
         loops = self.ctx.loops
         for statement in self._statements_around(node, stop, after=True):
-            if type(statement) in (cst.For, cst.While) and loops.decodes(statement) and loops.is_hot(statement):
-                return True
-            if type(statement) not in (cst.For, cst.While) and any(loops.decodes_within(call) for call in loops.own_calls(statement, OWN)):
+            if type(statement) in (cst.For, cst.While):
+                if loops.decodes(statement) and loops.is_hot(statement):
+                    return True
+            elif self._calls_a_decoder(statement):
                 return True  # a call of this file's function that decodes (whisper's `self._main_loop(audio_features, tokens)`)
             if self._queues_device_work(statement, stop):
                 return False

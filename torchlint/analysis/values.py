@@ -45,6 +45,7 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         self.ctx = ctx
         self._memo: dict[tuple[int, str], Kind] = {}
         self._by_statement: dict[int, dict[int, frozenset[int]]] = {}  # see _own_statement_bindings
+        self._assignments: dict[int, tuple] = {}  # type: ignore[type-arg]  # see _assignments_of
         self._kind_counts: dict[int, tuple[dict[int, Kind], Counter[Kind]]] = {}  # see _kinds_of
         self._in_progress: set[tuple[int, str]] = set()
         self._depth = Bounded()
@@ -153,19 +154,29 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
             # the statement's own binding is left out, found in an index, so each use costs
             # no walk over every binding (that made such files quadratic).
             return self._own_statement_bindings(bound).get(id(statement), frozenset())
-        where, scope = tree.index(at), tree.scope_of(at)
+        where, scope = tree.index(at), id(tree.scope_of(at))
+        own = id(statement) if isinstance(statement, cst.SimpleStatementLine) else None
         loops: list[cst.CSTNode] | None = None
         skipped = []
-        for binding in bound:
-            if binding.kind not in ("assign", "augassign"):
-                continue
-            if isinstance(statement, cst.SimpleStatementLine) and tree.statement_of(binding.node) is statement:
+        for binding, its_statement, start, its_scope in self._assignments_of(bound):
+            if its_statement == own:
                 skipped.append(id(binding))
-            elif tree.index(binding.node) > where and tree.scope_of(binding.node) is scope:
+            elif start > where and its_scope == scope:
                 loops = self.ctx.loops.enclosing_loops(at) if loops is None else loops
                 if not any(tree.is_inside(binding.node, loop) for loop in loops):
                     skipped.append(id(binding))
         return frozenset(skipped)
+
+    def _assignments_of(self, bound: list) -> list[tuple]:  # type: ignore[type-arg]
+        """The assignments among ``bound``, each with the ids of its statement and scope and its
+        position: every use of the name asks of them all, each found once per name and scope."""
+        key = id(bound)
+        found = self._assignments.get(key)
+        if found is None or found[0] is not bound:
+            tree = self.ctx.tree
+            found = self._assignments[key] = (bound, [(b, id(tree.statement_of(b.node)), tree.index(b.node), id(tree.scope_of(b.node)))
+                                                      for b in bound if b.kind in ("assign", "augassign")])
+        return found[1]
 
     def _name_kind(self, name: str, expr: cst.BaseExpression, at: cst.CSTNode, skipped: frozenset[int] = frozenset()) -> Kind:
         if name in self._backward_names:
