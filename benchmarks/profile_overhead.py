@@ -5,10 +5,12 @@ side in one invocation (the modes are interleaved, repeat after repeat, and
 the median of each is reported), for a fixture training script:
 
     python benchmarks/profile_overhead.py [--repeats 3] [--steps 40] [--sleep-ms 2]
+    python benchmarks/profile_overhead.py --modes plain,child --baseline /path/to/another/checkout --repeats 5
     python benchmarks/profile_overhead.py --script fixtures/scripts/savings/gru_text.py --args "" \
         --baseline /path/to/another/checkout --modes plain,torchlint,baseline
 
-Modes (whole-process wall time, interpreter start-up and `import torch` included):
+Modes (whole-process wall time and CPU time (user + system, children included: rusage),
+interpreter start-up and `import torch` included; ratios to the plain run for both):
 
     plain              python SCRIPT ARGS
     torchlint profile  python -m torchlint profile --no-browser --out DIR SCRIPT ARGS
@@ -17,6 +19,9 @@ Modes (whole-process wall time, interpreter start-up and `import torch` included
                        overhead side by side with the version before it
     nowatch            `torchlint profile` with TORCHLINT_COMPILE_WATCH=0: no torch.compile graph
                        breaks or compilations collected (a compiled script's collection cost)
+    child              the profiled child alone (torchlint.profiler.bootstrap, as `profile` starts
+                       it, imports ahead unprofiled as the test suite runs them): its start-up and
+                       collection against the plain run, without the parent's lint and report
     cProfile           python -m cProfile -o FILE SCRIPT ARGS
     torch.profiler     SCRIPT under torch.profiler.profile(CPU, with_stack=True),
                        trace exported at the end
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,13 +59,27 @@ prof.export_chrome_trace(out)
 """
 
 
-def _time(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+def _time(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``cmd`` and the processes it started."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+CHILD = "import sys; sys.path.insert(0, {root!r}); from torchlint.profiler.bootstrap import main; main()"
+
+
+def _child(py: str, root: Path, work: Path, name: str, script: str, args: list[str]) -> list[str]:
+    """The bootstrap's command line as ``profile`` starts it, into a fresh run directory."""
+    run_dir = work / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir()
+    return [py, "-c", CHILD.format(root=str(root)), json.dumps({"run_dir": str(run_dir)}), script, *args]
 
 
 def main() -> None:
@@ -96,15 +116,22 @@ def main() -> None:
         "torchlint profile": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"tl-{i}", script.name, *args],
         "baseline": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"base-{i}", script.name, *args],
         "nowatch": lambda i: [py, "-m", "torchlint", "profile", "--no-browser", "--out", f"nowatch-{i}", script.name, *args],
+        "child": lambda i: _child(py, ROOT, work, f"child-{i}", script.name, args),
+        "baseline child": lambda i: _child(py, opts.baseline.resolve(), work, f"base-child-{i}", script.name, args),
         "cProfile": lambda i: [py, "-m", "cProfile", "-o", f"cprof-{i}.prof", script.name, *args],
         "torch.profiler": lambda i: [py, "-c", TORCH_PROFILER_WRAPPER, script.name, f"trace-{i}.json", *args],
     }
     wanted = {m.strip() for m in opts.modes.split(",")} | {"plain"}
     modes = {m: cmd for m, cmd in all_modes.items() if m.split()[0] in wanted or m in wanted}
+    if "child" in wanted and opts.baseline is not None:
+        modes["baseline child"] = all_modes["baseline child"]
+    else:
+        modes.pop("baseline child", None)
     if opts.baseline is None:
         modes.pop("baseline", None)
     nowatch_env = {**env, "TORCHLINT_COMPILE_WATCH": "0"}
-    times: dict[str, list[float]] = {m: [] for m in modes}
+    child_env = {**env, "TORCHLINT_PROFILE_IMPORTS": "0"}
+    times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     splits: list[dict[str, float]] = []
     print(
         f"{opts.script.name} {' '.join(args)}; {opts.repeats} repeats, modes interleaved; "
@@ -114,19 +141,23 @@ def main() -> None:
     _time(modes["plain"](-1), work, env)  # warm the file cache once, not counted
     for i in range(opts.repeats):
         for mode, cmd in modes.items():
-            times[mode].append(_time(cmd(i), work, base_env if mode == "baseline" else nowatch_env if mode == "nowatch" else env))
+            mode_env = {"baseline": base_env, "nowatch": nowatch_env, "child": child_env, "baseline child": child_env}.get(mode, env)
+            times[mode].append(_time(cmd(i), work, mode_env))
         if "torchlint profile" in modes:
             session = json.loads((work / f"tl-{i}" / "session.json").read_text())
             meta = session["meta"]
             splits.append({"setup": meta["setup_s"], "script": meta["script_wall_s"], "tool": meta["tool_s"]})
-        print(f"  repeat {i + 1}: " + ", ".join(f"{m} {times[m][-1]:.2f}s" for m in modes), flush=True)
+        print(f"  repeat {i + 1}: " + ", ".join(f"{m} {times[m][-1][0]:.2f}s ({times[m][-1][1]:.2f}s CPU)" for m in modes), flush=True)
 
-    plain = statistics.median(times["plain"])
+    plain = statistics.median(t[0] for t in times["plain"])
+    plain_cpu = statistics.median(t[1] for t in times["plain"])
     print()
-    print(f"{'mode':<20}{'median wall':>12}{'ratio':>8}")
+    print(f"{'mode':<20}{'median wall':>12}{'ratio':>8}{'median CPU':>12}{'ratio':>8}{'CPU spread':>18}")
     for mode in modes:
-        med = statistics.median(times[mode])
-        print(f"{mode:<20}{med:>11.2f}s{med / plain:>8.2f}")
+        med = statistics.median(t[0] for t in times[mode])
+        cpu = statistics.median(t[1] for t in times[mode])
+        spread = f"{min(t[1] for t in times[mode]):.2f}-{max(t[1] for t in times[mode]):.2f}s"
+        print(f"{mode:<20}{med:>11.2f}s{med / plain:>8.2f}{cpu:>11.2f}s{cpu / plain_cpu:>8.2f}{spread:>18}")
     print()
     if not splits:
         shutil.rmtree(work, ignore_errors=True)

@@ -13,10 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +94,11 @@ class Server:
 
     def wait_ready(self, timeout: float = 15.0) -> bool:
         """Poll until the page answers 200; False after ``timeout`` or if snakeviz exited."""
+        # here, not at the top: every `profile` imports this module for the command it prints,
+        # and urllib.request (http.client, email) is ~60 ms of CPU that only a launch needs
+        import urllib.error
+        import urllib.request
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
