@@ -56,6 +56,9 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     (("run.py", ("AuxLoss(0.5)", "AuxLoss(0.5, report=args)")), ("gen/losses.py", 16), "medium"),
     (("run.py", ("sample_logged(model, ids)", "sample_logged(model, ids, log=[])")), ("gen/sampler.py", 48), "medium"),
     (("run.py", ("probe=True", "probe=None")), ("gen/sampler.py", 57), "low"),
+    # a call the summary keeps no site of (every N steps) still names the keyword: the tier stays
+    (("run.py", ("    sample_logged(model, ids)\n", "    for step in range(1000):\n        if step % 100 == 0:\n            sample_logged(model, ids, log=[])\n")),
+     ("gen/sampler.py", 48), "medium"),
     (("run.py", ("**vars(args)", "verbose=False")), ("gen/sampler.py", 66), "low"),
 ])
 def test_what_a_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]

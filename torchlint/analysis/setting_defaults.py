@@ -101,6 +101,8 @@ class SettingDefaults:
         if name == "__init__":
             return False  # (a construction names its class: one the join cannot resolve is another class)
         # (a `**` splat of such a call is none of the project's values: what code outside it passes, as for an entry point)
+        # (a module's `forward` is called by its object's name, `model(x, flag=True)`: any such call may be one)
+        name = "" if name in ("forward", "__call__") else name
         for caller_path, call in self._unresolved_named(name):
             named = param in call.given[1] if call.given is not None else param in dict(call.own_params) or param in call.falsy
             if not named or not optional and param in call.falsy:
@@ -129,6 +131,8 @@ class SettingDefaults:
                 for call in summary.calls:
                     if not self.project.callees(call.target, path):
                         self._unresolved.setdefault(str(call.target[-1]).rpartition(".")[2], []).append((path, call))
+        if not name:
+            return [each for calls in self._unresolved.values() for each in calls]
         return self._unresolved.get(name, [])
 
     def _unfollowed_named(self, name: str) -> list[tuple[str, str, str, str]]:
@@ -137,6 +141,8 @@ class SettingDefaults:
             for path, summary in self.project.files.items():
                 for called, keyword, caller, own in summary.unfollowed:
                     self._unfollowed.setdefault(called, []).append((path, keyword, caller, own))
+        if not name:
+            return [each for entries in self._unfollowed.values() for each in entries]
         return self._unfollowed.get(name, [])
 
     def called_only_in(self, path: str, function: str) -> bool:
