@@ -81,3 +81,36 @@ def test_a_subclass_in_the_project_keeps_the_tier(tmp_path: Path, monkeypatch: p
     root = _copy(tmp_path, {"gen/losses.py": ("class TracedLoss(nn.Module):", "class LoudLoss(AuxLoss):\n    pass\n\n\nclass TracedLoss(nn.Module):")})
     found = _findings(root, monkeypatch)
     assert found[("gen/losses.py", 16)].impact == "medium"  # type: ignore[attr-defined]
+
+
+def _joined(root: Path):  # type: ignore[no-untyped-def]
+    import libcst as cst
+
+    from torchlint.analysis.context import FileContext
+    from torchlint.analysis.project import Project
+    from torchlint.analysis.setting_defaults import SettingDefaults
+    from torchlint.analysis.steps import StepSummarizer
+
+    summaries = []
+    for path in sorted(root.rglob("*.py")):
+        ctx = FileContext(cst.parse_module(path.read_text()), str(path))
+        summaries.append(StepSummarizer(ctx).summary(str(path), lambda node: None))  # type: ignore[arg-type,return-value]
+    return SettingDefaults(Project(summaries))
+
+
+def test_the_join_reads_defaults_literals_and_parameters_handed_on(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    sampler, losses = str(root / "gen" / "sampler.py"), str(root / "gen" / "losses.py")
+    settings = _joined(root)
+    # `generate(ids, synced=False)` -> `self.sample(ids, steps, synced=synced)`: handed on, off by default
+    assert settings.turned_on_nowhere(sampler, "Sampler.sample", "synced", False) is not None
+    assert settings.turned_on_nowhere(sampler, "sample_checked", "check", False) is None  # `check=args.check`
+    assert settings.turned_on_nowhere(sampler, "sample_traced", "trace", False) is None  # `trace=True`, another file
+    assert settings.turned_on_nowhere(sampler, "sample_options", "verbose", False) is None  # `**vars(args)`
+    assert settings.turned_on_nowhere(sampler, "sample_rows", "probe", False) is None  # `tools.sample_rows(..., probe=True)`
+    assert settings.turned_on_nowhere(losses, "AuxLoss.__init__", "report", False) is not None
+    assert settings.turned_on_nowhere(losses, "TracedLoss.__init__", "trace", False) is None
+    # a literal off passed where only leaving it out is off (`is not None`): `0 is not None` holds
+    root = _copy(tmp_path / "zero", {"run.py": ("sample_logged(model, ids)", "sample_logged(model, ids, log=0)")})
+    assert _joined(root).turned_on_nowhere(str(root / "gen" / "sampler.py"), "sample_logged", "log", True) is None
+    assert _joined(root).turned_on_nowhere(str(root / "gen" / "sampler.py"), "sample_logged", "log", False) is not None
