@@ -322,6 +322,10 @@ class Project:
             return []
         return [(p, f"{sub}.{name}") for p, sub in self._subclasses(path, class_key) if name in self.classes[p][sub].methods]
 
+    def has_subclasses(self, path: str, class_key: str) -> bool:
+        """Does a class of the project derive from ``class_key`` of ``path``?"""
+        return bool(self._subclasses(path, class_key))
+
     def _subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
         """The project's classes that derive from ``class_key`` of ``path``, any depth."""
         if self._derived is None:

@@ -20,6 +20,8 @@ class SettingDefaults:
         self.project = project
         self._callers: dict[tuple[str, str], list[tuple[str, CallSite]]] | None = None
         self._built: list[tuple[str, CallSite]] | None = None
+        self._unresolved: dict[str, list[tuple[str, CallSite]]] | None = None  # calls the join resolves to nothing, by the name called
+        self._unfollowed: dict[str, list[tuple[str, str, str, str]]] | None = None  # FileSummary.unfollowed, by the name called
 
     def passed_default(self, path: str, function: str, param: str, setting: str) -> int | None:
         """The default of ``setting`` on the object every call of ``function`` (in ``path``)
@@ -35,6 +37,113 @@ class SettingDefaults:
         there one? A call through ``*args``/``**kwargs`` is not known to."""
         calls = self._calls_of((path, function))
         return bool(calls) and all(param in self.project.passes(call, (path, function)) for _, call in calls)
+
+    def turned_on_nowhere(self, path: str, function: str, param: str, optional: bool) -> str | None:
+        """Words for a line that runs only when ``param`` of ``function`` (in ``path``) is passed
+        on (``Guards.switch_of``: ``if synced_gpus:``, ``synced_gpus=False``; a constructor's,
+        ``Cls.__init__``, for ``if self.flag:``) where no call of it in the project passes a value
+        that may turn it on: each leaves it out, passes None (or, unless ``optional``: a literal
+        False, 0 or ""), or hands on its own parameter that defaults off and that no call of its
+        function turns on. None where one may (any other value, ``*args``/``**kwargs``, a call of
+        a method of that name the join cannot resolve that passes it, a subclass in the project):
+        it runs as its own file says. With no call at all (a library's entry point), the words too."""
+        if self._maybe_elsewhere(path, function, param, optional, 0):
+            return None
+        chain = self._off_everywhere(path, function, param, optional, 0)
+        if chain is None:
+            return None
+        owner, _, name = function.rpartition(".")
+        shown = f"{owner}()" if name == "__init__" else f"{function}()"
+        setting = f"`{param}` given" if optional else f"`{param}=True`"
+        if chain or self._unfollowed_named(name):
+            return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
+        return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
+
+    def _off_everywhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool | None:
+        """True: the project's calls of ``function`` leave ``param`` off; False: there are none;
+        None: one may turn it on."""
+        calls = self._calls_of((path, function))
+        for caller_path, call in calls:
+            where = self._explicit(call, (path, function), param)
+            if where is None:
+                if call.given is None:
+                    return None  # `*args`/`**kwargs` may hold it
+                continue  # left out, or None: the default
+            if not optional and where in call.falsy:
+                continue
+            own = dict(call.own_params).get(where)
+            if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
+                return None  # a value that may be on, or a parameter its own callers may turn on
+        return bool(calls)
+
+    def _explicit(self, call: CallSite, callee: tuple[str, str], param: str) -> int | str | None:
+        """Where ``call`` names ``param`` itself (a keyword, or a position before any ``*``/``**``)."""
+        if call.given is not None:
+            filled = self._filled_by(call, callee, param)
+            return filled[0] if filled is not None else None
+        named = {where for where, _ in call.own_params} | set(call.falsy)
+        if param in named:
+            return param  # (`f(x, flag=flag, **kwargs)`: a keyword named is none `kwargs` may hold)
+        names = self.project.parameters(call, callee)
+        if callee[1].endswith(".__init__") and names[:1] == ("self",):
+            names = names[1:]
+        return next((w for w in named if isinstance(w, int) and w < len(names) and names[w] == param), None)
+
+    def _maybe_elsewhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
+        """May code the join cannot follow pass ``param``: a subclass of the function's class in the
+        project (its ``super().__init__(flag=True)``, its own calls), a call of a method of the same
+        name the join resolves to nothing that names it, or such a call no call site records
+        (``FileSummary.unfollowed``: a library object's, a rare branch's), unless what it passes is
+        a literal off or its caller's own parameter, off by default, that nothing turns on?"""
+        owner, _, name = function.rpartition(".")
+        if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner):
+            return True
+        if name == "__init__":
+            return False  # (a construction names its class: one the join cannot resolve is another class)
+        # (a `**` splat of such a call is none of the project's values: what code outside it passes, as for an entry point)
+        # (a module's `forward` is called by its object's name, `model(x, flag=True)`: any such call may be one)
+        name = "" if name in ("forward", "__call__") else name
+        for caller_path, call in self._unresolved_named(name):
+            named = param in call.given[1] if call.given is not None else param in dict(call.own_params) or param in call.falsy
+            if not named or not optional and param in call.falsy:
+                continue
+            own = dict(call.own_params).get(param)
+            if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
+                return True
+        for caller_path, keyword, caller, own in self._unfollowed_named(name):
+            if keyword == param and not (own and self._handed_off(caller_path, caller, own, optional, depth)):
+                return True
+        return False
+
+    def _handed_off(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
+        """Is ``param`` of ``function`` one that defaults off (None, for ``optional``) and that no
+        code of the project turns on?"""
+        summary = self.project.files.get(path)
+        off = {(p, none) for f, p, none in summary.off_defaults if f == function} if summary is not None and function else set()
+        return depth < _MAX_DEPTH and ((param, True) in off or not optional and (param, False) in off) \
+            and not self._maybe_elsewhere(path, function, param, optional, depth + 1) \
+            and self._off_everywhere(path, function, param, optional, depth + 1) is not None
+
+    def _unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
+        if self._unresolved is None:
+            self._unresolved = {}
+            for path, summary in self.project.files.items():
+                for call in summary.calls:
+                    if not self.project.callees(call.target, path):
+                        self._unresolved.setdefault(str(call.target[-1]).rpartition(".")[2], []).append((path, call))
+        if not name:
+            return [each for calls in self._unresolved.values() for each in calls]
+        return self._unresolved.get(name, [])
+
+    def _unfollowed_named(self, name: str) -> list[tuple[str, str, str, str]]:
+        if self._unfollowed is None:
+            self._unfollowed = {}
+            for path, summary in self.project.files.items():
+                for called, keyword, caller, own in summary.unfollowed:
+                    self._unfollowed.setdefault(called, []).append((path, keyword, caller, own))
+        if not name:
+            return [each for entries in self._unfollowed.values() for each in entries]
+        return self._unfollowed.get(name, [])
 
     def called_only_in(self, path: str, function: str) -> bool:
         """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and

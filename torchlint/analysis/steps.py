@@ -43,6 +43,7 @@ from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, Ref
+from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.summary_arguments import CallArguments, falsy_args
 from torchlint.analysis.summary_loops import LoopSummaries
 from torchlint.analysis.summary_targets import CallTargets
@@ -239,8 +240,19 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
-            idle_builds=idle_builds(self.ctx, self.target, self.class_keys),
+            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
+            unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
         )
+
+    def _off_defaults(self) -> tuple[tuple[str, str, bool], ...]:
+        """``FileSummary.off_defaults``: each function's parameters that default off, never bound again."""
+        found = []
+        for function in self.functions:
+            off = self.ctx.guards.off_by_default(function.body)
+            if off:
+                params = (*function.params.params, *function.params.kwonly_params)
+                found.extend((self.keys[id(function)], p.name.value, is_none(p.default)) for p in params if p.name.value in off)
+        return tuple(found)
 
     def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:
         """Each function whose every return is a device tensor (``Devices.returns_device``), with the

@@ -185,3 +185,10 @@ class FileSummary:
     # classes this file names only to build objects it never runs as modules (analysis/idle_builds.py):
     # (the class reference, the class whose attribute holds the object or "")
     idle_builds: tuple[tuple[Ref, str], ...] = ()
+    # (function key, parameter, defaults to None) for the parameters that default off (False, 0, "", None) and
+    # are never bound again: a call handing one on (``CallSite.own_params``) passes only what its own callers pass
+    off_defaults: tuple[tuple[str, str, bool], ...] = ()
+    # calls with no call site here (a library object's method, a call in a rare branch): (name called, keyword
+    # passed a value that may be true, caller key, the caller's own parameter handed on there or ""),
+    # so that a switch no followed call turns on is not taken for off where one of these may (SettingDefaults)
+    unfollowed: tuple[tuple[str, str, str, str], ...] = ()

@@ -148,6 +148,29 @@ class CallArguments:
                 found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
         return tuple(found)
 
+    def unfollowed_passes(self, followed: set[int], keys: dict[int, str]) -> tuple[tuple[str, str, str, str], ...]:
+        """``FileSummary.unfollowed``: for each call the summary records no call site of (a library
+        object's, a rare branch's), the keywords it passes a value that may be true: (name called,
+        keyword, caller key, the caller's own parameter handed on or "")."""
+        found: dict[tuple[str, str, str, str], None] = {}
+        for call in self.ctx.tree.nodes(cst.Call):
+            if id(call) in followed or not call.args:
+                continue
+            func = call.func
+            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+            if name is None:
+                continue
+            function = self.ctx.tree.enclosing_function(call)
+            caller = keys.get(id(function), "") if function is not None else ""
+            # (the caller's own parameters, looked up only where a keyword is passed a name)
+            named = function is not None and any(a.keyword is not None and type(a.value) is cst.Name for a in call.args)
+            own = dict(self._forwarded_args(call)) if named else {}
+            falsy = set(falsy_args(call))
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value not in falsy and not _is_none(arg.value):
+                    found[(name, arg.keyword.value, caller, own.get(arg.keyword.value, ""))] = None
+        return tuple(found)
+
     def _bound_after(self, binding: cst.CSTNode, call: cst.Call) -> bool:
         """Is ``binding`` made after ``call`` in source order, outside any loop around the call
         (where a later iteration would pass what it bound)?"""

@@ -62,6 +62,9 @@ class Conditional(NamedTuple):
     # `if top_p > 0:` and every call of its function in its file passes a value that fails the test
     # (Guards.never_taken): the words for the opt-in tier, where no other file of the project calls it
     off_here: str = ""
+    # (function key, parameter, optional) of a switch off by default its line runs only with, a parameter or the
+    # constructor's parameter an attribute holds (Guards.switch_of): on an opt-in path where no call turns it on
+    switch: tuple[str, str, bool] | None = None
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
@@ -120,6 +123,9 @@ class Pending(NamedTuple):
     subclass_of: str = ""  # a family (analysis/library_bases.py): ``dataset`` is a class, held where it derives from one of them
     backbone: Finding | None = None  # with ``trainable_only``: the finding where the class's weights are a torchvision model's (TL308)
     untrained: Finding | None = None  # the finding in an inference application: no file trains, one samples (``FileSummary.trains_anywhere``, ``samples_anywhere``: TL402)
+    # (function key, parameter, optional): a finding placed in its own file behind a switch off by default
+    # (Guards.switch_of): low where no call in the project turns it on (``SettingDefaults.turned_on_nowhere``)
+    switch: tuple[str, str, bool] | None = None
 
 
 @dataclass(slots=True)

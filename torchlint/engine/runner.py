@@ -19,7 +19,7 @@ from torchlint.engine.groups import merge_groups
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
 from torchlint.engine.source import Source, python_lines, syntax_error
-from torchlint.findings import Finding, Location
+from torchlint.findings import LOW, Finding, Location
 
 
 def _unchecked(node: cst.CSTNode) -> None:
@@ -167,6 +167,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if check_type.device_bound and summarizer is not None and not ctx.devices.names_device():
                     # no device named here: the join knows whether the model it builds (another file's) ever sees one
                     result.conditional.append(Conditional(UNLESS_HOST_STEPS, finding, True))
+                elif in_function is None and summarizer is not None and finding.impact != LOW \
+                        and (switch := ctx.guards.switch_of(report.node)) is not None:
+                    result.pending.append(Pending(finding, None, False, switch=switch))  # behind a switch off by default: do the callers turn it on?
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
@@ -181,7 +184,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
                                                   quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
-                                                  off_here=ctx.guards.never_taken(report.node) or ""))
+                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)

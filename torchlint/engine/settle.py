@@ -161,6 +161,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if not off and condition.off_here and settings is not None and here is not None \
                 and settings.called_only_in(here, condition.key.partition("#")[0]):
             off = condition.off_here  # `if top_p > 0:` and every call in the project passes `TOP_P = 0.0`
+        if not off and not condition.opt_in and condition.switch is not None and settings is not None and here is not None:
+            off = settings.turned_on_nowhere(here, *condition.switch) or ""  # `if self.debug:` and no construction passes `debug=True`
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}, off), info
@@ -213,6 +215,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
+        if pending.switch is not None:  # behind a switch off by default: low where no call in the project turns it on
+            words = settings.turned_on_nowhere(path, *pending.switch) if settings is not None and path is not None else None
+            yield pending.finding if words is None else opt_in_finding(pending.finding, words)
+            continue
         if pending.untrained is not None and not trained:
             pending = pending._replace(finding=pending.untrained)  # an inference application: its layers run forwards only
         if pending.unless_switch and pending.unless_switch in switches:
@@ -263,6 +269,12 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
     file_result.pending = []
+
+
+def opt_in_finding(finding: Finding, words: str) -> Finding:
+    """``finding`` on an opt-in path no call of the project turns on: low, the reason saying so."""
+    return replace(finding, impact=LOW if IMPACT_RANK.get(finding.impact, 0) < IMPACT_RANK[LOW] else finding.impact,
+                   impact_reason=f"{words}; {finding.impact_reason}" if finding.impact_reason else words)
 
 
 def _by_callers(finding: Finding, passed: tuple[str, str] | None, settings: SettingDefaults | None, path: str | None) -> Finding | None:

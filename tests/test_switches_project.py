@@ -1,0 +1,116 @@
+"""A finding behind a switch off by default (a keyword of its function, or a constructor keyword an
+attribute holds) is low where no call in the project can turn it on, and keeps its tier where one
+may: a literal on from another file, a variable, `**` options, a call the join cannot resolve that
+names it, a parameter handed on whose own callers turn it on (fixtures/projects/switches)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, expected_impacts, expected_markers
+from torchlint.config import from_table
+from torchlint.engine import lint_paths
+
+PROJECT = FIXTURES / "projects" / "switches"
+
+
+def _findings(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
+    monkeypatch.chdir(root)
+    result = lint_paths([Path(".")], from_table({"select": ["TL101"]}, root))
+    assert not result.errors
+    return {(Path(f.path).as_posix(), f.line): f for f in result.findings}
+
+
+def _copy(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
+    root = tmp_path / "switches"
+    shutil.copytree(PROJECT, root)
+    for name, (old, new) in (edits or {}).items():
+        text = (root / name).read_text()
+        assert old in text
+        (root / name).write_text(text.replace(old, new))
+    return root
+
+
+def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _copy(tmp_path)
+    found = _findings(root, monkeypatch)
+    files = sorted(root.rglob("*.py"))
+    expected = {(p.relative_to(root).as_posix(), line) for p in files for line, _ in expected_markers(p.read_text())}
+    assert set(found) == expected
+    impacts = {(p.relative_to(root).as_posix(), line): impact for p in files for (line, _), impact in expected_impacts(p.read_text()).items()}
+    assert {key: found[key].impact for key in impacts} == impacts  # type: ignore[attr-defined]
+    synced = found[("gen/sampler.py", 19)].impact_reason  # type: ignore[attr-defined]
+    assert "`Sampler.sample()` runs it only with `synced=True`, off by default, and no call in the project passes it" in synced
+    assert "`AuxLoss()` runs it only with `report=True`" in found[("gen/losses.py", 16)].impact_reason  # type: ignore[attr-defined]
+    assert "`log` given" in found[("gen/sampler.py", 48)].impact_reason  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("edit", "line", "impact"), [
+    (("run.py", ("generate(ids, synced=False)", "generate(ids, synced=True)")), ("gen/sampler.py", 19), "medium"),  # handed on, turned on
+    (("run.py", ("sample_traced(model, ids, trace=True)", "sample_traced(model, ids, trace=False)")), ("gen/sampler.py", 39), "low"),
+    (("run.py", ("check=args.check", "check=0")), ("gen/sampler.py", 30), "low"),
+    (("run.py", ("TracedLoss(trace=True)", "TracedLoss()")), ("gen/losses.py", 29), "low"),
+    (("run.py", ("AuxLoss(0.5)", "AuxLoss(0.5, report=args)")), ("gen/losses.py", 16), "medium"),
+    (("run.py", ("sample_logged(model, ids)", "sample_logged(model, ids, log=[])")), ("gen/sampler.py", 48), "medium"),
+    (("run.py", ("probe=True", "probe=None")), ("gen/sampler.py", 57), "low"),
+    # a call the summary keeps no site of (every N steps) still names the keyword: the tier stays
+    (("run.py", ("    sample_logged(model, ids)\n", "    for step in range(1000):\n        if step % 100 == 0:\n            sample_logged(model, ids, log=[])\n")),
+     ("gen/sampler.py", 48), "medium"),
+    (("run.py", ("**vars(args)", "verbose=False")), ("gen/sampler.py", 66), "low"),
+])
+def test_what_a_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
+    name, change = edit
+    found = _findings(_copy(tmp_path, {name: change}), monkeypatch)
+    assert found[line].impact == impact, found[line].impact_reason  # type: ignore[attr-defined]
+
+
+def test_a_function_no_code_calls_is_low_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a library's entry point: callers outside the project decide, the finding stays, low
+    root = _copy(tmp_path, {"run.py": ("    return tools.sample_rows(model, ids, probe=True)\n", "    return None\n")})
+    found = _findings(root, monkeypatch)
+    reason = found[("gen/sampler.py", 57)].impact_reason  # type: ignore[attr-defined]
+    assert found[("gen/sampler.py", 57)].impact == "low"  # type: ignore[attr-defined]
+    assert "`sample_rows()` runs it only with `probe=True`, off by default, and no code of the project calls it" in reason
+
+
+def test_a_subclass_in_the_project_keeps_the_tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (its own `__init__` may pass `report=True` up, or set the attribute: the join does not follow it)
+    root = _copy(tmp_path, {"gen/losses.py": ("class TracedLoss(nn.Module):", "class LoudLoss(AuxLoss):\n    pass\n\n\nclass TracedLoss(nn.Module):")})
+    found = _findings(root, monkeypatch)
+    assert found[("gen/losses.py", 16)].impact == "medium"  # type: ignore[attr-defined]
+
+
+def _joined(root: Path):  # type: ignore[no-untyped-def]
+    import libcst as cst
+
+    from torchlint.analysis.context import FileContext
+    from torchlint.analysis.project import Project
+    from torchlint.analysis.setting_defaults import SettingDefaults
+    from torchlint.analysis.steps import StepSummarizer
+
+    summaries = []
+    for path in sorted(root.rglob("*.py")):
+        ctx = FileContext(cst.parse_module(path.read_text()), str(path))
+        summaries.append(StepSummarizer(ctx).summary(str(path), lambda node: None))  # type: ignore[arg-type,return-value]
+    return SettingDefaults(Project(summaries))
+
+
+def test_the_join_reads_defaults_literals_and_parameters_handed_on(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    sampler, losses = str(root / "gen" / "sampler.py"), str(root / "gen" / "losses.py")
+    settings = _joined(root)
+    # `generate(ids, synced=False)` -> `self.sample(ids, steps, synced=synced)`: handed on, off by default
+    assert settings.turned_on_nowhere(sampler, "Sampler.sample", "synced", False) is not None
+    assert settings.turned_on_nowhere(sampler, "sample_checked", "check", False) is None  # `check=args.check`
+    assert settings.turned_on_nowhere(sampler, "sample_traced", "trace", False) is None  # `trace=True`, another file
+    assert settings.turned_on_nowhere(sampler, "sample_options", "verbose", False) is None  # `**vars(args)`
+    assert settings.turned_on_nowhere(sampler, "sample_rows", "probe", False) is None  # `tools.sample_rows(..., probe=True)`
+    assert settings.turned_on_nowhere(losses, "AuxLoss.__init__", "report", False) is not None
+    assert settings.turned_on_nowhere(losses, "TracedLoss.__init__", "trace", False) is None
+    # a literal off passed where only leaving it out is off (`is not None`): `0 is not None` holds
+    root = _copy(tmp_path / "zero", {"run.py": ("sample_logged(model, ids)", "sample_logged(model, ids, log=0)")})
+    assert _joined(root).turned_on_nowhere(str(root / "gen" / "sampler.py"), "sample_logged", "log", True) is None
+    assert _joined(root).turned_on_nowhere(str(root / "gen" / "sampler.py"), "sample_logged", "log", False) is not None
