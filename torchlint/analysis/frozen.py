@@ -98,9 +98,9 @@ def class_weights(ctx: FileContext, cls: cst.ClassDef, depth: int = 0) -> str:
     "" when neither is known."""
     if _freezes_in_body(ctx, cls):
         return FROZEN
-    classes = {c.name.value: c for c in ctx.tree.nodes(cst.ClassDef)}
     for base in cls.bases:
-        parent = classes.get(dotted(base.value) or "")
+        named = ctx.tree.classes_named(dotted(base.value) or "")
+        parent = named[-1] if named else None  # (the last of a name defined twice, as a dict of them kept)
         if parent is not None and parent is not cls and depth < _DEPTH and class_weights(ctx, parent, depth + 1) == FROZEN:
             return FROZEN
     init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
@@ -147,7 +147,7 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
     if qualified.startswith("torchvision.models.") and not qualified.startswith("torchvision.models.feature_extraction."):
         return BACKBONE  # (a feature extractor shares the weights of the model it is given)
     if isinstance(func, cst.Name) and ctx.is_module_class(func.value):
-        cls = next(c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == func.value)
+        cls = ctx.tree.classes_named(func.value)[0]
         return class_weights(ctx, cls, depth)
     named = qualified or dotted(func) or ""
     if last_segment(named)[:1].isupper() and not named.startswith(("torch.", "torchvision.")):
