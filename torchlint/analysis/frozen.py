@@ -77,15 +77,21 @@ def chain_root(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
 def _freezes_in_body(ctx: FileContext, root: cst.CSTNode) -> bool:
     """Does code under ``root`` switch weight gradients off: ``requires_grad_(...)``,
     ``p.requires_grad = False``, ``requires_grad=False``, or a grad-disabling context?"""
-    for node in ctx.tree.descendants(root):
-        node_type = type(node)
-        if node_type is cst.Call and ctx.method_name(node) == "requires_grad_":  # type: ignore[arg-type]
+    # From the file's indexes of calls, attributes and names, each candidate tested for lying
+    # under ``root``: not a walk of the whole class per question (asked for every module class).
+    tree = ctx.tree
+    if any(tree.is_inside(call, root) for call in ctx.method_calls("requires_grad_")):
+        return True
+    if any(type(tree.parent(node)) is cst.AssignTarget and tree.is_inside(node, root) for node in tree.attributes_named("requires_grad")):
+        return True
+    for name in tree.names_valued("requires_grad"):  # `requires_grad=False`: the keyword of an argument
+        parent = tree.parent(name)
+        if type(parent) is cst.Arg and parent.keyword is name and tree.is_inside(name, root):
             return True
-        if node_type is cst.Attribute and node.attr.value == "requires_grad" and isinstance(ctx.tree.parent(node), cst.AssignTarget):  # type: ignore[attr-defined]
+    for word in _GRAD_OFF:  # `no_grad`, `torch.no_grad` (a dotted chain ending so)
+        if any(tree.is_inside(name, root) for name in tree.names_valued(word)):
             return True
-        if node_type is cst.Arg and node.keyword is not None and node.keyword.value == "requires_grad":  # type: ignore[attr-defined]
-            return True
-        if node_type in (cst.Name, cst.Attribute) and last_segment(dotted(node) or "") in _GRAD_OFF:  # type: ignore[arg-type]
+        if any(dotted(node) is not None and tree.is_inside(node, root) for node in tree.attributes_named(word)):
             return True
     return False
 
