@@ -110,6 +110,35 @@ def test_indexed_subtree_questions_on_nested_functions() -> None:
     assert tree.own_loops(plain) == [] and not tree.holds(inner, cst.For)
 
 
+def test_classes_by_name_in_source_order() -> None:
+    """``classes_named``: every class of that name, nested ones and a name defined twice
+    included, in source order; none for a name no class has (a function's, an unknown one)."""
+    tree = Tree(cst.parse_module(
+        "class A:\n    class B:\n        pass\ndef f():\n    class A(Base):\n        pass\nclass C(A):\n    pass\n"))
+    first, nested, second, c = tree.nodes(cst.ClassDef)
+    assert tree.classes_named("A") == [first, second] and tree.classes_named("B") == [nested]
+    assert tree.classes_named("C") == [c] and tree.classes_named("f") == [] and tree.classes_named("") == []
+
+
+@pytest.mark.parametrize("path", FILES[::4], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_classes_named_agrees_with_a_scan(path: Path) -> None:
+    tree = Tree(cst.parse_module(path.read_text()))
+    for name in {c.name.value for c in tree.nodes(cst.ClassDef)} | {"Missing"}:
+        assert tree.classes_named(name) == [c for c in tree.nodes(cst.ClassDef) if c.name.value == name]
+
+
+def test_qualified_names_are_remembered_per_node_and_never_for_another() -> None:
+    """A node asked again gets the same answer; a node built after another was asked and
+    freed never gets that node's answer (the asked nodes are kept alive with the context)."""
+    ctx = FileContext(cst.parse_module("import torch\ntorch.cuda.synchronize()\n"), "m.py")
+    call = ctx.tree.nodes(cst.Call)[0]
+    assert ctx.qname(call.func) == ctx.qname(call.func) == "torch.cuda.synchronize"
+    for _ in range(50):  # temporaries: each asked, then dropped; the next one of the same type would get its id
+        assert ctx.qname(cst.Name("torch")) == "torch"
+        assert ctx.qname(cst.Name("unbound")) is None
+    assert ctx.qname(None) is None
+
+
 def test_the_walk_reaches_every_node_once_in_pre_order() -> None:
     module = cst.parse_module("def f(x):\n    return [y * 2 for y in x if y]  # c\nclass A:\n    z: int = f(1)\n")
     tree = Tree(module)

@@ -108,7 +108,7 @@ def window_attention(ctx: FileContext, class_name: str) -> bool:
     window), per window, not the sequence length squared."""
     if "window" in class_name.lower():
         return True
-    cls = next((c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == class_name), None)
+    cls = next(iter(ctx.tree.classes_named(class_name)), None)
     if cls is None:
         return False
     return any(any(word in name.lower() for word in _WINDOW_WORDS) for name in ctx.bindings.self_attrs.get(id(cls), {}))

@@ -30,6 +30,9 @@ from torchlint.analysis.tree import Tree
 from torchlint.analysis.values import ValueKinds
 
 
+_UNASKED = object()  # (None is an answer: no qualified name)
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
     """The rule options a check may read (from config)."""
@@ -52,7 +55,9 @@ class FileContext:
         self.options = options or Options()
         self.tree = Tree(module)
         self.imports = Imports(self.tree)
-        self._qnames: dict[int, tuple[cst.BaseExpression | None, str | None]] = {}
+        self._qnames: dict[int, str | None] = {}  # id of an expression asked -> its qualified name
+        # every expression asked, kept alive with the context: no other node can take its id
+        self._asked: list[cst.BaseExpression | None] = []
 
     def close(self) -> None:
         """Drop the tree and every analysis: they point back at this context, so without
@@ -124,13 +129,15 @@ class FileContext:
     # --- names -----------------------------------------------------------------
     def qname(self, expr: cst.BaseExpression | None) -> str | None:
         """Canonical qualified name of ``expr`` (``nn.Conv2d`` → ``torch.nn.Conv2d``)."""
-        # Most checks ask it of the same calls: remembered per node, which is kept with
-        # its answer (so a later node that reuses a freed node's id is never mistaken for it).
-        entry = self._qnames.get(id(expr))
-        if entry is not None and entry[0] is expr:
-            return entry[1]
+        # Most checks ask it of the same calls (some 30 of them, of every call): remembered per
+        # node, by id alone, the cheapest hit; the node is kept alive beside it (`_asked`), so a
+        # later node can never reuse a freed node's id and be taken for it.
+        name = self._qnames.get(id(expr), _UNASKED)
+        if name is not _UNASKED:
+            return name  # type: ignore[return-value]
         name = canonical(self.imports.qualify(expr))
-        self._qnames[id(expr)] = (expr, name)
+        self._qnames[id(expr)] = name
+        self._asked.append(expr)
         return name
 
     def call_name(self, call: cst.Call) -> str | None:

@@ -81,7 +81,7 @@ def loader_dataset(ctx: FileContext, loader: cst.Call) -> tuple[cst.ClassDef | N
     if not built or len(names) != 1 or None in names:
         return None, None
     name = names.pop()
-    classes = [c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == name]
+    classes = ctx.tree.classes_named(name)
     if len(classes) == 1:
         return classes[0], None
     return None, (built[0] if not classes else None)  # defined twice here: unknown

@@ -77,15 +77,21 @@ def chain_root(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
 def _freezes_in_body(ctx: FileContext, root: cst.CSTNode) -> bool:
     """Does code under ``root`` switch weight gradients off: ``requires_grad_(...)``,
     ``p.requires_grad = False``, ``requires_grad=False``, or a grad-disabling context?"""
-    for node in ctx.tree.descendants(root):
-        node_type = type(node)
-        if node_type is cst.Call and ctx.method_name(node) == "requires_grad_":  # type: ignore[arg-type]
+    # From the file's indexes of calls, attributes and names, each candidate tested for lying
+    # under ``root``: not a walk of the whole class per question (asked for every module class).
+    tree = ctx.tree
+    if any(tree.is_inside(call, root) for call in ctx.method_calls("requires_grad_")):
+        return True
+    if any(type(tree.parent(node)) is cst.AssignTarget and tree.is_inside(node, root) for node in tree.attributes_named("requires_grad")):
+        return True
+    for name in tree.names_valued("requires_grad"):  # `requires_grad=False`: the keyword of an argument
+        parent = tree.parent(name)
+        if type(parent) is cst.Arg and parent.keyword is name and tree.is_inside(name, root):
             return True
-        if node_type is cst.Attribute and node.attr.value == "requires_grad" and isinstance(ctx.tree.parent(node), cst.AssignTarget):  # type: ignore[attr-defined]
+    for word in _GRAD_OFF:  # `no_grad`, `torch.no_grad` (a dotted chain ending so)
+        if any(tree.is_inside(name, root) for name in tree.names_valued(word)):
             return True
-        if node_type is cst.Arg and node.keyword is not None and node.keyword.value == "requires_grad":  # type: ignore[attr-defined]
-            return True
-        if node_type in (cst.Name, cst.Attribute) and last_segment(dotted(node) or "") in _GRAD_OFF:  # type: ignore[arg-type]
+        if any(dotted(node) is not None and tree.is_inside(node, root) for node in tree.attributes_named(word)):
             return True
     return False
 
@@ -98,9 +104,9 @@ def class_weights(ctx: FileContext, cls: cst.ClassDef, depth: int = 0) -> str:
     "" when neither is known."""
     if _freezes_in_body(ctx, cls):
         return FROZEN
-    classes = {c.name.value: c for c in ctx.tree.nodes(cst.ClassDef)}
     for base in cls.bases:
-        parent = classes.get(dotted(base.value) or "")
+        named = ctx.tree.classes_named(dotted(base.value) or "")
+        parent = named[-1] if named else None  # (the last of a name defined twice, as a dict of them kept)
         if parent is not None and parent is not cls and depth < _DEPTH and class_weights(ctx, parent, depth + 1) == FROZEN:
             return FROZEN
     init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
@@ -147,7 +153,7 @@ def built_weights(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, d
     if qualified.startswith("torchvision.models.") and not qualified.startswith("torchvision.models.feature_extraction."):
         return BACKBONE  # (a feature extractor shares the weights of the model it is given)
     if isinstance(func, cst.Name) and ctx.is_module_class(func.value):
-        cls = next(c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == func.value)
+        cls = ctx.tree.classes_named(func.value)[0]
         return class_weights(ctx, cls, depth)
     named = qualified or dotted(func) or ""
     if last_segment(named)[:1].isupper() and not named.startswith(("torch.", "torchvision.")):

@@ -316,7 +316,7 @@ def _in_memory(ctx: FileContext, source: cst.BaseExpression) -> bool:
 
 
 def _method(ctx: FileContext, class_name: str, method: str) -> cst.FunctionDef | None:
-    classes = [c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == class_name]
+    classes = ctx.tree.classes_named(class_name)
     if len(classes) != 1:
         return None  # not defined here, or defined twice: unknown
     for statement in classes[0].body.body:

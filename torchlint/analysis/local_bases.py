@@ -19,7 +19,7 @@ _DEPTH = 6  # a chain of subclasses in one file
 
 def class_named(ctx: FileContext, name: str) -> cst.ClassDef | None:
     """The one class of the file called ``name`` (None where there are none or several)."""
-    classes = [c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == name]
+    classes = ctx.tree.classes_named(name)
     return classes[0] if len(classes) == 1 else None
 
 

@@ -372,7 +372,7 @@ def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
     if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Call:
         return None
     made = dotted(bound[0].value.func)
-    return next((c for c in ctx.tree.nodes(cst.ClassDef) if c.name.value == made), None)
+    return next(iter(ctx.tree.classes_named(made)), None) if made is not None else None
 
 
 def _keeps_a_cache(ctx: FileContext) -> bool:

@@ -400,8 +400,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         name = dotted(base)
         if name is None:
             return None
-        for other in self.ctx.tree.nodes(cst.ClassDef):
-            if other is not cls and other.name.value == name:
+        for other in self.ctx.tree.classes_named(name):
+            if other is not cls:
                 return ("local", self.class_keys[id(other)])
         head, _, rest = name.partition(".")
         if head in self.relative:

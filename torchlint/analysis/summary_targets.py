@@ -30,6 +30,25 @@ class CallTargets(ObjectRefs):
     _function_keys: frozenset[str]
 
     def target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """What ``func`` refers to where ``at`` stands. Asked of a call's function by the call sites,
+        then again by what other calls pass (their arguments, results, what a function returns,
+        the engine's waits): remembered per pair, but only when no resolution is in progress
+        (inside one, a cycle guard answers None where a fresh question would not: not kept)."""
+        state = self.__dict__
+        if state.get("_resolving") or state.get("_expanding") or state.get("_aliases_resolving"):
+            return self._target(func, at)
+        known = self._targets.get((id(func), id(at)))
+        if known is not None and known[0] is func and known[1] is at:
+            return known[2]
+        found = self._target(func, at)
+        self._targets[(id(func), id(at))] = (func, at, found)  # (the nodes kept with it: their ids name no other)
+        return found
+
+    @cached_property
+    def _targets(self) -> dict[tuple[int, int], tuple[cst.BaseExpression, cst.CSTNode, Ref | None]]:
+        return {}
+
+    def _target(self, func: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         ctx = self.ctx
         func_type = type(func)  # exact types: libcst's ABCs make a failing isinstance slow
         if func_type is cst.Name:

@@ -187,6 +187,11 @@ class Tree:
         first = bisect.bisect_right(found, start, key=self.index)
         return first < len(found) and self.order[id(found[first])] <= self._last_index(node)
 
+    def classes_named(self, name: str) -> list[cst.ClassDef]:
+        """Every ``class name`` of the file, in source order: one index of the classes, not a
+        scan of them all per question (asked for every construction a check looks at)."""
+        return self._classes_by_name.get(name, [])
+
     def attributes_named(self, attr: str) -> list[cst.Attribute]:
         """Every ``x.attr`` node for this ``attr``, in the order of :meth:`nodes`."""
         return self._attributes_by_name.get(attr, [])
@@ -198,6 +203,13 @@ class Tree:
         index: dict[str, list[cst.Name]] = defaultdict(list)
         for name in self.nodes(cst.Name):
             index[name.value].append(name)
+        return index
+
+    @cached_property
+    def _classes_by_name(self) -> dict[str, list[cst.ClassDef]]:
+        index: dict[str, list[cst.ClassDef]] = defaultdict(list)
+        for cls in self.nodes(cst.ClassDef):
+            index[cls.name.value].append(cls)
         return index
 
     @cached_property
