@@ -48,3 +48,18 @@ def test_a_training_loop_after_a_generation_is_no_generation_read(project: Path)
         "        loss = decoder(tokens, audio).logsumexp(-1).mean()\n        loss.backward()\n        optimizer.step()\n").replace(
         "def transcribe(decoder, windows):", "def transcribe(decoder, windows, optimizer):"))
     assert _tl101(project)[7].impact != "low"  # type: ignore[attr-defined]
+
+
+def test_reads_per_candidate_after_a_sync_there_run_once_per_generated_sequence(project: Path) -> None:
+    """whisper's ``BeamSearchDecoder.finalize``: ``sum_logprobs.cpu()``, then a read per row per
+    candidate; called after the decode, each repetition waits once per sequence, not per token (was:
+    high, the repetitions after a sync each "waiting again" every step)."""
+    read = _tl101(project)[28]
+    assert read.impact == "low" and "once per generated sequence" in read.message  # type: ignore[attr-defined]
+    transcribe = project / "transcribe.py"
+    transcribe.write_text(transcribe.read_text().replace(
+        "        words.append(best_candidates(tokens, decoder(tokens, audio).amax(-1)))\n", "").replace(
+        "        tokens = decode_with_fallback(decoder, audio)\n",
+        "        words.append(best_candidates(window, decoder(window, audio).amax(-1)))\n"
+        "        tokens = decode_with_fallback(decoder, audio)\n", 1))
+    assert _tl101(project)[28].impact == "high"  # type: ignore[attr-defined]  # before the decode: per step, each waits again

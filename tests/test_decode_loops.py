@@ -539,3 +539,33 @@ def test_a_read_once_per_decoded_token_says_so_wherever_it_is(tmp_path: Path, re
     (tmp_path / "loops.py").write_text(POSITION_TRAIN)
     [trained] = lint_paths([tmp_path], config).findings
     assert "training loop" in trained.message and trained.message.endswith("on every step")
+
+
+NESTED_FEED = (
+    "import torch\n\nclass Pipeline:\n    def pick(self, logits):\n"
+    "        return int(torch.multinomial(torch.softmax(logits, -1), 1)[0])\n\n"
+    "    def reply(self, prompt, count, chunk, state=None):\n        token = 0\n        for i in range(count):\n"
+    "            tokens = prompt if i == 0 else [token]\n            while len(tokens) > 0:\n"
+    "                out, state = self.model.forward(tokens[:chunk], state)\n                tokens = tokens[chunk:]\n"
+    "            token = self.pick(out)\n"
+)
+
+
+def test_a_model_fed_by_a_nested_loop_and_sampled_in_the_iteration_decodes() -> None:
+    """ChatRWKV's ``PIPELINE.generate``: the model runs in a ``while`` nested in the iteration (the
+    prompt in chunks, then the one new token); the token is picked in the iteration's own body and
+    fed back: the outer loop is the decode loop, the nested one repeats within its token."""
+    ctx = _ctx(NESTED_FEED)
+    outer, inner = _loops(ctx)
+    assert ctx.loops.decodes(outer) and ctx.loops.is_hot(outer) and ctx.places.repeat_of(outer).kind == "decoded token"
+    assert not ctx.loops.decodes(inner)
+
+
+def test_a_nested_feed_with_nothing_picked_fed_back_does_not_decode() -> None:
+    """Near-miss: each document fed in chunks with a fresh state, its answer picked but never fed
+    to the next document: one document per iteration, no token loop."""
+    code = NESTED_FEED.replace("            tokens = prompt if i == 0 else [token]\n",
+                               "            state = None\n            tokens = list(prompt[i])\n")
+    ctx = _ctx(code)
+    outer, inner = _loops(ctx)
+    assert not ctx.loops.decodes(outer) and not ctx.loops.decodes(inner)

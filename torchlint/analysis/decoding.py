@@ -65,6 +65,19 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     # rows' loop is the iteration's too, its appends what the column is made from. Only for a
     # call whose result is itself named logits (`logits = self.model.forward(ids)`): through
     # nested loops, names made from anything spread far (a top-k filter's `cur_score`).
+    if not any(type(n) in (cst.For, cst.While) and n is not loop for n in nodes):
+        return False
+    # The model run in a loop nested in the iteration, over what the iteration holds (ChatRWKV's
+    # `PIPELINE.generate`: `while len(tokens) > 0: out, state = self.model.forward(tokens[:n], state)`,
+    # the prompt in chunks at first, then the one new token), its output sampled in the iteration's
+    # own body (`token = self.sample_logits(out)`, then `tokens = [token]`): the nested loop feeds the
+    # token, the iteration decodes it. (Only samplers of the iteration's own body: what a nested loop
+    # samples, a top-k filter's or a scoring pass's, says nothing of the iteration.)
+    own_samplers = _own_samplers(ctx, nodes)
+    nested = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) in (cst.For, cst.While)))
+    ordered = sorted((n for n in nested if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
+    if own_samplers and _feeds_back(ctx, loop, nested, ordered, samplers=own_samplers, nested_only=frozenset(map(id, nodes))):
+        return True
     if not any(type(n) is cst.For and n is not loop for n in nodes):
         return False
     nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
@@ -72,13 +85,22 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     return _feeds_back(ctx, loop, nodes, ordered, named=True)
 
 
-def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], named: bool = False) -> bool:
+def _own_samplers(ctx: FileContext, nodes: list[cst.CSTNode]) -> list[cst.Call]:
+    """The calls among ``nodes`` that sample a token: a sampling op, or a helper of the file that
+    picks one from the logits it is given (ChatRWKV's ``token = sample_logits(out)``)."""
+    return sampler_calls(nodes) + [n for n in nodes if type(n) is cst.Call and _picks_a_token(ctx, n)]
+
+
+def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], named: bool = False,
+                samplers: list[cst.Call] | None = None, nested_only: frozenset[int] = frozenset()) -> bool:
     """Is a call in ``nodes`` that may run a model used as logits (with ``named``: bound to a
-    name of logits), and given what the body made from them the iteration before?"""
+    name of logits; with ``samplers``: sampled from by those), and given what the body made from
+    them the iteration before? (Not the calls whose ids are in ``nested_only``.)"""
     grown = _grown(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
-    # (a helper of the file that picks the token from the logits it is given, ChatRWKV's `token = sample_logits(out)`, samples too)
-    samplers = sampler_calls(nodes) + [n for n in nodes if type(n) is cst.Call and _picks_a_token(ctx, n)]  # once, not per call
-    for call in (n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n)):
+    if samplers is None:
+        # (a helper of the file that picks the token from the logits it is given, ChatRWKV's `token = sample_logits(out)`, samples too)
+        samplers = _own_samplers(ctx, nodes)  # once, not per call
+    for call in (n for n in nodes if type(n) is cst.Call and id(n) not in nested_only and may_run_a_model(ctx, n)):
         statement = assignment_of(ctx, call)
         if statement is None:
             continue

@@ -204,15 +204,19 @@ class Position(enum.Enum):
     EXTRA_READ = "extra-read"  # a read before the token read on its path in the step: one more wait per token, removable
 
 
-def at_call(own: Position | None, call: Position) -> Position:
+def at_call(own: Position | None, call: Position, repeated: bool = False) -> Position:
     """Where a line of a function sits in the step, from its own position in the function
     (None: wherever the call stands) and its call's: a read after the function's own work
     is no longer at the step's start (`translate_sentence`'s last `.tolist()`, after its
-    decode loop, called first in the batch loop), it is where the call ends."""
+    decode loop, called first in the batch loop), it is where the call ends. ``repeated``:
+    the line repeats in loops of its function whose repetitions each wait again."""
     if own is None:
         return call
-    if call is Position.AFTER_DECODE and own not in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ):
-        return call  # the function runs once per generated sequence, after its decode: wherever its line sits in it
+    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)):
+        # The function runs once per generated sequence, after its decode: wherever its line sits in it. (A single
+        # read right after a sync there says more by that; a repeated one, whisper's `finalize` reading each
+        # candidate after its `sum_logprobs.cpu()`, waits once per candidate per sequence, not per token.)
+        return call
     if own is Position.CALL_END:  # the function's own work came after whatever drained the queue before the call
         return Position.STEP_END if call in (Position.STEP_START, Position.AFTER_SYNC) else call
     return own

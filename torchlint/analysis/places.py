@@ -162,8 +162,20 @@ class Places(StepPositions):
             return Repeat(kind or "iteration", few, few=self._light(loop))
         # (a loop or comprehension over a dict's values that only reads them, `{k: v.item() for k, v in
         # losses.items()}`: after the first read, each waits only for its own copy)
-        copies = kind is None and _dict_values(iterable) and self._copies_only(loop)
+        # (or over what an environment's step returned, one item per environment, `for idx, d in enumerate(done)`:
+        # a batch's rows, each episode's end logged with a read after the first one's copy)
+        copies = kind is None and (_dict_values(iterable) or self._per_environment(iterable, loop)) and self._copies_only(loop)
         return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
+
+    def _per_environment(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``iterable`` (through ``enumerate``/``zip``) a name bound by the last assignment before
+        ``at`` to what an environment's step returned (``next_obs, reward, done, info = envs.step(a)``)?"""
+        while type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "zip") and iterable.args:
+            iterable = iterable.args[0].value
+        if type(iterable) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.reaching(iterable.value, at)
+        return bound is not None and bound.kind == "assign" and environment_step(bound.value)
 
     def _few_items(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> int | None:
         """How many items a loop over a few fixed ones goes over: a literal list, tuple or set
