@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import string_key
 from torchlint.analysis.summary import Ref
 
 if TYPE_CHECKING:
@@ -318,7 +319,10 @@ def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
             return any(may_iterate_modules(a.value) for a in iterable.args)
         return type(func) is cst.Attribute and func.attr.value in ("values", "items") and may_iterate_modules(func.value)
     if type(iterable) is cst.Subscript and type(iterable.value) is cst.Attribute and dotted(iterable.value.value) == "self":
-        return True  # `self.emas["batch"]`: an entry of a dict of lists (`MemberRefs._entry_members`)
+        # `self.emas["batch"]`: an entry of a dict of lists (`MemberRefs._entry_members`), by its string key only: a
+        # slice (`self.layers[:n_q]`) reached audiocraft's codebooks from an evaluation loop, into branches that run
+        # only in training or on the first call, which the step's analysis does not prune
+        return string_key(iterable) is not None
     return type(iterable) is cst.Name or type(iterable) is cst.Attribute
 
 
