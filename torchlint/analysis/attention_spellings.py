@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.context import short_code
 from torchlint.analysis.guard_shapes import conjuncts
 from torchlint.analysis.names import dotted
 
@@ -197,3 +198,45 @@ def option_off_by_default(ctx: FileContext, test: cst.BaseExpression, at: cst.CS
     if function is None or function.name.value != "__init__" or param not in ctx.guards.off_by_default(bound[0].node):
         return None
     return param
+
+
+# Fused attention kernels: a branch beside one that calls them is a fallback for old versions.
+_FUSED = ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention", "flex_attention")
+
+
+def fused_branch(ctx: FileContext, softmax: cst.Call) -> cst.If | None:
+    """The ``if`` one branch of which holds the softmax and the other calls a fused kernel, or that
+    returns a fused kernel's result before it (``if self.flash: return self.flash_attn(q, k, v)``)."""
+    child: cst.CSTNode = softmax
+    for ancestor in ctx.tree.ancestors(softmax):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef):
+            return None
+        if type(ancestor) is cst.If:
+            other = ancestor.orelse if child is ancestor.body else ancestor.body if child is ancestor.orelse else None
+            if other is not None and calls_fused(ctx, other):
+                return ancestor
+        if type(ancestor) is cst.IndentedBlock and type(ctx.tree.parent(ancestor)) is cst.FunctionDef:
+            return _fused_return_before(ctx, ancestor, child)  # type: ignore[arg-type]
+        if type(ancestor) is cst.Else:
+            child = ancestor
+            continue
+        child = ancestor
+    return None
+
+
+def calls_fused(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Does ``node`` call a fused attention kernel (by name)?"""
+    return any(name in short_code(ctx.module, node, limit=100_000) for name in _FUSED)
+
+
+def _fused_return_before(ctx: FileContext, body: cst.IndentedBlock, child: cst.CSTNode) -> cst.If | None:
+    """``if self.flash: return self.flash_attn(...)`` in the function's body before ``child``."""
+    for statement in body.body:
+        if statement is child:
+            return None
+        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock and statement.body.body:
+            last = statement.body.body[-1]
+            if type(last) is cst.SimpleStatementLine and any(type(s) is cst.Return and s.value is not None for s in last.body) \
+                    and calls_fused(ctx, last):
+                return statement
+    return None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.attention_positions import few_positions, run_once_here, window_attention
-from torchlint.analysis.attention_spellings import aliased_into_returned_record, default_softmax, einsum_specs, option_off_by_default, rebound_from
+from torchlint.analysis.attention_spellings import (
+    aliased_into_returned_record, calls_fused, default_softmax, einsum_specs, fused_branch, option_off_by_default, rebound_from,
+)
 from torchlint.analysis.attention_weights import returned_beside_output
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
@@ -55,9 +57,9 @@ class HandWrittenAttention(Check):
         returned: list[cst.CSTNode] = []
         if _weights_used_elsewhere(ctx, weights, use, returned):
             return  # the weights themselves are kept or read: the fused kernel does not give them
-        fused = _fallback_of_fused(ctx, node)
+        fused = fused_branch(ctx, node)
         if fused is not None:
-            off = option_off_by_default(ctx, fused.test, fused) if _calls_fused(ctx, fused.body) else None
+            off = option_off_by_default(ctx, fused.test, fused) if calls_fused(ctx, fused.body) else None
             if off is None:
                 return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
             # (`flash=False` by default: the hand-written path is what runs unless a caller turns it on)
@@ -445,45 +447,3 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
             continue
         return True
     return False
-
-
-
-# Fused attention kernels: a branch beside one that calls them is a fallback for old versions.
-_FUSED = ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention", "flex_attention")
-
-
-def _fallback_of_fused(ctx, softmax: cst.Call) -> cst.If | None:  # type: ignore[no-untyped-def]
-    """The ``if`` one branch of which holds the softmax and the other calls a fused kernel, or that
-    returns a fused kernel's result before it (``if self.flash: return self.flash_attn(q, k, v)``)."""
-    child: cst.CSTNode = softmax
-    for ancestor in ctx.tree.ancestors(softmax):
-        if type(ancestor) in (cst.FunctionDef, cst.ClassDef):
-            return None
-        if type(ancestor) is cst.If:
-            other = ancestor.orelse if child is ancestor.body else ancestor.body if child is ancestor.orelse else None
-            if other is not None and _calls_fused(ctx, other):
-                return ancestor
-        if type(ancestor) is cst.IndentedBlock and type(ctx.tree.parent(ancestor)) is cst.FunctionDef:
-            return _fused_return_before(ctx, ancestor, child)
-        if type(ancestor) is cst.Else:
-            child = ancestor
-            continue
-        child = ancestor
-    return None
-
-
-def _calls_fused(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-    return any(name in short_code(ctx.module, node, limit=100_000) for name in _FUSED)
-
-
-def _fused_return_before(ctx, body: cst.IndentedBlock, child: cst.CSTNode) -> cst.If | None:  # type: ignore[no-untyped-def]
-    """``if self.flash: return self.flash_attn(...)`` in the function's body before ``child``."""
-    for statement in body.body:
-        if statement is child:
-            return None
-        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock and statement.body.body:
-            last = statement.body.body[-1]
-            if type(last) is cst.SimpleStatementLine and any(type(s) is cst.Return and s.value is not None for s in last.body) \
-                    and _calls_fused(ctx, last):
-                return statement
-    return None
