@@ -392,6 +392,10 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
     models = {name for name in mentions(loop.target) if any(word in name.lower() for word in _MODEL_WORDS)}
     if any(mentions(arg.value) & models for call, _ in runs for arg in call.args):
         return False  # `img = self.one_unet_sample(unet, ...)` for each unet of a cascade: a stage per iteration
+    if any(type(call.func) is cst.Name and call.func.value in mentions(loop.target) for call, _ in runs):
+        # the loop's variable is the model it runs (`for amateur, cache in zip(amateurs, caches): out = amateur(x,
+        # cache=cache)`: contrastive decoding's amateurs, an ensemble): one model per iteration, not a time step
+        return False
     for call, statement in runs:
         if mentions(call.func) & steps:
             continue  # `x = layer(x, i)` for each layer: one layer per iteration, not a step

@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import string_key
 from torchlint.analysis.summary import Ref
 
 if TYPE_CHECKING:
@@ -39,11 +40,22 @@ class MemberRefs:
         for a container a caller passes (``self.layers = layers`` in ``__init__``, a parameter
         ``blocks``: DALLE's ``SequentialSequence(layers)``), whatever the callers pass there,
         which the join resolves (a container's members, each)."""
-        found = self._instance_class(container, at)
+        found = self._instance_class(container, at) or self._entry_members(container, at)
         if found is None and type(container) is cst.Name:
             param = self._parameter(container, at)
             found = ("passed", *param) if param is not None else None
         return found if found is not None and (found[0] == "each" or found[0] == "passed" and len(found) == 3) else None
+
+    def _entry_members(self, container: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``self.emas["batch"]`` where the class appends to ``self.emas[kind]`` (demucs' dict of lists of
+        EMAs): the members of any entry, each."""
+        if type(container) is not cst.Subscript or type(container.value) is not cst.Attribute or dotted(container.value.value) != "self":
+            return None
+        cls = self.ctx.tree.enclosing_class(at)
+        if cls is None:
+            return None
+        return as_container(either(self._appended_members(cls, container.value.attr.value + "[]"))) \
+            if (id(cls), container.value.attr.value + "[]") in self._appends_to_self else None
 
     def _container_members(self, call: cst.Call, at: cst.CSTNode) -> Ref | None:
         """``nn.Sequential(A(), B())``, ``nn.ModuleList([Block() for _ in range(n)])``,
@@ -121,10 +133,13 @@ class MemberRefs:
             found = self.__dict__["_appends_memo"] = {}
             for call in self.ctx.method_calls(_ADDERS):
                 receiver = call.func.value  # type: ignore[attr-defined]
+                entry = type(receiver) is cst.Subscript
+                if entry:
+                    receiver = receiver.value  # `self.emas[kind].append(ModelEMA(...))`: an entry of a dict of lists
                 if type(receiver) is cst.Attribute and type(receiver.value) is cst.Name and receiver.value.value == "self" and call.args:
                     cls = self.ctx.tree.enclosing_class(call)
-                    if cls is not None:
-                        found.setdefault((id(cls), receiver.attr.value), []).append(call)
+                    if cls is not None:  # (an entry's: under `attr[]`, what `self.attr[key]` holds)
+                        found.setdefault((id(cls), receiver.attr.value + ("[]" if entry else "")), []).append(call)
         return found
 
     @property
@@ -303,6 +318,11 @@ def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
         if type(func) is cst.Name and func.value in ("zip", "enumerate"):
             return any(may_iterate_modules(a.value) for a in iterable.args)
         return type(func) is cst.Attribute and func.attr.value in ("values", "items") and may_iterate_modules(func.value)
+    if type(iterable) is cst.Subscript and type(iterable.value) is cst.Attribute and dotted(iterable.value.value) == "self":
+        # `self.emas["batch"]`: an entry of a dict of lists (`MemberRefs._entry_members`), by its string key only: a
+        # slice (`self.layers[:n_q]`) reached audiocraft's codebooks from an evaluation loop, into branches that run
+        # only in training or on the first call, which the step's analysis does not prune
+        return string_key(iterable) is not None
     return type(iterable) is cst.Name or type(iterable) is cst.Attribute
 
 

@@ -117,7 +117,7 @@ class CallTargets(ObjectRefs):
                 # `DecodingTask(model, options).run(mel)`: a method of the object just built (or a factory returned)
                 owner = self._object_of(func.value, at, None)
             if owner is not None and owner[0] == "each" and func.attr.value in _CONTAINER_METHODS \
-                    and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at)):
+                    and (self._defines(owner, func.attr.value) or self._built_in_branches(func.value, at) or self._member_of_loop(func.value, at)):
                 # `self.decoder.update(...)` where `self.decoder` is one of two classes of this file that define it;
                 # `mem.append(...)` where `mem = load_memory(...)` or `mem = ReplayMemory(...)`: an object, not a list
                 return ("each", tuple(("object", member, func.attr.value) for member in owner[1]))
@@ -166,6 +166,14 @@ class CallTargets(ObjectRefs):
         bound = self.ctx.bindings.reaching_each(receiver.value, at)
         return len(bound) > 1 and all(b.kind == "assign" and b.element is None and type(b.value) is cst.Call
                                       and self.ctx.qname(b.value.func) not in CONTAINERS for b in bound)
+
+    def _member_of_loop(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``receiver`` a loop's variable, every binding of it (``for ema in self.emas["batch"]: ema.update()``,
+        demucs): one member at a time, whose own ``update`` it calls, not the container's."""
+        if type(receiver) is not cst.Name:
+            return False
+        bound = self.ctx.bindings.lookup(receiver.value, at)
+        return bool(bound) and all(b.kind == "for" and b.element is None for b in bound)
 
     def _defines(self, owner: Ref, method: str) -> bool:
         """Does a class of this file among ``owner``'s members define ``method`` (so that a

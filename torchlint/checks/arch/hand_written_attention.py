@@ -5,6 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.attention_positions import few_positions, run_once_here, window_attention
+from torchlint.analysis.attention_spellings import (
+    aliased_into_returned_record, calls_fused, default_softmax, einsum_specs, fused_branch, option_off_by_default, rebound_from,
+)
 from torchlint.analysis.attention_weights import returned_beside_output
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost, Unreached
@@ -54,8 +57,13 @@ class HandWrittenAttention(Check):
         returned: list[cst.CSTNode] = []
         if _weights_used_elsewhere(ctx, weights, use, returned):
             return  # the weights themselves are kept or read: the fused kernel does not give them
-        if _fallback_of_fused(ctx, node):
-            return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
+        fused = fused_branch(ctx, node)
+        if fused is not None:
+            off = option_off_by_default(ctx, fused.test, fused) if calls_fused(ctx, fused.body) else None
+            if off is None:
+                return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
+            # (`flash=False` by default: the hand-written path is what runs unless a caller turns it on)
+            product += f"; the default path: the fused kernel runs only with `{off}=True`"
         # One attention may spell its softmax in several branches (glide's bias of rank 2, of
         # rank 3, none): one finding for it, reported when the file is done.
         few = any(few_positions(ctx, operand, at) for operand, at in operands)
@@ -170,6 +178,9 @@ def _softmax_input(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: i
         args = [a for a in call.args if a.keyword is None]
         dim = ctx.keyword(call, "dim") or (args[1] if len(args) > 1 else None)
         target = args[0].value
+    elif call.args and call.args[0].keyword is None and (chosen := default_softmax(ctx, call, _SOFTMAX)) is not None:
+        # `self.attn_fn(sim)`, the constructor's chain binding `partial(F.softmax, dim=attn_dim)` in its final `else:`
+        return call.args[0].value if _last_dim(chosen) else None
     else:
         return None
     if dim is None or not _last_dim(dim.value):
@@ -233,9 +244,10 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if binding is None or binding.kind != "assign" or binding.value is None or binding.element is not None:
             return None
         found = _score_product(ctx, binding.value, binding.node, depth + 1, param, operands)
-        if found is None and ctx.guards.opt_in(binding.node, optional=True) is not None:
-            # `if rel_pos is not None: weight = rel_pos(weight)` (tortoise-tts's QKVAttentionLegacy): a bias
-            # module this file cannot see, on a branch a parameter left out skips: the scores of that path
+        if found is None:
+            # `if rel_pos is not None: weight = rel_pos(weight)` (tortoise-tts's QKVAttentionLegacy), `if self.cog_signed:
+            # sim = sim.abs()` (x-transformers): a step this file cannot follow on a branch that may be skipped: the
+            # scores of the paths that skip it (the default's, where no option is set), nearest first
             found = next((made for each in ctx.bindings.reaching_each(expr.value, at)[1:]
                           if each.kind == "assign" and each.value is not None and each.element is None
                           and (made := _score_product(ctx, each.value, each.node, depth + 1, param, operands)) is not None), None)
@@ -258,7 +270,8 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if name in _MATMUL:
             args = [a.value for a in expr.args if a.keyword is None]
             if name == "torch.einsum":
-                if not _einsum_scores(args):
+                specs = einsum_specs(ctx, args[0], at) if args else []
+                if not specs or not all(_einsum_scores(spec, args[1:]) for spec in specs):
                     return None
                 if operands is not None:
                     operands.extend((arg, at) for arg in args[1:])
@@ -313,13 +326,13 @@ def _transposed(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyp
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("transpose", "permute", "t")
 
 
-def _einsum_scores(args: list[cst.BaseExpression]) -> bool:
+def _einsum_scores(spec: str, operands: list[cst.BaseExpression]) -> bool:
     """``einsum("bhid,bhjd->bhij", q, k)`` or ``einsum("bct,bcs->bts", q, k)``: two operands
     contracted over an index that leaves, each keeping one index of its own (the query's
     and the key's positions)."""
-    if len(args) != 3 or not isinstance(args[0], cst.SimpleString):
+    if len(operands) != 2:
         return False
-    spec = args[0].evaluated_value.replace(" ", "") if isinstance(args[0].evaluated_value, str) else ""
+    spec = spec.replace(" ", "")
     if "->" not in spec or spec.count(",") != 1:
         return False
     inputs, out = spec.split("->")
@@ -356,7 +369,8 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
         parent = ctx.tree.parent(use)
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
             return parent
-        moved = _moved(ctx, use) or _masked_if_passed(ctx, use)  # `w_ = w_.permute(0, 2, 1)`, then `bmm(v, w_)`
+        rebound = rebound_from(ctx, use)  # `attn = attn.type(dtype)`, `attn = self.attn_dropout(attn)`: the weights again
+        moved = _moved(ctx, use) or _masked_if_passed(ctx, use) or (rebound.value if rebound is not None else None)
         if moved is not None and not ctx.tree.is_inside(at, moved):
             found = _weights_times_values(ctx, moved, at)
             if found is not None:
@@ -414,7 +428,8 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
     for use in _uses(ctx, weights):
         if use is weights or ctx.tree.is_inside(use, matmul):
             continue
-        moved = _moved(ctx, use) or _masked_if_passed(ctx, use)
+        rebound = rebound_from(ctx, use)
+        moved = _moved(ctx, use) or _masked_if_passed(ctx, use) or (rebound.value if rebound is not None else None)
         if moved is not None:
             if _weights_used_elsewhere(ctx, moved, matmul, returned):
                 return True  # reshaped, then kept as well as multiplied into the values
@@ -427,30 +442,8 @@ def _weights_used_elsewhere(ctx, weights: cst.BaseExpression, matmul: cst.CSTNod
             continue
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "save_for_backward":
             continue  # kept for an autograd.Function's own backward: a fused kernel brings its backward too
-        if returned_beside_output(ctx, use, matmul):
+        if returned_beside_output(ctx, use, matmul) or aliased_into_returned_record(ctx, use):
             returned.append(use)
             continue
         return True
-    return False
-
-
-
-# Fused attention kernels: a branch beside one that calls them is a fallback for old versions.
-_FUSED = ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention", "flex_attention")
-
-
-def _fallback_of_fused(ctx, softmax: cst.Call) -> bool:  # type: ignore[no-untyped-def]
-    """Is the softmax in one branch of an ``if`` whose other branch calls a fused kernel?"""
-    child: cst.CSTNode = softmax
-    for ancestor in ctx.tree.ancestors(softmax):
-        if type(ancestor) in (cst.FunctionDef, cst.ClassDef):
-            return False
-        if type(ancestor) is cst.If:
-            other = ancestor.orelse if child is ancestor.body else ancestor.body if child is ancestor.orelse else None
-            if other is not None and any(name in short_code(ctx.module, other, limit=100_000) for name in _FUSED):
-                return True
-        if type(ancestor) is cst.Else:
-            child = ancestor
-            continue
-        child = ancestor
     return False

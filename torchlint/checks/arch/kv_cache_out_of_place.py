@@ -20,6 +20,8 @@ _CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 # A grown cache also names keys or values, or is the whole per-layer cache (`past_key`, `cache_v`,
 # `layer_past`, GPT-2's `past`): `past_obs` or `past_rewards`, a history an agent keeps, is not one.
 _KEY_VALUE_WORDS = re.compile(r"(^|_)(k|v|keys?|values?|kv)(_|$)|^(layer_)?(past|cache)$|^past_key_values?$|^kv_cache$")
+# What an object unpacked into keys and values is called when it holds what earlier tokens left.
+_STORED = re.compile(r"cache|past")
 # Tensor methods whose result is the copy itself, or a view or cast of it (`torch.cat(...).detach()`): kept, it is the cache.
 _KEEPS_TENSOR = frozenset({"detach", "contiguous", "to", "float", "half", "bfloat16"})
 
@@ -86,10 +88,29 @@ def _grown_cache(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-
         while isinstance(part, cst.Subscript):
             part = part.value  # `layer_past[0]`, `past[i]`: the cache it indexes
         name = dotted(part)
-        last = name.rsplit(".", 1)[-1].lower() if name is not None else ""
-        if _CACHE_WORDS.search(last) and _KEY_VALUE_WORDS.search(last):
+        if _names_a_cache(name) or isinstance(part, cst.Name) and _unpacked_from_a_cache(ctx, part, call):
             return name
     return None
+
+
+def _names_a_cache(name: str | None) -> bool:
+    """``past_key``, ``self.k_cache``, ``cache.cached_kv``, ``layer_past``: a key-value cache by its name."""
+    last = name.rsplit(".", 1)[-1].lower() if name is not None else ""
+    return bool(_CACHE_WORDS.search(last) and _KEY_VALUE_WORDS.search(last))
+
+
+def _unpacked_from_a_cache(ctx, part: cst.Name, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``part`` one of the tensors a cache is unpacked into (``ck, cv = cache.cached_kv``,
+    ``past_k, past_v = layer_past``): named for nothing, but what flows in is the cache."""
+    binding = ctx.bindings.reaching(part.value, at)
+    if binding is None or binding.kind != "assign" or binding.element is None or binding.value is None:
+        return False  # (a plain `k = f(x)` says nothing: only the unpacking of a cache object's keys and values)
+    value = binding.value
+    while isinstance(value, cst.Subscript):
+        value = value.value  # `ck, cv = caches[layer]`
+    name = dotted(value)
+    # (a cache or a past by name: `mem_k, mem_v = self.mem_kv` unpacks learned memory keys, the same few rows each call)
+    return _names_a_cache(name) and _STORED.search(name.rsplit(".", 1)[-1].lower()) is not None  # type: ignore[union-attr]
 
 
 def _receiver(ctx, call: cst.Call) -> cst.BaseExpression | None:  # type: ignore[no-untyped-def]

@@ -98,8 +98,8 @@ def _mentions_other(ctx, value: cst.BaseExpression, targets: set[str], averaged:
     """Does ``value`` read a loop tensor other than ``averaged`` (``param.data``; not ``p.grad``)?"""
     for node in (value, *ctx.tree.descendants(value)):
         parent = ctx.tree.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data":
-            continue  # `p.grad`: a gradient, not the weights
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data" and not _called(ctx, parent):
+            continue  # `p.grad`: a gradient, not the weights (`p.detach()`, `p.to(device)` are the weights)
         if isinstance(parent, cst.Index):
             continue  # `name` of `shadow[name]`: the key, not a tensor
         looped = _looped(node, targets) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
@@ -140,10 +140,16 @@ def _uses_other(ctx, update: cst.Call, targets: set[str], averaged: str) -> bool
         for arg in chain.args:
             for node in (arg.value, *ctx.tree.descendants(arg.value)):
                 parent = ctx.tree.parent(node)
-                if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data":
+                if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value != "data" and not _called(ctx, parent):
                     continue  # `p.grad`: a gradient summed per parameter (Fisher, accumulation), not the weights
                 looped = _looped(node, targets) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
                 if looped is not None and looped != averaged:
                     return True  # `p` into `ema[name]`, `params[k]` into `v`
         chain = chain.func.value
     return False
+
+
+def _called(ctx, attribute: cst.Attribute) -> bool:  # type: ignore[no-untyped-def]
+    """``p.detach()``, ``v.to(device)``: a method of the tensor itself, called (not ``p.grad``)."""
+    call = ctx.tree.parent(attribute)
+    return isinstance(call, cst.Call) and call.func is attribute
