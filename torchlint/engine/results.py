@@ -62,6 +62,9 @@ class Conditional(NamedTuple):
     # `if top_p > 0:` and every call of its function in its file passes a value that fails the test
     # (Guards.never_taken): the words for the opt-in tier, where no other file of the project calls it
     off_here: str = ""
+    # `Cls.m`: a method of a class of this file; dropped where the join finds that no object runs it (the class
+    # never built, every project subclass overriding it: analysis/dispatch.overridden)
+    unless_overridden: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
