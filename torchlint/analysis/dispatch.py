@@ -1,7 +1,8 @@
 """What a call on ``self`` runs: ``self.train_step()`` in a base class's ``train_iteration`` runs the
-override of each project subclass whose object it is (decision-transformer's ``SequenceTrainer``
-and ``ActTrainer``), and the base's own method only where some object may still run it: the base
-class is built itself, or a subclass keeps it (``Project.built``). A method no object runs is dead."""
+method of whichever project class the object is (decision-transformer's ``SequenceTrainer`` and
+``ActTrainer`` override it); where the project is seen building some of those classes
+(``Project.built``), only the methods of the classes it builds. A method no object runs is dead:
+its class is not built, and every subclass overrides it."""
 
 from __future__ import annotations
 
@@ -13,27 +14,28 @@ if TYPE_CHECKING:
 
 def self_dispatch(project: Project, path: str, class_key: str, name: str) -> list[tuple[str, str]]:
     """Every (file, method key) a call of ``self.<name>()`` in class ``class_key`` of ``path`` may
-    run: the method the class resolves, unless no object runs it (:func:`overridden`), and the
-    override each of its project subclasses (any depth) resolves."""
+    run: for the class and each of its project subclasses (any depth), the method it resolves,
+    kept where that class is built. Where none of them is seen built (a library's classes, or
+    objects made in ways the join cannot see), every one of those methods."""
     own = project.method(path, class_key, name)
     if own is None:
         return []
-    subclasses = project.subclasses(path, class_key)
-    overrides = [found for sub in subclasses if (found := project.method(*sub, name)) is not None and found != own]
-    kept = [] if overrides and _never_runs(project, path, class_key, own, subclasses, name) else [own]
-    return list(dict.fromkeys(kept + overrides))
+    family = [(path, class_key), *project.subclasses(path, class_key)]
+    resolved = [(cls, own if cls == family[0] else project.method(*cls, name)) for cls in family]
+    built = project.built
+    kept = [method for cls, method in resolved if method is not None and (built is None or cls in built)]
+    return list(dict.fromkeys(kept or [method for _, method in resolved if method is not None]))
 
 
 def overridden(project: Project, path: str, class_key: str, name: str) -> bool:
-    """Does no object of the project run method ``name`` of class ``class_key``: the class is
-    never built (and some file builds classes: ``Project.built`` is known), and every project
-    subclass of it overrides the method? A library's base class with no subclass here is not."""
+    """Does no object of the project run method ``name`` of class ``class_key``: the class is not
+    built, some of its project subclasses are, and every subclass overrides the method? (Where
+    nothing is known to be built, or the class has no subclass, it may run.)"""
     own = project.method(path, class_key, name)
-    return own == (path, f"{class_key}.{name}") and _never_runs(project, path, class_key, own, project.subclasses(path, class_key), name)
-
-
-def _never_runs(project: Project, path: str, class_key: str, own: tuple[str, str], subclasses: list[tuple[str, str]], name: str) -> bool:
+    if own != (path, f"{class_key}.{name}"):
+        return False
     built = project.built
-    if built is None or not subclasses or (path, class_key) in built:
-        return False  # (unknown what is built; no subclass: the class itself is what runs; built itself)
+    subclasses = project.subclasses(path, class_key)
+    if built is None or (path, class_key) in built or not any(sub in built for sub in subclasses):
+        return False  # (anything may be built; the class itself is; or none of the family is seen built)
     return all(project.method(*sub, name) != own for sub in subclasses)

@@ -158,19 +158,27 @@ class ChosenBranches:
             if not off:
                 return None
             shown = off[0]
-        elif child is branch.orelse and self.device_test(test, flags=False):
+        elif child is branch.orelse and self._cuda_test(test):
             shown = test  # `if x.is_cuda: ... else: <child>`, `if torch.cuda.is_available(): ... else:`
         else:
             return None
         code = " ".join(plain_code(self.ctx.module, shown).split())
         return f"only where the tensor is not on a CUDA device (`{code}`): never on the GPU"
 
+    def _cuda_test(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` hold only on CUDA: ``x.is_cuda``, ``x.device.type == "cuda"``,
+        ``torch.cuda.is_available()`` (not another accelerator's: the ``else`` of ``if
+        torch.backends.mps.is_available():`` runs on a CUDA machine)?"""
+        if type(test) is cst.Call:
+            return self.ctx.qname(test.func) == "torch.cuda.is_available"
+        return self.device_test(test, flags=False)
+
     def _off_cuda_test(self, test: cst.BaseExpression) -> bool:
         """Does ``test`` hold only off CUDA: a device compared equal to another device's name
         (``x.device.type == "mps"``, ``device == "cpu"``) or unequal to ``"cuda"``, ``x.is_cpu``,
         ``x.is_mps``, or ``not`` a CUDA test (``not x.is_cuda``, ``not torch.cuda.is_available()``)?"""
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            return self.device_test(test.expression, flags=False)
+            return self._cuda_test(test.expression)
         if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
             return self._off_cuda_test(test.left) and self._off_cuda_test(test.right)
         if type(test) is cst.Attribute:
