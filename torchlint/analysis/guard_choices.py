@@ -141,6 +141,8 @@ class ChosenBranches:
         if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
             operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
             wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
+            if wanted is None:
+                return False  # (`x.device.type in ["cpu", "privateuseone"]`: no string compares equal to None)
             if not flags:  # a tensor's device (`x.device.type`), not a setting (`args.device == "cuda"`)
                 return any(string_value(side) == wanted for side in compared) and any((dotted(side) or "").endswith((".device", ".device.type")) for side in compared)
             return any(string_value(side) == wanted for side in compared) and any("device" in (dotted(side) or "") or (dotted(side) or "").endswith(".type") for side in compared)
@@ -186,6 +188,10 @@ class ChosenBranches:
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             return False
         operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
+        listed = compared[1]
+        if operator is cst.In and type(listed) in (cst.List, cst.Tuple, cst.Set) and listed.elements:  # `x.device.type in ["cpu", "mps"]`
+            names = [string_value(e.value) for e in listed.elements]  # type: ignore[attr-defined]
+            return "device" in (dotted(test.left) or "").lower() and all(n is not None and n.split(":")[0] in OTHER_DEVICES for n in names)
         names = [string_value(side) for side in compared]
         device = [side for side, name in zip(compared, names) if name is None]
         if len(device) != 1 or "device" not in (dotted(device[0]) or "").lower():
@@ -233,6 +239,12 @@ class ChosenBranches:
             return any(ctx.qname(c.func) in EXPORT_TESTS for c in calls)
 
         return self._in_branch(node, exporting, body_only=True)
+
+    def while_exporting(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` hold only while a model is exported or traced: a conjunct that is
+        ``torch.onnx.is_in_onnx_export()`` (or ``torch.jit.is_tracing()``...) itself, not negated
+        (``if not torch.jit.is_scripting():`` is the eager path)? Its body runs in no step."""
+        return any(type(part) is cst.Call and self.ctx.qname(part.func) in EXPORT_TESTS for part in conjuncts(test))
 
     def _in_branch(self, node: cst.CSTNode, chosen_by: Callable[[cst.BaseExpression], bool], *,
                    body_only: bool = False, stop: cst.CSTNode | None = None) -> bool:

@@ -74,6 +74,8 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
             return ""
         if self.timed(guard):
             return TIMER_WORDS
+        if self.while_exporting(guard.test):
+            return "only while the model is exported or traced, in no step"
         if only_after_a_nan(self._named_test(guard.test, guard)):
             return "only after a NaN or an infinity appears (a check for bad values)"
         if reports_bad_values(guard):
@@ -183,6 +185,7 @@ class Guards(ParameterDefaults, FirstPasses, GuardedSteps, ChosenBranches):
             rare = known[key] = (
                 raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
                 or only_after_a_nan(self._named_test(branch.test, branch))  # `if out.isnan().any() | out.isinf().any(): n = out.isnan().sum().item()`
+                or self.while_exporting(branch.test)  # `if torch.onnx.is_in_onnx_export(): count = count.cpu()`: while exporting
                 or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
