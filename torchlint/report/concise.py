@@ -40,7 +40,7 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
     # A file that could not be read or parsed (TL000) is no performance finding, so it has no tier:
     # the summary says it was not checked, as ruff's does (and, as ruff's, it counts as a problem: exit 1).
     unparsed = len({f.path for f in findings if f.code == SYNTAX_ERROR[0]})
-    unchecked += f"; {_plural(unparsed, 'file')} could not be parsed, TL000" if unparsed else ""
+    unchecked += f"; {_plural(unparsed, 'file')} could not be parsed" if unparsed else ""
     hidden = _left_out(left_out or {})
     if not findings:
         clean = files_checked - failed
