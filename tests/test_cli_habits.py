@@ -146,6 +146,23 @@ def test_long_expressions_in_messages_are_cut_at_a_token_with_one_ellipsis(tmp_p
     assert text == "some_function(first_argument) +\u2026" and len(text) <= 40
 
 
+def test_a_file_that_cannot_be_parsed_is_not_ranked_among_the_performance_findings(tmp_path: Path) -> None:
+    """Review 13: a Python 2 demo nothing imports read "high" above every real finding. TL000 has no
+    tier: shown whatever --min-impact says, after the ranked ones, counted in the summary, exit 1."""
+    (tmp_path / "a_old.py").write_text("import torch\n\n\ndef report(step):\n    print 'step', step\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\n\n\ndef train(model, opt, loader):\n    model.cuda()\n    for x, y in loader:\n"
+        "        loss = model(x.cuda(), y.cuda())\n        loss.backward()\n        opt.step()\n        print(loss.item())\n")
+    code, out, _ = run_check(tmp_path, "--output-format", "concise", "--min-impact", "medium", ".")
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[0].startswith("train.py:10:") and " TL101 " in lines[0], out
+    assert lines[1].startswith("a_old.py:5:5: TL000 cannot parse"), out
+    assert "Found 2 problems (1 medium) in 2 files (2 checked; 1 file could not be parsed)." in out
+    code, out, _ = run_check(tmp_path, "--output-format", "json", "a_old.py")
+    assert code == 1 and '"impact": null' in out
+
+
 def test_a_syntax_error_shows_its_source_and_help_as_every_finding_does(tmp_path: Path) -> None:
     (tmp_path / "old.py").write_text("import torch\n\n\ndef report(step):\n    print 'step', step\n")
     _, out, _ = run_check(tmp_path, "old.py")
@@ -156,6 +173,8 @@ def test_a_syntax_error_shows_its_source_and_help_as_every_finding_does(tmp_path
         "5 |     print 'step', step",
         "  |     ^^^^^^^^^^^^^^^^^^ TL000",
         "  |",
-        "  = impact: high (the file could not be checked: none of its problems can be found)",
+        "  = note: the file could not be checked: none of its problems can be found",
         "  = help: Fix the file so that Python can parse it",
     ]
+    # no performance tier, but the summary says the file was not checked (as ruff's does)
+    assert "Found 1 problem in 1 file (1 checked; 1 file could not be parsed)." in out

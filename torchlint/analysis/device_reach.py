@@ -19,11 +19,16 @@ if TYPE_CHECKING:
 
 # Tensor methods that change the dtype (or layout) and keep the device: `torch.zeros(3).long().cuda()`.
 DTYPE_CONVERSIONS = {"long", "float", "half", "double", "int", "bool", "byte", "char", "short", "bfloat16", "contiguous"}
-# Calls that build a tensor on the host unless given `device=`.
-HOST_BUILDERS = {
-    "torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.zeros", "torch.ones", "torch.empty",
-    "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange", "torch.eye", "torch.linspace",
-}
+# Factories that fill a new tensor (on the host unless given `device=`).
+FACTORIES = frozenset({
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
+    "torch.randint", "torch.arange", "torch.eye", "torch.linspace", "torch.logspace", "torch.randperm",
+    # Windows for `torch.stft` and filters: built on the host unless given `device=` like any factory.
+    "torch.hann_window", "torch.hamming_window", "torch.blackman_window", "torch.bartlett_window", "torch.kaiser_window",
+})
+# Calls that build a tensor on the host unless given `device=`: the factories (a permutation
+# `torch.randperm(n, generator=g)` too), and copies of host data.
+HOST_BUILDERS = FACTORIES | {"torch.from_numpy", "torch.as_tensor", "torch.tensor"}
 # How deep a placement is followed through names and torch ops (`b = a.ge(0)`, `c = torch.where(b)[0]`, ...).
 DEPTH = 6
 # Tensor methods whose result is no tensor on the receiver's device: sizes, Python values, a

@@ -152,6 +152,8 @@ class DeviceTensors:
             # `logits = logits.cpu().numpy()`, then `logits[order]`: a NumPy array here, whatever
             # the name held before (its `.detach()` there makes it no tensor here)
             return False
+        if binding is not None and binding.kind == "param" and ctx.guards.no_tensor_here(at, name.value):
+            return False  # `if isinstance(ref, torch.Tensor): ... else: n = ref`: a number there, whatever else it is used as
         # A comprehension's variable is what its iterable holds: a use of the same name as a
         # tensor elsewhere in the function (`{k: v.item() for k, v in d.items()}`) is another
         # variable's, not this one's (`{k: f"{v:.2f}" for k, v in floats.items()}`).

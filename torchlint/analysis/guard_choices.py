@@ -14,10 +14,11 @@ import libcst as cst
 
 from torchlint.analysis.devices import string_value
 from torchlint.analysis.guard_shapes import (
-    AVAILABILITY, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, ON_BY_DEFAULT, PLATFORM_TESTS, is_main_guard, mentions, mentions_device,
-    mentions_version,
+    AVAILABILITY, COMPAT_ERRORS, DEVICE_FLAG, EXPORT_TESTS, ON_BY_DEFAULT, OTHER_DEVICES, PLATFORM_TESTS, conjuncts, is_main_guard, mentions,
+    mentions_device, mentions_version,
 )
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 
 if TYPE_CHECKING:
@@ -45,6 +46,22 @@ class ChosenBranches:
                 continue
             name = self.tensor_tested(branch.test)
             if name is not None and mentions(node, name, ctx.tree.descendants) and self._from_parameters(name, branch, params):
+                return True
+        return False
+
+    def no_tensor_here(self, node: cst.CSTNode, name: str) -> bool:
+        """Is ``node`` where a test has said ``name`` is no tensor: in the ``else`` of ``if
+        isinstance(name, torch.Tensor):`` (demucs' ``ref_size = reference``, a length given as
+        a number) or the body of ``if not isinstance(name, torch.Tensor):``?"""
+        tree = self.ctx.tree
+        for branch in self.conditions(node):
+            test, negated = branch.test, False
+            if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+                test, negated = test.expression, True
+            if self.tensor_tested(test) != name:
+                continue
+            taken = branch.body if negated else branch.orelse
+            if taken is not None and tree.is_inside(node, taken):
                 return True
         return False
 
@@ -124,10 +141,63 @@ class ChosenBranches:
         if type(test) is cst.Comparison and len(test.comparisons) == 1:  # `device.type == "cuda"`, `device != "cpu"`
             operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
             wanted = {cst.Equal: "cuda", cst.NotEqual: "cpu"}.get(operator)
+            if wanted is None:
+                return False  # (`x.device.type in ["cpu", "privateuseone"]`: no string compares equal to None)
             if not flags:  # a tensor's device (`x.device.type`), not a setting (`args.device == "cuda"`)
                 return any(string_value(side) == wanted for side in compared) and any((dotted(side) or "").endswith((".device", ".device.type")) for side in compared)
             return any(string_value(side) == wanted for side in compared) and any("device" in (dotted(side) or "") or (dotted(side) or "").endswith(".type") for side in compared)
         return False
+
+    def off_the_device(self, branch: cst.If | cst.IfExp, child: cst.CSTNode) -> str | None:
+        """Words for ``child``, a branch of ``branch`` taken only where the tensor (or the run)
+        is not on a CUDA device: the body of ``if x.device.type == "mps":`` (also a name bound
+        to that test, ``not x.is_cuda``, ``x.is_cpu``, ``if device == "cpu":``, ``not
+        torch.cuda.is_available()``), or the ``else`` of a CUDA test (``if x.is_cuda: ...
+        else:``). None otherwise: a CUDA-only branch runs on the GPU the rules price."""
+        test = self._named_test(branch.test, branch)  # type: ignore[attr-defined]
+        if child is branch.body:
+            off = [part for part in conjuncts(test) if self._off_cuda_test(part)]
+            if not off:
+                return None
+            shown = off[0]
+        elif child is branch.orelse and self._cuda_test(test):
+            shown = test  # `if x.is_cuda: ... else: <child>`, `if torch.cuda.is_available(): ... else:`
+        else:
+            return None
+        code = " ".join(plain_code(self.ctx.module, shown).split())
+        return f"only where the tensor is not on a CUDA device (`{code}`): never on the GPU"
+
+    def _cuda_test(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` hold only on CUDA: ``x.is_cuda``, ``x.device.type == "cuda"``,
+        ``torch.cuda.is_available()`` (not another accelerator's: the ``else`` of ``if
+        torch.backends.mps.is_available():`` runs on a CUDA machine)?"""
+        if type(test) is cst.Call:
+            return self.ctx.qname(test.func) == "torch.cuda.is_available"
+        return self.device_test(test, flags=False)
+
+    def _off_cuda_test(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` hold only off CUDA: a device compared equal to another device's name
+        (``x.device.type == "mps"``, ``device == "cpu"``) or unequal to ``"cuda"``, ``x.is_cpu``,
+        ``x.is_mps``, or ``not`` a CUDA test (``not x.is_cuda``, ``not torch.cuda.is_available()``)?"""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            return self._cuda_test(test.expression)
+        if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+            return self._off_cuda_test(test.left) and self._off_cuda_test(test.right)
+        if type(test) is cst.Attribute:
+            return test.attr.value in ("is_cpu", "is_mps", "is_xla", "is_meta")
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return False
+        operator, compared = type(test.comparisons[0].operator), (test.left, test.comparisons[0].comparator)
+        listed = compared[1]
+        if operator is cst.In and type(listed) in (cst.List, cst.Tuple, cst.Set) and listed.elements:  # `x.device.type in ["cpu", "mps"]`
+            names = [string_value(e.value) for e in listed.elements]  # type: ignore[attr-defined]
+            return "device" in (dotted(test.left) or "").lower() and all(n is not None and n.split(":")[0] in OTHER_DEVICES for n in names)
+        names = [string_value(side) for side in compared]
+        device = [side for side, name in zip(compared, names) if name is None]
+        if len(device) != 1 or "device" not in (dotted(device[0]) or "").lower():
+            return False  # (`mode == "cpu"`: not a device; a call: `torch.device("cpu")` is left alone)
+        name = next(n for n in names if n is not None).split(":")[0]
+        return (operator is cst.Equal and name in OTHER_DEVICES) or (operator is cst.NotEqual and name == "cuda")
 
     def platform_branch(self, node: cst.CSTNode) -> bool:
         """Is ``node`` in a branch chosen by the operating system (``if sys.platform ==
@@ -169,6 +239,12 @@ class ChosenBranches:
             return any(ctx.qname(c.func) in EXPORT_TESTS for c in calls)
 
         return self._in_branch(node, exporting, body_only=True)
+
+    def while_exporting(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` hold only while a model is exported or traced: a conjunct that is
+        ``torch.onnx.is_in_onnx_export()`` (or ``torch.jit.is_tracing()``...) itself, not negated
+        (``if not torch.jit.is_scripting():`` is the eager path)? Its body runs in no step."""
+        return any(type(part) is cst.Call and self.ctx.qname(part.func) in EXPORT_TESTS for part in conjuncts(test))
 
     def _in_branch(self, node: cst.CSTNode, chosen_by: Callable[[cst.BaseExpression], bool], *,
                    body_only: bool = False, stop: cst.CSTNode | None = None) -> bool:

@@ -202,6 +202,29 @@ def reports_bad_values(branch: cst.If) -> bool:
     return _checks_a_range(branch.test)
 
 
+def only_after_a_nan(test: cst.BaseExpression) -> bool:
+    """Does ``test`` hold only once a NaN or an infinity is there: ``x.isnan().any()``,
+    ``torch.isinf(x).any()``, ``not torch.isfinite(loss).all()``, ``math.isnan(v)``, joined by
+    ``|``/``or`` (each such a test) or ``&``/``and`` (one is enough)? Whatever its body does
+    (a report, a rescue, a debugger), it never runs in a healthy training or inference step."""
+    kind, operator = type(test), getattr(test, "operator", None)
+    if kind in (cst.BooleanOperation, cst.BinaryOperation) and type(operator) in (cst.Or, cst.BitOr):
+        return only_after_a_nan(test.left) and only_after_a_nan(test.right)  # type: ignore[attr-defined]
+    if kind in (cst.BooleanOperation, cst.BinaryOperation) and type(operator) in (cst.And, cst.BitAnd):
+        return only_after_a_nan(test.left) or only_after_a_nan(test.right)  # type: ignore[attr-defined]
+    if kind is cst.UnaryOperation and type(operator) is cst.Not:
+        inner = test.expression  # type: ignore[attr-defined]
+        return _reduction(inner) == "all" and _tests_values(inner.func.value, ("isfinite",))  # `not torch.isfinite(x).all()`
+    if _reduction(test) == "any":
+        return _tests_values(test.func.value, ("isnan", "isinf"))  # type: ignore[attr-defined]
+    return _tests_values(test, ("isnan", "isinf"))  # `if torch.isnan(loss):`, `if math.isnan(v):`
+
+
+def _tests_values(expr: cst.BaseExpression, names: tuple[str, ...]) -> bool:
+    """``torch.isnan(x)``, ``x.isnan()``, ``math.isnan(v)`` (one of ``names``), brackets aside."""
+    return type(expr) is cst.Call and _reduction(expr) in names
+
+
 def _reports(call: cst.Call) -> bool:
     name = dotted(call.func) or ""
     return name in _REPORTS or name.rsplit(".", 1)[-1] in _REPORTS and "." in name
@@ -352,6 +375,9 @@ ON_BY_DEFAULT = frozenset({"torch.backends.cudnn.enabled"})
 # A flag that says the run uses the GPU: `use_gpu`, `args.cuda`, `x.is_cuda`, `train_on_gpu`.
 DEVICE_FLAG = re.compile(r"(use_|is_|on_|train_on_|with_|has_|using_)?(cuda|gpu|gpus)")
 PLATFORM_TESTS = frozenset({"sys.platform", "os.name", "platform.system"})
+# The devices a branch may be written for that are not the CUDA GPU the rules price: Apple's
+# MPS (demucs moves its complex STFT to the CPU there), the CPU, TPUs, Intel, Habana, Ascend.
+OTHER_DEVICES = frozenset({"cpu", "mps", "xla", "xpu", "hpu", "npu", "mlu", "meta", "ipu", "privateuseone"})
 
 
 # Exceptions an API missing from an older torch raises: their handlers are its fallback.

@@ -19,7 +19,7 @@ from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
-    frequent_modulo, is_counter, is_rare_test, only_return, raises, reports_bad_values,
+    frequent_modulo, is_counter, is_rare_test, only_after_a_nan, only_return, raises, reports_bad_values,
 )
 from torchlint.analysis.guard_steps import GuardedSteps
 from torchlint.analysis.guard_switches import SwitchedOff
@@ -65,6 +65,9 @@ class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBr
             return CACHE_MISS_WORDS if exit_ is not None and returned_hit(exit_) else ""
         if type(guard) not in (cst.If, cst.IfExp):
             return ""
+        off_device = self.off_the_device(guard, self._branch_child(guard, node))  # type: ignore[arg-type]
+        if off_device is not None:
+            return off_device
         option = self.option_off(guard.test)  # type: ignore[attr-defined]
         if option is not None:
             return option
@@ -72,6 +75,10 @@ class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBr
             return ""
         if self.timed(guard):
             return TIMER_WORDS
+        if self.while_exporting(guard.test):
+            return "only while the model is exported or traced, in no step"
+        if only_after_a_nan(self._named_test(guard.test, guard)):
+            return "only after a NaN or an infinity appears (a check for bad values)"
         if reports_bad_values(guard):
             return "only when the check finds a bad value (a report under a sanity check)"
         if self._fills_its_key(guard, stop):
@@ -79,6 +86,13 @@ class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBr
         if grows_a_kept_cache(guard):  # type: ignore[arg-type]
             return CACHE_MISS_WORDS
         return self._period_words(guard)
+
+    def _branch_child(self, guard: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The branch of ``guard`` (its body or its ``else``) that holds ``node``."""
+        for branch in (getattr(guard, "body", None), getattr(guard, "orelse", None)):
+            if branch is not None and (branch is node or self.ctx.tree.is_inside(node, branch)):
+                return branch
+        return None
 
     def _period_words(self, branch: cst.If) -> str:
         """"every `policy_delay` steps (`timer % policy_delay`)" for a branch whose test counts
@@ -149,6 +163,9 @@ class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBr
                     return ancestor  # `loss.item() if args.debug else 0`: read only when the run turns it on
                 if is_rare_test(ancestor.test, tree.descendants, period=lambda e: self.ctx.constants.int_value(e, ancestor)):
                     return ancestor
+            if ancestor_type in (cst.If, cst.IfExp) and child is not ancestor.test \
+                    and self.off_the_device(ancestor, child) is not None:  # type: ignore[arg-type]
+                return ancestor  # `if x.device.type == "mps": x = x.cpu()`: never on the GPU the rules price
             child = ancestor
         return None
 
@@ -168,6 +185,8 @@ class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBr
         if rare is None:
             rare = known[key] = (
                 raises(branch.body)  # `if bad.any(): raise ValueError(f"{bad.sum().item()}")`
+                or only_after_a_nan(self._named_test(branch.test, branch))  # `if out.isnan().any() | out.isinf().any(): n = out.isnan().sum().item()`
+                or self.while_exporting(branch.test)  # `if torch.onnx.is_in_onnx_export(): count = count.cpu()`: while exporting
                 or reports_bad_values(branch)  # `if torch.min(y) < -1.: print("min value is", torch.min(y))`
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
+from torchlint.analysis.device_reach import DTYPE_CONVERSIONS, FACTORIES
 from torchlint.analysis.in_place_fills import fills_in_place
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -18,13 +18,6 @@ if TYPE_CHECKING:
     from torchlint.analysis.bounded import Bounded
     from torchlint.analysis.context import FileContext
 
-# Factories that fill a new tensor (on the host unless given `device=`).
-FACTORIES = frozenset({
-    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
-    "torch.randint", "torch.arange", "torch.eye", "torch.linspace", "torch.logspace", "torch.randperm",
-    # Windows for `torch.stft` and filters: built on the host unless given `device=` like any factory.
-    "torch.hann_window", "torch.hamming_window", "torch.blackman_window", "torch.bartlett_window", "torch.kaiser_window",
-})
 # Calls that copy data that exists on the host into a tensor (on the host unless given `device=`).
 FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
                        "torch.IntTensor", "torch.BoolTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.ByteTensor"})

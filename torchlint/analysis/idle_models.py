@@ -17,14 +17,14 @@ def idle_models(project: Project) -> frozenset[tuple[str, str]]:
         verdict.update(((path, key), False) for key in summary.registered)  # built by name, by a registry
         idle = {ref for ref, _ in summary.idle_builds}
         for ref, holder in summary.idle_builds:
-            subclassed = bool(holder) and bool(project._subclasses(path, holder))  # a subclass elsewhere may call the attribute
+            subclassed = bool(holder) and bool(project.subclasses(path, holder))  # a subclass elsewhere may call the attribute
             for cls in project.classes_of(ref, path, 1):
                 verdict[cls] = verdict.get(cls, True) and not subclassed
         for ref in _references(summary):
             if ref not in idle:
                 for cls in project.classes_of(ref, path, 1):
                     verdict[cls] = False  # built, kept, handed on or called some other way
-    return frozenset(cls for cls, ok in verdict.items() if ok and not project._subclasses(*cls))  # (a subclass inherits its forward)
+    return frozenset(cls for cls, ok in verdict.items() if ok and not project.subclasses(*cls))  # (a subclass inherits its forward)
 
 
 def _references(summary) -> list:

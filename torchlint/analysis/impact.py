@@ -93,7 +93,6 @@ class Cost(enum.Enum):
     HOST_COLLECTIVES = "gradients all-reduced by gloo, through host memory, where NCCL reduces them on the GPUs"
     DETERMINISTIC_KERNELS = "deterministic kernels, slower than the fastest ones (a choice reproducibility may need)"
     API_AGE = "an old API: a style matter, not a cost"
-    UNCHECKED = "the file could not be checked: none of its problems can be found"
     SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
 
 
@@ -148,7 +147,6 @@ MAYBE_UNUSED_PARAMETER_SEARCH low low  low    low    low    low    low
 HOST_COLLECTIVES     high   high   high   high   high   high   high
 DETERMINISTIC_KERNELS low   low    low    low    low    low    low
 API_AGE              low    low    low    low    low    low    low
-UNCHECKED            high   high   high   high   high   high   high
 SUPPRESSION          medium medium medium medium medium medium medium
 """
 _TIERS: dict[Cost, dict[Where, str]] = {
@@ -383,11 +381,10 @@ _POSITION_WHY = {
 _TOKEN_POSITIONS = {Position.TOKEN_READ: Position.STEP_END, Position.EXTRA_READ: Position.MID_STEP}
 
 
-# Costs that do not depend on where the flagged line runs: a style matter, an unread file,
-# a suppression, and switches that hold for the whole process once set (a debugging mode,
+# Costs that do not depend on where the flagged line runs: a style matter, a suppression, and switches that hold for the whole process once set (a debugging mode,
 # DDP's and the process group's settings, determinism): they cost on every step after.
 _PROCESS_WIDE = frozenset({
-    Cost.API_AGE, Cost.UNCHECKED, Cost.SUPPRESSION, Cost.DEBUG_MODE, Cost.UNUSED_PARAMETER_SEARCH,
+    Cost.API_AGE, Cost.SUPPRESSION, Cost.DEBUG_MODE, Cost.UNUSED_PARAMETER_SEARCH,
     Cost.MAYBE_UNUSED_PARAMETER_SEARCH, Cost.HOST_COLLECTIVES, Cost.DETERMINISTIC_KERNELS,
 })
 

@@ -95,6 +95,8 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
     """Every per-step function of the project, with how it is reached."""
     project = Project(summaries)
     project.index_arguments()
+    project.built = constructed(project)  # `self.train_step()`: a base class's own method runs only where it is built, or kept
+    project._forget()  # (what was resolved before: as if any class were built)
     steps = Steps()
     steps.project = project
     # Training first: a helper that both training and evaluation reach reads "training".
@@ -131,7 +133,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 steps.get(path, {}).pop(function, None)
     steps.host_params = host_params(project) | host_returned(project)
     steps.device_params = device_params(project) | listed_params(project)
-    steps.constructed = constructed(project)
+    steps.constructed = project.built
     return steps
 
 

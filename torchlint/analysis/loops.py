@@ -251,7 +251,11 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         # (not an environment's `envs.venv.eval()`: a normalising wrapper's statistics frozen, no model's mode)
         modes = {self.ctx.method_name(c) for c in calls if not _an_environment_mode(c)}
         evaluates = "eval" in modes and "train" not in modes
-        if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or any(word in name for word in _EVAL_WORDS):
+        # (the outermost loop of a function named for both, audiocraft's `common_train_valid`, trains too:
+        # training first; a loop inside another there, `train_with_evaluation_pass`'s, evaluates)
+        both = "train" in name and not any(type(a) in (cst.For, cst.While) for a in self.ctx.tree.ancestors(loop) if self.ctx.tree.is_inside(a, function))
+        named_eval = any(word in name for word in _EVAL_WORDS) and not both
+        if self.ctx.grad.runs_without_grad(loop) or evaluates or self._after_eval(loop) or named_eval:
             return Where.EVAL
         iterated = " ".join(plain_code(self.ctx.module, r) for r in self.iterated_roots(self.iterated_expression(loop))).lower()
         if "train" in name or "train" in iterated:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.dispatch import self_dispatch
 from torchlint.analysis.summary import _NOT_PROJECT, CallSite, ClassSummary, FileSummary, Ref
 
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
@@ -50,6 +51,9 @@ class Project:
         # (file, function key, attribute) of a function a class attribute binds, found by `method`: a call of that
         # attribute on an object passes the object as the function's first parameter, whatever its name
         self._bound_aliases: set[tuple[str, str, str]] = set()
+        # (file, class key) of the classes some code of the project builds (``join_params.constructed``,
+        # set by the join); None: not known (any may be built), so every method may run
+        self.built: frozenset[tuple[str, str]] | None = None
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -320,13 +324,13 @@ class Project:
         cls = self.classes.get(path, {}).get(class_key)
         if cls is None or name not in cls.abstract:
             return []
-        return [(p, f"{sub}.{name}") for p, sub in self._subclasses(path, class_key) if name in self.classes[p][sub].methods]
+        return [(p, f"{sub}.{name}") for p, sub in self.subclasses(path, class_key) if name in self.classes[p][sub].methods]
 
     def has_subclasses(self, path: str, class_key: str) -> bool:
         """Does a class of the project derive from ``class_key`` of ``path``?"""
-        return bool(self._subclasses(path, class_key))
+        return bool(self.subclasses(path, class_key))
 
-    def _subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
+    def subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
         """The project's classes that derive from ``class_key`` of ``path``, any depth."""
         if self._derived is None:
             derived: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -378,6 +382,9 @@ class Project:
                 owners = owners if len(owners) > 1 else []
             elif kind == "method" and self.method(importer, ref[1], ref[2]) is None:
                 owners, name = self.classes_of(("attr", ref[1], ref[2]), importer, 1), "__call__"
+            elif kind == "method":  # `self.train_step()`: the method of whichever subclass `self` is
+                self._callees_memo[key] = found = self_dispatch(self, importer, ref[1], ref[2])
+                return found
             if owners:
                 found = self._object_methods(owners, name, 1)
             elif kind == "object":  # one class: its method, or each class the attribute of that name may hold

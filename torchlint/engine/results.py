@@ -65,6 +65,9 @@ class Conditional(NamedTuple):
     # (function key, parameter, optional) of a switch off by default its line runs only with, a parameter or the
     # constructor's parameter an attribute holds (Guards.switch_of): on an opt-in path where no call turns it on
     switch: tuple[str, str, bool] | None = None
+    # `Cls.m`: a method of a class of this file; dropped where the join finds that no object runs it (the class
+    # never built, every project subclass overriding it: analysis/dispatch.overridden)
+    unless_overridden: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.

@@ -164,12 +164,15 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 if report.if_device:  # placed here; holds where every call passes a device tensor (the join says)
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, if_device=_device_params(ctx, report)))
                     continue
+                method = _method_key(ctx, report.node) if summarizer is not None and in_function is None else ""
                 if check_type.device_bound and summarizer is not None and not ctx.devices.names_device():
                     # no device named here: the join knows whether the model it builds (another file's) ever sees one
-                    result.conditional.append(Conditional(UNLESS_HOST_STEPS, finding, True))
+                    result.conditional.append(Conditional(UNLESS_HOST_STEPS, finding, True, unless_overridden=method))
                 elif in_function is None and summarizer is not None and finding.impact != LOW \
                         and (switch := ctx.guards.switch_of(report.node)) is not None:
                     result.pending.append(Pending(finding, None, False, switch=switch))  # behind a switch off by default: do the callers turn it on?
+                elif method:  # placed here, in a method every project subclass may override: the join knows
+                    result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
@@ -184,11 +187,23 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
                                                   quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
-                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node)))
+                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node),
+                                                  unless_overridden=_method_key(ctx, report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _method_key(ctx: FileContext, node: cst.CSTNode) -> str:
+    """``Trainer.train_step`` for ``node`` in a method of a class (not a dunder: ``__init__`` and
+    ``forward``'s kin run on every object): the join drops its findings where the class is never
+    built and every project subclass overrides the method (``dispatch.overridden``); else ""."""
+    function = ctx.tree.enclosing_function(node)
+    if function is None or function.name.value.startswith("__") or ctx.tree.enclosing_class(function) is None \
+            or type(ctx.tree.parent(ctx.tree.parent(function))) is not cst.ClassDef:
+        return ""
+    return function_key(ctx, function)
 
 
 def _subclass_of(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, str] | None:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
+from torchlint.analysis.dispatch import overridden
 from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
@@ -37,7 +38,8 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
     shared = _Shared(steps)
     for file_result in results:
         # (what its own file placed, device-bound in a file naming no device, included: only the join could drop them)
-        before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional if c.key == UNLESS_HOST_STEPS)],
+        before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional
+                                                  if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device)],
                         key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
             file_result.findings = before  # as its own file shows them
@@ -72,6 +74,12 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         file_result.conditional = [c for c in file_result.conditional if c.unless_switch not in switches]
     per_step = steps.get(file_result.summary.path, {}) if file_result.summary is not None else {}
     here = file_result.summary.path if file_result.summary is not None else None
+    if any(c.unless_overridden for c in file_result.conditional):  # a base class's method no object runs: nothing it holds happens
+        file_result.conditional = [c for c in file_result.conditional if not c.unless_overridden or not _dead_method(shared.project, here, c.unless_overridden)]
+    if any(c.key == PLACED and not c.if_device for c in file_result.conditional):  # placed here, waiting only for that
+        file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED and not c.if_device)
+        file_result.conditional = [c for c in file_result.conditional if c.key != PLACED or c.if_device]
+        file_result.findings.sort(key=Finding.sort_key)
     if any(c.subclass_of for c in file_result.conditional):  # a class of another file: kept where it derives from the family
         file_result.conditional = [c for c in file_result.conditional if not c.subclass_of or subclass_holds(shared.project, here, c.subclass_of)]
     if any(c.key == UNLESS_HOST_STEPS for c in file_result.conditional):
@@ -106,6 +114,12 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(_model_findings(file_result, per_step, models, step_loops, waiting))
     file_result.findings.sort(key=Finding.sort_key)
     return True
+
+
+def _dead_method(project: Project | None, path: str | None, key: str) -> bool:
+    """Is method ``key`` (``Cls.m``) of file ``path`` one no object of the project runs?"""
+    class_key, _, name = key.rpartition(".")
+    return project is not None and path in project.files and overridden(project, path, class_key, name)
 
 
 def subclass_holds(project: Project | None, path: str | None, subclass_of: tuple[tuple, str]) -> bool:

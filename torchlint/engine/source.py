@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
-from torchlint.findings import HIGH, SYNTAX_ERROR, Finding, Location
+from torchlint.findings import SYNTAX_ERROR, Finding, Location
 from torchlint.textlines import line_and_column, lines_with_ends, python_lines  # noqa: F401 - the engine's names for them
 
-# Why TL000 is always shown: nothing else in the file could be checked (analysis/impact.py's Cost.UNCHECKED).
+# What TL000 says instead of a tier: it is no performance finding (no impact, so no ranking among them),
+# and it is always shown, whatever `min-impact` says: nothing else in the file could be checked.
 UNCHECKED = "the file could not be checked: none of its problems can be found"
 
 # IPython syntax a notebook cell may hold that is not Python: magics, shell escapes, help.
@@ -139,7 +140,7 @@ _READ_HINT = "Make it a readable regular file, or exclude it (`exclude` in [tool
 def syntax_error(path: str, message: str, line: int = 1, column: int = 1, cell: int | None = None, hint: str = _PARSE_HINT) -> Finding:
     code, name = SYNTAX_ERROR
     return Finding(code, name, message, Location(path, max(line, 1), max(column, 1), cell=cell), fix_hint=hint,
-                   impact=HIGH, impact_reason=UNCHECKED)
+                   impact="", impact_reason=UNCHECKED)
 
 
 def decode(path: str, data: bytes) -> tuple[str, str] | Finding:

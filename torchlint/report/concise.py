@@ -9,7 +9,7 @@ import click
 
 from collections import Counter
 
-from torchlint.findings import IMPACT_RANK, IMPACTS, Finding, FixSafety
+from torchlint.findings import IMPACT_RANK, IMPACTS, SYNTAX_ERROR, Finding, FixSafety
 from torchlint.terminal import printable
 
 if TYPE_CHECKING:
@@ -37,6 +37,10 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0, fai
         parts.append(f"Fixed {_plural(fixed, 'problem')}.")
     # A file an internal error stopped is not a file without problems: never say so of it.
     unchecked = f"; {_plural(failed, 'file')} could not be checked in full (internal error, on stderr)" if failed else ""
+    # A file that could not be read or parsed (TL000) is no performance finding, so it has no tier:
+    # the summary says it was not checked, as ruff's does (and, as ruff's, it counts as a problem: exit 1).
+    unparsed = len({f.path for f in findings if f.code == SYNTAX_ERROR[0]})
+    unchecked += f"; {_plural(unparsed, 'file')} could not be parsed" if unparsed else ""
     hidden = _left_out(left_out or {})
     if not findings:
         clean = files_checked - failed
@@ -78,8 +82,9 @@ def _left_out(left_out: dict[str, int]) -> list[str]:
 
 
 def by_impact(findings: Sequence[Finding]) -> list[Finding]:
-    """Highest impact first, then by file and line (what is worth fixing first leads)."""
-    return sorted(findings, key=lambda f: (IMPACT_RANK.get(f.impact, 0), f.sort_key()))
+    """Highest impact first, then by file and line (what is worth fixing first leads); a finding
+    with no tier (TL000: a file that could not be parsed) after the ranked ones."""
+    return sorted(findings, key=lambda f: (IMPACT_RANK.get(f.impact, len(IMPACT_RANK)), f.sort_key()))
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:

@@ -89,6 +89,9 @@ def render_finding(finding: Finding, context: ReportContext) -> str:
     if finding.impact:
         label = click.style("impact:", fg="magenta", bold=True) if context.color else "impact:"
         lines.append(f"{lead}{label} {finding.impact} ({printable(finding.impact_reason or '')})")
+    elif finding.impact_reason:  # no tier (TL000): what it means instead
+        label = click.style("note:", fg="magenta", bold=True) if context.color else "note:"
+        lines.append(f"{lead}{label} {printable(finding.impact_reason)}")
     if finding.fix_hint:
         hint = click.style("help:", fg="cyan", bold=True) if context.color else "help:"
         lines.append(f"{lead}{hint} {printable(finding.fix_hint)}")

@@ -18,7 +18,7 @@ from torchlint.savings import ALPHA, NOT_MEASURABLE
 def static_by_impact(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The findings nothing in the run measured, highest static impact first (docs/impact.md)."""
     static = [f for f in findings if f.get("rank") is None and not f.get("observed")]
-    return sorted(static, key=lambda f: IMPACT_RANK.get(f.get("impact") or "", 0))
+    return sorted(static, key=lambda f: IMPACT_RANK.get(f.get("impact") or "", len(IMPACT_RANK)))  # (no tier, TL000: last)
 
 
 def _pct(share: float | None) -> str:
