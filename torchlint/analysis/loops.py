@@ -36,6 +36,9 @@ Loop = cst.For | cst.While | cst.CompFor
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 
 
+# A tensor's fields: a value of the item read for them is a tensor, not an object of members.
+_TENSOR_FIELDS = frozenset({"shape", "data", "T", "mT", "grad", "device", "dtype", "real", "imag"})
+
 class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
     """Loop nesting and hot-loop facts of one file."""
 
@@ -337,7 +340,12 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                 or not self.ctx.tree.is_inside(binding.node, loop.body):
             return False
         items = target_names(loop)
-        return any(type(arg.value) is cst.Name and arg.value.value in items for arg in binding.value.args)
+        if not any(type(arg.value) is cst.Name and arg.value.value in items for arg in binding.value.args):
+            return False
+        # (an object of members, `solver.model.load_state_dict(...)`, `solver.loaders['train']`: a run, not a value
+        # computed from the item, `gen = tts.tts(text)` then `gen.squeeze(0)`, which a loop over texts may run its model for)
+        return any(type(node.value) is cst.Attribute and dotted(node.value.value) == root.value and node.value.attr.value not in _TENSOR_FIELDS
+                   for node in self.ctx.tree.descendants(loop.body) if type(node) in (cst.Attribute, cst.Subscript))
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed

@@ -101,7 +101,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             continue
         made.extend((check_type, report) for report in check.reports)
     # (a read after another of the same pass waits only for its own small kernels: the reads are where the waits stand)
-    ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in WAIT_COSTS)
+    # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host)
+    ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in WAIT_COSTS
+                          and not (report.needs_tensor_argument or report.unless_host or report.if_device or report.unless_host_return is not None))
     try:
         summarizer = StepSummarizer(ctx)
         hot_calls = summarizer.hot_call_nodes(located=bool(made))
