@@ -1,6 +1,7 @@
 """Reads that follow another read of the same pass (a part of ``StepPositions``): the first read
-of a loop's pass waits for the device's queue; a read after it, with only small ops between (no
-model, helper, backward or step, no loop), waits only for its own small kernels. The reads are
+of a loop's pass waits for the device's queue; a read after it in the same statement, or in the
+branch its test chose, with only small ops between (no model, helper, backward or step, no loop),
+waits only for its own small kernels. The reads are
 the nodes the file's wait findings stand at (``note_reads``: the engine hands them over, whatever
 check found them), and the calls that read (``read_value``)."""
 
@@ -44,10 +45,30 @@ class StepReads:
             return False
         at = tree.index(node)
         for earlier in reversed([n for n in noted if tree.index(n) < at]):
-            if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier):
+            if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not self._leads(earlier, node):
                 continue
             if self._surely_before(earlier, node, region):
                 return self._only_small_ops_between(earlier, node, region)
+        return False
+
+    def _in_a_repeated_pass(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node`` in a loop inside its step (``stop``), whose passes repeat within it?"""
+        loop = self.ctx.loops.statement_loop(node)
+        return loop is not None and loop is not stop and (stop is None or self.ctx.tree.is_inside(loop, stop))
+
+    def _leads(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is ``earlier`` a read of ``node``'s own statement (``torch.cat((t[:n[i]], u[n[i] - 1:]))``), or the test of an
+        ``if`` whose branch holds ``node`` (``if col == 0: ... else: mask[prev + 1:col + 1] = True``)? (Reads in
+        statements one after another, a beam's ``.item()`` per candidate, keep their own tiers: each is a copy
+        of its own, and reviews counted them as the waits they add up to.)"""
+        tree = self.ctx.tree
+        if tree.statement_of(earlier) is tree.statement_of(node):
+            return True
+        for above in tree.ancestors(earlier):
+            if type(above) in (cst.If, cst.While):
+                return (earlier is above.test or tree.is_inside(earlier, above.test)) and tree.is_inside(node, above.body if type(above) is cst.While else above)
+            if isinstance(above, cst.BaseStatement):
+                return False
         return False
 
     def _surely_before(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
