@@ -306,7 +306,7 @@ class Solver:
     def __init__(self, sig):
         self.model = nn.Linear(4, 4).cuda()
         self.augment = Shift()
-        self.loader = torch.utils.data.DataLoader(list(range(8)))
+        self.loaders = {"train": torch.utils.data.DataLoader(list(range(8)))}
 
 
 def get_solver(sig):
@@ -323,7 +323,7 @@ from runs import get_solver, get_state
 
 {before}for sig in sys.argv[1:]:
     {made}
-    batch = solver.augment(next(iter(solver.loader)))
+    batch = solver.augment(next(iter(solver.loaders["train"])))
     torch.save(get_state(solver.model), sig + ".th")
 '''
 

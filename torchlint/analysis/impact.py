@@ -170,7 +170,7 @@ _READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.SMALL_
 _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
 # Placed in the step like a read: a blocking upload waits for the queue before its copy.
 _WAITS = _READ_COSTS | {Cost.UPLOAD}
-WAIT_COSTS = _WAITS  # the costs whose findings stand at a wait: their nodes are the reads of a pass (``Places.note_reads``)
+READ_COSTS = _READ_COSTS  # the costs whose findings stand at a read: the reads of a pass (``Places.note_reads``)
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
 _LOWERED = {HIGH: MEDIUM, MEDIUM: LOW, LOW: LOW}
@@ -427,7 +427,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # Each generated sequence's rows or candidates read after the decode: once per sequence, beside the
         # decode steps' many waits (whisper's `t[i].tolist()` per row, `finalize`'s per candidate).
         return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_POSITION_WHY[place.position]}"
-    if cost in _WAITS and place.position is Position.AFTER_READ:
+    if cost in _READ_COSTS and place.position is Position.AFTER_READ:
         # A read after another read of the same pass, nothing but small ops between: however often the pass
         # repeats, the first read pays the pass's wait (its finding carries the loop's tier) and this one waits
         # only for its own small kernels (GroundingDINO's five reads of one `nonzero` row, review 13).
@@ -506,7 +506,7 @@ def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = Non
         return None
     times = per_call.words()
     often = f"on every call of the model, {times}" if times else "on every call of the model"
-    if position is Position.AFTER_READ and cost in _WAITS:
+    if position is Position.AFTER_READ and cost in _READ_COSTS:
         return LOW, f"{cost.value}, {often}: {_POSITION_WHY[position]}"  # the pass's first read carries the tier
     if per_call.waits_again:
         return HIGH, f"{cost.value}, {often}: each repetition waits again"

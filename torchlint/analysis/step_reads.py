@@ -86,6 +86,11 @@ class StepReads:
 
     def _only_small_ops_between(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
         tree = self.ctx.tree
+        for above in tree.ancestors(earlier):  # the calls around the first read finish after it: `model(x[idx])`, then `y[idx]`
+            if above is region or tree.is_inside(node, above):
+                break
+            if type(above) is cst.Call and self._heavy(above):
+                return False
         start, end = tree.index(earlier), tree.index(node)
         for between in tree.descendants(region):
             index = tree.index(between)
