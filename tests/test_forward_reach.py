@@ -291,3 +291,57 @@ def test_a_training_loop_that_builds_a_helper_object_per_batch_is_still_the_step
                                        .replace("from model import Attention\n", "from model import Attention\nfrom augment import Jitter\n"))
     [trained] = lint_paths([Path(".")], from_table({"select": ["TL405"]}, tmp_path)).findings
     assert trained.impact == "high" and "run every step from a training loop at train.py:10" in trained.message
+
+
+_RUNS = '''import torch
+from torch import nn
+
+
+class Shift(nn.Module):
+    def forward(self, x):
+        return torch.roll(x, 1, -1)
+
+
+class Solver:
+    def __init__(self, sig):
+        self.model = nn.Linear(4, 4).cuda()
+        self.augment = Shift()
+        self.loaders = {"train": torch.utils.data.DataLoader(list(range(8)))}
+
+
+def get_solver(sig):
+    return Solver(sig)
+
+
+def get_state(model):
+    return {k: p.data.to(device="cpu") for k, p in model.state_dict().items()}
+'''
+_EXPORT = '''import sys
+
+import torch
+from runs import get_solver, get_state
+
+{before}for sig in sys.argv[1:]:
+    {made}
+    batch = solver.augment(next(iter(solver.loaders["train"])))
+    torch.save(get_state(solver.model), sig + ".th")
+'''
+
+
+@pytest.mark.parametrize(("before", "made", "steps"), [
+    ("", "solver = get_solver(sig)", False),
+    ('solver = get_solver("best")\n', "pass", True),  # near-miss: one model, made before the loop
+    ('name = "best"\n', "solver = get_solver(name)", True),  # near-miss: made in the loop, but not from its item
+])
+def test_a_loop_whose_model_is_made_from_its_item_goes_over_runs_not_batches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str, made: str, steps: bool) -> None:
+    """demucs' tools/export.py (review 13): `for sig in args.signatures: solver = get_solver_from_sig(sig)`, then
+    `solver.augment(...)` once: each iteration is another experiment, so `get_state`'s per-parameter copy runs once per
+    export, not "per parameter per step" from "a per-batch loop"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.py").write_text(_RUNS)
+    (tmp_path / "export.py").write_text(_EXPORT.format(before=before, made=made))
+    found = lint_paths([Path(".")], from_table({"select": ["TL102"], "min-impact": "low"}, tmp_path)).findings
+    assert [(f.line, f.impact) for f in found] == ([(22, "high")] if steps else [])
+    if steps:
+        assert "per parameter per step" in found[0].message

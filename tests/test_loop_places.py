@@ -261,3 +261,20 @@ def test_an_every_n_guard_names_its_period() -> None:
               "                p_targ.data.mul_(0.99)\n                p_targ.data.add_(0.01 * p.data)\n")
     [finding] = _lint(source, "TL305")
     assert finding.impact == "low" and "every `args.policy_delay` steps (`step % args.policy_delay`)" in finding.impact_reason
+
+
+def test_a_generators_loop_that_yields_each_pass_is_no_loop_of_the_step() -> None:
+    """x-transformers' train_copy.py (review 13): `next(cycle())` takes one item of a generator's
+    `while True: ... yield`, so its host-made tensors are one copy per step, not "per iteration"; a
+    loop inside the pass, or a yield under a branch, still repeats."""
+    path = Path(__file__).parent.parent / "fixtures" / "rules" / "TL110" / "flagged_generated_batches.py"
+    source = path.read_text(encoding="utf-8")
+    found = _lint(source, "TL110")
+    [randint] = _at(found, source, "torch.randint(2, 18")
+    assert "per iteration" not in randint.message and randint.impact == "medium"
+    [inner] = _at(found, source, "parts.append(")
+    assert inner.message.endswith("(per iteration per step)") and inner.impact == "high"
+    [branch] = _at(found, source, "x = torch.ones(len(row))")
+    assert "(per iteration per step)" in branch.message
+    [first] = _at(found, source, "first = next(")
+    assert "per " not in first.message.split("`.to(DEVICE)`")[-1]

@@ -66,3 +66,17 @@ def test_a_decode_loop_keeps_its_words() -> None:
                               "next_obs, next_done = torch.cat((next_obs, action), 0), action.sum(-1)")
     messages = _messages("TL101", decode)
     assert all("environment" not in m for m in messages), messages
+
+
+def test_a_list_of_device_tensors_made_a_tensor_is_one_read_per_element() -> None:
+    """decision-transformer's trainer_atari.py (review 13): `actions += [sampled_action]` each environment step,
+    then `torch.tensor(actions)`: every element is read back, j reads at step j: high, in those words; a list of
+    host numbers is the plain upload."""
+    path = FIXTURES / "rules" / "TL113" / "flagged_device_list.py"
+    source = path.read_text(encoding="utf-8")
+    found = lint_source(source, "rollout.py", from_table({"select": ["TL113"], "min-impact": "low"}, path.parent))
+    [actions] = [f for f in found if "torch.tensor(actions" in f.message]
+    assert actions.impact == "high" and "one read per element of a list of device tensors" in actions.message
+    assert "per element per environment step" in actions.impact_reason
+    clean = (FIXTURES / "rules" / "TL113" / "clean_host_list.py").read_text(encoding="utf-8")
+    assert not lint_source(clean, "rollout.py", from_table({"select": ["TL113"], "min-impact": "low"}, path.parent))

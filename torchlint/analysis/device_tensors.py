@@ -282,7 +282,8 @@ class DeviceTensors:
         if container_type in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self.device_tensor(container.elt, container.elt)
         if container_type in (cst.List, cst.Tuple):
-            return any(not isinstance(e, cst.StarredElement) and self.device_tensor(e.value, at) for e in container.elements)
+            return any(not isinstance(e, cst.StarredElement) and (self.device_tensor(e.value, at) or self._read_back_here(e.value, at))
+                       for e in container.elements)
         if container_type is not cst.Name:
             return False
         memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
@@ -295,9 +296,34 @@ class DeviceTensors:
                      if b.kind == "assign" and b.element is None and type(b.value) in (cst.ListComp, cst.List)]
             items += [(call.args[0].value, call) for call in ctx.method_calls("append")
                       if dotted(call.func.value) == container.value and len(call.args) == 1 and ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
+            # `actions += [sampled_action]` (and `xs = xs + [x]`): a list grown by concatenation
+            items += self._concatenated(container.value, scope, at)
             memo[key] = any(self.holds_device_tensors(value, node) if type(value) in (cst.ListComp, cst.List)
-                            else self.device_tensor(value, node) for value, node in items)
+                            else self.device_tensor(value, node) or self._read_back_here(value, node) for value, node in items)
         return memo[key]
+
+    def _concatenated(self, name: str, scope: cst.CSTNode, at: cst.CSTNode) -> list[tuple[cst.List, cst.CSTNode]]:
+        """The list literals ``name += [x]`` or ``name = name + [x]`` adds to the list, in ``scope``."""
+        tree, found = self.ctx.tree, []
+        for node in tree.nodes(cst.AugAssign):
+            if type(node.operator) is cst.AddAssign and dotted(node.target) == name and type(node.value) is cst.List \
+                    and tree.scope_of(node) is scope:
+                found.append((node.value, node))
+        for binding in self.ctx.bindings.lookup(name, at):
+            value = binding.value if binding.kind == "assign" and binding.element is None else None
+            if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add and dotted(value.left) == name \
+                    and type(value.right) is cst.List:
+                found.append((value.right, binding.node))
+        return found
+
+    def _read_back_here(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``sampled_action`` where its function reads it back with ``sampled_action.cpu()`` (``.cpu().numpy()``):
+        a tensor whose maker another file holds (``sample(model, ...)``), on the device until that copy."""
+        if type(value) is not cst.Name:
+            return False
+        scope = self.ctx.tree.scope_of(at)
+        return any(dotted(call.func.value) == value.value and self.ctx.tree.scope_of(call) is scope  # type: ignore[attr-defined]
+                   for call in self.ctx.method_calls("cpu") if not call.args)
 
     def _moves_an_object(self, move: cst.Call) -> bool:
         """``trainer.cuda()`` after ``trainer = ImagenTrainer(...)`` (or ``Net().to(device)``):

@@ -168,6 +168,7 @@ _READ_COSTS = frozenset({Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.SMALL_
 _REPEAT_COSTS = _READ_COSTS | {Cost.UPLOAD}  # a wait each time: repeated within a step, it adds up
 # Placed in the step like a read: a blocking upload waits for the queue before its copy.
 _WAITS = _READ_COSTS | {Cost.UPLOAD}
+READ_COSTS = _READ_COSTS  # the costs whose findings stand at a read: the reads of a pass (``Places.note_reads``)
 _PER_STEP = frozenset({Where.TRAIN, Where.INFER, Where.BATCH, Where.EVAL})
 _RAISED = {LOW: MEDIUM, MEDIUM: HIGH, HIGH: HIGH}
 _LOWERED = {HIGH: MEDIUM, MEDIUM: LOW, LOW: LOW}
@@ -200,6 +201,7 @@ class Position(enum.Enum):
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
     TOKEN_READ = "token-read"  # the sampled token a decode loop needs on the host (`return int(out)` of a `multinomial`): one read per token is the floor
     EXTRA_READ = "extra-read"  # a read before the token read on its path in the step: one more wait per token, removable
+    AFTER_READ = "after-read"  # after another read of the same pass, only small ops between: that read waited for the queue, this one for its own kernels
 
 
 def at_call(own: Position | None, call: Position, repeated: bool = False) -> Position:
@@ -210,7 +212,7 @@ def at_call(own: Position | None, call: Position, repeated: bool = False) -> Pos
     the line repeats in loops of its function whose repetitions each wait again."""
     if own is None:
         return call
-    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)):
+    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ)):
         # The function runs once per generated sequence, after its decode: wherever its line sits in it. (A single
         # read right after a sync there says more by that; a repeated one, whisper's `finalize` reading each
         # candidate after its `sum_logprobs.cpu()`, waits once per candidate per sequence, not per token.)
@@ -362,6 +364,8 @@ _POSITION_WHY = {
     Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
                           "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
+    Position.AFTER_READ: ("right after another read of the same pass, only small ops between: that read waits for the queue, "
+                          "this one only for its own small kernels (one finding stands for the pass: the first read's)"),
     Position.BEFORE_SYNC: ("right before an explicit synchronize, which waits for the queue anyway: "
                            "without this read the step would wait as long"),
     Position.BEFORE_READ: ("an explicit synchronize the step's next read follows with only host work and small ops between "
@@ -424,6 +428,11 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # Each generated sequence's rows or candidates read after the decode: once per sequence, beside the
         # decode steps' many waits (whisper's `t[i].tolist()` per row, `finalize`'s per candidate).
         return LOW, f"{cost.value}, {often.replace('every step of ', 'in ', 1)}: {_POSITION_WHY[place.position]}"
+    if cost in _READ_COSTS and place.position is Position.AFTER_READ:
+        # A read after another read of the same pass, nothing but small ops between: however often the pass
+        # repeats, the first read pays the pass's wait (its finding carries the loop's tier) and this one waits
+        # only for its own small kernels (GroundingDINO's five reads of one `nonzero` row, review 13).
+        return LOW, f"{cost.value}, {often}: {_POSITION_WHY[place.position]}"
     if cost in _REPEAT_COSTS and place.per_step.waits_again:
         # Each repetition waits again: the waits add up to more than a step's worth of slack.
         # (Over a few fixed items with nothing heavy between them, the first read drained the
@@ -488,7 +497,7 @@ _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drai
                     "the rows after it wait only for their own copies, since the loop queues only small ops")
 
 
-def per_call(cost: Cost, per_call: Multiplicity) -> tuple[str, str] | None:
+def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = None) -> tuple[str, str] | None:
     """The tier and reason of a finding in code run on every call of a model that no step is
     seen to reach (built from a config or a registry, a library's model): a wait that repeats
     within each call (per frame, once in each block) is high, as it would be in any step; one
@@ -498,6 +507,8 @@ def per_call(cost: Cost, per_call: Multiplicity) -> tuple[str, str] | None:
         return None
     times = per_call.words()
     often = f"on every call of the model, {times}" if times else "on every call of the model"
+    if position is Position.AFTER_READ and cost in _READ_COSTS:
+        return LOW, f"{cost.value}, {often}: {_POSITION_WHY[position]}"  # the pass's first read carries the tier
     if per_call.waits_again:
         return HIGH, f"{cost.value}, {often}: each repetition waits again"
     return MEDIUM, f"{cost.value}, {often}: how often the model runs per step is not visible"

@@ -7,7 +7,7 @@ import libcst as cst
 
 from torchlint.analysis.kind_names import MODULE_CHAIN
 from torchlint.analysis.names import dotted, is_range
-from torchlint.analysis.tree import node_types
+from torchlint.analysis.tree import Tree, node_types
 
 SCOPE_BARRIERS = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -88,3 +88,24 @@ def over_a_count(loop: cst.CSTNode) -> bool:
     if type(iterable) is cst.Call and dotted(iterable.func) == "enumerate" and iterable.args:
         iterable = iterable.args[0].value
     return is_range(iterable)
+
+
+# Statements a yield may sit in and still run on every pass of its loop (not a branch, nor a nested loop).
+_EVERY_PASS = (cst.SimpleStatementLine, cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.IndentedBlock,
+               cst.With, cst.Try, cst.Yield)
+
+
+def yields_each_pass(tree: Tree, loop: cst.CSTNode) -> bool:
+    """``while True: ...; yield batch``: a generator's loop that gives one item per pass, so one
+    pass runs per item its consumer takes (``next(cycle())`` takes one): no repetition of its own."""
+    if type(loop) not in (cst.For, cst.While) or not tree.holds(loop.body, cst.Yield):
+        return False
+    for node in tree.descendants(loop.body):
+        if type(node) is not cst.Yield:
+            continue
+        above = tree.parent(node)
+        while above is not None and above is not loop.body and type(above) in _EVERY_PASS:
+            above = tree.parent(above)
+        if above is loop.body:
+            return True
+    return False

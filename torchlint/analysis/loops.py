@@ -36,6 +36,9 @@ Loop = cst.For | cst.While | cst.CompFor
 _EVAL_WORDS = ("eval", "valid", "test", "infer", "predict")
 
 
+# A tensor's fields: a value of the item read for them is a tensor, not an object of members.
+_TENSOR_FIELDS = frozenset({"shape", "data", "T", "mT", "grad", "device", "dtype", "real", "imag"})
+
 class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
     """Loop nesting and hot-loop facts of one file."""
 
@@ -316,6 +319,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             if type(node.func) is not cst.Name:
                 if self.ctx.method_name(node) != "backward" and self.is_step_call(node):
                     return False  # `self.model(x)`, `opt.step()`: what the loop steps is made elsewhere
+                if self._made_from_the_item(node.func, loop):
+                    called = True  # `solver = get_solver_from_sig(sig)`, then `solver.augment(batch)`: one experiment per item
                 continue
             binding = ctx.bindings.reaching(node.func.value, node)
             built = binding is not None and binding.kind == "assign" and binding.element is None and constructs(binding.value)
@@ -324,6 +329,27 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             elif built or ctx.values.kind(node.func, node) is Kind.MODULE:
                 return False  # a model made before the loop (or of unknown origin): the loop may train it
         return called
+
+    def _made_from_the_item(self, func: cst.BaseExpression, loop: cst.For | cst.While) -> bool:
+        """Is the object a method is called on made in this iteration by a call given the loop's item
+        (``solver = train.get_solver_from_sig(sig)`` for each ``sig``, ``model = load_model(path)`` for each
+        checkpoint)? Each item is then another model, run, or checkpoint, not another batch."""
+        root = func
+        while type(root) is cst.Attribute:
+            root = root.value
+        if type(root) is not cst.Name or type(loop) is not cst.For:
+            return False
+        binding = self.ctx.bindings.reaching(root.value, func)
+        if binding is None or binding.kind != "assign" or binding.element is not None or type(binding.value) is not cst.Call \
+                or not self.ctx.tree.is_inside(binding.node, loop.body):
+            return False
+        items = target_names(loop)
+        if not any(type(arg.value) is cst.Name and arg.value.value in items for arg in binding.value.args):
+            return False
+        # (an object of members, `solver.model.load_state_dict(...)`, `solver.loaders['train']`: a run, not a value
+        # computed from the item, `gen = tts.tts(text)` then `gen.squeeze(0)`, which a loop over texts may run its model for)
+        return any(type(node.value) is cst.Attribute and dotted(node.value.value) == root.value and node.value.attr.value not in _TENSOR_FIELDS
+                   for node in self.ctx.tree.descendants(loop.body) if type(node) in (cst.Attribute, cst.Subscript))
 
     def _rare_sweep(self, loop: cst.CSTNode) -> bool:
         """``if step % EVAL_EVERY == 0: for n in EVAL_LENGTHS: ...``: a loop over a fixed

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_consumers import environment_step
-from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, Repeat, Where
+from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, SEQUENTIAL, Repeat, Where
+from torchlint.analysis.loop_shapes import yields_each_pass
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
 from torchlint.analysis.names import dotted, is_range
@@ -94,9 +95,22 @@ class Places(StepPositions):
             repeat = self.repeat_of(loop)
             if repeat.count == 1:
                 continue  # `for _, mask in data('test_mask')`, `for x in (batch,)`: it runs once, it multiplies nothing
+            if repeat.kind not in SEQUENTIAL and (yields_each_pass(self.ctx.tree, loop) or self._first_item_only(loop)):
+                # a generator's `while True: ...; yield batch` runs one pass per item its consumer takes, and
+                # `next(x for x in xs if ...)` runs until its first: the consumer's loop counts the items
+                # (a decode or rollout loop that yields its tokens keeps its own)
+                continue
             key = loops.loop_key(loop) if type(loop) in (cst.For, cst.While) else ""
             found.append((key, repeat))
         return tuple(reversed(found))
+
+    def _first_item_only(self, loop: cst.CSTNode) -> bool:
+        """``next(p for p in params if p.grad is not None)``: a generator expression given to ``next``."""
+        parent = self.ctx.tree.parent(loop)
+        if type(loop) is not cst.GeneratorExp or type(parent) is not cst.Arg:
+            return False
+        call = self.ctx.tree.parent(parent)
+        return type(call) is cst.Call and dotted(call.func) == "next" and call.args[0] is parent
 
     def repeat_of(self, loop: cst.CSTNode) -> Repeat:
         """What a loop goes over, and how many times when the code says."""

@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis.decoding import generation_before
 from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.names import dotted
+from torchlint.analysis.step_reads import StepReads
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
 from torchlint.analysis.token_reads import precedes_token_read, token_read
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class StepPositions(StepSyncs):
+class StepPositions(StepReads, StepSyncs):
     """Where in the step: the position half of ``ctx.places``."""
 
     ctx: FileContext
@@ -50,7 +51,12 @@ class StepPositions(StepSyncs):
                 return Position.AFTER_SYNC if self._after_sync(node, stop) else Position.TOKEN_READ
             if precedes_token_read(self.ctx, self._statements_around(node, stop, after=True)):
                 return Position.EXTRA_READ
-        if self._after_sync(node, stop):
+        after_sync = self._after_sync(node, stop)
+        if (not after_sync or self._in_a_repeated_pass(node, stop)) and self._after_read(node, stop):
+            # the pass's first read waited for the queue, this one for its own small kernels, however often the pass
+            # repeats (a read after a sync outside its loop waits again on each pass: `AFTER_SYNC` keeps the repetition)
+            return Position.AFTER_READ
+        if after_sync:
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway

@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
+from torchlint.analysis.impact import READ_COSTS, Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
@@ -100,6 +100,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             result.errors.append(_internal_error(source.path, check_type.code, error))
             continue
         made.extend((check_type, report) for report in check.reports)
+    # (a read after another of the same pass waits only for its own small kernels: the reads are where the waits stand)
+    # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host)
+    ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS
+                          and not (report.needs_tensor_argument or report.unless_host or report.if_device or report.unless_host_return is not None))
     try:
         summarizer = StepSummarizer(ctx)
         hot_calls = summarizer.hot_call_nodes(located=bool(made))

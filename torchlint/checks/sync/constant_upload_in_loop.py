@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.decoding import grown_names
+from torchlint.analysis.impact import Cost, Repeat
+from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 
 
@@ -25,6 +27,15 @@ class ConstantUploadInLoop(Check):
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
         if data is None or not ctx.syncs.in_step(node):
+            return
+        listed = data.value if type(data) is cst.Subscript else data
+        loop = ctx.loops.statement_loop(node)
+        if loop is not None and dotted(listed) in grown_names(ctx, loop) and ctx.syncs.holds_device_tensors(listed, node):
+            # `torch.tensor(actions)` with `actions += [sampled_action]` on each pass: the factory reads each device tensor
+            # of the list back, one wait per element, before it uploads them again. (Only a list the loop grows: a list
+            # made in the step, `[reward, reward * 0.5]`, is the step's own data, a few items whatever they hold.)
+            self.report(node, hint=_DEVICE_LIST_HINT, expr=short_code(ctx.module, node, limit=60), itself=Repeat("element"), cost=Cost.SYNC,
+                        copies=_DEVICE_LIST_WORDS.format(items=short_code(ctx.module, listed, limit=30)))
             return
         fed = ctx.uploads.decoded_feed(data, node, ctx.loops.local_hot_loop(node))
         if fed is not None:
@@ -55,3 +66,9 @@ _FEED_HINTS = {
     "prefix": "Keep the sequence on the device and append each new token with `torch.cat` (the `argmax` result is already "
               "there); read tokens to the host only for the stop test, or every few tokens",
 }
+
+# A list of device tensors (`actions += [sampled_action]`) made a tensor on the host: one read per element.
+_DEVICE_LIST_WORDS = ("reads back each element of `{items}` (one read per element of a list of device tensors, as many as "
+                      "the loop has added) to copy them to the device again")
+_DEVICE_LIST_HINT = ("Keep the items on the device and join them there (`torch.cat(items)`, or write each into a preallocated "
+                     "device tensor), or read each one once as it is added (`items.append(x.item())`)")

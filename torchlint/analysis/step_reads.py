@@ -1,0 +1,117 @@
+"""Reads that follow another read of the same pass (a part of ``StepPositions``): the first read
+of a loop's pass waits for the device's queue; a read after it in the same statement, or in the
+branch its test chose, with only small ops between (no model, helper, backward or step, no loop),
+waits only for its own small kernels. The reads are
+the nodes the file's wait findings stand at (``note_reads``: the engine hands them over, whatever
+check found them), and the calls that read (``read_value``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+import libcst as cst
+
+from torchlint.analysis.step_syncs import read_value
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Torch ops a read after them would wait for as for a model's work: not the small kernels of a pass.
+_HEAVY_OPS = frozenset({"matmul", "mm", "bmm", "baddbmm", "addmm", "einsum", "conv1d", "conv2d", "conv3d", "linear",
+                        "scaled_dot_product_attention", "cdist", "fft", "stft", "istft", "lstm", "gru"})
+# Where a statement's part runs only on some passes: a read inside one of these may not have run.
+_BRANCH_BLOCKS = (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.Finally, cst.SimpleStatementSuite)
+
+
+class StepReads:
+    """Reads right after another read of the same pass (``Position.AFTER_READ``)."""
+
+    ctx: FileContext
+
+    def note_reads(self, nodes: Iterable[cst.CSTNode]) -> None:
+        """The nodes the file's findings of a wait stand at (a read, a truth test, a slice by a device scalar)."""
+        self._noted_reads = sorted({id(n): n for n in nodes}.values(), key=self.ctx.tree.index)
+
+    def _after_read(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node``, a read, preceded in the same pass of its innermost loop (or its function) by
+        another read that surely ran, with no model, helper, heavy op, backward, step or loop between?"""
+        noted = getattr(self, "_noted_reads", ())
+        if not noted or (read_value(self.ctx, node) is None and not any(n is node for n in noted)):
+            return False
+        tree = self.ctx.tree
+        loop = self.ctx.loops.statement_loop(node)
+        region = loop.body if loop is not None else tree.enclosing_function(node)
+        if region is None or stop is not None and loop is not None and not tree.is_inside(loop, stop) and loop is not stop:
+            return False
+        at = tree.index(node)
+        for earlier in reversed([n for n in noted if tree.index(n) < at]):
+            if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not self._leads(earlier, node):
+                continue
+            if self._surely_before(earlier, node, region):
+                return self._only_small_ops_between(earlier, node, region)
+        return False
+
+    def _in_a_repeated_pass(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node`` in a loop inside its step (``stop``), whose passes repeat within it?"""
+        loop = self.ctx.loops.statement_loop(node)
+        return loop is not None and loop is not stop and (stop is None or self.ctx.tree.is_inside(loop, stop))
+
+    def _leads(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is ``earlier`` a read of ``node``'s own statement (``torch.cat((t[:n[i]], u[n[i] - 1:]))``), or the test of an
+        ``if`` whose branch holds ``node`` (``if col == 0: ... else: mask[prev + 1:col + 1] = True``)? (Reads in
+        statements one after another, a beam's ``.item()`` per candidate, keep their own tiers: each is a copy
+        of its own, and reviews counted them as the waits they add up to.)"""
+        tree = self.ctx.tree
+        if tree.statement_of(earlier) is tree.statement_of(node):
+            return True
+        for above in tree.ancestors(earlier):
+            if type(above) in (cst.If, cst.While):
+                return (earlier is above.test or tree.is_inside(earlier, above.test)) and tree.is_inside(node, above.body if type(above) is cst.While else above)
+            if isinstance(above, cst.BaseStatement):
+                return False
+        return False
+
+    def _surely_before(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
+        """Did ``earlier`` run on every pass that runs ``node``: no branch, loop or scope holds it that does
+        not hold ``node`` too (an ``if``'s test runs before either branch)?"""
+        tree = self.ctx.tree
+        for above in tree.ancestors(earlier):
+            if above is region:
+                return True
+            if type(above) in (cst.For, cst.While, cst.FunctionDef, cst.Lambda, *_COMPREHENSIONS) \
+                    or isinstance(above, _BRANCH_BLOCKS) or type(above) in (cst.BooleanOperation, cst.IfExp):
+                if not tree.is_inside(node, above):
+                    return False  # in a nested loop, a branch or a short-circuited operand that may not run
+        return False
+
+    def _only_small_ops_between(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
+        tree = self.ctx.tree
+        for above in tree.ancestors(earlier):  # the calls around the first read finish after it: `model(x[idx])`, then `y[idx]`
+            if above is region or tree.is_inside(node, above):
+                break
+            if type(above) is cst.Call and self._heavy(above):
+                return False
+        start, end = tree.index(earlier), tree.index(node)
+        for between in tree.descendants(region):
+            index = tree.index(between)
+            if index <= start:
+                continue
+            if index >= end:
+                break
+            if tree.is_inside(between, earlier) or tree.is_inside(node, between):
+                continue  # the first read's own operands, or a call around the read that finishes after it
+            if type(between) in (cst.For, cst.While, cst.FunctionDef):
+                return False  # a loop of ops adds up; a nested scope is not asked about
+            if type(between) is cst.Call and self._heavy(between):
+                return False
+        return True
+
+    def _heavy(self, call: cst.Call) -> bool:
+        """A model, a helper of the project, a backward or step, or a heavy torch op: work a read waits for."""
+        if self._may_queue(call) or self._runs_a_helper(call):  # type: ignore[attr-defined]
+            return True
+        name = (self.ctx.qname(call.func) or "").rsplit(".", 1)[-1] or self.ctx.method_name(call) or ""
+        return name in _HEAVY_OPS or (self.ctx.qname(call.func) or "").startswith("torch.nn.functional.")
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
