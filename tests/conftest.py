@@ -193,6 +193,10 @@ def _private_result_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
 
 @pytest.fixture(scope="session", autouse=True)
 def runs_ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunsAhead]:
+    # The session's temporary root is made on first use: made here, before the background thread, or
+    # the thread's first mktemp and this thread's could each make one (pytest-N and pytest-N+1), and
+    # the thread's would fail ("anomaly is not a normalized and relative path", seen on CI).
+    tmp_path_factory.getbasetemp()
     runs = RunsAhead(tmp_path_factory, dict(os.environ))
     runs.start(ahead_keys(request.session.items))
     yield runs
