@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import pstats
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ahead, run_cli
+from conftest import ahead, child_env, run_cli
 from test_profile_run import SCRIPTS, Run, profile
 
 from torchlint.estimate import analyse
 from torchlint.findings import Finding, Location
-from torchlint.profiler.ahead import PROFILE_IMPORTS_ENV
 from torchlint.profiler.loadrun import load_run
+from torchlint.profiler.run import RunOptions, child_command, make_run_dir
 from torchlint.profiler.usercode import _TORCHLINT_DIR
 
 pytestmark = pytest.mark.slow
@@ -41,6 +42,28 @@ def run(tmp_path_factory) -> Run:
                      "--warmup", "1", "--active", "3", NAME, "--steps", str(STEPS))
     assert result.rc == 0, result.stderr
     return result
+
+
+@ahead()
+def repeat_0_runs(tmp_path_factory) -> dict[float, Path]:
+    """--repeat 0 over 24 steps with one-step windows (a second window would start at the next
+    step), under the default budget and under one no run can meet: budget -> run directory.
+    Made ahead, one after the other (their tool_s bound is load-sensitive: never two at once);
+    the budget is no CLI option, so each child starts as run_child starts it, with the suite's
+    environment (child_env: the imports made ahead unprofiled, as the suite's other runs: they
+    come before the script, outside the budget tested, and cost each run ~2.5 s of CPU)."""
+    pytest.importorskip("torch")
+    runs = {}
+    for budget in (0.1, 1e-9):
+        cwd = tmp_path_factory.mktemp("repeat-0")
+        shutil.copy(SCRIPTS / NAME, cwd / NAME)
+        run_dir = make_run_dir(Path(NAME), cwd / "run")  # an absolute --out: no working directory read
+        opts = RunOptions(wait=0, warmup=0, active=1, repeat=0, extra={"rolling_budget": budget})
+        proc = subprocess.run(child_command(NAME, ["--steps", "24"], opts.child_options(run_dir)), cwd=cwd,
+                              env=child_env(), capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        runs[budget] = run_dir
+    return runs
 
 
 def test_two_calls_on_one_line_are_told_apart_by_column(run):
@@ -104,24 +127,13 @@ def test_report_is_rebuilt_from_the_run_directory(run, tmp_path):
     assert "Traceback" not in err
 
 
-def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(tmp_path, monkeypatch):
+def test_repeat_0_spaces_its_windows_to_bound_torchlints_work(repeat_0_runs):
     """--repeat 0 used to record window after window until the end (here one per step:
     on an RNN, trace exports took most of the run). A window now starts only while
     torchlint's own work is under the budget (10 % of the script's time so far); with
     a budget no run can meet, only the first window is recorded."""
-    from torchlint.profiler.run import RunOptions, make_run_dir, run_child
-
-    shutil.copy(SCRIPTS / NAME, tmp_path / NAME)
-    monkeypatch.chdir(tmp_path)
-    # the imports made ahead unprofiled, as the suite's other runs (child_env): they come before
-    # the script, outside the budget this test is about, and cost each run ~2.5 s of CPU
-    monkeypatch.setenv(PROFILE_IMPORTS_ENV, "0")
-    steps = 24  # enough for a second window to be refused: each would start at the next step
     counts = {}
-    for budget in (0.1, 1e-9):
-        run_dir = make_run_dir(Path(NAME), tmp_path / f"run-{budget}")
-        opts = RunOptions(wait=0, warmup=0, active=1, repeat=0, extra={"rolling_budget": budget})
-        assert run_child(NAME, ["--steps", str(steps)], run_dir, opts) == 0
+    for budget, run_dir in repeat_0_runs.items():
         session = load_run(run_dir)
         cycles = [c for c in session.coverage["torch_profiler"]["cycles"] if not c.get("eval")]
         counts[budget] = len(cycles)

@@ -6,11 +6,10 @@ import re
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-from conftest import RULES_DIR
+from conftest import ROOT, RULES_DIR, ahead, session_env
 from torchlint import catalogue
 from torchlint.config import from_table
 from torchlint.engine import lint_source
@@ -72,21 +71,33 @@ def test_index_lists_every_rule() -> None:
         assert f"{rule.code}-{rule.name}.md" in index, f"{rule.code} is not in rules/README.md"
 
 
-@pytest.mark.slow
-def test_wheel_ships_pages_and_only_the_package(tmp_path: Path, root: Path) -> None:
+@ahead()
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """The wheel pip builds from this checkout (an isolated build: mostly pip fetching and installing
+    the build backend, a wait on the network, made ahead of the tests), installed into a folder of
+    its own, and `torchlint rule TL101` run from that folder alone: (the wheel's names, that run)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
+    env = session_env()
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(root)],
-        check=True, capture_output=True, timeout=600,
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, timeout=600, env=env,
     )
     (wheel,) = tmp_path.glob("torchlint-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[0] for n in names} == {"torchlint", next(n.split("/")[0] for n in names if ".dist-info" in n)}
-    assert any(n.startswith("torchlint/_rules/TL101-") for n in names)
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, timeout=600, env=env)
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", "rule", "TL101"],
         cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120,
     )
+    return names, proc
+
+
+@pytest.mark.slow
+def test_wheel_ships_pages_and_only_the_package(built_wheel: tuple[list[str], subprocess.CompletedProcess[str]]) -> None:
+    names, proc = built_wheel
+    assert {n.split("/")[0] for n in names} == {"torchlint", next(n.split("/")[0] for n in names if ".dist-info" in n)}
+    assert any(n.startswith("torchlint/_rules/TL101-") for n in names)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# TL101 scalar-sync-in-loop")
