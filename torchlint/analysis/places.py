@@ -43,7 +43,8 @@ _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), ("topk", "candidate"),
                 ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"), ("stage", "stage"),
                 ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
-                ("param_group", "parameter group"), ("param", "parameter"))  # `for p in model_params`, fp16_util's master params
+                ("param_group", "parameter group"), ("param", "parameter"),  # `for p in model_params`, fp16_util's master params
+                ("metric", "metric"), ("losses", "metric"))  # `for k, v in metrics.items()`: a step's logged values
 
 
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
@@ -178,7 +179,7 @@ class Places(StepPositions):
         # losses.items()}`: after the first read, each waits only for its own copy)
         # (or over what an environment's step returned, one item per environment, `for idx, d in enumerate(done)`:
         # a batch's rows, each episode's end logged with a read after the first one's copy)
-        copies = kind is None and (_dict_values(iterable) or self._per_environment(iterable, loop)) and self._copies_only(loop)
+        copies = kind in (None, "metric") and (_dict_values(iterable) or self._per_environment(iterable, loop)) and self._copies_only(loop)
         return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
 
     def _per_environment(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
