@@ -13,6 +13,7 @@ from torchlint.analysis.host_consumers import device_environment_output
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
+from torchlint.analysis.summary import ELEMENTS
 from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class DeviceTensors:
         if expr_type is cst.IfExp:  # `self.model.alphas if original else self.ddim_alphas`: either may be the value
             return self.tensorish(expr.body, at, depth + 1) or self.tensorish(expr.orelse, at, depth + 1)
         if expr_type is cst.Subscript:
+            if self._assumed and one_index(expr) and self._assumed_values(expr.value, at):
+                return True  # `metrics[k]`, `metrics["loss"]` where every caller passes device tensors as the values
             if any(isinstance(e.slice, cst.Index) and type(e.slice.value) in (cst.SimpleString, cst.FormattedString) for e in expr.slice):
                 # `data["num_nodes"]`: an entry of a mapping (a graph, a batch dict), a tensor
                 # only where this function stores one under that key (`hyp["score"] = s + top[0, j]`)
@@ -169,8 +172,18 @@ class DeviceTensors:
             if ctx.values._binding_kind(binding) is not Kind.UNKNOWN:
                 return ctx.values._binding_kind(binding) is Kind.TENSOR
             source = iterated_item(binding.value, binding.element, dict_views=True)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
+            if self._assumed and self._assumed_values(source, binding.node):
+                return True  # `for k, v in metrics.items()` where every caller passes device tensors as the values
             return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
+
+    def _assumed_values(self, container: cst.BaseExpression | None, at: cst.CSTNode) -> bool:
+        """Is ``container`` a parameter whose values are taken for device tensors (``elements:`` of
+        ``device_parameters``: what every caller passes decides)?"""
+        if type(container) is not cst.Name or f"{ELEMENTS}{container.value}" not in self._assumed:
+            return False
+        binding = self.ctx.bindings.reaching(container.value, at)
+        return binding is not None and binding.kind == "param"
 
     def _moved_off_device(self, name: str, at: cst.CSTNode) -> bool:
         """Is every binding of ``name`` that may reach ``at`` (through the branches before it)

@@ -26,7 +26,7 @@ from torchlint.analysis.every_n import EveryN, every_n_reach
 from torchlint.analysis.idle_models import idle_models
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, GENERATION, LOOP_WORDS, MODEL_CALL, ONCE_PER_STEP, PHASE_WHERE, ROLLOUT_WORDS, SEQUENTIAL, Multiplicity, Place, Position, Repeat, Where, at_call, phase_rank
 from torchlint.analysis.join_generations import DECODED, Generations
-from torchlint.analysis.join_params import constructed, device_params, host_params, host_returned, host_steps, listed_params
+from torchlint.analysis.join_params import constructed, device_params, element_params, host_params, host_returned, host_steps, listed_params
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary, Ref
@@ -132,7 +132,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
     steps.host_params = host_params(project) | host_returned(project)
-    steps.device_params = device_params(project) | listed_params(project)
+    steps.device_params = device_params(project) | listed_params(project) | element_params(project)
     steps.constructed = project.built
     return steps
 

@@ -1,12 +1,12 @@
 """What the project join knows about the values its calls pass (part of :mod:`torchlint.analysis.join`):
 constructor and function parameters every call in the project gives a host value, a device
-value or a Python list; functions that return host values; files whose steps run on the host
+value, a Python list or a container of device tensors; functions that return host values; files whose steps run on the host
 only. Plain facts over the file summaries, no libcst."""
 
 from __future__ import annotations
 
 from torchlint.analysis.project import Project, returns_device
-from torchlint.analysis.summary import LISTED, RETURNED, CallSite
+from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
 
 
 def host_params(project: Project) -> frozenset[tuple[str, str]]:
@@ -127,6 +127,25 @@ def listed_params(project: Project) -> frozenset[tuple[str, str]]:
                     key = (callee[0], f"{callee[1]}:{LISTED}{name}")
                     verdict[key] = verdict.get(key, True) and name in listed
     return frozenset(key for key, listed in verdict.items() if listed)
+
+
+def element_params(project: Project) -> frozenset[tuple[str, str]]:
+    """(file, ``f:elements:param``) for the parameters every call of their function in the project
+    passes a dict or a list of device tensors (``CallSite.elements``; at least one call, none leaving
+    it out): demucs' ``averager(losses)`` with ``losses["reco"] = reco.mean()``, whose ``float(value)``
+    per metric waits for the device once per value."""
+    if not any(call.elements for summary in project.files.values() for call in summary.calls):
+        return frozenset()
+    verdict: dict[tuple[str, str], bool] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            for callee in project.callees(call.target, path):
+                names = project.parameters(call, callee)
+                held = {where if isinstance(where, str) else names[where] for where in call.elements if isinstance(where, str) or where < len(names)}
+                for name in names:
+                    key = (callee[0], f"{callee[1]}:{ELEMENTS}{name}")
+                    verdict[key] = verdict.get(key, True) and name in held
+    return frozenset(key for key, held in verdict.items() if held)
 
 
 def passed_on_device(call: CallSite, names: list[str] | tuple[str, ...], project: Project, path: str) -> dict[str, tuple[str, ...]]:

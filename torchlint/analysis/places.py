@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_elements import may_hold_values
 from torchlint.analysis.host_consumers import environment_step
 from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, SEQUENTIAL, Repeat, Where
 from torchlint.analysis.loop_shapes import yields_each_pass
@@ -43,7 +44,8 @@ _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_
 _NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), ("topk", "candidate"),
                 ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"), ("stage", "stage"),
                 ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
-                ("param_group", "parameter group"), ("param", "parameter"))  # `for p in model_params`, fp16_util's master params
+                ("param_group", "parameter group"), ("param", "parameter"),  # `for p in model_params`, fp16_util's master params
+                ("metric", "metric"), ("losses", "metric"))  # `for k, v in metrics.items()`: a step's logged values
 
 
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
@@ -178,8 +180,17 @@ class Places(StepPositions):
         # losses.items()}`: after the first read, each waits only for its own copy)
         # (or over what an environment's step returned, one item per environment, `for idx, d in enumerate(done)`:
         # a batch's rows, each episode's end logged with a read after the first one's copy)
-        copies = kind is None and (_dict_values(iterable) or self._per_environment(iterable, loop)) and self._copies_only(loop)
+        # (or over a list or dict its function is handed, `[float(v) for v in values]` with `values: list`: a caller's metrics)
+        copies = kind in (None, "metric") and (_dict_values(iterable) or self._per_environment(iterable, loop) or self._handed_in(iterable, loop)) \
+            and self._copies_only(loop)
         return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
+
+    def _handed_in(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``iterable`` a parameter of the function around ``at`` annotated as a container
+        (``values: list``; a bare ``padded`` may be a batch tensor, its rows each a wait)?"""
+        bound = self.ctx.bindings.reaching(iterable.value, at) if type(iterable) is cst.Name else None
+        return bound is not None and bound.kind == "param" and type(bound.node) is cst.Param and bound.node.annotation is not None \
+            and may_hold_values(bound.node)
 
     def _per_environment(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``iterable`` (through ``enumerate``/``zip``) a name bound by the last assignment before

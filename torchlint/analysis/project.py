@@ -548,6 +548,9 @@ class Project:
             key = ".".join(rest)
             if key in self.classes[path]:
                 return (path, key)
+            if key in self.functions[path]:  # `averager = EMA()` of a function named like a class: what it returns
+                inner = self._returned(("returned", ref, None), importer, depth)
+                return self.class_of(*inner, depth + 1) if inner is not None else None
             for name, target in self.files[path].exports:
                 if name == rest[0] and len(rest) == 1 and depth < _MAX_DEPTH:
                     return self.class_of(target, path, depth + 1)

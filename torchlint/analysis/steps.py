@@ -193,7 +193,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
-                        lists=facts["lists"], results=facts["results"], turn=self.ctx.places.turn_of(call) if within and placed else -1)
+                        lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1)
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -203,13 +203,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         if known is None:
             args = self._argument_classes(call)
             devices, devices_if, results = self._device_args(call)
+            elements = self._element_args(call)
             known = self._facts[id(call)] = {
-                "args": args, "tensors": bool(devices or devices_if) or self._may_pass_values(call),
+                "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
-                "results": results}
+                "results": results, "elements": elements}
         return known
 
     @cached_property

@@ -30,6 +30,11 @@ RETURNED = "returned:"
 # entries `listed:name`; the join's `Steps.device_params` keys `f:listed:name`, from `CallSite.lists`).
 LISTED = "listed:"
 
+# The mark of a parameter a finding holds by where every call passes it a dict or a list whose values are
+# device tensors (`Report.if_device` entries `elements:name`: `for k, v in metrics.items(): float(v)`; the
+# join's `Steps.device_params` keys `f:elements:name`, from `CallSite.elements`).
+ELEMENTS = "elements:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
@@ -77,6 +82,9 @@ class CallSite:
     # call's target): on the device where every function it may run returns a device tensor (whisper's `logits` from
     # `self.inference.logits(tokens, audio_features)`, `FileSummary.device_results`, `Steps.device_params`)
     results: tuple[tuple[int | str, Ref], ...] = ()
+    # arguments (position or keyword) that are a dict or a list of device tensors built in the caller (`losses = {"loss": loss}`,
+    # `losses[k] = reco[k]`): a callee reading each value into Python waits once per value (`Steps.device_params`' `elements:` keys)
+    elements: tuple[int | str, ...] = ()
 
 
 @pickled_by_fields

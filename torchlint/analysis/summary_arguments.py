@@ -66,6 +66,12 @@ class CallArguments:
         copies it over (``Steps.device_params``' ``listed:`` keys)."""
         return _arguments_where(call, lambda value: self.ctx.uploads.python_list(value, call))
 
+    def _element_args(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments that are a dict or a list whose values are device tensors (demucs' ``losses =
+        {}`` then ``losses["reco"] = reco.mean()``, handed to ``averager(losses)``): a callee
+        reading each value into Python waits once per value (``Steps.device_params``' ``elements:`` keys)."""
+        return _arguments_where(call, lambda value: self.ctx.syncs.holds_device_values(value, call))
+
     def _forwards(self, call: cst.Call) -> tuple[int | str, ...] | None:
         """For ``self.net(x, flag=True, **kwargs)`` where ``kwargs`` is the caller's own ``**``
         parameter: the arguments passed here and the keys the caller sets in ``kwargs``

@@ -8,7 +8,7 @@ uses it as one: ``x.unsqueeze(0)`` in the same function) and the device analysis
 place it on the host (a DataLoader batch not moved yet, ``torch.arange(n)``, ``.cpu()``).
 
 ``HiddenSyncs`` is made of parts: ``device_tensors`` (is it a tensor, on the device?),
-``sync_sizes`` (tensors sized by their values, boolean masks); ``sync_ops`` holds the words."""
+``device_elements`` (a dict or list of device tensors built and handed on), ``sync_sizes`` (tensors sized by their values, boolean masks); ``sync_ops`` holds the words."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_elements import DeviceElements, may_hold_values
 from torchlint.analysis.device_tensors import DeviceTensors
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, plainly_python
+from torchlint.analysis.summary import ELEMENTS
 from torchlint.analysis.sync_sizes import SizedByValues
 from torchlint.analysis.tree import node_types
 
@@ -34,14 +36,15 @@ _SIMPLE_OR_COMPOUND = node_types(cst.SimpleStatementLine, cst.BaseCompoundStatem
 _OWN_PLACES = node_types(cst.IfExp, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.BooleanOperation)
 
 
-class HiddenSyncs(DeviceTensors, SizedByValues):
+class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
     """Facts about device tensors read by Python, for one file."""
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._judging = False  # an outermost tensorish question is being answered
         self._tensorish_memo: dict[tuple[int, int], tuple[cst.CSTNode, cst.CSTNode, bool]] = {}
-        self._assumed: frozenset[str] = frozenset()  # parameters taken for device tensors (`device_parameters`)
+        # parameters taken for device tensors (`device_parameters`), `elements:name` for one whose values are
+        self._assumed: frozenset[str] = frozenset()
 
     def in_step(self, node: cst.CSTNode) -> bool:
         """May ``node`` run every step on device tensors: in a hot loop (or a function or loop
@@ -138,11 +141,15 @@ class HiddenSyncs(DeviceTensors, SizedByValues):
             return ()
         params = {p.name.value: p for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
         open_params = {name for name, p in params.items() if name not in ("self", "cls") and _may_be_passed_a_tensor(p)}
-        if not open_params:
+        containers = {name for name, p in params.items() if name not in ("self", "cls") and may_hold_values(p)}
+        if not open_params and not containers:
             return ()  # (checked before the names `node` reads are followed: typed code, `forward(self)`, has none)
-        candidates = tuple(dict.fromkeys(name for name in self._names_behind(node, function) if name in open_params))
+        behind = self._names_behind(node, function)
+        candidates = tuple(dict.fromkeys(name for name in behind if name in open_params))
         if not candidates or not self._holds_assuming(candidates, holds):
-            return ()
+            # `for k, v in metrics.items(): float(v)`: holds where every call passes a dict (or list) of device tensors
+            held = tuple(dict.fromkeys(f"{ELEMENTS}{name}" for name in self._names_behind(node, function, loops=True) if name in containers))
+            return tuple(name for name in held if self._holds_assuming((name,), holds))
         if len(candidates) > 1:  # `x[i, :, start:end]` with `start = ids_str[i]`: `ids_str` decides, not `x`
             alone = tuple(name for name in candidates if self._holds_assuming((name,), holds))
             return alone or candidates
@@ -158,9 +165,10 @@ class HiddenSyncs(DeviceTensors, SizedByValues):
             self._assumed = frozenset()
             self.__dict__.update(memos)  # what was learnt under the assumption is not known
 
-    def _names_behind(self, node: cst.CSTNode, function: cst.FunctionDef) -> list[str]:
+    def _names_behind(self, node: cst.CSTNode, function: cst.FunctionDef, loops: bool = False) -> list[str]:
         """The names ``node`` reads, and those the values bound to them in ``function`` read
-        (``idx_str = ids_str[i]``: ``ids_str``), a few assignments deep."""
+        (``idx_str = ids_str[i]``: ``ids_str``), a few assignments deep; with ``loops``, what a
+        loop variable iterates too (``for k, v in metrics.items()``: ``metrics``)."""
         ctx, tree = self.ctx, self.ctx.tree
         found: list[str] = []
         frontier: list[tuple[cst.CSTNode, cst.CSTNode]] = [(node, node)]
@@ -172,7 +180,8 @@ class HiddenSyncs(DeviceTensors, SizedByValues):
                         continue
                     found.append(name.value)
                     binding = ctx.bindings.reaching(name.value, at)
-                    if binding is not None and binding.kind == "assign" and binding.value is not None and tree.is_inside(binding.node, function):
+                    if binding is not None and (binding.kind == "assign" or loops and binding.kind in ("for", "comp")) \
+                            and binding.value is not None and tree.is_inside(binding.node, function):
                         following.append((binding.value, binding.node))
             frontier = following
         return found

@@ -78,12 +78,12 @@ class TensorToPythonInLoop(Check):
             self.report(node, hint=self._hint(node, read_tensor), expr=short_code(ctx.module, node),
                         unless_host=ctx.devices.constructor_parameter(read_tensor) or returned_key(ctx, read_tensor, node))
         elif tensors and type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING:  # `int(lengths[i])`
-            # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
-            if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors):
-                return
             # `float(sigmas[i])` on a parameter: holds where every caller passes a device tensor
             device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in tensors)) \
                 if ctx.syncs.in_step(node) else ()
+            # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
+            if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors, device_params):
+                return
             if device_params:
                 self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
 
