@@ -47,8 +47,18 @@ class StepReads:
         region = loop.body if loop is not None else tree.enclosing_function(node)
         if region is None or stop is not None and loop is not None and not tree.is_inside(loop, stop) and loop is not stop:
             return False
-        # the noted reads before it, nearest first (they are in index order: a bisection, not a scan per read)
-        for earlier in reversed(noted[:bisect.bisect_left(noted, tree.index(node), key=tree.index)]):
+        # The noted reads before it, nearest first (in index order: a bisection, not a scan per read), from
+        # the start of the outermost statement of ``region`` that holds it: a read that leads it stands in its
+        # own statement or in the test of an ``if``/``while`` around it, both inside that one (a long step's
+        # reads in the statements before are not asked again, one by one, for each read).
+        outermost = tree.statement_of(node)
+        if outermost is not None and tree.is_inside(outermost, region):
+            while (up := tree.statement_of(tree.parent(outermost))) is not None and tree.is_inside(up, region):  # type: ignore[arg-type]
+                outermost = up
+            low = bisect.bisect_left(noted, tree.index(outermost), key=tree.index)
+        else:
+            low = 0  # (its statement is not in the region: a loop's header, a one-line body; every read before it)
+        for earlier in reversed(noted[low:bisect.bisect_left(noted, tree.index(node), key=tree.index)]):
             if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not self._leads(earlier, node):
                 continue
             if self._surely_before(earlier, node, region):
