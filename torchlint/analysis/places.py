@@ -83,6 +83,8 @@ class Places(StepPositions):
         # asked by every read before or after it in its function.
         self._generations: dict[int, bool] = {}
         self._decoder_calls: dict[int, bool] = {}
+        self._token_statements: dict[int, bool] = {}  # whether a statement holds a token read (asked by each read before it)
+        self._update_loops: dict[int, cst.CSTNode] = {}  # id of a hot loop -> update_loop's answer (asked per read in it)
         self._repeat_of: dict[int, Repeat] = {}  # id of a loop -> what it goes over
 
     # --- how many times per step ----------------------------------------------------
@@ -469,6 +471,12 @@ class Places(StepPositions):
         for gradient accumulation (``for _ in range(accum): loss.backward()`` with the
         optimizer's ``step()`` after it in an outer loop), the loop that updates: the
         micro-batches repeat within its step."""
+        known = self._update_loops.get(id(loop))
+        if known is None:
+            known = self._update_loops[id(loop)] = self._update_loop(loop)
+        return known
+
+    def _update_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
         loops = self.ctx.loops
         if self._updates(loop, INTO_LOOPS) or not self._backward(loop):
             return loop  # it steps itself, or it is no training loop (an evaluation's)

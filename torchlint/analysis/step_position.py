@@ -16,7 +16,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.step_reads import StepReads
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
-from torchlint.analysis.token_reads import precedes_token_read, token_read
+from torchlint.analysis.token_reads import holds_token_read, precedes_token_read, token_read
 from torchlint.analysis.values import Kind
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ class StepPositions(StepReads, StepSyncs):
     _call_facts: dict[tuple[int, str], bool]
     _generations: dict[int, bool]
     _decoder_calls: dict[int, bool]
+    _token_statements: dict[int, bool]
 
     def position(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> Position | None:
         """Where ``node`` sits in the step that ``stop`` (the hot loop, else the function)
@@ -49,7 +50,7 @@ class StepPositions(StepReads, StepSyncs):
             # reads before it on its path, each an extra wait per token (whatever drained the queue before them).
             if token_read(self.ctx, node):
                 return Position.AFTER_SYNC if self._after_sync(node, stop) else Position.TOKEN_READ
-            if precedes_token_read(self.ctx, self._statements_around(node, stop, after=True)):
+            if precedes_token_read(self.ctx, self._statements_around(node, stop, after=True), self._holds_token_read):
                 return Position.EXTRA_READ
         after_sync = self._after_sync(node, stop)
         if (not after_sync or self._in_a_repeated_pass(node, stop)) and self._after_read(node, stop):
@@ -122,6 +123,13 @@ class StepPositions(StepReads, StepSyncs):
             # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
             return False
         return any(self._runs_a_generation(statement) for statement in self._statements_around(node, stop, after=False))
+
+    def _holds_token_read(self, statement: cst.CSTNode) -> bool:
+        """Does ``statement`` hold a token read? Every read before it in its step asks: answered once."""
+        known = self._token_statements.get(id(statement))
+        if known is None:
+            known = self._token_statements[id(statement)] = holds_token_read(self.ctx, statement)
+        return known
 
     def _runs_a_generation(self, statement: cst.CSTNode) -> bool:
         """Does ``statement``, before a read in a loop over sequences, run a whole generation:

@@ -7,11 +7,13 @@ check found them), and the calls that read (``read_value``)."""
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 
 from torchlint.analysis.step_syncs import read_value
+from torchlint.analysis.subtree_calls import COMPREHENSIONS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -21,6 +23,8 @@ _HEAVY_OPS = frozenset({"matmul", "mm", "bmm", "baddbmm", "addmm", "einsum", "co
                         "scaled_dot_product_attention", "cdist", "fft", "stft", "istft", "lstm", "gru"})
 # Where a statement's part runs only on some passes: a read inside one of these may not have run.
 _BRANCH_BLOCKS = (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.Finally, cst.SimpleStatementSuite)
+# Where a part runs on other passes than its surroundings' (or not at all): loops, scopes, comprehensions.
+_SCOPES_AND_LOOPS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda}) | COMPREHENSIONS
 
 
 class StepReads:
@@ -43,8 +47,18 @@ class StepReads:
         region = loop.body if loop is not None else tree.enclosing_function(node)
         if region is None or stop is not None and loop is not None and not tree.is_inside(loop, stop) and loop is not stop:
             return False
-        at = tree.index(node)
-        for earlier in reversed([n for n in noted if tree.index(n) < at]):
+        # The noted reads before it, nearest first (in index order: a bisection, not a scan per read), from
+        # the start of the outermost statement of ``region`` that holds it: a read that leads it stands in its
+        # own statement or in the test of an ``if``/``while`` around it, both inside that one (a long step's
+        # reads in the statements before are not asked again, one by one, for each read).
+        outermost = tree.statement_of(node)
+        if outermost is not None and tree.is_inside(outermost, region):
+            while (up := tree.statement_of(tree.parent(outermost))) is not None and tree.is_inside(up, region):  # type: ignore[arg-type]
+                outermost = up
+            low = bisect.bisect_left(noted, tree.index(outermost), key=tree.index)
+        else:
+            low = 0  # (its statement is not in the region: a loop's header, a one-line body; every read before it)
+        for earlier in reversed(noted[low:bisect.bisect_left(noted, tree.index(node), key=tree.index)]):
             if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not self._leads(earlier, node):
                 continue
             if self._surely_before(earlier, node, region):
@@ -78,7 +92,7 @@ class StepReads:
         for above in tree.ancestors(earlier):
             if above is region:
                 return True
-            if type(above) in (cst.For, cst.While, cst.FunctionDef, cst.Lambda, *_COMPREHENSIONS) \
+            if type(above) in _SCOPES_AND_LOOPS \
                     or isinstance(above, _BRANCH_BLOCKS) or type(above) in (cst.BooleanOperation, cst.IfExp):
                 if not tree.is_inside(node, above):
                     return False  # in a nested loop, a branch or a short-circuited operand that may not run
@@ -91,13 +105,12 @@ class StepReads:
                 break
             if type(above) is cst.Call and self._heavy(above):
                 return False
-        start, end = tree.index(earlier), tree.index(node)
-        for between in tree.descendants(region):
-            index = tree.index(between)
-            if index <= start:
-                continue
-            if index >= end:
-                break
+        # ``region``, a subtree, is one run of the pre-order: the nodes between the two reads are its slice
+        # from one to the other (not a walk of the region from its start for each read).
+        end = tree.index(node)
+        if not tree.is_inside(node, region):  # a loop's header holds it: the region's nodes after the first read
+            end = min(end, tree.index(region) + 1 + len(tree.descendants(region)))
+        for between in tree.preorder[tree.index(earlier) + 1:end]:
             if tree.is_inside(between, earlier) or tree.is_inside(node, between):
                 continue  # the first read's own operands, or a call around the read that finishes after it
             if type(between) in (cst.For, cst.While, cst.FunctionDef):
@@ -112,6 +125,3 @@ class StepReads:
             return True
         name = (self.ctx.qname(call.func) or "").rsplit(".", 1)[-1] or self.ctx.method_name(call) or ""
         return name in _HEAVY_OPS or (self.ctx.qname(call.func) or "").startswith("torch.nn.functional.")
-
-
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)

@@ -18,12 +18,12 @@ import libcst as cst
 from torchlint.analysis.tree import Tree, node_types
 
 _SCOPES = node_types(cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_COMPREHENSIONS = node_types(cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+COMPREHENSIONS = node_types(cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _LOOPS = frozenset({cst.For, cst.While})
 
 # What a subtree's own calls stop at, by the question asked (see `Loops._own_nodes`/`_loop_nodes`).
-OWN = _SCOPES | _COMPREHENSIONS | _LOOPS  # the statement's own calls, not its nested loops'
-INTO_LOOPS = _SCOPES | _COMPREHENSIONS  # nested `for`/`while` loops' calls too
+OWN = _SCOPES | COMPREHENSIONS | _LOOPS  # the statement's own calls, not its nested loops'
+INTO_LOOPS = _SCOPES | COMPREHENSIONS  # nested `for`/`while` loops' calls too
 IN_SCOPE = _SCOPES  # comprehensions' too: every call that runs in this scope (a loop body's)
 STEP = "step"  # OWN, but into the micro-batch loops a predicate names (`Loops._step_nodes`)
 

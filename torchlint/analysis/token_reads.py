@@ -10,7 +10,7 @@ weighs as such (``Position.EXTRA_READ``), whatever drained the queue just before
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -52,16 +52,23 @@ def _yielded(ctx: FileContext, node: cst.CSTNode) -> bool:
     return any(type(tree.parent(use)) is cst.Yield for binding in ctx.bindings.bound_to(node) for use in ctx.bindings.uses(binding, ordered=True))
 
 
-def precedes_token_read(ctx: FileContext, later: Iterable[cst.CSTNode]) -> bool:
+def precedes_token_read(ctx: FileContext, later: Iterable[cst.CSTNode], holds: Callable[[cst.CSTNode], bool] | None = None) -> bool:
     """Does a token read run in one of the ``later`` statements (those after a read on its path,
     up to its step's bounds, ``StepPositions._statements_around``)? The read before it is then
-    an extra wait per token: without it the token's own read would wait for the same queue."""
+    an extra wait per token: without it the token's own read would wait for the same queue.
+    ``holds``: :func:`holds_token_read` of a statement, remembered by the caller (every read of a
+    step asks of the statements after it: once each, not once per read before it)."""
     for statement in later:
         if type(statement) in (cst.For, cst.While, cst.FunctionDef, cst.ClassDef):
             continue  # (a read in a loop of its own runs per item of its own, not once beside the read before)
-        if any(type(node) is cst.Call and token_read(ctx, node) for node in ctx.tree.descendants(statement)):
+        if holds(statement) if holds is not None else holds_token_read(ctx, statement):
             return True
     return False
+
+
+def holds_token_read(ctx: FileContext, statement: cst.CSTNode) -> bool:
+    """Is a call under ``statement`` a token read (:func:`token_read`)?"""
+    return any(type(node) is cst.Call and token_read(ctx, node) for node in ctx.tree.descendants(statement))
 
 
 def returns_a_token(ctx: FileContext, function: cst.FunctionDef) -> bool:
