@@ -74,8 +74,8 @@ class SwitchedOff:
         if found is None or part.attr.value in self._set_on_objects():
             return None
         init, _, param = found.rpartition(":")
-        definition = next((f for f in self.ctx.tree.nodes(cst.FunctionDef) if dotted_function_name(self.ctx.tree, f) == init), None)
-        if definition is None or param not in self._falsy_defaults(definition):  # type: ignore[attr-defined]
+        definition = self.ctx.functions.method("__init__", part)  # (its class's own: no scan of every function of the file)
+        if definition is None or dotted_function_name(self.ctx.tree, definition) != init or param not in self._falsy_defaults(definition):  # type: ignore[attr-defined]
             return None  # (a required parameter, or one on by default: its callers decide, as today)
         return init, param, optional
 

@@ -118,8 +118,15 @@ class SettingDefaults:
                 continue
             own = dict(call.own_params).get(where)
             if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
+                if call.switch is not None and self._switch_off(caller_path, call.switch, depth + 1):
+                    continue  # (`if filtered: sample(x, top_k=5)`: made only behind its caller's switch, which nothing turns on)
                 return None  # a value that may be on, or a parameter its own callers may turn on
         return bool(calls)
+
+    def _switch_off(self, path: str, switch: tuple[str, str, bool], depth: int) -> bool:
+        function, param, optional = switch
+        return depth < _MAX_DEPTH and not self._maybe_elsewhere(path, function, param, optional, depth) \
+            and self._off_everywhere(path, function, param, optional, depth) is not None
 
     def _explicit(self, call: CallSite, callee: tuple[str, str], param: str) -> int | str | None:
         """Where ``call`` names ``param`` itself (a keyword, or a position before any ``*``/``**``)."""
