@@ -138,6 +138,8 @@ def _needed_names(tree, node: cst.CSTNode, function: cst.FunctionDef) -> set[str
     the conjuncts of the ``if`` tests around it, and the names an earlier ``if not x: continue``
     (``return``, ``break``, ``raise``) of its blocks leaves past."""
     needed: set[str] = set()
+    if type(node) is cst.BooleanOperation and type(node.operator) is cst.And:  # `exists(eos) and t.all()` tested: the read needs `eos`
+        needed.update(n for part in conjuncts(node.left) if (n := _given(part)) is not None)
     child = node
     for ancestor in tree.ancestors(node):
         if ancestor is function:
