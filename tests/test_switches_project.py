@@ -42,24 +42,33 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     assert set(found) == expected
     impacts = {(p.relative_to(root).as_posix(), line): impact for p in files for (line, _), impact in expected_impacts(p.read_text()).items()}
     assert {key: found[key].impact for key in impacts} == impacts  # type: ignore[attr-defined]
-    synced = found[("gen/sampler.py", 19)].impact_reason  # type: ignore[attr-defined]
+    synced = found[("gen/sampler.py", 21)].impact_reason  # type: ignore[attr-defined]
     assert "`Sampler.sample()` runs it only with `synced=True`, off by default, and no call in the project passes it" in synced
     assert "`AuxLoss()` runs it only with `report=True`" in found[("gen/losses.py", 16)].impact_reason  # type: ignore[attr-defined]
-    assert "`log` given" in found[("gen/sampler.py", 48)].impact_reason  # type: ignore[attr-defined]
+    assert "`log` given" in found[("gen/sampler.py", 50)].impact_reason  # type: ignore[attr-defined]
+    # a helper whose only call sits behind `if top_k is not None:` takes its caller's switch
+    assert "`sample_filtered()` runs it only with `top_k` given, off by default" in found[("gen/filters.py", 9)].impact_reason  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("edit", "line", "impact"), [
-    (("run.py", ("generate(ids, synced=False)", "generate(ids, synced=True)")), ("gen/sampler.py", 19), "medium"),  # handed on, turned on
-    (("run.py", ("sample_traced(model, ids, trace=True)", "sample_traced(model, ids, trace=False)")), ("gen/sampler.py", 39), "low"),
-    (("run.py", ("check=args.check", "check=0")), ("gen/sampler.py", 30), "low"),
+    (("run.py", ("generate(ids, synced=False)", "generate(ids, synced=True)")), ("gen/sampler.py", 21), "medium"),  # handed on, turned on
+    (("run.py", ("sample_traced(model, ids, trace=True)", "sample_traced(model, ids, trace=False)")), ("gen/sampler.py", 41), "low"),
+    (("run.py", ("check=args.check", "check=0")), ("gen/sampler.py", 32), "low"),
     (("run.py", ("TracedLoss(trace=True)", "TracedLoss()")), ("gen/losses.py", 29), "low"),
     (("run.py", ("AuxLoss(0.5)", "AuxLoss(0.5, report=args)")), ("gen/losses.py", 16), "medium"),
-    (("run.py", ("sample_logged(model, ids)", "sample_logged(model, ids, log=[])")), ("gen/sampler.py", 48), "medium"),
-    (("run.py", ("probe=True", "probe=None")), ("gen/sampler.py", 57), "low"),
+    (("run.py", ("sample_logged(model, ids)", "sample_logged(model, ids, log=[])")), ("gen/sampler.py", 50), "medium"),
+    (("run.py", ("probe=True", "probe=None")), ("gen/sampler.py", 59), "low"),
     # a call the summary keeps no site of (every N steps) still names the keyword: the tier stays
     (("run.py", ("    sample_logged(model, ids)\n", "    for step in range(1000):\n        if step % 100 == 0:\n            sample_logged(model, ids, log=[])\n")),
-     ("gen/sampler.py", 48), "medium"),
-    (("run.py", ("**vars(args)", "verbose=False")), ("gen/sampler.py", 66), "low"),
+     ("gen/sampler.py", 50), "medium"),
+    (("run.py", ("**vars(args)", "verbose=False")), ("gen/sampler.py", 68), "low"),
+    # the helper's caller turned on: the helper runs on every token
+    (("run.py", ("sample_filtered(model, ids, penalty=0.5)", "sample_filtered(model, ids, top_k=5)")), ("gen/filters.py", 9), "medium"),
+    # the helper handed on as a value: where it is called is not seen
+    (("gen/sampler.py", ("def sample_filtered(", "FILTERS = {\"top_k\": top_k_read}\n\n\ndef sample_filtered(")), ("gen/filters.py", 9), "medium"),
+    # `top_k=5` passed only behind `sample_twice`'s own switch: off until a call turns that on
+    (("run.py", ("    sample_filtered(model, ids, penalty=0.5)\n", "    sample_twice(model, ids)\n")), ("gen/filters.py", 9), "low"),
+    (("run.py", ("    sample_filtered(model, ids, penalty=0.5)\n", "    sample_twice(model, ids, filtered=True)\n")), ("gen/filters.py", 9), "medium"),
 ])
 def test_what_a_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit
@@ -71,8 +80,8 @@ def test_a_function_no_code_calls_is_low_and_says_so(tmp_path: Path, monkeypatch
     # a library's entry point: callers outside the project decide, the finding stays, low
     root = _copy(tmp_path, {"run.py": ("    return tools.sample_rows(model, ids, probe=True)\n", "    return None\n")})
     found = _findings(root, monkeypatch)
-    reason = found[("gen/sampler.py", 57)].impact_reason  # type: ignore[attr-defined]
-    assert found[("gen/sampler.py", 57)].impact == "low"  # type: ignore[attr-defined]
+    reason = found[("gen/sampler.py", 59)].impact_reason  # type: ignore[attr-defined]
+    assert found[("gen/sampler.py", 59)].impact == "low"  # type: ignore[attr-defined]
     assert "`sample_rows()` runs it only with `probe=True`, off by default, and no code of the project calls it" in reason
 
 

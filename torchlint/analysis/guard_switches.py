@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
-from torchlint.analysis.guard_shapes import conjuncts, none_tested
+from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -74,8 +74,8 @@ class SwitchedOff:
         if found is None or part.attr.value in self._set_on_objects():
             return None
         init, _, param = found.rpartition(":")
-        definition = next((f for f in self.ctx.tree.nodes(cst.FunctionDef) if dotted_function_name(self.ctx.tree, f) == init), None)
-        if definition is None or param not in self._falsy_defaults(definition):  # type: ignore[attr-defined]
+        definition = self.ctx.functions.method("__init__", part)  # (its class's own: no scan of every function of the file)
+        if definition is None or dotted_function_name(self.ctx.tree, definition) != init or param not in self._falsy_defaults(definition):  # type: ignore[attr-defined]
             return None  # (a required parameter, or one on by default: its callers decide, as today)
         return init, param, optional
 
@@ -87,6 +87,108 @@ class SwitchedOff:
                 t.target.attr.value for node in self.ctx.tree.nodes(cst.Assign) for t in node.targets
                 if type(t.target) is cst.Attribute and not (type(t.target.value) is cst.Name and t.target.value.value == "self"))
         return found
+
+
+class AssertedOff:
+    """A part of :class:`~torchlint.analysis.guards.Guards`: code an ``assert`` makes dead."""
+
+    ctx: FileContext
+
+    def asserted_off(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run only where a name is given (``if exists(eos_token):``, ``if mask is not
+        None:``, ``if flag and ...:``, or after ``if not exists(eos_token): continue``) that an
+        unconditional ``assert`` earlier in its function denies (``assert not exists(eos_token)``,
+        ``assert mask is None``), with nothing binding the name between them? Then it never runs."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(node)
+        if function is None or type(function.body) is not cst.IndentedBlock:
+            return False
+        needed = _needed_names(tree, node, function)
+        if not needed:
+            return False
+        top = next((a for a in (node, *tree.ancestors(node)) if tree.parent(a) is function.body), None)
+        for statement in function.body.body:
+            if statement is top:
+                return False
+            if type(statement) is not cst.SimpleStatementLine:
+                continue  # (an assert inside a branch or loop holds only there)
+            for small in statement.body:
+                name = _denied(small.test) if type(small) is cst.Assert else None
+                if name in needed and not self._bound_between(name, small, node, function):
+                    return True
+        return False
+
+    def _bound_between(self, name: str, start: cst.CSTNode, end: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Is ``name`` bound again in ``function`` after ``start`` and before ``end`` (or in a loop
+        around ``end``: a later iteration sees it)? A parameter's own binding is no rebinding."""
+        tree = self.ctx.tree
+        first, last = tree.index(start), tree.index(end)
+        loops = [a for a in tree.ancestors(end) if type(a) in (cst.For, cst.While) and tree.is_inside(a, function)]
+        for binding in self.ctx.bindings.lookup(name, end):
+            if binding.kind == "param" or not tree.is_inside(binding.node, function):
+                continue
+            at = tree.index(binding.node)
+            if first < at < last or any(tree.is_inside(binding.node, loop) for loop in loops):
+                return True
+        return False
+
+
+def _needed_names(tree, node: cst.CSTNode, function: cst.FunctionDef) -> set[str]:  # type: ignore[no-untyped-def]
+    """The plain names that must be given (true, or not None) for ``node`` to run, within ``function``:
+    the conjuncts of the ``if`` tests around it, and the names an earlier ``if not x: continue``
+    (``return``, ``break``, ``raise``) of its blocks leaves past."""
+    needed: set[str] = set()
+    if type(node) is cst.BooleanOperation and type(node.operator) is cst.And:  # `exists(eos) and t.all()` tested: the read needs `eos`
+        needed.update(n for part in conjuncts(node.left) if (n := _given(part)) is not None)
+    child = node
+    for ancestor in tree.ancestors(node):
+        if ancestor is function:
+            break
+        kind = type(ancestor)
+        if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
+            needed.update(n for part in conjuncts(ancestor.test) if (n := _given(part)) is not None)  # type: ignore[attr-defined]
+        elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
+            needed.update(n for part in conjuncts(ancestor.left) if (n := _given(part)) is not None)  # type: ignore[attr-defined]
+        elif kind is cst.IndentedBlock:
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if type(statement) is cst.If and statement.orelse is None and _exits(statement.body):
+                    name = _denied(statement.test)
+                    if name is not None:
+                        needed.add(name)
+        child = ancestor
+    return needed
+
+
+def _given(test: cst.BaseExpression) -> str | None:
+    """``x`` for ``x``, ``exists(x)`` (lucidrains' ``v is not None``) and ``x is not None``."""
+    if type(test) is cst.Name:
+        return test.value
+    if type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "exists" and len(test.args) == 1 \
+            and not test.args[0].star and type(test.args[0].value) is cst.Name:
+        return test.args[0].value.value
+    name = none_tested(test, negated=True)
+    return name if name is not None and "." not in name else None
+
+
+def _denied(test: cst.BaseExpression) -> str | None:
+    """``x`` for ``not x``, ``not exists(x)`` and ``x is None``: what the test says is not given."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = test.expression
+        return _given(inner) if type(inner) is not cst.Comparison else None
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is \
+            and is_none(test.comparisons[0].comparator) and type(test.left) is cst.Name:
+        return test.left.value
+    return None
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    """Does the block end by leaving its block: ``continue``, ``break``, ``return`` or ``raise``?"""
+    last = body.body[-1] if body.body else None
+    if type(last) is cst.SimpleStatementLine:  # (an indented block's last line; a one-line suite holds the statements)
+        last = last.body[-1]
+    return type(last) in (cst.Continue, cst.Break, cst.Return, cst.Raise)
 
 
 def _negated(test: cst.BaseExpression) -> cst.BaseExpression | None:

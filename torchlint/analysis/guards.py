@@ -22,7 +22,7 @@ from torchlint.analysis.guard_shapes import (
     frequent_modulo, is_counter, is_rare_test, only_after_a_nan, only_return, raises, reports_bad_values,
 )
 from torchlint.analysis.guard_steps import GuardedSteps
-from torchlint.analysis.guard_switches import SwitchedOff
+from torchlint.analysis.guard_switches import AssertedOff, SwitchedOff
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults, SwitchedOff, FirstPasses, GuardedSteps, ChosenBranches):
+class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches):
     """What the branches around a node say of how often it runs (see the module docstring)."""
 
     def __init__(self, ctx: FileContext) -> None:

@@ -143,6 +143,7 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
     """Breadth-first from ``work``: every function the reached functions call on every run,
     with how often (per step, or per call of a model) and from where; and the training steps
     they call every N runs (``guarded``: each the step itself)."""
+    phase_passed: dict[tuple[str, str, int], frozenset[str]] = {}  # (file, function, phase) -> what that phase's reaches pass it
     while work:
         path, key, info = work.popleft()
         rebranched = False  # a branch's reach changed: its calls run from the new one (a decoded token's, not a prefill's)
@@ -157,6 +158,9 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 rebranched = rebranched or branch in omitting
                 omitting[branch] = info
         known = steps.setdefault(path, {}).get(key)
+        later: StepInfo | None = None  # a reach of another phase that passes more: what it hands on goes on from it alone
+        phase = (path, key, phase_rank(info.where))
+        phase_passed[phase] = phase_passed.get(phase, frozenset()) | info.passed
         if known is not None:
             better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
             if better:  # a training step reaches it too, deeper in the search: it reads "training", from there
@@ -207,20 +211,24 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 if known.host_only and not info.host_only:  # a step with device tensors reaches it too: its place is that step's
                     known = replace(known, origin=info.origin, sites=(*info.sites, *(s for s in known.sites if s not in info.sites))[:_MAX_SITES],
                                     where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position)
-                info = replace(known, host_only=known.host_only and info.host_only)
-                steps[path][key] = info
+                merged = replace(known, host_only=known.host_only and info.host_only)
+                steps[path][key] = merged
+                # (what a reach of another phase passes is no step's of this one: `generate` handing `looped_inference=True`
+                # on through `self.net(x, **kwargs)` turns it on in the sampling loop, not in the training step's `model(x)`)
+                later = info if passes_more and phase_rank(info.where) != phase_rank(merged.where) else None
+                info = replace(merged, passed=phase_passed.get((path, key, phase_rank(merged.where)), frozenset()))
         else:
             steps[path][key] = info
         for call, callee in guarded.get((path, key), ()) if guarded else ():
             if not call.within and call.loop is None:  # (one in a loop of its own: that loop decides, `_guarded_seed`)
                 work.append((*callee, _as_training_step(_callee_reach(project, call, callee, path, key, info, loops_by_file))))
-        for call in calls_by_caller.get((path, key), ()):
+        for call, info in ((call, reach) for reach in (info, later) if reach is not None for call in calls_by_caller.get((path, key), ())):
             if call.branch and call.branch not in info.omitted:
                 continue  # `if max_len is None: ...` and every per-step call passes `max_len`
             caller = _passing_reach(call, path, key, info, omitting)
             if caller is None:
                 continue  # `if kv_cache is not None: kv_cache.get_pos()` and no per-step call passes `kv_cache`
-            elsewhere = _passed_elsewhere(call, path, key, caller, omitting)
+            elsewhere = _passed_elsewhere(call, path, key, replace(caller, passed=steps[path][key].passed), omitting)
             for callee in _handed_callees(project, call, path, key, info):
                 if callee == (path, key):
                     continue

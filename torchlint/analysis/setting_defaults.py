@@ -59,6 +59,51 @@ class SettingDefaults:
             return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
         return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
 
+    def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
+        """Words for a function whose every call in the project sits behind a switch of its caller
+        that no call turns on (``CallSite.switch``, ``turned_on_nowhere``: ``if top_k is not None:
+        top_k_logits(...)`` in ``sample(..., top_k=None)``), or in a function itself only so called:
+        what it runs is on that opt-in path too. None where there is no call, or one without such
+        a switch, a call made every N steps, a call the join cannot resolve under its name, or a use
+        of it as a value (``FileSummary.valued``: called where no call site says)."""
+        memo = self.__dict__.setdefault("_switched_memo", {})
+        key = (path, function)
+        if key not in memo:
+            memo[key] = None  # (a function that calls itself, on the way: no switch known)
+            memo[key] = self._called_switched_off(path, function, depth)
+        return memo[key]
+
+    def _called_switched_off(self, path: str, function: str, depth: int) -> str | None:
+        name = function.rpartition(".")[2]
+        # (a dunder runs on an object's construction or call, by no name a call site records)
+        if depth > _MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self._valued() \
+                or self._unresolved_named(name) or (path, function) in self._sparse_calls():
+            return None
+        calls = self._calls_of((path, function))
+        words = None
+        for caller_path, call in calls:
+            found = self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None \
+                else self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None
+            if found is None:
+                return None
+            words = words or found
+        return words
+
+    def _valued(self) -> frozenset[str]:
+        found = self.__dict__.get("_valued_memo")
+        if found is None:
+            found = self.__dict__["_valued_memo"] = frozenset(n for summary in self.project.files.values() for n in summary.valued)
+        return found
+
+    def _sparse_calls(self) -> frozenset[tuple[str, str]]:
+        """The functions some call every N steps runs (``FileSummary.guarded``, ``every_n``): no ``calls`` site."""
+        found = self.__dict__.get("_sparse_memo")
+        if found is None:
+            found = self.__dict__["_sparse_memo"] = frozenset(
+                callee for path, summary in self.project.files.items() for call in (*summary.guarded, *summary.every_n)
+                for callee in self.project.callees(call.target, path))
+        return found
+
     def _off_everywhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool | None:
         """True: the project's calls of ``function`` leave ``param`` off; False: there are none;
         None: one may turn it on."""
@@ -73,8 +118,15 @@ class SettingDefaults:
                 continue
             own = dict(call.own_params).get(where)
             if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
+                if call.switch is not None and self._switch_off(caller_path, call.switch, depth + 1):
+                    continue  # (`if filtered: sample(x, top_k=5)`: made only behind its caller's switch, which nothing turns on)
                 return None  # a value that may be on, or a parameter its own callers may turn on
         return bool(calls)
+
+    def _switch_off(self, path: str, switch: tuple[str, str, bool], depth: int) -> bool:
+        function, param, optional = switch
+        return depth < _MAX_DEPTH and not self._maybe_elsewhere(path, function, param, optional, depth) \
+            and self._off_everywhere(path, function, param, optional, depth) is not None
 
     def _explicit(self, call: CallSite, callee: tuple[str, str], param: str) -> int | str | None:
         """Where ``call`` names ``param`` itself (a keyword, or a position before any ``*``/``**``)."""

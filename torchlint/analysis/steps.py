@@ -30,6 +30,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.frozen import class_weights
+from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
@@ -193,7 +194,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
-                        lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1)
+                        lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
+                        switch=self.ctx.guards.switch_of(call) if caller else None)
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -243,6 +245,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
             idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
+            valued=valued_functions(self.ctx),
         )
 
     def _off_defaults(self) -> tuple[tuple[str, str, bool], ...]:

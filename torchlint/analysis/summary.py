@@ -85,6 +85,10 @@ class CallSite:
     # arguments (position or keyword) that are a dict or a list of device tensors built in the caller (`losses = {"loss": loss}`,
     # `losses[k] = reco[k]`): a callee reading each value into Python waits once per value (`Steps.device_params`' `elements:` keys)
     elements: tuple[int | str, ...] = ()
+    # (caller key, parameter, optional): the switch off by default of its caller (a parameter, or the constructor
+    # parameter an attribute holds) it is made only with (`Guards.switch_of`: `if top_k is not None: top_k_logits(...)`);
+    # where every call of a function has one that no call turns on, so is the function (`SettingDefaults.called_switched_off`)
+    switch: tuple[str, str, bool] | None = None
 
 
 @pickled_by_fields
@@ -200,3 +204,6 @@ class FileSummary:
     # passed a value that may be true, caller key, the caller's own parameter handed on there or ""),
     # so that a switch no followed call turns on is not taken for off where one of these may (SettingDefaults)
     unfollowed: tuple[tuple[str, str, str, str], ...] = ()
+    # names of functions this file uses as values, not only calls (analysis/function_values.py): where those
+    # values are called is not seen, so no call site says they run only behind a switch
+    valued: tuple[str, ...] = ()

@@ -88,7 +88,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     models = getattr(steps, "models", {}).get(here, {})
     every_n = getattr(steps, "every_n", {}).get(here, {})
     if file_result.in_functions and (per_step or models or every_n):
-        _raise_impacts(file_result, per_step, step_loops, models, every_n)
+        _raise_impacts(file_result, per_step, step_loops, models, every_n, shared.settings)
     if file_result.pending:
         file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained))
         file_result.findings.sort(key=Finding.sort_key)
@@ -177,6 +177,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             off = condition.off_here  # `if top_p > 0:` and every call in the project passes `TOP_P = 0.0`
         if not off and not condition.opt_in and condition.switch is not None and settings is not None and here is not None:
             off = settings.turned_on_nowhere(here, *condition.switch) or ""  # `if self.debug:` and no construction passes `debug=True`
+        if not off and settings is not None and here is not None:  # `if top_k is not None: top_k_logits(...)`, its only call, and none passes `top_k`
+            off = settings.called_switched_off(here, condition.key.partition("#")[0]) or ""
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}, off), info
@@ -419,19 +421,24 @@ def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepIn
 
 
 def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_loops: dict[str, str],
-                   models: dict[str, StepInfo] | None = None, every_n: dict[str, EveryN] | None = None) -> None:
+                   models: dict[str, StepInfo] | None = None, every_n: dict[str, EveryN] | None = None,
+                   settings: SettingDefaults | None = None) -> None:
     """Findings in functions a step calls (``forward``, a helper) cost what the step's
     frequency says, not what their place in their own file said (once): the join's place
     gives their tier, reason and multiplicity, as it does to the per-step rules' findings,
     wherever it says as much as the file did or more. In a function no step is seen to run but
     every call of a model does (``Steps.models``: glide's ``timestep_embedding`` in its UNet's
     ``forward``), a wait is paid on each call (``impact.per_call``), as for the per-step rules; in a
-    function a step calls every N steps (``Steps.every_n``), the every-N tier and the guard's words."""
+    function a step calls every N steps (``Steps.every_n``), the every-N tier and the guard's words; in a
+    function only called behind a switch no call turns on (``SettingDefaults.called_switched_off``), the opt-in one."""
     raised: dict[tuple[str, object], tuple[str, str, Place]] = {}
+    here = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
         if info is not None:
             info, off = turned_on(pending, info, per_step)
+            if not off and settings is not None and here is not None:
+                off = settings.called_switched_off(here, pending.key.partition("#")[0]) or ""
             place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
             continue

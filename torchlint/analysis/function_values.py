@@ -1,0 +1,44 @@
+"""The functions a file uses as values and not only calls (``FILTERS = {"top_k": top_k}``,
+``filter_fn=top_k_logits``, ``map(self.step, xs)``, ``utils.top_k`` handed on), by name: where
+such a value is called the join cannot see (``FileSummary.valued``, ``SettingDefaults``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+def valued_functions(ctx: FileContext) -> tuple[str, ...]:
+    """The names of this file's functions and of the names it imports from modules, and the
+    attributes of the modules it imports, that it uses otherwise than calling them."""
+    tree = ctx.tree
+    defined = {f.name.value for f in tree.nodes(cst.FunctionDef)}
+    aliases = ctx.imports.aliases
+    imported = {name for name, full in aliases.items() if name != full}  # `from m import f`, `import m as f`
+    modules = {name for name, full in aliases.items() if name == full}  # `import utils`: `utils.f` handed on
+    found = {name for name in defined | imported if any(not _called_or_named(tree, node) for node in tree.names_valued(name))}
+    found.update(name for name in defined if any(not _called_or_named(tree, node) for node in tree.attributes_named(name)))
+    for module in modules:
+        for node in tree.names_valued(module):
+            parent = tree.parent(node)
+            if type(parent) is cst.Attribute and parent.value is node and not _called_or_named(tree, parent):
+                found.add(parent.attr.value)
+    return tuple(sorted(found))
+
+
+def _called_or_named(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``node`` a call's function, or a name that refers to no function (a definition's or a
+    parameter's name, an import, a keyword, an attribute's name, an assignment's target)?"""
+    parent = tree.parent(node)
+    kind = type(parent)
+    if kind is cst.Call:
+        return parent.func is node  # type: ignore[union-attr]
+    if kind is cst.Arg:
+        return parent.keyword is node  # type: ignore[union-attr]
+    # (an attribute's name, `x.top_k`, or one read of the function, `f.__name__`, hands nothing on)
+    return kind in (cst.Attribute, cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AssignTarget, cst.AnnAssign, cst.AugAssign,
+                    cst.Global, cst.Nonlocal)
