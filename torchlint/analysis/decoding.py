@@ -60,6 +60,15 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     nodes, ordered = decode_body(ctx, loop)
     if _feeds_back(ctx, loop, nodes, ordered):
         return True
+    # The sampled tokens copied element by element into the next input by loops nested in the
+    # iteration (kospeech's beam search: `for b, row in enumerate(ids): for i, s in enumerate(row):
+    # chosen[b, i] = current_vs[b, s]`, then `beams = torch.cat([beams, chosen...])`): those
+    # element writes make `chosen` from the sampled values, as an assignment in the body would.
+    own = set(map(id, nodes))
+    writes = [n for n in ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For) if id(n) not in own
+              and type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Subscript]
+    if writes and _feeds_back(ctx, loop, nodes, sorted([*ordered, *writes], key=ctx.tree.index)):
+        return True
     # The next input built row by row from the sampled tokens (`for i, state in enumerate(rows):
     # column.append(sampled[i])`, then `ids = torch.tensor(column)`: nanochat's Engine): the
     # rows' loop is the iteration's too, its appends what the column is made from. Only for a

@@ -31,6 +31,10 @@ PLACE_KEEPING = DTYPE_CONVERSIONS | frozenset({
 # Methods whose arguments are sizes or dimensions (or another tensor's shape): any argument goes.
 _SHAPES = frozenset({"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute", "transpose", "t", "flip",
                      "flatten", "unflatten", "view_as", "reshape_as", "tril", "triu", "contiguous", "clone", "detach"})
+# In-place fills that return the tensor they fill (`torch.BoolTensor(size).fill_(0)`): the values
+# change, not where it lives. A random one draws from the host's generator: no fix on the factory alone.
+_FILLS = frozenset({"fill_", "zero_"})
+_RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_"})
 # torch functions whose result lives where their tensor arguments do.
 _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "pow", "outer", "cat", "stack", "cumsum", "cumprod", "flip",
@@ -264,6 +268,8 @@ class HostTensors:
                 if method in _SHAPES or self.ctx.devices.dtype_only_to(call) or method in PLACE_KEEPING and all(
                         self.python_number(a.value, call) or self._factory_made(a.value, call) for a in call.args if a.keyword is None):
                     current = call
+                elif (method in _FILLS or method in _RANDOM_FILLS) and all(self.python_number(a.value, call) for a in call.args):
+                    current, alone = call, alone and method in _FILLS
                 else:
                     return current, alone
             elif parent_type is cst.Subscript and parent.value is current:

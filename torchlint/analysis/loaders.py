@@ -41,6 +41,16 @@ def is_dataloader(ctx: FileContext, call: cst.Call) -> bool:
     return ctx.qname(call.func) == DATALOADER or local_loader_class(ctx, call) is not None
 
 
+# PyG's loaders: `DataLoader` subclasses that collate each batch of graphs into one `Batch` in the
+# process that iterates them (`num_workers` through their `**kwargs`, 0 by default).
+GRAPH_LOADERS = frozenset({"torch_geometric.loader.DataLoader", "torch_geometric.data.DataLoader"})
+
+
+def is_graph_loader(ctx: FileContext, call: cst.Call) -> bool:
+    """``torch_geometric.loader.DataLoader(...)`` (or its older ``torch_geometric.data`` name)."""
+    return ctx.qname(call.func) in GRAPH_LOADERS
+
+
 def prebatched(ctx: FileContext, call: cst.Call) -> bool:
     """``DataLoader(ds, batch_size=None)``: automatic batching off, each item the dataset
     yields is a whole batch (a stream of batches, or a sampler of batches over arrays it

@@ -96,9 +96,10 @@ class CallTargets(ObjectRefs):
             return None
         if func_type is cst.Attribute:
             receiver = func.value
-            if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super" and not receiver.args:
+            if type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super":
                 cls = ctx.tree.enclosing_class(at)  # `super().training_losses(...)`: a base class's method
-                return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
+                # (`super(Cls, self)` of its own class is the same: the Python 2 spelling, kospeech's metrics)
+                return ("super", self.class_keys[id(cls)], func.attr.value) if cls is not None and _own_super(receiver, cls) else None
             own = self._own_class(func.value, at)
             if own is not None:  # `cls.load_model_from_package(package)`: a method of the class
                 return ("method", own, func.attr.value)
@@ -355,3 +356,13 @@ def _object_call(owner: Ref, method: str) -> Ref | None:
             return None
         return ("each", tuple(("object", member, method) for member in owner[1]))
     return ("object", owner, method)
+
+
+def _own_super(call: cst.Call, cls: cst.ClassDef) -> bool:
+    """``super()``, or ``super(Cls, self)`` naming the class it is written in (another class
+    starts the search past that one: not this class's bases)."""
+    if not call.args:
+        return True
+    args = call.args
+    return len(args) == 2 and all(a.keyword is None and not a.star for a in args) \
+        and type(args[0].value) is cst.Name and args[0].value.value == cls.name.value and type(args[1].value) is cst.Name

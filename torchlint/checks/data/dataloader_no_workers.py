@@ -8,7 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.dataset_work import dataset_work, loader_dataset, several_datasets
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.loaders import GIVEN_ITEMS, UNKNOWN, is_dataloader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
+from torchlint.analysis.loaders import GIVEN_ITEMS, UNKNOWN, is_dataloader, is_graph_loader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.checks.base import Check
 
@@ -28,8 +28,8 @@ class DataloaderNoWorkers(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not is_dataloader(ctx, node):
-            return
+        if not is_dataloader(ctx, node) and not is_graph_loader(ctx, node):
+            return  # (PyG's loader too: it collates each batch of graphs where it is iterated)
         arg = loader_option(ctx, node, "num_workers")
         if arg is UNKNOWN:
             return  # a splat may carry num_workers
