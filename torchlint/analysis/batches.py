@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_names import looks_like_device_name
+from torchlint.analysis.loaders import no_work_for_workers
 from torchlint.analysis.loop_shapes import ITER_WRAPPERS
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -98,6 +99,8 @@ class BatchPlacement:
         name = dotted(iterable) if iterable is not None else None
         if name is None or depth > 3:
             return False
+        if depth == 0 and self._built_on_the_device(iterable, at):
+            return True
         for binding in self.ctx.bindings.lookup(name, at):
             value = binding.value
             if binding.kind != "assign" or value is None:
@@ -107,6 +110,19 @@ class BatchPlacement:
             if binding.element is None and isinstance(value, (cst.Name, cst.Attribute)) and self._places_batches(value, binding.node, depth + 1):
                 return True
         return False
+
+    def _built_on_the_device(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A loader this file builds (``DataLoader(ds, ...)``, or returned so by a helper of the file:
+        ``dl = create_dataloader(data, device=device)``) whose dataset's ``__getitem__`` or ``collate_fn``
+        moves every item to the device (PaLM-rlhf's ``ExperienceDataset``, ``t[ind].to(self.device)``)."""
+        ctx = self.ctx
+        built = ctx.values.constructed_by(iterable, at)
+        if built is None:
+            return False
+        helper = ctx.functions.called(built, ctx.qname(built.func)) if type(built.func) is cst.Name else None
+        calls = [r.value for r in ctx.values.returns_of(helper)] if helper is not None else [built]
+        loaders = [ctx.values.constructed_by(c, c) if c is not None else None for c in calls]
+        return bool(loaders) and all(c is not None and no_work_for_workers(ctx, c) == "device" for c in loaders)
 
     def loader_value(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Flow-sensitive (in source order): is ``expr``, where ``at`` stands, still the value a

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.constants import is_setting
-from torchlint.analysis.guard_shapes import after_returning_branch, conjuncts, falsy, is_none, none_tested, off_at_default
+from torchlint.analysis.guard_shapes import after_returning_branch, conjuncts, falsy, is_none, none_tested, off_at_default, only_return
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ class ParameterDefaults:
             elif kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
                 found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `0 if cache is None else <here>`
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.left, defaults, optional)  # type: ignore[attr-defined]  # `flag and t.any()`: read only when flag holds
+                # `flag and t.any()`: read only when flag holds (`has_inpainting and ...` with `has_inpainting = exists(masks) and ...` too)
+                found = self._flag_of(self._named_test(ancestor.left, ancestor), defaults, optional)  # type: ignore[attr-defined]
             elif kind is cst.IndentedBlock and tree.parent(ancestor) is function:
                 found = self._after_early_return(ancestor, child, defaults, optional)  # `if kv_cache is None: return x` above it
             if found is not None:
@@ -166,22 +167,33 @@ class ParameterDefaults:
         for ancestor in self.ctx.tree.ancestors(node):
             if ancestor is function:
                 return False
-            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(ancestor.test, frozenset((name,)), True):
+            # (`if has_inpainting: masks = resize(masks)` with `has_inpainting = exists(images) and exists(masks)`: under its own test)
+            if type(ancestor) is cst.If and child is ancestor.body and self._flag_of(self._named_test(ancestor.test, ancestor), frozenset((name,)), True):  # type: ignore[attr-defined]
                 return True
             child = ancestor
         return False
 
-    @staticmethod
-    def _flag_of(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
+    def _flag_of(self, test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:
         """The parameter among ``defaults`` that ``test`` requires to be truthy, or with
-        ``optional`` not None (``if debug_percentile is not None:``), in a conjunct."""
+        ``optional`` not None (``if debug_percentile is not None:``, ``exists(masks)``), in a conjunct."""
         for part in conjuncts(test):
             if optional and type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.comparisons[0].operator) is cst.IsNot \
                     and type(part.comparisons[0].comparator) is cst.Name and part.comparisons[0].comparator.value == "None":
                 part = part.left
+            elif optional and type(part) is cst.Call and self._tests_not_none(part):
+                part = part.args[0].value  # `exists(masks)`: a helper of the file returning `val is not None`
             if type(part) is cst.Name and part.value in defaults:
                 return part.value
         return None
+
+    def _tests_not_none(self, call: cst.Call) -> bool:
+        """``exists(x)`` with ``def exists(val): return val is not None`` in this file."""
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star or type(call.func) is not cst.Name:
+            return False
+        function = self.ctx.functions.called(call, self.ctx.qname(call.func))
+        returned = only_return(function) if function is not None else None
+        params = function.params.params if function is not None else ()
+        return returned is not None and len(params) == 1 and none_tested(returned, negated=True) == params[0].name.value
 
     @staticmethod
     def _negated_flag(test: cst.BaseExpression, defaults: frozenset[str], optional: bool = False) -> str | None:

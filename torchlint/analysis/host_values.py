@@ -8,12 +8,17 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class, loads_to_host
-from torchlint.analysis.device_reach import DEPTH as _DEPTH, HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
+from torchlint.analysis.device_reach import HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
+
+# How deep a host placement is followed through names and ops: deeper than a device's (`device_reach.DEPTH`),
+# since a loop's index into a host batch walks several (`token_idx = idx + 1` of `for idx in torch.where(
+# labels[i] == end)[0]`, `labels = input_ids.clone()`, `input_ids = torch.stack([x[0] for x in batch[1]])`).
+_DEPTH = 12
 
 
 class HostValues:
@@ -96,8 +101,21 @@ class HostValues:
                 tested is not None and dotted(expr.orelse) == tested or self.moved_to_host(expr.orelse, at, _depth + 1))
         if type(expr) is cst.Comparison and _depth < _DEPTH:  # `best > thr`: the same, for a mask
             sides = [expr.left, *(target.comparator for target in expr.comparisons)]
-            return all(_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides)
-        return self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True)
+            on_host = [_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides]
+            if all(on_host):
+                return True
+            # `labels[i] == end_token_id` with `end_token_id = tokenizer(...)["input_ids"][-1]`: a host tensor
+            # compared with what is no known tensor (a Python value) gives a host mask; a device tensor
+            # there would raise, unless the host side were a scalar (rare in a comparison's left side).
+            syncs = self.ctx.syncs
+            return any(host and not _is_number(side) and syncs.tensorish(side, at) for side, host in zip(sides, on_host)) \
+                and not any(syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
+        if self._every_binding(expr, at, self.moved_to_host, _depth, whole_value_of_tuples=True):
+            return True
+        # A loader's batch never moved (`batch[1]` of `for batch in loader:`, the rows `x` of `[x[0] for x in
+        # batch[1]]`) is host memory: what a torch op makes of it (`torch.stack([x[0] for x in batch[1]])`)
+        # stays there until `.to(device)` (open_flamingo's labels, masked in a loop before their move).
+        return type(expr) is cst.Name and _depth <= _DEPTH and self.is_host_batch(expr, at)  # type: ignore[attr-defined]
 
     def returns_host(self, function: cst.FunctionDef) -> bool:
         """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a host value
@@ -286,15 +304,25 @@ class HostValues:
         tree = self.ctx.tree
         start, end = tree.index(binding.node), tree.index(at)
         if start > end and tree.scope_of(binding.node) is tree.scope_of(at):
-            return not any(tree.is_inside(binding.node, loop) for loop in self.ctx.loops.enclosing_loops(at))
-        for other in bound:
-            if other is binding or other.kind != "assign" or not start < tree.index(other.node) < end:
-                continue
-            statement = tree.statement_of(other.node)
-            block = tree.parent(statement) if statement is not None else None
-            if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
+            carrying = [loop for loop in self.ctx.loops.enclosing_loops(at) if tree.is_inside(binding.node, loop)]
+            if not carrying:
                 return True
-        return False
+            # Carried back by the loop, unless the loop's body assigns it over before `at` on every path
+            # (`labels = input_ids.clone()` at the top of the step, `labels = labels.to(device)` at its end):
+            # an assignment inside the innermost loop carrying it, in a block holding `at`.
+            innermost = max(carrying, key=tree.index)
+            start = tree.index(innermost)
+        return any(self._assigned_over(other, binding, start, end, at) for other in bound)
+
+    def _assigned_over(self, other, binding, start: int, end: int, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+        """Is ``other`` an assignment between ``start`` and ``at`` (at index ``end``) in a block that holds ``at``:
+        every path from ``start`` to ``at`` runs it?"""
+        tree = self.ctx.tree
+        if other is binding or other.kind != "assign" or not start < tree.index(other.node) < end:
+            return False
+        statement = tree.statement_of(other.node)
+        block = tree.parent(statement) if statement is not None else None
+        return block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block)
 
 
 def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:

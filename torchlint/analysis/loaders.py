@@ -339,6 +339,9 @@ def _moved_to_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
     """``x.cuda()`` or ``x.to(device)`` (not ``x.to(torch.float32)``), directly or through the
     one name it was assigned to."""
     built = expr if isinstance(expr, cst.Call) else ctx.values.constructed_by(expr)
+    mapped = _mapped_lambda(built) if isinstance(built, cst.Call) else None
+    if mapped is not None:  # `tuple(map(lambda t: t[ind].to(self.device), self.data))`: each item moved
+        return _moved_to_device(ctx, mapped)
     if not isinstance(built, cst.Call) or not isinstance(built.func, cst.Attribute):
         return False
     method = built.func.attr.value
@@ -346,6 +349,15 @@ def _moved_to_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
         return True
     target = ctx.argument(built, 0, "device") if method == "to" else None
     return target is not None and ctx.devices.device_value(target.value, built) == "device"
+
+
+def _mapped_lambda(call: cst.Call) -> cst.BaseExpression | None:
+    """The body of the lambda ``map(lambda t: ..., items)`` applies, also inside ``tuple(...)`` or ``list(...)``."""
+    if type(call.func) is cst.Name and call.func.value in ("tuple", "list") and len(call.args) == 1 and type(call.args[0].value) is cst.Call:
+        call = call.args[0].value
+    if type(call.func) is not cst.Name or call.func.value != "map" or len(call.args) < 2 or type(call.args[0].value) is not cst.Lambda:
+        return None
+    return call.args[0].value.body
 
 
 def _slicing_call(ctx: FileContext, call: cst.Call) -> bool:

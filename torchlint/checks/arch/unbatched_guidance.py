@@ -84,7 +84,11 @@ class UnbatchedGuidance(Check):
                     continue  # another model (a refiner, an EMA copy): not one batch
                 one, other = targets(earlier, items=False), targets(statement, items=False)
                 differing = _differing_argument(ctx, first, second)
-                if differing is not None and _difference_of(ctx, block, one, other):
+                # (a guidance pair: one pass given a conditioning dropped, by its name or zeroed, or its output
+                # named for one, and the two outputs combined as a guidance is: a difference scaled, a lerp.
+                # Not a critic on two action sets, `q(s, pi_action)` against `q(s, actions)`: CORL's AWAC)
+                if differing is not None and _guided_pair(ctx, first, second, earlier, statement) \
+                        and _difference_of(ctx, block, one, other, scaled=True):
                     return first, differing, ""
                 flag = _differing_flag(ctx, first, second)
                 # (a keyword apart is a weaker sign than a tensor apart: the guidance's own combination,
@@ -158,6 +162,27 @@ def _differing_argument(ctx, first: cst.Call, second: cst.Call) -> str | None:  
     return plain_code(ctx.module, b.value)
 
 
+def _guided_pair(ctx, first: cst.Call, second: cst.Call, one: cst.CSTNode, other: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Does one of two calls apart in one argument drop the conditioning: that argument named as an
+    unconditional, null or negative one (``uc``, ``y_null``, ``self.null_text_embed``), or zeroed
+    (``torch.zeros_like(c)``, ``c * 0``), or the call's output named for one (``e_uncond``, ``null_logits``)?"""
+    for a, b in zip(first.args, second.args):
+        codes = (plain_code(ctx.module, a.value), plain_code(ctx.module, b.value))
+        if codes[0] != codes[1] and any(_names_unconditional(code) or _zeroed(code) for code in codes):
+            return True
+    return any(_names_unconditional(name) for name in targets(one, items=False) | targets(other, items=False))
+
+
+def _names_unconditional(code: str) -> bool:
+    """Is a name in ``code`` one of an unconditional conditioning (``self.null_embed(x)``: ``null_embed``)?"""
+    return any(_UNCONDITIONAL.search(word) for word in re.findall(r"[a-z_]\w*", code.lower()))
+
+
+def _zeroed(code: str) -> bool:
+    """``torch.zeros_like(c)``, ``c * 0``, ``c * 0.``: a conditioning zeroed for the unconditional pass."""
+    return re.search(r"\bzeros(_like)?\(|\*\s*0(\.0*)?(?![\w.])", code) is not None
+
+
 def _differing_flag(ctx, first: cst.Call, second: cst.Call) -> cst.Arg | None:  # type: ignore[no-untyped-def]
     """The keyword, given a literal, in which two calls of the same callee differ (``model(x, t, **kw)``
     and ``model(x, t, conditioning_free=True, **kw)``; ``null_cond_prob=1.``), where everything else
@@ -203,6 +228,11 @@ def _difference_of(ctx, block: cst.CSTNode, one: set[str], other: set[str], scal
     ``scaled``: a difference multiplied (``u + s * (c - u)``), or one of two products (``(1 + k) * c - k * u``)."""
     if not one or not other or one & other:
         return False
+    for call in ctx.tree.nodes(cst.Call):  # `torch.lerp(e_u, e_c, scale)`: the scaled difference in one op
+        if len(call.args) == 3 and ctx.qname(call.func) == "torch.lerp" and ctx.tree.is_inside(call, block):
+            pair = mentions(call.args[0].value), mentions(call.args[1].value)
+            if pair[0] & one and pair[1] & other or pair[0] & other and pair[1] & one:
+                return True
     for op in ctx.tree.nodes(cst.BinaryOperation):
         if type(op.operator) is not cst.Subtract or not ctx.tree.is_inside(op, block):
             continue
