@@ -5,6 +5,8 @@ only. Plain facts over the file summaries, no libcst."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from torchlint.analysis.project import Project, returns_device
 from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
 
@@ -115,18 +117,7 @@ def listed_params(project: Project) -> frozenset[tuple[str, str]]:
     passes a Python list (``CallSite.lists``; at least one call, none leaving it out): an index
     a device tensor is given there is copied over on each call (TL114, whisper's
     ``rearrange_kv_cache(source_indices)``)."""
-    if not any(call.lists for summary in project.files.values() for call in summary.calls):
-        return frozenset()
-    verdict: dict[tuple[str, str], bool] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            for callee in project.callees(call.target, path):
-                names = project.parameters(call, callee)
-                listed = {where if isinstance(where, str) else names[where] for where in call.lists if isinstance(where, str) or where < len(names)}
-                for name in names:
-                    key = (callee[0], f"{callee[1]}:{LISTED}{name}")
-                    verdict[key] = verdict.get(key, True) and name in listed
-    return frozenset(key for key, listed in verdict.items() if listed)
+    return _passed_by_every_call(project, lambda call: call.lists, LISTED)
 
 
 def element_params(project: Project) -> frozenset[tuple[str, str]]:
@@ -134,16 +125,23 @@ def element_params(project: Project) -> frozenset[tuple[str, str]]:
     passes a dict or a list of device tensors (``CallSite.elements``; at least one call, none leaving
     it out): demucs' ``averager(losses)`` with ``losses["reco"] = reco.mean()``, whose ``float(value)``
     per metric waits for the device once per value."""
-    if not any(call.elements for summary in project.files.values() for call in summary.calls):
+    return _passed_by_every_call(project, lambda call: call.elements, ELEMENTS)
+
+
+def _passed_by_every_call(project: Project, marked: Callable[[CallSite], tuple[int | str, ...]], tag: str) -> frozenset[tuple[str, str]]:
+    """(file, ``f:<tag>param``) for the parameters that every call of their function marks (by position
+    or keyword, as ``marked`` reads the call site): one call that leaves it out or passes something
+    else keeps the parameter out."""
+    if not any(marked(call) for summary in project.files.values() for call in summary.calls):
         return frozenset()
     verdict: dict[tuple[str, str], bool] = {}
     for path, summary in project.files.items():
         for call in summary.calls:
             for callee in project.callees(call.target, path):
                 names = project.parameters(call, callee)
-                held = {where if isinstance(where, str) else names[where] for where in call.elements if isinstance(where, str) or where < len(names)}
+                held = {where if isinstance(where, str) else names[where] for where in marked(call) if isinstance(where, str) or where < len(names)}
                 for name in names:
-                    key = (callee[0], f"{callee[1]}:{ELEMENTS}{name}")
+                    key = (callee[0], f"{callee[1]}:{tag}{name}")
                     verdict[key] = verdict.get(key, True) and name in held
     return frozenset(key for key, held in verdict.items() if held)
 
