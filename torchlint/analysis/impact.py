@@ -142,7 +142,7 @@ GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 GENERATE_UNCACHED    medium medium low    medium low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
-SIDE_ATTENTION       medium medium low    medium low    low    low
+SIDE_ATTENTION       medium medium medium medium low    low    low
 LATENT_ATTENTION     low    low    low    low    low    low    low
 RETURNED_ATTENTION   medium medium low    medium low    low    low
 TF32_OFF             low    low    low    low    low    low    low
