@@ -256,14 +256,15 @@ class Repeat:
 FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
 
 
-def one_fix(what: str, count: int) -> Repeat:
+def one_fix(what: str, count: int, adjacent: bool = False) -> Repeat:
     """What ``count`` lines of one step that one fix removes together add to the finding that
     stands for them (a host index copied over at each of its indexings: engine/groups.py): a
     repetition in the step, once per line. Up to ``FEW_ITEMS`` are a few, as a loop over a few
     fixed items is: the first wait drains the queue and the others wait only for their own small
     copies, about one wait's worth (``Repeat.few``); past that, the copies and waits add up past
-    a step's slack."""
-    return Repeat(what, count, few=count <= FEW_ITEMS)
+    a step's slack, unless the lines are ``adjacent`` (one after another, nothing else queued
+    between them: each after the first waits only for the small ops of the lines before it)."""
+    return Repeat(what, count, few=count <= FEW_ITEMS or adjacent)
 
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
