@@ -73,7 +73,7 @@ class HostIndexInLoop(Check):
             words = _GROUP_WORDS.format(name=name)
             self.report(node, cost=cost, hint=hint, placed_as=_costliest(ctx, group), expr=expr, if_device=if_device,
                         group=Group(shared, f"indexing with `{name}`", words, hint or _GROUP_HINT.format(name=name),
-                                    adjacent=_adjacent(ctx, group)))
+                                    adjacent=_an_array(ctx, group[0], name) and _adjacent(ctx, group)))
 
 
 def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str] | None:  # type: ignore[no-untyped-def]
@@ -88,6 +88,15 @@ def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str]
         return None
     step = ctx.loops.local_hot_loop(index) or ctx.tree.enclosing_function(index)
     return (id(step), id(binding.node), index.value)
+
+
+def _an_array(ctx, node: cst.Subscript, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """Is the shared index a NumPy array drawn where it is bound (``indices = np.random.randint(...)``)?
+    A Python list (a `BatchSampler`'s batch) is converted into a tensor again at every indexing: host
+    work per indexing besides its copy, which a few adjacent ones do not share."""
+    binding = ctx.bindings.reaching(name, node)
+    value = binding.value if binding is not None and binding.kind == "assign" else None
+    return isinstance(value, cst.Call) and (ctx.qname(value.func) or "").startswith("numpy.")
 
 
 def _adjacent(ctx, group: list[cst.Subscript]) -> bool:  # type: ignore[no-untyped-def]
