@@ -86,10 +86,10 @@ class Constants:
         return None if binding is None else self.int_value(binding.value, binding.node, depth + 1)
 
     def passed_value(self, param: cst.CSTNode) -> cst.BaseExpression | None:
-        """What the one call of ``param``'s function in this file passes for it, by name or in a
+        """What the one call of ``param``'s function in this file passes for it in a
         ``**kwargs`` dict written out once (``kwargs = {"policy_freq": config.policy_freq}``
         then ``TD3_BC(**kwargs)``, CORL's trainers): a value the constants can follow, to the
-        config field's default there. None where several calls, or the call passes it otherwise."""
+        config field's default there. None where several calls, or the call passes it otherwise (by name too: not followed)."""
         tree = self.ctx.tree
         function = tree.enclosing_function(param)
         if function is None or not isinstance(param, cst.Param):
@@ -103,7 +103,7 @@ class Constants:
         name, found = param.name.value, None
         for arg in calls[0].args:
             if arg.keyword is not None and arg.keyword.value == name:
-                found = arg.value
+                return None  # (by name: left to the callers' own analyses, TL402's sizes among them, as before)
             elif arg.star == "**" and isinstance(arg.value, cst.Name):
                 bound = self.ctx.bindings.lookup(arg.value.value, calls[0])
                 if len(bound) != 1 or bound[0].kind != "assign" or not isinstance(bound[0].value, cst.Dict) or \
