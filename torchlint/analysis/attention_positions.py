@@ -3,7 +3,10 @@ learned query's, a pooled one): its score matrix is then a thin slice, not one q
 sequence length (``few_positions``); whether the attention is a window's (``window_attention``:
 Swin's, over a window's few dozen positions); and whether the file runs the module once, a
 script's analysis or visualisation (``run_once_here``). TL405 weighs a hand-written attention
-no step is seen to run by them."""
+no step is seen to run by them. What the attention attends with and over (``attention_kind``):
+queries that are a Perceiver's learned latents, keys from another input than the queries
+(cross-attention), or a convolutional network's feature map (an attention block between its
+blocks): a smaller share of a step than a transformer's self-attention, wherever it runs."""
 
 from __future__ import annotations
 
@@ -167,4 +170,109 @@ def _in_a_loop(tree, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     return any(type(a) in _LOOPS for a in tree.ancestors(node))
 
 
-__all__ = ["few_positions", "run_once_here", "window_attention"]
+LATENTS = "latents"  # the queries are a Perceiver's learned latents, handed in by the resampler that keeps them
+CROSS = "cross"  # the keys come from another input than the queries (a text's, an encoder's, media's)
+FEATURE_MAP = "feature map"  # over the pixels of a conv net's feature map, `b, c, h, w = x.shape`
+
+# Names of a generic attention's inputs: an attention taking `(query, key, value)` is usually
+# called with one tensor three times (self-attention), so keys under these names say nothing.
+_GENERIC_INPUTS = frozenset({"q", "k", "v", "query", "key", "value", "queries", "keys", "values", "qkv", "kv", "x", "h",
+                             "hidden", "hidden_states", "input", "inputs", "tensor"})
+# The channels' name second in an unpacked shape: a channels-first feature map (`b, c, h, w`; openai's
+# `bs, width, length = qkv.shape`), the layout of a convolutional network, not a transformer's `b, n, d`.
+_CHANNELS = frozenset({"c", "ch", "chs", "chans", "channel", "channels", "width", "n_channels", "num_channels"})
+
+
+def attention_kind(ctx: FileContext, query: cst.BaseExpression, key: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+    """What an attention attends with and over, where that makes it a smaller share of a step
+    than a transformer's self-attention over its sequence: ``LATENTS`` (the queries made only of
+    a parameter named for latents, a Perceiver's: 32-64 learned queries over the tokens),
+    ``CROSS`` (queries and keys made of different parameters of the function, the keys' not a
+    generic attention input name and not defaulted to the queries' input: `context = default(context,
+    x)` is self-attention when no context is passed), ``FEATURE_MAP`` (its function unpacks a
+    channels-first shape, `B, C, H, W = x.shape`: an attention block of a conv U-Net, at one
+    resolution between convolutions that do most of the work). None: self-attention."""
+    queries = _inputs(ctx, query, at)
+    if queries and all("latent" in name.lower() for name in queries):
+        return LATENTS
+    keys = _inputs(ctx, key, at)
+    if queries and keys and not queries & keys and not keys & _GENERIC_INPUTS:
+        return CROSS
+    function = ctx.tree.enclosing_function(at)
+    if function is not None and _unpacks_channels_first(ctx, function):
+        return FEATURE_MAP
+    return None
+
+
+def _inputs(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> frozenset[str]:
+    """The parameters of the enclosing function that ``expr`` is made of, through the names bound
+    on the way (one element of a tuple target: `q, k, v = (self.to_q(x), *kv)`, `q, k = map(l2norm,
+    (q, k))`, `rearrange_many((q, k, v), ...)`), calls' arguments and methods' objects; the
+    module's own attributes (`self.null_kv`, a learned tensor) are no input."""
+    if depth > 16:
+        return frozenset()
+    if type(expr) is cst.Name:
+        binding = ctx.bindings.reaching(expr.value, at)
+        if binding is None:
+            return frozenset()
+        if binding.kind == "param":
+            return frozenset({expr.value})
+        if binding.kind not in ("assign", "augassign") or binding.value is None:
+            return frozenset()
+        value = _element(binding.value, binding.element)
+        return _inputs(ctx, value, binding.node, depth + 1)
+    if type(expr) is cst.Attribute:
+        return frozenset() if dotted(expr.value) == "self" else _inputs(ctx, expr.value, at, depth + 1)
+    parts: list[cst.BaseExpression] = []
+    if type(expr) is cst.Call:
+        if type(expr.func) is cst.Attribute and dotted(expr.func.value) != "self":
+            parts.append(expr.func.value)  # `x.reshape(...)`: the tensor
+        parts.extend(arg.value for arg in expr.args if type(arg.value) is not cst.Lambda)
+    elif type(expr) in (cst.Subscript, cst.StarredElement):
+        parts.append(expr.value)  # type: ignore[attr-defined]
+    elif type(expr) is cst.BinaryOperation:
+        parts.extend((expr.left, expr.right))  # type: ignore[attr-defined]
+    elif type(expr) in (cst.Tuple, cst.List):
+        parts.extend(element.value for element in expr.elements)  # type: ignore[attr-defined]
+    elif type(expr) is cst.IfExp:
+        parts.extend((expr.body, expr.orelse))  # type: ignore[attr-defined]
+    return frozenset().union(*(_inputs(ctx, part, at, depth + 1) for part in parts))
+
+
+def _element(value: cst.BaseExpression, element: int | None) -> cst.BaseExpression:
+    """The part of ``value`` a tuple target's ``element`` takes, where the code shows it: the
+    element of a tuple written out (before any starred one), or of the first tuple handed to a call
+    (`map(f, (q, k))`, `rearrange_many((q, k, v), pattern)`); else the whole value."""
+    if element is None:
+        return value
+    written = value if type(value) in (cst.Tuple, cst.List) else next(
+        (arg.value for arg in value.args if type(arg.value) in (cst.Tuple, cst.List)), None) if type(value) is cst.Call else None
+    if written is None:
+        return value
+    elements = written.elements  # type: ignore[attr-defined]
+    starred = [index for index, each in enumerate(elements) if type(each) is cst.StarredElement]
+    if element < len(elements) and not any(index <= element for index in starred):
+        return elements[element].value
+    if starred == [len(elements) - 1] and element >= starred[0]:
+        return elements[-1].value  # `q, k, v = (self.to_q(x), *self.to_kv(context).chunk(2))`: k and v are the starred one's
+    return value
+
+
+def _unpacks_channels_first(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    """Does ``function`` unpack a shape of three or four dimensions with the channels' name second
+    (`B, C, H, W = x.shape`, `b, c, h, w = q.size()`)?"""
+    for assign in ctx.tree.nodes(cst.Assign):
+        if ctx.tree.enclosing_function(assign) is not function or len(assign.targets) != 1:
+            continue
+        target, value = assign.targets[0].target, assign.value
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "size" and not value.args:
+            value = value.func
+        if type(value) is not cst.Attribute or value.attr.value != "shape" or type(target) is not cst.Tuple:
+            continue
+        names = [element.value.value if type(element.value) is cst.Name else "" for element in target.elements]
+        if len(names) in (3, 4) and names[1].lower() in _CHANNELS:
+            return True
+    return False
+
+
+__all__ = ["CROSS", "FEATURE_MAP", "LATENTS", "attention_kind", "few_positions", "run_once_here", "window_attention"]

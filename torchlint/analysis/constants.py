@@ -79,7 +79,42 @@ class Constants:
         elif "." in name:
             return None
         binding = self._sole_value(bindings)
+        if binding is None and len(bindings) == 1 and bindings[0].kind == "param":
+            # (a parameter the file's one call passes: `TD3_BC(**kwargs)` with `kwargs = {"policy_freq": config.policy_freq}`)
+            passed = self.passed_value(bindings[0].node)
+            return None if passed is None else self.int_value(passed, passed, depth + 1)
         return None if binding is None else self.int_value(binding.value, binding.node, depth + 1)
+
+    def passed_value(self, param: cst.CSTNode) -> cst.BaseExpression | None:
+        """What the one call of ``param``'s function in this file passes for it in a
+        ``**kwargs`` dict written out once (``kwargs = {"policy_freq": config.policy_freq}``
+        then ``TD3_BC(**kwargs)``, CORL's trainers): a value the constants can follow, to the
+        config field's default there. None where several calls, or the call passes it otherwise (by name too: not followed)."""
+        tree = self.ctx.tree
+        function = tree.enclosing_function(param)
+        if function is None or not isinstance(param, cst.Param):
+            return None
+        cls = tree.enclosing_class(function)
+        if function.name.value != "__init__" or cls is None:
+            return None  # (a class's construction: a function's calls are many, a trainer is built once)
+        calls = self.ctx.name_calls(cls.name.value)
+        if len(calls) != 1:
+            return None
+        name, found = param.name.value, None
+        for arg in calls[0].args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return None  # (by name: left to the callers' own analyses, TL402's sizes among them, as before)
+            elif arg.star == "**" and isinstance(arg.value, cst.Name):
+                bound = self.ctx.bindings.lookup(arg.value.value, calls[0])
+                if len(bound) != 1 or bound[0].kind != "assign" or not isinstance(bound[0].value, cst.Dict) or \
+                        _written_into(self.ctx, arg.value.value, calls[0]):
+                    return None  # a dict made elsewhere, rebound or written into: what it holds is not in sight
+                for element in bound[0].value.elements:
+                    if isinstance(element, cst.DictElement) and string_value(element.key) == name:
+                        found = element.value
+            elif arg.star:
+                return None  # through `*args`: not followed (one by position is another parameter's, or the call's error)
+        return found
 
     def bool_value(self, expr: cst.BaseExpression | None, at: cst.CSTNode | None = None, depth: int = 0) -> bool | None:
         """The truth ``expr`` always has where ``at`` stands (``True``, ``not DEBUG``, a
@@ -273,3 +308,14 @@ def _kept_parameter(init: cst.FunctionDef, attribute: str) -> str | None:
     if len(kept) == 1 and isinstance(kept[0], cst.Name) and kept[0].value in params:
         return kept[0].value
     return None
+
+
+def _written_into(ctx: FileContext, name: str, call: cst.Call) -> bool:
+    """Is the dict ``name`` written into in ``call``'s function (``kwargs["x"] = 1``, ``kwargs.update(...)``)?"""
+    function = ctx.tree.enclosing_function(call)
+    for node in ctx.tree.nodes(cst.Subscript):
+        if dotted(node.value) == name and ctx.tree.enclosing_function(node) is function and isinstance(ctx.tree.parent(node), cst.AssignTarget):
+            return True
+    return any(dotted(c.func) == f"{name}.update" or dotted(c.func) == f"{name}.setdefault" for c in ctx.method_calls({"update", "setdefault"})
+               if ctx.tree.enclosing_function(c) is function)
+

@@ -36,6 +36,8 @@ class Cost(enum.Enum):
     """What the pattern costs each time it runs (a noun phrase: the reason starts with it)."""
 
     SYNC = "a host-device sync that stalls the GPU pipeline"
+    EMPTY_CACHE = ("the caching allocator's cached blocks released, plus a sync: the next step allocates every activation "
+                   "again with `cudaMalloc`, itself synchronizing the device")
     HOST_COPY = "a device-to-host copy and the sync it waits for"
     ROUND_TRIP = "a copy to the other device and back, with a sync"
     UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
@@ -79,6 +81,11 @@ class Cost(enum.Enum):
     GENERATE_UNCACHED = ("a library's generation with its key-value cache off: every token runs the model over the whole prefix again, "
                          "about T/2 times the work for T tokens")
     UNFUSED_ATTENTION = "an attention in several kernels with its full weight matrix written to memory, where one fused kernel would do"
+    SIDE_ATTENTION = ("an attention in several kernels with its full weight matrix written to memory, where it is a smaller share "
+                      "of the step than a transformer's self-attention: cross-attention over another, short input, an attention block "
+                      "between a convolutional network's blocks, or scores carrying a second score matrix a fused kernel reads as a mask anyway")
+    LATENT_ATTENTION = ("an attention in several kernels whose queries are a few learned latents (a Perceiver's): a thin score matrix, "
+                        "a small share of the step, where one fused kernel would do")
     RETURNED_ATTENTION = ("an attention in several kernels with its full weight matrix written to memory, which the module also returns: "
                           "one fused kernel would do where its callers read the weights only under an option")
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"
@@ -100,6 +107,7 @@ class Cost(enum.Enum):
 # every_n, once. docs/impact.md holds the same table (tests/test_impact.py compares them).
 _TABLE = """
 SYNC                 high   medium low    medium low    low    low
+EMPTY_CACHE          high   medium low    medium low    low    low
 HOST_COPY            high   low    low    low    low    low    low
 ROUND_TRIP           high   medium low    medium low    low    low
 UPLOAD               high   medium low    medium low    low    low
@@ -134,6 +142,8 @@ GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 GENERATE_UNCACHED    medium medium low    medium low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
+SIDE_ATTENTION       medium medium medium medium low    low    low
+LATENT_ATTENTION     low    low    low    low    low    low    low
 RETURNED_ATTENTION   medium medium low    medium low    low    low
 TF32_OFF             low    low    low    low    low    low    low
 PRECISION            high   medium medium medium medium low    low
@@ -158,7 +168,7 @@ assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS
 # nothing, so they fall to low. Where the place comes from the file's own loops only: a
 # model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
-    Cost.SYNC, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+    Cost.SYNC, Cost.EMPTY_CACHE, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
     Cost.UNPINNED_NON_BLOCKING,
 })
 
@@ -246,14 +256,15 @@ class Repeat:
 FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
 
 
-def one_fix(what: str, count: int) -> Repeat:
+def one_fix(what: str, count: int, adjacent: bool = False) -> Repeat:
     """What ``count`` lines of one step that one fix removes together add to the finding that
     stands for them (a host index copied over at each of its indexings: engine/groups.py): a
     repetition in the step, once per line. Up to ``FEW_ITEMS`` are a few, as a loop over a few
     fixed items is: the first wait drains the queue and the others wait only for their own small
     copies, about one wait's worth (``Repeat.few``); past that, the copies and waits add up past
-    a step's slack."""
-    return Repeat(what, count, few=count <= FEW_ITEMS)
+    a step's slack, unless the lines are ``adjacent`` (one after another, nothing else queued
+    between them: each after the first waits only for the small ops of the lines before it)."""
+    return Repeat(what, count, few=count <= FEW_ITEMS or adjacent)
 
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.

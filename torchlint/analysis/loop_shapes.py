@@ -17,6 +17,15 @@ NESTED_LOOP_OR_SCOPE = node_types(cst.For, cst.While, *SCOPE_BARRIERS, *COMPREHE
 # Wrappers that iterate what they wrap: for i, (x, y) in enumerate(tqdm(loader)).
 ITER_WRAPPERS = {"enumerate", "zip", "tqdm", "iter", "trange", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"}
 SAMPLING = frozenset({"generate", "sample", "multinomial"})
+# Receivers whose `.sample(n)` draws a batch of stored data, not a model's output (an RL replay
+# buffer's `replay_buffer.sample(batch_size)`, CORL's: the loop trains on what it draws).
+_STORES = ("buffer", "memory", "replay", "dataset", "storage", "sampler")
+
+
+def model_sampling(methods_of: list[tuple[str | None, str]]) -> set[str]:
+    """The sampling methods among ``(receiver, method)`` calls, leaving out a store's batch draws."""
+    return {method for receiver, method in methods_of if method in SAMPLING
+            and not (method == "sample" and any(word in (receiver or "").rsplit(".", 1)[-1].lower() for word in _STORES))}
 BACKWARD, OPTIMIZER = 1, 2  # the parts of a training step a function runs
 
 

@@ -20,7 +20,7 @@ from torchlint.analysis.loop_decoding import DecodeLoops
 from torchlint.analysis.loop_forward import ForwardLoops
 from torchlint.analysis.loop_iterations import ValueIterations
 from torchlint.analysis.loop_shapes import (
-    BACKWARD, BARRIER_TYPES, COMPREHENSION_TYPES, COMPREHENSIONS, ITER_WRAPPERS, SAMPLING, body_children, constructs,
+    BACKWARD, BARRIER_TYPES, COMPREHENSION_TYPES, COMPREHENSIONS, ITER_WRAPPERS, body_children, constructs, model_sampling,
     epoch_loop, over_a_count, target_names,
 )
 from torchlint.analysis.loop_steps import StepCalls
@@ -245,7 +245,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             return Where.TRAIN
         if any(self._calls_a_trainer(c) for c in calls):
             return Where.TRAIN  # the step is in a function it calls: `self.run_step(batch)`
-        if methods & SAMPLING or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind in ("decoded token", ENV_STEP):
+        sampling = model_sampling([(dotted(c.func.value) if type(c.func) is cst.Attribute else None, self.ctx.method_name(c)) for c in calls])
+        if sampling or self.decodes(loop) or self.ctx.places.repeat_of(loop).kind in ("decoded token", ENV_STEP):
             return Where.INFER  # one token (frame, sample) per iteration: an inference step, with grad or not
         function = self.ctx.tree.enclosing_function(loop)
         name = function.name.value.lower() if function is not None else ""

@@ -27,6 +27,10 @@ class Group:
     # others stand (", here and at lines 128, 130", or "" when all are on the first's line).
     words: str
     hint: str = ""  # the group's fix hint (the one fix), replacing the members'
+    # The members follow one another with nothing else between them (CORL's `ReplayBuffer.sample`: five
+    # indexings with one host index in a row): the first waits for the queue, each after it only for the
+    # small gathers before it, a handful of waits worth about one (``impact.one_fix``'s few).
+    adjacent: bool = False
 
 
 @dataclass(slots=True)

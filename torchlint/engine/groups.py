@@ -62,7 +62,7 @@ def _one(first: tuple[Location, Report], others: list[tuple[Location, Report]]) 
     where = f", here and at line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}" if lines else ""
     words = group.words.replace("{count}", str(len(others) + 1)).replace("{lines}", where)
     return replace(report, message=report.message + words, related=tuple(r.node for _, r in others) + report.related,
-                   hint=group.hint or report.hint, itself=one_fix(group.what, len(others) + 1), group=None)
+                   hint=group.hint or report.hint, itself=one_fix(group.what, len(others) + 1, group.adjacent), group=None)
 
 
 def _suppressed(source: Source, location: Location, code: str) -> bool:

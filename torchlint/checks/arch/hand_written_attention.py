@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.attention_positions import few_positions, run_once_here, window_attention
+from torchlint.analysis.attention_positions import CROSS, FEATURE_MAP, LATENTS, attention_kind, few_positions, run_once_here, window_attention
 from torchlint.analysis.attention_spellings import (
     aliased_into_returned_record, calls_fused, default_softmax, einsum_specs, fused_branch, option_off_by_default, rebound_from,
 )
@@ -67,12 +67,16 @@ class HandWrittenAttention(Check):
         # One attention may spell its softmax in several branches (glide's bias of rank 2, of
         # rank 3, none): one finding for it, reported when the file is done.
         few = any(few_positions(ctx, operand, at) for operand, at in operands)
-        self._found.setdefault(id(use), []).append((node, use, product, few, bool(returned)))
+        kind = attention_kind(ctx, operands[0][0], operands[1][0], operands[0][1]) if len(operands) >= 2 else None
+        if kind is None and SECOND_SCORES in product:
+            kind = SECOND
+        self._found.setdefault(id(use), []).append((node, use, product, few, bool(returned), kind))
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        # (softmax, product with the values, shape words, few positions, weights returned beside the output)
-        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str, bool, bool]]] = {}
+        # (softmax, product with the values, shape words, few positions, weights returned beside the output,
+        # what it attends with and over: `attention_kind`'s, or SECOND)
+        self._found: dict[int, list[tuple[cst.Call, cst.CSTNode, str, bool, bool, str | None]]] = {}
 
     def finish(self) -> None:
         ctx = self.ctx
@@ -83,13 +87,29 @@ class HandWrittenAttention(Check):
                 chosen = spellings
             else:  # one finding: the plain spelling in the chain's `else:` (no bias, no special case), else the first
                 chosen = [next((s for s in spellings if _in_else(ctx, s[0])), spellings[0])]
-            for node, use, product, few, returned in chosen:
+            for node, use, product, few, returned, kind in chosen:
+                if kind is not None and not returned:
+                    cost, words = _KINDS[kind]
+                    self.report(node, related=(use,), cost=cost, softmax=short_code(ctx.module, node.func) + "(...)",
+                                shape=f"{product}; {words}", unreached=_in_forward(ctx, node, few, kind=kind))
+                    continue
                 if returned:  # `return output, attn`: medium, whatever its callers read (their option, `return_attns`, or a plot)
                     self.report(node, related=(use,), cost=Cost.RETURNED_ATTENTION, softmax=short_code(ctx.module, node.func) + "(...)",
                                 shape=product + "; its weights are returned too, which the fused kernel does not give",
                                 unreached=_in_forward(ctx, node, few, returned=True))
                     continue
                 self.report(node, related=(use,), softmax=short_code(ctx.module, node.func) + "(...)", shape=product, unreached=_in_forward(ctx, node, few))
+
+
+SECOND = "second scores"  # the scores carry a second score matrix of the same size (`SECOND_SCORES`)
+# What the attention attends with and over -> its cost, and the words the message adds.
+_KINDS = {
+    LATENTS: (Cost.LATENT_ATTENTION, "its queries are a few learned latents, a Perceiver's: a thin score matrix"),
+    CROSS: (Cost.SIDE_ATTENTION, "cross-attention: its keys are another input's, usually a short one, a text's or media's"),
+    FEATURE_MAP: (Cost.SIDE_ATTENTION, "over a channels-first feature map's pixels: an attention block between a convolutional "
+                                       "network's blocks, at the resolutions it is built for"),
+    SECOND: (Cost.SIDE_ATTENTION, "the second score matrix would go to the fused kernel as a float mask, written and read anyway"),
+}
 
 
 def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
@@ -102,15 +122,16 @@ def _in_else(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def _in_forward(ctx, node: cst.CSTNode, few: bool = False, returned: bool = False) -> Unreached | None:  # type: ignore[no-untyped-def]
+def _in_forward(ctx, node: cst.CSTNode, few: bool = False, returned: bool = False, kind: str | None = None) -> Unreached | None:  # type: ignore[no-untyped-def]
     """Where no step is seen to run the model (built from a config, a library's model), its
     ``forward`` still runs on every call, in each step that trains or samples with the model:
     high, since its score matrix is quadratic in the sequence length and a model's attention
     runs in each of its layers; medium where the queries or keys are a few positions (a class
     token's, a learned query's, a pooled one: ``few``), whose scores are a thin slice, or a
     window's (Swin's); low where this file runs the model once, outside any loop (a script's
-    visualisation). With the
-    ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
+    visualisation). Latent queries (a Perceiver's) are low, cross-attention, a conv net's
+    feature map and a second score matrix medium (``_KINDS``), wherever a step runs them. With
+    the ``forward``s of the modules of this file that build it (None: built elsewhere too)."""
     forward = ctx.loops.module_forward(node)
     if forward is None:
         return None
@@ -126,6 +147,10 @@ def _in_forward(ctx, node: cst.CSTNode, few: bool = False, returned: bool = Fals
         return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
                          f"{Cost.UNFUSED_ATTENTION.value}, on every call of the module, within windows (Swin's): a window's "
                          "positions squared per window, not the sequence length squared, and how often it runs per step is not visible", owners)
+    if kind is not None and not returned:
+        cost, words = _KINDS[kind]
+        return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", LOW if cost is Cost.LATENT_ATTENTION else MEDIUM,
+                         f"{cost.value}, on every call of the module ({words}); how often it runs per step is not visible", owners)
     if returned:
         return Unreached(f"`{forward}()` (every call of the model; no loop that runs it is visible)", MEDIUM,
                          f"{Cost.RETURNED_ATTENTION.value}, on every call of the module; how often it runs per step is not visible", owners)
@@ -221,6 +246,7 @@ def _last_dim(expr: cst.BaseExpression) -> bool:
         isinstance(expr, cst.Integer) and expr.value in ("2", "3"))
 
 
+SECOND_SCORES = " plus a second score matrix (relative positions')"
 _PASSED = "the parameter"  # what `_score_product` answers where the scores are a helper's parameter
 _ALONG = (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)  # a scale or a bias (`+ rel_pos`, `+ mask`)
 _ALONG_IN_PLACE = (cst.MultiplyAssign, cst.DivideAssign, cst.AddAssign, cst.SubtractAssign)
@@ -260,7 +286,12 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
                 operands.extend(((expr.left, at), (expr.right, at)))
             return "q @ k^T"
         if isinstance(expr.operator, _ALONG):
-            return _score_product(ctx, expr.left, at, depth + 1, param, operands) or _score_product(ctx, expr.right, at, depth + 1, param, operands)
+            left = _score_product(ctx, expr.left, at, depth + 1, param, operands)
+            if left is not None and isinstance(expr.operator, cst.Add) and _made_of_scores(ctx, expr.right, at, depth + 1):
+                # `content_score + pos_score` (a Conformer's, Transformer-XL's relative attention): a second score matrix
+                # of the same size, which a fused kernel would read as a float mask, so it is written anyway
+                return left + SECOND_SCORES
+            return left or _score_product(ctx, expr.right, at, depth + 1, param, operands)
         return None
     if isinstance(expr, cst.Call):
         name = ctx.qname(expr.func)
@@ -289,6 +320,16 @@ def _score_product(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int, p
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SCORE_METHODS:
             return _score_product(ctx, expr.func.value, at, depth + 1, param, operands)
     return None
+
+
+def _made_of_scores(ctx, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    """Scores of their own, or a helper's rearrangement of them (`pos_score = self._relative_shift(pos_score)`)."""
+    if _score_product(ctx, expr, at, depth) is not None:
+        return True
+    binding = ctx.bindings.reaching(expr.value, at) if isinstance(expr, cst.Name) else None
+    value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+    return (isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None and depth < 12
+            and _score_product(ctx, value.args[0].value, binding.node, depth + 1) is not None)
 
 
 def _through_helper(ctx, call: cst.Call, helper: cst.FunctionDef, at: cst.CSTNode, depth: int, param: cst.Param | None) -> str | None:  # type: ignore[no-untyped-def]

@@ -72,7 +72,8 @@ class HostIndexInLoop(Check):
             name = shared[2]  # type: ignore[index]
             words = _GROUP_WORDS.format(name=name)
             self.report(node, cost=cost, hint=hint, placed_as=_costliest(ctx, group), expr=expr, if_device=if_device,
-                        group=Group(shared, f"indexing with `{name}`", words, hint or _GROUP_HINT.format(name=name)))
+                        group=Group(shared, f"indexing with `{name}`", words, hint or _GROUP_HINT.format(name=name),
+                                    adjacent=_an_array(ctx, group[0], name) and _adjacent(ctx, group)))
 
 
 def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str] | None:  # type: ignore[no-untyped-def]
@@ -87,6 +88,31 @@ def _shared_index(ctx, hosted: list[cst.BaseExpression]) -> tuple[int, int, str]
         return None
     step = ctx.loops.local_hot_loop(index) or ctx.tree.enclosing_function(index)
     return (id(step), id(binding.node), index.value)
+
+
+def _an_array(ctx, node: cst.Subscript, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """Is the shared index a NumPy array drawn where it is bound (``indices = np.random.randint(...)``)?
+    A Python list (a `BatchSampler`'s batch) is converted into a tensor again at every indexing: host
+    work per indexing besides its copy, which a few adjacent ones do not share."""
+    binding = ctx.bindings.reaching(name, node)
+    value = binding.value if binding is not None and binding.kind == "assign" else None
+    return isinstance(value, cst.Call) and (ctx.qname(value.func) or "").startswith("numpy.")
+
+
+def _adjacent(ctx, group: list[cst.Subscript]) -> bool:  # type: ignore[no-untyped-def]
+    """Do the group's indexings stand in statements that follow one another in one block, each of
+    them a plain assignment (``states = self._states[indices]``, then ``actions = ...``), with no
+    model run or other device work between them?"""
+    statements = [ctx.tree.statement_of(node) for node in group]
+    block = ctx.tree.parent(statements[0])
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or any(ctx.tree.parent(statement) is not block for statement in statements):
+        return False
+    positions = sorted({next(i for i, each in enumerate(body) if each is statement) for statement in statements})
+    if positions != list(range(positions[0], positions[0] + len(positions))):
+        return False  # (something else runs between two of them: a model, a loss)
+    return all(type(statement) is cst.SimpleStatementLine and all(type(small) is cst.Assign and type(small.value) is cst.Subscript
+                                                                   for small in statement.body) for statement in statements)
 
 
 def _costliest(ctx, group: list[cst.Subscript]) -> cst.Subscript:  # type: ignore[no-untyped-def]

@@ -17,6 +17,9 @@ _GENERATION_REASON = ("the caching allocator's blocks released and allocated aga
 _GENERATION_HINT = ("Leave the allocator's cache alone between generations (PyTorch reuses its blocks); call `empty_cache()` only "
                     "when memory must go back to other processes, or after an out-of-memory error")
 
+_PER_STEP = ("and releases the caching allocator's cached blocks on every step: the next step allocates each of its activations "
+             "again with `cudaMalloc`, which synchronizes the device too")
+
 _SYNC_CALLS = {
     "torch.cuda.synchronize": "torch.cuda.synchronize()",
     "torch.cuda.empty_cache": "torch.cuda.empty_cache()",
@@ -55,6 +58,11 @@ class SyncCallInLoop(Check):
             name = f"`{function.name.value}()`" if function is not None else "its function"
             self.report(node, call=label, often=_PER_GENERATION, hint=_GENERATION_HINT,
                         unreached=Unreached(f"{name} (after its decode loop)", MEDIUM, _GENERATION_REASON, ()))
+            return
+        if label == _EMPTY_CACHE:
+            # Not one wait: the cache it empties is what the next step's activations were going to reuse, so every
+            # one of them is allocated again with `cudaMalloc` (which synchronizes): the cost of EMPTY_CACHE, high per step.
+            self.report(node, call=label, often=_PER_STEP, cost=Cost.EMPTY_CACHE)
             return
         self.report(node, call=label, often="on every step")
 
