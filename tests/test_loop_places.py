@@ -278,3 +278,26 @@ def test_a_generators_loop_that_yields_each_pass_is_no_loop_of_the_step() -> Non
     assert "(per iteration per step)" in branch.message
     [first] = _at(found, source, "first = next(")
     assert "per " not in first.message.split("`.to(DEVICE)`")[-1]
+
+
+UPDATES_PER_EPOCH = """import torch
+from tqdm import trange
+
+for epoch in trange(config.num_epochs):
+    for _ in trange(config.num_updates_on_epoch):
+        batch = buffer.sample(config.batch_size)
+        loss = trainer.critic(batch).mean()
+        loss.backward()
+        trainer.optimizer.step()
+        print(loss.item())
+"""
+
+
+def test_a_count_of_updates_per_epoch_is_no_epoch_loop() -> None:
+    """CORL's EDAC: the inner `trange(config.num_updates_on_epoch)` counts the steps inside an
+    epoch; it is the training loop, not an epoch loop of full-batch steps."""
+    [finding] = _at(_lint(UPDATES_PER_EPOCH, "TL101"), UPDATES_PER_EPOCH, "print(loss.item())")
+    assert "in a training loop" in finding.message and "epoch loop" not in finding.message
+    per_epoch = UPDATES_PER_EPOCH.replace("config.num_updates_on_epoch", "config.steps_per_epoch")
+    [same] = _at(_lint(per_epoch, "TL101"), per_epoch, "print(loss.item())")
+    assert "epoch loop" not in same.message

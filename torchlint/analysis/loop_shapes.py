@@ -85,7 +85,14 @@ def epoch_loop(loop: cst.CSTNode) -> bool:
 
 def counts_epochs(call: cst.Call) -> bool:
     """``range(epochs)``, ``range(start, args.num_epochs)``: its bounds count epochs."""
-    return any("epoch" in (dotted(arg.value) or "").lower() for arg in call.args)
+    return any(_names_epochs(dotted(arg.value)) for arg in call.args)
+
+
+def _names_epochs(name: str | None) -> bool:
+    """``num_epochs``, ``args.epochs``: a count of epochs; not ``num_updates_on_epoch`` or
+    ``steps_per_epoch``, which count the steps inside one (CORL's inner update loop)."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "epoch" in last and not any(word in last for word in ("step", "update", "iter", "batch"))
 
 
 def over_a_count(loop: cst.CSTNode) -> bool:
