@@ -115,7 +115,19 @@ class HostValues:
         # A loader's batch never moved (`batch[1]` of `for batch in loader:`, the rows `x` of `[x[0] for x in
         # batch[1]]`) is host memory: what a torch op makes of it (`torch.stack([x[0] for x in batch[1]])`)
         # stays there until `.to(device)` (open_flamingo's labels, masked in a loop before their move).
-        return type(expr) is cst.Name and _depth <= _DEPTH and self.is_host_batch(expr, at)  # type: ignore[attr-defined]
+        # Only where the code moves values to a device itself: a function handed its model and batches that moves
+        # nothing (library code, `fit(model, loader, opt)`) leaves the device to its caller, who may give it device batches.
+        return type(expr) is cst.Name and _depth <= _DEPTH and self._moves_to_a_device(at) and self.is_host_batch(expr, at)  # type: ignore[attr-defined]
+
+    def _moves_to_a_device(self, at: cst.CSTNode) -> bool:
+        """Does the function holding ``at`` (or the module, outside any) move something to a device
+        (``x.to(...)``, ``x.cuda()``)? Answered once per function."""
+        scope = self.ctx.tree.enclosing_function(at) or self.ctx.module
+        memo: dict[int, bool] = self.__dict__.setdefault("_moving_scopes", {})
+        if id(scope) not in memo:
+            memo[id(scope)] = any(type(call.func) is cst.Attribute and (call.func.attr.value == "cuda" or call.func.attr.value == "to" and call.args)
+                                  for call in self.ctx.tree.descendants(scope) if type(call) is cst.Call)
+        return memo[id(scope)]
 
     def returns_host(self, function: cst.FunctionDef) -> bool:
         """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a host value
