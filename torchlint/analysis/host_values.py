@@ -121,13 +121,13 @@ class HostValues:
 
     def _moves_to_a_device(self, at: cst.CSTNode) -> bool:
         """Does the function holding ``at`` (or the module, outside any) move something to a device
-        (``x.to(...)``, ``x.cuda()``)? Answered once per function."""
-        scope = self.ctx.tree.enclosing_function(at) or self.ctx.module
-        memo: dict[int, bool] = self.__dict__.setdefault("_moving_scopes", {})
-        if id(scope) not in memo:
-            memo[id(scope)] = any(type(call.func) is cst.Attribute and (call.func.attr.value == "cuda" or call.func.attr.value == "to" and call.args)
-                                  for call in self.ctx.tree.descendants(scope) if type(call) is cst.Call)
-        return memo[id(scope)]
+        (``x.to(...)``, ``x.cuda()``)? From the file's method-call index, its scopes found once."""
+        moving: set[int] = self.__dict__.get("_moving_scopes")  # type: ignore[assignment]
+        if moving is None:
+            tree = self.ctx.tree
+            moving = self.__dict__["_moving_scopes"] = {id(tree.enclosing_function(call)) for call in self.ctx.method_calls(("to", "cuda"))
+                                                         if call.args or call.func.attr.value == "cuda"}  # type: ignore[attr-defined]
+        return id(self.ctx.tree.enclosing_function(at)) in moving
 
     def returns_host(self, function: cst.FunctionDef) -> bool:
         """Does every ``return`` of ``function`` (a few, at least one, no ``yield``) give a host value
