@@ -76,4 +76,4 @@ def test_what_a_test_file_is(path: str, is_test: bool) -> None:
     """The path alone decides: the same loop is flagged in a training file, quiet in a test
     suite's (it holds none of the rules that apply there, TL502's deprecated APIs)."""
     codes = {f.code for f in lint_source(LOOP_WITH_FINDINGS, path, _config("ALL", LOOP_WITH_FINDINGS))}
-    assert codes == set() if is_test else {"TL101", "TL303"} <= codes, codes
+    assert (codes == set()) if is_test else ({"TL101", "TL303"} <= codes), codes
