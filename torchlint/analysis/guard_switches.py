@@ -82,7 +82,13 @@ class SwitchedOff:
         function, param, optional = found
         owner, _, name = function.rpartition(".")
         shown = f"{owner}()" if name == "__init__" else f"{function}()"
-        return f"only where `{param}` is given to `{shown}` (off by default)" if optional else f"only with `{param}=True` passed to `{shown}` (off by default)"
+        if not optional:
+            return f"only with `{param}=True` passed to `{shown}` (off by default)"
+        enclosing = self.ctx.tree.enclosing_function(node)
+        literal = self._literal_defaults(enclosing).get(param) if enclosing is not None and name != "__init__" else None  # type: ignore[attr-defined]
+        if literal is not None:  # `if inference == 'generate':` with `inference='rank'`
+            return f"only where `{param}` passed to `{shown}` is not its default `{literal!r}`"
+        return f"only where `{param}` is given to `{shown}` (off by default)"
 
     def _from_constructor(self, part: cst.BaseExpression | None) -> Switch | None:
         optional = False
