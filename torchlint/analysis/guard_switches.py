@@ -61,13 +61,41 @@ class SwitchedOff:
                 found = self._from_constructor(part)
                 if found is not None:
                     return found
+            if kind is cst.IndentedBlock:
+                # after `if not exists(self.checkpoint_path): return` in its block: it runs only with the switch on
+                for statement in ancestor.body:  # type: ignore[attr-defined]
+                    if statement is child:
+                        break
+                    if type(statement) is cst.If and statement.orelse is None and _exits(statement.body):
+                        found = self._from_constructor(_negated(statement.test))
+                        if found is not None:
+                            return found
             child = ancestor
         return None
+
+    def switch_words(self, node: cst.CSTNode) -> str:
+        """Words for the switch ``node`` runs only with (``switch_of``), for a line whose callers may
+        turn it on (the join says "only on an opt-in path" where none does); "" where none."""
+        found = self.switch_of(node)
+        if found is None:
+            return ""
+        function, param, optional = found
+        owner, _, name = function.rpartition(".")
+        shown = f"{owner}()" if name == "__init__" else f"{function}()"
+        if not optional:
+            return f"only with `{param}=True` passed to `{shown}` (off by default)"
+        enclosing = self.ctx.tree.enclosing_function(node)
+        literal = self._literal_defaults(enclosing).get(param) if enclosing is not None and name != "__init__" else None  # type: ignore[attr-defined]
+        if literal is not None:  # `if inference == 'generate':` with `inference='rank'`
+            return f"only where `{param}` passed to `{shown}` is not its default `{literal!r}`"
+        return f"only where `{param}` is given to `{shown}` (off by default)"
 
     def _from_constructor(self, part: cst.BaseExpression | None) -> Switch | None:
         optional = False
         if type(part) is cst.Comparison and none_tested(part, negated=True) is not None:
             part, optional = part.left, True  # `self.mask is not None`
+        elif type(part) is cst.Call and type(part.func) is cst.Name and part.func.value == "exists" and len(part.args) == 1:
+            part, optional = part.args[0].value, True  # lucidrains' `exists(self.mask)`: `self.mask is not None`
         if type(part) is not cst.Attribute or type(part.value) is not cst.Name or part.value.value != "self":
             return None
         found = self.ctx.devices.constructor_parameter(part)  # `Cls.__init__:flag`: every binding is `self.flag = flag` there

@@ -206,6 +206,7 @@ class Position(enum.Enum):
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
     BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
     BEFORE_READ = "before-read"  # an explicit synchronize the step's next read follows, only small ops between: that read waits for the queue anyway
+    BEFORE_EVAL = "before-eval"  # the iteration's next device work is an evaluation whose results come to the host: it waits for the queue anyway
     BEFORE_DECODE = "before-decode"  # before a decode loop whose every token waits for the device: one wait among the generation's many
     AFTER_DECODE = "after-decode"  # after a whole decode loop, outside it: once per generated sequence (its result), amortized over its tokens
     CALL_END = "call-end"  # after its function's device work, nothing after it there: where the function's call ends (settled by `at_call`)
@@ -381,6 +382,8 @@ _POSITION_WHY = {
                            "without this read the step would wait as long"),
     Position.BEFORE_READ: ("an explicit synchronize the step's next read follows with only host work and small ops between "
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
+    Position.BEFORE_EVAL: ("the iteration's next device work is an evaluation whose results come to the host (`test()` every epoch), "
+                           "which waits for the queue anyway: this read adds only the refill of the evaluation's first kernels"),
     Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
                             "one wait beside the decode steps' many (each token waits for the device anyway)"),
     Position.TOKEN_READ: "the token the loop needs on the host: one read per token is the floor",
@@ -457,7 +460,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ)
+        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL)
         if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
             # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
             # (Not "every step of" its loop: the step here is the sequence, not one of its tokens.)

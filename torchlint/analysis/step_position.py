@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis.decoding import generation_before
 from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.names import dotted
+from torchlint.analysis.step_evaluations import StepEvaluations
 from torchlint.analysis.step_reads import StepReads
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class StepPositions(StepReads, StepSyncs):
+class StepPositions(StepReads, StepSyncs, StepEvaluations):
     """Where in the step: the position half of ``ctx.places``."""
 
     ctx: FileContext
@@ -83,6 +84,8 @@ class StepPositions(StepReads, StepSyncs):
                 return Position.BEFORE_DECODE  # bark's window prompt, uploaded before the window's token loop
             if self._fresh(node, stop):
                 return Position.STEP_START
+            if self.ctx.loops.where(stop) is Where.TRAIN and self._evaluation_next(node, stop):
+                return Position.BEFORE_EVAL  # ogb's full-batch `loss = train(...)`, then `result = test(...)`: its read waits anyway
             if self._work_after(node, stop):
                 return Position.BEFORE_DECODE if self._decoding_after(node, stop) else Position.MID_STEP
             return Position.STEP_END

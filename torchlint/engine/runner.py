@@ -362,9 +362,10 @@ def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
 
 def _guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
     """How often the rare guard around ``node`` in its step lets it run (a timer's words), or
-    the every-2nd-step guard that does not make it rare; or ""."""
+    the every-2nd-step guard that does not make it rare, or the switch off by default it needs; or ""."""
     stop = _step_in_function(ctx, node)
-    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.frequent_words(node, stop=stop)
+    # (then the switch it runs only with, where a caller may turn it on: `if not exists(self.checkpoint_path): return`)
+    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.frequent_words(node, stop=stop) or ctx.guards.switch_words(node)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str, tree: Tree) -> dict:  # type: ignore[type-arg]
