@@ -310,24 +310,9 @@ def target_names(target: cst.BaseExpression) -> list[cst.Name]:
     return []
 
 
-# Progress bars that yield the items of what they wrap (`tqdm(zip(self.unets, ...), disable=...)`).
-PROGRESS_BARS = frozenset({"tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "progress_bar", "track"})
-
-
-def progress_wrapped(iterable: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """What a progress bar iterates (``tqdm(zip(...), disable=not verbose)`` → the ``zip``); the
-    iterable itself where it is no progress bar."""
-    if type(iterable) is cst.Call and dotted(iterable.func) in PROGRESS_BARS and iterable.args \
-            and iterable.args[0].keyword is None and not iterable.args[0].star:
-        return iterable.args[0].value
-    return iterable
-
-
 def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
     """``self.layers``, ``blocks``, ``enumerate(self.layers)``, ``zip(self.a, self.b)``,
-    ``self.heads.values()``, ``self.heads.items()``, any of them in a progress bar: an iterable
-    that may be a container of modules."""
-    iterable = progress_wrapped(iterable)  # type: ignore[assignment]
+    ``self.heads.values()``, ``self.heads.items()``: an iterable that may be a container of modules."""
     if type(iterable) is cst.Call:
         func = iterable.func
         if type(func) is cst.Name and func.value in ("zip", "enumerate"):

@@ -14,7 +14,6 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import annotation_name, positional
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 if TYPE_CHECKING:
-    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 
@@ -124,19 +123,6 @@ class ObjectAttributes:
                 return (self.keys[id(function)], expr.value)
             function = self.ctx.tree.enclosing_function(function)
         return None
-
-    def _rebound_parameter(self, expr: cst.Name, binding: Binding) -> Ref | None:
-        """``("passed", f, name)`` for the parameter ``binding`` binds where its function also rebinds
-        the name (kospeech's ``model = model.to(self.device)`` in the loop, ``if resume: model = ...``):
-        where the parameter's own value reaches, it is what the callers pass. None for a parameter never
-        rebound (``_parameter`` answers for it) and for ``*args``/``**kwargs``."""
-        function = self.ctx.tree.enclosing_function(binding.node)
-        if function is None or expr.value not in positional(function):
-            return None
-        bound = self.ctx.bindings.lookup(expr.value, binding.node)
-        if all(b.kind == "param" for b in bound):
-            return None
-        return ("passed", self.keys[id(function)], expr.value)
 
     def _own_class(self, name: cst.BaseExpression, at: cst.CSTNode) -> str | None:
         """The class key where ``name`` is the first parameter ``cls`` of a ``@classmethod`` of it."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.aliases import AliasRefs
-from torchlint.analysis.members import CONTAINERS, MemberRefs, either, iterated_item, may_iterate_modules, progress_wrapped, target_names
+from torchlint.analysis.members import CONTAINERS, MemberRefs, either, iterated_item, may_iterate_modules, target_names
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_attributes import ObjectAttributes
 from torchlint.analysis.object_flow import ObjectFlow
@@ -175,8 +175,6 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         """The class of what ``binding`` binds ``expr`` to."""
         if binding.kind == "param":
             annotated = self._annotated(binding.node.annotation, binding.node)
-            if annotated is None:
-                return self._rebound_parameter(expr, binding)
             param = self._parameter(expr, binding.node) if annotated is not None and annotated[0] != "each" else None
             # `def generate(model: LLaMA, ...)`: the class named, or a subclass its callers pass (lit-llama's adapter `LLaMA`)
             return either((annotated, ("passed", *param))) if param is not None else annotated
@@ -206,7 +204,6 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         to such a call (DALLE's ``layers_and_args = list(zip(self.layers, args))``, then
         ``for (f, g), (f_args, g_args) in layers_and_args``): the ``zip``/``enumerate`` itself."""
         for _ in range(3):
-            iterable = progress_wrapped(iterable)  # `tqdm(zip(range(n), self.unets, ...))`: what the bar yields
             if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("list", "tuple") \
                     and len(iterable.args) == 1 and iterable.args[0].keyword is None and not iterable.args[0].star:
                 iterable = iterable.args[0].value
