@@ -301,3 +301,66 @@ def test_a_count_of_updates_per_epoch_is_no_epoch_loop() -> None:
     per_epoch = UPDATES_PER_EPOCH.replace("config.num_updates_on_epoch", "config.steps_per_epoch")
     [same] = _at(_lint(per_epoch, "TL101"), per_epoch, "print(loss.item())")
     assert "epoch loop" not in same.message
+
+
+TD3_BC = """import torch
+
+
+def soft_update(target, source, tau):
+    for target_param, source_param in zip(target.parameters(), source.parameters()):
+        target_param.data.copy_((1 - tau) * target_param.data + tau * source_param.data)
+
+
+class TD3_BC:
+    def __init__(self, actor, actor_target, critic, critic_optimizer, actor_optimizer, policy_freq: int = 2):
+        self.actor, self.actor_target, self.critic = actor, actor_target, critic
+        self.critic_optimizer, self.actor_optimizer = critic_optimizer, actor_optimizer
+        self.policy_freq = policy_freq
+        self.total_it = 0
+
+    def train(self, batch):
+        self.total_it += 1
+        state, action = batch
+        critic_loss = self.critic(state, action).mean()
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        if self.total_it % self.policy_freq == 0:
+            actor_loss = -self.critic(state, self.actor(state)).mean()
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            soft_update(self.actor_target, self.actor, 0.005)
+"""
+
+TD3_BC_LOOP = """import torch
+from td3_bc import TD3_BC
+from nets import Actor, Critic
+
+actor, critic = Actor().cuda(), Critic().cuda()
+trainer = TD3_BC(actor, Actor().cuda(), critic, torch.optim.Adam(critic.parameters()), torch.optim.Adam(actor.parameters()))
+for t in range(1000):
+    batch = [b.to("cuda") for b in buffer.sample(256)]
+    trainer.train(batch)
+"""
+
+
+@pytest.mark.parametrize("also_every_step", [False, True])
+def test_an_every_second_step_guard_of_a_caller_in_another_file_says_so(tmp_path: Path, also_every_step: bool) -> None:
+    """CORL's td3_bc: the training loop calls `trainer.train(batch)` in another file, whose
+    `if self.total_it % self.policy_freq == 0:` (`policy_freq: int = 2`) calls `soft_update`:
+    the guard's words travel with the reach (`CallSite.guard`, `StepInfo.guard`), in the message
+    and the reason, at the per-step tier; a call of `soft_update` outside the guard too runs it
+    on every step, and nothing says "every 2nd step"."""
+    text = TD3_BC + ("        soft_update(self.critic, self.critic, 0.005)\n" if also_every_step else "")
+    (tmp_path / "td3_bc.py").write_text(text)
+    (tmp_path / "main.py").write_text(TD3_BC_LOOP)
+    result = lint_paths([tmp_path], from_table({"select": ["TL305"], "min-impact": "low"}, tmp_path))
+    [finding] = [f for f in result.findings if Path(f.path).name == "td3_bc.py"]
+    assert finding.impact == "medium"
+    words = "but only on every 2nd step (`if self.total_it % self.policy_freq == 0:`, `self.policy_freq` is 2)"
+    if also_every_step:
+        assert "every 2nd" not in finding.message and "every 2nd" not in finding.impact_reason
+    else:
+        assert f"(called from `TD3_BC.train()`, run every step from a training loop, {words})" in finding.message
+        assert words in finding.impact_reason

@@ -54,10 +54,13 @@ class StepInfo:
     # (parameter, (reference, file)): what the per-step calls hand it as each parameter (a function, an object),
     # where they say; a call of that parameter (`values_transform(val)`) runs only those, not what other callers pass
     handed: frozenset[tuple[str, tuple[Ref, str]]] = frozenset()
+    # an every-2nd-or-3rd-step guard around a call on the way (`CallSite.guard`: td3's delayed policy update,
+    # `if self.total_it % self.policy_freq == 0: soft_update(...)`): no rare guard, so every step for the tier, but said
+    guard: str = ""
 
     @property
     def place(self) -> Place:
-        return Place(self.where, self.per_step, self.position)
+        return Place(self.where, self.per_step, self.position, self.guard)
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages):
@@ -71,7 +74,8 @@ class StepInfo:
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
         via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
         often = "run once per epoch" if self.where is Where.EPOCH else "run every step"  # `trainer.save()` after an epoch's batches
-        return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where})"
+        guard = f", {self.guard}" if self.guard else ""
+        return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where}{guard})"
 
 
 class Steps(dict[str, dict[str, StepInfo]]):
@@ -195,7 +199,11 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 # once per generation (a cache's prefill) and also once per decoded token: per token.
                 # (the words say who repeats it: that reach's origin, caller and loop, with its count, and where it sits)
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
-                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position)
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position,
+                                                   guard=info.guard)
+                grown = True
+            if known.guard and not info.guard:  # reached on every step too, not only under td3's `% policy_freq`: no guard's words
+                known = steps[path][key] = replace(known, guard="")
                 grown = True
             deeper = not known.hook and info.position is Position.MID_STEP and known.position is not Position.MID_STEP \
                 and phase_rank(info.where) == phase_rank(known.where)
@@ -210,7 +218,7 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             else:
                 if known.host_only and not info.host_only:  # a step with device tensors reaches it too: its place is that step's
                     known = replace(known, origin=info.origin, sites=(*info.sites, *(s for s in known.sites if s not in info.sites))[:_MAX_SITES],
-                                    where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position)
+                                    where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position, guard=info.guard)
                 merged = replace(known, host_only=known.host_only and info.host_only)
                 steps[path][key] = merged
                 # (what a reach of another phase passes is no step's of this one: `generate` handing `looped_inference=True`
@@ -285,7 +293,8 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     omitted=project.omitted(call, callee), constants=project.constants(call, callee),
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
-                    feeds_env=call.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller))
+                    feeds_env=call.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),
+                    guard=call.guard or caller.guard)
 
 
 def _guarded_steps(project: Project) -> dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]]:
@@ -481,7 +490,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
-                                                                        feeds_env=call.feeds_env, per_step=per_step, position=position)))
+                                                                        feeds_env=call.feeds_env, per_step=per_step, position=position,
+                                                                        guard=call.guard)))
     return seeds
 
 

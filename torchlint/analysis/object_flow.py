@@ -77,6 +77,9 @@ class ObjectFlow:
         found: list[tuple[int | str, Ref]] = []
         position = 0
         for arg in (*self.partial_arguments(call), *call.args):
+            if arg.star == "**":  # `Trainer(**kwargs)` with `kwargs = {"actor": actor, ...}`: each key a keyword
+                found.extend(self._unpacked_keywords(arg.value, call))
+                continue
             if arg.star:
                 break  # positions after *args are unknown
             value = arg.value
@@ -117,6 +120,15 @@ class ObjectFlow:
             function = self.ctx.functions.named(value.value, at)  # a function handed on (`sample_fn(denoiser, x)`): a call of it runs it
             return ("local", self.keys[id(function)]) if function is not None else None
         return found
+
+    def _unpacked_keywords(self, value: cst.BaseExpression, at: cst.CSTNode) -> list[tuple[int | str, Ref]]:
+        """The keywords a ``**`` argument passes that are objects of a class: a dict written with
+        string keys where it is unpacked, or a local name bound once to one (CORL's ``kwargs``)."""
+        entries = dict_entries(self._bound_once(value, at))
+        if entries is None:
+            return []
+        return [(key, owner) for key, item in entries
+                if (owner := self._dict_of_objects(item, at) or self._argument_object(item, at)) is not None]
 
     # --- dicts of objects (score_sde's `state = dict(model=model, ema=ema, ...)`) -------------
     def _dict_of_objects(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:

@@ -73,6 +73,11 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
                 objects |= names
                 continue
             value = unwrap_moves(assign.value)
+            if type(value) is cst.IfExp:  # `actor = (Det() if c else Gaussian()).to(d)`: either branch may build it
+                branches = [unwrap_moves(b) for b in (value.body, value.orelse)]
+                if any(type(b) is cst.Call and self._may_build_object(b) or type(b) in (cst.Name, cst.Attribute) for b in branches):
+                    objects |= names
+                continue
             if type(value) in (cst.Name, cst.Attribute) or type(value) is cst.Subscript and string_key(value) is not None:
                 objects |= names  # `m = self.model`, `model = model.to(device)`, `model = state["model"]`
                 continue

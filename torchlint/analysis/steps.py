@@ -190,12 +190,12 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
         place = self._place(call) if placed else _NO_PLACE
         return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
-                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place,
+                        facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
-                        switch=self.ctx.guards.switch_of(call) if caller else None)
+                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -288,9 +288,10 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         qualified = self.ctx.imports.qualify(expr) if type(expr) in (cst.Name, cst.Attribute) else None
         return qualified is not None and qualified.split(".")[0] in _NOT_PROJECT
 
-    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str]:
+    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str]:
         """The loops around ``call`` within its step (its hot loop, else its function),
-        whether device work follows it there, and what its hot loop's iteration is."""
+        whether device work follows it there, what its hot loop's iteration is, and the words of
+        an every-2nd-step guard around it there."""
         places = self._places.get(id(call))
         if places is None:
             ctx = self.ctx
@@ -298,11 +299,12 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
             stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
             unit = (FULL_BATCH if ctx.loops.full_batch(hot) else ctx.places.step_unit(hot)) if hot is not None else "step"
-            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), unit)
+            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), unit,
+                                               ctx.guards.frequent_words(call, stop=stop) if stop is not None else "")
         return places
 
     @cached_property
-    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None, str]]:
+    def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str]]:
         return {}  # a call with several targets (a container's members) is placed once
 
     def _exports(self) -> tuple[tuple[str, Ref], ...]:
@@ -469,7 +471,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             return ()
         return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 
-_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str] = ((), None, "step")  # CallSite's defaults: repeats, position, unit
+_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str] = ((), None, "step", "")  # CallSite's defaults: repeats, position, unit, guard
 
 
 def _per_step_event(expr: cst.BaseExpression) -> bool:

@@ -89,6 +89,9 @@ class CallSite:
     # parameter an attribute holds) it is made only with (`Guards.switch_of`: `if top_k is not None: top_k_logits(...)`);
     # where every call of a function has one that no call turns on, so is the function (`SettingDefaults.called_switched_off`)
     switch: tuple[str, str, bool] | None = None
+    # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
+    # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
+    guard: str = ""
 
 
 @pickled_by_fields

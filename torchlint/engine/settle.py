@@ -408,7 +408,7 @@ def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[st
     per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
     if off:  # (its multiplicity kept: a rule that holds only where the line repeats still sees it)
         return Place(Where.EVERY_N, per_step, guard=off)
-    return Place(info.where, per_step, at_call(position, info.position, bool(local) and Multiplicity(local).waits_again), guard)  # type: ignore[arg-type]
+    return Place(info.where, per_step, at_call(position, info.position, bool(local) and Multiplicity(local).waits_again), guard or info.guard)  # type: ignore[arg-type]
 
 
 def _compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
