@@ -314,7 +314,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 found.append((name, ("import", 0, target)))
         aliases = [(name, ref) for name, assign in self._module_aliases.items()
                    if name not in self.relative and (ref := self._function_ref(assign.value, assign)) is not None and ref[0] in ("local", "import")]
-        return (*found, *aliases, *self._namespace_members())
+        return (*found, *aliases, *self._namespace_members(), *self.exported_tables())
 
     def _namespace_members(self) -> list[tuple[str, Ref]]:
         """``flash_attn = SimpleNamespace(flash_attn_func=flash_attn_func, ...)`` at module level:
