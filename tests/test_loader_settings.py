@@ -27,7 +27,7 @@ def _expected(root: Path, names: tuple[str, ...]) -> tuple[set[tuple[str, int, s
     return markers, impacts
 
 
-_FILES = ("loaders.py", "trainer.py", "train.py", "sweep.py", "stream.py", "options.py")
+_FILES = ("loaders.py", "trainer.py", "train.py", "sweep.py", "stream.py", "options.py", "graph_loaders.py", "defaults.py", "tuning.py")
 
 
 def test_a_setting_parsed_in_the_callers_file_sets_the_loaders_finding(tmp_path: Path) -> None:
@@ -57,3 +57,20 @@ def test_cached_results_and_one_file_settle_the_same(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text("[tool.torchlint]\n")
     alone = _lint(root, [root / "loaders.py"], project=True)
     assert {f.line for f in alone} == {18, 29, 38}
+
+
+def test_a_config_object_imported_from_the_project_holds_what_the_project_assigns_it(tmp_path: Path) -> None:
+    """GraphGym (review 15): ``from graphgym.config import cfg`` and ``num_workers=cfg.num_workers``, where
+    yacs' ``set_cfg(cfg)`` assigns ``cfg.num_workers = 0``, in a config module without torch (the light
+    summary's ``FileSummary.assigned``). A setting another file assigns from the machine, or that another
+    file's parser defaults otherwise, is the run's choice."""
+    root = copied_project("loader_settings", tmp_path)
+    lines = {(Path(f.location.path).name, f.line) for f in _lint(root)}
+    assert ("graph_loaders.py", 9) in lines and ("graph_loaders.py", 11) not in lines and ("graph_loaders.py", 13) not in lines
+    (root / "tuning.py").unlink()  # nothing sets `cache_workers` but `set_cfg`: 0 in every run
+    lines = {(Path(f.location.path).name, f.line) for f in _lint(root)}
+    assert ("graph_loaders.py", 13) in lines
+    defaults = root / "defaults.py"
+    defaults.write_text(defaults.read_text().replace("cfg.num_workers = 0", "cfg.num_workers = 4"))
+    lines = {(Path(f.location.path).name, f.line) for f in _lint(root)}
+    assert ("graph_loaders.py", 9) not in lines

@@ -9,12 +9,13 @@ import libcst as cst
 
 from torchlint.analysis.device_names import string_value
 from torchlint.analysis.names import dotted
+from torchlint.analysis.summary import _NOT_PROJECT, CONFIG_NAMES
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 _OPERATORS = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul, cst.FloorDivide: operator.floordiv, cst.Power: operator.pow}
-_CONFIG_OBJECTS = {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options", "self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
+_CONFIG_OBJECTS = CONFIG_NAMES | {"self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
 
 
 def is_setting(expr: cst.BaseExpression) -> bool:
@@ -172,6 +173,38 @@ class Constants:
                 if value is not None:
                     found.append((dest, value))
         return tuple(found)
+
+    def assigned_ints(self) -> tuple[tuple[str, int | None], ...]:
+        """The settings a config object is assigned in this file (``cfg.num_workers = 0`` in yacs'
+        ``def set_cfg(cfg)``): name -> the integer literal, or None for any other value, an
+        augmented assignment or two values (``FileSummary.assigned``)."""
+        found: dict[str, int | None] = {}
+        for assign in (*self.ctx.tree.nodes(cst.Assign), *self.ctx.tree.nodes(cst.AugAssign)):
+            for target in assign.targets if type(assign) is cst.Assign else (assign,):
+                node = target.target
+                if type(node) is not cst.Attribute or type(node.value) is not cst.Name or node.value.value not in CONFIG_NAMES:
+                    continue
+                literal = type(assign) is cst.Assign and isinstance(assign.value, (cst.Integer, cst.UnaryOperation))
+                value = self.int_value(assign.value) if literal else None
+                name = node.attr.value
+                found[name] = value if found.get(name, value) == value else None
+        return tuple(found.items())
+
+    def imported_setting(self, name: str, at: cst.CSTNode) -> tuple[None, str, str] | None:
+        """``cfg.num_workers`` where ``cfg`` is a config object imported from a module of the
+        project (GraphGym's ``from graphgym.config import cfg``, a yacs ``CfgNode``): (None, ``"cfg"``,
+        ``"num_workers"``), whose value the project's assignments of that setting say
+        (``SettingDefaults.assigned_default``); None for anything else."""
+        base, _, attr = name.rpartition(".")
+        if base not in CONFIG_NAMES or not attr:
+            return None
+        if self.ctx.bindings.lookup(base, at):
+            return None  # (a parameter: `setting_source`; a namespace made or rebound here: its own defaults)
+        imports = self.ctx.imports
+        if base in imports.relative:
+            return (None, base, attr)  # (`from .config import cfg`: the package's own)
+        qualified = imports.module_level.get(base)
+        return (None, base, attr) if qualified is not None and qualified.split(".")[0] not in _NOT_PROJECT else None
 
     def setting_source(self, name: str, at: cst.CSTNode) -> tuple[cst.FunctionDef, str, str] | None:
         """Where the config object of setting ``name`` comes from when this file does not

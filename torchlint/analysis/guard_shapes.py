@@ -94,7 +94,7 @@ TIMER_RESTARTS = frozenset({"reset", "restart", "start", "tic"})
 # Helpers handed the optimizer to store or report it, not to step it.
 KEEPS_OPTIMIZER = ("save", "checkpoint", "ckpt", "log", "eval", "state", "load", "print", "report")
 # Flags a trainer sets on the steps that log, save or evaluate (`control.should_save`).
-_PERIODIC_FLAG = re.compile(r"(?:.*\.)?(?:should|time_to)_\w+$")
+_PERIODIC_FLAG = re.compile(r"(?:.*\.)?_?(?:should|time_to)_\w+$")  # (`self._should_log(step)`: dreamerv3's `tools.Every`)
 
 
 def _fixed_bound(bound: cst.BaseExpression) -> bool:

@@ -59,3 +59,35 @@ def _called_where_bound(ctx: FileContext, function: cst.Lambda) -> bool:
 def _called(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.tree.parent(name)
     return type(parent) is cst.Call and parent.func is name
+
+
+# What a lambda may do to its parameter on the way to the host copy: strip its graph, or convert after it.
+_COPY_CHAIN = frozenset({"detach", "cpu", "numpy", "item", "tolist", "float", "clone", "squeeze", "flatten"})
+
+
+def host_copy(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+    """``to_np(torch.mean(loss))`` where ``to_np = lambda x: x.detach().cpu().numpy()`` at module level
+    (dreamerv3-torch's metrics, about twenty reads a training step): the argument the call copies to the
+    host, and the lambda's name. The copy runs where the lambda is called, once per call; None for any
+    other call (a lambda bound anywhere else or twice, of more parameters, doing more than a chain of
+    ``.detach()``, ``.cpu()``, ``.numpy()``... ending on its parameter, or with no ``.cpu()``)."""
+    func = call.func
+    if type(func) is not cst.Name or len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    bound = ctx.bindings.lookup(func.value, call)
+    if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Lambda \
+            or ctx.tree.enclosing_function(bound[0].node) is not None:
+        return None  # (only a module-level alias bound once: what every call of the name runs)
+    function = bound[0].value
+    params = function.params
+    if len(params.params) != 1 or params.posonly_params or params.kwonly_params or params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) \
+            or params.star_kwarg is not None:
+        return None
+    methods: list[str] = []
+    node = function.body
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args and node.func.attr.value in _COPY_CHAIN:
+        methods.append(node.func.attr.value)
+        node = node.func.value
+    if type(node) is not cst.Name or node.value != params.params[0].name.value or "cpu" not in methods:
+        return None
+    return call.args[0].value, func.value

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CallSite, ClassSummary, FileSummary, Ref
+from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _KEEPS_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16"})
@@ -48,7 +48,7 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         if refs:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
-                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(every_node),
+                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(every_node), assigned=_assigned_ints(every_node),
                        by_name=_builds_by_name(every_node, imports), names_device=_names_device(every_node))
 
 
@@ -100,6 +100,27 @@ def _setting_ints(nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
             continue  # a name or a call: not known here
         if name and type(value) is int:
             found[name] = value
+    return tuple(found.items())
+
+
+def _assigned_ints(nodes: list[ast.AST]) -> tuple[tuple[str, int | None], ...]:
+    """The settings a config object is assigned (``cfg.num_workers = 0``), as ``Constants.assigned_ints``
+    finds them: a yacs config module without torch sets the run's defaults."""
+    found: dict[str, int | None] = {}
+    for node in nodes:
+        if not isinstance(node, (ast.Assign, ast.AugAssign)):
+            continue
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in CONFIG_NAMES):
+                continue
+            value = None
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
+                try:
+                    literal = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    literal = None
+                value = literal if type(literal) is int else None
+            found[target.attr] = value if found.get(target.attr, value) == value else None
     return tuple(found.items())
 
 

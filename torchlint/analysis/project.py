@@ -266,6 +266,8 @@ class Project:
         if kind == "keywords":  # a decode loop's model known by the keywords it is given
             taking = self.forwards_taking(ref[1])
             return taking[0] if len(taking) == 1 else None
+        if kind == "each":  # (a table of functions exported: `callees` runs each)
+            return None
         if kind == "super":  # `super().m()`: the first base class (of the project) that defines it
             for owner_path, owner in self.mro(importer, ref[1], depth)[1:]:
                 if ref[2] in owner.methods:
@@ -394,9 +396,20 @@ class Project:
                 found = self.forwards_taking(ref[1])
             else:
                 one = self.function(ref, importer)
-                found = [one] if one is not None else []
+                found = [one] if one is not None else self._table_callees(ref, importer)
             self._callees_memo[key] = found
         return found
+
+    def _table_callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
+        """A call of an item of a table of functions another module exports (``pooling_dict[name](x, batch)``,
+        ``FileSummary.exports``' ``("each", ...)``): each function it holds."""
+        if ref[0] != "import":
+            return []
+        for path, rest in self._split(ref, importer):
+            table = next((target for name, target in self.files[path].exports if len(rest) == 1 and name == rest[0] and target[0] == "each"), None)
+            if table is not None:
+                return [one for member in table[1] for one in self.callees(member, path)]
+        return []
 
     def _returned(self, ref: Ref, importer: str, depth: int) -> tuple[Ref, str] | None:
         """What ``("returned", factory, element)`` stands for: the factory's returned reference

@@ -28,7 +28,17 @@ class SettingDefaults:
         passes as ``param``: where each call's file defines it (an argparse ``default=``), or
         else where the project's files that define it agree. None when a call passes
         something else, leaves the parameter out, or no call is found: the run's choice."""
+        if not function:  # a config object imported from the project: what its assignments there say
+            return self.assigned_default(setting)
         values = self._passed(path, function, param, setting, 0)
+        return values.pop() if len(values) == 1 and None not in values else None
+
+    def assigned_default(self, setting: str) -> int | None:
+        """The integer every file of the project that assigns ``setting`` to a config object gives it
+        (GraphGym's ``cfg.num_workers = 0`` in ``set_cfg``), argparse defaults of that name included,
+        and there is one; None where one gives another value, or something other than an integer."""
+        values = {value for summary in self.project.files.values() for name, value in summary.assigned if name == setting}
+        values |= {value for summary in self.project.files.values() for name, value in summary.settings if name == setting}
         return values.pop() if len(values) == 1 and None not in values else None
 
     def always_passed(self, path: str, function: str, param: str) -> bool:

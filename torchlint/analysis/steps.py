@@ -240,6 +240,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),
             device_results=self._device_results(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
+            assigned=self.ctx.constants.assigned_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
@@ -316,7 +317,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                 found.append((name, ("import", 0, target)))
         aliases = [(name, ref) for name, assign in self._module_aliases.items()
                    if name not in self.relative and (ref := self._function_ref(assign.value, assign)) is not None and ref[0] in ("local", "import")]
-        return (*found, *aliases, *self._namespace_members())
+        return (*found, *aliases, *self._namespace_members(), *self.exported_tables())
 
     def _namespace_members(self) -> list[tuple[str, Ref]]:
         """``flash_attn = SimpleNamespace(flash_attn_func=flash_attn_func, ...)`` at module level:

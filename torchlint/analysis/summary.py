@@ -11,6 +11,8 @@ from torchlint.analysis.samples import SampleWork
 from torchlint.findings import Location, pickled_by_fields
 
 Ref = tuple
+# The names a config object goes by (`args.num_workers`, `cfg.num_workers`): whose settings' defaults are looked up.
+CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options"})
 # Libraries whose functions are never the project's own: their calls are not recorded.
 _NOT_PROJECT = frozenset({"torch", "numpy", "np", "math", "os", "sys", "typing", "time", "random", "logging", "json", "re", "collections", "functools", "itertools", "pathlib", "copy", "warnings", "tqdm", "transformers", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "torchtext", "pandas", "sklearn", "scipy", "matplotlib", "wandb", "datasets", "accelerate"})
 _BUILTINS = frozenset(dir(builtins))
@@ -180,6 +182,9 @@ class FileSummary:
     compiled_calls: tuple[CompiledCalls | None, ...] = ()
     switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
     settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`
+    # settings a config object is assigned here (`cfg.num_workers = 0`, yacs' `set_cfg(cfg)`): (name, the integer, None for
+    # any other value or two values); with `settings`, what an imported config object holds (`SettingDefaults.assigned_default`)
+    assigned: tuple[tuple[str, int | None], ...] = ()
     # builds objects from names at run time (`importlib.import_module`, hydra's `instantiate`,
     # `getattr(module, name)(...)`): any class of the project may be built; and its classes a
     # decorator registers (`@MODELS.register_module()`), built by name

@@ -107,6 +107,9 @@ class CallTargets(ObjectRefs):
                 owner = self._instance_class(func, at)
                 if owner is not None and owner[0] != "attr":
                     return _object_call(owner, "__call__")  # `self.criterion(out, y)`
+                picked = self._picked_attribute(func, at)
+                if picked is not None:  # `self.pooling_fun = pooling_dict[cfg.pool]` in `__init__`: one of the table's
+                    return picked
                 # A method, or else an object a base class keeps there (the join tries both).
                 cls = ctx.tree.enclosing_class(at)
                 return ("method", self.class_keys[id(cls)], func.attr.value) if cls is not None else None
@@ -261,26 +264,70 @@ class CallTargets(ObjectRefs):
         value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
         return self._stored_functions(value.value, value) if type(value) is cst.Subscript else None
 
-    def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+    def _picked_attribute(self, func: cst.Attribute, at: cst.CSTNode) -> Ref | None:
+        """``self.pooling_fun(x, batch)`` where every binding of ``self.pooling_fun`` picks from a table
+        (``self.pooling_fun = pooling_dict[cfg.model.graph_pooling]``, GraphGym's graph heads): the call
+        runs one of the table's functions, here or imported."""
+        bindings = self.ctx.bindings.lookup(f"self.{func.attr.value}", at)
+        if not bindings or any(b.kind != "assign" or b.element is not None or type(b.value) is not cst.Subscript for b in bindings):
+            return None
+        found: list[Ref] = []
+        for binding in bindings:
+            ref = self._stored_functions(binding.value.value, binding.node)
+            if ref is None:
+                return None  # (one binding picks from what is no table: an object's item, not followed)
+            found += [r for r in (ref[1] if ref[0] == "each" else (ref,)) if r not in found]
+        return found[0] if len(found) == 1 else ("each", tuple(found))
+
+    def _stored_functions(self, table: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Ref | None:
         """``STEPS[mode](batch)`` where ``STEPS = {"train": train_step, ...}`` (a dict or list
-        of functions defined or imported here, bound once, or written in place): the call
-        runs one of them."""
+        of functions defined or imported here, or written in place; bound more than once, each
+        binding a table, GraphGym's ``pooling_dict = {**register.pooling_dict, **pooling_dict}``:
+        any of each's): the call runs one of them. A table imported from a module of the project
+        is that import (``pooling_dict[cfg.pool](x, batch)``): the join finds its functions in the
+        module's exports (``exported_tables``)."""
         if type(table) in (cst.Dict, cst.List, cst.Tuple):
-            value = table
+            values = [table]
         elif type(table) is cst.Name:
             bindings = self.ctx.bindings.lookup(table.value, at)
-            value = getattr(bindings[0], "value", None) if len(bindings) == 1 else None
+            values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+            if not bindings or len(values) != len(bindings) or any(type(v) not in (cst.Dict, cst.List, cst.Tuple) for v in values):
+                imported = self.target(table, at) if all(b.kind == "import" for b in bindings) else None
+                # (an import of the project only: what a library's table holds runs nothing of the project)
+                return imported if imported is not None and imported[0] == "import" else None
         else:
             return None
-        if type(value) is cst.Dict:
-            items = [e.value for e in value.elements if type(e) is cst.DictElement]
-        elif type(value) in (cst.List, cst.Tuple):
-            items = [e.value for e in value.elements if type(e) is cst.Element]
-        else:
-            return None
-        found = tuple(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != getattr(table, "value", None)
-                                    and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
-        return ("each", found) if found else None
+        items: list[cst.BaseExpression] = []
+        merged: list[cst.BaseExpression] = []  # `{**other_table, ...}`: the other table's functions too
+        for value in values:
+            if type(value) is cst.Dict:
+                items += [e.value for e in value.elements if type(e) is cst.DictElement]
+                merged += [e.value for e in value.elements if type(e) is cst.StarredDictElement and type(e.value) is cst.Name]
+            else:
+                items += [e.value for e in value.elements if type(e) is cst.Element]
+        found = list(dict.fromkeys(ref for item in items if type(item) is cst.Name and item.value != getattr(table, "value", None)
+                                   and (ref := self.target(item, at)) is not None and ref[0] in ("local", "import")))
+        for other in merged:
+            # (the table itself merged into its new binding is already among its bindings; a chain deeper than code writes: not followed)
+            inner = self._stored_functions(other, at, depth + 1) if other.value != getattr(table, "value", None) and depth < 2 else None
+            found += [ref for ref in (inner[1] if inner is not None and inner[0] == "each" else ()) if ref not in found]
+        return ("each", tuple(found)) if found else None
+
+    def exported_tables(self) -> list[tuple[str, Ref]]:
+        """Module-level names bound only to tables of functions (``pooling_dict = {"add": global_add_pool,
+        ...}``): ``(name, ("each", functions))``, so another module's ``pooling_dict[name](x, batch)``, or
+        an attribute set to it, runs one of them."""
+        found: list[tuple[str, Ref]] = []
+        for statement in self.ctx.tree.module.body:
+            small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+            if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name \
+                    or type(small.value) not in (cst.Dict, cst.List, cst.Tuple):
+                continue
+            name = small.targets[0].target.value
+            ref = self._stored_functions(small.targets[0].target, small)
+            if ref is not None and ref[0] == "each":
+                found = [(n, r) for n, r in found if n != name] + [(name, ref)]  # (bound again: every binding's, once)
+        return found
 
     def handed_function(self, call: cst.Call) -> Ref | None:
         """The function of this file a module runs for ``call``: ``module.apply(fn)`` calls it on each

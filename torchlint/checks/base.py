@@ -63,8 +63,9 @@ class Report:
     dataset: tuple[cst.Call, bool, bool] | None = None
     # A setting read from a config object this file is passed: (the function it is a parameter
     # of, the parameter, the setting). The finding holds only where the join finds its default
-    # 0 in the files of that function's callers (`args.num_workers`, `--num-workers` there).
-    setting: tuple[cst.FunctionDef, str, str] | None = None
+    # 0 in the files of that function's callers (`args.num_workers`, `--num-workers` there); with no
+    # function, a config object imported from the project, whose every assignment of it there is 0.
+    setting: tuple[cst.FunctionDef | None, str, str] | None = None
     # `Cls.__init__:param`: the tensor read is an attribute set from that constructor parameter;
     # the finding holds unless every construction in the project passes a host tensor there.
     unless_host: str = ""

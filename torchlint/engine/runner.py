@@ -265,9 +265,11 @@ def _pending(result: FileResult, summarizer: StepSummarizer | None, finding: Fin
         result.findings.append(unseen_batches(finding) if batched else finding)
 
 
-def _setting_key(ctx: FileContext, setting: tuple[cst.FunctionDef, str, str] | None) -> tuple[str, str, str] | None:
-    """``Report.setting`` as plain data: the function by its key."""
-    return (function_key(ctx, setting[0]), setting[1], setting[2]) if setting is not None else None
+def _setting_key(ctx: FileContext, setting: tuple[cst.FunctionDef | None, str, str] | None) -> tuple[str, str, str] | None:
+    """``Report.setting`` as plain data: the function by its key ("" for an imported config object)."""
+    if setting is None:
+        return None
+    return (function_key(ctx, setting[0]) if setting[0] is not None else "", setting[1], setting[2])
 
 
 def _by_trainable_class(result: FileResult, summarizer: StepSummarizer | None, finding: Finding, built: cst.Call,

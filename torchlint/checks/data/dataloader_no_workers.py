@@ -45,6 +45,9 @@ class DataloaderNoWorkers(Check):
         elif (setting := ctx.constants.setting_source(dotted(arg.value) or "", node)) is not None:
             # `args` passed in: its parser is in the callers' files, and the join reads its default there
             why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
+        elif (setting := ctx.constants.imported_setting(dotted(arg.value) or "", node)) is not None:
+            # `cfg` imported from a config module of the project: the join reads what the project assigns it
+            why = f"`num_workers={short_code(ctx.module, arg.value)}`, 0 by default"
         else:
             return  # workers asked for, or a value chosen at run time
         if ctx.loops.only_first_batch(node):

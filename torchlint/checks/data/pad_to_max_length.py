@@ -1,4 +1,4 @@
-"""Training samples tokenized with `padding="max_length"`: every sequence padded to the maximum length."""
+"""Training samples padded to a fixed maximum length: tokenized with `padding="max_length"`, or padded by hand."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _DEPTH = 3  # names followed to the literal they are bound to (`padding = "max_l
 
 
 class PadToMaxLength(Check):
-    """`tokenizer(..., padding="max_length")` in training data preparation: every sequence padded to the maximum length."""
+    """`tokenizer(..., padding="max_length")`, or `ids + [pad] * (max_len - len(ids))`, in training data preparation: every sequence padded to the maximum length."""
 
     code = "TL205"
     name = "pad-to-max-length"
@@ -47,6 +47,78 @@ class PadToMaxLength(Check):
                     place=where_words or "outside any training data preparation",
                     length=f"`{short_code(ctx.module, length.value)}`" if length is not None else "the tokenizer's `model_max_length`")
 
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """``tokens + [pad] * (max_len - len(tokens))`` (or ``[pad for _ in range(...)]``) where a dataset
+        prepares its samples: each sample padded by hand to a fixed length (LoRA's ``padding_tokens``,
+        called from ``FT_Dataset.__getitem__`` with ``self.max_seq_length``)."""
+        ctx = self.ctx
+        if type(node.operator) is not cst.Add:
+            return
+        padded = next((side for side in (node.right, node.left) if _hand_padding(ctx, side, node)), None)
+        if padded is None:
+            return
+        where_words = prepares_data(ctx, node)
+        if where_words is None:
+            return  # (a sequence padded outside data preparation: a prompt, a model's own input, a fixed-size table)
+        if ctx.references("torch_xla", prefix=True):
+            return  # XLA compiles a graph per shape: a fixed length is what it needs
+        length = _padded_to(padded)
+        self.report(node, where=Where.TRAIN if file_trains(ctx) else Where.BATCH, call=short_code(ctx.module, node, limit=60),
+                    place=where_words, length=f"`{short_code(ctx.module, length)}`", hint=_HAND_HINT)
+
+
+def _padded_to(padding: cst.BaseExpression) -> cst.BaseExpression:
+    """The length ``L`` of ``[pad] * (L - len(x))`` or ``[pad for _ in range(L - len(x))]``."""
+    count = padding.right if type(padding) is cst.BinaryOperation else padding.for_in.iter.args[0].value  # type: ignore[attr-defined]
+    return count.left  # type: ignore[attr-defined]
+
+
+def _hand_padding(ctx, side: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``side`` a list of pad items filling a sequence up to a fixed length: ``[pad] * (L - len(x))``
+    or ``[pad for _ in range(L - len(x))]``, where ``L`` is no length the code computes where it pads
+    (``max_len = max(len(s) for s in batch)``: each batch padded to its own longest, the right way)?"""
+    if type(side) is cst.BinaryOperation and type(side.operator) is cst.Multiply and type(side.left) is cst.List \
+            and len(side.left.elements) == 1:
+        count = side.right
+    elif type(side) is cst.ListComp and not side.for_in.inner_for_in and type(side.for_in.iter) is cst.Call \
+            and dotted(side.for_in.iter.func) == "range" and len(side.for_in.iter.args) == 1:
+        count = side.for_in.iter.args[0].value
+    else:
+        return False
+    if type(count) is not cst.BinaryOperation or type(count.operator) is not cst.Subtract or not _a_length(ctx, count.right, at):
+        return False
+    return _fixed_length(ctx, count.left, at)
+
+
+def _a_length(ctx, value: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """``len(x)``, or a name every binding of which is one (``token_len = len(pad_tokens)``)."""
+    if type(value) is cst.Name:
+        bound = ctx.bindings.lookup(value.value, at)
+        return bool(bound) and all(b.kind == "assign" and b.element is None and _a_length(ctx, b.value, b.node) for b in bound
+                                   if type(b.value) is cst.Call)  # (only calls: no name bound to a name followed)
+    return type(value) is cst.Call and dotted(value.func) == "len"
+
+
+def _fixed_length(ctx, length: cst.BaseExpression, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    """A length fixed for the run: a literal, a constant or setting, an attribute the object keeps
+    (``self.max_seq_length``), or a parameter; not a name bound where it pads from what it pads
+    (``max(...)``, ``len(...)``, a shape)."""
+    if type(length) is cst.Integer:
+        return True
+    if type(length) is cst.Attribute:
+        return True  # `self.max_len`, `args.max_seq_length`, `cfg.data.max_len`
+    if type(length) is not cst.Name:
+        return False  # (a computed length, `max(lengths)`, `len(x) + 1`: the sample's or the batch's own)
+    bound = ctx.bindings.lookup(length.value, at)
+    if not bound:
+        return True  # a module constant imported, or a global set elsewhere
+    return all(b.kind == "param" or b.kind == "assign" and b.element is None and (type(b.value) is cst.Integer or type(b.value) is cst.Attribute)
+               for b in bound)
+
+
+_HAND_HINT = ("Return each sample unpadded and pad each batch to its own longest sequence in a `collate_fn` "
+              "(`torch.nn.utils.rnn.pad_sequence(batch, batch_first=True, padding_value=pad)`), with a mask from the lengths")
 
 def _max_length(ctx, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:  # type: ignore[no-untyped-def]
     """``"max_length"``, ``PaddingStrategy.MAX_LENGTH``, or a name every binding of which is one."""

@@ -10,7 +10,8 @@ from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.sync_ops import plainly_python
-from torchlint.checks.base import Check
+from torchlint.analysis.inline_lambdas import host_copy
+from torchlint.checks.base import Check, Group
 
 
 class DeviceToHostInLoop(Check):
@@ -25,35 +26,66 @@ class DeviceToHostInLoop(Check):
     device_bound = True
     fix_hint = "Keep per-step results on the device (e.g. `torch.cat` them) and move them to the host once after the loop (or every N steps)"
 
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._through_lambdas: list[tuple[cst.Call, str]] = []
+
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         method = ctx.method_name(node)
+        copied = host_copy(ctx, node) if type(node.func) is cst.Name else None
+        if copied is not None:
+            if self._copies(node, copied[0], "cpu"):
+                self._through_lambdas.append((node, copied[1]))
+            return
         if method == "numpy":
             if not self._numpy_of_device_value(node):
                 return
         elif method not in ("cpu", "to") or ctx.devices.move(node) != "host":
             return
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if self._copies(node, receiver, method):  # type: ignore[arg-type]
+            arguments = ", ".join(plain_code(ctx.module, a).strip().rstrip(",") for a in node.args)
+            self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
+
+    def _copies(self, node: cst.Call, receiver: cst.BaseExpression, method: str) -> bool:
+        """Does ``node`` copy ``receiver``, a device value, to the host on every step?"""
+        ctx = self.ctx
         loop = ctx.loops.hot_loop(node)
         if loop is None or ctx.devices.host_only(node):
-            return
+            return False
         if id(node) in ctx.uploads.round_trips:
-            return  # moved back to the device in the same pass: TL112 reports the round trip
-            return
+            return False  # moved back to the device in the same pass: TL112 reports the round trip
         if ctx.guards.rare(node, stop=loop):
-            return  # every N steps, or once
-        receiver = node.func.value  # type: ignore[attr-defined]
+            return False  # every N steps, or once
         if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
-            return  # not a tensor
+            return False  # not a tensor
         if method != "numpy" and ctx.devices.moved_to_host(receiver, node):
-            return  # already on the host: the earlier move is the finding
+            return False  # already on the host: the earlier move is the finding
         if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
-            return  # a batch straight from the DataLoader is still on the host
+            return False  # a batch straight from the DataLoader is still on the host
         if method == "numpy" and ctx.guards.device_branch(node, stop=loop):
-            return  # `t.numpy() if not use_cuda else t.cpu().numpy()`: the host-only path
-        if feeds_environment(ctx, node):
-            return  # `envs.step(action.cpu().numpy())`: the environment runs on the host and needs it
-        arguments = ", ".join(plain_code(ctx.module, a).strip().rstrip(",") for a in node.args)
-        self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
+            return False  # `t.numpy() if not use_cuda else t.cpu().numpy()`: the host-only path
+        # `envs.step(action.cpu().numpy())`: the environment runs on the host and needs it
+        return not feeds_environment(ctx, node)
+
+    def finish(self) -> None:
+        """The reads through a module-level lambda (``to_np(torch.mean(loss))``), one finding per
+        call; those of one step through one lambda are one fix's (keep the metrics on the device,
+        read them once), one finding repeated once per call in its step (``Group``)."""
+        ctx = self.ctx
+        groups: dict[tuple[int, str], list[cst.Call]] = {}
+        for node, name in self._through_lambdas:
+            step = ctx.loops.local_hot_loop(node) or ctx.tree.enclosing_function(node)
+            groups.setdefault((id(step), name), []).append(node)
+        for (_, name), calls in groups.items():
+            for node in calls:
+                call = short_code(ctx.module, node)
+                if len(calls) < 2:
+                    self.report(node, call=call)
+                    continue
+                self.report(node, call=call, group=Group((id(calls[0]), name), f"read through `{name}`", _GROUP_WORDS.format(name=name),
+                                                         _GROUP_HINT.format(name=name)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """``host[b, i] = scores[b, j]``: an element of a device tensor written into a host tensor
@@ -88,3 +120,8 @@ class DeviceToHostInLoop(Check):
 _ELEMENT_HINT = ("Pick the elements on the device in one indexed op (`torch.gather(current_vs, 1, ids)`, "
                  "`beams[torch.arange(b)[:, None], prev]`) and keep the result there: each element written into a "
                  "host tensor is its own copy and wait")
+
+
+_GROUP_WORDS = " ({{count}} reads through `{name}` in this step{{lines}}, each a copy and a wait)"
+_GROUP_HINT = ("Keep the step's metrics on the device (stack them, or `torch.stack([...]).cpu()` once) and read "
+               "them together once per step, or every N steps: each `{name}(...)` is its own copy and wait")
