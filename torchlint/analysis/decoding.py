@@ -415,6 +415,9 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
             continue
         fed = derived(ordered, targets(statement)) & rebound
         inputs = _inputs(call, [s for s in ordered if s is not statement], ctx) - steps  # `img = f(img, t)`: its own target is fed
+        # (the loop's own variables are new each iteration, its data too: Swin's `for idx, (samples, targets) in
+        # enumerate(data_loader): samples, targets = mixup_fn(samples, targets)` carries nothing over)
+        inputs -= mentions(loop.target)
         if inputs & fed or any(grown_name in inputs and mentions(value) & fed for grown_name, value in grown):
             return True
     return False

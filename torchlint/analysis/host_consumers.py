@@ -18,6 +18,7 @@ from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
+    from torchlint.analysis.tree import Tree
 
 # What may stand between the read and the environment: `.numpy()`, `.tolist()`, `[0]`, ...
 _PASS_THROUGH = frozenset({"numpy", "tolist", "item", "cpu", "squeeze", "flatten", "reshape", "astype", "detach", "clip", "copy"})
@@ -107,11 +108,38 @@ def device_environment_output(value: cst.BaseExpression, element: int, count: in
     return value.args[0].value  # type: ignore[attr-defined]
 
 
-def environment_step(call: cst.CSTNode | None) -> bool:
-    """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``, ``train_env.step(a)``."""
+def environment_step(call: cst.CSTNode | None, tree: Tree | None = None) -> bool:
+    """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``,
+    ``train_env.step(a)``; given the ``tree``, also each environment's of a list of them (dreamerv3's
+    ``[e.step(a) for e, a in zip(envs, action)]``: ``e`` is one of ``envs``)."""
     if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "step":
         return False
-    return names_an_environment(call.func.value)
+    return names_an_environment(call.func.value) or tree is not None and _one_of_environments(tree, call.func.value)
+
+
+def _one_of_environments(tree: Tree, owner: cst.BaseExpression) -> bool:
+    """Is ``owner`` a name a comprehension or loop around it binds to each item of a list of environments
+    (``for e in envs``, ``for e, a in zip(envs, actions)``, ``for i, e in enumerate(envs)``)?"""
+    if type(owner) is not cst.Name:
+        return False
+    for around in tree.ancestors(owner):
+        loop = around if type(around) in (cst.For, cst.CompFor) else getattr(around, "for_in", None)
+        if loop is None:
+            continue
+        iterable, target = loop.iter, loop.target
+        if type(iterable) is cst.Call and dotted(iterable.func) in ("zip", "enumerate") and type(target) is cst.Tuple:
+            offset = 1 if dotted(iterable.func) == "enumerate" else 0  # (`enumerate`'s first item is the index)
+            pairs = [(element.value, iterable.args[i - offset].value) for i, element in enumerate(target.elements)
+                     if 0 <= i - offset < len(iterable.args)]
+        else:
+            pairs = [(target, iterable)]
+        # (the name rebound by the nearest loop that binds it decides: an inner `for e in batch:` shadows)
+        bound = [source for name, source in pairs if type(name) is cst.Name and name.value == owner.value]
+        if bound:
+            return names_an_environment(bound[0])
+        if any(type(name) is cst.Name and name.value == owner.value for name in tree.descendants(target)):
+            return False
+    return False
 
 
 def names_an_environment(owner: cst.BaseExpression) -> bool:

@@ -424,6 +424,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # Per element per decoded token: a token's step is small and latency-bound, so hundreds of
         # launches (a penalty per distinct token generated so far) are a large share of it.
         tier = HIGH
+    if cost is Cost.EMPTY_CACHE and place.per_step.unit in (DECODED_TOKEN, DENOISING_STEP):
+        # The cache emptied per decoded token (wenet's attention beam search): every token allocates its
+        # activations and cache again with `cudaMalloc`, a token's small step paying it each time, as a training step does.
+        tier = HIGH
     if cost is Cost.HOST_COPY and place.per_step.unit == DENOISING_STEP:
         # A copy out of each denoising step carries an intermediate state, not a result the host needs
         # (only the last step's is): tiered as the sync it is, not as a sampling loop's predictions.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.decoding import decodes, denoises
-from torchlint.analysis.loop_shapes import SAMPLING
+from torchlint.analysis.loop_shapes import model_sampling
 from torchlint.analysis.names import dotted
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix
 from torchlint.analysis.subtree_calls import OWN
@@ -70,9 +70,11 @@ class DecodeLoops:
         """A sampling loop by its calls: it samples (``torch.multinomial``) from a model in it,
         or feeds the model's output back into its input (:meth:`_feeds_back`)."""
         calls = self.loop_calls(loop)
-        methods = {self.ctx.method_name(c) for c in calls}
-        if methods & SAMPLING - {"generate"} and any(self.is_step_call(c) for c in calls):
-            return True  # (a `torch.multinomial` loop with no model in it, over a mask on the host, samples no tokens)
+        sampled = model_sampling([(dotted(c.func.value) if type(c.func) is cst.Attribute else None, self.ctx.method_name(c)) for c in calls])
+        if sampled - {"generate"} and any(self.is_step_call(c) for c in calls):
+            # (a `torch.multinomial` loop with no model in it, over a mask on the host, samples no tokens; a store's
+            # draw is no model's sample: consistency_models' training micro-batch loop, `self.schedule_sampler.sample(n)`)
+            return True
         return self._feeds_back(loop, calls)
 
     def _feeds_back(self, loop: cst.CSTNode, calls: list[cst.Call]) -> bool:

@@ -316,8 +316,11 @@ class Places(StepPositions):
                    for call in self.ctx.loops.loop_calls(loop))
 
     def _steps_an_environment(self, loop: cst.CSTNode) -> bool:
-        """Does the loop's own body (not a loop nested in it) step an environment (``envs.step(action)``)?"""
-        return any(environment_step(call) for call in self.ctx.loops.own_calls(loop.body, OWN))  # type: ignore[attr-defined]
+        """Does the loop's own body (not a loop nested in it, but its comprehensions: dreamerv3's
+        ``results = [e.step(a) for e, a in zip(envs, action)]``) step an environment (``envs.step(action)``)?"""
+        loops, tree = self.ctx.loops, self.ctx.tree
+        return any(environment_step(call, tree) and next((each for each in loops.enclosing_loops(call) if type(each) in (cst.For, cst.While)), None) is loop
+                   for call in loops.own_calls(loop.body, IN_SCOPE))  # type: ignore[attr-defined]
 
     def _decoded(self, kind: str | None, loop: cst.CSTNode) -> str | None:
         """A loop over tokens (not a range of them) decodes them only when it runs a model:

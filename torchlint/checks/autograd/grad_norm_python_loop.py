@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost
+from torchlint.analysis.impact import Cost, Repeat
 from torchlint.analysis.module_tensors import loop_names, model_tensors
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -26,7 +26,7 @@ class GradNormPythonLoop(Check):
     cost = Cost.PER_PARAMETER_LAUNCHES
     per_step = True
     quiet_every_n = True  # (a norm logged every N steps costs its launches once per N steps)
-    message = ("`{head}` in {loop} computes the gradient norm one parameter at a time: two or three small kernels per "
+    message = ("`{head}` in {loop} computes the gradient norm one parameter at a time{read}: two or three small kernels per "
                "parameter (a kernel launch each on a GPU) each time it runs")
     fix_hint = ("Compute every tensor's norm in one call: `torch.nn.utils.get_total_norm([p.grad for p in params])` "
                 "(`torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))`), or use the total norm "
@@ -36,9 +36,10 @@ class GradNormPythonLoop(Check):
         names = loop_names(node.target)
         if not names or not self._per_parameter(node.iter, node):
             return  # not a loop over one model's tensors (layers, metrics, buckets)
-        if not any(_norm_of_grad(self.ctx, n, names) for n in self.ctx.tree.descendants(node.body) if type(n) is cst.Call):
+        norms = [n for n in self.ctx.tree.descendants(node.body) if type(n) is cst.Call and _norm_of_grad(self.ctx, n, names)]
+        if not norms:
             return  # the loop does something else with each parameter (a clip, an update, a count)
-        self._report(node, node.target, node.iter)
+        self._report(node, node.target, node.iter, read=any(_read_on_host(self.ctx, n) for n in norms))
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._comprehension(node)
@@ -52,9 +53,10 @@ class GradNormPythonLoop(Check):
         names = loop_names(comp_for.target)
         if comp_for.inner_for_in is not None or not names or not self._per_parameter(comp_for.iter, node):
             return  # nested, or not over one model's tensors
-        if not any(_norm_of_grad(self.ctx, n, names) for n in (node.elt, *self.ctx.tree.descendants(node.elt)) if type(n) is cst.Call):
+        norms = [n for n in (node.elt, *self.ctx.tree.descendants(node.elt)) if type(n) is cst.Call and _norm_of_grad(self.ctx, n, names)]
+        if not norms:
             return
-        self._report(node, comp_for.target, comp_for.iter)
+        self._report(node, comp_for.target, comp_for.iter, read=any(_read_on_host(self.ctx, n) for n in norms))
 
     def _per_parameter(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         ctx = self.ctx
@@ -65,9 +67,24 @@ class GradNormPythonLoop(Check):
             return False  # module code outside any step: a norm taken once (a script's check of its gradients)
         return not ctx.guards.rare(at, stop=place)  # every N steps (a log line), after a NaN, on an error path: paid rarely
 
-    def _report(self, node: cst.CSTNode, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+    def _report(self, node: cst.CSTNode, target: cst.BaseExpression, iterable: cst.BaseExpression, read: bool = False) -> None:
         ctx = self.ctx
-        self.report(node, head=f"for {plain_code(ctx.module, target).strip()} in {short_code(ctx.module, iterable)}")
+        # (each norm read into Python, consistency_models' `th.norm(p.grad, ...).item()`: a sync per parameter,
+        # the host waiting for the device hundreds of times a step, not only the launches)
+        self.report(node, head=f"for {plain_code(ctx.module, target).strip()} in {short_code(ctx.module, iterable)}",
+                    read=", reading each into Python (a sync per parameter)" if read else "", cost=Cost.SYNC if read else None,
+                    itself=Repeat("parameter") if read else None)
+
+
+def _read_on_host(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is the norm ``call`` read into Python where it is made: ``….item()``, ``….tolist()``, ``float(…)``?"""
+    parent = ctx.tree.parent(call)
+    if type(parent) is cst.Attribute and parent.attr.value in ("item", "tolist"):
+        return type(ctx.tree.parent(parent)) is cst.Call
+    if type(parent) is cst.Arg:
+        outer = ctx.tree.parent(parent)
+        return type(outer) is cst.Call and dotted(outer.func) in ("float", "int")
+    return False
 
 
 def _norm_of_grad(ctx, call: cst.Call, names: set[str]) -> bool:  # type: ignore[no-untyped-def]
