@@ -190,7 +190,10 @@ def targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
     assigned = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     found: set[str] = set()
     for target in assigned:
-        parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        parts = [target]
+        while any(type(part) in (cst.Tuple, cst.List) for part in parts):  # `(sem, coarse), (kv, embed) = ...`: each name
+            parts = [e.value for part in parts for e in (part.elements if type(part) in (cst.Tuple, cst.List) else ())] \
+                + [part for part in parts if type(part) not in (cst.Tuple, cst.List)]
         parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
         found.update(name for part in parts if (name := dotted(part)) is not None)
     return found

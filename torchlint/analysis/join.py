@@ -166,7 +166,10 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
         phase = (path, key, phase_rank(info.where))
         phase_passed[phase] = phase_passed.get(phase, frozenset()) | info.passed
         if known is not None:
-            better = not known.hook and phase_rank(info.where) < phase_rank(known.where)
+            # (an evaluation's reach over a sampling loop's only where it runs the function as often: a helper
+            # called once after the decode loop nested in an evaluation's batch and once per decoded token in it)
+            better = not known.hook and phase_rank(info.where) < phase_rank(known.where) \
+                and not (_inference(info, known) and known.per_step.outweighs(info.per_step))
             if better:  # a training step reaches it too, deeper in the search: it reads "training", from there
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
                 known = steps[path][key] = replace(known, origin=info.origin, where=info.where, sites=sites, via=info.via, hook=info.hook,
@@ -194,13 +197,16 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 passes_more = True
             if known.feeds_env and not info.feeds_env:  # its own result: another step uses it otherwise
                 known = steps[path][key] = replace(known, feeds_env=False)
-            repeated = not known.hook and phase_rank(info.where) <= phase_rank(known.where) and info.per_step.outweighs(known.per_step)
+            repeated = not known.hook and (phase_rank(info.where) <= phase_rank(known.where) or _inference(info, known)) \
+                and info.per_step.outweighs(known.per_step)
             if repeated:  # reached once per step and also N times (a block in a list and in a Sequential): N;
-                # once per generation (a cache's prefill) and also once per decoded token: per token.
+                # once per generation (a cache's prefill) and also once per decoded token: per token; once per
+                # evaluation batch after its decode loop and also once per decoded token in it (LoRA's
+                # `_add_beam_candidate`): per token, the hottest caller's.
                 # (the words say who repeats it: that reach's origin, caller and loop, with its count, and where it sits)
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
                 known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position,
-                                                   guard=info.guard)
+                                                   guard=info.guard, where=info.where if _inference(info, known) else known.where)
                 grown = True
             if known.guard and not info.guard:  # reached on every step too, not only under td3's `% policy_freq`: no guard's words
                 known = steps[path][key] = replace(known, guard="")
@@ -367,6 +373,15 @@ def _costlier(info: StepInfo, known: StepInfo) -> bool:
         return True
     return phase_rank(info.where) == phase_rank(known.where) and known.host_only is info.host_only and not known.hook \
         and info.per_step.outweighs(known.per_step)
+
+
+def _inference(info: StepInfo, known: StepInfo) -> bool:
+    """Are both reaches inference, an evaluation's or a sampling loop's (no training step): the one
+    that runs the function more often decides its place, whichever phase is ranked first."""
+    return Where.TRAIN not in (info.where, known.where) and info.where in _INFERENCE and known.where in _INFERENCE
+
+
+_INFERENCE = frozenset({Where.EVAL, Where.INFER})
 
 
 def _on_device_first(known: StepInfo, info: StepInfo) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.beam_prune import prunes_a_beam
 from torchlint.analysis.decoding import decodes, denoises
 from torchlint.analysis.loop_shapes import model_sampling
 from torchlint.analysis.names import dotted
@@ -34,7 +35,9 @@ class DecodeLoops:
         """Does ``loop``, with what runs in the loops inside it, decode, sample or denoise? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_decodes_by_shape_of", {})
         if id(loop) not in known:
-            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop))
+            # (a beam search over a score tensor's frames decodes whatever runs the model: `analysis/beam_prune.py`)
+            known[id(loop)] = type(loop) in (cst.For, cst.While) and (decodes(self.ctx, loop) or self._samples(loop) or self.denoises(loop)
+                                                                     or prunes_a_beam(self.ctx, loop))
         return known[id(loop)]
 
     def _around_token_loop(self, loop: cst.For | cst.While) -> bool:

@@ -41,7 +41,7 @@ _BATCH_ROW_WORDS = ("batch", "bs", "bsz", "n_samples", "num_samples")
 _DECODE_WORDS = ("len", "token", "step", "seq", "new", "gen", "frame", "sample")  # with a model call in the loop
 _DECODE_BOUNDS = ("max_len", "max_length", "max_new_tokens", "new_tokens", "max_tokens", "max_seq_len", "gen_len", "num_tokens", "n_tokens", "max_decode", "decode_len")
 # Loop variables and iterables that name what a loop goes over, most specific first.
-_NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), ("topk", "candidate"),
+_NAMED_KINDS = (("beam", "beam"), ("cand", "candidate"), ("hyp", "hypothesis"), ("topk", "candidate"), ("top_k", "candidate"),
                 ("token", "token"), ("block", "block"), ("blk", "block"), ("layer", "layer"), ("head", "head"), ("stage", "stage"),
                 ("node_type", "node type"), ("edge_type", "edge type"), ("relation", "relation"),
                 ("param_group", "parameter group"), ("param", "parameter"),  # `for p in model_params`, fp16_util's master params

@@ -92,13 +92,23 @@ class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
             return self.reads_truth(expr.expression, at, traced)
         is_tensor = self.traced_tensor if traced else self.device_tensor
         if expr_type is cst.Comparison:
+            if len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in (cst.In, cst.NotIn):
+                return not traced and self._membership_reads(expr.left, expr.comparisons[0].comparator, at)
             if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
-                return False  # identity and membership never read a tensor's value
+                return False  # identity never reads a tensor's value
             operands = [expr.left, *(c.comparator for c in expr.comparisons)]
             return any(is_tensor(o, at) for o in operands)
         if expr_type is cst.Call and self.truth_builtin(expr):
             return not traced and self.truth_of_each(expr.args[0].value, at)
         return is_tensor(expr, at)
+
+    def _membership_reads(self, item: cst.BaseExpression, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``t in [eos, pad]``: a list or tuple compares its items with ``==`` and takes each result's
+        truth value, a read of the device tensor per item; ``x in t`` is ``(t == x).any()`` read. A set
+        or a dict hashes a tensor by its identity (no read), and a container of unknown kind may be one."""
+        if self.device_tensor(container, at):
+            return True
+        return self.ctx.values.is_sequence_literal(container, at) and self.device_tensor(item, at)
 
     def per_token_stop(self, statement: cst.CSTNode) -> bool:
         """``if (idx_next == eos).all(): break`` in a decode loop of this file: a device
