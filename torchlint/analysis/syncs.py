@@ -21,7 +21,7 @@ from torchlint.analysis.device_tensors import DeviceTensors
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, plainly_python
+from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, compared_values, plainly_python
 from torchlint.analysis.summary import ELEMENTS
 from torchlint.analysis.sync_sizes import SizedByValues
 from torchlint.analysis.tree import node_types
@@ -91,11 +91,8 @@ class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.Not:
             return self.reads_truth(expr.expression, at, traced)
         is_tensor = self.traced_tensor if traced else self.device_tensor
-        if expr_type is cst.Comparison:
-            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
-                return False  # identity and membership never read a tensor's value
-            operands = [expr.left, *(c.comparator for c in expr.comparisons)]
-            return any(is_tensor(o, at) for o in operands)
+        if expr_type is cst.Comparison:  # (identity, membership and a string literal read no tensor's value)
+            return any(is_tensor(o, at) for o in compared_values(expr))
         if expr_type is cst.Call and self.truth_builtin(expr):
             return not traced and self.truth_of_each(expr.args[0].value, at)
         return is_tensor(expr, at)
