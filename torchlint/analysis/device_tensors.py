@@ -14,7 +14,7 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import ELEMENTS
-from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python
+from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python, string_compared
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -50,6 +50,31 @@ class DeviceTensors:
             if type(first) is cst.SimpleString and cls is not None and dotted(call.func.value) == "self":  # type: ignore[attr-defined]
                 found.setdefault(id(cls), set()).add("self." + first.value.strip("\"'"))
         return found
+
+    @cached_property
+    def _string_names(self) -> dict[int, set[str]]:
+        """Scope (function or module; the class for ``self.x``) -> names compared with a string
+        literal there (``if self._std == "learned":``, ``dist == "normal"``): strings, not tensors."""
+        found: dict[int, set[str]] = {}
+        tree = self.ctx.tree
+        for comparison in tree.nodes(cst.Comparison):
+            for operand in string_compared(comparison):
+                name = dotted(operand)
+                if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+                    continue
+                owner = tree.enclosing_class(comparison) if name.startswith("self.") else tree.scope_of(comparison)
+                if owner is not None:
+                    found.setdefault(id(owner), set()).add(name)
+        return found
+
+    def compared_with_strings(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``expr`` (a name or ``self.x``) compared with a string literal in its function (its
+        class for ``self.x``)? A str parameter or setting, whatever else it is handed to."""
+        name = dotted(expr)
+        if name is None or not self._string_names:
+            return False
+        owner = self.ctx.tree.enclosing_class(at) if name.startswith("self.") else self.ctx.tree.scope_of(at)
+        return owner is not None and name in self._string_names.get(id(owner), ())
 
     def used_as_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``expr`` (a name, ``self.x``, or an item of one: ``lengths[i]``) used as a
@@ -145,6 +170,8 @@ class DeviceTensors:
                 return False  # `edge_index.get_sparse_size()`: a subclass's accessor, maybe a Python value
             return self.tensorish(func.value, at, depth + 1)
         if expr_type is cst.Attribute:
+            if self.compared_with_strings(expr, at):
+                return False  # `self._std == "learned"` in its class: a string setting (or a number), no tensor
             return self.used_as_tensor(expr, at) or ctx.devices.on_device(expr, at) or self._bound_tensorish(expr, at, depth)
         return False
 
@@ -164,6 +191,8 @@ class DeviceTensors:
             # `a = np.array(...)`, then `a.nonzero()`: NumPy arrays share some of those methods
             return ctx.values.kind(name, at) is not Kind.NUMPY
         if binding is None or binding.kind not in ("assign", "for", "comp"):
+            if self.compared_with_strings(name, at):
+                return False  # `def dist(self, dist, ...): if dist == "normal":`: a string parameter
             kind = ctx.values.kind(name, at)
             if kind is Kind.UNKNOWN and binding is not None and binding.kind == "param" and name.value in self._assumed:
                 return True  # what every caller passes decides (`device_parameters`)

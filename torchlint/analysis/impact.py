@@ -213,6 +213,7 @@ class Position(enum.Enum):
     TOKEN_READ = "token-read"  # the sampled token a decode loop needs on the host (`return int(out)` of a `multinomial`): one read per token is the floor
     EXTRA_READ = "extra-read"  # a read before the token read on its path in the step: one more wait per token, removable
     AFTER_READ = "after-read"  # after another read of the same pass, only small ops between: that read waited for the queue, this one for its own kernels
+    TIMED = "timed"  # a synchronize a clock reading follows at once: it closes (or opens) a timed region on purpose, the timing needs it
 
 
 def at_call(own: Position | None, call: Position, repeated: bool = False) -> Position:
@@ -223,7 +224,7 @@ def at_call(own: Position | None, call: Position, repeated: bool = False) -> Pos
     the line repeats in loops of its function whose repetitions each wait again."""
     if own is None:
         return call
-    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ)):
+    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.TIMED)):
         # The function runs once per generated sequence, after its decode: wherever its line sits in it. (A single
         # read right after a sync there says more by that; a repeated one, whisper's `finalize` reading each
         # candidate after its `sum_logprobs.cpu()`, waits once per candidate per sequence, not per token.)
@@ -384,6 +385,8 @@ _POSITION_WHY = {
                            "(the next decoded token's `.item()`): that read waits for the same queue, so this sync adds almost nothing"),
     Position.BEFORE_EVAL: ("the iteration's next device work is an evaluation whose results come to the host (`test()` every epoch), "
                            "which waits for the queue anyway: this read adds only the refill of the evaluation's first kernels"),
+    Position.TIMED: ("a synchronize the next statement reads a clock after: it bounds a timed region on purpose (a benchmark's "
+                     "or a timing log's), the timing needs the device's work done, and dropping it would time the launches only"),
     Position.AFTER_DECODE: ("once per generated sequence, after its decode loop: the read is the generation's result, "
                             "one wait beside the decode steps' many (each token waits for the device anyway)"),
     Position.TOKEN_READ: "the token the loop needs on the host: one read per token is the floor",
@@ -464,7 +467,7 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL)
+        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED)
         if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
             # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
             # (Not "every step of" its loop: the step here is the sequence, not one of its tokens.)

@@ -64,6 +64,12 @@ HOST_LITERALS = node_types(cst.Integer, cst.Float, cst.Imaginary, cst.BaseString
 NUMBERS_AND_STRINGS = node_types(cst.Integer, cst.Float, cst.BaseString)
 
 
+# ONNX Runtime's sessions: `session.run(outputs, feeds)` returns a list of NumPy arrays (never
+# tensors, whatever device the session's provider runs on).
+ONNX_SESSIONS = frozenset({"onnxruntime.InferenceSession", "onnxruntime.capi.onnxruntime_inference_collection.InferenceSession"})
+ONNX_RUNS = frozenset({"run"})
+
+
 def looks_like_loader(name: str) -> bool:
     """``train_loader``, ``self.val_dataloader``, ``loader``: named as a DataLoader
     (``dataloaders``, a collection of them, is not one)."""

@@ -13,10 +13,13 @@ if TYPE_CHECKING:
 
 # The distributions whose constructor checks its parameters' constraints (`validate_args`
 # defaults to `__debug__`: on, unless Python runs with -O). Each check is a device op whose
-# result the host reads (`if not valid.all(): raise`): one sync per parameter.
+# result the host reads (`if not valid.all(): raise`): one sync per parameter. (Not the wrapper
+# `Independent`: it has no argument constraints and its `log_prob` checks nothing of its own;
+# the distribution it wraps, built on its own, does the checking, and a finding there says it.
+# `TransformedDistribution` has none either, but its `log_prob` checks the value's support.)
 DISTRIBUTIONS = frozenset({
     "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet", "Exponential",
-    "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
+    "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
     "InverseGamma", "Kumaraswamy", "Laplace", "LKJCholesky", "LogNormal", "LogisticNormal", "LowRankMultivariateNormal",
     "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
     "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",

@@ -12,7 +12,8 @@ import libcst as cst
 
 from torchlint.analysis.decoding import generation_before
 from torchlint.analysis.impact import ENV_STEP, Position, Where
-from torchlint.analysis.names import dotted
+from torchlint.analysis.guard_shapes import CLOCKS, TIMER_READS
+from torchlint.analysis.names import canonical, dotted
 from torchlint.analysis.step_evaluations import StepEvaluations
 from torchlint.analysis.step_reads import StepReads
 from torchlint.analysis.step_syncs import COPIES_AND_READS, StepSyncs, read_value
@@ -53,6 +54,11 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations):
                 return Position.AFTER_SYNC if self._after_sync(node, stop) else Position.TOKEN_READ
             if precedes_token_read(self.ctx, self._statements_around(node, stop, after=True), self._holds_token_read):
                 return Position.EXTRA_READ
+        if type(node) is cst.Call and self._plain_sync(node) and stop is not None and type(stop) is not cst.FunctionDef \
+                and self.ctx.loops.where(stop) is not Where.TRAIN and self._clock_next(node):
+            # `torch.cuda.synchronize()` then `elapsed = time.time() - start` in a benchmark's loop: a timing's own wait
+            # (in a training loop it still costs every step its refill: the step's tier there)
+            return Position.TIMED
         after_sync = self._after_sync(node, stop)
         if (not after_sync or self._in_a_repeated_pass(node, stop)) and self._after_read(node, stop):
             # the pass's first read waited for the queue, this one for its own small kernels, however often the pass
@@ -181,6 +187,23 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations):
         somewhere in its body among other work (nanochat's ``bench_generate``), whose sync may
         not be its last wait."""
         return self.ctx.method_name(call) == "synchronize" or (self.ctx.aliased_qname(call) or "").endswith(".synchronize")
+
+    def _clock_next(self, call: cst.Call) -> bool:
+        """Is the statement right after ``call``'s (in its block) one that reads a clock:
+        ``start = time.time()``, ``elapsed = time.perf_counter() - t0``, ``timer.elapsed()``?"""
+        statement = self.ctx.tree.statement_of(call)
+        block = self.ctx.tree.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if type(statement) is not cst.SimpleStatementLine or not isinstance(body, (list, tuple)) \
+                or len(statement.body) != 1 or type(statement.body[0]) is not cst.Expr:
+            return False  # (the sync's own line, alone: not `x = f(); torch.cuda.synchronize()`)
+        at = next((i for i, s in enumerate(body) if s is statement), None)
+        following = body[at + 1] if at is not None and at + 1 < len(body) else None
+        if type(following) is not cst.SimpleStatementLine:
+            return False
+        calls = [n for n in self.ctx.tree.descendants(following) if type(n) is cst.Call]
+        return any(canonical(self.ctx.qname(c.func)) in CLOCKS or type(c.func) is cst.Attribute
+                   and c.func.attr.value in TIMER_READS and not c.args for c in calls)
 
     def _turning_loop(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.For | cst.While | None:
         """The innermost ``for``/``while`` statement that repeats ``node`` within its step (``stop``

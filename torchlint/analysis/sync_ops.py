@@ -86,6 +86,39 @@ def library_read(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, 
     return (arg.value, words) if arg is not None and not arg.star else None
 
 
+def compared_values(comparison: cst.Comparison) -> list[cst.BaseExpression]:
+    """The operands of ``comparison`` whose values Python compares and a tensor among them would
+    be read: none for identity and membership (``x is None``, ``mode in ("a", "b")``), and none of
+    a pair with a string literal (``self._std == "learned"``: a tensor compared with a string is
+    False without a read, so such a name holds a string)."""
+    found: list[cst.BaseExpression] = []
+    left = comparison.left
+    for target in comparison.comparisons:
+        right = target.comparator
+        if type(target.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn):
+            return []
+        if type(left) not in _STRINGS and type(right) not in _STRINGS:
+            found += [o for o in (left, right) if not any(o is f for f in found)]
+        left = right
+    return found
+
+
+def string_compared(comparison: cst.Comparison) -> list[cst.BaseExpression]:
+    """The operands ``comparison`` tests against string literals: ``dist == "normal"``,
+    ``mode not in ("train", "eval")``. Such a value is a string (a tensor never equals one)."""
+    found: list[cst.BaseExpression] = []
+    left = comparison.left
+    for target in comparison.comparisons:
+        right, operator = target.comparator, type(target.operator)
+        if operator in (cst.Equal, cst.NotEqual):
+            found += [a for a, b in ((left, right), (right, left)) if type(b) in _STRINGS and type(a) not in _STRINGS]
+        elif operator in (cst.In, cst.NotIn) and type(right) in (cst.Tuple, cst.List, cst.Set) and right.elements \
+                and all(type(e.value) in _STRINGS for e in right.elements):
+            found.append(left)
+        left = right
+    return found
+
+
 def torch_op(ctx: FileContext, call: cst.Call) -> tuple[str | None, cst.BaseExpression | None]:
     """``torch.nonzero(x)`` or ``x.nonzero()``: (op name, the tensor it works on); (None, None)
     for anything but a ``torch.<op>`` function or a method."""
@@ -116,4 +149,5 @@ def plainly_python(expr: cst.BaseExpression) -> bool:
     return False
 
 
+_STRINGS = frozenset({cst.SimpleString, cst.FormattedString, cst.ConcatenatedString})
 _LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})

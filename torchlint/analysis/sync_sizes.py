@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, SIZED_BY_VALUES, mask_name, plainly_python, torch_op
+from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, SIZED_BY_VALUES, compared_values, mask_name, plainly_python, torch_op
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -144,11 +144,9 @@ class SizedByValues:
             return False
         ctx = self.ctx
         expr_type = type(expr)
-        if expr_type is cst.Comparison:
-            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
-                return False
+        if expr_type is cst.Comparison:  # (`mode == "train"` is a Python bool whatever `mode` is)
             is_tensor = self.traced_tensor if traced else self.tensorish
-            return any(is_tensor(o, at) for o in (expr.left, *(c.comparator for c in expr.comparisons)))
+            return any(is_tensor(o, at) for o in compared_values(expr))
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.BitInvert:
             return self.bool_mask(expr.expression, at, depth + 1, traced)
         if expr_type is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr, cst.BitXor):

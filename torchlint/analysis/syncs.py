@@ -21,7 +21,7 @@ from torchlint.analysis.device_tensors import DeviceTensors
 from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, plainly_python
+from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, compared_values, plainly_python
 from torchlint.analysis.summary import ELEMENTS
 from torchlint.analysis.sync_sizes import SizedByValues
 from torchlint.analysis.tree import node_types
@@ -94,10 +94,7 @@ class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
         if expr_type is cst.Comparison:
             if len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in (cst.In, cst.NotIn):
                 return not traced and self._membership_reads(expr.left, expr.comparisons[0].comparator, at)
-            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons):
-                return False  # identity never reads a tensor's value
-            operands = [expr.left, *(c.comparator for c in expr.comparisons)]
-            return any(is_tensor(o, at) for o in operands)
+            return any(is_tensor(o, at) for o in compared_values(expr))  # (identity, membership and a string literal read no tensor's value)
         if expr_type is cst.Call and self.truth_builtin(expr):
             return not traced and self.truth_of_each(expr.args[0].value, at)
         return is_tensor(expr, at)

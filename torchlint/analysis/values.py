@@ -19,10 +19,11 @@ import libcst as cst
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.arrays import _DATAFRAME_TO_NUMPY, _GENERATOR_METHODS, ArrayFacts
 from torchlint.analysis.kind_names import (
-    HOST_LITERALS, HOST_METHODS, MODULE_CHAIN, MODULE_EVIDENCE, MOVES, NUMPY_METHODS, binds_a_count, binds_a_parameter, builds_a_model, library_call_kind,
+    HOST_LITERALS, HOST_METHODS, MODULE_CHAIN, MODULE_EVIDENCE, MOVES, NUMPY_METHODS, ONNX_RUNS, ONNX_SESSIONS, binds_a_count, binds_a_parameter, builds_a_model, library_call_kind,
     looks_like_loader, looks_like_numpy_generator, looks_like_optimizer, optimizer_setting,
 )
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import iterated_item
 from torchlint.analysis.losses import LossFacts, optimized_tensors  # noqa: F401 - re-exported for checks
 from torchlint.analysis.names import canonical, dotted, last_segment as _last_segment
 from torchlint.analysis.value_returns import ValueReturns
@@ -241,6 +242,9 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
                 return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
             if binds_a_parameter(value, binding.element) and self.kind(value.func.value, binding.node) is Kind.MODULE:  # type: ignore[attr-defined]
                 return Kind.TENSOR  # `for p in model.parameters()`, `for n, p in model.named_parameters()`
+            source = iterated_item(value, binding.element, dict_views=False)
+            if source is not None and self.kind(source, binding.node) is Kind.NUMPY:
+                return Kind.NUMPY  # `for idx, seq in enumerate(log_probs_idx)` over an array: its rows
             return Kind.UNKNOWN  # items of an iterable; devices.py knows loader batches
         if binding.kind == "with":
             return Kind.UNKNOWN
@@ -248,8 +252,8 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
             if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
                 return self.kind(value.elements[binding.element].value, binding.node)
             inner = self.kind(value, binding.node)
-            if inner is Kind.TENSOR:
-                return Kind.TENSOR
+            if inner in (Kind.TENSOR, Kind.NUMPY):
+                return inner  # (`enc_out, enc_lens = ort_outs`: the arrays of a list of them, or an array's rows)
             return self._returned_kind(value, binding.element) if isinstance(value, cst.Call) else Kind.UNKNOWN
         return self.kind(value, binding.node)
 
@@ -347,6 +351,8 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
                 return Kind.NUMPY
             if method == "to_numpy":
                 return Kind.NUMPY
+            if method in ONNX_RUNS and self._onnx_session(func.value, at):
+                return Kind.NUMPY  # `ort_session.run(None, feeds)`: ONNX Runtime answers with NumPy arrays
             if builds_a_model(dotted(func.value), method):
                 return Kind.MODULE  # a project class's `from_pretrained`
         if type(func) is cst.Name and func.value == "sum" and call.args and type(call.args[0].value) in (cst.GeneratorExp, cst.ListComp) \
@@ -362,6 +368,12 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         if local_class:
             return Kind.MODULE
         return self._returned_kind(call, None)
+
+    def _onnx_session(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``receiver`` an ONNX Runtime session: built by ``onnxruntime.InferenceSession(...)``
+        (there, or in every binding of the name or ``self.x``)?"""
+        built = self.constructors(receiver, at)
+        return bool(built) and all(canonical(self.ctx.qname(call.func)) in ONNX_SESSIONS for call in built)
 
     def _module_dict_entry(self, container: cst.BaseExpression, key: str, at: cst.CSTNode) -> bool:
         """``self.transformer.ln_f`` with ``self.transformer = nn.ModuleDict(dict(ln_f=nn.LayerNorm(d), ...))``
