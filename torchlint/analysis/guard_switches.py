@@ -74,21 +74,21 @@ class SwitchedOff:
         return None
 
     def switch_words(self, node: cst.CSTNode) -> str:
-        """Words for the switch ``node`` runs only with (``switch_of``), for a line whose callers may
-        turn it on (the join says "only on an opt-in path" where none does); "" where none."""
+        """Words for the constructor switch ``node`` runs only with (``switch_of``), for a line whose
+        callers may turn it on (the join says "only on an opt-in path" where none does); "" where none.
+        A switch of a constructor is a mode the run is built in (imagen's `checkpoint_path`); one of a
+        plain function or `forward()` is passed per call (lit-llama's `kv_cache`, given by every decode
+        step that reaches the line): its reach, not these words, says how often it runs."""
         found = self.switch_of(node)
         if found is None:
             return ""
         function, param, optional = found
         owner, _, name = function.rpartition(".")
-        shown = f"{owner}()" if name == "__init__" else f"{function}()"
+        if name != "__init__":
+            return ""
         if not optional:
-            return f"only with `{param}=True` passed to `{shown}` (off by default)"
-        enclosing = self.ctx.tree.enclosing_function(node)
-        literal = self._literal_defaults(enclosing).get(param) if enclosing is not None and name != "__init__" else None  # type: ignore[attr-defined]
-        if literal is not None:  # `if inference == 'generate':` with `inference='rank'`
-            return f"only where `{param}` passed to `{shown}` is not its default `{literal!r}`"
-        return f"only where `{param}` is given to `{shown}` (off by default)"
+            return f"only with `{param}=True` passed to `{owner}()` (off by default)"
+        return f"only where `{param}` is given to `{owner}()` (off by default)"
 
     def _from_constructor(self, part: cst.BaseExpression | None) -> Switch | None:
         optional = False
