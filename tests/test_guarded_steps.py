@@ -152,3 +152,16 @@ def test_a_periodic_evaluation_in_another_file_runs_every_n_steps(tmp_path: Path
     assert set(found) == {"TL301", "TL405"}
     assert all(f.impact == "low" and f.impact_reason.endswith(every) for f in found.values())
     assert f"`evaluate()` (run {every} from a training loop at " in found["TL405"].message and "train.py:14)" in found["TL405"].message
+
+
+def test_an_agent_that_trains_inside_its_call_trains_per_training_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # dreamerv3's `Dreamer.__call__`: `for _ in range(steps): self._train(next(self._dataset))`, the
+    # environment loop calling the agent every step; its train step's reads are per training step
+    root = checked_here("agenttrains", tmp_path, monkeypatch)
+    found = project_findings(root, "TL102")
+    assert_markers_hold(root, found)
+    recon = next(f for f in found if f.path.endswith("agent.py") and "WorldModel._train()" in f.message)
+    assert "training loop at line 48" in recon.message and "environment step" not in recon.impact_reason
+    # the planner only acts: its read per candidate stays an environment loop's, no training step's
+    planner = next(f for f in found if f.path.endswith("agent.py") and "action.max()" in f.message)
+    assert "training" not in planner.message + planner.impact_reason

@@ -608,6 +608,13 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # `evaluate()`, runs the step function with its training off: score_sde's
                     # `eval_step = get_step_fn(sde, train=False)`)
                     found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
+                elif reaches.trains(callee) and loop.where is not Where.EPOCH and (where not in found or _calls_a_model(call, callee) or reaches(callee)):
+                    # a training step a few calls deep (a backward, an optimizer step: dreamerv3's
+                    # `for _ in range(steps): self._train(next(self._dataset))` in the agent's `__call__`
+                    # that an environment loop runs every step): each iteration is one training step,
+                    # whatever else the loop or its caller samples. (Not an epoch loop, whose own calls
+                    # run once per epoch around the loop of steps: imagen's `trainer.valid_step(...)`.)
+                    found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
                 elif where in found:
                     if _calls_a_model(call, callee) or reaches(callee):  # (what else makes it a step: `_drop_loops_over_runs`)
                         through.setdefault(where, []).append(None if _calls_a_model(call, callee) else callee)
