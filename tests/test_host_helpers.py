@@ -27,4 +27,4 @@ def test_the_summary_names_the_host_helpers_and_their_device_parameter() -> None
     source = (Path(__file__).parent.parent / "fixtures/projects/host_helpers/masks.py").read_text()
     ctx = FileContext(cst.parse_module(source), "masks.py")
     summary = StepSummarizer(ctx).summary("masks.py", lambda node: None)  # type: ignore[arg-type,return-value]
-    assert set(summary.host_helpers) == {("causal_mask", "device", 1), ("pad_row", "", -1)}
+    assert set(summary.host_helpers) == {("causal_mask", "device", 1), ("pad_row", "", -1), ("range_mask", "device", 1)}

@@ -48,6 +48,8 @@ _ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
     "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf",
 ))
+# Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
+_ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
 _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
 
@@ -201,6 +203,13 @@ class HostTensors:
                 made = self.made_on_host(side, at, depth + 1, filled)
                 if made is not None and self.python_number(other, at):
                     return made
+            return None
+        if expr_type is cst.Comparison and len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in _ELEMENTWISE_TESTS:
+            # `mask <= arange` of two host-made tensors (wenet's `subsequent_mask`), or of one and a number: a host mask
+            made = self.made_on_host(expr.left, at, depth + 1, filled)
+            other = expr.comparisons[0].comparator
+            if made is not None and (self.python_number(other, at) or self.made_on_host(other, at, depth + 1, filled) is not None):
+                return made
             return None
         if expr_type is cst.UnaryOperation:
             return self.made_on_host(expr.expression, at, depth + 1, filled)
