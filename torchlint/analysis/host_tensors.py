@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_names import is_cpu_device
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS, FACTORIES
 from torchlint.analysis.in_place_fills import fills_in_place
 from torchlint.analysis.kinds import Kind
@@ -41,6 +42,14 @@ _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "clamp", "abs", "neg", "sigmoid", "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape",
     "polar", "complex", "einsum", "matmul", "mul", "add", "sub", "div", "where", "exp2", "log2", "erf",
 ))
+# Of those, the ones whose only tensor is their first argument (`torch.tril(ones)`): the result
+# is where that one is, whatever the others (sizes, dimensions, bounds) say.
+_ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
+    "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf",
+))
+# Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
+_ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
 _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
 
@@ -149,7 +158,21 @@ class HostTensors:
         if ctx.qname(call.func) not in FACTORIES:
             return False
         device = ctx.keyword(call, "device")
+        if device is not None and self._asking and (param := self.cpu_default_parameter(device.value, call)) is not None \
+                and id(self.ctx.tree.enclosing_function(param)) in self._asking:
+            return True  # the asked helper's `device=device`, CPU unless its caller passes one: `host_helper` asks the call
         return not ctx.devices.default_device_set() if device is None else ctx.devices.device_value(device.value, call) == "host"
+
+    def cpu_default_parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
+        """``device`` where it is a parameter of ``at``'s function defaulting to the CPU
+        (``device: torch.device = torch.device("cpu")``, wenet's ``subsequent_mask``)."""
+        if type(expr) is not cst.Name:
+            return None
+        binding = self.ctx.bindings.reaching(expr.value, at)
+        param = binding.node if binding is not None and binding.kind == "param" else None
+        if type(param) is not cst.Param or param.default is None or not is_cpu_device(param.default, self.ctx):
+            return None
+        return param
 
     def made_on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, filled: bool = False) -> cst.Call | None:
         """The call that made ``expr`` on the host, through place-keeping methods, arithmetic
@@ -172,12 +195,21 @@ class HostTensors:
                 return self.made_on_host(func.value, at, depth + 1, filled)
             if qualified is None and self.host_helper(expr, filled) is not None:
                 return expr
+            if qualified in _ONE_TENSOR_FUNCTIONS and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+                return self.made_on_host(expr.args[0].value, at, depth + 1, filled)  # `return torch.tril(ret)`
             return None
         if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
             for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
                 made = self.made_on_host(side, at, depth + 1, filled)
                 if made is not None and self.python_number(other, at):
                     return made
+            return None
+        if expr_type is cst.Comparison and len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in _ELEMENTWISE_TESTS:
+            # `mask <= arange` of two host-made tensors (wenet's `subsequent_mask`), or of one and a number: a host mask
+            made = self.made_on_host(expr.left, at, depth + 1, filled)
+            other = expr.comparisons[0].comparator
+            if made is not None and (self.python_number(other, at) or self.made_on_host(other, at, depth + 1, filled) is not None):
+                return made
             return None
         if expr_type is cst.UnaryOperation:
             return self.made_on_host(expr.expression, at, depth + 1, filled)
@@ -215,12 +247,35 @@ class HostTensors:
         function = ctx.functions.called(call, ctx.qname(call.func))
         if function is None:
             return None
+        factory = self._factory_of(function, filled)
+        device = ctx.keyword(factory, "device") if factory is not None else None
+        if device is not None and (param := self.cpu_default_parameter(device.value, factory)) is not None \
+                and _passes(call, function, param):  # type: ignore[arg-type]
+            return None  # the caller gives the device: made there
+        return factory
+
+    def _factory_of(self, function: cst.FunctionDef, filled: bool) -> cst.Call | None:
         memo: dict[tuple[int, bool], cst.Call | None] = self.__dict__.setdefault("_helpers", {})
         if (id(function), filled) in memo:
             return memo[id(function), filled]
         if id(function) in self._asking or self._depth.waiting(id(function)):
             return None  # recursion
         return self._depth.call(id(function), lambda: self._helper_factory(function, filled))  # 1,400 helpers returning the next one's result
+
+    def helper_device(self, function: cst.FunctionDef) -> tuple[str, int] | None:
+        """For the summary: where ``function`` is a helper every ``return`` of which is a tensor a
+        factory made on the host (see ``host_helper``), the parameter that factory's ``device=`` is,
+        CPU by default, and its position among the positional arguments a call passes (``("", -1)``:
+        none, it always builds on the host); None where it is no such helper."""
+        factory = self._factory_of(function, False)
+        if factory is None:
+            return None
+        device = self.ctx.keyword(factory, "device")
+        param = self.cpu_default_parameter(device.value, factory) if device is not None else None
+        if param is None:
+            return "", -1
+        positional = _positional(function)
+        return param.name.value, next((i for i, p in enumerate(positional) if p is param), -1)
 
     def _helper_factory(self, function: cst.FunctionDef, filled: bool) -> cst.Call | None:
         ctx = self.ctx
@@ -418,3 +473,20 @@ def _walked(ctx, iterable: cst.BaseExpression, element: int | None) -> cst.BaseE
         if name == "enumerate" and element == 1 and positional:
             return positional[0]
     return iterable if element is None else None
+
+
+def _passes(call: cst.Call, function: cst.FunctionDef, param: cst.Param) -> bool:
+    """Does ``call`` (of ``function``) pass ``param``, by name, by position or through a splat?"""
+    if any(arg.star for arg in call.args):
+        return True  # `*args`, `**kwargs`: it may
+    if any(arg.keyword is not None and arg.keyword.value == param.name.value for arg in call.args):
+        return True
+    positional = _positional(function)
+    index = next((i for i, p in enumerate(positional) if p is param), None)
+    return index is not None and sum(1 for arg in call.args if arg.keyword is None) > index
+
+
+def _positional(function: cst.FunctionDef) -> list[cst.Param]:
+    """The parameters a call's positional arguments fill, in order (a method's ``self`` or ``cls`` left out)."""
+    positional = [*function.params.posonly_params, *function.params.params]
+    return positional[1:] if positional and positional[0].name.value in ("self", "cls") else positional

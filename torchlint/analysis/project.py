@@ -611,6 +611,23 @@ def returns_host(project: Project, ref: Ref, importer: str) -> bool:
     return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
 
 
+def builds_on_host(project: Project, ref: Ref, importer: str, positional: int, keywords: tuple[str, ...], star: bool) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) build what it returns on the
+    host with a factory (``FileSummary.host_helpers``), the call passing none of them the device
+    parameter that factory is given (wenet's ``subsequent_mask(i)``, ``device`` left at the CPU)?"""
+    callees = _each_callee(project, ref, importer)
+    if not callees:
+        return False
+    for path, key in callees:
+        helper = next((h for h in project.files[path].host_helpers if h[0] == key), None)
+        if helper is None:
+            return False
+        _, device, position = helper
+        if device and (star or device in keywords or 0 <= position < positional):
+            return False  # the caller may give it the device
+    return True
+
+
 def returns_device(project: Project, ref: Ref, importer: str) -> bool:
     """Does every function a call of ``ref`` may run (at least one) return a device tensor
     (``FileSummary.device_results``: whisper's ``PyTorchInference.logits``, whose

@@ -238,6 +238,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),
+            host_helpers=tuple((self.keys[id(f)], *made) for f in self.functions if (made := self.ctx.uploads.helper_device(f)) is not None),
             device_results=self._device_results(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             assigned=self.ctx.constants.assigned_ints(),

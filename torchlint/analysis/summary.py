@@ -202,6 +202,9 @@ class FileSummary:
     # (function key, position of the tuple it returns, -1: the whole value) made on the host in every
     # `return`: a NumPy array or Python value of host data (analysis/host_returns.py)
     host_returns: tuple[tuple[str, int], ...] = ()
+    # (function key, its parameter the factory's `device=` is, CPU by default, and that parameter's position, or
+    # ("", -1)): functions whose every `return` is a tensor a factory made on the host (`HostTensors.helper_device`)
+    host_helpers: tuple[tuple[str, str, int], ...] = ()
     # classes this file names only to build objects it never runs as modules (analysis/idle_builds.py):
     # (the class reference, the class whose attribute holds the object or "")
     idle_builds: tuple[tuple[Ref, str], ...] = ()

@@ -114,6 +114,10 @@ class Report:
     # trains and one samples (a model's layers
     # in a project that only runs inference): the join re-tiers it so.
     untrained: Where | None = None
+    # A call of another file's function whose result is moved (`subsequent_mask(i).to(device)`): the
+    # finding holds only where the join finds that every function it may run builds what it returns
+    # on the host with a factory, and that the call passes it no device (`FileSummary.host_helpers`).
+    host_helper: cst.Call | None = None
 
 
 class Check:
@@ -206,6 +210,7 @@ class Check:
         subclass_of: tuple[cst.BaseExpression, str] | None = None,
         backbone_cost: Cost | None = None,
         untrained: Where | None = None,
+        host_helper: cst.Call | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -270,7 +275,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group, subclass_of, backbone_cost, untrained))
+                                   group, subclass_of, backbone_cost, untrained, host_helper))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

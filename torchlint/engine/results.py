@@ -129,6 +129,9 @@ class Pending(NamedTuple):
     # (function key, parameter, optional): a finding placed in its own file behind a switch off by default
     # (Guards.switch_of): low where no call in the project turns it on (``SettingDefaults.turned_on_nowhere``)
     switch: tuple[str, str, bool] | None = None
+    # ``dataset`` is a call's reference, with (its positional arguments, its keywords, a splat): held
+    # where every function it may run builds its result on the host and is passed no device (TL110)
+    host_helper: tuple[int, tuple[str, ...], bool] | None = None
 
 
 @dataclass(slots=True)

@@ -131,10 +131,16 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         subclass = _subclass_of(summarizer, report)
         if report.subclass_of is not None and subclass is None:
             continue  # a class of another file the summary cannot name: nothing says it derives from the family
+        helper = _helper_wait(summarizer, report) if report.host_helper is not None else None
+        if report.host_helper is not None and (helper is None or report.condition is not None or not torch_file):
+            continue  # another file's function the summary cannot name: nothing says it builds on the host
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 located = finding
                 finding, in_function = _with_impact(ctx, finding, report, cost)
+                if helper is not None:  # another file's function: the join knows whether it builds on the host
+                    result.pending.append(Pending(finding, helper[0], False, host_helper=helper[1]))
+                    continue
                 if subclass is not None:  # a class of another file: the join knows whether it derives from the family
                     result.pending.append(Pending(finding, subclass[0], False, unless_switch=report.unless_switch, subclass_of=subclass[1]))
                     continue
@@ -210,6 +216,17 @@ def _method_key(ctx: FileContext, node: cst.CSTNode) -> str:
             or type(ctx.tree.parent(ctx.tree.parent(function))) is not cst.ClassDef:
         return ""
     return function_key(ctx, function)
+
+
+def _helper_wait(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, tuple[int, tuple[str, ...], bool]] | None:
+    """``Report.host_helper``'s call: what it runs, as a summary reference, and what it passes (its
+    positional arguments, its keywords, a splat), for the join's ``project.builds_on_host``."""
+    call = report.host_helper
+    ref = summarizer.target(call.func, call) if summarizer is not None and call is not None else None
+    if ref is None:
+        return None
+    keywords = tuple(arg.keyword.value for arg in call.args if arg.keyword is not None)  # type: ignore[union-attr]
+    return ref, (sum(1 for arg in call.args if arg.keyword is None and not arg.star), keywords, any(arg.star for arg in call.args))
 
 
 def _subclass_of(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, str] | None:

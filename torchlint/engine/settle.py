@@ -11,7 +11,7 @@ from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project, decodes_from_a_cache, returns_host
+from torchlint.analysis.project import Project, builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
@@ -243,6 +243,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if project is not None and path in project.files and derives_from(project, path, pending.dataset, pending.subclass_of):  # type: ignore[arg-type]
                 yield pending.finding
             continue  # not the project's class, or one deriving from no class of the family
+        if pending.host_helper is not None:
+            if project is not None and path in project.files and builds_on_host(project, pending.dataset, path, *pending.host_helper):  # type: ignore[arg-type]
+                yield pending.finding
+            continue  # not the project's function, or one that builds on the device (or is given it)
         if pending.unless_host_return:
             if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
                 yield pending.finding

@@ -24,6 +24,9 @@ _LEGACY = {
     "torch.IntTensor", "torch.LongTensor", "torch.BoolTensor",
 }
 
+# Libraries' functions: no helper of the project, whatever they return (the join would find none).
+_LIBRARIES = frozenset({"torch", "numpy", "math", "random", "builtins", "torchvision", "torchaudio", "transformers", "einops", "scipy", "PIL", "cv2"})
+
 # Arguments that fix the result's device or storage: adding `device=` would fight them.
 _PLACES_STORAGE = ("out", "pin_memory", "layout")
 
@@ -56,12 +59,22 @@ class CreateThenMove(Check):
             return
         # A helper's result moved on: it is read as `helper(...).to(d)`, `helper(...) * k` or assigned.
         parent = ctx.tree.parent(node)
-        if qualified is not None or type(parent) not in (cst.Attribute, cst.Assign, cst.BinaryOperation, cst.UnaryOperation):
+        if type(parent) not in (cst.Attribute, cst.Assign, cst.BinaryOperation, cst.UnaryOperation):
+            return
+        if qualified is not None:
+            if qualified.partition(".")[0] not in _LIBRARIES:  # another file's helper, `subsequent_mask(i).to(device)`: the join knows what it builds
+                name = qualified.rpartition(".")[2]
+                hint = f"Build it on the device: give `{name}()` the device for its factory (`device=`), no host copy to wait for"
+                self._check_made(node, fixable=False, hint=hint, elsewhere=True)
             return
         factory = ctx.uploads.host_helper(node)
         if factory is not None:  # `noise_like(shape).to(device)`: the helper builds on the host
             function = ctx.functions.called(node, None)
-            hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]
+            device = ctx.keyword(factory, "device")
+            if device is not None:  # its `device` parameter, CPU by default, that this call leaves out
+                hint = f"Pass the device to `{function.name.value}()` (`{short_code(ctx.module, device.value)}=`): it builds the tensor there, with no copy"  # type: ignore[union-attr]
+            else:
+                hint = f"Give `{function.name.value}()` the device and pass it to `{short_code(ctx.module, factory)}` (`device=`)"  # type: ignore[union-attr]
             self._check_made(node, fixable=False, hint=hint)
 
     def _made_data_moved(self, node: cst.Call, qualified: str | None) -> bool:
@@ -95,10 +108,11 @@ class CreateThenMove(Check):
         self.report(node, hint=_made_hint(ctx, data, factory), factory=short_code(ctx.module, node, limit=60), move=move)
         return True
 
-    def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False) -> None:
+    def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False, elsewhere: bool = False) -> None:
         """Report ``made`` when what is computed from it on the host is moved to the device:
         in the same expression (through views, arithmetic and torch functions), or a few
-        statements later."""
+        statements later. ``elsewhere``: a call of another file's function, held where the join
+        finds that it builds its result on the host."""
         uploads = self.ctx.uploads
         top, alone = uploads.host_chain(made)
         move = uploads.move_of(top)
@@ -115,7 +129,7 @@ class CreateThenMove(Check):
         # A few bytes: the copy's wait for the queue is the cost, tiered like a read's.
         cost = Cost.SMALL_UPLOAD if _small(self.ctx, made) else None
         self.report(
-            made, fix=fix, hint=hint, fix_safety=safety, cost=cost,
+            made, fix=fix, hint=hint, fix_safety=safety, cost=cost, host_helper=made if elsewhere else None,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
             factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move),
         )
