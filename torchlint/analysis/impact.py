@@ -273,6 +273,7 @@ def one_fix(what: str, count: int, adjacent: bool = False) -> Repeat:
 ENV_STEP = "environment step"  # an RL rollout's iteration (`envs.step(action)`): sequential, as a decoded token is
 DENOISING_STEP = "denoising step"  # a sampler's iteration (`x = step(model(x, t))`): sequential too
 DECODED_TOKEN = "decoded token"  # a decode loop's iteration
+INPUT_CHUNK = "input chunk"  # a streaming encoder's iteration: a slice of frames of an input it was given, not a token it made
 GENERATION = "generated sequence"  # a step loop's iteration that runs a whole generation (`gen = tts.tts(text)` per text chunk)
 SEQUENTIAL = frozenset({DECODED_TOKEN, DENOISING_STEP, ENV_STEP})
 
@@ -437,6 +438,10 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         tier = _TIERS[Cost.SYNC][where]
     if where not in _PER_STEP:
         return tier, f"{cost.value}, {often}"
+    if cost is Cost.CACHE_GROWN and place.per_step.unit == INPUT_CHUNK:
+        # A streaming encoder's cache grown once per chunk of input frames (16 or more each, the cache bounded by
+        # the chunks it keeps), not once per decoded token: a few copies per utterance, small beside each chunk's work.
+        return LOW, f"{cost.value}, {often}: {_PER_CHUNK}"
     if cost in _WAITS and place.per_step.unit == GENERATION and not any(repeat.kind in SEQUENTIAL for repeat in place.per_step.repeats):
         # A step that is a whole generation (its decode steps each wait for the device anyway): this line's waits,
         # once or over the rows or tokens of that generation's result, are a few beside the generation's many.
@@ -506,6 +511,8 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
     return tier, f"{cost.value}, {often}"
 
 
+_PER_CHUNK = ("once per chunk of input frames a streaming encoder is given (each of many frames), not per decoded token: "
+              "a few copies of a cache bounded by the chunks it keeps, small beside each chunk's forward")
 _PER_GENERATION = ("each step runs a whole generation, whose decode steps each wait for the device anyway: "
                    "its waits here, once or over the generation's rows or tokens, are a few small ones beside the generation's many")
 _PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by itself), so this is one wait per model run, "

@@ -44,6 +44,22 @@ def slices_a_batch(loop: cst.CSTNode) -> bool:
     return type(func) is cst.Name and func.value == "range" and len(loop.iter.args) == 3
 
 
+def over_input_chunks(tree: Tree, loop: cst.CSTNode) -> bool:
+    """``for cur in range(0, num_frames, stride): chunk = xs[:, cur:end]``: a strided range whose
+    variable starts a slice of a later axis, a chunk of an input's sequence (a streaming encoder's
+    16+ frames) per iteration; not a token made by the iteration before it, nor rows of a batch
+    (``x[i:i + mb]``, the first axis)."""
+    if not slices_a_batch(loop):
+        return False
+    variable = loop.target.value if type(loop.target) is cst.Name else None  # type: ignore[attr-defined]
+    for node in tree.descendants(loop.body):  # type: ignore[attr-defined]
+        if type(node) is cst.Subscript and len(node.slice) > 1 and any(
+                type(part.slice) is cst.Slice and type(part.slice.lower) is cst.Name and part.slice.lower.value == variable
+                for part in node.slice[1:]):
+            return True
+    return False
+
+
 def target_names(loop: cst.CSTNode) -> set[str]:
     """The names a loop binds each iteration (``net`` in ``for net in nets``,
     ``net, opt`` in ``for net, opt in zip(nets, opts)``, ``attn, ff`` in

@@ -15,8 +15,8 @@ import libcst as cst
 
 from torchlint.analysis.device_elements import may_hold_values
 from torchlint.analysis.host_consumers import environment_step
-from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, SEQUENTIAL, Repeat, Where
-from torchlint.analysis.loop_shapes import yields_each_pass
+from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, INPUT_CHUNK, SEQUENTIAL, Repeat, Where
+from torchlint.analysis.loop_shapes import over_input_chunks, yields_each_pass
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
 from torchlint.analysis.names import dotted, is_range
@@ -163,6 +163,8 @@ class Places(StepPositions):
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in words for word in _DECODE_WORDS) and self._calls_a_model(loop) \
                     or self.ctx.loops.decodes(loop):
                 return Repeat("decoded token", count)
+            if over_input_chunks(self.ctx.tree, loop):
+                return Repeat(INPUT_CHUNK, count)  # a streaming encoder's chunks of frames, not tokens it made
             if self._indexes_top_k(loop, names):
                 return Repeat("candidate", count)  # `for j in range(beam): ids[0, j]` of `torch.topk(...)`: the k best
             kind = _named_kind(names + " " + bound)
