@@ -39,17 +39,23 @@ class DeviceTensors:
             while type(receiver) is cst.Subscript:
                 receiver = receiver.value
             name = dotted(receiver)
-            if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
-                continue
-            owner = tree.enclosing_class(call) if name.startswith("self.") else tree.scope_of(call)
+            owner = self._owner_of(name, call)
             if owner is not None:
-                found.setdefault(id(owner), set()).add(name)
+                found.setdefault(id(owner), set()).add(name)  # type: ignore[arg-type]
         for call in self.ctx.method_calls("register_buffer"):  # `self.register_buffer("step", t)`: `self.step`
             first = call.args[0].value if call.args else None
             cls = tree.enclosing_class(call)
             if type(first) is cst.SimpleString and cls is not None and dotted(call.func.value) == "self":  # type: ignore[attr-defined]
                 found.setdefault(id(cls), set()).add("self." + first.value.strip("\"'"))
         return found
+
+    def _owner_of(self, name: str | None, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The scope a plain name (its function or module) or a ``self.x`` (its class) belongs to at
+        ``node``; None for other dotted names (``a.b.c``, ``model.x``: not this scope's to judge)."""
+        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+            return None
+        tree = self.ctx.tree
+        return tree.enclosing_class(node) if name.startswith("self.") else tree.scope_of(node)
 
     @cached_property
     def _string_names(self) -> dict[int, set[str]]:
@@ -60,11 +66,9 @@ class DeviceTensors:
         for comparison in tree.nodes(cst.Comparison):
             for operand in string_compared(comparison):
                 name = dotted(operand)
-                if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
-                    continue
-                owner = tree.enclosing_class(comparison) if name.startswith("self.") else tree.scope_of(comparison)
+                owner = self._owner_of(name, comparison)
                 if owner is not None:
-                    found.setdefault(id(owner), set()).add(name)
+                    found.setdefault(id(owner), set()).add(name)  # type: ignore[arg-type]
         return found
 
     def compared_with_strings(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
