@@ -40,7 +40,7 @@ _TABLE = (
     ('TL202', 'dataloader-no-pin-memory', True, 'NONE', '`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator.'),
     ('TL203', 'tensor-copies-numpy', True, 'UNSAFE', '`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array.'),
     ('TL204', 'legacy-tensor-constructor', True, 'UNSAFE', '`torch.FloatTensor(...)`, `torch.cuda.LongTensor`, `torch.Tensor([...])` or `Variable(...)`.'),
-    ('TL205', 'pad-to-max-length', True, 'NONE', '`tokenizer(..., padding="max_length")` in training data preparation: every sequence padded to the maximum length.'),
+    ('TL205', 'pad-to-max-length', True, 'NONE', '`tokenizer(..., padding="max_length")`, or `ids + [pad] * (max_len - len(ids))`, in training data preparation: every sequence padded to the maximum length.'),
     ('TL301', 'eval-without-no-grad', True, 'NONE', 'A model called after `.eval()` without `no_grad`/`inference_mode`.'),
     ('TL302', 'loss-graph-retained', True, 'NONE', 'A loss tensor (with its graph) appended to or summed into a value that outlives the step.'),
     ('TL303', 'zero-grad-memset', True, 'SAFE', '`zero_grad(set_to_none=False)` or a manual `p.grad.zero_()`: a memset per parameter every step.'),
