@@ -33,7 +33,7 @@ def prunes_a_beam(ctx: FileContext, loop: cst.CSTNode) -> bool:
     that steps an optimizer or runs a backward prunes hard examples, not hypotheses."""
     if type(loop) not in _LOOPS:
         return False
-    own = ctx.loops._own_nodes(loop.body)
+    own = ctx.loops.own_nodes(loop.body)
     # (the candidates come from this frame's scores: without a `topk`, a loop keeping a list's first k is no search)
     if not any(type(n) is cst.Call and ctx.method_name(n) == "topk" for n in own):
         return False

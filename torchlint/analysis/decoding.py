@@ -65,7 +65,7 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     # chosen[b, i] = current_vs[b, s]`, then `beams = torch.cat([beams, chosen...])`): those
     # element writes make `chosen` from the sampled values, as an assignment in the body would.
     own = set(map(id, nodes))
-    writes = [n for n in ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For) if id(n) not in own
+    writes = [n for n in ctx.loops.own_nodes(loop.body, enter=lambda n: type(n) is cst.For) if id(n) not in own
               and type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Subscript]
     if writes and _feeds_back(ctx, loop, nodes, sorted([*ordered, *writes], key=ctx.tree.index)):
         return True
@@ -83,13 +83,13 @@ def decodes(ctx: FileContext, loop: cst.CSTNode) -> bool:
     # token, the iteration decodes it. (Only samplers of the iteration's own body: what a nested loop
     # samples, a top-k filter's or a scoring pass's, says nothing of the iteration.)
     own_samplers = _own_samplers(ctx, nodes)
-    nested = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) in (cst.For, cst.While)))
+    nested = list(ctx.loops.own_nodes(loop.body, enter=lambda n: type(n) in (cst.For, cst.While)))
     ordered = sorted((n for n in nested if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
     if own_samplers and _feeds_back(ctx, loop, nested, ordered, samplers=own_samplers, nested_only=frozenset(map(id, nodes))):
         return True
     if not any(type(n) is cst.For and n is not loop for n in nodes):
         return False
-    nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+    nodes = list(ctx.loops.own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign) or _appends(n)), key=ctx.tree.index)
     return _feeds_back(ctx, loop, nodes, ordered, named=True)
 
@@ -129,7 +129,7 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
 def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
     """The nodes one iteration of a decode loop runs (not those of nested scopes), and its
     assignments in source order (a beam search's hypothesis loops and appends too)."""
-    nodes = list(ctx.loops._own_nodes(loop.body))
+    nodes = list(ctx.loops.own_nodes(loop.body))
     # A beam search runs the model once per hypothesis, in `for hyp in hyps:` over what this
     # loop rebinds (`hyps = kept`): the `for` loops in its body (hypotheses, then candidates) are
     # this iteration's too. `for hyp in hyps:` binds what the model is given, and
@@ -138,7 +138,7 @@ def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.C
     rebound = {name for n in nodes if type(n) is cst.Assign for name in targets(n, items=False)}
     searches = any(type(n) is cst.For and dotted(n.iter) in rebound for n in nodes)
     if searches:
-        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
+        nodes = list(ctx.loops.own_nodes(loop.body, enter=lambda n: type(n) is cst.For))
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
                       or searches and (type(n) is cst.For or _appends(n))), key=ctx.tree.index)
     return nodes, ordered
@@ -253,7 +253,7 @@ def derived(ordered: list[cst.CSTNode], seeds: set[str], rounds: int = 2) -> set
 def grown_names(ctx: FileContext, loop: cst.CSTNode) -> set[str]:
     """The sequences ``loop``'s body grows in place on each pass (``tokens.append(tok)``,
     ``extend``, ``tokens[:, t] = tok``, ``tokens += [tok]``): not the same data twice."""
-    nodes = list(ctx.loops._own_nodes(loop.body))  # type: ignore[attr-defined]
+    nodes = list(ctx.loops.own_nodes(loop.body))  # type: ignore[attr-defined]
     names = {name for name, _ in _grown(nodes)}
     names |= {name for n in nodes if type(n) is cst.AugAssign and (name := dotted(n.target)) is not None}
     return names - _made_afresh(loop)
@@ -334,7 +334,7 @@ def _returns_a_sample(ctx: FileContext, function: cst.FunctionDef) -> bool:
     was picked (not a ``forward``: a model's own loop over time steps runs within its step)."""
     if function.name.value in ("forward", "__call__") or type(function.body) is not cst.IndentedBlock:
         return False
-    nodes = list(ctx.loops._own_nodes(function.body))
+    nodes = list(ctx.loops.own_nodes(function.body))
     ordered = sorted((n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)), key=ctx.tree.index)
     samplers = sampler_calls(nodes)
     returns = [n for n in nodes if type(n) is cst.Return and n.value is not None]
@@ -383,11 +383,11 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
         return False  # a loop over time steps there runs within the model's step
     sampling = any(part.startswith(_SAMPLING_FUNCTIONS) for part in name.split("_"))  # `p_sample_loop`, not `reshape_subsample`
     steps = {step for step in mentions(loop.target) if not any(word in step.lower() for word in _DATA_WORDS)}
-    nodes = list(ctx.loops._own_nodes(loop.body))
+    nodes = list(ctx.loops.own_nodes(loop.body))
     if sampling and not any(type(n) is cst.Call and may_run_a_model(ctx, n) for n in nodes):
         # `for sigma, ... in schedule: for r in range(resample_times): images = step(images, sigma)`:
         # the time step's work sits in an inner loop that repeats it
-        nodes = list(ctx.loops._own_nodes(loop.body, enter=lambda node: type(node) in (cst.For, cst.While)))
+        nodes = list(ctx.loops.own_nodes(loop.body, enter=lambda node: type(node) in (cst.For, cst.While)))
     if not sampling and any(type(n) is cst.Subscript and any(mentions(e) & steps for e in n.slice) for n in nodes):  # type: ignore[attr-defined]
         return False  # `xs[t]`: it walks a sequence, one element per iteration
     if any(type(n) is cst.Call and ctx.method_name(n) in ("backward", "step") and ctx.loops.is_step_call(n) for n in nodes):

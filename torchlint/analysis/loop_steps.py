@@ -133,9 +133,9 @@ class StepCalls:
         loops (``for i in range(0, len(batch), micro):``). Any other loop (over a loader,
         over epochs, ``while``) makes the function a whole epoch or run, so that its
         caller's loop is an epoch loop, not a step loop."""
-        return self._own_nodes(root, enter=slices_a_batch)
+        return self.own_nodes(root, enter=slices_a_batch)
 
-    def _own_nodes(self, root: cst.CSTNode, enter=None):  # type: ignore[no-untyped-def]
+    def own_nodes(self, root: cst.CSTNode, enter=None):  # type: ignore[no-untyped-def]
         """``root`` and its nodes, not descending into nested loops and scopes (except
         the loops ``enter`` accepts). Without ``enter``, a list remembered per root (the
         decode, denoise and top-k questions walk the same loop bodies): do not change it."""
@@ -166,7 +166,7 @@ class StepCalls:
             stack.extend(children(node))
 
     def own_calls(self, root: cst.CSTNode, stops: frozenset[type] | str = OWN) -> list[cst.Call]:
-        """The calls of :meth:`_own_nodes` (``STEP``: of :meth:`_step_nodes`), in its order,
+        """The calls of :meth:`own_nodes` (``STEP``: of :meth:`_step_nodes`), in its order,
         from one index of the file's calls (analysis/subtree_calls.py). Do not change the list."""
         if not hasattr(self, "_subtree_calls"):
             self._subtree_calls = SubtreeCalls(self.ctx.tree, slices_a_batch)

@@ -295,7 +295,7 @@ class Places(StepPositions):
         ctx = self.ctx
         if type(loop) is not cst.For or not index:
             return False
-        for node in ctx.loops._own_nodes(loop.body):
+        for node in ctx.loops.own_nodes(loop.body):
             if type(node) is not cst.Subscript or type(node.value) is not cst.Name or not any(
                     type(e.slice) is cst.Index and dotted(e.slice.value) == index for e in node.slice):
                 continue

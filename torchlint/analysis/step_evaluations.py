@@ -56,6 +56,6 @@ class StepEvaluations:
             runs_model = bool(models)
             # (an evaluation that returns nothing and reads nothing keeps its results on the device)
             reads = any(read_value(ctx, c) is not None for c in calls) or any(
-                type(n) is cst.Return and n.value is not None for n in loops._own_nodes(function.body))
+                type(n) is cst.Return and n.value is not None for n in loops.own_nodes(function.body))
             known[id(function)] = no_grad and runs_model and reads
         return known[id(function)]

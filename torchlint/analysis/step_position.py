@@ -272,7 +272,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations):
         function = ctx.functions.called(call, None if type(call.func) is cst.Attribute else ctx.qname(call.func))
         if function is None or self._runs_a_model(call):
             return False
-        return any(type(n) is cst.Call and read_value(ctx, n) is not None for n in ctx.loops._own_nodes(function.body))
+        return any(type(n) is cst.Call and read_value(ctx, n) is not None for n in ctx.loops.own_nodes(function.body))
 
     def _fresh(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Has the step queued no device work before ``node``? (A helper that synchronizes,
@@ -415,7 +415,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations):
         known: dict[int, bool] = self.__dict__.setdefault("_model_runners", {})  # each helper scanned once
         if id(function) not in known:
             loops = ctx.loops
-            known[id(function)] = any(type(n) is cst.Call and loops.is_step_call(n) for n in loops._own_nodes(function.body))
+            known[id(function)] = any(type(n) is cst.Call and loops.is_step_call(n) for n in loops.own_nodes(function.body))
         return known[id(function)]
 
     def _works_before(self, block: cst.CSTNode, at: int) -> bool:

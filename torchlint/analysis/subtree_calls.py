@@ -21,7 +21,7 @@ _SCOPES = node_types(cst.FunctionDef, cst.ClassDef, cst.Lambda)
 COMPREHENSIONS = node_types(cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _LOOPS = frozenset({cst.For, cst.While})
 
-# What a subtree's own calls stop at, by the question asked (see `Loops._own_nodes`/`_loop_nodes`).
+# What a subtree's own calls stop at, by the question asked (see `Loops.own_nodes`/`_loop_nodes`).
 OWN = _SCOPES | COMPREHENSIONS | _LOOPS  # the statement's own calls, not its nested loops'
 INTO_LOOPS = _SCOPES | COMPREHENSIONS  # nested `for`/`while` loops' calls too
 IN_SCOPE = _SCOPES  # comprehensions' too: every call that runs in this scope (a loop body's)
@@ -46,7 +46,7 @@ class SubtreeCalls:
     def calls(self, root: cst.CSTNode, stops: frozenset[type] | str) -> list[cst.Call]:
         """The calls under ``root`` (itself included) with no node that ``stops`` between it
         and ``root`` (``root`` itself never stops), in the order a depth-first walk that
-        pushes children left to right pops them (``Loops._own_nodes``'s order). Do not
+        pushes children left to right pops them (``Loops.own_nodes``'s order). Do not
         change the list."""
         key = (id(root), id(stops))
         found = self._answers.get(key)
