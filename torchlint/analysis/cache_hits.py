@@ -50,6 +50,10 @@ def _caches_tested(test: cst.BaseExpression) -> set[tuple[str, bool]]:
                 found.add((dotted(other), True))  # type: ignore[arg-type]
             elif operator is cst.IsNot and type(other) is cst.Name and other.value == "None" and "." in (dotted(part.left) or ""):
                 found.add((dotted(part.left), False))  # type: ignore[arg-type]
+        elif type(part) is cst.Attribute and "." in (dotted(part) or ""):
+            # `if self.inited: return`, the flag set after it (`self.inited.data.copy_(torch.Tensor([True]))`,
+            # encodec's k-means initialisation of its codebook): what follows runs once, on the first call
+            found.add((dotted(part), False))  # type: ignore[arg-type]
     return found
 
 
@@ -62,6 +66,23 @@ class _Filled(cst.CSTVisitor):
             if type(target) is cst.Subscript and (dotted(target.value), True) in self.kept or (dotted(target), False) in self.kept:
                 self.found = True
         return not self.found
+
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        # `self.inited.data.copy_(torch.Tensor([True]))`, `self.inited.fill_(1)`: a kept flag set in place, to a true value
+        func = node.func
+        if type(func) is cst.Attribute and func.attr.value in _IN_PLACE_SETS and node.args and not _false(node.args[0].value):
+            owner = func.value.value if type(func.value) is cst.Attribute and func.value.attr.value == "data" else func.value
+            self.found = self.found or (dotted(owner), False) in self.kept  # type: ignore[arg-type]
+        return not self.found
+
+
+_IN_PLACE_SETS = frozenset({"copy_", "fill_"})
+
+
+def _false(value: cst.BaseExpression) -> bool:
+    """``False``, ``0``, ``None``: an in-place set that clears the flag."""
+    return type(value) is cst.Name and value.value in ("False", "None") or type(value) is cst.Integer and value.value == "0"
 
 
 def _fills(node: cst.CSTNode, kept: set[tuple[str, bool]]) -> bool:

@@ -206,6 +206,21 @@ class ParameterDefaults:
             return test.left.value if test.left.value in defaults else None
         return None
 
+    def none_name(self, test: cst.BaseExpression, negated: bool = False) -> str | None:
+        """``p`` for ``p is None`` or ``not exists(p)`` (with ``negated``: ``p is not None``,
+        ``exists(p)``), ``exists`` a helper of the file returning ``val is not None``
+        (vector-quantize-pytorch's ``if not exists(seed): seed = get_maybe_sync_seed(device)``)."""
+        name = none_tested(test, negated=negated)
+        if name is not None:
+            return name
+        if not negated:  # (`not exists(p)`: the helper's test, negated)
+            if type(test) is not cst.UnaryOperation or type(test.operator) is not cst.Not:
+                return None
+            test = test.expression
+        if type(test) is cst.Call and self._tests_not_none(test) and type(test.args[0].value) is cst.Name:
+            return test.args[0].value.value  # type: ignore[attr-defined]
+        return None
+
     def default_branch(self, node: cst.CSTNode) -> tuple[cst.If, str] | None:
         """``if max_len is None: max_len = lengths.max().item()`` on a parameter that defaults
         to None, with no loop between: the branch (and the parameter) whose code runs only
@@ -226,12 +241,12 @@ class ParameterDefaults:
             if ancestor is function or type(ancestor) in (cst.For, cst.While):
                 return None
             if type(ancestor) is cst.If and child is ancestor.body:
-                name = none_tested(ancestor.test)
+                name = self.none_name(ancestor.test)
                 if name in defaults:
                     return ancestor, name  # type: ignore[return-value]
             if type(ancestor) is cst.Else:  # `if p is not None: ... else: <here>`
                 branch = ctx.tree.parent(ancestor)
-                name = none_tested(branch.test, negated=True) if type(branch) is cst.If else None
+                name = self.none_name(branch.test, negated=True) if type(branch) is cst.If else None
                 if name in defaults:
                     return branch, name  # type: ignore[return-value]
             if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
-from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.host_consumers import names_an_environment
 from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
 from torchlint.analysis.inline_lambdas import runs_in_place
@@ -192,7 +191,8 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         (``if max_len is None:``, or the ``else`` of ``if max_len is not None:``)."""
         function = self.ctx.tree.enclosing_function(branch)
         owner = dotted_function_name(self.ctx.tree, function) if function is not None else ""
-        return f"{owner}#none:{none_tested(branch.test) or none_tested(branch.test, negated=True)}"
+        guards = self.ctx.guards
+        return f"{owner}#none:{guards.none_name(branch.test) or guards.none_name(branch.test, negated=True)}"
 
     def loop_key(self, loop: cst.CSTNode) -> str:
         """``Cls.m#loop2``: the third ``for``/``while`` of its function (``#loop0`` at module
