@@ -220,7 +220,7 @@ def _method_key(ctx: FileContext, node: cst.CSTNode) -> str:
 
 def _helper_wait(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, tuple[int, tuple[str, ...], bool]] | None:
     """``Report.host_helper``'s call: what it runs, as a summary reference, and what it passes (its
-    positional arguments, its keywords, a splat), for the join's ``project.builds_on_host``."""
+    positional arguments, its keywords, a splat), for the join's ``project_callees.builds_on_host``."""
     call = report.host_helper
     ref = summarizer.target(call.func, call) if summarizer is not None and call is not None else None
     if ref is None:

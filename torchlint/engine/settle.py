@@ -11,7 +11,8 @@ from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project, builds_on_host, decodes_from_a_cache, returns_host
+from torchlint.analysis.project import Project
+from torchlint.analysis.project_callees import builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
