@@ -152,7 +152,7 @@ class DDIMSampler:
 
 
 def test_a_function_reached_once_per_epoch_says_so() -> None:
-    from torchlint.analysis.impact import Where
+    from torchlint.analysis.multiplicity import Where
     from torchlint.analysis.join_steps import StepInfo
 
     assert "(run once per epoch from an epoch loop at line 7)" in StepInfo("an epoch loop", (Location("x.py", 7, 1),), Where.EPOCH).text("save", "x.py")

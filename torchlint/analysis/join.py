@@ -24,12 +24,12 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import compiled_reach
 from torchlint.analysis.every_n import every_n_reach
 from torchlint.analysis.idle_models import idle_models
-from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
 from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.join_loops import _ModelReach, _loop_where, _step_loops
 from torchlint.analysis.join_params import constructed, device_params, element_params, host_params, host_returned, host_steps, listed_params
 from torchlint.analysis.join_spread import _as_training_step, _called_place, _spread
 from torchlint.analysis.join_steps import StepInfo, Steps
+from torchlint.analysis.multiplicity import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchlint.analysis.impact import GENERATION, SEQUENTIAL, Where
+from torchlint.analysis.multiplicity import GENERATION, SEQUENTIAL, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite, LoopSummary
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
-from torchlint.analysis.impact import GENERATION, LOOP_WORDS, ONCE_PER_STEP, Multiplicity, Position, Where, at_call, phase_rank
 from torchlint.analysis.join_steps import StepInfo, within_step
+from torchlint.analysis.multiplicity import GENERATION, LOOP_WORDS, ONCE_PER_STEP, Multiplicity, Position, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, Ref
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torchlint.analysis.compiled_reach import Compiled
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.impact import ONCE_PER_STEP, Multiplicity, Place, Position, Repeat, Where
+from torchlint.analysis.multiplicity import ONCE_PER_STEP, Multiplicity, Place, Position, Repeat, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import Ref
 from torchlint.findings import Location

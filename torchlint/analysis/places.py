@@ -15,10 +15,10 @@ import libcst as cst
 
 from torchlint.analysis.device_elements import may_hold_values
 from torchlint.analysis.host_consumers import environment_step
-from torchlint.analysis.impact import ENV_STEP, FEW_ITEMS, INPUT_CHUNK, SEQUENTIAL, Repeat, Where
 from torchlint.analysis.loop_shapes import over_input_chunks, yields_each_pass
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
+from torchlint.analysis.multiplicity import ENV_STEP, FEW_ITEMS, INPUT_CHUNK, SEQUENTIAL, Repeat, Where
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_position import StepPositions

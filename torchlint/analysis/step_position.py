@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.decoding import generation_before
-from torchlint.analysis.impact import ENV_STEP, Position, Where
 from torchlint.analysis.guard_shapes import CLOCKS, TIMER_READS
+from torchlint.analysis.multiplicity import ENV_STEP, Position, Where
 from torchlint.analysis.names import canonical, dotted
 from torchlint.analysis.step_evaluations import StepEvaluations
 from torchlint.analysis.step_reads import StepReads

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
-from torchlint.analysis.impact import Position, Repeat, Where
+from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.samples import SampleWork
 from torchlint.findings import Location, pickled_by_fields
 

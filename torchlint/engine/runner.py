@@ -9,15 +9,16 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
-from torchlint.analysis.impact import READ_COSTS, Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
+from torchlint.analysis.impact import READ_COSTS, Cost, assess, with_multiplicity
+from torchlint.analysis.multiplicity import Multiplicity, Place, Position, Repeat, Where
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
-from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
+from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import LOW, Finding, Location
 
