@@ -141,8 +141,9 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
                 continue  # built only to ask another method, or to export: no code runs it as a model
             if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
                 forward = f"{cls.key}.forward"
+                # (its callers are not seen: any argument, or none, each left at its default)
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL), host_only=on_host,
-                                                      passed=frozenset({"*"}))))  # (its callers are not seen: any argument)
+                                                      passed=frozenset({"*"}), omitted=frozenset(project.params.get(path, {}).get(forward, ())))))
     models: Steps = Steps()
     _spread(project, deque(seeds), models, calls_by_caller, loops_by_file, {})
     # The models themselves first (forwards no other reached function calls): a block's findings

@@ -234,7 +234,12 @@ def _passing_reach(call: CallSite, path: str, key: str, info: StepInfo, omitting
     """The reach of the function ``key`` that makes ``call``: ``info``, or for a call made only when
     a parameter is passed (``CallSite.opt_in``), the reach of a per-step call that passes it (not
     the function's first: a training step leaving ``kv_cache`` out makes no ``kv_cache.get_pos()``);
-    None where no per-step call passes it."""
+    None where no per-step call passes it. A call made only when a parameter is left out
+    (``CallSite.branch``) runs from the reach that leaves it out: vector-quantize-pytorch's
+    ``if not exists(seed): seed = get_maybe_sync_seed(device)`` not once per group of a grouped
+    model that draws the seed itself and hands it to each group."""
+    if call.branch:
+        return omitting.get((path, f"{key}#none:{call.branch}"), info)
     if not call.opt_in or info.hook or "*" in info.passed:
         return info  # (a framework's hook: its callers are not seen)
     if call.opt_in not in info.passed:
