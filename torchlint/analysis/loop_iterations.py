@@ -11,6 +11,9 @@ import libcst as cst
 from torchlint.analysis.loop_shapes import ITER_WRAPPERS
 from torchlint.analysis.names import dotted
 
+# Wrappers a loader is drawn from batch by batch (`tmp = cycle(DataLoader(...))`, `iter(...)`).
+_ONE_BATCH_WRAPPERS = frozenset({"cycle", "itertools.cycle", "iter"})
+
 if TYPE_CHECKING:
     from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
@@ -91,9 +94,14 @@ class ValueIterations:
     def only_first_batch(self, value: cst.BaseExpression) -> bool:
         """Is ``value`` assigned to a name that is only ever read as ``next(iter(name))``
         or ``len(name)`` (a loader built to peek at one batch, never iterated), and at
-        least once as the first?"""
+        least once as the first? Or, wrapped (``tmp = cycle(DataLoader(...))``), to a local
+        name read once, outside any loop, as ``next(tmp)`` or ``tmp.__next__()`` (then maybe
+        ``tmp.close()``): decision-diffuser's temporary loader for one batch to render."""
         ctx = self.ctx
         bindings = ctx.bindings.bound_to(value)
+        wrapper = ctx.tree.parent(ctx.tree.parent(value))
+        if not bindings and type(wrapper) is cst.Call and dotted(wrapper.func) in _ONE_BATCH_WRAPPERS:
+            return self._one_draw(ctx.bindings.bound_to(wrapper))
         if not bindings:
             return False
         uses = [use for binding in bindings for use in ctx.bindings.uses(binding, ordered=True)]
@@ -111,6 +119,25 @@ class ValueIterations:
                 return False
             peeked = True
         return peeked
+
+    def _one_draw(self, bindings: list) -> bool:  # type: ignore[type-arg]
+        """A plain local name (a fresh iterator per call of its function, not a ``self.`` attribute
+        a step draws from again) whose reads are one draw outside any loop, and its closing."""
+        ctx = self.ctx
+        if len(bindings) != 1 or "." in bindings[0].name or ctx.tree.enclosing_function(bindings[0].node) is None:
+            return False
+        draws = 0
+        for use in ctx.bindings.uses(bindings[0]):
+            parent = ctx.tree.parent(use)
+            if type(parent) is cst.Arg and type(call := ctx.tree.parent(parent)) is cst.Call and dotted(call.func) == "next":
+                draws += 1
+            elif type(parent) is cst.Attribute and parent.attr.value in ("__next__", "close") and type(ctx.tree.parent(parent)) is cst.Call:
+                draws += parent.attr.value == "__next__"
+            else:
+                return False  # iterated, handed on, kept: more batches may be drawn
+            if self.enclosing_loops(use):
+                return False  # (drawn in a loop: a batch per iteration)
+        return draws == 1
 
     def iterations_through_wrappers(self, value: cst.Call) -> list[cst.CSTNode]:
         """The loops over what a call that is given ``value``'s name returns, or over a name a tuple
