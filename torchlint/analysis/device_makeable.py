@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_tensors import ARITHMETIC
+from torchlint.analysis.library_bases import validating_distribution
 from torchlint.analysis.names import canonical
 
 if TYPE_CHECKING:
@@ -140,6 +141,41 @@ class DeviceMakeable:
         if not all(q.startswith("torch.") and q.endswith("Tensor") for q in classes):
             return None
         return next((q for q in classes if q.startswith("torch.cuda.")), None)
+
+    def host_distribution(self, call: cst.Call) -> str | None:
+        """``mask_dist.sample(shape)`` of a ``torch.distributions`` distribution built from
+        Python numbers alone (decision-diffuser's ``self.mask_dist = Bernoulli(probs=1 -
+        self.condition_dropout)``): a draw on the host, which a factory makes on the device
+        (``torch.bernoulli(torch.full(shape, p, device=d))``). The distribution's name, else None."""
+        ctx = self.ctx
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _DRAWS:
+            return None
+        made = ctx.values.constructors(func.value, call)
+        names = set()
+        for construction in made:
+            qualified = canonical(ctx.qname(construction.func)) or ""
+            if not validating_distribution(qualified) or not construction.args or any(arg.star for arg in construction.args):
+                return None  # not torch's (a project's class may keep its tensors anywhere), or its arguments unseen
+            if not all(_host_number(ctx, arg.value, construction) for arg in construction.args
+                       if arg.keyword is None or arg.keyword.value != "validate_args"):
+                return None  # a parameter from a tensor: it may be on the device, and then so are its draws
+            names.add(qualified.rsplit(".", 1)[-1])
+        return names.pop() if len(names) == 1 else None
+
+
+# A distribution's methods that draw a tensor from it.
+_DRAWS = frozenset({"sample", "rsample", "sample_n"})
+
+
+def _host_number(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """A Python number: a literal, a name or attribute the value analysis calls one, and
+    arithmetic of those (``1 - self.condition_dropout``)."""
+    if type(value) is cst.BinaryOperation:
+        return _host_number(ctx, value.left, at) and _host_number(ctx, value.right, at)
+    if type(value) is cst.UnaryOperation:
+        return _host_number(ctx, value.expression, at)
+    return type(value) in (cst.Integer, cst.Float) or ctx.values.python_value(value, at)
 
 
 def _choices(value: cst.BaseExpression) -> list[cst.BaseExpression]:

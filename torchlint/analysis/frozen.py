@@ -270,7 +270,7 @@ class TrainedModules:
         built = {id(call) for call in self.optimizers}
         for call in stepped:
             receiver = call.func.value  # type: ignore[attr-defined]
-            made = self.ctx.values.constructors(receiver, call)
+            made = self.ctx.values.constructors_passed(receiver, call)
             if not made or any(id(chain_root(m)[0]) not in built and id(m) not in built for m in made):
                 return False
         return True

@@ -97,15 +97,34 @@ class LocalFunctions:
             known[id(param)] = self._passed(function, param)
         return known[id(param)]
 
-    def _passed(self, function: cst.FunctionDef, param: cst.Param) -> list[tuple[cst.BaseExpression, cst.Call]] | None:
-        owner = self.tree.enclosing_function(function)
+    def passed_in_file(self, param_binding) -> list[tuple[cst.BaseExpression, cst.Call]] | None:  # type: ignore[no-untyped-def]
+        """``passed_to`` for a module-level function too: what this file's own calls pass (a
+        training script's ``train_and_evaluate(..., [optim_g, optim_d], ...)`` called from its
+        ``run()``). Other files may call it with something else: only for a question about
+        what this file builds. None as ``passed_to`` says, and for a method."""
+        param = param_binding.node
+        function = next((a for a in self.tree.ancestors(param) if type(a) is cst.FunctionDef), None)
+        if function is None or type(param) is not cst.Param or param.star:
+            return None
+        if self.tree.parent(function) is not self.tree.module:
+            return self.passed_to(param_binding)  # nested (its own callers only), or a method (None: called through objects)
+        known: dict[int, list | None] = self.__dict__.setdefault("_passed_here_memo", {})
+        if id(param) not in known:
+            known[id(param)] = self._passed(function, param, self.tree.module)
+        return known[id(param)]
+
+    def _passed(self, function: cst.FunctionDef, param: cst.Param, owner: cst.CSTNode | None = None) -> list[tuple[cst.BaseExpression, cst.Call]] | None:
+        owner = owner or self.tree.enclosing_function(function)
         if owner is None:
             return None  # module level: any file may import and call it
         name = function.name.value
         positional = [*function.params.posonly_params, *function.params.params]
         index = next((i for i, p in enumerate(positional) if p is param), None)
         found = []
-        uses = [n for n in self.tree.descendants(owner) if type(n) in (cst.Name, cst.FunctionDef)]
+        if owner is self.tree.module:  # the file's uses of the name (its index of names), and its defs
+            uses = [*self.tree.names_valued(name), *(f for f in self.tree.nodes(cst.FunctionDef) if f.name.value == name)]
+        else:
+            uses = [n for n in self.tree.descendants(owner) if type(n) in (cst.Name, cst.FunctionDef)]
         if sum(type(n) is cst.FunctionDef and n.name.value == name for n in uses) != 1:
             return None  # two functions of that name: which one a call runs depends on the order
         for use in uses:

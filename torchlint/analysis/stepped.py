@@ -38,7 +38,7 @@ def stepped_after(ctx: FileContext, backward: cst.Call) -> tuple[str, list[cst.C
         optimizer = _stepped_optimizer(ctx, call)
         if optimizer is None:
             continue  # `scheduler.step()`, `env.step(action)`
-        made = ctx.values.constructors(optimizer, call)
+        made = ctx.values.constructors_passed(optimizer, call)
         if not made or any(id(chain_root(m)[0]) not in built and id(m) not in built for m in made):
             return None
         return dotted(optimizer) or "?", [m if id(m) in built else chain_root(m)[0] for m in made]  # type: ignore[misc]
@@ -95,7 +95,7 @@ def _owner_event(ctx: FileContext, call: cst.Call, module: str, owned: set[int])
         return None
     if method == "zero_grad" and related(dotted(chain_root(target)[0]) or "", module):
         return "zero"
-    made = ctx.values.constructors(target, call)
+    made = ctx.values.constructors_passed(target, call)
     if any(id(m) in owned or id(chain_root(m)[0]) in owned for m in made):
         return "step" if method == "step" else "zero"
     return None

@@ -135,3 +135,35 @@ class ValueReturns:
         if not bound or not all(b.kind == "assign" and b.element is None and isinstance(b.value, cst.Call) for b in bound):
             return []
         return [b.value for b in bound]  # type: ignore[misc]
+
+    def constructors_passed(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> list[cst.Call]:
+        """``constructors``, and for a parameter (or a name unpacked from one: ``optim_g, optim_d
+        = optims``) the constructors of what every call of its function in this file passes
+        there (``train_and_evaluate(..., [optim_g, optim_d], ...)``, each looked up at its call).
+        Empty when one call passes something else, or none is in sight."""
+        made = self.constructors(expr, at)
+        if made or type(expr) is not cst.Name or self.ctx.qname(expr) is not None:
+            return made
+        bound = self.ctx.bindings.lookup(expr.value, at or expr)
+        if len(bound) != 1:
+            return []
+        binding, element = bound[0], None
+        if binding.kind == "assign" and binding.element is not None and type(binding.value) is cst.Name:
+            element = binding.element  # `optim_g, optim_d = optims`: that position of what was passed
+            bound = self.ctx.bindings.lookup(binding.value.value, binding.node)
+            binding = bound[0] if len(bound) == 1 else binding
+        if binding.kind != "param":
+            return []
+        passed = self.ctx.functions.passed_in_file(binding)
+        found: list[cst.Call] = []
+        for value, call in passed or ():
+            if element is not None:
+                if type(value) not in (cst.List, cst.Tuple) or element >= len(value.elements) \
+                        or any(type(e) is cst.StarredElement for e in value.elements):  # type: ignore[attr-defined]
+                    return []
+                value = value.elements[element].value  # type: ignore[attr-defined]
+            made = self.constructors(value, call)
+            if not made:
+                return []
+            found.extend(made)
+        return found

@@ -86,12 +86,25 @@ def _assigns_blend(ctx, assign: cst.Assign, targets: set[str], blended_with_othe
     ddim's EMAHelper): a blend written back to the averaged tensor's storage. Only ``.data``:
     ``ema[name] = ...`` rebinds a dict entry (a new tensor each time, a different matter)."""
     target = assign.targets[0].target
-    if not (isinstance(target, cst.Attribute) and target.attr.value == "data") or not isinstance(assign.value, cst.BinaryOperation):
+    if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
+        return False
+    if not isinstance(assign.value, cst.BinaryOperation) and not _helper_blend(ctx, assign.value):
         return False
     averaged = _looped(target, targets)
     if averaged is None:
         return False
     return not blended_with_other or _mentions_other(ctx, assign.value, targets, averaged)
+
+
+def _helper_blend(ctx, value: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """``self.update_average(old, new)``: a function of this file given two tensors that returns
+    a blend of them (``return old * self.beta + (1 - self.beta) * new``; decision-diffuser's and
+    denoising-diffusion's ``EMA`` class)."""
+    if type(value) is not cst.Call or len(value.args) < 2:
+        return False  # one tensor in: a transform of it (a clip, a quantization), no average of two
+    function = ctx.functions.called(value, ctx.qname(value.func))
+    return function is not None and any(
+        type(ret.value) is cst.BinaryOperation for ret in ctx.values.returns_of(function))
 
 
 def _mentions_other(ctx, value: cst.BaseExpression, targets: set[str], averaged: str) -> bool:  # type: ignore[no-untyped-def]

@@ -57,6 +57,13 @@ class CreateThenMove(Check):
             hint = _legacy_hint(ctx, node, qualified) if qualified in _LEGACY else ""
             self._check_made(node, fixable=qualified in _FACTORIES, hint=hint, random=qualified in _RANDOM)
             return
+        distribution = ctx.device_makeable.host_distribution(node)
+        if distribution is not None:  # `self.mask_dist.sample(shape).to(device)`: drawn on the host from numbers
+            hint = (f"Draw it on the device: build the `{distribution}` from tensors on the device, or use a factory "
+                    "with `device=` (`torch.bernoulli(torch.full(shape, p, device=...))`, `torch.rand(shape, device=...) < p`); "
+                    "a seeded run draws other values")
+            self._check_made(node, fixable=False, hint=hint, random=True)
+            return
         # A helper's result moved on: it is read as `helper(...).to(d)`, `helper(...) * k` or assigned.
         parent = ctx.tree.parent(node)
         if type(parent) not in (cst.Attribute, cst.Assign, cst.BinaryOperation, cst.UnaryOperation):
