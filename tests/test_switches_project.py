@@ -46,6 +46,9 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     assert "`Sampler.sample()` runs it only with `synced=True`, off by default, and no call in the project passes it" in synced
     assert "`AuxLoss()` runs it only with `report=True`" in found[("gen/losses.py", 16)].impact_reason  # type: ignore[attr-defined]
     assert "`log` given" in found[("gen/sampler.py", 50)].impact_reason  # type: ignore[attr-defined]
+    # `TracedLoss(trace=True)` in run.py: the switch is set by a construction, its default (off) is no run's, not said
+    traced = found[("gen/losses.py", 29)].impact_reason  # type: ignore[attr-defined]
+    assert "only when `trace` is set on `TracedLoss()`" in traced and "off by default" not in traced
     # a helper whose only call sits behind `if top_k is not None:` takes its caller's switch
     assert "`sample_filtered()` runs it only with `top_k` given, off by default" in found[("gen/filters.py", 9)].impact_reason  # type: ignore[attr-defined]
 

@@ -86,9 +86,7 @@ class SwitchedOff:
         owner, _, name = function.rpartition(".")
         if name != "__init__":
             return ""
-        if not optional:
-            return f"only with `{param}=True` passed to `{owner}()` (off by default)"
-        return f"only where `{param}` is given to `{owner}()` (off by default)"
+        return switch_off_words(owner, param, optional)
 
     def _from_constructor(self, part: cst.BaseExpression | None) -> Switch | None:
         optional = False
@@ -227,3 +225,16 @@ def _negated(test: cst.BaseExpression) -> cst.BaseExpression | None:
             and type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None":
         return cst.Comparison(test.left, [cst.ComparisonTarget(cst.IsNot(), test.comparisons[0].comparator)])
     return None
+
+
+def switch_off_words(owner: str, param: str, optional: bool) -> str:
+    """The words of a constructor's switch off by default (``Guards.switch_words``)."""
+    if not optional:
+        return f"only with `{param}=True` passed to `{owner}()` (off by default)"
+    return f"only where `{param}` is given to `{owner}()` (off by default)"
+
+
+def switch_set_words(owner: str, param: str, optional: bool) -> str:
+    """The same switch where a construction in the project passes a value that may turn it on (a
+    config's ``config.dyn_discrete``, an argparse option): its default is no run's, so not said."""
+    return f"only when `{param}` is set on `{owner}()`" if not optional else f"only where `{param}` is given to `{owner}()`"

@@ -38,6 +38,10 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # whatever else the loop or its caller samples. (Not an epoch loop, whose own calls
                     # run once per epoch around the loop of steps: imagen's `trainer.valid_step(...)`.)
                     found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
+                elif _scans_a_parameter(call, loop):
+                    # a helper's loop calling what its caller hands it (dreamerv3's `static_scan(fn, inputs, start)`
+                    # over time steps): it runs the caller's function once per iteration within the caller's step, no step of its own
+                    continue
                 elif where in found:
                     if _calls_a_model(call, callee) or reaches(callee):  # (what else makes it a step: `_drop_loops_over_runs`)
                         through.setdefault(where, []).append(None if _calls_a_model(call, callee) else callee)
@@ -98,6 +102,14 @@ def _drop_loops_over_runs(found: dict[tuple[str, str], Where], through: dict[tup
         if found.get(where) is Where.INFER and None not in callees \
                 and all(callee in stepping and callee != (where[0], where[1].partition("#")[0]) for callee in callees):
             del found[where]
+
+
+def _scans_a_parameter(call: CallSite, loop: LoopSummary) -> bool:
+    """Is ``call`` a call of its function's own parameter (``fn(last, *inp(index))``) in a loop over
+    neither a loader's batches nor until a condition (an environment's episode): a scan, not a step loop?"""
+    target = call.target
+    return target[0] == "object" and target[2] == "__call__" and target[1][0] == "passed" and len(target[1]) == 3 \
+        and target[1][1] == call.caller and not loop.batches and not loop.until
 
 
 def _step_unit(loop: LoopSummary, where: Where) -> str:

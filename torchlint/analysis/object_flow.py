@@ -87,7 +87,7 @@ class ObjectFlow:
                 refs = tuple(single(self._instance_class(e.value, call)) if type(e.value) in (cst.Name, cst.Attribute) else None for e in value.elements)
                 owner = ("tuple", refs) if any(r is not None for r in refs) else None
             else:
-                owner = self._dict_of_objects(value, call) or self._argument_object(value, call)
+                owner = self._dict_of_objects(value, call) or self._argument_object(value, call) or self._handed_method(value, call)
             if owner is not None:
                 found.append((arg.keyword.value if arg.keyword is not None else position, owner))
             if arg.keyword is None:
@@ -120,6 +120,22 @@ class ObjectFlow:
             function = self.ctx.functions.named(value.value, at)  # a function handed on (`sample_fn(denoiser, x)`): a call of it runs it
             return ("local", self.keys[id(function)]) if function is not None else None
         return found
+
+    def _handed_method(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
+        """``("local", "Cls.m")`` for a method of this file handed to a call as a function: bound
+        (``static_scan(self.img_step, ...)``), or the one call a lambda makes (``static_scan(lambda prev, inp:
+        self.obs_step(prev[0], inp), ...)``): a callee calling its parameter in a loop runs that method
+        once per iteration (dreamerv3's RSSM steps). Only methods of this file: an imported name is
+        no object the join can tell from a factory."""
+        if type(value) is cst.Lambda:
+            value = value.body.func if type(value.body) is cst.Call else None  # (the lambda runs that call, once per call of it)
+        if type(value) is not cst.Attribute or type(value.value) is not cst.Name or value.value.value != "self":
+            return None
+        ref = self.target(value, at)  # type: ignore[attr-defined]
+        if ref is None or ref[0] != "method":
+            return None
+        key = f"{ref[1]}.{ref[2]}"
+        return ("local", key) if key in self.keys.values() else None
 
     def _unpacked_keywords(self, value: cst.BaseExpression, at: cst.CSTNode) -> list[tuple[int | str, Ref]]:
         """The keywords a ``**`` argument passes that are objects of a class: a dict written with

@@ -8,6 +8,7 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.dispatch import overridden
 from torchlint.analysis.every_n import EveryN
+from torchlint.analysis.guard_switches import switch_off_words, switch_set_words
 from torchlint.analysis.impact import Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
 from torchlint.analysis.library_bases import derives_from
@@ -179,6 +180,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             off = condition.off_here  # `if top_p > 0:` and every call in the project passes `TOP_P = 0.0`
         if not off and not condition.opt_in and condition.switch is not None and settings is not None and here is not None:
             off = settings.turned_on_nowhere(here, *condition.switch) or ""  # `if self.debug:` and no construction passes `debug=True`
+            if not off:  # a construction may turn it on (dreamerv3's `config.dyn_discrete`): its default is no run's
+                condition = _switch_set(condition)
         if not off and settings is not None and here is not None:  # `if top_k is not None: top_k_logits(...)`, its only call, and none passes `top_k`
             off = settings.called_switched_off(here, condition.key.partition("#")[0]) or ""
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
@@ -387,6 +390,16 @@ def _model_text(key: str, info: StepInfo) -> str:
         return f"`{name}()` (every call of the model; no loop that runs it is visible)"
     via = f"called from `{info.via.partition('#')[0]}()`, " if info.via else ""
     return f"`{name}()` ({via}on every call of the model {info.origin}; no loop that runs it is visible)"
+
+
+def _switch_set(condition: Conditional) -> Conditional:
+    """``condition`` with its constructor switch's words "only when `discrete` is set on `RSSM()`", not
+    "(off by default)", where a construction in the project may turn it on."""
+    function, param, optional = condition.switch  # type: ignore[misc]
+    owner, _, name = function.rpartition(".")
+    if name != "__init__" or condition.guard != switch_off_words(owner, param, optional):
+        return condition  # (another guard's words: a timer's, an every-2nd-step one)
+    return condition._replace(guard=switch_set_words(owner, param, optional))
 
 
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str], off: str = "") -> Finding:
