@@ -93,7 +93,8 @@ def test_fast_helpers_agree_with_isinstance(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES[1::3], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_indexed_subtree_questions_agree_with_a_walk(path: Path) -> None:
     """``own_loops`` and ``holds`` answer from the per-type lists what a walk of each
-    function's subtree finds (a nested function's loops are its own, its yields its owner's too)."""
+    function's subtree finds (a nested function's loops are its own, its yields its owner's too),
+    ``statements_before`` what a scan of the block finds."""
     tree = Tree(cst.parse_module(path.read_text()))
     for function in tree.nodes(cst.FunctionDef):
         under = list(tree.descendants(function))
@@ -101,6 +102,17 @@ def test_indexed_subtree_questions_agree_with_a_walk(path: Path) -> None:
                                             and tree.enclosing_function(n) is function]
         for kind in (cst.Yield, cst.Await, cst.Return, cst.Lambda, cst.While):
             assert tree.holds(function, kind) == any(type(n) is kind for n in under), (function.name.value, kind)
+    # ``statements_before``: the earlier statements of a block that a predicate keeps, as a scan
+    # from the block's start finds them; a block made after the walk (no index) is scanned
+    for block in tree.nodes(cst.IndentedBlock):
+        for at, child in enumerate(block.body):
+            assert tree.statements_before(block, child, _is_if) == [s for s in block.body[:at] if _is_if(s)]
+        copy = block.with_changes(body=[*block.body])
+        assert tree.statements_before(copy, copy.body[-1], _is_if) == [s for s in block.body[:-1] if _is_if(s)]
+
+
+def _is_if(statement: cst.CSTNode) -> bool:
+    return type(statement) is cst.If
 
 
 def test_indexed_subtree_questions_on_nested_functions() -> None:

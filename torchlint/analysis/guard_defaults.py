@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.constants import is_setting
-from torchlint.analysis.guard_shapes import after_returning_branch, conjuncts, falsy, is_none, none_tested, off_at_default, only_return
+from torchlint.analysis.guard_shapes import conjuncts, falsy, is_none, none_tested, off_at_default, only_return
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -77,14 +77,10 @@ class ParameterDefaults:
         """The parameter of ``defaults`` whose leaving out returns early, before ``child``, in
         the function's body (``if kv_cache is None: return x``, ``if not flag: return``): what
         follows runs only when it is passed, as an ``else:`` would."""
-        for statement in block.body:
-            if statement is child:
-                return None
-            if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock \
-                    and statement.body.body and _returns(statement.body.body[-1]):
-                found = self._negated_flag(self._named_test(statement.test, statement), defaults, optional)  # type: ignore[attr-defined]
-                if found is not None:
-                    return found
+        for statement in self.ctx.tree.statements_before(block, child, _returns_early):
+            found = self._negated_flag(self._named_test(statement.test, statement), defaults, optional)  # type: ignore[attr-defined]
+            if found is not None:
+                return found
         return None
 
     def option_off(self, test: cst.BaseExpression) -> str | None:
@@ -250,9 +246,12 @@ class ParameterDefaults:
                 if name in defaults:
                     return branch, name  # type: ignore[return-value]
             if type(ancestor) is cst.IndentedBlock and ctx.tree.parent(ancestor) is function:
-                returned = after_returning_branch(ancestor, child, defaults)
-                if returned is not None:
-                    return returned
+                # ``if p is not None: ...; return x`` earlier in the body: what follows runs only
+                # when ``p`` is left out, as an ``else:`` would
+                for statement in ctx.tree.statements_before(ancestor, child, _returns_early):
+                    name = none_tested(statement.test, negated=True)
+                    if name in defaults:
+                        return statement, name
             child = ancestor
         return None
 
@@ -382,6 +381,12 @@ def _safely(compare, left: object, right: object) -> bool | None:  # type: ignor
 
 def _code(test: cst.BaseExpression) -> str:
     return cst.Module([]).code_for_node(test)
+
+
+def _returns_early(statement: cst.BaseStatement) -> bool:
+    """``if test: ... return x`` with no ``else``: a branch that leaves the function early."""
+    return type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock \
+        and bool(statement.body.body) and _returns(statement.body.body[-1])
 
 
 def _returns(statement: cst.BaseStatement) -> bool:

@@ -393,20 +393,6 @@ def mentions_version(test: cst.BaseExpression, tree_nodes) -> bool:  # type: ign
     return False
 
 
-def after_returning_branch(block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str]) -> tuple[cst.If, str] | None:
-    """``if p is not None: ...; return x`` earlier in the function's body than ``child``:
-    the code after it runs only when ``p`` is left out, as an ``else:`` would."""
-    for statement in block.body:
-        if statement is child:
-            return None
-        if type(statement) is cst.If and statement.orelse is None and type(statement.body) is cst.IndentedBlock:
-            name = none_tested(statement.test, negated=True)
-            last = statement.body.body[-1] if statement.body.body else None
-            if name in defaults and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
-                return statement, name
-    return None
-
-
 def is_main_guard(test: cst.BaseExpression) -> bool:
     """``__name__ == "__main__"`` (either way round): the script's own entry point."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):

@@ -105,6 +105,8 @@ class Tree:
         self._class_of: dict[int, cst.ClassDef | None] = {}  # see enclosing_class
         self._last: dict[int, int] = {}  # id -> pre-order index of its subtree's last node
         self._next: dict[int, cst.BaseStatement | None] = {}  # id -> the statement after it
+        # (id of a block, a predicate) -> the indexes and statements it keeps (statements_before)
+        self._kept: dict[tuple[int, Callable[[cst.CSTNode], bool]], tuple[list[int], list[cst.CSTNode]]] = {}
         # id -> its children in source order (leaves left out): the analyses walk subtrees
         # again and again (a loop's own nodes, a helper's calls), and reading a node's
         # fields costs ten times this lookup.
@@ -363,6 +365,22 @@ class Tree:
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function, or else the module, whose body holds ``node``."""
         return self.enclosing_function(node) or self.module
+
+    def statements_before(self, block: cst.BaseSuite, child: cst.CSTNode, keep: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
+        """The statements of ``block`` before ``child`` (one of them) that ``keep`` accepts, in
+        source order. ``keep`` is asked once per statement of the block, and each question is a
+        bisection: the analyses ask it for every node of a function (an early ``return`` above
+        it), and a scan of the statements before each node was quadratic in a long body."""
+        at = self.order.get(id(child))
+        if at is None or id(block) not in self.order:  # made after the walk (a fix's): no index, nor a lasting id
+            body = list(block.body)  # type: ignore[attr-defined]
+            return [s for s in body[:next((i for i, s in enumerate(body) if s is child), len(body))] if keep(s)]
+        key = (id(block), keep)
+        known = self._kept.get(key)
+        if known is None:
+            kept = [statement for statement in block.body if keep(statement)]  # type: ignore[attr-defined]
+            known = self._kept[key] = ([self.order[id(statement)] for statement in kept], kept)
+        return known[1][:bisect.bisect_left(known[0], at)]
 
     def next_statement(self, statement: cst.BaseStatement) -> cst.BaseStatement | None:
         """The statement right after ``statement`` in the same block, if any."""
