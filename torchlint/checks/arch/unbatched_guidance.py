@@ -8,8 +8,9 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import assignment_of, derived, mentions, may_run_a_model, targets
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.model_free import runs_no_model
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import STEP_PLACEHOLDER, Check
 
