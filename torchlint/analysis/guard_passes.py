@@ -59,7 +59,17 @@ class FirstPasses:
             return False
         tree = self.ctx.tree
         return stop is None or not any(b.kind == "assign" and tree.is_inside(b.node, stop) and not tree.is_inside(b.node, branch)
-                                       for b in self.ctx.bindings.lookup(cache, branch))
+                                       and not self._keeps_the_cache(b) for b in self.ctx.bindings.lookup(cache, branch))
+
+    def _keeps_the_cache(self, binding) -> bool:  # type: ignore[no-untyped-def]
+        """Does a binding of a cache's name in the step leave what the cache holds between steps: the
+        name made an alias of a kept attribute (fcpe's ``hann_window = self.hann_window``), or a fresh
+        one only on a path a parameter off by default opens (``else: hann_window = {}`` of ``if not
+        train:``, ``train=False``)?"""
+        value = binding.value
+        if value is not None and type(value) is cst.Attribute and "." in (dotted(value) or ""):
+            return True  # (the same dict as the object keeps: filled once per key across calls)
+        return self.opt_in(binding.node) is not None  # type: ignore[attr-defined]
 
     def first_times(self, branch: cst.If, stop: cst.CSTNode | None = None) -> bool:
         """``if shown < 3: ...; shown += 1`` and ``if not printed: ...; printed = True`` (also

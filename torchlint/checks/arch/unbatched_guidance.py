@@ -7,8 +7,9 @@ import re
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.decoding import assignment_of, mentions, may_run_a_model, targets
+from torchlint.analysis.decoding import assignment_of, derived, mentions, may_run_a_model, targets
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.model_free import runs_no_model
 from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import STEP_PLACEHOLDER, Check
@@ -39,8 +40,8 @@ class UnbatchedGuidance(Check):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not may_run_a_model(ctx, node) or ctx.tree.enclosing_function(node) is None and not ctx.loops.enclosing_loops(node):
-            return  # a library function or a tensor method; module code outside loops runs once
+        if not _model_call(ctx, node) or ctx.tree.enclosing_function(node) is None and not ctx.loops.enclosing_loops(node):
+            return  # a library function, a tensor method or a helper running no model; module code outside loops runs once
         loop = self._conditioning_loop(node)
         if loop is not None:
             # Placed where the pair loop runs: the two-item loop is no step of its own.
@@ -56,7 +57,8 @@ class UnbatchedGuidance(Check):
             # (a keyword that switches the conditioning off holds for the whole batch: the fix is the model's too)
             self.report(node, related=(first,), where=self._every_n(node), call=short_code(ctx.module, node, limit=50),
                         how=f"a second time after `{short_code(ctx.module, first, limit=40)}`", cond=cond,
-                        flag=", a keyword the model takes for the whole batch: batching needs it to take a mixed one" if keyword else "",
+                        flag=(", keywords the model takes for the whole batch: batching needs them to take mixed ones" if "`" in keyword
+                              else ", a keyword the model takes for the whole batch: batching needs it to take a mixed one") if keyword else "",
                         hint=self.flag_hint.format(keyword=keyword) if keyword else "")
 
     def _every_n(self, node: cst.CSTNode) -> Where | None:
@@ -84,6 +86,8 @@ class UnbatchedGuidance(Check):
                 if earlier is statement or self._callee(first) != callee:
                     continue  # another model (a refiner, an EMA copy): not one batch
                 one, other = targets(earlier, items=False), targets(statement, items=False)
+                if _depends_on(ctx, block, earlier, statement, second):
+                    continue  # the second pass is given what the first returned (a PLMS warm-up's `x_pred`): one after the other
                 differing = _differing_argument(ctx, first, second)
                 # (a guidance pair: one pass given a conditioning dropped, by its name or zeroed, or its output
                 # named for one, and the two outputs combined as a guidance is: a difference scaled, a lerp.
@@ -94,9 +98,9 @@ class UnbatchedGuidance(Check):
                 flag = _differing_flag(ctx, first, second)
                 # (a keyword apart is a weaker sign than a tensor apart: the guidance's own combination,
                 # a difference scaled, `u + s * (c - u)` or `(1 + k) * c - k * u`, must say what the pair is)
-                if flag is not None and _difference_of(ctx, block, one, other, scaled=True):
-                    keyword = flag.keyword.value  # type: ignore[union-attr]
-                    return first, f"{keyword}={plain_code(ctx.module, flag.value)}", keyword
+                if flag and _difference_of(ctx, block, one, other, scaled=True):
+                    keywords = [a.keyword.value for a in flag]  # type: ignore[union-attr]
+                    return first, ", ".join(f"{k}={plain_code(ctx.module, a.value)}" for k, a in zip(keywords, flag)), "` and `".join(keywords)
         return None
 
     def _callee(self, call: cst.Call) -> str:
@@ -114,7 +118,7 @@ class UnbatchedGuidance(Check):
         if found is None:
             ctx, found = self.ctx, {}
             for call in ctx.tree.nodes(cst.Call):
-                statement = assignment_of(ctx, call) if may_run_a_model(ctx, call) else None
+                statement = assignment_of(ctx, call) if _model_call(ctx, call) else None
                 if statement is not None:
                     found.setdefault(id(ctx.tree.parent(ctx.tree.parent(statement))), []).append((call, statement))
             self._by_block = found
@@ -184,11 +188,27 @@ def _zeroed(code: str) -> bool:
     return re.search(r"\bzeros(_like)?\(|\*\s*0(\.0*)?(?![\w.])", code) is not None
 
 
-def _differing_flag(ctx, first: cst.Call, second: cst.Call) -> cst.Arg | None:  # type: ignore[no-untyped-def]
-    """The keyword, given a literal, in which two calls of the same callee differ (``model(x, t, **kw)``
-    and ``model(x, t, conditioning_free=True, **kw)``; ``null_cond_prob=1.``), where everything else
-    is the same code (``*args`` and ``**kwargs`` too) but a cache each pass keeps (``cache=prev_cache``);
-    None otherwise."""
+def _model_call(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """A call that may run a model, and not of a helper of the file that runs none (a table's gather)."""
+    return may_run_a_model(ctx, call) and not runs_no_model(ctx, call)
+
+
+def _depends_on(ctx, block: cst.CSTNode, earlier: cst.CSTNode, statement: cst.CSTNode, second: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``second`` given what the call of ``earlier`` returned, directly or through names the
+    statements between them bind from it (``x_pred = get_x_pred(x, noise_pred, t)``)?"""
+    tree = ctx.tree
+    between = [n for n in tree.descendants(block) if type(n) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
+               and tree.index(earlier) < tree.index(n) < tree.index(statement)]
+    made = derived(between, targets(earlier, items=False), rounds=1)
+    return any(mentions(arg.value) & made for arg in second.args)
+
+
+def _differing_flag(ctx, first: cst.Call, second: cst.Call) -> list[cst.Arg]:  # type: ignore[no-untyped-def]
+    """The keywords, given literals, in which two calls of the same callee differ (``model(x, t, **kw)``
+    and ``model(x, t, conditioning_free=True, **kw)``; ``null_cond_prob=1.``; decision-diffuser's
+    ``use_dropout=False`` in one, ``force_dropout=True`` in the other), where everything else is the
+    same code (``*args`` and ``**kwargs`` too) but a cache each pass keeps (``cache=prev_cache``);
+    none otherwise."""
     def keywords(call: cst.Call) -> dict[str, cst.Arg]:
         return {a.keyword.value: a for a in call.args if a.keyword is not None}
 
@@ -203,9 +223,9 @@ def _differing_flag(ctx, first: cst.Call, second: cst.Call) -> cst.Arg | None:  
     flags = [k for k in apart if _literal(ctx, (others.get(k) or ones[k]).value) and _literal(ctx, (ones.get(k) or others[k]).value)]
     # (each pass of a cached decode keeps its own cache: `cache=cache` and `cache=prev_cache` are no conditioning)
     caches = {k for k in apart if k in ones and k in others and any(w in k.lower() for w in ("cache", "past"))}
-    if len(flags) != 1 or apart - caches != set(flags) or rest(first, apart) != rest(second, apart):
-        return None
-    return others.get(flags[0]) or ones[flags[0]]
+    if not flags or apart - caches != set(flags) or rest(first, apart) != rest(second, apart):
+        return []
+    return [others.get(k) or ones[k] for k in sorted(flags, key=lambda k: (k not in ones, k))]
 
 
 def _literal(ctx, expr: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
