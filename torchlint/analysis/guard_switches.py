@@ -73,6 +73,49 @@ class SwitchedOff:
             child = ancestor
         return None
 
+    def flag_of(self, node: cst.CSTNode) -> tuple[str, str] | None:
+        """``(function key, parameter)`` where ``node`` runs only when a parameter of its function,
+        or the constructor's parameter ``self.flag`` holds, is truthy (``if check:``, ``if
+        self.add_zero_attn:``, ``flag and``) and that parameter is on by default or has none:
+        ``switch_of`` already covers one off by default. The join asks whether every call in the
+        project passes it a literal false (``SettingDefaults.passed_off_everywhere``: encodec's
+        ``build_stable_quantized_cdf(..., check=False)``)."""
+        function = self.ctx.tree.enclosing_function(node)
+        if function is None:
+            return None
+        params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
+        child = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is function:
+                return None
+            kind = type(ancestor)
+            test: cst.BaseExpression | None = None
+            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
+                test = self._named_test(ancestor.test, ancestor) if kind is cst.If else ancestor.test  # type: ignore[attr-defined]
+            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
+                test = ancestor.left  # type: ignore[attr-defined]
+            for part in conjuncts(test) if test is not None else ():
+                found = self._parameter_flag(part, function, params)
+                if found is not None:
+                    return found
+            child = ancestor
+        return None
+
+    def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: set[str]) -> tuple[str, str] | None:
+        if type(part) is cst.Name and part.value in params:
+            # (bound again in the function: no longer what the caller passed; off by default: switch_of's)
+            if any(b.kind != "param" for b in self.ctx.bindings.lookup(part.value, part)) or part.value in self._falsy_defaults(function):  # type: ignore[attr-defined]
+                return None
+            return dotted_function_name(self.ctx.tree, function), part.value
+        found = self.ctx.devices.constructor_parameter(part) if type(part) is cst.Attribute else None
+        if found is None or part.attr.value in self._set_on_objects():  # type: ignore[attr-defined]
+            return None  # (`model.flag = True` elsewhere in the file: set on an object, not only built)
+        init, _, param = found.rpartition(":")
+        definition = self.ctx.functions.method("__init__", part)
+        if definition is None or dotted_function_name(self.ctx.tree, definition) != init or param in self._falsy_defaults(definition):  # type: ignore[attr-defined]
+            return None
+        return init, param
+
     def switch_words(self, node: cst.CSTNode) -> str:
         """Words for the constructor switch ``node`` runs only with (``switch_of``), for a line whose
         callers may turn it on (the join says "only on an opt-in path" where none does); "" where none.

@@ -183,6 +183,9 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 elif in_function is None and summarizer is not None and finding.impact != LOW \
                         and (switch := ctx.guards.switch_of(report.node)) is not None:
                     result.pending.append(Pending(finding, None, False, switch=switch))  # behind a switch off by default: do the callers turn it on?
+                elif in_function is None and summarizer is not None and finding.impact != LOW \
+                        and (flag := ctx.guards.flag_of(report.node)) is not None:
+                    result.pending.append(Pending(finding, None, False, flag=flag))  # behind a flag on by default: does every call pass it off?
                 elif method:  # placed here, in a method every project subclass may override: the join knows
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
                 else:
@@ -199,7 +202,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
                                                   quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
-                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node),
+                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node), flag=ctx.guards.flag_of(report.node),
                                                   unless_overridden=_method_key(ctx, report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
