@@ -73,21 +73,24 @@ class SwitchedOff:
             child = ancestor
         return None
 
-    def flag_of(self, node: cst.CSTNode) -> tuple[str, str] | None:
-        """``(function key, parameter)`` where ``node`` runs only when a parameter of its function,
-        or the constructor's parameter ``self.flag`` holds, is truthy (``if check:``, ``if
-        self.add_zero_attn:``, ``flag and``) and that parameter is on by default or has none:
-        ``switch_of`` already covers one off by default. The join asks whether every call in the
-        project passes it a literal false (``SettingDefaults.passed_off_everywhere``: encodec's
-        ``build_stable_quantized_cdf(..., check=False)``)."""
+    def flag_of(self, node: cst.CSTNode) -> tuple[tuple[str, str], ...]:
+        """Each ``(function key, parameter)`` that must be truthy for ``node`` to run: a parameter
+        of its function, or the constructor's parameter ``self.flag`` holds, tested for truth
+        (``if check:``, ``if self.add_zero_attn:``, ``flag and``), innermost first, whatever its
+        default. The join asks whether every call in the project passes one of them a literal
+        false or leaves it off (``SettingDefaults.passed_off_everywhere``: encodec's
+        ``build_stable_quantized_cdf(..., check=False)``); ``switch_of`` gives one switch alone,
+        and may stop at a test the callers turn on (wavlm's ``if key_padding_mask is not None:``
+        inside ``if self.add_zero_attn:``)."""
         function = self.ctx.tree.enclosing_function(node)
         if function is None:
-            return None
+            return ()
         params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
+        found: list[tuple[str, str]] = []
         child = node
         for ancestor in self.ctx.tree.ancestors(node):
             if ancestor is function:
-                return None
+                break
             kind = type(ancestor)
             test: cst.BaseExpression | None = None
             if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
@@ -95,26 +98,23 @@ class SwitchedOff:
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
                 test = ancestor.left  # type: ignore[attr-defined]
             for part in conjuncts(test) if test is not None else ():
-                found = self._parameter_flag(part, function, params)
-                if found is not None:
-                    return found
+                flag = self._parameter_flag(part, function, params)
+                if flag is not None and flag not in found:
+                    found.append(flag)
             child = ancestor
-        return None
+        return tuple(found)
 
     def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: set[str]) -> tuple[str, str] | None:
         if type(part) is cst.Name and part.value in params:
-            # (bound again in the function: no longer what the caller passed; off by default: switch_of's)
-            if any(b.kind != "param" for b in self.ctx.bindings.lookup(part.value, part)) or part.value in self._falsy_defaults(function):  # type: ignore[attr-defined]
-                return None
+            if any(b.kind != "param" for b in self.ctx.bindings.lookup(part.value, part)):
+                return None  # bound again in the function: no longer what the caller passed
             return dotted_function_name(self.ctx.tree, function), part.value
         found = self.ctx.devices.constructor_parameter(part) if type(part) is cst.Attribute else None
         if found is None or part.attr.value in self._set_on_objects():  # type: ignore[attr-defined]
             return None  # (`model.flag = True` elsewhere in the file: set on an object, not only built)
         init, _, param = found.rpartition(":")
         definition = self.ctx.functions.method("__init__", part)
-        if definition is None or dotted_function_name(self.ctx.tree, definition) != init or param in self._falsy_defaults(definition):  # type: ignore[attr-defined]
-            return None
-        return init, param
+        return (init, param) if definition is not None and dotted_function_name(self.ctx.tree, definition) == init else None
 
     def switch_words(self, node: cst.CSTNode) -> str:
         """Words for the constructor switch ``node`` runs only with (``switch_of``), for a line whose

@@ -69,32 +69,43 @@ class SettingDefaults:
             return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
         return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
 
-    def passed_off_everywhere(self, path: str, function: str, param: str) -> str | None:
-        """Words for a line that runs only when ``param`` of ``function`` (in ``path``; a
-        constructor's, ``Cls.__init__``, for ``if self.flag:``) is truthy, a parameter on by
-        default or without one (``Guards.flag_of``), where every call of it in the project
-        passes a literal False, 0 or "" there, or its own parameter handed on that nothing turns
-        on: encodec's ``build_stable_quantized_cdf(..., check=False)``. A test function's call
-        (``test()``, ``test_*``, a ``test_*.py`` file) turns nothing on in a run. None where a call
-        leaves it at its default, passes anything else or ``*args``/``**kwargs``, where code the
-        join cannot follow may pass it, or where no call but a test's is seen (a library's API)."""
+    def passed_off_everywhere(self, path: str, flags: tuple[tuple[str, str], ...]) -> str | None:
+        """Words for a line that runs only when each of ``flags`` is truthy (``Guards.flag_of``:
+        a parameter of a function in ``path``, or a constructor's, ``Cls.__init__``, for ``if
+        self.flag:``) where, for one of them, every call in the project passes a literal False, 0
+        or "" there, leaves it at a default off, or hands on its own parameter that nothing turns
+        on: encodec's ``build_stable_quantized_cdf(..., check=False)``, wavlm's ``MultiheadAttention``
+        never built with ``add_zero_attn``. A test function's call (``test()``, ``test_*``, a
+        ``test_*.py`` file) turns nothing on in a run. None where each may be on: a call leaves it
+        at a default on, passes anything else or ``*args``/``**kwargs``, code the join cannot
+        follow may pass it, or no call but a test's is seen (a library's API)."""
+        for function, param in flags:
+            if self._passed_off(path, function, param):
+                owner, _, name = function.rpartition(".")
+                shown = f"{owner}()" if name == "__init__" else f"{function}()"
+                return f"only when `{param}` is true, and every call of `{shown}` in the project leaves it off"
+        return None
+
+    def _passed_off(self, path: str, function: str, param: str) -> bool:
         if self._maybe_elsewhere(path, function, param, False, 0):
-            return None
+            return False
         calls = [(where, call) for where, call in self._calls_of((path, function)) if not _a_test(where, call.caller)]
         if not calls:
-            return None
+            return False
+        summary = self.project.files.get(path)
+        default_off = summary is not None and any(f == function and p == param for f, p, _ in summary.off_defaults)
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
             if where is None:
-                return None  # left at its default (on), or through `*args`/`**kwargs`
+                if call.given is None or not default_off:
+                    return False  # left at its default (on), or through `*args`/`**kwargs`
+                continue
             if where in call.falsy:
                 continue
             own = dict(call.own_params).get(where)
             if own is None or not self._handed_off(caller_path, call.caller, own, False, 1):
-                return None
-        owner, _, name = function.rpartition(".")
-        shown = f"{owner}()" if name == "__init__" else f"{function}()"
-        return f"only when `{param}` is true, and every call of `{shown}` in the project passes it off"
+                return False
+        return True
 
     def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
         """Words for a function whose every call in the project sits behind a switch of its caller
