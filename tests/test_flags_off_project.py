@@ -44,6 +44,22 @@ def test_flags_off_project_markers_and_impacts(tmp_path: Path, monkeypatch: pyte
     assert {key: found[key].impact for key in impacts} == impacts  # type: ignore[attr-defined]
     assert "every call of `stable_cdf()` in the project leaves it off" in found[("coder/cdf.py", 13)].impact_reason  # type: ignore[attr-defined]
     assert "every call of `Padder()` in the project leaves it off" in found[("coder/cdf.py", 44)].impact_reason  # type: ignore[attr-defined]
+    assert "only when `schedule == 'linear'`, and no call of `Solver()` in the project passes such a value" in found[("coder/solver.py", 15)].impact_reason  # type: ignore[attr-defined]
+    assert "only when `method == 'singlestep'`, and no call of `Solver.sample()`" in found[("coder/solver.py", 31)].impact_reason  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("edit", "line", "impact"), [
+    (("sample.py", ('schedule="discrete"', 'schedule="linear"')), 15, "medium"),
+    (("sample.py", ('Solver(model, schedule="discrete")', 'Solver(model)')), 15, "medium"),  # its default takes the branch
+    (("sample.py", ('method="multistep"', 'method="singlestep"')), 31, "medium"),
+    (("sample.py", ('method="multistep"', "method=method")), 31, "medium"),
+    # a subclass in the project may pass another value up, or call it itself
+    (("coder/solver.py", ("class Chosen:", "class Chosen(Solver):")), 31, "medium"),
+])
+def test_strings_every_call_passes_decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
+    name, change = edit
+    found = _findings(_copy(tmp_path, {name: change}), monkeypatch)
+    assert found[("coder/solver.py", line)].impact == impact, found[("coder/solver.py", line)].impact_reason  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("edit", "line", "impact"), [
