@@ -76,6 +76,8 @@ def test_strings_every_call_passes_decide(tmp_path: Path, monkeypatch: pytest.Mo
     # a test function by another name is a caller of the run: its default turns the check on
     (("coder/cdf.py", ("def test():", "def smoke():")), 13, "high"),
     (("coder/cdf.py", ("def test():", "def test_cdf():")), 13, "low"),
+    # a `test()` the run calls (an evaluation after each epoch, MNIST's) is no test
+    (("coder/cdf.py", ('if __name__ == "__main__":\n    test()', "def evaluate():\n    for _ in range(3):\n        test()")), 13, "high"),
     # set on an object after it is built (in its class's file, as Guards.switch_of sees it): no longer only what the construction passed
     (("coder/cdf.py", ("def test():", "def make_careful(pad):\n    pad.add_zero = True\n\n\ndef test():")), 44, "medium"),
 ])

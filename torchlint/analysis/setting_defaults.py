@@ -98,7 +98,7 @@ class SettingDefaults:
     def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int) -> bool:
         if depth > _MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
             return False
-        calls = [(where, call) for where, call in self._calls_of((path, function)) if not _a_test(where, call.caller)]
+        calls = [(where, call) for where, call in self._calls_of((path, function)) if not self._a_test(where, call.caller)]
         if not calls:
             return False
         summary = self.project.files.get(path)
@@ -122,6 +122,18 @@ class SettingDefaults:
             if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
                 return False
         return True
+
+    def _a_test(self, path: str, caller: str) -> bool:
+        """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
+        ``test_*.py`` file, or ``test()``/``test_*`` called by no code of the project but once at
+        module level (``if __name__ == "__main__": test()``). A ``test(model, loader)`` that a
+        training script runs after each epoch is an evaluation of the run, not a test."""
+        name = caller.rpartition(".")[2]
+        if path.rpartition("/")[2].startswith("test_"):
+            return True
+        if name != "test" and not name.startswith("test_"):
+            return False
+        return all(not call.caller and call.loop is None and not call.within for _, call in self._calls_of((path, caller)))
 
     def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
         """Words for a function whose every call in the project sits behind a switch of its caller
@@ -342,9 +354,3 @@ class SettingDefaults:
                     callers.setdefault(callee, []).append((path, call))
         return callers
 
-
-def _a_test(path: str, caller: str) -> bool:
-    """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: ``test()``,
-    ``test_*``, or any function of a ``test_*.py`` file."""
-    name = caller.rpartition(".")[2]
-    return name == "test" or name.startswith("test_") or path.rpartition("/")[2].startswith("test_")
