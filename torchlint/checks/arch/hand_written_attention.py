@@ -403,9 +403,13 @@ def _through_dropout(ctx, softmax: cst.Call) -> cst.BaseExpression:  # type: ign
             return current
 
 
-def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> cst.CSTNode | None:  # type: ignore[no-untyped-def]
+def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode, seen: set[int] | None = None) -> cst.CSTNode | None:  # type: ignore[no-untyped-def]
     """The ``weights @ v`` (or matmul/bmm/einsum) that consumes the weights, directly or
     through the name they are bound to, possibly after a dropout on that name."""
+    seen = set() if seen is None else seen
+    if id(weights) in seen:
+        return None  # `w = w.view(...)` in a loop rebinds the name to itself: followed once
+    seen.add(id(weights))
     for use in _uses(ctx, weights):
         parent = ctx.tree.parent(use)
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply) and parent.left is use:
@@ -413,7 +417,7 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
         rebound = rebound_from(ctx, use)  # `attn = attn.type(dtype)`, `attn = self.attn_dropout(attn)`: the weights again
         moved = _moved(ctx, use) or _masked_if_passed(ctx, use) or (rebound.value if rebound is not None else None)
         if moved is not None and not ctx.tree.is_inside(at, moved):
-            found = _weights_times_values(ctx, moved, at)
+            found = _weights_times_values(ctx, moved, at, seen)
             if found is not None:
                 return found
         call = ctx.tree.parent(parent) if isinstance(parent, cst.Arg) else None
@@ -421,7 +425,7 @@ def _weights_times_values(ctx, weights: cst.BaseExpression, at: cst.CSTNode) -> 
             if ctx.qname(call.func) in _MATMUL and parent in call.args[:3]:
                 return call
             if ctx.qname(call.func) in _DROPOUT or "drop" in (dotted(call.func) or "").lower():
-                found = _weights_times_values(ctx, call, at)
+                found = _weights_times_values(ctx, call, at, seen)
                 if found is not None:
                     return found
     return None
