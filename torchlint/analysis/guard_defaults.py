@@ -317,28 +317,29 @@ class ParameterDefaults:
             given = plain[index] if index < len(plain) else None
         if given is not None:
             return self._constant(given, call)
-        default = _literal(param.default)
+        default = literal(param.default)
         return (f"the default {default[0]}", default[1]) if default is not None else None
 
     def _constant(self, value: cst.BaseExpression | None, at: cst.CSTNode) -> tuple[str, object] | None:
-        found = _literal(value)
+        found = literal(value)
         if found is not None or type(value) is not cst.Name:
             return found
         bound = self.ctx.bindings.lookup(value.value, at)  # `TOP_P = 0.0` at module level, bound nowhere else
         if len(bound) != 1 or bound[0].kind != "assign" or bound[0].element is not None or self.ctx.tree.enclosing_function(bound[0].node) is not None:
             return None
-        found = _literal(bound[0].value)
+        found = literal(bound[0].value)
         return (f"`{value.value}` = {found[0]}", found[1]) if found is not None else None
 
 
-_COMPARISONS = {cst.LessThan: operator.lt, cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt,
-                cst.GreaterThanEqual: operator.ge, cst.Equal: operator.eq, cst.NotEqual: operator.ne}
+_COMPARISONS = {cst.LessThan: "lt", cst.LessThanEqual: "le", cst.GreaterThan: "gt",
+                cst.GreaterThanEqual: "ge", cst.Equal: "eq", cst.NotEqual: "ne"}
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 _NAMED = {"True": True, "False": False, "None": None}
 
 
-def _literal(value: cst.BaseExpression | None) -> tuple[str, object] | None:
-    """The text and value of a number, bool or None literal (``0.0``, ``-1``, ``False``);
-    None for anything else."""
+def literal(value: cst.BaseExpression | None) -> tuple[str, object] | None:
+    """The text and value of a number, bool, None or string literal (``0.0``, ``-1``,
+    ``False``, ``"multistep"``); None for anything else."""
     sign = ""
     if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
         sign, value = "-", value.expression
@@ -350,33 +351,62 @@ def _literal(value: cst.BaseExpression | None) -> tuple[str, object] | None:
         return f"{sign}{value.value}", -number if sign else number  # type: ignore[union-attr]
     if not sign and type(value) is cst.Name and value.value in _NAMED:
         return value.value, _NAMED[value.value]
+    if not sign and type(value) is cst.SimpleString and type(text := value.evaluated_value) is str:
+        return value.value, text  # `method="multistep"`, against `if method == "singlestep":`
     return None
+
+
+def compared(part: cst.BaseExpression) -> tuple[cst.BaseExpression, str, object] | None:
+    """``(operand, test, constant)`` for a conjunct that tests a name or attribute alone, for
+    truth or against a constant (``top_p > 0``, ``0 < p`` as ``p > 0``, ``top_k``, ``not greedy``,
+    ``self.schedule == "linear"``, ``method in ["a", "b"]``): ``test`` is ``"truth"``, ``"not"``, ``"in"``,
+    ``"not_in"`` (the constant a tuple) or an ``operator`` name, as
+    plain data the join can keep (``holds`` says whether it holds for a value)."""
+    if type(part) in (cst.Name, cst.Attribute):
+        return part, "truth", None
+    if type(part) is cst.UnaryOperation and type(part.operator) is cst.Not and type(part.expression) in (cst.Name, cst.Attribute):
+        return part.expression, "not", None
+    if type(part) is not cst.Comparison or len(part.comparisons) != 1:
+        return None
+    left, right = part.left, part.comparisons[0].comparator
+    if type(part.comparisons[0].operator) in (cst.In, cst.NotIn) and type(left) in (cst.Name, cst.Attribute) and type(right) in (cst.List, cst.Tuple, cst.Set):
+        members = [literal(e.value) for e in right.elements if type(e) is cst.Element]  # `method in ["singlestep", "singlestep_fixed"]`
+        if len(members) != len(right.elements) or None in members:
+            return None
+        return left, "in" if type(part.comparisons[0].operator) is cst.In else "not_in", tuple(m[1] for m in members)  # type: ignore[index]
+    if type(part.comparisons[0].operator) not in _COMPARISONS:
+        return None
+    name = _COMPARISONS[type(part.comparisons[0].operator)]
+    if type(left) in (cst.Name, cst.Attribute) and (constant := literal(right)) is not None:
+        return left, name, constant[1]
+    if type(right) in (cst.Name, cst.Attribute) and (constant := literal(left)) is not None:
+        return right, _FLIPPED.get(name, name), constant[1]  # `0 < p`: `p > 0`
+    return None
+
+
+def holds(test: str, constant: object, value: object) -> bool | None:
+    """Does ``compared``'s ``test`` hold for ``value``? None where Python would raise (``None > 0``:
+    the branch raises, it is not skipped)."""
+    if test == "truth":
+        return bool(value)
+    if test == "not":
+        return not value
+    if test in ("in", "not_in"):
+        return (value in constant) is (test == "in")  # type: ignore[operator]
+    try:
+        return bool(getattr(operator, test)(value, constant))
+    except TypeError:
+        return None
 
 
 def _compared(part: cst.BaseExpression, params: dict[str, cst.Param]):  # type: ignore[no-untyped-def]
     """``(parameter, holds)`` for a conjunct that tests a parameter alone against a constant
-    (``top_p > 0``, ``0 < p``, ``top_k``, ``not greedy``): ``holds(value)`` says whether it
-    holds for the value passed (None where Python would raise)."""
-    if type(part) is cst.Name and part.value in params:
-        return part.value, bool
-    if type(part) is cst.UnaryOperation and type(part.operator) is cst.Not and type(part.expression) is cst.Name and part.expression.value in params:
-        return part.expression.value, lambda v: not v
-    if type(part) is not cst.Comparison or len(part.comparisons) != 1 or type(part.comparisons[0].operator) not in _COMPARISONS:
+    (``compared``): ``holds(value)`` says whether it holds for the value passed."""
+    found = compared(part)
+    if found is None or type(found[0]) is not cst.Name or found[0].value not in params:
         return None
-    compare = _COMPARISONS[type(part.comparisons[0].operator)]
-    left, right = part.left, part.comparisons[0].comparator
-    if type(left) is cst.Name and left.value in params and (constant := _literal(right)) is not None:
-        return left.value, lambda v: _safely(compare, v, constant[1])
-    if type(right) is cst.Name and right.value in params and (constant := _literal(left)) is not None:
-        return right.value, lambda v: _safely(compare, constant[1], v)
-    return None
-
-
-def _safely(compare, left: object, right: object) -> bool | None:  # type: ignore[no-untyped-def]
-    try:
-        return bool(compare(left, right))
-    except TypeError:
-        return None  # `None > 0`: the branch raises, it is not skipped
+    _, test, constant = found
+    return found[0].value, lambda v: holds(test, constant, v)
 
 
 def _code(test: cst.BaseExpression) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.guard_defaults import compared, literal
 from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
 
 if TYPE_CHECKING:
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 # (function key, parameter, optional): ``optional`` where the test is ``p is not None`` (or a
 # comparison with a literal default): only leaving it out (or None) keeps it off, not a False
 Switch = tuple[str, str, bool]
+# (function key, parameter, test, constant, default): a test a line runs only where it holds (``guard_defaults.compared``:
+# "truth", "not" or an ``operator`` name, and the constant compared with), and the parameter's literal default, (value,) or ()
+Flag = tuple[str, str, str, object, tuple[object, ...]]
 
 
 class SwitchedOff:
@@ -69,6 +73,59 @@ class SwitchedOff:
                         return found
             child = ancestor
         return None
+
+    def flag_of(self, node: cst.CSTNode) -> tuple[Flag, ...]:
+        """Each test of a parameter of ``node``'s function, or of the constructor's parameter
+        ``self.x`` holds, that must hold for ``node`` to run, innermost first, whatever its default:
+        ``if check:``, ``if self.add_zero_attn:``, ``flag and``, ``if method == "singlestep":``,
+        ``self.schedule == "linear"`` (the ``elif`` of another value: the ``else`` of none). The
+        join asks whether every call in the project passes one of them a literal that fails it, or
+        leaves it at a default that does (``SettingDefaults.passed_off_everywhere``: encodec's
+        ``build_stable_quantized_cdf(..., check=False)``); ``switch_of`` gives one switch alone,
+        and may stop at a test the callers do pass (wavlm's ``if key_padding_mask is not None:``
+        inside ``if self.add_zero_attn:``)."""
+        function = self.ctx.tree.enclosing_function(node)
+        if function is None:
+            return ()
+        params = {p.name.value: p for p in (*function.params.params, *function.params.kwonly_params)}
+        found: list[Flag] = []
+        child = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is function:
+                break
+            kind = type(ancestor)
+            test: cst.BaseExpression | None = None
+            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
+                test = self._named_test(ancestor.test, ancestor) if kind is cst.If else ancestor.test  # type: ignore[attr-defined]
+            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
+                test = ancestor.left  # type: ignore[attr-defined]
+            for part in conjuncts(test) if test is not None else ():
+                flag = self._parameter_flag(part, function, params)
+                if flag is not None and flag not in found:
+                    found.append(flag)
+            child = ancestor
+        return tuple(found)
+
+    def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: dict[str, cst.Param]) -> Flag | None:
+        tested = compared(part)
+        if tested is None:
+            return None
+        operand, test, constant = tested
+        if type(operand) is cst.Name and operand.value in params:
+            if any(b.kind != "param" for b in self.ctx.bindings.lookup(operand.value, operand)):
+                return None  # bound again in the function: no longer what the caller passed
+            default = literal(params[operand.value].default)
+            return dotted_function_name(self.ctx.tree, function), operand.value, test, constant, (default[1],) if default is not None else ()
+        found = self.ctx.devices.constructor_parameter(operand) if type(operand) is cst.Attribute else None
+        if found is None or operand.attr.value in self._set_on_objects():  # type: ignore[attr-defined]
+            return None  # (`model.flag = True` elsewhere in the file: set on an object, not only built)
+        init, _, param = found.rpartition(":")
+        definition = self.ctx.functions.method("__init__", operand)
+        if definition is None or dotted_function_name(self.ctx.tree, definition) != init:
+            return None
+        declared = next((p for p in (*definition.params.params, *definition.params.kwonly_params) if p.name.value == param), None)
+        default = literal(declared.default) if declared is not None else None
+        return init, param, test, constant, (default[1],) if default is not None else ()
 
     def switch_words(self, node: cst.CSTNode) -> str:
         """Words for the constructor switch ``node`` runs only with (``switch_of``), for a line whose

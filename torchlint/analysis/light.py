@@ -39,7 +39,7 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
                 target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
                 args = _argument_refs(call, key, assigned, passed, lambda func: _target(func, key, functions, imports, relative, bool(stars)))
-                calls.append(CallSite(key, target, None, args=args, given=_given(call), falsy=_falsy(call)))
+                calls.append(CallSite(key, target, None, args=args, given=_given(call), falsy=_falsy(call), literals=_literals(call)))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
     exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
     returns = []
@@ -154,6 +154,22 @@ def _given(call: ast.Call) -> tuple[int, tuple[str, ...]] | None:
     while positional and _constant(positional[-1], None):
         positional.pop()
     return len(positional), tuple(k.arg for k in call.keywords if k.arg is not None and not _constant(k.value, None))
+
+
+def _literals(call: ast.Call) -> tuple[tuple[int | str, object], ...]:
+    """What ``summary_arguments.literal_args`` says: arguments passed a number, bool, None or string literal."""
+    found: list[tuple[int | str, object]] = []
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        if _literal(arg):
+            found.append((position, arg.value))  # type: ignore[attr-defined]
+    found.extend((k.arg, k.value.value) for k in call.keywords if k.arg is not None and _literal(k.value))  # type: ignore[attr-defined]
+    return tuple(found)
+
+
+def _literal(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and type(value.value) in (int, float, bool, str, type(None))
 
 
 def _falsy(call: ast.Call) -> tuple[int | str, ...]:

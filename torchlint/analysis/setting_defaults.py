@@ -7,9 +7,12 @@ caller turns on a cache its function leaves off by default."""
 
 from __future__ import annotations
 
+from torchlint.analysis.guard_defaults import holds
+from torchlint.analysis.guard_switches import Flag
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 
+_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (guard_defaults.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
 
 
@@ -68,6 +71,69 @@ class SettingDefaults:
         if chain or self._unfollowed_named(name):
             return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
         return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
+
+    def passed_off_everywhere(self, path: str, flags: tuple[Flag, ...]) -> str | None:
+        """Words for a line that runs only where each of ``flags`` holds (``Guards.flag_of``: a
+        test of a parameter of a function in ``path``, or of a constructor's, ``Cls.__init__``,
+        for ``if self.flag:``) where, for one of them, every call in the project passes a literal
+        that fails it (a literal False, 0 or "" for a truth test), leaves it at a default that
+        does, or hands on its own parameter that every call of its own function so passes:
+        encodec's ``build_stable_quantized_cdf(..., check=False)``, wavlm's ``MultiheadAttention``
+        never built with ``add_zero_attn``, so-vits-svc's ``NoiseScheduleVP(schedule="discrete")``
+        against ``if self.schedule == "linear":``. A test function's call (``test()``, ``test_*``,
+        a ``test_*.py`` file) is no part of a run. None where each may hold: a call passes
+        anything else or ``*args``/``**kwargs``, code the join cannot follow may pass it, or no
+        call but a test's is seen (a library's API)."""
+        for function, param, test, constant, default in flags:
+            if self._passed_off(path, function, param, test, constant, default, 0):
+                owner, _, name = function.rpartition(".")
+                shown = f"{owner}()" if name == "__init__" else f"{function}()"
+                if test == "truth":
+                    return f"only when `{param}` is true, and every call of `{shown}` in the project leaves it off"
+                if test == "not":
+                    return f"only when `{param}` is false, and every call of `{shown}` in the project passes it a true value"
+                return f"only when `{param} {_SYMBOLS[test]} {constant!r}`, and no call of `{shown}` in the project passes such a value"
+        return None
+
+    def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int) -> bool:
+        if depth > _MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
+            return False
+        calls = [(where, call) for where, call in self._calls_of((path, function)) if not self._a_test(where, call.caller)]
+        if not calls:
+            return False
+        summary = self.project.files.get(path)
+        if not default and test == "truth" and summary is not None and any(f == function and p == param for f, p, _ in summary.off_defaults):
+            default = (False,)  # (a default off the summary knows: `mask=None`, `flag=False`)
+        for caller_path, call in calls:
+            where = self._explicit(call, (path, function), param)
+            if where is None:
+                if call.given is None or not default or holds(test, constant, default[0]) is not False:
+                    return False  # left at a default that may hold, or through `*args`/`**kwargs`
+                continue
+            literals = dict(call.literals)
+            if where in literals:
+                if holds(test, constant, literals[where]) is not False:
+                    return False
+                continue
+            if test == "truth" and where in call.falsy:
+                continue
+            own = dict(call.own_params).get(where)
+            # (its caller's own parameter handed on: what every call of the caller passes there)
+            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
+                return False
+        return True
+
+    def _a_test(self, path: str, caller: str) -> bool:
+        """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
+        ``test_*.py`` file, or ``test()``/``test_*`` called by no code of the project but once at
+        module level (``if __name__ == "__main__": test()``). A ``test(model, loader)`` that a
+        training script runs after each epoch is an evaluation of the run, not a test."""
+        name = caller.rpartition(".")[2]
+        if path.rpartition("/")[2].startswith("test_"):
+            return True
+        if name != "test" and not name.startswith("test_"):
+            return False
+        return all(not call.caller and call.loop is None and not call.within for _, call in self._calls_of((path, caller)))
 
     def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
         """Words for a function whose every call in the project sits behind a switch of its caller
@@ -287,3 +353,4 @@ class SettingDefaults:
                 for callee in callees:
                     callers.setdefault(callee, []).append((path, call))
         return callers
+

@@ -45,7 +45,7 @@ from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, Ref
-from torchlint.analysis.summary_arguments import CallArguments, falsy_args
+from torchlint.analysis.summary_arguments import CallArguments, falsy_args, literal_args
 from torchlint.analysis.summary_loops import LoopSummaries
 from torchlint.analysis.summary_targets import CallTargets
 from torchlint.analysis.switches import turned_switches
@@ -191,7 +191,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         place = self._place(call) if placed else _NO_PLACE
         return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
-                        uploads=facts["uploads"], falsy=facts["falsy"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
+                        uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
@@ -209,7 +209,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             known = self._facts[id(call)] = {
                 "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
-                "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "forwards": self._forwards(call),
+                "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
                 "results": results, "elements": elements}

@@ -61,6 +61,9 @@ class CallSite:
     turn: int = -1
     uploads: tuple[int | str, ...] = ()  # arguments (position or keyword) the caller just copied from the host (`caplens.to(device)`)
     falsy: tuple[int | str, ...] = ()  # arguments (position or keyword) passed a literal False, 0 or "": a flag left off
+    # arguments (position or keyword) passed a number, bool, None or string literal, and its value: a test on the
+    # parameter that every call's value fails keeps its branch from running (`method="multistep"`, Guards.flag_of)
+    literals: tuple[tuple[int | str, object], ...] = ()
     # `f(x, **kwargs)` with the caller's own `**kwargs`: the arguments it passes itself and the
     # keys the caller sets in `kwargs` (`kwargs.update(flag=True)`); what its callers passed goes on. None: no such pass-through
     forwards: tuple[int | str, ...] | None = None

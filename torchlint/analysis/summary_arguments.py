@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
+from torchlint.analysis.guard_defaults import literal
 from torchlint.analysis.host_arguments import may_be_tensor, python_values
 from torchlint.analysis.host_consumers import steps_an_environment
 from torchlint.analysis.names import dotted
@@ -220,6 +221,19 @@ def falsy_args(call: cst.Call) -> tuple[int | str, ...]:
         if type(value) is cst.Name and value.value == "False" or type(value) is cst.Integer and value.value == "0" \
                 or type(value) is cst.SimpleString and value.evaluated_value == "":
             found.append(arg.keyword.value if arg.keyword is not None else position)
+    return tuple(found)
+
+
+def literal_args(call: cst.Call) -> tuple[tuple[int | str, object], ...]:
+    """Arguments (position or keyword) passed a number, bool, None or string literal, with
+    its value (``CallSite.literals``)."""
+    found: list[tuple[int | str, object]] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        value = literal(arg.value)
+        if value is not None:
+            found.append((arg.keyword.value if arg.keyword is not None else position, value[1]))
     return tuple(found)
 
 

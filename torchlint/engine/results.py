@@ -66,6 +66,9 @@ class Conditional(NamedTuple):
     # (function key, parameter, optional) of a switch off by default its line runs only with, a parameter or the
     # constructor's parameter an attribute holds (Guards.switch_of): on an opt-in path where no call turns it on
     switch: tuple[str, str, bool] | None = None
+    # (function key, parameter)s its line runs only where each is truthy, a parameter or the constructor's parameter an
+    # attribute holds (Guards.flag_of): off where every call leaves one off (a literal false, a default off)
+    flag: tuple[tuple[str, str], ...] = ()
     # `Cls.m`: a method of a class of this file; dropped where the join finds that no object runs it (the class
     # never built, every project subclass overriding it: analysis/dispatch.overridden)
     unless_overridden: str = ""
@@ -92,6 +95,7 @@ class InStepIfCalled(NamedTuple):
     rare: bool = False
     guard: str = ""
     opt_in: str = ""
+    flag: tuple[tuple[str, str], ...] = ()  # (function key, parameter)s it runs only where each is truthy (Guards.flag_of)
 
 
 class Pending(NamedTuple):
@@ -130,6 +134,9 @@ class Pending(NamedTuple):
     # (function key, parameter, optional): a finding placed in its own file behind a switch off by default
     # (Guards.switch_of): low where no call in the project turns it on (``SettingDefaults.turned_on_nowhere``)
     switch: tuple[str, str, bool] | None = None
+    # (function key, parameter)s: one behind flags (Guards.flag_of): low where every call in the project
+    # leaves one off (``SettingDefaults.passed_off_everywhere``)
+    flag: tuple[tuple[str, str], ...] = ()
     # ``dataset`` is a call's reference, with (its positional arguments, its keywords, a splat): held
     # where every function it may run builds its result on the host and is passed no device (TL110)
     host_helper: tuple[int, tuple[str, ...], bool] | None = None

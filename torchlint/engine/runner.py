@@ -182,15 +182,17 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     # no device named here: the join knows whether the model it builds (another file's) ever sees one
                     result.conditional.append(Conditional(UNLESS_HOST_STEPS, finding, True, unless_overridden=method))
                 elif in_function is None and summarizer is not None and finding.impact != LOW \
-                        and (switch := ctx.guards.switch_of(report.node)) is not None:
-                    result.pending.append(Pending(finding, None, False, switch=switch))  # behind a switch off by default: do the callers turn it on?
+                        and ((switch := ctx.guards.switch_of(report.node)), (flag := ctx.guards.flag_of(report.node))) != (None, ()):
+                    # behind a switch off by default, or flags: do the callers turn it on, does every call leave one off?
+                    result.pending.append(Pending(finding, None, False, switch=switch, flag=flag))
                 elif method:  # placed here, in a method every project subclass may override: the join knows
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.placed_as or report.node, report.itself),
-                                                              guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or ""))
+                                                              guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                                                              flag=ctx.guards.flag_of(report.node)))
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *_in_function(ctx, report.placed_as or report.node, report.itself), report.repeated,
@@ -200,7 +202,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
                                                   quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
-                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node),
+                                                  off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node), flag=ctx.guards.flag_of(report.node),
                                                   unless_overridden=_method_key(ctx, report.node)))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))

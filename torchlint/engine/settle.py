@@ -182,6 +182,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             off = settings.turned_on_nowhere(here, *condition.switch) or ""  # `if self.debug:` and no construction passes `debug=True`
             if not off:  # a construction may turn it on (dreamerv3's `config.dyn_discrete`): its default is no run's
                 condition = _switch_set(condition)
+        if not off and condition.flag and settings is not None and here is not None:
+            off = settings.passed_off_everywhere(here, condition.flag) or ""  # `if check:` (on by default) and every call passes `check=False`
         if not off and settings is not None and here is not None:  # `if top_k is not None: top_k_logits(...)`, its only call, and none passes `top_k`
             off = settings.called_switched_off(here, condition.key.partition("#")[0]) or ""
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
@@ -236,8 +238,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
-        if pending.switch is not None:  # behind a switch off by default: low where no call in the project turns it on
-            words = settings.turned_on_nowhere(path, *pending.switch) if settings is not None and path is not None else None
+        if pending.switch is not None or pending.flag:  # behind a switch off by default or flags: low where no call turns it on
+            words = settings.turned_on_nowhere(path, *pending.switch) if settings is not None and path is not None and pending.switch is not None else None
+            if words is None and settings is not None and path is not None and pending.flag:
+                words = settings.passed_off_everywhere(path, pending.flag)  # every call leaves one of them off
             yield pending.finding if words is None else opt_in_finding(pending.finding, words)
             continue
         if pending.untrained is not None and not trained:
@@ -458,6 +462,8 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
             info, off = turned_on(pending, info, per_step)
             if not off and settings is not None and here is not None:
                 off = settings.called_switched_off(here, pending.key.partition("#")[0]) or ""
+            if not off and pending.flag and settings is not None and here is not None:
+                off = settings.passed_off_everywhere(here, pending.flag) or ""  # every call leaves one of its flags off
             place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
             continue
