@@ -71,14 +71,11 @@ class StepReads:
         return False
 
     def _whole_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
-        """Do the reads of ``loop``'s pass (None: its function's) wait once per pass of the step, so that a read in a
-        later statement, with only small ops since the one before, adds no wait: the step's own pass (rl_games'
-        `lr = t[0].item()` then `coef = t[1].item()`), or a pass over the step's logged values (a loss dict's,
-        `for key, values in losses.items()`)? Not a loop over candidates, rows or tokens: reviews count each of
+        """Is ``loop``'s pass one over the step's logged values (a loss dict's, `for key, values in losses.items()`),
+        so that a read in a later statement, with only small ops since the one before, adds no wait? Not a loop over candidates, rows or tokens: reviews count each of
         their reads as a wait of its own (a beam's `.item()` per candidate)."""
-        if loop is None or loop is stop:
-            return True
-        return self.ctx.places.repeat_of(loop).kind == "metric"
+        # (the step's own pass, `loop is stop`, is left to `StepSyncs._after_sync`: host work only between)
+        return loop is not None and loop is not stop and self.ctx.places.repeat_of(loop).kind == "metric"
 
     def _in_a_repeated_pass(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` in a loop inside its step (``stop``), whose passes repeat within it?"""
@@ -115,6 +112,8 @@ class StepReads:
 
     def _only_small_ops_between(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
         tree = self.ctx.tree
+        if any(type(n) is cst.Call and self._heavy(n) for n in tree.descendants(node)):
+            return False  # `(helper(out) / gain).tolist()`: the read's own value is work it waits for
         for above in tree.ancestors(earlier):  # the calls around the first read finish after it: `model(x[idx])`, then `y[idx]`
             if above is region or tree.is_inside(node, above):
                 break

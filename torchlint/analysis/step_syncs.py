@@ -57,7 +57,7 @@ class StepSyncs:
         may_drain = self._drain_index.may_drain
         if read is None and type(node) is cst.Call and any(may_drain(n) and self._drains(n, None, n) for arg in node.args
                                                            for n in tree.descendants(arg) if type(n) is cst.Call):
-            return False if self._noted_drain(node, None) else True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
+            return self._noted_drain(node, None)  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         if not self._drain_index.any_before(node, stop):
             return False  # no call before it in its step may drain the queue: the walk back below would find none
         start = tree.index(node)
