@@ -58,6 +58,11 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             # the pass's first read waited for the queue, this one for its own small kernels, however often the pass
             # repeats (a read after a sync outside its loop waits again on each pass: `AFTER_SYNC` keeps the repetition)
             return Position.AFTER_READ
+        if after_sync and type(stop) is cst.FunctionDef and not self._in_a_repeated_pass(node, stop) \
+                and type(node) is cst.Call and self.ctx.method_name(node) in ("item", "tolist") and self.drained_by_read(node):
+            # A read after another read of the function's own pass with only host work between: wherever its callers
+            # repeat the call (rl_games' `update_lr()` per mini-epoch), the first read repeats with it and pays the wait.
+            return Position.AFTER_READ
         if after_sync:
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):

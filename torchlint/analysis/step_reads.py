@@ -1,6 +1,7 @@
 """Reads that follow another read of the same pass (a part of ``StepPositions``): the first read
 of a loop's pass waits for the device's queue; a read after it in the same statement, or in the
-branch its test chose, with only small ops between (no model, helper, backward or step, no loop),
+branch its test chose (in a pass that does not repeat within its step, or over a step's logged values:
+anywhere after it), with only small ops between (no model, helper, backward or step, no loop),
 waits only for its own small kernels. The reads are
 the nodes the file's wait findings stand at (``note_reads``: the engine hands them over, whatever
 check found them), and the calls that read (``read_value``)."""
@@ -50,20 +51,31 @@ class StepReads:
         # The noted reads before it, nearest first (in index order: a bisection, not a scan per read), from
         # the start of the outermost statement of ``region`` that holds it: a read that leads it stands in its
         # own statement or in the test of an ``if``/``while`` around it, both inside that one (a long step's
-        # reads in the statements before are not asked again, one by one, for each read).
+        # reads in the statements before are not asked again, one by one, for each read). In a pass that does
+        # not repeat within its step (``_whole_pass``), any read before it in the region may lead it.
+        whole = self._whole_pass(loop, stop)
         outermost = tree.statement_of(node)
-        if outermost is not None and tree.is_inside(outermost, region):
+        if whole:
+            low = bisect.bisect_left(noted, tree.index(region), key=tree.index)
+        elif outermost is not None and tree.is_inside(outermost, region):
             while (up := tree.statement_of(tree.parent(outermost))) is not None and tree.is_inside(up, region):  # type: ignore[arg-type]
                 outermost = up
             low = bisect.bisect_left(noted, tree.index(outermost), key=tree.index)
         else:
             low = 0  # (its statement is not in the region: a loop's header, a one-line body; every read before it)
         for earlier in reversed(noted[low:bisect.bisect_left(noted, tree.index(node), key=tree.index)]):
-            if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not self._leads(earlier, node):
+            if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not (whole or self._leads(earlier, node)):
                 continue
             if self._surely_before(earlier, node, region):
                 return self._only_small_ops_between(earlier, node, region)
         return False
+
+    def _whole_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
+        """Is ``loop``'s pass one over the step's logged values (a loss dict's, `for key, values in losses.items()`),
+        so that a read in a later statement, with only small ops since the one before, adds no wait? Not a loop over candidates, rows or tokens: reviews count each of
+        their reads as a wait of its own (a beam's `.item()` per candidate)."""
+        # (the step's own pass, `loop is stop`, is left to `StepSyncs._after_sync`: host work only between)
+        return loop is not None and loop is not stop and self.ctx.places.repeat_of(loop).kind == "metric"
 
     def _in_a_repeated_pass(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` in a loop inside its step (``stop``), whose passes repeat within it?"""
@@ -100,6 +112,8 @@ class StepReads:
 
     def _only_small_ops_between(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
         tree = self.ctx.tree
+        if any(type(n) is cst.Call and self._heavy(n) for n in tree.descendants(node)):
+            return False  # `(helper(out) / gain).tolist()`: the read's own value is work it waits for
         for above in tree.ancestors(earlier):  # the calls around the first read finish after it: `model(x[idx])`, then `y[idx]`
             if above is region or tree.is_inside(node, above):
                 break

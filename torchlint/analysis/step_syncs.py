@@ -57,7 +57,7 @@ class StepSyncs:
         may_drain = self._drain_index.may_drain
         if read is None and type(node) is cst.Call and any(may_drain(n) and self._drains(n, None, n) for arg in node.args
                                                            for n in tree.descendants(arg) if type(n) is cst.Call):
-            return True  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
+            return self._noted_drain(node, None)  # `torch.zeros(b[-1].item() + 1).to(d)`: its own argument's read drained the queue
         if not self._drain_index.any_before(node, stop):
             return False  # no call before it in its step may drain the queue: the walk back below would find none
         start = tree.index(node)
@@ -73,10 +73,24 @@ class StepSyncs:
                 return False  # `scaled = out * 2`: a kernel queued since (whatever the statement read before it)
             for call in calls:
                 if surely_ran and may_drain(call) and self._drains(call, read, node):
-                    return True  # (a read in a loop or a branch may not have run)
+                    return self._noted_drain(node, call)  # (a read in a loop or a branch may not have run)
                 if not self._quiet(call):
                     return False  # device work, or a call that may queue some, since
         return False
+
+    def _noted_drain(self, node: cst.CSTNode, call: cst.Call | None) -> bool:
+        """Note the call that drained the queue before ``node`` (None: a read in its own arguments), for
+        ``drained_by_read``; True."""
+        self.__dict__.setdefault("_drain_of", {})[id(node)] = call
+        return True
+
+    def drained_by_read(self, node: cst.CSTNode) -> bool:
+        """Was the drain ``_after_sync`` found before ``node`` a device read (not a synchronize, nor a blocking upload)?"""
+        drains = self.__dict__.get("_drain_of", {})
+        if id(node) not in drains:
+            return False
+        call = drains[id(node)]
+        return call is None or read_value(self.ctx, call) is not None
 
     def _ran_before(self, node: cst.CSTNode, stop: cst.CSTNode | None):  # type: ignore[no-untyped-def]
         """The calls that ran before ``node``'s statement in its step, nearest first, level by
