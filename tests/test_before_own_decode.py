@@ -9,7 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Position
+from torchlint.analysis.multiplicity import Position
 
 _CODE = """
 import torch

@@ -210,6 +210,7 @@ def test_internal_error_names_file_and_check_and_run_goes_on(project: Path, monk
     code, out, err = run("check", ".", "--select", "TL101", cwd=project)
     assert code == 2
     assert "internal error in TL101 on bad.py" in err and "kaboom" in err
+    assert "Traceback" not in err  # one line per error on the user's terminal
     assert "3 checked" in out or "No problems" in out or "other.py" in out
 
 

@@ -152,8 +152,8 @@ class DDIMSampler:
 
 
 def test_a_function_reached_once_per_epoch_says_so() -> None:
-    from torchlint.analysis.impact import Where
-    from torchlint.analysis.join import StepInfo
+    from torchlint.analysis.multiplicity import Where
+    from torchlint.analysis.join_steps import StepInfo
 
     assert "(run once per epoch from an epoch loop at line 7)" in StepInfo("an epoch loop", (Location("x.py", 7, 1),), Where.EPOCH).text("save", "x.py")
     assert "(run every step from a training loop" in StepInfo("a training loop", (), Where.TRAIN).text("save", "x.py")

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES
 from torchlint.analysis.context import FileContext, Options
-from torchlint.analysis.impact import Multiplicity, Where
+from torchlint.analysis.multiplicity import Multiplicity, Where
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 

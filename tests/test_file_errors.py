@@ -74,4 +74,22 @@ def test_an_exception_in_the_summary_step_names_the_file_and_the_rest_is_reporte
     assert code == 2
     assert all(f"ok{i}.py:4:11: TL101" in out for i in range(9))
     assert "internal error in engine on boom.py: ValueError: injected" in err
-    assert "Traceback" in err  # for the bug report, not a crash
+    # For the bug report, the innermost frame of torchlint's own code; the traceback only with --debug.
+    assert "Traceback" not in err and "(at torchlint/" in err and "`--debug` shows the traceback" in err
+
+
+def test_raised_at_names_the_innermost_frame_of_torchlint_not_of_libraries() -> None:
+    from torchlint.cli.check_output import raised_at
+
+    trace = (
+        'Traceback (most recent call last):\n'
+        '  File "/home/u/venv/lib/python3.11/site-packages/torchlint/engine/runner.py", line 95, in run_checks\n'
+        '    visit(node)\n'
+        '  File "C:\\venv\\Lib\\site-packages\\torchlint\\checks\\arch\\x.py", line 416, in _weights\n'
+        '    found = _weights(ctx, moved, at)\n'
+        '  File "/home/u/venv/lib/python3.11/site-packages/libcst/_nodes/base.py", line 7, in visit\n'
+        '    raise RecursionError\n'
+        'RecursionError: maximum recursion depth exceeded\n'
+    )
+    assert raised_at(trace) == "torchlint/checks/arch/x.py:416 in _weights"
+    assert raised_at("") is None

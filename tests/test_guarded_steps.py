@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_markers_hold, checked_here, project_findings
-from torchlint.analysis.impact import Multiplicity, Repeat
+from torchlint.analysis.multiplicity import Multiplicity, Repeat
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 

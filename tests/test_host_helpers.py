@@ -1,5 +1,5 @@
 """A tensor another file's helper builds on the host, moved by its caller per step, is TL110's
-(``FileSummary.host_helpers``, ``project.builds_on_host``): not where the helper builds on the
+(``FileSummary.host_helpers``, ``project_callees.builds_on_host``): not where the helper builds on the
 device, nor where the call passes the device its CPU-default parameter takes
 (fixtures/projects/host_helpers: wenet's ``subsequent_mask(i).to(device)``)."""
 

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import FIXTURES, ROOT, expected_impacts, run_check
 from torchlint.analysis import impact as impact_module
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Position, Repeat, Where, assess, at_call, tiers
+from torchlint.analysis.impact import Cost, assess, tiers
+from torchlint.analysis.multiplicity import Multiplicity, Place, Position, Repeat, Where, at_call
 from torchlint.checks import all_checks
 from torchlint.config import ConfigError, from_table
 from torchlint.engine import lint_paths

@@ -6,8 +6,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import DECODED_TOKEN, INPUT_CHUNK, Cost, Multiplicity, Place, Repeat, Where, assess
+from torchlint.analysis.impact import Cost, assess
 from torchlint.analysis.loop_shapes import over_input_chunks
+from torchlint.analysis.multiplicity import DECODED_TOKEN, INPUT_CHUNK, Multiplicity, Place, Repeat, Where
 from torchlint.findings import HIGH, LOW
 
 _CODE = '''

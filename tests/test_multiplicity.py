@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES, expected_impacts, expected_markers
 from torchlint.analysis.context import FileContext, Options
-from torchlint.analysis.impact import Position
+from torchlint.analysis.multiplicity import Position
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 

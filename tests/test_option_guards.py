@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
-from torchlint.analysis.impact import Where
+from torchlint.analysis.multiplicity import Where
 from torchlint.config import from_table
 from torchlint.engine import lint_source
 

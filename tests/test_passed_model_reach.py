@@ -14,8 +14,8 @@ import pytest
 from conftest import assert_markers_hold, copied_project
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Where
-from torchlint.analysis.join import _step_loops
+from torchlint.analysis.join_loops import _step_loops
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.steps import StepSummarizer
 from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, LoopSummary

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 
 import pytest
 
-from torchlint.analysis.impact import Multiplicity, Position, Repeat, Where
+from torchlint.analysis.multiplicity import Multiplicity, Position, Repeat, Where
 from torchlint.analysis.summary import CallSite, ClassSummary, FileSummary, LoopSummary
 from torchlint.config import Config
 from torchlint.engine.discover import discover

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, expected_markers
-from torchlint.analysis.project import _module_names
+from torchlint.analysis.project_index import _module_names
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 

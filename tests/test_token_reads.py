@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import assert_markers_hold, checked_here, project_findings
-from torchlint.analysis.impact import GENERATION, Cost, Multiplicity, Place, Position, Repeat, Where, assess
+from torchlint.analysis.impact import Cost, assess
+from torchlint.analysis.multiplicity import GENERATION, Multiplicity, Place, Position, Repeat, Where
 
 
 def test_token_reads_match_the_markers(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchlint.analysis.impact import LOOP_WORDS, Where
+from torchlint.analysis.multiplicity import LOOP_WORDS, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.findings import Location

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from torchlint.analysis.project import Project, returns_device
+from torchlint.analysis.project import Project
+from torchlint.analysis.project_callees import returns_device
 from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
 
 
@@ -161,7 +162,7 @@ def passed_on_device(call: CallSite, names: list[str] | tuple[str, ...], project
     """The callee's parameters (by name) ``call`` passes a device tensor, each with the caller's
     parameters that must be device tensors for it to be one (none: it is one). An argument that
     is what another call returned counts where every function that call may run returns a
-    device tensor (``CallSite.results``, ``project.returns_device``)."""
+    device tensor (``CallSite.results``, ``project_callees.returns_device``)."""
     def named(where: int | str) -> str | None:
         return where if isinstance(where, str) else names[where] if where < len(names) else None
 

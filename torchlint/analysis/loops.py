@@ -14,11 +14,11 @@ import libcst as cst
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import none_tested
 from torchlint.analysis.host_consumers import names_an_environment
-from torchlint.analysis.impact import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
 from torchlint.analysis.inline_lambdas import runs_in_place
 from torchlint.analysis.loop_decoding import DecodeLoops
 from torchlint.analysis.loop_forward import ForwardLoops
 from torchlint.analysis.loop_iterations import ValueIterations
+from torchlint.analysis.multiplicity import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, ROLLOUT_WORDS, Where
 from torchlint.analysis.loop_shapes import (
     BACKWARD, BARRIER_TYPES, COMPREHENSION_TYPES, COMPREHENSIONS, ITER_WRAPPERS, body_children, constructs, model_sampling,
     epoch_loop, over_a_count, target_names,

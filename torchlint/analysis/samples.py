@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from torchlint.analysis.impact import Cost, Where, assess
+from torchlint.analysis.impact import Cost, assess
+from torchlint.analysis.multiplicity import Where
 from torchlint.findings import Finding, pickled_by_fields
 
 

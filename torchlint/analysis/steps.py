@@ -32,19 +32,19 @@ from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
+from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
-from torchlint.analysis.impact import Position, Repeat, Where
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.members import abstract_methods, class_body
+from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
 from torchlint.analysis.prefix import cache_methods, keeps_a_cache
 from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, Ref
-from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.summary_arguments import CallArguments, falsy_args
 from torchlint.analysis.summary_loops import LoopSummaries
 from torchlint.analysis.summary_targets import CallTargets

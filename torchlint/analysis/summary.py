@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
-from torchlint.analysis.impact import Position, Repeat, Where
+from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.samples import SampleWork
 from torchlint.findings import Location, pickled_by_fields
 
@@ -170,7 +170,7 @@ class FileSummary:
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
     host_results: frozenset[str] = frozenset()  # functions whose every `return` gives a host value (`Devices.returns_host`)
     # functions whose every `return` gives a device tensor (`Devices.returns_device`), each with the targets of the
-    # calls it returns that must run a module's `forward` (`self.model.decoder(...)`: `project.returns_device`)
+    # calls it returns that must run a module's `forward` (`self.model.decoder(...)`: `project_callees.returns_device`)
     device_results: tuple[tuple[str, tuple[Ref, ...]], ...] = ()
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)

@@ -18,11 +18,11 @@ import libcst as cst
 
 from torchlint.analysis.device_elements import DeviceElements, may_hold_values
 from torchlint.analysis.device_tensors import DeviceTensors
-from torchlint.analysis.impact import Where
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, compared_values, plainly_python
 from torchlint.analysis.summary import ELEMENTS
+from torchlint.analysis.sync_ops import ARRAY_METHODS, TRUTH_BUILTINS, compared_values, plainly_python
 from torchlint.analysis.sync_sizes import SizedByValues
 from torchlint.analysis.tree import node_types
 

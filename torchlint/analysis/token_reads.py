@@ -54,7 +54,7 @@ def _yielded(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def precedes_token_read(ctx: FileContext, later: Iterable[cst.CSTNode], holds: Callable[[cst.CSTNode], bool] | None = None) -> bool:
     """Does a token read run in one of the ``later`` statements (those after a read on its path,
-    up to its step's bounds, ``StepPositions._statements_around``)? The read before it is then
+    up to its step's bounds, ``StepWork._statements_around``)? The read before it is then
     an extra wait per token: without it the token's own read would wait for the same queue.
     ``holds``: :func:`holds_token_read` of a statement, remembered by the caller (every read of a
     step asks of the statements after it: once each, not once per read before it)."""

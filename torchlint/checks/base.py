@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchlint.analysis.context import FileContext
-from torchlint.analysis.impact import Cost, Repeat, Unreached, Where
+from torchlint.analysis.impact import Cost, Unreached
+from torchlint.analysis.multiplicity import Repeat, Where
 from torchlint.findings import Fix, FixSafety
 
 #: Stands for ``{loop}`` in a conditional finding's message until the join says where it runs.
@@ -29,7 +30,7 @@ class Group:
     hint: str = ""  # the group's fix hint (the one fix), replacing the members'
     # The members follow one another with nothing else between them (CORL's `ReplayBuffer.sample`: five
     # indexings with one host index in a row): the first waits for the queue, each after it only for the
-    # small gathers before it, a handful of waits worth about one (``impact.one_fix``'s few).
+    # small gathers before it, a handful of waits worth about one (``multiplicity.one_fix``'s few).
     adjacent: bool = False
 
 

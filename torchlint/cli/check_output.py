@@ -4,6 +4,7 @@ options and exit codes; this module the work they ask for."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -160,11 +161,28 @@ def report(
         click.echo("torchlint: warning: no Python files or notebooks found under the given paths "
                    "(check `exclude`, .gitignore and --force-exclude)", err=True)
     for error in result.errors:
-        click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}", err=True)
-        if error.traceback:  # a file's check; a cross-file stage's is one line (engine/isolate.py; --debug raises it)
-            click.echo(error.traceback.rstrip(), err=True)
+        # One line per error, never a traceback: the user's terminal is not a debugger. The
+        # innermost frame in torchlint is what a bug report needs; `--debug` raises the whole one.
+        at = raised_at(error.traceback)
+        click.echo(f"torchlint: internal error in {error.code} on {error.path}: {error.error}{f' (at {at})' if at else ''}", err=True)
     if result.errors:
-        click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it.", err=True)
+        click.echo("torchlint: this is a bug in torchlint; please report it with the file that triggered it "
+                   "(`--debug` shows the traceback).", err=True)
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]*torchlint[/\\][^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+
+def raised_at(trace: str) -> str | None:
+    """The innermost frame of torchlint's own code in a formatted traceback, as
+    ``torchlint/checks/arch/x.py:416 in f``; None when there is none (a cross-file stage's
+    error carries no traceback)."""
+    frames = list(_FRAME.finditer(trace))
+    if not frames:
+        return None
+    last = frames[-1]
+    file = last["file"].replace("\\", "/")
+    return f"{file[file.rindex('torchlint/'):]}:{last['line']} in {last['function']}"
 
 
 def fixes_by_file(before: list[Finding], after: list[Finding], paths: set[str] | None = None) -> dict[str, Counter[tuple[str, str]]]:

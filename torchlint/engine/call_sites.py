@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from torchlint import catalogue
-from torchlint.analysis.join import StepInfo, Steps
+from torchlint.analysis.join_steps import StepInfo, Steps
 from torchlint.config import Config
 from torchlint.engine.isolate import guarded_stage
 from torchlint.engine.results import FileResult, InternalError

@@ -3,7 +3,7 @@
 A host index copied over at each of eight indexings of a step is one problem with one fix (the
 index built on the device once): one finding at the first indexing, the others its related
 places, its message saying how many and where, repeated in its step once per member so that its
-tier is the group's (``impact.one_fix``). The engine knows nothing of what is grouped: equal keys
+tier is the group's (``multiplicity.one_fix``). The engine knows nothing of what is grouped: equal keys
 of one check are one group.
 
 ``# noqa``: the finding stands at the group's first line, so a comment there suppresses it whole
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from torchlint.analysis.impact import one_fix
+from torchlint.analysis.multiplicity import one_fix
 from torchlint.checks.base import Check, Report
 from torchlint.engine.source import Source
 from torchlint.engine.suppress import comment_directive

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from torchlint.analysis.join import Steps, join
+from torchlint.analysis.join import join
+from torchlint.analysis.join_steps import Steps
 from torchlint.analysis.summary import FileSummary
 from torchlint.engine.results import FileResult, InternalError
 from torchlint.terminal import printable

@@ -22,7 +22,7 @@ from torchlint.engine.source import Source
 from torchlint.findings import UNUSED_NOQA, Finding, FixSafety, at_least
 
 if TYPE_CHECKING:
-    from torchlint.analysis.join import Steps
+    from torchlint.analysis.join_steps import Steps
     from torchlint.engine.fixes import Edit
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint import catalogue
-from torchlint.analysis.join import Steps
+from torchlint.analysis.join_steps import Steps
 from torchlint.config import Config
 from torchlint.engine.discover import SourceFile
 from torchlint.engine.prefilter import encodable, light_check, needs_parse

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchlint.analysis.impact import Position, Repeat, Unreached
+from torchlint.analysis.impact import Unreached
+from torchlint.analysis.multiplicity import Position, Repeat
 from torchlint.findings import Finding, Location, pickled_by_fields
 
 if TYPE_CHECKING:

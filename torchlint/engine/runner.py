@@ -9,15 +9,16 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
-from torchlint.analysis.impact import READ_COSTS, Cost, Multiplicity, Place, Position, Repeat, Where, assess, with_multiplicity
+from torchlint.analysis.impact import READ_COSTS, Cost, assess, with_multiplicity
+from torchlint.analysis.multiplicity import Multiplicity, Place, Position, Repeat, Where
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
-from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
+from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import LOW, Finding, Location
 
@@ -220,7 +221,7 @@ def _method_key(ctx: FileContext, node: cst.CSTNode) -> str:
 
 def _helper_wait(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, tuple[int, tuple[str, ...], bool]] | None:
     """``Report.host_helper``'s call: what it runs, as a summary reference, and what it passes (its
-    positional arguments, its keywords, a splat), for the join's ``project.builds_on_host``."""
+    positional arguments, its keywords, a splat), for the join's ``project_callees.builds_on_host``."""
     call = report.host_helper
     ref = summarizer.target(call.func, call) if summarizer is not None and call is not None else None
     if ref is None:

@@ -8,14 +8,16 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.dispatch import overridden
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
-from torchlint.analysis.impact import Cost, Multiplicity, Place, Where, assess, at_call, per_call, with_multiplicity
-from torchlint.analysis.join import StepInfo, Steps, within_step
-from torchlint.analysis.project import Project, builds_on_host, decodes_from_a_cache, returns_host
+from torchlint.analysis.impact import Cost, assess, per_call, with_multiplicity
+from torchlint.analysis.join_steps import StepInfo, Steps, within_step
 from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
+from torchlint.analysis.multiplicity import Multiplicity, Place, Where, at_call
+from torchlint.analysis.project import Project
+from torchlint.analysis.project_callees import builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
+from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, InStepIfCalled
 from torchlint.findings import HIGH, IMPACT_RANK, LOW, MEDIUM, Finding

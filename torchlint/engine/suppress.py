@@ -171,7 +171,8 @@ def _with_fix(finding: Finding, holders: list[Any], index: int, text: str, noqa:
 
 
 def _unused_finding(source: Source, line: int, start: int, end: int, unused: list[str], unknown: list[str], disabled: list[str]) -> Finding:
-    from torchlint.analysis.impact import Cost, Where, assess
+    from torchlint.analysis.impact import Cost, assess
+    from torchlint.analysis.multiplicity import Where
 
     parts = [f"{', '.join(unused)} (nothing reported here)"] if unused else []
     parts += [f"{', '.join(unknown)} (no such rule)"] if unknown else []

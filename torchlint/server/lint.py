@@ -19,7 +19,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from torchlint.analysis.join import Steps
+from torchlint.analysis.join_steps import Steps
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Resolver, format_size, load_config
 from torchlint.engine import Linter

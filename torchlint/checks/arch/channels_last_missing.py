@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.device_names import string_value
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.edits import with_keyword
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
-from torchlint.analysis.impact import Cost, Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety

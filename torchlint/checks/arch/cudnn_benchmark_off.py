@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.checks.base import Check
 
 _CONVS = {f"torch.nn.{kind}{d}d" for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)}

@@ -6,10 +6,11 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, short_code
 from torchlint.analysis.decoding import mentions, may_run_a_model
-from torchlint.analysis.impact import Cost, Unreached, Where
+from torchlint.analysis.impact import Cost, Unreached
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
-from torchlint.findings import MEDIUM
 from torchlint.checks.base import Check
+from torchlint.findings import MEDIUM
 
 
 class DecodeWithoutKvCache(Check):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
-from torchlint.analysis.impact import Cost, Where
 from torchlint.checks.base import Check
 
 _CONV = {f"torch.nn.{kind}{d}d" for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)}

@@ -8,7 +8,8 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import assignment_of, mentions, may_run_a_model, targets
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import STEP_PLACEHOLDER, Check
 

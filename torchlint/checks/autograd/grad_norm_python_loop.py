@@ -5,8 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost, Repeat
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.module_tensors import loop_names, model_tensors
+from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.parameter_use import ParameterUse, Use
 from torchlint.checks.base import Check
 

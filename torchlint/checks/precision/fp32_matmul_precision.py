@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.switches import MATMUL_PRECISION_CHOSEN, chooses_matmul_precision
 from torchlint.analysis.training import step_functions
 from torchlint.checks.base import STEP_PLACEHOLDER, Check

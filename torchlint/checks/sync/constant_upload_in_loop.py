@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import grown_names
-from torchlint.analysis.impact import Cost, Repeat
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
 

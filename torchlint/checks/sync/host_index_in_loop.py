@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.impact import Cost, Position
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Position
 from torchlint.analysis.summary import LISTED
 from torchlint.checks.base import Check, Group
 

@@ -6,8 +6,9 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import may_run_a_model
-from torchlint.analysis.impact import FEW_ITEMS, Cost, Repeat
+from torchlint.analysis.impact import Cost
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.multiplicity import FEW_ITEMS, Repeat
 from torchlint.analysis.names import dotted
 from torchlint.analysis.sync_ops import plainly_python
 from torchlint.checks.base import Check

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.element_reads import ELEMENT_HINT, walked_tensor
-from torchlint.analysis.kinds import Kind
-from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import plainly_python
+from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.host_tensors import FACTORIES
-from torchlint.analysis.impact import Cost, Repeat
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.multiplicity import Repeat
+from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
+from torchlint.analysis.sync_ops import plainly_python
 from torchlint.checks.base import Check
 
 # Builtins that read a tensor's value: conversions, and the ones that compare or count with it.

@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import mentions
-from torchlint.analysis.impact import Cost, Where
+from torchlint.analysis.impact import Cost
+from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import children
 from torchlint.checks.base import Check

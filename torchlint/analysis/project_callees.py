@@ -1,0 +1,76 @@
+"""What the callees of a reference do, over the project's resolution: decode from a cache, return a
+host value or a device tensor, build on the host."""
+
+from __future__ import annotations
+
+from torchlint.analysis.project import Project
+from torchlint.analysis.summary import Ref
+
+
+def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
+    """Does a decoder's call of ``ref`` (``self.decoder.step(ys, memory)``, ``self.model(ys)``)
+    run a method of a project class that takes a key-value cache or a start position, or of a
+    class that keeps one (``ClassSummary.cache_methods``, ``keeps_cache``; its project bases too)?"""
+    for path, key in _each_callee(project, ref, importer):
+        class_key, _, method = key.rpartition(".")
+        for _, cls in project.mro(path, class_key) if class_key in project.classes.get(path, {}) else ():
+            if cls.keeps_cache or method in cls.cache_methods:
+                return True
+    return False
+
+
+def returns_host(project: Project, ref: Ref, importer: str) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) return host values only
+    (``FileSummary.host_results``: RWKV's ``sample_logits``, ``torch.multinomial`` of
+    ``softmax(torch.tensor(out))``, a tensor built on the host from a list)?"""
+    callees = _each_callee(project, ref, importer)  # (an attribute set in two ways: each)
+    return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
+
+
+def builds_on_host(project: Project, ref: Ref, importer: str, positional: int, keywords: tuple[str, ...], star: bool) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) build what it returns on the
+    host with a factory (``FileSummary.host_helpers``), the call passing none of them the device
+    parameter that factory is given (wenet's ``subsequent_mask(i)``, ``device`` left at the CPU)?"""
+    callees = _each_callee(project, ref, importer)
+    if not callees:
+        return False
+    for path, key in callees:
+        helper = next((h for h in project.files[path].host_helpers if h[0] == key), None)
+        if helper is None:
+            return False
+        _, device, position = helper
+        if device and (star or device in keywords or 0 <= position < positional):
+            return False  # the caller may give it the device
+    return True
+
+
+def returns_device(project: Project, ref: Ref, importer: str) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) return a device tensor
+    (``FileSummary.device_results``: whisper's ``PyTorchInference.logits``, whose
+    ``self.model.decoder(...)`` runs a module's ``forward``)?"""
+    callees = _each_callee(project, ref, importer)
+    return bool(callees) and all(_returns_device(project, path, key) for path, key in callees)
+
+
+def _each_callee(project: Project, ref: Ref, importer: str) -> list[tuple[str, str]]:
+    """What a call of ``ref`` may run, a target of several (``("each", refs)``: what an attribute set
+    in two ways holds) counting each; none where one of them runs nothing the project knows."""
+    found: list[tuple[str, str]] = []
+    for one in ref[1] if ref[0] == "each" else (ref,):
+        callees = project.callees(one, importer)
+        if not callees:
+            return []
+        found.extend(callees)
+    return found
+
+
+def _returns_device(project: Project, path: str, key: str) -> bool:
+    """Does the function return a device tensor, each call it returns running modules' ``forward`` only?"""
+    needed = dict(project.files[path].device_results).get(key)
+    if needed is None:
+        return False
+    for ref in needed:
+        callees = _each_callee(project, ref, path)
+        if not callees or not all(method.endswith(".forward") and project.is_module(where, method.rpartition(".")[0]) for where, method in callees):
+            return False  # a method, or what an attribute holds, that is no module: its result may be anything
+    return True
