@@ -85,12 +85,15 @@ class HostValues:
             # would make the result a device value, so both sides must be host or numbers).
             # In a file that names no device at all, one host tensor is enough: the other
             # operands (`scaler.loss_scale`) are Python values or host tensors too, since a
-            # host tensor of any size meets a device tensor only by raising.
+            # host tensor of any size meets a device tensor only by raising. (A number is no host
+            # tensor: so-vits-svc's `(1 - dr) ** 2` of a discriminator's outputs is where `dr` is.)
             sides = operands(expr)
-            on_host = [_is_number(side) or self.moved_to_host(side, at, _depth + 1) for side in sides]
+            numbers = [_is_number(side) for side in sides]
+            on_host = [number or self.moved_to_host(side, at, _depth + 1) for side, number in zip(sides, numbers)]
             if all(on_host):
                 return True
-            return any(on_host) and not self.uses_accelerator() and not self._mentions_devices() \
+            return any(host and not number for host, number in zip(on_host, numbers)) \
+                and not self.uses_accelerator() and not self._mentions_devices() \
                 and not any(self.ctx.syncs.tensorish(side, at) for side, host in zip(sides, on_host) if not host)
         if type(expr) in (cst.ListComp, cst.GeneratorExp) and _depth < _DEPTH:
             return self.moved_to_host(expr.elt, at, _depth + 1)  # a list of host values: its items are on the host

@@ -91,17 +91,22 @@ def device_params(project: Project) -> frozenset[tuple[str, str]]:
     # (callee key) -> per call: the caller's key, the parameters it passes on the device, and
     # those it passes on the device where the caller's own parameters named are
     passes: dict[tuple[str, str], list[tuple[str, tuple[str, ...]] | None]] = {}
-    for path, summary in project.files.items():
-        for call in summary.calls:
-            for callee in project.callees(call.target, path):
-                names = project.parameters(call, callee)
-                device = passed_on_device(call, names, project, path)
-                left_out = project.omitted(call, callee) - device.keys()
-                for name in names:
-                    if name in left_out:
-                        continue  # `model(idx)` for `forward(idx, input_pos=None)`: no tensor passed, none read
-                    passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
-                        (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
+    resolved = [(path, call, project.callees(call.target, path)) for path, summary in project.files.items() for call in summary.calls]
+    called = {callee for _, _, callees in resolved for callee in callees}
+    for path, call, callees in resolved:
+        for callee in callees:
+            names = project.parameters(call, callee)
+            device = passed_on_device(call, names, project, path)
+            left_out = project.omitted(call, callee) - device.keys()
+            for name in names:
+                if name in left_out:
+                    continue  # `model(idx)` for `forward(idx, input_pos=None)`: no tensor passed, none read
+                if device.get(name) and _never_called(call.caller, path, called):
+                    # so-vits-svc's `rand_slice_segments(x)`, which nothing calls, passes `slice_segments` an index on
+                    # `x`'s device: what no call gives it cannot say, and no step runs it; the other calls decide
+                    continue
+                passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
+                    (path, tuple(f"{call.caller}:{need}" for need in device[name])) if name in device else None)
     found: set[tuple[str, str]] = set()
     changed = True
     while changed:  # each round adds the parameters whose every call is now known to pass the device
@@ -111,6 +116,12 @@ def device_params(project: Project) -> frozenset[tuple[str, str]]:
                 found.add(key)
                 changed = True
     return frozenset(found)
+
+
+def _never_called(caller: str, path: str, called: set[tuple[str, str]]) -> bool:
+    """Is ``caller`` a plain function of ``path`` that no call of the project runs? (Not a method: a
+    framework or ``__call__`` may run it; not a script's top level.)"""
+    return bool(caller) and "." not in caller and (path, caller) not in called
 
 
 def listed_params(project: Project) -> frozenset[tuple[str, str]]:

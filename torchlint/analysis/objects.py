@@ -100,6 +100,13 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         for param in self.ctx.tree.nodes(cst.Param):
             if param.annotation is not None and annotation_name(param.annotation.annotation) is not None:
                 objects.add(param.name.value)
+        for assign in self.ctx.tree.nodes(cst.Assign):
+            # `lm = model.get_lm_model()`: what a method of an object of the project's returns may be one too
+            # (the join follows the method's returns); not a method of any other value (`y = x.sum()`)
+            value = unwrap_moves(assign.value)
+            if type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Name \
+                    and value.func.value.value in objects:
+                objects |= {t.target.value for t in assign.targets if type(t.target) is cst.Name}
         return objects, compiled
 
     def _may_build_object(self, call: cst.Call) -> bool:
@@ -277,10 +284,10 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
     def _factory_result(factory: Ref | None, element: int | None) -> Ref | None:
         """What a call of a project function returns: ``build(args)``, or any of the
         functions a table holds (``MODELS[name](params)``: each one's return)."""
-        if factory is not None and factory[0] in ("import", "local", "method"):  # (a classmethod that builds: `cls.from_package(p)`)
+        if factory is not None and factory[0] in ("import", "local", "method", "object"):  # (a classmethod that builds: `cls.from_package(p)`)
             return ("returned", factory, element)
         if factory is not None and factory[0] == "each":
-            return either(("returned", one, element) for one in factory[1] if one[0] in ("import", "local"))
+            return either(("returned", one, element) for one in factory[1] if one[0] in ("import", "local", "object"))
         return None
 
     def _unwrapped(self, value: cst.BaseExpression | None, element: int | None) -> tuple[cst.BaseExpression | None, int | None]:
