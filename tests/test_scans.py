@@ -37,3 +37,9 @@ def test_the_scan_reaches_each_time_step(project: Path) -> None:
     by_line = {f.line: f for f in project_findings(project, "TL107")}
     assert "per iteration" in by_line[27].message and "`static_scan()`" in by_line[27].message
     assert "per iteration" not in by_line[37].message  # `apply_once` calls it once
+
+
+def test_a_model_handed_to_an_evaluation_helper_is_no_scan(project: Path) -> None:
+    # (a loop over `tqdm(loader)` calling the model its caller hands it: each iteration a batch of the evaluation)
+    found = [f for f in project_findings(project, "TL107") if f.path.endswith("evaluate.py")]
+    assert len(found) == 1 and "from an evaluation loop at line 20" in found[0].message

@@ -38,7 +38,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                     # whatever else the loop or its caller samples. (Not an epoch loop, whose own calls
                     # run once per epoch around the loop of steps: imagen's `trainer.valid_step(...)`.)
                     found[where] = Where.EVAL if loop.where is Where.EVAL else Where.TRAIN
-                elif _scans_a_parameter(call, loop):
+                elif _scans_a_parameter(call, loop, callee):
                     # a helper's loop calling what its caller hands it (dreamerv3's `static_scan(fn, inputs, start)`
                     # over time steps): it runs the caller's function once per iteration within the caller's step, no step of its own
                     continue
@@ -104,12 +104,15 @@ def _drop_loops_over_runs(found: dict[tuple[str, str], Where], through: dict[tup
             del found[where]
 
 
-def _scans_a_parameter(call: CallSite, loop: LoopSummary) -> bool:
+def _scans_a_parameter(call: CallSite, loop: LoopSummary, callee: tuple[str, str]) -> bool:
     """Is ``call`` a call of its function's own parameter (``fn(last, *inp(index))``) in a loop over
-    neither a loader's batches nor until a condition (an environment's episode): a scan, not a step loop?"""
+    neither a loader's batches nor until a condition (an environment's episode), running a function or
+    method its callers hand it: a scan, not a step loop? (A model handed in is no scan: stylegan2's
+    `extract_features(loader, inception, device)` over `tqdm(loader)` evaluates it once per batch.)"""
     target = call.target
     return target[0] == "object" and target[2] == "__call__" and target[1][0] == "passed" and len(target[1]) == 3 \
-        and target[1][1] == call.caller and not loop.batches and not loop.until
+        and target[1][1] == call.caller and not loop.batches and not loop.until \
+        and callee[1].rpartition(".")[2] not in ("forward", "__call__")
 
 
 def _step_unit(loop: LoopSummary, where: Where) -> str:
