@@ -227,7 +227,11 @@ class SettingDefaults:
         if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner):
             return True
         if name == "__init__":
-            return False  # (a construction names its class: one the join cannot resolve is another class)
+            # (a construction names its class: one the join cannot resolve is another class; but a class the
+            # project never builds by name may be built by reflection, decision-diffuser's
+            # `utils.Config('models.GaussianInvDynDiffusion', returns_condition=...)`: a keyword of the switch's
+            # name handed to what does not take it by name may be that construction)
+            return not self._calls_of((path, function)) and self._handed_to_kwargs(param)
         # (a `**` splat of such a call is none of the project's values: what code outside it passes, as for an entry point)
         # (a module's `forward` is called by its object's name, `model(x, flag=True)`: any such call may be one)
         name = "" if name in ("forward", "__call__") else name
@@ -241,6 +245,19 @@ class SettingDefaults:
         for caller_path, keyword, caller, own in self._unfollowed_named(name):
             if keyword == param and not (own and self._handed_off(caller_path, caller, own, optional, depth)):
                 return True
+        return False
+
+    def _handed_to_kwargs(self, keyword: str) -> bool:
+        """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
+        code that does not take it by name: a ``**kwargs`` of the project's, or a callee the join
+        cannot resolve?"""
+        for path, summary in self.project.files.items():
+            for call in summary.calls:
+                if call.given is None or keyword not in call.given[1] or keyword in call.falsy:
+                    continue
+                callees = self.project.callees(call.target, path)
+                if not callees or any(keyword not in self.project.parameters(call, callee) for callee in callees):
+                    return True
         return False
 
     def _handed_off(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
