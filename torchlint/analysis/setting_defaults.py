@@ -291,7 +291,7 @@ class SettingDefaults:
         if not self._vendored(folder):
             return None
         roots: list[str] = []
-        if self._reached(path, call.caller, folder, set(), roots):
+        if self._reached(path, call.caller, folder, {}, roots):
             return None
         root = sorted(roots)[0] if roots else call.caller
         return f"only where `{root}()` runs, in a package vendored into the project, and no code of this project calls it"
@@ -324,12 +324,16 @@ class SettingDefaults:
             memo[folder] = used
         return memo[folder]
 
-    def _reached(self, path: str, function: str, folder: str, seen: set[tuple[str, str]], roots: list[str]) -> bool:
+    def _reached(self, path: str, function: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
         """May code of the project outside ``folder`` (or a module's top level) run ``function``?
         ``roots``: the functions with no caller on the way."""
-        if (path, function) in seen:
-            return False
-        seen.add((path, function))
+        key = (path, function)
+        if key not in seen:
+            seen[key] = False  # (on the way: a call back to it reaches nothing new)
+            seen[key] = self._reached_now(path, function, folder, seen, roots)
+        return seen[key]
+
+    def _reached_now(self, path: str, function: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
         owner, _, name = function.partition("#")[0].rpartition(".")
         # (a dunder or a forward runs on an object's construction or call, by no name a call site records)
         if name.startswith("__") or name in ("forward", "__call__") or len(seen) > 64:
@@ -350,7 +354,7 @@ class SettingDefaults:
             roots.append(function.partition("#")[0])
         return False
 
-    def _built_where_run(self, path: str, cls: str, folder: str, seen: set[tuple[str, str]], roots: list[str]) -> bool:
+    def _built_where_run(self, path: str, cls: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
         """May an object of class ``cls`` (of ``path``) be built by code of the project that runs: a
         construction outside ``folder``, at a module's top level or in a function reached, a subclass,
         a class built by name, or none seen (a factory's)?"""
