@@ -11,7 +11,6 @@ from torchlint.analysis.guard_defaults import holds
 from torchlint.analysis.guard_switches import Flag
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
-from torchlint.findings import Location
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (guard_defaults.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
@@ -273,96 +272,6 @@ class SettingDefaults:
         if not name:
             return [each for entries in self._unfollowed.values() for each in entries]
         return self._unfollowed.get(name, [])
-
-    def uncalled_vendored(self, site: Location) -> str | None:
-        """Words for what a hot loop runs from ``site`` (its call in the loop) where the loop's
-        function sits in a vendored package, one the project uses only in part, and no code of the
-        project reaches it: so-vits-svc's copy of whisper, whose encoder it runs and whose
-        ``DecodingTask._main_loop`` only ``decode()`` reaches, which nothing calls. A vendored package
-        (``_vendored``) is nested in another package, calls nothing of the project outside itself, and
-        is called by the project's code outside it. None where some call, a use as a value, or a call
-        of that name the join cannot resolve may reach the function (a library's own package at the
-        top of its project keeps its entry points: users call them)."""
-        found = self._hot_sites().get(site)
-        if found is None or not found[1].caller:
-            return None
-        path, call = found
-        folder = path.rpartition("/")[0]
-        if not self._vendored(folder):
-            return None
-        roots: list[str] = []
-        if self._reached(path, call.caller, folder, {}, roots):
-            return None
-        root = sorted(roots)[0] if roots else call.caller
-        return f"only where `{root}()` runs, in a package vendored into the project, and no code of this project calls it"
-
-    def _hot_sites(self) -> dict[Location, tuple[str, CallSite]]:
-        found = self.__dict__.get("_hot_memo")
-        if found is None:
-            found = self.__dict__["_hot_memo"] = {call.location: (path, call) for path, summary in self.project.files.items()
-                                                  for call in summary.calls if call.loop is not None and call.location is not None}
-        return found
-
-    def _vendored(self, folder: str) -> bool:
-        """Is ``folder`` a package nested in another one (its parent has an ``__init__.py`` too: not a
-        library's own top-level package), that calls nothing of the project outside itself (a copy
-        of another project), and that code of the project outside it, not a test, calls into?"""
-        memo = self.__dict__.setdefault("_vendored_memo", {})
-        if folder not in memo:
-            files = self.project.files
-            parent = folder.rpartition("/")[0]
-            inside = [p for p in files if p.rpartition("/")[0] == folder]
-            used = False
-            if f"{folder}/__init__.py" in files and f"{parent}/__init__.py" in files:
-                for p in inside:  # (a package using the project's own modules is part of the project)
-                    if any(c[0].rpartition("/")[0] != folder for call in files[p].calls for c in self.project.callees(call.target, p)):
-                        break
-                else:
-                    used = any(c[0].rpartition("/")[0] == folder for p, summary in files.items()
-                               if not p.startswith(folder + "/") and not p.rpartition("/")[2].startswith("test")
-                               for call in summary.calls for c in self.project.callees(call.target, p))
-            memo[folder] = used
-        return memo[folder]
-
-    def _reached(self, path: str, function: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
-        """May code of the project outside ``folder`` (or a module's top level) run ``function``?
-        ``roots``: the functions with no caller on the way."""
-        key = (path, function)
-        if key not in seen:
-            seen[key] = False  # (on the way: a call back to it reaches nothing new)
-            seen[key] = self._reached_now(path, function, folder, seen, roots)
-        return seen[key]
-
-    def _reached_now(self, path: str, function: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
-        owner, _, name = function.partition("#")[0].rpartition(".")
-        # (a dunder or a forward runs on an object's construction or call, by no name a call site records)
-        if name.startswith("__") or name in ("forward", "__call__") or len(seen) > 64:
-            return True
-        # (a method runs only on an object of its class: where none is built in code that runs, no call by its name,
-        # nor a use of that name as a value, is this one; elsewhere either may be)
-        if owner not in self.project.classes.get(path, {}) or self._built_where_run(path, owner, folder, seen, roots):
-            if name in self._valued():
-                return True
-            for caller_path, call in self._unresolved_named(name):  # (a call of that name the join cannot resolve: maybe this one)
-                if not caller_path.startswith(folder + "/") or not call.caller or self._reached(caller_path, call.caller, folder, seen, roots):
-                    return True
-        calls = self._calls_of((path, function))
-        for caller_path, call in calls:
-            if caller_path.rpartition("/")[0] != folder or not call.caller or self._reached(caller_path, call.caller, folder, seen, roots):
-                return True
-        if not calls:
-            roots.append(function.partition("#")[0])
-        return False
-
-    def _built_where_run(self, path: str, cls: str, folder: str, seen: dict[tuple[str, str], bool], roots: list[str]) -> bool:
-        """May an object of class ``cls`` (of ``path``) be built by code of the project that runs: a
-        construction outside ``folder``, at a module's top level or in a function reached, a subclass,
-        a class built by name, or none seen (a factory's)?"""
-        if self.project.has_subclasses(path, cls) or any(summary.by_name for summary in self.project.files.values()):
-            return True
-        built = [(caller_path, call) for caller_path, call in self._constructions() if self.project.class_of(call.target, caller_path, 1) == (path, cls)]
-        return not built or any(caller_path.rpartition("/")[0] != folder or not call.caller or self._reached(caller_path, call.caller, folder, seen, roots)
-                                for caller_path, call in built)
 
     def called_only_in(self, path: str, function: str) -> bool:
         """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and
