@@ -18,6 +18,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.project_callees import builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
+from torchlint.analysis.vendored_reach import uncalled_vendored
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.engine.isolate import guarded_stage, settle_project
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, InStepIfCalled
@@ -186,6 +187,8 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
             off = settings.passed_off_everywhere(here, condition.flag) or ""  # `if check:` (on by default) and every call passes `check=False`
         if not off and settings is not None and here is not None:  # `if top_k is not None: top_k_logits(...)`, its only call, and none passes `top_k`
             off = settings.called_switched_off(here, condition.key.partition("#")[0]) or ""
+        if not off and settings is not None and info.sites:  # a vendored package's loop that no code of the project reaches
+            off = uncalled_vendored(settings, info.sites[0]) or ""
         if condition.repeated is not None and bool(_place(info, condition.repeats, condition.position, step_loops or {}, condition.rare).per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the step, or once) reports it
         yield _per_step_finding(condition, info, step_loops or {}, off), info
@@ -464,6 +467,8 @@ def _raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_
                 off = settings.called_switched_off(here, pending.key.partition("#")[0]) or ""
             if not off and pending.flag and settings is not None and here is not None:
                 off = settings.passed_off_everywhere(here, pending.flag) or ""  # every call leaves one of its flags off
+            if not off and settings is not None and info.sites:  # a vendored package's loop that no code of the project reaches
+                off = uncalled_vendored(settings, info.sites[0]) or ""
             place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
             continue
