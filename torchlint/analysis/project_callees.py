@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import Ref
+from torchlint.analysis.weight_kinds import BUFFERS
 
 
 def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
@@ -50,6 +51,14 @@ def returns_device(project: Project, ref: Ref, importer: str) -> bool:
     ``self.model.decoder(...)`` runs a module's ``forward``)?"""
     callees = _each_callee(project, ref, importer)
     return bool(callees) and all(_returns_device(project, path, key) for path, key in callees)
+
+
+def buffers_only(project: Project, ref: Ref, importer: str) -> bool:
+    """Is ``ref`` (a module's constructor) a project class that registers buffers and no weights
+    (``ClassSummary.weights`` ``BUFFERS``: rl_games' ``RunningMeanStd``)? False for a library's class."""
+    owner = project.class_of(ref, importer, 0)
+    cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
+    return cls is not None and cls.weights == BUFFERS
 
 
 def _each_callee(project: Project, ref: Ref, importer: str) -> list[tuple[str, str]]:

@@ -29,7 +29,9 @@ import libcst as cst
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.dataset_work import dataset_work
+from torchlint.analysis.buffer_modules import buffers_only
 from torchlint.analysis.frozen import class_weights
+from torchlint.analysis.weight_kinds import BUFFERS
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import is_none
@@ -397,7 +399,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in class_body(cls) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
-            weights = class_weights(self.ctx, cls) if self.ctx.is_module_class(cls.name.value) else ""
+            weights = (BUFFERS if buffers_only(self.ctx, cls) else class_weights(self.ctx, cls)) if self.ctx.is_module_class(cls.name.value) else ""
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
                                       keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),

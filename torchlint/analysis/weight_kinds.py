@@ -8,3 +8,6 @@ TRAINABLE = "trainable"  # registers weights and never freezes them
 BACKBONE = "backbone"
 WEIGHTED = frozenset({TRAINABLE, BACKBONE})  # what keeps weights that get gradients
 FROZEN = "frozen"  # turns its weights' gradients off (or runs without grad)
+# A module that registers buffers and no weights (a running mean and variance): nothing of it takes a
+# gradient, so autograd records nothing through it for inputs made without grad (TL301's join).
+BUFFERS = "buffers"

@@ -119,6 +119,10 @@ class Report:
     # finding holds only where the join finds that every function it may run builds what it returns
     # on the host with a factory, and that the call passes it no device (`FileSummary.host_helpers`).
     host_helper: cst.Call | None = None
+    # The constructor of a class of another file that the called module is built as (`RunningMeanStd((1,))`):
+    # the finding holds unless the join finds that class registering buffers and no weights
+    # (analysis/buffer_modules.py): autograd records nothing through it.
+    unless_buffers: cst.Call | None = None
 
 
 class Check:
@@ -212,6 +216,7 @@ class Check:
         backbone_cost: Cost | None = None,
         untrained: Where | None = None,
         host_helper: cst.Call | None = None,
+        unless_buffers: cst.Call | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -260,7 +265,9 @@ class Check:
         finding only where the class derives from one (analysis/library_bases.py).
         ``backbone_cost``: with ``trainable_class``, the cost where the join finds that class's
         weights a torchvision model's. ``untrained``: with ``where``, how often it runs where the
-        join finds no file of the project training (no backward, no optimizer step) and one sampling."""
+        join finds no file of the project training (no backward, no optimizer step) and one sampling.
+        ``unless_buffers``: the constructor of another file's class the called module is built as: the
+        join drops the finding where that class registers buffers and no weights."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -276,7 +283,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group, subclass_of, backbone_cost, untrained, host_helper))
+                                   group, subclass_of, backbone_cost, untrained, host_helper, unless_buffers))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

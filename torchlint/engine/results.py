@@ -110,7 +110,8 @@ class Pending(NamedTuple):
     what its function's callers pass (``unless_passed``: TL407); a size from a config's default by
     what the config's constructions in other files pass (``unless_built``: TL402); a read of what
     another file's function returns by every function the call may run returning host values
-    (``unless_host_return``: TL101)."""
+    (``unless_host_return``: TL101); a model's call in eval mode by its class (another file's)
+    keeping buffers and no weights (``unless_buffers``: TL301)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -140,6 +141,7 @@ class Pending(NamedTuple):
     # ``dataset`` is a call's reference, with (its positional arguments, its keywords, a splat): held
     # where every function it may run builds its result on the host and is passed no device (TL110)
     host_helper: tuple[int, tuple[str, ...], bool] | None = None
+    unless_buffers: bool = False  # ``dataset`` is a module's class: dropped where it keeps buffers and no weights (TL301)
 
 
 @dataclass(slots=True)

@@ -157,6 +157,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
                     result.pending.append(Pending(finding, ref, False, unless_host_return=True))  # what it returns, the join knows
                     continue
+                if report.unless_buffers is not None and summarizer is not None \
+                        and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:
+                    result.pending.append(Pending(finding, ref, False, unless_buffers=True))  # what the module is, the join knows
+                    continue
                 # how often it runs in an inference application (nothing trains, something samples): the join knows (a model's layers)
                 untrained = _with_impact(ctx, located, replace(report, where=report.untrained), cost)[0] \
                     if report.untrained is not None and summarizer is not None else None

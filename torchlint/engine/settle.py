@@ -15,7 +15,7 @@ from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.multiplicity import Multiplicity, Place, Where, at_call
 from torchlint.analysis.project import Project
-from torchlint.analysis.project_callees import builds_on_host, decodes_from_a_cache, returns_host
+from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.vendored_reach import uncalled_vendored
@@ -263,6 +263,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
                 yield pending.finding
             continue  # every function the call may run returns host values: nothing on the device to wait for
+        if pending.unless_buffers:
+            if project is None or path not in project.files or not buffers_only(project, pending.dataset, path):
+                yield pending.finding
+            continue  # buffers and no weights: nothing records a graph through it
         if pending.unless_built:
             if settings is None or path is None or not any(settings.always_built(path, *field) for field in pending.unless_built):
                 yield pending.finding

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.buffer_modules import built_elsewhere
 from torchlint.analysis.grad import explicitly_enabled
 from torchlint.analysis.names import dotted
 from torchlint.analysis.values import submodule_attributes
@@ -117,7 +118,8 @@ class EvalWithoutNoGrad(Check):
             if ctx.grad.backward_after(call, unless_guarded_by=phase_names):
                 continue  # a frozen network that gradients still flow through
             self._reported.add(id(call))
-            self.report(call, call=short_code(ctx.module, call), model=model, hint=hint)
+            # (a module of another file's class: the join drops it where that class keeps buffers only, a running mean and variance)
+            self.report(call, call=short_code(ctx.module, call), model=model, hint=hint, unless_buffers=built_elsewhere(ctx, call.func, call))
 
     def _next_train(self, model: str, start: int, scope: cst.CSTNode, phase: cst.If | None) -> int | None:
         """Where the model leaves eval mode: the next ``.train()`` on it in the same scope
