@@ -5,7 +5,6 @@ whether any per-step call passes them (``StepInfo.passed``)."""
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -13,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.constants import is_setting
 from torchlint.analysis.guard_shapes import conjuncts, falsy, is_none, none_tested, off_at_default, only_return
 from torchlint.analysis.names import dotted
+from torchlint.analysis.switch_words import holds
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -382,21 +382,6 @@ def compared(part: cst.BaseExpression) -> tuple[cst.BaseExpression, str, object]
     if type(right) in (cst.Name, cst.Attribute) and (constant := literal(left)) is not None:
         return right, _FLIPPED.get(name, name), constant[1]  # `0 < p`: `p > 0`
     return None
-
-
-def holds(test: str, constant: object, value: object) -> bool | None:
-    """Does ``compared``'s ``test`` hold for ``value``? None where Python would raise (``None > 0``:
-    the branch raises, it is not skipped)."""
-    if test == "truth":
-        return bool(value)
-    if test == "not":
-        return not value
-    if test in ("in", "not_in"):
-        return (value in constant) is (test == "in")  # type: ignore[operator]
-    try:
-        return bool(getattr(operator, test)(value, constant))
-    except TypeError:
-        return None
 
 
 def _compared(part: cst.BaseExpression, params: dict[str, cst.Param]):  # type: ignore[no-untyped-def]

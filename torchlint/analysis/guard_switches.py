@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_defaults import compared, literal
 from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
+from torchlint.analysis.switch_words import Flag, switch_off_words
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -20,9 +21,6 @@ if TYPE_CHECKING:
 # (function key, parameter, optional): ``optional`` where the test is ``p is not None`` (or a
 # comparison with a literal default): only leaving it out (or None) keeps it off, not a False
 Switch = tuple[str, str, bool]
-# (function key, parameter, test, constant, default): a test a line runs only where it holds (``guard_defaults.compared``:
-# "truth", "not" or an ``operator`` name, and the constant compared with), and the parameter's literal default, (value,) or ()
-Flag = tuple[str, str, str, object, tuple[object, ...]]
 
 
 class SwitchedOff:
@@ -284,14 +282,3 @@ def _negated(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def switch_off_words(owner: str, param: str, optional: bool) -> str:
-    """The words of a constructor's switch off by default (``Guards.switch_words``)."""
-    if not optional:
-        return f"only with `{param}=True` passed to `{owner}()` (off by default)"
-    return f"only where `{param}` is given to `{owner}()` (off by default)"
-
-
-def switch_set_words(owner: str, param: str, optional: bool) -> str:
-    """The same switch where a construction in the project passes a value that may turn it on (a
-    config's ``config.dyn_discrete``, an argparse option): its default is no run's, so not said."""
-    return f"only when `{param}` is set on `{owner}()`" if not optional else f"only where `{param}` is given to `{owner}()`"

@@ -7,10 +7,9 @@ caller turns on a cache its function leaves off by default."""
 
 from __future__ import annotations
 
-from torchlint.analysis.guard_defaults import holds
-from torchlint.analysis.guard_switches import Flag
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
+from torchlint.analysis.switch_words import Flag, holds
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (guard_defaults.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders

@@ -8,7 +8,6 @@ from dataclasses import replace
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.dispatch import overridden
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.guard_switches import switch_off_words, switch_set_words
 from torchlint.analysis.impact import Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
 from torchlint.analysis.library_bases import derives_from
@@ -18,6 +17,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
+from torchlint.analysis.switch_words import switch_off_words, switch_set_words
 from torchlint.analysis.vendored_reach import uncalled_vendored
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.engine.isolate import guarded_stage, settle_project
