@@ -40,8 +40,9 @@ def cpu_of(tree: Path, folder: Path, limit: float) -> float | None:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
     try:
-        subprocess.run([sys.executable, "-m", "torchlint", "check", "--isolated", "--no-cache", "--exit-zero", str(folder)],
-                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=limit, check=False)
+        # (run in ``folder``: ``python -m`` puts the working directory before PYTHONPATH, and a checkout there would win)
+        subprocess.run([sys.executable, "-m", "torchlint", "check", "--isolated", "--no-cache", "--exit-zero", "."],
+                       cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=limit, check=False)
     except subprocess.TimeoutExpired:
         return None  # (the killed child is not reaped into RUSAGE_CHILDREN: no CPU to report)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

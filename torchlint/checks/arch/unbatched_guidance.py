@@ -86,6 +86,8 @@ class UnbatchedGuidance(Check):
                     break
                 if earlier is statement or self._callee(first) != callee:
                     continue  # another model (a refiner, an EMA copy): not one batch
+                if self._arguments(first) == self._arguments(second):
+                    continue  # the same arguments, as written: apart in nothing (a long body's `x = model(x)` on every line)
                 one, other = targets(earlier, items=False), targets(statement, items=False)
                 differing = _differing_argument(ctx, first, second)
                 # (a guidance pair: one pass given a conditioning dropped, by its name or zeroed, or its output
@@ -106,6 +108,16 @@ class UnbatchedGuidance(Check):
                 keywords = [a.keyword.value for a in flag]  # type: ignore[union-attr]
                 return first, ", ".join(f"{k}={plain_code(ctx.module, a.value)}" for k, a in zip(keywords, flag)), "` and `".join(keywords)
         return None
+
+    def _arguments(self, call: cst.Call) -> tuple[tuple[str, str | None, str], ...]:
+        """The code of ``call``'s arguments with their stars and keywords (made once per call: each
+        kept call of a block is compared with every later one)."""
+        known: dict[int, tuple[tuple[str, str | None, str], ...]] = self.__dict__.setdefault("_argument_codes", {})
+        codes = known.get(id(call))
+        if codes is None:
+            codes = known[id(call)] = tuple((str(a.star), a.keyword.value if a.keyword is not None else None, plain_code(self.ctx.module, a.value))
+                                            for a in call.args)
+        return codes
 
     def _assignments(self, block: cst.CSTNode) -> tuple[list[int], list[cst.CSTNode]]:
         """The assignments under ``block``, in source order, with their pre-order indexes (made once
