@@ -264,8 +264,9 @@ class HostValues:
         bound = [b for b in every if b.kind != "augassign"]
         tree = self.ctx.tree
         # `k = k[order]`: its own right-hand side sees the earlier bindings, not this one
+        over = self._latest_over(bound, at)
         bound = [b for b in bound if not (b.kind == "assign" and (at is b.node or tree.is_inside(at, b.node)))
-                 and not (b.kind == "comp" and not self._in_comprehension_of(b, at)) and not self._overwritten(b, bound, at)]
+                 and not (b.kind == "comp" and not self._in_comprehension_of(b, at)) and not self._overwritten(b, over, at)]
         if not bound:
             return False
         for binding in bound:
@@ -310,12 +311,12 @@ class HostValues:
         comprehension = next((a for a in tree.ancestors(binding.node) if type(a) is not cst.CompFor), None)
         return comprehension is not None and (at is comprehension or tree.is_inside(at, comprehension))
 
-    def _overwritten(self, binding, bound: list, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
+    def _overwritten(self, binding, over: list, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
         """Does ``binding`` not reach ``at``: made after it with no loop around both to carry
         it back (``for x in k:`` after ``x, best = metric(k, wh0)`` is read), or assigned over
         on every path, by an assignment after it that stands in a block holding ``at``
         (yolov5's ``with open(...) as f:`` in an early branch, then ``f = anchor_fitness(k)``
-        before the loop that reads ``f``)?"""
+        before the loop that reads ``f``; ``over``: the latest two of those, :meth:`_latest_over`)?"""
         tree = self.ctx.tree
         start, end = tree.index(binding.node), tree.index(at)
         if start > end and tree.scope_of(binding.node) is tree.scope_of(at):
@@ -327,17 +328,24 @@ class HostValues:
             # an assignment inside the innermost loop carrying it, in a block holding `at`.
             innermost = max(carrying, key=tree.index)
             start = tree.index(innermost)
-        return any(self._assigned_over(other, binding, start, end, at) for other in bound)
+        # (the latest other one is after `start` if any is: two kept, as one may be `binding` itself)
+        return any(other is not binding and start < index for index, other in over)
 
-    def _assigned_over(self, other, binding, start: int, end: int, at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-        """Is ``other`` an assignment between ``start`` and ``at`` (at index ``end``) in a block that holds ``at``:
-        every path from ``start`` to ``at`` runs it?"""
+    def _latest_over(self, bound: list, at: cst.CSTNode) -> list:  # type: ignore[type-arg]
+        """The latest two (pre-order index, binding) of the assignments in ``bound`` before ``at`` (at
+        index ``end``) that stand in a block holding ``at``: every path from them to ``at`` runs them.
+        Found once per question, not once per binding: a name bound on every line of a long
+        body made that a scan of every binding per binding, cubic in the body's length."""
         tree = self.ctx.tree
-        if other is binding or other.kind != "assign" or not start < tree.index(other.node) < end:
-            return False
-        statement = tree.statement_of(other.node)
-        block = tree.parent(statement) if statement is not None else None
-        return block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block)
+        end, latest = tree.index(at), []
+        for other in bound:
+            if other.kind != "assign" or not (index := tree.index(other.node)) < end:
+                continue
+            statement = tree.statement_of(other.node)
+            block = tree.parent(statement) if statement is not None else None
+            if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
+                latest = sorted(latest + [(index, other)], key=lambda pair: -pair[0])[:2]
+        return latest
 
 
 def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:

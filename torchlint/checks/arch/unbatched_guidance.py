@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 
 import libcst as cst
@@ -85,23 +86,49 @@ class UnbatchedGuidance(Check):
                     break
                 if earlier is statement or self._callee(first) != callee:
                     continue  # another model (a refiner, an EMA copy): not one batch
+                if self._arguments(first) == self._arguments(second):
+                    continue  # the same arguments, as written: apart in nothing (a long body's `x = model(x)` on every line)
                 one, other = targets(earlier, items=False), targets(statement, items=False)
-                if _depends_on(ctx, block, earlier, statement, second):
-                    continue  # the second pass is given what the first returned (a PLMS warm-up's `x_pred`): one after the other
                 differing = _differing_argument(ctx, first, second)
                 # (a guidance pair: one pass given a conditioning dropped, by its name or zeroed, or its output
                 # named for one, and the two outputs combined as a guidance is: a difference scaled, a lerp.
                 # Not a critic on two action sets, `q(s, pi_action)` against `q(s, actions)`: CORL's AWAC)
-                if differing is not None and _guided_pair(ctx, first, second, earlier, statement) \
-                        and _difference_of(ctx, block, one, other, scaled=True):
-                    return first, differing, ""
-                flag = _differing_flag(ctx, first, second)
+                guided = differing is not None and _guided_pair(ctx, first, second, earlier, statement)
                 # (a keyword apart is a weaker sign than a tensor apart: the guidance's own combination,
                 # a difference scaled, `u + s * (c - u)` or `(1 + k) * c - k * u`, must say what the pair is)
-                if flag and _difference_of(ctx, block, one, other, scaled=True):
-                    keywords = [a.keyword.value for a in flag]  # type: ignore[union-attr]
-                    return first, ", ".join(f"{k}={plain_code(ctx.module, a.value)}" for k, a in zip(keywords, flag)), "` and `".join(keywords)
+                flag = [] if guided else _differing_flag(ctx, first, second)
+                if not guided and not flag:
+                    continue  # apart in no conditioning: asked first, as the two scans below are per pair of a long body's calls
+                if _depends_on(ctx, self._assignments(block), earlier, statement, second):
+                    continue  # the second pass is given what the first returned (a PLMS warm-up's `x_pred`): one after the other
+                if not _difference_of(ctx, block, one, other, scaled=True):
+                    continue
+                if guided:
+                    return first, differing, ""  # type: ignore[return-value]
+                keywords = [a.keyword.value for a in flag]  # type: ignore[union-attr]
+                return first, ", ".join(f"{k}={plain_code(ctx.module, a.value)}" for k, a in zip(keywords, flag)), "` and `".join(keywords)
         return None
+
+    def _arguments(self, call: cst.Call) -> tuple[tuple[str, str | None, str], ...]:
+        """The code of ``call``'s arguments with their stars and keywords (made once per call: each
+        kept call of a block is compared with every later one)."""
+        known: dict[int, tuple[tuple[str, str | None, str], ...]] = self.__dict__.setdefault("_argument_codes", {})
+        codes = known.get(id(call))
+        if codes is None:
+            codes = known[id(call)] = tuple((str(a.star), a.keyword.value if a.keyword is not None else None, plain_code(self.ctx.module, a.value))
+                                            for a in call.args)
+        return codes
+
+    def _assignments(self, block: cst.CSTNode) -> tuple[list[int], list[cst.CSTNode]]:
+        """The assignments under ``block``, in source order, with their pre-order indexes (made once
+        per block: each pair of calls asks for those between them, a bisection, not a scan of the block)."""
+        known: dict[int, tuple[list[int], list[cst.CSTNode]]] = self.__dict__.setdefault("_assigned", {})  # (blocks live as long as the check)
+        found = known.get(id(block))
+        if found is None:
+            tree = self.ctx.tree
+            nodes = [n for n in tree.descendants(block) if type(n) in (cst.Assign, cst.AnnAssign, cst.AugAssign)]
+            found = known[id(block)] = ([tree.index(n) for n in nodes], nodes)
+        return found
 
     def _callee(self, call: cst.Call) -> str:
         """The code of ``call``'s function: each kept call of a block is compared with every later one."""
@@ -193,12 +220,11 @@ def _model_call(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     return may_run_a_model(ctx, call) and not runs_no_model(ctx, call)
 
 
-def _depends_on(ctx, block: cst.CSTNode, earlier: cst.CSTNode, statement: cst.CSTNode, second: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+def _depends_on(ctx, assignments: tuple[list[int], list[cst.CSTNode]], earlier: cst.CSTNode, statement: cst.CSTNode, second: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     """Is ``second`` given what the call of ``earlier`` returned, directly or through names the
-    statements between them bind from it (``x_pred = get_x_pred(x, noise_pred, t)``)?"""
-    tree = ctx.tree
-    between = [n for n in tree.descendants(block) if type(n) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
-               and tree.index(earlier) < tree.index(n) < tree.index(statement)]
+    statements between them (of the block's ``assignments``) bind from it (``x_pred = get_x_pred(x, noise_pred, t)``)?"""
+    indexes, nodes = assignments
+    between = nodes[bisect.bisect_right(indexes, ctx.tree.index(earlier)):bisect.bisect_left(indexes, ctx.tree.index(statement))]
     made = derived(between, targets(earlier, items=False), rounds=1)
     return any(mentions(arg.value) & made for arg in second.args)
 
