@@ -8,13 +8,10 @@ costs are only compared with each other or with zero.
 from __future__ import annotations
 
 import json
-import os
 import pstats
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +86,8 @@ def _line(name: str, needle: str) -> int:
 def early_runs(tmp_path_factory) -> dict[str, Run]:
     """The ways a script ends, each its own run, made two at a time: two stop modes of
     stops_early.py, a script given torchlint's own option names, and --max-steps. (A
-    KeyboardInterrupt in the script is ctrl_c_run's: a real SIGINT, to the whole group.)"""
+    KeyboardInterrupt in the script is test_hardening_profile's ctrl-c run: a real SIGINT,
+    to the whole group.)"""
     pytest.importorskip("torch")
     modes = ("raise", "exit")
     echo = tmp_path_factory.mktemp("args")
@@ -228,48 +226,6 @@ def test_script_that_calls_sys_exit(early_runs):
     assert run.rc == 3
     assert run.report["run"]["stop_reason"] == "sys.exit"
     assert (run.run_dir / "profile.prof").is_file()
-
-
-@ahead()
-def ctrl_c_run(tmp_path_factory) -> tuple[str, subprocess.Popen[str], str, str, Path]:
-    """A run sent SIGINT to its whole process group at step 3, as a terminal sends it:
-    (what it printed up to then, the process, its stdout and stderr after, its cwd)."""
-    pytest.importorskip("torch")
-    cwd = _copy(tmp_path_factory.mktemp("ctrl-c"), "stops_early.py")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchlint", "profile", "--no-browser", "stops_early.py",
-         "--steps", "1000", "--step-sleep", "0.05"],
-        cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 90
-    seen = ""
-    while "step 3 " not in seen and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen += line
-    if "step 3 " in seen:
-        os.killpg(proc.pid, signal.SIGINT)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate(timeout=120)
-    return seen, proc, out, err, cwd
-
-
-def test_ctrl_c_from_the_terminal(ctrl_c_run):
-    """SIGINT to the whole process group, as a terminal sends it: the child stops,
-    torchlint waits for it and reports."""
-    seen, proc, out, err, cwd = ctrl_c_run
-    assert "step 3 " in seen, seen
-    assert proc.returncode == 130, err
-    assert "KeyboardInterrupt" in err  # the script itself was interrupted
-    assert "exit status 130 (interrupted)" in out
-    run_dir = next((cwd / "torchlint-profile").iterdir())
-    report = json.loads((run_dir / "report.json").read_text())
-    assert report["run"]["steps"] >= 3 and report["run"]["stop_reason"] == "interrupted"
-    # the window (steps 3-7) was cut after step 3: partial, still reported
-    assert report["coverage"]["torch_profiler"]["ran"]
 
 
 def test_max_steps_stops_cleanly(early_runs):
