@@ -1,4 +1,4 @@
-"""How far a host tensor travels on the host (views, arithmetic, torch functions, a few statements) and the move that uploads it (a part of ``Uploads``)."""
+"""How far a host tensor travels on the host (views, arithmetic, torch functions) and the move that uploads it (a part of ``Uploads``)."""
 
 from __future__ import annotations
 
