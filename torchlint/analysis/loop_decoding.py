@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.beam_prune import prunes_a_beam
-from torchlint.analysis.decoding import decodes, denoises
+from torchlint.analysis.decoding import decodes
+from torchlint.analysis.denoising import denoises
 from torchlint.analysis.loop_shapes import model_sampling
 from torchlint.analysis.names import dotted
 from torchlint.analysis.prefix import PrefixRerun, concatenated, reruns_prefix

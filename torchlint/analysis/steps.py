@@ -28,27 +28,22 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
-from torchlint.analysis.dataset_work import dataset_work
-from torchlint.analysis.buffer_modules import buffers_only
-from torchlint.analysis.frozen import class_weights
-from torchlint.analysis.weight_kinds import BUFFERS
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.host_consumers import feeds_environment
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
-from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
-from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
-from torchlint.analysis.prefix import cache_methods, keeps_a_cache
-from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, ClassSummary, FileSummary, Hook, Ref
+from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, FileSummary, Ref
 from torchlint.analysis.summary_arguments import CallArguments, falsy_args, literal_args
+from torchlint.analysis.summary_classes import ClassSummaries
 from torchlint.analysis.summary_loops import LoopSummaries
+from torchlint.analysis.summary_places import CallPlaces
 from torchlint.analysis.summary_targets import CallTargets
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -84,13 +79,13 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
 _Placed = tuple[str, Ref, Where | None, cst.Call, str]
 
 
-class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
+class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, CallPlaces, ClassSummaries):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
     as the findings. Its parts: what a call refers to (``summary_targets``, over the objects
-    of ``objects``), what it passes (``summary_arguments``), the loops (``summary_loops``) and
-    the roots of compiled code (``compiled_roots``); here, where each call runs, the classes,
-    hooks and exports."""
+    of ``objects``), what it passes (``summary_arguments``), the loops (``summary_loops``),
+    the roots of compiled code (``compiled_roots``), where each call runs (``summary_places``),
+    the classes and hooks (``summary_classes``); here, the calls placed and the exports."""
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -338,52 +333,6 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
                     found.append((f"{small.targets[0].target.value}.{arg.keyword.value}", ref))
         return found
 
-    # --- where a call runs -----------------------------------------------------------
-    def _placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:
-        """(caller key, how often its hot loop runs or None, key of the loop around it that is not hot or
-        ""), or None when the call does not run per caller run (module-level code outside
-        loops, rare branches)."""
-        ctx = self.ctx
-        function = ctx.tree.enclosing_function(call)
-        caller = self.keys[id(function)] if function is not None else ""
-        if ctx.in_tests(call):
-            return caller, None, ""  # a test's loop runs a library on toy inputs: no training step
-        loop = None  # the innermost `for`/`while` around it
-        for each in ctx.loops.enclosing_loops(call):
-            if ctx.loops.is_hot(each):
-                if ctx.guards.rare(call, stop=each):
-                    return None  # every N steps, or a first-pass branch
-                return caller, ctx.loops.where(each), ""
-            if loop is None and (type(each) is cst.For or type(each) is cst.While):
-                loop = each
-        # Not in a hot loop: a loop around it may still be a step loop (the join decides).
-        if function is None and loop is None:
-            # module-level code runs once: kept only for the objects it passes (`train_epoch(model, ...)`)
-            return ("", None, "") if call.args else None
-        if ctx.guards.rare(call, stop=function or loop):
-            return None
-        return caller, None, ctx.loops.loop_key(loop) if loop is not None else ""
-
-    def _guarded_placement(self, call: cst.Call) -> tuple[str, Where | None, str] | None:
-        """:meth:`_placement` of a call that only an every-N guard keeps from running every step,
-        in a loop or function that makes no optimizer step outside that guard
-        (``Guards.may_guard_a_step``); None for any other call."""
-        ctx = self.ctx
-        function = ctx.tree.enclosing_function(call)
-        if ctx.in_tests(call):
-            return None
-        loop = None
-        for each in ctx.loops.enclosing_loops(call):
-            if ctx.loops.is_hot(each):
-                if not ctx.guards.may_guard_a_step(call, stop=each):
-                    return None
-                return self.keys[id(function)] if function is not None else "", ctx.loops.where(each), ""
-            if loop is None and (type(each) is cst.For or type(each) is cst.While):
-                loop = each
-        if function is None and loop is None or not ctx.guards.may_guard_a_step(call, stop=function or loop):
-            return None
-        return self.keys[id(function)] if function is not None else "", None, ctx.loops.loop_key(loop) if loop is not None else ""
-
     def _trains_anywhere(self) -> bool:
         """A backward or an optimizer step anywhere (module level too), or a framework's training
         hook (Lightning's ``training_step``, whose loss the framework backpropagates)."""
@@ -391,82 +340,6 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         return any(hook.where is Where.TRAIN for hook in self._hooks) \
             or any(f.name.value in DIFFERENTIATED_RETURNS for f in self.functions) \
             or any(ctx.loops.is_step_call(call) for call in ctx.method_calls(("backward", "step")))
-
-    # --- classes and framework hooks ---------------------------------------------------
-    def _classes(self) -> tuple[ClassSummary, ...]:
-        found = []
-        for cls in self.ctx.tree.nodes(cst.ClassDef):
-            bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
-            methods = tuple(s.name.value for s in class_body(cls) if isinstance(s, cst.FunctionDef))
-            test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
-            weights = (BUFFERS if buffers_only(self.ctx, cls) else class_weights(self.ctx, cls)) if self.ctx.is_module_class(cls.name.value) else ""
-            found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
-                                      loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
-                                      keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
-                                      aliases=self.class_aliases(cls)))
-        return tuple(found)
-
-    def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
-        name = dotted(base)
-        if name is None:
-            return None
-        for other in self.ctx.tree.classes_named(name):
-            if other is not cls:
-                return ("local", self.class_keys[id(other)])
-        head, _, rest = name.partition(".")
-        if head in self.relative:
-            level, module = self.relative[head]
-            return ("import", level, f"{module}.{rest}" if rest else module)
-        qualified = self.ctx.imports.qualify(base)
-        if qualified is not None:
-            return ("import", 0, qualified)
-        return ("star", name) if self.star else None
-
-    @cached_property
-    def _hooks(self) -> tuple[Hook, ...]:
-        """Functions registered with ignite (the only registration API in the table)."""
-        return self._find_hooks() if any(m.split(".")[0] == "ignite" for m in self.ctx.imports.modules) else ()
-
-    def _find_hooks(self) -> tuple[Hook, ...]:
-        ctx = self.ctx
-        hooks: list[Hook] = []
-        for call in ctx.tree.nodes(cst.Call):
-            text = frameworks.STEP_REGISTRATIONS.get(ctx.qname(call.func) or "")
-            if text is not None and call.args:
-                target = self.target(call.args[0].value, call)
-                if target is not None and target[0] == "local":
-                    hooks.append(Hook(target[1], text))
-            if ctx.method_name(call) == "add_event_handler" and len(call.args) >= 2 and _per_step_event(call.args[0].value):
-                target = self.target(call.args[1].value, call)
-                if target is not None and target[0] == "local":
-                    hooks.append(Hook(target[1], "an ignite iteration handler"))
-        for function in self.functions:
-            for decorator in function.decorators:
-                d = decorator.decorator
-                if isinstance(d, cst.Call) and isinstance(d.func, cst.Attribute) and d.func.attr.value == "on" and d.args and _per_step_event(d.args[0].value):
-                    hooks.append(Hook(self.keys[id(function)], "an ignite iteration handler"))
-        return tuple(hooks)
-
-    def _every_n_placement(self, call: cst.Call) -> tuple[str, Where | None, str, str] | None:
-        """(caller, its hot loop's place, the loop around it, the guard's words) of a call that
-        only a recurring guard keeps from running every step (a modulo, a timer) of a hot loop or
-        function; None for any other call (a first pass, a last iteration, test code)."""
-        ctx = self.ctx
-        if ctx.in_tests(call):
-            return None  # a test suite's loop is no training run
-        function = ctx.tree.enclosing_function(call)
-        caller = self.keys[id(function)] if function is not None else ""
-        loop = None
-        for each in ctx.loops.enclosing_loops(call):
-            if ctx.loops.is_hot(each):
-                words = ctx.guards.periodic_words(call, stop=each)
-                return (caller, ctx.loops.where(each), "", words) if words else None
-            if loop is None and (type(each) is cst.For or type(each) is cst.While):
-                loop = each
-        if function is None:
-            return None  # module level: runs once
-        words = ctx.guards.periodic_words(call, stop=loop or function)
-        return (caller, None, ctx.loops.loop_key(loop) if loop is not None else "", words) if words else None
 
     def _host_returns(self) -> tuple[tuple[str, int], ...]:
         """(function key, element) of what this file's functions return made on the host: only in
@@ -476,9 +349,3 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots):
         return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 
 _NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str] = ((), None, "step", "")  # CallSite's defaults: repeats, position, unit, guard
-
-
-def _per_step_event(expr: cst.BaseExpression) -> bool:
-    """``Events.ITERATION_COMPLETED``, but not ``Events.ITERATION_COMPLETED(every=100)``."""
-    name = dotted(expr) or ""
-    return name.rsplit(".", 1)[-1] in frameworks.PER_STEP_EVENTS

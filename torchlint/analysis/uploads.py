@@ -4,7 +4,7 @@ a helper's return), and the move that uploads it. Shared by the create-then-move
 constant-upload and host-index rules.
 
 This module holds uploads of data that does not change between steps and indexes built on the
-host; where a host tensor comes from, how far it travels and its move are ``host_tensors.py``."""
+host; where a host tensor comes from is ``host_tensors.py``, how far it travels and its move ``host_moves.py``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.bounded import Bounded
 from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
+from torchlint.analysis.host_moves import HostMoves
 from torchlint.analysis.host_tensors import ARITHMETIC, FACTORIES, FROM_DATA, HostTensors
 from torchlint.analysis.loaders import is_dataloader, no_work_for_workers
 from torchlint.analysis.loop_invariants import attribute_unchanged
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Uploads(HostTensors):
+class Uploads(HostTensors, HostMoves):
     """Host tensors and their uploads, for one file."""
 
     def __init__(self, ctx: FileContext) -> None:
