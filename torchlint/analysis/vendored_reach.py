@@ -1,6 +1,6 @@
 """Code of a package vendored into a project that no code of the project reaches (pure data, over
 the project's summaries): so-vits-svc carries a copy of whisper, runs its encoder, and never calls
-its ``decode()``; the decode loop there is no step of this project (engine/settle.py)."""
+its ``decode()``; the decode loop there is no step of this project (engine/settle_places.py)."""
 
 from __future__ import annotations
 
