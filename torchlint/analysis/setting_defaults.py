@@ -148,7 +148,7 @@ class SettingDefaults:
         what it runs is on that opt-in path too. None where there is no call, or one without such
         a switch, a call made every N steps, a call the join cannot resolve under its name, or a use
         of it as a value (``FileSummary.valued``: called where no call site says)."""
-        memo = self.__dict__.setdefault("_switched_memo", {})
+        memo: dict[tuple[str, str], str | None] = self.kept("switched", dict)
         key = (path, function)
         if key not in memo:
             memo[key] = None  # (a function that calls itself, on the way: no switch known)
@@ -174,19 +174,13 @@ class SettingDefaults:
     def valued(self) -> frozenset[str]:
         """The names the project's files use as values (``FileSummary.valued``): a function so
         used may be called where no call site says."""
-        found = self.__dict__.get("_valued_memo")
-        if found is None:
-            found = self.__dict__["_valued_memo"] = frozenset(n for summary in self.project.files.values() for n in summary.valued)
-        return found
+        return self.kept("valued", lambda: frozenset(n for summary in self.project.files.values() for n in summary.valued))
 
     def _sparse_calls(self) -> frozenset[tuple[str, str]]:
         """The functions some call every N steps runs (``FileSummary.guarded``, ``every_n``): no ``calls`` site."""
-        found = self.__dict__.get("_sparse_memo")
-        if found is None:
-            found = self.__dict__["_sparse_memo"] = frozenset(
-                callee for path, summary in self.project.files.items() for call in (*summary.guarded, *summary.every_n)
-                for callee in self.project.callees(call.target, path))
-        return found
+        return self.kept("sparse", lambda: frozenset(callee for path, summary in self.project.files.items()
+                                                     for call in (*summary.guarded, *summary.every_n)
+                                                     for callee in self.project.callees(call.target, path)))
 
     def _off_everywhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool | None:
         """True: the project's calls of ``function`` leave ``param`` off; False: there are none;
@@ -312,7 +306,7 @@ class SettingDefaults:
 
     def kept(self, name: str, make: Callable[[], _T]) -> _T:
         """What ``make()`` returns, made once per project and kept under ``name``: for an analysis
-        over these indexes that asks the same questions for every file (analysis/vendored_reach.py)."""
+        over these indexes that asks the same questions for every file (analysis/vendored_reach.py, this class's own memos)."""
         kept = self._kept
         if name not in kept:
             kept[name] = make()
