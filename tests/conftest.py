@@ -134,10 +134,15 @@ def expected_impacts(text: str) -> dict[tuple[int, str], str]:
     return found
 
 
-def copied_project(name: str, into: Path) -> Path:
-    """A copy of ``fixtures/projects/<name>`` in ``into``: a project linted where a test may write."""
+def copied_project(name: str, into: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
+    """A copy of ``fixtures/projects/<name>`` in ``into``: a project linted where a test may write;
+    ``edits``, a file's text replaced in it (``{"run.py": (old, new)}``, ``old`` there)."""
     root = into / name
     shutil.copytree(FIXTURES / "projects" / name, root)
+    for file, (old, new) in (edits or {}).items():
+        text = (root / file).read_text()
+        assert old in text
+        (root / file).write_text(text.replace(old, new))
     return root
 
 
@@ -148,12 +153,14 @@ def checked_here(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return root
 
 
-def project_findings(root: Path, select: str = "ALL") -> Any:
-    """Every finding of the project in the working directory ``root`` at any impact (no errors)."""
+def project_findings(root: Path, select: str | tuple[str, ...] = "ALL") -> Any:
+    """Every finding of the project in the working directory ``root`` at any impact (no errors),
+    of the rules ``select`` names."""
     from torchlint.config import from_table
     from torchlint.engine import lint_paths
 
-    result = lint_paths([Path(".")], from_table({"select": [select], "min-impact": "low"}, root))
+    chosen = [select] if isinstance(select, str) else list(select)
+    result = lint_paths([Path(".")], from_table({"select": chosen, "min-impact": "low"}, root))
     assert not result.errors
     return result.findings
 

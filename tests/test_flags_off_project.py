@@ -5,43 +5,29 @@ aside, and keeps its tier where a call leaves it on or passes a value the run ch
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, expected_impacts, expected_markers
-from torchlint.config import from_table
-from torchlint.engine import lint_paths
+from conftest import assert_markers_hold, checked_here, copied_project, project_findings
 
-PROJECT = FIXTURES / "projects" / "flags_off"
+SELECT = ("TL101", "TL110")
 
 
 def _findings(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
     monkeypatch.chdir(root)
-    result = lint_paths([Path(".")], from_table({"select": ["TL101", "TL110"]}, root))
-    assert not result.errors
-    return {(Path(f.path).as_posix(), f.line): f for f in result.findings}
+    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, SELECT)}
 
 
 def _copy(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
-    root = tmp_path / "flags_off"
-    shutil.copytree(PROJECT, root)
-    for name, (old, new) in (edits or {}).items():
-        text = (root / name).read_text()
-        assert old in text
-        (root / name).write_text(text.replace(old, new))
-    return root
+    return copied_project("flags_off", tmp_path, edits)
 
 
 def test_flags_off_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _copy(tmp_path)
-    found = _findings(root, monkeypatch)
-    files = sorted(root.rglob("*.py"))
-    expected = {(p.relative_to(root).as_posix(), line) for p in files for line, _ in expected_markers(p.read_text())}
-    assert set(found) == expected
-    impacts = {(p.relative_to(root).as_posix(), line): impact for p in files for (line, _), impact in expected_impacts(p.read_text()).items()}
-    assert {key: found[key].impact for key in impacts} == impacts  # type: ignore[attr-defined]
+    root = checked_here("flags_off", tmp_path, monkeypatch)
+    findings = project_findings(root, SELECT)
+    assert_markers_hold(root, findings)
+    found = {(Path(f.path).as_posix(), f.line): f for f in findings}
     assert "every call of `stable_cdf()` in the project leaves it off" in found[("coder/cdf.py", 13)].impact_reason  # type: ignore[attr-defined]
     assert "every call of `Padder()` in the project leaves it off" in found[("coder/cdf.py", 44)].impact_reason  # type: ignore[attr-defined]
     assert "only when `schedule == 'linear'`, and no call of `Solver()` in the project passes such a value" in found[("coder/solver.py", 15)].impact_reason  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ import pytest
 from torchlint import catalogue
 from torchlint.checks import FAMILIES
 from torchlint.checks.base import STEP_PLACEHOLDER
-from torchlint.engine import settle
+from torchlint.engine import settle_places
 
 # Runs the CLI in a fresh interpreter and prints which heavy modules it imported.
 _PROBE = """
@@ -111,7 +111,7 @@ def test_the_rule_table_matches_the_checks() -> None:
 
 
 def test_the_engine_places_the_step_where_the_checks_put_it() -> None:
-    assert settle.STEP_PLACEHOLDER == STEP_PLACEHOLDER
+    assert settle_places.STEP_PLACEHOLDER == STEP_PLACEHOLDER
 
 
 _APP_PROBE = """

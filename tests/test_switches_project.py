@@ -5,43 +5,29 @@ names it, a parameter handed on whose own callers turn it on (fixtures/projects/
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, expected_impacts, expected_markers
-from torchlint.config import from_table
-from torchlint.engine import lint_paths
+from conftest import assert_markers_hold, checked_here, copied_project, project_findings
 
-PROJECT = FIXTURES / "projects" / "switches"
+SELECT = "TL101"
 
 
 def _findings(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
     monkeypatch.chdir(root)
-    result = lint_paths([Path(".")], from_table({"select": ["TL101"]}, root))
-    assert not result.errors
-    return {(Path(f.path).as_posix(), f.line): f for f in result.findings}
+    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, SELECT)}
 
 
 def _copy(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
-    root = tmp_path / "switches"
-    shutil.copytree(PROJECT, root)
-    for name, (old, new) in (edits or {}).items():
-        text = (root / name).read_text()
-        assert old in text
-        (root / name).write_text(text.replace(old, new))
-    return root
+    return copied_project("switches", tmp_path, edits)
 
 
 def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _copy(tmp_path)
-    found = _findings(root, monkeypatch)
-    files = sorted(root.rglob("*.py"))
-    expected = {(p.relative_to(root).as_posix(), line) for p in files for line, _ in expected_markers(p.read_text())}
-    assert set(found) == expected
-    impacts = {(p.relative_to(root).as_posix(), line): impact for p in files for (line, _), impact in expected_impacts(p.read_text()).items()}
-    assert {key: found[key].impact for key in impacts} == impacts  # type: ignore[attr-defined]
+    root = checked_here("switches", tmp_path, monkeypatch)
+    findings = project_findings(root, SELECT)
+    assert_markers_hold(root, findings)
+    found = {(Path(f.path).as_posix(), f.line): f for f in findings}
     synced = found[("gen/sampler.py", 21)].impact_reason  # type: ignore[attr-defined]
     assert "`Sampler.sample()` runs it only with `synced=True`, off by default, and no call in the project passes it" in synced
     assert "`AuxLoss()` runs it only with `report=True`" in found[("gen/losses.py", 16)].impact_reason  # type: ignore[attr-defined]

@@ -92,8 +92,8 @@ def test_fast_helpers_agree_with_isinstance(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES[1::3], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_indexed_subtree_questions_agree_with_a_walk(path: Path) -> None:
-    """``own_loops`` and ``holds`` answer from the per-type lists what a walk of each
-    function's subtree finds (a nested function's loops are its own, its yields its owner's too),
+    """``own_loops``, ``holds`` and ``nodes_under`` answer from the per-type lists what a walk of each
+    function's (class's) subtree finds (a nested function's loops are its own, its yields its owner's too),
     ``statements_before`` what a scan of the block finds."""
     tree = Tree(cst.parse_module(path.read_text()))
     for function in tree.nodes(cst.FunctionDef):
@@ -102,6 +102,10 @@ def test_indexed_subtree_questions_agree_with_a_walk(path: Path) -> None:
                                             and tree.enclosing_function(n) is function]
         for kind in (cst.Yield, cst.Await, cst.Return, cst.Lambda, cst.While):
             assert tree.holds(function, kind) == any(type(n) is kind for n in under), (function.name.value, kind)
+    # ``nodes_under``: a class's nodes of a type, as a scan of the file's with ``is_inside`` finds them
+    for cls in tree.nodes(cst.ClassDef):
+        for kind in (cst.Call, cst.Assign, cst.FunctionDef):
+            assert tree.nodes_under(cls, kind) == [n for n in tree.nodes(kind) if tree.is_inside(n, cls)], (cls.name.value, kind)
     # ``statements_before``: the earlier statements of a block that a predicate keeps, as a scan
     # from the block's start finds them; a block made after the walk (no index) is scanned
     for block in tree.nodes(cst.IndentedBlock):
@@ -123,6 +127,9 @@ def test_indexed_subtree_questions_on_nested_functions() -> None:
     assert [type(n) for n in tree.own_loops(outer)] == [cst.For] and [type(n) for n in tree.own_loops(inner)] == [cst.While]
     assert tree.holds(outer, cst.Yield) and tree.holds(inner, cst.Yield) and not tree.holds(plain, cst.Yield)
     assert tree.own_loops(plain) == [] and not tree.holds(inner, cst.For)
+    # (nested: the outer function's yields include the inner one's; a node made after the walk is scanned)
+    assert tree.nodes_under(outer, cst.Yield) == tree.nodes(cst.Yield) and tree.nodes_under(plain, cst.Yield) == []
+    assert tree.nodes_under(outer.with_changes(), cst.Yield) == []
 
 
 def test_classes_by_name_in_source_order() -> None:

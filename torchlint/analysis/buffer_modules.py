@@ -31,16 +31,14 @@ def buffers_only(ctx: FileContext, cls: cst.ClassDef) -> bool:
         return False  # (a module that registers nothing at all says nothing about itself)
     if any(tree.is_inside(call, cls) for call in ctx.method_calls(_REGISTERS)):
         return False
-    for call in tree.nodes(cst.Call):
-        if not tree.is_inside(call, cls):
-            continue
+    # (the class's own calls and assignments: a bisection of the file's, not a scan of them per class)
+    calls = tree.nodes_under(cls, cst.Call)
+    for call in calls:
         name = canonical(ctx.qname(call.func)) or dotted(call.func) or ""
         if name in _PARAMETER or name in ("Parameter", "setattr"):
             return False  # a weight, or an attribute of any kind by name
-    called = {dotted(call.func) for call in tree.nodes(cst.Call) if tree.is_inside(call, cls)}
-    for node in tree.nodes(cst.Assign):
-        if not tree.is_inside(node, cls):
-            continue
+    called = {dotted(call.func) for call in calls}
+    for node in tree.nodes_under(cls, cst.Assign):
         for target in node.targets:
             name = dotted(target.target) or ""
             if not name.startswith("self."):

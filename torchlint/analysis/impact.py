@@ -7,7 +7,7 @@ training loop, of an evaluation or sampling loop, of a loop over batches of unkn
 or once), lowered when the code never touches an accelerator (the cost is a device's).
 
 ``Where`` comes from the shared loop analysis for code in a loop of its own file, from
-the project-wide join for a function a step calls (``engine/settle.py``), and from the
+the project-wide join for a function a step calls (``engine/settle_places.py``), and from the
 check for what is not code in a loop (a DataLoader: where its batches go).
 """
 

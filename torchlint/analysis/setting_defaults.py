@@ -7,12 +7,16 @@ caller turns on a cache its function leaves off by default."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.analysis.switch_words import Flag, holds
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (guard_defaults.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
+_T = TypeVar("_T")
 
 
 class SettingDefaults:
@@ -24,6 +28,9 @@ class SettingDefaults:
         self._built: list[tuple[str, CallSite]] | None = None
         self._unresolved: dict[str, list[tuple[str, CallSite]]] | None = None  # calls the join resolves to nothing, by the name called
         self._unfollowed: dict[str, list[tuple[str, str, str, str]]] | None = None  # FileSummary.unfollowed, by the name called
+        self._keywords: dict[str, list[tuple[str, CallSite]]] | None = None  # calls passing a keyword by name, by the keyword
+        self._handed_memo: dict[str, bool] = {}  # `_handed_to_kwargs`'s answers
+        self._kept: dict[str, object] = {}  # `kept`'s
 
     def passed_default(self, path: str, function: str, param: str, setting: str) -> int | None:
         """The default of ``setting`` on the object every call of ``function`` (in ``path``)
@@ -47,7 +54,7 @@ class SettingDefaults:
         """Does every call of ``function`` (in ``path``) in the project pass ``param`` a value that
         may be true (``use_kv_caching=True``; not left out, nor a literal False or None), and is
         there one? A call through ``*args``/``**kwargs`` is not known to."""
-        calls = self._calls_of((path, function))
+        calls = self.calls_of((path, function))
         return bool(calls) and all(param in self.project.passes(call, (path, function)) for _, call in calls)
 
     def turned_on_nowhere(self, path: str, function: str, param: str, optional: bool) -> str | None:
@@ -97,7 +104,7 @@ class SettingDefaults:
     def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int) -> bool:
         if depth > _MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
             return False
-        calls = [(where, call) for where, call in self._calls_of((path, function)) if not self._a_test(where, call.caller)]
+        calls = [(where, call) for where, call in self.calls_of((path, function)) if not self._a_test(where, call.caller)]
         if not calls:
             return False
         summary = self.project.files.get(path)
@@ -132,7 +139,7 @@ class SettingDefaults:
             return True
         if name != "test" and not name.startswith("test_"):
             return False
-        return all(not call.caller and call.loop is None and not call.within for _, call in self._calls_of((path, caller)))
+        return all(not call.caller and call.loop is None and not call.within for _, call in self.calls_of((path, caller)))
 
     def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
         """Words for a function whose every call in the project sits behind a switch of its caller
@@ -141,7 +148,7 @@ class SettingDefaults:
         what it runs is on that opt-in path too. None where there is no call, or one without such
         a switch, a call made every N steps, a call the join cannot resolve under its name, or a use
         of it as a value (``FileSummary.valued``: called where no call site says)."""
-        memo = self.__dict__.setdefault("_switched_memo", {})
+        memo: dict[tuple[str, str], str | None] = self.kept("switched", dict)
         key = (path, function)
         if key not in memo:
             memo[key] = None  # (a function that calls itself, on the way: no switch known)
@@ -151,10 +158,10 @@ class SettingDefaults:
     def _called_switched_off(self, path: str, function: str, depth: int) -> str | None:
         name = function.rpartition(".")[2]
         # (a dunder runs on an object's construction or call, by no name a call site records)
-        if depth > _MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self._valued() \
-                or self._unresolved_named(name) or (path, function) in self._sparse_calls():
+        if depth > _MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self.valued() \
+                or self.unresolved_named(name) or (path, function) in self._sparse_calls():
             return None
-        calls = self._calls_of((path, function))
+        calls = self.calls_of((path, function))
         words = None
         for caller_path, call in calls:
             found = self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None \
@@ -164,25 +171,21 @@ class SettingDefaults:
             words = words or found
         return words
 
-    def _valued(self) -> frozenset[str]:
-        found = self.__dict__.get("_valued_memo")
-        if found is None:
-            found = self.__dict__["_valued_memo"] = frozenset(n for summary in self.project.files.values() for n in summary.valued)
-        return found
+    def valued(self) -> frozenset[str]:
+        """The names the project's files use as values (``FileSummary.valued``): a function so
+        used may be called where no call site says."""
+        return self.kept("valued", lambda: frozenset(n for summary in self.project.files.values() for n in summary.valued))
 
     def _sparse_calls(self) -> frozenset[tuple[str, str]]:
         """The functions some call every N steps runs (``FileSummary.guarded``, ``every_n``): no ``calls`` site."""
-        found = self.__dict__.get("_sparse_memo")
-        if found is None:
-            found = self.__dict__["_sparse_memo"] = frozenset(
-                callee for path, summary in self.project.files.items() for call in (*summary.guarded, *summary.every_n)
-                for callee in self.project.callees(call.target, path))
-        return found
+        return self.kept("sparse", lambda: frozenset(callee for path, summary in self.project.files.items()
+                                                     for call in (*summary.guarded, *summary.every_n)
+                                                     for callee in self.project.callees(call.target, path)))
 
     def _off_everywhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool | None:
         """True: the project's calls of ``function`` leave ``param`` off; False: there are none;
         None: one may turn it on."""
-        calls = self._calls_of((path, function))
+        calls = self.calls_of((path, function))
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
             if where is None:
@@ -230,11 +233,11 @@ class SettingDefaults:
             # project never builds by name may be built by reflection, decision-diffuser's
             # `utils.Config('models.GaussianInvDynDiffusion', returns_condition=...)`: a keyword of the switch's
             # name handed to what does not take it by name may be that construction)
-            return not self._calls_of((path, function)) and self._handed_to_kwargs(param)
+            return not self.calls_of((path, function)) and self._handed_to_kwargs(param)
         # (a `**` splat of such a call is none of the project's values: what code outside it passes, as for an entry point)
         # (a module's `forward` is called by its object's name, `model(x, flag=True)`: any such call may be one)
         name = "" if name in ("forward", "__call__") else name
-        for caller_path, call in self._unresolved_named(name):
+        for caller_path, call in self.unresolved_named(name):
             named = param in call.given[1] if call.given is not None else param in dict(call.own_params) or param in call.falsy
             if not named or not optional and param in call.falsy:
                 continue
@@ -249,15 +252,25 @@ class SettingDefaults:
     def _handed_to_kwargs(self, keyword: str) -> bool:
         """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
         code that does not take it by name: a ``**kwargs`` of the project's, or a callee the join
-        cannot resolve?"""
-        for path, summary in self.project.files.items():
-            for call in summary.calls:
-                if call.given is None or keyword not in call.given[1] or keyword in call.falsy:
-                    continue
-                callees = self.project.callees(call.target, path)
-                if not callees or any(keyword not in self.project.parameters(call, callee) for callee in callees):
-                    return True
-        return False
+        cannot resolve? Answered once per keyword, over the calls that name it (``_naming``)."""
+        memo = self._handed_memo
+        if keyword not in memo:
+            memo[keyword] = any(not callees or any(keyword not in self.project.parameters(call, callee) for callee in callees)
+                                for path, call in self._naming().get(keyword, ())
+                                for callees in (self.project.callees(call.target, path),))
+        return memo[keyword]
+
+    def _naming(self) -> dict[str, list[tuple[str, CallSite]]]:
+        """The project's calls by each keyword they pass by name, a literal off aside: one pass
+        over the calls, not one per keyword asked."""
+        if self._keywords is None:
+            self._keywords = {}
+            for path, summary in self.project.files.items():
+                for call in summary.calls:
+                    for keyword in call.given[1] if call.given is not None else ():
+                        if keyword not in call.falsy:
+                            self._keywords.setdefault(keyword, []).append((path, call))
+        return self._keywords
 
     def _handed_off(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
         """Is ``param`` of ``function`` one that defaults off (None, for ``optional``) and that no
@@ -268,7 +281,9 @@ class SettingDefaults:
             and not self._maybe_elsewhere(path, function, param, optional, depth + 1) \
             and self._off_everywhere(path, function, param, optional, depth + 1) is not None
 
-    def _unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
+    def unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
+        """The project's calls the join resolves to nothing whose name called is ``name`` (every
+        one, for ""), with their files: each may be a call of a function of that name."""
         if self._unresolved is None:
             self._unresolved = {}
             for path, summary in self.project.files.items():
@@ -289,10 +304,18 @@ class SettingDefaults:
             return [each for entries in self._unfollowed.values() for each in entries]
         return self._unfollowed.get(name, [])
 
+    def kept(self, name: str, make: Callable[[], _T]) -> _T:
+        """What ``make()`` returns, made once per project and kept under ``name``: for an analysis
+        over these indexes that asks the same questions for every file (analysis/vendored_reach.py, this class's own memos)."""
+        kept = self._kept
+        if name not in kept:
+            kept[name] = make()
+        return kept[name]  # type: ignore[no-any-return]
+
     def called_only_in(self, path: str, function: str) -> bool:
         """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and
         is there one? (Its own file then sees every value it is passed.)"""
-        calls = self._calls_of((path, function))
+        calls = self.calls_of((path, function))
         return bool(calls) and all(caller == path for caller, _ in calls)
 
     def always_built(self, path: str, cls: str, field: str, position: int) -> bool:
@@ -300,10 +323,10 @@ class SettingDefaults:
         own ``field`` (by name, at ``position``, or possibly through ``*args``/``**kwargs``), and
         is there one? ``GPT(GPTConfig(vocab_size=50304))`` in the training script: the field's
         default is no run's size."""
-        built = [call for caller, call in self._constructions() if self.project.class_of(call.target, caller, 1) == (path, cls)]
+        built = [call for caller, call in self.constructions() if self.project.class_of(call.target, caller, 1) == (path, cls)]
         return bool(built) and all(call.given is None or field in call.given[1] or call.given[0] > position for call in built)
 
-    def _constructions(self) -> list[tuple[str, CallSite]]:
+    def constructions(self) -> list[tuple[str, CallSite]]:
         """The calls of the project that may build a class (a capitalised name, here or imported): found once."""
         if self._built is None:
             self._built = [(path, call) for path, summary in self.project.files.items() for call in summary.calls
@@ -311,7 +334,7 @@ class SettingDefaults:
         return self._built
 
     def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
-        calls = self._calls_of((path, function))
+        calls = self.calls_of((path, function))
         if not calls or depth > _MAX_DEPTH:
             return {None}
         found: set[int | None] = set()
@@ -349,7 +372,9 @@ class SettingDefaults:
         everywhere = {dict(s.settings)[setting] for s in self.project.files.values() if setting in dict(s.settings)}
         return everywhere.pop() if len(everywhere) == 1 else None
 
-    def _calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
+    def calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
+        """Every call of the project that runs ``function`` (file, key; a construction: its class's
+        ``__init__``), with its file."""
         if self._callers is None:
             self._callers = self._index()
         return self._callers.get(function, [])

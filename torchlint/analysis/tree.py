@@ -189,6 +189,16 @@ class Tree:
         first = bisect.bisect_right(found, start, key=self.index)
         return first < len(found) and self.order[id(found[first])] <= self._last_index(node)
 
+    def nodes_under(self, node: cst.CSTNode, node_type: type[N]) -> list[N]:
+        """The nodes of :meth:`nodes` that lie under ``node`` (not ``node`` itself), in source
+        order: a bisection of that list, as in :meth:`holds`, not a scan of the file per question."""
+        found, start = self.by_type.get(node_type, []), self.order.get(id(node))
+        if start is None:  # a node made after the walk (a fix's)
+            return [n for n in found if self.is_inside(n, node)]  # type: ignore[misc]
+        first = bisect.bisect_right(found, start, key=self.index)
+        last = bisect.bisect_right(found, self._last_index(node), lo=first, key=self.index)
+        return found[first:last]  # type: ignore[return-value]
+
     def classes_named(self, name: str) -> list[cst.ClassDef]:
         """Every ``class name`` of the file, in source order: one index of the classes, not a
         scan of them all per question (asked for every construction a check looks at)."""

@@ -1,6 +1,6 @@
 """Code of a package vendored into a project that no code of the project reaches (pure data, over
 the project's summaries): so-vits-svc carries a copy of whisper, runs its encoder, and never calls
-its ``decode()``; the decode loop there is no step of this project (engine/settle.py)."""
+its ``decode()``; the decode loop there is no step of this project (engine/settle_places.py)."""
 
 from __future__ import annotations
 
@@ -33,18 +33,15 @@ def uncalled_vendored(settings: SettingDefaults, site: Location) -> str | None:
 
 
 def _hot_sites(settings: SettingDefaults) -> dict[Location, tuple[str, CallSite]]:
-    found = settings.__dict__.get("_hot_memo")
-    if found is None:
-        found = settings.__dict__["_hot_memo"] = {call.location: (path, call) for path, summary in settings.project.files.items()
-                                                  for call in summary.calls if call.loop is not None and call.location is not None}
-    return found
+    return settings.kept("vendored_reach.hot_sites", lambda: {call.location: (path, call) for path, summary in settings.project.files.items()
+                                                              for call in summary.calls if call.loop is not None and call.location is not None})
 
 
 def _vendored(settings: SettingDefaults, folder: str) -> bool:
     """Is ``folder`` a package nested in another one (its parent has an ``__init__.py`` too: not a
     library's own top-level package), that calls nothing of the project outside itself (a copy
     of another project), and that code of the project outside it, not a test, calls into?"""
-    memo = settings.__dict__.setdefault("_vendored_memo", {})
+    memo: dict[str, bool] = settings.kept("vendored_reach.vendored", dict)
     if folder not in memo:
         files = settings.project.files
         parent = folder.rpartition("/")[0]
@@ -80,12 +77,12 @@ def _reached_now(settings: SettingDefaults, path: str, function: str, folder: st
     # (a method runs only on an object of its class: where none is built in code that runs, no call by its name,
     # nor a use of that name as a value, is this one; elsewhere either may be)
     if owner not in settings.project.classes.get(path, {}) or _built_where_run(settings, path, owner, folder, seen, roots):
-        if name in settings._valued():
+        if name in settings.valued():
             return True
-        for caller_path, call in settings._unresolved_named(name):  # (a call of that name the join cannot resolve: maybe this one)
+        for caller_path, call in settings.unresolved_named(name):  # (a call of that name the join cannot resolve: maybe this one)
             if caller_path.rpartition("/")[0] != folder or not call.caller or _reached(settings, caller_path, call.caller, folder, seen, roots):
                 return True
-    calls = settings._calls_of((path, function))
+    calls = settings.calls_of((path, function))
     for caller_path, call in calls:
         if caller_path.rpartition("/")[0] != folder or not call.caller or _reached(settings, caller_path, call.caller, folder, seen, roots):
             return True
@@ -100,6 +97,6 @@ def _built_where_run(settings: SettingDefaults, path: str, cls: str, folder: str
     a class built by name, or none seen (a factory's)?"""
     if settings.project.has_subclasses(path, cls) or any(summary.by_name for summary in settings.project.files.values()):
         return True
-    built = [(caller_path, call) for caller_path, call in settings._constructions() if settings.project.class_of(call.target, caller_path, 1) == (path, cls)]
+    built = [(caller_path, call) for caller_path, call in settings.constructions() if settings.project.class_of(call.target, caller_path, 1) == (path, cls)]
     return not built or any(caller_path.rpartition("/")[0] != folder or not call.caller or _reached(settings, caller_path, call.caller, folder, seen, roots)
                             for caller_path, call in built)

@@ -20,7 +20,8 @@ from torchlint.analysis.join_steps import StepInfo, Steps
 from torchlint.config import Config
 from torchlint.engine.isolate import guarded_stage
 from torchlint.engine.results import FileResult, InternalError
-from torchlint.engine.settle import per_step_findings, step_loops_of, subclass_holds
+from torchlint.engine.settle import step_loops_of, subclass_holds
+from torchlint.engine.settle_places import per_step_findings
 from torchlint.engine.source import Source
 from torchlint.engine.suppress import PerFileIgnores, is_suppressed, selected_codes
 from torchlint.findings import IMPACT_RANK, Finding, Location
