@@ -198,7 +198,7 @@ def project_summaries(path: Path, settings: Resolver, *, cache: Path | None, job
 
     store = Cache(cache) if cache is not None else None
     context = Context.around([path], [path, *leave_out], settings, store)
-    context.take(check_files(context.todo_files(), context.todo_configs(), jobs=jobs), store)
+    context.take(check_files(context.todo_files(), context.todo_configs(), jobs=jobs, tails=context.tails), store)
     if store is not None:
         store.prune()
     return context
