@@ -229,3 +229,31 @@ def _module_names(path: str) -> list[str]:
             break
         parts.insert(0, name)
     return names
+
+
+def module_tails(paths: Iterable[str]) -> frozenset[str]:
+    """The last part of every module name of the files at ``paths`` (``_module_names``): a file's
+    stem, a package's directory (its ``__init__.py``), each dot-separated piece of either. An
+    absolute import none of whose parts is among them names no module of those files: no
+    ``_split`` of it finds one, so the join resolves nothing through it."""
+    tails: set[str] = set()
+    for path in paths:
+        directory, filename = os.path.split(path)
+        stem = filename[:-3] if filename.endswith(".py") else filename
+        tails.update((os.path.basename(directory) if stem == "__init__" else stem).split("."))
+    return frozenset(tails)
+
+
+def never_resolved(target: Ref, tails: frozenset[str]) -> bool:
+    """Is ``target`` a call the join of a project whose ``module_tails`` are within ``tails`` never
+    follows: an absolute import none of whose parts is a tail, or a method of an object of a class
+    (or made by a factory) so imported (``Project.callees`` finds them only through ``_split``)."""
+    ref = import_judged(target)
+    return ref[0] == "import" and not ref[1] and tails.isdisjoint(ref[2].split("."))
+
+
+def import_judged(target: Ref) -> Ref:
+    """What ``never_resolved`` judges ``target`` by: itself, or its object's class, or the factory that made it."""
+    if target[0] == "object":
+        return target[1][1] if target[1][0] == "returned" else target[1]
+    return target

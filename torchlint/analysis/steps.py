@@ -39,6 +39,7 @@ from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import positional
 from torchlint.analysis.patched import patched_forwards
+from torchlint.analysis.project_index import import_judged, never_resolved
 from torchlint.analysis.summary import _NOT_PROJECT, BY_NAME, FULL_BATCH, CallSite, FileSummary, Ref
 from torchlint.analysis.summary_arguments import CallArguments, falsy_args, literal_args
 from torchlint.analysis.summary_classes import ClassSummaries
@@ -87,8 +88,12 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
     the roots of compiled code (``compiled_roots``), where each call runs (``summary_places``),
     the classes and hooks (``summary_classes``); here, the calls placed and the exports."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, tails: frozenset[str] | None = None) -> None:
         self.ctx = ctx
+        # the project's `module_tails` where the run knows its files (None: any module may exist), and the
+        # parts of the imports whose sites it left unfacted for naming none (`FileSummary.skipped`)
+        self.tails = tails
+        self.skipped: set[str] = set()
         tree = ctx.tree
         self.functions = tree.nodes(cst.FunctionDef)
         self.keys = {id(f): function_key(ctx, f) for f in self.functions}
@@ -179,6 +184,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
 
     def _call_site(self, caller: str, target: Ref, loop: Where | None, call: cst.Call, within: str,
                    locate: Callable[[cst.CSTNode], Location]) -> CallSite:
+        location = locate(call) if id(call) in self._positioned else None
+        if self.tails is not None and never_resolved(target, self.tails):
+            # A call the join cannot follow (an import that names no module of the project): it reads no more of
+            # it than its place's unit (`join_generations`), so its facts and place are not found (a third of a
+            # summary's time). The parts it was judged by go with the summary, for a cache read in another project.
+            self.skipped.update(import_judged(target)[2].split("."))
+            placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
+            return CallSite(caller, target, loop, location, within=within, unit=self._unit(call) if placed else _NO_PLACE[2])
         facts = self._call_facts(call)
         # Module-level code outside loops runs once: the join reads such a call only for what it
         # passes (objects, device and host arguments), never where it sits in a step (its place).
@@ -186,7 +199,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         # name that is no function of this file (a class's construction, `Linear(d, d)`).
         placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
         place = self._place(call) if placed else _NO_PLACE
-        return CallSite(caller, target, loop, locate(call) if id(call) in self._positioned else None, facts["args"],
+        return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
@@ -244,7 +257,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
             idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
-            valued=valued_functions(self.ctx),
+            valued=valued_functions(self.ctx), skipped=frozenset(self.skipped),
         )
 
     def _off_defaults(self) -> tuple[tuple[str, str, bool], ...]:
@@ -297,10 +310,14 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             hot = ctx.loops.local_hot_loop(call)
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
             stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
-            unit = (FULL_BATCH if ctx.loops.full_batch(hot) else ctx.places.step_unit(hot)) if hot is not None else "step"
-            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), unit,
+            places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), self._unit(call),
                                                ctx.guards.frequent_words(call, stop=stop) if stop is not None else "")
         return places
+
+    def _unit(self, call: cst.Call) -> str:
+        """What one iteration of the hot loop around ``call`` is (``CallSite.unit``)."""
+        hot = self.ctx.loops.local_hot_loop(call)
+        return (FULL_BATCH if self.ctx.loops.full_batch(hot) else self.ctx.places.step_unit(hot)) if hot is not None else "step"
 
     @cached_property
     def _places(self) -> dict[int, tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str]]:

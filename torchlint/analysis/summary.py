@@ -221,3 +221,6 @@ class FileSummary:
     # names of functions this file uses as values, not only calls (analysis/function_values.py): where those
     # values are called is not seen, so no call site says they run only behind a switch
     valued: tuple[str, ...] = ()
+    # the name parts of the imports whose call sites were left with no facts, as naming no module of the project
+    # the file was checked in (``StepSummarizer.tails``): a project with a module of one of these names needs it summarised again
+    skipped: frozenset[str] = frozenset()

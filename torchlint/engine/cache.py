@@ -351,10 +351,11 @@ class Entry:
     stamp: tuple[int, int]
 
 
-def look_up(store: Cache | None, keys: Keys | list[Keys], file: SourceFile) -> tuple[FileResult | None, Entry | None]:
+def look_up(store: Cache | None, keys: Keys | list[Keys], file: SourceFile, tails: frozenset[str] | None = None) -> tuple[FileResult | None, Entry | None]:
     """The cached result of ``file`` (or None), and the entry its result is to go in;
     with several ``keys``, the first that holds a result wins, and a new result goes
-    under the last."""
+    under the last. ``tails``: the run's project's module tails (``project_index.module_tails``);
+    a result whose summary left out the facts of calls an import of one of them makes is a miss."""
     if store is None:
         return None, None
     try:
@@ -369,7 +370,7 @@ def look_up(store: Cache | None, keys: Keys | list[Keys], file: SourceFile) -> t
     entries = [Entry(store.key(k.of(file), digest), stamp) for k in (keys if isinstance(keys, list) else [keys])]
     for entry in entries:
         hit = store.load(entry.key)
-        if hit is not None:
+        if hit is not None and (tails is None or hit.summary is None or hit.summary.skipped.isdisjoint(tails)):
             hit.path = file.path
             return hit, entry
     return None, entries[-1]

@@ -77,16 +77,17 @@ def lint_paths(
     broken_given = dict(getattr(resolver, "broken", {}))  # what the given paths met; the project walk's is a note
     keys = keys_of(configs)  # raises ConfigError for an unknown code in any of them
     store = Cache(cache) if cache is not None else None
-    looked_up = [look_up(store, keys[id(c)], file) for file, c in zip(files, configs)]
+    context = Context.around(paths, [f.path for f in files], resolver, store) if project and files else Context()
+    tails = context.tails_with(files)  # every module the join may resolve a call to ends in one of these
+    looked_up = [look_up(store, keys[id(c)], file, tails) for file, c in zip(files, configs)]
     results: list[FileResult | None] = [hit for hit, _ in looked_up]
     todo = [i for i, r in enumerate(results) if r is None]
-    context = Context.around(paths, [f.path for f in files], resolver, store) if project and files else Context()
     bar = Bar(len(todo) + len(context.todo), progress)
     try:
         checked = check_files(
             [files[i] for i in todo] + context.todo_files(),
             [configs[i] for i in todo] + context.todo_configs(),
-            jobs=jobs, debug=debug, progress=bar.advance,
+            jobs=jobs, debug=debug, progress=bar.advance, tails=tails,
         )
     finally:
         bar.close()

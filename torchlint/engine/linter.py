@@ -37,8 +37,9 @@ def options_of(config: Config) -> Options:
 class Linter:
     """The selected checks and filters of one configuration, applied file by file."""
 
-    def __init__(self, config: Config, debug: bool = False) -> None:
+    def __init__(self, config: Config, debug: bool = False, tails: frozenset[str] | None = None) -> None:
         known = catalogue.defaults()
+        self.tails = tails  # the module tails of the project its files join in, where the run knows them (`run_checks`)
         self.known = set(known)
         self.codes = selected_codes(config, known)
         self.per_file = PerFileIgnores(config, known)
@@ -61,7 +62,7 @@ class Linter:
         if needs_parse(source.text):
             from torchlint.engine.runner import run_checks
 
-            return run_checks(source, [c for c in self.checks if c.code not in ignored], self.options, self.debug, file=str(path))
+            return run_checks(source, [c for c in self.checks if c.code not in ignored], self.options, self.debug, file=str(path), tails=self.tails)
         result = FileResult(source)
         ready = encodable(source, result)
         return result if ready is None else light_check(ready, result, str(path))

@@ -122,24 +122,26 @@ class Configs:
         return self.slots[id(file)]
 
 
-def check_files(files: list[SourceFile], config: Config | Sequence[Config], *, jobs: int, debug: bool = False, progress: Progress | None = None) -> list[FileResult]:
+def check_files(files: list[SourceFile], config: Config | Sequence[Config], *, jobs: int, debug: bool = False, progress: Progress | None = None,
+                tails: frozenset[str] | None = None) -> list[FileResult]:
     """Check ``files`` (in their order) with up to ``jobs`` processes; ``config`` is
-    theirs, or one per file."""
+    theirs, or one per file. ``tails``: the module tails of the project they join in (``Linter``)."""
     if not files:
         return []  # all cached: libcst and the checks are never imported
     configs = Configs(files, config)
     if jobs > 1 and len(files) >= MIN_POOL_FILES and not debug:
-        checked = _in_pool(files, configs, jobs, progress)
+        checked = _in_pool(files, configs, jobs, progress, tails)
         if checked is not None:
             return checked
-    return _in_process(files, configs, debug, progress)
+    return _in_process(files, configs, debug, progress, tails)
 
 
-def _in_process(files: list[SourceFile], config: Config | Configs, debug: bool, progress: Progress | None) -> list[FileResult]:
+def _in_process(files: list[SourceFile], config: Config | Configs, debug: bool, progress: Progress | None,
+                tails: frozenset[str] | None = None) -> list[FileResult]:
     from torchlint.engine.linter import Linter
 
     configs = config if isinstance(config, Configs) else Configs(files, config)
-    linters = [Linter(c, debug) for c in configs.distinct]
+    linters = [Linter(c, debug, tails) for c in configs.distinct]
     checked = []
     for file in files:
         checked.append(check_file(linters[configs.slot(file)], file))
@@ -151,14 +153,16 @@ def _in_process(files: list[SourceFile], config: Config | Configs, debug: bool, 
 # The worker's linters (one per distinct config, made on first use) and their configs,
 # given once per process by the pool's initializer.
 _worker_configs: tuple[Config, ...] = ()
+_worker_tails: frozenset[str] | None = None
 _worker_linters: dict[int, Linter] = {}
 
 
-def _start_worker(configs: tuple[Config, ...]) -> None:
-    global _worker_configs
+def _start_worker(configs: tuple[Config, ...], tails: frozenset[str] | None = None) -> None:
+    global _worker_configs, _worker_tails
     # Ctrl-C is the parent's to handle: it stops the pool, and no worker prints a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_configs = configs
+    _worker_tails = tails
     _worker_linters.clear()
     _end_with_parent(os.getppid())
 
@@ -199,7 +203,7 @@ def _worker_linter(slot: int) -> Linter:
     if slot not in _worker_linters:
         from torchlint.engine.linter import Linter
 
-        _worker_linters[slot] = Linter(_worker_configs[slot])
+        _worker_linters[slot] = Linter(_worker_configs[slot], tails=_worker_tails)
     return _worker_linters[slot]
 
 
@@ -221,26 +225,28 @@ def _size(file: SourceFile) -> int:
         return 0
 
 
-def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
+def _in_pool(files: list[SourceFile], config: Config | Configs, jobs: int, progress: Progress | None,
+             tails: frozenset[str] | None = None) -> list[FileResult] | None:
     """The files checked by a pool of ``jobs`` processes, in their order; None when no
     pool can start."""
     configs = config if isinstance(config, Configs) else Configs(files, config)
     order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
-    checked = _in_pool_ordered([files[i] for i in order], configs, jobs, progress)
+    checked = _in_pool_ordered([files[i] for i in order], configs, jobs, progress, tails)
     if checked is None:
         return None
     results: dict[int, FileResult] = dict(zip(order, checked))
     return [results[index] for index in range(len(files))]
 
 
-def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None) -> list[FileResult] | None:
+def _in_pool_ordered(files: list[SourceFile], configs: Configs, jobs: int, progress: Progress | None,
+                     tails: frozenset[str] | None = None) -> list[FileResult] | None:
     chunks = _chunks(files, jobs)
     # The handlers come first: a signal between the workers' start and the wait for their
     # results must stop them too. Ctrl-C, SIGTERM and SIGHUP all raise KeyboardInterrupt
     # (torchlint/stopping.py): the workers are killed at once, not left to finish their
     # batches, and the command exits with the signal's status.
     with stop_signals_raise():
-        executor = _new_pool(min(jobs, len(chunks)), configs)
+        executor = _new_pool(min(jobs, len(chunks)), configs, tails)
         if executor is None:
             return None
         with executor:
@@ -265,14 +271,14 @@ def _slots(chunk: list[SourceFile], configs: Configs) -> tuple[int, ...]:
     return tuple(configs.slot(file) for file in chunk)
 
 
-def _new_pool(workers: int, configs: Configs) -> ProcessPoolExecutor | None:
+def _new_pool(workers: int, configs: Configs, tails: frozenset[str] | None = None) -> ProcessPoolExecutor | None:
     # Imported here: concurrent.futures brings multiprocessing, logging and sockets, a
     # cold start's tenth, and a run of a few files never starts a pool.
     from concurrent.futures import ProcessPoolExecutor
 
     _load_for_forked_workers()
     try:
-        return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(tuple(configs.distinct),))
+        return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(tuple(configs.distinct), tails))
     except (OSError, ValueError, NotImplementedError, ImportError):
         return None  # no processes or semaphores here (a sandbox, a read-only /dev/shm)
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from torchlint.analysis.project_index import module_tails
 from torchlint.analysis.summary import FileSummary
 from torchlint.config import Config, ConfigError, Resolver
 from torchlint.engine.cache import Cache, Entry, Keys, look_up, unchanged
@@ -105,6 +106,9 @@ class Context:
     note: str | None = None  # why the project could not be joined
     store: Cache | None = None  # the result cache it was read from
     by_path: dict[str, tuple[SourceFile, Config]] = field(default_factory=dict)  # every file, by absolute path, with its own config
+    # the module tails (``project_index.module_tails``) of the given files and these: a summary made knowing them leaves
+    # out the facts of calls the join cannot follow, and a cached one that left out a call of one of them is a miss
+    tails: frozenset[str] | None = None
 
     @classmethod
     def around(cls, paths: Iterable[Path], given: Iterable[Path], settings: Resolver, store: Cache | None, within: Path | None = None) -> Context:
@@ -118,6 +122,7 @@ class Context:
         except ConfigError as error:  # a broken config elsewhere in the project: `check .` says so
             context.note = f"the given files were checked without the rest of their project: {error}"
             return context
+        context.tails = module_tails(os.path.abspath(path) for path in [*given, *(file.path for file in files)])
         per_config: dict[int, tuple[Config, list[Keys]]] = {}
         for file in files:
             try:
@@ -128,7 +133,7 @@ class Context:
                 continue  # that file's config is broken: it adds no steps
             own, keys = per_config[id(config)]
             context.by_path[os.path.abspath(file.path)] = (file, config)
-            hit, entry = look_up(store, keys, file)
+            hit, entry = look_up(store, keys, file, context.tails)
             if hit is not None:
                 if hit.summary is not None:
                     context.summaries.append(hit.summary)
@@ -164,7 +169,7 @@ class Context:
         todo: list[tuple[SourceFile, Config, Entry | None]] = []
         for file, config in wanted:
             try:
-                hit, entry = look_up(store, Keys(config), file)
+                hit, entry = look_up(store, Keys(config), file, self.tails)
             except ConfigError:
                 continue  # an unknown code in that file's config: its findings are not ours to report
             if hit is not None:
@@ -180,6 +185,10 @@ class Context:
             found.append(result)
         return found
 
+    def tails_with(self, files: Iterable[SourceFile]) -> frozenset[str] | None:
+        """The module tails of the project joined: ``tails``, else (no project walked) those of ``files`` alone."""
+        return self.tails if self.tails is not None else module_tails(os.path.abspath(file.path) for file in files)
+
 
 def project_summaries(path: Path, settings: Resolver, *, cache: Path | None, jobs: int = 1, leave_out: Iterable[Path] = ()) -> Context:
     """The context of one text that is not read from disk (stdin with ``--stdin-filename``,
@@ -189,7 +198,7 @@ def project_summaries(path: Path, settings: Resolver, *, cache: Path | None, job
 
     store = Cache(cache) if cache is not None else None
     context = Context.around([path], [path, *leave_out], settings, store)
-    context.take(check_files(context.todo_files(), context.todo_configs(), jobs=jobs), store)
+    context.take(check_files(context.todo_files(), context.todo_configs(), jobs=jobs, tails=context.tails), store)
     if store is not None:
         store.prune()
     return context

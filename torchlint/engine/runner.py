@@ -61,10 +61,12 @@ def parse(source: Source) -> cst.Module | Finding:
         return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
 
 
-def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False, file: str | None = None) -> FileResult:
+def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False, file: str | None = None,
+               tails: frozenset[str] | None = None) -> FileResult:
     """Parse ``source`` once, run every check over the shared analysis, locate the reports.
     ``file``: where the text lives (its step summary is named by that absolute path, which
-    module names come from); by default its display name, taken from the working directory."""
+    module names come from); by default its display name, taken from the working directory.
+    ``tails``: the module tails of the project it is joined in, where known (``StepSummarizer``)."""
     result = FileResult(source)
     absolute = os.path.abspath(file if file is not None else source.path)
     ready = encodable(source, result)  # a lone surrogate: said where, a notebook's other cells checked
@@ -108,7 +110,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS
                           and not (report.needs_tensor_argument or report.unless_host or report.if_device or report.unless_host_return is not None))
     try:
-        summarizer = StepSummarizer(ctx)
+        summarizer = StepSummarizer(ctx, tails)
         hot_calls = summarizer.hot_call_nodes(located=bool(made))
     except Exception as error:  # the step summary only adds findings: losing it loses no others
         if debug:
