@@ -148,6 +148,9 @@ class ClassSummary:
     # name -> what the function is, a call on an object of the class runs it with the object as its first
     # argument (`Project.method`, `Project.parameters`)
     aliases: tuple[tuple[str, Ref], ...] = ()
+    # attributes the class only copies from another object of its own under the same name
+    # (`self.value_mean_std = self.model.value_mean_std`): `project_callees.buffers_only` looks the name up
+    copies: tuple[str, ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)
