@@ -11,6 +11,7 @@ from torchlint.analysis.frozen import built_weights
 from torchlint.analysis.names import canonical, dotted
 
 if TYPE_CHECKING:
+    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 # What registers weights or submodules other than by `self.x = Layer(...)`: not buffers only.
@@ -79,7 +80,7 @@ def built_elsewhere(ctx: FileContext, module: cst.BaseExpression, at: cst.CSTNod
     return made[0] if len(classes) == 1 else None  # type: ignore[return-value]
 
 
-def _copied(binding, name: str) -> bool:  # type: ignore[no-untyped-def]
+def _copied(binding: Binding, name: str) -> bool:
     """``self.norm = self.model.norm`` (either branch of a conditional expression): a copy under the same name."""
     value = binding.value if binding.kind == "assign" and binding.element is None else None
     branches = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
