@@ -43,3 +43,14 @@ def test_the_caller_alone_keeps_its_findings(project: Path) -> None:
     assert len(quiet) == 3 and not quiet & {f.line for f in project_findings(project, "TL301")}
     (project / "normalizers.py").unlink()
     assert quiet.issubset({f.line for f in project_findings(project, "TL301")})
+
+
+def test_a_copied_attribute_is_looked_up_where_it_is_kept(project: Path) -> None:
+    """``self.value_stats`` of a base class, set by a subclass in another file as a copy of a critic's:
+    quiet while the critic's class keeps running statistics; flagged once the copy is of a library model's."""
+    line = next(n for n, text in enumerate((project / "learner_base.py").read_text().splitlines(), 1) if "= self.value_stats(" in text)
+    assert line not in {f.line for f in project_findings(project, "TL301") if f.location.path.endswith("learner_base.py")}
+    learner = project / "learner.py"
+    learner.write_text(learner.read_text().replace("self.central.value_stats if central else self.critic.value_stats",
+                                                   "self.critic.value_stats if central else self.backbone.value_stats"))
+    assert line in {f.line for f in project_findings(project, "TL301") if f.location.path.endswith("learner_base.py")}

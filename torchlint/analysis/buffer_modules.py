@@ -11,6 +11,7 @@ from torchlint.analysis.frozen import built_weights
 from torchlint.analysis.names import canonical, dotted
 
 if TYPE_CHECKING:
+    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 # What registers weights or submodules other than by `self.x = Layer(...)`: not buffers only.
@@ -65,9 +66,20 @@ def built_elsewhere(ctx: FileContext, module: cst.BaseExpression, at: cst.CSTNod
     if cls is None or name is None or not name.startswith("self.") or name.count(".") != 1:
         return None
     bindings = ctx.bindings.self_attrs.get(id(cls), {}).get(name, [])
+    if isinstance(at, cst.Call) and at.func is module and all(_copied(b, name) for b in bindings):
+        # set in a subclass or copied from another object (`self.norm = self.model.norm`): the call itself,
+        # whose target the join looks up as an attribute of the class (`project_callees.buffers_only`)
+        return at
     made = [built_weights(ctx, b.value, b.node) if b.kind == "assign" and b.element is None and b.value is not None else None
             for b in bindings]
     if not made or not all(isinstance(m, cst.Call) for m in made):
         return None
     classes = {dotted(m.func) for m in made}  # type: ignore[union-attr]
     return made[0] if len(classes) == 1 else None  # type: ignore[return-value]
+
+
+def _copied(binding: Binding, name: str) -> bool:
+    """``self.norm = self.model.norm`` (either branch of a conditional expression): a copy under the same name."""
+    value = binding.value if binding.kind == "assign" and binding.element is None else None
+    branches = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
+    return all(type(b) is cst.Attribute and b.attr.value == name.split(".")[-1] and (dotted(b) or "").startswith("self.") for b in branches)

@@ -109,7 +109,7 @@ def _guarded_seed(project: Project, path: str, call: CallSite, callee: tuple[str
         return None
     per_step, position = _called_place(None, call, callee, loops_by_file.get(path, {}))
     return _as_training_step(StepInfo(LOOP_WORDS[where], (call.location,) if call.location is not None else (), where, host_only=path in host_steps,
-                                      tensor_args=call.tensors, omitted=project.omitted(call, callee), constants=project.constants(call, callee),
+                                      tensor_args=call.tensors, omitted=project.none_passed(call, callee, path), constants=project.constants(call, callee),
                                       uploaded=project.uploads(call, callee), passed=project.passes(call, callee), per_step=per_step, position=position))
 
 
@@ -203,7 +203,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
             for callee in project.callees(call.target, path) if where is not None else ():
                 loop_where = _loop_where(where, project, callee)  # type: ignore[arg-type]
                 sites = (call.location,) if call.location is not None else ()
-                omitted, constants = project.omitted(call, callee), project.constants(call, callee)
+                omitted, constants = project.none_passed(call, callee, path), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
                 if position not in _DRAINED and call.loop is None and loop_where not in (Where.TRAIN, Where.EPOCH) \
                         and loops_here.get(call.within) != DECODED and generations.follows(path, call):

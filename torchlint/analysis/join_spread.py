@@ -168,7 +168,7 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
     sites = (call.location,) if caller.hook and call.location is not None else caller.sites
     per_step, position = _called_place(caller, call, callee, loops_by_file.get(path, {}))
     return StepInfo(caller.origin, sites, caller.where, host_only=caller.host_only, tensor_args=call.tensors, via="" if caller.hook else key,
-                    omitted=project.omitted(call, callee), constants=project.constants(call, callee),
+                    omitted=project.none_passed(call, callee, path, caller.omitted), constants=project.constants(call, callee),
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
                     feeds_env=call.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),

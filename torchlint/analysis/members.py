@@ -310,20 +310,35 @@ def target_names(target: cst.BaseExpression) -> list[cst.Name]:
     return []
 
 
-def may_iterate_modules(iterable: cst.BaseExpression) -> bool:
+def may_iterate_modules(iterable: cst.BaseExpression, calls_element: bool = False) -> bool:
     """``self.layers``, ``blocks``, ``enumerate(self.layers)``, ``zip(self.a, self.b)``,
-    ``self.heads.values()``, ``self.heads.items()``: an iterable that may be a container of modules."""
+    ``self.heads.values()``, ``self.heads.items()``: an iterable that may be a container of modules;
+    with ``calls_element`` (the loop calls its element: ``layer(residual)``), a slice ``self.layers[:n_q]`` too."""
     if type(iterable) is cst.Call:
         func = iterable.func
         if type(func) is cst.Name and func.value in ("zip", "enumerate"):
-            return any(may_iterate_modules(a.value) for a in iterable.args)
+            return any(may_iterate_modules(a.value, calls_element) for a in iterable.args)
         return type(func) is cst.Attribute and func.attr.value in ("values", "items") and may_iterate_modules(func.value)
     if type(iterable) is cst.Subscript and type(iterable.value) is cst.Attribute and dotted(iterable.value.value) == "self":
-        # `self.emas["batch"]`: an entry of a dict of lists (`MemberRefs._entry_members`), by its string key only: a
-        # slice (`self.layers[:n_q]`) reached audiocraft's codebooks from an evaluation loop, into branches that run
-        # only in training or on the first call, which the step's analysis does not prune
-        return string_key(iterable) is not None
+        # `self.emas["batch"]`: an entry of a dict of lists (`MemberRefs._entry_members`), by its string key; a slice
+        # (`self.layers[:n_q]`) only where the loop runs each element's forward (encodec's residual quantizer): its
+        # `encode` loop's `layer.encode(x)` reached audiocraft's codebooks from an evaluation loop, into branches that
+        # run only in training or on the first call, which the step's analysis does not prune
+        return string_key(iterable) is not None or calls_element and sliced(iterable) is not None
     return type(iterable) is cst.Name or type(iterable) is cst.Attribute
+
+
+def sliced(iterable: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``self.layers`` of ``self.layers[:n_q]`` (a slice, no index): the container whose members it holds."""
+    if type(iterable) is not cst.Subscript or type(iterable.value) is not cst.Attribute or dotted(iterable.value.value) != "self":
+        return None
+    return iterable.value if iterable.slice and all(type(s.slice) is cst.Slice for s in iterable.slice) else None
+
+
+def calls_element(calls: list[cst.Call], names: set[str]) -> bool:
+    """Does a loop whose calls are ``calls`` call one of its loop variables ``names`` itself (``layer(residual)``:
+    each element's forward), not only a method of it?"""
+    return any(type(call.func) is cst.Name and call.func.value in names for call in calls)
 
 
 def iterated_item(iterable: cst.BaseExpression | None, element: int | None, *, dict_views: bool) -> cst.BaseExpression | None:

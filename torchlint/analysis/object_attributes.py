@@ -107,6 +107,38 @@ class ObjectAttributes:
                     found.append((name, each))  # several entries: the attribute may hold any of them
         return tuple(found)
 
+    def copied_attributes(self, cls: cst.ClassDef) -> tuple[str, ...]:
+        """The attributes ``cls`` only copies from another object it keeps, under the same name
+        (rl_games' ``self.value_mean_std = self.model.value_mean_std``, in either branch of a
+        conditional expression): the join looks the name up on the project's classes that keep it."""
+        found = []
+        for name, bindings in self.ctx.bindings.self_attrs.get(id(cls), {}).items():
+            attr = name[len("self."):]
+            values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+            if not values or len(values) != len(bindings):
+                continue  # (a parameter, an augmented or unpacked assignment: not only a copy)
+            branches = [branch for value in values for branch in ((value.body, value.orelse) if type(value) is cst.IfExp else (value,))]
+            chains = [dotted(branch) if type(branch) is cst.Attribute and branch.attr.value == attr else None for branch in branches]
+            # (another object of `self`'s: `self.model.norm`; not a module's or a library object's by name)
+            if all(chain is not None and chain.startswith("self.") and chain.count(".") >= 2 for chain in chains) \
+                    and not any(self._library_built(cls, chain.split(".")[1]) for chain in chains):  # type: ignore[union-attr]
+                found.append(attr)
+        return tuple(sorted(found))
+
+    def _library_built(self, cls: cst.ClassDef, attr: str) -> bool:
+        """Is ``self.<attr>`` built in ``cls`` by a library's call (``timm.create_model(...)``,
+        ``AutoModel.from_pretrained(...)``): its attributes are no project class's."""
+        for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
+            value = binding.value
+            while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("to", "cuda", "eval", "from_pretrained"):
+                if value.func.attr.value == "from_pretrained":
+                    return True
+                value = value.func.value
+            qualified = self.ctx.qname(value.func) if type(value) is cst.Call else None
+            if qualified is not None and qualified.split(".")[0] in _NOT_PROJECT:
+                return True
+        return False
+
     # --- names of classes ------------------------------------------------------------------
     def _parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
         """(function key, name) when ``expr`` is a parameter of the enclosing function."""

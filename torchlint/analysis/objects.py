@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.aliases import AliasRefs
-from torchlint.analysis.members import CONTAINERS, MemberRefs, either, iterated_item, may_iterate_modules, target_names
+from torchlint.analysis.members import CONTAINERS, MemberRefs, calls_element, either, iterated_item, may_iterate_modules, sliced, target_names
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_attributes import ObjectAttributes
 from torchlint.analysis.object_flow import ObjectFlow
@@ -95,8 +95,10 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
             if self.ctx.qname(value.func) in _COMPILERS:
                 compiled |= names
         for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.CompFor)):
-            if may_iterate_modules(loop.iter):  # `for layer in self.layers`, `enumerate(blocks)`
-                objects |= {n.value for n in target_names(loop.target)}
+            names = {n.value for n in target_names(loop.target)}
+            # `for layer in self.layers`, `enumerate(blocks)`; `self.layers[:n_q]` where the loop calls `layer(x)`
+            if may_iterate_modules(loop.iter) or type(loop) is cst.For and may_iterate_modules(loop.iter, calls_element(self.ctx.loops.loop_calls(loop), names)):
+                objects |= names
         for param in self.ctx.tree.nodes(cst.Param):
             if param.annotation is not None and annotation_name(param.annotation.annotation) is not None:
                 objects.add(param.name.value)
@@ -188,6 +190,9 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         if binding.kind in ("for", "comp"):
             iterable = self._zipped(binding.value, binding.node)
             source = iterated_item(iterable, binding.element, dict_views=True)
+            if sliced(source) is not None and type(binding.node) is cst.For \
+                    and calls_element(self.ctx.loops.loop_calls(binding.node), {expr.value}):
+                source = sliced(source)  # `for layer in self.layers[:n_q]: layer(residual)`: some of its members, each
             inner = _nested_position(binding.node, binding.element, expr)
             if inner is not None and type(source) is cst.Call and type(source.func) is cst.Name and source.func.value in ("zip", "enumerate"):
                 source = iterated_item(source, inner, dict_views=True)  # `for i, (block, kv) in enumerate(zip(self.h, past))`

@@ -55,10 +55,26 @@ def returns_device(project: Project, ref: Ref, importer: str) -> bool:
 
 def buffers_only(project: Project, ref: Ref, importer: str) -> bool:
     """Is ``ref`` (a module's constructor) a project class that registers buffers and no weights
-    (``ClassSummary.weights`` ``BUFFERS``: rl_games' ``RunningMeanStd``)? False for a library's class."""
+    (``ClassSummary.weights`` ``BUFFERS``: rl_games' ``RunningMeanStd``)? False for a library's class.
+    ``self.norm`` of a class (a ``("method", class, "norm")`` ref, no method of that name): what the
+    class, its project bases and subclasses keep there, and where one only copies it from another
+    object (``self.value_mean_std = self.model.value_mean_std``, ``ClassSummary.copies``), what every
+    class of the project keeps under that name: each (at least one) such a class."""
+    if ref[0] == "method":
+        return _kept_buffers(project, importer, ref[1], ref[2])
     owner = project.class_of(ref, importer, 0)
     cls = project.classes.get(owner[0], {}).get(owner[1]) if owner is not None else None
     return cls is not None and cls.weights == BUFFERS
+
+
+def _kept_buffers(project: Project, path: str, class_key: str, attr: str) -> bool:
+    if class_key not in project.classes.get(path, {}) or project.method(path, class_key, attr) is not None:
+        return False  # (a method of the class, or no class the project knows)
+    holders = [*project.mro(path, class_key), *((p, project.classes[p][k]) for p, k in project.subclasses(path, class_key))]
+    kept = [(p, ref) for p, cls in holders for name, ref in cls.attributes if name == attr]
+    if any(attr in cls.copies for _, cls in holders):  # (copied from an object of a class the summary does not name: any keeping it)
+        kept += [(p, ref) for p, classes in project.classes.items() for cls in classes.values() for name, ref in cls.attributes if name == attr]
+    return bool(kept) and all(ref[0] != "method" and buffers_only(project, ref, p) for p, ref in kept)
 
 
 def _each_callee(project: Project, ref: Ref, importer: str) -> list[tuple[str, str]]:

@@ -53,6 +53,54 @@ class ProjectIndex:
         positional, keywords = call.given
         return frozenset(names[positional:]) - set(keywords)
 
+    def none_passed(self, call: CallSite, callee: tuple[str, str], path: str, caller_omitted: frozenset[str] | None = None) -> frozenset[str]:
+        """The parameters of ``callee`` that ``call`` may leave None (``StepInfo.omitted``, whose ``if p is None:``
+        branches run): left out or a literal None; a run setting whose argparse default is None
+        (``CallSite.maybe_none``: ConvNeXt's ``args.clip_grad``); or the caller's own parameter, never bound again
+        (``FileSummary.off_defaults``), handed on where the caller's reach leaves it out and it defaults to None
+        (``caller_omitted``), or where a call of the caller in the project passes None or such a setting there
+        (ConvNeXt's ``train_one_epoch(..., args.clip_grad)`` handing ``max_norm`` on as ``clip_grad``)."""
+        found = set(self.omitted(call, callee))
+        if not call.maybe_none and not call.own_params:
+            return frozenset(found)
+        names = self.parameters(call, callee)
+        filled = {where: where if isinstance(where, str) else names[where] for where in (*call.maybe_none, *(w for w, _ in call.own_params))
+                  if isinstance(where, str) or where < len(names)}
+        found.update(filled[where] for where in call.maybe_none if where in filled)
+        for where, own in call.own_params:
+            default = self._off_defaults(path).get((call.caller, own)) if where in filled else None
+            if default is None:
+                continue  # (bound again, or no default off: what it holds is the caller's own)
+            if default and caller_omitted is not None and own in caller_omitted or self._handed_none(path, call.caller, own, default):
+                found.add(filled[where])
+        return frozenset(found)
+
+    def _off_defaults(self, path: str) -> dict[tuple[str, str], bool]:
+        memo = self.__dict__.setdefault("_off_defaults_memo", {})
+        if path not in memo:
+            memo[path] = {(key, name): none for key, name, none in self.files[path].off_defaults}
+        return memo[path]
+
+    def _handed_none(self, path: str, function: str, param: str, none_default: bool) -> bool:
+        """Does a call of ``function`` in the project pass None or a setting defaulting to None to ``param``, or
+        leave it out where it defaults to None (``none_default``)? (One level: what those calls hand on is not followed.)"""
+        calls = self.__dict__.get("_calls_into")
+        if calls is None:
+            calls = self.__dict__["_calls_into"] = {}
+            for where, summary in self.files.items():
+                for call in summary.calls:
+                    for callee in self.callees(call.target, where):  # type: ignore[attr-defined]  # (Project's)
+                        calls.setdefault(callee, []).append((where, call))
+        for where, call in calls.get((path, function), ()):
+            names = self.parameters(call, (path, function))
+            if param not in self.omitted(call, (path, function)) and not any(
+                    w == param if isinstance(w, str) else w < len(names) and names[w] == param for w in call.maybe_none):
+                continue
+            explicit = {*call.maybe_none, *(w for w, value in call.literals if value is None)}
+            if none_default or any(w == param if isinstance(w, str) else w < len(names) and names[w] == param for w in explicit):
+                return True
+        return False
+
     def passes(self, call: CallSite, callee: tuple[str, str], caller: tuple[str, str] | None = None,
                caller_passed: frozenset[str] | None = None) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` passes a value that may be true (not

@@ -205,7 +205,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
-                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3])
+                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], maybe_none=facts["maybe_none"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -221,6 +221,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
+                "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
                 "results": results, "elements": elements}
         return known

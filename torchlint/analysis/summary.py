@@ -97,6 +97,9 @@ class CallSite:
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""
+    # arguments (position or keyword) that may hold None though no literal: a run setting whose argparse default
+    # is None (ConvNeXt's `args.clip_grad`): the callee's `if p is None:` branch may run (`ProjectIndex.none_passed`)
+    maybe_none: tuple[int | str, ...] = ()
 
 
 @pickled_by_fields
@@ -148,6 +151,9 @@ class ClassSummary:
     # name -> what the function is, a call on an object of the class runs it with the object as its first
     # argument (`Project.method`, `Project.parameters`)
     aliases: tuple[tuple[str, Ref], ...] = ()
+    # attributes the class only copies from another object of its own under the same name
+    # (`self.value_mean_std = self.model.value_mean_std`): `project_callees.buffers_only` looks the name up
+    copies: tuple[str, ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)

@@ -15,7 +15,7 @@ from torchlint.analysis.guard_defaults import literal
 from torchlint.analysis.host_arguments import may_be_tensor, python_values
 from torchlint.analysis.host_consumers import steps_an_environment
 from torchlint.analysis.names import dotted
-from torchlint.analysis.summary import Ref
+from torchlint.analysis.summary import CONFIG_NAMES, Ref
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -26,6 +26,16 @@ class CallArguments:
 
     ctx: FileContext
     target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | None]  # StepSummarizer's (summary_targets.py)
+
+    def _none_settings(self, call: cst.Call) -> tuple[int | str, ...]:
+        """Arguments (position or keyword) that are a run setting whose argparse default is None
+        (``args.clip_grad`` for ``--clip_grad`` with ``default=None``): they may hold None, a value
+        left out would (``CallSite.maybe_none``)."""
+        defaults = self.ctx.constants.argparse_defaults()
+        if not defaults:
+            return ()
+        return _arguments_where(call, lambda value: type(value) is cst.Attribute and type(value.value) is cst.Name
+                                and value.value.value in CONFIG_NAMES and _is_none(defaults.get(value.attr.value)))
 
     def _constant_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments that hold the same value on every step (``self.alphas`` set in
@@ -237,7 +247,7 @@ def literal_args(call: cst.Call) -> tuple[tuple[int | str, object], ...]:
     return tuple(found)
 
 
-def _is_none(value: cst.BaseExpression) -> bool:
+def _is_none(value: cst.BaseExpression | None) -> bool:
     return type(value) is cst.Name and value.value == "None"
 
 

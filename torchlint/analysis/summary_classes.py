@@ -42,7 +42,7 @@ class ClassSummaries:
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
                                       keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
-                                      aliases=self.class_aliases(cls)))
+                                      aliases=self.class_aliases(cls), copies=self.copied_attributes(cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
