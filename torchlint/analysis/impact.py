@@ -285,13 +285,6 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
         # Not a decode loop's token: where a read returned at its function's end, or one before more work, stands.
         place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
-    if cost is Cost.SMALL_UPLOAD and not copies and place.per_step.unit not in SEQUENTIAL and where is not Where.EVAL:
-        # One small blocking copy per step (repeats that wait again are high above): the host waits once for the
-        # queue, and the tensor goes straight to the op that takes it, no value for Python to act on before the rest
-        # of the step is queued: one refill of the queue, a small share of a step (both readers of review 16 called
-        # so-vits-svc's `torch.rand([b]).to(d)` per GAN step cheap). Per decoded token, denoising or environment step,
-        # whose steps are short and sequential, it stays as the table says.
-        return LOW, f"{cost.value}, {often}: {_ONE_SMALL_COPY}"
     if cost in _WAITS and place.position is not Position.MID_STEP:
         drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED)
         if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
@@ -311,8 +304,9 @@ def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[s
                 .replace("wait per step", "wait per eval batch", 1)
         return capped, f"{cost.value}, {often}: {why}"
     if cost is Cost.SMALL_UPLOAD:
-        # One small blocking copy per decoded token, denoising or environment step, wherever it sits: one sync's
-        # worth per short step. (Repeated within it, it is high above; once per other step, low.)
+        # One small blocking copy per step, wherever it sits: the host waits once for the queue and
+        # the tensor goes straight to the op that takes it, no value for Python to act on before
+        # the rest of the step is queued: one sync's worth per step. (Repeated, it is high above.)
         return tier, f"{cost.value}, {often}: {_ONE_COPY}"
     if cost in _WAITS and where is not Where.EVAL and tier != LOW:
         # One wait per step mid-step: the kernels after it wait for the host, but that is one pipeline
@@ -339,9 +333,6 @@ _PER_MODEL_RUN = ("each repetition runs the model on its own (a row scored by it
                   "once per evaluated item: small beside the model's work, as a read once per eval batch is")
 _ONE_COPY = ("one blocking copy per step: the host waits once for the GPU's queue, about 1 % of a GPU-bound step "
              "(more when steps are short); high only where it repeats within the step")
-_ONE_SMALL_COPY = ("one small blocking copy per step: the host waits once for the GPU's queue, then the tensor goes straight "
-                   "to the op that takes it (no value for Python to act on first): one refill of the queue, a small share of a step; "
-                   "high only where it repeats within the step")
 _COPIES_AFTER_SYNC = ("the queue drained before its loop, and the loop queues only small ops: each row's read waits for its own "
                       "device-to-host copy (10-20 us), not for the step's kernels; a copy per row, about one sync's worth for a batch")
 _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drains the queue, the kernels after the loop wait for the host); "
@@ -362,8 +353,6 @@ def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = Non
         return LOW, f"{cost.value}, {often}: {_POSITION_WHY[position]}"  # the pass's first read carries the tier
     if per_call.waits_again:
         return HIGH, f"{cost.value}, {often}: each repetition waits again"
-    if cost is Cost.SMALL_UPLOAD and not per_call.copies:
-        return LOW, f"{cost.value}, {often}: one small blocking copy per call, beside the model's whole forward"  # as once per step
     return MEDIUM, f"{cost.value}, {often}: how often the model runs per step is not visible"
 
 
