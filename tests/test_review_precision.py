@@ -236,3 +236,17 @@ def test_a_read_after_its_functions_own_work_is_not_at_the_steps_start(tmp_path:
     # before the decode, even on the method's first line: once per generated sequence too (review 12, DALLE's
     # `generate_texts`), no longer "at the step's start"
     assert "before its decode loop" in found[10].impact_reason and found[10].impact == "low", found[10].impact_reason
+
+
+def test_a_few_values_per_row_and_a_few_numbers_are_small_uploads() -> None:
+    # Review 16: so-vits-svc's `torch.Tensor(f0.shape[0], 1).to(d)` is a vector's worth (one size the code does not
+    # spell beside literal ones), and TL113's `torch.tensor(0., device=d)` a few numbers: a small upload's reason
+    # (its bytes cost nothing, its wait is the cost); many features per row, or a table of the module, are not.
+    code = (FIXTURES / "rules" / "TL110" / "flagged_small_per_row.py").read_text()
+    by_line = {f.line: f for f in lint_source(code, "rows.py", from_table({"select": ["TL110"], "min-impact": "low"}, Path(".")))}
+    assert by_line[14].impact_reason.startswith("a small tensor made") and by_line[16].impact_reason.startswith("a small tensor made")
+    assert by_line[22].impact_reason.startswith("a tensor made on the host")  # 256 values per row: an activation's size
+    constants = ("import torch\nimport numpy as np\nTABLE = np.ones(5)\n"
+                 "for x in loader:\n    a = torch.tensor(0., device='cuda')\n    b = torch.from_numpy(TABLE).to('cuda')\n    model(x, a, b).backward()\n")
+    found = {f.line: f for f in lint_source(constants, "c.py", from_table({"select": ["TL113"], "min-impact": "low"}, Path(".")))}
+    assert found[5].impact_reason.startswith("a small tensor made") and found[6].impact_reason.startswith("a tensor made on the host")

@@ -127,7 +127,7 @@ PINNED_COPY          low    low    low    low    low    low    low
 UNPINNED_NON_BLOCKING medium low   low    low    low    low    low
 PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
-GUIDANCE_UNBATCHED   low    medium low    medium low    low    low
+GUIDANCE_UNBATCHED   low    high   low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
 GENERATE_UNCACHED    medium medium low    medium low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low

@@ -52,8 +52,25 @@ class ConstantUploadInLoop(Check):
             # caller passes a constant (`extract(self.alphas, t)`), which the join decides
         in_class = ctx.tree.enclosing_class(node) is not None and ctx.tree.enclosing_function(node) is not None
         hint = "" if in_class or condition is not None else "Upload it once, before the loop, and reuse the device tensor"
+        # (a few numbers, `torch.tensor(0., device=d)`, `torch.tensor([0.5, 0.5]).to(d)`: the blocking copy's wait is
+        # its cost, tiered as a small upload is; a table's bytes, `torch.tensor(self.weights)`, cost besides)
         self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60),
+                    cost=Cost.SMALL_UPLOAD if _few_numbers(listed) else None,
                     copies="copies the same host data to the device on every step")
+
+
+# At most this many numbers written out in the code make a small tensor (a scalar, a pair of weights, a short table).
+_FEW_NUMBERS = 64
+
+
+def _few_numbers(data: cst.BaseExpression, budget: list[int] | None = None) -> bool:
+    """Is ``data`` a number literal, or a list or tuple of them (nested too), at most 64 in all?"""
+    budget = [_FEW_NUMBERS] if budget is None else budget
+    if type(data) in (cst.Integer, cst.Float) or type(data) is cst.UnaryOperation and type(data.expression) in (cst.Integer, cst.Float):
+        budget[0] -= 1
+        return budget[0] >= 0
+    return type(data) in (cst.List, cst.Tuple) and bool(data.elements) \
+        and all(type(e) is cst.Element and _few_numbers(e.value, budget) for e in data.elements)  # type: ignore[union-attr]
 
 
 # What a decode loop uploads of the tokens it decoded (uploads.decoded_feed), and how to keep them on the device.

@@ -245,7 +245,8 @@ _VECTORS = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch
 
 def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     """Is the factory's tensor small: a vector (one size: `torch.zeros(b.item() + 1)`,
-    `torch.randint(0, n, (bs,))`), or at most 4,096 elements of literal sizes? Two sizes
+    `torch.randint(0, n, (bs,))`), a few values per row (one size the code does not spell beside
+    literal ones, `torch.ones(f0.shape[0], 1)`), or at most 4,096 elements of literal sizes? Two sizes
     or more that the code does not spell (`torch.randn(b, c, h, w)`) may be megabytes."""
     qualified = ctx.qname(call.func) or ""
     if qualified in _VECTORS:
@@ -254,7 +255,7 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     if qualified == "torch.randint":
         sizes = [size.value] if size is not None else positional[-1:] if len(positional) >= 2 else []
-    elif qualified in _SIZED_BY_ARGUMENTS:
+    elif qualified in _SIZED_BY_ARGUMENTS or qualified in _LEGACY:  # (a legacy constructor here was given sizes: `_given_sizes`)
         sizes = ([size.value] if size is not None else positional[:1]) if qualified == "torch.full" else (positional or ([size.value] if size is not None else []))
     else:
         return False
@@ -265,12 +266,34 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     if len(sizes) == 1 and _shape_less_features(sizes[0]):
         return True  # a mask or label per row or position (`x.size()[:-1]`): a feature vector's worth less than `x`
     values = [ctx.constants.int_value(size, call) for size in sizes]
+    if len(sizes) > 1 and values.count(None) == 1 and _one_dimension(sizes[values.index(None)]) \
+            and _product([v for v in values if v is not None]) <= _FEW_COLUMNS:
+        return True  # `torch.ones(f0.shape[0], 1)`: a value or a few per row, a vector's worth
     if not sizes or None in values:
         return False
+    return _product(values) <= _SMALL_ELEMENTS  # type: ignore[arg-type]
+
+
+# A vector with at most this many columns (literal sizes beside one size of a row count) is small: a value or a box per row.
+_FEW_COLUMNS = 4
+
+
+def _product(values: list[int]) -> int:
     total = 1
     for value in values:
-        total *= value  # type: ignore[operator]
-    return total <= _SMALL_ELEMENTS
+        total *= value
+    return total
+
+
+def _one_dimension(expr: cst.BaseExpression) -> bool:
+    """One dimension's size, not a whole shape: a name that is no shape (`b`, `n`), `len(x)`,
+    `x.size(0)`, `x.shape[0]`."""
+    if type(expr) is cst.Name:
+        return not _shape_of(expr)
+    if type(expr) is cst.Call:
+        name = dotted(expr.func) or ""
+        return name == "len" or name.rsplit(".", 1)[-1] == "size" and len(expr.args) == 1
+    return type(expr) is cst.Subscript and _shape_less_features(expr) and type(expr.slice[0].slice) is cst.Index
 
 
 def _shape_less_features(expr: cst.BaseExpression) -> bool:
