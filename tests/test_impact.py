@@ -237,3 +237,13 @@ def test_a_helpers_own_work_after_a_sync_puts_its_last_read_at_the_steps_end() -
     assert at_call(Position.CALL_END, Position.AFTER_SYNC) is Position.STEP_END
     assert at_call(None, Position.AFTER_SYNC) is Position.AFTER_SYNC  # nothing of its own before: still drained
     assert at_call(Position.CALL_END, Position.MID_STEP) is Position.MID_STEP
+
+
+def test_a_sync_in_an_elif_sits_where_its_if_does(tmp_path: Path) -> None:
+    """The work before an `elif`'s body is the work before its `if` statement: llm.c's timing
+    synchronize after `optimizer.step()` is at the step's end, not at its start."""
+    source = (FIXTURES / "rules" / "TL103" / "flagged_device_chain.py").read_text()
+    (tmp_path / "train.py").write_text(source)
+    findings = lint_paths([tmp_path], from_table({"select": ["TL103"]}, tmp_path)).findings
+    [sync] = [f for f in findings if f.line == 22]
+    assert sync.impact == MEDIUM and "at its end" in sync.impact_reason and "at its start" not in sync.impact_reason

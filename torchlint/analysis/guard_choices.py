@@ -124,7 +124,15 @@ class ChosenBranches:
         ``if x.is_cuda:``, ``if device.type == "cuda":``? Such a test holds on every step of a
         run on the GPU: it says nothing of running the code rarely."""
         conditions = self.conditions(node, stop)
-        return bool(conditions) and all(self.ctx.tree.is_inside(node, c.body) and self.device_test(c.test) for c in conditions)
+        return bool(conditions) and all(self._on_the_device(node, c) for c in conditions)
+
+    def _on_the_device(self, node: cst.CSTNode, branch: cst.If) -> bool:
+        """Is ``node`` in the body of a device test, or in the ``else``/``elif`` of a test for
+        another device (``if device == "mps": ... elif device == "cuda":``, llm.c's timing sync)?"""
+        if self.ctx.tree.is_inside(node, branch.body):
+            return self.device_test(branch.test)
+        # the other branch of an off-CUDA test is where a CUDA run goes, every pass
+        return branch.orelse is not None and self.ctx.tree.is_inside(node, branch.orelse) and self._off_cuda_test(branch.test)
 
     def device_test(self, test: cst.BaseExpression, flags: bool = True) -> bool:
         """Does ``test`` only ask whether the run uses the device (``x.is_cuda``, ``use_gpu``,

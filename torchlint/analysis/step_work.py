@@ -51,6 +51,11 @@ class StepWork:
         tree, found = self.ctx.tree, ()
         if child is not None and child is not stop:
             block = tree.parent(child)
+            if type(block) is cst.If and block.orelse is child:
+                # an `elif` sits where its `if` does: the levels are the `if` statement's
+                found = self._chain(block, stop)
+                self._chains[key] = found
+                return found
             if type(block) in (cst.IndentedBlock, cst.Module):
                 at = self._position_in(block).get(id(child))
                 if at is not None:
