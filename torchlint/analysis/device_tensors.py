@@ -338,9 +338,15 @@ class DeviceTensors:
             # `size_list = [int(s.item()) for s in size_list]`: made again of Python values, so the
             # device tensors gathered into it before are gone; only what is appended after it counts (in a loop, after the read too)
             after = max(ctx.tree.index(b.node) for b in rebound)
-            return any(self.device_tensor(call.args[0].value, call) for call in ctx.method_calls("append")
-                       if dotted(call.func.value) == container.value and len(call.args) == 1  # type: ignore[attr-defined]
-                       and ctx.tree.index(call) > after and ctx.tree.scope_of(call) is ctx.tree.scope_of(at))
+            scope = ctx.tree.scope_of(at)
+            known: dict[tuple[int, str, int], bool] = self.__dict__.setdefault("_holds_after_memo", {})
+            key = (id(scope), container.value, after)
+            if key not in known:
+                known[key] = False  # (asked again while asked: the appended value read from the list itself)
+                known[key] = any(self.device_tensor(call.args[0].value, call) for call in ctx.method_calls("append")
+                                 if dotted(call.func.value) == container.value and len(call.args) == 1  # type: ignore[attr-defined]
+                                 and ctx.tree.index(call) > after and ctx.tree.scope_of(call) is scope)
+            return known[key]
         memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
         scope = ctx.tree.scope_of(at)
         key = (id(scope), container.value)
