@@ -569,3 +569,43 @@ def test_a_nested_feed_with_nothing_picked_fed_back_does_not_decode() -> None:
     ctx = _ctx(code)
     outer, inner = _loops(ctx)
     assert not ctx.loops.decodes(outer) and not ctx.loops.decodes(inner)
+
+
+# Review 17: loops that only look like decode loops. deit's training loop doubles its batch with
+# itself (`samples = torch.cat((samples, samples))`, cosub; its backward inside timm's loss scaler): nothing the model made is fed back;
+# llm.c's periodic validation draws a batch per iteration from a loader under a bound named for
+# steps (`range(args.val_max_steps)`): batches, not tokens. The real decode loops beside them keep theirs.
+BATCH_LOOPS = [
+    ("def train(model, loader, optimizer, criterion, loss_scaler, cosub):\n    for samples, targets in loader:\n"
+     "        samples = samples.cuda()\n        if cosub:\n            samples = torch.cat((samples, samples), dim=0)\n"
+     "        loss = criterion(model(samples), targets.cuda())\n        loss_value = loss.item()\n"
+     "        optimizer.zero_grad()\n        loss_scaler(loss, optimizer, parameters=model.parameters())\n", Where.TRAIN, 8, "in a training loop"),
+    ("def validate(model, val_loader, args):\n    model.eval()\n    with torch.no_grad():\n        val_loss = 0.0\n"
+     "        for _ in range(args.val_max_steps):\n            x, y = val_loader.next_batch()\n"
+     "            _, loss = model(x.cuda(), y.cuda())\n            val_loss += loss.item()\n    return val_loss\n\n"
+     "def main(model, train_loader, val_loader, optimizer, args):\n    for step in range(args.num_iterations):\n"
+     "        validate(model, val_loader, args)\n        x, y = train_loader.next_batch()\n"
+     "        _, loss = model(x.cuda(), y.cuda())\n        loss.backward()\n        optimizer.step()\n",
+     Where.EVAL, 9, "in an evaluation loop"),
+]
+
+
+@pytest.mark.parametrize(("code", "where", "line", "words"), BATCH_LOOPS)
+def test_a_batch_doubled_or_drawn_per_iteration_is_no_decoded_token(code: str, where: Where, line: int, words: str) -> None:
+    ctx = _ctx("import torch\n" + code)
+    loop = _loops(ctx)[0]
+    assert not ctx.loops.decodes(loop) and ctx.loops.where(loop) is where
+    assert ctx.places.repeat_of(loop).kind != "decoded token"
+    [read] = [f for f in lint_source("import torch\n" + code, "m.py", from_table({"select": ["TL101"]}, FIXTURES)) if f.line == line]
+    assert words in read.message and "decoded token" not in read.message
+
+
+@pytest.mark.parametrize("grown", ["torch.cat((samples, nxt), dim=1)", "torch.cat([samples, nxt, nxt], dim=1)"])
+def test_a_sequence_grown_by_its_sample_still_decodes(grown: str) -> None:
+    code = ("import torch\ndef sample(model, samples, args):\n    for _ in range(args.val_max_steps):\n"
+            "        logits = model(samples)[:, -1]\n        nxt = torch.multinomial(logits.softmax(-1), 1)\n"
+            f"        samples = {grown}\n    return samples\n")
+    ctx = _ctx(code)
+    [loop] = _loops(ctx)
+    assert ctx.loops.decodes(loop) and ctx.loops.where(loop) is Where.INFER
+    assert ctx.places.repeat_of(loop).kind == "decoded token"

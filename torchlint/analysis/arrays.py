@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import canonical, dotted, last_segment as _last_segment
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class ArrayFacts:
             if name is None:
                 return True
             for binding in self.ctx.bindings.lookup(name, at):
+                if binding.kind in ("for", "comp") and self.ctx.tree.is_inside(at, _loop_of(self.ctx, binding.node)) and self._one_dimensional(
+                        _unwrapped(iterated_item(binding.value, binding.element, dict_views=False)), binding.node, _depth + 1):
+                    return False  # `for v in np.arange(n) + 1`: each item of a one-dimensional array is a NumPy scalar
                 if binding.value is None or binding.kind not in ("assign", "augassign"):
                     continue
                 value = binding.value
@@ -65,6 +69,38 @@ class ArrayFacts:
                 if self.kind(value, binding.node) is Kind.NUMPY and not self.is_numpy_array(value, binding.node, _depth + 1):
                     return False  # bound to a NumPy scalar somewhere
         return True
+
+    def _one_dimensional(self, expr: cst.BaseExpression | None, at: cst.CSTNode, depth: int) -> bool:
+        """Is ``expr`` a one-dimensional NumPy array on sight: ``np.arange(n)``, ``np.linspace``,
+        ``np.random.permutation(n)``, ``np.array([1, 2])``, a slice, ``.copy()``, ``.astype(...)``,
+        ``.flatten()`` of one, one plus a number, a name of this function every binding of which is one?"""
+        if expr is None or depth > 6:
+            return False
+        ctx = self.ctx
+        if type(expr) is cst.Call:
+            qualified = canonical(ctx.qname(expr.func)) or ""
+            if qualified in _ONE_DIMENSIONAL:
+                return True
+            if qualified in ("numpy.array", "numpy.asarray") and expr.args and type(expr.args[0].value) in (cst.List, cst.Tuple):
+                return all(type(e) is cst.Element and type(e.value) not in (cst.List, cst.Tuple, cst.ListComp) for e in expr.args[0].value.elements)  # type: ignore[attr-defined]
+            if qualified or type(expr.func) is not cst.Attribute:
+                return False
+            method = expr.func.attr.value
+            if method in ("flatten", "ravel"):
+                return self.kind(expr.func.value, at) is Kind.NUMPY
+            return method in ("copy", "astype") and self._one_dimensional(expr.func.value, at, depth + 1)
+        if type(expr) is cst.Subscript:
+            return len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Slice and self._one_dimensional(expr.value, at, depth + 1)
+        if type(expr) is cst.BinaryOperation:
+            # (an array plus a number, or a NumPy scalar: `t0 + np.arange(T)`, still one dimension)
+            return any(self._one_dimensional(side, at, depth + 1) and not self.is_numpy_array(other, at, depth + 1)
+                       for side, other in ((expr.left, expr.right), (expr.right, expr.left)))
+        if type(expr) is cst.Name:
+            bound = ctx.bindings.reaching_each(expr.value, at)
+            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None
+                                       and ctx.tree.scope_of(b.node) is ctx.tree.scope_of(at)
+                                       and self._one_dimensional(b.value, b.node, depth + 1) for b in bound)
+        return False
 
     def _array_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         """``np.float32(x)`` with a single argument that is an array (or a list literal)."""
@@ -97,6 +133,29 @@ class ArrayFacts:
         return bool(bound) and all(
             b.kind == "assign" and b.element is None and isinstance(b.value, (cst.List, cst.Tuple, cst.ListComp)) for b in bound
         )
+
+
+# NumPy functions that return a one-dimensional array (each of its items a NumPy scalar).
+_ONE_DIMENSIONAL = frozenset({"numpy.arange", "numpy.linspace", "numpy.logspace", "numpy.geomspace", "numpy.random.permutation", "numpy.flatnonzero"})
+# Iterating these iterates what they wrap: `for t in tqdm(np.arange(n))`.
+_PASSING = frozenset({"tqdm", "reversed", "list", "sorted"})
+
+
+def _loop_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    """The ``for`` statement, or the whole comprehension a ``for`` clause belongs to."""
+    while type(node) is cst.CompFor:
+        parent = ctx.tree.parent(node)
+        if parent is None:
+            break
+        node = parent
+    return node
+
+
+def _unwrapped(iterable: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """What ``tqdm(x)``, ``reversed(x)``, ``list(x)`` iterate: ``x``."""
+    while type(iterable) is cst.Call and (dotted(iterable.func) or "").split(".")[-1] in _PASSING and iterable.args:
+        iterable = iterable.args[0].value
+    return iterable
 
 
 # NumPy scalar types: np.float32(x) is a scalar, not an array.

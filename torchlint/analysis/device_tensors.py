@@ -14,7 +14,7 @@ from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import ELEMENTS
-from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python, string_compared
+from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, host_items, plainly_python, string_compared
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -332,8 +332,22 @@ class DeviceTensors:
                        for e in container.elements)
         if container_type is not cst.Name:
             return False
-        memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
         ctx = self.ctx
+        rebound = ctx.bindings.reaching_each(container.value, at)
+        if rebound and all(b.kind == "assign" and b.element is None and b.value is not None and host_items(b.value) for b in rebound):
+            # `size_list = [int(s.item()) for s in size_list]`: made again of Python values, so the
+            # device tensors gathered into it before are gone; only what is appended after it counts (in a loop, after the read too)
+            after = max(ctx.tree.index(b.node) for b in rebound)
+            scope = ctx.tree.scope_of(at)
+            known: dict[tuple[int, str, int], bool] = self.__dict__.setdefault("_holds_after_memo", {})
+            key = (id(scope), container.value, after)
+            if key not in known:
+                known[key] = False  # (asked again while asked: the appended value read from the list itself)
+                known[key] = any(self.device_tensor(call.args[0].value, call) for call in ctx.method_calls("append")
+                                 if dotted(call.func.value) == container.value and len(call.args) == 1  # type: ignore[attr-defined]
+                                 and ctx.tree.index(call) > after and ctx.tree.scope_of(call) is scope)
+            return known[key]
+        memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
         scope = ctx.tree.scope_of(at)
         key = (id(scope), container.value)
         if key not in memo:

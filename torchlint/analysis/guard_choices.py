@@ -175,6 +175,21 @@ class ChosenBranches:
         code = " ".join(plain_code(self.ctx.module, shown).split())
         return f"only where the tensor is not on a CUDA device (`{code}`): never on the GPU"
 
+    def cuda_branch(self, branch: cst.If) -> cst.BaseSuite | None:
+        """The block of an ``if``/``elif`` chain that a run on the CUDA GPU takes: the body of
+        its first test that holds on CUDA (``elif device == "cuda":``, ``if x.is_cuda:``),
+        past tests that hold only off it (``if device == "mps":``). None where a test in between
+        asks something else: then which block runs is not known."""
+        current: cst.CSTNode | None = branch
+        while type(current) is cst.If:
+            test = self._named_test(current.test, current)  # type: ignore[attr-defined]
+            if self.device_test(test):
+                return current.body
+            if not self._off_cuda_test(test):
+                return None
+            current = current.orelse
+        return current.body if type(current) is cst.Else else None  # (`if device == "mps": ... else:`)
+
     def _cuda_test(self, test: cst.BaseExpression) -> bool:
         """Does ``test`` hold only on CUDA: ``x.is_cuda``, ``x.device.type == "cuda"``,
         ``torch.cuda.is_available()`` (not another accelerator's: the ``else`` of ``if

@@ -62,8 +62,8 @@ def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assig
         if type(node) is not cst.Assign or len(node.targets) != 1 or len(elements) < 2:
             continue
         name = dotted(_joined_target(ctx, call, node.targets[0].target))
-        if name is not None and dotted(elements[0].value) == name:
-            found[name] = node
+        if name is not None and dotted(elements[0].value) == name and any(dotted(e.value) != name for e in elements[1:]):
+            found[name] = node  # (not `samples = torch.cat((samples, samples))`: a batch doubled, deit's cosub, grows by nothing made)
     return found
 
 

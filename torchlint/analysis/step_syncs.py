@@ -100,6 +100,13 @@ class StepSyncs:
         tree = self.ctx.tree
         for block, at in self._levels(node, stop):
             for statement in reversed(block.body[:at]):
+                chosen = self.ctx.guards.cuda_branch(statement) if type(statement) is cst.If else None
+                if chosen is not None:
+                    # `elif device == "cuda": torch.cuda.synchronize()` (llm.c): the block a run on the GPU
+                    # takes surely ran there; the other blocks (`torch.mps.synchronize()`) never do
+                    for inner in reversed(chosen.body):
+                        yield self._finish_order(inner), type(inner) is cst.SimpleStatementLine, inner
+                    continue
                 yield self._finish_order(statement), type(statement) is cst.SimpleStatementLine, statement
             owner = tree.parent(block)
             if type(owner) is cst.Else:

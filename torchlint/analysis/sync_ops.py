@@ -149,5 +149,20 @@ def plainly_python(expr: cst.BaseExpression) -> bool:
     return False
 
 
+def host_items(value: cst.BaseExpression) -> bool:
+    """Is ``value`` a list built of Python values on sight: ``[int(s.item()) for s in sizes]``,
+    ``[t.tolist() for t in ts]``, ``[0, n]``? Whatever tensors it was made from were read."""
+    if type(value) in (cst.ListComp, cst.GeneratorExp):
+        items = [value.elt]  # type: ignore[attr-defined]
+    elif type(value) in (cst.List, cst.Tuple):
+        items = [e.value for e in value.elements]  # type: ignore[attr-defined]
+        if not items or any(type(e) is cst.StarredElement for e in value.elements):  # type: ignore[attr-defined]
+            return False  # `[]` is filled later; `[*xs]` holds what `xs` holds
+    else:
+        return False
+    return all(plainly_python(item) or type(item) is cst.Call and type(item.func) is cst.Attribute and item.func.attr.value == "tolist"
+               for item in items)
+
+
 _STRINGS = frozenset({cst.SimpleString, cst.FormattedString, cst.ConcatenatedString})
 _LITERALS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.Imaginary})
