@@ -83,8 +83,10 @@ class TensorToPythonInLoop(Check):
             # every caller passes a device tensor (StyleTTS2's ADPM2 sampler, given its schedule's sigmas one by one)
             device_params = ctx.syncs.device_parameters(node, lambda: any(ctx.syncs.device_tensor(v, node) for v in tensors)) \
                 if ctx.syncs.in_step(node) else ()
-            # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides)
-            if ctx.loops.local_hot_loop(node) is None and self._report_uploaded(node, tensors, device_params):
+            # (in a hot loop of its own, no per-step call passes an upload: what every caller passes decides;
+            # a batch just uploaded is a length counted or converted, not a `math` argument: `math.log(max_period)`)
+            if type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING and ctx.loops.local_hot_loop(node) is None \
+                    and self._report_uploaded(node, tensors, device_params):
                 return
             if device_params:
                 self.report(node, expr=short_code(ctx.module, node), if_device=device_params)
