@@ -244,8 +244,7 @@ class Project(ProjectIndex):
             inner = self._returned(ref, importer, depth)
             return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else []
         if ref[0] == "or" and depth <= _MAX_DEPTH:
-            # StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())`: ADPM2's forward runs, not each subclass's of
-            # the annotation `sampler: Sampler` (nor the class `XDiffusion.sample(sampler: Sampler)` hands on)
+            # StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())` runs ADPM2's forward, not each `Sampler` subclass's
             passed = self.classes_of(ref[1], importer, depth + 1, limit, True)
             return passed if passed or passed_only else self.classes_of(ref[2], importer, depth + 1, limit)
         if ref[0] not in _SEVERAL:
