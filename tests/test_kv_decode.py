@@ -70,6 +70,7 @@ def _candidates(signature: str) -> tuple[str, ...]:
     ("pos: 'torch.LongTensor'", ("pos",)),
     ("pos: torch.Tensor | None = None", ("pos",)),
     ("pos: int", ()),
+    ("pos: float", ("pos",)),  # a 0-d tensor is passed for a float as often (StyleTTS2's `get_sigmas(sigma: float)`)
     ("pos: Optional[int] = None", ()),
     ("pos: Union[torch.Tensor, int]", ()),
     ("pos=0", ()),

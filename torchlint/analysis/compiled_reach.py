@@ -15,7 +15,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, replace
 
-from torchlint.analysis.summary import CallSite, CompiledCalls, Ref
+from torchlint.analysis.summary import CallSite, CompiledCalls, Ref, callers_part
 
 _MAX_FUNCTIONS = 20_000  # a bound on the walk, far above any real project's functions
 
@@ -102,7 +102,7 @@ def _root_passed(project, path: str, ref: Ref, callee: tuple[str, str], uses: Co
             if name is None:
                 return frozenset({"*"})  # (`*args`: not followed)
             for call in calls_by_caller.get(holder, ()):
-                if any(arg == ("passed", holder[1], name) for _, arg in call.args):
+                if any(callers_part(arg) == ("passed", holder[1], name) for _, arg in call.args):
                     return frozenset({"*"})  # handed on again: not followed
                 if _runs_parameter(call.target, holder[1], name):
                     passed |= project.passes(call, callee)
@@ -111,7 +111,7 @@ def _root_passed(project, path: str, ref: Ref, callee: tuple[str, str], uses: Co
 
 def _runs_parameter(target: Ref, function: str, name: str) -> bool:
     """``model(x)`` or ``model.forward(x)`` where ``model`` is the parameter ``name`` of ``function``."""
-    return target[0] == "object" and target[1] == ("passed", function, name) and target[2] in ("__call__", "forward")
+    return target[0] == "object" and callers_part(target[1]) == ("passed", function, name) and target[2] in ("__call__", "forward")
 
 
 def _members(ref: Ref) -> tuple[Ref, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchlint.analysis.multiplicity import GENERATION, SEQUENTIAL, Where
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import CallSite, LoopSummary
+from torchlint.analysis.summary import CallSite, LoopSummary, callers_part
 
 
 def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tuple[str, str], str]]:
@@ -110,8 +110,9 @@ def _scans_a_parameter(call: CallSite, loop: LoopSummary, callee: tuple[str, str
     method its callers hand it: a scan, not a step loop? (A model handed in is no scan: stylegan2's
     `extract_features(loader, inception, device)` over `tqdm(loader)` evaluates it once per batch.)"""
     target = call.target
-    return target[0] == "object" and target[2] == "__call__" and target[1][0] == "passed" and len(target[1]) == 3 \
-        and target[1][1] == call.caller and not loop.batches and not loop.until \
+    passed = callers_part(target[1]) if target[0] == "object" else target
+    return target[0] == "object" and target[2] == "__call__" and passed[0] == "passed" and len(passed) == 3 \
+        and passed[1] == call.caller and not loop.batches and not loop.until \
         and callee[1].rpartition(".")[2] not in ("forward", "__call__")
 
 

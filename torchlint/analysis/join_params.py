@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from torchlint.analysis.frameworks import HOOK_METHOD_NAMES
 from torchlint.analysis.project import Project
 from torchlint.analysis.project_callees import returns_device
 from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
@@ -119,9 +120,14 @@ def device_params(project: Project) -> frozenset[tuple[str, str]]:
 
 
 def _never_called(caller: str, path: str, called: set[tuple[str, str]]) -> bool:
-    """Is ``caller`` a plain function of ``path`` that no call of the project runs? (Not a method: a
-    framework or ``__call__`` may run it; not a script's top level.)"""
-    return bool(caller) and "." not in caller and (path, caller) not in called
+    """Is ``caller`` a function of ``path`` that no call of the project runs: a plain function, or a
+    method no framework runs by its name (not a dunder, ``forward``/``backward``, a framework's hook:
+    StyleTTS2's ``ADPM2Sampler.inpaint``, kept as a value by a class nothing builds, does not keep
+    its ``step`` from the device sigmas ``forward`` gives it)? (Not a script's top level.)"""
+    if not caller or (path, caller) in called:
+        return False
+    name = caller.rpartition(".")[2]
+    return "." not in caller or not name.startswith("__") and name not in ("forward", "backward") and name not in HOOK_METHOD_NAMES
 
 
 def listed_params(project: Project) -> frozenset[tuple[str, str]]:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from torchlint.analysis.join_steps import StepInfo, within_step
 from torchlint.analysis.multiplicity import GENERATION, LOOP_WORDS, ONCE_PER_STEP, Multiplicity, Position, Where, at_call, phase_rank
 from torchlint.analysis.project import Project
-from torchlint.analysis.summary import FULL_BATCH, CallSite, Ref
+from torchlint.analysis.summary import FULL_BATCH, CallSite, Ref, callers_part
 
 _MAX_SITES = 3  # related locations per finding: enough to find the loop, not a wall
 
@@ -132,9 +132,12 @@ def _handed_callees(project: Project, call: CallSite, path: str, key: str, info:
     ``arr_to_torch``, not the ``arr_to_numpy`` another caller passes); else every callee."""
     callees = project.callees(call.target, path)
     target = call.target
-    if not info.handed or target[0] != "object" or target[1][0] != "passed" or target[1][1] != key or len(target[1]) != 3:
+    if not info.handed or target[0] != "object":
         return callees
-    handed = [owner for name, owner in info.handed if name == target[1][2]]
+    passed = callers_part(target[1])  # (an annotated parameter's, or one with a default: what the callers pass first)
+    if passed[0] != "passed" or passed[1] != key or len(passed) != 3:
+        return callees
+    handed = [owner for name, owner in info.handed if name == passed[2]]
     if not handed:
         return callees
     real = {callee for ref, where in handed for callee in project.callees(("object", ref, target[2]), where)}
@@ -150,8 +153,9 @@ def _handed(project: Project, call: CallSite, callee: tuple[str, str], path: str
         name = where if isinstance(where, str) else names[where] if where < len(names) else None
         if name is None:
             continue
-        if owner[0] == "passed" and owner[1] == key and len(owner) == 3:
-            given = [o for n, o in caller.handed if n == owner[2]]
+        passed = callers_part(owner)  # (an annotated parameter's, or one with a default: what the callers pass first)
+        if passed[0] == "passed" and passed[1] == key and len(passed) == 3:
+            given = [o for n, o in caller.handed if n == passed[2]]
             if not given:
                 continue  # what the caller was handed is not known: any
             found.update((name, o) for o in given)

@@ -44,7 +44,7 @@ class MemberRefs:
         if found is None and type(container) is cst.Name:
             param = self._parameter(container, at)
             found = ("passed", *param) if param is not None else None
-        return found if found is not None and (found[0] == "each" or found[0] == "passed" and len(found) == 3) else None
+        return found if found is not None and (found[0] in ("each", "or") or found[0] == "passed" and len(found) == 3) else None
 
     def _entry_members(self, container: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """``self.emas["batch"]`` where the class appends to ``self.emas[kind]`` (demucs' dict of lists of

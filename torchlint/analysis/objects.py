@@ -37,7 +37,7 @@ from torchlint.analysis.object_shapes import (
     CONSTRUCTORS, FACTORY_PREFIXES, LISTS, PREPARERS, WRAPPERS, annotation_name, is_none, names_a_class, self_key, string_key,
     unwrap_moves,
 )
-from torchlint.analysis.summary import _NOT_PROJECT, Ref
+from torchlint.analysis.summary import _NOT_PROJECT, Ref, callers_first
 
 if TYPE_CHECKING:
     from torchlint.analysis.bindings import Binding
@@ -100,7 +100,8 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
             if may_iterate_modules(loop.iter) or type(loop) is cst.For and may_iterate_modules(loop.iter, calls_element(self.ctx.loops.loop_calls(loop), names)):
                 objects |= names
         for param in self.ctx.tree.nodes(cst.Param):
-            if param.annotation is not None and annotation_name(param.annotation.annotation) is not None:
+            if param.annotation is not None and annotation_name(param.annotation.annotation) is not None \
+                    or type(param.default) is cst.Call and self._may_build_object(param.default):  # `sampler=VSampler()`
                 objects.add(param.name.value)
         for assign in self.ctx.tree.nodes(cst.Assign):
             # `lm = model.get_lm_model()`: what a method of an object of the project's returns may be one too
@@ -183,10 +184,15 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
     def _binding_class(self, expr: cst.Name, binding: Binding) -> Ref | None:
         """The class of what ``binding`` binds ``expr`` to."""
         if binding.kind == "param":
-            annotated = self._annotated(binding.node.annotation, binding.node)
-            param = self._parameter(expr, binding.node) if annotated is not None and annotated[0] != "each" else None
-            # `def generate(model: LLaMA, ...)`: the class named, or a subclass its callers pass (lit-llama's adapter `LLaMA`)
-            return either((annotated, ("passed", *param))) if param is not None else annotated
+            # `sampler=VSampler()`, `sampler: Sampler`: what the default builds, else the class annotated (where
+            # an abstract method of it is called, each subclass's); both only where no caller passes a project
+            # class (StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())` runs ADPM2's, not VSampler's)
+            default = binding.node.default
+            fallback = (self._object_of(default, binding.node, None) if type(default) is cst.Call else None) \
+                or self._annotated(binding.node.annotation, binding.node)
+            param = self._parameter(expr, binding.node) if fallback is not None else None
+            # `def generate(model: LLaMA, ...)`: a subclass its callers pass (lit-llama's adapter `LLaMA`), else the class named
+            return callers_first(("passed", *param), fallback) if param is not None else fallback
         if binding.kind in ("for", "comp"):
             iterable = self._zipped(binding.value, binding.node)
             source = iterated_item(iterable, binding.element, dict_views=True)

@@ -15,7 +15,7 @@ from torchlint.analysis.project_index import _BOUND, ProjectIndex
 from torchlint.analysis.summary import ClassSummary, Ref
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
 _MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
-_SEVERAL = frozenset({"each", "attr", "passed"})  # references that may name several classes
+_SEVERAL = frozenset({"each", "attr", "passed", "or"})  # references that may name several classes
 _ROUNDS = 4  # constructor arguments passed on through calls of objects passed in: enough for a trainer's model
 
 
@@ -232,22 +232,28 @@ class Project(ProjectIndex):
         inner = returned[element] if element < len(returned) else None
         return (inner, factory[0]) if inner is not None else None
 
-    def classes_of(self, ref: Ref, importer: str, depth: int = 0, limit: int = _MAX_CLASSES) -> list[tuple[str, str]]:
+    def classes_of(self, ref: Ref, importer: str, depth: int = 0, limit: int = _MAX_CLASSES, passed_only: bool = False) -> list[tuple[str, str]]:
         """Every class ``ref`` may name (``class_of`` gives the first): each member of
         ``("each", refs)``, every class the first class in the MRO that keeps ``("attr", ...)``
         holds there, whatever any caller passes for ``("passed", ...)``, each class a factory
         may return (``if swin: model = Swin() elif ...: model = SwinV2() ... return model``);
-        at most ``limit``."""
+        for a parameter's ``("or", passed, fallback)``, what its callers pass where that names a class,
+        else its fallback (with ``passed_only``, never a fallback: a caller handing on its own parameter
+        passes nothing where only that parameter's default or annotation would name a class); at most ``limit``."""
         if ref[0] == "returned" and depth <= _MAX_DEPTH:
             inner = self._returned(ref, importer, depth)
-            return self.classes_of(inner[0], inner[1], depth + 1, limit) if inner is not None else []
+            return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else []
+        if ref[0] == "or" and depth <= _MAX_DEPTH:
+            # StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())` runs ADPM2's forward, not each `Sampler` subclass's
+            passed = self.classes_of(ref[1], importer, depth + 1, limit, True)
+            return passed if passed or passed_only else self.classes_of(ref[2], importer, depth + 1, limit)
         if ref[0] not in _SEVERAL:
             one = self.class_of(ref, importer, depth)
             return [one] if one is not None else []
         if depth > _MAX_DEPTH:
             return []
         if ref[0] == "passed":  # memoised: parameters passed on call after call form chains, and cycles
-            key = (ref, importer, limit)
+            key = (ref, importer, limit, passed_only)
             known = self._classes_memo.get(key)
             if known is not None:
                 if key in self._resolving:
@@ -255,7 +261,7 @@ class Project(ProjectIndex):
                 return known
             self._classes_memo[key] = []
             self._resolving.add(key)
-            found = self._several(ref, importer, depth, limit)
+            found = self._several(ref, importer, depth, limit, passed_only)
             self._resolving.discard(key)
             self._cut.discard(key)
             if self._cut & self._resolving:  # it saw a parameter still being resolved: not final, ask again later
@@ -263,12 +269,12 @@ class Project(ProjectIndex):
             else:
                 self._classes_memo[key] = found
             return found
-        return self._several(ref, importer, depth, limit)
+        return self._several(ref, importer, depth, limit, passed_only)
 
-    def _several(self, ref: Ref, importer: str, depth: int, limit: int) -> list[tuple[str, str]]:
+    def _several(self, ref: Ref, importer: str, depth: int, limit: int, passed_only: bool = False) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for inner, where in self._alternatives(ref, importer, depth):
-            for owner in self.classes_of(inner, where, depth + 1, limit):
+            for owner in self.classes_of(inner, where, depth + 1, limit, passed_only):
                 if owner not in found:
                     found.append(owner)
                     if len(found) >= limit:

@@ -29,9 +29,9 @@ class ProjectIndex:
         self.passed: dict[tuple[str, str, str], list[tuple[Ref, str]]] = {}
         self._callees_memo: dict[tuple[Ref, str], list[tuple[str, str]]] = {}
         # what a parameter may hold (``("passed", ...)``): chains of parameters passed on are resolved once each
-        self._classes_memo: dict[tuple[Ref, str, int], list[tuple[str, str]]] = {}
-        self._resolving: set[tuple[Ref, str, int]] = set()  # being resolved now (a cycle meets them)
-        self._cut: set[tuple[Ref, str, int]] = set()  # met in a cycle: what depends on them is not memoised
+        self._classes_memo: dict[tuple[Ref, str, int, bool], list[tuple[str, str]]] = {}
+        self._resolving: set[tuple[Ref, str, int, bool]] = set()  # being resolved now (a cycle meets them)
+        self._cut: set[tuple[Ref, str, int, bool]] = set()  # met in a cycle: what depends on them is not memoised
         # (module, importer's directory) -> its files nearest first: every reference asks
         # again, and a name every project has (`utils`, `model`) has a file in each of them
         self._nearest_memo: dict[tuple[str, str], list[str]] = {}

@@ -11,6 +11,17 @@ from torchlint.analysis.samples import SampleWork
 from torchlint.findings import Location, pickled_by_fields
 
 Ref = tuple
+
+
+def callers_first(passed: Ref, fallback: Ref) -> Ref:
+    """``("or", passed, fallback)``: a parameter's objects, the classes its callers pass where any passes
+    a project class (their own fallbacks not counted), else ``fallback`` (its default, its annotation)."""
+    return ("or", passed, fallback)
+
+
+def callers_part(ref: Ref) -> Ref:
+    """The ``("passed", ...)`` half of a parameter's ``("or", ...)``; any other reference as it is."""
+    return ref[1] if ref[0] == "or" else ref
 # The names a config object goes by (`args.num_workers`, `cfg.num_workers`): whose settings' defaults are looked up.
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options"})
 # Libraries whose functions are never the project's own: their calls are not recorded.

@@ -255,7 +255,11 @@ def _may_be_passed_a_tensor(param: cst.Param) -> bool:
     default = param.default
     if default is not None and not (type(default) is cst.Name and default.value == "None"):
         return False
-    return param.annotation is None or _tensor_annotation(param.annotation.annotation)
+    # `sigma: float` is given a 0-d tensor as often (StyleTTS2's `get_sigmas(sigma: float, ...)`, called with
+    # `sigmas[i]`): what every call passes decides, as for a parameter with no annotation (`pos: int` is a
+    # position or a count: a Python int)
+    return param.annotation is None or _tensor_annotation(param.annotation.annotation) \
+        or type(param.annotation.annotation) is cst.Name and param.annotation.annotation.value == "float"
 
 
 def _tensor_annotation(annotation: cst.BaseExpression) -> bool:
