@@ -250,7 +250,8 @@ class DeviceTensors:
                 moved = type(items) is cst.Call and ctx.devices.move(items) == "device"
                 return not self._moves_an_object(items) if moved else self.tensorish(items, items, depth + 1)
             if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
-                return ctx.values.kind(value, binding.node) is Kind.TENSOR
+                # (`x, _ = pad_packed_sequence(...)`: the position of the result that holds a tensor)
+                return Kind.TENSOR in (ctx.values.kind(value, binding.node), ctx.values._binding_kind(binding))
             value = value.elements[binding.element].value
         if type(value) is cst.Call and ctx.devices.move(value) == "device":
             return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
