@@ -245,12 +245,25 @@ class DeviceTensors:
             if action is not None:  # `next_obs, reward, next_done, info = envs.step(action)`, the action a device tensor
                 return not ctx.devices.moved_to_host(action, binding.node) \
                     and (self.tensorish(action, binding.node, depth + 1) or self._policy_output(action, binding.node))
+            items = self._listed_items(value, binding.node)
+            if items is not None:  # `batch = [b.to(device) for b in batch]`, then `texts, lengths = batch`: each item
+                moved = type(items) is cst.Call and ctx.devices.move(items) == "device"
+                return not self._moves_an_object(items) if moved else self.tensorish(items, items, depth + 1)
             if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):
-                return ctx.values.kind(value, binding.node) is Kind.TENSOR
+                # (`x, _ = pad_packed_sequence(...)`: the position of the result that holds a tensor)
+                return Kind.TENSOR in (ctx.values.kind(value, binding.node), ctx.values._binding_kind(binding))
             value = value.elements[binding.element].value
         if type(value) is cst.Call and ctx.devices.move(value) == "device":
             return not self._moves_an_object(value)  # `trainer = trainer.cuda()`: a model or a trainer moved
         return self.tensorish(value, binding.node, depth + 1)
+
+    def _listed_items(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """The element of the list comprehension a name unpacked at ``at`` is bound to
+        (``batch = [b.to(device) for b in batch[1:]]``): what each unpacked name holds."""
+        binding = self.ctx.bindings.reaching(value.value, at) if type(value) is cst.Name else None
+        if binding is None or binding.kind != "assign" or binding.element is not None or type(binding.value) is not cst.ListComp:
+            return None
+        return binding.value.elt
 
     def _policy_output(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``expr`` bound to what a model (or a method of one) returned: ``action, logprob, _, value =

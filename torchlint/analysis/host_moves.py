@@ -143,39 +143,61 @@ class HostMoves:
         """``x = torch.arange(n)`` then, a few statements on in the same block and with ``x``
         only reshaped on the way (``x = x.unsqueeze(0)``), ``x = x.to(device)`` or
         ``model(x.cuda())``: that move."""
+        return self._moved_later(top)[0]
+
+    def filled_from_device(self, top: cst.BaseExpression) -> tuple[cst.Assign, cst.Call] | None:
+        """``x_pad = torch.zeros(b, c, t)``, ``x_pad[:, :, :n] = x`` with ``x`` a device tensor,
+        then ``x = x_pad.to(x.device)``: (the fill, the move). The fill copies the device value
+        to the host and waits for it, the move copies it back: a round trip (TL112), not a
+        tensor the factory could have made on the device (TL110)."""
+        move, fills = self._moved_later(top)
+        if move is None:
+            return None
+        ctx = self.ctx
+        for fill in fills:
+            value = fill.value
+            if type(value) in (cst.Name, cst.Attribute, cst.Subscript) and ctx.syncs.device_tensor(value, fill):
+                return fill, move
+        return None
+
+    def _moved_later(self, top: cst.BaseExpression) -> tuple[cst.Call | None, list[cst.Assign]]:
+        """:meth:`moved_later`'s move, and the item assignments that filled the tensor on the way."""
         tree = self.ctx.tree
+        fills: list[cst.Assign] = []
         assign = tree.parent(top)
         if type(assign) is not cst.Assign or assign.value is not top or len(assign.targets) != 1:
-            return None
+            return None, fills
         name = dotted(assign.targets[0].target)
         line = tree.parent(assign)
         if name is None or type(line) is not cst.SimpleStatementLine or line.body[-1] is not assign:
-            return None
+            return None, fills
         tracked = {name}
         statement = line
         for _ in range(_LOOKAHEAD):
             statement = tree.next_statement(statement)
             if statement is None:
-                return None
+                return None, fills
             reads = [n for n in tree.descendants(statement) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
             if not reads:
                 continue
             if type(statement) is cst.If:
-                return self._moved_on_device(statement, tracked)  # `if x.is_cuda: zeros = zeros.cuda()`
+                return self._moved_on_device(statement, tracked), fills  # `if x.is_cuda: zeros = zeros.cuda()`
             if type(statement) is not cst.SimpleStatementLine:
-                return None  # used in a loop or a branch: maybe on the host first, maybe not every time
+                return None, fills  # used in a loop or a branch: maybe on the host first, maybe not every time
             for read in reads:
                 top_read, _ = self.host_chain(read)
                 move = self.move_of(top_read)
                 if move is not None:
-                    return move
+                    return move, fills
             if fills_in_place(statement, tracked):
+                if type(statement.body[0]) is cst.Assign:  # (an item assignment: what it copies in may live on the device)
+                    fills.append(statement.body[0])
                 continue  # `x[:, 0] = 4` on the host, then the move: the factory could fill it on the device
             rebound = self._reshaped(statement, tracked)
             if rebound is None:
-                return None  # used for something else first: the host copy may be needed
+                return None, fills  # used for something else first: the host copy may be needed
             tracked.add(rebound)
-        return None
+        return None, fills
 
     def _moved_on_device(self, branch: cst.If, tracked: set[str]) -> cst.Call | None:
         """``if x.is_cuda: zeros = zeros.cuda()`` (``torch.cuda.is_available()``,

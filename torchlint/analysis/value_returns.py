@@ -15,6 +15,10 @@ from torchlint.analysis.names import dotted
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
+# Library functions returning a tuple, and the positions in it that hold a tensor where the input
+# was: `x, lengths = pad_packed_sequence(packed)` (its lengths are a CPU tensor: not listed).
+_TENSOR_POSITIONS = {"torch.nn.utils.rnn.pad_packed_sequence": frozenset({0})}
+
 
 class ValueReturns:
     """Returned kinds and constructing calls of one file."""
@@ -24,6 +28,8 @@ class ValueReturns:
     def _returned_kind(self, call: cst.Call, element: int | None) -> Kind:
         """What a call of a module-level function of this file returns, when all its
         ``return``s agree; with ``element``, that position of the returned tuple."""
+        if element is not None and element in _TENSOR_POSITIONS.get(self.ctx.qname(call.func) or "", ()):
+            return Kind.TENSOR
         function = self._local_function(call.func)
         if function is None or id(function) in self._returning:
             return Kind.UNKNOWN  # not ours, or recursion

@@ -65,6 +65,7 @@ def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other
     (``e.mul_(...)``, ``e.data.lerp_(...)``, ``e.data = d * e.data + ...``, ``e.copy_(...)``
     of a blend)? ``blended_with_other``: only with another tensor of the loop in the update
     (``ema[name].add_(p, ...)``; ``p.mul_(0.9)`` alone decays, it averages nothing)."""
+    targets = targets | _key_aliases(ctx, loop, targets)
     for node in ctx.tree.descendants(loop.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _AVERAGING:
             receiver = node.func.value
@@ -78,6 +79,30 @@ def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and _assigns_blend(ctx, node, targets, blended_with_other):
             return True
     return False
+
+
+def _key_aliases(ctx, loop: cst.For, targets: set[str]) -> set[str]:  # type: ignore[no-untyped-def]
+    """Names the body binds to another spelling of a loop key: ``sname = self.m_name2s_name[key]``
+    (LitEma's shadow buffers, named without dots), ``sname = key.replace(".", "")``. The shadow
+    ``shadow_params[sname]`` is then the loop's entry, as ``shadow_params[key]`` would be."""
+    aliases = set()
+    for node in ctx.tree.descendants(loop.body):
+        if type(node) is not cst.Assign or len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+            continue
+        value = node.value
+        if type(value) is cst.Subscript and len(value.slice) == 1 and type(value.slice[0].slice) is cst.Index:
+            key = value.slice[0].slice.value  # `mapping[key]`: the key's other name
+        elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _KEY_SPELLINGS:
+            key = value.func.value  # `key.replace(".", "")`
+        else:
+            continue
+        if type(key) is cst.Name and key.value in targets:
+            aliases.add(node.targets[0].target.value)
+    return aliases
+
+
+# String methods that respell a parameter's name as a buffer's (`.` is not allowed in a buffer's name).
+_KEY_SPELLINGS = frozenset({"replace", "lower", "strip"})
 
 
 def _assigns_blend(ctx, assign: cst.Assign, targets: set[str], blended_with_other: bool) -> bool:  # type: ignore[no-untyped-def]
@@ -123,13 +148,15 @@ def _mentions_other(ctx, value: cst.BaseExpression, targets: set[str], averaged:
 
 def _looped(receiver: cst.BaseExpression, targets: set[str]) -> str | None:
     """The loop name ``receiver`` stands for: ``e``, ``e.data``, or ``ema[name]`` (as
-    ``ema[name]``); None for anything else."""
+    ``ema[name]``; ``ema[name.replace(".", "")]`` too); None for anything else."""
     if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
         receiver = receiver.value
     if isinstance(receiver, cst.Name):
         return receiver.value if receiver.value in targets else None
     if isinstance(receiver, cst.Subscript) and len(receiver.slice) == 1 and isinstance(receiver.slice[0].slice, cst.Index):
         index = receiver.slice[0].slice.value
+        if type(index) is cst.Call and type(index.func) is cst.Attribute and index.func.attr.value in _KEY_SPELLINGS:
+            index = index.func.value  # `shadow[name.replace(".", "")]`: the key respelled
         if isinstance(index, cst.Name) and index.value in targets:
             return f"{dotted(receiver.value)}[{index.value}]"
     return None

@@ -128,6 +128,8 @@ class CreateThenMove(Check):
             move = uploads.moved_later(top)
             if move is None:
                 return
+            if uploads.filled_from_device(top) is not None:
+                return  # filled from a device tensor before the move: a round trip, TL112's
         elif fixable and alone:
             fix = self._fix(made, move)
         # A random draw made on the device comes from the device's generator: a seeded run

@@ -5,6 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.host_tensors import FACTORIES
+from torchlint.analysis.device_names import is_cpu_device
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.uploads import KEEPS_THE_VALUE
 from torchlint.checks.base import Check
@@ -14,7 +16,8 @@ _FROM_HOST = {"torch.from_numpy", "torch.as_tensor", "torch.tensor"}
 
 
 class DeviceRoundTrip(Check):
-    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work."""
+    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work
+    (a host buffer filled from a device tensor, then moved: `pad = torch.zeros(...)`, `pad[:, :n] = x`, `pad.to(x.device)`)."""
 
     code = "TL112"
     name = "device-round-trip"
@@ -33,6 +36,8 @@ class DeviceRoundTrip(Check):
                         second=f"back to the device in `{short_code(ctx.module, trip[1], limit=60)}` {when}",
                         waste="that keeping the work on the device saves")
             return
+        if ctx.qname(node.func) in FACTORIES and self._filled_from_device(node):
+            return
         later = ctx.devices.move(node)
         if later is None:
             self._read_back(node)
@@ -48,6 +53,22 @@ class DeviceRoundTrip(Check):
         words = {"host": "to the host", "device": "to the device"}
         self.report(node, expr=short_code(ctx.module, node, limit=60), first=words[earlier], second=f"straight back {words[later]}",
                     waste="for nothing")
+
+    def _filled_from_device(self, factory: cst.Call) -> bool:
+        """``x_pad = torch.zeros(...)``, ``x_pad[:, :, :n] = x`` with ``x`` on the device, then
+        ``x_pad.to(x.device)``: the activation copied down into a host buffer and back up."""
+        ctx = self.ctx
+        device = ctx.keyword(factory, "device")
+        if device is not None and not is_cpu_device(device.value, ctx):
+            return False  # a buffer made on the device: the fill copies on the device
+        trip = ctx.uploads.filled_from_device(ctx.uploads.host_chain(factory)[0])
+        if trip is None:
+            return False
+        fill, move = trip
+        self.report(factory, related=(fill, move), hint=_FILLED_HINT, expr=short_code(ctx.module, factory, limit=60),
+                    first=f"to the host (`{short_code(ctx.module, fill, limit=50)}` copies a device tensor into this host buffer)",
+                    second=f"back to the device in `{short_code(ctx.module, move, limit=40)}`", waste="that a buffer made on the device saves")
+        return True
 
     def _read_back(self, node: cst.Call) -> None:
         """``decode_lengths = (caption_lengths - 1).tolist()`` in a ``forward`` whose caller
@@ -99,6 +120,8 @@ class DeviceRoundTrip(Check):
 
 # Reads that copy a device tensor's value to the host.
 _HOST_READS = frozenset({"tolist", "item", "numpy"})
+_FILLED_HINT = ("Make the buffer on the device the value lives on (`torch.zeros(..., device=x.device, dtype=x.dtype)`, "
+                "or `x.new_zeros(...)`): the fill then copies on the device, and neither copy nor the wait is left")
 _READ_BACK_HINT = ("Keep the host copy the loader gave: pass it too (or instead) and read it on the host, "
                    "or keep this work on the device")
 _SAME_VALUE = KEEPS_THE_VALUE - {"sort"}  # (a sort gives values and their order: no value to follow back)
