@@ -73,8 +73,8 @@ class Cost(enum.Enum):
     SIDE_ATTENTION = ("an attention in several kernels with its full weight matrix written to memory, where it is a smaller share "
                       "of the step than a transformer's self-attention: cross-attention over another, short input, an attention block "
                       "between a convolutional network's blocks, or scores carrying a second score matrix a fused kernel reads as a mask anyway")
-    LATENT_ATTENTION = ("an attention in several kernels whose queries are a few learned latents (a Perceiver's): a thin score matrix, "
-                        "a small share of the step, where one fused kernel would do")
+    LATENT_ATTENTION = ("an attention in several kernels whose queries are a few learned latents (a Perceiver's) or one position "
+                        "(a class token's): a thin score matrix, a small share of the step, where one fused kernel would do")
     RETURNED_ATTENTION = ("an attention in several kernels with its full weight matrix written to memory, which the module also returns: "
                           "one fused kernel would do where its callers read the weights only under an option")
     TF32_OFF = "fp32 matmuls without TF32 (Ampere and newer GPUs run TF32 several times faster)"

@@ -77,6 +77,32 @@ def constructed(project: Project) -> frozenset[tuple[str, str]] | None:
     return frozenset(found)
 
 
+def never_built(project: Project) -> frozenset[tuple[str, str]]:
+    """The classes the project never builds (deit's ``Learned_Aggregation_Layer_multi``): named
+    only by their own ``class`` statement in their file (``FileSummary.unnamed``), built by no code
+    of the project (``Project.built``), imported by no other file, in no module another file
+    star-imports, subclassed nowhere. Only in an application (some file trains or samples): a
+    library's classes are its users' to build. None where some file builds classes from names."""
+    files = project.files
+    if project.built is None or not any(summary.unnamed for summary in files.values()):
+        return frozenset()
+    if not any(summary.trains_anywhere or summary.samples_anywhere for summary in files.values()):
+        return frozenset()  # a library of models: its users build them
+    candidates = {(path, key) for path, summary in files.items() for key in summary.unnamed if (path, key) not in project.built}
+    if not candidates:
+        return frozenset()
+    named: set[tuple[str, str]] = set()
+    starred: set[str] = set()
+    for path, summary in files.items():
+        for _, ref in summary.exports:  # `from .models import Block` (a package's `__init__` too: its users may build it)
+            named.update(project.classes_of(ref, path, 1))
+        for level, module in summary.stars:  # `from .models import *`: any name of that module may be used
+            found = project.module_file(module, path, level)
+            if found is not None:
+                starred.add(found)
+    return frozenset(c for c in candidates if c not in named and c[0] not in starred and not project.has_subclasses(*c))
+
+
 def device_params(project: Project) -> frozenset[tuple[str, str]]:
     """The parameters every call of their function in the project passes a tensor on the device
     (a sampler's ``sigmas``, made by ``get_sigmas_karras(..., device=device)`` in the function that

@@ -67,6 +67,7 @@ class Steps(dict[str, dict[str, StepInfo]]):
     host_params: frozenset[tuple[str, str]] = frozenset()  # (file, `Cls.__init__:param`): every construction passes a host value there
     device_params: frozenset[tuple[str, str]] = frozenset()  # (file, `f:param`): every call of `f` passes a device tensor there
     constructed: frozenset[tuple[str, str]] | None = None  # (file, class key): the classes some code of the project builds
+    never_built: frozenset[tuple[str, str]] = frozenset()  # (file, class key): classes no code of an application names (`join_params.never_built`)
     host_steps: frozenset[str] = frozenset()  # the files whose steps run on the host (`host_steps`)
     # file -> function key -> how it runs every N steps: called under a recurring guard of a step (analysis/every_n.py)
     every_n: dict[str, dict[str, EveryN]] = {}

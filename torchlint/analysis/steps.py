@@ -48,6 +48,7 @@ from torchlint.analysis.summary_places import CallPlaces
 from torchlint.analysis.summary_targets import CallTargets
 from torchlint.analysis.switches import turned_switches
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
+from torchlint.analysis.unnamed_classes import unnamed_classes
 from torchlint.findings import Location
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, settings=self.ctx.constants.setting_ints(),
             assigned=self.ctx.constants.assigned_ints(),
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
-            registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators),
+            registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators), unnamed=unnamed_classes(self.ctx),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
             idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),

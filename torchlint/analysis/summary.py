@@ -210,6 +210,9 @@ class FileSummary:
     # decorator registers (`@MODELS.register_module()`), built by name
     by_name: bool = False
     registered: tuple[str, ...] = ()
+    # its module-level classes that only their `class` statement names (analysis/unnamed_classes.py): built nowhere in the
+    # file; the join asks whether any other file imports or builds them (`join_params.never_built`)
+    unnamed: tuple[str, ...] = ()
     # `LlamaAttention.forward = forward`: (function key, the library's class, once per layer, the function
     # that makes the assignment or "" at module level) (analysis/patched.py)
     patched: tuple[tuple[str, str, bool, str], ...] = ()

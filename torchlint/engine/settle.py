@@ -106,8 +106,9 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     file_result.findings.extend(every_n_findings(file_result, per_step, every_n))
     # (a function a step runs every N steps is placed so: not as one no step runs)
     waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
-    file_result.findings.extend(unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting, shared.trained))
-    file_result.findings.extend(model_findings(file_result, per_step, models, step_loops, waiting))
+    never_built = getattr(steps, "never_built", frozenset())
+    file_result.findings.extend(unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting, shared.trained, never_built))
+    file_result.findings.extend(model_findings(file_result, per_step, models, step_loops, waiting, never_built))
     file_result.findings.sort(key=Finding.sort_key)
     return True
 

@@ -94,7 +94,7 @@ def turned_on(condition: Conditional | InStepIfCalled, info: StepInfo, per_step:
 
 def unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
                         constructed: frozenset[tuple[str, str]] | None = None, waiting: list[Conditional] | None = None,
-                        trained: bool = True) -> Iterator[Finding]:
+                        trained: bool = True, never_built: frozenset[tuple[str, str]] = frozenset()) -> Iterator[Finding]:
     """The conditional findings no step is found to run (a module's ``forward``: run
     whenever the model is, by code not visible here: a model built from a config, a
     library), at the place and tier they carry, unless the steps show where they are used:
@@ -105,6 +105,9 @@ def unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         if condition.unreached is None or condition.compiled or condition.key in per_step:
             continue
         unreached = condition.unreached
+        if (dead := _never_built(condition, file_result, never_built, unreached.reason)) is not None:
+            yield dead
+            continue
         if per_step and (unreached.users is None or any(user in per_step for user in unreached.users)):
             continue
         here = file_result.summary.path if file_result.summary is not None else ""
@@ -126,7 +129,8 @@ def unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 
 
 def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
-                    step_loops: dict[str, str], waiting: list[Conditional] | None = None) -> Iterator[Finding]:
+                    step_loops: dict[str, str], waiting: list[Conditional] | None = None,
+                    never_built: frozenset[tuple[str, str]] = frozenset()) -> Iterator[Finding]:
     """The conditional findings no step is found to run, in code run on every call of a model
     (``Steps.models``: a model built from a config or a registry, a library's), where what they
     cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
@@ -141,6 +145,9 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
             continue
         if condition.device_bound and info.host_only:
             continue  # a project that runs on the host: its models' tensors are host tensors
+        if (dead := _never_built(condition, file_result, never_built, Cost[condition.cost].value)) is not None:
+            yield dead
+            continue
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
@@ -154,6 +161,21 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         finding = condition.finding
         message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
         yield replace(finding, message=with_multiplicity(message, place), impact=tiered[0], impact_reason=tiered[1])
+
+
+def _never_built(condition: Conditional, file_result: FileResult, never_built: frozenset[tuple[str, str]], cost: str) -> Finding | None:
+    """Low, where the class of the condition's method is one the project never builds
+    (``Steps.never_built``: no code of the application builds, imports or names it): dead code
+    here, a cost only to code outside the project that builds it. None for any other class."""
+    key = condition.key.partition("#")[0]
+    owner = key.split(".")[0] if "." in key else ""
+    here = file_result.summary.path if file_result.summary is not None else ""
+    if not owner or (here, owner) not in never_built:
+        return None
+    finding = condition.finding
+    words = f"`{key}()` (`{owner}` is never built in this project: no code of it builds, imports or names the class)"
+    return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, words), impact=LOW,
+                   impact_reason=f"{cost.split(',')[0]}, only where code outside the project builds `{owner}`: this project never does")
 
 
 def _model_text(key: str, info: StepInfo) -> str:

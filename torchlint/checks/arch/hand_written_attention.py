@@ -53,6 +53,8 @@ class HandWrittenAttention(Check):
         # rank 3, none): one finding for it, reported when the file is done.
         few = any(few_positions(ctx, operand, at) for operand, at in operands)
         kind = attention_kind(ctx, operands[0][0], operands[1][0], operands[0][1]) if len(operands) >= 2 else None
+        if len(operands) >= 2 and few_positions(ctx, operands[0][0], operands[0][1], one=True):
+            kind = ONE_QUERY  # (a class token's query, `self.q(x[:, 0])`: one row of scores per head, whatever else it is)
         if kind is None and SECOND_SCORES in product:
             kind = SECOND
         self._found.setdefault(id(use), []).append((node, use, product, few, bool(returned), kind))
@@ -87,9 +89,12 @@ class HandWrittenAttention(Check):
 
 
 SECOND = "second scores"  # the scores carry a second score matrix of the same size (`SECOND_SCORES`)
+ONE_QUERY = "one query"  # the queries are one position (a class token's, a pooled one)
 # What the attention attends with and over -> its cost, and the words the message adds.
 _KINDS = {
     LATENTS: (Cost.LATENT_ATTENTION, "its queries are a few learned latents, a Perceiver's: a thin score matrix"),
+    ONE_QUERY: (Cost.LATENT_ATTENTION, "its query is one position, a class token's or a pooled one: one row of scores per head, "
+                                       "linear in the sequence length, a small share of the step"),
     CROSS: (Cost.SIDE_ATTENTION, "cross-attention: its keys are another input's, usually a short one, a text's or media's"),
     FEATURE_MAP: (Cost.SIDE_ATTENTION, "over a channels-first feature map's pixels: an attention block between a convolutional "
                                        "network's blocks, at the resolutions it is built for"),
