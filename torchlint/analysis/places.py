@@ -144,8 +144,10 @@ class Places(RepeatKinds):
                 return Repeat("batch row", count, copies=copies, models=not copies and not self._light(loop))
             # (`len(x)` is a count, not a sequence length: `range(len(d_en))` decodes nothing by its name)
             words = bound.replace("len(", "(")
+            # (`for _ in range(args.val_max_steps): x, y = val_loader.next_batch(); _, loss = model(x, y)`: each
+            # iteration draws a batch of its own, an evaluation's batches, whatever its bound is named: llm.c's validation)
             if any(word in bound for word in _DECODE_BOUNDS) or any(word in words for word in _DECODE_WORDS) and self._calls_a_model(loop) \
-                    or self.ctx.loops.decodes(loop):
+                    and not self._draws_batches(loop) or self.ctx.loops.decodes(loop):
                 return Repeat("decoded token", count)
             if over_input_chunks(self.ctx.tree, loop):
                 return Repeat(INPUT_CHUNK, count)  # a streaming encoder's chunks of frames, not tokens it made

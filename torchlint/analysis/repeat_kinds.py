@@ -155,9 +155,11 @@ class RepeatKinds(StepPositions):
             iterable = iterable.args[0].value
         return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
 
-    def _draws_batches(self, loop: cst.While) -> bool:
-        """Does the loop's body draw from an iterator with the builtin ``next(...)`` (a loader's batches)?"""
+    def _draws_batches(self, loop: cst.For | cst.While) -> bool:
+        """Does the loop's body draw from an iterator with the builtin ``next(...)`` (a loader's batches),
+        or a loader's own ``next_batch()`` method (llm.c's ``val_loader.next_batch()``)?"""
         return any(type(call.func) is cst.Name and call.func.value == "next" and self.ctx.qname(call.func) is None
+                   or type(call.func) is cst.Attribute and call.func.attr.value == "next_batch"
                    for call in self.ctx.loops.loop_calls(loop))
 
     def _steps_an_environment(self, loop: cst.CSTNode) -> bool:
