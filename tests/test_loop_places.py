@@ -104,6 +104,15 @@ def test_a_range_of_len_is_no_decoded_tokens_bound() -> None:
     assert _repeat_of("import torch\nmodel = torch.nn.Linear(2, 2)\nfor t in range(seq_len):\n    y = model(x)\n").kind == "decoded token"
 
 
+def test_a_range_that_draws_its_own_batches_goes_over_batches_not_tokens() -> None:
+    # llm.c's validation (review 17): "steps" in the bound, a model run, but each iteration draws a batch
+    draws = "import torch\nmodel = torch.nn.Linear(2, 2)\nfor _ in range(val_max_steps):\n    x, y = val_loader.next_batch()\n    y = model(x)\n"
+    assert _repeat_of(draws).kind == "iteration"
+    assert _repeat_of(draws.replace("val_loader.next_batch()", "next(val_iter)")).kind == "iteration"
+    # the near-miss: a method of another name is no loader's draw, and the steps stay tokens
+    assert _repeat_of(draws.replace("val_loader.next_batch()", "val_loader.peek()")).kind == "decoded token"
+
+
 ONE_SPLIT = """import torch
 import torch.nn.functional as F
 
