@@ -27,7 +27,10 @@ class ConstantUploadInLoop(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
-        if data is None or not ctx.syncs.in_step(node):
+        if data is None:
+            self._memoised(node)
+            return
+        if not ctx.syncs.in_step(node):
             return
         listed = data.value if type(data) is cst.Subscript else data
         loop = ctx.loops.statement_loop(node)
@@ -55,6 +58,26 @@ class ConstantUploadInLoop(Check):
         self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60),
                     copies="copies the same host data to the device on every step")
 
+
+    def _memoised(self, node: cst.Call) -> None:
+        """``mask.type_as(query)`` / ``mask.to(x.device)`` of what a memoised helper made on the host
+        (``mask, start_mask = causal_mask(h * w)`` with ``@lru_cache``): the same data, copied on every call."""
+        ctx = self.ctx
+        if type(node.func) is not cst.Attribute or not (ctx.devices.move(node) == "device" or ctx.uploads.moves_like(node)) \
+                or not ctx.syncs.in_step(node):
+            return  # (no move to the device, or none a step runs)
+        function = ctx.uploads.memoised_host(node.func.value, node)
+        if function is None:
+            return  # not a memoised host tensor: a step's own data, or a cache built on the device already
+        self.report(node, hint=_MEMOISED_HINT.format(function=function.name.value), expr=short_code(ctx.module, node, limit=60),
+                    copies=_MEMOISED_WORDS.format(function=function.name.value))
+
+
+# A memoised helper's host tensor moved on every call (VQ-VAE-2's `causal_mask`).
+_MEMOISED_WORDS = ("copies the same host tensor, which `{function}()` builds on the host and memoises, to the device on "
+                   "every call")
+_MEMOISED_HINT = ("Keep the device copy instead: register it as a buffer (`self.register_buffer(\"mask\", {function}(n), "
+                  "persistent=False)`), or memoise `{function}()` by device too and build it there")
 
 # What a decode loop uploads of the tokens it decoded (uploads.decoded_feed), and how to keep them on the device.
 _FEED_WORDS = {
