@@ -129,7 +129,7 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
         if not grown or _passes_a_field(call, records, made):
             continue
         # (a cache by name where the model is given the prefix of the buffer again: it keeps no work of that prefix)
-        given = _cache_given(ctx, call) if cached or _passes_a_cache(ctx, call, made, switch=switch) else ""
+        given = _cache_given(ctx, call, made) if cached or _passes_a_cache(ctx, call, made, switch=switch) else ""
         if given is None:
             continue
         # (at the switch's default, what it opts in does not run: `x_input = x[:, [-1]]` under `if use_kv_caching:`)
@@ -143,11 +143,13 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
     return None
 
 
-def _cache_given(ctx: FileContext, call: cst.Call) -> str | None:
-    """What the model call is handed that only names a cache (``cache=cache``, ``model(x, cache)``), where
-    the call is given no start position nor a ``**`` mapping: ``"cache"``, or None (a cache it may decode
-    from). A model given the prefix of a buffer the loop writes (``row[:, :i + 1]``) then runs over that
-    prefix again whatever the cache keeps (VQ-VAE-2's PixelSNAIL: the condition's features)."""
+def _cache_given(ctx: FileContext, call: cst.Call, made: set[str]) -> str | None:
+    """What the model call is handed that only names a cache and that the call returns again (``out,
+    cache = model(x, cache=cache)``), where the call is given no start position nor a ``**`` mapping:
+    ``"cache"``, or None (a cache it may decode from). A model given the prefix of a buffer the loop writes
+    (``row[:, :i + 1]``) then runs over that prefix again whatever the cache keeps (VQ-VAE-2's PixelSNAIL:
+    the condition's features). Not a state filled in place (fairseq's ``incremental_states``, with
+    ``tokens[:, :step + 1]``): such a decoder takes the new token from the prefix itself."""
     named = ""
     for arg in call.args:
         keyword = arg.keyword.value if arg.keyword is not None else ""
@@ -155,6 +157,8 @@ def _cache_given(ctx: FileContext, call: cst.Call) -> str | None:
         if arg.star or keyword == "use_cache" or keyword in _POSITION_NAMES or given.lower() in _POSITION_NAMES:
             return None
         if _cache_word(keyword) or _cache_word(given):
+            if not mentions(arg.value) & made or "incremental" in (keyword + given).lower():
+                return None
             named = named or keyword or given
     return named or None
 
