@@ -9,7 +9,7 @@ from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
-from torchlint.checks.base import Check
+from torchlint.checks.base import Check, Group
 
 
 class ConstantUploadInLoop(Check):
@@ -69,13 +69,27 @@ class ConstantUploadInLoop(Check):
         function = ctx.uploads.memoised_host(node.func.value, node)
         if function is None:
             return  # not a memoised host tensor: a step's own data, or a cache built on the device already
-        self.report(node, hint=_MEMOISED_HINT.format(function=function.name.value), expr=short_code(ctx.module, node, limit=60),
-                    copies=_MEMOISED_WORDS.format(function=function.name.value))
+        self.__dict__.setdefault("_memoised_moves", []).append((node, function))
+
+    def finish(self) -> None:
+        """The moves of one memoised helper's tensors in one function (``mask`` and ``start_mask`` of one
+        ``causal_mask(n)``) are one fix's (keep the device copy): one finding, its other lines related."""
+        ctx = self.ctx
+        groups: dict[tuple[int, str], list[cst.Call]] = {}
+        for node, function in self.__dict__.get("_memoised_moves", []):
+            groups.setdefault((id(ctx.tree.enclosing_function(node)), function.name.value), []).append(node)
+        for (key, name), moves in groups.items():
+            group = Group((key, name), f"tensor of `{name}()`", _MEMOISED_GROUP, _MEMOISED_HINT.format(function=name)) \
+                if len(moves) > 1 else None
+            for node in moves:
+                self.report(node, hint=_MEMOISED_HINT.format(function=name), expr=short_code(ctx.module, node, limit=60),
+                            copies=_MEMOISED_WORDS.format(function=name), group=group)
 
 
 # A memoised helper's host tensor moved on every call (VQ-VAE-2's `causal_mask`).
 _MEMOISED_WORDS = ("copies the same host tensor, which `{function}()` builds on the host and memoises, to the device on "
                    "every call")
+_MEMOISED_GROUP = " ({count} of its tensors{lines}, each copied on every call)"
 _MEMOISED_HINT = ("Keep the device copy instead: register it as a buffer (`self.register_buffer(\"mask\", {function}(n), "
                   "persistent=False)`), or memoise `{function}()` by device too and build it there")
 
