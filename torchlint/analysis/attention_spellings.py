@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.constants import is_setting
 from torchlint.analysis.guard_shapes import conjuncts
 from torchlint.analysis.names import dotted
 
@@ -180,24 +181,32 @@ def aliased_into_returned_record(ctx: FileContext, use: cst.BaseExpression) -> b
 
 
 def option_off_by_default(ctx: FileContext, test: cst.BaseExpression, at: cst.CSTNode) -> str | None:
-    """The option ``test`` needs on that is off by default: ``flash`` for ``if self.flash and not
-    exists(delta):`` where the constructor binds ``self.flash = flash`` from ``flash=False`` (or for a
-    parameter of ``at``'s function defaulting to a false value); None otherwise."""
+    """Words for the option ``test`` needs on that is off by default: "`flash=True`" for ``if self.flash and
+    not exists(delta):`` where the constructor binds ``self.flash = flash`` from ``flash=False`` (or for a
+    parameter of ``at``'s function defaulting to a false value); "`FLASH` on (`--flash` is off by default)"
+    for a module global false at the run's defaults (llm.c); None otherwise."""
     first = conjuncts(test)[0]
     if type(first) is cst.Name:
-        return first.value if first.value in ctx.guards.off_by_default(at) else None
+        if first.value in ctx.guards.off_by_default(at):
+            return f"`{first.value}=True`"
+        off = ctx.constants.global_switch_off(first.value, at)
+        return f"`{first.value}` on ({off})" if off is not None else None
     name = dotted(first) if type(first) is cst.Attribute else None
     cls = ctx.tree.enclosing_class(at)
     if name is None or not name.startswith("self.") or name.count(".") != 1 or cls is None:
         return None
     bound = ctx.bindings.self_attrs.get(id(cls), {}).get(name, [])
+    if len(bound) == 1 and bound[0].kind == "assign" and type(bound[0].value) is cst.Attribute:
+        # `self.flash = config.flash` with `flash: bool = False` in a config class no code of the file turns on
+        off = ctx.constants.field_off(bound[0].value.attr.value) if is_setting(bound[0].value) else None  # type: ignore[union-attr]
+        return f"`{name}` on ({off})" if off is not None else None
     if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Name:
         return None  # (set in several places, or from anything but a parameter: not the caller's option)
     function = ctx.tree.enclosing_function(bound[0].node)
     param = bound[0].value.value  # type: ignore[union-attr]
     if function is None or function.name.value != "__init__" or param not in ctx.guards.off_by_default(bound[0].node):
         return None
-    return param
+    return f"`{param}=True`"
 
 
 # Fused attention kernels: a branch beside one that calls them is a fallback for old versions.

@@ -141,6 +141,56 @@ class Constants:
         binding = self._sole_value(self.ctx.bindings.lookup(name, at))
         return None if binding is None else self.bool_value(binding.value, binding.node, depth + 1)
 
+    def global_switch_off(self, name: str, at: cst.CSTNode) -> str | None:
+        """Words for an UPPER_CASE module global that is false at the run's defaults wherever it is
+        bound: each module-level binding a false literal or a setting whose default is false (llm.c's
+        ``FLASH = 0``, then ``FLASH = args.flash`` under ``__main__`` with ``--flash`` at ``default=0``):
+        "`--flash` is off by default" (the words); None where any binding may be true, or for anything else."""
+        if not (name.isupper() and len(name) > 1):
+            return None
+        bindings = self.ctx.bindings.lookup(name, at)
+        settings = []
+        for binding in bindings:
+            if binding.kind != "assign" or binding.element is not None or self.ctx.tree.enclosing_function(binding.node) is not None:
+                return None  # (unpacked, or set by a function: `global FLASH` in a setup helper may set anything)
+            value = binding.value
+            setting = dotted(value) if type(value) in (cst.Name, cst.Attribute) and value.value not in ("True", "False", "None") else None  # type: ignore[union-attr]
+            source = self.setting_default(setting) if setting is not None else value
+            if source is None or self.bool_value(source, source) is not False:
+                return None
+            if setting is not None:
+                settings.append(setting)
+        if not bindings:
+            return None
+        if settings:
+            option = settings[0].rpartition(".")[2]
+            return f"`--{option.replace('_', '-')}` is off by default" if option in self.argparse_defaults() \
+                else f"`{settings[0]}` is off by default"
+        return f"`{name}` is false wherever the module binds it"
+
+    def field_off(self, attr: str) -> str | None:
+        """Words for a config class's field false by default that no code of this file turns on: the
+        class is built here, no construction passes the field (nor ``*``/``**``), and nothing assigns
+        ``x.<attr> = ...`` (llm.c's ``flash: bool = False`` in ``LlamaConfig``, built as ``LlamaConfig()``);
+        None otherwise (a class built only elsewhere: its callers' to set)."""
+        for cls in self.ctx.tree.nodes(cst.ClassDef):
+            fields = [small for statement in cls.body.body if isinstance(statement, cst.SimpleStatementLine)
+                      for small in statement.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)]
+            index = next((i for i, f in enumerate(fields) if f.target.value == attr), None)  # type: ignore[attr-defined]
+            if index is None:
+                continue
+            constructions = self._constructions(cls.name.value)
+            default = fields[index].value
+            if not constructions or any(_passes(call, attr, index) for call in constructions) or default is None \
+                    or self.bool_value(default, default) is not False:
+                return None
+            # (`model_args.flash = args.flash`: set somewhere; not a module's own copy, `self.flash = config.flash`)
+            if any(type(t.target) is cst.Attribute and t.target.attr.value == attr and dotted(t.target) != f"self.{attr}"
+                   for node in self.ctx.tree.nodes(cst.Assign) for t in node.targets):
+                return None
+            return f"`{attr}` defaults to `{self.ctx.module.code_for_node(default)}` in `{cls.name.value}`, which no code here sets"
+        return None
+
     def _sole_value(self, bindings: list):  # type: ignore[no-untyped-def, type-arg]
         """The one assignment or parameter default that gives a name its value, or None."""
         if len(bindings) != 1:

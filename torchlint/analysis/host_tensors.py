@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.device_names import is_cpu_device
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS, FACTORIES
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.bounded import Bounded
@@ -36,6 +37,10 @@ _ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
 # Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
 _ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
+
+
+# Decorators that keep a function's result for its arguments: the same object on every call.
+_MEMOISERS = frozenset({"lru_cache", "functools.lru_cache", "cache", "functools.cache"})
 
 
 class HostTensors:
@@ -207,6 +212,34 @@ class HostTensors:
                 return None
             return self.made_on_host(binding.value, binding.node, depth + 1, filled)
         return None
+
+    def memoised_host(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
+        """The memoised function of this file (``@lru_cache``, ``@functools.cache``) whose result ``expr``
+        is, or the element of it ``expr`` unpacks, where every ``return`` makes that on the host
+        (VQ-VAE-2's ``mask, start_mask = causal_mask(height * width)``, each ``torch.from_numpy(...)``):
+        the same host tensor on every call, so a move of it to the device copies the same data each time.
+        None otherwise (a cache keyed by a device it builds on: its results are there already)."""
+        ctx = self.ctx
+        if type(expr) is not cst.Name:
+            return None
+        binding = ctx.bindings.reaching(expr.value, at)
+        if binding is None or binding.kind != "assign" or type(binding.value) is not cst.Call \
+                or ctx.tree.scope_of(binding.node) is not ctx.tree.scope_of(at) or self._filled(expr.value, binding.node, at):
+            return None
+        function = ctx.functions.called(binding.value, ctx.qname(binding.value.func))
+        if function is None or not any(_MEMOISERS & {dotted(d.decorator.func if type(d.decorator) is cst.Call else d.decorator)}
+                                       for d in function.decorators):
+            return None
+        returns = [r for r in ctx.values.returns_of(function) if r.value is not None]
+        for returned in returns:
+            value = returned.value
+            if binding.element is not None:
+                if type(value) not in (cst.Tuple, cst.List) or binding.element >= len(value.elements):  # type: ignore[union-attr]
+                    return None
+                value = value.elements[binding.element].value  # type: ignore[union-attr]
+            if self.made_on_host(value, returned) is None:  # type: ignore[arg-type]
+                return None
+        return function if returns else None
 
     def _filled(self, name: str, bound: cst.CSTNode, at: cst.CSTNode) -> bool:
         """Is ``name`` written into between ``bound`` and ``at`` (``buf[i] = v``, ``buf += v``,

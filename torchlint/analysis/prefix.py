@@ -49,6 +49,8 @@ class PrefixRerun:
     # A parameter of the loop's function, off by default, that turns its cache path on
     # (`use_kv_caching=False`): the call reruns the prefix at the function's defaults.
     switch: str = ""
+    # A cache the call is handed anyway (`cache=`), with the prefix of its buffer: it keeps no work of that prefix.
+    cache: str = ""
 
 
 def concatenated(ctx: FileContext, calls: list[cst.Call]) -> dict[str, cst.Assign]:
@@ -96,10 +98,16 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
 def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode], ordered: list[cst.CSTNode], runs: list[cst.Call],
            switch: CacheSwitch | None) -> PrefixRerun | None:
     """``reruns_prefix`` of the loop's body, at the switch's default where one is given."""
-    if any(_passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
-            or _keeps_a_cache_name([s for s in ordered if switch is None or not targets(s) <= switch.state]):
-        return None  # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
+    # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
+    # (kept only for a model given the prefix of a buffer the loop writes: it runs over that prefix again
+    # whatever it is handed, `_prefix_of_a_buffer`)
+    cached = any(_passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
+        or _keeps_a_cache_name([s for s in ordered if switch is None or not targets(s) <= switch.state])
     moving = {name for statement in ordered for name in targets(statement)} | (mentions(loop.target) if type(loop) is cst.For else frozenset())
+    # (a prefix bounded by an enclosing loop's variable holds the row this loop writes: `row[:, :i + 1]`
+    # around `row[:, i, j] = sample` of VQ-VAE-2's per-pixel sampling)
+    moving |= {name for outer in ctx.loops.enclosing_loops(loop) if type(outer) is cst.For
+               and ctx.tree.enclosing_function(outer) is ctx.tree.enclosing_function(loop) for name in mentions(outer.target)}
     sequences = _carried(ctx, concatenated(ctx, [n for n in nodes if type(n) is cst.Call]), ordered)
     # What the model made, not through the sequence itself (`mask = mask_after(out)`, then
     # `out = out.masked_fill(mask)`, makes nothing the model is given)
@@ -118,16 +126,41 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
             continue
         fields = _grown_fields(ctx, records, ordered, derived(ordered, made, rounds=1), moving)
         grown = _grown_by(ctx, nodes, outputs) | {name: (at, False) for name, at in fields.items()}
-        if not grown or _passes_a_cache(ctx, call, made, switch=switch) or _passes_a_field(call, records, made):
+        if not grown or _passes_a_field(call, records, made):
+            continue
+        # (a cache by name where the model is given the prefix of the buffer again: it keeps no work of that prefix)
+        given = _cache_given(ctx, call, made) if cached or _passes_a_cache(ctx, call, made, switch=switch) else ""
+        if given is None:
             continue
         # (at the switch's default, what it opts in does not run: `x_input = x[:, [-1]]` under `if use_kv_caching:`)
         before = [s for s in ordered if ctx.tree.index(s) < ctx.tree.index(call) and not ctx.tree.is_inside(call, s)
                   and (switch is None or ctx.guards.opt_in(s) != switch.flag)]
         for arg in call.args:
             sequence = _whole(ctx, arg.value, grown, before, moving, 0, off=switch.flag if switch is not None else "")
-            if sequence is not None and not _forward_takes_a_cache(ctx, call):
-                return PrefixRerun(call, sequence, grown[sequence][0], switch.flag if switch is not None else "")
+            if sequence is None or _forward_takes_a_cache(ctx, call) or given and not grown[sequence][1]:
+                continue  # (a cache beside a sequence grown whole: `model(x, past_key_values=past)` may take the new token from it)
+            return PrefixRerun(call, sequence, grown[sequence][0], switch.flag if switch is not None else "", given)
     return None
+
+
+def _cache_given(ctx: FileContext, call: cst.Call, made: set[str]) -> str | None:
+    """What the model call is handed that only names a cache and that the call returns again (``out,
+    cache = model(x, cache=cache)``), where the call is given no start position nor a ``**`` mapping:
+    ``"cache"``, or None (a cache it may decode from). A model given the prefix of a buffer the loop writes
+    (``row[:, :i + 1]``) then runs over that prefix again whatever the cache keeps (VQ-VAE-2's PixelSNAIL:
+    the condition's features). Not a state filled in place (fairseq's ``incremental_states``, with
+    ``tokens[:, :step + 1]``): such a decoder takes the new token from the prefix itself."""
+    named = ""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else ""
+        given = (dotted(arg.value) or "").rsplit(".", 1)[-1]
+        if arg.star or keyword == "use_cache" or keyword in _POSITION_NAMES or given.lower() in _POSITION_NAMES:
+            return None
+        if _cache_word(keyword) or _cache_word(given):
+            if not mentions(arg.value) & made or "incremental" in (keyword + given).lower():
+                return None
+            named = named or keyword or given
+    return named or None
 
 
 def _carried(ctx: FileContext, grown: dict[str, cst.Assign], ordered: list[cst.CSTNode]) -> set[str]:
@@ -286,6 +319,9 @@ def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
     position the loop moves), or None (the last token ``[:, -1:]``, one position ``[:, -1]``,
     a window whose start the loop moves: ``[:, prev_pos:cur_pos]``)."""
     last = expr.slice[-1].slice
+    if type(last) is cst.Slice and last.lower is None and last.upper is None and last.step is None and len(expr.slice) > 1:
+        # `row[:, :i + 1, :]`: the axis the loop grows need not be the last; a trailing `:` keeps it all
+        return _window(cst.Subscript(expr.value, expr.slice[:-1]), moving)
     if type(last) is cst.Index:
         return "all" if type(last.value) is cst.Name and last.value.value == "None" or type(last.value) is cst.Ellipsis else None
     lower, upper = last.lower, last.upper

@@ -43,7 +43,8 @@ class DecodeWithoutKvCache(Check):
         function = self.ctx.tree.enclosing_function(loop)
         switched = bool(found.switch) and function is not None
         cache = (f"with its cache off (`{found.switch}`, which turns it on, defaults to "  # type: ignore[union-attr]
-                 f"`{_default_of(self.ctx, function, found.switch)}` in `{function.name.value}()`)") if switched else "with no cache"
+                 f"`{_default_of(self.ctx, function, found.switch)}` in `{function.name.value}()`)") if switched \
+            else f"whatever its `{found.cache}` keeps (it is given that prefix again)" if found.cache else "with no cache"
         # (the model may be a class of another file: the join drops the finding where it keeps a cache;
         # a cache off by default waits for the callers of its function: do they all turn it on?)
         self.report(found.call, related=(found.grown_at,), where=where, call=short_code(self.ctx.module, found.call, limit=60),

@@ -48,7 +48,7 @@ class HandWrittenAttention(Check):
             if off is None:
                 return  # `if self.flash: F.scaled_dot_product_attention(...) else: <by hand>`: the fused kernel runs where it exists
             # (`flash=False` by default: the hand-written path is what runs unless a caller turns it on)
-            product += f"; the default path: the fused kernel runs only with `{off}=True`"
+            product += f"; the default path: the fused kernel runs only with {off}"
         # One attention may spell its softmax in several branches (glide's bias of rank 2, of
         # rank 3, none): one finding for it, reported when the file is done.
         few = any(few_positions(ctx, operand, at) for operand, at in operands)

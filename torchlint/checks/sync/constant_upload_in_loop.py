@@ -9,7 +9,7 @@ from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
-from torchlint.checks.base import Check
+from torchlint.checks.base import Check, Group
 
 
 class ConstantUploadInLoop(Check):
@@ -27,7 +27,10 @@ class ConstantUploadInLoop(Check):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
-        if data is None or not ctx.syncs.in_step(node):
+        if data is None:
+            self._memoised(node)
+            return
+        if not ctx.syncs.in_step(node):
             return
         listed = data.value if type(data) is cst.Subscript else data
         loop = ctx.loops.statement_loop(node)
@@ -58,6 +61,32 @@ class ConstantUploadInLoop(Check):
                     cost=Cost.SMALL_UPLOAD if _few_numbers(listed) else None,
                     copies="copies the same host data to the device on every step")
 
+    def _memoised(self, node: cst.Call) -> None:
+        """``mask.type_as(query)`` / ``mask.to(x.device)`` of what a memoised helper made on the host
+        (``mask, start_mask = causal_mask(h * w)`` with ``@lru_cache``): the same data, copied on every call."""
+        ctx = self.ctx
+        if type(node.func) is not cst.Attribute or not (ctx.devices.move(node) == "device" or ctx.uploads.moves_like(node)) \
+                or not ctx.syncs.in_step(node):
+            return  # (no move to the device, or none a step runs)
+        function = ctx.uploads.memoised_host(node.func.value, node)
+        if function is None:
+            return  # not a memoised host tensor: a step's own data, or a cache built on the device already
+        self.__dict__.setdefault("_memoised_moves", []).append((node, function))
+
+    def finish(self) -> None:
+        """The moves of one memoised helper's tensors in one function (``mask`` and ``start_mask`` of one
+        ``causal_mask(n)``) are one fix's (keep the device copy): one finding, its other lines related."""
+        ctx = self.ctx
+        groups: dict[tuple[int, str], list[cst.Call]] = {}
+        for node, function in self.__dict__.get("_memoised_moves", []):
+            groups.setdefault((id(ctx.tree.enclosing_function(node)), function.name.value), []).append(node)
+        for (key, name), moves in groups.items():
+            group = Group((key, name), f"tensor of `{name}()`", _MEMOISED_GROUP, _MEMOISED_HINT.format(function=name)) \
+                if len(moves) > 1 else None
+            for node in moves:
+                self.report(node, hint=_MEMOISED_HINT.format(function=name), expr=short_code(ctx.module, node, limit=60),
+                            copies=_MEMOISED_WORDS.format(function=name), group=group)
+
 
 # At most this many numbers written out in the code make a small tensor (a scalar, a pair of weights, a short table).
 _FEW_NUMBERS = 64
@@ -72,6 +101,13 @@ def _few_numbers(data: cst.BaseExpression, budget: list[int] | None = None) -> b
     return type(data) in (cst.List, cst.Tuple) and bool(data.elements) \
         and all(type(e) is cst.Element and _few_numbers(e.value, budget) for e in data.elements)  # type: ignore[union-attr]
 
+
+# A memoised helper's host tensor moved on every call (VQ-VAE-2's `causal_mask`).
+_MEMOISED_WORDS = ("copies the same host tensor, which `{function}()` builds on the host and memoises, to the device on "
+                   "every call")
+_MEMOISED_GROUP = " ({count} of its tensors{lines}, each copied on every call)"
+_MEMOISED_HINT = ("Keep the device copy instead: register it as a buffer (`self.register_buffer(\"mask\", {function}(n), "
+                  "persistent=False)`), or memoise `{function}()` by device too and build it there")
 
 # What a decode loop uploads of the tokens it decoded (uploads.decoded_feed), and how to keep them on the device.
 _FEED_WORDS = {
