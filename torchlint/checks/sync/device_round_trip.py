@@ -16,8 +16,10 @@ _FROM_HOST = {"torch.from_numpy", "torch.as_tensor", "torch.tensor"}
 
 
 class DeviceRoundTrip(Check):
-    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work
-    (a host buffer filled from a device tensor, then moved: `pad = torch.zeros(...)`, `pad[:, :n] = x`, `pad.to(x.device)`)."""
+    """`.cpu().cuda()`, `.cuda().cpu()`, `torch.from_numpy(x.numpy()).cuda()`: a move undone at once, or in the same pass after host work.
+
+    A host buffer filled from a device tensor, then moved, is one too: `pad = torch.zeros(...)`, `pad[:, :n] = x`,
+    `pad.to(x.device)`."""
 
     code = "TL112"
     name = "device-round-trip"
