@@ -127,12 +127,11 @@ class ChosenBranches:
         return bool(conditions) and all(self._on_the_device(node, c) for c in conditions)
 
     def _on_the_device(self, node: cst.CSTNode, branch: cst.If) -> bool:
-        """Is ``node`` in the body of a device test, or in the ``else``/``elif`` of a test for
-        another device (``if device == "mps": ... elif device == "cuda":``, llm.c's timing sync)?"""
-        if self.ctx.tree.is_inside(node, branch.body):
-            return self.device_test(branch.test)
-        # the other branch of an off-CUDA test is where a CUDA run goes, every pass
-        return branch.orelse is not None and self.ctx.tree.is_inside(node, branch.orelse) and self._off_cuda_test(branch.test)
+        """Is ``node`` in the block a CUDA run takes (``cuda_branch``): the body of a device test, or
+        the ``else``/``elif`` of a test for another device (``if device == "mps": ... elif device ==
+        "cuda":``, llm.c's timing sync)?"""
+        taken = self.cuda_branch(branch)
+        return taken is not None and self.ctx.tree.is_inside(node, taken)
 
     def device_test(self, test: cst.BaseExpression, flags: bool = True) -> bool:
         """Does ``test`` only ask whether the run uses the device (``x.is_cuda``, ``use_gpu``,

@@ -44,6 +44,8 @@ class ProjectIndex:
         # (file, class key) of the classes some code of the project builds (``join_params.constructed``,
         # set by the join); None: not known (any may be built), so every method may run
         self.built: frozenset[tuple[str, str]] | None = None
+        self._off_defaults_memo: dict[str, dict[tuple[str, str], bool]] = {}  # file -> (function, parameter) -> default None
+        self._calls_into: dict[tuple[str, str], list[tuple[str, CallSite]]] | None = None  # callee -> its calls in the project
 
     def omitted(self, call: CallSite, callee: tuple[str, str]) -> frozenset[str]:
         """The parameters of ``callee`` that ``call`` leaves out (or passes None)."""
@@ -76,7 +78,7 @@ class ProjectIndex:
         return frozenset(found)
 
     def _off_defaults(self, path: str) -> dict[tuple[str, str], bool]:
-        memo = self.__dict__.setdefault("_off_defaults_memo", {})
+        memo = self._off_defaults_memo
         if path not in memo:
             memo[path] = {(key, name): none for key, name, none in self.files[path].off_defaults}
         return memo[path]
@@ -84,9 +86,9 @@ class ProjectIndex:
     def _handed_none(self, path: str, function: str, param: str, none_default: bool) -> bool:
         """Does a call of ``function`` in the project pass None or a setting defaulting to None to ``param``, or
         leave it out where it defaults to None (``none_default``)? (One level: what those calls hand on is not followed.)"""
-        calls = self.__dict__.get("_calls_into")
+        calls = self._calls_into
         if calls is None:
-            calls = self.__dict__["_calls_into"] = {}
+            calls = self._calls_into = {}
             for where, summary in self.files.items():
                 for call in summary.calls:
                     for callee in self.callees(call.target, where):  # type: ignore[attr-defined]  # (Project's)
