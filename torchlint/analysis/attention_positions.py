@@ -191,6 +191,7 @@ def _in_a_loop(tree, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
 LATENTS = "latents"  # the queries are a Perceiver's learned latents, handed in by the resampler that keeps them
 CROSS = "cross"  # the keys come from another input than the queries (a text's, an encoder's, media's)
 FEATURE_MAP = "feature map"  # over the pixels of a conv net's feature map, `b, c, h, w = x.shape`
+CACHED = "cached keys"  # the keys are read from a cache the module fills call by call (`self.cache_k[:b, pos:pos + n] = xk`)
 
 # Names of a generic attention's inputs: an attention taking `(query, key, value)` is usually
 # called with one tensor three times (self-attention), so keys under these names say nothing.
@@ -209,24 +210,30 @@ def attention_kind(ctx: FileContext, query: cst.BaseExpression, key: cst.BaseExp
     generic attention input name and not defaulted to the queries' input: `context = default(context,
     x)` is self-attention when no context is passed), ``FEATURE_MAP`` (its function unpacks a
     channels-first shape, `B, C, H, W = x.shape`: an attention block of a conv U-Net, at one
-    resolution between convolutions that do most of the work). None: self-attention."""
+    resolution between convolutions that do most of the work), ``CACHED`` (the keys read from an
+    attribute the same function writes through a slice, LLaMA's `self.cache_k[:bsz, start_pos : start_pos
+    + seqlen] = xk` then `keys = self.cache_k[:bsz, : start_pos + seqlen]`: a decoder's KV cache, whose
+    calls after the prompt's bring one query per decoded token). None: self-attention."""
     queries = _inputs(ctx, query, at)
     if queries and all("latent" in name.lower() for name in queries):
         return LATENTS
-    keys = _inputs(ctx, key, at)
+    kept: set[str] = set()
+    keys = _inputs(ctx, key, at, kept=kept)
+    function = ctx.tree.enclosing_function(at)
+    if kept and function is not None and kept & _filled_by_slice(ctx, function):
+        return CACHED
     if queries and keys and not queries & keys and not keys & _GENERIC_INPUTS:
         return CROSS
-    function = ctx.tree.enclosing_function(at)
     if function is not None and _unpacks_channels_first(ctx, function):
         return FEATURE_MAP
     return None
 
 
-def _inputs(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> frozenset[str]:
+def _inputs(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, kept: set[str] | None = None) -> frozenset[str]:
     """The parameters of the enclosing function that ``expr`` is made of, through the names bound
     on the way (one element of a tuple target: `q, k, v = (self.to_q(x), *kv)`, `q, k = map(l2norm,
     (q, k))`, `rearrange_many((q, k, v), ...)`), calls' arguments and methods' objects; the
-    module's own attributes (`self.null_kv`, a learned tensor) are no input."""
+    module's own attributes (`self.null_kv`, a learned tensor) are no input: their names go to ``kept``."""
     if depth > 16:
         return frozenset()
     if type(expr) is cst.Name:
@@ -238,9 +245,13 @@ def _inputs(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: 
         if binding.kind not in ("assign", "augassign") or binding.value is None:
             return frozenset()
         value = _element(binding.value, binding.element)
-        return _inputs(ctx, value, binding.node, depth + 1)
+        return _inputs(ctx, value, binding.node, depth + 1, kept)
     if type(expr) is cst.Attribute:
-        return frozenset() if dotted(expr.value) == "self" else _inputs(ctx, expr.value, at, depth + 1)
+        if dotted(expr.value) == "self":
+            if kept is not None:
+                kept.add(expr.attr.value)
+            return frozenset()
+        return _inputs(ctx, expr.value, at, depth + 1, kept)
     parts: list[cst.BaseExpression] = []
     if type(expr) is cst.Call:
         if type(expr.func) is cst.Attribute and dotted(expr.func.value) != "self":
@@ -254,7 +265,23 @@ def _inputs(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: 
         parts.extend(element.value for element in expr.elements)  # type: ignore[attr-defined]
     elif type(expr) is cst.IfExp:
         parts.extend((expr.body, expr.orelse))  # type: ignore[attr-defined]
-    return frozenset().union(*(_inputs(ctx, part, at, depth + 1) for part in parts))
+    return frozenset().union(*(_inputs(ctx, part, at, depth + 1, kept) for part in parts))
+
+
+def _filled_by_slice(ctx: FileContext, function: cst.FunctionDef) -> set[str]:
+    """The attributes of ``self`` that ``function`` writes through a subscript (`self.cache_k[:bsz, a:b] = xk`)
+    in its own body, on every call: a buffer it fills in place, call by call, and reads back whole. (Not under
+    a test: llm.c's `if self.use_kv and not self.training:` fills its cache only when sampling, and its
+    training steps attend over their own sequence.)"""
+    filled = set()
+    for assign in ctx.tree.nodes(cst.Assign):
+        if ctx.tree.enclosing_function(assign) is not function or ctx.tree.parent(ctx.tree.parent(assign)) is not function.body:
+            continue
+        for target in assign.targets:
+            written = target.target
+            if type(written) is cst.Subscript and type(written.value) is cst.Attribute and dotted(written.value.value) == "self":
+                filled.add(written.value.attr.value)
+    return filled
 
 
 def _element(value: cst.BaseExpression, element: int | None) -> cst.BaseExpression:
@@ -293,4 +320,4 @@ def _unpacks_channels_first(ctx: FileContext, function: cst.FunctionDef) -> bool
     return False
 
 
-__all__ = ["CROSS", "FEATURE_MAP", "LATENTS", "attention_kind", "few_positions", "run_once_here", "window_attention"]
+__all__ = ["CACHED", "CROSS", "FEATURE_MAP", "LATENTS", "attention_kind", "few_positions", "run_once_here", "window_attention"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.attention_positions import CROSS, FEATURE_MAP, LATENTS, attention_kind, few_positions, run_once_here, window_attention
+from torchlint.analysis.attention_positions import CACHED, CROSS, FEATURE_MAP, LATENTS, attention_kind, few_positions, run_once_here, window_attention
 from torchlint.analysis.attention_scores import SECOND_SCORES, score_product, softmax_input
 from torchlint.analysis.attention_spellings import calls_fused, fused_branch, option_off_by_default
 from torchlint.analysis.attention_weights import through_dropout, weights_times_values, weights_used_elsewhere
@@ -95,6 +95,8 @@ _KINDS = {
     LATENTS: (Cost.LATENT_ATTENTION, "its queries are a few learned latents, a Perceiver's: a thin score matrix"),
     ONE_QUERY: (Cost.LATENT_ATTENTION, "its query is one position, a class token's or a pooled one: one row of scores per head, "
                                        "linear in the sequence length, a small share of the step"),
+    CACHED: (Cost.SIDE_ATTENTION, "its keys are a cache the module fills call by call (a decoder's KV cache): after the prompt's "
+                                  "pass, each decoded token's query is one row of scores per head against it, linear in the length"),
     CROSS: (Cost.SIDE_ATTENTION, "cross-attention: its keys are another input's, usually a short one, a text's or media's"),
     FEATURE_MAP: (Cost.SIDE_ATTENTION, "over a channels-first feature map's pixels: an attention block between a convolutional "
                                        "network's blocks, at the resolutions it is built for"),
