@@ -61,7 +61,7 @@ print("done", len(history))
 '''
 
 
-@ahead(quiet=True)  # the verdicts weigh the windows' times
+@ahead(alone=True)  # the verdicts weigh the windows' times
 def experiment_run(tmp_path_factory):
     pytest.importorskip("torch")
     cwd = tmp_path_factory.mktemp("exp")
