@@ -251,7 +251,7 @@ class Both:
     plains: list[dict]  # two plain runs: a one-off stall of the machine hits one of them
 
 
-@ahead(scope="session", quiet=True)
+@ahead(scope="session", alone=True)  # the call tree weighs times against plain cProfile's
 def both(tmp_path_factory: pytest.TempPathFactory) -> Both:
     pytest.importorskip("torch")
     from test_profile_run import profile

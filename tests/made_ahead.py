@@ -21,13 +21,15 @@ import pytest
 # it makes the next run not yet started (the one it waits for first, if that has not
 # started), so that on two cores two runs go at once while no test runs, never more (the
 # runs are about three quarters of the suite's CPU: with one thread making them, the tests
-# waited for it with a core idle). A run that starts two children or more at once (`ahead(wide=True)`)
-# has nothing beside it. A run whose findings weigh time against time (`ahead(quiet=True)`)
-# is made in its tests' turn, never beside another run.
+# waited for it with a core idle). A run that starts two children or more at once, or whose
+# findings weigh time against time (the call tree's comparison, TLR09's faults, the
+# experiment's verdicts), is made ahead alone (`ahead(alone=True)`): no other run beside it,
+# the in-process tests on the other core. Such runs were made in their tests' turn, the
+# test's thread waiting and so the second core idle through them (about 80 s of CI's one
+# core); a test process on the other core is what every run made ahead already has beside it.
 
 _AHEAD_MAKERS: dict[str, Callable[[pytest.TempPathFactory], Any]] = {}
-_AHEAD_QUIET: set[str] = set()
-_AHEAD_WIDE: set[str] = set()
+_AHEAD_ALONE: set[str] = set()
 AHEAD_ENV = threading.local()  # .base: the environment a run made ahead starts its children with
 _CORES = 2  # CI's: how many runs of one child each go at once
 
@@ -35,26 +37,24 @@ _CORES = 2  # CI's: how many runs of one child each go at once
 class RunsAhead:
     """The fixtures made ahead of their tests: a queue in the order their tests come, one
     background thread that works through it, the waiting test's thread that helps, and the
-    gate that keeps to two children at once (a quiet run: alone)."""
+    gate that keeps to two children at once (a run made alone: nothing beside it)."""
 
     def __init__(self, factory: pytest.TempPathFactory, env: dict[str, str], makers: dict[str, Callable[[pytest.TempPathFactory], Any]] | None = None,
-                 quiet: set[str] | None = None, wide: set[str] | None = None) -> None:
+                 alone: set[str] | None = None) -> None:
         self._factory = factory
         self._env = env  # the session's: a test's monkeypatched variables are not a background run's
         # the fixtures' (tests/test_runs_ahead.py gives made-up ones)
         self._makers = _AHEAD_MAKERS if makers is None else makers
-        self._quiet = _AHEAD_QUIET if quiet is None else quiet
-        self._wide = _AHEAD_WIDE if wide is None else wide
+        self._alone = _AHEAD_ALONE if alone is None else alone
         self._gate = threading.Condition()
-        self._width = 0  # the children of the runs going now (a quiet or wide run counts as all)
-        self._quiet_waiting = 0  # a quiet run waits for the gate: no new run starts before it
+        self._width = 0  # the children of the runs going now (a run made alone counts as all)
         self._pending: list[str] = []  # made ahead, not started, in their tests' order
         self._futures: dict[str, Future[Any]] = {}
         self._thread: threading.Thread | None = None
 
     def start(self, keys: list[str]) -> None:
         for key in keys:
-            if key not in self._futures and key not in self._quiet:
+            if key not in self._futures:
                 self._futures[key] = Future()
                 self._pending.append(key)
         if self._pending and self._thread is None:
@@ -76,10 +76,10 @@ class RunsAhead:
             pass
 
     def _width_of(self, key: str) -> int:
-        return _CORES if key in self._quiet or key in self._wide else 1
+        return _CORES if key in self._alone else 1
 
-    def _fits(self, width: int, quiet: bool = False) -> bool:
-        return self._width + width <= _CORES and (quiet or not self._quiet_waiting)
+    def _fits(self, width: int) -> bool:
+        return self._width + width <= _CORES
 
     def _run_next(self, first: str | None = None, until: Future[Any] | None = None) -> bool:
         """Make a pending run (``first`` if it is pending, else the first in the queue) in
@@ -114,14 +114,11 @@ class RunsAhead:
         return True
 
     def _make(self, key: str) -> Any:
-        """Make ``key`` in this thread (a quiet run: once no other run goes)."""
-        quiet = key in self._quiet
+        """Make ``key`` in this thread (not made ahead: a session stopped early), once the gate lets it."""
         width = self._width_of(key)
         with self._gate:
-            self._quiet_waiting += quiet
-            while not self._fits(width, quiet):
+            while not self._fits(width):
                 self._gate.wait()
-            self._quiet_waiting -= quiet
             self._width += width
         try:
             return self._call(key)
@@ -147,19 +144,17 @@ class RunsAhead:
             self._thread.join()
 
 
-def ahead(scope: str = "module", quiet: bool = False, wide: bool = False) -> Callable[[Callable[[pytest.TempPathFactory], Any]], Any]:
+def ahead(scope: str = "module", alone: bool = False) -> Callable[[Callable[[pytest.TempPathFactory], Any]], Any]:
     """A fixture of ``scope`` whose value is ``make(tmp_path_factory)``, made ahead in the
-    background (``quiet``: in its tests' turn, with no other run beside it; ``wide``: ahead,
-    with no other run beside it, for a ``make`` that starts two children or more at once).
+    background (``alone``: with no other run beside it, for a ``make`` that starts two
+    children or more at once, or whose findings weigh time against time).
     ``make`` starts its children with ``child_env``; it may skip (``pytest.importorskip``)."""
 
     def wrap(make: Callable[[pytest.TempPathFactory], Any]) -> Any:
         key = f"{make.__module__}.{make.__name__}"
         _AHEAD_MAKERS[key] = make
-        if quiet:
-            _AHEAD_QUIET.add(key)
-        if wide:
-            _AHEAD_WIDE.add(key)
+        if alone:
+            _AHEAD_ALONE.add(key)
 
         def fixture(runs_ahead: RunsAhead) -> Any:
             return runs_ahead.result(key)

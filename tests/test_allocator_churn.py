@@ -40,7 +40,7 @@ def _profile(cwd: Path, out: str, *args: str, profile_imports: bool) -> dict:
     return json.loads(proc.stdout)
 
 
-@ahead(quiet=True)  # TLR09 weighs page faults against the script's time
+@ahead(alone=True)  # TLR09 weighs page faults against the script's time
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     pytest.importorskip("torch")
     if not GLIBC:

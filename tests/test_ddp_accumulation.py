@@ -27,7 +27,7 @@ QUIET_BACKWARD = next(n for n, t in enumerate(SOURCE, 1) if "quiet.backward()" i
 QUIET_CALL = next(n for n, t in enumerate(SOURCE, 1) if "quiet = loss_fn(synced_once(x), y)" in t)
 
 
-@ahead(wide=True)  # two ranks
+@ahead(alone=True)  # two ranks
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = tmp_path_factory.mktemp("ddp-accumulate")
     shutil.copy(SCRIPT, cwd / SCRIPT.name)

@@ -40,7 +40,7 @@ def _copy_scripts(tmp: Path) -> Path:
     return tmp
 
 
-@ahead(wide=True)  # two ranks
+@ahead(alone=True)  # two ranks
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = _copy_scripts(tmp_path_factory.mktemp("one-node"))
     args = ["--nproc-per-node", "2", "ddp_no_sampler.py", "--slow-rank", "1", "--slow-s", "0.08", "--crash-rank", "1", "--fault-step", "7"]
@@ -48,7 +48,7 @@ def one_node(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"proc": proc, "dir": cwd / "run", "report": json.loads(proc.stdout), "cwd": cwd}
 
 
-@ahead(wide=True)  # two nodes
+@ahead(alone=True)  # two nodes
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cwd = _copy_scripts(tmp_path_factory.mktemp("two-nodes"))
     with socket.socket() as s:

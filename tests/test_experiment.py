@@ -76,6 +76,9 @@ def test_three_whole_run_windows_per_arm_never_make_a_verdict() -> None:
     three = stats.compare(slow, fast)
     assert three.ci_low > 0 and three.verdict == NO_CHANGE
     assert stats.permutation_p([2.45, 2.5, 2.4], [2.1, 2.2, 2.15]) == pytest.approx(0.1)
+    # the stopping rule's comparison (runner._precise): the same interval, no permutation test
+    interval = stats.compare(slow, fast, permutation=False)
+    assert (interval.ci_low, interval.ci_high, interval.p) == (three.ci_low, three.ci_high, 1.0) and interval.verdict == SAVING
     assert stats.compare([*slow, [2.6]], [*fast, [2.0]]).verdict == SAVING
     assert stats.compare([*fast, [2.0]], [*slow, [2.6]]).verdict == SLOWER
     mixed = stats.compare([[2.4], [2.1], [2.45], [2.6]], [[2.5], [2.15], [2.2], [2.0]])

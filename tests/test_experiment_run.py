@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ahead, child_env
+from conftest import ahead, child_env, session_env
 from torchlint.savings import NO_CHANGE, NOT_MEASURABLE, SAVING, SKIPPED, SLOWER
 
 pytestmark = pytest.mark.slow
@@ -62,7 +61,7 @@ print("done", len(history))
 '''
 
 
-@ahead(quiet=True)  # the verdicts weigh the windows' times
+@ahead(alone=True)  # the verdicts weigh the windows' times
 def experiment_run(tmp_path_factory):
     pytest.importorskip("torch")
     cwd = tmp_path_factory.mktemp("exp")
@@ -186,16 +185,23 @@ grads = [first is None, p.grad is None]
 '''
 
 
-def test_runtime_switches_change_only_the_call_at_the_findings_line(tmp_path) -> None:
+@ahead()
+def switch_probe(tmp_path_factory):
+    """The probe's child (a fresh interpreter importing torch) made ahead: its output, parsed."""
     pytest.importorskip("torch")
-    user = tmp_path / "user.py"
+    cwd = tmp_path_factory.mktemp("switches")
+    user = cwd / "user.py"
     user.write_text(USER)
-    probe = tmp_path / "probe.py"
+    probe = cwd / "probe.py"
     probe.write_text(SWITCH_PROBE)
-    proc = subprocess.run([sys.executable, str(probe), str(user)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    proc = subprocess.run([sys.executable, str(probe), str(user)], env=dict(session_env(), PYTHONPATH=str(ROOT)),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_runtime_switches_change_only_the_call_at_the_findings_line(switch_probe) -> None:
+    out = switch_probe
     assert out["flagged"] == [2, True]  # the explicit num_workers=0 is overridden at that line
     assert out["other"] == [0, False]  # the loader on the next line is untouched
     assert out["grads"] == [True, False]  # set_to_none forced on line 7 only

@@ -91,7 +91,7 @@ def _stop_at_step_3(cwd: Path, how: int, to_group: bool, ignore_sigint: bool) ->
     return {"cwd": cwd, "returncode": proc.returncode, "out": out, "err": err, "ended": ended}
 
 
-@ahead(wide=True)  # two runs at once
+@ahead(alone=True)  # two runs at once
 def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each stop of STOPS sent to its own run at step 3, two runs at a time (CI has two cores;
     five at once failed once there: a SIGTERM'd run ended with a MemoryError while five torch
@@ -398,7 +398,7 @@ def _stop_in_the_experiment(cwd: Path, how: int) -> dict:
     return {"seen": seen, "returncode": proc.returncode, "out": out, "err": err, "left": _processes_in(cwd)}
 
 
-@ahead(wide=True)  # two runs at once
+@ahead(alone=True)  # two runs at once
 def experiment_stops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
     """Each stop of EXPERIMENT_STOPS in its own run, the two at once (each is mostly torch
     start-ups in separate processes, and CI has two cores): name -> (cwd, what happened)."""

@@ -82,7 +82,7 @@ def _line(name: str, needle: str) -> int:
     return next(i for i, t in enumerate(lines, 1) if needle in t)
 
 
-@ahead(scope="session", wide=True)  # two runs at once
+@ahead(scope="session", alone=True)  # two runs at once
 def early_runs(tmp_path_factory) -> dict[str, Run]:
     """The ways a script ends, each its own run, made two at a time: two stop modes of
     stops_early.py, a script given torchlint's own option names, and --max-steps. (A

@@ -1,5 +1,5 @@
 """The scheduler of the child runs made ahead (made_ahead.RunsAhead), on made-up runs that
-sleep: two at once at most, a wide or quiet run alone, and a waiting test's thread helping."""
+sleep: two at once at most, a run made alone with nothing beside it, and a waiting test's thread helping."""
 
 from __future__ import annotations
 
@@ -42,14 +42,14 @@ def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
     recorder = Recorder()
     plan = {"a": 0.3, "b": 0.3, "wide": 0.2, "c": 0.2, "d-skips": 0.1, "quiet": 0.1}
     makers = {key: recorder.maker(key, seconds) for key, seconds in plan.items()}
-    ahead = RunsAhead(tmp_path_factory, {}, makers, quiet={"quiet"}, wide={"wide"})
+    ahead = RunsAhead(tmp_path_factory, {}, makers, alone={"wide", "quiet"})
     yield ahead, recorder
     ahead.close()
 
 
 def test_a_waiting_thread_makes_what_it_waits_for_and_two_go_at_once_at_most(runs) -> None:  # type: ignore[no-untyped-def]
     ahead, rec = runs
-    ahead.start(["a", "b", "wide", "c", "d-skips"])
+    ahead.start(["a", "b", "wide", "c", "d-skips", "quiet"])
     time.sleep(0.05)  # the background thread has started "a"
     assert ahead.result("b") == "b"  # not started when asked: made here, beside "a"
     main = threading.current_thread().name
@@ -59,5 +59,18 @@ def test_a_waiting_thread_makes_what_it_waits_for_and_two_go_at_once_at_most(run
         ahead.result("d-skips")  # raised in every test that uses it
     assert ahead.result("wide") == "wide"
     assert rec.beside["wide"] == set()  # a run of several children: alone
+    assert ahead.result("quiet") == "quiet" and rec.beside["quiet"] == set()  # a run that weighs time: alone
     assert all(len(b) <= 1 for b in rec.beside.values())  # two at once at most
-    assert ahead.result("quiet") == "quiet" and rec.beside["quiet"] == set()  # made now, alone
+
+
+def test_a_run_made_alone_goes_ahead_while_the_tests_go_on(runs) -> None:  # type: ignore[no-untyped-def]
+    """A run made alone is made in the background: the test's thread is free for the
+    in-process tests meanwhile (it was made in its test's turn, the second core idle)."""
+    ahead, rec = runs
+    ahead.start(["quiet", "a"])
+    deadline = time.monotonic() + 10
+    while "quiet" not in rec.thread and time.monotonic() < deadline:  # no test asks for it yet
+        time.sleep(0.01)
+    assert rec.thread.get("quiet") == "runs-ahead"
+    assert ahead.result("a") == "a" and ahead.result("quiet") == "quiet"
+    assert rec.beside["quiet"] == set() and "quiet" not in rec.beside["a"]  # alone
