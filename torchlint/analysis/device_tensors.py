@@ -13,6 +13,7 @@ from torchlint.analysis.host_consumers import device_environment_output
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import string_key
 from torchlint.analysis.summary import ELEMENTS
 from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python, string_compared
 
@@ -355,14 +356,6 @@ def _target_count(statement: cst.CSTNode) -> int:
     targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
     target = targets[0].target if len(targets) == 1 else None
     return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
-
-
-def string_key(subscript: cst.Subscript) -> str | None:
-    """``"score"`` for ``hyp["score"]``: the one string key of a subscript, if that is all it is."""
-    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
-        return None
-    key = subscript.slice[0].slice.value
-    return key.evaluated_value if type(key) is cst.SimpleString and isinstance(key.evaluated_value, str) else None  # type: ignore[union-attr]
 
 
 def one_index(subscript: cst.Subscript) -> bool:
