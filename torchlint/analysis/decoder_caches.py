@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.cache_switches import CacheSwitch, off_at_default
 from torchlint.analysis.decoding import mentions
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
     take a cache or a start position in its ``forward`` that the call fills (one it must: a
     parameter with no default)? One left out at its default (``kv_cache=None``) runs without."""
     cls = _model_class(ctx, call)
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
+    forward = method_named(cls, "forward") if cls is not None else None
     if forward is None:
         return False
     filled = sum(1 for arg in call.args if arg.keyword is None and not arg.star)
@@ -80,7 +81,7 @@ def _kwargs_may_hold_a_cache(ctx: FileContext, call: cst.Call) -> bool:
     of a class of this file (``self.forward(out, **kwargs)`` in PaLM's own ``generate``) that takes no
     cache, no start position and no ``**kwargs`` of its own: nothing passed there can be one."""
     cls = _model_class(ctx, call)
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
+    forward = method_named(cls, "forward") if cls is not None else None
     if forward is None:
         return True  # (a model not of this file: its forward is not seen)
     params = (*forward.params.params, *forward.params.kwonly_params)

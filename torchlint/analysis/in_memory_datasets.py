@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -164,10 +165,7 @@ def _method(ctx: FileContext, class_name: str, method: str) -> cst.FunctionDef |
     classes = ctx.tree.classes_named(class_name)
     if len(classes) != 1:
         return None  # not defined here, or defined twice: unknown
-    for statement in classes[0].body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == method:
-            return statement
-    return None
+    return method_named(classes[0], method)
 
 
 def moved_to_device(ctx: FileContext, expr: cst.BaseExpression) -> bool:
