@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_names import string_value
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _NOT_PROJECT, CONFIG_NAMES
 
@@ -269,7 +270,7 @@ class Constants:
         if base.startswith("self."):
             function = tree.enclosing_function(at)
             cls = tree.enclosing_class(function) if function is not None else None
-            init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if cls is not None else None
+            init = method_named(cls, "__init__") if cls is not None else None
             kept = _kept_parameter(init, base.partition(".")[2]) if init is not None else None
             return (init, kept, attr) if init is not None and kept is not None else None
         bound = self.ctx.bindings.lookup(base, at)

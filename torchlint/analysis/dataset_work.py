@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_names import AUDIO_LOADERS, IMAGE_DECODERS, VIDEO_DECODERS
-from torchlint.analysis.loaders import GIVEN_ITEMS, in_memory_class
+from torchlint.analysis.in_memory_datasets import GIVEN_ITEMS, in_memory_class
 from torchlint.analysis.names import dotted
 from torchlint.analysis.samples import SampleWork
 

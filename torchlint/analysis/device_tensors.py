@@ -13,8 +13,9 @@ from torchlint.analysis.host_consumers import device_environment_output
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import string_key
 from torchlint.analysis.summary import ELEMENTS
-from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, host_items, plainly_python, string_compared
+from torchlint.analysis.sync_ops import NOT_TENSOR_RESULTS, TENSOR_ONLY_METHODS, plainly_python, string_compared
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -332,72 +333,6 @@ class DeviceTensors:
             return True
         return self.ctx.devices.moved_to_host(value, at)
 
-    def holds_device_tensors(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """Is ``container`` a Python list (or generator) of device tensors: ``[model(x).max()
-        for x in xs]``, or a name bound to one in this function, or ``scores = []`` then
-        ``scores.append(loss)`` with ``loss`` one? ``max(scores)``, ``sorted(scores)`` and
-        ``scores[0] < scores[1]`` compare them with ``__bool__``: one read per comparison."""
-        container_type = type(container)
-        if container_type in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
-            return self.device_tensor(container.elt, container.elt)
-        if container_type in (cst.List, cst.Tuple):
-            return any(not isinstance(e, cst.StarredElement) and (self.device_tensor(e.value, at) or self._read_back_here(e.value, at))
-                       for e in container.elements)
-        if container_type is not cst.Name:
-            return False
-        ctx = self.ctx
-        rebound = ctx.bindings.reaching_each(container.value, at)
-        if rebound and all(b.kind == "assign" and b.element is None and b.value is not None and host_items(b.value) for b in rebound):
-            # `size_list = [int(s.item()) for s in size_list]`: made again of Python values, so the
-            # device tensors gathered into it before are gone; only what is appended after it counts (in a loop, after the read too)
-            after = max(ctx.tree.index(b.node) for b in rebound)
-            scope = ctx.tree.scope_of(at)
-            known: dict[tuple[int, str, int], bool] = self.__dict__.setdefault("_holds_after_memo", {})
-            key = (id(scope), container.value, after)
-            if key not in known:
-                known[key] = False  # (asked again while asked: the appended value read from the list itself)
-                known[key] = any(self.device_tensor(call.args[0].value, call) for call in ctx.method_calls("append")
-                                 if dotted(call.func.value) == container.value and len(call.args) == 1  # type: ignore[attr-defined]
-                                 and ctx.tree.index(call) > after and ctx.tree.scope_of(call) is scope)
-            return known[key]
-        memo: dict[tuple[int, str], bool] = self.__dict__.setdefault("_holds_memo", {})
-        scope = ctx.tree.scope_of(at)
-        key = (id(scope), container.value)
-        if key not in memo:
-            memo[key] = False  # `xs = xs + [x]`: the list itself, while asked
-            items = [(b.value, b.node) for b in ctx.bindings.lookup(container.value, at)
-                     if b.kind == "assign" and b.element is None and type(b.value) in (cst.ListComp, cst.List)]
-            items += [(call.args[0].value, call) for call in ctx.method_calls("append")
-                      if dotted(call.func.value) == container.value and len(call.args) == 1 and ctx.tree.scope_of(call) is scope]  # type: ignore[attr-defined]
-            # `actions += [sampled_action]` (and `xs = xs + [x]`): a list grown by concatenation
-            items += self._concatenated(container.value, scope, at)
-            memo[key] = any(self.holds_device_tensors(value, node) if type(value) in (cst.ListComp, cst.List)
-                            else self.device_tensor(value, node) or self._read_back_here(value, node) for value, node in items)
-        return memo[key]
-
-    def _concatenated(self, name: str, scope: cst.CSTNode, at: cst.CSTNode) -> list[tuple[cst.List, cst.CSTNode]]:
-        """The list literals ``name += [x]`` or ``name = name + [x]`` adds to the list, in ``scope``."""
-        tree, found = self.ctx.tree, []
-        for node in tree.nodes(cst.AugAssign):
-            if type(node.operator) is cst.AddAssign and dotted(node.target) == name and type(node.value) is cst.List \
-                    and tree.scope_of(node) is scope:
-                found.append((node.value, node))
-        for binding in self.ctx.bindings.lookup(name, at):
-            value = binding.value if binding.kind == "assign" and binding.element is None else None
-            if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add and dotted(value.left) == name \
-                    and type(value.right) is cst.List:
-                found.append((value.right, binding.node))
-        return found
-
-    def _read_back_here(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """``sampled_action`` where its function reads it back with ``sampled_action.cpu()`` (``.cpu().numpy()``):
-        a tensor whose maker another file holds (``sample(model, ...)``), on the device until that copy."""
-        if type(value) is not cst.Name:
-            return False
-        scope = self.ctx.tree.scope_of(at)
-        return any(dotted(call.func.value) == value.value and self.ctx.tree.scope_of(call) is scope  # type: ignore[attr-defined]
-                   for call in self.ctx.method_calls("cpu") if not call.args)
-
     def _moves_an_object(self, move: cst.Call) -> bool:
         """``trainer.cuda()`` after ``trainer = ImagenTrainer(...)`` (or ``Net().to(device)``):
         an instance of a class moved, whose methods return whatever they return, not a tensor."""
@@ -421,14 +356,6 @@ def _target_count(statement: cst.CSTNode) -> int:
     targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
     target = targets[0].target if len(targets) == 1 else None
     return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
-
-
-def string_key(subscript: cst.Subscript) -> str | None:
-    """``"score"`` for ``hyp["score"]``: the one string key of a subscript, if that is all it is."""
-    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
-        return None
-    key = subscript.slice[0].slice.value
-    return key.evaluated_value if type(key) is cst.SimpleString and isinstance(key.evaluated_value, str) else None  # type: ignore[union-attr]
 
 
 def one_index(subscript: cst.Subscript) -> bool:

@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.grad import is_backward_call
 from torchlint.analysis.weight_kinds import BACKBONE, FROZEN, TRAINABLE
 from torchlint.analysis.kind_names import MODULE_CHAIN, looks_like_optimizer
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import canonical, dotted, last_segment
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def class_weights(ctx: FileContext, cls: cst.ClassDef, depth: int = 0) -> str:
         parent = named[-1] if named else None  # (the last of a name defined twice, as a dict of them kept)
         if parent is not None and parent is not cls and depth < _DEPTH and class_weights(ctx, parent, depth + 1) == FROZEN:
             return FROZEN
-    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+    init = method_named(cls, "__init__")
     if init is None:
         return ""
     found = ""

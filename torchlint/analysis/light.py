@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -39,7 +40,7 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
                 target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
                 args = _argument_refs(call, key, assigned, passed, lambda func: _target(func, key, functions, imports, relative, bool(stars)))
-                calls.append(CallSite(key, target, None, args=args, given=_given(call), falsy=_falsy(call), literals=_literals(call)))
+                calls.append(CallSite(key, target, None, args=args, given=given_arguments(call), falsy=falsy_args(call), literals=literal_args(call)))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
     exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
     returns = []
@@ -143,49 +144,6 @@ def _builds_by_name(nodes: list[ast.AST], imports: dict[str, str]) -> bool:
             return True
     return False
 
-
-
-def _given(call: ast.Call) -> tuple[int, tuple[str, ...]] | None:
-    """What ``compiled_roots.given_arguments`` says of a call: positional arguments and keywords passed (a literal
-    None counts as left out); None where ``*args``/``**kwargs`` may pass anything."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
-    positional = list(call.args)
-    while positional and _constant(positional[-1], None):
-        positional.pop()
-    return len(positional), tuple(k.arg for k in call.keywords if k.arg is not None and not _constant(k.value, None))
-
-
-def _literals(call: ast.Call) -> tuple[tuple[int | str, object], ...]:
-    """What ``summary_arguments.literal_args`` says: arguments passed a number, bool, None or string literal."""
-    found: list[tuple[int | str, object]] = []
-    for position, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
-            break
-        if _literal(arg):
-            found.append((position, arg.value))  # type: ignore[attr-defined]
-    found.extend((k.arg, k.value.value) for k in call.keywords if k.arg is not None and _literal(k.value))  # type: ignore[attr-defined]
-    return tuple(found)
-
-
-def _literal(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and type(value.value) in (int, float, bool, str, type(None))
-
-
-def _falsy(call: ast.Call) -> tuple[int | str, ...]:
-    """What ``summary_arguments.falsy_args`` says: arguments passed a literal False, 0 or "" (a flag left off)."""
-    found: list[int | str] = []
-    for position, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
-            break
-        if _constant(arg, False) or _constant(arg, 0) or _constant(arg, ""):
-            found.append(position)
-    found.extend(k.arg for k in call.keywords if k.arg is not None and (_constant(k.value, False) or _constant(k.value, 0) or _constant(k.value, "")))
-    return tuple(found)
-
-
-def _constant(node: ast.AST, value: object) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is type(value) and node.value == value
 
 
 def _positional(function: ast.AST) -> tuple[str, ...]:

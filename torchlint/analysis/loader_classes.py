@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.loader_bases import DATALOADERS
 from torchlint.analysis.local_bases import class_named, constructed_class, reached_base
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def loader_sets(ctx: FileContext, cls: cst.ClassDef) -> tuple[str, ...] | None:
     **kwargs)``: ``("dataset", "pin_memory")``); None for other classes."""
     if not any("Loader" in (dotted(base.value) or "") for base in cls.bases):
         return None
-    init = _method(cls, "__init__")
+    init = method_named(cls, "__init__")
     up = _super_init(ctx, init) if init is not None else None
     if up is None:
         return ()
@@ -66,10 +67,6 @@ def sets_itself(ctx: FileContext, cls: cst.ClassDef, option: str) -> bool:
             return False
         cls = parent
     return False
-
-
-def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
-    return next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
 
 
 def _super_init(ctx: FileContext, init: cst.FunctionDef) -> cst.Call | None:

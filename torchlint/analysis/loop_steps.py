@@ -13,6 +13,7 @@ from torchlint.analysis.loop_shapes import (
 )
 from torchlint.analysis.kind_names import looks_like_optimizer
 from torchlint.analysis.kinds import Kind
+from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
 
@@ -79,9 +80,7 @@ class StepCalls:
         if type(value) is not cst.Call or type(value.func) is not cst.Name:
             return None
         classes = self.ctx.tree.classes_named(value.func.value)
-        if len(classes) != 1 or not isinstance(classes[0].body, cst.IndentedBlock):
-            return None
-        return next((s for s in classes[0].body.body if type(s) is cst.FunctionDef and s.name.value == func.attr.value), None)
+        return method_named(classes[0], func.attr.value) if len(classes) == 1 else None
 
     def _function_parts(self, function: cst.FunctionDef, depth: int) -> int:
         key = id(function)

@@ -247,6 +247,11 @@ def class_body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
     return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
 
 
+def method_named(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    """The first ``def name`` in the body of ``cls`` (None where it has none)."""
+    return next((s for s in class_body(cls) if type(s) is cst.FunctionDef and s.name.value == name), None)
+
+
 def abstract_methods(cls: cst.ClassDef) -> tuple[str, ...]:
     """The methods of ``cls`` whose body (a docstring aside) only raises ``NotImplementedError``:
     a subclass implements them, and a call of one runs that override."""

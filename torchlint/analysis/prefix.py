@@ -17,21 +17,17 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.cache_switches import CacheSwitch, cache_switches, off_at_default
+from torchlint.analysis.cache_switches import CacheSwitch, cache_switches
 from torchlint.analysis.decoding import (
     LOGIT_WORDS, assignment_of, derived, mentions, may_run_a_model, targets, used_as_logits, decode_body, sampler_calls,
 )
 from torchlint.analysis.hypotheses import CONCATENATIONS, NewRecord, field_name, index_key, new_records, pieces, subscripts
+from torchlint.analysis.decoder_caches import POSITION_NAMES, cache_word, file_keeps_a_cache, forward_takes_a_cache, passes_a_cache
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-# Names of what a cached decoder is given besides the new tokens: its cache, or where it starts.
-_CACHE_WORDS = ("past", "cache", "kv", "incremental", "mems", "layer_state")
-_POSITION_NAMES = frozenset({"input_pos", "start_pos", "prev_pos", "cur_pos", "pos", "offset", "seqlen_offset", "cache_position", "step"})
-# A model's attributes that hold a key-value cache (not `cos_cached`: a rotary table).
-_CACHE_ATTRIBUTES = ("kv", "past", "k_cache", "v_cache", "cache_k", "cache_v", "key_cache", "value_cache", "layer_cache")
 # Calls that hand their input on whole: a move, a cast, a reshape, a batch dimension.
 _SAME_DATA = frozenset({"to", "cuda", "long", "int", "float", "contiguous", "clone", "detach", "unsqueeze", "view", "reshape", "type", "t"})
 # A call that is a whole generation itself (its own loop, its own cache): Hugging Face's `generate`.
@@ -82,7 +78,7 @@ def reruns_prefix(ctx: FileContext, loop: cst.CSTNode) -> PrefixRerun | None:
     grows by what that call returns, with no cache (see the module's docstring), or None;
     also one that does so at its function's defaults, where a parameter off by default turns
     the cache on (``use_kv_caching=False``: bark's ``generate_text_semantic``)."""
-    if not ctx.loops.decodes(loop) or ctx.loops.denoises(loop) or _keeps_a_cache(ctx):
+    if not ctx.loops.decodes(loop) or ctx.loops.denoises(loop) or file_keeps_a_cache(ctx):
         return None
     nodes, ordered = decode_body(ctx, loop)
     runs = sorted((n for n in nodes if type(n) is cst.Call and may_run_a_model(ctx, n) and ctx.method_name(n) not in _WHOLE_GENERATIONS),
@@ -101,7 +97,7 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
     # `if past: model(x[:, -1:], past_key_values=past) else: model(x)`: the first pass fills the cache
     # (kept only for a model given the prefix of a buffer the loop writes: it runs over that prefix again
     # whatever it is handed, `_prefix_of_a_buffer`)
-    cached = any(_passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
+    cached = any(passes_a_cache(ctx, call, set(), positions=False, switch=switch) for call in runs) \
         or _keeps_a_cache_name([s for s in ordered if switch is None or not targets(s) <= switch.state])
     moving = {name for statement in ordered for name in targets(statement)} | (mentions(loop.target) if type(loop) is cst.For else frozenset())
     # (a prefix bounded by an enclosing loop's variable holds the row this loop writes: `row[:, :i + 1]`
@@ -129,7 +125,7 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
         if not grown or _passes_a_field(call, records, made):
             continue
         # (a cache by name where the model is given the prefix of the buffer again: it keeps no work of that prefix)
-        given = _cache_given(ctx, call, made) if cached or _passes_a_cache(ctx, call, made, switch=switch) else ""
+        given = _cache_given(ctx, call, made) if cached or passes_a_cache(ctx, call, made, switch=switch) else ""
         if given is None:
             continue
         # (at the switch's default, what it opts in does not run: `x_input = x[:, [-1]]` under `if use_kv_caching:`)
@@ -137,7 +133,7 @@ def _rerun(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CSTNode]
                   and (switch is None or ctx.guards.opt_in(s) != switch.flag)]
         for arg in call.args:
             sequence = _whole(ctx, arg.value, grown, before, moving, 0, off=switch.flag if switch is not None else "")
-            if sequence is None or _forward_takes_a_cache(ctx, call) or given and not grown[sequence][1]:
+            if sequence is None or forward_takes_a_cache(ctx, call) or given and not grown[sequence][1]:
                 continue  # (a cache beside a sequence grown whole: `model(x, past_key_values=past)` may take the new token from it)
             return PrefixRerun(call, sequence, grown[sequence][0], switch.flag if switch is not None else "", given)
     return None
@@ -154,9 +150,9 @@ def _cache_given(ctx: FileContext, call: cst.Call, made: set[str]) -> str | None
     for arg in call.args:
         keyword = arg.keyword.value if arg.keyword is not None else ""
         given = (dotted(arg.value) or "").rsplit(".", 1)[-1]
-        if arg.star or keyword == "use_cache" or keyword in _POSITION_NAMES or given.lower() in _POSITION_NAMES:
+        if arg.star or keyword == "use_cache" or keyword in POSITION_NAMES or given.lower() in POSITION_NAMES:
             return None
-        if _cache_word(keyword) or _cache_word(given):
+        if cache_word(keyword) or cache_word(given):
             if not mentions(arg.value) & made or "incremental" in (keyword + given).lower():
                 return None
             named = named or keyword or given
@@ -190,7 +186,7 @@ def _post_processes(ctx: FileContext, call: cst.Call, runs: list[cst.Call], unlo
 
 def _keeps_a_cache_name(ordered: list[cst.CSTNode]) -> bool:
     """Does the body bind a cache by name (``past_key_values = outputs.past_key_values``)?"""
-    return any(_cache_word(name) for s in ordered for name in targets(s, items=False) if not name.startswith("self."))
+    return any(cache_word(name) for s in ordered for name in targets(s, items=False) if not name.startswith("self."))
 
 
 def _grown_by(ctx: FileContext, nodes: list[cst.CSTNode], outputs: set[str]) -> dict[str, tuple[cst.CSTNode, bool]]:
@@ -252,7 +248,7 @@ def _passes_a_field(call: cst.Call, records: list[NewRecord], made: set[str]) ->
     for arg in call.args:
         for node in subscripts(arg.value):
             key = index_key(node)
-            if isinstance(key, str) and _cache_word(key) or field_name(node) in carried:
+            if isinstance(key, str) and cache_word(key) or field_name(node) in carried:
                 return True
         if mentions(arg.value) & carried:
             return True  # `hyp.state`, a tuple's `state`
@@ -333,126 +329,3 @@ def _window(expr: cst.Subscript, moving: set[str]) -> str | None:
     if type(lower) is cst.Integer and lower.value not in ("0",):
         return None  # `[:, 5:]`: not the tokens decoded so far
     return "prefix" if upper is not None and mentions(upper) & moving else "all"
-
-
-def _passes_a_cache(ctx: FileContext, call: cst.Call, outputs: set[str], positions: bool = True, switch: CacheSwitch | None = None) -> bool:
-    """Is the call given a cache, a start position, or a state it returned before
-    (``past_key_values=out.past_key_values``, ``model(x, input_pos)``, ``rnn(x, hidden)``
-    with ``out, hidden = rnn(...)``)? Without ``positions``, a cache by name only (a helper
-    given the loop's ``step`` is no cached model). At a ``switch``'s default, what it turns off is none."""
-    for arg in call.args:
-        if off_at_default(ctx, switch, call, arg):
-            continue
-        if arg.star:
-            if _kwargs_may_hold_a_cache(ctx, call):
-                return True  # `**kwargs` may hold the cache
-            continue
-        keyword = arg.keyword.value if arg.keyword is not None else ""
-        if keyword == "use_cache":
-            if not (type(arg.value) is cst.Name and arg.value.value == "False"):
-                return True
-            continue
-        # (a position only as the argument itself: `tokens[:, :step]` is the prefix up to the loop's step)
-        given = (dotted(arg.value) or "").rsplit(".", 1)[-1].lower()
-        if positions and (keyword in _POSITION_NAMES or given in _POSITION_NAMES) or _cache_word(keyword):
-            return True
-        if any(_cache_word(name.rsplit(".", 1)[-1]) for name in mentions(arg.value, slices=False)):
-            return True
-        if mentions(arg.value) & outputs:
-            return True  # a state the model returned last pass: an RNN's hidden, a cache by any name
-    return False
-
-
-def _cache_word(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _CACHE_WORDS)
-
-
-def _cache_name(name: str) -> bool:
-    return _cache_word(name) or name.lower() in _POSITION_NAMES
-
-
-def _forward_takes_a_cache(ctx: FileContext, call: cst.Call) -> bool:
-    """Does the model's class, where this file defines it (``self(x)``, ``model = GPT(cfg)``),
-    take a cache or a start position in its ``forward`` that the call fills (one it must: a
-    parameter with no default)? One left out at its default (``kv_cache=None``) runs without."""
-    cls = _model_class(ctx, call)
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
-    if forward is None:
-        return False
-    filled = sum(1 for arg in call.args if arg.keyword is None and not arg.star)
-    params = [p for p in forward.params.params if p.name.value != "self"]
-    return any(_cache_name(p.name.value) and (p.default is None or index < filled) for index, p in enumerate(params)) \
-        or any(_cache_name(p.name.value) and p.default is None for p in forward.params.kwonly_params)
-
-
-def _kwargs_may_hold_a_cache(ctx: FileContext, call: cst.Call) -> bool:
-    """May the ``**kwargs`` a model call passes on hold a cache? Not where the call runs the ``forward``
-    of a class of this file (``self.forward(out, **kwargs)`` in PaLM's own ``generate``) that takes no
-    cache, no start position and no ``**kwargs`` of its own: nothing passed there can be one."""
-    cls = _model_class(ctx, call)
-    forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None) if cls is not None else None
-    if forward is None:
-        return True  # (a model not of this file: its forward is not seen)
-    params = (*forward.params.params, *forward.params.kwonly_params)
-    return isinstance(forward.params.star_kwarg, cst.Param) or any(_cache_name(p.name.value) for p in params)
-
-
-def _model_class(ctx: FileContext, call: cst.Call) -> cst.ClassDef | None:
-    """The class of this file that the call runs: ``self(x)`` in a method, or a name or
-    ``self.`` attribute bound to ``Cls(...)`` once."""
-    name = dotted(call.func)
-    if name in ("self", "self.forward"):
-        return ctx.tree.enclosing_class(call)
-    bound = ctx.bindings.lookup(name, call) if name is not None else []
-    if len(bound) != 1 or bound[0].kind != "assign" or type(bound[0].value) is not cst.Call:
-        return None
-    made = dotted(bound[0].value.func)
-    return next(iter(ctx.tree.classes_named(made)), None) if made is not None else None
-
-
-def _keeps_a_cache(ctx: FileContext) -> bool:
-    """Does a method of this file update a key-value cache it keeps (``self.cache_k[:b, s:e] =
-    xk``, ``self.kv_cache = ...`` outside ``__init__``)? Its model decodes from that cache."""
-    return bool(_cache_updates(ctx))
-
-
-def keeps_a_cache(ctx: FileContext, cls: cst.ClassDef) -> bool:
-    """Does a method of ``cls`` update a key-value cache it keeps on ``self``?"""
-    return any(ctx.tree.enclosing_class(node) is cls for node in _cache_updates(ctx))
-
-
-def cache_methods(cls: cst.ClassDef) -> tuple[str, ...]:
-    """The methods of ``cls`` that must be given a key-value cache or a start position (``forward(self,
-    tokens, start_pos)``; not ``forward(self, idx, kv_cache=None)``, which a call leaving it out runs without)."""
-    return tuple(s.name.value for s in cls.body.body if type(s) is cst.FunctionDef  # type: ignore[union-attr]
-                 and any(_cache_name(p.name.value) and p.default is None for p in (*s.params.params, *s.params.kwonly_params)))
-
-
-def _cache_updates(ctx: FileContext) -> list[cst.Assign]:
-    """The assignments of the file that update a key-value cache on ``self``."""
-    known = ctx.__dict__.get("_cache_updates")
-    if known is None:
-        known = ctx.__dict__["_cache_updates"] = [node for node in ctx.tree.nodes(cst.Assign) if _updates_a_cache(ctx, node)]
-    return known
-
-
-def _updates_a_cache(ctx: FileContext, node: cst.Assign) -> bool:
-    assigned: list[cst.BaseExpression] = []
-    for target in node.targets:  # (`self.kv_cache, self.hooks = self.model.install_kv_cache_hooks()`: whisper's inference)
-        whole = target.target
-        if type(whole) in (cst.Tuple, cst.List):
-            assigned.extend(e.value for e in whole.elements)  # type: ignore[attr-defined]
-        else:
-            assigned.append(whole)
-    for value in assigned:
-        subscripted = type(value) is cst.Subscript
-        while type(value) is cst.Subscript:
-            value = value.value
-        name = dotted(value) or ""
-        if not name.startswith("self.") or not any(word in name.rsplit(".", 1)[-1].lower() for word in _CACHE_ATTRIBUTES):
-            continue
-        function = ctx.tree.enclosing_function(node)
-        if subscripted or function is not None and function.name.value != "__init__":
-            return True
-    return False

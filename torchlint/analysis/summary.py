@@ -150,7 +150,7 @@ class ClassSummary:
     samples: SampleWork | None = None  # a dataset class: what it does for each sample (a loader in another file is tiered by it)
     loader_sets: tuple[str, ...] | None = None  # a class with a base named like a loader: the DataLoader options its `__init__` passes up itself
     weights: str = ""  # a module class: "trainable" (registers weights, never freezes them), "backbone" (a torchvision model's), "frozen", or "" (analysis/frozen.py)
-    # A decoder's cache (analysis/prefix.py): the methods that take a key-value cache or a start
+    # A decoder's cache (analysis/decoder_caches.py): the methods that take a key-value cache or a start
     # position, and whether a method keeps one on `self` (`self.cache_k[:b, s:e] = xk`). A decode
     # loop of another file that gives an object of the class its whole sequence decodes from it.
     cache_methods: tuple[str, ...] = ()

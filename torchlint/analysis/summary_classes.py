@@ -14,7 +14,7 @@ from torchlint.analysis.frozen import class_weights
 from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
-from torchlint.analysis.prefix import cache_methods, keeps_a_cache
+from torchlint.analysis.decoder_caches import cache_methods, keeps_a_cache
 from torchlint.analysis.summary import ClassSummary, Hook, Ref
 from torchlint.analysis.weight_kinds import BUFFERS
 

@@ -18,7 +18,8 @@ from torchlint.profiler.session import EXPERIMENT_FILE, ProfileSession
 from torchlint.report import svg
 from torchlint.report.profile_json import ranked_findings
 from torchlint.report.profile_compile import html_section as compile_section
-from torchlint.report.profile_text import _evidence_line, _pct, _steps, expected_line, measured_line, reads_line, unranked_sections
+from torchlint.report.finding_lines import evidence_line, expected_line, measured_line, pct, reads_line, window_steps
+from torchlint.report.profile_text import unranked_sections
 from torchlint.textlines import read_lines
 from torchlint.terminal import printable
 
@@ -100,7 +101,7 @@ def _finding(f: dict[str, Any], cwd: str, label: str, show_cost: bool = True, st
     if expected:
         out.append(f'<div class="figure expected">{escape(expected)}</div>')
     if show_cost and f.get("observed"):
-        out.append(f'<div class="figure observed">{escape(_evidence_line(f))}</div>')
+        out.append(f'<div class="figure observed">{escape(evidence_line(f))}</div>')
     out.append(source_excerpt(f["path"], int(f["line"]), cwd))
     if f.get("fix_hint"):
         out.append(f'<div class="muted">fix: {escape(f["fix_hint"])}</div>')
@@ -168,7 +169,7 @@ def _experiment_windowing(run_dir: Path) -> dict[str, Any] | None:
 def _step_section(report: dict[str, Any], session: ProfileSession, run_dir: Path) -> str:
     durations = [float(d) for d in session.steps.get("durations_s") or []]
     windows = report["coverage"]["torch_profiler"]["windows"]
-    marks = ", ".join(_steps(w) for w in windows) or "none"
+    marks = ", ".join(window_steps(w) for w in windows) or "none"
     return ("<h2>Step times</h2>"
             f'<p class="muted">Each optimizer step\'s wall time (torchlint\'s own work taken out). '
             f"Bands: torch.profiler windows ({escape(marks)}), the evaluation window, and the steps "
@@ -255,7 +256,7 @@ def _hotspots(report: dict[str, Any]) -> str:
     if not rows:
         return ""
     out = ["<h2>Hot lines no rule explains</h2><table>"]
-    out.extend(f"<tr><td class=num>{_s(h['self_s'])}</td><td class=num>{_pct(h['share'])}</td>"
+    out.extend(f"<tr><td class=num>{_s(h['self_s'])}</td><td class=num>{pct(h['share'])}</td>"
                f"<td><code>{escape(h['path'])}:{h['line']}</code></td><td><code>{escape(h['source'] or '')}</code></td></tr>"
                for h in rows)
     out.append("</table>")

@@ -7,8 +7,9 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.dataset_work import dataset_work, loader_dataset, several_datasets
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.in_memory_datasets import GIVEN_ITEMS
 from torchlint.analysis.names import dotted
-from torchlint.analysis.loaders import GIVEN_ITEMS, UNKNOWN, is_dataloader, is_graph_loader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
+from torchlint.analysis.loaders import UNKNOWN, is_dataloader, is_graph_loader, loader_feeds, loader_option, never_iterated, no_work_for_workers, prebatched
 from torchlint.analysis.samples import WORK_PLACEHOLDER, workers_hint
 from torchlint.checks.base import Check
 
