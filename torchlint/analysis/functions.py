@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 
 if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
     from torchlint.analysis.tree import Tree
 
 
@@ -145,6 +146,23 @@ class LocalFunctions:
                 continue  # left out: the default, a literal, is no tensor
             found.append((given, call))
         return found or None
+
+
+def built_method(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The method of a class of this file that ``obj.method(...)`` runs, where ``obj`` is bound
+    once in its scope to a construction of that class (CORL's ``trainer = TD3_BC(**kwargs)``
+    then ``trainer.train(batch)``; minRF's ``rf = RF(model)`` then ``rf.forward(x, c)``)."""
+    func = call.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+        return None
+    bound = ctx.bindings.lookup(func.value.value, call)
+    value = bound[0].value if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None else None
+    if type(value) is not cst.Call or type(value.func) is not cst.Name:
+        return None
+    classes = ctx.tree.classes_named(value.func.value)
+    if len(classes) != 1 or not isinstance(classes[0].body, cst.IndentedBlock):
+        return None
+    return next((s for s in classes[0].body.body if type(s) is cst.FunctionDef and s.name.value == func.attr.value), None)
 
 
 def _literal(default: cst.BaseExpression | None) -> bool:
