@@ -155,14 +155,26 @@ def built_method(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     func = call.func
     if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
         return None
-    bound = ctx.bindings.lookup(func.value.value, call)
+    return _method_of_built(ctx, func.value, call, func.attr.value)
+
+
+def called_object_method(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """What ``obj(...)`` runs where ``obj`` is bound once in its scope to a construction of a
+    class of this file: its ``__call__``, else its ``forward`` (``nn.Module.__call__`` runs it)."""
+    if type(call.func) is not cst.Name:
+        return None
+    return _method_of_built(ctx, call.func, call, "__call__") or _method_of_built(ctx, call.func, call, "forward")
+
+
+def _method_of_built(ctx: FileContext, obj: cst.Name, at: cst.CSTNode, method: str) -> cst.FunctionDef | None:
+    bound = ctx.bindings.lookup(obj.value, at)
     value = bound[0].value if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None else None
     if type(value) is not cst.Call or type(value.func) is not cst.Name:
         return None
     classes = ctx.tree.classes_named(value.func.value)
     if len(classes) != 1 or not isinstance(classes[0].body, cst.IndentedBlock):
         return None
-    return next((s for s in classes[0].body.body if type(s) is cst.FunctionDef and s.name.value == func.attr.value), None)
+    return next((s for s in classes[0].body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
 
 
 def _literal(default: cst.BaseExpression | None) -> bool:
