@@ -70,3 +70,12 @@ def test_pairs_not_made_in_sight() -> None:
     # a parameter's pairs: what the caller passes is not in sight, so nothing is claimed
     code = "def report(pairs):\n    for a, b in pairs:\n        use(a, b)\n"
     assert _device_names(code) == {"a": False, "b": False}
+
+
+def test_through_a_wrapping_engine() -> None:
+    # minRF's main_t2i: the module handed to deepspeed's engine, whose call runs its forward
+    code = ("import deepspeed\n" + FLOW.replace("class Flow:", "class Flow(torch.nn.Module):")
+            .replace("    flow = Flow(model)\n", "    flow = Flow(model).cuda()\n    engine, opt, _, _ = deepspeed.initialize(model=flow, config={})\n")
+            .replace("flow.forward(x.cuda())", "engine(x.cuda())"))
+    device = _device_names(code)
+    assert device["a"] and device["c"] and not device["b"]
