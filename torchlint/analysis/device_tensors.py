@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.host_consumers import device_environment_output
+from torchlint.analysis.item_members import item_members
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -208,8 +209,25 @@ class DeviceTensors:
             source = iterated_item(binding.value, binding.element, dict_views=True)  # `for i, n in enumerate(lengths)`, `for x in ys[0, 1:]`
             if self._assumed and self._assumed_values(source, binding.node):
                 return True  # `for k, v in metrics.items()` where every caller passes device tensors as the values
+            if source is None and binding.element is not None and binding.value is not None:
+                return self._unpacked_member(binding)  # `for t, l in pairs:` of `pairs = [(tv, l) for tv, l in zip(t, losses)]`
             return source is not None and type(source) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and self.tensorish(source, binding.node, depth + 1)
         return self._bound_tensorish(name, at, depth)
+
+    def _unpacked_member(self, binding) -> bool:  # type: ignore[no-untyped-def]
+        """Is the position a loop unpacks from each item of a list a device tensor where the
+        list was made: ``for t, l in pairs:`` with ``pairs`` the second result of ``rf.forward(x, c)``,
+        whose ``return loss.mean(), [(tv, l) for tv, l in zip(t, losses)]`` pairs rows of the device
+        tensor ``t`` with Python floats (minRF's per-sample losses binned by ``int(t * 10)``)? A
+        member on the host (``zip(t.cpu(), losses)``, ``t.tolist()``) is no device tensor."""
+        asked: set[int] = self.__dict__.setdefault("_members_asked", set())
+        if id(binding.node) in asked:
+            return False  # `pairs = [(a, b) for a, b in pairs]` in a loop: the list itself, while asked
+        asked.add(id(binding.node))
+        try:
+            return any(self.device_tensor(member, at) for member, at in item_members(self.ctx, binding.value, binding.element, binding.node))
+        finally:
+            asked.discard(id(binding.node))
 
     def _assumed_values(self, container: cst.BaseExpression | None, at: cst.CSTNode) -> bool:
         """Is ``container`` a parameter whose values are taken for device tensors (``elements:`` of

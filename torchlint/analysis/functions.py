@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.members import method_named
+from torchlint.analysis.object_shapes import ENGINES, WRAPPERS, unwrap_moves
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
 
 if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
     from torchlint.analysis.tree import Tree
 
 
@@ -145,6 +148,58 @@ class LocalFunctions:
                 continue  # left out: the default, a literal, is no tensor
             found.append((given, call))
         return found or None
+
+
+def built_method(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The method of a class of this file that ``obj.method(...)`` runs, where ``obj`` is bound
+    once in its scope to a construction of that class (CORL's ``trainer = TD3_BC(**kwargs)``
+    then ``trainer.train(batch)``; minRF's ``rf = RF(model)`` then ``rf.forward(x, c)``)."""
+    func = call.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+        return None
+    return _method_of_built(ctx, func.value, call, func.attr.value)
+
+
+def called_object_method(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """What ``obj(...)`` runs where ``obj`` is bound once in its scope to a construction of a
+    class of this file: its ``__call__``, else its ``forward`` (``nn.Module.__call__`` runs it)."""
+    if type(call.func) is not cst.Name:
+        return None
+    return _method_of_built(ctx, call.func, call, "__call__") or _method_of_built(ctx, call.func, call, "forward")
+
+
+def _method_of_built(ctx: FileContext, obj: cst.Name, at: cst.CSTNode, method: str) -> cst.FunctionDef | None:
+    constructed = _constructed(ctx, obj, at, 0)
+    if constructed is None or type(constructed.func) is not cst.Name:
+        return None
+    classes = ctx.tree.classes_named(constructed.func.value)
+    return method_named(classes[0], method) if len(classes) == 1 else None
+
+
+def _constructed(ctx: FileContext, obj: cst.Name, at: cst.CSTNode, depth: int) -> cst.Call | None:
+    """The call that built the object ``obj`` is bound to once in its scope: ``rf = RF(model)``; through
+    a wrapper that runs its module (``DDP(net)``, ``torch.compile(net)``) or an engine made of it
+    (``engine, *_ = deepspeed.initialize(model=rf, ...)``, minRF's ``model_engine(x, cond)``), to a
+    name bound so in turn; moves and modes keep the object (``Net().cuda()``)."""
+    bound = ctx.bindings.lookup(obj.value, at)
+    if len(bound) != 1 or bound[0].kind != "assign" or depth > 3:
+        return None
+    value, element = unwrap_moves(bound[0].value), bound[0].element
+    if type(value) is not cst.Call:
+        return None
+    qualified = ctx.qname(value.func)
+    if element is not None and qualified in ENGINES:
+        keyword, position = ENGINES[qualified]
+        value = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == keyword), None) \
+            or next((a.value for i, a in enumerate(value.args) if a.keyword is None and not a.star and i == position), None)
+    elif element is None and qualified in WRAPPERS and value.args and value.args[0].keyword is None:
+        value = value.args[0].value
+    elif element is not None:
+        return None
+    value = unwrap_moves(value)
+    if type(value) is cst.Name:
+        return _constructed(ctx, value, bound[0].node, depth + 1)
+    return value if type(value) is cst.Call else None
 
 
 def _literal(default: cst.BaseExpression | None) -> bool:

@@ -11,9 +11,9 @@ import libcst as cst
 from torchlint.analysis.loop_shapes import (
     BACKWARD, BARRIER_TYPES, NESTED_LOOP_OR_SCOPE, OPTIMIZER, body_children, slices_a_batch, target_names,
 )
+from torchlint.analysis.functions import built_method
 from torchlint.analysis.kind_names import looks_like_optimizer
 from torchlint.analysis.kinds import Kind
-from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.subtree_calls import IN_SCOPE, OWN, STEP, SubtreeCalls
 
@@ -65,22 +65,8 @@ class StepCalls:
     def _step_parts(self, call: cst.Call, depth: int) -> int:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
         if function is None:
-            function = self._built_method(call)
+            function = built_method(self.ctx, call)
         return 0 if function is None else self._function_parts(function, depth)
-
-    def _built_method(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The method of a class of this file that ``obj.method(...)`` runs, where ``obj`` is bound
-        once in its scope to a construction of that class (CORL's ``trainer = TD3_BC(**kwargs)``
-        then ``trainer.train(batch)``, ``awac.update(batch)``)."""
-        func = call.func
-        if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
-            return None
-        bound = self.ctx.bindings.lookup(func.value.value, call)
-        value = bound[0].value if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None else None
-        if type(value) is not cst.Call or type(value.func) is not cst.Name:
-            return None
-        classes = self.ctx.tree.classes_named(value.func.value)
-        return method_named(classes[0], func.attr.value) if len(classes) == 1 else None
 
     def _function_parts(self, function: cst.FunctionDef, depth: int) -> int:
         key = id(function)

@@ -19,6 +19,9 @@ WRAPPERS = frozenset({
     "torch.nn.SyncBatchNorm.convert_sync_batchnorm", "apex.parallel.DistributedDataParallel",
     "fairscale.nn.FullyShardedDataParallel", "fairscale.nn.data_parallel.FullyShardedDataParallel",
 })
+# Calls that hand back an engine wrapping the module they are given, first of a tuple, and where the
+# module is passed (keyword, position): `engine, optimizer, _, _ = deepspeed.initialize(model=net, ...)`.
+ENGINES = {"deepspeed.initialize": ("model", 1)}
 # Methods that hand back the objects they are given, in order (`accelerator.prepare(model, opt)`).
 PREPARERS = frozenset({"prepare", "prepare_model", "setup"})
 # Class methods that build an instance of their class.

@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.device_elements import may_hold_values
 from torchlint.analysis.host_consumers import environment_step
+from torchlint.analysis.item_members import item_members
 from torchlint.analysis.members import CONTAINERS
 from torchlint.analysis.multiplicity import FEW_ITEMS
 from torchlint.analysis.names import dotted, is_range
@@ -150,9 +151,15 @@ class RepeatKinds(StepPositions):
 
     def _over_device_tensor(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """``words``, ``enumerate(words)``, ``zip(words, ...)``, ``seq[0, 1:]`` with ``words``,
-        ``seq`` a device tensor."""
+        ``seq`` a device tensor; or ``for t, l in pairs:`` over pairs made of its rows
+        (``pairs = [(tv, l) for tv, l in zip(t, losses)]``, returned by a method of the file)."""
+        target = at.target if type(at) is cst.For else None
         if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "zip") and iterable.args:
             iterable = iterable.args[0].value
+        elif type(target) is cst.Tuple and type(iterable) in (cst.Name, cst.Subscript) \
+                and any(self.ctx.syncs.device_tensor(member, member_at) for i in range(len(target.elements))
+                        for member, member_at in item_members(self.ctx, iterable, i, at)):
+            return True
         return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
 
     def _draws_batches(self, loop: cst.For | cst.While) -> bool:

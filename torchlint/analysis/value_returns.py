@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.functions import built_method, called_object_method
 from torchlint.analysis.kind_names import NUMBERS_AND_STRINGS, annotated_python_value
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
@@ -52,6 +53,25 @@ class ValueReturns:
         finally:
             self._returning.discard(id(function))
         return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+    def returned_values(self, call: cst.Call, element: int | None) -> list[tuple[cst.BaseExpression, cst.Return]]:
+        """What a call of a function of this file, or of a method of one of its classes on an
+        object built from it (``rf = RF(model)``, then ``rf.forward(x, c)``, or ``rf(x, c)``), returns: each
+        ``return``'s value with its statement; with ``element``, that position of the returned
+        tuple (a ``return`` of anything else adds nothing)."""
+        func = call.func
+        function = self.ctx.functions.called(call, self.ctx.qname(func) if type(func) is cst.Name else None) \
+            or built_method(self.ctx, call) or called_object_method(self.ctx, call)
+        found: list[tuple[cst.BaseExpression, cst.Return]] = []
+        for ret in self.returns_of(function) if function is not None else ():
+            value = ret.value
+            if value is not None and element is not None:
+                elements = value.elements if type(value) in (cst.Tuple, cst.List) else ()  # type: ignore[attr-defined]
+                value = elements[element].value if element < len(elements) \
+                    and not any(type(e) is cst.StarredElement for e in elements[:element + 1]) else None
+            if value is not None:
+                found.append((value, ret))
+        return found
 
     def _passed_back(self, function: cst.FunctionDef, call: cst.Call, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
         """The argument ``call`` passes to the parameter ``value`` names, where the ``return``

@@ -78,7 +78,38 @@ def _averages_in_place(ctx, loop: cst.For, targets: set[str], blended_with_other
                 return True
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and _assigns_blend(ctx, node, targets, blended_with_other):
             return True
+        if isinstance(node, cst.AugAssign) and _augments_blend(ctx, loop, node, targets):
+            return True
     return False
+
+
+def _augments_blend(ctx, loop: cst.For, update: cst.AugAssign, targets: set[str]) -> bool:  # type: ignore[no-untyped-def]
+    """``v *= d; v += (1 - d) * msd[k].detach()`` (yolov5's ``ModelEMA``), ``e -= w * (e - p)``:
+    the loop's tensor moved in place towards a second tensor of the loop. Besides reading the
+    other tensor, the update reads the averaged one too, or the body scales it (``v *= d``,
+    ``v.mul_(d)``): a decay and an add make the average; an add alone is a step
+    (``p -= lr * g``, a hand-written SGD) or a sum (``sums[name] += p.grad ** 2``)."""
+    if not isinstance(update.operator, (cst.AddAssign, cst.SubtractAssign)):
+        return False  # (the decay `v *= d` alone averages nothing: the add that follows it decides)
+    averaged = _looped(update.target, targets)
+    if averaged is None or not _mentions_other(ctx, update.value, targets, averaged):
+        return False  # not the loop's tensor (`total += ...`), or nothing of another tensor added in
+    return _mentions(ctx, update.value, targets, averaged) or any(
+        _scales(node, targets, averaged) for node in ctx.tree.descendants(loop.body))
+
+
+def _mentions(ctx, value: cst.BaseExpression, targets: set[str], averaged: str) -> bool:  # type: ignore[no-untyped-def]
+    """Does ``value`` read the averaged tensor itself (``e`` of ``w * (e - p)``)?"""
+    return any(_looped(node, targets) == averaged for node in (value, *ctx.tree.descendants(value))
+               if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)))
+
+
+def _scales(node: cst.CSTNode, targets: set[str], averaged: str) -> bool:
+    """``v *= d`` or ``v.mul_(d)`` of the averaged tensor: the decay half of the average."""
+    if isinstance(node, cst.AugAssign):
+        return isinstance(node.operator, cst.MultiplyAssign) and _looped(node.target, targets) == averaged
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "mul_" \
+        and _looped(node.func.value, targets) == averaged
 
 
 def _key_aliases(ctx, loop: cst.For, targets: set[str]) -> set[str]:  # type: ignore[no-untyped-def]

@@ -71,7 +71,10 @@ class TensorToPythonInLoop(Check):
                 read = [a for a in read if a is not node.args[0]]  # the tensor it copies the shape of is not read
         else:
             return
-        tensors = [arg.value for arg in read if (arg.keyword is None or arg.keyword.value == "fill_value") and not arg.star and not plainly_python(arg.value)]
+        # `print(*mloss)`, `"{} {}".format(*mloss)`: each element of a starred tensor formatted (a star elsewhere is no read of it)
+        formats = type(func) is cst.Attribute or type(func) is cst.Name and func.value == "print"
+        tensors = [arg.value for arg in read if (arg.keyword is None or arg.keyword.value == "fill_value")
+                   and (not arg.star or arg.star == "*" and formats) and not plainly_python(arg.value)]
         read_tensor = next((value for value in tensors if ctx.syncs.device_tensor(value, node) and not self._passed_fill(node, value)), None) \
             if tensors and ctx.syncs.in_step(node) else None
         if read_tensor is not None:
@@ -141,11 +144,12 @@ class TensorToPythonInLoop(Check):
         self._report_formatted(node, values)
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        """`"%.4f" % loss`, `"%d/%d" % (correct, total)`."""
-        if type(node.operator) is not cst.Modulo or not isinstance(node.left, _STRINGS):
+        """`"%.4f" % loss`, `"%d/%d" % (correct, total)`, `("%11s" * 2 + "%11.4g" * 5) % (epoch, mem, *mloss, n, size)`:
+        a starred tensor is formatted element by element, each element read."""
+        if type(node.operator) is not cst.Modulo or not _format_string(node.left):
             return  # `a % b` on numbers or tensors is arithmetic, not a format
         right = node.right
-        values = [e.value for e in right.elements if not isinstance(e, cst.StarredElement)] if type(right) is cst.Tuple else [right]
+        values = [e.value for e in right.elements] if type(right) is cst.Tuple else [right]
         self._report_formatted(node, values)
 
     def _report_formatted(self, node: cst.CSTNode, values: list[cst.BaseExpression]) -> None:
@@ -217,6 +221,19 @@ _FILL_HINT = ("A fill value is a Python number, so `torch.full` reads the 0-d de
               "or read the whole schedule once before the loop (`.tolist()`)")
 
 
+def _format_string(expr: cst.BaseExpression) -> bool:
+    """A string literal, or one made of literals by `+` and `*` (`"%11s" * 2 + "%11.4g" * 5`, yolov5's
+    progress bar): what a `%` formats into; a number or a tensor on the left is arithmetic."""
+    if isinstance(expr, _STRINGS):
+        return True
+    if type(expr) is not cst.BinaryOperation:
+        return False
+    if type(expr.operator) is cst.Add:
+        return _format_string(expr.left) and _format_string(expr.right)
+    # (`"%11s" * 2`: repeated by a count, on either side)
+    return type(expr.operator) is cst.Multiply and (_format_string(expr.left) or _format_string(expr.right))
+
+
 def _error_message(ctx, node: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     """Is ``node`` part of an assertion's message or of what a ``raise`` raises?"""
     child = node
@@ -243,5 +260,6 @@ def _formatted(module: cst.Module, string: cst.CSTNode, read: cst.BaseExpression
         shown = plain_code(module, field) if field is not None and len(plain_code(module, field)) <= 32 else "{" + value + "}"
         return f'{string.prefix}"…{shown}…"'
     if type(string) is cst.BinaryOperation:
-        return f'"…" % {value}'
+        starred = type(string.right) is cst.Tuple and any(type(e) is cst.StarredElement and e.value is read for e in string.right.elements)
+        return f'"…" % (…*{value}…)' if starred else f'"…" % {value}'
     return f'"…".format({value})' if type(string) is cst.Call and type(string.func) is cst.Attribute else short_code(module, string)
