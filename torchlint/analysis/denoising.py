@@ -50,7 +50,9 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
             and (statement := assignment_of(ctx, call)) is not None]
     made = derived(ordered, set().union(*(targets(statement) for _, statement in runs)))
     steps = _timesteps(ctx, ordered, steps, made, slices=sampling)
-    grown = grown_in_place(nodes)
+    # (what an inner `for` writes back element by element counts too: SV4D's `for i, t in enumerate(frame_indices):
+    # ... latent_matrix[t, v] = samples[i, j]`, the state the next step slices)
+    grown = grown_in_place(list(ctx.loops.own_nodes(loop.body, enter=lambda node: type(node) is cst.For)))
     # The state is rebound whole (`img = out["sample"]`); `lprobs[i] = f(lprobs[i])` updates one item per iteration.
     rebound = {name for statement in ordered if type(statement) is not cst.AugAssign
                for name in targets(statement, items=False)}

@@ -1,4 +1,5 @@
-"""Host values the program cannot do without: what an environment's ``step`` takes.
+"""Host values the program cannot do without: what an environment's ``step`` takes, and a
+prioritised replay buffer's priorities.
 
 An RL loop runs its policy on the device and its environments on the host (gym, Atari,
 MuJoCo): ``envs.step(action.cpu().numpy())`` or ``env.step(q.argmax().item())`` copy the
@@ -38,6 +39,24 @@ def feeds_environment(ctx: FileContext, node: cst.CSTNode) -> bool:
             around = ctx.tree.parent(_outermost(ctx, use))
             if type(around) is cst.Arg and environment_step(ctx.tree.parent(around)):
                 return True
+    return False
+
+
+def feeds_priorities(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is the host value ``node`` makes handed, there or through the one name it is bound to, to a
+    prioritised replay buffer's priority update (``mem.update_priorities(idxs, loss.cpu().numpy())``,
+    ``rb.update_priority(...)``)? Such a buffer keeps its sum tree in NumPy on the host: the read is
+    what that structure needs, not a habit to fix short of a buffer on the device."""
+    value = _outermost(ctx, node)
+    uses = [value]
+    parent = ctx.tree.parent(value)
+    if type(parent) is cst.Assign and len(parent.targets) == 1 and type(parent.targets[0].target) is cst.Name:
+        uses = [_outermost(ctx, use) for binding in ctx.bindings.bound_to(value) for use in ctx.bindings.uses(binding, ordered=True)]
+    for use in uses:
+        around = ctx.tree.parent(use)
+        call = ctx.tree.parent(around) if type(around) is cst.Arg else None
+        if type(call) is cst.Call and "priorit" in (ctx.method_name(call) or dotted(call.func) or "").lower():
+            return True
     return False
 
 
@@ -85,6 +104,9 @@ def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:
             continue
         if type(parent) is cst.BinaryOperation:
             expr = parent  # exploration noise added to the action: still the action
+            continue
+        if type(parent) is cst.IfExp and parent.test is not expr:
+            expr = parent  # `rand() if explore else policy(s).item()`: the action either way
             continue
         if type(parent) is cst.Attribute and parent.value is expr and parent.attr.value == "data":
             expr = parent  # `a.cpu().data.numpy()`: the same values

@@ -29,6 +29,10 @@ class Cost(enum.Enum):
                    "again with `cudaMalloc`, itself synchronizing the device")
     HOST_COPY = "a device-to-host copy and the sync it waits for"
     ROUND_TRIP = "a copy to the other device and back, with a sync"
+    MODULE_OFFLOAD = ("a whole module's weights copied to the host (and back by the load that pairs with it): "
+                      "the model's bytes over the bus each way, not one small read")
+    NEEDED_READ = ("a read the host code needs (a prioritised replay buffer's priorities, kept in a NumPy sum tree): "
+                   "the sync is that structure's price, not avoidable short of keeping it on the device")
     UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
     SMALL_UPLOAD = "a small tensor made on the host and copied over: the bytes cost nothing, but a blocking copy waits for the GPU's queue like a read"
     ALLOCATION = "an extra host allocation and copy"
@@ -99,6 +103,8 @@ SYNC                 high   medium low    medium low    low    low
 EMPTY_CACHE          high   medium low    medium low    low    low
 HOST_COPY            high   low    low    low    low    low    low
 ROUND_TRIP           high   medium low    medium low    low    low
+MODULE_OFFLOAD       high   high   medium high   low    low    low
+NEEDED_READ          low    low    low    low    low    low    low
 UPLOAD               high   medium low    medium low    low    low
 SMALL_UPLOAD         medium medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
@@ -157,7 +163,7 @@ assert set(_TIERS) == set(Cost) and all(len(row) == len(Where) for row in _TIERS
 # nothing, so they fall to low. Where the place comes from the file's own loops only: a
 # model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
-    Cost.SYNC, Cost.EMPTY_CACHE, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+    Cost.SYNC, Cost.EMPTY_CACHE, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.MODULE_OFFLOAD, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
     Cost.UNPINNED_NON_BLOCKING,
 })
 

@@ -175,7 +175,7 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     omitted=project.none_passed(call, callee, path, caller.omitted), constants=project.constants(call, callee),
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
-                    feeds_env=call.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),
+                    feeds_env=call.feeds_env or call.returned and caller.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),
                     guard=call.guard or caller.guard)
 
 

@@ -67,7 +67,10 @@ class DecodeLoops:
         output the next input, no token sampled (``analysis/decoding.py``)? Memoised."""
         known: dict[int, bool] = self.__dict__.setdefault("_denoises", {})
         if id(loop) not in known:  # a loop that samples tokens from logits decodes them: its steps are tokens
-            known[id(loop)] = denoises(self.ctx, loop) and not (decodes(self.ctx, loop) or self._samples(loop))
+            # (a loop directly around a denoising loop goes over windows or generations, each of many steps, whatever
+            # its own body feeds back: SV4D's `for t0 in ...:` conditioning each frame window on the last one's images)
+            known[id(loop)] = denoises(self.ctx, loop) and not (decodes(self.ctx, loop) or self._samples(loop)) \
+                and not (type(loop) in (cst.For, cst.While) and self._around_token_loop(loop))
         return known[id(loop)]
 
     def _samples(self, loop: cst.CSTNode) -> bool:

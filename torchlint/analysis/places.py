@@ -171,9 +171,17 @@ class Places(RepeatKinds):
         # (or over what an environment's step returned, one item per environment, `for idx, d in enumerate(done)`:
         # a batch's rows, each episode's end logged with a read after the first one's copy)
         # (or over a list or dict its function is handed, `[float(v) for v in values]` with `values: list`: a caller's metrics)
-        copies = kind in (None, "metric") and (_dict_values(iterable) or self._per_environment(iterable, loop) or self._handed_in(iterable, loop)) \
+        # (or over an evaluation batch's rows, each image's id or prediction read for a host evaluator: detr's
+        # `{target['image_id'].item(): output for target, output in zip(targets, results)}`)
+        copies = kind in (None, "metric") and (_dict_values(iterable) or self._per_environment(iterable, loop) or self._handed_in(iterable, loop)
+                                               or self._in_evaluation(loop)) \
             and self._copies_only(loop)
         return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
+
+    def _in_evaluation(self, loop: cst.CSTNode) -> bool:
+        """Is ``loop`` inside an evaluation loop of its function (over a loader's batches, under no_grad)?"""
+        return any(type(outer) in (cst.For, cst.While) and self.ctx.loops.where(outer) is Where.EVAL
+                   for outer in self.ctx.loops.enclosing_loops(loop) if outer is not loop)
 
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode

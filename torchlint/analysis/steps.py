@@ -31,7 +31,7 @@ from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import is_none
-from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.host_consumers import feeds_environment, returned
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
@@ -203,7 +203,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
-                        host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
+                        returned=facts["returned"], host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], maybe_none=facts["maybe_none"])
@@ -221,7 +221,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
-                "feeds_env": self._steps_env and feeds_environment(self.ctx, call), "own_params": self._forwarded_args(call),
+                "feeds_env": self._steps_env and feeds_environment(self.ctx, call),
+                "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call),
                 "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
                 "results": results, "elements": elements}

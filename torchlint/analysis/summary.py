@@ -79,6 +79,8 @@ class CallSite:
     # keys the caller sets in `kwargs` (`kwargs.update(flag=True)`); what its callers passed goes on. None: no such pass-through
     forwards: tuple[int | str, ...] | None = None
     feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
+    # its result is what the caller returns (`return rand() if explore else self.act(s)`): it feeds an environment where the caller's does
+    returned: bool = False
     host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)

@@ -6,8 +6,9 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
-from torchlint.analysis.host_consumers import feeds_environment
+from torchlint.analysis.host_consumers import feeds_environment, feeds_priorities
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.sync_ops import plainly_python
 from torchlint.analysis.inline_lambdas import host_copy
@@ -20,7 +21,7 @@ class DeviceToHostInLoop(Check):
     code = "TL102"
     name = "device-to-host-in-loop"
     cost = Cost.HOST_COPY
-    message = "`{call}` in {loop} copies a device value to the host and waits for it on every step"
+    message = "`{call}` in {loop} {what} on every step"
     per_step = True
     quiet_every_n = True  # (a read every N steps, for a log line, is fine: as under such a guard here)
     device_bound = True
@@ -46,7 +47,13 @@ class DeviceToHostInLoop(Check):
         receiver = node.func.value  # type: ignore[attr-defined]
         if self._copies(node, receiver, method):  # type: ignore[arg-type]
             arguments = ", ".join(plain_code(ctx.module, a).strip().rstrip(",") for a in node.args)
-            self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}({arguments})")
+            call = f"{short_code(ctx.module, receiver)}.{method}({arguments})"
+            if method != "numpy" and self._module(receiver, node):
+                # (a module offloaded between steps, SV4D's `unload_module_gpu(model)`: its weights' bytes, not a read)
+                self.report(node, call=call, what=_MODULE_WORDS, cost=Cost.MODULE_OFFLOAD, hint=_MODULE_HINT)
+                return
+            # (a prioritised replay buffer's priorities, `mem.update_priorities(idxs, loss.cpu().numpy())`: its NumPy sum tree needs them)
+            self.report(node, call=call, what=_COPY_WORDS, cost=Cost.NEEDED_READ if feeds_priorities(ctx, node) else None)
 
     def _copies(self, node: cst.Call, receiver: cst.BaseExpression, method: str) -> bool:
         """Does ``node`` copy ``receiver``, a device value, to the host on every step?"""
@@ -82,9 +89,9 @@ class DeviceToHostInLoop(Check):
             for node in calls:
                 call = short_code(ctx.module, node)
                 if len(calls) < 2:
-                    self.report(node, call=call)
+                    self.report(node, call=call, what=_COPY_WORDS)
                     continue
-                self.report(node, call=call, group=Group((id(calls[0]), name), f"read through `{name}`", _GROUP_WORDS.format(name=name),
+                self.report(node, call=call, what=_COPY_WORDS, group=Group((id(calls[0]), name), f"read through `{name}`", _GROUP_WORDS.format(name=name),
                                                          _GROUP_HINT.format(name=name)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -108,13 +115,32 @@ class DeviceToHostInLoop(Check):
             return  # not known to be a host tensor: a write on the device copies nothing
         if not ctx.syncs.device_tensor(value, node) or ctx.devices.moved_to_host(value, node):
             return  # not known to be on the device
-        self.report(node, call=short_code(ctx.module, node, limit=70), hint=_ELEMENT_HINT)
+        self.report(node, call=short_code(ctx.module, node, limit=70), what=_COPY_WORDS, hint=_ELEMENT_HINT)
+
+    def _module(self, receiver: cst.BaseExpression, node: cst.Call) -> bool:
+        """Is ``receiver`` a module: of that kind, or a bare name or attribute named for one
+        (``model``, ``self.unet``, a helper's ``module`` parameter), moved whole?"""
+        if len(node.args) > 1 or self.ctx.method_name(node) == "cpu" and node.args:
+            return False  # `.to("cpu", dtype)`, `.cpu(memory_format=...)`: a tensor's options
+        if self.ctx.values.kind(receiver, node) is Kind.MODULE:
+            return True
+        name = (dotted(receiver) or "").rpartition(".")[2].lower()
+        # (a tensor is rarely named so: `model`, `unet`, `denoiser`, `text_encoder`, `module`)
+        return name in _MODULE_NAMES or name.endswith(("_model", "_module", "_encoder", "_decoder", "_net"))
 
     def _numpy_of_device_value(self, node: cst.Call) -> bool:
         """``t.numpy(force=True)`` copies from the device itself. A bare ``t.numpy()``
         raises on a device tensor, so where it runs the value is already on the host."""
         force = self.ctx.keyword(node, "force")
         return force is not None and isinstance(force.value, cst.Name) and force.value.value == "True"
+
+
+_COPY_WORDS = "copies a device value to the host and waits for it"
+_MODULE_WORDS = "copies a whole module's weights to the host"
+_MODULE_NAMES = frozenset({"model", "module", "unet", "denoiser", "encoder", "decoder", "vae", "net", "network", "backbone", "conditioner"})
+_MODULE_HINT = ("Keep the module on the device for the whole loop if it fits (offload once before and after it), or move "
+                "weights with `non_blocking=True` from pinned memory, overlapped with the other module's work (accelerate's "
+                "`cpu_offload` hooks): each move here sends its weights over the bus and back every step")
 
 
 _ELEMENT_HINT = ("Pick the elements on the device in one indexed op (`torch.gather(current_vs, 1, ids)`, "

@@ -8,7 +8,7 @@ from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
-from torchlint.analysis.host_consumers import feeds_environment, logged_by_framework
+from torchlint.analysis.host_consumers import feeds_environment, feeds_priorities, logged_by_framework
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.sync_ops import library_read, plainly_python
 from torchlint.checks.base import Check
@@ -54,6 +54,10 @@ class ScalarSyncInLoop(Check):
             return  # built on the host (`torch.randint(0, n, (1,))`) or moved there already
         if feeds_environment(ctx, node):
             return  # `env.step(q.argmax().item())`: the environment runs on the host and needs it
+        if library is None and feeds_priorities(ctx, node):
+            # `mem.update_priorities(idxs, td.abs().tolist())`: the buffer's NumPy sum tree needs it on the host
+            self.report(node, call=f"{short_code(ctx.module, node.func.value)}.{method}()", cost=Cost.NEEDED_READ)  # type: ignore[attr-defined]
+            return
         if library is not None:
             hint = _WRITER_HINT if method == "add_scalar" else _LIBRARY_HINT.format(reads=library[1])
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=hint)
