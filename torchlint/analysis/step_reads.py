@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_syncs import read_value
 from torchlint.analysis.subtree_calls import COMPREHENSIONS
 
@@ -68,6 +69,14 @@ class StepReads:
                 continue
             if self._surely_before(earlier, node, region):
                 return self._only_small_ops_between(earlier, node, region)
+        if whole:
+            return False
+        # The same value read again in a later statement of the pass (the reads of the pass before the
+        # outermost statement holding it, nearest first): its first read drained the queue for it.
+        first = bisect.bisect_left(noted, tree.index(region), key=tree.index)
+        for earlier in reversed(noted[first:low]):
+            if tree.is_inside(earlier, region) and self._surely_before(earlier, node, region) and self._reads_again(earlier, node):
+                return self._only_host_calls_between(earlier, node) and self._only_small_ops_between(earlier, node, region)
         return False
 
     def _whole_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
@@ -96,6 +105,38 @@ class StepReads:
             if isinstance(above, cst.BaseStatement):
                 return False
         return False
+
+    def _reads_again(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Does ``node`` read again the very value ``earlier`` read, in a later statement of the same pass, its
+        names not rebound between (StyleTTS2's ``int(lengths[i].item())``, then ``mels[i, :, :lengths[i]]``)?
+        The first read drained the queue for that element; the second waits for its own copy only, whatever
+        reads of other values in the statements between would count on their own."""
+        value = read_value(self.ctx, earlier)
+        if value is None:
+            return False  # (a truth test or a slice noted as the first read: its value is not one expression to match)
+        tree, module = self.ctx.tree, self.ctx.module
+        again = [n for n in tree.descendants(node) if type(n) in (cst.Name, cst.Attribute, cst.Subscript) and plain_code(module, n) == value]
+        if not again:
+            return False
+        names = {n.value for n in tree.descendants(again[0]) if type(n) is cst.Name} | ({again[0].value} if type(again[0]) is cst.Name else set())
+        for between in tree.preorder[tree.index(earlier) + 1:tree.index(node)]:
+            # `i = j` or `lengths = new` between the two: the second names another element
+            if type(between) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and any(
+                    type(n) is cst.Name and n.value in names for n in (between.target, *tree.descendants(between.target))):
+                return False
+            if type(between) is cst.NamedExpr and type(between.target) is cst.Name and between.target.value in names:
+                return False
+        return True
+
+    def _only_host_calls_between(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is every call between the two reads (statements apart) host bookkeeping or another read, none that may
+        queue work (a module the file cannot name as a model, ``nets.style(mel)``, still queues its forward)?"""
+        tree = self.ctx.tree
+        for between in tree.preorder[tree.index(earlier) + 1:tree.index(node)]:
+            if type(between) is cst.Call and not tree.is_inside(between, earlier) and not tree.is_inside(node, between) \
+                    and read_value(self.ctx, between) is None and not self._quiet(between):  # type: ignore[attr-defined]
+                return False
+        return True
 
     def _surely_before(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
         """Did ``earlier`` run on every pass that runs ``node``: no branch, loop or scope holds it that does
