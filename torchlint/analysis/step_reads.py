@@ -74,9 +74,18 @@ class StepReads:
         # The same value read again in a later statement of the pass (the reads of the pass before the
         # outermost statement holding it, nearest first): its first read drained the queue for it.
         first = bisect.bisect_left(noted, tree.index(region), key=tree.index)
+        if first == low:
+            return False
+        module = self.ctx.module
+        codes = {plain_code(module, n): n for n in tree.descendants(node) if type(n) in (cst.Name, cst.Attribute, cst.Subscript)}
+        values: dict[int, str | None] = self.__dict__.setdefault("_read_values", {})  # each read's value, asked by every read after it
         for earlier in reversed(noted[first:low]):
-            if tree.is_inside(earlier, region) and self._surely_before(earlier, node, region) and self._reads_again(earlier, node):
-                return self._only_host_calls_between(earlier, node) and self._only_small_ops_between(earlier, node, region)
+            if id(earlier) not in values:
+                values[id(earlier)] = read_value(self.ctx, earlier)  # (None: a truth test or a slice, no one expression to match)
+            again = codes.get(values[id(earlier)])  # type: ignore[arg-type]
+            if again is not None and tree.is_inside(earlier, region) and self._surely_before(earlier, node, region):
+                return not self._rebound_between(again, earlier, node) and self._only_host_calls_between(earlier, node) \
+                    and self._only_small_ops_between(earlier, node, region)
         return False
 
     def _whole_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
@@ -106,27 +115,18 @@ class StepReads:
                 return False
         return False
 
-    def _reads_again(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
-        """Does ``node`` read again the very value ``earlier`` read, in a later statement of the same pass, its
-        names not rebound between (StyleTTS2's ``int(lengths[i].item())``, then ``mels[i, :, :lengths[i]]``)?
-        The first read drained the queue for that element; the second waits for its own copy only, whatever
-        reads of other values in the statements between would count on their own."""
-        value = read_value(self.ctx, earlier)
-        if value is None:
-            return False  # (a truth test or a slice noted as the first read: its value is not one expression to match)
-        tree, module = self.ctx.tree, self.ctx.module
-        again = [n for n in tree.descendants(node) if type(n) in (cst.Name, cst.Attribute, cst.Subscript) and plain_code(module, n) == value]
-        if not again:
-            return False
-        names = {n.value for n in tree.descendants(again[0]) if type(n) is cst.Name} | ({again[0].value} if type(again[0]) is cst.Name else set())
-        for between in tree.preorder[tree.index(earlier) + 1:tree.index(node)]:
-            # `i = j` or `lengths = new` between the two: the second names another element
-            if type(between) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and any(
+    def _rebound_between(self, again: cst.CSTNode, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is a name of ``again`` (the value ``node`` reads again, StyleTTS2's ``lengths[i]`` of ``mels[i, :, :lengths[i]]``
+        after ``int(lengths[i].item())``) bound again between the two reads (``i = j``, ``lengths = new``): another element?
+        (Otherwise the first read drained the queue for that element: the second waits for its own copy only.)"""
+        tree = self.ctx.tree
+        names = {n.value for n in (again, *tree.descendants(again)) if type(n) is cst.Name}
+        start = tree.statement_of(earlier) or earlier  # (`u = u.item()`: the first read's own statement rebinds `u`)
+        for between in tree.preorder[tree.index(start):tree.index(node)]:
+            if type(between) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr) and any(
                     type(n) is cst.Name and n.value in names for n in (between.target, *tree.descendants(between.target))):
-                return False
-            if type(between) is cst.NamedExpr and type(between.target) is cst.Name and between.target.value in names:
-                return False
-        return True
+                return True
+        return False
 
     def _only_host_calls_between(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
         """Is every call between the two reads (statements apart) host bookkeeping or another read, none that may
