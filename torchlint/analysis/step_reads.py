@@ -2,7 +2,8 @@
 of a loop's pass waits for the device's queue; a read after it in the same statement, or in the
 branch its test chose (in a pass that does not repeat within its step, or over a step's logged values:
 anywhere after it), with only small ops between (no model, helper, backward or step, no loop),
-waits only for its own small kernels. The reads are
+waits only for its own small kernels; so does the very value read again in a later statement of
+any pass, its names not rebound and only host calls between (``_rebound_between``). The reads are
 the nodes the file's wait findings stand at (``note_reads``: the engine hands them over, whatever
 check found them), and the calls that read (``read_value``)."""
 
