@@ -2,7 +2,8 @@
 of a loop's pass waits for the device's queue; a read after it in the same statement, or in the
 branch its test chose (in a pass that does not repeat within its step, or over a step's logged values:
 anywhere after it), with only small ops between (no model, helper, backward or step, no loop),
-waits only for its own small kernels. The reads are
+waits only for its own small kernels; so does the very value read again in a later statement of
+any pass, its names not rebound and only host calls between (``_rebound_between``). The reads are
 the nodes the file's wait findings stand at (``note_reads``: the engine hands them over, whatever
 check found them), and the calls that read (``read_value``)."""
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 
+from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_syncs import read_value
 from torchlint.analysis.subtree_calls import COMPREHENSIONS
 
@@ -68,6 +70,23 @@ class StepReads:
                 continue
             if self._surely_before(earlier, node, region):
                 return self._only_small_ops_between(earlier, node, region)
+        if whole:
+            return False
+        # The same value read again in a later statement of the pass (the reads of the pass before the
+        # outermost statement holding it, nearest first): its first read drained the queue for it.
+        first = bisect.bisect_left(noted, tree.index(region), key=tree.index)
+        if first == low:
+            return False
+        module = self.ctx.module
+        codes = {plain_code(module, n): n for n in tree.descendants(node) if type(n) in (cst.Name, cst.Attribute, cst.Subscript)}
+        values: dict[int, str | None] = self.__dict__.setdefault("_read_values", {})  # each read's value, asked by every read after it
+        for earlier in reversed(noted[first:low]):
+            if id(earlier) not in values:
+                values[id(earlier)] = read_value(self.ctx, earlier)  # (None: a truth test or a slice, no one expression to match)
+            again = codes.get(values[id(earlier)])  # type: ignore[arg-type]
+            if again is not None and tree.is_inside(earlier, region) and self._surely_before(earlier, node, region):
+                return not self._rebound_between(again, earlier, node) and self._only_host_calls_between(earlier, node) \
+                    and self._only_small_ops_between(earlier, node, region)
         return False
 
     def _whole_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
@@ -96,6 +115,29 @@ class StepReads:
             if isinstance(above, cst.BaseStatement):
                 return False
         return False
+
+    def _rebound_between(self, again: cst.CSTNode, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is a name of ``again`` (the value ``node`` reads again, StyleTTS2's ``lengths[i]`` of ``mels[i, :, :lengths[i]]``
+        after ``int(lengths[i].item())``) bound again between the two reads (``i = j``, ``lengths = new``): another element?
+        (Otherwise the first read drained the queue for that element: the second waits for its own copy only.)"""
+        tree = self.ctx.tree
+        names = {n.value for n in (again, *tree.descendants(again)) if type(n) is cst.Name}
+        start = tree.statement_of(earlier) or earlier  # (`u = u.item()`: the first read's own statement rebinds `u`)
+        for between in tree.preorder[tree.index(start):tree.index(node)]:
+            if type(between) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr) and any(
+                    type(n) is cst.Name and n.value in names for n in (between.target, *tree.descendants(between.target))):
+                return True
+        return False
+
+    def _only_host_calls_between(self, earlier: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is every call between the two reads (statements apart) host bookkeeping or another read, none that may
+        queue work (a module the file cannot name as a model, ``nets.style(mel)``, still queues its forward)?"""
+        tree = self.ctx.tree
+        for between in tree.preorder[tree.index(earlier) + 1:tree.index(node)]:
+            if type(between) is cst.Call and not tree.is_inside(between, earlier) and not tree.is_inside(node, between) \
+                    and read_value(self.ctx, between) is None and not self._quiet(between):  # type: ignore[attr-defined]
+                return False
+        return True
 
     def _surely_before(self, earlier: cst.CSTNode, node: cst.CSTNode, region: cst.CSTNode) -> bool:
         """Did ``earlier`` run on every pass that runs ``node``: no branch, loop or scope holds it that does
