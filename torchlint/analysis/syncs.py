@@ -129,11 +129,18 @@ class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
     def condition_read(self, statement: cst.CSTNode, test: cst.BaseExpression) -> bool:
         """``if``/``while``/``assert``/``a if t else b`` whose ``test`` reads a device
         tensor's truth value, where it may run every step (not under a rare guard)."""
+        return self.condition_runs(statement, test) and self.reads_truth(test, test)
+
+    def condition_runs(self, statement: cst.CSTNode, test: cst.BaseExpression) -> bool:
+        """Whether ``test`` runs where a read of a device tensor in it would be one per step:
+        in a hot loop (or a function the join may place), in a file whose tensors may leave the
+        host, not under a rare guard. What the test reads aside: where this is False, no
+        caller's tensors make ``condition_read`` true (``device_parameters`` would find none)."""
         ctx = self.ctx
         loop = ctx.loops.hot_loop(test)
         if loop is None or ctx.devices.host_only(test):
             return False
-        return not ctx.guards.rare(statement, stop=loop) and self.reads_truth(test, test)
+        return not ctx.guards.rare(statement, stop=loop)
 
     def device_parameters(self, node: cst.CSTNode, holds: Callable[[], bool]) -> tuple[str, ...]:
         """The parameters of ``node``'s function, of no kind known here (no annotation but a

@@ -131,11 +131,14 @@ class ScalarSyncInLoop(Check):
                     self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
                 return
         device_params: tuple[str, ...] = ()
-        if statement is not node and not syncs.condition_read(statement, node):
-            # a test of a parameter's value: holds where every caller passes a device tensor
-            device_params = syncs.device_parameters(node, lambda: syncs.condition_read(statement, node))
-            if not device_params:
-                return
+        if statement is not node:
+            if not syncs.condition_runs(statement, node):
+                return  # not per step here (or rare): no read, whatever the callers pass
+            if not syncs.reads_truth(node, node):
+                # a test of a parameter's value: holds where every caller passes a device tensor
+                device_params = syncs.device_parameters(node, lambda: syncs.condition_read(statement, node))
+                if not device_params:
+                    return
         repeated = syncs.repeated_in_step(node)
         if repeated is False:
             return  # once per step: TL104/TL106 (opt-in) report it

@@ -39,7 +39,9 @@ class TensorConditionInLoop(Check):
     def _check(self, statement: cst.CSTNode, test: cst.BaseExpression) -> None:
         ctx = self.ctx
         device_params: tuple[str, ...] = ()
-        if not ctx.syncs.condition_read(statement, test):
+        if not ctx.syncs.condition_runs(statement, test):
+            return  # not per step here (or rare): no read, whatever the callers pass
+        if not ctx.syncs.reads_truth(test, test):
             # `if sigmas[i + 1] == 0:` on a parameter: holds where every caller passes a device tensor
             device_params = ctx.syncs.device_parameters(test, lambda: ctx.syncs.condition_read(statement, test))
             if not device_params:
