@@ -38,6 +38,8 @@ class DeviceTensors:
         tree = self.ctx.tree
         for call in self.ctx.method_calls(TENSOR_ONLY_METHODS):
             receiver = call.func.value  # type: ignore[attr-defined]
+            if call.func.attr.value == "unique" and type(receiver) is not cst.Name:  # type: ignore[attr-defined]
+                continue  # `df["label"].unique()`, `df.label.unique()`: a pandas column's, no tensor named
             while type(receiver) is cst.Subscript:
                 receiver = receiver.value
             name = dotted(receiver)
@@ -132,7 +134,7 @@ class DeviceTensors:
         after ``start = torch.clip(...)`` is a number)."""
         ctx = self.ctx
         expr_type = type(expr)
-        if depth > 6:
+        if depth > 8:
             return False
         if expr_type is cst.Name:
             return self._name_tensorish(expr, at, depth)

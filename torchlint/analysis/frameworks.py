@@ -113,10 +113,11 @@ def base_hooks(qualified: str) -> BaseHooks | None:
 def module_base(qualified: str) -> bool:
     """Does subclassing the library class ``qualified`` make a class an ``nn.Module``
     (``torch.nn.Module``, a container or layer of ``torch.nn``, ``torch.jit.ScriptModule``, a
-    Lightning module)?"""
+    Lightning module, a Hugging Face ``PreTrainedModel``: an ``nn.Module`` with loading and generation)?"""
     return qualified in ("torch.nn.Module", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.jit.ScriptModule") \
         or qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper() \
-        or qualified.startswith(("pytorch_lightning.", "lightning."))
+        or qualified.startswith(("pytorch_lightning.", "lightning.")) \
+        or qualified.startswith("transformers.") and qualified.rsplit(".", 1)[-1] == "PreTrainedModel"  # (not `TFPreTrainedModel`, `FlaxPreTrainedModel`)
 
 
 def phase_text(framework: str, method: str) -> str:

@@ -10,13 +10,11 @@ from torchlint.analysis.device_reach import FACTORIES
 from torchlint.analysis.host_tensors import ARITHMETIC, PLACE_KEEPING
 from torchlint.analysis.in_place_fills import fills_in_place
 from torchlint.analysis.names import dotted
+from torchlint.analysis.sync_ops import SHAPE_METHODS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-# Methods whose arguments are sizes or dimensions (or another tensor's shape): any argument goes.
-_SHAPES = frozenset({"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute", "transpose", "t", "flip",
-                     "flatten", "unflatten", "view_as", "reshape_as", "tril", "triu", "contiguous", "clone", "detach"})
 # In-place fills that return the tensor they fill (`torch.BoolTensor(size).fill_(0)`): the values
 # change, not where it lives. A random one draws from the host's generator: no fix on the factory alone.
 _FILLS = frozenset({"fill_", "zero_"})
@@ -66,7 +64,7 @@ class HostMoves:
                 if type(call) is not cst.Call or call.func is not parent:
                     return current, alone
                 method = parent.attr.value
-                if method in _SHAPES or self.ctx.devices.dtype_only_to(call) or method in PLACE_KEEPING and all(
+                if method in SHAPE_METHODS or self.ctx.devices.dtype_only_to(call) or method in PLACE_KEEPING and all(
                         self.python_number(a.value, call) or self._factory_made(a.value, call) for a in call.args if a.keyword is None):
                     current = call
                 elif (method in _FILLS or method in _RANDOM_FILLS) and all(self.python_number(a.value, call) for a in call.args):

@@ -17,7 +17,10 @@ TENSOR_ONLY_METHODS = frozenset({
     "unsqueeze", "view", "permute", "contiguous", "detach", "masked_fill", "masked_fill_", "new_zeros",
     "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "index_select", "unbind", "expand",
     "expand_as", "repeat_interleave", "softmax", "log_softmax", "narrow", "size", "dim", "masked_select",
-    "nonzero", "long", "bool", "sigmoid", "bmm", "numel",
+    "nonzero", "long", "bool", "sigmoid", "bmm", "numel", "unique_consecutive",
+    # (NumPy arrays have no `.unique()` method: `np.unique(a)` is a function; a pandas column's,
+    # `df["c"].unique()`, is not taken: only a plain name's names a tensor, DeviceTensors)
+    "unique",
 })
 # Tensor methods whose result is not a tensor on the device.
 # (Counts too: `Tensor._nnz()`, torch_sparse's `SparseTensor.nnz()`, `sparse_dim()` are Python ints.)
@@ -31,6 +34,10 @@ def mask_name(name: str) -> bool:
     return name == "mask" or name.endswith("_mask")
 
 
+# Methods whose arguments are sizes or dimensions (or another tensor's shape): the result is the
+# same values, reshaped, of the same dtype (a mask's view is a mask).
+SHAPE_METHODS = frozenset({"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "repeat", "permute", "transpose", "t",
+                           "flip", "flatten", "unflatten", "view_as", "reshape_as", "tril", "triu", "contiguous", "clone", "detach"})
 # Methods and functions whose result is a boolean tensor.
 BOOL_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not",
                           "logical_and", "logical_or", "logical_xor", "isin", "isclose", "__eq__", "__ne__"})

@@ -9,10 +9,16 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, SIZED_BY_VALUES, compared_values, mask_name, plainly_python, torch_op
+from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, SHAPE_METHODS, SIZED_BY_VALUES, compared_values, mask_name, plainly_python, torch_op
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
+
+
+# torch functions that join tensors (a mask when every part is one), and those that make a tensor
+# like their argument (of its dtype unless told another).
+_JOINED = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack"})
+_LIKE = frozenset({"torch.ones_like", "torch.zeros_like", "torch.empty_like"})
 
 
 class SizedByValues:
@@ -109,9 +115,9 @@ class SizedByValues:
         return bool(bound) and all(b.kind == "assign" and b.value is not None and type(b.value) is cst.Subscript for b in bound)
 
     def _compared(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """A value comparison (``a == i``, ``t > 0``), or a name bound only to one."""
+        """A value comparison (``a == i``, ``t > 0``), or a name bound only to one where it is used."""
         if type(expr) is cst.Name:
-            bound = self.ctx.bindings.lookup(expr.value, at)
+            bound = self.ctx.bindings.reaching_each(expr.value, at)
             return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and type(b.value) is cst.Comparison
                                        and self._compared(b.value, b.node) for b in bound)
         return type(expr) is cst.Comparison and not any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons)
@@ -140,7 +146,7 @@ class SizedByValues:
         """Is ``expr`` a boolean tensor: a comparison with a tensor, ``~m``, ``a & b``,
         ``x.isnan()``, ``torch.isfinite(x)``, ``m.bool()``, or a name bound to one?
         ``traced``: a tensor as :meth:`traced_tensor` knows one."""
-        if depth > 4:
+        if depth > 6:
             return False
         ctx = self.ctx
         expr_type = type(expr)
@@ -153,19 +159,33 @@ class SizedByValues:
             return self.bool_mask(expr.left, at, depth + 1, traced) or self.bool_mask(expr.right, at, depth + 1, traced)
         if expr_type is cst.BinaryOperation and type(expr.operator) is cst.Multiply:  # `(u > 0) * (l == u)`: a logical and
             return self.bool_mask(expr.left, at, depth + 1, traced) and self.bool_mask(expr.right, at, depth + 1, traced)
+        if expr_type is cst.Subscript:  # `mask[..., k]`: any part of a mask is one
+            return self.bool_mask(expr.value, at, depth + 1, traced)
+        if expr_type is cst.Attribute and expr.attr.value in ("T", "mT"):
+            return self.bool_mask(expr.value, at, depth + 1, traced)
         if expr_type is cst.Call:
             func = expr.func
-            if ctx.qname(func) in BOOL_FUNCTIONS:
+            qname = ctx.qname(func)
+            if qname in BOOL_FUNCTIONS:
                 return True
+            if qname in _JOINED:  # `torch.stack((j, k, left, right))`: masks joined are one
+                parts = expr.args[0].value if expr.args else None
+                return type(parts) in (cst.Tuple, cst.List) and bool(parts.elements) and all(  # type: ignore[union-attr]
+                    type(e) is cst.Element and self.bool_mask(e.value, at, depth + 1, traced) for e in parts.elements)  # type: ignore[union-attr]
+            if qname in _LIKE:  # `torch.ones_like(j)` of a mask: a mask (its dtype kept unless one is given)
+                return len(expr.args) == 1 and expr.args[0].keyword is None and self.bool_mask(expr.args[0].value, at, depth + 1, traced)
+            if type(func) is cst.Attribute and func.attr.value in SHAPE_METHODS and qname is None:
+                return self.bool_mask(func.value, at, depth + 1, traced)  # `mask[..., k].contiguous().view(-1)`: a view of a mask
             helper = ctx.functions.called(expr, ctx.qname(func))
             if helper is not None:  # `mask = lengths_to_mask(lengths)`: a helper of this file returning one
                 returns = [r.value for r in ctx.values.returns_of(helper) if r.value is not None]
                 return bool(returns) and all(self.bool_mask(value, value, depth + 1) for value in returns)
             return type(func) is cst.Attribute and func.attr.value in BOOL_METHODS and ctx.qname(func) is None and self.tensorish(func.value, at)
         if expr_type is cst.Name:
-            bound = [b for b in ctx.bindings.lookup(expr.value, at) if b.kind != "augassign"]
-            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and self.bool_mask(b.value, b.node, depth + 1, traced)
-                                       for b in bound)
+            # The bindings that may reach `at` (`j = iou.argsort()` earlier in the function is
+            # another value, not this one), each a mask or a row of one (`j, k = mask.T`).
+            bound = [b for b in ctx.bindings.reaching_each(expr.value, at) if b.kind != "augassign"]
+            return bool(bound) and all(b.kind == "assign" and b.value is not None and self._bound_mask(b, depth, traced) for b in bound)
         if expr_type is cst.Attribute and mask_name(expr.attr.value):
             # `data.train_mask`: a mask kept on a graph or a batch (PyG's splits), unless this
             # file binds that attribute to something that is no mask (a view of itself,
@@ -175,3 +195,15 @@ class SizedByValues:
                      and not (type(b.value) is cst.Subscript and dotted(b.value.value) == name)]
             return all(self.bool_mask(b.value, b.node, depth + 1, traced) for b in bound)
         return False
+
+    def _bound_mask(self, binding, depth: int, traced: bool) -> bool:  # type: ignore[no-untyped-def]
+        """An assignment of a mask: ``m = x > 0``; unpacked, an item of a tuple of masks or a row of a
+        mask (``j, k = ((gxy % 1 < g) & (gxy > 1)).T``)."""
+        value = binding.value
+        if binding.element is not None and type(value) in (cst.Tuple, cst.List):
+            if binding.element >= len(value.elements) or type(value.elements[binding.element]) is not cst.Element:
+                return False  # (a starred item: a list of rows)
+            value = value.elements[binding.element].value
+        elif binding.element is not None and type(binding.node) is not cst.Assign:
+            return False  # (`for m in masks`: iterated, not unpacked)
+        return self.bool_mask(value, binding.node, depth + 1, traced)
