@@ -40,9 +40,15 @@ class DeviceTensors:
             receiver = call.func.value  # type: ignore[attr-defined]
             if call.func.attr.value == "unique" and type(receiver) is not cst.Name:  # type: ignore[attr-defined]
                 continue  # `df["label"].unique()`, `df.label.unique()`: a pandas column's, no tensor named
+            item = None
             while type(receiver) is cst.Subscript:
+                item = _literal_index(receiver)
                 receiver = receiver.value
+            # `x[0].view(...)` of a record (`zip(tensors, sizes)`): its first item a tensor, not the
+            # record nor its other items (`x[1][0]`, a `torch.Size`'s int); `xs[i].view` says `xs` holds tensors
             name = dotted(receiver)
+            if name is not None and item is not None:
+                name = f"{name}[{item}]"
             owner = self._owner_of(name, call)
             if owner is not None:
                 found.setdefault(id(owner), set()).add(name)  # type: ignore[arg-type]
@@ -59,7 +65,18 @@ class DeviceTensors:
         if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
             return None
         tree = self.ctx.tree
-        return tree.enclosing_class(node) if name.startswith("self.") else tree.scope_of(node)
+        if name.startswith("self."):
+            return tree.enclosing_class(node)
+        scope = tree.scope_of(node)
+        base = name.split("[", 1)[0]
+        for ancestor in tree.ancestors(node):
+            if ancestor is scope:
+                break
+            # a lambda's parameter is its own variable: `lambda x: x.size()` says nothing of the `x`
+            # of another lambda beside it (`lambda x: x[1][0]` over sizes) nor of the function's
+            if type(ancestor) is cst.Lambda and any(p.name.value == base for p in _lambda_params(ancestor)):
+                return ancestor
+        return scope
 
     @cached_property
     def _string_names(self) -> dict[int, set[str]]:
@@ -81,20 +98,21 @@ class DeviceTensors:
         name = dotted(expr)
         if name is None or not self._string_names:
             return False
-        owner = self.ctx.tree.enclosing_class(at) if name.startswith("self.") else self.ctx.tree.scope_of(at)
+        owner = self._owner_of(name, at)
         return owner is not None and name in self._string_names.get(id(owner), ())
 
     def used_as_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``expr`` (a name, ``self.x``, or an item of one: ``lengths[i]``) used as a
         tensor in its function (its class for ``self.x``)? Shapes and dtypes
         (``x.shape[0]``) are not the tensor."""
+        item = None
         while type(expr) is cst.Subscript:
+            item = _literal_index(expr)
             expr = expr.value
         name = dotted(expr)
-        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
-            return False
-        owner = self.ctx.tree.enclosing_class(at) if name.startswith("self.") else self.ctx.tree.scope_of(at)
-        return owner is not None and name in self._tensor_names.get(id(owner), ())
+        owner = self._owner_of(name, at)
+        names = self._tensor_names.get(id(owner), ()) if owner is not None else ()
+        return name in names or item is not None and f"{name}[{item}]" in names
 
     def device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """May ``expr`` be a tensor on the device where ``at`` stands? A tensor (see
@@ -153,8 +171,8 @@ class DeviceTensors:
                 # only where this function stores one under that key (`hyp["score"] = s + top[0, j]`)
                 key = string_key(expr)
                 return key is not None and self._entry_tensorish(key, at, depth)
-            if self.tensorish(expr.value, at, depth + 1):
-                return True
+            if self.tensorish(expr.value, at, depth + 1) or self.used_as_tensor(expr, at):
+                return True  # (`x[0]` where `x[0].view(...)` says that item is a tensor)
             # `scores[0]` of a list of device scalars (`scores = [model(x).max() for x in xs]`)
             return type(expr.value) is cst.Name and one_index(expr) and self.holds_device_tensors(expr.value, at)
         if expr_type is cst.Comparison:  # `x > 0`: a bool tensor when an operand is a tensor
@@ -376,6 +394,22 @@ def _target_count(statement: cst.CSTNode) -> int:
     targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
     target = targets[0].target if len(targets) == 1 else None
     return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
+
+
+def _lambda_params(lam: cst.Lambda) -> list[cst.Param]:
+    """Every parameter a lambda binds."""
+    params = lam.params
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    extra = [params.star_kwarg] if params.star_kwarg is not None else []
+    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *extra]
+
+
+def _literal_index(subscript: cst.Subscript) -> str | None:
+    """``x[1]``: the integer literal indexing one item, as written; None for any other subscript."""
+    if not one_index(subscript):
+        return None
+    index = subscript.slice[0].slice.value  # type: ignore[attr-defined]
+    return index.value if type(index) is cst.Integer else None
 
 
 def one_index(subscript: cst.Subscript) -> bool:

@@ -135,7 +135,12 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
         for binding in bound:
             function = self.ctx.tree.enclosing_function(binding.node)
             value = binding.value
-            if binding.kind != "assign" or binding.element is not None or function is None or function.name.value != "__init__" \
+            if binding.element is not None and type(value) is cst.Tuple and binding.element < len(value.elements) \
+                    and not any(type(e) is cst.StarredElement for e in value.elements):
+                value = value.elements[binding.element].value  # `self.hyp, self.autobalance = h, autobalance` (yolov5's ComputeLoss)
+            elif binding.element is not None:
+                return None
+            if binding.kind != "assign" or function is None or function.name.value != "__init__" \
                     or type(value) is not cst.Name or not any(p.name.value == value.value for p in function.params.params):
                 return None
             init, params = function, params | {value.value}

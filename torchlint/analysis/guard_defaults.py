@@ -91,10 +91,22 @@ class ParameterDefaults:
         for part in conjuncts(test):
             # (a flag off by default, `if args.augment:`, is a mode the run is launched in: stylegan2's ADA)
             optional = type(part) is cst.Comparison and none_tested(part, negated=True) is not None
-            off = self._defaults_to_none(part.left) if optional else None  # type: ignore[attr-defined]
+            off = self._defaults_to_none(part.left) if optional else self._default_fails(part)  # type: ignore[attr-defined]
             if off is not None:
                 return off
         return None
+
+    def _default_fails(self, part: cst.BaseExpression) -> str | None:
+        """``args.global_kl_beta != 0`` with ``--global-kl-beta`` at ``default=0`` (PlaNet): a setting
+        compared with a literal, which its default fails (a loss term or a mode weighted off). A bare
+        flag (``if args.augment:``) is not one: see ``option_off``."""
+        tested = compared(part) if type(part) is cst.Comparison else None
+        name = self._unset_setting(tested[0]) if tested is not None and tested[1] not in ("truth", "not") else None
+        default = literal(self.ctx.constants.setting_default(name)) if name is not None else None
+        if default is None or holds(tested[1], tested[2], default[1]) is not False:  # type: ignore[index]
+            return None
+        shown = cst.Module([]).code_for_node(part)
+        return f"only when `{shown}`, a setting of the run that defaults to {default[0]}"
 
     def _defaults_to_none(self, value: cst.BaseExpression) -> str | None:
         """``args.target_kl`` (``target_kl: float = None``) in ``args.target_kl is not None``."""

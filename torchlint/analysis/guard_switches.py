@@ -13,7 +13,8 @@ import libcst as cst
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_defaults import compared, literal
 from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
-from torchlint.analysis.switch_words import Flag, switch_off_words
+from torchlint.analysis.names import dotted
+from torchlint.analysis.switch_words import Flag, holds, switch_off_words
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -95,6 +96,8 @@ class SwitchedOff:
             test: cst.BaseExpression | None = None
             if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
                 test = self._named_test(ancestor.test, ancestor) if kind is cst.If else ancestor.test  # type: ignore[attr-defined]
+            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else or kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
+                test = _truth_negated(ancestor.test)  # type: ignore[attr-defined]  # minRF's `if self.ln: ... else: <here>` with `ln=True`
             elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
                 test = ancestor.left  # type: ignore[attr-defined]
             for part in conjuncts(test) if test is not None else ():
@@ -196,6 +199,63 @@ class AssertedOff:
                     return True
         return False
 
+    def constant_off(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run only where a test of ``self.x`` holds (``if self.stratified:``, the
+        ``else`` of ``if not self.x:``, ``self.x == "a"``) that the one value ``self.x`` ever gets
+        fails: the same literal assigned in its class's ``__init__`` and nowhere else in the file,
+        on no object either (minRF's ``self.stratified = False``)? Then it never runs."""
+        function = self.ctx.tree.enclosing_function(node)
+        cls = self.ctx.tree.enclosing_class(function) if function is not None else None
+        if cls is None:
+            return False
+        child = node
+        for ancestor in self.ctx.tree.ancestors(node):
+            if ancestor is function:
+                return False
+            kind = type(ancestor)
+            test: cst.BaseExpression | None = None
+            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
+                test = ancestor.test  # type: ignore[attr-defined]
+            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else or kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
+                test = _truth_negated(ancestor.test)  # type: ignore[attr-defined]
+            for part in conjuncts(test) if test is not None else ():
+                tested = compared(part)
+                if tested is None or type(tested[0]) is not cst.Attribute or dotted(tested[0].value) != "self" \
+                        or tested[0].attr.value == "training":  # type: ignore[attr-defined]
+                    continue  # (`self.training`: `nn.Module.train()` sets it, whatever `__init__` says)
+                value = self._fixed_value(tested[0].attr.value, cls)  # type: ignore[attr-defined]
+                if value is not None and holds(tested[1], tested[2], value[0]) is False:
+                    return True
+            child = ancestor
+        return False
+
+    def _fixed_value(self, attr: str, cls: cst.CSTNode) -> tuple[object] | None:
+        """``(value,)`` where every assignment of an attribute named ``attr`` in the file is
+        ``self.attr = <literal>`` in ``cls``'s ``__init__``, all of one value; None otherwise."""
+        memo: dict[tuple[str, int], tuple[object] | None] = self.__dict__.setdefault("_fixed_memo", {})
+        key = (attr, id(cls))
+        if key not in memo:
+            tree = self.ctx.tree
+            values: set[object] = set()
+            fixed = True
+            for statement in (*tree.nodes(cst.Assign), *tree.nodes(cst.AugAssign), *tree.nodes(cst.AnnAssign)):
+                targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
+                for target in targets:
+                    elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]  # type: ignore[attr-defined]
+                    for i, element in enumerate(elements):
+                        if type(element) is not cst.Attribute or element.attr.value != attr:
+                            continue
+                        function = tree.enclosing_function(statement)
+                        value = statement.value if len(elements) == 1 else _element(statement.value, i, len(elements))  # type: ignore[attr-defined]
+                        found = literal(value) if type(statement) is not cst.AugAssign else None
+                        if found is None or dotted(element.value) != "self" or function is None or function.name.value != "__init__" \
+                                or tree.enclosing_class(function) is not cls:
+                            fixed = False
+                        else:
+                            values.add(found[1])
+            memo[key] = (values.pop(),) if fixed and len(values) == 1 else None
+        return memo[key]
+
     def _bound_between(self, name: str, start: cst.CSTNode, end: cst.CSTNode, function: cst.FunctionDef) -> bool:
         """Is ``name`` bound again in ``function`` after ``start`` and before ``end`` (or in a loop
         around ``end``: a later iteration sees it)? A parameter's own binding is no rebinding."""
@@ -209,6 +269,13 @@ class AssertedOff:
             if first < at < last or any(tree.is_inside(binding.node, loop) for loop in loops):
                 return True
         return False
+
+
+def _element(value: cst.BaseExpression | None, index: int, count: int) -> cst.BaseExpression | None:
+    """The ``index``-th of ``count`` values a tuple assignment unpacks (``a, b = 1, False``); None for any other value."""
+    if type(value) not in (cst.Tuple, cst.List) or len(value.elements) != count or any(type(e) is cst.StarredElement for e in value.elements):  # type: ignore[union-attr]
+        return None
+    return value.elements[index].value  # type: ignore[union-attr]
 
 
 def _needed_names(tree, node: cst.CSTNode, function: cst.FunctionDef) -> set[str]:  # type: ignore[no-untyped-def]
@@ -270,6 +337,16 @@ def _exits(body: cst.BaseSuite) -> bool:
     if type(last) is cst.SimpleStatementLine:  # (an indented block's last line; a one-line suite holds the statements)
         last = last.body[-1]
     return type(last) in (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+def _truth_negated(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What must hold in the ``else`` of a truth test of one name: ``not flag`` for ``flag``,
+    ``flag`` for ``not flag``; None for any other test (the ``else`` of ``a and b`` is no one flag)."""
+    if type(test) in (cst.Name, cst.Attribute):
+        return cst.UnaryOperation(cst.Not(), test)
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) in (cst.Name, cst.Attribute):
+        return test.expression
+    return None
 
 
 def _negated(test: cst.BaseExpression) -> cst.BaseExpression | None:

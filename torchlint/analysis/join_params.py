@@ -81,7 +81,7 @@ def never_built(project: Project) -> frozenset[tuple[str, str]]:
     """The classes the project never builds (deit's ``Learned_Aggregation_Layer_multi``): named
     only by their own ``class`` statement in their file (``FileSummary.unnamed``), built by no code
     of the project (``Project.built``), imported by no other file, in no module another file
-    star-imports, subclassed nowhere. Only in an application (some file trains or samples): a
+    star-imports, subclassed nowhere but by classes never built either. Only in an application (some file trains or samples): a
     library's classes are its users' to build. None where some file builds classes from names."""
     files = project.files
     if project.built is None or not any(summary.unnamed for summary in files.values()):
@@ -100,7 +100,9 @@ def never_built(project: Project) -> frozenset[tuple[str, str]]:
             found = project.module_file(module, path, level)
             if found is not None:
                 starred.add(found)
-    return frozenset(c for c in candidates if c not in named and c[0] not in starred and not project.has_subclasses(*c))
+    kept = {c for c in candidates if c not in named and c[0] not in starred}
+    # subclassed nowhere, or only by classes never built either (ImageBind's `Attention` under an unused `ViTAttention`)
+    return frozenset(c for c in kept if all(sub in kept for sub in project.subclasses(*c)))
 
 
 def device_params(project: Project) -> frozenset[tuple[str, str]]:

@@ -11,7 +11,8 @@ from torchlint.analysis.module_tensors import ITSELF, tensors_method
 from torchlint.analysis.names import last_segment as _last_segment
 from torchlint.analysis.tree import node_types
 
-# torch.* callables that do not return tensors.
+# torch.* callables that do not return tensors (the one list of them: Python numbers such as
+# `torch.seed()`, `torch.initial_seed()`, `torch.get_num_threads()`, objects, contexts, namespaces).
 TORCH_NON_TENSOR_PREFIXES = (
     "torch.nn.", "torch.optim.", "torch.utils.", "torch.cuda.", "torch.backends.",
     "torch.distributed.", "torch.device", "torch.dtype", "torch.Size", "torch.manual_seed",
@@ -24,6 +25,8 @@ TORCH_NON_TENSOR_PREFIXES = (
     "torch.serialization.", "torch._dynamo.", "torch.compiler.", "torch.overrides.",
     "torch.futures.", "torch.package.", "torch.mps.", "torch.xpu.", "torch.cpu.", "torch.version",
     "torch.broadcast_shapes", "torch.result_type", "torch.promote_types", "torch.can_cast", "torch.sym_",
+    "torch.seed", "torch.initial_seed", "torch.are_deterministic_algorithms_enabled", "torch.Generator",
+    "torch.Stream", "torch.Event",
     # out-of-tree device backends register their own namespace (torch_npu's `torch.npu`)
     "torch.npu.", "torch.hpu.", "torch.mlu.", "torch.musa.", "torch.mtia.", "torch.xla.",
 )

@@ -97,7 +97,7 @@ class SettingDefaults:
                 if test == "truth":
                     return f"only when `{param}` is true, and every call of `{shown}` in the project leaves it off"
                 if test == "not":
-                    return f"only when `{param}` is false, and every call of `{shown}` in the project passes it a true value"
+                    return f"only when `{param}` is false, and every call of `{shown}` in the project leaves it true (passed, or its default)"
                 return f"only when `{param} {_SYMBOLS[test]} {constant!r}`, and no call of `{shown}` in the project passes such a value"
         return None
 

@@ -104,7 +104,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
             continue
         made.extend((check_type, report) for report in check.reports)
     # (`assert not exists(eos_token)` at a function's start, then `if exists(eos_token): ...`: that code never runs)
-    made = [(check_type, report) for check_type, report in made if not ctx.guards.asserted_off(report.node)]
+    # (code an assert makes dead, or a test of an attribute its class fixes to one value that fails it)
+    made = [(check_type, report) for check_type, report in made if not ctx.guards.asserted_off(report.node) and not ctx.guards.constant_off(report.node)]
     # (a read after another of the same pass waits only for its own small kernels: the reads are where the waits stand)
     # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host)
     ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS

@@ -108,7 +108,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     waiting = [c for c in file_result.conditional if c.key not in every_n] if every_n else file_result.conditional
     never_built = getattr(steps, "never_built", frozenset())
     file_result.findings.extend(unreached_findings(file_result, per_step, getattr(steps, "constructed", None), waiting, shared.trained, never_built))
-    file_result.findings.extend(model_findings(file_result, per_step, models, step_loops, waiting, never_built))
+    file_result.findings.extend(model_findings(file_result, per_step, models, step_loops, waiting, never_built, shared.settings))
     file_result.findings.sort(key=Finding.sort_key)
     return True
 

@@ -130,12 +130,14 @@ def unreached_findings(file_result: FileResult, per_step: dict[str, StepInfo],
 
 def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], models: dict[str, StepInfo],
                     step_loops: dict[str, str], waiting: list[Conditional] | None = None,
-                    never_built: frozenset[tuple[str, str]] = frozenset()) -> Iterator[Finding]:
+                    never_built: frozenset[tuple[str, str]] = frozenset(), settings: SettingDefaults | None = None) -> Iterator[Finding]:
     """The conditional findings no step is found to run, in code run on every call of a model
     (``Steps.models``: a model built from a config or a registry, a library's), where what they
     cost is paid on each call (a wait: ``impact.per_call``); the tier from how often each call
     repeats them. Not under a logging guard or behind a parameter off by default, nor where
-    only a tensor argument makes them hold (what the model is given is not visible). TL405's ``unreached`` place has its own words."""
+    only a tensor argument makes them hold (what the model is given is not visible). TL405's ``unreached`` place has its own words.
+    Low, with words, behind a flag every construction leaves off (``SettingDefaults.passed_off_everywhere``:
+    minRF's ``else`` of ``if self.ln:``, no ``RF(..., ln=False)``), as in a step."""
     for condition in file_result.conditional if waiting is None else waiting:
         info = models.get(condition.key)
         if info is None or condition.key in per_step or condition.compiled or condition.unreached is not None \
@@ -160,6 +162,10 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
             tiered = (LOW, f"{tiered[1].partition(':')[0]}: the call's result, copied once and returned to its caller, which needs it on the host")
         finding = condition.finding
         message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
+        here = file_result.summary.path if file_result.summary is not None else None
+        off = settings.passed_off_everywhere(here, condition.flag) if condition.flag and settings is not None and here is not None else None
+        if off:
+            tiered = (LOW, f"{off}; {tiered[1]}")
         yield replace(finding, message=with_multiplicity(message, place), impact=tiered[0], impact_reason=tiered[1])
 
 
@@ -245,8 +251,10 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
     every call of a model does (``Steps.models``: glide's ``timestep_embedding`` in its UNet's
     ``forward``), a wait is paid on each call (``impact.per_call``), as for the per-step rules; in a
     function a step calls every N steps (``Steps.every_n``), the every-N tier and the guard's words; in a
-    function only called behind a switch no call turns on (``SettingDefaults.called_switched_off``), the opt-in one."""
+    function only called behind a switch no call turns on (``SettingDefaults.called_switched_off``), the opt-in one;
+    behind a flag every call or construction leaves off (``passed_off_everywhere``), low on a model's every call too."""
     raised: dict[tuple[str, object], tuple[str, str, Place]] = {}
+    lowered: set[tuple[str, object]] = set()  # (behind a flag no construction turns on: lowered, not raised)
     here = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.in_functions:
         info = per_step.get(pending.key)
@@ -270,6 +278,10 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
         if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)
             place = _place(info, pending.repeats, pending.position, step_loops)
             tiered = per_call(Cost[pending.cost], place.per_step, place.position)
+            off = settings.passed_off_everywhere(here, pending.flag) if pending.flag and settings is not None and here is not None else None
+            if tiered is not None and off:  # every construction leaves one of its flags off (minRF's `else` of `if self.ln:`): low, saying so
+                lowered.add((pending.code, pending.location))
+                tiered = (LOW, f"{off}; {tiered[1]}")
             if tiered is not None:
                 raised[(pending.code, pending.location)] = (*tiered, place)
     if not raised:
@@ -277,7 +289,8 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
     findings = []
     for finding in file_result.findings:
         better = raised.get((finding.code, finding.location))
-        if better is not None and IMPACT_RANK[better[0]] <= IMPACT_RANK.get(finding.impact, 3) and better[1] != finding.impact_reason:
+        if better is not None and ((finding.code, finding.location) in lowered or IMPACT_RANK[better[0]] <= IMPACT_RANK.get(finding.impact, 3)) \
+                and better[1] != finding.impact_reason:
             # (same tier: the reason still changes, "once (not every step)" being untrue)
             times = with_multiplicity("", better[2])  # " (per parameter per step)", once even if settled twice
             message = finding.message if finding.message.endswith(times) else finding.message + times
