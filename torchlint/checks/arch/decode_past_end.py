@@ -48,8 +48,8 @@ class DecodePastEnd(Check):
             return  # module code: no function to say where a sequence ends
         if type(loop) is cst.While and _tracks_finished(loop.test):
             return  # `while not done.all():` stops once every row has ended
-        if type(loop) is cst.For and type(loop.iter) is not cst.Call:
-            return  # a loop over given items (prompts, frames) has its own length, not a token budget
+        if type(loop) is cst.For and not _token_budget(loop.iter):
+            return  # a loop over given items (prompts, a prompt's chunks) has their length, not a token budget
         if self._exits(loop):
             return  # a `break`/`return` (on EOS or not) leaves early; its per-token read is another rule's
         end = self._end_known(loop, function)
@@ -104,6 +104,13 @@ class DecodePastEnd(Check):
                     and self.ctx.tree.enclosing_function(call) is not function:
                 return True
         return False
+
+
+def _token_budget(iterated: cst.BaseExpression) -> bool:
+    """Is ``iterated`` a count (``range(start_pos, total_len)``, ``tqdm(range(n))``, ``trange(n)``)?"""
+    while type(iterated) is cst.Call and dotted(iterated.func) not in ("range", "trange") and iterated.args:
+        iterated = iterated.args[0].value  # a progress bar around the range
+    return type(iterated) is cst.Call and dotted(iterated.func) in ("range", "trange")
 
 
 def _tracks_finished(test: cst.BaseExpression) -> bool:
