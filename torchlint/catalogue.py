@@ -61,6 +61,7 @@ _TABLE = (
     ('TL407', 'decode-without-kv-cache', True, 'NONE', 'A decode loop whose model call is given the whole sequence it grows, with no KV cache: every token re-runs the prefix.'),
     ('TL408', 'kv-cache-out-of-place', True, 'NONE', '`k = cache_k.index_copy(dim, pos, k)` or `k = torch.cat((past_key, k), -2)` in a decode step: the whole key-value cache copied to write one token.'),
     ('TL409', 'unbatched-guidance', True, 'NONE', '`eps_c = model(x, t, c); eps_u = model(x, t, uc)` in a sampling step: two model calls where one on `torch.cat([x, x])` would do.'),
+    ('TL410', 'decode-past-end', True, 'NONE', 'A decode loop with no exit once every sequence has emitted EOS, whose output is cut at EOS afterwards: every generation pays the full length.'),
     ('TL501', 'no-mixed-precision', False, 'NONE', 'Training loop (`.backward()` + `optimizer.step()`) with no autocast in the module.'),
     ('TL502', 'deprecated-amp-api', True, 'SAFE', 'apex AMP, `torch.cuda.amp.autocast(...)` or `torch.cuda.amp.GradScaler(...)`.'),
     ('TL503', 'jit-script-fusion', False, 'NONE', '`@torch.jit.script` used to fuse a pointwise function; `torch.compile` does it now.'),

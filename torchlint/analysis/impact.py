@@ -70,6 +70,7 @@ class Cost(enum.Enum):
     PIN_WITHOUT_WORKERS = "pinning in the loop itself: one more copy per batch without workers"
     MISSING_PIECES = "slower kernels in a large layer's every forward and backward"
     GUIDANCE_UNBATCHED = "the model run twice per sampling step at half the batch, where one call on the doubled batch launches each kernel once (1.3-2x at small batch, little when the GPU is full)"
+    DECODE_PAST_END = "every generation decodes to its full length after every row has emitted EOS: the passes after the last row ended are thrown away (often as many as the useful ones)"
     PREFIX_RECOMPUTED = "the whole prefix run through the model again for every decoded token: ~T/2 times a cached decoder's compute for T tokens"
     GENERATE_UNCACHED = ("a library's generation with its key-value cache off: every token runs the model over the whole prefix again, "
                          "about T/2 times the work for T tokens")
@@ -135,6 +136,7 @@ PIN_WITHOUT_WORKERS  low    low    low    low    low    low    low
 MISSING_PIECES       medium low    low    low    low    low    low
 GUIDANCE_UNBATCHED   low    high   low    medium low    low    low
 PREFIX_RECOMPUTED    high   high   medium high   medium low    low
+DECODE_PAST_END      high   high   medium medium low    low    medium
 GENERATE_UNCACHED    medium medium low    medium low    low    low
 UNFUSED_ATTENTION    high   high   medium high   medium low    low
 SIDE_ATTENTION       medium medium medium medium low    low    low
