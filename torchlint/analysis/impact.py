@@ -231,10 +231,25 @@ _PROCESS_WIDE = frozenset({
 })
 
 
+_DISTRIBUTED_WHY = ("on one GPU it never runs; on several, this small wait is for the other ranks too, "
+                    "which the step's own gradient all-reduce waits for anyway")
+
+
 def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
     if isinstance(place, Where):
         place = Place(place)
+    tier, reason = _assess(cost, place, host_only)
+    if place.distributed_only and cost in _WAITS and not host_only:
+        # Run only in a multi-process run (`if world_size > 1:`, rl_games' `if self.multi_gpu:`): a scalar's
+        # collective and read wait for the other ranks, as the step's gradient all-reduce does anyway (readers
+        # of reviews 16-18 lowered each such read one tier). Collectives per parameter and DDP's own costs are
+        # not waits: they keep their tier.
+        return _LOWERED[tier], f"{reason}; {_DISTRIBUTED_WHY}"
+    return tier, reason
+
+
+def _assess(cost: Cost, place: Place, host_only: bool) -> tuple[str, str]:
     where = place.where
     if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
