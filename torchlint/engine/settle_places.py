@@ -151,7 +151,7 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
-        tiered = per_call(Cost[condition.cost], place.per_step, place.position)
+        tiered = per_call(Cost[condition.cost], place.per_step, place.position, condition.guard)
         if tiered is None:
             continue
         if condition.returned and condition.cost == Cost.HOST_COPY.name and not place.per_step:
@@ -269,7 +269,7 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
         info = (models or {}).get(pending.key)
         if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)
             place = _place(info, pending.repeats, pending.position, step_loops)
-            tiered = per_call(Cost[pending.cost], place.per_step, place.position)
+            tiered = per_call(Cost[pending.cost], place.per_step, place.position, pending.guard)
             if tiered is not None:
                 raised[(pending.code, pending.location)] = (*tiered, place)
     if not raised:
