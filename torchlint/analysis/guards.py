@@ -15,6 +15,7 @@ import libcst as cst
 
 from torchlint.analysis.guard_choices import ChosenBranches
 from torchlint.analysis.guard_defaults import ParameterDefaults
+from torchlint.analysis.guard_distributed import DistributedOnly
 from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches):
+class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
     """What the branches around a node say of how often it runs (see the module docstring)."""
 
     def __init__(self, ctx: FileContext) -> None:
@@ -124,6 +125,11 @@ class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSt
             value = "" if type(modulo.right) is cst.Integer else f", `{divisor}` is {period}"
             return f"but only on every {period}{'nd' if period == 2 else 'rd'} step (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
         return ""
+
+    def step_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """The words of the guards that run ``node`` on some steps only, but not rarely: an every-2nd-step
+        guard's, a multi-process-only guard's (``Place.guard``, carried through the join)."""
+        return ", ".join(filter(None, (self.frequent_words(node, stop), self.distributed_words(node, stop))))
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""

@@ -17,7 +17,7 @@ import enum
 from dataclasses import replace
 from typing import NamedTuple
 
-from torchlint.analysis.multiplicity import DECODED_TOKEN, DENOISING_STEP, GENERATION, INPUT_CHUNK, SEQUENTIAL, Multiplicity, Place, Position, Where
+from torchlint.analysis.multiplicity import DECODED_TOKEN, DISTRIBUTED_ONLY, DENOISING_STEP, GENERATION, INPUT_CHUNK, SEQUENTIAL, Multiplicity, Place, Position, Where
 from torchlint.findings import HIGH, LOW, MEDIUM
 
 
@@ -233,10 +233,25 @@ _PROCESS_WIDE = frozenset({
 })
 
 
+_DISTRIBUTED_WHY = ("on one GPU it never runs; on several, this small wait is for the other ranks too, "
+                    "which the step's own gradient all-reduce waits for anyway")
+
+
 def assess(cost: Cost, place: Place | Where, host_only: bool = False) -> tuple[str, str]:
     """The tier and its one-line reason."""
     if isinstance(place, Where):
         place = Place(place)
+    tier, reason = _assess(cost, place, host_only)
+    if place.distributed_only and cost in _WAITS and not host_only:
+        # Run only in a multi-process run (`if world_size > 1:`, rl_games' `if self.multi_gpu:`): a scalar's
+        # collective and read wait for the other ranks, as the step's gradient all-reduce does anyway (readers
+        # of reviews 16-18 lowered each such read one tier). Collectives per parameter and DDP's own costs are
+        # not waits: they keep their tier.
+        return _LOWERED[tier], f"{reason}; {_DISTRIBUTED_WHY}"
+    return tier, reason
+
+
+def _assess(cost: Cost, place: Place, host_only: bool) -> tuple[str, str]:
     where = place.where
     if cost in _PROCESS_WIDE:
         return _TIERS[cost][where], cost.value  # how often it runs changes nothing
@@ -347,7 +362,7 @@ _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drai
                     "the rows after it wait only for their own copies, since the loop queues only small ops")
 
 
-def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = None) -> tuple[str, str] | None:
+def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = None, guard: str = "") -> tuple[str, str] | None:
     """The tier and reason of a finding in code run on every call of a model that no step is
     seen to reach (built from a config or a registry, a library's model): a wait that repeats
     within each call (per frame, once in each block) is high, as it would be in any step; one
@@ -355,6 +370,13 @@ def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = Non
     a cost that is not paid on each call (kept memory, per-parameter launches: a step's)."""
     if cost not in _REPEAT_COSTS:
         return None
+    tiered = _per_call(cost, per_call, position)
+    if DISTRIBUTED_ONLY in guard:  # (a read only in a multi-process run: one tier lower, as in `assess`)
+        return _LOWERED[tiered[0]], f"{tiered[1]}, {guard}; {_DISTRIBUTED_WHY}"
+    return tiered
+
+
+def _per_call(cost: Cost, per_call: Multiplicity, position: Position | None) -> tuple[str, str]:
     times = per_call.words()
     often = f"on every call of the model, {times}" if times else "on every call of the model"
     if position is Position.AFTER_READ and cost in _READ_COSTS:

@@ -314,7 +314,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
             stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
             places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), self._unit(call),
-                                               ctx.guards.frequent_words(call, stop=stop) if stop is not None else "")
+                                               ctx.guards.step_words(call, stop=stop) if stop is not None else "")
         return places
 
     def _unit(self, call: cst.Call) -> str:

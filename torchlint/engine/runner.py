@@ -366,7 +366,7 @@ def _place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = 
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
     own = (itself,) if itself is not None else ()
     repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)) + own, ctx.places.step_unit(step))
-    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP, ctx.guards.frequent_words(node, stop=loop))
+    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP, ctx.guards.step_words(node, stop=loop))
 
 
 def _in_function(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
@@ -391,10 +391,10 @@ def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
 
 def _guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
     """How often the rare guard around ``node`` in its step lets it run (a timer's words), or
-    the every-2nd-step guard that does not make it rare, or the switch off by default it needs; or ""."""
+    the every-2nd-step or multi-process-only guard that does not make it rare, or the switch off by default it needs; or ""."""
     stop = _step_in_function(ctx, node)
     # (then the switch it runs only with, where a caller may turn it on: `if not exists(self.checkpoint_path): return`)
-    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.frequent_words(node, stop=stop) or ctx.guards.switch_words(node)
+    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.step_words(node, stop=stop) or ctx.guards.switch_words(node)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str, tree: Tree) -> dict:  # type: ignore[type-arg]

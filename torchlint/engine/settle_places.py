@@ -153,7 +153,7 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
-        tiered = per_call(Cost[condition.cost], place.per_step, place.position)
+        tiered = per_call(Cost[condition.cost], place.per_step, place.position, condition.guard)
         if tiered is None:
             continue
         if condition.returned and condition.cost == Cost.HOST_COPY.name and not place.per_step:
@@ -277,7 +277,7 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
         info = (models or {}).get(pending.key)
         if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)
             place = _place(info, pending.repeats, pending.position, step_loops)
-            tiered = per_call(Cost[pending.cost], place.per_step, place.position)
+            tiered = per_call(Cost[pending.cost], place.per_step, place.position, pending.guard)
             off = settings.passed_off_everywhere(here, pending.flag) if pending.flag and settings is not None and here is not None else None
             if tiered is not None and off:  # every construction leaves one of its flags off (minRF's `else` of `if self.ln:`): low, saying so
                 lowered.add((pending.code, pending.location))

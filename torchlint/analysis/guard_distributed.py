@@ -1,0 +1,189 @@
+"""Distributed-only guards: code that runs only in a multi-process run (``if world_size > 1:``,
+``if dist.is_initialized():``, ``if self.multi_gpu:``, an early ``if world_size == 1: return``).
+
+On one GPU such a branch never runs; on many, a scalar's collective and its read wait for the
+other ranks, which the step's own gradient all-reduce does anyway: the impact model lowers a
+read there one tier (``Place.distributed_only``), carried across calls by the guard's words."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import libcst as cst
+
+from torchlint.analysis.multiplicity import DISTRIBUTED_ONLY
+from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import plain_code
+from torchlint.analysis.tree import FUNCTION_OR_CLASS
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+# Flags and attributes that name the multi-process mode (`args.distributed`, rl_games' `self.multi_gpu`).
+# `args.distributed` may be an argparse `store_true` a one-process run could set: the name still says the
+# branch is the multi-process path, and with one process its collective is trivial anyway.
+_FLAGS = frozenset({"distributed", "is_distributed", "multi_gpu", "is_multi_gpu", "use_ddp", "ddp", "is_ddp", "multiprocessing_distributed"})
+# Counts of processes: `world_size > 1` is a multi-process run. (Not `n_gpu`: one process's DataParallel.)
+_COUNTS = ("world_size", "num_processes", "num_replicas", "nprocs", "n_procs")
+
+
+def _last(node: cst.BaseExpression) -> str:
+    """The last part of a name, attribute or called name (``dist.get_world_size()`` -> ``get_world_size``)."""
+    if type(node) is cst.Call:
+        node = node.func
+    name = dotted(node)
+    return name.rsplit(".", 1)[-1].lower() if name else ""
+
+
+Resolve = Callable[[cst.Name], "cst.BaseExpression | None"]
+
+
+def _is_count(node: cst.BaseExpression, resolve: Resolve | None) -> bool:
+    """A count of processes: ``world_size``, ``dist.get_world_size()``, or a name assigned one
+    (``size = world_size()``)."""
+    if any(word in _last(node) for word in _COUNTS):
+        return True
+    value = resolve(node) if resolve is not None and type(node) is cst.Name else None
+    return value is not None and any(word in _last(value) for word in _COUNTS)
+
+
+def _number(node: cst.BaseExpression) -> int | None:
+    if type(node) is cst.Integer:
+        return int(node.value)
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus and type(node.expression) is cst.Integer:
+        return -int(node.expression.value)
+    return None
+
+
+def _compared(test: cst.BaseExpression, resolve: Resolve | None) -> tuple[str, int] | None:
+    """``world_size > 1`` -> ('>', 1) for a count of processes (or `local_rank`) on the left; the
+    mirrored form ``1 < world_size`` too. None for other tests."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    operator = type(target.operator)
+    symbols = {cst.GreaterThan: ">", cst.GreaterThanEqual: ">=", cst.LessThan: "<", cst.LessThanEqual: "<=", cst.Equal: "==", cst.NotEqual: "!="}
+    mirror = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "==": "==", "!=": "!="}
+    if operator not in symbols:
+        return None
+    left, right, symbol = test.left, target.comparator, symbols[operator]
+    if _number(left) is not None:
+        left, right, symbol = right, left, mirror[symbol]
+    number = _number(right)
+    if number is None:
+        return None
+    if _is_count(left, resolve):
+        return symbol, number
+    if _last(left) == "local_rank" and number == -1 and symbol in ("==", "!="):  # `args.local_rank != -1`: launched by a distributed launcher
+        return symbol, -1
+    return None
+
+
+def multi_process_test(test: cst.BaseExpression, resolve: Resolve | None = None) -> bool:
+    """Does ``test`` hold only in a multi-process run? A conjunction where one part does."""
+    test_type = type(test)
+    if test_type is cst.BooleanOperation:
+        if type(test.operator) is cst.And:
+            return multi_process_test(test.left, resolve) or multi_process_test(test.right, resolve)
+        return False  # `a or b`: either may hold in one process
+    if test_type is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return one_process_test(test.expression, resolve)
+    if test_type is cst.Call:
+        last = _last(test)
+        # `dist.is_initialized()`, `is_dist_avail_and_initialized()`, `is_distributed()`, `is_multi_gpu()`
+        if last == "is_initialized":
+            name = dotted(test.func) or ""
+            return "dist" in name
+        return ("dist" in last and ("init" in last or last.startswith("is_"))) or "multi_gpu" in last
+    if test_type in (cst.Name, cst.Attribute):
+        return _last(test) in _FLAGS
+    compared = _compared(test, resolve)
+    if compared is None:
+        return False
+    symbol, number = compared
+    if number == -1:
+        return symbol == "!="
+    return (symbol == ">" and number == 1) or (symbol == ">=" and number == 2) or (symbol == "!=" and number == 1)
+
+
+def one_process_test(test: cst.BaseExpression, resolve: Resolve | None = None) -> bool:
+    """Does ``test`` hold in every one-process run (an early exit's: ``world_size == 1``, ``not
+    dist.is_initialized()``)? A disjunction where one part does."""
+    test_type = type(test)
+    if test_type is cst.BooleanOperation:
+        if type(test.operator) is cst.Or:
+            return one_process_test(test.left, resolve) or one_process_test(test.right, resolve)
+        return False
+    if test_type is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return multi_process_test(test.expression, resolve)
+    compared = _compared(test, resolve)
+    if compared is None:
+        return False
+    symbol, number = compared
+    if number == -1:
+        return symbol == "=="
+    return (symbol == "==" and number == 1) or (symbol == "<" and number == 2) or (symbol == "<=" and number == 1)
+
+
+def _exits(statement: cst.CSTNode, resolve: Resolve | None = None) -> bool:
+    """``if world_size == 1: return x`` (or ``raise``): the statements after it run only with several processes."""
+    if type(statement) is not cst.If or statement.orelse is not None or not one_process_test(statement.test, resolve):
+        return False
+    body = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
+    last = body[-1] if body else None
+    return type(last) is cst.SimpleStatementLine and any(type(s) in (cst.Return, cst.Raise, cst.Continue) for s in last.body)
+
+
+class DistributedOnly:
+    """The guard that runs a node only in a multi-process run, and its words."""
+
+    ctx: FileContext
+
+    def distributed_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """"only in a multi-process run (`if world_size > 1:`)" where a branch up to ``stop`` (or
+        its function) runs ``node`` only with several processes; "" elsewhere (``if rank == 0:``
+        runs in a one-process run too)."""
+        tree = self.ctx.tree
+        resolve = self._resolver()
+        child = node
+        for ancestor in tree.ancestors(node):
+            ancestor_type = type(ancestor)
+            if ancestor is stop or ancestor_type in FUNCTION_OR_CLASS:
+                return ""
+            if ancestor_type is cst.If:
+                # the body of a multi-process test, or the else of a one-process one
+                if child is ancestor.body and multi_process_test(ancestor.test, resolve):
+                    return self._words(ancestor)
+                if ancestor.orelse is not None and child is ancestor.orelse and one_process_test(ancestor.test, resolve):
+                    return self._words(ancestor, negated=True)
+            if ancestor_type is cst.IndentedBlock:
+                exits = tree.statements_before(ancestor, child, self._exit_test())
+                if exits:
+                    return self._words(exits[0], exit_=True)
+            child = ancestor
+        return ""
+
+    def _resolver(self) -> Resolve:
+        """What a name was assigned (one plain assignment in scope: ``size = world_size()``), else None."""
+        def resolve(name: cst.Name) -> cst.BaseExpression | None:
+            bound = self.ctx.bindings.lookup(name.value, name)
+            if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None:
+                return bound[0].value  # type: ignore[no-any-return]
+            return None
+        return resolve
+
+    def _exit_test(self) -> Callable[[cst.CSTNode], bool]:
+        """One early-exit test per file (``Tree.statements_before`` remembers its answers by it)."""
+        known = self.__dict__.get("_distributed_exit")
+        if known is None:
+            resolve = self._resolver()
+            known = self.__dict__["_distributed_exit"] = lambda statement: _exits(statement, resolve)
+        return known  # type: ignore[no-any-return]
+
+    def _words(self, branch: cst.If, negated: bool = False, exit_: bool = False) -> str:
+        test = " ".join(plain_code(self.ctx.module, branch.test).split())
+        shown = f"after `if {test}: return`" if exit_ else f"`else` of `if {test}:`" if negated else f"`if {test}:`"
+        return f"{DISTRIBUTED_ONLY} ({shown})"
+
+
+__all__ = ["DistributedOnly", "multi_process_test", "one_process_test"]
