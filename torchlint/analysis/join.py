@@ -25,7 +25,7 @@ from torchlint.analysis.compiled_reach import compiled_reach
 from torchlint.analysis.every_n import every_n_reach
 from torchlint.analysis.idle_models import idle_models
 from torchlint.analysis.join_generations import DECODED, Generations
-from torchlint.analysis.join_loops import _ModelReach, _loop_where, _step_loops
+from torchlint.analysis.join_loops import ModelReach, _loop_where, _step_loops
 from torchlint.analysis.join_params import constructed, device_params, element_params, host_params, host_returned, host_steps, listed_params, never_built
 from torchlint.analysis.join_spread import _as_training_step, _called_place, _spread
 from torchlint.analysis.join_steps import StepInfo, Steps
@@ -89,7 +89,7 @@ def _guarded_steps(project: Project) -> dict[tuple[str, str], list[tuple[CallSit
     training step is the step."""
     if not any(summary.guarded for summary in project.files.values()):
         return {}
-    training = _ModelReach(project).trains
+    training = ModelReach(project).trains
     found: dict[tuple[str, str], list[tuple[CallSite, tuple[str, str]]]] = {}
     for path, summary in project.files.items():
         for call in summary.guarded:

@@ -15,7 +15,7 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
     loops = {(path, loop.key): loop for path, summary in project.files.items() for loop in summary.loops}
     found: dict[tuple[str, str], Where] = {}
     generating: set[tuple[str, str]] = set()
-    reaches = _ModelReach(project)
+    reaches = ModelReach(project)
     through: dict[tuple[str, str], list[tuple[str, str]]] = {}  # a loop found through a callee's model runs -> those callees
     for path, summary in project.files.items():
         for call in summary.calls:
@@ -128,7 +128,7 @@ def _in_module_forward(project: Project, path: str, loop: LoopSummary) -> bool:
     return bool(loop.forward_of) and project.is_module(path, loop.forward_of)
 
 
-class _ModelReach:
+class ModelReach:
     """Does a function run a model's ``forward`` once per call (in its body, not in a loop of
     its own), itself or through the functions it calls, a few calls deep? Memoised."""
 

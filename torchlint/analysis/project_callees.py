@@ -3,6 +3,7 @@ host value or a device tensor, build on the host."""
 
 from __future__ import annotations
 
+from torchlint.analysis.join_loops import ModelReach
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import Ref
 from torchlint.analysis.weight_kinds import BUFFERS
@@ -16,6 +17,17 @@ def decodes_from_a_cache(project: Project, ref: Ref, importer: str) -> bool:
         class_key, _, method = key.rpartition(".")
         for _, cls in project.mro(path, class_key) if class_key in project.classes.get(path, {}) else ():
             if cls.keeps_cache or method in cls.cache_methods:
+                return True
+    return False
+
+
+def queues_work(project: Project, ref: Ref, importer: str, reach: ModelReach) -> bool:
+    """Does some function a call of ``ref`` may run (each of an ``("each", refs)``'s) run a backward, an
+    optimizer step or a model's ``forward``, itself or a few calls deep (mae's ``loss_scaler(loss, optimizer)``
+    of a ``NativeScalerWithGradNormCount`` its caller passes, whose ``__call__`` steps the scaler)?"""
+    for one in ref[1] if ref[0] == "each" else (ref,):
+        for path, key in project.callees(one, importer):
+            if key in project.files[path].trains or reach.trains((path, key)) or reach((path, key)):
                 return True
     return False
 

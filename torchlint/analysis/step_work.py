@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.functions import built_method, called_object_method
 from torchlint.analysis.names import dotted
 from torchlint.analysis.step_syncs import COPIES_AND_READS
 from torchlint.analysis.subtree_calls import INTO_LOOPS, OWN
@@ -109,6 +110,25 @@ class StepWork:
                 for each in self._own_calls(statement, into_loops=True))  # (a validation every N steps is no device work of this step)
         return works
 
+    def unplaced_calls_after(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> list[cst.Call]:
+        """The calls after ``node`` in its step (not under a rare guard) of what this file cannot
+        see the body of: a parameter's object (mae's ``loss_scaler(loss, optimizer, ...)``), an
+        imported function (``misc.backward_and_step(loss, opt)``). The join knows whether what
+        they run queues a backward, an optimizer step or a model: device work after ``node``."""
+        ctx, guards, found = self.ctx, self.ctx.guards, []
+        for statement in self._statements_around(node, stop, after=True):
+            for call in self._own_calls(statement, into_loops=True):
+                func = call.func
+                if type(func) not in (cst.Name, cst.Attribute) or guards.rare(call, stop=stop):
+                    continue  # (a validation every N steps is no work of this step)
+                qualified = ctx.qname(func)
+                if qualified is not None and qualified.split(".")[0] in _LIBRARIES:
+                    continue  # a library's function: what it queues is its own rule's business
+                if ctx.functions.called(call, None if type(func) is cst.Attribute else qualified) is None \
+                        and built_method(ctx, call) is None and called_object_method(ctx, call) is None:
+                    found.append(call)
+        return found
+
     def _runs_a_helper(self, node: cst.CSTNode) -> bool:
         """A call of a project function (``train_step(b)``, ``self.update()``): where it
         stands says nothing of the work its own body queues before its reads."""
@@ -145,11 +165,16 @@ class StepWork:
         return known
 
     def _runs_a_model(self, call: cst.Call) -> bool:
-        """A call of a function of this file whose own body (not a loop in it) calls a model
-        (dlrm's ``dlrm_wrap(X, ...)``, which returns ``dlrm(X.to(device))`` of the global
-        ``dlrm``): when it returns, the model's work is queued."""
+        """A call of a function of this file, or of a method of an object of its class, whose own
+        body (not a loop in it) calls a model, a backward or an optimizer step (dlrm's
+        ``dlrm_wrap(X, ...)``, which returns ``dlrm(X.to(device))`` of the global ``dlrm``): when
+        it returns, that work is queued."""
         ctx = self.ctx
         function = ctx.functions.called(call, None if type(call.func) is cst.Attribute else ctx.qname(call.func))
+        if function is None:
+            # a method of an object of this file's class built in the scope (mae's `loss_scaler = NativeScaler()`,
+            # then `loss_scaler(loss, optimizer)`, whose `__call__` runs the backward and the optimizer step)
+            function = built_method(ctx, call) or called_object_method(ctx, call)
         if function is None:
             return False
         known: dict[int, bool] = self.__dict__.setdefault("_model_runners", {})  # each helper scanned once
@@ -224,6 +249,10 @@ class StepWork:
             return (dotted(func.value) or "").startswith("self.") or any(
                 not arg.star and ctx.values.kind(arg.value, call) is Kind.MODULE for arg in call.args)
         return type(func) is cst.Attribute and dotted(func.value) == "self" and ctx.functions.called(call, None) is None
+
+
+# Libraries whose functions are no project code the join could resolve (what they queue is known by name, or nothing).
+_LIBRARIES = frozenset({"torch", "numpy", "math", "time", "os", "sys", "logging", "random", "builtins"})
 
 
 def _branches(statement: cst.If) -> list[cst.IndentedBlock]:

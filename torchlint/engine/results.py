@@ -111,7 +111,8 @@ class Pending(NamedTuple):
     what the config's constructions in other files pass (``unless_built``: TL402); a read of what
     another file's function returns by every function the call may run returning host values
     (``unless_host_return``: TL101); a model's call in eval mode by its class (another file's)
-    keeping buffers and no weights (``unless_buffers``: TL301)."""
+    keeping buffers and no weights (``unless_buffers``: TL301); a wait its file places at its step's
+    end by what the calls after it run (``mid_step``: TL101)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -142,6 +143,9 @@ class Pending(NamedTuple):
     # where every function it may run builds its result on the host and is passed no device (TL110)
     host_helper: tuple[int, tuple[str, ...], bool] | None = None
     unless_buffers: bool = False  # ``dataset`` is a module's class: dropped where it keeps buffers and no weights (TL301)
+    # a wait its file places at its step's end: the calls after it the file cannot see into (what each may run, a reference), and
+    # this finding, placed mid-step, where one of them runs a backward, an optimizer step or a model (``project_callees.queues_work``)
+    mid_step: tuple[tuple, Finding] | None = None
 
 
 @dataclass(slots=True)

@@ -155,10 +155,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     backbone = _with_impact(ctx, located, report, report.backbone_cost)[0] if report.backbone_cost is not None else None
                     _by_trainable_class(result, summarizer, finding, report.trainable_class, backbone)
                     continue
+                # (at its step's end before calls of what the file cannot see into: the join knows whether they queue work)
+                later = _mid_step_if_working(ctx, summarizer, finding, report, cost)
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_host_return=True))  # what it returns, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later))  # what it returns, the join knows
                     continue
                 if report.unless_buffers is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:
@@ -194,6 +196,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     result.pending.append(Pending(finding, None, False, switch=switch, flag=flag))
                 elif method:  # placed here, in a method every project subclass may override: the join knows
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
+                elif later is not None:
+                    result.pending.append(Pending(finding, None, False, mid_step=later))  # what those calls run, the join knows
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
@@ -353,6 +357,28 @@ def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost)
         host_only = ctx.devices.host_only()
     impact, reason = assess(cost, place, host_only)
     return replace(finding, message=with_multiplicity(finding.message, place), impact=impact, impact_reason=reason), in_function
+
+
+def _mid_step_if_working(ctx: FileContext, summarizer: StepSummarizer | None, finding: Finding, report: Report,
+                         cost: Cost) -> tuple[tuple, Finding] | None:
+    """A wait its own file places at its step's end, before calls the file cannot see into (mae's
+    ``loss_scaler(loss, optimizer, ...)`` of a parameter, ``misc.backward_and_step(loss, opt)``): what
+    those calls may run, as one summary reference, and the finding as it stands mid-step, where the
+    join finds one of them queueing a backward, an optimizer step or a model after the wait."""
+    if summarizer is None or report.where is not None or cost not in READ_COSTS:
+        return None
+    node = report.placed_as or report.node
+    place = _place_in_file(ctx, node, report.itself)
+    if place.position is not Position.STEP_END:
+        return None
+    loop = ctx.loops.local_hot_loop(node)
+    calls = ctx.places.unplaced_calls_after(node, ctx.places.update_loop(loop)) if loop is not None else []
+    refs = tuple(dict.fromkeys(ref for call in calls if (ref := summarizer.target(call.func, call)) is not None))
+    if not refs:
+        return None
+    mid = replace(place, position=Position.MID_STEP)
+    impact, reason = assess(cost, mid, ctx.devices.host_only())
+    return ("each", refs), replace(finding, impact=impact, impact_reason=reason)
 
 
 def _place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> Place:

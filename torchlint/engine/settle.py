@@ -10,12 +10,13 @@ from torchlint.analysis.join_steps import Steps
 from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.project import Project
-from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, returns_host
+from torchlint.analysis.join_loops import ModelReach
+from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, queues_work, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
 from torchlint.engine.isolate import guarded_stage, settle_project
-from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult
+from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Conditional, FileResult, Pending
 from torchlint.engine.settle_places import (compiled_finding, every_n_findings, model_findings, per_step_findings, raise_impacts,
                                             unreached_findings)
 from torchlint.findings import HIGH, IMPACT_RANK, LOW, MEDIUM, Finding
@@ -57,6 +58,13 @@ class _Shared:
         self.trained = not files or any(s.trains_anywhere for s in files) or not any(s.samples_anywhere for s in files)
 
     @property
+    def reach(self) -> ModelReach | None:
+        """What the project's functions run a few calls deep (a backward, an optimizer step, a model): made once."""
+        if "_reach" not in self.__dict__:
+            self._reach = ModelReach(self.project) if self.project is not None else None
+        return self._reach
+
+    @property
     def settings(self) -> SettingDefaults | None:
         if self._settings is None and self.project is not None:
             self._settings = SettingDefaults(self.project)  # one index of the project's callers, for every file's loaders
@@ -86,7 +94,7 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if file_result.in_functions and (per_step or models or every_n):
         raise_impacts(file_result, per_step, step_loops, models, every_n, shared.settings)
     if file_result.pending:
-        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained))
+        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained, shared))
         file_result.findings.sort(key=Finding.sort_key)
     if not file_result.conditional or file_result.summary is None:
         return True
@@ -155,7 +163,7 @@ def turned_switches(steps: Steps) -> frozenset[str]:
 
 
 def _pending_findings(file_result: FileResult, project: Project | None, settings: SettingDefaults | None,
-                      switches: frozenset[str] = frozenset(), trained: bool = True) -> Iterator[Finding]:
+                      switches: frozenset[str] = frozenset(), trained: bool = True, shared: _Shared | None = None) -> Iterator[Finding]:
     """The loader findings that waited for their dataset's class (another file's): dropped
     where it only indexes what it holds (nothing for workers) or, for one that holds only
     for heavy work, where it does none; else with what it does per sample, and the hint a
@@ -163,6 +171,13 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
+        if pending.mid_step is not None:  # (a call after it queues a step's work: the wait is mid-step)
+            reach, (later, moved) = shared.reach if shared is not None else None, pending.mid_step
+            working = reach is not None and path in reach.project.files and queues_work(reach.project, later, path, reach)
+            pending = pending._replace(finding=moved if working else pending.finding, mid_step=None)
+            if pending == Pending(pending.finding, None, False):  # waiting for nothing else
+                yield pending.finding
+                continue
         if pending.switch is not None or pending.flag:  # behind a switch off by default or flags: low where no call turns it on
             words = settings.turned_on_nowhere(path, *pending.switch) if settings is not None and path is not None and pending.switch is not None else None
             if words is None and settings is not None and path is not None and pending.flag:
