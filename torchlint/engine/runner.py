@@ -9,8 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
-from torchlint.analysis.impact import READ_COSTS, Cost, assess, with_multiplicity
-from torchlint.analysis.multiplicity import Multiplicity, Place, Position, Repeat, Where
+from torchlint.analysis.impact import READ_COSTS
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
@@ -18,6 +17,7 @@ from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
+from torchlint.engine.report_places import guard_words, mid_step_if_working, place_in_function, with_impact
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import LOW, Finding, Location
@@ -141,7 +141,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 located = finding
-                finding, in_function = _with_impact(ctx, finding, report, cost)
+                finding, in_function = with_impact(ctx, finding, report, cost)
                 if helper is not None:  # another file's function: the join knows whether it builds on the host
                     result.pending.append(Pending(finding, helper[0], False, host_helper=helper[1]))
                     continue
@@ -152,11 +152,11 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     _pending(result, summarizer, finding, report.dataset, _setting_key(ctx, report.setting), report.unless_switch, report.loader)
                     continue
                 if report.trainable_class is not None:
-                    backbone = _with_impact(ctx, located, report, report.backbone_cost)[0] if report.backbone_cost is not None else None
+                    backbone = with_impact(ctx, located, report, report.backbone_cost)[0] if report.backbone_cost is not None else None
                     _by_trainable_class(result, summarizer, finding, report.trainable_class, backbone)
                     continue
                 # (at its step's end before calls of what the file cannot see into: the join knows whether they queue work)
-                later = _mid_step_if_working(ctx, summarizer, finding, report, cost)
+                later = mid_step_if_working(ctx, summarizer, finding, report, cost)
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
@@ -167,7 +167,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     result.pending.append(Pending(finding, ref, False, unless_buffers=True))  # what the module is, the join knows
                     continue
                 # how often it runs in an inference application (nothing trains, something samples): the join knows (a model's layers)
-                untrained = _with_impact(ctx, located, replace(report, where=report.untrained), cost)[0] \
+                untrained = with_impact(ctx, located, replace(report, where=report.untrained), cost)[0] \
                     if report.untrained is not None and summarizer is not None else None
                 if report.unless_built and summarizer is not None:  # a config's default, built elsewhere: the join knows what is passed
                     result.pending.append(Pending(finding, None, False, unless_built=report.unless_built, untrained=untrained))
@@ -201,13 +201,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
-                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *_in_function(ctx, report.placed_as or report.node, report.itself),
-                                                              guard=_guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                    result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *place_in_function(ctx, report.placed_as or report.node, report.itself),
+                                                              guard=guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
                                                               flag=ctx.guards.flag_of(report.node)))
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
-                                                  cost.name, check_type.in_compiled, *_in_function(ctx, report.placed_as or report.node, report.itself), report.repeated,
-                                                  report.unreached, guard=_guard_words(ctx, report.node), opt_in=_opt_in(ctx, report.node),
+                                                  cost.name, check_type.in_compiled, *place_in_function(ctx, report.placed_as or report.node, report.itself), report.repeated,
+                                                  report.unreached, guard=guard_words(ctx, report.node), opt_in=_opt_in(ctx, report.node),
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,
@@ -339,88 +339,6 @@ def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tup
         return source, error  # only the joined cells fail: report that
     rest = source.without_lines(bad)
     return rest, parse(rest)
-
-
-def _with_impact(ctx: FileContext, finding: Finding, report: Report, cost: Cost) -> tuple[Finding, str | None]:
-    """``finding`` with its impact as far as this file tells, and the function whose being
-    per-step (the project-wide join decides) would raise it; None when the place says it all."""
-    place, in_function, host_only = Place(report.where) if report.where is not None else None, None, False
-    if place is None:
-        place = _place_in_file(ctx, report.placed_as or report.node, report.itself)
-        function = ctx.tree.enclosing_function(report.node) if place.where is Where.ONCE else None
-        if function is not None:
-            # `if x_mask is None: x_mask = torch.ones(...)`: per step only where a per-step call leaves `x_mask` out
-            branch = ctx.guards.default_branch(report.node)
-            in_function = function_key(ctx, branch[0] if branch is not None else function)
-        # The file's own code runs where the file puts its tensors. A place the check gave
-        # (a model's layers, a loader's batches) may run on a device another file picks.
-        host_only = ctx.devices.host_only()
-    impact, reason = assess(cost, place, host_only)
-    return replace(finding, message=with_multiplicity(finding.message, place), impact=impact, impact_reason=reason), in_function
-
-
-def _mid_step_if_working(ctx: FileContext, summarizer: StepSummarizer | None, finding: Finding, report: Report,
-                         cost: Cost) -> tuple[tuple, Finding] | None:
-    """A wait its own file places at its step's end, before calls the file cannot see into (mae's
-    ``loss_scaler(loss, optimizer, ...)`` of a parameter, ``misc.backward_and_step(loss, opt)``): what
-    those calls may run, as one summary reference, and the finding as it stands mid-step, where the
-    join finds one of them queueing a backward, an optimizer step or a model after the wait."""
-    if summarizer is None or report.where is not None or cost not in READ_COSTS:
-        return None
-    node = report.placed_as or report.node
-    place = _place_in_file(ctx, node, report.itself)
-    if place.position is not Position.STEP_END:
-        return None
-    loop = ctx.loops.local_hot_loop(node)
-    calls = ctx.places.unplaced_calls_after(node, ctx.places.update_loop(loop)) if loop is not None else []
-    refs = tuple(dict.fromkeys(ref for call in calls if (ref := summarizer.target(call.func, call)) is not None))
-    if not refs:
-        return None
-    mid = replace(place, position=Position.MID_STEP)
-    impact, reason = assess(cost, mid, ctx.devices.host_only())
-    return ("each", refs), replace(finding, impact=impact, impact_reason=reason)
-
-
-def _place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> Place:
-    """How often ``node`` runs and where in its step, from the loops of its own file (and
-    what ``node`` repeats itself, a sort's comparisons)."""
-    loop = ctx.loops.local_hot_loop(node)
-    if loop is None:
-        return Place(Where.ONCE)
-    if ctx.guards.rare(node, stop=loop):
-        return Place(Where.EVERY_N, guard=ctx.guards.rare_words(node, stop=loop))
-    step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
-    own = (itself,) if itself is not None else ()
-    repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)) + own, ctx.places.step_unit(step))
-    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP, ctx.guards.step_words(node, stop=loop))
-
-
-def _in_function(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
-    """The loops around ``node`` in its function (and what ``node`` repeats itself), where it
-    sits there, and whether a guard there runs it every N steps or a few times only: with what
-    the join says of the function, how many times per step it runs and where."""
-    function = ctx.tree.enclosing_function(node)
-    step = _step_in_function(ctx, node)
-    own = (("", itself),) if itself is not None else ()
-    return ctx.places.repeats(node, function) + own, ctx.places.position(node, step) if step is not None else None, ctx.guards.rare(node, stop=step)
-
-
-def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
-    """What runs once per step around ``node``: its function; for module-level code, the
-    outermost loop around it (the join decides whether that is a step loop)."""
-    function = ctx.tree.enclosing_function(node)
-    if function is not None:
-        return function
-    loops = [loop for loop in ctx.loops.enclosing_loops(node) if type(loop) in (cst.For, cst.While)]
-    return loops[-1] if loops else None
-
-
-def _guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
-    """How often the rare guard around ``node`` in its step lets it run (a timer's words), or
-    the every-2nd-step or multi-process-only guard that does not make it rare, or the switch off by default it needs; or ""."""
-    stop = _step_in_function(ctx, node)
-    # (then the switch it runs only with, where a caller may turn it on: `if not exists(self.checkpoint_path): return`)
-    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.step_words(node, stop=stop) or ctx.guards.switch_words(node)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str, tree: Tree) -> dict:  # type: ignore[type-arg]
