@@ -46,10 +46,20 @@ class DecodePastEnd(Check):
         function = ctx.tree.enclosing_function(loop)
         if function is None:
             return  # module code: no function to say where a sequence ends
+        outer = self._outermost(loop, function)
+        if outer is not loop:
+            if id(outer) in self._seen:
+                return  # one finding per nest of loops
+            # A token per pass of an inner loop (audiolm's one per quantizer within a time step): the loop
+            # that runs to the full length is the outer one, where an exit on EOS would go.
+            self._seen.add(id(outer))
+            loop = outer
         if type(loop) is cst.While and _tracks_finished(loop.test):
             return  # `while not done.all():` stops once every row has ended
         if type(loop) is cst.For and not _token_budget(loop.iter):
             return  # a loop over given items (prompts, a prompt's chunks) has their length, not a token budget
+        if type(loop) is cst.For and self._input_length(loop.iter):
+            return  # as many passes as an input has positions (audiolm's fine stage over the coarse tokens): no budget to stop short of
         if self._exits(loop):
             return  # a `break`/`return` (on EOS or not) leaves early; its per-token read is another rule's
         end = self._end_known(loop, function)
@@ -68,6 +78,40 @@ class DecodePastEnd(Check):
         self.report(loop, where=where, related=(end,), function=function.name.value + "()",
                     loop=f"`{'for' if type(loop) is cst.For else 'while'} ... {short_code(ctx.module, header, limit=40)}`",
                     end=short_code(ctx.module, end, limit=50))
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._seen: set[int] = set()  # the outer loops already judged for a decode loop nested in them
+
+    def _outermost(self, loop: cst.For | cst.While, function: cst.FunctionDef) -> cst.For | cst.While:
+        """The outermost ``for`` over a count (``range(max_time_steps)``) of ``function`` around ``loop``, through
+        such loops only (``loop`` itself where none is): a loop over given items (a loader's batches, prompts)
+        runs whole generations, one per item, and is where the nest of decode loops stops."""
+        outer = loop
+        for ancestor in self.ctx.tree.ancestors(loop):
+            if ancestor is function or type(ancestor) is cst.While:
+                break
+            if type(ancestor) is cst.For:
+                if not _token_budget(ancestor.iter):
+                    break
+                outer = ancestor
+        return outer
+
+    def _input_length(self, iterated: cst.BaseExpression) -> bool:
+        """Is the count's bound an input's length (``range(n)`` with ``n = coarse_ids.shape[1] // q`` bound once, or
+        ``range(x.shape[1])``): a stage that makes one token per position of what it was given, not a token budget?"""
+        while type(iterated) is cst.Call and dotted(iterated.func) not in ("range", "trange") and iterated.args:
+            iterated = iterated.args[0].value
+        if type(iterated) is not cst.Call or not iterated.args:
+            return False
+        bound = iterated.args[1 if len(iterated.args) > 1 else 0].value
+        if type(bound) is cst.Name:
+            bindings = self.ctx.bindings.lookup(bound.value, bound)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                return False
+            bound = bindings[0].value
+        code = short_code(self.ctx.module, bound, limit=200)
+        return ".shape" in code or ".size(" in code
 
     def _exits(self, loop: cst.For | cst.While) -> bool:
         """Does the loop's body hold a ``return``/``raise``/``yield``, or a ``break`` of this loop?"""
