@@ -157,7 +157,9 @@ class DistributedOnly:
                 if ancestor.orelse is not None and child is ancestor.orelse and one_process_test(ancestor.test, resolve):
                     return self._words(ancestor, negated=True)
             if ancestor_type is cst.IndentedBlock:
-                exits = tree.statements_before(ancestor, child, self._exit_test())
+                # (a scan of the block, not `Tree.statements_before`: its memo would keep this test, and through its
+                # resolver the file's bindings and tree, past the file's end: a cycle the paused collector never frees)
+                exits = [statement for statement in _before(ancestor, child) if _exits(statement, resolve)]
                 if exits:
                     return self._words(exits[0], exit_=True)
             child = ancestor
@@ -172,18 +174,16 @@ class DistributedOnly:
             return None
         return resolve
 
-    def _exit_test(self) -> Callable[[cst.CSTNode], bool]:
-        """One early-exit test per file (``Tree.statements_before`` remembers its answers by it)."""
-        known = self.__dict__.get("_distributed_exit")
-        if known is None:
-            resolve = self._resolver()
-            known = self.__dict__["_distributed_exit"] = lambda statement: _exits(statement, resolve)
-        return known  # type: ignore[no-any-return]
-
     def _words(self, branch: cst.If, negated: bool = False, exit_: bool = False) -> str:
         test = " ".join(plain_code(self.ctx.module, branch.test).split())
         shown = f"after `if {test}: return`" if exit_ else f"`else` of `if {test}:`" if negated else f"`if {test}:`"
         return f"{DISTRIBUTED_ONLY} ({shown})"
+
+
+def _before(block: cst.IndentedBlock, child: cst.CSTNode) -> list[cst.BaseStatement]:
+    """The statements of ``block`` before ``child`` (one of them)."""
+    body = list(block.body)
+    return body[:next((i for i, statement in enumerate(body) if statement is child), len(body))]
 
 
 __all__ = ["DistributedOnly", "multi_process_test", "one_process_test"]
