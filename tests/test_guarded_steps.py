@@ -45,7 +45,7 @@ class Agent:
         self.optimiser.zero_grad()
         loss.backward()
         self.optimiser.step()
-        mem.update_priorities(loss.item())
+        self.losses.append(loss.item())
 
     def evaluate(self, env):
         return self.net(env.reset()).max().item()
