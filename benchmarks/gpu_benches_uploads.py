@@ -65,3 +65,44 @@ def tl114(ctx: Ctx) -> dict[str, Arm]:
 @bench("TL114-light", "host-index-in-loop: `gain[[2, 3]]` mid-step (small model, GPU mostly idle)")
 def tl114_light(ctx: Ctx) -> dict[str, Arm]:
     return _index_arms(ctx, light=True)
+
+
+def _position_arms(ctx: Ctx, light: bool) -> dict[str, Arm]:
+    """One wait per step, at each place in the step, against none (the first arm)."""
+    t = ctx.torch
+    F = t.nn.functional
+    width, depth, rows = _sizes(ctx, light)
+    step = Trainer(ctx, mlp(ctx, width, depth))
+    x, y = batch(ctx, rows, width)
+    kept = t.tensor([1.0, 0.0], device=ctx.device)
+
+    def upload() -> Any:
+        return t.tensor([1.0, 0.0], device=ctx.device)
+
+    def run(n: int, where: str) -> None:
+        for _ in range(n):
+            scale = upload() if where == "upload at the start" else kept
+            out = step.model(x)
+            if where == "upload mid-step":
+                scale = upload()
+            loss = F.cross_entropy(out * scale[0] + scale[1], y)
+            if where == "item() before backward":
+                loss.item()
+            step.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            step.opt.step()
+            if where == "item() at the end":
+                loss.item()
+
+    places = ("no wait", "upload at the start", "upload mid-step", "item() before backward", "item() at the end")
+    return {p: (lambda n, p=p: run(n, p)) for p in places}
+
+
+@bench("POSITION", "one wait per step at each place in the step, against none (busy GPU): negative = its cost")
+def position(ctx: Ctx) -> dict[str, Arm]:
+    return _position_arms(ctx, light=False)
+
+
+@bench("POSITION-light", "one wait per step at each place in the step, against none (small model)")
+def position_light(ctx: Ctx) -> dict[str, Arm]:
+    return _position_arms(ctx, light=True)
