@@ -174,6 +174,15 @@ def _figure(entry: dict | None, key: str = "total") -> float | None:
     return entry.get(key)
 
 
+def _run_interval(m: dict | None) -> tuple[float | None, float | None] | None:
+    """The measurement's 95 % interval in the unit of its figure (the whole run): the
+    experiment gives it per step, so it is scaled by the steps its total counts."""
+    if not m or m.get("ci_low") is None or not m.get("per_step") or m.get("total") is None:
+        return None
+    scale = m["total"] / m["per_step"]
+    return m["ci_low"] * scale, m["ci_high"] * scale
+
+
 def findings_of(report: dict, experiment: dict) -> list[dict]:
     """Per finding: code, line, rank and the three figures (whatever the report carries)."""
     measured = {(m["code"], m["line"]): m for m in experiment.get("measurements", [])}
@@ -190,7 +199,7 @@ def findings_of(report: dict, experiment: dict) -> list[dict]:
                      "expected_note": (exp or {}).get("not_applicable"),
                      "measured": _figure(m) if m and m.get("verdict") != "skipped" else None,
                      "measured_verdict": m.get("verdict") if m else None,
-                     "measured_ci": (m.get("ci_low"), m.get("ci_high")) if m else None,
+                     "measured_ci": _run_interval(m),
                      "why": (m or {}).get("why", "")})
     return rows
 
