@@ -126,10 +126,12 @@ class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSt
             return f"but only on every {period}{'nd' if period == 2 else 'rd'} step (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
         return ""
 
-    def step_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
-        """The words of the guards that run ``node`` on some steps only, but not rarely: an every-2nd-step
-        guard's, a multi-process-only guard's (``Place.guard``, carried through the join)."""
-        return ", ".join(filter(None, (self.frequent_words(node, stop), self.distributed_words(node, stop))))
+    def step_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> tuple[str, bool]:
+        """The words of the guards that run ``node`` on some steps only, but not rarely (an every-2nd-step
+        guard's, a multi-process-only guard's: ``Place.guard``), and whether one runs it only in a
+        multi-process run (``Place.distributed_only``); both carried through the join."""
+        distributed = self.distributed_words(node, stop)
+        return ", ".join(filter(None, (self.frequent_words(node, stop), distributed))), bool(distributed)
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""
