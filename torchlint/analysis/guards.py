@@ -2,7 +2,8 @@
 shapes of the tests themselves: ``guard_shapes.py``).
 
 ``Guards`` is made of parts: what a parameter left at its default keeps from running
-(``guard_defaults``), branches that run a first time or a few times (``guard_passes``), an
+(``guard_defaults``), a branch no call of its function in the file takes (``guard_never_taken``),
+branches that run a first time or a few times (``guard_passes``), an
 optimizer step under a guard (``guard_steps``), and branches chosen once per run, by the
 device, the platform, the torch version or a setting (``guard_choices``). This module holds
 the rare guard itself: every-N tests, timers, early exits, error paths, and their words."""
@@ -16,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.guard_choices import ChosenBranches
 from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_distributed import DistributedOnly
+from torchlint.analysis.guard_never_taken import NeverTaken
 from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
+class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
     """What the branches around a node say of how often it runs (see the module docstring)."""
 
     def __init__(self, ctx: FileContext) -> None:
