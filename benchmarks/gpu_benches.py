@@ -1,4 +1,7 @@
-"""The A/B micro-benchmarks of the GPU check, one per CUDA rule (``benchmarks/gpu_micro.py`` runs them).
+"""The A/B micro-benchmarks of the GPU check, one per CUDA rule (``benchmarks/gpu_micro.py`` runs them):
+the harness's ``Ctx`` and ``@bench`` registry, the shared MLP step, and the syncs', copies' and loaders'
+benchmarks; the kernels' (TL401, TL402, TLR07, TLR08) are in ``gpu_benches_kernels.py``, the tiny
+uploads' (TL113, TL114) in ``gpu_benches_uploads.py``.
 
 Each ``@bench`` function builds a model on ``ctx.device`` and returns its arms, the
 anti-pattern first, then the fixes: each arm runs ``n`` training steps and ends with
@@ -297,68 +300,6 @@ def tl202(ctx: Ctx) -> dict[str, Arm]:
     }
 
 
-def _conv_net(ctx: Ctx, channels: int, bias: bool, depth: int = 4) -> Any:
-    nn = ctx.torch.nn
-    layers: list[Any] = [nn.Conv2d(3, channels, 3, padding=1, bias=bias), nn.BatchNorm2d(channels), nn.ReLU()]
-    for _ in range(depth - 1):
-        layers += [nn.Conv2d(channels, channels, 3, padding=1, bias=bias), nn.BatchNorm2d(channels), nn.ReLU()]
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10)).to(ctx.device)
-
-
-def _bf16(ctx: Ctx) -> Callable[[], Any]:
-    kind = "cuda" if ctx.cuda else "cpu"
-    return lambda: ctx.torch.autocast(kind, dtype=ctx.torch.bfloat16)
-
-
-def _images(ctx: Ctx) -> tuple[Any, Any]:
-    t = ctx.torch
-    n, side = (2, 8) if ctx.smoke else (64, 56)
-    return t.randn(n, 3, side, side, device=ctx.device), t.randint(0, 10, (n,), device=ctx.device)
-
-
-def _conv_arms(ctx: Ctx, nets: dict[str, Any]) -> dict[str, Arm]:
-    x, y = _images(ctx)
-    arms = {}
-    for name, net in nets.items():
-        step = Trainer(ctx, net, autocast=_bf16(ctx))
-
-        def run(n: int, step: Trainer = step) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[name] = run
-    return arms
-
-
-@bench("TL401", "conv-bias-before-batchnorm: bf16 convs with a bias the BatchNorm cancels")
-def tl401(ctx: Ctx) -> dict[str, Arm]:
-    c = ctx.n(64, 4)
-    return _conv_arms(ctx, {"Conv2d(bias=True) + BN": _conv_net(ctx, c, True),
-                            "Conv2d(bias=False) + BN": _conv_net(ctx, c, False)})
-
-
-@bench("TL402-conv", "tensor-core-misaligned: bf16 convs with 60 channels, padded to 64")
-def tl402_conv(ctx: Ctx) -> dict[str, Arm]:
-    return _conv_arms(ctx, {"60 channels": _conv_net(ctx, ctx.n(60, 3), False),
-                            "64 channels": _conv_net(ctx, ctx.n(64, 8), False)})
-
-
-@bench("TL402-linear", "tensor-core-misaligned: bf16 Linear layers 2044 wide, padded to 2048")
-def tl402_linear(ctx: Ctx) -> dict[str, Arm]:
-    rows = ctx.n(1024, 8)
-    arms = {}
-    for name, width in (("width 2044", ctx.n(2044, 12)), ("width 2048", ctx.n(2048, 16))):
-        step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
-        x, y = batch(ctx, rows, width)
-
-        def run(n: int, step: Trainer = step, x: Any = x, y: Any = y) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[name] = run
-    return arms
-
-
 @bench("TLR02", "host-device-syncs: three scalar reads a step (loss, accuracy, grad norm)")
 def tlr02(ctx: Ctx) -> dict[str, Arm]:
     t = ctx.torch
@@ -401,40 +342,3 @@ def tlr03(ctx: Ctx) -> dict[str, Arm]:
 
     return {"pageable .to(device)": lambda n: run(n, pageable, False),
             "pinned .to(device, non_blocking=True)": lambda n: run(n, pinned, True)}
-
-
-@bench("TLR07", "low-precision-matmul-misaligned: bf16 logits over a 50257 vocabulary, padded to 50304")
-def tlr07(ctx: Ctx) -> dict[str, Arm]:
-    t = ctx.torch
-    F = t.nn.functional
-    rows, hidden = ctx.n(2048, 8), ctx.n(1024, 16)
-    x = t.randn(rows, hidden, device=ctx.device, dtype=t.bfloat16)
-    arms = {}
-    for name, vocab in (("N=50257", ctx.n(50257, 33)), ("N=50304", ctx.n(50304, 40))):
-        w = t.randn(vocab, hidden, device=ctx.device, dtype=t.bfloat16)
-
-        def run(n: int, w: Any = w) -> None:
-            for _ in range(n):
-                F.linear(x, w)
-
-        arms[name] = run
-    return arms
-
-
-@bench("TLR08", "fp32-matmul-without-tf32: the issue's loop (8 x 2048^2 Linear, batch 2048), TF32 off vs on")
-def tlr08(ctx: Ctx) -> dict[str, Arm]:
-    t = ctx.torch
-    width, rows = ctx.n(2048, 32), ctx.n(2048, 8)
-    step = Trainer(ctx, mlp(ctx, width, ctx.n(8, 2)))
-    x, y = batch(ctx, rows, width)
-
-    def run(n: int, tf32: bool) -> None:
-        before = t.backends.cuda.matmul.allow_tf32
-        t.backends.cuda.matmul.allow_tf32 = tf32
-        try:
-            for _ in range(n):
-                step(x, y)
-        finally:
-            t.backends.cuda.matmul.allow_tf32 = before
-
-    return {"allow_tf32=False": lambda n: run(n, False), "allow_tf32=True": lambda n: run(n, True)}

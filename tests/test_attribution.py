@@ -96,7 +96,7 @@ def test_trace_file_summary_charges_ops_to_the_innermost_call_site(tmp_path):
     inside another charges its own site."""
     import json
 
-    from torchlint.profiler.tracefile import summarise_run
+    from torchlint.profiler.tracewindows import summarise_run
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}

@@ -1,7 +1,7 @@
 """Issue 32, items 3-4 as the first unseen-code review found them: decode loops whose model
-is of unknown type, reads repeated per beam and candidate within a decoded token, guards at
-helpers' call sites on epoch and step counters of loops that are not hot in their own file,
-and the kind of a loop (an epoch that is one optimizer step trains)."""
+is of unknown type, reads repeated per beam and candidate within a decoded token, loops around
+whole generations, and loops that only look like decode loops. (Guards at helpers' call sites and
+the kind of a training loop: test_training_step_loops.py; denoising loops: test_denoising_loops.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES
 from torchlint.analysis.context import FileContext, Options
-from torchlint.analysis.multiplicity import Multiplicity, Where
+from torchlint.analysis.multiplicity import Where
 from torchlint.config import from_table
 from torchlint.engine import lint_paths, lint_source
 
@@ -105,223 +105,6 @@ def test_the_untyped_decoder_project_reads_per_candidate_per_beam_per_token() ->
     assert "per candidate per beam per batch row per decoded token" in item.message
 
 
-HELPERS = """import torch
-
-
-def save_model(model, path):
-    torch.save(model.weight.detach().cpu(), path)
-
-
-def test(model, x):
-    return model(x).mean().item()
-
-
-def per_row(model, x):
-    for i in range(x.size(0)):
-        if i % 2 == 0:
-            test(model, x[i])
-
-
-def chunked(model, x, n):
-    for i in range(n):
-        if i % 4 == 0:
-            test(model, x)
-"""
-RUN = """import torch
-from helpers import chunked, per_row, save_model, test
-
-
-class KGE(torch.nn.Module):
-    def forward(self, x):
-        return x
-
-    def train_step(self, optimizer, x):
-        self(x).sum().backward()
-        optimizer.step()
-
-
-def main(args, x, loader):
-    model = KGE().cuda()
-    optimizer = torch.optim.Adam(model.parameters())
-{loops}
-"""
-
-
-@pytest.mark.parametrize(("loops", "expected"), [
-    # a modulo on the counter of the loop the join makes the step (ogb's biokg run.py)
-    ("    for step in range(args.max_steps):\n        model.train_step(optimizer, x)\n"
-     "        if step % args.save_every == 0 and step > 0:\n            save_model(model, 'm.pt')\n"
-     "        if args.do_valid and step % args.valid_steps == 0:\n            test(model, x)\n", set()),
-    # an epoch counter, inside a loop over runs (ogb's citation2)
-    ("    for run in range(args.runs):\n        for epoch in range(args.epochs):\n            model.train_step(optimizer, x)\n"
-     "            if epoch > 49 and epoch % args.eval_steps == 0:\n                result = test(model, x)\n", set()),
-    # the same helpers called unguarded: every step
-    ("    for step in range(args.max_steps):\n        model.train_step(optimizer, x)\n        save_model(model, 'm.pt')\n",
-     {("helpers.py", 5, "TL102")}),
-    # an iteration counter: the loop is the step
-    ("    for it in range(args.iters):\n        model.train_step(optimizer, x)\n        if it % 100 == 0:\n            save_model(model, 'm.pt')\n", set()),
-    # near-misses: a modulo on a batch row's index, or on a plain counter, inside a per-step helper: per item, not rare
-    ("    for x in loader:\n        per_row(model, x.cuda())\n", {("helpers.py", 9, "TL101")}),
-    ("    for x in loader:\n        chunked(model, x.cuda(), 8)\n", {("helpers.py", 9, "TL101")}),
-])
-def test_guards_at_call_sites_on_the_counter_of_a_loop_the_join_makes_the_step(tmp_path: Path, loops: str, expected: set) -> None:  # type: ignore[type-arg]
-    (tmp_path / "helpers.py").write_text(HELPERS)
-    (tmp_path / "run.py").write_text(RUN.format(loops=loops))
-    found = lint_paths([tmp_path], from_table({"select": ["TL101", "TL102"], "min-impact": "low"}, tmp_path)).findings
-    assert {(Path(f.path).name, f.line, f.code) for f in found} == expected
-
-
-FULL_BATCH = """import torch
-model = torch.nn.Linear(4, 4).cuda()
-opt = torch.optim.Adam(model.parameters())
-
-
-def train(epoch):
-    opt.zero_grad()
-    loss = model(x).sum()
-    loss.backward()
-    opt.step()
-    model.eval()
-    val = model(x)
-    return val.sum()
-
-
-def train_epoch(loader):
-    for xb in loader:
-        model(xb).sum().backward()
-        opt.step()
-
-
-for epoch in range({bound}):
-    {body}
-"""
-
-
-@pytest.mark.parametrize(("body", "where"), [
-    ("train(epoch)", Where.TRAIN),  # pyGAT: each epoch is one optimizer step
-    ("loss = model(x).sum()\n    loss.backward()\n    opt.step()", Where.TRAIN),
-    ("train_epoch(loader)", Where.EPOCH),  # the epoch holds a loop over batches: once per epoch
-])
-def test_an_epoch_that_is_one_optimizer_step_is_a_training_step(body: str, where: Where) -> None:
-    ctx = _ctx(FULL_BATCH.format(bound="100", body=body))
-    loop = _loops(ctx)[-1]
-    assert ctx.loops.where(loop) is where
-
-
-def test_a_full_batch_evaluation_forward_with_autograd_on_is_a_per_step_finding() -> None:
-    code = FULL_BATCH.format(bound="100", body="train(epoch)")
-    [found] = lint_source(code, "train.py", from_table({"select": ["TL301"], "min-impact": "low"}, Path(".")))
-    assert found.line == 12 and found.impact == "medium" and "every step of a training loop" in found.impact_reason
-
-
-LOADER = """import torch
-from torch.utils.data import DataLoader
-model = torch.nn.Linear(4, 4).cuda()
-opt = torch.optim.Adam(model.parameters())
-dl = DataLoader(ds, batch_size=8, shuffle={shuffle})
-other = wrap(dl)
-for x in (dl if use_plain else other):
-    model(x.cuda()).sum().backward()
-    opt.step()
-"""
-
-
-@pytest.mark.parametrize("shuffle", ["is_shuffle", "True"])
-def test_a_loader_iterated_through_a_conditional_expression_feeds_its_training_loop(shuffle: str) -> None:
-    [found] = lint_source(LOADER.format(shuffle=shuffle), "train.py", from_table({"select": ["TL201"], "min-impact": "low"}, Path(".")))
-    assert found.impact == "high" and "every step of a training loop" in found.impact_reason
-
-
-def test_a_loader_whose_shuffle_is_a_variable_is_no_evaluation_loader() -> None:
-    code = "import torch\nfrom torch.utils.data import DataLoader\ndl = DataLoader(ds, batch_size=8, shuffle=is_shuffle)\n"
-    evaluation = code.replace("is_shuffle", "False")
-    config = from_table({"select": ["TL201"], "min-impact": "low"}, Path("."))
-    [unknown] = lint_source(code, "data.py", config)
-    [plain] = lint_source(evaluation, "data.py", config)
-    assert "evaluation" not in unknown.impact_reason and "evaluation loop" in plain.impact_reason
-
-
-# Issue 32, item 4: diffusion samplers produce one sample step per iteration with no logits.
-DENOISES = [
-    # improved/guided-diffusion: the model reached through a method given it, the state from its result
-    "class D:\n    def loop(self, model, shape, device):\n        img = th.randn(*shape)\n        for i in self.indices:\n"
-    "            t = th.tensor([i] * shape[0], device=device)\n            with th.no_grad():\n"
-    "                out = self.p_sample(model, img, t)\n                img = out['sample']\n        return img\n",
-    # ddim: an untyped parameter called, the state kept in a list grown from its result
-    "def generalized_steps(x, seq, model):\n    xs = [x]\n    for i in reversed(seq):\n        t = (th.ones(4) * i).to(x.device)\n"
-    "        xt = xs[-1].to('cuda')\n        et = model(xt, t)\n        xs.append((xt - et).to('cpu'))\n    return xs\n",
-    # denoising-diffusion-pytorch: the state remade by arithmetic on the prediction
-    "class D:\n    def ddim_sample(self, img, time_pairs):\n        for time, time_next in time_pairs:\n"
-    "            time_cond = th.full((4,), time)\n            noise, x_start = self.model_predictions(img, time_cond)\n"
-    "            img = x_start * 2 + noise\n        return img\n",
-    # elucidated: the step's input is the state plus noise scaled by the step, then remade
-    "class D:\n    def sample(self, images, sigmas):\n        for sigma, sigma_next in sigmas:\n            sigma_hat = sigma * 2\n"
-    "            images_hat = images + sigma_hat * th.randn_like(images)\n            out = self.net_forward(images_hat, sigma_hat)\n"
-    "            images = images_hat + (sigma_next - sigma_hat) * out\n        return images\n",
-    # a sampler walking its schedule by index (k-diffusion): named for sampling
-    "def sample_euler(model, x, sigmas):\n    for i in range(len(sigmas) - 1):\n        denoised = model(x, sigmas[i])\n"
-    "        x = x + (x - denoised) * (sigmas[i + 1] - sigmas[i])\n    return x\n",
-]
-NOT_DENOISES = [
-    # an RNN over a sequence inside the model's forward: within its step
-    "class R:\n    def forward(self, xs, h):\n        for t in range(len(xs)):\n            h = self.model(xs[t], h, t)\n        return h\n",
-    # the same outside forward: it walks the sequence, one element per iteration
-    "def encode(model, xs, h):\n    for t in range(len(xs)):\n        h = model.cell(xs[t], h, t)\n    return h\n",
-    # a loop over layers: one layer per iteration, whatever it is given
-    "def run(model, x):\n    for i, layer in enumerate(model.layers):\n        x = layer(x, i)\n    return x\n",
-    # an optimizer loop: the step trains, its state is the weights
-    "def fit(model, x, opt):\n    for step in range(10):\n        x = model(x, step)\n        x.sum().backward()\n        opt.step()\n",
-    # a likelihood sweep over time steps: the model's input is made afresh, nothing fed back
-    "def bpd(model, x0, n):\n    total = 0\n    for i in range(n):\n        t = th.tensor([i])\n        x_t = x0 + t\n"
-    "        total = total + model(x_t, t)\n    return total\n",
-    # an attack loop: the state is fed back, but no time step conditions the model
-    "def attack(model, x, y):\n    delta = 0\n    for _ in range(10):\n        delta = pgd_step(model, x + delta, y)\n    return delta\n",
-    # one item of a container remade per iteration, in a function named for subsampling (fairseq)
-    "def reshape_subsample(self, sample):\n    for key in sample:\n        sample[key] = self.flat_subsample(sample[key])\n    return sample\n",
-    # the same in a generator: one channel's scores per iteration, not a step
-    "def _generate(self, lprobs, tokens, step):\n    for i in range(self.n_channels):\n"
-    "        lprobs[i] = self.ngram_blocker(tokens, lprobs[i], step)\n",
-    # a generation loop over batches: its loop variable is a batch, no time step
-    "def generate(generator, models, t):\n    num_feats = 0\n    for i, sample in enumerate(t):\n"
-    "        hypos, num_feats = gen_hypos(generator, models, num_feats, sample)\n",
-]
-
-
-@pytest.mark.parametrize("code", DENOISES)
-def test_a_loop_feeding_a_denoiser_its_own_output_is_one_sample_step_per_iteration(code: str) -> None:
-    ctx = _ctx("import torch as th\n" + code)
-    [loop] = _loops(ctx)
-    assert ctx.loops.denoises(loop) and ctx.loops.is_hot(loop)
-    assert ctx.loops.where(loop) is Where.INFER
-    assert ctx.places.repeat_of(loop).kind == "denoising step" and ctx.places.step_unit(loop) == "denoising step"
-
-
-@pytest.mark.parametrize("code", NOT_DENOISES)
-def test_loops_that_carry_a_state_but_do_not_denoise(code: str) -> None:
-    ctx = _ctx("import torch as th\n" + code)
-    [loop] = _loops(ctx)
-    assert not ctx.loops.denoises(loop)
-    assert ctx.loops.where(loop) is not Where.INFER
-
-
-def test_a_host_built_time_step_in_a_sampler_is_per_denoising_step_and_its_near_misses_are_not() -> None:
-    root = FIXTURES / "projects" / "sampler"
-    found = lint_paths([root], from_table({"select": ["TL110"], "min-impact": "low"}, root)).findings
-    sampler = {f.line: f for f in found if f.path.endswith("diffusion.py")}
-    assert sampler[19].impact == "medium" and "inference or sampling loop" in sampler[19].impact_reason
-    near = {f.line: f.impact_reason for f in found if f.path.endswith("near_misses.py")}
-    assert set(near) == {14, 21, 28, 35, 44}  # each loop's host-built tensor is reported...
-    assert not any("sampling" in reason for reason in near.values())  # ...but none as a sample step
-
-
-def test_a_loop_inside_a_denoising_step_runs_per_iteration_per_denoising_step() -> None:
-    ctx = FileContext(cst.parse_module((FIXTURES / "projects" / "sampler" / "diffusion.py").read_text()), "diffusion.py", Options())
-    outer, inner = [loop for loop in _loops(ctx) if ctx.tree.enclosing_function(loop).name.value == "guided_loop"]
-    statement = inner.body.body[0]
-    repeats = Multiplicity(tuple(r for _, r in ctx.places.repeats(statement, outer)), ctx.places.step_unit(outer))
-    assert repeats.words() == "per iteration per denoising step"
-
-
 GENERATOR_MODULE = """import torch
 import torch.nn as nn
 
@@ -354,7 +137,6 @@ def test_a_generator_modules_decode_loop_is_a_step_though_its_forward_calls_it()
     assert ctx.loops.within_forward(decode) is False and ctx.loops.is_hot(decode)
     (read,) = lint_source(GENERATOR_MODULE, "generator.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
     assert read.line == 17 and read.impact == "medium" and "in a sampling loop" in read.message
-
 
 
 MODEL = """import torch

@@ -23,7 +23,7 @@ import pytest
 from torchlint.estimate import TF32_SPEEDUP, analyse
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import ProfileSession
-from torchlint.profiler.tracefile import WindowSummary
+from torchlint.profiler.tracewindows import WindowSummary
 
 COVERAGE = {"cprofile": {"span": "script"}, "sampler": {"span": "script"}, "probes": {"span": "script", "ops": []},
             "torch_profiler": {"ran": True}}

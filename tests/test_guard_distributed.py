@@ -77,3 +77,35 @@ def test_a_helper_in_another_file_is_lowered_through_the_join(tmp_path: Path, mo
     # the helper's own guard (`if world_size > 1:`), and a guard at the call site (`if args.distributed:`)
     assert found[("misc.py", 14)].impact == "low" and "only in a multi-process run (`if world_size > 1:`)" in found[("misc.py", 14)].impact_reason
     assert found[("misc.py", 19)].impact == "low" and "only in a multi-process run (`if args.distributed:`)" in found[("misc.py", 19)].impact_reason
+
+
+def _results(path: str, text: str):  # type: ignore[no-untyped-def]
+    from torchlint.analysis.context import Options
+    from torchlint.checks import all_checks
+    from torchlint.engine.runner import run_checks
+    from torchlint.engine.source import Source
+
+    return run_checks(Source(path, text), [c for c in all_checks() if c.code == "TL101"], Options())
+
+
+def test_the_fact_is_a_field_set_where_the_words_are_made() -> None:
+    # the helper's reads wait for the join: each carries its guard's words and, beside them, the fact
+    helper = {condition.finding.location.line: condition for condition in _results("misc.py", HELPER).conditional}
+    assert helper[14].distributed_only and helper[14].guard == "only in a multi-process run (`if world_size > 1:`)"
+    assert not helper[19].distributed_only and helper[19].guard == ""
+    # the call under `if args.distributed:`: its site carries both to what it runs
+    calls = {call.target: call for call in _results("train.py", TRAIN).summary.calls if call.caller == "train"}
+    assert calls[("import", 0, "misc.value_of")].distributed_only
+    assert calls[("import", 0, "misc.value_of")].guard == "only in a multi-process run (`if args.distributed:`)"
+    assert not calls[("import", 0, "misc.all_reduce_mean")].distributed_only
+
+
+def test_the_tier_follows_the_field_not_the_words() -> None:
+    from torchlint.analysis.impact import Cost, assess, per_call
+    from torchlint.analysis.multiplicity import ONCE_PER_STEP, Place, Where
+
+    words = "only in a multi-process run (`if world_size > 1:`)"
+    plain, lowered = assess(Cost.SYNC, Place(Where.TRAIN, guard=words)), assess(Cost.SYNC, Place(Where.TRAIN, guard=words, distributed_only=True))
+    assert (plain[0], lowered[0]) == ("medium", "low") and "the other ranks" in lowered[1] and "the other ranks" not in plain[1]
+    assert per_call(Cost.SYNC, ONCE_PER_STEP, guard=words)[0] == "medium"  # type: ignore[index]
+    assert per_call(Cost.SYNC, ONCE_PER_STEP, guard=words, distributed_only=True)[0] == "low"  # type: ignore[index]

@@ -22,7 +22,8 @@ from torchlint.correlate import correlate
 from torchlint.correlate.lines import line_table
 from torchlint.findings import Finding, Location
 from torchlint.profiler.session import Hotspot, ProfileSession
-from torchlint.profiler.tracefile import FileSummary, WindowSummary
+from torchlint.profiler.tracefile import FileSummary
+from torchlint.profiler.tracewindows import WindowSummary
 from torchlint.profiler.tracelines import line_costs
 
 

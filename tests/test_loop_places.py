@@ -373,3 +373,20 @@ def test_an_every_second_step_guard_of_a_caller_in_another_file_says_so(tmp_path
     else:
         assert f"(called from `TD3_BC.train()`, run every step from a training loop, {words})" in finding.message
         assert words in finding.impact_reason
+
+
+@pytest.mark.parametrize(("iterated", "count"), [
+    ("range(start_pos, total_len)", "range(start_pos, total_len)"),
+    ("tqdm(range(0, max_time_steps), desc='coarse')", "range(0, max_time_steps)"),
+    ("trange(n)", "trange(n)"),
+    ("enumerate(trange(n))", "trange(n)"),
+    ("tqdm.tqdm(reversed(range(n)))", "range(n)"),
+    ("enumerate(prompts)", None),  # the items given: their length, no count
+    ("chunks(range(n))", None),  # a call that is no progress bar nor pass-through: whatever it makes of the count
+    ("tqdm(loader)", None),
+])
+def test_the_count_a_loop_goes_over_inside_its_progress_bar(iterated: str, count: str | None) -> None:
+    from torchlint.analysis.loop_shapes import counted_range
+
+    found = counted_range(cst.parse_expression(iterated))
+    assert (cst.Module([]).code_for_node(found) if found is not None else None) == count

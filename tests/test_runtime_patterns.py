@@ -218,14 +218,14 @@ def test_matmul_dims_per_op():
 
 def test_fill_watch_charges_a_move_to_the_creation_line_while_the_tensor_lives(monkeypatch):
     torch = pytest.importorskip("torch")
-    from torchlint.profiler import patterns
+    from torchlint.profiler import fillwatch, patterns
 
     monkeypatch.setattr(patterns, "PATTERNS", patterns.Patterns())
     t = torch.zeros(1000)
-    patterns.note_created(t, ("train.py", 7, "main"), "torch.zeros")
-    patterns.note_moved(t, "HtoD pageable")
-    patterns.note_moved(t, None)  # nothing moved
-    patterns.note_moved(torch.ones(3), "HtoD pageable")  # not made at a watched line
+    fillwatch.note_created(t, ("train.py", 7, "main"), "torch.zeros")
+    fillwatch.note_moved(t, "HtoD pageable")
+    fillwatch.note_moved(t, None)  # nothing moved
+    fillwatch.note_moved(torch.ones(3), "HtoD pageable")  # not made at a watched line
     assert patterns.PATTERNS.moves == {("train.py", 7, "main", "torch.zeros", "HtoD pageable"): [1, 4000]}
     del t
     assert len(patterns.PATTERNS.created) == 0  # weakly held: the map never keeps a tensor alive
@@ -233,12 +233,12 @@ def test_fill_watch_charges_a_move_to_the_creation_line_while_the_tensor_lives(m
 
 def test_factory_wrapper_records_the_callers_line(monkeypatch):
     torch = pytest.importorskip("torch")
-    from torchlint.profiler import patterns
+    from torchlint.profiler import fillwatch, patterns
 
     monkeypatch.setattr(patterns, "PATTERNS", patterns.Patterns())
     rec = type("Rec", (), {"busy": False})()
     here = threading.get_ident()
-    zeros = patterns._wrap_creator(torch.zeros, "torch.zeros", lambda frame: ("train.py", frame.f_lineno, "f"), here, rec)
+    zeros = fillwatch._wrap_creator(torch.zeros, "torch.zeros", lambda frame: ("train.py", frame.f_lineno, "f"), here, rec)
     assert zeros.__code__.co_name == "<torchlint probe torch.zeros>"  # cprof.user_view shows torch.zeros instead
     t = zeros(4)
     line = sys._getframe().f_lineno - 1

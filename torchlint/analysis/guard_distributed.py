@@ -3,7 +3,7 @@
 
 On one GPU such a branch never runs; on many, a scalar's collective and its read wait for the
 other ranks, which the step's own gradient all-reduce does anyway: the impact model lowers a
-read there one tier (``Place.distributed_only``), carried across calls by the guard's words."""
+read there one tier (``Place.distributed_only``, carried across calls beside the guard's words)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from torchlint.analysis.multiplicity import DISTRIBUTED_ONLY
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -19,6 +18,9 @@ from torchlint.analysis.tree import FUNCTION_OR_CLASS
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
+#: The words of a guard that runs code only in a multi-process run, before the test shown: "only in a
+#: multi-process run (`if world_size > 1:`)". (The fact itself travels as ``Place.distributed_only``.)
+DISTRIBUTED_ONLY = "only in a multi-process run"
 # Flags and attributes that name the multi-process mode (`args.distributed`, rl_games' `self.multi_gpu`).
 # `args.distributed` may be an argparse `store_true` a one-process run could set: the name still says the
 # branch is the multi-process path, and with one process its collective is trivial anyway.

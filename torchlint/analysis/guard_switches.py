@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
-from torchlint.analysis.guard_defaults import compared, literal
+from torchlint.analysis.literal_tests import compared, literal
 from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
 from torchlint.analysis.names import dotted
 from torchlint.analysis.switch_words import Flag, holds, switch_off_words

@@ -2,7 +2,8 @@
 shapes of the tests themselves: ``guard_shapes.py``).
 
 ``Guards`` is made of parts: what a parameter left at its default keeps from running
-(``guard_defaults``), branches that run a first time or a few times (``guard_passes``), an
+(``guard_defaults``), a branch no call of its function in the file takes (``guard_never_taken``),
+branches that run a first time or a few times (``guard_passes``), an
 optimizer step under a guard (``guard_steps``), and branches chosen once per run, by the
 device, the platform, the torch version or a setting (``guard_choices``). This module holds
 the rare guard itself: every-N tests, timers, early exits, error paths, and their words."""
@@ -16,6 +17,7 @@ import libcst as cst
 from torchlint.analysis.guard_choices import ChosenBranches
 from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_distributed import DistributedOnly
+from torchlint.analysis.guard_never_taken import NeverTaken
 from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
+class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
     """What the branches around a node say of how often it runs (see the module docstring)."""
 
     def __init__(self, ctx: FileContext) -> None:
@@ -126,10 +128,12 @@ class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSt
             return f"but only on every {period}{'nd' if period == 2 else 'rd'} step (`if {plain_code(self.ctx.module, branch.test)}:`{value})"
         return ""
 
-    def step_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
-        """The words of the guards that run ``node`` on some steps only, but not rarely: an every-2nd-step
-        guard's, a multi-process-only guard's (``Place.guard``, carried through the join)."""
-        return ", ".join(filter(None, (self.frequent_words(node, stop), self.distributed_words(node, stop))))
+    def step_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> tuple[str, bool]:
+        """The words of the guards that run ``node`` on some steps only, but not rarely (an every-2nd-step
+        guard's, a multi-process-only guard's: ``Place.guard``), and whether one runs it only in a
+        multi-process run (``Place.distributed_only``); both carried through the join."""
+        distributed = self.distributed_words(node, stop)
+        return ", ".join(filter(None, (self.frequent_words(node, stop), distributed))), bool(distributed)
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""

@@ -17,7 +17,7 @@ import enum
 from dataclasses import replace
 from typing import NamedTuple
 
-from torchlint.analysis.multiplicity import DECODED_TOKEN, DISTRIBUTED_ONLY, DENOISING_STEP, GENERATION, INPUT_CHUNK, SEQUENTIAL, Multiplicity, Place, Position, Where
+from torchlint.analysis.multiplicity import DECODED_TOKEN, DENOISING_STEP, GENERATION, INPUT_CHUNK, SEQUENTIAL, Multiplicity, Place, Position, Where
 from torchlint.findings import HIGH, LOW, MEDIUM
 
 
@@ -362,7 +362,8 @@ _COPIES_MID_STEP = ("one real wait per step, mid-step (the first row's read drai
                     "the rows after it wait only for their own copies, since the loop queues only small ops")
 
 
-def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = None, guard: str = "") -> tuple[str, str] | None:
+def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = None, guard: str = "",
+             distributed_only: bool = False) -> tuple[str, str] | None:
     """The tier and reason of a finding in code run on every call of a model that no step is
     seen to reach (built from a config or a registry, a library's model): a wait that repeats
     within each call (per frame, once in each block) is high, as it would be in any step; one
@@ -371,7 +372,7 @@ def per_call(cost: Cost, per_call: Multiplicity, position: Position | None = Non
     if cost not in _REPEAT_COSTS:
         return None
     tiered = _per_call(cost, per_call, position)
-    if DISTRIBUTED_ONLY in guard:  # (a read only in a multi-process run: one tier lower, as in `assess`)
+    if distributed_only:  # (a read only in a multi-process run, `guard` its words: one tier lower, as in `assess`)
         return _LOWERED[tiered[0]], f"{tiered[1]}, {guard}; {_DISTRIBUTED_WHY}"
     return tiered
 

@@ -78,10 +78,11 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                 # (the words say who repeats it: that reach's origin, caller and loop, with its count, and where it sits)
                 sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
                 known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position,
-                                                   guard=info.guard, where=info.where if _inference(info, known) else known.where)
+                                                   guard=info.guard, distributed_only=info.distributed_only,
+                                                   where=info.where if _inference(info, known) else known.where)
                 grown = True
             if known.guard and not info.guard:  # reached on every step too, not only under td3's `% policy_freq`: no guard's words
-                known = steps[path][key] = replace(known, guard="")
+                known = steps[path][key] = replace(known, guard="", distributed_only=False)
                 grown = True
             deeper = not known.hook and info.position is Position.MID_STEP and known.position is not Position.MID_STEP \
                 and phase_rank(info.where) == phase_rank(known.where)
@@ -96,7 +97,8 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
             else:
                 if known.host_only and not info.host_only:  # a step with device tensors reaches it too: its place is that step's
                     known = replace(known, origin=info.origin, sites=(*info.sites, *(s for s in known.sites if s not in info.sites))[:_MAX_SITES],
-                                    where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position, guard=info.guard)
+                                    where=info.where, via=info.via, hook=info.hook, per_step=info.per_step, position=info.position, guard=info.guard,
+                                    distributed_only=info.distributed_only)
                 merged = replace(known, host_only=known.host_only and info.host_only)
                 steps[path][key] = merged
                 # (what a reach of another phase passes is no step's of this one: `generate` handing `looped_inference=True`
@@ -176,7 +178,7 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
                     feeds_env=call.feeds_env or call.returned and caller.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),
-                    guard=call.guard or caller.guard)
+                    guard=call.guard or caller.guard, distributed_only=call.distributed_only if call.guard else caller.distributed_only)
 
 
 def _as_training_step(reach: StepInfo) -> StepInfo:

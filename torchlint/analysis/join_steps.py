@@ -34,10 +34,11 @@ class StepInfo:
     # an every-2nd-or-3rd-step guard around a call on the way (`CallSite.guard`: td3's delayed policy update,
     # `if self.total_it % self.policy_freq == 0: soft_update(...)`): no rare guard, so every step for the tier, but said
     guard: str = ""
+    distributed_only: bool = False  # that guard runs it only in a multi-process run (`CallSite.distributed_only`)
 
     @property
     def place(self) -> Place:
-        return Place(self.where, self.per_step, self.position, self.guard)
+        return Place(self.where, self.per_step, self.position, self.guard, self.distributed_only)
 
     def text(self, key: str, here: str) -> str:
         """How a finding in function ``key`` of file ``here`` runs every step (messages):

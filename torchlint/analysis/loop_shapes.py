@@ -99,6 +99,20 @@ def epoch_loop(loop: cst.CSTNode) -> bool:
     return isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and (named or counts_epochs(iterable))
 
 
+# What a loop over a count may wrap the count in, by the name's last part: a progress bar (`tqdm(range(n),
+# desc=...)`, rich's `track`), `enumerate`, or a pass-through (`reversed`, `list`); not tqdm's `trange`, a count itself.
+_AROUND_A_COUNT = frozenset({"tqdm", "progress_bar", "track", "enumerate", "zip", "iter", "reversed", "list", "sorted", "tuple"})
+
+
+def counted_range(iterable: cst.BaseExpression) -> cst.Call | None:
+    """The ``range(...)`` (or ``trange(...)``) a loop goes over, inside the progress bars and wrappers
+    around it (``tqdm(range(0, n), desc=...)``, ``enumerate(trange(n))``); None where it goes over anything else."""
+    while type(iterable) is cst.Call and not is_range(iterable) and iterable.args \
+            and (dotted(iterable.func) or "").rsplit(".", 1)[-1] in _AROUND_A_COUNT:
+        iterable = iterable.args[0].value
+    return iterable if is_range(iterable) else None  # type: ignore[return-value]
+
+
 def counts_epochs(call: cst.Call) -> bool:
     """``range(epochs)``, ``range(start, args.num_epochs)``: its bounds count epochs."""
     return any(_names_epochs(dotted(arg.value)) for arg in call.args)

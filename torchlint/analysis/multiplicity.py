@@ -177,9 +177,6 @@ class Multiplicity:
 
 
 ONCE_PER_STEP = Multiplicity()
-#: The words of a guard that runs code only in a multi-process run (`if world_size > 1:`): the
-#: guard's words travel through the join, and the impact model lowers a read they hold one tier.
-DISTRIBUTED_ONLY = "only in a multi-process run"
 MODEL_CALL = "model call"  # the unit of code run on every call of a model no step is seen to reach
 
 
@@ -196,11 +193,9 @@ class Place:
     # "at most once every few seconds"; an opt-in parameter no per-step call passes; per step,
     # an every-N guard whose N is 2 or 3: "only on every 2nd step").
     guard: str = ""
-
-    @property
-    def distributed_only(self) -> bool:
-        """Does a guard run it only in a multi-process run (``analysis/guard_distributed.py``)?"""
-        return DISTRIBUTED_ONLY in self.guard
+    # A guard runs it only in a multi-process run (`if world_size > 1:`, analysis/guard_distributed.py;
+    # ``guard`` holds its words): the impact model lowers a wait there one tier.
+    distributed_only: bool = False
 
 
 #: How a loop of each kind is named in messages (the loop analysis decides the kind).
@@ -229,4 +224,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["DECODED_TOKEN", "DISTRIBUTED_ONLY", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["DECODED_TOKEN", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]

@@ -14,7 +14,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.analysis.switch_words import Flag, holds
 
-_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (guard_defaults.compared's tests)
+_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
 _T = TypeVar("_T")
 

@@ -206,7 +206,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         returned=facts["returned"], host_args=self._host_args(call, target), own_params=facts["own_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
-                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], maybe_none=facts["maybe_none"])
+                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
+                        maybe_none=facts["maybe_none"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -303,10 +304,10 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         qualified = self.ctx.imports.qualify(expr) if type(expr) in (cst.Name, cst.Attribute) else None
         return qualified is not None and qualified.split(".")[0] in _NOT_PROJECT
 
-    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str]:
+    def _place(self, call: cst.Call) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str, bool]:
         """The loops around ``call`` within its step (its hot loop, else its function),
-        whether device work follows it there, what its hot loop's iteration is, and the words of
-        an every-2nd-step guard around it there."""
+        whether device work follows it there, what its hot loop's iteration is, the words of
+        an every-2nd-step or multi-process-only guard around it there, and whether one is multi-process-only."""
         places = self._places.get(id(call))
         if places is None:
             ctx = self.ctx
@@ -314,7 +315,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             # module-level code runs per step only in a loop the join makes a step loop: its step is that loop
             stop = hot or ctx.tree.enclosing_function(call) or ctx.loops.statement_loop(call)
             places = self._places[id(call)] = (ctx.places.call_repeats(call, stop), ctx.places.position(call, stop), self._unit(call),
-                                               ctx.guards.step_words(call, stop=stop) if stop is not None else "")
+                                               *(ctx.guards.step_guard(call, stop=stop) if stop is not None else ("", False)))
         return places
 
     def _unit(self, call: cst.Call) -> str:
@@ -368,4 +369,5 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             return ()
         return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 
-_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str] = ((), None, "step", "")  # CallSite's defaults: repeats, position, unit, guard
+# CallSite's defaults: repeats, position, unit, guard, distributed_only
+_NO_PLACE: tuple[tuple[tuple[str, Repeat], ...], Position | None, str, str, bool] = ((), None, "step", "", False)

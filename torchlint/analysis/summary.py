@@ -110,6 +110,7 @@ class CallSite:
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""
+    distributed_only: bool = False  # that guard runs it only in a multi-process run (`if world_size > 1:`: `StepInfo.distributed_only`)
     # arguments (position or keyword) that may hold None though no literal: a run setting whose argparse default
     # is None (ConvNeXt's `args.clip_grad`): the callee's `if p is None:` branch may run (`ProjectIndex.none_passed`)
     maybe_none: tuple[int | str, ...] = ()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from torchlint.analysis.guard_defaults import literal
+from torchlint.analysis.literal_tests import literal
 from torchlint.analysis.host_arguments import may_be_tensor, python_values
 from torchlint.analysis.host_consumers import steps_an_environment
 from torchlint.analysis.names import dotted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 
-# (function key, parameter, test, constant, default): a test a line runs only where it holds (``guard_defaults.compared``:
+# (function key, parameter, test, constant, default): a test a line runs only where it holds (``literal_tests.compared``:
 # "truth", "not" or an ``operator`` name, and the constant compared with), and the parameter's literal default, (value,) or ()
 Flag = tuple[str, str, str, object, tuple[object, ...]]
 

@@ -68,7 +68,7 @@ def place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = N
     step = ctx.places.update_loop(loop)  # gradient accumulation: the micro-batch loop repeats within it
     own = (itself,) if itself is not None else ()
     repeats = Multiplicity(tuple(repeat for _, repeat in ctx.places.repeats(node, step)) + own, ctx.places.step_unit(step))
-    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP, ctx.guards.step_words(node, stop=loop))
+    return Place(ctx.loops.where(loop), repeats, ctx.places.position(node, step) or Position.MID_STEP, *ctx.guards.step_guard(node, stop=loop))
 
 
 def place_in_function(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> tuple[tuple[tuple[str, Repeat], ...], Position | None, bool]:
@@ -91,9 +91,14 @@ def _step_in_function(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
     return loops[-1] if loops else None
 
 
-def guard_words(ctx: FileContext, node: cst.CSTNode) -> str:
+def guard_words(ctx: FileContext, node: cst.CSTNode) -> tuple[str, bool]:
     """How often the rare guard around ``node`` in its step lets it run (a timer's words), or
-    the every-2nd-step or multi-process-only guard that does not make it rare, or the switch off by default it needs; or ""."""
+    the every-2nd-step or multi-process-only guard that does not make it rare, or the switch off by default it needs; or "";
+    and whether those words are a multi-process-only guard's (``Place.distributed_only``)."""
     stop = _step_in_function(ctx, node)
+    rare = ctx.guards.rare_words(node, stop=stop)
+    if rare:
+        return rare, False
+    words, distributed_only = ctx.guards.step_guard(node, stop=stop)
     # (then the switch it runs only with, where a caller may turn it on: `if not exists(self.checkpoint_path): return`)
-    return ctx.guards.rare_words(node, stop=stop) or ctx.guards.step_words(node, stop=stop) or ctx.guards.switch_words(node)
+    return (words, distributed_only) if words else (ctx.guards.switch_words(node), False)

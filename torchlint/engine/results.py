@@ -44,6 +44,7 @@ class Conditional(NamedTuple):
     # file whose being per-step shows where it is used (None: any); or None: it is dropped.
     unreached: Unreached | None = None
     guard: str = ""  # how often its rare guard lets it run, where that says more than "every N steps" (a timer)
+    distributed_only: bool = False  # its guard runs it only in a multi-process run (`guard` its words: Place.distributed_only)
     opt_in: str = ""  # a parameter of its function, off by default, that must be passed for it to run (Guards.opt_in)
     returned: bool = False  # the host value it makes is what its function returns (host_consumers.returned)
     unless_host: str = ""  # `Cls.__init__:param`: dropped where every construction passes a host value there
@@ -94,6 +95,7 @@ class InStepIfCalled(NamedTuple):
     position: Position | None = None
     rare: bool = False
     guard: str = ""
+    distributed_only: bool = False  # its guard runs it only in a multi-process run (Place.distributed_only)
     opt_in: str = ""
     flag: tuple[tuple[str, str], ...] = ()  # (function key, parameter)s it runs only where each is truthy (Guards.flag_of)
 

@@ -201,13 +201,15 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 else:
                     result.findings.append(finding)
                 if in_function is not None:
+                    guard, distributed_only = guard_words(ctx, report.node)
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *place_in_function(ctx, report.placed_as or report.node, report.itself),
-                                                              guard=guard_words(ctx, report.node), opt_in=ctx.guards.opt_in(report.node) or "",
+                                                              guard=guard, distributed_only=distributed_only, opt_in=ctx.guards.opt_in(report.node) or "",
                                                               flag=ctx.guards.flag_of(report.node)))
         elif report.trainable_class is None:  # (a class of another file and a step elsewhere: two joins, not followed)
+            guard, distributed_only = guard_words(ctx, report.node)
             result.conditional.append(Conditional(function_key(ctx, report.condition), finding, check_type.device_bound, report.needs_tensor_argument,
                                                   cost.name, check_type.in_compiled, *place_in_function(ctx, report.placed_as or report.node, report.itself), report.repeated,
-                                                  report.unreached, guard=guard_words(ctx, report.node), opt_in=_opt_in(ctx, report.node),
+                                                  report.unreached, guard=guard, distributed_only=distributed_only, opt_in=_opt_in(ctx, report.node),
                                                   returned=check_type.device_bound and returned(ctx, report.node), unless_host=report.unless_host,
                                                   unless_switch=report.unless_switch,
                                                   optional=ctx.guards.opt_in(report.node, optional=True) is not None,

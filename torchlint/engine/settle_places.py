@@ -153,7 +153,7 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
-        tiered = per_call(Cost[condition.cost], place.per_step, place.position, condition.guard)
+        tiered = per_call(Cost[condition.cost], place.per_step, place.position, condition.guard, condition.distributed_only)
         if tiered is None:
             continue
         if condition.returned and condition.cost == Cost.HOST_COPY.name and not place.per_step:
@@ -207,29 +207,33 @@ def _switch_set(condition: Conditional) -> Conditional:
 def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[str, str], off: str = "") -> Finding:
     finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
-    place = _place(info, condition.repeats, condition.position, step_loops, condition.rare, condition.guard, off)
+    place = _place(info, condition.repeats, condition.position, step_loops, condition.rare, (condition.guard, condition.distributed_only), off)
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
     message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
-def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str], rare: bool = False, guard: str = "",
-           off: str = "") -> Place:
+def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[str, str], rare: bool = False,
+           guard: tuple[str, bool] = ("", False), off: str = "") -> Place:
     """How often a line of a per-step function runs per step, and where: the function's
     count times the loops around the line in it (those inside the step), and the line's
     own position where its function says (device work after it), else its call's; every
     N steps under a guard in its function, as under one in a loop of its own file (at most
-    once every few seconds under a timer's: ``guard``); rarely, on an opt-in path no
+    once every few seconds under a timer's: ``guard``, its words and whether it is
+    multi-process-only, else the function's reach's); rarely, on an opt-in path no
     per-step call turns on (``off``: the words), as often as it would run there."""
+    words, distributed_only = guard
     if rare:
-        return Place(Where.EVERY_N, guard=guard)
+        return Place(Where.EVERY_N, guard=words, distributed_only=distributed_only)
     local, unit = within_step(repeats, step_loops)
     # No loop of its function is the step: the function's own count (and what its step is:
     # "per decoded token" when a decode loop calls it) times the loops around the line.
     per_step = info.per_step.then(*local) if unit == "step" else Multiplicity(local, unit)
     if off:  # (its multiplicity kept: a rule that holds only where the line repeats still sees it)
         return Place(Where.EVERY_N, per_step, guard=off)
-    return Place(info.where, per_step, at_call(position, info.position, bool(local) and Multiplicity(local).waits_again), guard or info.guard)  # type: ignore[arg-type]
+    if not words:  # (no guard of its own around the line: its reach's, td3's `% policy_freq` on the way)
+        words, distributed_only = info.guard, info.distributed_only
+    return Place(info.where, per_step, at_call(position, info.position, bool(local) and Multiplicity(local).waits_again), words, distributed_only)  # type: ignore[arg-type]
 
 
 def compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
@@ -266,7 +270,7 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
                 off = settings.passed_off_everywhere(here, pending.flag) or ""  # every call leaves one of its flags off
             if not off and settings is not None and info.sites:  # a vendored package's loop that no code of the project reaches
                 off = uncalled_vendored(settings, info.sites[0]) or ""
-            place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, pending.guard, off)
+            place = _place(info, pending.repeats, pending.position, step_loops, pending.rare, (pending.guard, pending.distributed_only), off)
             raised[(pending.code, pending.location)] = (*assess(Cost[pending.cost], place, info.host_only), place)
             continue
         reach = (every_n or {}).get(pending.key)
@@ -277,7 +281,7 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
         info = (models or {}).get(pending.key)
         if info is not None and not pending.rare and not pending.opt_in:  # (whoever calls the model is not seen to pass a flag)
             place = _place(info, pending.repeats, pending.position, step_loops)
-            tiered = per_call(Cost[pending.cost], place.per_step, place.position, pending.guard)
+            tiered = per_call(Cost[pending.cost], place.per_step, place.position, pending.guard, pending.distributed_only)
             off = settings.passed_off_everywhere(here, pending.flag) if pending.flag and settings is not None and here is not None else None
             if tiered is not None and off:  # every construction leaves one of its flags off (minRF's `else` of `if self.ln:`): low, saying so
                 lowered.add((pending.code, pending.location))

@@ -1,6 +1,6 @@
 """A run directory read back as one :class:`ProfileSession`: ``session.json``, with
 cProfile's function hotspots (:mod:`.cprof`) and the torch.profiler windows' summaries
-(:mod:`.tracefile`) added. The session stage of the chain: it reads what the
+(:mod:`.tracefile`, totalled over the windows by :mod:`.tracewindows`) added. The session stage of the chain: it reads what the
 collectors left, and the join (:mod:`torchlint.correlate`) starts from what it returns.
 Nothing here imports torch.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from torchlint.profiler.cprof import function_hotspots
 from torchlint.profiler.session import PROFILE_FILE, SESSION_FILE, ProfileSession, resolve_path
-from torchlint.profiler.tracefile import summarise_run
+from torchlint.profiler.tracewindows import summarise_run
 
 
 def load_run(run_dir: Path) -> ProfileSession:

@@ -8,16 +8,10 @@
   innermost user line, with M/N/K) only when it runs in fp16/bf16 (its dtype, or the
   autocast dtype for its device) with a dimension that is not a multiple of 8, or in
   fp32 on CUDA; every other call costs one dtype check.
-- **anomaly mode** (TLR17): ``torch.autograd.backward`` counts the backward passes run
-  with anomaly detection on, and ``torch.set_anomaly_enabled`` notes the user line that
-  turned it on (one flag read per backward; nothing else).
-- **fill-then-move** (TLR06): only where a CUDA device exists (on the CPU nothing can
-  be moved to another device): factories and in-place fills remember the user line
-  of each host tensor they make (by id, with a weak reference that removes the entry
-  when the tensor dies, so no tensor is kept alive), and a host-to-device copy of such
-  a tensor is charged to that line.
+- **fill-then-move** (TLR06): ``fillwatch.py``; **anomaly mode** (TLR17): ``anomalywatch.py``.
+  Their probes write what they see here too (``PATTERNS``), and :func:`summary` reads it all.
 
-Imported only in the profiled child, by probes.py.
+Imported only in the profiled child, by probes.py (and runend.py, for the summary).
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ import functools
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -35,9 +28,6 @@ import torch
 ALIGN = 8  # tensor-core alignment in elements (fp16/bf16), as TL402
 _MAX_KEYS = 2000  # distinct (line, op, dtype, shape) records kept: varying shapes stay bounded
 _LOW = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
-# Not torch.tensor: a tensor built from host data is copied even with device= (as TL110 says)
-_FACTORIES = ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange")
-_FILLS = ("fill_", "zero_")
 
 
 class Patterns:
@@ -258,123 +248,6 @@ def install_matmul_watch(main_ident: int | None, user_site: Callable[[Any], Any]
         except (AttributeError, TypeError):
             continue
         done.append(f"{'Tensor.' if owner is torch.Tensor else 'F.' if owner is F else 'torch.'}{name}")
-    return done
-
-
-# --------------------------------------------------------------------------
-# TLR06: host tensors made or filled, then moved to the device
-# --------------------------------------------------------------------------
-
-
-def note_created(tensor: Any, site: tuple[Any, ...] | None, how: str) -> None:
-    """Remember where the host tensor ``tensor`` was made or filled (while it lives)."""
-    if site is None:
-        return
-    created = PATTERNS.created
-    key = id(tensor)
-
-    def forget(ref: Any) -> None:  # the tensor died: its entry goes (unless replaced since)
-        if created.get(key, (None,))[0] is ref:
-            del created[key]
-
-    try:
-        if tensor.device.type == "cpu":
-            created[key] = (weakref.ref(tensor, forget), (site[0], site[1], site[2], how))
-    except (TypeError, AttributeError):
-        pass
-
-
-def note_moved(tensor: Any, kind: str | None) -> None:
-    """A host-to-device copy of ``tensor``: charged to its creation line, if known."""
-    if not kind or not kind.startswith("HtoD"):
-        return
-    entry = PATTERNS.created.get(id(tensor))
-    if entry is None or entry[0]() is not tensor:
-        return
-    origin = entry[1]
-    entry = PATTERNS.moves.setdefault((*origin, kind), [0, 0])
-    entry[0] += 1
-    entry[1] += int(tensor.numel() * tensor.element_size())
-
-
-def _wrap_creator(orig: Callable[..., Any], how: str, user_site: Callable[[Any], Any], main_ident: int | None, rec: Any) -> Callable[..., Any]:
-    getframe = sys._getframe
-    get_ident = threading.get_ident
-    compiling = torch.compiler.is_compiling
-
-    @functools.wraps(orig)
-    def probe(*args: Any, **kwargs: Any) -> Any:
-        if compiling():  # torch.compile traces straight through to orig (compilewatch.py)
-            return orig(*args, **kwargs)
-        result = orig(*args, **kwargs)
-        if not rec.busy and get_ident() == main_ident:
-            note_created(result, user_site(getframe(1)), how)
-        return result
-
-    return _named(probe, how)
-
-
-def fill_watch_wanted() -> bool:
-    """Creation lines are tracked only where a host tensor can be moved to a device."""
-    return bool(torch.cuda.is_available())
-
-
-def install_fill_watch(main_ident: int | None, user_site: Callable[[Any], Any], rec: Any) -> list[str]:
-    """Track creation lines of host tensors, only where there is a device to move them to."""
-    if not fill_watch_wanted():
-        PATTERNS.fill_watch = "no CUDA device: a host tensor has no other device to be moved to"
-        return []
-    done = []
-    for name in _FACTORIES:
-        if getattr(torch, name, None) is not None:
-            setattr(torch, name, _wrap_creator(getattr(torch, name), f"torch.{name}", user_site, main_ident, rec))
-            done.append(f"torch.{name}")
-    for name in _FILLS:
-        setattr(torch.Tensor, name, _wrap_creator(getattr(torch.Tensor, name), f"Tensor.{name}", user_site, main_ident, rec))
-        done.append(f"Tensor.{name}")
-    return done
-
-
-# --------------------------------------------------------------------------
-# TLR17: autograd's anomaly detection during the backward passes
-# --------------------------------------------------------------------------
-
-
-def install_anomaly_watch(main_ident: int | None, user_site: Callable[[Any], Any], rec: Any) -> list[str]:
-    """Count the backward passes run with anomaly mode on (``torch.autograd.backward``,
-    which ``Tensor.backward`` calls), and remember the user lines that turn it on
-    (``torch.set_anomaly_enabled``, which ``set_detect_anomaly`` and ``detect_anomaly`` call)."""
-    pat = PATTERNS
-    get_ident = threading.get_ident
-    getframe = sys._getframe
-    is_on = torch.is_anomaly_enabled
-    compiling = torch.compiler.is_compiling
-    done = []
-    backward = getattr(torch.autograd, "backward", None)
-    if backward is not None and not getattr(backward, "__torchlint_probe__", False):
-        @functools.wraps(backward)
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            if not compiling() and get_ident() == main_ident:
-                pat.backwards += 1
-                if is_on():
-                    pat.anomaly_backwards += 1
-            return backward(*args, **kwargs)
-
-        torch.autograd.backward = _named(counted, "torch.autograd.backward")
-        done.append("torch.autograd.backward")
-    setter = getattr(torch, "set_anomaly_enabled", None)
-    if setter is not None and not getattr(setter, "__torchlint_probe__", False):
-        @functools.wraps(setter)
-        def noted(enabled: Any, *args: Any, **kwargs: Any) -> Any:
-            if enabled and not rec.busy and get_ident() == main_ident:
-                site = user_site(getframe(1))
-                if site is not None:
-                    key = (site[0], site[1], site[2])
-                    pat.anomaly_sites[key] = pat.anomaly_sites.get(key, 0) + 1
-            return setter(enabled, *args, **kwargs)
-
-        torch.set_anomaly_enabled = _named(noted, "torch.set_anomaly_enabled")
-        done.append("torch.set_anomaly_enabled")
     return done
 
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
-from torchlint.profiler.patterns import install_anomaly_watch, install_fill_watch, install_matmul_watch, install_optimizer_watch, note_moved
+from torchlint.profiler.anomalywatch import install_anomaly_watch
+from torchlint.profiler.fillwatch import install_fill_watch, note_moved
+from torchlint.profiler.patterns import install_matmul_watch, install_optimizer_watch
 from torchlint.profiler.session import Hotspot
 from torchlint.profiler.tooltime import as_probe
 from torchlint.profiler.usercode import is_user_file

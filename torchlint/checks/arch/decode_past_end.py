@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import mentions
 from torchlint.analysis.impact import Cost
+from torchlint.analysis.loop_shapes import counted_range
 from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted
 from torchlint.checks.base import Check
@@ -56,9 +57,10 @@ class DecodePastEnd(Check):
             loop = outer
         if type(loop) is cst.While and _tracks_finished(loop.test):
             return  # `while not done.all():` stops once every row has ended
-        if type(loop) is cst.For and not _token_budget(loop.iter):
+        count = counted_range(loop.iter) if type(loop) is cst.For else None
+        if type(loop) is cst.For and count is None:
             return  # a loop over given items (prompts, a prompt's chunks) has their length, not a token budget
-        if type(loop) is cst.For and self._input_length(loop.iter):
+        if count is not None and self._input_length(count):
             return  # as many passes as an input has positions (audiolm's fine stage over the coarse tokens): no budget to stop short of
         if self._exits(loop):
             return  # a `break`/`return` (on EOS or not) leaves early; its per-token read is another rule's
@@ -92,19 +94,15 @@ class DecodePastEnd(Check):
             if ancestor is function or type(ancestor) is cst.While:
                 break
             if type(ancestor) is cst.For:
-                if not _token_budget(ancestor.iter):
+                if counted_range(ancestor.iter) is None:
                     break
                 outer = ancestor
         return outer
 
-    def _input_length(self, iterated: cst.BaseExpression) -> bool:
+    def _input_length(self, count: cst.Call) -> bool:
         """Is the count's bound an input's length (``range(n)`` with ``n = coarse_ids.shape[1] // q`` bound once, or
         ``range(x.shape[1])``): a stage that makes one token per position of what it was given, not a token budget?"""
-        while type(iterated) is cst.Call and dotted(iterated.func) not in ("range", "trange") and iterated.args:
-            iterated = iterated.args[0].value
-        if type(iterated) is not cst.Call or not iterated.args:
-            return False
-        bound = iterated.args[1 if len(iterated.args) > 1 else 0].value
+        bound = count.args[1 if len(count.args) > 1 else 0].value
         if type(bound) is cst.Name:
             bindings = self.ctx.bindings.lookup(bound.value, bound)
             if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
@@ -148,13 +146,6 @@ class DecodePastEnd(Check):
                     and self.ctx.tree.enclosing_function(call) is not function:
                 return True
         return False
-
-
-def _token_budget(iterated: cst.BaseExpression) -> bool:
-    """Is ``iterated`` a count (``range(start_pos, total_len)``, ``tqdm(range(n))``, ``trange(n)``)?"""
-    while type(iterated) is cst.Call and dotted(iterated.func) not in ("range", "trange") and iterated.args:
-        iterated = iterated.args[0].value  # a progress bar around the range
-    return type(iterated) is cst.Call and dotted(iterated.func) in ("range", "trange")
 
 
 def _tracks_finished(test: cst.BaseExpression) -> bool:
