@@ -109,3 +109,19 @@ def tlr08(ctx: Ctx) -> dict[str, Arm]:
             t.backends.cuda.matmul.allow_tf32 = before
 
     return {"allow_tf32=False": lambda n: run(n, False), "allow_tf32=True": lambda n: run(n, True)}
+
+
+@bench("TL402-widths", "tensor-core-misaligned: bf16 Linear stacks 2048 wide against 2047, 2046, 2044 (negative = the misalignment's cost)")
+def tl402_widths(ctx: Ctx) -> dict[str, Arm]:
+    rows = ctx.n(1024, 8)
+    arms = {}
+    for width in (ctx.n(2048, 16), ctx.n(2047, 15), ctx.n(2046, 14), ctx.n(2044, 12)):
+        step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
+        x, y = batch(ctx, rows, width)
+
+        def run(n: int, step: Trainer = step, x: Any = x, y: Any = y) -> None:
+            for _ in range(n):
+                step(x, y)
+
+        arms[f"width {width}"] = run
+    return arms

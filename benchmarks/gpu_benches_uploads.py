@@ -1,4 +1,4 @@
-"""A/B micro-benchmarks of where a wait sits and of tiny uploads per step (TL101, TL113, TL114; issue 32), and of misaligned widths (TL402).
+"""A/B micro-benchmarks of where a wait sits in a step and of tiny uploads per step (TL101, TL113, TL114; issue 32).
 
 A blocking copy from pageable host memory to the device waits for the stream it is queued on
 (``copy_`` without ``non_blocking``), so an upload of two numbers may cost a pipeline refill,
@@ -107,20 +107,3 @@ def position(ctx: Ctx) -> dict[str, Arm]:
 def position_light(ctx: Ctx) -> dict[str, Arm]:
     return _position_arms(ctx, light=True)
 
-
-@bench("TL402-widths", "tensor-core-misaligned: bf16 Linear stacks 2048 wide against 2047, 2046, 2044 (negative = the misalignment's cost)")
-def tl402_widths(ctx: Ctx) -> dict[str, Arm]:
-    from gpu_benches import _bf16
-
-    rows = ctx.n(1024, 8)
-    arms = {}
-    for width in (ctx.n(2048, 16), ctx.n(2047, 15), ctx.n(2046, 14), ctx.n(2044, 12)):
-        step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
-        x, y = batch(ctx, rows, width)
-
-        def run(n: int, step: Trainer = step, x: Any = x, y: Any = y) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[f"width {width}"] = run
-    return arms

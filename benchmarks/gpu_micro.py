@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from gpu_benches import BENCHES, Arm, Ctx  # noqa: E402
 import gpu_benches_kernels  # noqa: E402,F401  (registers TL401/TL402/TLR07/TLR08's benchmarks)
-import gpu_benches_uploads  # noqa: E402,F401  (registers TL113/TL114's benchmarks)
+import gpu_benches_uploads  # noqa: E402,F401  (registers TL113/TL114 and POSITION benchmarks)
 
 from torchlint.experiment.stats import compare  # noqa: E402
 
