@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 # Lightning's and DeepSpeed's.
 _LIBRARY_SAVES = frozenset({"save_state", "save_pretrained", "save_checkpoint"})
 # Receivers of `save_pretrained` that hold no weights: a tokenizer's files are a few megabytes of
-# vocabulary, written in milliseconds.
-_LIGHT_RECEIVERS = re.compile(r"token|processor|config|feature_extractor|scheduler", re.IGNORECASE)
+# vocabulary, a config's a few lines, written in milliseconds.
+_LIGHT_RECEIVERS = re.compile(r"token|processor|config|cfg|feature_extractor|scheduler", re.IGNORECASE)
 # A function whose name says it saves a checkpoint (`save_checkpoint(state, is_best, filename)`):
 # what it is handed to `torch.save` is that checkpoint, whatever its parameter is called.
 _SAVER_NAME = re.compile(r"save|checkpoint|ckpt", re.IGNORECASE)
@@ -56,7 +56,11 @@ def _weights(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode, depth
     if type(value) is cst.Dict:
         held = [w for e in value.elements if type(e) is cst.DictElement and (w := _weights(ctx, e.value, at, depth + 1))]
         return "a checkpoint of " + held[0] if held else None
-    if type(value) is not cst.Name or depth > 2:
+    if type(value) is not cst.Name:
+        # `{k: v.cpu() for k, v in model.state_dict().items()}`, `copy.deepcopy(model.state_dict())`
+        inner = next((n for n in ctx.tree.descendants(value) if type(n) is cst.Call and ctx.method_name(n) == "state_dict"), None)
+        return _weights(ctx, inner, at, depth + 1) if inner is not None else None
+    if depth > 2:
         return None
     if ctx.values.kind(value, at) is Kind.MODULE:
         return f"the whole module `{value.value}`"
@@ -87,3 +91,13 @@ def _improves(test: cst.BaseExpression) -> bool:
         sides = (test.left, *(c.comparator for c in test.comparisons))
         return any(type(c.operator) in _ORDERINGS for c in test.comparisons) and any(_IMPROVEMENT_NAME.search(dotted(s) or "") for s in sides)
     return _IMPROVEMENT_NAME.search(dotted(test) or "") is not None  # `if is_best:`
+
+
+def called_only_when_rare(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    """Is every call of ``function`` in this file made on an improvement or under a rare guard
+    (``if acc > best_acc: save_model(model, path)``)? The join knows a call's every-N guards, not
+    its improvement guards: this file's calls of a saver say how it is used. False where the file
+    makes no call of it (another file's calls are the join's)."""
+    name = function.name.value
+    calls = [*ctx.name_calls(name), *ctx.method_calls(name)]
+    return bool(calls) and all(improvement_guard(ctx, call, None) is not None or ctx.guards.rare(call) for call in calls)

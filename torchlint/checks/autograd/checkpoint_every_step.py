@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.checkpoints import improvement_guard, saved_checkpoint
+from torchlint.analysis.checkpoints import called_only_when_rare, improvement_guard, saved_checkpoint
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import LONG_STEP_COSTS, Cost
 from torchlint.analysis.multiplicity import Where
@@ -34,6 +34,8 @@ class CheckpointEveryStep(Check):
             return  # every N steps, on an improvement, or once on the way out: a save made rare on purpose
         if loop is None and ctx.loops.step_condition(node) is None:
             return  # module-level code outside any loop: once, after (or instead of) training
+        if loop is None and type(stop) is cst.FunctionDef and called_only_when_rare(ctx, stop):
+            return  # a saver this file calls only on an improvement (`if acc > best: save_model(...)`)
         cost = None
         if loop is not None:
             if ctx.loops.where(loop) is not Where.TRAIN:
