@@ -132,3 +132,13 @@ def test_what_a_save_writes_is_named(save: str, what: str) -> None:
 ])
 def test_small_saves_and_guarded_saves_are_quiet(save: str) -> None:
     assert _findings(_LOOP.format(save=save)) == []
+
+
+def test_pygats_glob_and_removes_are_named_with_the_save() -> None:
+    """pyGAT's loop lists the directory and removes older checkpoints on every step too: the
+    finding names them, in source order, and points at them."""
+    path = Path(__file__).parent.parent / "fixtures" / "rules" / "TL312" / "flagged.py"
+    findings = list(lint_source(path.read_text(), str(path), from_table({"select": ["TL312"]}, path.parent)))
+    assert [(f.line, f.impact) for f in findings] == [(28, MEDIUM)]
+    assert findings[0].message.endswith("lists or removes files with `glob.glob()`, `os.remove()` on every step too")
+    assert sorted(r.line for r in findings[0].related) == [37, 41]

@@ -101,3 +101,15 @@ def called_only_when_rare(ctx: FileContext, function: cst.FunctionDef) -> bool:
     name = function.name.value
     calls = [*ctx.name_calls(name), *ctx.method_calls(name)]
     return bool(calls) and all(improvement_guard(ctx, call, None) is not None or ctx.guards.rare(call) for call in calls)
+
+
+# What a loop that saves every step may also do to the files it writes (pyGAT's `glob.glob('*.pkl')`,
+# then `os.remove(file)` of the older ones): host work per step that grows with the directory.
+_FILE_CHURN = frozenset({"glob.glob", "glob.iglob", "os.listdir", "os.scandir", "os.remove", "os.unlink", "shutil.rmtree"})
+
+
+def file_churn(ctx: FileContext, loop: cst.CSTNode) -> list[cst.Call]:
+    """The calls of ``loop``'s body (nested loops included) that list or remove files on every
+    pass: none under a rare guard."""
+    found = [call for call in ctx.loops.loop_calls(loop) if ctx.qname(call.func) in _FILE_CHURN and not ctx.guards.rare(call, stop=loop)]
+    return sorted(found, key=ctx.tree.index)
