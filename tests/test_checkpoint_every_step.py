@@ -113,6 +113,9 @@ for step, (x, y) in enumerate(loader):
     ('torch.save(model, "m.pt")', "the whole module `model`"),
     ('model.save_pretrained("out")', "a checkpoint (`model.save_pretrained`)"),
     ('trainer.save_checkpoint("last.ckpt")', "a checkpoint (`trainer.save_checkpoint`)"),
+    ('accelerator.save_model(model, "out")', "a checkpoint (`accelerator.save_model`)"),
+    ('accelerator.save(accelerator.unwrap_model(model).state_dict(), "m.pt")', "`accelerator.unwrap_model(model)`'s state dict"),
+    ('fabric.save("ckpt.pt", {"model": model, "optimizer": optimizer})', "a checkpoint of the whole module `model`"),
 ])
 def test_what_a_save_writes_is_named(save: str, what: str) -> None:
     findings = _findings(_LOOP.format(save=save))
@@ -125,6 +128,8 @@ def test_what_a_save_writes_is_named(save: str, what: str) -> None:
     'torch.save(preds.cpu(), "p.pt")',  # predictions
     'tokenizer.save_pretrained("out")',  # a vocabulary
     'self.save_checkpoint("x")',  # judged at the project's own torch.save
+    'np.save("feats.npy", feats)',  # no weights
+    'accelerator.save(metrics, "metrics.pt")',
     'if loss.item() < best_loss:\n        torch.save(model.state_dict(), "best.pt")',
     'if is_best:\n        torch.save(model.state_dict(), "best.pt")',
     'if step % 100 == 0:\n        torch.save(model.state_dict(), "m.pt")',
@@ -142,3 +147,12 @@ def test_pygats_glob_and_removes_are_named_with_the_save() -> None:
     assert [(f.line, f.impact) for f in findings] == [(28, MEDIUM)]
     assert findings[0].message.endswith("lists or removes files with `glob.glob()`, `os.remove()` on every step too")
     assert sorted(r.line for r in findings[0].related) == [37, 41]
+
+
+def test_a_parameter_is_a_checkpoint_only_for_torch_save_in_a_saver() -> None:
+    saver = 'import numpy as np\nimport torch\n\n\ndef save_features(path, feats):\n    np.save(path, feats)\n\n\n' \
+            'def save_checkpoint(state, path):\n    torch.save(state, path)\n\n\n'
+    loop = 'for x, y in loader:\n    loss = model(x.cuda()).sum()\n    loss.backward()\n    optimizer.step()\n' \
+           '    save_features("f.npy", x)\n    save_checkpoint(model.state_dict(), "c.pt")\n'
+    findings = _findings(saver + 'model = torch.nn.Linear(8, 2).cuda()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n' + loop)
+    assert [(f.line, f.impact) for f in findings] == [(10, HIGH)]

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 # Library methods that write a whole checkpoint: Accelerate's, transformers' and diffusers',
 # Lightning's and DeepSpeed's.
-_LIBRARY_SAVES = frozenset({"save_state", "save_pretrained", "save_checkpoint"})
+# (A library's `save(obj, path)` beside them, `accelerator.save(...)`, `fabric.save(path, state)`,
+# `xm.save(...)`, is torch.save's: a checkpoint where an argument holds weights.)
+_LIBRARY_SAVES = frozenset({"save_state", "save_pretrained", "save_checkpoint", "save_model"})
 # Receivers of `save_pretrained` that hold no weights: a tokenizer's files are a few megabytes of
 # vocabulary, a config's a few lines, written in milliseconds.
 _LIGHT_RECEIVERS = re.compile(r"token|processor|config|cfg|feature_extractor|scheduler", re.IGNORECASE)
@@ -41,25 +43,29 @@ def saved_checkpoint(ctx: FileContext, call: cst.Call) -> str | None:
         if receiver == "self" or receiver.startswith("self.") and method == "save_checkpoint" or _LIGHT_RECEIVERS.search(receiver):
             return None  # (a project's own `self.save_checkpoint()` is judged at the `torch.save` it makes)
         return f"a checkpoint (`{receiver}.{method}`)" if receiver else None
-    if ctx.qname(call.func) != "torch.save":
-        return None
-    saved = ctx.argument(call, 0, "obj")
-    return _weights(ctx, saved.value, call) if saved is not None else None
+    if ctx.qname(call.func) == "torch.save":
+        saved = ctx.argument(call, 0, "obj")
+        return _weights(ctx, saved.value, call) if saved is not None else None
+    if method == "save" and dotted(call.func.value) != "self":  # type: ignore[attr-defined]
+        # (a parameter is no checkpoint here, whatever its function's name: `np.save(path, features)`)
+        held = (_weights(ctx, arg.value, call, params=False) for arg in call.args if arg.keyword is None and not arg.star)
+        return next((w for w in held if w is not None), None)
+    return None
 
 
-def _weights(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str | None:
+def _weights(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, params: bool = True) -> str | None:
     """What weights ``value`` holds: a state dict, a dict of them, a whole module, or a name bound
     to one; a parameter of a function named for saving (its callers hand it the checkpoint)."""
     if type(value) is cst.Call and ctx.method_name(value) == "state_dict":
         owner = value.func.value  # type: ignore[attr-defined]
         return f"`{dotted(owner) or plain_code(ctx.module, owner)}`'s state dict"
     if type(value) is cst.Dict:
-        held = [w for e in value.elements if type(e) is cst.DictElement and (w := _weights(ctx, e.value, at, depth + 1))]
+        held = [w for e in value.elements if type(e) is cst.DictElement and (w := _weights(ctx, e.value, at, depth + 1, params))]
         return "a checkpoint of " + held[0] if held else None
     if type(value) is not cst.Name:
         # `{k: v.cpu() for k, v in model.state_dict().items()}`, `copy.deepcopy(model.state_dict())`
         inner = next((n for n in ctx.tree.descendants(value) if type(n) is cst.Call and ctx.method_name(n) == "state_dict"), None)
-        return _weights(ctx, inner, at, depth + 1) if inner is not None else None
+        return _weights(ctx, inner, at, depth + 1, params) if inner is not None else None
     if depth > 2:
         return None
     if ctx.values.kind(value, at) is Kind.MODULE:
@@ -67,11 +73,11 @@ def _weights(ctx: FileContext, value: cst.BaseExpression, at: cst.CSTNode, depth
     binding = ctx.bindings.reaching(value.value, at)
     if binding is None:
         return None
-    if binding.kind == "param":
+    if binding.kind == "param" and params:
         function = ctx.tree.enclosing_function(at)
         return "the checkpoint it is handed" if function is not None and _SAVER_NAME.search(function.name.value) else None
     if binding.kind == "assign" and binding.element is None and binding.value is not None:
-        return _weights(ctx, binding.value, binding.node, depth + 1)
+        return _weights(ctx, binding.value, binding.node, depth + 1, params)
     return None
 
 
