@@ -89,8 +89,8 @@ class Cost(enum.Enum):
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
     CHECKPOINT_SAVE = ("a checkpoint written: every parameter (and, in a checkpoint, the optimizer's state: twice as much again "
-                       "for Adam) copied to the host after a sync, then pickled and written to disk; about a second per GB "
-                       "written, where the step itself takes milliseconds")
+                       "for Adam) copied to the host after a sync, then pickled and written to disk; a second or more per GB "
+                       "written (0.2 GB/s measured on a CPU host), where the step itself takes milliseconds")
     CHECKPOINT_SAVE_LONG_STEP = ("a checkpoint written once per full-batch step (an epoch over the whole data): every parameter copied "
                                  "to the host and written to disk, a smaller share of a step that goes over all the data, but "
                                  "a save that only every N epochs or an improvement needs")
