@@ -242,6 +242,9 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
         test = self._named_test(branch.test, branch)
         # `shown = 0` each step, then `if shown < 3:` in a loop within it: a few times per step, every step
         parts = [p for p in conjuncts(test) if not self._counted_each_step(p, branch, stop)]
+        # `is_saving_step = should_save_checkpoint(step, ...)`, then `if cfg.save_checkpoint and is_saving_step:`
+        # (lerobot): each conjunct a name for the test it was assigned, as a whole test is
+        parts = [self._named_test(p, branch) if p is not test else p for p in parts]
         if not any(is_rare_test(p, tree.descendants, lambda e: self._derived_counter(e, branch), lambda e: self.ctx.constants.int_value(e, branch))
                    or self._calls_rare_predicate(p) or self._timed(p, branch)
                    for p in parts):

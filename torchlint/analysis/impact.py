@@ -88,6 +88,12 @@ class Cost(enum.Enum):
     EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
+    CHECKPOINT_SAVE = ("a checkpoint written: every parameter (and, in a checkpoint, the optimizer's state: twice as much again "
+                       "for Adam) copied to the host after a sync, then pickled and written to disk; a second or more per GB "
+                       "written (0.2 GB/s measured on a CPU host), where the step itself takes milliseconds")
+    CHECKPOINT_SAVE_LONG_STEP = ("a checkpoint written once per full-batch step (an epoch over the whole data): every parameter copied "
+                                 "to the host and written to disk, a smaller share of a step that goes over all the data, but "
+                                 "a save that only every N epochs or an improvement needs")
     DEBUG_MODE = "an autograd debugging mode left on: every op of every step checked or recorded (anomaly mode measured at 2x a CPU step)"
     UNUSED_PARAMETER_SEARCH = "DDP's search for unused parameters: a walk of the whole autograd graph after every forward, for a model that uses them all"
     MAYBE_UNUSED_PARAMETER_SEARCH = "DDP's search for unused parameters: a walk of the autograd graph after every forward, which this model may need"
@@ -95,6 +101,12 @@ class Cost(enum.Enum):
     DETERMINISTIC_KERNELS = "deterministic kernels, slower than the fastest ones (a choice reproducibility may need)"
     API_AGE = "an old API: a style matter, not a cost"
     SUPPRESSION = "a `# noqa` that suppresses nothing: it misleads, and would hide the next real finding on its line"
+
+
+# A cost paid once per step whatever the step holds (a checkpoint's write): where the step is a
+# full-batch epoch, one pass over all the data, it is a smaller share of the step (the check and
+# the join both take the long step's cost there).
+LONG_STEP_COSTS = {Cost.CHECKPOINT_SAVE: Cost.CHECKPOINT_SAVE_LONG_STEP}
 
 
 # (cost, where) -> tier, columns in Where's order: train, infer, eval, batch, epoch,
@@ -148,6 +160,8 @@ GRAPH_BREAK          high   high   medium medium low    low    low
 EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
+CHECKPOINT_SAVE      high   low    low    medium low    low    low
+CHECKPOINT_SAVE_LONG_STEP medium low low  medium low    low    low
 DEBUG_MODE           high   high   high   high   high   high   high
 UNUSED_PARAMETER_SEARCH medium medium medium medium medium medium medium
 MAYBE_UNUSED_PARAMETER_SEARCH low low  low    low    low    low    low

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.impact import Cost, assess, per_call, with_multiplicity
+from torchlint.analysis.impact import LONG_STEP_COSTS, Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, within_step
-from torchlint.analysis.multiplicity import Multiplicity, Place, Where, at_call
+from torchlint.analysis.multiplicity import FULL_BATCH_WORDS, Multiplicity, Place, Where, at_call
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.switch_words import switch_off_words, switch_set_words
 from torchlint.analysis.vendored_reach import uncalled_vendored
@@ -208,6 +208,8 @@ def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[s
     finding, cost = condition.finding, condition.cost
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
     place = _place(info, condition.repeats, condition.position, step_loops, condition.rare, (condition.guard, condition.distributed_only), off)
+    if cost and info.origin == FULL_BATCH_WORDS:
+        cost = LONG_STEP_COSTS.get(Cost[cost], Cost[cost]).name  # one write per full-batch epoch: a long step
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
     message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
