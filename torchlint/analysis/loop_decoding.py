@@ -125,7 +125,7 @@ class DecodeLoops:
         iterations is a whole generation, and the decode loop is the step."""
         if type(loop) is not cst.For or self.decodes(loop):
             return False  # (a `while` loop is the token loop itself: speculative decoding's `while pos < n:` around its draft loop)
-        return any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
+        return self.hot_decoding_anywhere() and any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
 
     def hot_decoding_anywhere(self) -> bool:
         """Is any loop of the file a hot decode loop (``is_hot`` and ``decodes``)? Where none is, no
@@ -142,7 +142,8 @@ class DecodeLoops:
     def decodes_within(self, call: cst.Call) -> bool:
         """Does ``call`` run a function of this file that decodes, itself or through the
         functions of this file it calls (a whole generation per call)?"""
-        return self._decodes_within(call, 0)
+        # (only a hot decode loop makes a function decode: a file with none answers at once)
+        return self.hot_decoding_anywhere() and self._decodes_within(call, 0)
 
     def _decodes_within(self, call: cst.Call, depth: int) -> bool:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))
