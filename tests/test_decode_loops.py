@@ -391,3 +391,20 @@ def test_a_sequence_grown_by_its_sample_still_decodes(grown: str) -> None:
     [loop] = _loops(ctx)
     assert ctx.loops.decodes(loop) and ctx.loops.where(loop) is Where.INFER
     assert ctx.places.repeat_of(loop).kind == "decoded token"
+
+
+def test_a_file_without_a_hot_decode_loop_decodes_nowhere() -> None:
+    """``Loops.hot_decoding_anywhere``: the one answer per file that lets the places skip their scan for a
+    generation after a read (and ``decodes_within`` its walk of the called functions) where no loop decodes."""
+    generate = DECODES[1] + "def main(model, idx):\n    for prompt in prompts:\n        out = generate(model, prompt, 8, 4)\n        print(out[0].tolist())\n"
+    ctx = _ctx("import torch\n" + generate)
+    assert ctx.loops.hot_decoding_anywhere()
+    call = next(c for c in ctx.tree.nodes(cst.Call) if type(c.func) is cst.Name and c.func.value == "generate")
+    assert ctx.loops.decodes_within(call)
+    training = ("import torch\ndef generate(model, x):\n    return model(x)\n"
+                "def train(model, loader, opt):\n    for x, y in loader:\n        loss = (generate(model, x) - y).pow(2).mean()\n"
+                "        loss.backward()\n        opt.step()\n        print(loss.item())\n")
+    ctx = _ctx(training)
+    assert not ctx.loops.hot_decoding_anywhere()
+    call = next(c for c in ctx.tree.nodes(cst.Call) if type(c.func) is cst.Name and c.func.value == "generate")
+    assert not ctx.loops.decodes_within(call)

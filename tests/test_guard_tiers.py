@@ -170,10 +170,11 @@ def test_a_with_block_that_returns_is_an_exit_only_an_error_gets_past() -> None:
     import libcst as cst
 
     from torchlint.analysis.guard_shapes import first_rare_exit
+    from torchlint.analysis.tree import Tree
 
     def exit_of(body: str):  # type: ignore[no-untyped-def]
-        function = cst.parse_module(f"def wrapped(x):\n{body}").body[0]
-        return first_rare_exit(function.body)  # type: ignore[attr-defined]
+        module = cst.parse_module(f"def wrapped(x):\n{body}")
+        return first_rare_exit(Tree(module), module.body[0].body)  # type: ignore[attr-defined]
 
     retry = "    with ignore_oom():\n        return f(x)\n    torch.cuda.empty_cache()\n    return f(x.cpu())\n"
     assert isinstance(exit_of(retry), cst.With)

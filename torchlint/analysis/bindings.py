@@ -301,8 +301,8 @@ class Bindings:
                 if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
                     self._reads["self." + attribute.attr.value].append(attribute)
         found = []
-        for node in self._reads.get(binding.name, ()):
-            if node is binding.node or self._is_target(node):
+        for node in self._name_reads(binding.name):
+            if node is binding.node:
                 continue
             if any(b is binding for b in self.lookup(binding.name, node)):
                 if ordered and not binding.name.startswith("self."):
@@ -311,6 +311,14 @@ class Bindings:
                             not any(b is binding for b in self.reaching_each(binding.name, node)):
                         continue  # shadowed, unless in another branch of an `if` before the read
                 found.append(node)
+        return found
+
+    def _name_reads(self, name: str) -> list[cst.BaseExpression]:
+        """The reads of ``name`` that are no targets: found once per name, not again for each of its bindings."""
+        known: dict[str, list[cst.BaseExpression]] = self.__dict__.setdefault("_reads_of", {})
+        found = known.get(name)
+        if found is None:
+            found = known[name] = [node for node in self._reads.get(name, ()) if not self._is_target(node)]
         return found
 
     def _is_target(self, node: cst.CSTNode) -> bool:

@@ -7,19 +7,23 @@ not on every call."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis.names import dotted
 
+if TYPE_CHECKING:
+    from torchlint.analysis.tree import Tree
+
 CACHE_MISS_WORDS = "only on a cache miss (built once per key or size, then kept)"
 
 
-def returns_on_a_cache_hit(statement: cst.CSTNode, rest: Sequence[cst.CSTNode]) -> bool:
+def returns_on_a_cache_hit(tree: Tree, statement: cst.CSTNode, rest: Sequence[cst.CSTNode]) -> bool:
     """Is ``statement`` an ``if`` that returns when a kept cache holds the value, with ``rest``
     (the statements after it in its block) filling that cache?"""
     kept = returned_hit(statement)
-    return bool(kept) and any(_fills(node, kept) for node in rest)
+    return bool(kept) and any(_fills(tree, node, kept) for node in rest)
 
 
 def returned_hit(statement: cst.CSTNode) -> set[tuple[str, bool]]:
@@ -57,24 +61,21 @@ def _caches_tested(test: cst.BaseExpression) -> set[tuple[str, bool]]:
     return found
 
 
-class _Filled(cst.CSTVisitor):
-    def __init__(self, kept: set[tuple[str, bool]]) -> None:
-        self.kept, self.found = kept, False
-
-    def visit_Assign(self, node: cst.Assign) -> bool:
-        for target in (t.target for t in node.targets):
-            if type(target) is cst.Subscript and (dotted(target.value), True) in self.kept or (dotted(target), False) in self.kept:
-                self.found = True
-        return not self.found
+def _sets_a_kept_cache(assign: cst.Assign, kept: set[tuple[str, bool]]) -> bool:
+    """``self._cache[key] = v`` for a cache tested by key, ``self.pe = pe`` for one tested whole."""
+    for target in (t.target for t in assign.targets):
+        if type(target) is cst.Subscript and (dotted(target.value), True) in kept or (dotted(target), False) in kept:
+            return True
+    return False
 
 
-    def visit_Call(self, node: cst.Call) -> bool:
-        # `self.inited.data.copy_(torch.Tensor([True]))`, `self.inited.fill_(1)`: a kept flag set in place, to a true value
-        func = node.func
-        if type(func) is cst.Attribute and func.attr.value in _IN_PLACE_SETS and node.args and not _false(node.args[0].value):
-            owner = func.value.value if type(func.value) is cst.Attribute and func.value.attr.value == "data" else func.value
-            self.found = self.found or (dotted(owner), False) in self.kept  # type: ignore[arg-type]
-        return not self.found
+def _sets_a_kept_flag(call: cst.Call, kept: set[tuple[str, bool]]) -> bool:
+    """``self.inited.data.copy_(torch.Tensor([True]))``, ``self.inited.fill_(1)``: a kept flag set in place, to a true value."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value in _IN_PLACE_SETS and call.args and not _false(call.args[0].value):
+        owner = func.value.value if type(func.value) is cst.Attribute and func.value.attr.value == "data" else func.value
+        return (dotted(owner), False) in kept  # type: ignore[arg-type]
+    return False
 
 
 _IN_PLACE_SETS = frozenset({"copy_", "fill_"})
@@ -85,15 +86,18 @@ def _false(value: cst.BaseExpression) -> bool:
     return type(value) is cst.Name and value.value in ("False", "None") or type(value) is cst.Integer and value.value == "0"
 
 
-def _fills(node: cst.CSTNode, kept: set[tuple[str, bool]]) -> bool:
+def _fills(tree: Tree, node: cst.CSTNode, kept: set[tuple[str, bool]]) -> bool:
     """Does ``node`` store into one of the caches ``kept``: ``self._cache[key] = v`` for one
-    tested by key, ``self.pe = pe`` for one tested whole?"""
-    visitor = _Filled(kept)
-    node.visit(visitor)
-    return visitor.found
+    tested by key, ``self.pe = pe`` for one tested whole? Its assignments and calls from the
+    file's one walk (``Tree.nodes_under``), not a libcst visitor over the subtree per question."""
+    assigns = [node, *tree.nodes_under(node, cst.Assign)] if type(node) is cst.Assign else tree.nodes_under(node, cst.Assign)
+    if any(_sets_a_kept_cache(assign, kept) for assign in assigns):
+        return True
+    calls = [node, *tree.nodes_under(node, cst.Call)] if type(node) is cst.Call else tree.nodes_under(node, cst.Call)
+    return any(_sets_a_kept_flag(call, kept) for call in calls)
 
 
-def grows_a_kept_cache(branch: cst.If) -> bool:
+def grows_a_kept_cache(tree: Tree, branch: cst.If) -> bool:
     """``if max_pos > self.weights.size(0): ...; self.weights = weights`` (fairseq's sinusoidal
     positional embedding), also ``if self.pe is None or self.pe.size(1) < n: self.pe = ...``:
     the branch builds a kept table again only when it is missing or too small, and keeps it, so
@@ -110,7 +114,7 @@ def grows_a_kept_cache(branch: cst.If) -> bool:
                 kept.add((dotted(part.left), False))  # type: ignore[arg-type]
             elif operator in (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual):
                 kept.update((name, False) for side in (part.left, other) if (name := _sized(side)) is not None)
-    return bool(kept) and _fills(branch.body, kept)
+    return bool(kept) and _fills(tree, branch.body, kept)
 
 
 def _sized(expr: cst.BaseExpression) -> str | None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis.cache_hits import returns_on_a_cache_hit
 from torchlint.analysis.constants import is_setting
 from torchlint.analysis.names import dotted
+
+if TYPE_CHECKING:
+    from torchlint.analysis.tree import Tree
 
 # `== 0`, `== 3`: one particular step. `== "train"` and `== 1.0` pick a mode or a setting
 # that holds on every step, so they are not rare.
@@ -269,12 +273,12 @@ def _ends_process(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and dotted(expr.func) in _PROCESS_ENDS
 
 
-def first_rare_exit(block: cst.IndentedBlock) -> cst.CSTNode | None:
+def first_rare_exit(tree: Tree, block: cst.IndentedBlock) -> cst.CSTNode | None:
     """The first statement of ``block`` that exits early unless the step is rare: also a cache's
     early return, before the code that fills the cache (``if key in self._cache: return ...``)."""
     statements = block.body
     return next((statement for index, statement in enumerate(statements)
-                 if _exits_unless_rare(statement) or returns_on_a_cache_hit(statement, statements[index + 1:])), None)
+                 if _exits_unless_rare(statement) or returns_on_a_cache_hit(tree, statement, statements[index + 1:])), None)
 
 
 def conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -64,7 +64,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
         if type(guard) is cst.Assert:
             return "only when the assertion fails (its message is built then)"
         if type(guard) is cst.IndentedBlock:  # after an early exit: a cache's return on a hit, or a modulo's
-            exit_ = first_rare_exit(guard)
+            exit_ = first_rare_exit(self.ctx.tree, guard)
             return CACHE_MISS_WORDS if exit_ is not None and returned_hit(exit_) else ""
         if type(guard) not in (cst.If, cst.IfExp):
             return ""
@@ -86,7 +86,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
             return "only when the check finds a bad value (a report under a sanity check)"
         if self._fills_its_key(guard, stop):
             return "once per key (a cache filled on its first use)"
-        if grows_a_kept_cache(guard):  # type: ignore[arg-type]
+        if grows_a_kept_cache(self.ctx.tree, guard):  # type: ignore[arg-type]
             return CACHE_MISS_WORDS
         return self._period_words(guard)
 
@@ -201,7 +201,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
                 or self.first_pass(branch, stop)
-                or grows_a_kept_cache(branch))  # `if max_pos > self.weights.size(0): self.weights = ...`: once per larger size
+                or grows_a_kept_cache(self.ctx.tree, branch))  # `if max_pos > self.weights.size(0): self.weights = ...`: once per larger size
         return rare
 
     def _leaves_the_loop(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
@@ -226,7 +226,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
         past? Each block is scanned once (per statement, N statements cost N², not N)."""
         exits: dict[int, cst.CSTNode | None] = self.__dict__.setdefault("_rare_exits", {})
         if id(block) not in exits:
-            exits[id(block)] = first_rare_exit(block)
+            exits[id(block)] = first_rare_exit(self.ctx.tree, block)
         found = exits[id(block)]
         tree = self.ctx.tree
         return found is not None and found is not child and tree.index(found) < tree.index(child)

@@ -125,12 +125,25 @@ class DecodeLoops:
         iterations is a whole generation, and the decode loop is the step."""
         if type(loop) is not cst.For or self.decodes(loop):
             return False  # (a `while` loop is the token loop itself: speculative decoding's `while pos < n:` around its draft loop)
-        return any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
+        return self.hot_decoding_anywhere() and any(type(node) is cst.Call and self._decodes_within(node, 0) for node in self.ctx.tree.descendants(loop))
+
+    def hot_decoding_anywhere(self) -> bool:
+        """Is any loop of the file a hot decode loop (``is_hot`` and ``decodes``)? Where none is, no
+        statement runs a generation after another (``StepPositions._decoding_after``): asked once per
+        file, not answered by a scan of the statements after each read. Memoised; True while it is found."""
+        known: bool | None = self.__dict__.get("_hot_decoding_anywhere")
+        if known is None:
+            self.__dict__["_hot_decoding_anywhere"] = True  # (asked again while found: the scan decides)
+            tree = self.ctx.tree
+            known = self.__dict__["_hot_decoding_anywhere"] = any(
+                self.is_hot(loop) and self.decodes(loop) for loop in (*tree.nodes(cst.For), *tree.nodes(cst.While)))
+        return known
 
     def decodes_within(self, call: cst.Call) -> bool:
         """Does ``call`` run a function of this file that decodes, itself or through the
         functions of this file it calls (a whole generation per call)?"""
-        return self._decodes_within(call, 0)
+        # (only a hot decode loop makes a function decode: a file with none answers at once)
+        return self.hot_decoding_anywhere() and self._decodes_within(call, 0)
 
     def _decodes_within(self, call: cst.Call, depth: int) -> bool:
         function = self.ctx.functions.called(call, None if type(call.func) is cst.Attribute else self.ctx.qname(call.func))

@@ -282,6 +282,8 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
         """Is the step's next device work after ``node`` a decode loop (a generation's tokens,
         each of which waits for the device)? A wait before it is one among the generation's many."""
         loops = self.ctx.loops
+        if not loops.hot_decoding_anywhere():
+            return False  # (no hot decode loop in the file: none after `node`, nor in a function it calls)
         for statement in self._statements_around(node, stop, after=True):
             if type(statement) in (cst.For, cst.While):
                 if loops.decodes(statement) and loops.is_hot(statement):
