@@ -112,6 +112,11 @@ class SettingDefaults:
             default = (False,)  # (a default off the summary knows: `mask=None`, `flag=False`)
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
+            if where is None and call.given is None and self._forwarded(call, (path, function), param):
+                # (`Codes(dim=dim, **kwargs)` in a `Stack.__init__(..., **kwargs)`: what the stack's own calls pass there)
+                if not self._passed_off(caller_path, call.caller, param, test, constant, default, depth + 1):
+                    return False
+                continue
             if where is None:
                 if call.given is None or not default or holds(test, constant, default[0]) is not False:
                     return False  # left at a default that may hold, or through `*args`/`**kwargs`
@@ -188,6 +193,11 @@ class SettingDefaults:
         calls = self.calls_of((path, function))
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
+            if where is None and call.given is None and self._forwarded(call, (path, function), param):
+                # (`Codes(dim=dim, **kwargs)` in a `Stack.__init__(..., **kwargs)`: what the stack's own calls pass there)
+                if not self._switch_off(caller_path, (call.caller, param, optional), depth + 1):
+                    return None
+                continue
             if where is None:
                 if call.given is None:
                     return None  # `*args`/`**kwargs` may hold it
@@ -200,6 +210,16 @@ class SettingDefaults:
                     continue  # (`if filtered: sample(x, top_k=5)`: made only behind its caller's switch, which nothing turns on)
                 return None  # a value that may be on, or a parameter its own callers may turn on
         return bool(calls)
+
+    def _forwarded(self, call: CallSite, callee: tuple[str, str], param: str) -> bool:
+        """Does ``call`` hand on its caller's own ``**kwargs`` (``CallSite.forwards``) without naming
+        ``param`` itself, so that only what the caller's own calls put there may reach it?"""
+        if call.forwards is None or not call.caller:
+            return False
+        names = self.project.parameters(call, callee)
+        if callee[1].endswith(".__init__") and names[:1] == ("self",):
+            names = names[1:]
+        return all(where != param if isinstance(where, str) else where >= len(names) or names[where] != param for where in call.forwards)
 
     def _switch_off(self, path: str, switch: tuple[str, str, bool], depth: int) -> bool:
         function, param, optional = switch
