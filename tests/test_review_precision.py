@@ -250,3 +250,28 @@ def test_a_few_values_per_row_and_a_few_numbers_are_small_uploads() -> None:
                  "for x in loader:\n    a = torch.tensor(0., device='cuda')\n    b = torch.from_numpy(TABLE).to('cuda')\n    model(x, a, b).backward()\n")
     found = {f.line: f for f in lint_source(constants, "c.py", from_table({"select": ["TL113"], "min-impact": "low"}, Path(".")))}
     assert found[5].impact_reason.startswith("a small tensor made") and found[6].impact_reason.startswith("a tensor made on the host")
+
+
+ENVIRONMENT = """import torch
+def rollout(envs, agent):
+    obs, info = envs.reset()
+    first = info["seed"]
+    for step in range(100):
+        action = agent(obs)
+        obs, reward, terminated, truncated, info = envs.step(action)
+        final = info["final_info"]
+        success = final.get("is_success", [False])
+        done = terminated
+        print(first, success, final, done, obs)
+"""
+
+
+@pytest.mark.parametrize(("name", "host"), [("first", True), ("success", True), ("final", True), ("done", False), ("obs", False)])
+def test_an_environments_info_dict_is_on_the_host(name: str, host: bool) -> None:
+    """Gym's `info` (the last of `env.step`'s five or four results, of `env.reset`'s two) holds Python and NumPy
+    values wherever the environment runs; the observations and flags a device environment returns do not."""
+    ctx = _context(ENVIRONMENT)
+    assert ctx.devices.moved_to_host(_last(ctx, name), _last(ctx, name)) is host
+    # a step of something no environment (`model.step(x)`): its last result says nothing
+    ctx = _context(ENVIRONMENT.replace("envs.step(action)", "planner.step(action)").replace("envs.reset()", "planner.reset()"))
+    assert ctx.devices.moved_to_host(_last(ctx, name), _last(ctx, name)) is False

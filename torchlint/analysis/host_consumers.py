@@ -130,6 +130,24 @@ def device_environment_output(value: cst.BaseExpression, element: int, count: in
     return value.args[0].value  # type: ignore[attr-defined]
 
 
+def target_count(statement: cst.CSTNode) -> int:
+    """How many names a tuple assignment binds (``a, b, c, d = f()``: 4); 1 for any other."""
+    targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
+    target = targets[0].target if len(targets) == 1 else None
+    return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
+
+
+def environment_info(value: cst.BaseExpression, element: int, count: int) -> bool:
+    """Is target ``element`` (of ``count``) of ``value`` the ``info`` dict an environment returns, the last of
+    ``obs, reward, terminated, truncated, info = env.step(a)`` (``obs, reward, done, info``) or of ``obs, info =
+    env.reset()``? Gym fills it with Python and NumPy values (``info["is_success"]``), even where the
+    observations are device tensors: reading it waits for no device."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Attribute or not names_an_environment(value.func.value):
+        return False
+    method = value.func.attr.value
+    return element == count - 1 and (method == "step" and count >= 4 or method == "reset" and count == 2)
+
+
 def environment_step(call: cst.CSTNode | None, tree: Tree | None = None) -> bool:
     """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``,
     ``train_env.step(a)``; given the ``tree``, also each environment's of a list of them (dreamerv3's
