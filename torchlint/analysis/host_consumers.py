@@ -137,15 +137,15 @@ def target_count(statement: cst.CSTNode) -> int:
     return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
 
 
-def environment_info(value: cst.BaseExpression, element: int, count: int) -> bool:
-    """Is target ``element`` (of ``count``) of ``value`` the ``info`` dict an environment returns, the last of
-    ``obs, reward, terminated, truncated, info = env.step(a)`` (``obs, reward, done, info``) or of ``obs, info =
-    env.reset()``? Gym fills it with Python and NumPy values (``info["is_success"]``), even where the
-    observations are device tensors: reading it waits for no device."""
-    if type(value) is not cst.Call or type(value.func) is not cst.Attribute or not names_an_environment(value.func.value):
-        return False
-    method = value.func.attr.value
-    return element == count - 1 and (method == "step" and count >= 4 or method == "reset" and count == 2)
+def environment_info(value: cst.BaseExpression, element: int, count: int) -> cst.BaseExpression | None:
+    """The action given to an environment's ``step`` where target ``element`` (of ``count``) of ``value`` is
+    the ``info`` dict it returns last (``obs, reward, terminated, truncated, info = env.step(a)``, ``obs,
+    reward, done, info``); None otherwise. An environment given its action on the host (``a.cpu().numpy()``)
+    fills it with Python and NumPy values (gymnasium's ``info["is_success"]``); one given a device tensor
+    may keep device tensors there (cleanrl's Isaac Gym wrapper's ``info["r"]``)."""
+    if not environment_step(value) or not value.args or count < 4 or element != count - 1:  # type: ignore[attr-defined]
+        return None
+    return value.args[0].value  # type: ignore[attr-defined]
 
 
 def environment_step(call: cst.CSTNode | None, tree: Tree | None = None) -> bool:

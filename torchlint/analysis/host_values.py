@@ -295,8 +295,9 @@ class HostValues:
             if binding.kind != "assign" or value is None:
                 return False
             if binding.element is not None:
-                if test == self.moved_to_host and environment_info(value, binding.element, target_count(binding.node)):
-                    continue  # `..., info = env.step(action)`: gym's info dict of Python and NumPy values
+                action = environment_info(value, binding.element, target_count(binding.node)) if test == self.moved_to_host else None
+                if action is not None and self.moved_to_host(action, binding.node, depth + 1):
+                    continue  # `..., info = env.step(action.cpu().numpy())`: an environment on the host, its info dict too
                 if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
                     value = value.elements[binding.element].value
                 elif isinstance(value, (cst.GeneratorExp, cst.ListComp)):
