@@ -250,3 +250,29 @@ def test_a_few_values_per_row_and_a_few_numbers_are_small_uploads() -> None:
                  "for x in loader:\n    a = torch.tensor(0., device='cuda')\n    b = torch.from_numpy(TABLE).to('cuda')\n    model(x, a, b).backward()\n")
     found = {f.line: f for f in lint_source(constants, "c.py", from_table({"select": ["TL113"], "min-impact": "low"}, Path(".")))}
     assert found[5].impact_reason.startswith("a small tensor made") and found[6].impact_reason.startswith("a tensor made on the host")
+
+
+ENVIRONMENT = """import torch
+def rollout(envs, agent):
+    obs, info = envs.reset()
+    first = info["seed"]
+    for step in range(100):
+        action = agent(obs)
+        obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+        final = info["final_info"]
+        success = final.get("is_success", [False])
+        done = terminated
+        print(first, success, final, done, obs)
+"""
+
+
+@pytest.mark.parametrize(("name", "host"), [("success", True), ("final", True), ("first", False), ("done", False)])
+def test_a_host_environments_info_dict_is_on_the_host(name: str, host: bool) -> None:
+    """Gym's `info` (the last of `env.step`'s five or four results) holds Python and NumPy values where the
+    environment is given its action on the host; `env.reset()`'s says nothing of where the environment runs."""
+    ctx = _context(ENVIRONMENT)
+    assert ctx.devices.moved_to_host(_last(ctx, name), _last(ctx, name)) is host
+    # an environment given the policy's action as it is (Isaac Gym), or a step of no environment: not known
+    for changed in (ENVIRONMENT.replace("action.cpu().numpy()", "action"), ENVIRONMENT.replace("envs.step(", "planner.step(")):
+        ctx = _context(changed)
+        assert ctx.devices.moved_to_host(_last(ctx, name), _last(ctx, name)) is False, changed

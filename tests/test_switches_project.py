@@ -37,6 +37,8 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     assert "only when `trace` is set on `TracedLoss()`" in traced and "off by default" not in traced
     # a helper whose only call sits behind `if top_k is not None:` takes its caller's switch
     assert "`sample_filtered()` runs it only with `top_k` given, off by default" in found[("gen/filters.py", 9)].impact_reason  # type: ignore[attr-defined]
+    # a codebook's keyword that only its stack's `**kwargs` hands on, and no construction of the stack passes
+    assert "`Codes()` runs it only with `active_only=True`, off by default, and no call in the project passes it" in found[("gen/quantize.py", 18)].impact_reason  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("edit", "line", "impact"), [
@@ -58,6 +60,12 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     # `top_k=5` passed only behind `sample_twice`'s own switch: off until a call turns that on
     (("run.py", ("    sample_filtered(model, ids, penalty=0.5)\n", "    sample_twice(model, ids)\n")), ("gen/filters.py", 9), "low"),
     (("run.py", ("    sample_filtered(model, ids, penalty=0.5)\n", "    sample_twice(model, ids, filtered=True)\n")), ("gen/filters.py", 9), "medium"),
+    # a constructor's keyword reached only through a stack's own `**kwargs`: its constructions decide
+    (("run.py", ("Stack(dim=8, layers=2, size=32)", "Stack(dim=8, layers=2, size=32, active_only=True)")), ("gen/quantize.py", 18), "high"),
+    (("run.py", ("Stack(dim=8, layers=2, size=32)", "Stack(dim=8, layers=2, size=32, active_only=False)")), ("gen/quantize.py", 18), "low"),
+    (("run.py", ("Stack(dim=8, layers=2, size=32)", "Stack(dim=8, layers=2, **vars(model))")), ("gen/quantize.py", 18), "high"),
+    (("gen/quantize.py", ("        super().__init__()\n        self.layers", "        super().__init__()\n        kwargs.update(active_only=True)\n        self.layers")),
+     ("gen/quantize.py", 18), "high"),
 ])
 def test_what_a_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit

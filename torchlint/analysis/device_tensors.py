@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.host_consumers import device_environment_output
+from torchlint.analysis.host_consumers import device_environment_output, target_count
 from torchlint.analysis.item_members import item_members
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
@@ -280,7 +280,7 @@ class DeviceTensors:
             return False  # `if n is None: n = t.max()`: a tensor only when a caller leaves `n` out
         value = binding.value
         if binding.element is not None:  # `x, y = x.cuda(), y.cuda()`
-            action = device_environment_output(value, binding.element, _target_count(binding.node))
+            action = device_environment_output(value, binding.element, target_count(binding.node))
             if action is not None:  # `next_obs, reward, next_done, info = envs.step(action)`, the action a device tensor
                 return not ctx.devices.moved_to_host(action, binding.node) \
                     and (self.tensorish(action, binding.node, depth + 1) or self._policy_output(action, binding.node))
@@ -387,13 +387,6 @@ class DeviceTensors:
         called = self.ctx.qname(built.func) or dotted(built.func) or ""
         # A class is named in CamelCase; torch's tensor classes (`torch.LongTensor(...)`) build tensors.
         return called.rsplit(".", 1)[-1][:1].isupper() and self.ctx.values.kind(built, at) is not Kind.TENSOR
-
-
-def _target_count(statement: cst.CSTNode) -> int:
-    """How many names a tuple assignment binds (``a, b, c, d = f()``: 4); 1 for any other."""
-    targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
-    target = targets[0].target if len(targets) == 1 else None
-    return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
 
 
 def _lambda_params(lam: cst.Lambda) -> list[cst.Param]:

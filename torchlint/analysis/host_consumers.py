@@ -130,6 +130,24 @@ def device_environment_output(value: cst.BaseExpression, element: int, count: in
     return value.args[0].value  # type: ignore[attr-defined]
 
 
+def target_count(statement: cst.CSTNode) -> int:
+    """How many names a tuple assignment binds (``a, b, c, d = f()``: 4); 1 for any other."""
+    targets = statement.targets if type(statement) is cst.Assign else []  # type: ignore[attr-defined]
+    target = targets[0].target if len(targets) == 1 else None
+    return len(target.elements) if type(target) in (cst.Tuple, cst.List) else 1  # type: ignore[union-attr]
+
+
+def environment_info(value: cst.BaseExpression, element: int, count: int) -> cst.BaseExpression | None:
+    """The action given to an environment's ``step`` where target ``element`` (of ``count``) of ``value`` is
+    the ``info`` dict it returns last (``obs, reward, terminated, truncated, info = env.step(a)``, ``obs,
+    reward, done, info``); None otherwise. An environment given its action on the host (``a.cpu().numpy()``)
+    fills it with Python and NumPy values (gymnasium's ``info["is_success"]``); one given a device tensor
+    may keep device tensors there (cleanrl's Isaac Gym wrapper's ``info["r"]``)."""
+    if not environment_step(value) or not value.args or count < 4 or element != count - 1:  # type: ignore[attr-defined]
+        return None
+    return value.args[0].value  # type: ignore[attr-defined]
+
+
 def environment_step(call: cst.CSTNode | None, tree: Tree | None = None) -> bool:
     """An environment's step (an RL rollout runs one per iteration): ``env.step(a)``, ``envs.step(a)``, ``self.env.step(a)``,
     ``train_env.step(a)``; given the ``tree``, also each environment's of a list of them (dreamerv3's

@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class, loads_to_host
 from torchlint.analysis.device_reach import HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
+from torchlint.analysis.host_consumers import environment_info, target_count
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -294,6 +295,9 @@ class HostValues:
             if binding.kind != "assign" or value is None:
                 return False
             if binding.element is not None:
+                action = environment_info(value, binding.element, target_count(binding.node)) if test == self.moved_to_host else None
+                if action is not None and self.moved_to_host(action, binding.node, depth + 1):
+                    continue  # `..., info = env.step(action.cpu().numpy())`: an environment on the host, its info dict too
                 if isinstance(value, (cst.Tuple, cst.List)) and binding.element < len(value.elements):
                     value = value.elements[binding.element].value
                 elif isinstance(value, (cst.GeneratorExp, cst.ListComp)):

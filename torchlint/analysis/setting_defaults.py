@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from torchlint.analysis.project import Project
+from torchlint.analysis.setting_calls import CallIndexes
 from torchlint.analysis.summary import CallSite
 from torchlint.analysis.switch_words import Flag, holds
 
@@ -19,7 +20,7 @@ _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build
 _T = TypeVar("_T")
 
 
-class SettingDefaults:
+class SettingDefaults(CallIndexes):
     """The project's callers of each function, indexed once, and the defaults they pass."""
 
     def __init__(self, project: Project) -> None:
@@ -112,6 +113,11 @@ class SettingDefaults:
             default = (False,)  # (a default off the summary knows: `mask=None`, `flag=False`)
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
+            if where is None and call.given is None and self._forwarded(call, (path, function), param):
+                # (`Codes(dim=dim, **kwargs)` in a `Stack.__init__(..., **kwargs)`: what the stack's own calls pass there)
+                if not self._passed_off(caller_path, call.caller, param, test, constant, default, depth + 1):
+                    return False
+                continue
             if where is None:
                 if call.given is None or not default or holds(test, constant, default[0]) is not False:
                     return False  # left at a default that may hold, or through `*args`/`**kwargs`
@@ -188,6 +194,11 @@ class SettingDefaults:
         calls = self.calls_of((path, function))
         for caller_path, call in calls:
             where = self._explicit(call, (path, function), param)
+            if where is None and call.given is None and self._forwarded(call, (path, function), param):
+                # (`Codes(dim=dim, **kwargs)` in a `Stack.__init__(..., **kwargs)`: what the stack's own calls pass there)
+                if not self._switch_off(caller_path, (call.caller, param, optional), depth + 1):
+                    return None
+                continue
             if where is None:
                 if call.given is None:
                     return None  # `*args`/`**kwargs` may hold it
@@ -200,6 +211,16 @@ class SettingDefaults:
                     continue  # (`if filtered: sample(x, top_k=5)`: made only behind its caller's switch, which nothing turns on)
                 return None  # a value that may be on, or a parameter its own callers may turn on
         return bool(calls)
+
+    def _forwarded(self, call: CallSite, callee: tuple[str, str], param: str) -> bool:
+        """Does ``call`` hand on its caller's own ``**kwargs`` (``CallSite.forwards``) without naming
+        ``param`` itself, so that only what the caller's own calls put there may reach it?"""
+        if call.forwards is None or not call.caller:
+            return False
+        names = self.project.parameters(call, callee)
+        if callee[1].endswith(".__init__") and names[:1] == ("self",):
+            names = names[1:]
+        return all(where != param if isinstance(where, str) else where >= len(names) or names[where] != param for where in call.forwards)
 
     def _switch_off(self, path: str, switch: tuple[str, str, bool], depth: int) -> bool:
         function, param, optional = switch
@@ -249,29 +270,6 @@ class SettingDefaults:
                 return True
         return False
 
-    def _handed_to_kwargs(self, keyword: str) -> bool:
-        """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
-        code that does not take it by name: a ``**kwargs`` of the project's, or a callee the join
-        cannot resolve? Answered once per keyword, over the calls that name it (``_naming``)."""
-        memo = self._handed_memo
-        if keyword not in memo:
-            memo[keyword] = any(not callees or any(keyword not in self.project.parameters(call, callee) for callee in callees)
-                                for path, call in self._naming().get(keyword, ())
-                                for callees in (self.project.callees(call.target, path),))
-        return memo[keyword]
-
-    def _naming(self) -> dict[str, list[tuple[str, CallSite]]]:
-        """The project's calls by each keyword they pass by name, a literal off aside: one pass
-        over the calls, not one per keyword asked."""
-        if self._keywords is None:
-            self._keywords = {}
-            for path, summary in self.project.files.items():
-                for call in summary.calls:
-                    for keyword in call.given[1] if call.given is not None else ():
-                        if keyword not in call.falsy:
-                            self._keywords.setdefault(keyword, []).append((path, call))
-        return self._keywords
-
     def _handed_off(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
         """Is ``param`` of ``function`` one that defaults off (None, for ``optional``) and that no
         code of the project turns on?"""
@@ -280,29 +278,6 @@ class SettingDefaults:
         return depth < _MAX_DEPTH and ((param, True) in off or not optional and (param, False) in off) \
             and not self._maybe_elsewhere(path, function, param, optional, depth + 1) \
             and self._off_everywhere(path, function, param, optional, depth + 1) is not None
-
-    def unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
-        """The project's calls the join resolves to nothing whose name called is ``name`` (every
-        one, for ""), with their files: each may be a call of a function of that name."""
-        if self._unresolved is None:
-            self._unresolved = {}
-            for path, summary in self.project.files.items():
-                for call in summary.calls:
-                    if not self.project.callees(call.target, path):
-                        self._unresolved.setdefault(str(call.target[-1]).rpartition(".")[2], []).append((path, call))
-        if not name:
-            return [each for calls in self._unresolved.values() for each in calls]
-        return self._unresolved.get(name, [])
-
-    def _unfollowed_named(self, name: str) -> list[tuple[str, str, str, str]]:
-        if self._unfollowed is None:
-            self._unfollowed = {}
-            for path, summary in self.project.files.items():
-                for called, keyword, caller, own in summary.unfollowed:
-                    self._unfollowed.setdefault(called, []).append((path, keyword, caller, own))
-        if not name:
-            return [each for entries in self._unfollowed.values() for each in entries]
-        return self._unfollowed.get(name, [])
 
     def kept(self, name: str, make: Callable[[], _T]) -> _T:
         """What ``make()`` returns, made once per project and kept under ``name``: for an analysis

@@ -1,0 +1,64 @@
+"""The project's calls indexed by what a call names, for :class:`~torchlint.analysis.setting_defaults.SettingDefaults`:
+calls the join resolves to nothing by the name called, calls no call site records (``FileSummary.unfollowed``), calls
+by each keyword they pass, each index built once per project (pure data, no libcst)."""
+
+from __future__ import annotations
+
+from torchlint.analysis.project import Project
+from torchlint.analysis.summary import CallSite
+
+
+class CallIndexes:
+    """A mixin of SettingDefaults, which sets the indexes' slots (None until asked) in its ``__init__``."""
+
+    project: Project
+    _unresolved: dict[str, list[tuple[str, CallSite]]] | None
+    _unfollowed: dict[str, list[tuple[str, str, str, str]]] | None
+    _keywords: dict[str, list[tuple[str, CallSite]]] | None
+    _handed_memo: dict[str, bool]
+
+    def _handed_to_kwargs(self, keyword: str) -> bool:
+        """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
+        code that does not take it by name: a ``**kwargs`` of the project's, or a callee the join
+        cannot resolve? Answered once per keyword, over the calls that name it (``_naming``)."""
+        memo = self._handed_memo
+        if keyword not in memo:
+            memo[keyword] = any(not callees or any(keyword not in self.project.parameters(call, callee) for callee in callees)
+                                for path, call in self._naming().get(keyword, ())
+                                for callees in (self.project.callees(call.target, path),))
+        return memo[keyword]
+
+    def _naming(self) -> dict[str, list[tuple[str, CallSite]]]:
+        """The project's calls by each keyword they pass by name, a literal off aside: one pass
+        over the calls, not one per keyword asked."""
+        if self._keywords is None:
+            self._keywords = {}
+            for path, summary in self.project.files.items():
+                for call in summary.calls:
+                    for keyword in call.given[1] if call.given is not None else ():
+                        if keyword not in call.falsy:
+                            self._keywords.setdefault(keyword, []).append((path, call))
+        return self._keywords
+
+    def unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
+        """The project's calls the join resolves to nothing whose name called is ``name`` (every
+        one, for ""), with their files: each may be a call of a function of that name."""
+        if self._unresolved is None:
+            self._unresolved = {}
+            for path, summary in self.project.files.items():
+                for call in summary.calls:
+                    if not self.project.callees(call.target, path):
+                        self._unresolved.setdefault(str(call.target[-1]).rpartition(".")[2], []).append((path, call))
+        if not name:
+            return [each for calls in self._unresolved.values() for each in calls]
+        return self._unresolved.get(name, [])
+
+    def _unfollowed_named(self, name: str) -> list[tuple[str, str, str, str]]:
+        if self._unfollowed is None:
+            self._unfollowed = {}
+            for path, summary in self.project.files.items():
+                for called, keyword, caller, own in summary.unfollowed:
+                    self._unfollowed.setdefault(called, []).append((path, keyword, caller, own))
+        if not name:
+            return [each for entries in self._unfollowed.values() for each in entries]
+        return self._unfollowed.get(name, [])
