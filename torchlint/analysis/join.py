@@ -224,7 +224,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
 
 
 # Positions more telling than "after a generation": the queue was drained right before.
-_DRAINED = frozenset({Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED})
+_DRAINED = frozenset({Position.AFTER_SYNC, Position.AFTER_LAST_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED})
 
 
 def _own_training_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],
