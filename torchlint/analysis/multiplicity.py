@@ -218,6 +218,11 @@ LOOP_WORDS = {
 #: ``for epoch in range(n): train(); validate()``): the step is the epoch.
 FULL_BATCH_WORDS = "an epoch loop of full-batch training steps"
 
+#: What an evaluation of the file (``CallSite.evaluates``) a training loop calls on every iteration runs:
+#: once per evaluation, its results brought to the host (ogb's full-batch ``result = test(...)`` every
+#: epoch, its ``Evaluator.eval`` copying the predictions for a NumPy metric), tiered as an evaluation's.
+EVALUATION_WORDS = "an evaluation called on every iteration of a training loop"
+
 #: A sampling loop that steps an environment (``envs.step(action)``): an RL rollout, each iteration
 #: one environment step, not a decoded token.
 ROLLOUT_WORDS = "an environment rollout loop"
@@ -231,4 +236,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["DECODED_TOKEN", "DISTRIBUTED_ONLY", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["DECODED_TOKEN", "DISTRIBUTED_ONLY", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]

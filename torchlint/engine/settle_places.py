@@ -209,7 +209,7 @@ def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[s
     related = finding.related + tuple(site for site in info.sites if site not in finding.related and site != finding.location)
     place = _place(info, condition.repeats, condition.position, step_loops, condition.rare, condition.guard, off)
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
-    message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
+    message = info.said(finding.message, STEP_PLACEHOLDER, condition.key, finding.location.path)
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
