@@ -139,6 +139,8 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
         for its own copy only (the read at the end pays the pass's wait, and keeps its tier)."""
         if type(stop) not in (cst.For, cst.While) or self.ctx.tree.holds(stop.body, cst.Continue):
             return False  # (a `continue` may skip the end's read: that pass leaves its work queued)
+        if self.ctx.loops.where(stop) is Where.INFER or self.ctx.loops.decodes(stop):
+            return False  # a decoded token's step is short and latency-bound: its copy's own wait is a real share of it
         if type(stop) is cst.While and not all(self._quiet(call) for call in self._own_calls(stop.test, into_loops=False)):
             return False  # `while model(x).sum() > 0:` queues work at the turn
         own = self._levels(node, stop)[-1:]
