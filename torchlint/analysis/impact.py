@@ -200,7 +200,7 @@ _POSITION_WHY = {
     Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
                           "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
-    Position.AFTER_LAST_READ: ("right after the previous step's read: that step ended with a read (`loss.item()`) and only host work "
+    Position.AFTER_LAST_READ: ("right after the previous step's read: that step ended with a read and only host work "
                                "(the loader's next batch) ran since, so the queue is drained and this wait costs only its own copy"),
     Position.AFTER_READ: ("right after another read of the same pass, only small ops between: that read waits for the queue, "
                           "this one only for its own small kernels (one finding stands for the pass: the first read's)"),
