@@ -55,7 +55,6 @@ class StepInfo:
         guard = f", {self.guard}" if self.guard else ""
         return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where}{guard})"
 
-
     def said(self, message: str, placeholder: str, key: str, here: str) -> str:
         """``message`` with ``placeholder`` made ``text``, and an evaluation's "on every step" made "once per
         evaluation": the evaluator's copy runs in the evaluation the training loop calls, not in its step."""

@@ -134,7 +134,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
 
     def _after_last_read(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
         """Is ``node``, nothing of its pass queued before it, preceded across the loop's turn by a read
-        that ends every pass, only host work after it (ogb's ``total_loss += loss.item() * n``, then the
+        (or a synchronize) that ends every pass, only host work after it (ogb's ``total_loss += loss.item() * n``, then the
         loader's next batch, then ``pos_train_edge[perm]``)? That read drained the queue: ``node`` waits
         for its own copy only (the read at the end pays the pass's wait, and keeps its tier)."""
         if type(stop) not in (cst.For, cst.While) or self.ctx.tree.holds(stop.body, cst.Continue):
