@@ -214,6 +214,8 @@ _POSITION_WHY = {
     Position.STEP_START: ("one sync per step, at its start (nothing of the step queued before it): the GPU idles while Python refills the queue; "
                           "about 1 % of a GPU-bound step, more when steps are short"),
     Position.AFTER_SYNC: "right after a sync: the queue is already drained, so this read waits for almost nothing",
+    Position.AFTER_LAST_READ: ("right after the previous step's read: that step ended with a read and only host work "
+                               "(the loader's next batch) ran since, so the queue is drained and this wait costs only its own copy"),
     Position.AFTER_READ: ("right after another read of the same pass, only small ops between: that read waits for the queue, "
                           "this one only for its own small kernels (one finding stands for the pass: the first read's)"),
     Position.BEFORE_SYNC: ("right before an explicit synchronize, which waits for the queue anyway: "
@@ -323,7 +325,7 @@ def _assess(cost: Cost, place: Place, host_only: bool) -> tuple[str, str]:
         place = replace(place, position=_TOKEN_POSITIONS[place.position])
     copies = place.per_step.copies
     if cost in _WAITS and place.position is not Position.MID_STEP:
-        drained = place.position in (Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED)
+        drained = place.position in (Position.AFTER_SYNC, Position.AFTER_LAST_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED)
         if place.position in (Position.AFTER_DECODE, Position.BEFORE_DECODE):
             # Once per generated sequence (or window of tokens), beside the many decode steps that each wait: amortized over them.
             # (Not "every step of" its loop: the step here is the sequence, not one of its tokens.)

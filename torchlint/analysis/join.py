@@ -29,7 +29,7 @@ from torchlint.analysis.join_loops import ModelReach, _loop_where, _step_loops
 from torchlint.analysis.join_params import constructed, device_params, element_params, host_params, host_returned, host_steps, listed_params, never_built
 from torchlint.analysis.join_spread import _as_training_step, _called_place, _spread
 from torchlint.analysis.join_steps import StepInfo, Steps
-from torchlint.analysis.multiplicity import ENV_STEP, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
+from torchlint.analysis.multiplicity import ENV_STEP, EVALUATION_WORDS, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
@@ -203,6 +203,9 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 where = step_loops.get((path, call.within)) if call.within else None
             for callee in project.callees(call.target, path) if where is not None else ():
                 loop_where = _loop_where(where, project, callee)  # type: ignore[arg-type]
+                evaluation = call.evaluates and loop_where is Where.TRAIN
+                if evaluation:  # `result = test(...)` every epoch: its copies run once per evaluation, not in the training step
+                    loop_where = Where.EVAL
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.none_passed(call, callee, path), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
@@ -213,7 +216,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                     # generated sequence. (Not in a training loop, whose iteration after a rollout is an
                     # update; not in a token loop itself, where the call still runs per token.)
                     position = Position.AFTER_DECODE
-                origin = FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN \
+                origin = EVALUATION_WORDS if evaluation else FULL_BATCH_WORDS if call.unit == FULL_BATCH and loop_where is Where.TRAIN \
                     else ROLLOUT_WORDS if call.unit == ENV_STEP and loop_where is Where.INFER else LOOP_WORDS[loop_where]
                 seeds.append((phase_rank(loop_where), *callee, StepInfo(origin, sites, loop_where, host_only=path in host_steps,
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
@@ -224,7 +227,7 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
 
 
 # Positions more telling than "after a generation": the queue was drained right before.
-_DRAINED = frozenset({Position.AFTER_SYNC, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED})
+_DRAINED = frozenset({Position.AFTER_SYNC, Position.AFTER_LAST_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED})
 
 
 def _own_training_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str, str], list[CallSite]],

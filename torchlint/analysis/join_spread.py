@@ -270,8 +270,8 @@ def _called_place(caller: StepInfo | None, call: CallSite, callee: tuple[str, st
         # mid-step, unless the model's call is the step's first device work (then the reads
         # on its forward's first lines, which take this position, wait for the last step's tail)
         stands = call.position if call.position is not None or caller is None else caller.position
-        if stands is Position.AFTER_SYNC:
-            return per_step, Position.AFTER_SYNC  # its arguments' blocking copies (or a sync just before) drained the queue
+        if stands in (Position.AFTER_SYNC, Position.AFTER_LAST_READ):
+            return per_step, stands  # its arguments' blocking copies (or a sync just before, or the last step's read) drained the queue
         return per_step, Position.STEP_START if stands is Position.STEP_START else Position.MID_STEP
     # (a step loop's call with nothing after it in its function, loop included: the step's end)
     return per_step, at_call(call.position, caller.position if caller is not None else Position.STEP_END)

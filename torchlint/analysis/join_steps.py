@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torchlint.analysis.compiled_reach import Compiled
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.multiplicity import ONCE_PER_STEP, Multiplicity, Place, Position, Repeat, Where
+from torchlint.analysis.multiplicity import EVALUATION_WORDS, ONCE_PER_STEP, Multiplicity, Place, Position, Repeat, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import Ref
 from torchlint.findings import Location
@@ -51,9 +51,16 @@ class StepInfo:
             site = self.sites[0]
             where = f" at line {site.line}" if site.path == here else f" at {site.path}:{site.line}"
         via = f"called from `{self.via.partition('#')[0]}()`, " if self.via else ""
-        often = "run once per epoch" if self.where is Where.EPOCH else "run every step"  # `trainer.save()` after an epoch's batches
+        # (`trainer.save()` after an epoch's batches; an evaluator's copies in a `test()` the training loop calls every epoch)
+        often = "run once per epoch" if self.where is Where.EPOCH else "run once per evaluation" if self.origin == EVALUATION_WORDS else "run every step"
         guard = f", {self.guard}" if self.guard else ""
         return f"`{key.partition('#')[0]}()` ({via}{often} from {self.origin}{where}{guard})"
+
+    def said(self, message: str, placeholder: str, key: str, here: str) -> str:
+        """``message`` with ``placeholder`` made ``text``, and an evaluation's "on every step" made "once per
+        evaluation": the evaluator's copy runs in the evaluation the training loop calls, not in its step."""
+        message = message.replace(placeholder, self.text(key, here))
+        return message.replace("on every step", "once per evaluation") if self.origin == EVALUATION_WORDS else message
 
 
 class Steps(dict[str, dict[str, StepInfo]]):

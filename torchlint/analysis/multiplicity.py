@@ -27,6 +27,8 @@ class Position(enum.Enum):
     STEP_END = "step-end"  # nothing after it in the step but the next step's launches
     STEP_START = "step-start"  # nothing of the step queued before it: the queue holds only the previous step's tail
     AFTER_SYNC = "after-sync"  # right after an explicit synchronize or a read of the same value: the queue is already drained
+    # the pass's first wait, nothing queued before it, after a pass that ended with a read (`total += loss.item()`), only host work since
+    AFTER_LAST_READ = "after-last-read"
     BEFORE_SYNC = "before-sync"  # right before an explicit synchronize, only host work between: that sync waits for the queue anyway
     BEFORE_READ = "before-read"  # an explicit synchronize the step's next read follows, only small ops between: that read waits for the queue anyway
     BEFORE_EVAL = "before-eval"  # the iteration's next device work is an evaluation whose results come to the host: it waits for the queue anyway
@@ -47,13 +49,13 @@ def at_call(own: Position | None, call: Position, repeated: bool = False) -> Pos
     the line repeats in loops of its function whose repetitions each wait again."""
     if own is None:
         return call
-    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.TIMED)):
+    if call is Position.AFTER_DECODE and (repeated or own not in (Position.AFTER_SYNC, Position.AFTER_LAST_READ, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.TIMED)):
         # The function runs once per generated sequence, after its decode: wherever its line sits in it. (A single
         # read right after a sync there says more by that; a repeated one, whisper's `finalize` reading each
         # candidate after its `sum_logprobs.cpu()`, waits once per candidate per sequence, not per token.)
         return call
     if own is Position.CALL_END:  # the function's own work came after whatever drained the queue before the call
-        return Position.STEP_END if call in (Position.STEP_START, Position.AFTER_SYNC) else call
+        return Position.STEP_END if call in (Position.STEP_START, Position.AFTER_SYNC, Position.AFTER_LAST_READ) else call
     return own
 
 
@@ -211,6 +213,11 @@ LOOP_WORDS = {
 #: ``for epoch in range(n): train(); validate()``): the step is the epoch.
 FULL_BATCH_WORDS = "an epoch loop of full-batch training steps"
 
+#: What an evaluation of the file (``CallSite.evaluates``) a training loop calls on every iteration runs:
+#: once per evaluation, its results brought to the host (ogb's full-batch ``result = test(...)`` every
+#: epoch, its ``Evaluator.eval`` copying the predictions for a NumPy metric), tiered as an evaluation's.
+EVALUATION_WORDS = "an evaluation called on every iteration of a training loop"
+
 #: A sampling loop that steps an environment (``envs.step(action)``): an RL rollout, each iteration
 #: one environment step, not a decoded token.
 ROLLOUT_WORDS = "an environment rollout loop"
@@ -224,4 +231,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["DECODED_TOKEN", "ENV_STEP", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]

@@ -24,18 +24,18 @@ class StepEvaluations:
 
     def _evaluation_next(self, node: cst.CSTNode, stop: cst.For | cst.While) -> bool:
         """Is the iteration's next device work after ``node`` a plain statement whose working
-        calls are all evaluations of this file (``_evaluates``), run on every iteration?"""
+        calls are all evaluations of this file (``evaluates``), run on every iteration?"""
         for statement in self._statements_around(node, stop, after=True):  # type: ignore[attr-defined]
             # (an evaluation's model may run in a loop of its own: products' SIGN `test()` over its loader)
-            working = [call for call in self._turn_calls(statement, stop) if self._may_queue(call) or self._evaluates(call)]  # type: ignore[attr-defined]
+            working = [call for call in self._turn_calls(statement, stop) if self._may_queue(call) or self.evaluates(call)]  # type: ignore[attr-defined]
             if not working:
                 continue  # host work between (a logger's bookkeeping): the queue still holds the step's tail
             # The first work after the read decides: a model call or a step of its own would wait behind it.
             # (A statement with branches may skip the evaluation; `if epoch % 5 == 0: test()` is no work here at all.)
-            return type(statement) is cst.SimpleStatementLine and all(self._evaluates(call) for call in working)
+            return type(statement) is cst.SimpleStatementLine and all(self.evaluates(call) for call in working)
         return False
 
-    def _evaluates(self, call: cst.Call) -> bool:
+    def evaluates(self, call: cst.Call) -> bool:
         """A call of a function of this file that runs the model without grad (decorated so, or
         putting a model in eval mode) and brings its results to the host: a read in its body, or
         metrics it returns (an evaluation's results are printed or logged)."""

@@ -88,7 +88,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             if not self.ctx.loops.decodes(stop) and self._decoding_after(node, stop):
                 return Position.BEFORE_DECODE  # bark's window prompt, uploaded before the window's token loop
             if self._fresh(node, stop):
-                return Position.STEP_START
+                return Position.AFTER_LAST_READ if self._after_last_read(node, stop) else Position.STEP_START
             if self.ctx.loops.where(stop) is Where.TRAIN and self._evaluation_next(node, stop):
                 return Position.BEFORE_EVAL  # ogb's full-batch `loss = train(...)`, then `result = test(...)`: its read waits anyway
             if self._work_after(node, stop):
@@ -131,6 +131,31 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             # loop, whose iteration after its rollout (cleanrl's PPO) is an update, not a generation read back
             return False
         return any(self._runs_a_generation(statement) for statement in self._statements_around(node, stop, after=False))
+
+    def _after_last_read(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        """Is ``node``, nothing of its pass queued before it, preceded across the loop's turn by a read
+        (or a synchronize) that ends every pass, only host work after it (ogb's ``total_loss += loss.item() * n``, then the
+        loader's next batch, then ``pos_train_edge[perm]``)? That read drained the queue: ``node`` waits
+        for its own copy only (the read at the end pays the pass's wait, and keeps its tier)."""
+        if type(stop) not in (cst.For, cst.While) or self.ctx.tree.holds(stop.body, cst.Continue):
+            return False  # (a `continue` may skip the end's read: that pass leaves its work queued)
+        if self.ctx.loops.where(stop) is Where.INFER or self.ctx.loops.decodes(stop):
+            return False  # a decoded token's step is short and latency-bound: its copy's own wait is a real share of it
+        if type(stop) is cst.While and not all(self._quiet(call) for call in self._own_calls(stop.test, into_loops=False)):
+            return False  # `while model(x).sum() > 0:` queues work at the turn
+        own = self._levels(node, stop)[-1:]
+        if not own or own[0][0] is not stop.body:
+            return False
+        for statement in reversed(stop.body.body[own[0][1] + 1:]):
+            if self._tensor_arithmetic(statement) or type(statement) is not cst.SimpleStatementLine and self.device_operators(statement):
+                return False  # `ema_p.data = 0.99 * ema_p.data + ...` after the read: a kernel queued since
+            for call in self._turn_calls(statement, stop):
+                if type(statement) is cst.SimpleStatementLine and read_value(self.ctx, call) is not None \
+                        or self._plain_sync(call) and self._surely_runs(call, statement, stop):
+                    return True
+                if not self._quiet(call):
+                    return False  # device work after it, or a call that may queue some (`ema.update(model)`)
+        return False
 
     def _holds_token_read(self, statement: cst.CSTNode) -> bool:
         """Does ``statement`` hold a token read? Every read before it in its step asks: answered once."""

@@ -114,6 +114,10 @@ class CallSite:
     # arguments (position or keyword) that may hold None though no literal: a run setting whose argparse default
     # is None (ConvNeXt's `args.clip_grad`): the callee's `if p is None:` branch may run (`ProjectIndex.none_passed`)
     maybe_none: tuple[int | str, ...] = ()
+    # a call in a loop of a function of this file that runs the model without grad and brings its results to the host
+    # (ogb's full-batch `result = test(model, data, split_idx, evaluator)` every epoch, `StepEvaluations.evaluates`): what
+    # it runs, an evaluator's copies too, runs once per evaluation, tiered as an evaluation's, not as the training step's
+    evaluates: bool = False
 
 
 @pickled_by_fields

@@ -211,7 +211,7 @@ def _per_step_finding(condition: Conditional, info: StepInfo, step_loops: dict[s
     if cost and info.origin == FULL_BATCH_WORDS:
         cost = LONG_STEP_COSTS.get(Cost[cost], Cost[cost]).name  # one write per full-batch epoch: a long step
     impact, reason = assess(Cost[cost], place, info.host_only) if cost else (finding.impact, finding.impact_reason)
-    message = finding.message.replace(STEP_PLACEHOLDER, info.text(condition.key, finding.location.path))
+    message = info.said(finding.message, STEP_PLACEHOLDER, condition.key, finding.location.path)
     return replace(finding, message=with_multiplicity(message, place), related=related, impact=impact, impact_reason=reason)
 
 
