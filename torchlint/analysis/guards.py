@@ -128,8 +128,9 @@ class Guards(ParameterDefaults, SwitchedOff, AssertedOff, FirstPasses, GuardedSt
 
     def step_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
         """The words of the guards that run ``node`` on some steps only, but not rarely: an every-2nd-step
-        guard's, a multi-process-only guard's (``Place.guard``, carried through the join)."""
-        return ", ".join(filter(None, (self.frequent_words(node, stop), self.distributed_words(node, stop))))
+        guard's, a multi-process-only guard's, a main-process guard's (``Place.guard``, carried through the join)."""
+        words = (self.frequent_words(node, stop), self.distributed_words(node, stop), self.main_process_words(node, stop))
+        return ", ".join(filter(None, words))
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""
