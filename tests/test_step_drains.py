@@ -86,7 +86,7 @@ def _positions(code: str, exhaustive: bool) -> list[tuple[str, object]]:
     """Every call's position in its step, with the index or with the walk back always taken."""
     ctx = FileContext(cst.parse_module(code), "m.py")
     if exhaustive:
-        index = DrainIndex(ctx)
+        index = DrainIndex(ctx, lambda call: False)
         index.everything = True  # every call may drain: the walk back runs for every site
         ctx.places.__dict__["_drain_index"] = index
     found = []

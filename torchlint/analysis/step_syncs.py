@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.drained_ends import DrainedEnds
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -32,7 +33,7 @@ _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "a
 COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
 
 
-class StepSyncs:
+class StepSyncs(DrainedEnds):
     """The syncs before and after a node of one file's steps."""
 
     ctx: FileContext
@@ -42,7 +43,7 @@ class StepSyncs:
 
     @cached_property
     def _drain_index(self) -> DrainIndex:
-        return DrainIndex(self.ctx)  # the calls that may drain the queue, found once per file
+        return DrainIndex(self.ctx, self._drained_helper)  # the calls that may drain the queue, found once per file
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` a read (or a sync) that only host work separates from an explicit
@@ -197,6 +198,8 @@ class StepSyncs:
     def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self._explicit_sync(call) or self._blocking_upload(call):  # (`synchronize = torch.cuda.synchronize if ... else ...` too)
             return True
+        if self._drained_helper(call):
+            return True  # a helper of this file whose run ends in a sync or a read (`x = out.cpu()` its last line)
         value = read_value(self.ctx, call)
         if value is None:
             return self._sized_by_values(call)

@@ -1,0 +1,75 @@
+"""Functions whose every run ends drained: their last device work is followed, surely, by an
+explicit synchronize or a device read (a timer's ``stop()`` ending in ``torch.cuda.synchronize()``,
+a helper whose last line is ``x = out.cpu()``), with only host work after it. A read right after a
+call of one waits for almost nothing: the call is a sync for "right after" (``StepSyncs._waits``
+in its own file; ``FileSummary.drained_ends`` and ``drained_tails`` for the join). A part of
+:class:`~torchlint.analysis.step_syncs.StepSyncs`, whose walks it reuses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.analysis.context import FileContext
+
+
+class DrainedEnds:
+    """Which functions of one file end drained, and which end in a call the join must judge."""
+
+    ctx: FileContext
+
+    def ends_drained(self, function: cst.FunctionDef) -> bool:
+        """Does every run of ``function`` end drained (its tail's last wait after its last device work)?"""
+        return self._tail_of(function)[0] is True
+
+    def drained_tail_call(self, function: cst.FunctionDef) -> cst.Call | None:
+        """The call of another file's function (or a method this file cannot see into) that decides
+        whether ``function`` ends drained: its tail's last call that is no host work (``self.timer.stop()``,
+        ``misc.sync_all()``); the join asks whether that one ends drained. None where this file decides."""
+        return self._tail_of(function)[1]
+
+    def _tail_of(self, function: cst.FunctionDef) -> tuple[bool | None, cst.Call | None]:
+        known: dict[int, tuple[bool | None, cst.Call | None]] = self.__dict__.setdefault("_drained_ends", {})
+        if id(function) not in known:
+            known[id(function)] = (False, None)  # (a recursive helper asked while its tail is walked: not drained)
+            body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+            known[id(function)] = self._block_tail(body)
+        return known[id(function)]
+
+    def _block_tail(self, statements: Sequence[cst.CSTNode]) -> tuple[bool | None, cst.Call | None]:
+        """Walk ``statements`` last first: (True, None) at a drain before any device work, (False, call)
+        at a call whose callee another file holds (the join decides), (False, None) at device work or a
+        branch, (None, None) where only host work was met (the statements before decide)."""
+        for statement in reversed(statements):
+            if type(statement) is cst.If and (chosen := self.ctx.guards.cuda_branch(statement)) is not None:
+                # `if torch.cuda.is_available(): torch.cuda.synchronize()`: the block a run on the GPU takes
+                found = self._block_tail(chosen.body if type(chosen) is cst.IndentedBlock else ())  # type: ignore[attr-defined]
+                if found[0] is not None:
+                    return found
+                continue
+            if type(statement) is not cst.SimpleStatementLine or self._tensor_arithmetic(statement):  # type: ignore[attr-defined]
+                return False, None  # a branch or a loop may not drain; an operator on a device tensor queues a kernel
+            for call in self._finish_order(statement):  # type: ignore[attr-defined]
+                if self._waits(call, None):  # type: ignore[attr-defined]
+                    return True, None
+                if self._quiet(call):  # type: ignore[attr-defined]
+                    continue
+                return False, call if self._elsewhere(call) else None
+        return None, None
+
+    def _drained_helper(self, call: cst.Call) -> bool:
+        """A call of a function of this file that ends drained: a sync for the read right after it."""
+        helper = self.ctx.functions.called(call, self.ctx.qname(call.func))
+        return helper is not None and self.ends_drained(helper)
+
+    def _elsewhere(self, call: cst.Call) -> bool:
+        """A call whose callee this file cannot see into: not a function of it, not a library's
+        function or tensor method that queues work (``misc.sync_all()``, ``self.timer.stop()``)."""
+        ctx = self.ctx
+        if ctx.functions.called(call, ctx.qname(call.func)) is not None:
+            return False
+        qualified = ctx.qname(call.func)
+        return qualified is None or not qualified.startswith("torch")
