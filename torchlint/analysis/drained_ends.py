@@ -7,6 +7,7 @@ in its own file; ``FileSummary.drained_ends`` and ``drained_tails`` for the join
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,27 @@ class DrainedEnds:
         whether ``function`` ends drained: its tail's last call that is no host work (``self.timer.stop()``,
         ``misc.sync_all()``); the join asks whether that one ends drained. None where this file decides."""
         return self._tail_of(function)[1]
+
+    def call_right_before(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> cst.Call | None:
+        """The call of another file's function (or a method this file cannot see into) that ran, surely,
+        right before ``node`` in its step with only host work between (``self.sync_all()``, then
+        ``loss.item()``): where every function it may run ends drained (the join's
+        ``FileSummary.drained_ends``), ``node`` is right after a sync. None where anything else came
+        first. Asked only of a few findings' reads: the walk is the one ``_after_sync`` takes."""
+        tree = self.ctx.tree
+        statement = tree.statement_of(node)
+        if statement is None or any(type(n) is cst.Call and not self._quiet(n) for n in tree.descendants(node)):
+            return None  # the read waits for its own arguments' work
+        start = tree.index(node)
+        own = [n for n in self._finish_order(statement) if tree.index(n) < start and not tree.is_inside(node, n)]  # type: ignore[attr-defined]
+        for calls, surely_ran, statement_before in itertools.chain([(own, True, None)], self._ran_before(node, stop)):  # type: ignore[attr-defined]
+            if statement_before is not None and self._tensor_arithmetic(statement_before):  # type: ignore[attr-defined]
+                return None
+            for call in calls:
+                if self._quiet(call):  # type: ignore[attr-defined]
+                    continue
+                return call if surely_ran and self._elsewhere(call) else None
+        return None
 
     def _tail_of(self, function: cst.FunctionDef) -> tuple[bool | None, cst.Call | None]:
         known: dict[int, tuple[bool | None, cst.Call | None]] = self.__dict__.setdefault("_drained_ends", {})

@@ -286,7 +286,7 @@ class StepSyncs(DrainedEnds):
 
     def _given_python_values(self, call: cst.Call) -> bool:
         """A method of an object (not a library's function, not a model or a step) given
-        only Python values: it has no tensor of the step to queue work on."""
+        only Python values or reads of device values: it has no tensor of the step to queue work on."""
         ctx = self.ctx
         if type(call.func) is not cst.Attribute or not call.args or ctx.qname(call.func) is not None or ctx.loops.is_step_call(call):
             return False
@@ -295,7 +295,8 @@ class StepSyncs(DrainedEnds):
         receiver = call.func.value  # type: ignore[attr-defined]
         if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
             return False  # `logits.argmax(-1)`: a kernel of its own
-        return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+        # (`env.step(action.cpu())`: a read handed over is a host value too, and waited for before the call)
+        return all(not arg.star and (ctx.values.python_value(arg.value, call) or read_expression(arg.value) is not None) for arg in call.args)
 
 
 def operands_of(node: cst.CSTNode) -> list[cst.BaseExpression]:

@@ -112,7 +112,8 @@ class Pending(NamedTuple):
     another file's function returns by every function the call may run returning host values
     (``unless_host_return``: TL101); a model's call in eval mode by its class (another file's)
     keeping buffers and no weights (``unless_buffers``: TL301); a wait its file places at its step's
-    end by what the calls after it run (``mid_step``: TL101)."""
+    end by what the calls after it run (``mid_step``: TL101), and one after another file's call by
+    what that call runs ending drained (``after_drain``: TL101, TL102, TL105)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -146,6 +147,10 @@ class Pending(NamedTuple):
     # a wait its file places at its step's end: the calls after it the file cannot see into (what each may run, a reference), and
     # this finding, placed mid-step, where one of them runs a backward, an optimizer step or a model (``project_callees.queues_work``)
     mid_step: tuple[tuple, Finding] | None = None
+    # a wait its file places with device work before it: the call of another file's function right before it (a
+    # reference), and this finding, placed right after a sync, where every function that call may run ends drained
+    # (``project_callees.ends_drained``: a helper ending in ``torch.cuda.synchronize()`` or a read)
+    after_drain: tuple[tuple, Finding] | None = None
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.project import Project
 from torchlint.analysis.join_loops import ModelReach
-from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, queues_work, returns_host
+from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, ends_drained, queues_work, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
@@ -175,6 +175,13 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             reach, (later, moved) = shared.reach if shared is not None else None, pending.mid_step
             working = reach is not None and path in reach.project.files and queues_work(reach.project, later, path, reach)
             pending = pending._replace(finding=moved if working else pending.finding, mid_step=None)
+            if pending == Pending(pending.finding, None, False):  # waiting for nothing else
+                yield pending.finding
+                continue
+        if pending.after_drain is not None:  # (right after another file's call: low where what it runs ends drained)
+            reach, (before, drained) = shared.reach if shared is not None else None, pending.after_drain
+            ending = reach is not None and path in reach.project.files and ends_drained(reach.project, before, path)
+            pending = pending._replace(finding=drained if ending else pending.finding, after_drain=None)
             if pending == Pending(pending.finding, None, False):  # waiting for nothing else
                 yield pending.finding
                 continue
