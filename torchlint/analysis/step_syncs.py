@@ -85,6 +85,13 @@ class StepSyncs(DrainedEnds):
         self.__dict__.setdefault("_drain_of", {})[id(node)] = call
         return True
 
+    def drained_by_helper_in_pass(self, node: cst.CSTNode) -> bool:
+        """Was the drain ``_after_sync`` found before ``node`` a call of a helper of this file that ends drained,
+        in the same pass of ``node``'s innermost loop (its wait taken on every pass, as the first read's)?"""
+        call = self.__dict__.get("_drain_of", {}).get(id(node))
+        loops = self.ctx.loops
+        return call is not None and self._drained_helper(call) and loops.statement_loop(call) is loops.statement_loop(node)
+
     def drained_by_read(self, node: cst.CSTNode) -> bool:
         """Was the drain ``_after_sync`` found before ``node`` a device read (not a synchronize, nor a blocking upload)?"""
         drains = self.__dict__.get("_drain_of", {})
