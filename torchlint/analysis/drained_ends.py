@@ -58,8 +58,16 @@ class DrainedEnds:
         if id(function) not in known:
             known[id(function)] = (False, None)  # (a recursive helper asked while its tail is walked: not drained)
             body = function.body.body if type(function.body) is cst.IndentedBlock else ()
-            known[id(function)] = self._block_tail(body)
+            # (an early `if not dist.is_initialized(): return`, detr's `synchronize_between_processes`: some runs end there, undrained)
+            found = self._block_tail(body)
+            known[id(function)] = (False, None) if found != (False, None) and self._exits_early(function, body[-1]) else found
         return known[id(function)]
+
+    def _exits_early(self, function: cst.FunctionDef, last: cst.CSTNode) -> bool:
+        """Does ``function`` return (or yield) anywhere but in its last statement?"""
+        tree = self.ctx.tree
+        return any(type(n) in (cst.Return, cst.Yield) and tree.enclosing_function(n) is function and not tree.is_inside(n, last)
+                   for n in tree.descendants(function.body))
 
     def _block_tail(self, statements: Sequence[cst.CSTNode]) -> tuple[bool | None, cst.Call | None]:
         """Walk ``statements`` last first: (True, None) at a drain before any device work, (False, call)
