@@ -181,8 +181,15 @@ def plain(result: FileResult) -> FileResult:
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
         in_functions=list(result.in_functions),
-        pending=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.pending],
+        pending=[_plain_pending(d) for d in result.pending],
     )
+
+
+def _plain_pending(pending: Pending) -> Pending:
+    """``pending`` without fix nodes, in its finding and in the ones it may turn into (``mid_step``, ``after_drain``)."""
+    mid_step = (pending.mid_step[0], _without_fix_nodes(pending.mid_step[1])) if pending.mid_step is not None else None
+    after_drain = (pending.after_drain[0], _without_fix_nodes(pending.after_drain[1])) if pending.after_drain is not None else None
+    return pending._replace(finding=_without_fix_nodes(pending.finding), mid_step=mid_step, after_drain=after_drain)
 
 
 def _without_fix_nodes(finding: Finding) -> Finding:

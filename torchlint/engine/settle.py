@@ -35,8 +35,10 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
     shared = _Shared(steps)
     for file_result in results:
         # (what its own file placed, device-bound in a file naming no device, included: only the join could drop them)
+        # (and a wait pended only to be lowered after another file's draining call: it stands as placed)
         before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional
-                                                  if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device)],
+                                                  if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device),
+                         *(d.finding for d in file_result.pending if d.after_drain is not None and d._replace(after_drain=None) == Pending(d.finding, None, False))],
                         key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
             file_result.findings = before  # as its own file shows them
