@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
+# How many helpers deep a tail is followed in the file (`h0` ending in `h1()`, ending in `h2()`, ...).
+_MAX_DEPTH = 8
+
+
 class DrainedEnds:
     """Which functions of one file end drained, and which end in a call the join must judge."""
 
@@ -57,9 +61,16 @@ class DrainedEnds:
         known: dict[int, tuple[bool | None, cst.Call | None]] = self.__dict__.setdefault("_drained_ends", {})
         if id(function) not in known:
             known[id(function)] = (False, None)  # (a recursive helper asked while its tail is walked: not drained)
-            body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+            depth = self.__dict__.get("_tail_depth", 0)
+            if depth >= _MAX_DEPTH:
+                return known[id(function)]  # (a chain of helpers each ending in the next: not followed past a few)
+            self.__dict__["_tail_depth"] = depth + 1
+            try:
+                body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+                found = self._block_tail(body)
+            finally:
+                self.__dict__["_tail_depth"] = depth
             # (an early `if not dist.is_initialized(): return`, detr's `synchronize_between_processes`: some runs end there, undrained)
-            found = self._block_tail(body)
             known[id(function)] = (False, None) if found != (False, None) and self._exits_early(function, body[-1]) else found
         return known[id(function)]
 
