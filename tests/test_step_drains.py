@@ -88,7 +88,7 @@ def _positions(module: cst.Module, exhaustive: bool) -> list[tuple[cst.Call, obj
     keep nothing outside their context but ``mentions``, a fact of the node alone)."""
     ctx = FileContext(module, "m.py")
     if exhaustive:
-        index = DrainIndex(ctx)
+        index = DrainIndex(ctx, lambda call: False)
         index.everything = True  # every call may drain: the walk back runs for every site
         ctx.places.__dict__["_drain_index"] = index
     return [(call, ctx.places.position(call, ctx.loops.hot_loop(call))) for call in ctx.tree.nodes(cst.Call)]

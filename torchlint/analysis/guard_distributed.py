@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
+from torchlint.analysis.guard_ranks import last_name, main_process_test, number_of
+from torchlint.analysis.guard_shapes import conjuncts
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -29,32 +31,16 @@ _FLAGS = frozenset({"distributed", "is_distributed", "multi_gpu", "is_multi_gpu"
 _COUNTS = ("world_size", "num_processes", "num_replicas", "nprocs", "n_procs")
 
 
-def _last(node: cst.BaseExpression) -> str:
-    """The last part of a name, attribute or called name (``dist.get_world_size()`` -> ``get_world_size``)."""
-    if type(node) is cst.Call:
-        node = node.func
-    name = dotted(node)
-    return name.rsplit(".", 1)[-1].lower() if name else ""
-
-
 Resolve = Callable[[cst.Name], "cst.BaseExpression | None"]
 
 
 def _is_count(node: cst.BaseExpression, resolve: Resolve | None) -> bool:
     """A count of processes: ``world_size``, ``dist.get_world_size()``, or a name assigned one
     (``size = world_size()``)."""
-    if any(word in _last(node) for word in _COUNTS):
+    if any(word in last_name(node) for word in _COUNTS):
         return True
     value = resolve(node) if resolve is not None and type(node) is cst.Name else None
-    return value is not None and any(word in _last(value) for word in _COUNTS)
-
-
-def _number(node: cst.BaseExpression) -> int | None:
-    if type(node) is cst.Integer:
-        return int(node.value)
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus and type(node.expression) is cst.Integer:
-        return -int(node.expression.value)
-    return None
+    return value is not None and any(word in last_name(value) for word in _COUNTS)
 
 
 def _compared(test: cst.BaseExpression, resolve: Resolve | None) -> tuple[str, int] | None:
@@ -69,14 +55,14 @@ def _compared(test: cst.BaseExpression, resolve: Resolve | None) -> tuple[str, i
     if operator not in symbols:
         return None
     left, right, symbol = test.left, target.comparator, symbols[operator]
-    if _number(left) is not None:
+    if number_of(left) is not None:
         left, right, symbol = right, left, mirror[symbol]
-    number = _number(right)
+    number = number_of(right)
     if number is None:
         return None
     if _is_count(left, resolve):
         return symbol, number
-    if _last(left) == "local_rank" and number == -1 and symbol in ("==", "!="):  # `args.local_rank != -1`: launched by a distributed launcher
+    if last_name(left) == "local_rank" and number == -1 and symbol in ("==", "!="):  # `args.local_rank != -1`: launched by a distributed launcher
         return symbol, -1
     return None
 
@@ -91,14 +77,14 @@ def multi_process_test(test: cst.BaseExpression, resolve: Resolve | None = None)
     if test_type is cst.UnaryOperation and type(test.operator) is cst.Not:
         return one_process_test(test.expression, resolve)
     if test_type is cst.Call:
-        last = _last(test)
+        last = last_name(test)
         # `dist.is_initialized()`, `is_dist_avail_and_initialized()`, `is_distributed()`, `is_multi_gpu()`
         if last == "is_initialized":
             name = dotted(test.func) or ""
             return "dist" in name
         return ("dist" in last and ("init" in last or last.startswith("is_"))) or "multi_gpu" in last
     if test_type in (cst.Name, cst.Attribute):
-        return _last(test) in _FLAGS
+        return last_name(test) in _FLAGS
     compared = _compared(test, resolve)
     if compared is None:
         return False
@@ -165,6 +151,17 @@ class DistributedOnly:
                 if exits:
                     return self._words(exits[0], exit_=True)
             child = ancestor
+        return ""
+
+    def main_process_words(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> str:
+        """"on the main process (`if rank == 0:`)" where a branch up to ``stop`` (or its function)
+        runs ``node`` only there: every step still (the other ranks wait for it at the next
+        collective), so no rare guard; "" elsewhere."""
+        tree = self.ctx.tree
+        for branch in self.ctx.guards.conditions(node, stop):
+            if tree.is_inside(node, branch.body) and any(main_process_test(part) for part in conjuncts(branch.test)):
+                test = " ".join(plain_code(self.ctx.module, branch.test).split())
+                return f"on the main process (`if {test}:`)"
         return ""
 
     def _resolver(self) -> Resolve:

@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.cache_hits import returns_on_a_cache_hit
 from torchlint.analysis.constants import is_setting
+from torchlint.analysis.guard_ranks import main_process_test
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None
         if node_type is cst.Comparison:
             if type(node.left) is cst.BinaryOperation and type(node.left.operator) is cst.Modulo and _frequent(node.left.right, period):
                 continue  # `step % 2 == 0`: every other step
+            if main_process_test(node):
+                continue  # `rank == 0`: every step, on the main process
             for target in node.comparisons:
                 operator, bound = target.operator, target.comparator
                 if type(operator) is cst.In and is_counter(node.left):

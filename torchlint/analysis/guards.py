@@ -130,10 +130,11 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
 
     def step_guard(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> tuple[str, bool]:
         """The words of the guards that run ``node`` on some steps only, but not rarely (an every-2nd-step
-        guard's, a multi-process-only guard's: ``Place.guard``), and whether one runs it only in a
-        multi-process run (``Place.distributed_only``); both carried through the join."""
+        guard's, a multi-process-only guard's, a main-process guard's: ``Place.guard``), and whether one
+        runs it only in a multi-process run (``Place.distributed_only``); both carried through the join."""
         distributed = self.distributed_words(node, stop)
-        return ", ".join(filter(None, (self.frequent_words(node, stop), distributed))), bool(distributed)
+        words = (self.frequent_words(node, stop), distributed, self.main_process_words(node, stop))
+        return ", ".join(filter(None, words)), bool(distributed)
 
     def _counts_items(self, modulo: cst.BinaryOperation, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the counter of ``modulo`` the variable of a loop between ``branch`` and ``stop``?"""

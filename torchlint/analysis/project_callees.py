@@ -40,6 +40,27 @@ def returns_host(project: Project, ref: Ref, importer: str) -> bool:
     return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
 
 
+def ends_drained(project: Project, ref: Ref, importer: str, depth: int = 0) -> bool:
+    """Does every function a call of ``ref`` may run (at least one) end drained: a sync or a device
+    read after its last device work (``FileSummary.drained_ends``: a timer's ``stop()`` ending in
+    ``torch.cuda.synchronize()``), or a tail call of a function that does (``drained_tails``, a few
+    calls deep)? A read right after such a call waits for almost nothing."""
+    callees = _each_callee(project, ref, importer)
+    return bool(callees) and all(_ends_drained(project, path, key, depth) for path, key in callees)
+
+
+def _ends_drained(project: Project, path: str, key: str, depth: int) -> bool:
+    summary = project.files[path]
+    if key in summary.drained_ends:
+        return True
+    tail = next((ref for tail_key, ref in summary.drained_tails if tail_key == key), None)
+    return tail is not None and depth < _DRAIN_DEPTH and ends_drained(project, tail, path, depth + 1)
+
+
+# How many calls deep a tail call is followed (`self.sync_all()` -> `misc.synchronize()` -> ...): a cycle stops there too.
+_DRAIN_DEPTH = 4
+
+
 def builds_on_host(project: Project, ref: Ref, importer: str, positional: int, keywords: tuple[str, ...], star: bool) -> bool:
     """Does every function a call of ``ref`` may run (at least one) build what it returns on the
     host with a factory (``FileSummary.host_helpers``), the call passing none of them the device

@@ -11,6 +11,7 @@ of its placement.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -46,11 +47,12 @@ class DrainIndex:
     to them, for some read): found once, in source order; ``everything`` where any call may
     (the file names ``synchronize``: a helper of it or a name bound to it waits too)."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, drained_helper: Callable[[cst.Call], bool]) -> None:
         self.ctx = ctx
         tree = ctx.tree
         self.everything = bool(tree.names_valued("synchronize"))
-        calls = [] if self.everything else [call for call in tree.nodes(cst.Call) if self._may_wait(call)]
+        # (a call of a helper of this file whose run ends drained, `DrainedEnds`, drains too)
+        calls = [] if self.everything else [call for call in tree.nodes(cst.Call) if self._may_wait(call) or drained_helper(call)]
         self._ids = {id(call) for call in calls}
         self._at = [tree.index(call) for call in calls]  # (`nodes` is in pre-order)
 

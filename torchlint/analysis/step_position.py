@@ -63,6 +63,8 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             # A read after another read of the function's own pass with only host work between: wherever its callers
             # repeat the call (rl_games' `update_lr()` per mini-epoch), the first read repeats with it and pays the wait.
             return Position.AFTER_READ
+        if after_sync and self._in_a_repeated_pass(node, stop) and self.drained_by_helper_in_pass(node):
+            return Position.AFTER_READ  # PlaNet's `act(...)` ending in `env.step(action.cpu())`, then `action.cpu()` in the same pass
         if after_sync:
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.drained_ends import DrainedEnds
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -32,7 +33,7 @@ _QUIET_FUNCTIONS = frozenset({"print", "float", "int", "str", "len", "round", "a
 COPIES_AND_READS = frozenset({"to", "cuda", "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "type", "get_device"})
 
 
-class StepSyncs:
+class StepSyncs(DrainedEnds):
     """The syncs before and after a node of one file's steps."""
 
     ctx: FileContext
@@ -42,7 +43,7 @@ class StepSyncs:
 
     @cached_property
     def _drain_index(self) -> DrainIndex:
-        return DrainIndex(self.ctx)  # the calls that may drain the queue, found once per file
+        return DrainIndex(self.ctx, self._drained_helper)  # the calls that may drain the queue, found once per file
 
     def _after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` a read (or a sync) that only host work separates from an explicit
@@ -83,6 +84,13 @@ class StepSyncs:
         ``drained_by_read``; True."""
         self.__dict__.setdefault("_drain_of", {})[id(node)] = call
         return True
+
+    def drained_by_helper_in_pass(self, node: cst.CSTNode) -> bool:
+        """Was the drain ``_after_sync`` found before ``node`` a call of a helper of this file that ends drained,
+        in the same pass of ``node``'s innermost loop (its wait taken on every pass, as the first read's)?"""
+        call = self.__dict__.get("_drain_of", {}).get(id(node))
+        loops = self.ctx.loops
+        return call is not None and self._drained_helper(call) and loops.statement_loop(call) is loops.statement_loop(node)
 
     def drained_by_read(self, node: cst.CSTNode) -> bool:
         """Was the drain ``_after_sync`` found before ``node`` a device read (not a synchronize, nor a blocking upload)?"""
@@ -197,6 +205,8 @@ class StepSyncs:
     def _waits(self, call: cst.Call, read: str | None) -> bool:
         if self._explicit_sync(call) or self._blocking_upload(call):  # (`synchronize = torch.cuda.synchronize if ... else ...` too)
             return True
+        if self._drained_helper(call):
+            return True  # a helper of this file whose run ends in a sync or a read (`x = out.cpu()` its last line)
         value = read_value(self.ctx, call)
         if value is None:
             return self._sized_by_values(call)
@@ -283,7 +293,7 @@ class StepSyncs:
 
     def _given_python_values(self, call: cst.Call) -> bool:
         """A method of an object (not a library's function, not a model or a step) given
-        only Python values: it has no tensor of the step to queue work on."""
+        only Python values or reads of device values: it has no tensor of the step to queue work on."""
         ctx = self.ctx
         if type(call.func) is not cst.Attribute or not call.args or ctx.qname(call.func) is not None or ctx.loops.is_step_call(call):
             return False
@@ -292,7 +302,8 @@ class StepSyncs:
         receiver = call.func.value  # type: ignore[attr-defined]
         if ctx.values.kind(receiver, call) in (Kind.TENSOR, Kind.MODULE) or ctx.syncs.tensorish(receiver, call):
             return False  # `logits.argmax(-1)`: a kernel of its own
-        return all(not arg.star and ctx.values.python_value(arg.value, call) for arg in call.args)
+        # (`env.step(action.cpu())`: a read handed over is a host value too, and waited for before the call)
+        return all(not arg.star and (ctx.values.python_value(arg.value, call) or read_expression(arg.value) is not None) for arg in call.args)
 
 
 def operands_of(node: cst.CSTNode) -> list[cst.BaseExpression]:

@@ -262,8 +262,17 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
             idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
-            valued=valued_functions(self.ctx), skipped=frozenset(self.skipped),
+            valued=valued_functions(self.ctx), skipped=frozenset(self.skipped), **self._drained_ends(),
         )
+
+    def _drained_ends(self) -> dict[str, Any]:
+        """``FileSummary.drained_ends`` and ``drained_tails``: the functions whose run ends drained, and those whose
+        tail is a call of another file's function that decides it (``DrainedEnds``)."""
+        places = self.ctx.places
+        ends = frozenset(self.keys[id(f)] for f in self.functions if places.ends_drained(f))
+        tails = tuple((self.keys[id(f)], ref) for f in self.functions if (call := places.drained_tail_call(f)) is not None
+                      and (ref := self.target(call.func, call)) is not None)
+        return {"drained_ends": ends, "drained_tails": tails}
 
     def _off_defaults(self) -> tuple[tuple[str, str, bool], ...]:
         """``FileSummary.off_defaults``: each function's parameters that default off, never bound again."""

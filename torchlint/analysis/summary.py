@@ -251,3 +251,8 @@ class FileSummary:
     # the name parts of the imports whose call sites were left with no facts, as naming no module of the project
     # the file was checked in (``StepSummarizer.tails``): a project with a module of one of these names needs it summarised again
     skipped: frozenset[str] = frozenset()
+    # functions whose every run ends drained, a sync or a device read after their last device work (a timer's
+    # `stop()` ending in `torch.cuda.synchronize()`: analysis/drained_ends.py); and (function key, call reference)
+    # for those whose tail is a call of another file's function, drained where what that call runs is
+    drained_ends: frozenset[str] = frozenset()
+    drained_tails: tuple[tuple[str, Ref], ...] = ()

@@ -1,7 +1,8 @@
 """Where a check's report stands in its step, from its own file: how often it runs and where (a ``Place``),
 the guard words around it, the tier and reason that follow (``with_impact``), and, for a wait placed at its
 step's end before calls the file cannot see into, the finding as it stands mid-step for the join to keep
-(``mid_step_if_working``). The runner (engine/runner.py) asks these for every report it locates."""
+(``mid_step_if_working``), and for one right after a call of another file's function, the finding as it
+stands right after a sync (``after_drain_if_ending``). The runner (engine/runner.py) asks these for every report it locates."""
 
 from __future__ import annotations
 
@@ -55,6 +56,34 @@ def mid_step_if_working(ctx: FileContext, summarizer: StepSummarizer | None, fin
     mid = replace(place, position=Position.MID_STEP)
     impact, reason = assess(cost, mid, ctx.devices.host_only())
     return ("each", refs), replace(finding, impact=impact, impact_reason=reason)
+
+
+# Positions whose wait the queue's drain before it already took: nothing for a drained call to lower.
+_DRAINED = frozenset({Position.AFTER_SYNC, Position.AFTER_READ, Position.BEFORE_SYNC, Position.BEFORE_READ, Position.BEFORE_EVAL, Position.TIMED})
+
+
+def after_drain_if_ending(ctx: FileContext, summarizer: StepSummarizer | None, finding: Finding, report: Report,
+                          cost: Cost) -> tuple[tuple, Finding] | None:
+    """A wait its own file places in a step, right after a call of another file's function with only
+    host work between (``self.timer.stop()``, ``misc.sync_all()``, a helper whose last line is
+    ``x = out.cpu()``): that call, as a summary reference, and the finding as it stands right after
+    a sync, where the join finds every function the call may run ending drained."""
+    if summarizer is None or report.where is not None or cost not in READ_COSTS:
+        return None
+    node = report.placed_as or report.node
+    place = place_in_file(ctx, node, report.itself)
+    if place.where in (Where.ONCE, Where.EVERY_N) or place.position in _DRAINED:
+        return None  # (placed by its function's callers, rare, or drained already)
+    loop = ctx.loops.local_hot_loop(node)
+    call = ctx.places.call_right_before(node, ctx.places.update_loop(loop)) if loop is not None else None
+    ref = summarizer.target(call.func, call) if call is not None else None
+    if ref is None:
+        return None
+    # Drained in the same pass of its innermost loop (PlaNet's `act(...)` ending in `env.step(action.cpu())`, then
+    # `action.cpu()`): the read after it waits for almost nothing however often the pass repeats; drained before that loop, on each pass again.
+    same_pass = bool(place.per_step) and ctx.loops.statement_loop(call) is ctx.loops.statement_loop(node)  # type: ignore[union-attr]
+    impact, reason = assess(cost, replace(place, position=Position.AFTER_READ if same_pass else Position.AFTER_SYNC), ctx.devices.host_only())
+    return ref, replace(finding, impact=impact, impact_reason=reason)
 
 
 def place_in_file(ctx: FileContext, node: cst.CSTNode, itself: Repeat | None = None) -> Place:

@@ -114,7 +114,8 @@ class Pending(NamedTuple):
     another file's function returns by every function the call may run returning host values
     (``unless_host_return``: TL101); a model's call in eval mode by its class (another file's)
     keeping buffers and no weights (``unless_buffers``: TL301); a wait its file places at its step's
-    end by what the calls after it run (``mid_step``: TL101)."""
+    end by what the calls after it run (``mid_step``: TL101), and one after another file's call by
+    what that call runs ending drained (``after_drain``: TL101, TL102, TL105)."""
 
     finding: Finding  # its message holds analysis.samples.WORK_PLACEHOLDER where the work goes
     dataset: tuple | None  # the class, as a summary reference (analysis.summary.Ref); None: known here
@@ -148,6 +149,10 @@ class Pending(NamedTuple):
     # a wait its file places at its step's end: the calls after it the file cannot see into (what each may run, a reference), and
     # this finding, placed mid-step, where one of them runs a backward, an optimizer step or a model (``project_callees.queues_work``)
     mid_step: tuple[tuple, Finding] | None = None
+    # a wait its file places with device work before it: the call of another file's function right before it (a
+    # reference), and this finding, placed right after a sync, where every function that call may run ends drained
+    # (``project_callees.ends_drained``: a helper ending in ``torch.cuda.synchronize()`` or a read)
+    after_drain: tuple[tuple, Finding] | None = None
 
 
 @dataclass(slots=True)
@@ -178,8 +183,15 @@ def plain(result: FileResult) -> FileResult:
         conditional=[c._replace(finding=_without_fix_nodes(c.finding)) for c in result.conditional],
         summary=result.summary,
         in_functions=list(result.in_functions),
-        pending=[d._replace(finding=_without_fix_nodes(d.finding)) for d in result.pending],
+        pending=[_plain_pending(d) for d in result.pending],
     )
+
+
+def _plain_pending(pending: Pending) -> Pending:
+    """``pending`` without fix nodes, in its finding and in the ones it may turn into (``mid_step``, ``after_drain``)."""
+    mid_step = (pending.mid_step[0], _without_fix_nodes(pending.mid_step[1])) if pending.mid_step is not None else None
+    after_drain = (pending.after_drain[0], _without_fix_nodes(pending.after_drain[1])) if pending.after_drain is not None else None
+    return pending._replace(finding=_without_fix_nodes(pending.finding), mid_step=mid_step, after_drain=after_drain)
 
 
 def _without_fix_nodes(finding: Finding) -> Finding:

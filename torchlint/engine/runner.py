@@ -17,7 +17,7 @@ from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
 from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
-from torchlint.engine.report_places import guard_words, mid_step_if_working, place_in_function, with_impact
+from torchlint.engine.report_places import after_drain_if_ending, guard_words, mid_step_if_working, place_in_function, with_impact
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import LOW, Finding, Location
@@ -157,10 +157,12 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     continue
                 # (at its step's end before calls of what the file cannot see into: the join knows whether they queue work)
                 later = mid_step_if_working(ctx, summarizer, finding, report, cost)
+                # (right after a call of another file's function: the join knows whether what it runs ends drained)
+                drained = after_drain_if_ending(ctx, summarizer, finding, report, cost) if later is None else None
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later))  # what it returns, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later, after_drain=drained))  # what it returns, the join knows
                     continue
                 if report.unless_buffers is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:
@@ -198,6 +200,8 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
                 elif later is not None:
                     result.pending.append(Pending(finding, None, False, mid_step=later))  # what those calls run, the join knows
+                elif drained is not None:
+                    result.pending.append(Pending(finding, None, False, after_drain=drained))  # whether that call ends drained, the join knows
                 else:
                     result.findings.append(finding)
                 if in_function is not None:

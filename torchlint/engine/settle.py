@@ -11,7 +11,7 @@ from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.project import Project
 from torchlint.analysis.join_loops import ModelReach
-from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, queues_work, returns_host
+from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, ends_drained, queues_work, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
@@ -35,8 +35,10 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
     shared = _Shared(steps)
     for file_result in results:
         # (what its own file placed, device-bound in a file naming no device, included: only the join could drop them)
+        # (and a wait pended only to be lowered after another file's draining call: it stands as placed)
         before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional
-                                                  if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device)],
+                                                  if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device),
+                         *(d.finding for d in file_result.pending if d.after_drain is not None and d._replace(after_drain=None) == Pending(d.finding, None, False))],
                         key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
             file_result.findings = before  # as its own file shows them
@@ -175,6 +177,13 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             reach, (later, moved) = shared.reach if shared is not None else None, pending.mid_step
             working = reach is not None and path in reach.project.files and queues_work(reach.project, later, path, reach)
             pending = pending._replace(finding=moved if working else pending.finding, mid_step=None)
+            if pending == Pending(pending.finding, None, False):  # waiting for nothing else
+                yield pending.finding
+                continue
+        if pending.after_drain is not None:  # (right after another file's call: low where what it runs ends drained)
+            reach, (before, drained) = shared.reach if shared is not None else None, pending.after_drain
+            ending = reach is not None and path in reach.project.files and ends_drained(reach.project, before, path)
+            pending = pending._replace(finding=drained if ending else pending.finding, after_drain=None)
             if pending == Pending(pending.finding, None, False):  # waiting for nothing else
                 yield pending.finding
                 continue
