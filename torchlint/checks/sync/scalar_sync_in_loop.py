@@ -124,13 +124,17 @@ class ScalarSyncInLoop(Check):
         """A tensor's truth value (TL104's pattern) or a tensor sized by its values (TL106's)
         where it runs more than once per step: a sync each time, before more device work."""
         syncs = self.ctx.syncs
-        if statement is node:  # a value-sized op: the node is its own statement here
-            if not syncs.sized_by_values(node):  # type: ignore[arg-type]
-                param = syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
-                if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
-                    self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
-                return
         device_params: tuple[str, ...] = ()
+        # a value-sized op: the node is its own statement here
+        if statement is node and not syncs.sized_by_values(node):  # type: ignore[arg-type]
+            param = syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
+            if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
+                self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
+                return
+            # `edge_index[:, edge_type == i]` of parameters: holds where every caller passes device tensors
+            device_params = syncs.mask_parameters(node) if type(node) is cst.Subscript else ()
+            if not device_params:
+                return
         if statement is not node:
             if not syncs.condition_runs(statement, node):
                 return  # not per step here (or rare): no read, whatever the callers pass
