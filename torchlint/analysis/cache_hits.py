@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchlint.analysis.names import dotted
+from torchlint.analysis.positions import PlainCodegen
 
 CACHE_MISS_WORDS = "only on a cache miss (built once per key or size, then kept)"
 # A membership test whose key is never the one stored (`never_hit`): the branch runs on every call.
@@ -57,10 +58,14 @@ def _key_code(key: cst.BaseExpression | Sequence[cst.SubscriptElement]) -> str:
         parts = [e.value for e in key.elements]
     else:
         parts = [key]
-    return ",".join("".join(_EMPTY.code_for_node(p).split()) for p in parts)
+    return ",".join("".join(_code(p).split()) for p in parts)
 
 
-_EMPTY = cst.Module(body=[])
+def _code(node: cst.CSTNode) -> str:
+    """``node``'s source (no module kept for it: the checked file's tree is freed after its run)."""
+    state = PlainCodegen(default_indent="    ", default_newline="\n")
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 def returns_on_a_cache_hit(statement: cst.CSTNode, rest: Sequence[cst.CSTNode]) -> bool:
