@@ -96,3 +96,18 @@ def test_a_model_given_a_device_tensor_returns_one() -> None:
     assert ctx.devices.on_device(arg, call)
     arg, call = _argument(ctx, "h", 0)
     assert not ctx.devices.on_device(arg, call)
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    ("def f(loader):\n    for graph in loader:\n        graph = graph.to('cuda')\n        g(graph.edge_index)\n", True),
+    ("def f(loader):\n    for graph in loader:\n        g(graph.edge_index)\n", False),  # never moved: on the host
+    ("def f(loader):\n    for graph in loader:\n        graph = graph.to('cuda')\n        g(graph.num_nodes)\n", False),  # a count
+    ("def f(loader):\n    for graph in loader:\n        graph = graph.to('cuda')\n        g(graph.device)\n", False),
+    ("def f(loader):\n    for graph in loader:\n        graph = graph.to('cuda')\n        graph.edge_index = load()\n        g(graph.edge_index)\n", False),
+])
+def test_a_member_of_an_object_moved_whole_is_on_the_device(code: str, expected: bool) -> None:
+    """`data = data.to(device)` moves a PyG graph's tensors with it: `data.edge_index` handed to a
+    layer is a device tensor at that call (`CallSite.devices`); its counts and device are not."""
+    ctx = _context("import torch\n" + code)
+    arg, call = _argument(ctx, "g", 0)
+    assert ctx.devices.moved_member(arg, call) is expected

@@ -39,6 +39,10 @@ _NOT_ON_DEVICE_RESULTS = frozenset({
     "named_buffers", "state_dict", "modules", "named_modules", "children", "backward", "__len__", "nnz", "_nnz",
 })
 
+# Members of an object moved whole that are no tensors on the device: its device, dtype, shape and sizes.
+_NOT_MEMBER_TENSORS = frozenset({"device", "dtype", "shape", "size", "ndim", "batch_size", "T", "mT", "training", "name", "keys"})
+_NOT_TENSOR_PREFIXES = ("num_", "n_", "is_", "has_", "_")
+
 
 def _keeps_device(method: str) -> bool:
     """``a.transpose(1, 2)``, ``a.sum()``: a tensor method whose result stays where ``a`` is."""
@@ -131,6 +135,19 @@ class DeviceReach:
                 return False  # rebound to something else, or moved back to the host (`self.x = self.x.cpu()`)
             moved = True
         return moved
+
+    def moved_member(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``data.edge_index`` of a graph or batch moved whole (``data = data.to(device)``): its tensors
+        went with it. Not a count, a flag, a size or the device itself (``data.num_nodes``,
+        ``batch.device``), nor an attribute this file binds to something else."""
+        if type(expr) is not cst.Attribute or type(expr.value) is not cst.Name:
+            return False
+        attr = expr.attr.value
+        if attr in _NOT_MEMBER_TENSORS or attr.startswith(_NOT_TENSOR_PREFIXES) or attr.endswith(("_size", "_len", "_count")):
+            return False  # (Python values an object keeps beside its tensors)
+        if self.ctx.bindings.lookup(f"{expr.value.value}.{attr}", at):
+            return False  # bound here: what it holds is whatever was bound, not the moved member
+        return self.on_device(expr.value, at)
 
     def device_if(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, ...] | None:
         """Where ``expr`` lives, given what the function around ``at`` is passed: () on the

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.cache_hits import never_hit
 from torchlint.analysis.guard_shapes import assigned_targets, conjuncts, constant, counted_or_flagged, mentions, none_tested, target_of
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -60,6 +61,18 @@ class FirstPasses:
         tree = self.ctx.tree
         return stop is None or not any(b.kind == "assign" and tree.is_inside(b.node, stop) and not tree.is_inside(b.node, branch)
                                        and not self._keeps_the_cache(b) for b in self.ctx.bindings.lookup(cache, branch))
+
+    def never_hit(self, node: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        """Where ``node`` sits in the body of a cache's ``if key not in cache:`` that never stores
+        under the key it tests (``cache_hits.never_hit``, hifi-gan's ``mel_basis``): what the branch
+        builds, it builds on every call. (the key tested, the key stored), else None."""
+        for branch in self.conditions(node):  # type: ignore[attr-defined]
+            keys = never_hit(branch) if self.ctx.tree.is_inside(node, branch.body) else None
+            if keys is not None:
+                tested, store = keys
+                one = len(store.slice) == 1 and isinstance(store.slice[0].slice, cst.Index)
+                return tested, store.slice[0].slice.value if one else store  # type: ignore[union-attr]
+        return None
 
     def _keeps_the_cache(self, binding) -> bool:  # type: ignore[no-untyped-def]
         """Does a binding of a cache's name in the step leave what the cache holds between steps: the

@@ -209,6 +209,17 @@ def reports_bad_values(branch: cst.If) -> bool:
     return _checks_a_range(branch.test)
 
 
+def only_reports_bad_values(branch: cst.CSTNode) -> bool:
+    """``if torch.min(y) < -1.: print('min value is ', torch.min(y))`` (hifi-gan's ``mel_spectrogram``):
+    a sanity check (:func:`reports_bad_values`) whose body only prints, logs or warns, no ``raise`` nor
+    ``assert``: it changes nothing the step computes or whether it goes on, so the read of its test
+    buys the step nothing (a check that stops the run on a bad value is a choice the code makes)."""
+    if type(branch) is not cst.If or not reports_bad_values(branch):
+        return False
+    return not any(isinstance(small, (cst.Raise, cst.Assert)) for statement in branch.body.body  # type: ignore[union-attr]
+                   for small in statement.body)  # type: ignore[union-attr]
+
+
 def only_after_a_nan(test: cst.BaseExpression) -> bool:
     """Does ``test`` hold only once a NaN or an infinity is there: ``x.isnan().any()``,
     ``torch.isinf(x).any()``, ``not torch.isfinite(loss).all()``, ``math.isnan(v)``, joined by

@@ -137,7 +137,7 @@ class CallArguments:
                 continue
             where = arg.keyword.value if arg.keyword is not None else position
             params = devices.device_if(arg.value, call)
-            if params == ():
+            if params == () or params is None and devices.moved_member(arg.value, call):
                 found.append(where)
             elif params:
                 conditional.append((where, params))

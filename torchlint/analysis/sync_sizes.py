@@ -81,6 +81,17 @@ class SizedByValues:
                     return param
         return None
 
+    def mask_parameters(self, node: cst.Subscript) -> tuple[str, ...]:
+        """``edge_index[:, edge_type == i]`` in a ``forward`` whose tensors are its parameters: the
+        parameters that, taken for device tensors, make it a mask index sized by its values (the join
+        keeps it where every call passes device tensors there, ``device_parameters``); () where none
+        does, or where it is one as it is (``sized_by_values``)."""
+        if not any(self._compared(e.slice.value, node) for e in node.slice if isinstance(e.slice, cst.Index)):
+            return ()  # (no comparison among the indexes: asked of every subscript, so cheaply first)
+        if not self.in_step(node) or self._filled_in_place(node):
+            return ()  # not per step here; `x[m] = 0` writes in place
+        return self.device_parameters(node, lambda: self.sized_by_values(node))  # type: ignore[attr-defined]
+
     def _parameter_of_item(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
         """The parameter ``expr`` is, or a row of (``y`` in ``for y in padded``)."""
         uploads = self.ctx.uploads

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.cache_hits import NEVER_HIT_WORDS
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.impact import Cost
@@ -41,6 +42,8 @@ class ConstantUploadInLoop(Check):
             self.report(node, hint=_DEVICE_LIST_HINT, expr=short_code(ctx.module, node, limit=60), itself=Repeat("element"), cost=Cost.SYNC,
                         copies=_DEVICE_LIST_WORDS.format(items=short_code(ctx.module, listed, limit=30)))
             return
+        if self._never_cached(node):
+            return
         fed = ctx.uploads.decoded_feed(data, node, ctx.loops.local_hot_loop(node))
         if fed is not None:
             # `torch.LongTensor([inputs[-1]]).to(device)`: the token was on the device a moment ago
@@ -60,6 +63,19 @@ class ConstantUploadInLoop(Check):
         self.report(node, hint=hint, condition=condition, expr=short_code(ctx.module, node, limit=60),
                     cost=Cost.SMALL_UPLOAD if _few_numbers(listed) else None,
                     copies="copies the same host data to the device on every step")
+
+    def _never_cached(self, node: cst.Call) -> bool:
+        """``mel_basis[str(fmax) + '_' + str(y.device)] = torch.from_numpy(mel).to(y.device)`` under
+        ``if fmax not in mel_basis:``: meant to be made once per key, but the key tested is never the
+        key stored, so the same data is built and copied on every call (reported, True)."""
+        ctx = self.ctx
+        keys = ctx.guards.never_hit(node)
+        if keys is None:
+            return False
+        tested, stored = (short_code(ctx.module, k, limit=40) for k in keys)
+        self.report(node, hint=_NEVER_HIT_HINT.format(tested=tested), expr=short_code(ctx.module, node, limit=60),
+                    copies=_NEVER_HIT_WORDS.format(words=NEVER_HIT_WORDS.format(tested=tested, stored=stored)))
+        return True
 
     def _memoised(self, node: cst.Call) -> None:
         """``mask.type_as(query)`` / ``mask.to(x.device)`` of what a memoised helper made on the host
@@ -101,6 +117,11 @@ def _few_numbers(data: cst.BaseExpression, budget: list[int] | None = None) -> b
     return type(data) in (cst.List, cst.Tuple) and bool(data.elements) \
         and all(type(e) is cst.Element and _few_numbers(e.value, budget) for e in data.elements)  # type: ignore[union-attr]
 
+
+# A cache whose test never finds the key it stores (hifi-gan's `mel_basis`): its upload runs on every call.
+_NEVER_HIT_WORDS = "copies the same host data to the device on every call: {words}"
+_NEVER_HIT_HINT = ("Test the key you store: build it once (`key = ...`), then `if key not in cache: cache[key] = ...` and "
+                   "read `cache[key]`; as written, `{tested}` is never found, so the data is built and copied each time")
 
 # A memoised helper's host tensor moved on every call (VQ-VAE-2's `causal_mask`).
 _MEMOISED_WORDS = ("copies the same host tensor, which `{function}()` builds on the host and memoises, to the device on "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.cache_hits import NEVER_HIT_WORDS
 from torchlint.analysis.context import short_code
 from torchlint.analysis.device_names import is_cpu_device, legacy_dtype
 from torchlint.analysis.edits import with_keyword
@@ -37,7 +38,7 @@ class CreateThenMove(Check):
     code = "TL110"
     name = "create-then-move"
     cost = Cost.UPLOAD
-    message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`"
+    message = "`{factory}` builds the tensor on the host and then copies it to the device with `{move}`{why}"
     fix_hint = "Create it where it is used: pass `device=` (and `dtype=`) to the factory, e.g. `torch.zeros(n, device=device)`"
     fix_safety = FixSafety.SAFE
 
@@ -112,7 +113,8 @@ class CreateThenMove(Check):
             if moved is None:
                 return False  # used on the host
             move = _move_text(ctx.module, moved)
-        self.report(node, hint=_made_hint(ctx, data, factory), factory=short_code(ctx.module, node, limit=60), move=move)
+        self.report(node, hint=_made_hint(ctx, data, factory), factory=short_code(ctx.module, node, limit=60), move=move,
+                    why=self._never_cached(node))
         return True
 
     def _check_made(self, made: cst.Call, fixable: bool, hint: str, random: bool = False, elsewhere: bool = False) -> None:
@@ -140,8 +142,17 @@ class CreateThenMove(Check):
         self.report(
             made, fix=fix, hint=hint, fix_safety=safety, cost=cost, host_helper=made if elsewhere else None,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
-            factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move),
+            factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move), why=self._never_cached(made),
         )
+
+    def _never_cached(self, node: cst.CSTNode) -> str:
+        """The words for a copy under a cache's test that never finds the key it stores (hifi-gan's
+        ``if fmax not in mel_basis:``): meant once per key, it runs on every call."""
+        keys = self.ctx.guards.never_hit(node)
+        if keys is None:
+            return ""
+        tested, stored = (short_code(self.ctx.module, k, limit=40) for k in keys)
+        return f", on every call: {NEVER_HIT_WORDS.format(tested=tested, stored=stored)}"
 
     # --- the fix ---------------------------------------------------------------------------
     def _fix(self, factory: cst.Call, move: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode] | None:

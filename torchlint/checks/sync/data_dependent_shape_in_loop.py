@@ -30,13 +30,18 @@ class DataDependentShapeInLoop(Check):
 
     def _check(self, node: cst.Call | cst.Subscript) -> None:
         ctx = self.ctx
+        device_params: tuple[str, ...] = ()
         if not ctx.syncs.sized_by_values(node):
             param = ctx.syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
             if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
                 self.report(node, condition=param.name, expr=short_code(ctx.module, node, limit=60), repeated=False)
-            return
+                return
+            # `edge_index[:, edge_type == i]` of parameters: holds where every caller passes device tensors
+            device_params = ctx.syncs.mask_parameters(node) if type(node) is cst.Subscript else ()
+            if not device_params:
+                return
         repeated = ctx.syncs.repeated_in_step(node)
         if repeated:
             return  # repeated within the step (per head, per node type): TL101 reports it by default
         # Where the join decides, this finding holds only if the line runs once per step.
-        self.report(node, expr=short_code(ctx.module, node, limit=60), repeated=False if repeated is None else None)
+        self.report(node, expr=short_code(ctx.module, node, limit=60), repeated=False if repeated is None else None, if_device=device_params)

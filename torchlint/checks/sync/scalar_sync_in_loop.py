@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
+from torchlint.analysis.guard_shapes import only_reports_bad_values
 from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
 from torchlint.analysis.host_consumers import feeds_environment, feeds_priorities, logged_by_framework
 from torchlint.analysis.impact import Cost
@@ -102,7 +103,10 @@ class ScalarSyncInLoop(Check):
         if self.ctx.syncs.per_token_stop(node):
             self.report(node.test, hint=_STOP_HINT, call=short_code(self.ctx.module, node.test))
         else:
-            self._repeated_sync(node, node.test, _TEST_HINT)
+            # `if torch.min(y) < -1.: print(...)`: a sanity check whose branch only reports changes nothing
+            # the step computes, so its read is waste wherever it runs, once per step too (not TL104's choice)
+            sanity = only_reports_bad_values(node)
+            self._repeated_sync(node, node.test, _SANITY_HINT if sanity else _TEST_HINT, once_too=sanity)
 
     def visit_While(self, node: cst.While) -> None:
         self._repeated_sync(node, node.test, _TEST_HINT)
@@ -120,17 +124,22 @@ class ScalarSyncInLoop(Check):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._repeated_sync(node, node, _SIZE_HINT)
 
-    def _repeated_sync(self, statement: cst.CSTNode, node: cst.BaseExpression, hint: str) -> None:
+    def _repeated_sync(self, statement: cst.CSTNode, node: cst.BaseExpression, hint: str, once_too: bool = False) -> None:
         """A tensor's truth value (TL104's pattern) or a tensor sized by its values (TL106's)
-        where it runs more than once per step: a sync each time, before more device work."""
+        where it runs more than once per step: a sync each time, before more device work.
+        ``once_too``: once per step as well (a sanity check that only reports)."""
         syncs = self.ctx.syncs
-        if statement is node:  # a value-sized op: the node is its own statement here
-            if not syncs.sized_by_values(node):  # type: ignore[arg-type]
-                param = syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
-                if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
-                    self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
-                return
         device_params: tuple[str, ...] = ()
+        # a value-sized op: the node is its own statement here
+        if statement is node and not syncs.sized_by_values(node):  # type: ignore[arg-type]
+            param = syncs.uploaded_mask(node) if type(node) is cst.Subscript else None
+            if param is not None:  # `[y[y != pad] for y in padded]`, `padded` uploaded by the step
+                self.report(node, hint=hint, condition=param.name, call=short_code(self.ctx.module, node, limit=60), repeated=True)
+                return
+            # `edge_index[:, edge_type == i]` of parameters: holds where every caller passes device tensors
+            device_params = syncs.mask_parameters(node) if type(node) is cst.Subscript else ()
+            if not device_params:
+                return
         if statement is not node:
             if not syncs.condition_runs(statement, node):
                 return  # not per step here (or rare): no read, whatever the callers pass
@@ -139,12 +148,12 @@ class ScalarSyncInLoop(Check):
                 device_params = syncs.device_parameters(node, lambda: syncs.condition_read(statement, node))
                 if not device_params:
                     return
-        repeated = syncs.repeated_in_step(node)
+        repeated = None if once_too else syncs.repeated_in_step(node)
         if repeated is False:
             return  # once per step: TL104/TL106 (opt-in) report it
         # Where the join decides, this finding holds only if the line repeats within the step.
-        self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60), repeated=True if repeated is None else None,
-                    if_device=device_params)
+        self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60),
+                    repeated=True if repeated is None and not once_too else None, if_device=device_params)
 
 
 _LOGGED_HINT = ("Pass the tensor itself (`{value}`): Lightning keeps it on the device and reads it only when it writes "
@@ -156,6 +165,8 @@ _WRITER_HINT = ("TensorBoard's writer reads the tensor's value (`.item()` inside
                 "(`loss.item()` for the log line) costs nothing more to pass")
 _TEST_HINT = ("Keep the decision on the device (`torch.where`, masking), check it once after the loop, "
               "or drop the check (`assert not x.isnan().any()`) outside debugging")
+_SANITY_HINT = ("The check only reports: drop it from the step, run it every N steps (`if step % 100 == 0`), or keep it on "
+                "the device (`torch._assert_async((y >= -1).all())`) so the host never waits for it")
 _SIZE_HINT = ("Sort or group once per step and slice by counts read once, or keep shapes static "
               "(`torch.where(mask, x, 0)`, `index_add_`/`scatter` over all rows)")
 _STOP_HINT = ("Test the stop condition every N tokens (`if step % 16 == 0 and done.all(): break`), "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
+from torchlint.analysis.guard_shapes import only_reports_bad_values
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
@@ -25,6 +26,8 @@ class TensorConditionInLoop(Check):
     def visit_If(self, node: cst.If) -> None:
         if self.ctx.syncs.per_token_stop(node):
             return  # a decode loop's stop check: TL101 reports it by default
+        if only_reports_bad_values(node):
+            return  # a sanity check that only reports (`if torch.min(y) < -1.: print(...)`): TL101 reports it by default
         self._check(node, node.test)
 
     def visit_While(self, node: cst.While) -> None:
