@@ -9,6 +9,7 @@ import libcst as cst
 import pytest
 
 from torchlint.analysis.cache_hits import never_hit, returns_on_a_cache_hit
+from torchlint.analysis.tree import Tree
 
 
 def _statements(code: str) -> list[cst.BaseStatement]:
@@ -41,8 +42,13 @@ def test_a_cache_that_stores_its_tested_key_hits(code: str) -> None:
     assert never_hit(_statements(code)[0]) is None
 
 
+def _hit_and_rest(code: str) -> tuple[Tree, cst.BaseStatement, list[cst.BaseStatement]]:
+    module = cst.parse_module(code)
+    return Tree(module), module.body[0], list(module.body[1:])
+
+
 def test_a_return_on_a_hit_is_a_cache_only_where_the_store_uses_the_tested_key() -> None:
-    hit, *rest = _statements("if key in self._cache:\n    return self._cache[key]\nt = build(key)\nself._cache[key] = t\n")
-    assert returns_on_a_cache_hit(hit, rest)
-    hit, *rest = _statements("if key in self._cache:\n    return self._cache[key]\nt = build(key)\nself._cache[str(key)] = t\n")
-    assert not returns_on_a_cache_hit(hit, rest)
+    tree, hit, rest = _hit_and_rest("if key in self._cache:\n    return self._cache[key]\nt = build(key)\nself._cache[key] = t\n")
+    assert returns_on_a_cache_hit(tree, hit, rest)
+    tree, hit, rest = _hit_and_rest("if key in self._cache:\n    return self._cache[key]\nt = build(key)\nself._cache[str(key)] = t\n")
+    assert not returns_on_a_cache_hit(tree, hit, rest)
