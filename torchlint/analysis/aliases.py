@@ -35,10 +35,7 @@ class AliasRefs:
         if depth >= 4 or name.value not in self._alias_names:
             return None  # never bound to a class, a choice of classes or a partial: skip the lookup
         reaching = self.ctx.bindings.reaching_each(name.value, at)
-        # (a parameter with a class for its default, `layer_class=StreamingTransformerLayer`: the class built where
-        # a caller leaves it out, and what a caller passes there is most often that class or a subclass of it)
-        return either(self._class_named(b.value, b.node, depth) for b in reaching
-                      if b.kind == "assign" and b.element is None or b.kind == "param" and b.value is not None)
+        return either(self._class_named(b.value, b.node, depth) for b in reaching if b.kind == "assign" and b.element is None)
 
     @cached_property
     def _alias_names(self) -> set[str]:
@@ -48,9 +45,6 @@ class AliasRefs:
         for assign in self.ctx.tree.nodes(cst.Assign):
             if type(assign.value) in (cst.IfExp, cst.Name, cst.Attribute) or type(assign.value) is cst.Call and self.ctx.qname(assign.value.func) == "functools.partial":
                 found.update(t.target.value for t in assign.targets if type(t.target) is cst.Name)
-        for param in self.ctx.tree.nodes(cst.Param):
-            if type(param.default) in (cst.Name, cst.Attribute) and (dotted(param.default) or "").rsplit(".", 1)[-1][:1].isupper():
-                found.add(param.name.value)  # `layer_class=StreamingTransformerLayer`: a default that may name a class
         return found
 
     def constructed(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
