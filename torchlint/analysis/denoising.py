@@ -76,6 +76,9 @@ def denoises(ctx: FileContext, loop: cst.CSTNode) -> bool:
         # (the loop's own variables are new each iteration, its data too: Swin's `for idx, (samples, targets) in
         # enumerate(data_loader): samples, targets = mixup_fn(samples, targets)` carries nothing over)
         inputs -= mentions(loop.target)
+        # (and what they hold: audiocraft's `for info in infos: info.description = paraphraser.sample_paraphrase(
+        # info.meta.path, info.description)` rewrites each item's own field, no state carried to the next)
+        inputs = {name for name in inputs if name.split(".", 1)[0].split("[", 1)[0] not in mentions(loop.target)}
         if inputs & fed or any(grown_name in inputs and mentions(value) & fed for grown_name, value in grown):
             return True
     return False

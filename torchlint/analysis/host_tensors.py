@@ -30,7 +30,7 @@ PLACE_KEEPING = DTYPE_CONVERSIONS | frozenset({
 })
 # Of those, the ones whose only tensor is their first argument (`torch.tril(ones)`): the result
 # is where that one is, whatever the others (sizes, dimensions, bounds) say.
-_ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
     "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf",
 ))
@@ -184,7 +184,7 @@ class HostTensors:
                 return self.made_on_host(func.value, at, depth + 1, filled)
             if qualified is None and self.host_helper(expr, filled) is not None:
                 return expr
-            if qualified in _ONE_TENSOR_FUNCTIONS and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+            if qualified in ONE_TENSOR_FUNCTIONS and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
                 return self.made_on_host(expr.args[0].value, at, depth + 1, filled)  # `return torch.tril(ret)`
             return None
         if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:

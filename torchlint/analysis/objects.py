@@ -142,6 +142,10 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
     def _instance_class_of(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         expr_type = type(expr)
         if expr_type is cst.Name:
+            if expr.value == "self" and self._first_parameter(at):
+                # `model = self if self._fsdp is None else self._fsdp`, then `model(x)`: the object itself, as `self(x)`
+                cls = self.ctx.tree.enclosing_class(at)
+                return ("local", self.class_keys[id(cls)]) if cls is not None and id(cls) in self.class_keys else None
             if expr.value not in self._assigned_from_calls[0]:
                 return None  # never bound to anything that may be an object: skip the lookup
             reaching = self.ctx.bindings.reaching_each(expr.value, at)
@@ -173,6 +177,11 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         if expr_type is cst.Attribute and type(expr.value) is cst.Subscript:  # `self.down[i].attn`
             return self._namespace_member(expr.value, expr.attr.value, at)
         return None
+
+    def _first_parameter(self, at: cst.CSTNode) -> bool:
+        """Is ``self`` at ``at`` the first parameter of the method around it (not a name bound otherwise)?"""
+        bound = self.ctx.bindings.lookup("self", at)
+        return len(bound) == 1 and bound[0].kind == "param" and type(bound[0].node) is cst.Param
 
     def _global_class(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """A module-level global read in a function (dlrm's ``dlrm_wrap`` calls ``dlrm(X)``,

@@ -196,6 +196,10 @@ class SizedByValues:
             # The bindings that may reach `at` (`j = iou.argsort()` earlier in the function is
             # another value, not this one), each a mask or a row of one (`j, k = mask.T`).
             bound = [b for b in ctx.bindings.reaching_each(expr.value, at) if b.kind != "augassign"]
+            if len(bound) == 1 and bound[0].kind == "param" and mask_name(expr.value):
+                # `def _compute_cross_entropy(self, logits, targets, mask)`: a parameter named for a mask, as an
+                # attribute so named is one (audiocraft's per-codebook `targets_k[mask[:, k, ...].view(-1)]`)
+                return True
             return bool(bound) and all(b.kind == "assign" and b.value is not None and self._bound_mask(b, depth, traced) for b in bound)
         if expr_type is cst.Attribute and mask_name(expr.attr.value):
             # `data.train_mask`: a mask kept on a graph or a batch (PyG's splits), unless this
@@ -218,3 +222,4 @@ class SizedByValues:
         elif binding.element is not None and type(binding.node) is not cst.Assign:
             return False  # (`for m in masks`: iterated, not unpacked)
         return self.bool_mask(value, binding.node, depth + 1, traced)
+

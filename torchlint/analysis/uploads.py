@@ -19,7 +19,7 @@ from torchlint.analysis.decoding import grown_names
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS
 from torchlint.analysis.host_indexes import HostIndexes, builds_the_object
 from torchlint.analysis.host_moves import HostMoves
-from torchlint.analysis.host_tensors import FROM_DATA, HostTensors
+from torchlint.analysis.host_tensors import ARITHMETIC, FROM_DATA, ONE_TENSOR_FUNCTIONS, PLACE_KEEPING, HostTensors
 from torchlint.analysis.loop_invariants import attribute_unchanged
 from torchlint.analysis.names import dotted
 
@@ -48,10 +48,60 @@ class Uploads(HostTensors, HostMoves, HostIndexes):
             return call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
         if qualified is not None or ctx.devices.move(call) != "device":
             return None
+        if self.host_attribute(call.func.value):  # type: ignore[attr-defined]
+            return call.func.value  # type: ignore[attr-defined]
         made = self.made_on_host(call.func.value, call)  # type: ignore[attr-defined]
         if made is None or ctx.qname(made.func) not in FROM_DATA or not made.args or made.args[0].keyword is not None:
             return None
         return made.args[0].value
+
+    def host_attribute(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Is ``expr`` ``self.betas`` that only the methods building the object set, each time to a
+        tensor made on the host (``torch.linspace(b0, b1, n)``, ``1. - self.betas``, ``torch.cumprod(
+        self.alphas, 0)``)? A plain attribute, no buffer: moving the object leaves it on the host."""
+        ctx = self.ctx
+        name = dotted(expr) if type(expr) is cst.Attribute else None
+        if name is None or not name.startswith("self.") or name.count(".") != 1 or depth > 4:
+            return False
+        if expr.attr.value in self._attributes_set_elsewhere:  # type: ignore[attr-defined]
+            return False  # `sde.betas = sde.betas.to(device)` outside the class: it may live on the device
+        bound = ctx.bindings.lookup(name, expr)
+        return bool(bound) and all(
+            b.kind == "assign" and b.element is None and b.value is not None
+            and builds_the_object(ctx.tree.enclosing_function(b.node)) and self._host_valued(b.value, b.node, depth + 1)
+            for b in bound)
+
+    def _host_valued(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """A tensor made on the host, or arithmetic, a place-keeping method or a one-tensor torch
+        function of host attributes (``1. - self.discrete_betas``)."""
+        ctx = self.ctx
+        if self.made_on_host(value, at) is not None:  # type: ignore[attr-defined]
+            return True
+        value_type = type(value)
+        if value_type is cst.Attribute:
+            return self.host_attribute(value, depth)
+        if value_type is cst.UnaryOperation:
+            return self._host_valued(value.expression, at, depth)
+        if value_type is cst.BinaryOperation and type(value.operator) in ARITHMETIC:
+            sides = (value.left, value.right)
+            hosted = [self._host_valued(side, at, depth) for side in sides]
+            return any(hosted) and all(h or self.python_number(side, at) for h, side in zip(hosted, sides))  # type: ignore[attr-defined]
+        if value_type is cst.Call and value.args and value.args[0].keyword is None and not value.args[0].star:
+            if ctx.qname(value.func) in ONE_TENSOR_FUNCTIONS:
+                return self._host_valued(value.args[0].value, at, depth)  # `torch.cumprod(self.alphas, dim=0)`
+        if value_type is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in PLACE_KEEPING \
+                and ctx.qname(value.func) is None:
+            return self._host_valued(value.func.value, at, depth)
+        return False
+
+    @cached_property
+    def _attributes_set_elsewhere(self) -> frozenset[str]:
+        """The attribute names this file assigns on an object other than ``self`` (``sde.betas = ...``)."""
+        names = set()
+        for target in self.ctx.tree.nodes(cst.AssignTarget):
+            if type(target.target) is cst.Attribute and not (type(target.target.value) is cst.Name and target.target.value.value == "self"):
+                names.add(target.target.attr.value)
+        return frozenset(names)
 
     def same_every_step(self, data: cst.BaseExpression, at: cst.CSTNode, step: cst.CSTNode | None) -> bool:
         """Does ``data`` hold the same value on every step: a literal of numbers, a module

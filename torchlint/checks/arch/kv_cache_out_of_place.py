@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
+from torchlint.analysis.object_shapes import string_key
 from torchlint.checks.base import Check
 
 # Out-of-place writes into a tensor: each returns a new tensor as large as the one written into.
@@ -85,12 +86,38 @@ def _grown_cache(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-
     first = call.args[0].value
     parts = [e.value for e in first.elements] if isinstance(first, (cst.List, cst.Tuple)) else [first]
     for part in parts:
+        entry = _state_entry(ctx, part, call)
+        if entry is not None:
+            return entry
         while isinstance(part, cst.Subscript):
             part = part.value  # `layer_past[0]`, `past[i]`: the cache it indexes
         name = dotted(part)
         if _names_a_cache(name) or isinstance(part, cst.Name) and _unpacked_from_a_cache(ctx, part, call):
             return name
     return None
+
+
+def _state_entry(ctx, part: cst.BaseExpression, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
+    """``self._streaming_state['past_keys']`` (audiocraft's ``_complete_kv``), read where it is joined or
+    into a name first (``pk = self._streaming_state['past_keys']``): a cache kept in a dict entry on ``self``,
+    when the function stores into that same entry (the grown tensor kept for the next token). Its spelling, else None."""
+    at: cst.CSTNode = call
+    if isinstance(part, cst.Name):
+        binding = ctx.bindings.reaching(part.value, call)
+        if binding is None or binding.kind != "assign" or binding.element is not None or binding.value is None:
+            return None
+        part, at = binding.value, binding.node
+    if not isinstance(part, cst.Subscript):
+        return None
+    key, owner = string_key(part), dotted(part.value)
+    if key is None or owner is None or not owner.startswith("self.") or not _names_a_cache(key):
+        return None  # (an entry named for no cache, `state['past_frames']`, or a dict that lives only for this call)
+    function = ctx.tree.enclosing_function(at)
+    stored = function is not None and any(
+        isinstance(target.target, cst.Subscript) and dotted(target.target.value) == owner and string_key(target.target) == key
+        for target in ctx.tree.nodes_under(function, cst.AssignTarget))
+    # (stored back under the same key: the cache the next token reads; joined into another entry, it is no cache grown)
+    return f"{owner}[{key!r}]" if stored else None
 
 
 def _names_a_cache(name: str | None) -> bool:
