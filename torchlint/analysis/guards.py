@@ -22,8 +22,9 @@ from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
-    frequent_modulo, is_counter, is_rare_test, only_after_a_nan, only_return, raises, reports_bad_values,
+    frequent_modulo, is_counter, is_rare_test, only_return, raises,
 )
+from torchlint.analysis.guard_sanity import only_after_a_nan, reports_bad_values
 from torchlint.analysis.guard_steps import GuardedSteps
 from torchlint.analysis.guard_switches import AssertedOff, SwitchedOff
 from torchlint.analysis.kinds import Kind

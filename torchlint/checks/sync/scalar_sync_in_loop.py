@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.host_returns import returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
-from torchlint.analysis.guard_shapes import only_reports_bad_values
+from torchlint.analysis.guard_sanity import only_reports_bad_values
 from torchlint.analysis.element_reads import ELEMENT_HINT, FORWARD_HINT, TABLE_HINT, indexed_table, walked_tensor
 from torchlint.analysis.host_consumers import feeds_environment, feeds_priorities, logged_by_framework
 from torchlint.analysis.impact import Cost

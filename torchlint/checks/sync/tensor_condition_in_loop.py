@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.context import short_code
-from torchlint.analysis.guard_shapes import only_reports_bad_values
+from torchlint.analysis.guard_sanity import only_reports_bad_values
 from torchlint.analysis.impact import Cost
 from torchlint.checks.base import Check
 
