@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.device_names import string_value
+from torchlint.analysis.literal_tests import literal
 from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _NOT_PROJECT, CONFIG_NAMES
@@ -213,16 +214,16 @@ class Constants:
         source = self.argparse_defaults().get(attr)
         return source if source is not None else self.field_defaults().get(attr)
 
-    def setting_ints(self) -> tuple[tuple[str, int], ...]:
-        """This file's argparse settings with an integer default (``--num-workers`` with
-        ``default=0`` → ``("num_workers", 0)``), as plain data for the step summary: another
-        file that is passed the parsed namespace reads its defaults here."""
+    def setting_values(self) -> tuple[tuple[str, object], ...]:
+        """This file's argparse settings with a literal default (``--num-workers`` with
+        ``default=0`` → ``("num_workers", 0)``; a float, a bool, a flag's implicit False, None, a
+        string), as plain data for the step summary: another file that is passed the parsed
+        namespace reads its defaults here."""
         found = []
         for dest, source in self.argparse_defaults().items():
-            if isinstance(source, (cst.Integer, cst.UnaryOperation)):  # a literal: not a name this file may rebind
-                value = self.int_value(source)
-                if value is not None:
-                    found.append((dest, value))
+            value = literal(source)  # a literal: not a name this file may rebind
+            if value is not None:
+                found.append((dest, value[1]))
         return tuple(found)
 
     def assigned_ints(self) -> tuple[tuple[str, int | None], ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args
+from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args, own_settings
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -40,7 +40,8 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
                 target = _target(call.func, key, functions, imports, relative, bool(stars))
             if target is not None:
                 args = _argument_refs(call, key, assigned, passed, lambda func: _target(func, key, functions, imports, relative, bool(stars)))
-                calls.append(CallSite(key, target, None, args=args, given=given_arguments(call), falsy=falsy_args(call), literals=literal_args(call)))
+                calls.append(CallSite(key, target, None, args=args, given=given_arguments(call), falsy=falsy_args(call), literals=literal_args(call),
+                                      own_settings=own_settings(call, passed, CONFIG_NAMES)))
     exports = [(name, ("import", level, target)) for name, (level, target) in relative.items()]
     exports += [(name, ("import", 0, target)) for name, target in imports.items() if target.split(".")[0] not in _NOT_PROJECT]
     returns = []
@@ -49,7 +50,7 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
         if refs:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
-                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_ints(every_node), assigned=_assigned_ints(every_node),
+                       params=tuple(params.items()), returns=tuple(returns), settings=_setting_values(every_node), assigned=_assigned_ints(every_node),
                        by_name=_builds_by_name(every_node, imports), names_device=_names_device(every_node))
 
 
@@ -83,10 +84,11 @@ def _names_device(nodes: list[ast.AST]) -> bool:
     return False
 
 
-def _setting_ints(nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
-    """argparse settings with an integer literal default (``add_argument("--num-workers",
-    type=int, default=0)``): an options module without torch parses the run's settings."""
-    found: dict[str, int] = {}
+def _setting_values(nodes: list[ast.AST]) -> tuple[tuple[str, object], ...]:
+    """argparse settings with a literal default (``add_argument("--num-workers", type=int,
+    default=0)``, a float, a bool, a string, a flag's implicit False, an option's implicit None),
+    as ``Constants.setting_values`` finds them: an options module without torch parses the run's settings."""
+    found: dict[str, object] = {}
     for call in nodes:
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
             continue
@@ -94,12 +96,19 @@ def _setting_ints(nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
         keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
         dest = keywords.get("dest")
         name = dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else flags[0][2:].replace("-", "_") if flags else None
+        action = keywords.get("action")
+        action = action.value if isinstance(action, ast.Constant) else None if action is None else ""
         default = keywords.get("default")
-        try:
-            value = ast.literal_eval(default) if default is not None else None
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue  # a name or a call: not known here
-        if name and type(value) is int:
+        if default is None and action in ("store_true", "store_false"):
+            value: object = action == "store_false"  # a flag's implicit default: off until passed
+        elif default is None and (action is not None or "required" in keywords):
+            continue  # (another action's, or a required option's: no default argparse gives)
+        else:
+            try:
+                value = ast.literal_eval(default) if default is not None else None  # (no `default=`: argparse's None)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue  # a name or a call: not known here
+        if name and (value is None or type(value) in (int, float, bool, str)):
             found[name] = value
     return tuple(found.items())
 

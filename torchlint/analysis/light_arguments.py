@@ -30,6 +30,22 @@ def literal_args(call: ast.Call) -> tuple[tuple[int | str, object], ...]:
     return tuple(found)
 
 
+def own_settings(call: ast.Call, params: set[str], config_names: frozenset[str]) -> tuple[tuple[int | str, str, str], ...]:
+    """What ``summary_arguments._own_settings`` says: arguments that are a setting of one of the caller's
+    ``params`` (never rebound) of a config object's name (``args.contrastive_weight``): (where, parameter, setting)."""
+    def setting(value: ast.expr) -> tuple[str, str] | None:
+        name = value.value.id if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) else None
+        return (name, value.attr) if name in params and name in config_names else None  # type: ignore[union-attr]
+    found: list[tuple[int | str, str, str]] = []
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        if (named := setting(arg)) is not None:
+            found.append((position, *named))
+    found.extend((k.arg, *named) for k in call.keywords if k.arg is not None and (named := setting(k.value)) is not None)
+    return tuple(found)
+
+
 def _literal(value: ast.expr) -> bool:
     return isinstance(value, ast.Constant) and type(value.value) in (int, float, bool, str, type(None))
 

@@ -18,6 +18,7 @@ from torchlint.analysis.switch_words import Flag, holds
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
 _MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
 _T = TypeVar("_T")
+_UNKNOWN = object()  # a setting's default no file gives (None is a default argparse gives)
 
 
 class SettingDefaults(CallIndexes):
@@ -40,15 +41,17 @@ class SettingDefaults(CallIndexes):
         something else, leaves the parameter out, or no call is found: the run's choice."""
         if not function:  # a config object imported from the project: what its assignments there say
             return self.assigned_default(setting)
-        values = self._passed(path, function, param, setting, 0)
-        return values.pop() if len(values) == 1 and None not in values else None
+        values = self._passed(path, function, param, setting, 0, True)
+        value = values.pop() if len(values) == 1 else None
+        return value if type(value) is int else None
 
     def assigned_default(self, setting: str) -> int | None:
         """The integer every file of the project that assigns ``setting`` to a config object gives it
         (GraphGym's ``cfg.num_workers = 0`` in ``set_cfg``), argparse defaults of that name included,
         and there is one; None where one gives another value, or something other than an integer."""
         values = {value for summary in self.project.files.values() for name, value in summary.assigned if name == setting}
-        values |= {value for summary in self.project.files.values() for name, value in summary.settings if name == setting}
+        # (TL201's worker counts: a float or a flag default is none)
+        values |= {value for summary in self.project.files.values() for name, value in summary.settings if name == setting and type(value) is int}
         return values.pop() if len(values) == 1 and None not in values else None
 
     def always_passed(self, path: str, function: str, param: str) -> bool:
@@ -129,11 +132,33 @@ class SettingDefaults(CallIndexes):
                 continue
             if test == "truth" and where in call.falsy:
                 continue
+            default_passed = self._setting_passed(caller_path, call, where)
+            if default_passed is not None:
+                # (`clip_loss_weight=args.coca_contrastive_loss_weight` in `create_loss(args)`: the parser's default, 1.0)
+                if holds(test, constant, default_passed[0]) is not False:
+                    return False
+                continue
             own = dict(call.own_params).get(where)
             # (its caller's own parameter handed on: what every call of the caller passes there)
             if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
                 return False
         return True
+
+    def _setting_passed(self, path: str, call: CallSite, where: int | str) -> tuple[object] | None:
+        """The default of the setting ``call`` (in ``path``) passes at ``where``, a setting of its
+        caller's own config parameter (``CallSite.own_settings``), as a 1-tuple: the one default the
+        files of the caller's callers give it (a float, a bool, None too). None where it is not
+        one, the defaults differ or are not known, or a file of the project assigns the setting
+        (``args.lr = 0.1``: no longer the parser's default)."""
+        found = next(((param, setting) for at, param, setting in call.own_settings if at == where), None)
+        if found is None or not call.caller or found[1] in self._assigned_settings():
+            return None
+        values = self._passed(path, call.caller, found[0], found[1], 0, False)
+        return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
+
+    def _assigned_settings(self) -> frozenset[str]:
+        """The settings some file of the project assigns a config object (``FileSummary.assigned``)."""
+        return self.kept("assigned", lambda: frozenset(name for summary in self.project.files.values() for name, _ in summary.assigned))
 
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
@@ -308,19 +333,21 @@ class SettingDefaults(CallIndexes):
                            if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
         return self._built
 
-    def _passed(self, path: str, function: str, param: str, setting: str, depth: int) -> set[int | None]:
+    def _passed(self, path: str, function: str, param: str, setting: str, depth: int, ints: bool) -> set[object]:
+        """The defaults of ``setting`` the calls of ``function`` give the namespace they pass as
+        ``param`` (``_UNKNOWN`` for one not known); with ``ints``, integer defaults only."""
         calls = self.calls_of((path, function))
         if not calls or depth > _MAX_DEPTH:
-            return {None}
-        found: set[int | None] = set()
+            return {_UNKNOWN}
+        found: set[object] = set()
         for caller_path, call in calls:
             filled = self._filled_by(call, (path, function), param)
             if filled is None:
-                found.add(None)  # left out (its default is no namespace), or through `*args`/`**kwargs`
+                found.add(_UNKNOWN)  # left out (its default is no namespace), or through `*args`/`**kwargs`
             elif filled[1] is not None and call.caller:  # the caller's own parameter, handed on: its callers pass it
-                found |= self._passed(caller_path, call.caller, filled[1], setting, depth + 1)
+                found |= self._passed(caller_path, call.caller, filled[1], setting, depth + 1, ints)
             else:
-                found.add(self._defined(caller_path, setting))
+                found.add(self._defined(caller_path, setting, ints))
         return found
 
     def _filled_by(self, call: CallSite, callee: tuple[str, str], param: str) -> tuple[int | str, str | None] | None:
@@ -337,15 +364,16 @@ class SettingDefaults(CallIndexes):
             return None
         return where, dict(call.own_params).get(where)
 
-    def _defined(self, path: str, setting: str) -> int | None:
+    def _defined(self, path: str, setting: str, ints: bool) -> object:
         """The setting's default in file ``path``, else the one every file of the project
-        that defines it gives (an options module's parser, the script importing it)."""
+        that defines it gives (an options module's parser, the script importing it); with
+        ``ints``, integer defaults only. ``_UNKNOWN`` where none is known."""
         summary = self.project.files.get(path)
-        here = dict(summary.settings).get(setting) if summary is not None else None
-        if here is not None:
-            return here
-        everywhere = {dict(s.settings)[setting] for s in self.project.files.values() if setting in dict(s.settings)}
-        return everywhere.pop() if len(everywhere) == 1 else None
+        here = _defaults(summary.settings, ints) if summary is not None else {}
+        if setting in here:
+            return here[setting]
+        everywhere = {(type(d[setting]), d[setting]) for s in self.project.files.values() if setting in (d := _defaults(s.settings, ints))}
+        return everywhere.pop()[1] if len(everywhere) == 1 else _UNKNOWN
 
     def calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
         """Every call of the project that runs ``function`` (file, key; a construction: its class's
@@ -370,3 +398,8 @@ class SettingDefaults(CallIndexes):
                     callers.setdefault(callee, []).append((path, call))
         return callers
 
+
+
+def _defaults(settings: tuple[tuple[str, object], ...], ints: bool) -> dict[str, object]:
+    """``FileSummary.settings`` by name; with ``ints``, the integer ones only (TL201's worker counts)."""
+    return {name: value for name, value in settings if not ints or type(value) is int}

@@ -85,6 +85,9 @@ class CallSite:
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
+    # arguments that are a setting of the caller's own config parameter (`clip_loss_weight=args.coca_contrastive_loss_weight`
+    # in `create_loss(args)`): (position or keyword, the parameter, the setting); the callers' files hold its default
+    own_settings: tuple[tuple[int | str, str, str], ...] = ()
     devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
     # arguments on the device where the caller's parameters named are (all of them): `rand_slice(z)`
     # with `z = self.enc_q(y)` in `forward(self, y)`, `torch.rand(b).to(device=x.device)` (`Steps.device_params`)
@@ -208,7 +211,9 @@ class FileSummary:
     # argument's position or keyword); None where it may be called anyhow (kept, returned, wrapped)
     compiled_calls: tuple[CompiledCalls | None, ...] = ()
     switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
-    settings: tuple[tuple[str, int], ...] = ()  # argparse settings with an integer default (`--num-workers`, 0): a callee's `args.num_workers`
+    # argparse settings with a literal default (`--num-workers`, 0; `--loss-weight`, 1.0; a `store_true` flag, False;
+    # None): a callee's `args.num_workers`
+    settings: tuple[tuple[str, object], ...] = ()
     # settings a config object is assigned here (`cfg.num_workers = 0`, yacs' `set_cfg(cfg)`): (name, the integer, None for
     # any other value or two values); with `settings`, what an imported config object holds (`SettingDefaults.assigned_default`)
     assigned: tuple[tuple[str, int | None], ...] = ()

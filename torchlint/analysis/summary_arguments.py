@@ -165,6 +165,23 @@ class CallArguments:
                 found.append((arg.keyword.value if arg.keyword is not None else position, value.value))
         return tuple(found)
 
+    def _own_settings(self, call: cst.Call) -> tuple[tuple[int | str, str, str], ...]:
+        """Arguments that are a setting of the calling function's own config parameter
+        (``CoCaLoss(clip_loss_weight=args.coca_contrastive_loss_weight)`` in ``create_loss(args)``):
+        (position or keyword, the parameter, the setting). Its callers' files hold the default."""
+        caller = self.ctx.tree.enclosing_function(call)
+        found: list[tuple[int | str, str, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) is not cst.Attribute or type(value.value) is not cst.Name:
+                continue  # (`self.args.x`: the object's, kept in `__init__`; not what this call's caller was passed)
+            source = self.ctx.constants.setting_source(dotted(value) or "", call)
+            if source is not None and source[0] is caller:  # (a parameter of an enclosing function: its closure's callers are others)
+                found.append((arg.keyword.value if arg.keyword is not None else position, source[1], source[2]))
+        return tuple(found)
+
     def unfollowed_passes(self, followed: set[int], keys: dict[int, str]) -> tuple[tuple[str, str, str, str], ...]:
         """``FileSummary.unfollowed``: for each call the summary records no call site of (a library
         object's, a rare branch's), the keywords it passes a value that may be true: (name called,
