@@ -42,6 +42,8 @@ def test_setting_flags_markers_and_reasons(tmp_path: Path, monkeypatch: pytest.M
     (("train.py", ("    args.aux_weight = 0.0 if args.lr > 1e-2 else args.aux_weight\n", "")), 27, "low"),
     # a value the caller chooses, not the namespace's setting
     (("weights/build.py", ("contrastive_weight=args.contrastive_weight", "contrastive_weight=args.contrastive_weight * 0.5")), 19, "medium"),
+    # a keyword named beside a `**` splat of a local dict: the splat cannot hold it too (open_clip's `CoCaTask(..., **shared)`)
+    (("weights/build.py", ("    return PairLoss(", "    shared = {}\n    return PairLoss(**shared,")), 19, "low"),
     # the loss built where torch is imported too (the libcst summary, not the light one): the same answer
     (("weights/build.py", ('"""The loss built', 'import torch\n"""The loss built')), 19, "low"),
 ])

@@ -257,9 +257,9 @@ class SettingDefaults(CallIndexes):
         if call.given is not None:
             filled = self._filled_by(call, callee, param)
             return filled[0] if filled is not None else None
-        named = {where for where, _ in call.own_params} | set(call.falsy)
+        named = {where for where, _ in call.own_params} | {where for where, _, _ in call.own_settings} | set(call.falsy)
         if param in named:
-            return param  # (`f(x, flag=flag, **kwargs)`: a keyword named is none `kwargs` may hold)
+            return param  # (`f(x, flag=flag, **kwargs)`, `f(w=args.w, **shared)`: a keyword named is none `kwargs` may hold)
         names = self.project.parameters(call, callee)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]
