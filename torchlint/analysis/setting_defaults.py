@@ -12,16 +12,15 @@ from typing import TypeVar
 
 from torchlint.analysis.project import Project
 from torchlint.analysis.setting_calls import CallIndexes
+from torchlint.analysis.setting_values import MAX_DEPTH, SettingValues
 from torchlint.analysis.summary import CallSite
 from torchlint.analysis.switch_words import Flag, holds
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
-_MAX_DEPTH = 4  # a namespace handed on from function to function: main -> build -> make_loaders
 _T = TypeVar("_T")
-_UNKNOWN = object()  # a setting's default no file gives (None is a default argparse gives)
 
 
-class SettingDefaults(CallIndexes):
+class SettingDefaults(CallIndexes, SettingValues):
     """The project's callers of each function, indexed once, and the defaults they pass."""
 
     def __init__(self, project: Project) -> None:
@@ -33,26 +32,6 @@ class SettingDefaults(CallIndexes):
         self._keywords: dict[str, list[tuple[str, CallSite]]] | None = None  # calls passing a keyword by name, by the keyword
         self._handed_memo: dict[str, bool] = {}  # `_handed_to_kwargs`'s answers
         self._kept: dict[str, object] = {}  # `kept`'s
-
-    def passed_default(self, path: str, function: str, param: str, setting: str) -> int | None:
-        """The default of ``setting`` on the object every call of ``function`` (in ``path``)
-        passes as ``param``: where each call's file defines it (an argparse ``default=``), or
-        else where the project's files that define it agree. None when a call passes
-        something else, leaves the parameter out, or no call is found: the run's choice."""
-        if not function:  # a config object imported from the project: what its assignments there say
-            return self.assigned_default(setting)
-        values = self._passed(path, function, param, setting, 0, True)
-        value = values.pop() if len(values) == 1 else None
-        return value if type(value) is int else None
-
-    def assigned_default(self, setting: str) -> int | None:
-        """The integer every file of the project that assigns ``setting`` to a config object gives it
-        (GraphGym's ``cfg.num_workers = 0`` in ``set_cfg``), argparse defaults of that name included,
-        and there is one; None where one gives another value, or something other than an integer."""
-        values = {value for summary in self.project.files.values() for name, value in summary.assigned if name == setting}
-        # (TL201's worker counts: a float or a flag default is none)
-        values |= {value for summary in self.project.files.values() for name, value in summary.settings if name == setting and type(value) is int}
-        return values.pop() if len(values) == 1 and None not in values else None
 
     def always_passed(self, path: str, function: str, param: str) -> bool:
         """Does every call of ``function`` (in ``path``) in the project pass ``param`` a value that
@@ -106,7 +85,7 @@ class SettingDefaults(CallIndexes):
         return None
 
     def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int) -> bool:
-        if depth > _MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
+        if depth > MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
             return False
         calls = [(where, call) for where, call in self.calls_of((path, function)) if not self._a_test(where, call.caller)]
         if not calls:
@@ -144,22 +123,6 @@ class SettingDefaults(CallIndexes):
                 return False
         return True
 
-    def _setting_passed(self, path: str, call: CallSite, where: int | str) -> tuple[object] | None:
-        """The default of the setting ``call`` (in ``path``) passes at ``where``, a setting of its
-        caller's own config parameter (``CallSite.own_settings``), as a 1-tuple: the one default the
-        files of the caller's callers give it (a float, a bool, None too). None where it is not
-        one, the defaults differ or are not known, or a file of the project assigns the setting
-        (``args.lr = 0.1``: no longer the parser's default)."""
-        found = next(((param, setting) for at, param, setting in call.own_settings if at == where), None)
-        if found is None or not call.caller or found[1] in self._assigned_settings():
-            return None
-        values = self._passed(path, call.caller, found[0], found[1], 0, False)
-        return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
-
-    def _assigned_settings(self) -> frozenset[str]:
-        """The settings some file of the project assigns a config object (``FileSummary.assigned``)."""
-        return self.kept("assigned", lambda: frozenset(name for summary in self.project.files.values() for name, _ in summary.assigned))
-
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
         ``test_*.py`` file, or ``test()``/``test_*`` called by no code of the project but once at
@@ -189,7 +152,7 @@ class SettingDefaults(CallIndexes):
     def _called_switched_off(self, path: str, function: str, depth: int) -> str | None:
         name = function.rpartition(".")[2]
         # (a dunder runs on an object's construction or call, by no name a call site records)
-        if depth > _MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self.valued() \
+        if depth > MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self.valued() \
                 or self.unresolved_named(name) or (path, function) in self._sparse_calls():
             return None
         calls = self.calls_of((path, function))
@@ -249,7 +212,7 @@ class SettingDefaults(CallIndexes):
 
     def _switch_off(self, path: str, switch: tuple[str, str, bool], depth: int) -> bool:
         function, param, optional = switch
-        return depth < _MAX_DEPTH and not self._maybe_elsewhere(path, function, param, optional, depth) \
+        return depth < MAX_DEPTH and not self._maybe_elsewhere(path, function, param, optional, depth) \
             and self._off_everywhere(path, function, param, optional, depth) is not None
 
     def _explicit(self, call: CallSite, callee: tuple[str, str], param: str) -> int | str | None:
@@ -300,7 +263,7 @@ class SettingDefaults(CallIndexes):
         code of the project turns on?"""
         summary = self.project.files.get(path)
         off = {(p, none) for f, p, none in summary.off_defaults if f == function} if summary is not None and function else set()
-        return depth < _MAX_DEPTH and ((param, True) in off or not optional and (param, False) in off) \
+        return depth < MAX_DEPTH and ((param, True) in off or not optional and (param, False) in off) \
             and not self._maybe_elsewhere(path, function, param, optional, depth + 1) \
             and self._off_everywhere(path, function, param, optional, depth + 1) is not None
 
@@ -333,48 +296,6 @@ class SettingDefaults(CallIndexes):
                            if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
         return self._built
 
-    def _passed(self, path: str, function: str, param: str, setting: str, depth: int, ints: bool) -> set[object]:
-        """The defaults of ``setting`` the calls of ``function`` give the namespace they pass as
-        ``param`` (``_UNKNOWN`` for one not known); with ``ints``, integer defaults only."""
-        calls = self.calls_of((path, function))
-        if not calls or depth > _MAX_DEPTH:
-            return {_UNKNOWN}
-        found: set[object] = set()
-        for caller_path, call in calls:
-            filled = self._filled_by(call, (path, function), param)
-            if filled is None:
-                found.add(_UNKNOWN)  # left out (its default is no namespace), or through `*args`/`**kwargs`
-            elif filled[1] is not None and call.caller:  # the caller's own parameter, handed on: its callers pass it
-                found |= self._passed(caller_path, call.caller, filled[1], setting, depth + 1, ints)
-            else:
-                found.add(self._defined(caller_path, setting, ints))
-        return found
-
-    def _filled_by(self, call: CallSite, callee: tuple[str, str], param: str) -> tuple[int | str, str | None] | None:
-        """Where ``call`` passes ``param`` (a position or keyword), and the caller's own
-        parameter it passes there, if it is one; None when it does not pass it."""
-        if call.given is None:
-            return None
-        names = self.project.parameters(call, callee)
-        if callee[1].endswith(".__init__") and names[:1] == ("self",):
-            names = names[1:]  # a construction: `self` is the object made
-        positional, keywords = call.given
-        where: int | str | None = param if param in keywords else next((i for i, n in enumerate(names[:positional]) if n == param), None)
-        if where is None:
-            return None
-        return where, dict(call.own_params).get(where)
-
-    def _defined(self, path: str, setting: str, ints: bool) -> object:
-        """The setting's default in file ``path``, else the one every file of the project
-        that defines it gives (an options module's parser, the script importing it); with
-        ``ints``, integer defaults only. ``_UNKNOWN`` where none is known."""
-        summary = self.project.files.get(path)
-        here = _defaults(summary.settings, ints) if summary is not None else {}
-        if setting in here:
-            return here[setting]
-        everywhere = {(type(d[setting]), d[setting]) for s in self.project.files.values() if setting in (d := _defaults(s.settings, ints))}
-        return everywhere.pop()[1] if len(everywhere) == 1 else _UNKNOWN
-
     def calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
         """Every call of the project that runs ``function`` (file, key; a construction: its class's
         ``__init__``), with its file."""
@@ -397,9 +318,3 @@ class SettingDefaults(CallIndexes):
                 for callee in callees:
                     callers.setdefault(callee, []).append((path, call))
         return callers
-
-
-
-def _defaults(settings: tuple[tuple[str, object], ...], ints: bool) -> dict[str, object]:
-    """``FileSummary.settings`` by name; with ``ints``, the integer ones only (TL201's worker counts)."""
-    return {name: value for name, value in settings if not ints or type(value) is int}
