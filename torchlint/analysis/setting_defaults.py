@@ -112,6 +112,8 @@ class SettingDefaults(CallIndexes, SettingValues):
             if test == "truth" and where in call.falsy:
                 continue
             default_passed = self._setting_passed(caller_path, call, where)
+            if default_passed is not None and type(default_passed[0]) is bool and test in ("truth", "not"):
+                return False  # (a flag of the run, `--hard-negatives` with `store_true`: a mode the run is launched in, as `option_off` holds)
             if default_passed is not None:
                 # (`clip_loss_weight=args.coca_contrastive_loss_weight` in `create_loss(args)`: the parser's default, 1.0)
                 if holds(test, constant, default_passed[0]) is not False:
