@@ -211,7 +211,8 @@ def test_a_loop_that_calls_generate_is_per_generation_not_per_token() -> None:
             "        hypos = generator.generate(model, sample)\n        for hypo in hypos:\n            print(hypo['tokens'].tolist())\n")
     findings = lint_source(code, "gen.py", from_table({"select": ["TL101"], "min-impact": "low"}, Path(".")))
     assert [f.code for f in findings] == ["TL101"]
-    assert "(per hypothesis per step)" in findings[0].message, findings[0].message  # (a loop over `hypos`)
+    # (a loop over `hypos`, each iteration of the outer loop one generated sequence, no decoded token)
+    assert "(per hypothesis per generated sequence)" in findings[0].message and findings[0].impact == "low", findings[0].message
 
 
 def test_a_read_after_its_functions_own_work_is_not_at_the_steps_start(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ class DecodeLoops:
         model_calls = [c for c in calls if dotted(c.func) == "self" or self.is_step_call(c)]  # `self(idx)`: the class's own forward
         return bool(grown) and any(dotted(a.value) in grown for c in model_calls for a in c.args)
 
-    def _generates(self, loop: cst.CSTNode) -> bool:
+    def runs_generations(self, loop: cst.CSTNode) -> bool:
         """A loop that calls ``.generate()`` (fairseq's ``for sample in itr: hypos =
         generator.generate(model, sample)``), or around a token loop of its own (``_around_token_loop``):
         an inference step per iteration, a whole generation or window (its tokens decoded inside), not one token."""

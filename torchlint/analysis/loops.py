@@ -301,7 +301,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                 self._iterates_loader(loop) or (self._body_steps(loop) and not self._rare_sweep(loop) and not self.builds_its_models(loop)
                                                 and not self._within_decode(loop))
                 or self.decodes(loop)
-                or self._generates(loop))
+                or self.runs_generations(loop))
         return self._hot[key]
 
     def builds_its_models(self, loop: cst.CSTNode) -> bool:

@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.loop_shapes import over_input_chunks, yields_each_pass
 from torchlint.analysis.module_tensors import DICT_VIEWS, PER_TENSOR, tensors_method
-from torchlint.analysis.multiplicity import ENV_STEP, INPUT_CHUNK, SEQUENTIAL, Repeat, Where
+from torchlint.analysis.multiplicity import ENV_STEP, GENERATION, INPUT_CHUNK, SEQUENTIAL, Repeat, Where
 from torchlint.analysis.names import dotted, is_range
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.repeat_kinds import RepeatKinds
@@ -185,9 +185,17 @@ class Places(RepeatKinds):
 
     def step_unit(self, loop: cst.CSTNode) -> str:
         """What one iteration of hot ``loop`` is, for messages: "decoded token" for a decode
-        loop, "denoising step" for a diffusion sampler's, "environment step" for an RL rollout's, else "step"."""
-        if self.ctx.loops.where(loop) is Where.INFER and self.repeat_of(loop).kind in ("decoded token", "denoising step", ENV_STEP):
+        loop, "denoising step" for a diffusion sampler's, "environment step" for an RL rollout's, "generated
+        sequence" for a sampling loop whose pass runs a whole generation, else "step"."""
+        loops = self.ctx.loops
+        if loops.where(loop) is not Where.INFER:
+            return "step"
+        if self.repeat_of(loop).kind in ("decoded token", "denoising step", ENV_STEP):
             return self.repeat_of(loop).kind
+        if loops.runs_generations(loop):
+            # audiocraft's `while offset < total_len: ...; tokens = self.lm.generate(...)`: each pass a whole
+            # generation (its tokens decoded inside), as the join's loop around a project function that decodes
+            return GENERATION
         return "step"
 
     def call_repeats(self, call: cst.Call, stop: cst.CSTNode | None) -> tuple[tuple[str, Repeat], ...]:
