@@ -5,7 +5,7 @@ The :class:`~torchlint.analysis.guards.Guards` of a file put them to use."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -196,6 +196,27 @@ def first_rare_exit(tree: Tree, block: cst.IndentedBlock) -> cst.CSTNode | None:
     statements = block.body
     return next((statement for index, statement in enumerate(statements)
                  if _exits_unless_rare(statement) or returns_on_a_cache_hit(tree, statement, statements[index + 1:])), None)
+
+
+def enclosing_tests(tree: Tree, node: cst.CSTNode, stop: cst.CSTNode | None) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, cst.BaseExpression | None, bool]]:
+    """``(ancestor, child, test, holds)`` for each ancestor of ``node`` below ``stop``, innermost
+    first: ``test`` is what must be true (``holds``) or false for ``child`` to run there: the test
+    of an ``if`` or conditional expression whose body (or ``else``) holds it, the left side of an
+    ``and`` whose right side it is; None where the ancestor tests nothing for it (a block)."""
+    child = node
+    for ancestor in tree.ancestors(node):
+        if ancestor is stop:
+            return
+        kind = type(ancestor)
+        if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
+            yield ancestor, child, ancestor.test, True  # type: ignore[attr-defined]
+        elif (kind is cst.IfExp or kind is cst.If and type(child) is cst.Else) and child is ancestor.orelse:  # type: ignore[attr-defined]
+            yield ancestor, child, ancestor.test, False  # type: ignore[attr-defined]
+        elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
+            yield ancestor, child, ancestor.left, True  # type: ignore[attr-defined]
+        else:
+            yield ancestor, child, None, True
+        child = ancestor
 
 
 def conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.literal_tests import compared, literal
-from torchlint.analysis.guard_shapes import conjuncts, is_none, none_tested
+from torchlint.analysis.guard_shapes import conjuncts, enclosing_tests, is_none, none_tested
 from torchlint.analysis.names import dotted
 from torchlint.analysis.switch_words import Flag, holds, switch_off_words
 
@@ -47,30 +47,17 @@ class SwitchedOff:
         """``if self.flag:`` (``self.flag and``, the ``else`` of ``if not self.flag:``) where
         ``self.flag`` is only ever ``__init__``'s parameter ``flag``, which defaults off and no
         code of the file sets on an object (``model.flag = True``)."""
-        child = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is function:
-                return None
-            kind = type(ancestor)
-            test: cst.BaseExpression | None = None
-            negated = False
-            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
-                test = ancestor.test  # type: ignore[attr-defined]
-            elif kind is cst.IfExp and child is ancestor.orelse or kind is cst.If and child is ancestor.orelse and type(child) is cst.Else:  # type: ignore[attr-defined]
-                test, negated = ancestor.test, True  # type: ignore[attr-defined]
-            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
-                test = ancestor.left  # type: ignore[attr-defined]
-            for part in (conjuncts(test) if test is not None and not negated else [_negated(test)] if test is not None else []):
+        for ancestor, child, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+            for part in (conjuncts(test) if holds_there else [_negated(test)]) if test is not None else ():
                 found = self._from_constructor(part)
                 if found is not None:
                     return found
-            if kind is cst.IndentedBlock:
+            if type(ancestor) is cst.IndentedBlock:
                 # after `if not exists(self.checkpoint_path): return` in its block: it runs only with the switch on
                 for statement in self.ctx.tree.statements_before(ancestor, child, _exits_early):  # type: ignore[arg-type]
                     found = self._from_constructor(_negated(statement.test))  # type: ignore[attr-defined]
                     if found is not None:
                         return found
-            child = ancestor
         return None
 
     def flag_of(self, node: cst.CSTNode) -> tuple[Flag, ...]:
@@ -88,23 +75,17 @@ class SwitchedOff:
             return ()
         params = {p.name.value: p for p in (*function.params.params, *function.params.kwonly_params)}
         found: list[Flag] = []
-        child = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is function:
-                break
-            kind = type(ancestor)
-            test: cst.BaseExpression | None = None
-            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
-                test = self._named_test(ancestor.test, ancestor) if kind is cst.If else ancestor.test  # type: ignore[attr-defined]
-            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else or kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
-                test = _truth_negated(ancestor.test)  # type: ignore[attr-defined]  # minRF's `if self.ln: ... else: <here>` with `ln=True`
-            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
-                test = ancestor.left  # type: ignore[attr-defined]
-            for part in conjuncts(test) if test is not None else ():
+        for ancestor, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+            if test is None:
+                continue
+            if not holds_there:
+                test = _truth_negated(test)  # minRF's `if self.ln: ... else: <here>` with `ln=True`
+            elif type(ancestor) is cst.If:
+                test = self._named_test(test, ancestor)  # type: ignore[attr-defined]
+            for part in conjuncts(test):
                 flag = self._parameter_flag(part, function, params)
                 if flag is not None and flag not in found:
                     found.append(flag)
-            child = ancestor
         return tuple(found)
 
     def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: dict[str, cst.Param]) -> Flag | None:
@@ -208,17 +189,10 @@ class AssertedOff:
         cls = self.ctx.tree.enclosing_class(function) if function is not None else None
         if cls is None:
             return False
-        child = node
-        for ancestor in self.ctx.tree.ancestors(node):
-            if ancestor is function:
-                return False
-            kind = type(ancestor)
-            test: cst.BaseExpression | None = None
-            if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
-                test = ancestor.test  # type: ignore[attr-defined]
-            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else or kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
-                test = _truth_negated(ancestor.test)  # type: ignore[attr-defined]
-            for part in conjuncts(test) if test is not None else ():
+        for ancestor, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+            if type(ancestor) is cst.BooleanOperation or test is None:
+                continue  # branches only: the left side of `flag and x` is not read here
+            for part in conjuncts(test if holds_there else _truth_negated(test)):
                 tested = compared(part)
                 if tested is None or type(tested[0]) is not cst.Attribute or dotted(tested[0].value) != "self" \
                         or tested[0].attr.value == "training":  # type: ignore[attr-defined]
@@ -226,7 +200,6 @@ class AssertedOff:
                 value = self._fixed_value(tested[0].attr.value, cls)  # type: ignore[attr-defined]
                 if value is not None and holds(tested[1], tested[2], value[0]) is False:
                     return True
-            child = ancestor
         return False
 
     def _fixed_value(self, attr: str, cls: cst.CSTNode) -> tuple[object] | None:
