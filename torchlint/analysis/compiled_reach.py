@@ -15,6 +15,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, replace
 
+from torchlint.analysis.compiled_switch import compile_switch
 from torchlint.analysis.summary import CallSite, CompiledCalls, Ref, callers_part
 
 _MAX_FUNCTIONS = 20_000  # a bound on the walk, far above any real project's functions
@@ -29,15 +30,19 @@ class CompiledInfo:
     # the parameters some call of the compiled code passes a value that may be true ("*": any);
     # a call made only when one is passed (`CallSite.opt_in`: `kv_cache.get_pos()`) is traced only then
     passed: frozenset[str] = frozenset({"*"})
+    # "only with `args.torchcompile`, off by default": every root reaching it is compiled only with a
+    # setting of the run that is off by default (analysis/compiled_switch.py); "" where one may compile at the defaults
+    switch: str = ""
 
     def text(self, key: str) -> str:
         """Where a finding in function ``key`` sits: "`Block.forward()` (called from
         `Net.forward()`, compiled by `torch.compile(model)` in train.py)"."""
         name = key.partition("#")[0]
+        how = f"{self.how}, {self.switch}" if self.switch else self.how
         if key == self.root:
-            return f"`{name}()` (compiled by {self.how})"
+            return f"`{name}()` (compiled by {how})"
         traced = f", traced from `{self.root}()`" if self.via != self.root else ""
-        return f"`{name}()` (called from `{self.via}()`{traced}, compiled by {self.how})"
+        return f"`{name}()` (called from `{self.via}()`{traced}, compiled by {how})"
 
 
 Compiled = dict[str, dict[str, CompiledInfo]]  # file path -> function key -> how it is compiled
@@ -48,8 +53,9 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
     found: Compiled = {}
     skipped = {(path, key) for path, summary in project.files.items() for key in summary.not_compiled}
     work: deque[tuple[str, str, CompiledInfo]] = deque()
-    roots = [(path, ref, how, uses) for path, summary in project.files.items()
-             for (ref, how, unless), uses in zip(summary.compiled, summary.compiled_calls or (None,) * len(summary.compiled))
+    roots = [(path, ref, how, uses, guard) for path, summary in project.files.items()
+             for (ref, how, unless), uses, guard in zip(summary.compiled, summary.compiled_calls or (None,) * len(summary.compiled),
+                                                        summary.compiled_guards or ((None, ""),) * len(summary.compiled))
              if unless is None or project.function(unless, path) is None]  # a class with its own `compile()`: not nn.Module's
     if not roots:
         return found  # nothing compiled: the usual case, no call index to build
@@ -58,19 +64,21 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
         for call in summary.calls:
             if call.caller:
                 calls_by_caller.setdefault((path, call.caller), []).append(call)
-    for path, ref, how, uses in roots:
+    for path, ref, how, uses, guard in roots:
+        switch = compile_switch(project, path, guard)
         for each in _members(ref):
             for callee in project.callees(each, path):
                 passed = _root_passed(project, path, each, callee, uses, calls_by_caller)
-                work.append((*callee, CompiledInfo(callee[1], f"{how} in {os.path.basename(path)}", root_path=callee[0], passed=passed)))
+                work.append((*callee, CompiledInfo(callee[1], f"{how} in {os.path.basename(path)}", root_path=callee[0], passed=passed, switch=switch)))
     seen = 0
     while work and seen < _MAX_FUNCTIONS:
         path, key, info = work.popleft()
         known = found.get(path, {}).get(key)
-        if (path, key) in skipped or known is not None and info.passed <= known.passed:
+        opens = known is not None and known.switch and not info.switch  # compiled at the defaults too: not only opt-in
+        if (path, key) in skipped or known is not None and info.passed <= known.passed and not opens:
             continue  # run eagerly, or reached already (recursion, diamonds)
         if known is not None:  # reached again passing more: what only that opens is traced too
-            info = replace(known, passed=known.passed | info.passed)
+            info = replace(info if opens else known, passed=known.passed | info.passed)
         found.setdefault(path, {})[key] = info
         seen += 1
         for call in calls_by_caller.get((path, key), ()):
@@ -79,7 +87,7 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
             for callee in project.callees(call.target, path):  # every class an attribute may hold
                 if callee != (path, key):
                     passed = project.passes(call, callee, (path, key), info.passed)
-                    work.append((*callee, CompiledInfo(info.root, info.how, key, info.root_path, passed)))
+                    work.append((*callee, CompiledInfo(info.root, info.how, key, info.root_path, passed, info.switch)))
     return found
 
 

@@ -19,6 +19,7 @@ import libcst as cst
 from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.summary import CompiledCalls, Ref
+from torchlint.analysis.switch_words import SettingTest
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -41,7 +42,7 @@ class CompiledRoots:
         """(callee reference, how it is compiled: "`@torch.compile`", "`torch.compile(model)`",
         and a method that, if the project defines it, says this is no root: a class with a
         ``compile()`` of its own is not ``nn.Module.compile``)."""
-        return tuple(root for root, _ in self._roots)
+        return tuple(root for root, _, _ in self._roots)
 
     @cached_property
     def compiled_calls(self) -> tuple[CompiledCalls | None, ...]:
@@ -49,35 +50,67 @@ class CompiledRoots:
         then ``model(x, y)`` passes ``(2, ())``, ``evaluate(model, loader)`` hands it to
         ``evaluate``'s first parameter; None where it may be called anyhow (a decorated function,
         a model compiled in place, an object kept, returned or wrapped): any argument."""
-        return tuple(self._calls_of(made) if made is not None else None for _, made in self._roots)
+        return tuple(self._calls_of(made) if made is not None else None for _, made, _ in self._roots)
 
     @cached_property
-    def _roots(self) -> list[tuple[tuple[Ref, str, Ref | None], cst.Call | None]]:
-        """Each root with the ``torch.compile(x)`` call that made it (None: a decorator, ``model.compile()``)."""
+    def compiled_guards(self) -> tuple[tuple[SettingTest | None, str], ...]:
+        """For each root, the setting of the run its compile call is made only with (``if
+        args.torchcompile: model = torch.compile(model)``), and the function making the call
+        ("" at module level, or for a decorator): the join asks that function's calls where the
+        call itself has none (open_clip's ``task.compile()`` under ``if args.torchcompile:``)."""
+        return tuple(self._guard_of(applied) if applied is not None else (None, "") for _, _, applied in self._roots)
+
+    @cached_property
+    def compile_calls(self) -> tuple[tuple[str, Ref | None, str, SettingTest | None], ...]:
+        """``FileSummary.compile_calls``: each call of a function named to compile, a test's aside, with
+        the setting of the run it is made only with (``task.compile()`` under ``if args.torchcompile:``)."""
+        found = []
+        for call in self.ctx.tree.nodes(cst.Call):
+            func = call.func
+            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+            if "compile" not in name.lower() or self.ctx.in_tests(call):
+                continue  # (only such calls are asked: the walk up a call's tests is not paid for every call)
+            target = self.target(func, call)  # type: ignore[attr-defined]
+            if target is None and self.ctx.qname(func) is not None:
+                continue  # `torch.compile(...)`, `re.compile(...)`: a library's, no function of the project
+            function = self.ctx.tree.enclosing_function(call)
+            caller = self.keys[id(function)] if function is not None else ""
+            found.append((name, target, caller, self.ctx.guards.setting_required(call)))
+        return tuple(found)
+
+    def _guard_of(self, applied: cst.Call) -> tuple[SettingTest | None, str]:
+        """``compiled_guards``' entry for the call ``applied`` that compiles a root."""
+        function = self.ctx.tree.enclosing_function(applied)
+        return self.ctx.guards.setting_required(applied), self.keys[id(function)] if function is not None else ""
+
+    @cached_property
+    def _roots(self) -> list[tuple[tuple[Ref, str, Ref | None], cst.Call | None, cst.Call | None]]:
+        """Each root with the ``torch.compile(x)`` call that made it (None: a decorator, ``model.compile()``),
+        and the call that compiles it (``torch.compile(x)``, ``model.compile()``; None: a decorator)."""
         ctx = self.ctx
         if not self._mentions_compile:
             return []
-        found: list[tuple[tuple[Ref, str, Ref | None], cst.Call | None]] = []
+        found: list[tuple[tuple[Ref, str, Ref | None], cst.Call | None, cst.Call | None]] = []
         for function in ctx.tree.nodes(cst.FunctionDef):
             if any(self._decorator_in(d, COMPILE) for d in function.decorators) and not ctx.in_tests(function):
-                found.append(((("local", self.keys[id(function)]), "`@torch.compile`", None), None))
+                found.append(((("local", self.keys[id(function)]), "`@torch.compile`", None), None, None))
         for cls in ctx.tree.nodes(cst.ClassDef):  # `@torch.compile` on an nn.Module class: its forward
             if any(self._decorator_in(d, COMPILE) for d in cls.decorators) and not ctx.in_tests(cls):
-                found.append(((("method", self.class_keys[id(cls)], "forward"), "`@torch.compile`", None), None))  # type: ignore[attr-defined]
+                found.append(((("method", self.class_keys[id(cls)], "forward"), "`@torch.compile`", None), None, None))  # type: ignore[attr-defined]
         for call in ctx.calls_named(*COMPILE):
             if ctx.in_tests(call):
                 continue  # a test compiles a library's function on toy inputs to see that it compiles
             first = call.args[0] if call.args and call.args[0].keyword in (None,) and not call.args[0].star else ctx.keyword(call, "model")
             ref = self._compiled_ref(first.value, call) if first is not None else None
             if ref is not None:
-                found.append(((ref, f"`torch.compile({_short(first.value)})`", None), call))
+                found.append(((ref, f"`torch.compile({_short(first.value)})`", None), call, call))
         for call in ctx.method_calls("compile"):
             if ctx.qname(call.func) is not None or not self._torch_module_compile(call) or ctx.in_tests(call):
                 continue  # `re.compile(...)`, Keras's `model.compile(optimizer, loss)`, a test's
             receiver = call.func.value  # type: ignore[attr-defined]
             owner = self._instance_class(receiver, call)  # type: ignore[attr-defined]
             if owner is not None:
-                found.append(((("object", owner, "__call__"), f"`{_short(receiver)}.compile()`", ("object", owner, "compile")), None))
+                found.append(((("object", owner, "__call__"), f"`{_short(receiver)}.compile()`", ("object", owner, "compile")), None, call))
         return found
 
     @cached_property

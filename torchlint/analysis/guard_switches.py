@@ -54,7 +54,7 @@ class SwitchedOff:
                     return found
             if type(ancestor) is cst.IndentedBlock:
                 # after `if not exists(self.checkpoint_path): return` in its block: it runs only with the switch on
-                for statement in self.ctx.tree.statements_before(ancestor, child, _exits_early):  # type: ignore[arg-type]
+                for statement in self.ctx.tree.statements_before(ancestor, child, exits_early):  # type: ignore[arg-type]
                     found = self._from_constructor(_negated(statement.test))  # type: ignore[attr-defined]
                     if found is not None:
                         return found
@@ -268,7 +268,7 @@ def _needed_names(tree, node: cst.CSTNode, function: cst.FunctionDef) -> set[str
         elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
             needed.update(n for part in conjuncts(ancestor.left) if (n := _given(part)) is not None)  # type: ignore[attr-defined]
         elif kind is cst.IndentedBlock:
-            for statement in tree.statements_before(ancestor, child, _exits_early):  # type: ignore[arg-type]
+            for statement in tree.statements_before(ancestor, child, exits_early):  # type: ignore[arg-type]
                 name = _denied(statement.test)  # type: ignore[attr-defined]
                 if name is not None:
                     needed.add(name)
@@ -298,7 +298,7 @@ def _denied(test: cst.BaseExpression) -> str | None:
     return None
 
 
-def _exits_early(statement: cst.CSTNode) -> bool:
+def exits_early(statement: cst.CSTNode) -> bool:
     """``if test: ... continue`` (``break``, ``return``, ``raise``) with no ``else``: what follows
     in its block runs only where ``test`` fails."""
     return type(statement) is cst.If and statement.orelse is None and _exits(statement.body)

@@ -90,15 +90,21 @@ class SettingValues:
         return where, dict(call.own_params).get(where)
 
     def _defined(self, path: str, setting: str, ints: bool) -> object:
-        """The setting's default in file ``path``, else the one every file of the project
-        that defines it gives (an options module's parser, the script importing it); with
-        ``ints``, integer defaults only. ``_UNKNOWN`` where none is known."""
-        summary = self.project.files.get(path)
-        here = _defaults(summary.settings, ints) if summary is not None else {}
-        if setting in here:
-            return here[setting]
-        everywhere = {(type(d[setting]), d[setting]) for s in self.project.files.values() if setting in (d := _defaults(s.settings, ints))}
-        return everywhere.pop()[1] if len(everywhere) == 1 else _UNKNOWN
+        """``defined_default``'s value, ``_UNKNOWN`` where none is known."""
+        found = defined_default(self.project, path, setting, ints)
+        return found[0] if found is not None else _UNKNOWN
+
+
+def defined_default(project: Project, path: str, setting: str, ints: bool = False) -> tuple[object] | None:
+    """The setting's default in file ``path``, else the one every file of the project that
+    defines it gives (an options module's parser, the script importing it), as a 1-tuple; with
+    ``ints``, integer defaults only. None where none is known."""
+    summary = project.files.get(path)
+    here = _defaults(summary.settings, ints) if summary is not None else {}
+    if setting in here:
+        return (here[setting],)
+    everywhere = {(type(d[setting]), d[setting]) for s in project.files.values() if setting in (d := _defaults(s.settings, ints))}
+    return (everywhere.pop()[1],) if len(everywhere) == 1 else None
 
 
 def _defaults(settings: tuple[tuple[str, object], ...], ints: bool) -> dict[str, object]:

@@ -8,6 +8,10 @@ import operator
 # (function key, parameter, test, constant, default): a test a line runs only where it holds (``literal_tests.compared``:
 # "truth", "not" or an ``operator`` name, and the constant compared with), and the parameter's literal default, (value,) or ()
 Flag = tuple[str, str, str, object, tuple[object, ...]]
+# (setting, test as written, whether it must be true, default): a setting of the run a line runs only with
+# (``if args.torchcompile:``: "torchcompile", "args.torchcompile", True) and its literal default where the
+# line's file gives one, (value,), else () for the join to look up in the project (``Guards.setting_required``)
+SettingTest = tuple[str, str, bool, tuple[object, ...]]
 
 
 def switch_off_words(owner: str, param: str, optional: bool) -> str:
@@ -21,6 +25,14 @@ def switch_set_words(owner: str, param: str, optional: bool) -> str:
     """The same switch where a construction in the project passes a value that may turn it on (a
     config's ``config.dyn_discrete``, an argparse option): its default is no run's, so not said."""
     return f"only when `{param}` is set on `{owner}()`" if not optional else f"only where `{param}` is given to `{owner}()`"
+
+
+def setting_off_words(test: SettingTest, default: object) -> str:
+    """Words for what runs only with a setting of the run that ``default`` leaves off; "" where it is on."""
+    _, shown, wanted, _ = test
+    if bool(default) is wanted:
+        return ""
+    return f"only with `{shown}`, off by default" if wanted else f"only without `{shown}`, on by default"
 
 
 def holds(test: str, constant: object, value: object) -> bool | None:

@@ -241,9 +241,13 @@ def _place(info: StepInfo, repeats: tuple, position: object, step_loops: dict[st
 def compiled_finding(condition: Conditional, traced: CompiledInfo, step: StepInfo | None) -> Finding:
     """A finding in code torch.compile traces: it costs on every call of the compiled code,
     which is every step where the join finds the compiled function per-step (a batch loop's
-    otherwise). The same function run eagerly elsewhere breaks no graph there."""
+    otherwise). The same function run eagerly elsewhere breaks no graph there; compiled only with
+    a setting off by default (``CompiledInfo.switch``), low."""
     finding = condition.finding
-    impact, reason = assess(Cost[condition.cost], step.where if step is not None else Where.BATCH)
+    where = step.where if step is not None else Where.BATCH
+    # compiled only with a setting of the run off by default (`if args.torchcompile:`): a run at the defaults breaks no graph
+    place = Place(Where.EVERY_N, guard=f"{where.value}, but compiled {traced.switch}") if traced.switch else where
+    impact, reason = assess(Cost[condition.cost], place)
     return replace(finding, message=finding.message.replace(STEP_PLACEHOLDER, traced.text(condition.key)), impact=impact, impact_reason=reason)
 
 
