@@ -84,3 +84,42 @@ def test_a_test_calling_the_compile_method_is_no_run(tmp_path: Path) -> None:
 def test_the_text_carries_the_switch() -> None:
     info = CompiledInfo("Net.forward", "`torch.compile(model)` in a.py", "Net.forward", switch="only with `args.compile`, off by default")
     assert info.text("Net.forward") == "`Net.forward()` (compiled by `torch.compile(model)` in a.py, only with `args.compile`, off by default)"
+
+
+_ONE_FILE = '''
+import argparse
+import torch
+import torch.nn as nn
+parser = argparse.ArgumentParser()
+parser.add_argument("--compile", action="store_true", DEFAULT)
+args = parser.parse_args()
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+    def forward(self, x):
+        h = self.fc(x)
+        return h[h > 0].sum()
+def maybe_compile(model):
+    if not args.compile:
+        return model
+    return torch.compile(model)
+SHAPE
+opt = torch.optim.AdamW(model.parameters())
+for x in loader:
+    model(x).backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize("shape", [
+    "model = maybe_compile(Net())",  # what follows `if not args.compile: return model`
+    "model = torch.compile(Net()) if args.compile else Net()",
+])
+@pytest.mark.parametrize(("default", "opt_in"), [("default=False", True), ("default=True", False)])
+def test_shapes_of_an_opt_in_compile(shape: str, default: str, opt_in: bool) -> None:
+    from torchlint.engine import lint_source
+    source = _ONE_FILE.replace("SHAPE", shape).replace("DEFAULT", default)
+    (found,) = lint_source(source, "train.py", from_table({"select": ["TL504"], "min-impact": "low"}, Path(".")))
+    assert found.line == 14 and (found.impact == "low") is opt_in  # (on by default: the step's tier, or medium where none is found)
+    assert ("only with `args.compile`, off by default" in found.message) is opt_in

@@ -53,17 +53,17 @@ class CompiledRoots:
         return tuple(self._calls_of(made) if made is not None else None for _, made, _ in self._roots)
 
     @cached_property
-    def compiled_guards(self) -> tuple[tuple[SettingTest | None, str], ...]:
-        """For each root, the setting of the run its compile call is made only with (``if
+    def compiled_guards(self) -> tuple[tuple[tuple[SettingTest, ...], str], ...]:
+        """For each root, the settings of the run its compile call is made only with (``if
         args.torchcompile: model = torch.compile(model)``), and the function making the call
         ("" at module level, or for a decorator): the join asks that function's calls where the
         call itself has none (open_clip's ``task.compile()`` under ``if args.torchcompile:``)."""
-        return tuple(self._guard_of(applied) if applied is not None else (None, "") for _, _, applied in self._roots)
+        return tuple(self._guard_of(applied) if applied is not None else ((), "") for _, _, applied in self._roots)
 
     @cached_property
-    def compile_calls(self) -> tuple[tuple[str, Ref | None, str, SettingTest | None], ...]:
+    def compile_calls(self) -> tuple[tuple[str, Ref | None, str, tuple[SettingTest, ...]], ...]:
         """``FileSummary.compile_calls``: each call of a function named to compile, a test's aside, with
-        the setting of the run it is made only with (``task.compile()`` under ``if args.torchcompile:``)."""
+        the settings of the run it is made only with (``task.compile()`` under ``if args.torchcompile:``)."""
         found = []
         for call in self.ctx.tree.nodes(cst.Call):
             func = call.func
@@ -75,13 +75,13 @@ class CompiledRoots:
                 continue  # `torch.compile(...)`, `re.compile(...)`: a library's, no function of the project
             function = self.ctx.tree.enclosing_function(call)
             caller = self.keys[id(function)] if function is not None else ""
-            found.append((name, target, caller, self.ctx.guards.setting_required(call)))
+            found.append((name, target, caller, self.ctx.guards.settings_required(call)))
         return tuple(found)
 
-    def _guard_of(self, applied: cst.Call) -> tuple[SettingTest | None, str]:
+    def _guard_of(self, applied: cst.Call) -> tuple[tuple[SettingTest, ...], str]:
         """``compiled_guards``' entry for the call ``applied`` that compiles a root."""
         function = self.ctx.tree.enclosing_function(applied)
-        return self.ctx.guards.setting_required(applied), self.keys[id(function)] if function is not None else ""
+        return self.ctx.guards.settings_required(applied), self.keys[id(function)] if function is not None else ""
 
     @cached_property
     def _roots(self) -> list[tuple[tuple[Ref, str, Ref | None], cst.Call | None, cst.Call | None]]:

@@ -12,29 +12,34 @@ from torchlint.analysis.summary import Ref
 from torchlint.analysis.switch_words import SettingTest, setting_off_words
 
 
-def compile_switch(project: Project, path: str, guard: tuple[SettingTest | None, str]) -> str:
+def compile_switch(project: Project, path: str, guard: tuple[tuple[SettingTest, ...], str]) -> str:
     """Words for a root of ``path`` compiled only with a setting off by default ("only with
     `args.torchcompile`, off by default"): the compile call's own test, else the one every call of
     the function making it is made under (open_clip's ``task.compile()`` under ``if
     args.torchcompile:``), test code aside; "" where it may compile at the defaults."""
-    test, holder = guard
-    words = _off(project, path, test) if test is not None else ""
+    tests, holder = guard
+    words = _off(project, path, tests)
     if words or not holder:
         return words
-    found = [_off(project, where, setting) if setting is not None else "" for where, setting in _calls_of(project, path, holder)]
+    found = [_off(project, where, settings) for where, settings in _calls_of(project, path, holder)]
     return found[0] if found and all(found) else ""
 
 
-def _off(project: Project, path: str, test: SettingTest) -> str:
-    """The words where ``test``'s setting is off at its default, in ``path`` or where the project defines it."""
-    setting = test[0]
-    if any(name == setting for summary in project.files.values() for name, _ in summary.assigned):
-        return ""  # (`args.compile = True` in some file: no longer the parser's default)
-    default = test[3] or defined_default(project, path, setting)
-    return setting_off_words(test, default[0]) if default else ""
+def _off(project: Project, path: str, tests: tuple[SettingTest, ...]) -> str:
+    """The words for the first of ``tests`` whose setting is off at its default, in ``path`` or
+    where the project defines it; "" where none is."""
+    for test in tests:
+        setting = test[0]
+        if any(name == setting for summary in project.files.values() for name, _ in summary.assigned):
+            continue  # (`args.compile = True` in some file: no longer the parser's default)
+        default = test[3] or defined_default(project, path, setting)
+        words = setting_off_words(test, default[0]) if default else ""
+        if words:
+            return words
+    return ""
 
 
-def _calls_of(project: Project, path: str, holder: str) -> list[tuple[str, SettingTest | None]]:
+def _calls_of(project: Project, path: str, holder: str) -> list[tuple[str, tuple[SettingTest, ...]]]:
     """The calls of the function ``holder`` of ``path`` in the project (``FileSummary.compile_calls``:
     those of a function named to compile), a test's aside, with the setting each is made only with; one
     the join cannot resolve, of that name, may be one too. None where its name is used as a value."""
@@ -45,12 +50,12 @@ def _calls_of(project: Project, path: str, holder: str) -> list[tuple[str, Setti
     for where, summary in project.files.items():
         if _test_file(where):
             continue  # a test compiles on toy inputs to see that it compiles: no run's setting
-        for called, target, caller, setting in summary.compile_calls:
+        for called, target, caller, settings in summary.compile_calls:
             if called != name or caller.rpartition(".")[2].startswith("test"):
                 continue
             callees = project.callees(target, where) if target is not None else []
             if (path, holder) in callees or not callees and (target is None or target[0] != "import"):
-                found.append((where, setting))  # (unresolved: `obj.compile()` of an object of no known class may be it)
+                found.append((where, settings))  # (unresolved: `obj.compile()` of an object of no known class may be it)
     return found
 
 

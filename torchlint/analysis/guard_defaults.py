@@ -118,26 +118,27 @@ class ParameterDefaults:
             return None
         return f"only when `{name}` is set (it defaults to None)"
 
-    def setting_required(self, node: cst.CSTNode) -> SettingTest | None:
-        """The setting of the run ``node`` runs only with, innermost first: ``if args.torchcompile:``
-        (also ``args.compile and ...``, ``a if args.compile else b``), the ``else`` of ``if args.eager:``,
-        what follows ``if not args.compile: return model`` in its block; with its default where this
-        file gives one (the join looks it up in the project otherwise: an options module's parser).
-        None where no test of a setting this file never assigns guards it."""
+    def settings_required(self, node: cst.CSTNode) -> tuple[SettingTest, ...]:
+        """The settings of the run ``node`` runs only with, innermost first: ``if args.torchcompile:``
+        (each of ``args.compile and args.cuda``, ``a if args.compile else b``), the ``else`` of ``if
+        args.eager:``, what follows ``if not args.compile: return model`` in its block; each with its
+        default where this file gives one (the join looks it up in the project otherwise: an options
+        module's parser). Only settings this file never assigns; in its function, or at module level."""
         tree = self.ctx.tree
+        found: list[SettingTest] = []
         for ancestor, child, test, holds_there in enclosing_tests(tree, node, tree.enclosing_function(node)):
-            found = self._tested_setting(test, holds_there) if test is not None else None
-            if found is None and type(ancestor) is cst.IndentedBlock:
+            if test is not None:
+                found.extend(self._tested_settings(test, holds_there))
+            if type(ancestor) is cst.IndentedBlock:
                 # after `if not args.compile: return model` in its block: it runs only with the setting on
-                found = next(filter(None, (self._tested_setting(s.test, False)  # type: ignore[attr-defined]
-                                           for s in tree.statements_before(ancestor, child, exits_early))), None)  # type: ignore[arg-type]
-            if found is not None:
-                return found
-        return None
+                for statement in tree.statements_before(ancestor, child, exits_early):  # type: ignore[arg-type]
+                    found.extend(self._tested_settings(statement.test, False))  # type: ignore[attr-defined]
+        return tuple(found)
 
-    def _tested_setting(self, test: cst.BaseExpression, wanted: bool) -> SettingTest | None:
+    def _tested_settings(self, test: cst.BaseExpression, wanted: bool) -> list[SettingTest]:
         """``args.compile`` (or ``not args.eager``) where ``test`` must be ``wanted`` for the branch to
-        run: a conjunct of a test that must hold, or the whole test where it must fail."""
+        run: the conjuncts of a test that must hold, or the whole test where it must fail."""
+        found = []
         for part in conjuncts(test) if wanted else [test]:
             needed = wanted
             while type(part) is cst.UnaryOperation and type(part.operator) is cst.Not:
@@ -145,8 +146,8 @@ class ParameterDefaults:
             name = self._unset_setting(part) if type(part) is cst.Attribute else None
             if name is not None:  # (a module constant is its file's to edit, no setting a run is launched with)
                 default = literal(self.ctx.constants.setting_default(name))
-                return name.rpartition(".")[2], name, needed, (default[1],) if default is not None else ()
-        return None
+                found.append((name.rpartition(".")[2], name, needed, (default[1],) if default is not None else ()))
+        return found
 
     def _unset_setting(self, value: cst.BaseExpression) -> str | None:
         """The name of ``value`` where it is a setting of the run (a config object's field, a

@@ -211,13 +211,13 @@ class FileSummary:
     # what each call passes it, and the project's functions it is handed to (the callee, the
     # argument's position or keyword); None where it may be called anyhow (kept, returned, wrapped)
     compiled_calls: tuple[CompiledCalls | None, ...] = ()
-    # for each of `compiled`, the setting of the run its compile call is made only with (`if args.torchcompile:`), and
-    # the function making it ("" at module level, or a decorator's): where it has none, its calls' `CallSite.setting`
-    compiled_guards: tuple[tuple[SettingTest | None, str], ...] = ()
+    # for each of `compiled`, the settings of the run its compile call is made only with (`if args.torchcompile:`), and
+    # the function making it ("" at module level, or a decorator's): where none is off, its calls' (`compile_calls`)
+    compiled_guards: tuple[tuple[tuple[SettingTest, ...], str], ...] = ()
     # the calls of functions named to compile (`task.compile()`, `maybe_compile(model)`), a test's aside, call sites
-    # or not (a branch off by default records none): (name called, target or None, caller key, the setting of the run
+    # or not (a branch off by default records none): (name called, target or None, caller key, the settings of the run
     # it is made only with): where every call of the function making a compile call has one off, so is that root
-    compile_calls: tuple[tuple[str, Ref | None, str, SettingTest | None], ...] = ()
+    compile_calls: tuple[tuple[str, Ref | None, str, tuple[SettingTest, ...]], ...] = ()
     switches: tuple[str, ...] = ()  # process-wide switches this file turns (analysis/switches.py): "distribution-validation-off"
     # argparse settings with a literal default (`--num-workers`, 0; `--loss-weight`, 1.0; a `store_true` flag, False;
     # None): a callee's `args.num_workers`

@@ -10,7 +10,7 @@ import operator
 Flag = tuple[str, str, str, object, tuple[object, ...]]
 # (setting, test as written, whether it must be true, default): a setting of the run a line runs only with
 # (``if args.torchcompile:``: "torchcompile", "args.torchcompile", True) and its literal default where the
-# line's file gives one, (value,), else () for the join to look up in the project (``Guards.setting_required``)
+# line's file gives one, (value,), else () for the join to look up in the project (``Guards.settings_required``)
 SettingTest = tuple[str, str, bool, tuple[object, ...]]
 
 
