@@ -55,7 +55,7 @@ def compiled_reach(project) -> Compiled:  # project: analysis.project.Project (n
     work: deque[tuple[str, str, CompiledInfo]] = deque()
     roots = [(path, ref, how, uses, guard) for path, summary in project.files.items()
              for (ref, how, unless), uses, guard in zip(summary.compiled, summary.compiled_calls or (None,) * len(summary.compiled),
-                                                        summary.compiled_guards or ((None, ""),) * len(summary.compiled))
+                                                        summary.compiled_guards or (((), ""),) * len(summary.compiled))
              if unless is None or project.function(unless, path) is None]  # a class with its own `compile()`: not nn.Module's
     if not roots:
         return found  # nothing compiled: the usual case, no call index to build
