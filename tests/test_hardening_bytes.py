@@ -268,7 +268,7 @@ SPLITLINES_ALLOWED = {
     "report/profile_ranks.py",  # a rank's traceback
     "report/rule_info.py",  # a rule page of torchlint's own
     "correlate/compiled.py", "correlate/guards.py",  # torch.compile's reasons
-    "analysis/impact.py",  # torchlint's own table
+    "analysis/costs.py",  # torchlint's own table
     "checks/base.py",  # a check's docstring
 }
 
