@@ -31,18 +31,25 @@ def _images(ctx: Ctx) -> tuple[Any, Any]:
     return t.randn(n, 3, side, side, device=ctx.device), t.randint(0, 10, (n,), device=ctx.device)
 
 
+def _steps(step: Trainer, x: Any, y: Any) -> Arm:
+    """An arm that runs ``step`` on the one batch ``x``, ``y``, ``n`` times."""
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            step(x, y)
+
+    return run
+
+
+def _bf16_mlp(ctx: Ctx, rows: int, width: int) -> Arm:
+    """Training steps of a bf16 Linear stack ``width`` wide on ``rows`` rows."""
+    step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
+    return _steps(step, *batch(ctx, rows, width))
+
+
 def _conv_arms(ctx: Ctx, nets: dict[str, Any]) -> dict[str, Arm]:
     x, y = _images(ctx)
-    arms = {}
-    for name, net in nets.items():
-        step = Trainer(ctx, net, autocast=_bf16(ctx))
-
-        def run(n: int, step: Trainer = step) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[name] = run
-    return arms
+    return {name: _steps(Trainer(ctx, net, autocast=_bf16(ctx)), x, y) for name, net in nets.items()}
 
 
 @bench("TL401", "conv-bias-before-batchnorm: bf16 convs with a bias the BatchNorm cancels")
@@ -61,17 +68,7 @@ def tl402_conv(ctx: Ctx) -> dict[str, Arm]:
 @bench("TL402-linear", "tensor-core-misaligned: bf16 Linear layers 2044 wide, padded to 2048")
 def tl402_linear(ctx: Ctx) -> dict[str, Arm]:
     rows = ctx.n(1024, 8)
-    arms = {}
-    for name, width in (("width 2044", ctx.n(2044, 12)), ("width 2048", ctx.n(2048, 16))):
-        step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
-        x, y = batch(ctx, rows, width)
-
-        def run(n: int, step: Trainer = step, x: Any = x, y: Any = y) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[name] = run
-    return arms
+    return {name: _bf16_mlp(ctx, rows, width) for name, width in (("width 2044", ctx.n(2044, 12)), ("width 2048", ctx.n(2048, 16)))}
 
 
 @bench("TLR07", "low-precision-matmul-misaligned: bf16 logits over a 50257 vocabulary, padded to 50304")
@@ -114,14 +111,4 @@ def tlr08(ctx: Ctx) -> dict[str, Arm]:
 @bench("TL402-widths", "tensor-core-misaligned: bf16 Linear stacks 2048 wide against 2047, 2046, 2044 (negative = the misalignment's cost)")
 def tl402_widths(ctx: Ctx) -> dict[str, Arm]:
     rows = ctx.n(1024, 8)
-    arms = {}
-    for width in (ctx.n(2048, 16), ctx.n(2047, 15), ctx.n(2046, 14), ctx.n(2044, 12)):
-        step = Trainer(ctx, mlp(ctx, width, 4), autocast=_bf16(ctx))
-        x, y = batch(ctx, rows, width)
-
-        def run(n: int, step: Trainer = step, x: Any = x, y: Any = y) -> None:
-            for _ in range(n):
-                step(x, y)
-
-        arms[f"width {width}"] = run
-    return arms
+    return {f"width {width}": _bf16_mlp(ctx, rows, width) for width in (ctx.n(2048, 16), ctx.n(2047, 15), ctx.n(2046, 14), ctx.n(2044, 12))}

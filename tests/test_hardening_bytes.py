@@ -13,13 +13,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, ahead, run_check
+from conftest import ROOT, run_check
 from torchlint.engine import fixes
 
 BEFORE = "import torch\nx = torch.zeros(3).cuda()\n"  # TL110, a safe fix
@@ -268,7 +266,7 @@ SPLITLINES_ALLOWED = {
     "report/profile_ranks.py",  # a rank's traceback
     "report/rule_info.py",  # a rule page of torchlint's own
     "correlate/compiled.py", "correlate/guards.py",  # torch.compile's reasons
-    "analysis/impact.py",  # torchlint's own table
+    "analysis/costs.py",  # torchlint's own table
     "checks/base.py",  # a check's docstring
 }
 
@@ -285,148 +283,3 @@ def test_no_other_splitlines_on_user_source() -> None:
         if isinstance(node, ast.Attribute) and node.attr == "splitlines"
     }
     assert users <= SPLITLINES_ALLOWED, users - SPLITLINES_ALLOWED
-
-
-# -- profile --overwrite deletes only what torchlint wrote and recorded -------------------
-
-DECOYS = ("rank0-before-fix/", "rank1.keep/", "rank/", "rank2", "rank3x/", "ranks/", "session.json.bak", "traces-old/", "notes.txt")
-
-
-def _make(folder: Path, names: tuple[str, ...], text: str) -> None:
-    for name in names:
-        if name.endswith("/"):
-            (folder / name).mkdir()
-            (folder / name / "kept.txt").write_text(text)
-        else:
-            (folder / name).write_text(text)
-
-
-def _as_a_run_leaves_it(run_dir: Path) -> None:
-    _make(run_dir, ("session.json", "profile.prof", "report.txt", "launch.json", "traces/", "rank0/", "rank12/"), "the run's")
-
-
-def test_overwrite_deletes_only_what_the_last_run_recorded(tmp_path: Path) -> None:
-    from torchlint.profiler.run import CLAIM, RUN_MARKER, make_run_dir, release_run_dir
-
-    out = make_run_dir(Path("train.py"), tmp_path / "run")
-    _as_a_run_leaves_it(out)
-    release_run_dir(out)
-    marker = (out / RUN_MARKER).read_text()
-    assert "wrote: rank0\n" in marker and "wrote: rank12\n" in marker and "wrote: session.json\n" in marker
-    # The user keeps a copy of a rank, and adds folders named as a run's (never written by it).
-    _make(out, (*DECOYS, "experiment/", "report.html"), "the user's")
-    again = make_run_dir(Path("train.py"), out, overwrite=True)
-    left = sorted(p.name + ("/" if p.is_dir() else "") for p in again.iterdir())
-    assert left == sorted([CLAIM, RUN_MARKER, *DECOYS, "experiment/", "report.html"])
-    assert all((again / name.rstrip("/") / "kept.txt").read_text() == "the user's" for name in DECOYS if name.endswith("/"))
-    assert "wrote:" not in (again / RUN_MARKER).read_text()  # the new run records its own
-    release_run_dir(again)
-
-
-def test_overwrite_after_a_killed_run_goes_by_exact_names(tmp_path: Path) -> None:
-    """A run killed before it ended recorded nothing: its files go by their exact names."""
-    from torchlint.profiler.run import CLAIM, RUN_MARKER, make_run_dir
-
-    out = make_run_dir(Path("train.py"), tmp_path / "run")
-    _as_a_run_leaves_it(out)
-    (out / CLAIM).write_text("999999999")  # the pid of a run that no longer runs
-    _make(out, DECOYS, "the user's")
-    again = make_run_dir(Path("train.py"), out, overwrite=True)
-    left = sorted(p.name + ("/" if p.is_dir() else "") for p in again.iterdir())
-    assert left == sorted([CLAIM, RUN_MARKER, *DECOYS])
-
-
-def test_only_rank_directories_are_signalled_or_cleaned(tmp_path: Path) -> None:
-    """A copy of a rank's directory (its pid file too) is the user's: never a pid to signal."""
-    from torchlint.cli.profile_ranks import is_rank_run
-    from torchlint.profiler.distributed import rank_pids
-    from torchlint.profiler.rankchild import PID_FILE
-    from torchlint.profiler.run import rank_dirs
-
-    (tmp_path / "rank3").mkdir()
-    (tmp_path / "rank3" / PID_FILE).write_text("4242")
-    for decoy in ("rank0-before-fix", "rank1.keep", "rank02x"):
-        (tmp_path / decoy).mkdir()
-        (tmp_path / decoy / PID_FILE).write_text("1")
-    assert rank_dirs(tmp_path) == {3: tmp_path / "rank3"}
-    assert rank_pids(tmp_path) == [4242]
-    (tmp_path / "rank3" / PID_FILE).unlink()
-    (tmp_path / "rank3").rmdir()
-    assert not is_rank_run(tmp_path)
-
-
-# -- a process the profiled script forks never writes the run files nor outlives the run ---
-
-
-def _state(run_dir: Path) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(run_dir)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(run_dir.rglob("*")) if p.is_file()}
-
-
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie no one reaps (the container's init may not): it runs no more."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return fields[0] in ("Z", "X")
-
-
-def _wait_for(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
-@ahead()
-def forking_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict[str, tuple[int, bytes]]]:
-    """`profile` of forks_children.py: (its exit status, its cwd, the run directory's files
-    as its parent left them)."""
-    from conftest import child_env
-
-    tmp_path = tmp_path_factory.mktemp("forks")
-    script = ROOT / "fixtures" / "scripts" / "forks_children.py"
-    shutil.copy(script, tmp_path / script.name)
-    work = tmp_path / "work"
-    work.mkdir()
-    run_dir = tmp_path / "run"
-    env = {**child_env(), "OMP_NUM_THREADS": "1"}  # no OpenMP pool to inherit in the forks
-    # Files, not pipes: the late children hold torchlint's stdout; waiting for the pipe's
-    # end would wait for them too.
-    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "torchlint", "profile", "--no-browser", "--out", "run", "--wait", "0", "--warmup", "0", "--active", "1",
-             script.name, str(run_dir), str(work)],
-            cwd=tmp_path, env=env, stdout=out, stderr=err, start_new_session=True,
-        )
-        try:
-            code = proc.wait(timeout=300)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-    return code, tmp_path, _state(tmp_path / "run")
-
-
-def test_forked_children_never_write_the_run_files_nor_outlive_the_run(forking_run: tuple[int, Path, dict[str, tuple[int, bytes]]]) -> None:
-    code, tmp_path, after_report = forking_run
-    run_dir, work = tmp_path / "run", tmp_path / "work"
-    stderr = (tmp_path / "err.txt").read_text()
-    assert code == 0, stderr[-3000:]
-    session = json.loads((run_dir / "session.json").read_text())
-    assert session["meta"]["exit_status"] == 0 and session["meta"]["stop_reason"] == "completed"
-    # The early children: each exits with its own status, writes nothing into the run
-    # directory, and its unclosed file is flushed as Python's exit flushes it.
-    statuses = json.loads((work / "statuses.json").read_text())
-    assert {kind: s["status"] for kind, s in statuses.items()} == {"exit3": 3, "raise": 1, "message": 1}
-    assert all(s["before"] == s["after"] for s in statuses.values()), statuses
-    assert "ValueError: the child failed" in stderr and "the child's message" in stderr
-    for kind in statuses:
-        assert (work / f"child-{kind}.txt").read_text() == f"written by the {kind} child"
-    # The late children end once the report is written, and change none of the run's files.
-    pids = {kind: work / f"late-{kind}.pid" for kind in ("exit3", "falls-off")}
-    assert _wait_for(lambda: all(p.exists() and p.read_text() for p in pids.values()), 60), "a late child never started"
-    late = [int(p.read_text()) for p in pids.values()]
-    assert _wait_for(lambda: all(_ended(pid) for pid in late), 60), "a forked child outlived the run"
-    assert _state(run_dir) == after_report

@@ -3,7 +3,8 @@
 Real runs of fixtures/scripts/stops_early.py (a CPU training loop that would run for
 a minute), stopped by the signals CI and shells send: SIGTERM to the process group or
 to the parent alone, SIGKILL to the parent, SIGINT to a parent that was started with
-SIGINT ignored. Plus the run directory (reused or shared --out) and the snakeviz server.
+SIGINT ignored. Plus the snakeviz server (the run directory, reused or shared --out:
+tests/test_hardening_run_dir.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ahead, child_env, run_cli
+from conftest import ahead, child_env
 from torchlint.profiler import snakeviz
-from torchlint.profiler.run import CLAIM, RUN_MARKER, RunDirError, make_run_dir, release_run_dir
+from torchlint.profiler.run import CLAIM
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "fixtures" / "scripts" / "stops_early.py"
@@ -139,94 +140,6 @@ def test_a_parent_started_with_sigint_ignored_still_stops_on_ctrl_c(stopped: dic
     # the window (steps 3-7) was cut after step 3: partial, still reported
     assert report["coverage"]["torch_profiler"]["ran"]
     assert run["ended"]
-
-
-# -- the run directory ---------------------------------------------------------------
-
-
-def test_a_reused_out_directory_is_refused_or_overwritten(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    first = make_run_dir(Path("train.py"), out)
-    (first / "report.json").write_text('{"run": "the earlier one"}')
-    (first / "session.json").write_text("{}")
-    (first / "traces" / "window-1").mkdir(parents=True)
-    (first / "notes.txt").write_text("the user's own, written into the run directory")
-    release_run_dir(first)
-    with pytest.raises(RunDirError, match="not empty"):
-        make_run_dir(Path("train.py"), out)
-    again = make_run_dir(Path("train.py"), out, overwrite=True)
-    assert again == first.resolve()
-    assert sorted(p.name for p in again.iterdir()) == sorted([CLAIM, RUN_MARKER, "notes.txt"])
-    release_run_dir(again)
-
-
-def test_overwrite_never_empties_a_directory_torchlint_did_not_make(tmp_path: Path) -> None:
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    for name in ("notes.txt", "session.json", "profile.prof", "launch.json"):
-        (mine / name).write_text("the user's")
-    with pytest.raises(RunDirError, match="not made by torchlint"):
-        make_run_dir(Path("train.py"), mine, overwrite=True)
-    assert sorted(p.name for p in mine.iterdir()) == ["launch.json", "notes.txt", "profile.prof", "session.json"]
-
-
-def test_overwrite_out_dot_in_a_project_deletes_nothing(tmp_path: Path) -> None:
-    """The reported data loss: `profile --overwrite --out .` in a project whose files
-    happen to include a session.json emptied the project, .git and the script included."""
-    project = tmp_path / "project"
-    (project / ".git").mkdir(parents=True)
-    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (project / "src").mkdir()
-    (project / "src" / "model.py").write_text("import torch\n")
-    (project / "train.py").write_text("print('train')\n")
-    (project / "session.json").write_text("{}")
-    (project / "profile.prof").write_text("")
-    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
-    # refused before any child starts: in this process (a traceback would raise here)
-    rc, _out, err = run_cli(project, "profile", "--no-browser", "--overwrite", "--out", ".", "train.py")
-    assert rc == 2, err
-    assert "not made by torchlint" in err and "Traceback" not in err
-    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
-
-
-def test_overwrite_leaves_symlinked_artifact_names_alone(tmp_path: Path) -> None:
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    (outside / "keep.txt").write_text("outside the run directory")
-    out = make_run_dir(Path("train.py"), tmp_path / "run")
-    (out / "traces").symlink_to(outside, target_is_directory=True)
-    release_run_dir(out)
-    make_run_dir(Path("train.py"), out, overwrite=True)
-    assert (outside / "keep.txt").exists()
-
-
-def test_two_runs_never_share_a_directory(tmp_path: Path) -> None:
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        out = tmp_path / "run"
-        out.mkdir()
-        (out / CLAIM).write_text(str(other.pid))  # a live run is writing here
-        for overwrite in (False, True):
-            with pytest.raises(RunDirError, match="another torchlint run"):
-                make_run_dir(Path("train.py"), out, overwrite=overwrite)
-    finally:
-        other.kill()
-        other.wait()
-    # a claim left by a killed run does not block the next one
-    assert make_run_dir(Path("train.py"), out, overwrite=True) == out.resolve()
-    # default directories are unique per run, even within one second
-    a, b = make_run_dir(Path("t.py"), root=tmp_path), make_run_dir(Path("t.py"), root=tmp_path)
-    assert a != b and a.parent == b.parent
-
-
-def test_the_cli_refuses_a_non_empty_out(tmp_path: Path) -> None:
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "report.json").write_text("{}")
-    (tmp_path / "s.py").write_text("open('ran', 'w').close()\n")
-    rc, out, err = run_cli(tmp_path, "profile", "--no-browser", "--out", "run", "s.py")  # refused before any child starts
-    assert rc == 2 and "is not empty" in err and "--overwrite" in err
-    assert not (tmp_path / "ran").exists()  # nothing ran
-    assert [p.name for p in (tmp_path / "run").iterdir()] == ["report.json"]
 
 
 # -- snakeviz -------------------------------------------------------------------------

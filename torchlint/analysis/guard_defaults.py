@@ -47,34 +47,49 @@ class ParameterDefaults:
         literals = self._literal_defaults(function)
         if not defaults and not literals:
             return None
-        child = node
-        for ancestor in (node, *tree.ancestors(node)):
-            if ancestor is function:
-                return None
-            kind = type(ancestor)
-            found: str | None = None
-            if kind in (cst.If, cst.IfExp) and literals and child is not ancestor.test:  # type: ignore[attr-defined]
-                # `if attention_type == "flash": ... else: <node>` with `attention_type="flash"`: off by default
-                found = off_at_default(ancestor.test, child is ancestor.body, literals)  # type: ignore[attr-defined]
-                if found is not None:
-                    return found
-            if kind is cst.If and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(self._named_test(ancestor.test, ancestor), defaults, optional)  # type: ignore[attr-defined]
-            elif kind is cst.If and child is ancestor.orelse and type(child) is cst.Else:  # type: ignore[attr-defined]
-                found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `if not reverse: ... else: <here>`
-            elif kind is cst.IfExp and child is ancestor.body:  # type: ignore[attr-defined]
-                found = self._flag_of(ancestor.test, defaults, optional)  # type: ignore[attr-defined]
-            elif kind is cst.IfExp and child is ancestor.orelse:  # type: ignore[attr-defined]
-                found = self._negated_flag(ancestor.test, defaults, optional)  # type: ignore[attr-defined]  # `0 if cache is None else <here>`
-            elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and (child is ancestor.right or ancestor is node):  # type: ignore[attr-defined]
-                # `flag and t.any()`: read only when flag holds (`has_inpainting and ...` with `has_inpainting = exists(masks) and ...` too)
-                found = self._flag_of(self._named_test(ancestor.left, ancestor), defaults, optional)  # type: ignore[attr-defined]
-            elif kind is cst.IndentedBlock and tree.parent(ancestor) is function:
-                found = self._after_early_return(ancestor, child, defaults, optional)  # `if kv_cache is None: return x` above it
+        found = self._tested_by_itself(node, defaults, literals, optional)
+        for ancestor, child, test, holds_there in (() if found is not None else enclosing_tests(tree, node, function)):
+            found = self._off_by_literal(ancestor, child, test, holds_there, literals)
+            if found is None:
+                found = self._off_by_flag(ancestor, child, test, holds_there, defaults, optional, function)
             if found is not None:
-                return found
-            child = ancestor
+                break
+        return found
+
+    def _tested_by_itself(self, node: cst.CSTNode, defaults: frozenset[str], literals: dict[str, object], optional: bool) -> str | None:
+        """What ``node`` itself tests before its own parts run (``enclosing_tests`` starts above it):
+        ``flag and t.any()`` reported whole reads ``t`` only when ``flag`` holds; an ``if`` or
+        conditional expression reported whole is asked, as its ``else`` would be, whether a
+        literal default leaves its test true (the walk this replaced asked so: kept, no output changes)."""
+        kind = type(node)
+        if kind in (cst.If, cst.IfExp) and literals:
+            return off_at_default(node.test, False, literals)  # type: ignore[attr-defined]
+        if kind is cst.BooleanOperation and type(node.operator) is cst.And:  # type: ignore[attr-defined]
+            return self._flag_of(self._named_test(node.left, node), defaults, optional)  # type: ignore[attr-defined]
         return None
+
+    @staticmethod
+    def _off_by_literal(ancestor: cst.CSTNode, child: cst.CSTNode, test: cst.BaseExpression | None, holds_there: bool, literals: dict[str, object]) -> str | None:
+        """`if attention_type == "flash": ... else: <child>` with `attention_type="flash"`: off by default."""
+        if not literals or type(ancestor) not in (cst.If, cst.IfExp):  # (an `and`'s left side is a flag's: `_off_by_flag`)
+            return None
+        if test is None and type(ancestor) is cst.If and child is ancestor.orelse:  # type: ignore[attr-defined]
+            test, holds_there = ancestor.test, False  # type: ignore[attr-defined]  # an `elif`: run where the test above fails
+        return off_at_default(test, holds_there, literals) if test is not None else None
+
+    def _off_by_flag(self, ancestor: cst.CSTNode, child: cst.CSTNode, test: cst.BaseExpression | None, holds_there: bool,
+                     defaults: frozenset[str], optional: bool, function: cst.FunctionDef) -> str | None:
+        """The parameter of ``defaults`` that ``test`` must find passed for ``child`` to run: ``if flag:``,
+        ``flag and``, ``a if flag else b``; the ``else`` of ``if not reverse:`` or ``0 if cache is None else``."""
+        if test is None:
+            if type(ancestor) is cst.IndentedBlock and self.ctx.tree.parent(ancestor) is function:
+                return self._after_early_return(ancestor, child, defaults, optional)  # type: ignore[arg-type]  # `if kv_cache is None: return x` above it
+            return None
+        if not holds_there:
+            return self._negated_flag(test, defaults, optional)
+        # (`has_inpainting = exists(masks) and ...; if has_inpainting:`: a name assigned a test stands for it, as
+        # the guards take it; a conditional expression's test is taken as written)
+        return self._flag_of(test if type(ancestor) is cst.IfExp else self._named_test(test, ancestor), defaults, optional)  # type: ignore[attr-defined]
 
     def _after_early_return(self, block: cst.IndentedBlock, child: cst.CSTNode, defaults: frozenset[str], optional: bool) -> str | None:
         """The parameter of ``defaults`` whose leaving out returns early, before ``child``, in

@@ -258,21 +258,14 @@ def _needed_names(tree, node: cst.CSTNode, function: cst.FunctionDef) -> set[str
     needed: set[str] = set()
     if type(node) is cst.BooleanOperation and type(node.operator) is cst.And:  # `exists(eos) and t.all()` tested: the read needs `eos`
         needed.update(n for part in conjuncts(node.left) if (n := _given(part)) is not None)
-    child = node
-    for ancestor in tree.ancestors(node):
-        if ancestor is function:
-            break
-        kind = type(ancestor)
-        if kind in (cst.If, cst.IfExp) and child is ancestor.body:  # type: ignore[attr-defined]
-            needed.update(n for part in conjuncts(ancestor.test) if (n := _given(part)) is not None)  # type: ignore[attr-defined]
-        elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
-            needed.update(n for part in conjuncts(ancestor.left) if (n := _given(part)) is not None)  # type: ignore[attr-defined]
-        elif kind is cst.IndentedBlock:
+    for ancestor, child, test, holds_there in enclosing_tests(tree, node, function):
+        if test is not None and holds_there:  # an `if`'s body, a conditional expression's, an `and`'s right side
+            needed.update(n for part in conjuncts(test) if (n := _given(part)) is not None)
+        elif type(ancestor) is cst.IndentedBlock:
             for statement in tree.statements_before(ancestor, child, exits_early):  # type: ignore[arg-type]
                 name = _denied(statement.test)  # type: ignore[attr-defined]
                 if name is not None:
                     needed.add(name)
-        child = ancestor
     return needed
 
 

@@ -24,7 +24,7 @@ from torchlint.analysis.kind_names import (
 )
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
-from torchlint.analysis.losses import LossFacts, optimized_tensors  # noqa: F401 - re-exported for checks
+from torchlint.analysis.losses import LossFacts
 from torchlint.analysis.names import canonical, dotted, last_segment as _last_segment
 from torchlint.analysis.value_returns import ValueReturns
 

@@ -8,6 +8,7 @@ estimate (:mod:`torchlint.estimate`), and render (:mod:`torchlint.report`).
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,8 @@ def lint_for_session(session: ProfileSession) -> tuple[list[Any], dict[str, Any]
 
 def _import_static_checks() -> None:
     try:
-        import torchlint.config  # noqa: F401
-        import torchlint.engine  # noqa: F401
+        importlib.import_module("torchlint.config")
+        importlib.import_module("torchlint.engine")
     except Exception:  # reported when the checks are run
         pass
 

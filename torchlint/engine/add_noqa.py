@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from torchlint.engine.comments import comments
-from torchlint.engine.source import lines_with_ends
 from torchlint.engine.suppress import _CODES, _NOQA, ALL, line_directive
 from torchlint.findings import Finding
+from torchlint.textlines import lines_with_ends
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ import functools
 import tokenize
 from dataclasses import dataclass
 
-from torchlint.engine.source import lines_with_ends
+from torchlint.textlines import lines_with_ends
 
 # Tokens that are not code: what follows the last of the others on a line is its end.
 _NOT_CODE = frozenset({

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from json.decoder import scanstring
 
-from torchlint.engine.source import Source, lines_with_ends, notebook_source, python_lines
+from torchlint.engine.source import Source, notebook_source, python_lines
+from torchlint.textlines import lines_with_ends
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()

@@ -287,13 +287,14 @@ def _load_for_forked_workers() -> None:
     """libcst, the analyses and the checks imported here, once, where workers are forked
     (Linux): each worker starts with them instead of importing them itself (about 0.4 s of
     CPU per worker, and memory the workers then share with this process)."""
+    import importlib
     import multiprocessing
 
     if multiprocessing.get_start_method() != "fork":
         return  # a spawned worker imports afresh whatever this process holds
     try:
         from torchlint.checks import all_checks
-        from torchlint.engine import runner  # noqa: F401  (libcst and the analyses)
+        importlib.import_module("torchlint.engine.runner")  # (libcst and the analyses)
 
         all_checks()
     except Exception:  # an import that fails here fails in the worker too, where it names the file

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from torchlint.config import DEFAULT_MAX_FILE_SIZE, format_size
 from torchlint.findings import SYNTAX_ERROR, Finding, Location
-from torchlint.textlines import line_and_column, lines_with_ends, python_lines  # noqa: F401 - the engine's names for them
+from torchlint.textlines import line_and_column, python_lines  # noqa: F401 - the engine's names for them
 
 # What TL000 says instead of a tier: it is no performance finding (no impact, so no ranking among them),
 # and it is always shown, whatever `min-impact` says: nothing else in the file could be checked.

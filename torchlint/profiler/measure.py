@@ -24,6 +24,7 @@ the user's files: source variants are private copies served by an import hook.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -205,10 +206,10 @@ def _run_forked(req: dict[str, Any]) -> str:
 
 def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    import torch  # noqa: F401
+    importlib.import_module("torch")
 
     try:
-        import torch._dynamo  # noqa: F401  (the first optimizer would import it in every window)
+        importlib.import_module("torch._dynamo")  # (the first optimizer would import it in every window)
     except Exception:
         pass
     out = sys.stdout

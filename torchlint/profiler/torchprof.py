@@ -25,6 +25,7 @@ Memory per step (stepmemory.py) and page faults (allocator.py) are sampled at ea
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 import threading
@@ -126,7 +127,7 @@ class TorchRun(RunEnd):
         self._tool_at_step = 0.0
 
         try:  # importing this lazily mid-run can break event names (profiling-facts.md)
-            import torch.profiler._cupti_monitor  # noqa: F401
+            importlib.import_module("torch.profiler._cupti_monitor")
         except Exception:
             pass
         # The first optimizer construction imports torch._dynamo (torch.optim wraps its

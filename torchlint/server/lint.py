@@ -31,8 +31,9 @@ from torchlint.engine.project_files import Context, project_root
 from torchlint.engine.isolate import settle_project
 from torchlint.engine.results import FileResult, InternalError
 from torchlint.engine.settle import settle_steps
-from torchlint.engine.source import Source, lines_with_ends, notebook_source, syntax_error
+from torchlint.engine.source import Source, notebook_source, syntax_error
 from torchlint.findings import UNUSED_NOQA, Finding
+from torchlint.textlines import lines_with_ends
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.names import dotted
-from torchlint.analysis.values import Kind, optimized_tensors
+from torchlint.analysis.losses import optimized_tensors
+from torchlint.analysis.values import Kind
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
