@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from torchlint.analysis.project import Project
 from torchlint.analysis.setting_values import defined_default
-from torchlint.analysis.summary import Ref
 from torchlint.analysis.switch_words import SettingTest, setting_off_words
 
 
