@@ -45,9 +45,18 @@ class Project(ProjectIndex):
                     self._record_arguments(call, path, callee, bound)
         for _ in range(_ROUNDS):
             self._forget()
-            if not any([self._record_arguments(call, path, callee, True) for path, call in deferred for callee in self.callees(call.target, path)]):
+            if not any([self._record_arguments(call, path, callee, True) for path, call in deferred for callee in self._deferred_callees(call.target, path)]):
                 break
         self._forget()
+
+    def _deferred_callees(self, target: Ref, path: str) -> list[tuple[str, str]]:
+        """What a call of an object handed over runs: its method, or, where it is a class (one out of a registry,
+        score_sde's ``corrector(sde, score_fn, snr, n_steps)``), the ``__init__`` that building one runs."""
+        found = self.callees(target, path)
+        if found or target[0] != "object" or target[2] != "__call__":
+            return found
+        built = self._instantiated(("returned", target, None), path, 1)
+        return [init for owner in built if (init := self.method(*owner, "__init__")) is not None]
 
     def _receiver(self, target: Ref, path: str) -> tuple[tuple[str, str] | None, bool]:
         """The function a call of ``target`` runs, and whether its ``self`` is bound."""
@@ -242,7 +251,7 @@ class Project(ProjectIndex):
         passes nothing where only that parameter's default or annotation would name a class); at most ``limit``."""
         if ref[0] == "returned" and depth <= _MAX_DEPTH:
             inner = self._returned(ref, importer, depth)
-            return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else []
+            return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else self._instantiated(ref, importer, depth)
         if ref[0] == "or" and depth <= _MAX_DEPTH:
             # StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())` runs ADPM2's forward, not each `Sampler` subclass's
             passed = self.classes_of(ref[1], importer, depth + 1, limit, True)
@@ -270,6 +279,15 @@ class Project(ProjectIndex):
                 self._classes_memo[key] = found
             return found
         return self._several(ref, importer, depth, limit, passed_only)
+
+    def _instantiated(self, ref: Ref, importer: str, depth: int) -> list[tuple[str, str]]:
+        """``("returned", ("object", X, "__call__"), None)`` where ``X`` is a class handed over, not an object: score_sde's
+        ``corrector_obj = corrector(sde, score_fn, snr, n_steps)`` with ``corrector`` out of a registry. A class with no
+        ``forward`` or ``__call__`` cannot be an object called: calling it builds one of it."""
+        called = ref[1]
+        if called[0] != "object" or called[2] != "__call__" or ref[2] is not None:
+            return []
+        return [owner for owner in self.classes_of(called[1], importer, depth + 1) if self._method_of(owner, "__call__", depth) is None]
 
     def _several(self, ref: Ref, importer: str, depth: int, limit: int, passed_only: bool = False) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
