@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.dispatch import self_dispatch
-from torchlint.analysis.project_index import _BOUND, ProjectIndex
+from torchlint.analysis.project_classes import MAX_CLASSES as _MAX_CLASSES, ProjectClasses
+from torchlint.analysis.project_index import _BOUND
 from torchlint.analysis.summary import ClassSummary, Ref
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
-_MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 _SEVERAL = frozenset({"each", "attr", "passed", "or"})  # references that may name several classes
 _ROUNDS = 4  # constructor arguments passed on through calls of objects passed in: enough for a trainer's model
 
 
-class Project(ProjectIndex):
+class Project(ProjectClasses):
     """Name resolution over the checked files' summaries."""
 
     def index_arguments(self) -> None:
@@ -134,53 +134,6 @@ class Project(ProjectIndex):
                 held = self.classes_of(("attr", owner[1], name), owner[0], depth + 1)
                 found.extend(m for each in held if (m := self._method_of(each, "__call__", depth + 1)) is not None)
         return list(dict.fromkeys(found))
-
-    def _overrides(self, method: tuple[str, str]) -> list[tuple[str, str]]:
-        """For a method whose body only raises NotImplementedError (``ClassSummary.abstract``):
-        the project's subclasses' own methods of that name, any depth (a call of it runs one)."""
-        path, key = method
-        class_key, _, name = key.rpartition(".")
-        cls = self.classes.get(path, {}).get(class_key)
-        if cls is None or name not in cls.abstract:
-            return []
-        return [(p, f"{sub}.{name}") for p, sub in self.subclasses(path, class_key) if name in self.classes[p][sub].methods]
-
-    def has_subclasses(self, path: str, class_key: str) -> bool:
-        """Does a class of the project derive from ``class_key`` of ``path``?"""
-        return bool(self.subclasses(path, class_key))
-
-    def subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
-        """The project's classes that derive from ``class_key`` of ``path``, any depth."""
-        if self._derived is None:
-            derived: dict[tuple[str, str], list[tuple[str, str]]] = {}
-            for p, classes in self.classes.items():
-                for key, cls in classes.items():
-                    for base in cls.bases:
-                        resolved = self.class_of(base, p, 1)
-                        if resolved is not None and resolved != (p, key):
-                            derived.setdefault(resolved, []).append((p, key))
-            self._derived = derived
-        found: list[tuple[str, str]] = []
-        work = [(path, class_key)]
-        while work and len(found) < _MAX_CLASSES:
-            for sub in self._derived.get(work.pop(), ()):
-                if sub not in found:
-                    found.append(sub)
-                    work.append(sub)
-        return found
-
-    def forwards_taking(self, keywords: tuple[str, ...]) -> list[tuple[str, str]]:
-        """The ``forward`` of the project's module classes (one or two, no test's) that take every keyword of
-        a decode loop's call of a model the summary could not name (bark's ``model(x, merge_context=True,
-        use_cache=..., past_kv=kv_cache)`` on a model out of a table of loaded models: ``GPT.forward``)."""
-        found = []
-        for path, summary in self.files.items():
-            for cls in summary.classes:
-                forward = f"{cls.key}.forward"
-                if "forward" in cls.methods and not cls.test and set(keywords) <= set(self.params.get(path, {}).get(forward, ())) \
-                        and self.is_module(path, cls.key):
-                    found.append((path, forward))
-        return found if len(found) <= 2 else []  # (more: keywords many models take, no telling which)
 
     def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
         """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a
