@@ -167,6 +167,8 @@ class Project(ProjectClasses):
             else:
                 one = self.function(ref, importer)
                 found = [one] if one is not None else self._table_callees(ref, importer)
+            if not found and kind == "method":  # `self._sa_block(x)`: a method of torch's layer class the class derives from
+                found = self.library_method_callees(importer, ref[1], ref[2])
             self._callees_memo[key] = found
         return found
 

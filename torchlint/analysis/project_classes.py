@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchlint.analysis.library_methods import called_attributes
 from torchlint.analysis.project_index import ProjectIndex
 
 if TYPE_CHECKING:
-    from torchlint.analysis.summary import Ref
+    from torchlint.analysis.summary import ClassSummary, Ref
 
 MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 
@@ -20,6 +21,23 @@ class ProjectClasses(ProjectIndex):
         def class_of(self, ref: Ref, importer: str, depth: int) -> tuple[str, str] | None: ...
 
         def is_module(self, path: str, class_key: str) -> bool: ...
+
+        def mro(self, path: str, class_key: str, depth: int = 0) -> list[tuple[str, ClassSummary]]: ...
+
+        def classes_of(self, ref: Ref, importer: str, depth: int = 0) -> list[tuple[str, str]]: ...
+
+        def _method_of(self, owner: tuple[str, str], name: str, depth: int) -> tuple[str, str] | None: ...
+
+    def library_method_callees(self, path: str, class_key: str, name: str) -> list[tuple[str, str]]:
+        """``self._sa_block(x)`` in a class deriving from torch's ``nn.TransformerEncoderLayer``, with no such method of
+        its own: the ``forward`` of each module the library's method calls that the class keeps (``self.self_attn``)."""
+        for _, cls in self.mro(path, class_key) if class_key in self.classes.get(path, {}) else ():
+            for base in cls.bases:
+                attributes = called_attributes(base, name)
+                if attributes:
+                    return [m for attr in attributes for owner in self.classes_of(("attr", class_key, attr), path, 1)
+                            if (m := self._method_of(owner, "__call__", 1)) is not None]
+        return []
 
     def _overrides(self, method: tuple[str, str]) -> list[tuple[str, str]]:
         """For a method whose body only raises NotImplementedError (``ClassSummary.abstract``):
