@@ -30,7 +30,8 @@ class ConstantUploadInLoop(Check):
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
         if data is None:
-            self._memoised(node) or self._other_objects(node)
+            if not self._memoised(node):
+                self._other_objects(node)
             return
         if not ctx.syncs.in_step(node):
             return
