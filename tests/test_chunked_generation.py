@@ -36,3 +36,23 @@ def test_the_generating_loop_steps_per_sequence_and_the_decode_loop_per_token(pr
                        for name in ("extend", "rescore"))
     assert ctx.places.step_unit(extend) == GENERATION
     assert ctx.places.step_unit(rescore) == DECODED_TOKEN
+
+
+def test_a_generation_under_another_name_is_found_by_the_join(project: Path) -> None:
+    """``self.lm.continue_from(...)``: no ``.generate`` for the file to see; the join follows ``self.lm`` (the base
+    class's annotated parameter) to ``TokenLM.continue_from``, whose own loop decodes: one generated sequence per pass."""
+    by_line = {f.line: f for f in project_findings(project, "TL101")}
+    assert by_line[47].impact == "low" and "once per generated sequence" in by_line[47].message
+    assert by_line[62].impact == "high" and "per decoded token" in by_line[62].message  # `self.lm.score`: one forward a pass
+
+
+def test_the_light_summary_keeps_an_annotated_parameter(project: Path) -> None:
+    """base.py never mentions torch (CPython's parse only): its class still says what ``self.lm`` holds."""
+    import ast
+
+    from torchlint.analysis.light import light_summary
+
+    summary = light_summary(ast.parse((project / "base.py").read_text()), "base.py")
+    (base,) = summary.classes
+    assert dict(base.attributes)["lm"] == ("or", ("passed", "BaseGen.__init__", "lm"), ("import", 0, "lm.TokenLM"))
+    assert dict(base.attributes)["name"] == ("passed", "BaseGen.__init__", "name")  # a `str`: what the callers pass, no class

@@ -49,7 +49,9 @@ def _step_loops(project: Project) -> tuple[dict[tuple[str, str], Where], dict[tu
                 elif _calls_a_model(call, callee):
                     found[where] = loop.where or Where.BATCH  # a model's forward
                     through.setdefault(where, []).append(None)
-                elif reaches(callee):
+                elif reaches(callee) or reaches.generates(callee):
+                    # (a method that decodes in a loop of its own, `self.lm.continue_from(prompt)` with `self.lm`
+                    # a constructor's parameter annotated `lm: LMModel`: one whole generation per call)
                     # `self.inference.logits(seq)`, `predict(x)` of a module-level model: a function
                     # that runs a model once per call, so once per request, token or sample: an
                     # inference step unless the loop trains.

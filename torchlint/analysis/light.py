@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from torchlint.analysis.light_classes import abstract_methods, init_attributes
 from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args, own_settings
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
 
@@ -24,7 +25,8 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
     every_node = walk(tree)
     functions: dict[str, ast.AST] = {}
     classes: list[ClassSummary] = []
-    _collect(tree, [], functions, classes, imports, relative)
+    class_names = frozenset(node.name for node in every_node if isinstance(node, ast.ClassDef))
+    _collect(tree, [], functions, classes, imports, relative, class_names)
     calls: list[CallSite] = []
     params = {key: _positional(function) for key, function in functions.items()}
     walked = {key: walk(function) for key, function in functions.items()}  # each function's nodes, walked once
@@ -294,31 +296,20 @@ def _imports(tree: ast.Module) -> tuple[dict[str, str], dict[str, tuple[int, str
     return absolute, relative, stars
 
 
-def _collect(node: ast.AST, prefix: list[str], functions: dict[str, ast.AST], classes: list[ClassSummary], imports: dict[str, str], relative: dict[str, tuple[int, str]]) -> None:
+def _collect(node: ast.AST, prefix: list[str], functions: dict[str, ast.AST], classes: list[ClassSummary], imports: dict[str, str],
+             relative: dict[str, tuple[int, str]], class_names: frozenset[str]) -> None:
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[".".join([*prefix, child.name])] = child
-            _collect(child, [*prefix, child.name], functions, classes, imports, relative)
+            _collect(child, [*prefix, child.name], functions, classes, imports, relative, class_names)
         elif isinstance(child, ast.ClassDef):
             key = ".".join([*prefix, child.name])
             bases = tuple(ref for base in child.bases if (ref := _base(base, imports, relative)) is not None)
             methods = tuple(s.name for s in child.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
-            classes.append(ClassSummary(key, bases, methods, abstract=_abstract(child)))
-            _collect(child, [*prefix, child.name], functions, classes, imports, relative)
-
-
-def _abstract(cls: ast.ClassDef) -> tuple[str, ...]:
-    """``members.abstract_methods`` on CPython's tree: methods that only raise NotImplementedError."""
-    found = []
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
-        raised = body[0].exc if len(body) == 1 and isinstance(body[0], ast.Raise) else None
-        raised = raised.func if isinstance(raised, ast.Call) else raised
-        if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
-            found.append(method.name)
-    return tuple(found)
+            # (a name neither imported nor a class of this file names nothing the join can follow: `str`, a builtin)
+            attributes = init_attributes(child, key, lambda name: _base_named(name, imports, relative, class_names))
+            classes.append(ClassSummary(key, bases, methods, attributes, abstract=abstract_methods(child)))
+            _collect(child, [*prefix, child.name], functions, classes, imports, relative, class_names)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -333,8 +324,11 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _base(base: ast.AST, imports: dict[str, str], relative: dict[str, tuple[int, str]]) -> Ref | None:
     name = _dotted(base)
-    if name is None:
-        return None
+    return _named_ref(name, imports, relative) if name is not None else None
+
+
+def _named_ref(name: str, imports: dict[str, str], relative: dict[str, tuple[int, str]]) -> Ref:
+    """The reference a dotted name of the file stands for: imported, else the file's own."""
     head, _, rest = name.partition(".")
     if head in relative:
         level, target = relative[head]
@@ -342,6 +336,12 @@ def _base(base: ast.AST, imports: dict[str, str], relative: dict[str, tuple[int,
     if head in imports:
         return ("import", 0, f"{imports[head]}.{rest}" if rest else imports[head])
     return ("local", name)
+
+
+def _base_named(name: str, imports: dict[str, str], relative: dict[str, tuple[int, str]], class_names: frozenset[str]) -> Ref | None:
+    """``_base`` of a dotted name, where it is imported or a class of this file."""
+    head = name.partition(".")[0]
+    return _named_ref(name, imports, relative) if head in imports or head in relative or name in class_names else None
 
 
 def _unconditional_calls(function: ast.AST) -> list[ast.Call]:

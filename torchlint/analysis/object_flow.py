@@ -3,6 +3,7 @@ looks up), and what a call passes for a parameter, dicts of objects included (a 
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -12,6 +13,7 @@ from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import (
     CONSTRUCTORS, FACTORY_PREFIXES, RETURNING, dict_entries, names_a_class, single, string_key, unwrap_moves,
 )
+from torchlint.analysis.registries import registered_classes
 from torchlint.analysis.summary import Ref
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -55,10 +57,24 @@ class ObjectFlow:
             reaching = self.ctx.bindings.reaching_each(value.value, at)
             if len(reaching) > 1:
                 return either(single(self._binding_class(value, b)) for b in reaching)
+        registered = self._registered_class(value)
+        if registered is not None:  # `return _CORRECTORS[name]`: one of the classes a decorator registers there
+            return registered
         found = self._object_of(value, at, None)
         if found is not None and found[0] == "each" and type(value) is cst.Call and type(value.func) is cst.Subscript:
             return found  # `return MODELS[name](params)`: one object, of any class a function of the table returns
         return single(found)
+
+    def _registered_class(self, value: cst.BaseExpression) -> Ref | None:
+        """``_CORRECTORS[name]`` of a module-level registry a decorator fills (``registries``): any of its classes."""
+        if type(value) is not cst.Subscript or type(value.value) is not cst.Name or not self._registries:
+            return None
+        classes = self._registries.get(value.value.value, ())
+        return either(("local", self.class_keys[id(c)]) for c in classes if id(c) in self.class_keys)
+
+    @cached_property
+    def _registries(self) -> dict[str, tuple[cst.ClassDef, ...]]:
+        return registered_classes(self.ctx.tree)
 
     def _made_function(self, name: cst.Name, at: cst.CSTNode) -> Ref | None:
         """``("local", key)`` where ``name`` at ``at`` is a function of this file and nothing

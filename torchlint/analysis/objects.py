@@ -120,8 +120,14 @@ class ObjectRefs(ObjectFlow, ObjectAttributes, MemberRefs, AliasRefs):
         qualified = self.ctx.qname(call.func)
         if qualified is not None:
             return qualified in WRAPPERS or qualified.split(".")[0] not in _NOT_PROJECT
-        # a factory of this file or of a relative import (other names build nothing of the project's)
-        return type(call.func) is cst.Name and (callee in self.relative or self.ctx.functions.defines(callee))
+        # a factory of this file or of a relative import (other names build nothing of the project's); or a class
+        # its callers hand the function (score_sde's `corrector_obj = corrector(sde, score_fn, snr, n_steps)`)
+        return type(call.func) is cst.Name and (callee in self.relative or self.ctx.functions.defines(callee) or self._handed_in(call.func))
+
+    def _handed_in(self, name: cst.Name) -> bool:
+        """Is ``name`` a parameter of the function around it (what its callers pass, a class maybe)?"""
+        bound = self.ctx.bindings.lookup(name.value, name)
+        return len(bound) == 1 and bound[0].kind == "param"
 
     # --- objects of the project's classes ----------------------------------------------
     def _instance_class(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.dispatch import self_dispatch
-from torchlint.analysis.project_index import _BOUND, ProjectIndex
+from torchlint.analysis.project_classes import MAX_CLASSES as _MAX_CLASSES, ProjectClasses
+from torchlint.analysis.project_index import _BOUND
 from torchlint.analysis.summary import ClassSummary, Ref
 _MAX_DEPTH = 12  # resolution through re-exports and base classes
-_MAX_CLASSES = 32  # classes one object may be (branches, callers' arguments): a bound on the fan-out
 _SEVERAL = frozenset({"each", "attr", "passed", "or"})  # references that may name several classes
 _ROUNDS = 4  # constructor arguments passed on through calls of objects passed in: enough for a trainer's model
 
 
-class Project(ProjectIndex):
+class Project(ProjectClasses):
     """Name resolution over the checked files' summaries."""
 
     def index_arguments(self) -> None:
@@ -45,9 +45,18 @@ class Project(ProjectIndex):
                     self._record_arguments(call, path, callee, bound)
         for _ in range(_ROUNDS):
             self._forget()
-            if not any([self._record_arguments(call, path, callee, True) for path, call in deferred for callee in self.callees(call.target, path)]):
+            if not any([self._record_arguments(call, path, callee, True) for path, call in deferred for callee in self._deferred_callees(call.target, path)]):
                 break
         self._forget()
+
+    def _deferred_callees(self, target: Ref, path: str) -> list[tuple[str, str]]:
+        """What a call of an object handed over runs: its method, or, where it is a class (one out of a registry,
+        score_sde's ``corrector(sde, score_fn, snr, n_steps)``), the ``__init__`` that building one runs."""
+        found = self.callees(target, path)
+        if found or target[0] != "object" or target[2] != "__call__":
+            return found
+        built = self._instantiated(("returned", target, None), path, 1)
+        return [init for owner in built if (init := self.method(*owner, "__init__")) is not None]
 
     def _receiver(self, target: Ref, path: str) -> tuple[tuple[str, str] | None, bool]:
         """The function a call of ``target`` runs, and whether its ``self`` is bound."""
@@ -126,53 +135,6 @@ class Project(ProjectIndex):
                 found.extend(m for each in held if (m := self._method_of(each, "__call__", depth + 1)) is not None)
         return list(dict.fromkeys(found))
 
-    def _overrides(self, method: tuple[str, str]) -> list[tuple[str, str]]:
-        """For a method whose body only raises NotImplementedError (``ClassSummary.abstract``):
-        the project's subclasses' own methods of that name, any depth (a call of it runs one)."""
-        path, key = method
-        class_key, _, name = key.rpartition(".")
-        cls = self.classes.get(path, {}).get(class_key)
-        if cls is None or name not in cls.abstract:
-            return []
-        return [(p, f"{sub}.{name}") for p, sub in self.subclasses(path, class_key) if name in self.classes[p][sub].methods]
-
-    def has_subclasses(self, path: str, class_key: str) -> bool:
-        """Does a class of the project derive from ``class_key`` of ``path``?"""
-        return bool(self.subclasses(path, class_key))
-
-    def subclasses(self, path: str, class_key: str) -> list[tuple[str, str]]:
-        """The project's classes that derive from ``class_key`` of ``path``, any depth."""
-        if self._derived is None:
-            derived: dict[tuple[str, str], list[tuple[str, str]]] = {}
-            for p, classes in self.classes.items():
-                for key, cls in classes.items():
-                    for base in cls.bases:
-                        resolved = self.class_of(base, p, 1)
-                        if resolved is not None and resolved != (p, key):
-                            derived.setdefault(resolved, []).append((p, key))
-            self._derived = derived
-        found: list[tuple[str, str]] = []
-        work = [(path, class_key)]
-        while work and len(found) < _MAX_CLASSES:
-            for sub in self._derived.get(work.pop(), ()):
-                if sub not in found:
-                    found.append(sub)
-                    work.append(sub)
-        return found
-
-    def forwards_taking(self, keywords: tuple[str, ...]) -> list[tuple[str, str]]:
-        """The ``forward`` of the project's module classes (one or two, no test's) that take every keyword of
-        a decode loop's call of a model the summary could not name (bark's ``model(x, merge_context=True,
-        use_cache=..., past_kv=kv_cache)`` on a model out of a table of loaded models: ``GPT.forward``)."""
-        found = []
-        for path, summary in self.files.items():
-            for cls in summary.classes:
-                forward = f"{cls.key}.forward"
-                if "forward" in cls.methods and not cls.test and set(keywords) <= set(self.params.get(path, {}).get(forward, ())) \
-                        and self.is_module(path, cls.key):
-                    found.append((path, forward))
-        return found if len(found) <= 2 else []  # (more: keywords many models take, no telling which)
-
     def callees(self, ref: Ref, importer: str) -> list[tuple[str, str]]:
         """Every (file, function key) a call of ``ref`` may run: ``function``'s one, or, for a
         call of an object that may be of several classes (an attribute set in two branches,
@@ -205,6 +167,8 @@ class Project(ProjectIndex):
             else:
                 one = self.function(ref, importer)
                 found = [one] if one is not None else self._table_callees(ref, importer)
+            if not found and kind == "method":  # `self._sa_block(x)`: a method of torch's layer class the class derives from
+                found = self.library_method_callees(importer, ref[1], ref[2])
             self._callees_memo[key] = found
         return found
 
@@ -242,7 +206,7 @@ class Project(ProjectIndex):
         passes nothing where only that parameter's default or annotation would name a class); at most ``limit``."""
         if ref[0] == "returned" and depth <= _MAX_DEPTH:
             inner = self._returned(ref, importer, depth)
-            return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else []
+            return self.classes_of(inner[0], inner[1], depth + 1, limit, passed_only) if inner is not None else self._instantiated(ref, importer, depth)
         if ref[0] == "or" and depth <= _MAX_DEPTH:
             # StyleTTS2's `DiffusionSampler(sampler=ADPM2Sampler())` runs ADPM2's forward, not each `Sampler` subclass's
             passed = self.classes_of(ref[1], importer, depth + 1, limit, True)
@@ -270,6 +234,15 @@ class Project(ProjectIndex):
                 self._classes_memo[key] = found
             return found
         return self._several(ref, importer, depth, limit, passed_only)
+
+    def _instantiated(self, ref: Ref, importer: str, depth: int) -> list[tuple[str, str]]:
+        """``("returned", ("object", X, "__call__"), None)`` where ``X`` is a class handed over, not an object: score_sde's
+        ``corrector_obj = corrector(sde, score_fn, snr, n_steps)`` with ``corrector`` out of a registry. A class with no
+        ``forward`` or ``__call__`` cannot be an object called: calling it builds one of it."""
+        called = ref[1]
+        if called[0] != "object" or called[2] != "__call__" or ref[2] is not None:
+            return []
+        return [owner for owner in self.classes_of(called[1], importer, depth + 1) if self._method_of(owner, "__call__", depth) is None]
 
     def _several(self, ref: Ref, importer: str, depth: int, limit: int, passed_only: bool = False) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []

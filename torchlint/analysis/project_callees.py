@@ -1,5 +1,5 @@
 """What the callees of a reference do, over the project's resolution: decode from a cache, return a
-host value or a device tensor, build on the host."""
+host value or a device tensor, build on the host; and what an object's classes keep on the host."""
 
 from __future__ import annotations
 
@@ -132,3 +132,15 @@ def _returns_device(project: Project, path: str, key: str) -> bool:
         if not callees or not all(method.endswith(".forward") and project.is_module(where, method.rpartition(".")[0]) for where, method in callees):
             return False  # a method, or what an attribute holds, that is no module: its result may be anything
     return True
+
+
+def keeps_host_tensor(project: Project, ref: Ref, importer: str, attribute: str) -> bool:
+    """Does some class the object ``ref`` may be keep a host tensor in ``attribute``, set only where it is built
+    (``FileSummary.host_attributes``; its project bases' too)? score_sde's ``sde`` of ``LangevinCorrector``, a
+    ``VPSDE`` or a ``VESDE`` its callers pass: the VPSDE's ``alphas``. (A class without the attribute cannot be
+    the one moved there: the line would raise.)"""
+    for path, class_key in project.classes_of(ref, importer, 1):
+        for owner_path, owner in project.mro(path, class_key):
+            if (owner.key, attribute) in project.files[owner_path].host_attributes:
+                return True
+    return False

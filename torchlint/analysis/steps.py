@@ -32,6 +32,7 @@ from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import is_none
 from torchlint.analysis.host_consumers import feeds_environment, returned
+from torchlint.analysis.host_attributes import host_attributes
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
@@ -254,6 +255,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),
             host_helpers=tuple((self.keys[id(f)], *made) for f in self.functions if (made := self.ctx.uploads.helper_device(f)) is not None),
+            host_attributes=host_attributes(self.ctx, self.class_keys),
             device_results=self._device_results(),
             compiled=self.compiled_roots, not_compiled=self.not_compiled, compiled_calls=self.compiled_calls, compiled_guards=self.compiled_guards,
             compile_calls=self.compile_calls, settings=self.ctx.constants.setting_values(),

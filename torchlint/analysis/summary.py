@@ -248,6 +248,9 @@ class FileSummary:
     # (function key, its parameter the factory's `device=` is, CPU by default, and that parameter's position, or
     # ("", -1)): functions whose every `return` is a tensor a factory made on the host (`HostTensors.helper_device`)
     host_helpers: tuple[tuple[str, str, int], ...] = ()
+    # (class key, attribute): what its classes keep on `self` as a host tensor, set only where the object is built
+    # (`self.alphas = 1. - self.discrete_betas`, analysis/host_attributes.py), for another file's move of it (TL113)
+    host_attributes: tuple[tuple[str, str], ...] = ()
     # classes this file names only to build objects it never runs as modules (analysis/idle_builds.py):
     # (the class reference, the class whose attribute holds the object or "")
     idle_builds: tuple[tuple[Ref, str], ...] = ()

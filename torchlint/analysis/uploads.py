@@ -63,7 +63,7 @@ class Uploads(HostTensors, HostMoves, HostIndexes):
         name = dotted(expr) if type(expr) is cst.Attribute else None
         if name is None or not name.startswith("self.") or name.count(".") != 1 or depth > 4:
             return False
-        if expr.attr.value in self._attributes_set_elsewhere:  # type: ignore[attr-defined]
+        if expr.attr.value in self.attributes_set_elsewhere:
             return False  # `sde.betas = sde.betas.to(device)` outside the class: it may live on the device
         bound = ctx.bindings.lookup(name, expr)
         return bool(bound) and all(
@@ -95,7 +95,7 @@ class Uploads(HostTensors, HostMoves, HostIndexes):
         return False
 
     @cached_property
-    def _attributes_set_elsewhere(self) -> frozenset[str]:
+    def attributes_set_elsewhere(self) -> frozenset[str]:
         """The attribute names this file assigns on an object other than ``self`` (``sde.betas = ...``)."""
         names = set()
         for target in self.ctx.tree.nodes(cst.AssignTarget):

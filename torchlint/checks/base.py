@@ -123,6 +123,9 @@ class Report:
     # the finding holds unless the join finds that class registering buffers and no weights
     # (analysis/buffer_modules.py): autograd records nothing through it.
     unless_buffers: cst.Call | None = None
+    # Another object's attribute moved to the device (`sde.alphas` of `sde.alphas.to(t.device)`): the finding holds
+    # only where the join finds a class that object may be keeping a host tensor there (`FileSummary.host_attributes`).
+    host_attribute: cst.Attribute | None = None
 
 
 class Check:
@@ -217,6 +220,7 @@ class Check:
         untrained: Where | None = None,
         host_helper: cst.Call | None = None,
         unless_buffers: cst.Call | None = None,
+        host_attribute: cst.Attribute | None = None,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -267,7 +271,9 @@ class Check:
         weights a torchvision model's. ``untrained``: with ``where``, how often it runs where the
         join finds no file of the project training (no backward, no optimizer step) and one sampling.
         ``unless_buffers``: the constructor of another file's class the called module is built as: the
-        join drops the finding where that class registers buffers and no weights."""
+        join drops the finding where that class registers buffers and no weights.
+        ``host_attribute``: another object's attribute the node moves to the device: the join keeps the
+        finding only where a class that object may be keeps a host tensor there."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -283,7 +289,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group, subclass_of, backbone_cost, untrained, host_helper, unless_buffers))
+                                   group, subclass_of, backbone_cost, untrained, host_helper, unless_buffers, host_attribute))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

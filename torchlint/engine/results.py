@@ -73,6 +73,9 @@ class Conditional(NamedTuple):
     # `Cls.m`: a method of a class of this file; dropped where the join finds that no object runs it (the class
     # never built, every project subclass overriding it: analysis/dispatch.overridden)
     unless_overridden: str = ""
+    # (an object as a summary reference, its attribute): held only where the join finds a class that object may be
+    # keeping a host tensor there (Report.host_attribute, ``project_callees.keeps_host_tensor``)
+    host_attribute: tuple[tuple, str] | None = None
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
@@ -146,6 +149,7 @@ class Pending(NamedTuple):
     # where every function it may run builds its result on the host and is passed no device (TL110)
     host_helper: tuple[int, tuple[str, ...], bool] | None = None
     unless_buffers: bool = False  # ``dataset`` is a module's class: dropped where it keeps buffers and no weights (TL301)
+    host_attribute: str = ""  # ``dataset`` is an object: held where a class it may be keeps a host tensor in this attribute (TL113)
     # a wait its file places at its step's end: the calls after it the file cannot see into (what each may run, a reference), and
     # this finding, placed mid-step, where one of them runs a backward, an optimizer step or a model (``project_callees.queues_work``)
     mid_step: tuple[tuple, Finding] | None = None

@@ -138,12 +138,18 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         helper = _helper_wait(summarizer, report) if report.host_helper is not None else None
         if report.host_helper is not None and (helper is None or report.condition is not None or not torch_file):
             continue  # another file's function the summary cannot name: nothing says it builds on the host
+        kept = _kept_attribute(summarizer, report) if report.host_attribute is not None else None
+        if report.host_attribute is not None and (kept is None or not torch_file):
+            continue  # an object the summary cannot name: nothing says its class keeps a host tensor there
         if report.condition is None:
             if torch_file:  # a file that never imports torch makes no tensors of its own
                 located = finding
                 finding, in_function = with_impact(ctx, finding, report, cost)
                 if helper is not None:  # another file's function: the join knows whether it builds on the host
                     result.pending.append(Pending(finding, helper[0], False, host_helper=helper[1]))
+                    continue
+                if kept is not None:  # another object's attribute: the join knows whether its class keeps a host tensor there
+                    result.pending.append(Pending(finding, kept[0], False, host_attribute=kept[1]))
                     continue
                 if subclass is not None:  # a class of another file: the join knows whether it derives from the family
                     result.pending.append(Pending(finding, subclass[0], False, unless_switch=report.unless_switch, subclass_of=subclass[1]))
@@ -220,7 +226,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                                                   if_device=_device_params(ctx, report), device_key=_device_key(ctx, report),
                                                   quiet_every_n=check_type.quiet_every_n, subclass_of=subclass,
                                                   off_here=ctx.guards.never_taken(report.node) or "", switch=ctx.guards.switch_of(report.node), flag=ctx.guards.flag_of(report.node),
-                                                  unless_overridden=_method_key(ctx, report.node)))
+                                                  unless_overridden=_method_key(ctx, report.node), host_attribute=kept))
     if summarizer is not None:
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
@@ -247,6 +253,14 @@ def _helper_wait(summarizer: StepSummarizer | None, report: Report) -> tuple[tup
         return None
     keywords = tuple(arg.keyword.value for arg in call.args if arg.keyword is not None)  # type: ignore[union-attr]
     return ref, (sum(1 for arg in call.args if arg.keyword is None and not arg.star), keywords, any(arg.star for arg in call.args))
+
+
+def _kept_attribute(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, str] | None:
+    """``Report.host_attribute`` as plain data: the object as a summary reference (``("attr", "Corrector", "sde")`` for
+    ``sde = self.sde``), and the attribute moved."""
+    moved = report.host_attribute
+    ref = summarizer.target(moved, moved) if summarizer is not None and moved is not None else None
+    return (ref[1], ref[2]) if ref is not None and ref[0] == "object" and ref[2] == moved.attr.value else None  # type: ignore[union-attr]
 
 
 def _subclass_of(summarizer: StepSummarizer | None, report: Report) -> tuple[tuple, str] | None:

@@ -11,7 +11,7 @@ from torchlint.analysis.library_bases import derives_from
 from torchlint.analysis.loader_bases import confirmed_loader
 from torchlint.analysis.project import Project
 from torchlint.analysis.join_loops import ModelReach
-from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, ends_drained, queues_work, returns_host
+from torchlint.analysis.project_callees import buffers_only, builds_on_host, decodes_from_a_cache, ends_drained, keeps_host_tensor, queues_work, returns_host
 from torchlint.analysis.samples import WORK_PLACEHOLDER, given_items, unseen_batches, workers_hint
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.weight_kinds import BACKBONE, WEIGHTED
@@ -88,6 +88,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
         file_result.findings.sort(key=Finding.sort_key)
     if any(c.subclass_of for c in file_result.conditional):  # a class of another file: kept where it derives from the family
         file_result.conditional = [c for c in file_result.conditional if not c.subclass_of or subclass_holds(shared.project, here, c.subclass_of)]
+    if any(c.host_attribute for c in file_result.conditional):  # another object's attribute moved: kept where its class keeps a host tensor there
+        file_result.conditional = [c for c in file_result.conditional if not c.host_attribute or _keeps_host_tensor(shared.project, here, c.host_attribute)]
     if any(c.key == UNLESS_HOST_STEPS for c in file_result.conditional):
         _settle_host_steps(file_result, here in getattr(steps, "host_steps", frozenset()))
     step_loops = step_loops_of(steps, here)
@@ -132,6 +134,11 @@ def _dead_method(project: Project | None, path: str | None, key: str) -> bool:
 def subclass_holds(project: Project | None, path: str | None, subclass_of: tuple[tuple, str]) -> bool:
     """Does the class of ``Conditional.subclass_of`` derive from its family's library classes?"""
     return project is not None and path is not None and path in project.files and derives_from(project, path, *subclass_of)
+
+
+def _keeps_host_tensor(project: Project | None, path: str | None, kept: tuple[tuple, str]) -> bool:
+    """``Conditional.host_attribute`` (or a pending one's object and attribute): does a class the object may be keep a host tensor there?"""
+    return project is not None and path is not None and path in project.files and keeps_host_tensor(project, kept[0], path, kept[1])
 
 
 def _settle_host_steps(file_result: FileResult, host: bool) -> None:
@@ -205,6 +212,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
             if project is not None and path in project.files and builds_on_host(project, pending.dataset, path, *pending.host_helper):  # type: ignore[arg-type]
                 yield pending.finding
             continue  # not the project's function, or one that builds on the device (or is given it)
+        if pending.host_attribute:
+            if _keeps_host_tensor(project, path, (pending.dataset, pending.host_attribute)):  # type: ignore[arg-type]
+                yield pending.finding
+            continue  # no class the object may be keeps a host tensor there (or none of the project's)
         if pending.unless_host_return:
             if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
                 yield pending.finding

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.cache_hits import NEVER_HIT_WORDS
 from torchlint.analysis.context import short_code
 from torchlint.analysis.decoding import grown_names
+from torchlint.analysis.host_attributes import moved_attribute, rebound_in
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
@@ -29,7 +30,8 @@ class ConstantUploadInLoop(Check):
         ctx = self.ctx
         data = ctx.uploads.uploaded_data(node)
         if data is None:
-            self._memoised(node)
+            if not self._memoised(node):
+                self._other_objects(node)
             return
         if not ctx.syncs.in_step(node):
             return
@@ -77,17 +79,32 @@ class ConstantUploadInLoop(Check):
                     copies=_NEVER_HIT_WORDS.format(words=NEVER_HIT_WORDS.format(tested=tested, stored=stored)))
         return True
 
-    def _memoised(self, node: cst.Call) -> None:
+    def _other_objects(self, node: cst.Call) -> None:
+        """``sde.alphas.to(t.device)`` in a step: another object's attribute, which the join finds a host tensor where a
+        class that object may be keeps one there, set only where it is built (score_sde's ``VPSDE.alphas``, moved by
+        ``LangevinCorrector.update_fn`` in another file on every denoising step)."""
+        ctx = self.ctx
+        moved = moved_attribute(ctx, node)
+        if moved is None or not ctx.syncs.in_step(node):
+            return
+        hot = ctx.loops.hot_loop(node)
+        if type(hot) in (cst.For, cst.While) and rebound_in(ctx, moved, hot):  # type: ignore[arg-type]
+            return  # (an object the loop rebinds: each pass's own)
+        self.report(node, hint="", expr=short_code(ctx.module, node, limit=60), host_attribute=moved,
+                    copies="copies the same host data to the device on every step")
+
+    def _memoised(self, node: cst.Call) -> bool:
         """``mask.type_as(query)`` / ``mask.to(x.device)`` of what a memoised helper made on the host
         (``mask, start_mask = causal_mask(h * w)`` with ``@lru_cache``): the same data, copied on every call."""
         ctx = self.ctx
         if type(node.func) is not cst.Attribute or not (ctx.devices.move(node) == "device" or ctx.uploads.moves_like(node)) \
                 or not ctx.syncs.in_step(node):
-            return  # (no move to the device, or none a step runs)
+            return False  # (no move to the device, or none a step runs)
         function = ctx.uploads.memoised_host(node.func.value, node)
         if function is None:
-            return  # not a memoised host tensor: a step's own data, or a cache built on the device already
+            return False  # not a memoised host tensor: a step's own data, or a cache built on the device already
         self.__dict__.setdefault("_memoised_moves", []).append((node, function))
+        return True
 
     def finish(self) -> None:
         """The moves of one memoised helper's tensors in one function (``mask`` and ``start_mask`` of one
