@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.constants import is_setting
-from torchlint.analysis.guard_shapes import conjuncts, falsy, is_none, none_tested, off_at_default, only_return
+from torchlint.analysis.guard_shapes import conjuncts, enclosing_tests, falsy, is_none, none_tested, off_at_default, only_return
 from torchlint.analysis.literal_tests import compared, literal
 from torchlint.analysis.names import dotted
 from torchlint.analysis.switch_words import holds
@@ -84,6 +84,16 @@ class ParameterDefaults:
             if found is not None:
                 return found
         return None
+
+    def under_run_mode(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run only under a bare truth test of a setting of the run in its function
+        (``if args.gail:``)? A mode the run is launched in, or not: no tier's matter (``option_off``
+        leaves such flags on), but the join's words prefer a reach that runs without one."""
+        function = self.ctx.tree.enclosing_function(node)
+        for _, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+            if test is not None and holds_there and any(type(part) in (cst.Name, cst.Attribute) and is_setting(part) for part in conjuncts(test)):
+                return True
+        return False
 
     def option_off(self, test: cst.BaseExpression) -> str | None:
         """How often ``test`` holds where one of its conjuncts is a setting of the run that is
