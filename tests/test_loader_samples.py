@@ -134,3 +134,13 @@ def test_a_dataset_made_by_a_function_keeps_the_findings(tmp_path: Path) -> None
     result = lint_paths([tmp_path], from_table({"select": ["TL201", "TL602"], "min-impact": "low"}, tmp_path))
     assert not result.errors
     assert ("ddp_no_sampler.py", 14, "TL602") in {(Path(f.path).name, f.line, f.code) for f in result.findings}
+
+
+def test_a_loader_drawn_through_a_generator_takes_the_drawing_loops_tier() -> None:
+    """stylegan2's `loader = sample_data(loader)` then `next(loader)` in its training loop (sty11):
+    the batches feed that loop (high), and the words name the decode and the transform both."""
+    path = FIXTURES / "rules" / "TL201" / "flagged_generator_draws.py"
+    found = {f.line: f for f in lint_source(path.read_text(), str(path), from_table({"select": ["TL201"], "min-impact": "low"}, FIXTURES))}
+    assert found[46].impact == "high" and "training loop" in found[46].impact_reason
+    assert "(`Records.__getitem__` decodes an image and applies its transform for each sample)" in found[46].message
+    assert found[49].impact == "medium"  # the same generator, drawn by a loop that trains nothing

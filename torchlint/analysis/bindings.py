@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint.analysis.mode_tests import contradict, mode_facts
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import Tree
 
@@ -60,6 +61,7 @@ class Bindings:
         self._looked_up: dict[tuple[str, int], tuple[cst.CSTNode, list[Binding]]] = {}
         self._reached: dict[tuple[str, int], tuple[cst.CSTNode, Binding | None]] = {}
         self._reached_each: dict[tuple[str, int], tuple[cst.CSTNode, list[Binding]]] = {}  # reaching_each's, alike
+        self._mode_memo: dict[tuple[int, int], tuple[cst.CSTNode, dict[str, bool]]] = {}  # (node, scope) -> other_mode's modes
         self._in_scope: dict[tuple[str, int], list[Binding]] = {}  # (name, id of its function, or of None) -> what is visible there
         self.by_scope: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self.self_attrs: dict[int, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
@@ -172,7 +174,7 @@ class Bindings:
             return own
         # `x = f(x)`: the right-hand side still sees the earlier binding; `else:` never sees its `if`'s
         return self.latest_before(bound, at, lambda b: not (b.kind in ("assign", "augassign") and self.tree.is_inside(at, b.node))
-                                  and not self._exclusive(b.node, at))
+                                  and not self._exclusive(b.node, at) and not self.other_mode(b, at))
 
     def reaching_each(self, name: str, at: cst.CSTNode) -> list[Binding]:
         """Every binding of ``name`` that may reach ``at`` through the branches of the ``if``
@@ -193,12 +195,15 @@ class Bindings:
             return [first] if first is not None else []
         bound = self.lookup(name, at)
         found: list[Binding] = []
+        seen: list[Binding] = []
         pending = [first]
         while pending and len(found) < 16:
             binding = pending.pop(0)
-            if any(f is binding for f in found):
+            if any(f is binding for f in seen):
                 continue
-            found.append(binding)
+            seen.append(binding)
+            if not self.other_mode(binding, at):  # (its `if`'s other branches may still reach `at`)
+                found.append(binding)
             for statement in self._ifs_around(binding.node, at):
                 for branch in (statement.body, statement.orelse):
                     if branch is not None and self.tree.is_inside(binding.node, branch):
@@ -242,6 +247,28 @@ class Bindings:
                 inside = self.tree.is_inside
                 return (inside(node, body) and inside(at, orelse)) or (inside(node, orelse) and inside(at, body))
         return False
+
+    def other_mode(self, binding: Binding, at: cst.CSTNode) -> bool:
+        """Is ``binding`` made only in a mode ``at`` never runs in: under ``if self.training:`` for a
+        use under ``self.training is False and``, or the ``else`` of a parameter's truth test for a
+        use inside it? Then it never reaches ``at``."""
+        if binding.kind not in ("assign", "augassign"):
+            return False
+        scope = self.tree.scope_of(binding.node)
+        bound = self._modes(binding.node, scope)
+        # (a binding no mode test encloses is the common case: nothing more to ask of the use)
+        return bool(bound) and self.tree.is_inside(at, scope) and contradict(bound, self._modes(at, scope))
+
+    def _modes(self, node: cst.CSTNode, scope: cst.CSTNode) -> dict[str, bool]:
+        key = (id(node), id(scope))
+        known = self._mode_memo.get(key)
+        if known is not None and known[0] is node:
+            return known[1]
+        # a parameter never bound again in its function keeps the caller's value throughout
+        facts = mode_facts(self.tree, node, scope, lambda name: "." not in name and all(
+            b.kind == "param" for b in self.lookup(name, node)) and bool(self.lookup(name, node)))
+        self._mode_memo[key] = (node, facts)
+        return facts
 
     def _comprehension_binding(self, bound: list[Binding], at: cst.CSTNode) -> Binding | None:
         """``{k: f"{v}" for k, v in d.items()}``: the element comes before its ``for`` in the

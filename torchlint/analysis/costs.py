@@ -79,6 +79,7 @@ class Cost(enum.Enum):
     EXTRA_ALL_REDUCE = "an all-reduce of every gradient on every micro-step (N-1 of N wasted)"
     DUPLICATED_WORK = "every rank going through the whole dataset (one GPU's work, N times)"
     MULTI_GPU_OVERHEAD = "single-process multi-GPU (the model copied to every GPU, one Python thread for all)"
+    ONE_DEVICE_PARALLEL = "a data-parallel wrapper over one device: no replica, only its scatter and gather of each call's inputs and outputs"
     CHECKPOINT_SAVE = ("a checkpoint written: every parameter (and, in a checkpoint, the optimizer's state: twice as much again "
                        "for Adam) copied to the host after a sync, then pickled and written to disk; a second or more per GB "
                        "written (0.2 GB/s measured on a CPU host), where the step itself takes milliseconds")
@@ -151,6 +152,7 @@ GRAPH_BREAK          high   high   medium medium low    low    low
 EXTRA_ALL_REDUCE     high   low    low    high   medium low    low
 DUPLICATED_WORK      high   medium medium high   medium low    low
 MULTI_GPU_OVERHEAD   medium low    low    medium low    low    low
+ONE_DEVICE_PARALLEL  low    low    low    low    low    low    low
 CHECKPOINT_SAVE      high   low    low    medium low    low    low
 CHECKPOINT_SAVE_LONG_STEP medium low low  medium low    low    low
 DEBUG_MODE           high   high   high   high   high   high   high

@@ -36,6 +36,7 @@ _BY_WORD: tuple[tuple[str, frozenset[str]], ...] = (
 _LOADING = frozenset({"load", "read", "decode", "open", "imread"})  # a word of the name that says it loads
 _AUGMENTING = frozenset({"transform", "transforms", "augment", "augmentation", "aug", "augmentations"})
 _TOKENIZING = frozenset({"tokenize", "tokenizer", "encode"})
+_TRANSFORM = "applies its transform"
 _HEAVY = frozenset({"loads audio", "computes a spectrogram", "decodes video", "decodes an image", "augments"})
 _HANDLE_READS = frozenset({"read", "readline", "readlines", "readinto", "seek"})
 _HANDLES = frozenset({"file", "f", "fp", "fh", "fd", "handle", "fin", "infile", "reader"})  # what a file handle is called
@@ -63,7 +64,8 @@ def dataset_work(ctx: FileContext, cls: cst.ClassDef) -> SampleWork | None:
         if what is not None and what not in found:
             found.append(what)
     heavy = [what for what in found if what in _HEAVY]
-    work = " and ".join((heavy or found)[:3])
+    # the heavy work named first; a transform it was given besides (stylegan2's decode, then `self.transform(img)`)
+    work = " and ".join((heavy + [what for what in found if what == _TRANSFORM] if heavy else found)[:3])
     sharded = any((dotted(c.func) or "").rsplit(".", 1)[-1] in _WORKER_SPLITS for m in methods.values()
                   for c in ctx.tree.descendants(m) if type(c) is cst.Call)
     held = in_memory_class(ctx, cls.name.value) if not found else None
@@ -132,7 +134,7 @@ def _what_it_does(ctx: FileContext, call: cst.Call) -> str | None:
         return "reads a file"  # `self.file.seek(...)`, `self.file.read(n)`: a handle opened in `__init__`
     words = set(last.lower().split("_"))
     if last.lower() in _AUGMENTING and name.startswith("self."):
-        return "applies its transform"  # `self.transform(image)`: given, maybe only `ToTensor()`: work, not known heavy
+        return _TRANSFORM  # `self.transform(image)`: given, maybe only `ToTensor()`: work, not known heavy
     for what, markers in _BY_WORD:
         if words & markers and (what == "computes a spectrogram" or words & _LOADING):
             return what

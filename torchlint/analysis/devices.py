@@ -16,6 +16,7 @@ from torchlint.analysis.device_names import (
     host_tensor_class, is_dtype, looks_like_device_name, sets_accelerator_default, string_value,
 )
 from torchlint.analysis.device_reach import DeviceReach
+from torchlint.analysis.host_devices import on_the_host
 from torchlint.analysis.host_values import HostValues
 from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.functions import dotted_function_name
@@ -58,7 +59,8 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
                 return "device"  # `"cuda" if ok else "cpu"`: the host only as a fallback
             return a if a == b else None
         if type(expr) is cst.Attribute and expr.attr.value == "device":
-            return "device"  # x.device
+            # `G.device` of a tensor every path of this file builds on the host (a helper's CPU default): the CPU
+            return "host" if on_the_host(ctx, expr.value, at) else "device"
         if type(expr) in (cst.Name, cst.Attribute):
             if is_dtype(expr, ctx) or ctx.qname(expr) is not None:
                 return None

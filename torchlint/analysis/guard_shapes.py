@@ -202,7 +202,7 @@ def enclosing_tests(tree: Tree, node: cst.CSTNode, stop: cst.CSTNode | None) -> 
     """``(ancestor, child, test, holds)`` for each ancestor of ``node`` below ``stop``, innermost
     first: ``test`` is what must be true (``holds``) or false for ``child`` to run there: the test
     of an ``if`` or conditional expression whose body (or ``else``) holds it, the left side of an
-    ``and`` whose right side it is; None where the ancestor tests nothing for it (a block)."""
+    ``and`` (an ``or``: false) whose right side it is; None where the ancestor tests nothing for it (a block)."""
     child = node
     for ancestor in tree.ancestors(node):
         if ancestor is stop:
@@ -212,8 +212,8 @@ def enclosing_tests(tree: Tree, node: cst.CSTNode, stop: cst.CSTNode | None) -> 
             yield ancestor, child, ancestor.test, True  # type: ignore[attr-defined]
         elif (kind is cst.IfExp or kind is cst.If and type(child) is cst.Else) and child is ancestor.orelse:  # type: ignore[attr-defined]
             yield ancestor, child, ancestor.test, False  # type: ignore[attr-defined]
-        elif kind is cst.BooleanOperation and type(ancestor.operator) is cst.And and child is ancestor.right:  # type: ignore[attr-defined]
-            yield ancestor, child, ancestor.left, True  # type: ignore[attr-defined]
+        elif kind is cst.BooleanOperation and child is ancestor.right:  # type: ignore[attr-defined]
+            yield ancestor, child, ancestor.left, type(ancestor.operator) is cst.And  # type: ignore[attr-defined]
         else:
             yield ancestor, child, None, True
         child = ancestor

@@ -32,7 +32,7 @@ PLACE_KEEPING = DTYPE_CONVERSIONS | frozenset({
 # is where that one is, whatever the others (sizes, dimensions, bounds) say.
 ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
-    "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf",
+    "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf", "inverse",
 ))
 # Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
 _ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
@@ -267,7 +267,7 @@ class HostTensors:
         factory = self._factory_of(function, filled)
         device = ctx.keyword(factory, "device") if factory is not None else None
         if device is not None and (param := self.cpu_default_parameter(device.value, factory)) is not None \
-                and _passes(call, function, param):  # type: ignore[arg-type]
+                and passes(call, function, param):  # type: ignore[arg-type]
             return None  # the caller gives the device: made there
         return factory
 
@@ -321,7 +321,7 @@ def _walked(ctx, iterable: cst.BaseExpression, element: int | None) -> cst.BaseE
     return iterable if element is None else None
 
 
-def _passes(call: cst.Call, function: cst.FunctionDef, param: cst.Param) -> bool:
+def passes(call: cst.Call, function: cst.FunctionDef, param: cst.Param) -> bool:
     """Does ``call`` (of ``function``) pass ``param``, by name, by position or through a splat?"""
     if any(arg.star for arg in call.args):
         return True  # `*args`, `**kwargs`: it may

@@ -222,7 +222,8 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                                                                         tensor_args=call.tensors, omitted=omitted, constants=constants,
                                                                         uploaded=project.uploads(call, callee), passed=project.passes(call, callee),
                                                                         feeds_env=call.feeds_env, per_step=per_step, position=position,
-                                                                        guard=call.guard, distributed_only=call.distributed_only)))
+                                                                        guard=call.guard, distributed_only=call.distributed_only,
+                                                                        run_mode=call.run_mode)))
     return seeds
 
 

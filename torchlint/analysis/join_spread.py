@@ -81,6 +81,13 @@ def _spread(project: Project, work: deque[tuple[str, str, StepInfo]], steps: dic
                                                    guard=info.guard, distributed_only=info.distributed_only,
                                                    where=info.where if _inference(info, known) else known.where)
                 grown = True
+            plainer = not known.hook and known.run_mode and not info.run_mode and phase_rank(info.where) == phase_rank(known.where) \
+                and not known.per_step.outweighs(info.per_step)
+            if plainer:  # as often from a reach that needs no mode of the run (PPO's update, beside GAIL's `if args.gail:`): its words
+                sites = (*info.sites, *(site for site in known.sites if site not in info.sites))[:_MAX_SITES]
+                known = steps[path][key] = replace(known, per_step=info.per_step, origin=info.origin, via=info.via, sites=sites, position=info.position,
+                                                   guard=info.guard, distributed_only=info.distributed_only, run_mode=False)
+                grown = True
             if known.guard and not info.guard:  # reached on every step too, not only under td3's `% policy_freq`: no guard's words
                 known = steps[path][key] = replace(known, guard="", distributed_only=False)
                 grown = True
@@ -178,7 +185,8 @@ def _callee_reach(project: Project, call: CallSite, callee: tuple[str, str], pat
                     uploaded=project.uploads(call, callee) | project.forwarded_uploads(call, callee, caller.uploaded),
                     passed=project.passes(call, callee, (path, key), None if caller.hook else caller.passed) - withheld,
                     feeds_env=call.feeds_env or call.returned and caller.feeds_env, per_step=per_step, position=position, handed=_handed(project, call, callee, path, key, caller),
-                    guard=call.guard or caller.guard, distributed_only=call.distributed_only if call.guard else caller.distributed_only)
+                    guard=call.guard or caller.guard, distributed_only=call.distributed_only if call.guard else caller.distributed_only,
+                    run_mode=call.run_mode or caller.run_mode)
 
 
 def _as_training_step(reach: StepInfo) -> StepInfo:

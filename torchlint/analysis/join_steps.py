@@ -35,6 +35,7 @@ class StepInfo:
     # `if self.total_it % self.policy_freq == 0: soft_update(...)`): no rare guard, so every step for the tier, but said
     guard: str = ""
     distributed_only: bool = False  # that guard runs it only in a multi-process run (`CallSite.distributed_only`)
+    run_mode: bool = False  # a call on the way runs only under a mode flag of the run (`CallSite.run_mode`): for the words only
 
     @property
     def place(self) -> Place:

@@ -193,7 +193,11 @@ def loader_feeds(ctx: FileContext, call: cst.Call) -> Where:
     (``val_loader``, Lightning's ``test_dataloader()``) or whether it shuffles (training
     data is shuffled, evaluation data is not). ``Where.BATCH`` when nothing says."""
     loops = ctx.loops
-    found = {loops.where(loop) for loop in loops.iterations_of(call) if loops.is_hot(loop)}
+    reached: set[int] = set()
+    iterating = loops.iterations_of(call, reached)
+    # a generator's loop that yields each batch (`sample_data(loader)`): the batches go where it is drawn from
+    iterating += [drawn for loop in iterating for drawn in loops.generator_draws(loop, reached)]
+    found = {loops.where(loop) for loop in iterating if loops.is_hot(loop)}
     if not found:  # handed to a wrapper whose result the loop iterates (`model, opt, dl = distribute(..., dl)`)
         found = {loops.where(loop) for loop in loops.iterations_through_wrappers(call) if loops.is_hot(loop)}
     for where in (Where.TRAIN, Where.BATCH, Where.EVAL):

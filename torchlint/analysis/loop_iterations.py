@@ -43,7 +43,7 @@ class ValueIterations:
                 return roots
         return [iterable]
 
-    def iterations_of(self, value: cst.BaseExpression) -> list[cst.CSTNode]:
+    def iterations_of(self, value: cst.BaseExpression, reached: set[int] | None = None) -> list[cst.CSTNode]:
         """The loops that iterate the value of the expression ``value``, in source order:
         ``for`` statements (also ``async for``) and comprehension ``CompFor`` clauses.
 
@@ -51,7 +51,8 @@ class ValueIterations:
         (``train_loader = DataLoader(...)`` then ``for x, y in tqdm(train_loader)``), tuple
         assignments, arguments of calls of functions defined in this file (``train(loader)``
         then ``for x in loader`` in ``def train(loader)``), and ``return`` values back to the
-        call sites of the function (``loader = make_loader()``).
+        call sites of the function (``loader = make_loader()``). ``reached``, when given, collects
+        the ids of the expressions the value was followed to.
         """
         ctx, tree = self.ctx, self.ctx.tree
         if not hasattr(self, "_loop_roots"):
@@ -67,6 +68,8 @@ class ValueIterations:
             if (id(node), element) in seen:
                 continue
             seen.add((id(node), element))
+            if reached is not None:
+                reached.add(id(node))
             if element is None:
                 for loop in self._loop_roots.get(id(node), ()):
                     found[id(loop)] = loop
@@ -90,6 +93,33 @@ class ValueIterations:
                             if binding.node is param:
                                 work.extend((use, None) for use in ctx.bindings.uses(binding))
         return sorted(found.values(), key=tree.index)
+
+    def generator_draws(self, loop: cst.CSTNode, reached: set[int]) -> list[cst.CSTNode]:
+        """Where ``loop`` is the loop of a generator of this file that yields what it iterates
+        (stylegan2's ``def sample_data(loader): while True: for batch in loader: yield batch``), the
+        loops that draw from that generator: over a call of it, or around ``next(gen)`` of a name
+        bound to one (``loader = sample_data(loader)``, then ``real_img = next(loader)`` in the
+        training loop), of the calls given one of the ``reached`` values (``iterations_of``'s): the
+        same generator may feed an evaluation elsewhere. Empty for any other loop."""
+        ctx, tree = self.ctx, self.ctx.tree
+        function = tree.enclosing_function(loop)
+        if type(loop) is not cst.For or function is None or not any(
+                tree.is_inside(y, loop.body) and tree.enclosing_function(y) is function for y in tree.nodes(cst.Yield)):
+            return []  # (a plain function's loop: its own iterations are where the items go)
+        drawing: dict[int, cst.CSTNode] = {}
+        for call in self._local_calls(function):
+            if not any(id(arg.value) in reached for arg in call.args):
+                continue  # (a call given another loader)
+            for each in self.iterations_of(call):
+                drawing[id(each)] = each
+            for binding in ctx.bindings.bound_to(call):
+                for use in ctx.bindings.uses(binding):
+                    arg = tree.parent(use)
+                    drawn = tree.parent(arg) if type(arg) is cst.Arg else None
+                    if type(drawn) is cst.Call and dotted(drawn.func) == "next" and ctx.qname(drawn.func) is None:
+                        for each in self.enclosing_loops(drawn)[:1]:  # a batch per iteration of the loop around the draw
+                            drawing[id(each)] = each
+        return sorted(drawing.values(), key=tree.index)
 
     def only_first_batch(self, value: cst.BaseExpression) -> bool:
         """Is ``value`` assigned to a name that is only ever read as ``next(iter(name))``

@@ -115,6 +115,9 @@ class CallSite:
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""
     distributed_only: bool = False  # that guard runs it only in a multi-process run (`if world_size > 1:`: `StepInfo.distributed_only`)
+    # made only under a bare truth test of a setting of the run (`if args.gail:`): a mode the run may be launched
+    # without, so the words of what it reaches give way to a reach without one (`StepInfo.run_mode`)
+    run_mode: bool = False
     # arguments (position or keyword) that may hold None though no literal: a run setting whose argparse default
     # is None (ConvNeXt's `args.clip_grad`): the callee's `if p is None:` branch may run (`ProjectIndex.none_passed`)
     maybe_none: tuple[int | str, ...] = ()

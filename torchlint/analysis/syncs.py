@@ -87,7 +87,9 @@ class HiddenSyncs(DeviceTensors, DeviceElements, SizedByValues):
         if expr_type is cst.BooleanOperation:
             if type(expr.operator) is cst.And and not traced and self.ctx.guards.option_off(expr.left) is not None:
                 return self.reads_truth(expr.left, at)  # `args.target_kl is not None and kl > args.target_kl`: off by default, the rest never runs
-            return self.reads_truth(expr.left, at, traced) or self.reads_truth(expr.right, at, traced)
+            # the right side read where it stands: it runs only where the left side lets it
+            # (`self.training is False and i >= n`, with `n` a device tensor only in training)
+            return self.reads_truth(expr.left, at, traced) or self.reads_truth(expr.right, expr.right if at is expr else at, traced)
         if expr_type is cst.UnaryOperation and type(expr.operator) is cst.Not:
             return self.reads_truth(expr.expression, at, traced)
         is_tensor = self.traced_tensor if traced else self.device_tensor

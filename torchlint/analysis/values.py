@@ -143,8 +143,9 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
 
     def _unreaching(self, name: str, at: cst.CSTNode) -> frozenset[int]:
         """Ids of the bindings of ``name`` (in the scope of ``at``) that do not reach ``at``:
-        the assignment statement holding ``at`` itself, and assignments later in the same
-        scope that no enclosing loop carries back to ``at``."""
+        the assignment statement holding ``at`` itself, assignments later in the same
+        scope that no enclosing loop carries back to ``at``, and those made only in a mode
+        ``at`` never runs in (``Bindings.other_mode``)."""
         tree = self.ctx.tree
         bound = self.ctx.bindings.lookup(name, at)
         if len(bound) < 2 or "." in name:
@@ -160,8 +161,8 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         loops: list[cst.CSTNode] | None = None
         skipped = []
         for binding, its_statement, start, its_scope in self._assignments_of(bound):
-            if its_statement == own:
-                skipped.append(id(binding))
+            if its_statement == own or self.ctx.bindings.other_mode(binding, at):
+                skipped.append(id(binding))  # (`if self.training: n = t` never reaches `self.training is False and n`)
             elif start > where and its_scope == scope:
                 loops = self.ctx.loops.enclosing_loops(at) if loops is None else loops
                 if not any(tree.is_inside(binding.node, loop) for loop in loops):
