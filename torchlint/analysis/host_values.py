@@ -26,6 +26,29 @@ class HostValues:
     """Which values of one file are on the host."""
 
     ctx: FileContext
+    # While `host_if` asks: the parameters of `_host_scope` taken for host values, noted as used
+    _host_conditions: set[str] | None = None
+    _host_scope: cst.FunctionDef | None = None
+
+    def host_if(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, ...] | None:
+        """Where ``expr`` lives, given what the function around ``at`` is passed: () on the host as
+        it is, the parameters (all of them) that put it there when each holds a host value (``wav[None]``
+        in ``write(wav)``, ``wav`` of ``for wav in wavs`` in ``add(wavs)``: the join asks the callers,
+        ``join_params.host_call_params``), None when neither is known."""
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None or self._host_conditions is not None:
+            return () if self.moved_to_host(expr, at) else None
+        # (a helper's answer found while parameters are taken for host values holds only under that
+        # assumption: the memo is put back as it was)
+        helpers = dict(self.__dict__.get("_helpers_host", {}))
+        self._host_conditions, self._host_scope = set(), function
+        try:
+            found = self.moved_to_host(expr, at)
+            noted = self._host_conditions
+        finally:
+            self._host_conditions, self._host_scope = None, None
+            self.__dict__["_helpers_host"] = helpers
+        return tuple(sorted(noted)) if found else None
 
     def moved_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Was ``expr`` already moved to the host: ``x.cpu().detach()``, ``y[0]`` after
@@ -280,6 +303,10 @@ class HostValues:
                 default = getattr(binding.node, "default", None)
                 if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
                     continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
+                if self._host_conditions is not None and test == self.moved_to_host and name not in ("self", "cls") \
+                        and self.ctx.tree.enclosing_function(binding.node) is self._host_scope:
+                    self._host_conditions.add(name)  # a host value where the callers pass one (`host_if`)
+                    continue
                 # A nested function's parameter holds what its callers pass: all in this file.
                 passed = self.ctx.functions.passed_to(binding)
                 if passed is None or not all(test(arg, call, depth + 1) for arg, call in passed):

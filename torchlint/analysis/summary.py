@@ -81,7 +81,10 @@ class CallSite:
     feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
     # its result is what the caller returns (`return rand() if explore else self.act(s)`): it feeds an environment where the caller's does
     returned: bool = False
-    host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
+    host_args: tuple[int | str, ...] = ()  # arguments (position or keyword) that are host values (`wav.cpu()`, a constructor's `torch.LongTensor`)
+    # arguments on the host where the caller's parameters named are (all of them): `wav` of `for wav in wavs`
+    # in `add_samples(self, wavs)`, handed to `add_sample(wav)` (`join_params.host_call_params`)
+    hosts_if: tuple[tuple[int | str, tuple[str, ...]], ...] = ()
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
