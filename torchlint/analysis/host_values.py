@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class, loads_to_host
 from torchlint.analysis.device_reach import HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
 from torchlint.analysis.host_consumers import environment_info, target_count
+from torchlint.analysis.host_shapes import numpy_rooted as _numpy_rooted, returns_host_tensors as _returns_host_tensors, sequence_parts as _sequence_parts
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -377,42 +378,3 @@ class HostValues:
             if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
                 latest = sorted(latest + [(index, other)], key=lambda pair: -pair[0])[:2]
         return latest
-
-
-def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
-    """The list or tuple literals a sequence expression is made of (``[a] + [b] * n``: ``[a]``,
-    ``[b]``; repetition keeps the items), or [] when it is not one."""
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return [expr]
-    if not isinstance(expr, cst.BinaryOperation) or depth > 8:
-        return []
-    if isinstance(expr.operator, cst.Add):
-        left, right = _sequence_parts(expr.left, depth + 1), _sequence_parts(expr.right, depth + 1)
-        return left + right if left and right else []
-    if isinstance(expr.operator, cst.Multiply):
-        return _sequence_parts(expr.left, depth + 1) or _sequence_parts(expr.right, depth + 1)
-    return []
-
-
-def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
-    """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
-    arg = ctx.keyword(call, "return_tensors")
-    return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
-
-
-def _numpy_rooted(expr: cst.BaseExpression, ctx: FileContext) -> bool:
-    """Is ``expr`` read off a NumPy call through attributes, indexes and methods (``np.finfo(t).eps``,
-    ``np.load(f)["w"].mean()``)? NumPy gives NumPy values and Python values, whatever is read off them."""
-    for _ in range(12):
-        if type(expr) in (cst.Attribute, cst.Subscript):
-            expr = expr.value  # type: ignore[attr-defined]
-        elif type(expr) is cst.Call:
-            qualified = ctx.qname(expr.func) or ""
-            if qualified:
-                return qualified.startswith("numpy.")
-            if type(expr.func) is not cst.Attribute:
-                return False
-            expr = expr.func.value
-        else:
-            return False
-    return False
