@@ -10,7 +10,7 @@ from typing import Callable
 from torchlint.analysis.frameworks import HOOK_METHOD_NAMES
 from torchlint.analysis.project import Project
 from torchlint.analysis.project_callees import returns_device
-from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
+from torchlint.analysis.summary import ELEMENTS, HOSTED, LISTED, RETURNED, CallSite
 
 
 def host_params(project: Project) -> frozenset[tuple[str, str]]:
@@ -38,7 +38,7 @@ def host_params(project: Project) -> frozenset[tuple[str, str]]:
 
 
 def host_call_params(project: Project) -> frozenset[tuple[str, str]]:
-    """(file, ``f:param``) for the parameters of functions and methods every call in the project
+    """(file, ``f:hosted:param``) for the parameters of functions and methods every call in the project
     passes a host value (``CallSite.host_args``: audiocraft's ``audio_write(path, wav.cpu())``), or
     one on the host where the caller's own parameters are (``CallSite.hosts_if``: ``add_sample(wav)``
     of ``for wav in wavs`` in ``add_samples(wavs)``, each of whose calls passes ``estimate.cpu()``):
@@ -72,7 +72,8 @@ def host_call_params(project: Project) -> frozenset[tuple[str, str]]:
             if key not in found and all(c is not None and all(need in found for need in c) for c in calls):
                 found.add(key)
                 changed = True
-    return frozenset(key for key in found if key[1].partition(":")[0].rsplit(".", 1)[-1] not in valued)
+    return frozenset((path, f"{function}:{HOSTED}{name}") for path, key in found for function, _, name in (key.rpartition(":"),)
+                     if function.rsplit(".", 1)[-1] not in valued)
 
 
 def _passed_on_host(call: CallSite, names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

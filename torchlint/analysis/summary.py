@@ -48,6 +48,12 @@ LISTED = "listed:"
 # join's `Steps.device_params` keys `f:elements:name`, from `CallSite.elements`).
 ELEMENTS = "elements:"
 
+# The mark of a parameter a finding is dropped by where every call in the project passes it a host value
+# (`Report.unless_host` keys `f:hosted:name`, `Devices.host_parameter`; the join's `Steps.host_params`, from
+# `CallSite.host_args`/`hosts_if`, `join_params.host_call_params`). Such a read is not a sure one (`Places.note_reads`)
+# only as far as the join drops it: a read after it is after a read either way, unless both are on host values.
+HOSTED = "hosted:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
