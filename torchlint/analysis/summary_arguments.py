@@ -72,12 +72,25 @@ class CallArguments:
                 continue
             if _is_none(value):
                 continue  # (nothing to read: the callee's `if wav is None:` branch, which the others decide)
-            params = devices.host_if(value, call)
+            own = self._own_parameter(value, call)
+            params = (own,) if own else devices.host_if(value, call)
             if params == ():
                 found.append(where)
             elif params:
                 conditional.append((where, params))
         return tuple(found), tuple(conditional)
+
+    def _own_parameter(self, value: cst.BaseExpression, call: cst.Call) -> str:
+        """The name of the calling function's own parameter ``value`` is, bound nowhere else and with no
+        default (what ``host_if`` would find after following its bindings, found at once: most
+        arguments handed on are such names); "" for anything else."""
+        if type(value) is not cst.Name or value.value in ("self", "cls"):
+            return ""
+        bound = self.ctx.bindings.lookup(value.value, call)
+        if len(bound) != 1 or bound[0].kind != "param" or type(bound[0].node) is not cst.Param or bound[0].node.default is not None:
+            return ""
+        tree = self.ctx.tree
+        return value.value if tree.enclosing_function(bound[0].node) is tree.enclosing_function(call) else ""
 
     def _listed_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments that are Python lists (whisper's ``rearrange_kv_cache(source_indices)`` with
