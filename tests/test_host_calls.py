@@ -60,3 +60,15 @@ def test_an_unknown_argument_keeps_the_writer(tmp_path: Path, monkeypatch: pytes
     actual = _findings(root)
     assert ("audio/writer.py", 10, "TL101") in actual, "\n".join(f"{k}: {m}" for k, m in actual.items())
     assert ("audio/store.py", 17, "TL101") not in actual  # the store's method is still reached only with host rows
+
+
+def test_a_writer_used_as_a_value_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `WRITERS = {"wav": audio_write}`: called where no call site shows what it is given
+    root = tmp_path / "host_calls"
+    shutil.copytree(PROJECT, root)
+    train = root / "train.py"
+    train.write_text(train.read_text() + '\n\nWRITERS = {"wav": audio_write}\n')
+    monkeypatch.chdir(root)
+    actual = _findings(root)
+    assert ("audio/writer.py", 10, "TL101") in actual, "\n".join(f"{k}: {m}" for k, m in actual.items())
+    assert ("audio/utils.py", 20, "TL101") in actual  # `normalize` is handed what the writer was given
