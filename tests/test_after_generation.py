@@ -60,6 +60,7 @@ def test_reads_per_candidate_after_a_sync_there_run_once_per_generated_sequence(
     transcribe.write_text(transcribe.read_text().replace(
         "        words.append(best_candidates(tokens, decoder(tokens, audio).amax(-1)))\n", "").replace(
         "        tokens = decode_with_fallback(decoder, audio)\n",
-        "        words.append(best_candidates(window, decoder(window, audio).amax(-1)))\n"
+        "        words.append(best_candidates(audio, decoder(window, audio).amax(-1)))\n"
         "        tokens = decode_with_fallback(decoder, audio)\n", 1))
+    # (`audio`, the window's device copy: `window` itself, a row of `main`'s host list, reads nothing from the device)
     assert _tl101(project)[28].impact == "high"  # type: ignore[attr-defined]  # before the decode: per step, each waits again

@@ -21,6 +21,7 @@ from torchlint.analysis.host_values import HostValues
 from torchlint.analysis.module_moves import ModuleMoves
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.names import dotted
+from torchlint.analysis.summary import HOSTED
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -149,6 +150,16 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
         if init is None or len(params) != 1:
             return None
         return f"{dotted_function_name(self.ctx.tree, init)}:{params.pop()}"
+
+    def host_parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str:
+        """``audio_write:hosted:wav`` for ``wav.isfinite()`` in ``audio_write(stem, wav)``: ``expr`` is on the
+        host where that one parameter of the function around ``at`` holds a host value (the join
+        knows whether every call in the project passes one: ``join_params.host_call_params``); ""
+        where it is anything else, or needs more than one parameter."""
+        params = self.host_if(expr, at)  # type: ignore[attr-defined]
+        if params is None or len(params) != 1:
+            return ""
+        return f"{dotted_function_name(self.ctx.tree, self.ctx.tree.enclosing_function(at))}:{HOSTED}{params[0]}"  # type: ignore[arg-type]
 
     def dtype_only_to(self, call: cst.Call) -> bool:
         """``x.to(torch.float16)``, ``x.to(dtype=...)``, ``x.to(y.dtype)``: a conversion, no move."""

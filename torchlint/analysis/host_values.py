@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.analysis.device_names import READS_TO_HOST, SAME_TENSOR, host_tensor_class, loads_to_host
 from torchlint.analysis.device_reach import HOST_BUILDERS as _HOST_BUILDERS, is_number as _is_number, operands
 from torchlint.analysis.host_consumers import environment_info, target_count
+from torchlint.analysis.host_shapes import numpy_rooted as _numpy_rooted, returns_host_tensors as _returns_host_tensors, sequence_parts as _sequence_parts
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.members import iterated_item
 from torchlint.analysis.names import dotted
@@ -26,6 +27,29 @@ class HostValues:
     """Which values of one file are on the host."""
 
     ctx: FileContext
+    # While `host_if` asks: the parameters of `_host_scope` taken for host values, noted as used
+    _host_conditions: set[str] | None = None
+    _host_scope: cst.FunctionDef | None = None
+
+    def host_if(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, ...] | None:
+        """Where ``expr`` lives, given what the function around ``at`` is passed: () on the host as
+        it is, the parameters (all of them) that put it there when each holds a host value (``wav[None]``
+        in ``write(wav)``, ``wav`` of ``for wav in wavs`` in ``add(wavs)``: the join asks the callers,
+        ``join_params.host_call_params``), None when neither is known."""
+        function = self.ctx.tree.enclosing_function(at)
+        if function is None or self._host_conditions is not None:
+            return () if self.moved_to_host(expr, at) else None
+        # (a helper's answer found while parameters are taken for host values holds only under that
+        # assumption: the memo is put back as it was)
+        helpers = dict(self.__dict__.get("_helpers_host", {}))
+        self._host_conditions, self._host_scope = set(), function
+        try:
+            found = self.moved_to_host(expr, at)
+            noted = self._host_conditions
+        finally:
+            self._host_conditions, self._host_scope = None, None
+            self.__dict__["_helpers_host"] = helpers
+        return tuple(sorted(noted)) if found else None
 
     def moved_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode, _depth: int = 0) -> bool:
         """Was ``expr`` already moved to the host: ``x.cpu().detach()``, ``y[0]`` after
@@ -280,6 +304,10 @@ class HostValues:
                 default = getattr(binding.node, "default", None)
                 if test == self.moved_to_host and (isinstance(default, (cst.Integer, cst.Float)) or isinstance(default, cst.Name) and default.value in ("True", "False")):
                     continue  # `thr=4.0`: a number on the host unless a caller says otherwise (a tensor threshold is rare)
+                if self._host_conditions is not None and test == self.moved_to_host and name not in ("self", "cls") \
+                        and self.ctx.tree.enclosing_function(binding.node) is self._host_scope:
+                    self._host_conditions.add(name)  # a host value where the callers pass one (`host_if`)
+                    continue
                 # A nested function's parameter holds what its callers pass: all in this file.
                 passed = self.ctx.functions.passed_to(binding)
                 if passed is None or not all(test(arg, call, depth + 1) for arg, call in passed):
@@ -350,42 +378,3 @@ class HostValues:
             if block is not None and not tree.is_inside(at, statement) and tree.is_inside(at, block):
                 latest = sorted(latest + [(index, other)], key=lambda pair: -pair[0])[:2]
         return latest
-
-
-def _sequence_parts(expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
-    """The list or tuple literals a sequence expression is made of (``[a] + [b] * n``: ``[a]``,
-    ``[b]``; repetition keeps the items), or [] when it is not one."""
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return [expr]
-    if not isinstance(expr, cst.BinaryOperation) or depth > 8:
-        return []
-    if isinstance(expr.operator, cst.Add):
-        left, right = _sequence_parts(expr.left, depth + 1), _sequence_parts(expr.right, depth + 1)
-        return left + right if left and right else []
-    if isinstance(expr.operator, cst.Multiply):
-        return _sequence_parts(expr.left, depth + 1) or _sequence_parts(expr.right, depth + 1)
-    return []
-
-
-def _returns_host_tensors(call: cst.Call, ctx: FileContext) -> bool:
-    """A tokenizer or processor asked for PyTorch tensors builds them on the host."""
-    arg = ctx.keyword(call, "return_tensors")
-    return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("\"'") == "pt"
-
-
-def _numpy_rooted(expr: cst.BaseExpression, ctx: FileContext) -> bool:
-    """Is ``expr`` read off a NumPy call through attributes, indexes and methods (``np.finfo(t).eps``,
-    ``np.load(f)["w"].mean()``)? NumPy gives NumPy values and Python values, whatever is read off them."""
-    for _ in range(12):
-        if type(expr) in (cst.Attribute, cst.Subscript):
-            expr = expr.value  # type: ignore[attr-defined]
-        elif type(expr) is cst.Call:
-            qualified = ctx.qname(expr.func) or ""
-            if qualified:
-                return qualified.startswith("numpy.")
-            if type(expr.func) is not cst.Attribute:
-                return False
-            expr = expr.func.value
-        else:
-            return False
-    return False

@@ -26,7 +26,7 @@ from torchlint.analysis.every_n import every_n_reach
 from torchlint.analysis.idle_models import idle_models
 from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.join_loops import ModelReach, _loop_where, _step_loops
-from torchlint.analysis.join_params import constructed, device_params, element_params, host_params, host_returned, host_steps, listed_params, never_built
+from torchlint.analysis.join_params import constructed, device_params, element_params, host_call_params, host_params, host_returned, host_steps, listed_params, never_built
 from torchlint.analysis.join_spread import _as_training_step, _called_place, _spread
 from torchlint.analysis.join_steps import StepInfo, Steps
 from torchlint.analysis.multiplicity import ENV_STEP, EVALUATION_WORDS, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
@@ -75,7 +75,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
         for function, _, _, _ in summary.patched:
             if function in steps.models.get(path, {}):
                 steps.get(path, {}).pop(function, None)
-    steps.host_params = host_params(project) | host_returned(project)
+    steps.host_params = host_params(project) | host_returned(project) | host_call_params(project)
     steps.device_params = device_params(project) | listed_params(project) | element_params(project)
     steps.constructed = project.built
     steps.never_built = never_built(project)

@@ -10,7 +10,7 @@ from typing import Callable
 from torchlint.analysis.frameworks import HOOK_METHOD_NAMES
 from torchlint.analysis.project import Project
 from torchlint.analysis.project_callees import returns_device
-from torchlint.analysis.summary import ELEMENTS, LISTED, RETURNED, CallSite
+from torchlint.analysis.summary import ELEMENTS, HOSTED, LISTED, RETURNED, CallSite
 
 
 def host_params(project: Project) -> frozenset[tuple[str, str]]:
@@ -35,6 +35,56 @@ def host_params(project: Project) -> frozenset[tuple[str, str]]:
                 key = (owner[0], f"{init}:{name}")
                 verdict[key] = verdict.get(key, True) and name in host
     return frozenset(key for key, host in verdict.items() if host)
+
+
+def host_call_params(project: Project) -> frozenset[tuple[str, str]]:
+    """(file, ``f:hosted:param``) for the parameters of functions and methods every call in the project
+    passes a host value (``CallSite.host_args``: audiocraft's ``audio_write(path, wav.cpu())``), or
+    one on the host where the caller's own parameters are (``CallSite.hosts_if``: ``add_sample(wav)``
+    of ``for wav in wavs`` in ``add_samples(wavs)``, each of whose calls passes ``estimate.cpu()``):
+    the least fixed point, from the host copies down the helpers. A read there waits for no device
+    (``Report.unless_host``). One call passing anything else (a device tensor, a value not known),
+    a call leaving it out only, a function used as a value (called where no call site shows) or
+    never called keeps it out."""
+    if not any(call.host_args or call.hosts_if for summary in project.files.values() for call in summary.calls):
+        return frozenset()
+    valued = {name for summary in project.files.values() for name in summary.valued}
+    # (callee key) -> per call: the caller's parameters that must be host values for it to pass one (None: it passes no host value)
+    passes: dict[tuple[str, str], list[tuple[tuple[str, str], ...] | None]] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            for callee in project.callees(call.target, path):
+                if callee[1].rsplit(".", 1)[-1] in valued:
+                    continue  # (called through a value too: those calls are not seen, the function is kept out below)
+                names = project.parameters(call, callee)
+                host = _passed_on_host(call, names)
+                left_out = project.omitted(call, callee) - host.keys()
+                for name in names:
+                    if name in left_out:
+                        continue  # `write(wav)` for `write(wav, ref=None)`: nothing passed, nothing read; the others decide
+                    passes.setdefault((callee[0], f"{callee[1]}:{name}"), []).append(
+                        tuple((path, f"{call.caller}:{need}") for need in host[name]) if name in host else None)
+    found: set[tuple[str, str]] = set()
+    changed = True
+    while changed:  # each round adds the parameters whose every call is now known to pass a host value
+        changed = False
+        for key, calls in passes.items():
+            if key not in found and all(c is not None and all(need in found for need in c) for c in calls):
+                found.add(key)
+                changed = True
+    return frozenset((path, f"{function}:{HOSTED}{name}") for path, key in found for function, _, name in (key.rpartition(":"),)
+                     if function.rsplit(".", 1)[-1] not in valued)
+
+
+def _passed_on_host(call: CallSite, names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The callee's parameters (by name) ``call`` passes a host value, each with the caller's
+    parameters that must be host values for it to be one (none: it is one)."""
+    host: dict[str, tuple[str, ...]] = {}
+    for where, needs in (*((w, ()) for w in call.host_args), *call.hosts_if):
+        name = where if isinstance(where, str) else names[where] if where < len(names) else None
+        if name is not None and name not in host:
+            host[name] = needs
+    return host
 
 
 def host_returned(project: Project) -> frozenset[tuple[str, str]]:

@@ -204,7 +204,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
-                        returned=facts["returned"], host_args=self._host_args(call, target), own_params=facts["own_params"], own_settings=facts["own_settings"], devices=facts["devices"],
+                        returned=facts["returned"], host_args=facts["host_args"], hosts_if=facts["hosts_if"], own_params=facts["own_params"], own_settings=facts["own_settings"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
@@ -221,6 +221,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             args = self._argument_classes(call)
             devices, devices_if, results = self._device_args(call)
             elements = self._element_args(call)
+            host_args, hosts_if = self._host_args(call)
             known = self._facts[id(call)] = {
                 "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
                 "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
@@ -229,7 +230,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call),
                 "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
-                "results": results, "elements": elements}
+                "results": results, "elements": elements, "host_args": host_args, "hosts_if": hosts_if}
         return known
 
     @cached_property

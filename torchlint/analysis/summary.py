@@ -49,6 +49,12 @@ LISTED = "listed:"
 # join's `Steps.device_params` keys `f:elements:name`, from `CallSite.elements`).
 ELEMENTS = "elements:"
 
+# The mark of a parameter a finding is dropped by where every call in the project passes it a host value
+# (`Report.unless_host` keys `f:hosted:name`, `Devices.host_parameter`; the join's `Steps.host_params`, from
+# `CallSite.host_args`/`hosts_if`, `join_params.host_call_params`). Such a read is not a sure one (`Places.note_reads`)
+# only as far as the join drops it: a read after it is after a read either way, unless both are on host values.
+HOSTED = "hosted:"
+
 # A call site's unit when its hot loop is an epoch loop whose every iteration is one full-batch step.
 FULL_BATCH = "full-batch epoch"
 
@@ -82,7 +88,10 @@ class CallSite:
     feeds_env: bool = False  # its result is (part of) the action an environment's `step` takes (analysis/host_consumers.py)
     # its result is what the caller returns (`return rand() if explore else self.act(s)`): it feeds an environment where the caller's does
     returned: bool = False
-    host_args: tuple[int | str, ...] = ()  # a class's construction: the arguments (position or keyword) that are host values
+    host_args: tuple[int | str, ...] = ()  # arguments (position or keyword) that are host values (`wav.cpu()`, a constructor's `torch.LongTensor`)
+    # arguments on the host where the caller's parameters named are (all of them): `wav` of `for wav in wavs`
+    # in `add_samples(self, wavs)`, handed to `add_sample(wav)` (`join_params.host_call_params`)
+    hosts_if: tuple[tuple[int | str, tuple[str, ...]], ...] = ()
     # arguments that are the caller's own parameters (position or keyword -> its name): what
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()

@@ -57,19 +57,40 @@ class CallArguments:
     def _steps_env(self) -> bool:
         return steps_an_environment(self.ctx)  # a file that steps no environment: no call's result feeds one (asked once)
 
-    def _host_args(self, call: cst.Call, target: Ref) -> tuple[int | str, ...]:
-        """For a construction (``Layer(dev, m, n)``: a CamelCase name): the arguments that are
-        host values (``n`` from ``zip(dims[:-1], dims[1:])`` over ``torch.LongTensor`` lists)."""
-        if target[0] not in ("import", "local") or not str(target[-1]).rsplit(".", 1)[-1][:1].isupper():
-            return ()
-        devices, found = self.ctx.devices, []
+    def _host_args(self, call: cst.Call) -> tuple[tuple[int | str, ...], tuple[tuple[int | str, tuple[str, ...]], ...]]:
+        """The arguments that are host values (``Layer(dev, m, n)`` with ``n`` from ``zip(dims[:-1],
+        dims[1:])`` over ``torch.LongTensor`` lists; ``audio_write(path, wav.cpu())``), then those on the
+        host where the caller's parameters named are (all of them): ``wav`` of ``for wav in wavs`` in
+        ``add_samples(self, wavs)``, the join follows them to the callers (``join_params.host_call_params``)."""
+        devices, found, conditional = self.ctx.devices, [], []
         for position, arg in enumerate(call.args):
             if arg.star:
                 break
-            value = arg.value
-            if type(value) in (cst.Integer, cst.Float, cst.SimpleString) or devices.moved_to_host(value, call):
-                found.append(arg.keyword.value if arg.keyword is not None else position)
-        return tuple(found)
+            value, where = arg.value, arg.keyword.value if arg.keyword is not None else position
+            if type(value) in (cst.Integer, cst.Float, cst.SimpleString):
+                found.append(where)
+                continue
+            if _is_none(value):
+                continue  # (nothing to read: the callee's `if wav is None:` branch, which the others decide)
+            own = self._own_parameter(value, call)
+            params = (own,) if own else devices.host_if(value, call)
+            if params == ():
+                found.append(where)
+            elif params:
+                conditional.append((where, params))
+        return tuple(found), tuple(conditional)
+
+    def _own_parameter(self, value: cst.BaseExpression, call: cst.Call) -> str:
+        """The name of the calling function's own parameter ``value`` is, bound nowhere else and with no
+        default (what ``host_if`` would find after following its bindings, found at once: most
+        arguments handed on are such names); "" for anything else."""
+        if type(value) is not cst.Name or value.value in ("self", "cls"):
+            return ""
+        bound = self.ctx.bindings.lookup(value.value, call)
+        if len(bound) != 1 or bound[0].kind != "param" or type(bound[0].node) is not cst.Param or bound[0].node.default is not None:
+            return ""
+        tree = self.ctx.tree
+        return value.value if tree.enclosing_function(bound[0].node) is tree.enclosing_function(call) else ""
 
     def _listed_args(self, call: cst.Call) -> tuple[int | str, ...]:
         """Arguments that are Python lists (whisper's ``rearrange_kv_cache(source_indices)`` with

@@ -13,6 +13,7 @@ from torchlint.analysis.impact import READ_COSTS
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
+from torchlint.analysis.summary import HOSTED
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
@@ -107,9 +108,11 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     # (code an assert makes dead, or a test of an attribute its class fixes to one value that fails it)
     made = [(check_type, report) for check_type, report in made if not ctx.guards.asserted_off(report.node) and not ctx.guards.constant_off(report.node)]
     # (a read after another of the same pass waits only for its own small kernels: the reads are where the waits stand)
-    # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host)
+    # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host;
+    # a read of a parameter every call may pass a host value is one: where the join drops it, the reads after it of the same value go too)
     ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS
-                          and not (report.needs_tensor_argument or report.unless_host or report.if_device or report.unless_host_return is not None))
+                          and not (report.needs_tensor_argument or report.unless_host and HOSTED not in report.unless_host
+                                   or report.if_device or report.unless_host_return is not None))
     try:
         summarizer = StepSummarizer(ctx, tails)
         hot_calls = summarizer.hot_call_nodes(located=bool(made))

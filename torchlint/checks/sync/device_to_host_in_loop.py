@@ -53,7 +53,9 @@ class DeviceToHostInLoop(Check):
                 self.report(node, call=call, what=_MODULE_WORDS, cost=Cost.MODULE_OFFLOAD, hint=_MODULE_HINT)
                 return
             # (a prioritised replay buffer's priorities, `mem.update_priorities(idxs, loss.cpu().numpy())`: its NumPy sum tree needs them)
-            self.report(node, call=call, what=_COPY_WORDS, cost=Cost.NEEDED_READ if feeds_priorities(ctx, node) else None)
+            # (`wav.cpu()` in `write(wav)`: no copy where every call in the project passes a host tensor, the join knows)
+            self.report(node, call=call, what=_COPY_WORDS, cost=Cost.NEEDED_READ if feeds_priorities(ctx, node) else None,
+                        unless_host=ctx.devices.host_parameter(receiver, node))
 
     def _copies(self, node: cst.Call, receiver: cst.BaseExpression, method: str) -> bool:
         """Does ``node`` copy ``receiver``, a device value, to the host on every step?"""

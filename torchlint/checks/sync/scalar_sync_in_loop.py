@@ -64,9 +64,11 @@ class ScalarSyncInLoop(Check):
             self.report(node, call=short_code(ctx.module, node, limit=60), hint=hint)
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
+        # `wav.max().item()` in `write(wav)`: host if every call in the project passes a host tensor
         # `char = tokenizer.sample_logits(out)` (another file's method): host where everything it may run returns host values
         self.report(node, call=f"{short_code(ctx.module, receiver)}.{method}()",
-                    unless_host=ctx.devices.constructor_parameter(receiver) or returned_key(ctx, receiver, node),
+                    unless_host=ctx.devices.constructor_parameter(receiver) or returned_key(ctx, receiver, node)
+                    or ctx.devices.host_parameter(receiver, node),
                     hint=self._hint(node, receiver), unless_host_return=ctx.devices.result_of_elsewhere(receiver, node))
 
     def _logged_tensor(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
@@ -152,8 +154,10 @@ class ScalarSyncInLoop(Check):
         if repeated is False:
             return  # once per step: TL104/TL106 (opt-in) report it
         # Where the join decides, this finding holds only if the line repeats within the step.
+        # (`assert wav.isfinite().all()` in `write(wav)`: no wait where every call in the project passes a host tensor, the join knows)
         self.report(node, hint=hint, call=short_code(self.ctx.module, node, limit=60),
-                    repeated=True if repeated is None and not once_too else None, if_device=device_params)
+                    repeated=True if repeated is None and not once_too else None, if_device=device_params,
+                    unless_host="" if device_params else self.ctx.devices.host_parameter(node, node))
 
 
 _LOGGED_HINT = ("Pass the tensor itself (`{value}`): Lightning keeps it on the device and reads it only when it writes "

@@ -80,7 +80,8 @@ class TensorToPythonInLoop(Check):
         if read_tensor is not None:
             # `alphas_prev[index]` of what another file's function returns: held unless the join finds it a NumPy array
             self.report(node, hint=self._hint(node, read_tensor), expr=short_code(ctx.module, node),
-                        unless_host=ctx.devices.constructor_parameter(read_tensor) or returned_key(ctx, read_tensor, node))
+                        unless_host=ctx.devices.constructor_parameter(read_tensor) or returned_key(ctx, read_tensor, node)
+                        or ctx.devices.host_parameter(read_tensor, node))
         elif tensors and (type(func) is cst.Name and func.value in _CONVERSIONS | _COUNTING or (ctx.qname(func) or "").startswith(_MATH_PREFIX)):
             # `float(sigmas[i])`, `int(lengths[i])`, `sqrt(sigma ** 2 - sigma_up ** 2)` on a parameter: holds where
             # every caller passes a device tensor (StyleTTS2's ADPM2 sampler, given its schedule's sigmas one by one)
