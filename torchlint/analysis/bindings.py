@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -290,18 +291,8 @@ class Bindings:
         scope (nested functions included), or ``self.x`` attributes in its class. With
         ``ordered``, leave out reads that a later binding of the name shadows in source order
         (``loader = A`` ... ``loader = B`` ... ``for x in loader``: that loop reads ``B``)."""
-        if not hasattr(self, "_reads"):
-            self._reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
-            for name in self.tree.nodes(cst.Name):
-                parent = self.tree.parent(name)
-                if isinstance(parent, cst.Attribute) and parent.attr is name:
-                    continue
-                self._reads[name.value].append(name)
-            for attribute in self.tree.nodes(cst.Attribute):
-                if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
-                    self._reads["self." + attribute.attr.value].append(attribute)
         found = []
-        for node in self._name_reads(binding.name):
+        for node in self.reads(binding.name):
             if node is binding.node:
                 continue
             if any(b is binding for b in self.lookup(binding.name, node)):
@@ -313,13 +304,28 @@ class Bindings:
                 found.append(node)
         return found
 
-    def _name_reads(self, name: str) -> list[cst.BaseExpression]:
-        """The reads of ``name`` that are no targets: found once per name, not again for each of its bindings."""
+    def reads(self, name: str) -> list[cst.BaseExpression]:
+        """Every read of ``name`` in the file that is no target (``Name`` nodes, or ``self.x``
+        attributes), whatever binding it sees: what :meth:`uses` picks from, found once per name,
+        not again for each of its bindings (do not change the list)."""
         known: dict[str, list[cst.BaseExpression]] = self.__dict__.setdefault("_reads_of", {})
         found = known.get(name)
         if found is None:
-            found = known[name] = [node for node in self._reads.get(name, ()) if not self._is_target(node)]
+            found = known[name] = [node for node in self._all_reads.get(name, ()) if not self._is_target(node)]
         return found
+
+    @cached_property
+    def _all_reads(self) -> dict[str, list[cst.BaseExpression]]:
+        reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+        for name in self.tree.nodes(cst.Name):
+            parent = self.tree.parent(name)
+            if isinstance(parent, cst.Attribute) and parent.attr is name:
+                continue
+            reads[name.value].append(name)
+        for attribute in self.tree.nodes(cst.Attribute):
+            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+                reads["self." + attribute.attr.value].append(attribute)
+        return reads
 
     def _is_target(self, node: cst.CSTNode) -> bool:
         parent = self.tree.parent(node)
