@@ -319,18 +319,18 @@ class Bindings:
         reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
         for name in self.tree.nodes(cst.Name):
             parent = self.tree.parent(name)
-            if isinstance(parent, cst.Attribute) and parent.attr is name:
+            if type(parent) is cst.Attribute and parent.attr is name:
                 continue
             reads[name.value].append(name)
         for attribute in self.tree.nodes(cst.Attribute):
-            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+            if type(attribute.value) is cst.Name and attribute.value.value == "self":
                 reads["self." + attribute.attr.value].append(attribute)
         return reads
 
     def _is_target(self, node: cst.CSTNode) -> bool:
         parent = self.tree.parent(node)
-        if isinstance(parent, (cst.Element, cst.StarredElement)):
+        if type(parent) in (cst.Element, cst.StarredElement):
             parent = self.tree.parent(self.tree.parent(parent) or parent)
-        return isinstance(parent, (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias)) or (
-            isinstance(parent, (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) and parent.target is node  # type: ignore[union-attr]
+        return type(parent) in (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias) or (
+            type(parent) in (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr) and parent.target is node  # type: ignore[union-attr]
         )
