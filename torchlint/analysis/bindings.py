@@ -314,6 +314,18 @@ class Bindings:
             found = known[name] = [node for node in self._all_reads.get(name, ()) if not self._is_target(node)]
         return found
 
+    def reads_in_reach(self, binding: Binding) -> list[cst.BaseExpression]:
+        """The reads of ``binding``'s name that may see it, those :meth:`uses` looks up (a
+        superset of its answer): where it is a local of a function, the reads inside that
+        function (closures included); else every read of the name in the file."""
+        reads = self.reads(binding.name)
+        if "." in binding.name:
+            return reads  # `self.x`: read in any method of its class
+        function = self.tree.enclosing_function(binding.node)
+        if function is None or not any(b is binding for b in self.by_scope.get(id(function), {}).get(binding.name, ())):
+            return reads  # a module's name, or one a `global` statement makes the module's
+        return [read for read in reads if self.tree.is_inside(read, function)]
+
     @cached_property
     def _all_reads(self) -> dict[str, list[cst.BaseExpression]]:
         reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)

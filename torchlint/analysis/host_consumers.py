@@ -82,8 +82,8 @@ def _returned_name(ctx: FileContext, value: cst.CSTNode, depth: int = 0) -> bool
     """Is the name ``value`` is bound to returned, itself or once wrapped (``depth_pred =
     list(depth_pred)`` then ``return depth_pred``: dinov2's ``aug_test``)?"""
     for binding in ctx.bindings.bound_to(value):
-        if not any(_returned_shape(ctx, read, depth) for read in ctx.bindings.reads(binding.name)):
-            continue  # no read of the name anywhere is returned or wrapped: its uses (a lookup each) need not be found
+        if not any(_returned_shape(ctx, read, depth) for read in ctx.bindings.reads_in_reach(binding)):
+            continue  # no read that may see it is returned or wrapped: its uses (a lookup each) need not be found
         for use in ctx.bindings.uses(binding, ordered=True):
             if type(ctx.tree.parent(use)) is cst.Return:
                 return True
