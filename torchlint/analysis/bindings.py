@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -317,18 +318,8 @@ class Bindings:
         scope (nested functions included), or ``self.x`` attributes in its class. With
         ``ordered``, leave out reads that a later binding of the name shadows in source order
         (``loader = A`` ... ``loader = B`` ... ``for x in loader``: that loop reads ``B``)."""
-        if not hasattr(self, "_reads"):
-            self._reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
-            for name in self.tree.nodes(cst.Name):
-                parent = self.tree.parent(name)
-                if isinstance(parent, cst.Attribute) and parent.attr is name:
-                    continue
-                self._reads[name.value].append(name)
-            for attribute in self.tree.nodes(cst.Attribute):
-                if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
-                    self._reads["self." + attribute.attr.value].append(attribute)
         found = []
-        for node in self._name_reads(binding.name):
+        for node in self.reads(binding.name):
             if node is binding.node:
                 continue
             if any(b is binding for b in self.lookup(binding.name, node)):
@@ -340,18 +331,45 @@ class Bindings:
                 found.append(node)
         return found
 
-    def _name_reads(self, name: str) -> list[cst.BaseExpression]:
-        """The reads of ``name`` that are no targets: found once per name, not again for each of its bindings."""
+    def reads(self, name: str) -> list[cst.BaseExpression]:
+        """Every read of ``name`` in the file that is no target (``Name`` nodes, or ``self.x``
+        attributes), whatever binding it sees: what :meth:`uses` picks from, found once per name,
+        not again for each of its bindings (do not change the list)."""
         known: dict[str, list[cst.BaseExpression]] = self.__dict__.setdefault("_reads_of", {})
         found = known.get(name)
         if found is None:
-            found = known[name] = [node for node in self._reads.get(name, ()) if not self._is_target(node)]
+            found = known[name] = [node for node in self._all_reads.get(name, ()) if not self._is_target(node)]
         return found
+
+    def reads_in_reach(self, binding: Binding) -> list[cst.BaseExpression]:
+        """The reads of ``binding``'s name that may see it, those :meth:`uses` looks up (a
+        superset of its answer): where it is a local of a function, the reads inside that
+        function (closures included); else every read of the name in the file."""
+        reads = self.reads(binding.name)
+        if "." in binding.name:
+            return reads  # `self.x`: read in any method of its class
+        function = self.tree.enclosing_function(binding.node)
+        if function is None or not any(b is binding for b in self.by_scope.get(id(function), {}).get(binding.name, ())):
+            return reads  # a module's name, or one a `global` statement makes the module's
+        return [read for read in reads if self.tree.is_inside(read, function)]
+
+    @cached_property
+    def _all_reads(self) -> dict[str, list[cst.BaseExpression]]:
+        reads: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+        for name in self.tree.nodes(cst.Name):
+            parent = self.tree.parent(name)
+            if type(parent) is cst.Attribute and parent.attr is name:
+                continue
+            reads[name.value].append(name)
+        for attribute in self.tree.nodes(cst.Attribute):
+            if type(attribute.value) is cst.Name and attribute.value.value == "self":
+                reads["self." + attribute.attr.value].append(attribute)
+        return reads
 
     def _is_target(self, node: cst.CSTNode) -> bool:
         parent = self.tree.parent(node)
-        if isinstance(parent, (cst.Element, cst.StarredElement)):
+        if type(parent) in (cst.Element, cst.StarredElement):
             parent = self.tree.parent(self.tree.parent(parent) or parent)
-        return isinstance(parent, (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias)) or (
-            isinstance(parent, (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) and parent.target is node  # type: ignore[union-attr]
+        return type(parent) in (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias) or (
+            type(parent) in (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr) and parent.target is node  # type: ignore[union-attr]
         )

@@ -371,7 +371,7 @@ class Constants:
         calls = []
         for call in self.ctx.tree.nodes(cst.Call):
             func = call.func
-            if isinstance(func, cst.Name) and func.value == class_name or isinstance(func, cst.Attribute) and func.attr.value == class_name:
+            if type(func) is cst.Name and func.value == class_name or type(func) is cst.Attribute and func.attr.value == class_name:
                 calls.append(call)
         return calls
 

@@ -228,15 +228,15 @@ class FileContext:
         found = []
         for node in (*self.tree.nodes(cst.Name), *self.tree.nodes(cst.Attribute)):
             parent = self.tree.parent(node)
-            if isinstance(parent, cst.Attribute) and parent.value is node:
+            if type(parent) is cst.Attribute and parent.value is node:
                 continue  # part of a longer chain: the chain is the reference
-            if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute):
+            if type(node) is cst.Name and type(parent) is cst.Attribute:
                 continue  # the `.attr` name of an attribute
             name = self.qname(node)
             if name is None:
                 continue
             if name in qualified or prefix and any(name.startswith(q + ".") for q in qualified):
-                if not any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in self.tree.ancestors(node)):
+                if not any(type(a) in (cst.Import, cst.ImportFrom) for a in self.tree.ancestors(node)):
                     found.append(node)
         found.sort(key=self.tree.index)
         return found

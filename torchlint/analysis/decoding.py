@@ -372,7 +372,7 @@ def generation_before(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
     for ancestor in ctx.tree.ancestors(node):
         if ancestor is function:
             break
-        if type(ancestor) in (cst.For, cst.While) or isinstance(ancestor, (cst.CompFor, cst.Lambda)):
+        if type(ancestor) in (cst.For, cst.While, cst.CompFor, cst.Lambda):
             return None  # (repeated by a loop of its own: the hot-loop analysis's case)
     at = ctx.tree.index(node)
     for loop in ctx.tree.own_loops(function):

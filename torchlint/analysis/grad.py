@@ -274,7 +274,7 @@ def accumulates_grads(ctx: FileContext, call: cst.Call) -> bool:
 
 def is_backward_call(ctx: FileContext, call: cst.Call) -> bool:
     """``x.backward()``, ``self.manual_backward(loss)``, ``accelerator.backward(loss)``, ``torch.autograd.grad(...)``."""
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "manual_backward"):
+    if type(call.func) is cst.Attribute and call.func.attr.value in ("backward", "manual_backward"):
         return True
     return canonical(ctx.qname(call.func)) in _AUTOGRAD_GRAD
 
@@ -282,7 +282,7 @@ def is_backward_call(ctx: FileContext, call: cst.Call) -> bool:
 def explicitly_enabled(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Under ``with torch.enable_grad()`` / ``set_grad_enabled(True)`` inside ``node``'s function."""
     for ancestor in ctx.tree.ancestors(node):
-        if isinstance(ancestor, cst.FunctionDef):
+        if type(ancestor) is cst.FunctionDef:
             return False
         if isinstance(ancestor, cst.With) and any(ctx.grad.effect(i.item) is True for i in ancestor.items):
             return True

@@ -17,16 +17,16 @@ def reports_bad_values(branch: cst.If) -> bool:
     """``if torch.min(y) < -1.: print('min value is ', torch.min(y))``: a sanity check of a
     tensor's range (or NaNs) whose body only reports: it runs when the data is wrong, and what
     the report reads is paid then, not on every step (the test itself is read each step)."""
-    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    body = branch.body.body if type(branch.body) is cst.IndentedBlock else ()
     if not body or branch.orelse is not None:
         return False
     for statement in body:
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is not cst.SimpleStatementLine:
             return False
         for small in statement.body:
-            if isinstance(small, (cst.Raise, cst.Assert)):
+            if type(small) in (cst.Raise, cst.Assert):
                 continue
-            if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _reports(small.value)):
+            if not (type(small) is cst.Expr and type(small.value) is cst.Call and _reports(small.value)):
                 return False
     return _checks_a_range(branch.test)
 

@@ -329,7 +329,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
     def _named_test(self, test: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
         """``g_regularize`` in ``g_regularize = i % every == 0; if g_regularize:``: the test a
         name was assigned (one plain assignment in scope), else ``test`` itself."""
-        if not isinstance(test, cst.Name):
+        if type(test) is not cst.Name:
             return test
         bound = self.ctx.bindings.lookup(test.value, at)
         if len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and bound[0].value is not None:
@@ -341,7 +341,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasse
         rare test of its parameters (``return numer % denom == 0``)."""
         ctx = self.ctx
         for node in (test, *ctx.tree.descendants(test)):
-            if not isinstance(node, cst.Call):
+            if type(node) is not cst.Call:
                 continue
             function = ctx.functions.called(node, ctx.qname(node.func))
             if function is None:

@@ -82,15 +82,30 @@ def _returned_name(ctx: FileContext, value: cst.CSTNode, depth: int = 0) -> bool
     """Is the name ``value`` is bound to returned, itself or once wrapped (``depth_pred =
     list(depth_pred)`` then ``return depth_pred``: dinov2's ``aug_test``)?"""
     for binding in ctx.bindings.bound_to(value):
+        if not any(_returned_shape(ctx, read, depth) for read in ctx.bindings.reads_in_reach(binding)):
+            continue  # no read that may see it is returned or wrapped: its uses (a lookup each) need not be found
         for use in ctx.bindings.uses(binding, ordered=True):
-            parent = ctx.tree.parent(use)
-            if type(parent) is cst.Return:
+            if type(ctx.tree.parent(use)) is cst.Return:
                 return True
-            wrapped = ctx.tree.parent(parent) if type(parent) is cst.Arg else None
-            if depth < 2 and type(wrapped) is cst.Call and type(wrapped.func) is cst.Name and wrapped.func.value in ("list", "tuple") \
-                    and type(ctx.tree.parent(wrapped)) is cst.Assign and _returned_name(ctx, wrapped, depth + 1):
+            wrapped = _wrapped_by(ctx, use, depth)
+            if wrapped is not None and _returned_name(ctx, wrapped, depth + 1):
                 return True
     return False
+
+
+def _returned_shape(ctx: FileContext, read: cst.CSTNode, depth: int) -> bool:
+    """Is ``read`` returned as it is, or wrapped as :func:`_returned_name` follows (whichever binding it sees)?"""
+    return type(ctx.tree.parent(read)) is cst.Return or _wrapped_by(ctx, read, depth) is not None
+
+
+def _wrapped_by(ctx: FileContext, use: cst.CSTNode, depth: int) -> cst.Call | None:
+    """The ``list(use)`` or ``tuple(use)`` bound to a name, within the depth :func:`_returned_name` follows."""
+    parent = ctx.tree.parent(use)
+    wrapped = ctx.tree.parent(parent) if type(parent) is cst.Arg else None
+    if depth < 2 and type(wrapped) is cst.Call and type(wrapped.func) is cst.Name and wrapped.func.value in ("list", "tuple") \
+            and type(ctx.tree.parent(wrapped)) is cst.Assign:
+        return wrapped
+    return None
 
 
 def _outermost(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode:

@@ -34,7 +34,7 @@ def idle_builds(ctx, target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | N
         names_by_value.setdefault(name.value, []).append(name)
     attributes: dict[str, list[cst.Attribute]] = {}
     for node in tree.nodes(cst.Attribute):
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+        if type(node.value) is cst.Name and node.value.value == "self":
             attributes.setdefault(node.attr.value, []).append(node)
     index = (names_by_value, attributes)
     found: list[tuple[Ref, str]] = []
@@ -44,9 +44,9 @@ def idle_builds(ctx, target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | N
         builds: list[tuple[Ref, str]] = []
         for name in names:
             parent = tree.parent(name)
-            if isinstance(parent, cst.ClassDef) and parent.name is name or _imported(tree, name):
+            if type(parent) is cst.ClassDef and parent.name is name or _imported(tree, name):
                 continue  # its definition, its import: no use
-            holder = _idle_build(ctx, name, parent, class_keys, index) if isinstance(parent, cst.Call) and parent.func is name else None
+            holder = _idle_build(ctx, name, parent, class_keys, index) if type(parent) is cst.Call and parent.func is name else None
             ref = target(name, parent) if holder is not None else None
             if holder is None or ref is None or ref[0] not in ("local", "import"):
                 break  # any other mention may build, pass or call it: not idle
@@ -57,7 +57,7 @@ def idle_builds(ctx, target: Callable[[cst.BaseExpression, cst.CSTNode], Ref | N
 
 
 def _imported(tree, name: cst.Name) -> bool:
-    return any(isinstance(ancestor, (cst.Import, cst.ImportFrom)) for ancestor in tree.ancestors(name))
+    return any(type(ancestor) in (cst.Import, cst.ImportFrom) for ancestor in tree.ancestors(name))
 
 
 def _idle_build(ctx, name: cst.Name, call: cst.Call, class_keys: dict[int, str], index: tuple[dict, dict]) -> str | None:
@@ -85,14 +85,14 @@ def _name_idle(ctx, held: cst.Name, scope: cst.CSTNode, names_by_value: dict[str
     exported, called = False, []
     for name in uses:
         parent = tree.parent(name)
-        if isinstance(parent, cst.Attribute) and parent.attr is name:
+        if type(parent) is cst.Attribute and parent.attr is name:
             continue  # `other.x`: another object's attribute
         if _other_method(tree, name, parent):
             continue
-        if isinstance(parent, cst.Arg) and parent.keyword is None and _is_export(ctx, tree.parent(parent), parent):
+        if type(parent) is cst.Arg and parent.keyword is None and _is_export(ctx, tree.parent(parent), parent):
             exported = True
             continue
-        if isinstance(parent, cst.Call) and parent.func is name and not _repeats(tree, parent, scope):
+        if type(parent) is cst.Call and parent.func is name and not _repeats(tree, parent, scope):
             called.append(parent)  # `_ = onnx_model(**dummy_inputs)`: once, before the export
             continue
         return False  # rebound, passed, returned, stored, called in a loop: it may run as a module

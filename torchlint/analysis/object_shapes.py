@@ -86,7 +86,7 @@ def names_a_class(name: str) -> bool:
 
 def unwrap_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``Net(...).cuda().eval()`` → ``Net(...)``: moves and modes keep the object."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_CHAIN:
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_CHAIN:
         value = value.func.value
     return value
 

@@ -90,9 +90,37 @@ class PlainCodegen(CodegenState):
 
 def plain_code(module: cst.Module, node: cst.CSTNode) -> str:
     """``module.code_for_node(node)``: the same text, from a :class:`PlainCodegen`."""
+    simple = _plain_chain(node)
+    if simple is not None:
+        return simple  # (most questions: a name or a dotted name, whose codegen enters a context manager per node)
     state = PlainCodegen(default_indent=module.default_indent, default_newline=module.default_newline)
     node._codegen(state)
     return "".join(state.tokens)
+
+
+_LITERAL_TOKENS = frozenset({cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString})
+
+
+def _plain_chain(node: cst.CSTNode) -> str | None:
+    """The code of a name, a literal number or plain string, or names joined by dots, as libcst
+    generates it, where it is written plainly: no parentheses, no space around a dot (else None)."""
+    if type(node) in _LITERAL_TOKENS:
+        return None if node.lpar or node.rpar else node.value  # type: ignore[attr-defined]
+    parts = []
+    while type(node) is cst.Attribute:
+        dot, attr = node.dot, node.attr
+        if node.lpar or node.rpar or attr.lpar or attr.rpar or not _no_space(dot.whitespace_before) or not _no_space(dot.whitespace_after):
+            return None
+        parts.append(attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar or node.rpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _no_space(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
+    return type(whitespace) is cst.SimpleWhitespace and not whitespace.value
 
 
 class _AllPlaced(Exception):

@@ -79,11 +79,13 @@ class UnbatchedGuidance(Check):
         statement = assignment_of(ctx, second)
         if statement is None:
             return None  # the result is not kept: nothing for a guidance to combine
-        callee = self._callee(second)
+        callee = None  # the code of its function, made only where a kept call comes before it (most calls have none)
         for block in _blocks_running(ctx, tree.parent(tree.parent(statement))):
             for first, earlier in self._kept_calls().get(id(block), ()):
                 if tree.index(first) >= tree.index(second):
                     break
+                if earlier is not statement and callee is None:
+                    callee = self._callee(second)
                 if earlier is statement or self._callee(first) != callee:
                     continue  # another model (a refiner, an EMA copy): not one batch
                 if self._arguments(first) == self._arguments(second):
