@@ -73,6 +73,9 @@ class Conditional(NamedTuple):
     # `Cls.m`: a method of a class of this file; dropped where the join finds that no object runs it (the class
     # never built, every project subclass overriding it: analysis/dispatch.overridden)
     unless_overridden: str = ""
+    # the function (key) its own file placed it in: low where the project calls that function only behind a switch
+    # or a flag of the run that nothing turns on (``SettingDefaults.called_switched_off``: GAIL's `Discriminator.update`)
+    called_in: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
@@ -153,6 +156,7 @@ class Pending(NamedTuple):
     # reference), and this finding, placed right after a sync, where every function that call may run ends drained
     # (``project_callees.ends_drained``: a helper ending in ``torch.cuda.synchronize()`` or a read)
     after_drain: tuple[tuple, Finding] | None = None
+    called_in: str = ""  # as ``Conditional.called_in``: a finding placed in a function the project may call only behind a switch off
 
 
 @dataclass(slots=True)
