@@ -50,7 +50,7 @@ def test_a_setting_off_at_its_default_is_named_with_its_default() -> None:
 
 
 def test_a_setting_on_required_or_assigned_is_no_guard() -> None:
-    assert _option(SETTINGS, "args.trace") is None  # a flag: a mode the run is launched in (stylegan2's `--augment`)
+    assert _option(SETTINGS, "args.trace") is None  # a flag: no rare guard; the join lowers it (`Guards.run_flags`, test_run_flags_project)
     assert _option(SETTINGS, "DEBUG") is None
     assert _option(SETTINGS, "args.need is not None") is None  # required: always given
     assert _option(SETTINGS, "args.trace2 is not None") is None  # assigned in the file
@@ -146,3 +146,18 @@ def test_a_branch_every_call_of_its_file_skips_is_opt_in_unless_another_file_cal
     (tmp_path / "other.py").write_text(OTHER)
     impact, reason = read()
     assert impact == "medium" and "TOP_P" not in reason
+
+
+def _flags(code: str, test: str) -> tuple[tuple[str, bool], ...]:
+    ctx = _context(code + f"\ndef step(opts):\n    if {test}:\n        run()\n    else:\n        other()\n")
+    return ctx.guards.run_flags(ctx.tree.nodes(cst.Call)[-2])
+
+
+def test_the_run_flags_a_call_waits_for() -> None:
+    # a field off here, known off; another namespace's flag, for the join to look up where it is parsed
+    assert _flags(SETTINGS, "args.trace") == (("args.trace", True),)
+    assert _flags(SETTINGS, "opts.gail and x > 0") == (("opts.gail", False),)
+    assert _flags(SETTINGS, "args.clip") == ()  # on by default here
+    assert _flags(SETTINGS, "args.trace2") == ()  # assigned in the file
+    assert _flags(SETTINGS, "args.trace == 'on'") == ()  # a comparison: `option_off`'s
+    assert _flags(SETTINGS, "not opts.amp") == ()  # holds at a false default

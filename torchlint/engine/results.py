@@ -157,6 +157,8 @@ class Pending(NamedTuple):
     # (``project_callees.ends_drained``: a helper ending in ``torch.cuda.synchronize()`` or a read)
     after_drain: tuple[tuple, Finding] | None = None
     called_in: str = ""  # as ``Conditional.called_in``: a finding placed in a function the project may call only behind a switch off
+    # the run's flags its line runs only with (Guards.run_flags: `if args.augment:`): low where one is off by default (``run_flag_off``)
+    run_flags: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(slots=True)
