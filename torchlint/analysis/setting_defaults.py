@@ -195,8 +195,19 @@ class SettingDefaults(CallIndexes, SettingValues):
             return None
         if any(str(call.target[-1]).endswith(f"{owner}.{function.rpartition('.')[2]}") for _, call in self.calls_of((path, function))):
             return None  # (`Discriminator.helper(x)`: a static method runs with no object built)
-        built = [(caller, call) for caller, call in self.constructions() if self.project.class_of(call.target, caller, 1) == (path, owner)]
+        built = self._built_by_class().get((path, owner), [])
         return self._all_off(built, depth) if built else None
+
+    def _built_by_class(self) -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
+        """The project's constructions by the class they build (file, class key): indexed once."""
+        def index() -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
+            found: dict[tuple[str, str], list[tuple[str, CallSite]]] = {}
+            for caller, call in self.constructions():
+                cls = self.project.class_of(call.target, caller, 1)
+                if cls is not None:
+                    found.setdefault(cls, []).append((caller, call))
+            return found
+        return self.kept("built_by_class", index)  # type: ignore[no-any-return]
 
     def _built_by_name(self) -> bool:
         """Does a file of the project build objects from names (``FileSummary.by_name``, a registry)?"""
