@@ -149,14 +149,14 @@ def test_a_branch_every_call_of_its_file_skips_is_opt_in_unless_another_file_cal
 
 
 def _flags(code: str, test: str) -> tuple[tuple[str, bool], ...]:
-    ctx = _context(code + f"\ndef step(opts):\n    if {test}:\n        run()\n    else:\n        other()\n")
+    ctx = _context(code + f"\ndef step(opts):\n    for _ in range(9):\n        if {test}:\n            run()\n        else:\n            other()\n")
     return ctx.guards.run_flags(ctx.tree.nodes(cst.Call)[-2])
 
 
 def test_the_run_flags_a_call_waits_for() -> None:
     # a field off here, known off; another namespace's flag, for the join to look up where it is parsed
-    assert _flags(SETTINGS, "args.trace") == (("args.trace", True),)
-    assert _flags(SETTINGS, "opts.gail and x > 0") == (("opts.gail", False),)
+    assert _flags(SETTINGS, "args.trace") == (("args.trace", True, True),)
+    assert _flags(SETTINGS, "opts.gail and x > 0") == (("opts.gail", False, True),)
     assert _flags(SETTINGS, "args.clip") == ()  # on by default here
     assert _flags(SETTINGS, "args.trace2") == ()  # assigned in the file
     assert _flags(SETTINGS, "args.trace == 'on'") == ()  # a comparison: `option_off`'s

@@ -42,10 +42,13 @@ def test_run_flags_markers_and_words(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (("train.py", ("    model = torch.nn", "    args.gail = torch.cuda.is_available()\n    model = torch.nn")), ("parts/disc.py", 31), "medium"),
     # a call outside the flag's branch, on an object built there too: `relabel` runs every step
     (("train.py", ("            disc.relabel(x)\n", "        Discriminator(8).relabel(x)\n")), ("parts/disc.py", 31), "medium"),
-    # outside the branch, on the object built only behind the flag: no object, no call, at the defaults
-    (("train.py", ("            disc.relabel(x)\n", "        disc.relabel(x)\n")), ("parts/disc.py", 31), "low"),
+    # outside the branch, on the object built only behind the flag: its calls decide first, and one has no flag
+    (("train.py", ("            disc.relabel(x)\n", "        disc.relabel(x)\n")), ("parts/disc.py", 31), "medium"),
+    # `--do-train` around the whole loop is the run's mode (the marker: medium); re-tested in the loop, a part of each step
+    (("train.py", ("            monitor.extra(out)\n", "            if args.do_train:\n                monitor.extra(out)\n")),
+     ("parts/disc.py", 52), "low"),
     # the class built outside the flag, `update` still called only behind it
-    (("train.py", ("    if args.gail:\n        disc = Discriminator(8)\n", "    disc = Discriminator(8)\n    if args.gail:\n")), ("parts/disc.py", 15), "low"),
+    (("train.py", ("    if args.gail:\n        disc = Discriminator(8)\n", "    disc = Discriminator(8)\n")), ("parts/disc.py", 15), "low"),
     # a flag not handed on: the signature's default (True) holds
     (("train.py", ("storage.compute_returns(x, args.use_gae)", "storage.compute_returns(x)")), ("parts/storage.py", 8), "medium"),
 ])

@@ -18,8 +18,9 @@ from torchlint.analysis.names import dotted
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
-# (the setting's dotted name, whether this file knows its default is off): `("args.gail", False)`
-RunFlag = tuple[str, bool]
+# (the setting's dotted name, whether this file knows its default is off, whether its test sits in a loop of the
+# function, re-tested each iteration): `("args.gail", False, True)`
+RunFlag = tuple[str, bool, bool]
 
 
 class RunFlags:
@@ -35,17 +36,21 @@ class RunFlags:
         if function is None:
             return ()
         found: list[RunFlag] = []
-        for _, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+        tree = self.ctx.tree
+        for ancestor, _, test, holds_there in enclosing_tests(tree, node, function):
             if test is None:
                 continue
+            # (`if args.gail:` inside the step loop: a part of each step the run may leave out; `if args.do_train:`
+            # around the loop: the mode the run is launched in, which the join counts only for a class's constructions)
+            in_loop = any(type(a) in (cst.For, cst.While) for a in tree.ancestors(ancestor) if tree.is_inside(a, function))
             parts = conjuncts(test) if holds_there else [_not_of(test)]
             for part in parts:
                 flag = self._run_flag(part) if part is not None else None
-                if flag is not None and flag not in found:
-                    found.append(flag)
+                if flag is not None and (*flag, in_loop) not in found:
+                    found.append((*flag, in_loop))
         return tuple(found)
 
-    def _run_flag(self, part: cst.BaseExpression) -> RunFlag | None:
+    def _run_flag(self, part: cst.BaseExpression) -> tuple[str, bool] | None:
         if type(part) is not cst.Attribute or not is_setting(part):
             return None  # (a comparison, `args.mode == "gail"`, is `option_off`'s: its literal against the default)
         name = dotted(part)

@@ -171,13 +171,13 @@ class SettingDefaults(CallIndexes, SettingValues):
             return self._built_switched_off(path, owner, function, depth)
         return self._all_off(self.calls_of((path, function)), depth) or self._built_switched_off(path, owner, function, depth)
 
-    def _all_off(self, calls: list[tuple[str, CallSite]], depth: int) -> str | None:
+    def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False) -> str | None:
         """Words where each of ``calls`` is made only behind a switch or a flag of the run that
         nothing turns on, or in a function itself only so called (the first one's words); None otherwise."""
         words = None
         for caller_path, call in calls:
             found = (self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None else None) \
-                or self.run_flag_off(caller_path, call.run_flags) \
+                or self.run_flag_off(caller_path, call.run_flags, modes) \
                 or (self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None)
             if found is None:
                 return None
@@ -193,10 +193,14 @@ class SettingDefaults(CallIndexes, SettingValues):
         if not owner or owner not in self.project.classes.get(path, {}) or self.project.has_subclasses(path, owner) \
                 or owner.rpartition(".")[2] in self.valued() or self._built_by_name():
             return None
-        if any(str(call.target[-1]).endswith(f"{owner}.{function.rpartition('.')[2]}") for _, call in self.calls_of((path, function))):
+        calls = self.calls_of((path, function))
+        if any(str(call.target[-1]).endswith(f"{owner}.{function.rpartition('.')[2]}") for _, call in calls):
             return None  # (`Discriminator.helper(x)`: a static method runs with no object built)
+        if calls and not self._all_off(calls, depth):
+            return None  # (`if args.do_train: trainer = Trainer(...); trainer.train()`: its calls say it runs when built)
         built = self._built_by_class().get((path, owner), [])
-        return self._all_off(built, depth) if built else None
+        # (a construction behind any flag off by default: `if args.gail: discr = Discriminator(...)` before the loop)
+        return self._all_off(built, depth, modes=True) if built else None
 
     def _built_by_class(self) -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
         """The project's constructions by the class they build (file, class key): indexed once."""

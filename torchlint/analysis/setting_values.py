@@ -55,12 +55,15 @@ class SettingValues:
         values = self._passed(path, call.caller, found[0], found[1], 0, False) if found[0] else {self._defined(path, found[1], False)}
         return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
 
-    def run_flag_off(self, path: str, flags: tuple[tuple[str, bool], ...]) -> str | None:
+    def run_flag_off(self, path: str, flags: tuple[tuple[str, bool, bool], ...], modes: bool = False) -> str | None:
         """Words for a call (in ``path``) made only with one of the run's ``flags`` on (``CallSite.run_flags``)
         where that setting is off by default: its default in ``path``, or the one every file of the project
         that parses it gives (``args = get_args()``, another module's parser), is a literal False, None, 0
-        or "" (a `store_true` flag, a `str2bool` option at `default=False`), and no file assigns it."""
-        for name, off_here in flags:
+        or "" (a `store_true` flag, a `str2bool` option at `default=False`), and no file assigns it. Only a
+        flag tested in a loop (a part of each step) counts, unless ``modes``: a construction's, where any does."""
+        for name, off_here, in_loop in flags:
+            if not (in_loop or modes):
+                continue  # (`if args.do_train:` around the whole loop: the mode the run is launched in)
             setting = name.rpartition(".")[2]
             if setting in self._assigned_settings():
                 continue  # (`args.probe = True` in some file: no longer the parser's default)

@@ -112,8 +112,8 @@ class CallSite:
     # where every call of a function has one that no call turns on, so is the function (`SettingDefaults.called_switched_off`)
     switch: tuple[str, str, bool] | None = None
     # the run's flags it is made only with (`Guards.run_flags`: `if args.gail: discr.update(...)`): (setting, its default
-    # off here); where every call of a function (or construction of its class) has one off by default, so is the function
-    run_flags: tuple[tuple[str, bool], ...] = ()
+    # off here, tested in a loop); where every call of a function (or construction of its class) has one off by default, so is the function
+    run_flags: tuple[tuple[str, bool, bool], ...] = ()
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""

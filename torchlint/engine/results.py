@@ -158,7 +158,7 @@ class Pending(NamedTuple):
     after_drain: tuple[tuple, Finding] | None = None
     called_in: str = ""  # as ``Conditional.called_in``: a finding placed in a function the project may call only behind a switch off
     # the run's flags its line runs only with (Guards.run_flags: `if args.augment:`): low where one is off by default (``run_flag_off``)
-    run_flags: tuple[tuple[str, bool], ...] = ()
+    run_flags: tuple[tuple[str, bool, bool], ...] = ()
 
 
 @dataclass(slots=True)

@@ -262,7 +262,7 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     file_result.pending = []
 
 
-def _called_off(finding: Finding, function: str, flags: tuple[tuple[str, bool], ...], settings: SettingDefaults | None, path: str | None) -> Finding:
+def _called_off(finding: Finding, function: str, flags: tuple[tuple[str, bool, bool], ...], settings: SettingDefaults | None, path: str | None) -> Finding:
     """``finding``, placed by its own file in ``function``: low, saying so, where its line runs only
     with a flag of the run that is off by default (``flags``: ``if args.augment:``), or where every call
     of that function in the project is made behind a switch or such a flag that nothing turns on."""
