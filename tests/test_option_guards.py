@@ -161,3 +161,15 @@ def test_the_run_flags_a_call_waits_for() -> None:
     assert _flags(SETTINGS, "args.trace2") == ()  # assigned in the file
     assert _flags(SETTINGS, "args.trace == 'on'") == ()  # a comparison: `option_off`'s
     assert _flags(SETTINGS, "not opts.amp") == ()  # holds at a false default
+
+
+def test_a_flag_outside_loops_counts_for_the_line_itself_only() -> None:
+    code = SETTINGS + "\ndef main(opts):\n    if opts.subset:\n        make()\n    if opts.do_train:\n        for x in xs:\n            step(x)\n"
+    ctx = _context(code)
+    make, step = ctx.tree.nodes(cst.Call)[-2], ctx.tree.nodes(cst.Call)[-1]
+    # a call outside loops may run a whole training loop elsewhere (`if args.do_train: trainer.train()`): the run's mode
+    assert ctx.guards.run_flags(make) == (("opts.subset", False, False),)
+    # the line itself, setup the run may leave out (ogb's `if args.train_subset: train_loader = DataLoader(...)`)
+    assert ctx.guards.run_flags(make, direct=True) == (("opts.subset", False, True),)
+    # a whole loop under the flag: the run's mode, whatever the line
+    assert ctx.guards.run_flags(step, direct=True) == (("opts.do_train", False, False),)

@@ -17,6 +17,7 @@ from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
+    from torchlint.analysis.tree import Tree
 
 # (the setting's dotted name, whether this file knows its default is off, whether its test sits in a loop of the
 # function, re-tested each iteration): `("args.gail", False, True)`
@@ -28,10 +29,13 @@ class RunFlags:
 
     ctx: FileContext
 
-    def run_flags(self, node: cst.CSTNode) -> tuple[RunFlag, ...]:
+    def run_flags(self, node: cst.CSTNode, direct: bool = False) -> tuple[RunFlag, ...]:
         """The run's settings that must be true for ``node`` to run, innermost first: a conjunct of a
         test it runs under in its function, or the flag of an ``if not args.x:`` whose ``else`` holds it.
-        Not one this file assigns (``args.probe = True``), nor one whose default here is true."""
+        Not one this file assigns (``args.probe = True``), nor one whose default here is true. With
+        ``direct`` (``node`` is the line itself, no call that may run a whole loop elsewhere), a test
+        outside loops counts as one in a loop where no loop stands between it and ``node``: ogb's
+        ``if args.train_subset: train_loader = DataLoader(...)``, setup the run may leave out."""
         function = self.ctx.tree.enclosing_function(node)
         if function is None:
             return ()
@@ -42,7 +46,8 @@ class RunFlags:
                 continue
             # (`if args.gail:` inside the step loop: a part of each step the run may leave out; `if args.do_train:`
             # around the loop: the mode the run is launched in, which the join counts only for a class's constructions)
-            in_loop = any(type(a) in (cst.For, cst.While) for a in tree.ancestors(ancestor) if tree.is_inside(a, function))
+            in_loop = any(type(a) in (cst.For, cst.While) for a in tree.ancestors(ancestor) if tree.is_inside(a, function)) \
+                or direct and not _loop_between(tree, node, ancestor)
             parts = conjuncts(test) if holds_there else [_not_of(test)]
             for part in parts:
                 flag = self._run_flag(part) if part is not None else None
@@ -67,3 +72,13 @@ def _not_of(test: cst.BaseExpression) -> cst.BaseExpression | None:
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return test.expression
     return None
+
+
+def _loop_between(tree: Tree, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+    """Is there a ``for`` or ``while`` around ``node`` below ``ancestor`` (the flag's branch holds a whole loop)?"""
+    for each in tree.ancestors(node):
+        if each is ancestor:
+            return False
+        if type(each) in (cst.For, cst.While):
+            return True
+    return False

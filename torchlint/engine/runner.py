@@ -161,7 +161,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 drained = after_drain_if_ending(ctx, summarizer, finding, report, cost) if later is None else None
                 # (in a function the project may call only behind a switch nothing turns on: the join knows)
                 placed_in = _placed_in(ctx, report.node) if in_function is None and summarizer is not None and finding.impact != LOW else ""
-                flags = ctx.guards.run_flags(report.node) if placed_in else ()
+                flags = ctx.guards.run_flags(report.node, direct=True) if placed_in else ()
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
