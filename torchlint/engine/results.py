@@ -159,6 +159,8 @@ class Pending(NamedTuple):
     called_in: str = ""  # as ``Conditional.called_in``: a finding placed in a function the project may call only behind a switch off
     # the run's flags its line runs only with (Guards.run_flags: `if args.augment:`): low where one is off by default (``run_flag_off``)
     run_flags: tuple[tuple[str, bool, bool], ...] = ()
+    # its finding stands in ``FileResult.findings`` already (a linter without the join shows it): the join only lowers it there
+    lower_only: bool = False
 
 
 @dataclass(slots=True)

@@ -205,10 +205,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                     result.pending.append(Pending(finding, None, False, mid_step=later, called_in=placed_in, run_flags=flags))  # what those calls run, the join knows
                 elif drained is not None:
                     result.pending.append(Pending(finding, None, False, after_drain=drained, called_in=placed_in, run_flags=flags))  # whether that call ends drained, the join knows
-                elif placed_in:
-                    result.pending.append(Pending(finding, None, False, called_in=placed_in, run_flags=flags))  # whether the project calls its function only behind a switch off
                 else:
                     result.findings.append(finding)
+                    if placed_in:  # (whether the project calls its function only behind a switch off: the join may lower it)
+                        result.pending.append(Pending(finding, None, False, called_in=placed_in, run_flags=flags, lower_only=True))
                 if in_function is not None:
                     guard, distributed_only = guard_words(ctx, report.node)
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *place_in_function(ctx, report.placed_as or report.node, report.itself),

@@ -38,7 +38,7 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
         # (and a wait pended only to be lowered after another file's draining call: it stands as placed)
         before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional
                                                   if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device),
-                         *(d.finding for d in file_result.pending if (d.after_drain is not None or d.called_in)
+                         *(d.finding for d in file_result.pending if d.after_drain is not None
                            and d._replace(after_drain=None, called_in="", run_flags=()) == Pending(d.finding, None, False))],
                         key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
@@ -100,6 +100,9 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if file_result.pending:
         # (placed in a function the project may call only behind a switch no call turns on: whatever else it waited for)
         called_in = {(d.finding.code, d.finding.location): (d.called_in, d.run_flags) for d in file_result.pending if d.called_in}
+        if any(d.lower_only for d in file_result.pending):  # (standing already: lowered where it stands)
+            file_result.findings = [_called_off(f, *called_in.get((f.code, f.location), ("", ())), shared.settings, here) for f in file_result.findings]
+            file_result.pending = [d for d in file_result.pending if not d.lower_only]
         file_result.findings.extend(_called_off(f, *called_in.get((f.code, f.location), ("", ())), shared.settings, here)
                                     for f in _pending_findings(file_result, shared.project, shared.settings, switches, shared.trained, shared))
         file_result.findings.sort(key=Finding.sort_key)
@@ -178,7 +181,7 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
-        pending = pending._replace(called_in="", run_flags=())  # (`_settle_file` lowers what it turns into: `_called_off`)
+        pending = pending._replace(called_in="", run_flags=(), lower_only=False)  # (`_settle_file` lowers what it turns into: `_called_off`)
         if pending == Pending(pending.finding, None, False):  # waiting for nothing else
             yield pending.finding
             continue
