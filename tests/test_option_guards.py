@@ -50,7 +50,7 @@ def test_a_setting_off_at_its_default_is_named_with_its_default() -> None:
 
 
 def test_a_setting_on_required_or_assigned_is_no_guard() -> None:
-    assert _option(SETTINGS, "args.trace") is None  # a flag: a mode the run is launched in (stylegan2's `--augment`)
+    assert _option(SETTINGS, "args.trace") is None  # a flag: no rare guard; the join lowers it (`Guards.run_flags`, test_run_flags_project)
     assert _option(SETTINGS, "DEBUG") is None
     assert _option(SETTINGS, "args.need is not None") is None  # required: always given
     assert _option(SETTINGS, "args.trace2 is not None") is None  # assigned in the file
@@ -146,3 +146,30 @@ def test_a_branch_every_call_of_its_file_skips_is_opt_in_unless_another_file_cal
     (tmp_path / "other.py").write_text(OTHER)
     impact, reason = read()
     assert impact == "medium" and "TOP_P" not in reason
+
+
+def _flags(code: str, test: str) -> tuple[tuple[str, bool], ...]:
+    ctx = _context(code + f"\ndef step(opts):\n    for _ in range(9):\n        if {test}:\n            run()\n        else:\n            other()\n")
+    return ctx.guards.run_flags(ctx.tree.nodes(cst.Call)[-2])
+
+
+def test_the_run_flags_a_call_waits_for() -> None:
+    # a field off here, known off; another namespace's flag, for the join to look up where it is parsed
+    assert _flags(SETTINGS, "args.trace") == (("args.trace", True, True),)
+    assert _flags(SETTINGS, "opts.gail and x > 0") == (("opts.gail", False, True),)
+    assert _flags(SETTINGS, "args.clip") == ()  # on by default here
+    assert _flags(SETTINGS, "args.trace2") == ()  # assigned in the file
+    assert _flags(SETTINGS, "args.trace == 'on'") == ()  # a comparison: `option_off`'s
+    assert _flags(SETTINGS, "not opts.amp") == ()  # holds at a false default
+
+
+def test_a_flag_outside_loops_counts_for_the_line_itself_only() -> None:
+    code = SETTINGS + "\ndef main(opts):\n    if opts.subset:\n        make()\n    if opts.do_train:\n        for x in xs:\n            step(x)\n"
+    ctx = _context(code)
+    make, step = ctx.tree.nodes(cst.Call)[-2], ctx.tree.nodes(cst.Call)[-1]
+    # a call outside loops may run a whole training loop elsewhere (`if args.do_train: trainer.train()`): the run's mode
+    assert ctx.guards.run_flags(make) == (("opts.subset", False, False),)
+    # the line itself, setup the run may leave out (ogb's `if args.train_subset: train_loader = DataLoader(...)`)
+    assert ctx.guards.run_flags(make, direct=True) == (("opts.subset", False, True),)
+    # a whole loop under the flag: the run's mode, whatever the line
+    assert ctx.guards.run_flags(step, direct=True) == (("opts.do_train", False, False),)

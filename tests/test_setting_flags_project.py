@@ -1,9 +1,8 @@
 """A finding behind a constructor's flag that a call sets from the run's options
 (`PairLoss(contrastive_weight=args.contrastive_weight)` in `create_loss(args)`) is low where the
 options' parser, in another file, gives a default that fails the test (a float 1.0 against the
-`else` of `if self.contrastive_weight:`, argparse's None), and keeps its tier where the default passes it, a
-file of the project sets the option itself, or the option is a flag (`store_true`: a mode the run
-is launched in, as `Guards.option_off` holds) (fixtures/projects/setting_flags)."""
+`else` of `if self.contrastive_weight:`, argparse's None, a `store_true` flag's False), and keeps its tier
+where the default passes it or a file of the project sets the option itself (fixtures/projects/setting_flags)."""
 
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ def test_setting_flags_markers_and_reasons(tmp_path: Path, monkeypatch: pytest.M
     # the parser's default passes the test: the branch runs at the defaults
     (("options.py", ('"--contrastive-weight", type=float, default=1.0', '"--contrastive-weight", type=float, default=0.0')), 19, "medium"),
     (("options.py", ('"--hard-negatives", action="store_true"', '"--hard-negatives", type=float, default=0.5')), 22, "medium"),
+    (("options.py", ('"--hard-negatives", action="store_true"', '"--hard-negatives", action="store_false"')), 22, "medium"),
     # no default given: argparse's None, which fails a truth test and passes `not`
     (("options.py", ('"--hard-negatives", action="store_true"', '"--hard-negatives", type=float')), 22, "low"),
     (("options.py", ('"--contrastive-weight", type=float, default=1.0', '"--contrastive-weight", type=float')), 19, "medium"),

@@ -45,6 +45,9 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
     (("run.py", ("generate(ids, synced=False)", "generate(ids, synced=True)")), ("gen/sampler.py", 21), "medium"),  # handed on, turned on
     (("run.py", ("sample_traced(model, ids, trace=True)", "sample_traced(model, ids, trace=False)")), ("gen/sampler.py", 41), "low"),
     (("run.py", ("check=args.check", "check=0")), ("gen/sampler.py", 32), "low"),
+    # the run's flag handed on: on by default (`store_false`) it runs; a value made from it may be on
+    (("run.py", ('"--check", action="store_true"', '"--check", action="store_false"')), ("gen/sampler.py", 32), "medium"),
+    (("run.py", ("check=args.check", "check=args.check or ids.numel() > 4")), ("gen/sampler.py", 32), "medium"),
     (("run.py", ("TracedLoss(trace=True)", "TracedLoss()")), ("gen/losses.py", 29), "low"),
     (("run.py", ("AuxLoss(0.5)", "AuxLoss(0.5, report=args)")), ("gen/losses.py", 16), "medium"),
     (("run.py", ("sample_logged(model, ids)", "sample_logged(model, ids, log=[])")), ("gen/sampler.py", 50), "medium"),
@@ -110,7 +113,8 @@ def test_the_join_reads_defaults_literals_and_parameters_handed_on(tmp_path: Pat
     settings = _joined(root)
     # `generate(ids, synced=False)` -> `self.sample(ids, steps, synced=synced)`: handed on, off by default
     assert settings.turned_on_nowhere(sampler, "Sampler.sample", "synced", False) is not None
-    assert settings.turned_on_nowhere(sampler, "sample_checked", "check", False) is None  # `check=args.check`
+    # `check=args.check`, a `store_true` flag parsed in the caller: off unless the run turns it on, and said so
+    assert "the project passes it only the run's `check` setting, off by default" in settings.turned_on_nowhere(sampler, "sample_checked", "check", False)  # type: ignore[operator]
     assert settings.turned_on_nowhere(sampler, "sample_traced", "trace", False) is None  # `trace=True`, another file
     assert settings.turned_on_nowhere(sampler, "sample_options", "verbose", False) is None  # `**vars(args)`
     assert settings.turned_on_nowhere(sampler, "sample_rows", "probe", False) is None  # `tools.sample_rows(..., probe=True)`

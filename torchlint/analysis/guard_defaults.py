@@ -117,7 +117,8 @@ class ParameterDefaults:
         ``target_kl`` defaulting to None (an argparse option without a default, a dataclass or
         tyro field ``= None``). None where none is: words for the reason otherwise."""
         for part in conjuncts(test):
-            # (a flag off by default, `if args.augment:`, is a mode the run is launched in: stylegan2's ADA)
+            # (a flag off by default, `if args.augment:`, is no rare guard here: the calls under it are still made
+            # per step, for the join to lower what they reach, `Guards.run_flags`, with the flag's default in its parser's file)
             optional = type(part) is cst.Comparison and none_tested(part, negated=True) is not None
             off = self._defaults_to_none(part.left) if optional else self._default_fails(part)  # type: ignore[attr-defined]
             if off is not None:

@@ -19,6 +19,7 @@ from torchlint.analysis.guard_defaults import ParameterDefaults
 from torchlint.analysis.guard_distributed import DistributedOnly
 from torchlint.analysis.guard_never_taken import NeverTaken
 from torchlint.analysis.guard_passes import FirstPasses
+from torchlint.analysis.guard_run_flags import RunFlags
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
+class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, RunFlags, FirstPasses, GuardedSteps, ChosenBranches, DistributedOnly):
     """What the branches around a node say of how often it runs (see the module docstring)."""
 
     def __init__(self, ctx: FileContext) -> None:

@@ -57,6 +57,9 @@ class SettingDefaults(CallIndexes, SettingValues):
         owner, _, name = function.rpartition(".")
         shown = f"{owner}()" if name == "__init__" else f"{function}()"
         setting = f"`{param}` given" if optional else f"`{param}=True`"
+        settings = self._settings_passing(path, function, param)
+        if settings:  # (`use_amp=args.use_amp`: passed, but only the run's setting, itself off by default)
+            return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and the project passes it only {settings}"
         if chain or self._unfollowed_named(name):
             return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
         return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
@@ -77,6 +80,9 @@ class SettingDefaults(CallIndexes, SettingValues):
             if self._passed_off(path, function, param, test, constant, default, 0):
                 owner, _, name = function.rpartition(".")
                 shown = f"{owner}()" if name == "__init__" else f"{function}()"
+                settings = self._settings_passing(path, function, param)
+                if test == "truth" and settings:
+                    return f"only when `{param}` is true, and every call of `{shown}` in the project leaves it off (it is passed only {settings})"
                 if test == "truth":
                     return f"only when `{param}` is true, and every call of `{shown}` in the project leaves it off"
                 if test == "not":
@@ -112,8 +118,6 @@ class SettingDefaults(CallIndexes, SettingValues):
             if test == "truth" and where in call.falsy:
                 continue
             default_passed = self._setting_passed(caller_path, call, where)
-            if default_passed is not None and type(default_passed[0]) is bool and test in ("truth", "not"):
-                return False  # (a flag of the run, `--hard-negatives` with `store_true`: a mode the run is launched in, as `option_off` holds)
             if default_passed is not None:
                 # (`clip_loss_weight=args.coca_contrastive_loss_weight` in `create_loss(args)`: the parser's default, 1.0)
                 if holds(test, constant, default_passed[0]) is not False:
@@ -124,6 +128,13 @@ class SettingDefaults(CallIndexes, SettingValues):
             if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
                 return False
         return True
+
+    def _settings_passing(self, path: str, function: str, param: str) -> str:
+        """"the run's `use_amp` setting, off by default" where a call of ``function`` passes ``param`` a setting
+        of the run (``CallSite.own_settings``); "" where none does."""
+        names = sorted({setting for _, call in self.calls_of((path, function)) for where, _, setting in call.own_settings
+                        if where == self._explicit(call, (path, function), param)})
+        return f"the run's {', '.join(f'`{n}`' for n in names)} setting, off by default" if names else ""
 
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
@@ -152,20 +163,59 @@ class SettingDefaults(CallIndexes, SettingValues):
         return memo[key]
 
     def _called_switched_off(self, path: str, function: str, depth: int) -> str | None:
-        name = function.rpartition(".")[2]
-        # (a dunder runs on an object's construction or call, by no name a call site records)
-        if depth > MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self.valued() \
-                or self.unresolved_named(name) or (path, function) in self._sparse_calls():
+        owner, _, name = function.rpartition(".")
+        if depth > MAX_DEPTH or (path, function) in self._sparse_calls():
             return None
-        calls = self.calls_of((path, function))
+        # (a dunder runs on an object's construction or call, by no name a call site records)
+        if name.startswith("__") or name in ("forward", "__call__") or name in self.valued() or self.unresolved_named(name):
+            return self._built_switched_off(path, owner, function, depth)
+        return self._all_off(self.calls_of((path, function)), depth) or self._built_switched_off(path, owner, function, depth)
+
+    def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False) -> str | None:
+        """Words where each of ``calls`` is made only behind a switch or a flag of the run that
+        nothing turns on, or in a function itself only so called (the first one's words); None otherwise."""
         words = None
         for caller_path, call in calls:
-            found = self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None \
-                else self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None
+            found = (self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None else None) \
+                or self.run_flag_off(caller_path, call.run_flags, modes) \
+                or (self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None)
             if found is None:
                 return None
             words = words or found
         return words
+
+    def _built_switched_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
+        """Words for a method (``function``) of a class ``owner`` of ``path`` that the project builds only
+        behind a switch or a flag of the run nothing turns on (pytorch-a2c-ppo-acktr-gail's GAIL
+        ``Discriminator``, built and updated only under ``if args.gail:``): no object, none of its methods
+        run, whatever other calls of their names the join cannot resolve. None where the class has a
+        subclass in the project, is used as a value, may be built by name, or a call names the method on the class."""
+        if not owner or owner not in self.project.classes.get(path, {}) or self.project.has_subclasses(path, owner) \
+                or owner.rpartition(".")[2] in self.valued() or self._built_by_name():
+            return None
+        calls = self.calls_of((path, function))
+        if any(str(call.target[-1]).endswith(f"{owner}.{function.rpartition('.')[2]}") for _, call in calls):
+            return None  # (`Discriminator.helper(x)`: a static method runs with no object built)
+        if calls and not self._all_off(calls, depth):
+            return None  # (`if args.do_train: trainer = Trainer(...); trainer.train()`: its calls say it runs when built)
+        built = self._built_by_class().get((path, owner), [])
+        # (a construction behind any flag off by default: `if args.gail: discr = Discriminator(...)` before the loop)
+        return self._all_off(built, depth, modes=True) if built else None
+
+    def _built_by_class(self) -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
+        """The project's constructions by the class they build (file, class key): indexed once."""
+        def index() -> dict[tuple[str, str], list[tuple[str, CallSite]]]:
+            found: dict[tuple[str, str], list[tuple[str, CallSite]]] = {}
+            for caller, call in self.constructions():
+                cls = self.project.class_of(call.target, caller, 1)
+                if cls is not None:
+                    found.setdefault(cls, []).append((caller, call))
+            return found
+        return self.kept("built_by_class", index)  # type: ignore[no-any-return]
+
+    def _built_by_name(self) -> bool:
+        """Does a file of the project build objects from names (``FileSummary.by_name``, a registry)?"""
+        return self.kept("by_name", lambda: any(s.by_name or s.registered for s in self.project.files.values()))
 
     def valued(self) -> frozenset[str]:
         """The names the project's files use as values (``FileSummary.valued``): a function so
@@ -195,6 +245,9 @@ class SettingDefaults(CallIndexes, SettingValues):
                 continue  # left out, or None: the default
             if not optional and where in call.falsy:
                 continue
+            passed = self._setting_passed(caller_path, call, where)
+            if passed is not None and (passed[0] is None or not optional and not passed[0]):
+                continue  # (`use_amp=args.use_amp`, a `str2bool` option at `default=False`: off unless the run turns it on)
             own = dict(call.own_params).get(where)
             if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
                 if call.switch is not None and self._switch_off(caller_path, call.switch, depth + 1):

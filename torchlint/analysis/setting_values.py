@@ -44,15 +44,33 @@ class SettingValues:
 
     def _setting_passed(self, path: str, call: CallSite, where: int | str) -> tuple[object] | None:
         """The default of the setting ``call`` (in ``path``) passes at ``where``, a setting of its
-        caller's own config parameter (``CallSite.own_settings``), as a 1-tuple: the one default the
-        files of the caller's callers give it (a float, a bool, None too). None where it is not
+        caller's own config parameter, or of a namespace the caller parses (``CallSite.own_settings``), as a
+        1-tuple: the one default the files of the caller's callers (or of the parser) give it (a float, a bool, None too). None where it is not
         one, the defaults differ or are not known, or a file of the project assigns the setting
         (``args.lr = 0.1``: no longer the parser's default)."""
         found = next(((param, setting) for at, param, setting in call.own_settings if at == where), None)
         if found is None or not call.caller or found[1] in self._assigned_settings():
             return None
-        values = self._passed(path, call.caller, found[0], found[1], 0, False)
+        # (`args = get_args()` in the caller itself, `""`: the default where the run parses it)
+        values = self._passed(path, call.caller, found[0], found[1], 0, False) if found[0] else {self._defined(path, found[1], False)}
         return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
+
+    def run_flag_off(self, path: str, flags: tuple[tuple[str, bool, bool], ...], modes: bool = False) -> str | None:
+        """Words for a call (in ``path``) made only with one of the run's ``flags`` on (``CallSite.run_flags``)
+        where that setting is off by default: its default in ``path``, or the one every file of the project
+        that parses it gives (``args = get_args()``, another module's parser), is a literal False, None, 0
+        or "" (a `store_true` flag, a `str2bool` option at `default=False`), and no file assigns it. Only a
+        flag tested in a loop (a part of each step) counts, unless ``modes``: a construction's, where any does."""
+        for name, off_here, in_loop in flags:
+            if not (in_loop or modes):
+                continue  # (`if args.do_train:` around the whole loop: the mode the run is launched in)
+            setting = name.rpartition(".")[2]
+            if setting in self._assigned_settings():
+                continue  # (`args.probe = True` in some file: no longer the parser's default)
+            default = False if off_here else self._defined(path, setting, False)
+            if default is not _UNKNOWN and not default:
+                return f"only when `{name}` is turned on, a setting of the run that is off by default"
+        return None
 
     def _assigned_settings(self) -> frozenset[str]:
         """The settings some file of the project assigns a config object (``FileSummary.assigned``)."""

@@ -209,6 +209,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
                         run_mode=bool(caller) and placed and self.ctx.guards.under_run_mode(call),
+                        run_flags=self.ctx.guards.run_flags(call) if caller else (),
                         maybe_none=facts["maybe_none"],
                         evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call))
 

@@ -96,7 +96,8 @@ class CallSite:
     # the caller was passed goes on (`self.encoder(x, lengths)` in a `forward(x, lengths)`)
     own_params: tuple[tuple[int | str, str], ...] = ()
     # arguments that are a setting of the caller's own config parameter (`clip_loss_weight=args.coca_contrastive_loss_weight`
-    # in `create_loss(args)`): (position or keyword, the parameter, the setting); the callers' files hold its default
+    # in `create_loss(args)`): (position or keyword, the parameter, or "" for a namespace the caller parses itself, `args =
+    # get_args()`, the setting); the callers' (or the parser's) files hold its default
     own_settings: tuple[tuple[int | str, str, str], ...] = ()
     devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
     # arguments on the device where the caller's parameters named are (all of them): `rand_slice(z)`
@@ -120,6 +121,9 @@ class CallSite:
     # parameter an attribute holds) it is made only with (`Guards.switch_of`: `if top_k is not None: top_k_logits(...)`);
     # where every call of a function has one that no call turns on, so is the function (`SettingDefaults.called_switched_off`)
     switch: tuple[str, str, bool] | None = None
+    # the run's flags it is made only with (`Guards.run_flags`: `if args.gail: discr.update(...)`): (setting, its default
+    # off here, tested in a loop); where every call of a function (or construction of its class) has one off by default, so is the function
+    run_flags: tuple[tuple[str, bool, bool], ...] = ()
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""

@@ -198,10 +198,20 @@ class CallArguments:
             value = arg.value
             if type(value) is not cst.Attribute or type(value.value) is not cst.Name:
                 continue  # (`self.args.x`: the object's, kept in `__init__`; not what this call's caller was passed)
+            where = arg.keyword.value if arg.keyword is not None else position
             source = self.ctx.constants.setting_source(dotted(value) or "", call)
             if source is not None and source[0] is caller:  # (a parameter of an enclosing function: its closure's callers are others)
-                found.append((arg.keyword.value if arg.keyword is not None else position, source[1], source[2]))
+                found.append((where, source[1], source[2]))
+            elif caller is not None and value.value.value in CONFIG_NAMES and self._parsed_here(value.value, caller):
+                found.append((where, "", value.attr.value))  # `args = get_args()` in the caller: the parsing file's default
         return tuple(found)
+
+    def _parsed_here(self, namespace: cst.Name, caller: cst.FunctionDef) -> bool:
+        """Is ``namespace`` bound once in ``caller``, to what a call returns (``args = get_args()``,
+        ``args = parser.parse_args()``), and nowhere else? Its settings hold the parser's defaults."""
+        bound = self.ctx.bindings.lookup(namespace.value, namespace)
+        return len(bound) == 1 and bound[0].kind == "assign" and bound[0].element is None and type(bound[0].value) is cst.Call \
+            and self.ctx.tree.enclosing_function(bound[0].node) is caller
 
     def unfollowed_passes(self, followed: set[int], keys: dict[int, str]) -> tuple[tuple[str, str, str, str], ...]:
         """``FileSummary.unfollowed``: for each call the summary records no call site of (a library

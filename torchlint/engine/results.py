@@ -76,6 +76,9 @@ class Conditional(NamedTuple):
     # (an object as a summary reference, its attribute): held only where the join finds a class that object may be
     # keeping a host tensor there (Report.host_attribute, ``project_callees.keeps_host_tensor``)
     host_attribute: tuple[tuple, str] | None = None
+    # the function (key) its own file placed it in: low where the project calls that function only behind a switch
+    # or a flag of the run that nothing turns on (``SettingDefaults.called_switched_off``: GAIL's `Discriminator.update`)
+    called_in: str = ""
 
 
 #: The key of a conditional finding placed by its own file (a hot loop) that waits only for ``if_device``.
@@ -157,6 +160,11 @@ class Pending(NamedTuple):
     # reference), and this finding, placed right after a sync, where every function that call may run ends drained
     # (``project_callees.ends_drained``: a helper ending in ``torch.cuda.synchronize()`` or a read)
     after_drain: tuple[tuple, Finding] | None = None
+    called_in: str = ""  # as ``Conditional.called_in``: a finding placed in a function the project may call only behind a switch off
+    # the run's flags its line runs only with (Guards.run_flags: `if args.augment:`): low where one is off by default (``run_flag_off``)
+    run_flags: tuple[tuple[str, bool, bool], ...] = ()
+    # its finding stands in ``FileResult.findings`` already (a linter without the join shows it): the join only lowers it there
+    lower_only: bool = False
 
 
 @dataclass(slots=True)

@@ -168,10 +168,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 later = mid_step_if_working(ctx, summarizer, finding, report, cost)
                 # (right after a call of another file's function: the join knows whether what it runs ends drained)
                 drained = after_drain_if_ending(ctx, summarizer, finding, report, cost) if later is None else None
+                # (in a function the project may call only behind a switch nothing turns on: the join knows)
+                placed_in = _placed_in(ctx, report.node) if in_function is None and summarizer is not None and finding.impact != LOW else ""
+                flags = ctx.guards.run_flags(report.node, direct=True) if placed_in else ()
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later, after_drain=drained))  # what it returns, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later, after_drain=drained, called_in=placed_in, run_flags=flags))  # what it returns, the join knows
                     continue
                 if report.unless_buffers is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:
@@ -204,15 +207,17 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 elif in_function is None and summarizer is not None and finding.impact != LOW \
                         and ((switch := ctx.guards.switch_of(report.node)), (flag := ctx.guards.flag_of(report.node))) != (None, ()):
                     # behind a switch off by default, or flags: do the callers turn it on, does every call leave one off?
-                    result.pending.append(Pending(finding, None, False, switch=switch, flag=flag))
+                    result.pending.append(Pending(finding, None, False, switch=switch, flag=flag, called_in=placed_in, run_flags=flags))
                 elif method:  # placed here, in a method every project subclass may override: the join knows
-                    result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method))
+                    result.conditional.append(Conditional(PLACED, finding, check_type.device_bound, unless_overridden=method, called_in=method))
                 elif later is not None:
-                    result.pending.append(Pending(finding, None, False, mid_step=later))  # what those calls run, the join knows
+                    result.pending.append(Pending(finding, None, False, mid_step=later, called_in=placed_in, run_flags=flags))  # what those calls run, the join knows
                 elif drained is not None:
-                    result.pending.append(Pending(finding, None, False, after_drain=drained))  # whether that call ends drained, the join knows
+                    result.pending.append(Pending(finding, None, False, after_drain=drained, called_in=placed_in, run_flags=flags))  # whether that call ends drained, the join knows
                 else:
                     result.findings.append(finding)
+                    if placed_in:  # (whether the project calls its function only behind a switch off: the join may lower it)
+                        result.pending.append(Pending(finding, None, False, called_in=placed_in, run_flags=flags, lower_only=True))
                 if in_function is not None:
                     guard, distributed_only = guard_words(ctx, report.node)
                     result.in_functions.append(InStepIfCalled(in_function, finding.code, finding.location, cost.name, *place_in_function(ctx, report.placed_as or report.node, report.itself),
@@ -234,6 +239,13 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         result.summary = summarizer.summary(absolute, lambda node: _location(source, spans, node))
     ctx.close()  # the analyses are done: reference counting frees them now (see pool.collector_paused)
     return result
+
+
+def _placed_in(ctx: FileContext, node: cst.CSTNode) -> str:
+    """The key of the function a finding its own file placed sits in ("" at module level): the join
+    lowers it where every call of that function is made behind a switch nothing turns on."""
+    function = ctx.tree.enclosing_function(node)
+    return function_key(ctx, function) if function is not None else ""
 
 
 def _method_key(ctx: FileContext, node: cst.CSTNode) -> str:

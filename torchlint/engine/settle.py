@@ -38,7 +38,8 @@ def settle_steps(results: list[FileResult], steps: Steps | None = None, *, debug
         # (and a wait pended only to be lowered after another file's draining call: it stands as placed)
         before = sorted([*file_result.findings, *(c.finding for c in file_result.conditional
                                                   if c.key == UNLESS_HOST_STEPS or c.key == PLACED and not c.if_device),
-                         *(d.finding for d in file_result.pending if d.after_drain is not None and d._replace(after_drain=None) == Pending(d.finding, None, False))],
+                         *(d.finding for d in file_result.pending if d.after_drain is not None
+                           and d._replace(after_drain=None, called_in="", run_flags=()) == Pending(d.finding, None, False))],
                         key=Finding.sort_key)
         if guarded_stage(file_result, "settle", debug, lambda: _settle_file(file_result, steps, shared)) is None:
             file_result.findings = before  # as its own file shows them
@@ -83,7 +84,8 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if any(c.unless_overridden for c in file_result.conditional):  # a base class's method no object runs: nothing it holds happens
         file_result.conditional = [c for c in file_result.conditional if not c.unless_overridden or not _dead_method(shared.project, here, c.unless_overridden)]
     if any(c.key == PLACED and not c.if_device for c in file_result.conditional):  # placed here, waiting only for that
-        file_result.findings.extend(c.finding for c in file_result.conditional if c.key == PLACED and not c.if_device)
+        file_result.findings.extend(_called_off(c.finding, c.called_in, (), shared.settings, here)
+                                    for c in file_result.conditional if c.key == PLACED and not c.if_device)
         file_result.conditional = [c for c in file_result.conditional if c.key != PLACED or c.if_device]
         file_result.findings.sort(key=Finding.sort_key)
     if any(c.subclass_of for c in file_result.conditional):  # a class of another file: kept where it derives from the family
@@ -98,7 +100,13 @@ def _settle_file(file_result: FileResult, steps: Steps, shared: _Shared) -> bool
     if file_result.in_functions and (per_step or models or every_n):
         raise_impacts(file_result, per_step, step_loops, models, every_n, shared.settings)
     if file_result.pending:
-        file_result.findings.extend(_pending_findings(file_result, shared.project, shared.settings, switches, shared.trained, shared))
+        # (placed in a function the project may call only behind a switch no call turns on: whatever else it waited for)
+        called_in = {(d.finding.code, d.finding.location): (d.called_in, d.run_flags) for d in file_result.pending if d.called_in}
+        if any(d.lower_only for d in file_result.pending):  # (standing already: lowered where it stands)
+            file_result.findings = [_called_off(f, *called_in.get((f.code, f.location), ("", ())), shared.settings, here) for f in file_result.findings]
+            file_result.pending = [d for d in file_result.pending if not d.lower_only]
+        file_result.findings.extend(_called_off(f, *called_in.get((f.code, f.location), ("", ())), shared.settings, here)
+                                    for f in _pending_findings(file_result, shared.project, shared.settings, switches, shared.trained, shared))
         file_result.findings.sort(key=Finding.sort_key)
     if not file_result.conditional or file_result.summary is None:
         return True
@@ -180,6 +188,10 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
     its callers' files) holds only where that default is 0."""
     path = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.pending:
+        pending = pending._replace(called_in="", run_flags=(), lower_only=False)  # (`_settle_file` lowers what it turns into: `_called_off`)
+        if pending == Pending(pending.finding, None, False):  # waiting for nothing else
+            yield pending.finding
+            continue
         if pending.mid_step is not None:  # (a call after it queues a step's work: the wait is mid-step)
             reach, (later, moved) = shared.reach if shared is not None else None, pending.mid_step
             working = reach is not None and path in reach.project.files and queues_work(reach.project, later, path, reach)
@@ -262,6 +274,16 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
         yield replace(finding, message=finding.message.replace(WORK_PLACEHOLDER, work.words() if work is not None else ""),
                       fix_hint=workers_hint(work, finding.fix_hint))
     file_result.pending = []
+
+
+def _called_off(finding: Finding, function: str, flags: tuple[tuple[str, bool, bool], ...], settings: SettingDefaults | None, path: str | None) -> Finding:
+    """``finding``, placed by its own file in ``function``: low, saying so, where its line runs only
+    with a flag of the run that is off by default (``flags``: ``if args.augment:``), or where every call
+    of that function in the project is made behind a switch or such a flag that nothing turns on."""
+    if not function or finding.impact == LOW or settings is None or path is None:
+        return finding  # (low already: behind its own function's switch, or a wait the join lowered)
+    words = settings.run_flag_off(path, flags) or settings.called_switched_off(path, function)
+    return finding if words is None else opt_in_finding(finding, words)
 
 
 def opt_in_finding(finding: Finding, words: str) -> Finding:
