@@ -76,3 +76,10 @@ def _arguments(path: Path, method: str) -> dict:
     summary = summarizer.summary(str(path), lambda node: Location(str(path), 1, 1))
     (call,) = [c for c in summary.calls if c.target == ("method", "Trainer", method)]
     return dict(call.args)
+
+
+def test_a_module_only_subclasses_keep_runs_from_the_base_class_forward(project: Path) -> None:
+    """`Extractor.forward` calls `self.conv`, which the base leaves None and `ConvExtractor` sets to a
+    `MaskCNN`: the mask's per-row read runs in the training step, from there (kospeech's `Conv2dExtractor`)."""
+    (read,) = [f for f in project_findings(project, "TL101") if f.path.endswith("conv.py")]
+    assert "called from `Extractor.forward()`, run every step from a training loop" in read.message and read.impact == "high"
