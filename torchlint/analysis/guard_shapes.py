@@ -49,8 +49,9 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None
                 if type(operator) is cst.In and is_counter(node.left):
                     return True  # `if step in save_steps:` a few chosen steps
                 if isinstance(operator, cst.Equal) and (isinstance(bound, _STEP_NUMBERS) or isinstance(node.left, _STEP_NUMBERS)) \
-                        and not (is_setting(node.left) or is_setting(bound)):
-                    return True  # (`args.augment_p == 0` is a setting: it holds on every step or on none)
+                        and not (is_setting(node.left) or is_setting(bound) or shape_read(node.left) or shape_read(bound)):
+                    # (`args.augment_p == 0` is a setting, `len(labels.shape) == 1` a shape: each holds on every step or on none)
+                    return True
                 if isinstance(operator, cst.Equal) and is_counter(node.left):
                     return True
                 if isinstance(operator, (cst.LessThan, cst.LessThanEqual)):
@@ -61,6 +62,24 @@ def is_rare_test(test: cst.BaseExpression, tree_nodes, is_host=None, period=None
                     if _fixed_bound(bound) and (is_counter(node.left) or (is_host is not None and isinstance(bound, cst.Integer) and isinstance(node.left, cst.Name) and is_host(node.left))):
                         return True
     return False
+
+
+# What reads a tensor's shape or rank, a Python int that is the same on every step of a run:
+# `x.dim()`, `x.size(0)`, `x.ndimension()`; `x.ndim`; `x.shape[1]`; `len(x.shape)`, `len(x.size())`.
+_SHAPE_METHODS = frozenset({"dim", "ndimension", "size"})
+_SHAPE_ATTRIBUTES = frozenset({"ndim", "shape"})
+
+
+def shape_read(expr: cst.BaseExpression) -> bool:
+    """Does ``expr`` read a tensor's shape or rank (``len(labels.shape)``, ``x.dim()``,
+    ``x.shape[0]``)? A test of it against a number picks a kind of input, not a step."""
+    if type(expr) is cst.Subscript:
+        expr = expr.value  # `x.shape[0]`
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "len" and len(expr.args) == 1:
+        expr = expr.args[0].value  # `len(x.shape)`, `len(x.size())`
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        return expr.func.attr.value in _SHAPE_METHODS
+    return type(expr) is cst.Attribute and expr.attr.value in _SHAPE_ATTRIBUTES
 
 
 # An every-N guard with N this small runs on a half or a third of the steps: as good as every step.
@@ -136,7 +155,7 @@ def is_counter(expr: cst.BaseExpression) -> bool:
     """A step counter (``step``, ``batch_idx``, ``self.global_step``) or a fill level
     (``len(buffer)``)."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len":
-        return True
+        return not shape_read(expr)  # (`len(x.shape)`: a rank, the same on every step, no fill level)
     name = dotted(expr)
     return name is not None and _COUNTER.match(name.rsplit(".", 1)[-1]) is not None
 

@@ -25,9 +25,10 @@ _DEPTH = 4  # `x = list(x)`: a name bound to itself ends here
 # How far the loops over one model's tensors that callers ask about reach (`tensors_method`'s
 # `views` and `wrappers`; None: any method):
 # - TL305's loop over one model's tensors (`one_models_tensors`): any method called on what the
-#   module gives (`.items()`, `.values()`, `.float()`), and a copy of it (`list(...)`, `dict(...)`); no `zip`,
+#   module gives (`.items()`, `.values()`, `.float()`), and a copy of it (`list(...)`, `dict(...)`,
+#   `OrderedDict(...)`, DiT's `update_ema`; a dict comprehension over it, `one_models_tensors`); no `zip`,
 #   which pairs it with another iterable that the check asks about itself.
-COPIES = frozenset({"list", "tuple", "dict"})
+COPIES = frozenset({"list", "tuple", "dict", "OrderedDict"})
 # - a loop that repeats its body once per parameter (`places`: `Repeat("parameter")`): a dict view
 #   of it (`state_dict().items()`), and whatever each iteration gets besides (`zip(ema.parameters(),
 #   model.parameters())`, `enumerate(...)`), the same count of iterations.
@@ -45,36 +46,59 @@ def tensors_method(iterable: cst.BaseExpression, *, views: frozenset[str] | None
     builtins in ``wrappers`` (``list(m.parameters())``); None for any other iterable."""
     while type(iterable) is cst.Call:
         func = iterable.func
-        if type(func) is cst.Attribute:
+        if _wrapper(func) in wrappers and iterable.args:
+            iterable = iterable.args[0].value
+        elif type(func) is cst.Attribute:
             if func.attr.value in MODULE_TENSORS:
                 return func.attr.value
             if views is not None and func.attr.value not in views:
                 return None
             iterable = func.value  # `.items()` of `model.state_dict()`
-        elif type(func) is cst.Name and func.value in wrappers and iterable.args:
-            iterable = iterable.args[0].value
         else:
             return None
     return None
 
 
+def _wrapper(func: cst.BaseExpression) -> str | None:
+    """The builtin or ``collections`` constructor ``func`` names: ``list``, ``OrderedDict``,
+    ``collections.OrderedDict`` (as ``OrderedDict``); None for anything else."""
+    if type(func) is cst.Name:
+        return func.value
+    if type(func) is cst.Attribute and func.attr.value == "OrderedDict" and dotted(func.value) == "collections":
+        return "OrderedDict"  # (only the module's own spelling: `self.OrderedDict(...)` is anyone's method)
+    return None
+
+
+def _comprehended(iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """What a dict comprehension of one ``for`` goes over (``{n: p for n, p in m.named_parameters()}``,
+    ``{k: v.clone() for k, v in m.state_dict().items()}``): one entry per tensor, a filter or not."""
+    while type(iterable) is cst.DictComp and iterable.for_in.inner_for_in is None:
+        iterable = iterable.for_in.iter  # (two `for`s pair every tensor with something else: not one model's)
+    return iterable
+
+
 def one_models_tensors(iterable: cst.BaseExpression, ctx: FileContext | None = None, at: cst.CSTNode | None = None,
                        depth: int = 0) -> bool:
     """``model.named_parameters()``, ``model.state_dict().items()``, ``list(model.parameters())``;
+    a dict of them (``OrderedDict(...)``, ``collections.OrderedDict(...)``, ``{n: p for n, p in ...}``);
     with ``ctx``, also a name bound to one (k-diffusion's ``params = dict(model.named_parameters())``,
-    then ``for name, p in params.items():``): every binding of it in reach of ``at`` must be one."""
+    DiT's ``OrderedDict(...)``, then ``for name, p in params.items():``): every binding of it in reach
+    of ``at`` must be one."""
     if depth > _DEPTH:
         return False
+    iterable = _comprehended(iterable)
     if tensors_method(iterable, views=None, wrappers=COPIES) is not None:
         return True
     while type(iterable) is cst.Call:  # down to what the views and copies are taken of
         func = iterable.func
-        if type(func) is cst.Attribute:
-            iterable = func.value
-        elif type(func) is cst.Name and func.value in COPIES and iterable.args:
+        if _wrapper(func) in COPIES and iterable.args:
             iterable = iterable.args[0].value
+        elif type(func) is cst.Attribute:
+            iterable = func.value
         else:
             return False
+    if type(iterable) is cst.DictComp:  # `{n: p for n, p in m.named_parameters()}.items()`
+        return one_models_tensors(iterable, ctx, at, depth + 1)
     if ctx is not None and at is not None and type(iterable) is cst.Name:
         # (by its bindings, not its spelling: a `params` bound to anything else is no model's tensors)
         bound = [b for b in ctx.bindings.lookup(iterable.value, at) if b.kind == "assign" and b.value is not None]

@@ -11,9 +11,10 @@ import libcst as cst
 
 from torchlint.analysis.members import as_container, either
 from torchlint.analysis.names import dotted
-from torchlint.analysis.object_shapes import annotation_name, positional
+from torchlint.analysis.object_shapes import annotation_name, positional, unwrap_moves
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, Ref
 if TYPE_CHECKING:
+    from torchlint.analysis.bindings import Binding
     from torchlint.analysis.context import FileContext
 
 
@@ -148,8 +149,8 @@ class ObjectAttributes:
         if function is None:
             return None
         bound = self.ctx.bindings.lookup(expr.value, at)
-        if not bound or any(b.kind != "param" for b in bound):
-            return None
+        if not bound or any(b.kind != "param" and not _moved_again(b, expr.value) for b in bound):
+            return None  # (`model = model.to(device)` in the step keeps the object its caller passed: kospeech's trainer)
         while function is not None:  # a closure's free name is its factory's parameter (`model` in `get_model_fn(model)`'s `model_fn`)
             if expr.value in positional(function):
                 return (self.keys[id(function)], expr.value)
@@ -187,3 +188,12 @@ class ObjectAttributes:
     def _module_classes(self) -> dict[str, str]:
         body = self.ctx.tree.module.body
         return {s.name.value: self.class_keys[id(s)] for s in body if isinstance(s, cst.ClassDef)}
+
+
+def _moved_again(binding: Binding, name: str) -> bool:
+    """``model = model.to(device)``, ``net = net.cuda().eval()``: the name bound again to itself
+    moved or put in a mode, the same object (``unwrap_moves``)."""
+    if binding.kind != "assign" or binding.element is not None or type(binding.value) is not cst.Call:
+        return False
+    moved = unwrap_moves(binding.value)
+    return type(moved) is cst.Name and moved.value == name

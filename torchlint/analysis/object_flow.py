@@ -11,7 +11,7 @@ import libcst as cst
 from torchlint.analysis.members import either
 from torchlint.analysis.names import dotted
 from torchlint.analysis.object_shapes import (
-    CONSTRUCTORS, FACTORY_PREFIXES, RETURNING, dict_entries, names_a_class, single, string_key, unwrap_moves,
+    CONSTRUCTORS, FACTORY_PREFIXES, RETURNING, dict_entries, names_a_class, positional, single, string_key, unwrap_moves,
 )
 from torchlint.analysis.registries import registered_classes
 from torchlint.analysis.summary import Ref
@@ -110,6 +110,17 @@ class ObjectFlow:
                 position += 1
         return tuple(found)
 
+    def _reaching_parameter(self, name: cst.Name, at: cst.CSTNode) -> tuple[str, str] | None:
+        """(function key, name) where the parameter itself is among what ``name`` may hold at ``at``
+        and nothing else it may hold names a class (kospeech's ``model = resume_checkpoint.model``
+        under ``if resume:``, then ``self._train_epoches(model=model)``): what the callers pass goes on."""
+        reaching = self.ctx.bindings.reaching_each(name.value, at)
+        param = next((b for b in reaching if b.kind == "param" and type(b.node) is cst.Param), None)
+        function = self.ctx.tree.enclosing_function(at) if param is not None else None
+        if function is None or name.value in ("self", "cls") or name.value not in positional(function):
+            return None  # (a closure's parameter of its factory, or none: `_parameter`'s cases)
+        return self.keys[id(function)], name.value
+
     def _argument_object(self, value: cst.BaseExpression, at: cst.CSTNode) -> Ref | None:
         """The classes of an argument: ``model``, ``self.encoder`` (either of two branches),
         built in place (``Trainer(model, WeightedLoss())``, ``run(Net().cuda())``), what a
@@ -130,7 +141,7 @@ class ObjectFlow:
             return None
         found = self._instance_class(value, at)
         if found is None and type(value) is cst.Name:
-            param = self._parameter(value, at)
+            param = self._parameter(value, at) or self._reaching_parameter(value, at)
             if param is not None:
                 return ("passed", *param)  # the join follows it to the callers
             function = self.ctx.functions.named(value.value, at)  # a function handed on (`sample_fn(denoiser, x)`): a call of it runs it

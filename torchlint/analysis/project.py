@@ -263,7 +263,8 @@ class Project(ProjectClasses):
                 held = [(inner, owner_path) for name, inner in owner.attributes if name == ref[2]]
                 if held:
                     return held
-            return []
+            # (kept by its subclasses alone: each one's, kospeech's `Conv2dExtractor.forward` calling each extractor's `self.conv`)
+            return [(inner, p) for p, sub in self.subclasses(importer, ref[1]) for name, inner in self.classes[p][sub].attributes if name == ref[2]]
         found = []
         for owner, caller in self.passed.get((importer, ref[1], ref[2]), ()):  # what the callers pass
             if len(ref) == 4 and isinstance(ref[3], str):  # an entry of a dict passed: `state["ema"]`

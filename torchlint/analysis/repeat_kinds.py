@@ -160,6 +160,9 @@ class RepeatKinds(StepPositions):
                 and any(self.ctx.syncs.device_tensor(member, member_at) for i in range(len(target.elements))
                         for member, member_at in item_members(self.ctx, iterable, i, at)):
             return True
+        if type(target) is cst.Name and any(self.ctx.method_name(call) == "item" and not call.args and type(call.func.value) is cst.Name  # type: ignore[attr-defined]
+                                            and call.func.value.value == target.value for call in self.ctx.loops.loop_calls(at)):  # type: ignore[attr-defined]
+            return True  # `for label in labels: if label.item() == eos:` (kospeech's `label_to_string`): each item a 0-d tensor, read
         return type(iterable) in (cst.Name, cst.Attribute, cst.Subscript) and self.ctx.syncs.device_tensor(iterable, at)
 
     def _draws_batches(self, loop: cst.For | cst.While) -> bool:

@@ -162,7 +162,8 @@ class Uploads(HostTensors, HostMoves, HostIndexes):
 
     def uploaded_batch(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``value`` a batch from the loader the step just copied to the device
-        (``caplens.to(device)``, or a name bound to that: ``caplens = caplens.to(device)``)?"""
+        (``caplens.to(device)``, or a name bound to that: ``caplens = caplens.to(device)``), or
+        a tensor built on the host and copied (``torch.as_tensor(lengths).to(device)``)?"""
         ctx = self.ctx
         if type(value) is cst.Name:
             binding = ctx.bindings.reaching(value.value, at)
@@ -172,7 +173,8 @@ class Uploads(HostTensors, HostMoves, HostIndexes):
         if type(value) is not cst.Call or type(value.func) is not cst.Attribute or ctx.devices.move(value) != "device":
             return False
         receiver = value.func.value
-        return ctx.devices.is_host_batch(receiver, at) or ctx.devices.loader_value(receiver, at)
+        # (or a tensor the step built on the host, kospeech's `torch.as_tensor(target_lengths).to(self.device)`)
+        return ctx.devices.is_host_batch(receiver, at) or ctx.devices.loader_value(receiver, at) or ctx.devices.moved_to_host(receiver, at)
 
     def constant_parameter(self, data: cst.BaseExpression, at: cst.CSTNode) -> cst.Param | None:
         """``def extract(arr, t): torch.from_numpy(arr).to(t.device)``: the parameter ``data``
