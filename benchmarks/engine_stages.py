@@ -92,7 +92,7 @@ def instrument(clock: StageClock) -> Callable[[], None]:
     """Wrap each stage's entry points; returns the function that puts them back."""
     importlib.import_module("torchlint.engine.linter")  # (every module whose names are patched)
     from torchlint.analysis import join, light, names, positions, steps, tree
-    from torchlint.engine import discover as discover_mod, prefilter, runner, settle, source
+    from torchlint.engine import discover as discover_mod, parse, prefilter, runner, settle, source
 
     undo: list[Callable[[], None]] = []
 
@@ -109,7 +109,7 @@ def instrument(clock: StageClock) -> Callable[[], None]:
     function("discover", discover_mod.discover)
     function("read", source.read_source)
     function("prefilter", prefilter.quick_parse)
-    function("parse", runner.parse)
+    function("parse", parse.parse)
     function("summary", light.light_summary)
     function("positions", positions.compute_spans)
     function("join", join.join)

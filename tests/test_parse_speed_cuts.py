@@ -11,7 +11,7 @@ import pytest
 
 from torchlint.analysis.context import FileContext
 from torchlint.analysis.steps import StepSummarizer
-from torchlint.engine.runner import parse_module
+from torchlint.engine.parse import parse_module
 from torchlint.findings import Location
 
 _FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "rules").glob("TL1*/*.py"))[:40]

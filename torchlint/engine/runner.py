@@ -17,49 +17,12 @@ from torchlint.analysis.summary import HOSTED
 from torchlint.analysis.tree import Tree
 from torchlint.checks.base import Check, Report
 from torchlint.engine.groups import merge_groups
-from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse, quick_syntax_check
+from torchlint.engine.parse import parse, parse_good_cells
+from torchlint.engine.prefilter import encodable, light_check, may_hold_a_step, needs_parse
 from torchlint.engine.report_places import after_drain_if_ending, guard_words, mid_step_if_working, place_in_function, with_impact
 from torchlint.engine.results import PLACED, UNLESS_HOST_STEPS, Pending, Conditional, FileResult, InStepIfCalled, InternalError
 from torchlint.engine.source import Source, python_lines, syntax_error
 from torchlint.findings import LOW, Finding, Location
-
-
-def _unchecked(node: cst.CSTNode) -> None:
-    """What ``CSTNode.__post_init__`` does while a file is parsed: nothing."""
-
-
-def parse_module(text: str) -> cst.Module:
-    """``libcst.parse_module`` without its per-node validation: the parser builds every node
-    through the node's constructor, which validates it (parentheses, the whitespace around
-    keywords) as if a program had built it; a parsed node is valid by construction, and the
-    checks cost about a tenth of the parse (libcst's own comment there says as much). Nodes
-    built afterwards (fixes) are validated as before."""
-    validate = cst.CSTNode.__dict__.get("__post_init__")
-    if validate is None:  # (a libcst whose nodes no longer validate there: nothing to skip)
-        return cst.parse_module(text)
-    cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
-    try:
-        return cst.parse_module(text)
-    finally:
-        cst.CSTNode.__post_init__ = validate  # type: ignore[method-assign]
-
-
-def parse(source: Source) -> cst.Module | Finding:
-    try:
-        return parse_module(source.text)
-    except cst.ParserSyntaxError:
-        # CPython's own message and position are the ones users know; libcst's
-        # are used only when CPython accepts what libcst cannot parse.
-        cpython = quick_syntax_check(source)
-        if cpython is not None:
-            return cpython
-        # Valid Python that libcst cannot parse (`(x): int = 1`) is no TL000 (the user
-        # has nothing to fix): the file is checked as if it were empty.
-        return cst.parse_module("")
-    except RecursionError:
-        return syntax_error(source.path, "cannot parse: an expression is nested too deeply for libcst", hint="Split the expression into steps (named intermediate values)")
-    except MemoryError as error:
-        return syntax_error(source.path, f"cannot parse: {type(error).__name__}")
 
 
 def run_checks(source: Source, checks: list[type[Check]], options: Options, debug: bool = False, file: str | None = None,
@@ -78,7 +41,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
         return light_check(source, result, absolute)
     module = parse(source)
     if isinstance(module, Finding) and source.cells is not None:
-        source, module = _parse_good_cells(source, module, result)
+        source, module = parse_good_cells(source, module, result)
     if isinstance(module, Finding):
         result.findings.append(module)
         return result
@@ -356,24 +319,6 @@ def _internal_error(path: str, where: str, error: Exception) -> InternalError:
 
 
 _TOO_DEEP = "not checked: an expression is nested too deeply for libcst to place its findings (`not not ... x`, `a or a or ...` thousands deep)"
-
-
-def _parse_good_cells(source: Source, error: Finding, result: FileResult) -> tuple[Source, cst.Module | Finding]:
-    """A notebook whose cells do not parse together: report each cell that does not
-    parse on its own and check the others, so one broken cell never hides the rest."""
-    lines = python_lines(source.text)  # Python's line breaks, as the cell map counts them
-    bad = []
-    for number, first, last in source.cell_spans():
-        cell = Source(source.path, "\n".join(lines[first - 1:last]) + "\n")
-        problem = quick_syntax_check(cell)
-        if problem is not None:
-            location = problem.location
-            result.findings.append(syntax_error(source.path, problem.message, location.line, location.column, number))
-            bad.append((first, last))
-    if not bad:
-        return source, error  # only the joined cells fail: report that
-    rest = source.without_lines(bad)
-    return rest, parse(rest)
 
 
 def _spans(module: cst.Module, made: list[tuple[type[Check], Report]], extra: list[cst.CSTNode], text: str, tree: Tree) -> dict:  # type: ignore[type-arg]
