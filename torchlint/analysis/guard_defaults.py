@@ -101,16 +101,6 @@ class ParameterDefaults:
                 return found
         return None
 
-    def under_run_mode(self, node: cst.CSTNode) -> bool:
-        """Does ``node`` run only under a bare truth test of a setting of the run in its function
-        (``if args.gail:``)? A mode the run is launched in, or not: no tier's matter (``option_off``
-        leaves such flags on), but the join's words prefer a reach that runs without one."""
-        function = self.ctx.tree.enclosing_function(node)
-        for _, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
-            if test is not None and holds_there and any(type(part) in (cst.Name, cst.Attribute) and is_setting(part) for part in conjuncts(test)):
-                return True
-        return False
-
     def option_off(self, test: cst.BaseExpression) -> str | None:
         """How often ``test`` holds where one of its conjuncts is a setting of the run that is
         unset at its default and never set in the file: ``args.target_kl is not None`` with

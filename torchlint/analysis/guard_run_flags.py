@@ -36,24 +36,44 @@ class RunFlags:
         ``direct`` (``node`` is the line itself, no call that may run a whole loop elsewhere), a test
         outside loops counts as one in a loop where no loop stands between it and ``node``: ogb's
         ``if args.train_subset: train_loader = DataLoader(...)``, setup the run may leave out."""
-        function = self.ctx.tree.enclosing_function(node)
-        if function is None:
-            return ()
-        found: list[RunFlag] = []
+        return self.run_tests(node, direct)[1]
+
+    def under_run_mode(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run only under a bare truth test of a setting of the run in its function
+        (``if args.gail:``)? A mode the run is launched in, or not: no tier's matter (``option_off``
+        leaves such flags on), but the join's words prefer a reach that runs without one."""
+        return self.run_tests(node)[0]
+
+    def run_tests(self, node: cst.CSTNode, direct: bool = False) -> tuple[bool, tuple[RunFlag, ...]]:
+        """``under_run_mode`` and ``run_flags`` of ``node`` from one walk of the tests around it (a call
+        site records both). Neither follows from the other: the mode counts an UPPER_CASE constant
+        (``if DEBUG:``), a setting the file assigns and one on by default, which no flag is; a flag
+        counts the ``else`` of ``if not args.x:``, which no mode is."""
         tree = self.ctx.tree
+        function = tree.enclosing_function(node)
+        mode, found = False, []
         for ancestor, _, test, holds_there in enclosing_tests(tree, node, function):
             if test is None:
                 continue
-            # (`if args.gail:` inside the step loop: a part of each step the run may leave out; `if args.do_train:`
-            # around the loop: the mode the run is launched in, which the join counts only for a class's constructions)
-            in_loop = any(type(a) in (cst.For, cst.While) for a in tree.ancestors(ancestor) if tree.is_inside(a, function)) \
-                or direct and not _loop_between(tree, node, ancestor)
-            parts = conjuncts(test) if holds_there else [_not_of(test)]
-            for part in parts:
-                flag = self._run_flag(part) if part is not None else None
-                if flag is not None and (*flag, in_loop) not in found:
-                    found.append((*flag, in_loop))
-        return tuple(found)
+            if holds_there and not mode:
+                mode = any(type(part) in (cst.Name, cst.Attribute) and is_setting(part) for part in conjuncts(test))
+            if function is not None:  # (a flag is tested in its function: the join reads a module's code once)
+                self._add_flags(found, ancestor, test, holds_there, node, function, direct)
+        return mode, tuple(found)
+
+    def _add_flags(self, found: list[RunFlag], ancestor: cst.CSTNode, test: cst.BaseExpression, holds_there: bool,
+                   node: cst.CSTNode, function: cst.FunctionDef, direct: bool) -> None:
+        """The run flags ``test`` needs true for ``node`` to run (``run_flags``), onto ``found``."""
+        tree = self.ctx.tree
+        # (`if args.gail:` inside the step loop: a part of each step the run may leave out; `if args.do_train:`
+        # around the loop: the mode the run is launched in, which the join counts only for a class's constructions)
+        in_loop = any(type(a) in (cst.For, cst.While) for a in tree.ancestors(ancestor) if tree.is_inside(a, function)) \
+            or direct and not _loop_between(tree, node, ancestor)
+        parts = conjuncts(test) if holds_there else [_not_of(test)]
+        for part in parts:
+            flag = self._run_flag(part) if part is not None else None
+            if flag is not None and (*flag, in_loop) not in found:
+                found.append((*flag, in_loop))
 
     def _run_flag(self, part: cst.BaseExpression) -> tuple[str, bool] | None:
         if type(part) is not cst.Attribute or not is_setting(part):

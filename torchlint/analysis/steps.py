@@ -201,6 +201,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         # name that is no function of this file (a class's construction, `Linear(d, d)`).
         placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
         place = self._place(call) if placed else _NO_PLACE
+        mode, flags = self.ctx.guards.run_tests(call) if caller else (False, ())
         return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
@@ -208,8 +209,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
-                        run_mode=bool(caller) and placed and self.ctx.guards.under_run_mode(call),
-                        run_flags=self.ctx.guards.run_flags(call) if caller else (),
+                        run_mode=bool(placed) and mode, run_flags=flags,
                         maybe_none=facts["maybe_none"],
                         evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call))
 
