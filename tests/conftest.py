@@ -165,6 +165,12 @@ def project_findings(root: Path, select: str | tuple[str, ...] = "ALL") -> Any:
     return result.findings
 
 
+def findings_by_line(root: Path, monkeypatch: pytest.MonkeyPatch, select: str | tuple[str, ...] = "ALL") -> dict[tuple[str, int], Any]:
+    """``project_findings`` of ``root``, made the working directory, by (posix path, line)."""
+    monkeypatch.chdir(root)
+    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, select)}
+
+
 def assert_markers_hold(root: Path, findings: Any) -> None:
     """The findings (paths relative to ``root``) are exactly the project's ``# expect:`` markers,
     each at the impact its marker names."""

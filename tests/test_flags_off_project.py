@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_markers_hold, checked_here, copied_project, project_findings
+from conftest import assert_markers_hold, checked_here, copied_project, findings_by_line, project_findings
 
 SELECT = ("TL101", "TL110")
-
-
-def _findings(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
-    monkeypatch.chdir(root)
-    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, SELECT)}
 
 
 def _copy(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
@@ -44,7 +39,7 @@ def test_flags_off_project_markers_and_impacts(tmp_path: Path, monkeypatch: pyte
 ])
 def test_strings_every_call_passes_decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit
-    found = _findings(_copy(tmp_path, {name: change}), monkeypatch)
+    found = findings_by_line(_copy(tmp_path, {name: change}), monkeypatch, SELECT)
     assert found[("coder/solver.py", line)].impact == impact, found[("coder/solver.py", line)].impact_reason  # type: ignore[attr-defined]
 
 
@@ -69,6 +64,6 @@ def test_strings_every_call_passes_decide(tmp_path: Path, monkeypatch: pytest.Mo
 ])
 def test_what_every_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit
-    found = _findings(_copy(tmp_path, {name: change}), monkeypatch)
+    found = findings_by_line(_copy(tmp_path, {name: change}), monkeypatch, SELECT)
     assert found[("coder/cdf.py", line)].impact == impact, found[("coder/cdf.py", line)].impact_reason  # type: ignore[attr-defined]
 

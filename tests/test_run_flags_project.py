@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_markers_hold, checked_here, copied_project, project_findings
+from conftest import assert_markers_hold, checked_here, copied_project, findings_by_line, project_findings
 
 SELECT = ("TL101",)
-
-
-def _found(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
-    monkeypatch.chdir(root)
-    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, SELECT)}
 
 
 def test_run_flags_markers_and_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,5 +49,5 @@ def test_run_flags_markers_and_words(tmp_path: Path, monkeypatch: pytest.MonkeyP
 ])
 def test_what_the_flag_defaults_to_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit
-    found = _found(copied_project("run_flags", tmp_path, {name: change}), monkeypatch)
+    found = findings_by_line(copied_project("run_flags", tmp_path, {name: change}), monkeypatch, SELECT)
     assert found[line].impact == impact, found[line].impact_reason  # type: ignore[attr-defined]

@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_markers_hold, checked_here, copied_project, project_findings
+from conftest import assert_markers_hold, checked_here, copied_project, findings_by_line, project_findings
 
 SELECT = "TL101"
-
-
-def _findings(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], object]:
-    monkeypatch.chdir(root)
-    return {(Path(f.path).as_posix(), f.line): f for f in project_findings(root, SELECT)}
 
 
 def _copy(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None) -> Path:
@@ -72,14 +67,14 @@ def test_switches_project_markers_and_impacts(tmp_path: Path, monkeypatch: pytes
 ])
 def test_what_a_call_passes_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit
-    found = _findings(_copy(tmp_path, {name: change}), monkeypatch)
+    found = findings_by_line(_copy(tmp_path, {name: change}), monkeypatch, SELECT)
     assert found[line].impact == impact, found[line].impact_reason  # type: ignore[attr-defined]
 
 
 def test_a_function_no_code_calls_is_low_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a library's entry point: callers outside the project decide, the finding stays, low
     root = _copy(tmp_path, {"run.py": ("    return tools.sample_rows(model, ids, probe=True)\n", "    return None\n")})
-    found = _findings(root, monkeypatch)
+    found = findings_by_line(root, monkeypatch, SELECT)
     reason = found[("gen/sampler.py", 59)].impact_reason  # type: ignore[attr-defined]
     assert found[("gen/sampler.py", 59)].impact == "low"  # type: ignore[attr-defined]
     assert "`sample_rows()` runs it only with `probe=True`, off by default, and no code of the project calls it" in reason
@@ -88,7 +83,7 @@ def test_a_function_no_code_calls_is_low_and_says_so(tmp_path: Path, monkeypatch
 def test_a_subclass_in_the_project_keeps_the_tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # (its own `__init__` may pass `report=True` up, or set the attribute: the join does not follow it)
     root = _copy(tmp_path, {"gen/losses.py": ("class TracedLoss(nn.Module):", "class LoudLoss(AuxLoss):\n    pass\n\n\nclass TracedLoss(nn.Module):")})
-    found = _findings(root, monkeypatch)
+    found = findings_by_line(root, monkeypatch, SELECT)
     assert found[("gen/losses.py", 16)].impact == "medium"  # type: ignore[attr-defined]
 
 
