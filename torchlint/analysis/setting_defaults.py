@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from torchlint.analysis.frameworks import HOOK_METHOD_NAMES
 from torchlint.analysis.project import Project
 from torchlint.analysis.setting_calls import CallIndexes
 from torchlint.analysis.setting_values import MAX_DEPTH, SettingValues
@@ -18,6 +19,7 @@ from torchlint.analysis.switch_words import Flag, holds
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
 _T = TypeVar("_T")
+_BUILT_OFF = "only that branch builds the object it runs"  # (`_built_off`'s words)
 
 
 class SettingDefaults(CallIndexes, SettingValues):
@@ -153,19 +155,41 @@ class SettingDefaults(CallIndexes, SettingValues):
 
     def _called_switched_off(self, path: str, function: str, depth: int) -> str | None:
         name = function.rpartition(".")[2]
-        # (a dunder runs on an object's construction or call, by no name a call site records)
-        if depth > MAX_DEPTH or name.startswith("__") or name in ("forward", "__call__") or name in self.valued() \
-                or self.unresolved_named(name) or (path, function) in self._sparse_calls():
+        # (a `forward` has unresolved calls in most projects: only the branches building its objects, each of its calls, decide)
+        if depth > MAX_DEPTH or name.startswith("__") or name in self.valued() \
+                or name != "forward" and self.unresolved_named(name) or (path, function) in self._sparse_calls():
             return None
         calls = self.calls_of((path, function))
         words = None
+        skipped = False
         for caller_path, call in calls:
-            found = self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None \
-                else self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None
+            found = self._built_off(caller_path, call)
+            if found is None and name != "forward":  # (a model runs on its call, by no name a call site records: only its objects' branches say)
+                found = self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None \
+                    else self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None
+            if found is None and self._never_called(caller_path, call):
+                skipped = True  # (`tensorlab2tensor()`, an API function no code of the project calls: no run reaches the line through it)
+                continue
             if found is None:
                 return None
             words = words or found
-        return words
+        # (an uncalled caller is passed over only beside a call of an object no branch the project takes builds)
+        return words if not skipped or words is not None and _BUILT_OFF in words else None
+
+    def _never_called(self, path: str, call: CallSite) -> bool:
+        """Is ``call`` made outside hot loops by a function no code of the project calls, by name, as a
+        value, by a framework (a hook, ``forward``, a dunder) or every N steps?"""
+        name = call.caller.rpartition(".")[2]
+        return bool(call.caller) and call.loop is None and not name.startswith("__") and name != "forward" \
+            and name not in HOOK_METHOD_NAMES and name not in self.valued() and not self.unresolved_named(name) \
+            and (path, call.caller) not in self._sparse_calls() and not self.calls_of((path, call.caller))
+
+    def _built_off(self, path: str, call: CallSite) -> str | None:
+        """Words for a call of an object built only behind tests of a parameter (``CallSite.flags``) that
+        every call in the project fails: LPIPS' ``self.net`` is an ``L2()`` only where ``model in ["L2", "l2"]``,
+        and the project passes ``model="net-lin"``."""
+        off = self.passed_off_everywhere(path, call.flags) if call.flags else None
+        return f"{off}: {_BUILT_OFF}" if off else None
 
     def valued(self) -> frozenset[str]:
         """The names the project's files use as values (``FileSummary.valued``): a function so

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.branch_members import BranchMembers
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
@@ -82,7 +83,7 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
 _Placed = tuple[str, Ref, Where | None, cst.Call, str]
 
 
-class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, CallPlaces, ClassSummaries):
+class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, CallPlaces, ClassSummaries, BranchMembers):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
     as the findings. Its parts: what a call refers to (``summary_targets``, over the objects
@@ -207,7 +208,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         returned=facts["returned"], host_args=self._host_args(call, target), own_params=facts["own_params"], own_settings=facts["own_settings"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
-                        switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
+                        switch=self.ctx.guards.switch_of(call) if caller else None, flags=self.member_flags(call, target) if caller else (),
+                        guard=place[3], distributed_only=place[4],
                         run_mode=bool(caller) and placed and self.ctx.guards.under_run_mode(call),
                         maybe_none=facts["maybe_none"],
                         evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call))

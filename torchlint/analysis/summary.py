@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.samples import SampleWork
-from torchlint.analysis.switch_words import SettingTest
+from torchlint.analysis.switch_words import Flag, SettingTest
 from torchlint.findings import Location, pickled_by_fields
 
 Ref = tuple
@@ -111,6 +111,10 @@ class CallSite:
     # parameter an attribute holds) it is made only with (`Guards.switch_of`: `if top_k is not None: top_k_logits(...)`);
     # where every call of a function has one that no call turns on, so is the function (`SettingDefaults.called_switched_off`)
     switch: tuple[str, str, bool] | None = None
+    # the tests of its caller's parameters that the object it calls is built only under (LPIPS' `self.net = L2()` only
+    # `elif self.model in ["L2", "l2"]:`, `BranchMembers.member_flags`): where every call fails one, no such object runs
+    # (`SettingDefaults.called_switched_off`)
+    flags: tuple[Flag, ...] = ()
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""
