@@ -123,9 +123,15 @@ class SettingDefaults(CallIndexes, SettingValues):
                 continue
             own = dict(call.own_params).get(where)
             # (its caller's own parameter handed on: what every call of the caller passes there)
-            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
+            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._string_default(caller_path, call.caller, own), depth + 1):
                 return False
         return True
+
+    def _string_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
+        """``(default,)`` for a parameter of ``function`` that defaults to a string (``FileSummary.string_defaults``), else ()."""
+        summary = self.project.files.get(path)
+        found = next((d for f, p, d in summary.string_defaults if f == function and p == param), None) if summary is not None else None
+        return (found,) if found is not None else ()
 
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a

@@ -266,7 +266,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators), unnamed=unnamed_classes(self.ctx),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
-            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
+            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(), string_defaults=self._string_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
             valued=valued_functions(self.ctx), skipped=frozenset(self.skipped), **self._drained_ends(),
         )
@@ -289,6 +289,13 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 params = (*function.params.params, *function.params.kwonly_params)
                 found.extend((self.keys[id(function)], p.name.value, is_none(p.default)) for p in params if p.name.value in off)
         return tuple(found)
+
+    def _string_defaults(self) -> tuple[tuple[str, str, str], ...]:
+        """``FileSummary.string_defaults``: each function's parameters defaulting to a string, never bound again."""
+        return tuple((self.keys[id(function)], p.name.value, p.default.evaluated_value)  # type: ignore[union-attr]
+                     for function in self.functions for p in (*function.params.params, *function.params.kwonly_params)
+                     if type(p.default) is cst.SimpleString and type(p.default.evaluated_value) is str
+                     and all(b.kind == "param" for b in self.ctx.bindings.lookup(p.name.value, function.body)))
 
     def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:
         """Each function whose every return is a device tensor (``Devices.returns_device``), with the

@@ -264,6 +264,9 @@ class FileSummary:
     # (function key, parameter, defaults to None) for the parameters that default off (False, 0, "", None) and
     # are never bound again: a call handing one on (``CallSite.own_params``) passes only what its own callers pass
     off_defaults: tuple[tuple[str, str, bool], ...] = ()
+    # (function key, parameter, default) for the parameters with a string literal default never bound again: a call
+    # leaving one out hands on that string (`PerceptualLoss(model="net-lin")` to `initialize(model=model)`, `SettingDefaults`)
+    string_defaults: tuple[tuple[str, str, str], ...] = ()
     # calls with no call site here (a library object's method, a call in a rare branch): (name called, keyword
     # passed a value that may be true, caller key, the caller's own parameter handed on there or ""),
     # so that a switch no followed call turns on is not taken for off where one of these may (SettingDefaults)
