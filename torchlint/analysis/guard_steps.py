@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.guard_sequence_ends import sequence_end_test
 from torchlint.analysis.guard_shapes import KEEPS_OPTIMIZER
 from torchlint.analysis.names import dotted
 from torchlint.analysis.tree import FUNCTION_OR_CLASS
@@ -53,8 +54,9 @@ class GuardedSteps:
         return not self._steps_outside(branch)
 
     def _periodic(self, branch: cst.If) -> bool:
-        """Does ``branch`` recur through the run: a modulo of a counter, or a wall-clock timer?"""
-        return bool(self._period_words(branch)) or self.timed(branch)
+        """Does ``branch`` recur through the run: a modulo of a counter, a wall-clock timer, or the end
+        of each decoded sequence (``if (tok == eos_id).any():``)?"""
+        return bool(self._period_words(branch)) or self.timed(branch) or sequence_end_test(branch.test, self.ctx.tree.descendants) is not None
 
     def _steps_outside(self, branch: cst.If) -> bool:
         """Does the loop (or function) around ``branch`` make an optimizer step outside it, or
@@ -74,6 +76,8 @@ class GuardedSteps:
         guard = self._rare_guard(node, stop)
         if type(guard) is not cst.If or not self._periodic(guard):
             return False  # a first pass, an error path, a last iteration: no step run again and again
+        if sequence_end_test(guard.test, self.ctx.tree.descendants) is not None:
+            return False  # a finished beam's bookkeeping (kospeech's `_get_successor`): a decode loop's, no training step
         return not self._steps_outside(guard)
 
     def _optimizer_step(self, node: cst.CSTNode) -> bool:

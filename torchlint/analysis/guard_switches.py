@@ -99,6 +99,8 @@ class SwitchedOff:
             default = literal(params[operand.value].default)
             return dotted_function_name(self.ctx.tree, function), operand.value, test, constant, (default[1],) if default is not None else ()
         found = self.ctx.devices.constructor_parameter(operand) if type(operand) is cst.Attribute else None
+        if found is None and type(operand) is cst.Attribute and operand.attr.value not in self._set_on_objects():  # type: ignore[attr-defined]
+            return self._kept_parameter_flag(operand, function, params, test, constant)
         if found is None or operand.attr.value in self._set_on_objects():  # type: ignore[attr-defined]
             return None  # (`model.flag = True` elsewhere in the file: set on an object, not only built)
         init, _, param = found.rpartition(":")
@@ -108,6 +110,24 @@ class SwitchedOff:
         declared = next((p for p in (*definition.params.params, *definition.params.kwonly_params) if p.name.value == param), None)
         default = literal(declared.default) if declared is not None else None
         return init, param, test, constant, (default[1],) if default is not None else ()
+
+    def _kept_parameter_flag(self, operand: cst.Attribute, function: cst.FunctionDef, params: dict[str, cst.Param],
+                             test: str, constant: object) -> Flag | None:
+        """``self.model == "L2"`` in a method that set ``self.model = model`` from its own parameter, the
+        attribute's only binding in its class (LPIPS' ``DistModel.initialize(model="net-lin", ...)``):
+        a test of that parameter, as ``_parameter_flag``'s."""
+        if type(operand.value) is not cst.Name or operand.value.value != "self":
+            return None
+        bound = self.ctx.bindings.lookup(f"self.{operand.attr.value}", operand)
+        names = {b.value.value if b.kind == "assign" and type(b.value) is cst.Name and b.element is None
+                 and self.ctx.tree.enclosing_function(b.node) is function else None for b in bound}
+        if len(names) != 1 or None in names:
+            return None  # (set elsewhere too, or from more than one value: not only what the caller passed)
+        name = names.pop()
+        if name not in params or any(b.kind != "param" for b in self.ctx.bindings.lookup(name, operand)):
+            return None  # (not a parameter, or bound again in the function: no longer what the caller passed)
+        default = literal(params[name].default)
+        return dotted_function_name(self.ctx.tree, function), name, test, constant, (default[1],) if default is not None else ()
 
     def switch_words(self, node: cst.CSTNode) -> str:
         """Words for the constructor switch ``node`` runs only with (``switch_of``), for a line whose

@@ -21,6 +21,7 @@ from torchlint.analysis.guard_never_taken import NeverTaken
 from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.guard_run_flags import RunFlags
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
+from torchlint.analysis.guard_sequence_ends import sequence_end_test, sequence_end_words
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
     frequent_modulo, is_counter, is_rare_test, only_return, raises,
@@ -80,6 +81,8 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, RunFlags, 
             return ""
         if self.timed(guard):
             return TIMER_WORDS
+        if (ended := sequence_end_test(guard.test, self.ctx.tree.descendants)) is not None:
+            return sequence_end_words(ended)
         if self.while_exporting(guard.test):
             return "only while the model is exported or traced, in no step"
         if only_after_a_nan(self._named_test(guard.test, guard)):
@@ -204,6 +207,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, RunFlags, 
                 or self._leaves_the_loop(branch, stop)  # `if step >= max_steps: save(model); break`: once, on the way out
                 or ((self._rare_test(branch, stop) or self.option_off(branch.test) is not None) and not self._steps_optimizer(branch))
                 or self.first_pass(branch, stop)
+                or sequence_end_test(branch.test, self.ctx.tree.descendants) is not None  # `if (tok == eos_id).any():`: per finished sequence
                 or grows_a_kept_cache(self.ctx.tree, branch))  # `if max_pos > self.weights.size(0): self.weights = ...`: once per larger size
         return rare
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from torchlint.analysis.frameworks import HOOK_METHOD_NAMES
 from torchlint.analysis.project import Project
 from torchlint.analysis.setting_calls import CallIndexes
 from torchlint.analysis.setting_values import MAX_DEPTH, SettingValues
@@ -18,6 +19,7 @@ from torchlint.analysis.switch_words import Flag, holds
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
 _T = TypeVar("_T")
+_BUILT_OFF = "only that branch builds the object it runs"  # (`_built_off`'s words)
 
 
 class SettingDefaults(CallIndexes, SettingValues):
@@ -125,7 +127,7 @@ class SettingDefaults(CallIndexes, SettingValues):
                 continue
             own = dict(call.own_params).get(where)
             # (its caller's own parameter handed on: what every call of the caller passes there)
-            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, (), depth + 1):
+            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._string_default(caller_path, call.caller, own), depth + 1):
                 return False
         return True
 
@@ -135,6 +137,12 @@ class SettingDefaults(CallIndexes, SettingValues):
         names = sorted({setting for _, call in self.calls_of((path, function)) for where, _, setting in call.own_settings
                         if where == self._explicit(call, (path, function), param)})
         return f"the run's {', '.join(f'`{n}`' for n in names)} setting, off by default" if names else ""
+
+    def _string_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
+        """``(default,)`` for a parameter of ``function`` that defaults to a string (``FileSummary.string_defaults``), else ()."""
+        summary = self.project.files.get(path)
+        found = next((d for f, p, d in summary.string_defaults if f == function and p == param), None) if summary is not None else None
+        return (found,) if found is not None else ()
 
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
@@ -166,23 +174,52 @@ class SettingDefaults(CallIndexes, SettingValues):
         owner, _, name = function.rpartition(".")
         if depth > MAX_DEPTH or (path, function) in self._sparse_calls():
             return None
+        if name == "forward" and name not in self.valued():
+            # (a model runs on its call, by no name a call site records, and has unresolved calls in most projects:
+            # only the branches building its objects, each of its calls, decide here)
+            found = self._all_off(self.calls_of((path, function)), depth, only_built=True)
+            if found is not None:
+                return found
         # (a dunder runs on an object's construction or call, by no name a call site records)
         if name.startswith("__") or name in ("forward", "__call__") or name in self.valued() or self.unresolved_named(name):
             return self._built_switched_off(path, owner, function, depth)
         return self._all_off(self.calls_of((path, function)), depth) or self._built_switched_off(path, owner, function, depth)
 
-    def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False) -> str | None:
+    def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False, only_built: bool = False) -> str | None:
         """Words where each of ``calls`` is made only behind a switch or a flag of the run that
-        nothing turns on, or in a function itself only so called (the first one's words); None otherwise."""
+        nothing turns on, or in a function itself only so called, or of an object no branch the project
+        takes builds (only that where ``only_built``: a ``forward``); the first one's words; None otherwise."""
         words = None
+        skipped = False
         for caller_path, call in calls:
-            found = (self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None else None) \
-                or self.run_flag_off(caller_path, call.run_flags, modes) \
-                or (self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None)
+            found = self._built_off(caller_path, call)
+            if found is None and not only_built:
+                found = (self.turned_on_nowhere(caller_path, *call.switch) if call.switch is not None else None) \
+                    or self.run_flag_off(caller_path, call.run_flags, modes) \
+                    or (self.called_switched_off(caller_path, call.caller, depth + 1) if call.caller else None)
+            if found is None and self._never_called(caller_path, call):
+                skipped = True  # (`tensorlab2tensor()`, an API function no code of the project calls: no run reaches the line through it)
+                continue
             if found is None:
                 return None
             words = words or found
-        return words
+        # (an uncalled caller is passed over only beside a call of an object no branch the project takes builds)
+        return words if not skipped or words is not None and _BUILT_OFF in words else None
+
+    def _never_called(self, path: str, call: CallSite) -> bool:
+        """Is ``call`` made outside hot loops by a function no code of the project calls, by name, as a
+        value, by a framework (a hook, ``forward``, a dunder) or every N steps?"""
+        name = call.caller.rpartition(".")[2]
+        return bool(call.caller) and call.loop is None and not name.startswith("__") and name != "forward" \
+            and name not in HOOK_METHOD_NAMES and name not in self.valued() and not self.unresolved_named(name) \
+            and (path, call.caller) not in self._sparse_calls() and not self.calls_of((path, call.caller))
+
+    def _built_off(self, path: str, call: CallSite) -> str | None:
+        """Words for a call of an object built only behind tests of a parameter (``CallSite.flags``) that
+        every call in the project fails: LPIPS' ``self.net`` is an ``L2()`` only where ``model in ["L2", "l2"]``,
+        and the project passes ``model="net-lin"``."""
+        off = self.passed_off_everywhere(path, call.flags) if call.flags else None
+        return f"{off}: {_BUILT_OFF}" if off else None
 
     def _built_switched_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
         """Words for a method (``function``) of a class ``owner`` of ``path`` that the project builds only

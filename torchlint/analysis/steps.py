@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from torchlint.analysis import frameworks
+from torchlint.analysis.branch_members import BranchMembers
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
@@ -82,7 +83,7 @@ def function_key(ctx: FileContext, node: cst.CSTNode) -> str:
 _Placed = tuple[str, Ref, Where | None, cst.Call, str]
 
 
-class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, CallPlaces, ClassSummaries):
+class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, CallPlaces, ClassSummaries, BranchMembers):
     """Builds a file's :class:`FileSummary`. Positions are asked only for the calls in hot
     loops (:meth:`hot_call_nodes`), so the engine locates them in the same codegen pass
     as the findings. Its parts: what a call refers to (``summary_targets``, over the objects
@@ -201,7 +202,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         # name that is no function of this file (a class's construction, `Linear(d, d)`).
         placed = (caller or loop is not None or within) and (target[0] != "local" or target[1] in self._function_keys)
         place = self._place(call) if placed else _NO_PLACE
-        mode, flags = self.ctx.guards.run_tests(call) if caller else (False, ())
+        mode, run_flags = self.ctx.guards.run_tests(call) if caller else (False, ())
         return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
@@ -209,7 +210,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
-                        run_mode=bool(placed) and mode, run_flags=flags,
+                        flags=self.member_flags(call, target) if caller else (),
+                        run_mode=bool(placed) and mode, run_flags=run_flags,
                         maybe_none=facts["maybe_none"],
                         evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call))
 
@@ -266,7 +268,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators), unnamed=unnamed_classes(self.ctx),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
-            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(),
+            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(), string_defaults=self._string_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
             valued=valued_functions(self.ctx), skipped=frozenset(self.skipped), **self._drained_ends(),
         )
@@ -289,6 +291,13 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 params = (*function.params.params, *function.params.kwonly_params)
                 found.extend((self.keys[id(function)], p.name.value, is_none(p.default)) for p in params if p.name.value in off)
         return tuple(found)
+
+    def _string_defaults(self) -> tuple[tuple[str, str, str], ...]:
+        """``FileSummary.string_defaults``: each function's parameters defaulting to a string, never bound again."""
+        return tuple((self.keys[id(function)], p.name.value, p.default.evaluated_value)  # type: ignore[union-attr]
+                     for function in self.functions for p in (*function.params.params, *function.params.kwonly_params)
+                     if type(p.default) is cst.SimpleString and type(p.default.evaluated_value) is str
+                     and all(b.kind == "param" for b in self.ctx.bindings.lookup(p.name.value, function.body)))
 
     def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:
         """Each function whose every return is a device tensor (``Devices.returns_device``), with the

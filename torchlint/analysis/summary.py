@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.samples import SampleWork
-from torchlint.analysis.switch_words import SettingTest
+from torchlint.analysis.switch_words import Flag, SettingTest
 from torchlint.findings import Location, pickled_by_fields
 
 Ref = tuple
@@ -124,6 +124,10 @@ class CallSite:
     # the run's flags it is made only with (`Guards.run_flags`: `if args.gail: discr.update(...)`): (setting, its default
     # off here, tested in a loop); where every call of a function (or construction of its class) has one off by default, so is the function
     run_flags: tuple[tuple[str, bool, bool], ...] = ()
+    # the tests of its caller's parameters that the object it calls is built only under (LPIPS' `self.net = L2()` only
+    # `elif self.model in ["L2", "l2"]:`, `BranchMembers.member_flags`): where every call fails one, no such object runs
+    # (`SettingDefaults.called_switched_off`)
+    flags: tuple[Flag, ...] = ()
     # the every-2nd-or-3rd-step guard around it in its step (`Guards.frequent_words`: "but only on every 2nd step
     # (`if self.total_it % self.policy_freq == 0:`, ...)"): no rare guard, its words carried to what it runs (`StepInfo.guard`)
     guard: str = ""
@@ -273,6 +277,9 @@ class FileSummary:
     # (function key, parameter, defaults to None) for the parameters that default off (False, 0, "", None) and
     # are never bound again: a call handing one on (``CallSite.own_params``) passes only what its own callers pass
     off_defaults: tuple[tuple[str, str, bool], ...] = ()
+    # (function key, parameter, default) for the parameters with a string literal default never bound again: a call
+    # leaving one out hands on that string (`PerceptualLoss(model="net-lin")` to `initialize(model=model)`, `SettingDefaults`)
+    string_defaults: tuple[tuple[str, str, str], ...] = ()
     # calls with no call site here (a library object's method, a call in a rare branch): (name called, keyword
     # passed a value that may be true, caller key, the caller's own parameter handed on there or ""),
     # so that a switch no followed call turns on is not taken for off where one of these may (SettingDefaults)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
+from torchlint.analysis.guard_sequence_ends import per_finished_sequence
 from torchlint.analysis.impact import LONG_STEP_COSTS, Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, within_step
 from torchlint.analysis.multiplicity import FULL_BATCH_WORDS, Multiplicity, Place, Where, at_call
@@ -66,7 +67,9 @@ def every_n_findings(file_result: FileResult, per_step: dict[str, StepInfo], eve
     words, as under that guard in the step itself; none of a rule quiet there (a read for a log line)."""
     for condition in file_result.conditional:
         reach = every_n.get(condition.key)
-        if reach is None or condition.key in per_step or condition.compiled or condition.quiet_every_n or condition.opt_in or condition.repeated:
+        # (a rule quiet every N steps, a read for a log line, still holds once per finished sequence: a decode loop's own wait)
+        quiet = condition.quiet_every_n and reach is not None and not per_finished_sequence(reach.words)
+        if reach is None or condition.key in per_step or condition.compiled or quiet or condition.opt_in or condition.repeated:
             continue  # (a rule that holds only where its line repeats within a step: not every N steps)
         finding = condition.finding
         place = Place(Where.EVERY_N, guard=reach.words)
