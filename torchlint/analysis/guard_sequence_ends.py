@@ -1,7 +1,8 @@
 """A branch that runs when a decoded token is the end of its sequence (kospeech's beam search: ``if
 torch.any(topk_current_vs == self.eos_id):``, then ``self._get_successor(...)`` per finished beam):
 its body runs once per finished sequence, not per decoded token, so it is a rare guard
-(``Guards._rare_branch``) with its own words (``Guards.rare_words``)."""
+(``Guards._rare_branch``) with its own words (``Guards.rare_words``, from ``sequence_end_words``,
+which the light path reads without libcst)."""
 
 from __future__ import annotations
 
@@ -28,19 +29,6 @@ def sequence_end_test(test: cst.BaseExpression, descendants: Callable[[cst.CSTNo
         if any(_names_end(side) for side in sides) and not any(literal(side) is not None for side in sides):
             return cst.Module([]).code_for_node(node)
     return None
-
-
-_ONCE_PER_SEQUENCE = "once per finished sequence, when a beam ends"
-
-
-def sequence_end_words(shown: str) -> str:
-    """How often a branch on ``shown`` (``sequence_end_test``) runs."""
-    return f"{_ONCE_PER_SEQUENCE} (`{shown}`)"
-
-
-def per_finished_sequence(words: str) -> bool:
-    """Are ``words`` a guard's (``EveryN.words``) that runs once per finished sequence, no log line's period?"""
-    return words.startswith(_ONCE_PER_SEQUENCE)
 
 
 def _names_end(side: cst.BaseExpression) -> bool:

@@ -21,7 +21,8 @@ from torchlint.analysis.guard_never_taken import NeverTaken
 from torchlint.analysis.guard_passes import FirstPasses
 from torchlint.analysis.guard_run_flags import RunFlags
 from torchlint.analysis.cache_hits import CACHE_MISS_WORDS, grows_a_kept_cache, returned_hit
-from torchlint.analysis.guard_sequence_ends import sequence_end_test, sequence_end_words
+from torchlint.analysis.guard_sequence_ends import sequence_end_test
+from torchlint.analysis.sequence_end_words import sequence_end_words
 from torchlint.analysis.guard_shapes import (
     CLOCKS, TIMER_READS, TIMER_RESTARTS, TIMER_WORDS, WITHIN_A_STEP, assigned_targets, conjuncts, counts_steps, first_rare_exit,
     frequent_modulo, is_counter, is_rare_test, only_return, raises,

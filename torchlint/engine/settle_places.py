@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
-from torchlint.analysis.guard_sequence_ends import per_finished_sequence
+from torchlint.analysis.sequence_end_words import per_finished_sequence
 from torchlint.analysis.impact import LONG_STEP_COSTS, Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, within_step
 from torchlint.analysis.multiplicity import FULL_BATCH_WORDS, Multiplicity, Place, Where, at_call
