@@ -57,3 +57,19 @@ def test_a_sync_only_in_a_branch_does_not_drain_for_the_read(project: Path) -> N
     train.write_text(train.read_text().replace("        torch.cuda.synchronize()  # expect: TL103 (medium)\n        acc",
                                                "        if x.shape[0] > 8:\n            torch.cuda.synchronize()\n        acc", 1))
     assert _impacts(project)[("meters.py", 11)] == "medium"
+
+
+def test_a_loop_of_device_work_between_keeps_the_read_medium(project: Path) -> None:
+    train = project / "train.py"
+    train.write_text(train.read_text().replace("        acc = (out.argmax(-1) == y).float().mean()\n",
+                                               "        for p in model.parameters():\n            p.data.mul_(0.999)\n"
+                                               "        acc = (out.argmax(-1) == y).float().mean()\n", 1))
+    assert _impacts(project)[("meters.py", 11)] == "medium"
+
+
+def test_a_loop_of_host_work_between_does_not(project: Path) -> None:
+    train = project / "train.py"
+    train.write_text(train.read_text().replace("        acc = (out.argmax(-1) == y).float().mean()\n",
+                                               "        lr = 0.0\n        for group in optimizer.param_groups:\n            lr = max(lr, group[\"lr\"])\n"
+                                               "        acc = (out.argmax(-1) == y).float().mean()\n", 1))
+    assert _impacts(project)[("meters.py", 11)] == "low"

@@ -156,8 +156,9 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
                     return surely_ran or statement is not None and self.ctx.guards.device_only(call, stop=stop)
                 if self._heavy(call):
                     return False  # a model, a helper or a heavy op since: the read waits for its work
-            if statement is not None and any(type(n) in (cst.For, cst.While) for n in tree.descendants(statement)):
-                return False  # a loop of small ops adds up
+            if type(statement) in (cst.For, cst.While) or statement is not None and any(type(n) in (cst.For, cst.While) for n in tree.descendants(statement)):
+                if not all(self._quiet(call) for call in self._own_calls(statement, into_loops=True)):
+                    return False  # a loop of device work since (small ops add up; its calls are not in `calls`)
         return False
 
     def _after_last_read(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
