@@ -73,3 +73,12 @@ def test_a_loop_of_host_work_between_does_not(project: Path) -> None:
                                                "        lr = 0.0\n        for group in optimizer.param_groups:\n            lr = max(lr, group[\"lr\"])\n"
                                                "        acc = (out.argmax(-1) == y).float().mean()\n", 1))
     assert _impacts(project)[("meters.py", 11)] == "low"
+
+
+def test_another_objects_method_between_keeps_the_read_medium(project: Path) -> None:
+    """``ema.update(model)`` may queue a kernel per parameter: no small op."""
+    train = project / "train.py"
+    train.write_text(train.read_text().replace("        acc = (out.argmax(-1) == y).float().mean()\n",
+                                               "        ema.update(model)\n        acc = (out.argmax(-1) == y).float().mean()\n", 1)
+                     .replace("def train_one_epoch(model, loader, optimizer, device):", "def train_one_epoch(model, loader, optimizer, device, ema):"))
+    assert _impacts(project)[("meters.py", 11)] == "medium"

@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchlint.analysis.decoding import generation_before, runs_generate
 from torchlint.analysis.guard_shapes import CLOCKS, TIMER_READS
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.multiplicity import ENV_STEP, Position, Where
 from torchlint.analysis.names import canonical
 from torchlint.analysis.step_evaluations import StepEvaluations
@@ -154,12 +155,21 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             for call in calls:
                 if self._explicit_sync(call):
                     return surely_ran or statement is not None and self.ctx.guards.device_only(call, stop=stop)
-                if self._heavy(call):
-                    return False  # a model, a helper or a heavy op since: the read waits for its work
+                if not self._quiet(call) and not self._small_op(call):
+                    return False  # a model, a helper, a heavy op or another object's method (`ema.update(model)`) since
             if type(statement) in (cst.For, cst.While) or statement is not None and any(type(n) in (cst.For, cst.While) for n in tree.descendants(statement)):
                 if not all(self._quiet(call) for call in self._own_calls(statement, into_loops=True)):
                     return False  # a loop of device work since (small ops add up; its calls are not in `calls`)
         return False
+
+    def _small_op(self, call: cst.Call) -> bool:
+        """A torch op or a tensor's method that is no heavy op (``out.argmax(-1)``, ``(pred == y).float().mean()``)."""
+        ctx, func = self.ctx, call.func
+        if self._heavy(call):
+            return False
+        if (ctx.qname(func) or "").startswith("torch."):
+            return True
+        return type(func) is cst.Attribute and (ctx.values.kind(func.value, call) is Kind.TENSOR or ctx.syncs.tensorish(func.value, call))
 
     def _after_last_read(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
         """Is ``node``, nothing of its pass queued before it, preceded across the loop's turn by a read
