@@ -362,7 +362,7 @@ def carried_inputs(call: cst.Call, ordered: list[cst.CSTNode], ctx: FileContext)
 
 
 def generation_before(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
-    """The decode loop of ``node``'s function that runs before it, with ``node`` in no loop of
+    """The decode loop (or ``.generate(...)`` call) of ``node``'s function that runs before it, with ``node`` in no loop of
     that function (FastChat's ``generate_stream``: the token loop, then ``torch.cuda.empty_cache()``
     at its end): ``node`` runs once per generation, however many tokens that decodes. None
     where there is no such loop, or ``node`` may repeat in a loop of its own."""
@@ -377,7 +377,14 @@ def generation_before(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None
     at = ctx.tree.index(node)
     for loop in ctx.tree.own_loops(function):
         if ctx.tree.index(loop) >= at:
-            return None  # (in source order: the rest start after it)
+            break  # (in source order: the rest start after it)
         if not ctx.tree.is_inside(node, loop) and ctx.loops.decodes(loop):
             return loop
-    return None
+    # a library's generation (gorilla's `output_ids = model.generate(...)`, then `torch.cuda.empty_cache()`): the same
+    # once per sequence (its calls in the function's own statements, not a nested scope's, a loop's or a lambda's)
+    return next((call for call in ctx.loops.own_calls(function.body) if ctx.tree.index(call) < at and runs_generate(ctx, call)), None)
+
+
+def runs_generate(ctx: FileContext, call: cst.Call) -> bool:
+    """A call of ``.generate(...)``: a Hugging Face style model's (or fairseq's generator's) whole generation."""
+    return ctx.method_name(call) == "generate"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.beam_prune import prunes_a_beam
-from torchlint.analysis.decoding import decodes
+from torchlint.analysis.decoding import decodes, runs_generate
 from torchlint.analysis.denoising import denoises
 from torchlint.analysis.loop_shapes import model_sampling
 from torchlint.analysis.names import dotted
@@ -103,7 +103,7 @@ class DecodeLoops:
         generator.generate(model, sample)``), or around a token loop of its own (``_around_token_loop``):
         an inference step per iteration, a whole generation or window (its tokens decoded inside), not one token."""
         return type(loop) in (cst.For, cst.While) and (any(
-            self.ctx.method_name(n) == "generate" for n in self.loop_calls(loop)) or self._decodes_by_shape(loop) and self._around_token_loop(loop))
+            runs_generate(self.ctx, n) for n in self.loop_calls(loop)) or self._decodes_by_shape(loop) and self._around_token_loop(loop))
 
     def _within_decode(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` inside a decode loop of its function, training nothing (a beam search's

@@ -6,12 +6,15 @@ after a sync almost nothing). The syncs around a node are its part ``step_syncs.
 
 from __future__ import annotations
 
+import itertools
+
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.decoding import generation_before
+from torchlint.analysis.decoding import generation_before, runs_generate
 from torchlint.analysis.guard_shapes import CLOCKS, TIMER_READS
+from torchlint.analysis.kinds import Kind
 from torchlint.analysis.multiplicity import ENV_STEP, Position, Where
 from torchlint.analysis.names import canonical
 from torchlint.analysis.step_evaluations import StepEvaluations
@@ -65,7 +68,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             return Position.AFTER_READ
         if after_sync and self._in_a_repeated_pass(node, stop) and self.drained_by_helper_in_pass(node):
             return Position.AFTER_READ  # PlaNet's `act(...)` ending in `env.step(action.cpu())`, then `action.cpu()` in the same pass
-        if after_sync:
+        if after_sync or self.helper_after_sync(node, stop):
             return Position.AFTER_SYNC
         if read_value(self.ctx, node) is not None and self._before_sync(node, stop):
             return Position.BEFORE_SYNC  # `loss.item()` then `torch.cuda.synchronize()` for a timer: the sync waits anyway
@@ -134,6 +137,40 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
             return False
         return any(self._runs_a_generation(statement) for statement in self._statements_around(node, stop, after=False))
 
+    def helper_after_sync(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
+        """Is ``node`` a call of a helper (no read, no sync, no model itself) that an explicit synchronize
+        surely ran before in its step, only small ops between (ConvNeXt's ``torch.cuda.synchronize()``, then
+        ``class_acc = (output.max(-1)[-1] == targets).float().mean()``, then ``metric_logger.update(class_acc=class_acc)``,
+        whose ``MetricLogger.update`` in another file reads it)? A read on the helper's first lines waits
+        for those small kernels only: the sync carries the step's wait (``_read_next`` counts no such helper)."""
+        if type(node) is not cst.Call or read_value(self.ctx, node) is not None or self._explicit_sync(node) \
+                or self._may_queue(node) or self.ctx.tree.statement_of(node) is None:
+            return False  # (a read or a sync is placed by its own walk; a model's call queues its forward)
+        tree = self.ctx.tree
+        if any(type(n) is cst.Call and n is not node and self._heavy(n) for n in tree.descendants(node)):
+            return False  # `log(model(x))`: its argument's work comes after the sync
+        start = tree.index(node)
+        own = [n for n in self._finish_order(tree.statement_of(node)) if tree.index(n) < start and not tree.is_inside(node, n)]
+        for calls, surely_ran, statement in itertools.chain([(own, True, None)], self._ran_before(node, stop)):
+            for call in calls:
+                if self._explicit_sync(call):
+                    return surely_ran or statement is not None and self.ctx.guards.device_only(call, stop=stop)
+                if not self._quiet(call) and not self._small_op(call):
+                    return False  # a model, a helper, a heavy op or another object's method (`ema.update(model)`) since
+            if type(statement) in (cst.For, cst.While) or statement is not None and any(type(n) in (cst.For, cst.While) for n in tree.descendants(statement)):
+                if not all(self._quiet(call) for call in self._own_calls(statement, into_loops=True)):
+                    return False  # a loop of device work since (small ops add up; its calls are not in `calls`)
+        return False
+
+    def _small_op(self, call: cst.Call) -> bool:
+        """A torch op or a tensor's method that is no heavy op (``out.argmax(-1)``, ``(pred == y).float().mean()``)."""
+        ctx, func = self.ctx, call.func
+        if self._heavy(call):
+            return False
+        if (ctx.qname(func) or "").startswith("torch."):
+            return True
+        return type(func) is cst.Attribute and (ctx.values.kind(func.value, call) is Kind.TENSOR or ctx.syncs.tensorish(func.value, call))
+
     def _after_last_read(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
         """Is ``node``, nothing of its pass queued before it, preceded across the loop's turn by a read
         (or a synchronize) that ends every pass, only host work after it (ogb's ``total_loss += loss.item() * n``, then the
@@ -177,7 +214,7 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
                 # (a loop of other work before it: its calls run per its own item, not once)
                 known = loops.decodes(statement) and self.ctx.places.repeat_of(statement).kind != ENV_STEP  # (an environment's rollout is no generation)
             else:
-                known = any(self.ctx.method_name(call) == "generate" or loops.decodes_within(call) for call in loops.own_calls(statement, OWN))
+                known = any(runs_generate(self.ctx, call) or loops.decodes_within(call) for call in loops.own_calls(statement, OWN))
             self._generations[id(statement)] = known
         return known
 

@@ -56,8 +56,9 @@ class SyncCallInLoop(Check):
             # its callers are; where a step calls the function, the step's tier as for any per-step call.
             function = ctx.tree.enclosing_function(node)
             name = f"`{function.name.value}()`" if function is not None else "its function"
+            after = "its `.generate(...)`" if type(generation) is cst.Call else "its decode loop"  # (a library's generation, or its own loop)
             self.report(node, call=label, often=_PER_GENERATION, hint=_GENERATION_HINT,
-                        unreached=Unreached(f"{name} (after its decode loop)", MEDIUM, _GENERATION_REASON, ()))
+                        unreached=Unreached(f"{name} (after {after})", MEDIUM, _GENERATION_REASON, ()))
             return
         if label == _EMPTY_CACHE:
             # Not one wait: the cache it empties is what the next step's activations were going to reuse, so every
