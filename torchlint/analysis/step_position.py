@@ -143,10 +143,12 @@ class StepPositions(StepReads, StepSyncs, StepEvaluations, StepWork):
         ``class_acc = (output.max(-1)[-1] == targets).float().mean()``, then ``metric_logger.update(class_acc=class_acc)``,
         whose ``MetricLogger.update`` in another file reads it)? A read on the helper's first lines waits
         for those small kernels only: the sync carries the step's wait (``_read_next`` counts no such helper)."""
-        if type(node) is not cst.Call or read_value(self.ctx, node) is not None or self._explicit_sync(node) \
-                or self._may_queue(node) or self.ctx.tree.statement_of(node) is None:
-            return False  # (a read or a sync is placed by its own walk; a model's call queues its forward)
         tree = self.ctx.tree
+        if not tree.names_valued("synchronize"):
+            return False  # (no explicit synchronize in the file, nor a helper of it or a name bound to one: most files)
+        if type(node) is not cst.Call or read_value(self.ctx, node) is not None or self._explicit_sync(node) \
+                or self._may_queue(node) or tree.statement_of(node) is None:
+            return False  # (a read or a sync is placed by its own walk; a model's call queues its forward)
         if any(type(n) is cst.Call and n is not node and self._heavy(n) for n in tree.descendants(node)):
             return False  # `log(model(x))`: its argument's work comes after the sync
         start = tree.index(node)
