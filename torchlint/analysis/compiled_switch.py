@@ -9,6 +9,7 @@ from __future__ import annotations
 from torchlint.analysis.project import Project
 from torchlint.analysis.setting_values import defined_default
 from torchlint.analysis.switch_words import SettingTest, setting_off_words
+from torchlint.analysis.test_paths import test_suite_path
 
 
 def compile_switch(project: Project, path: str, guard: tuple[tuple[SettingTest, ...], str]) -> str:
@@ -47,7 +48,7 @@ def _calls_of(project: Project, path: str, holder: str) -> list[tuple[str, tuple
         return []  # (its calls are not recorded, or `callbacks.append(self.compile)`: who calls it, under what, is not seen)
     found = []
     for where, summary in project.files.items():
-        if _test_file(where):
+        if test_suite_path(where):
             continue  # a test compiles on toy inputs to see that it compiles: no run's setting
         for called, target, caller, settings in summary.compile_calls:
             if called != name or caller.rpartition(".")[2].startswith("test"):
@@ -56,8 +57,3 @@ def _calls_of(project: Project, path: str, holder: str) -> list[tuple[str, tuple
             if (path, holder) in callees or not callees and (target is None or target[0] != "import"):
                 found.append((where, settings))  # (unresolved: `obj.compile()` of an object of no known class may be it)
     return found
-
-
-def _test_file(path: str) -> bool:
-    name = path.rpartition("/")[2]
-    return name.startswith("test_") or name.endswith("_test.py")

@@ -17,6 +17,7 @@ from torchlint.analysis.flops import LinearFlops
 from torchlint.analysis.frozen import TrainedModules
 from torchlint.analysis.functions import LocalFunctions
 from torchlint.analysis.grad import GradContext
+from torchlint.analysis.test_paths import test_suite_path
 from torchlint.analysis.guards import Guards
 from torchlint.analysis.layers import Layers
 from torchlint.analysis.loops import Loops
@@ -168,10 +169,7 @@ class FileContext:
     @cached_property
     def is_test_file(self) -> bool:
         """``tests/…``, ``test_x.py``, ``x_test.py``, ``conftest.py``: a test suite's file."""
-        parts = self.path.replace("\\", "/").split("/")
-        name = parts[-1]
-        return (any(part in ("tests", "test") for part in parts[:-1])
-                or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+        return test_suite_path(self.path)
 
     def in_tests(self, node: cst.CSTNode) -> bool:
         """Is ``node`` test code: in a test suite's file, or in a unittest ``Test…`` class?
