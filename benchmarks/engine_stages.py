@@ -53,6 +53,7 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)  # timed calls per stage (each costs `timer_cost()`)
         self.stack: list[str] = ["engine"]
         self.since = _clock()
 
@@ -64,6 +65,7 @@ class StageClock:
     def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             self._switch()
+            self.calls[stage] += 1
             self.stack.append(stage)
             try:
                 return fn(*args, **kwargs)
@@ -92,7 +94,11 @@ def instrument(clock: StageClock) -> Callable[[], None]:
     """Wrap each stage's entry points; returns the function that puts them back."""
     importlib.import_module("torchlint.engine.linter")  # (every module whose names are patched)
     from torchlint.analysis import join, light, names, positions, steps, tree
-    from torchlint.engine import discover as discover_mod, parse, prefilter, runner, settle, source
+    from torchlint.engine import discover as discover_mod, prefilter, runner, settle, source
+    try:
+        parse = importlib.import_module("torchlint.engine.parse")
+    except ImportError:  # a tree from before the parse left runner.py (8657dcbd), as engine_stages_ab.py may be given
+        parse = runner
 
     undo: list[Callable[[], None]] = []
 
@@ -168,14 +174,37 @@ def check(paths: list[Path]) -> float:
     return _clock() - t0
 
 
-def staged_check(paths: list[Path]) -> dict[str, float]:
+def staged_check(paths: list[Path], calls: dict[str, int] | None = None) -> dict[str, float]:
+    """Each stage's own CPU seconds; ``calls``, when given, is filled with its timed calls."""
     clock = StageClock()
     restore = instrument(clock)
     try:
         clock.wrap("report", report)(lint_paths(paths, Resolver(), jobs=1, cache=None, project=True))
     finally:
         restore()
+    if calls is not None:
+        calls.update(clock.calls)
     return clock.close()
+
+
+def timer_cost(n: int = 200_000) -> float:
+    """The CPU seconds one timed call adds to the staged check (the wrapper and its two
+    switches), measured on a no-op: a stage answered in many small calls (a memo's hits)
+    carries its calls times this in its row, which the unwrapped check does not pay."""
+    clock = StageClock()
+
+    def noop() -> None:
+        return None
+
+    timed = clock.wrap("noop", noop)
+    t0 = _clock()
+    for _ in range(n):
+        noop()
+    bare = _clock() - t0
+    t0 = _clock()
+    for _ in range(n):
+        timed()
+    return max(0.0, (_clock() - t0 - bare) / n)
 
 
 def main() -> None:
@@ -186,12 +215,14 @@ def main() -> None:
     paths = args.paths or [Path(__import__("importlib").util.find_spec("torch").origin).parent / "nn"]
     files = [f.path for f in discover(paths, Resolver())]
     print(f"{len(files)} files, {sum(len(p.read_bytes().splitlines()) for p in files)} lines, one core, CPU seconds")
-    floors, checks, rounds = [], [], []
+    floors, checks, rounds, calls = [], [], [], []  # type: ignore[var-annotated]
     check(paths)  # imports and first-use caches out of the way
     for _ in range(args.repeat):  # alternated: the floor, the check, the staged check
         floors.append(parse_floor(files))
         checks.append(check(paths))
-        rounds.append(staged_check(paths))
+        calls.append({})
+        rounds.append(staged_check(paths, calls[-1]))
+    cost = timer_cost()
     floor, total = statistics.median(floors), statistics.median(checks)
     staged = statistics.median(sum(r.values()) for r in rounds)
     print(f"parse floor {floor:.3f} s (rounds {', '.join(f'{f:.3f}' for f in floors)})")
@@ -203,13 +234,18 @@ def main() -> None:
           f"({(total - floor) / ((_TARGET - 1) * floor):.1f}x their budget)")
     stages = sorted({s for r in rounds for s in r}, key=lambda s: -statistics.median(r.get(s, 0.0) for r in rounds))
     # "of budget": the stage's part of what the target leaves past the parse (timers included);
-    # "spread": the lowest and highest of the rounds' ratios, each to the floor measured beside it
-    print(f"\n{'stage':28} {'CPU s':>8} {'x parse':>8} {'spread':>11} {'share':>7} {'of budget':>10}")
+    # "spread": the lowest and highest of the rounds' ratios, each to the floor measured beside it;
+    # "calls": its timed calls, and "less timers" its CPU less their cost (an estimate: a stage
+    # asked in many small calls is mostly the timers' in the first column)
+    print(f"timers      {cost * 1e6:.2f} us per timed call")
+    print(f"\n{'stage':28} {'CPU s':>8} {'x parse':>8} {'spread':>11} {'share':>7} {'of budget':>10} {'calls':>9} {'less timers':>11}")
     for stage in stages:
         seconds = statistics.median(r.get(stage, 0.0) for r in rounds)
         ratios = [r.get(stage, 0.0) / f for r, f in zip(rounds, floors)]
         budget = "" if stage == "parse" else f"{seconds / ((_TARGET - 1) * floor):10.0%}"
-        print(f"{stage:28} {seconds:8.3f} {seconds / floor:8.2f} {min(ratios):5.2f}-{max(ratios):<5.2f} {seconds / staged:7.1%} {budget}")
+        count = statistics.median(c.get(stage, 0) for c in calls)
+        print(f"{stage:28} {seconds:8.3f} {seconds / floor:8.2f} {min(ratios):5.2f}-{max(ratios):<5.2f} {seconds / staged:7.1%} {budget:>10} "
+              f"{count:9.0f} {max(0.0, seconds - count * cost):11.3f}")
 
 
 if __name__ == "__main__":

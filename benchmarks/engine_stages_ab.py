@@ -50,7 +50,9 @@ def run(tree: Path, paths: list[Path]) -> dict:  # type: ignore[type-arg]
                PYTHONPATH=os.pathsep.join((str(tree), str(Path(__file__).parent))))
     # run in the tree: `python -c` puts the working directory first on the path, and a
     # torchlint checkout there (the one this is started from) would be measured for both trees
-    out = subprocess.run([sys.executable, "-c", _WORKER, *map(str, paths)], env=env, capture_output=True, text=True, check=True, cwd=tree)
+    out = subprocess.run([sys.executable, "-c", _WORKER, *map(str, paths)], env=env, capture_output=True, text=True, cwd=tree)
+    if out.returncode != 0:  # (the worker's own error, not a bare CalledProcessError)
+        raise SystemExit(f"{tree}: the staged check failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
