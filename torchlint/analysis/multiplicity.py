@@ -78,8 +78,12 @@ class Repeat:
     # (genlip's `scores = score_image(model, row)` per image, then its reads): each repetition is a
     # model run of its own, and a read after it one wait per model run, a step's ratio.
     models: bool = False
+    # A function's call sites summed (``kind`` ``CALL_SITE``, join_counts.py): the functions that call it, each with
+    # how many times per step its calls there run (`p_mean_variance` calling it twice, `q_posterior_mean_variance` four times).
+    calls: tuple[tuple[str, int], ...] = ()
 
 
+CALL_SITE = "call site"  # a function called from several places of one step (``Repeat.calls``): each call waits again
 FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
 
 
@@ -163,6 +167,11 @@ class Multiplicity:
         "" for once per step."""
         if not self.repeats:
             return f"per {self.unit}" if self.unit in SEQUENTIAL else ""
+        summed = [r for r in self.repeats if r.calls]
+        if summed and self.count is not None:  # "8 times per denoising step: from 2 calls in `p_mean_variance()`, 4 in ..."
+            parts = [f"{n}{(' call' if n == 1 else ' calls') if index == 0 else ''} in {f'`{caller.partition(chr(35))[0]}()`' if caller else 'the loop'}"
+                     for index, (caller, n) in enumerate(summed[-1].calls)]
+            return f"{self.count} times per {self.unit}: from {', '.join(parts)}"
         vias = [f"`{r.via}()`" for r in self.repeats if r.via]
         each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
         count = self.count
@@ -231,4 +240,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["CALL_SITE", "DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]

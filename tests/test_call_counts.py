@@ -1,0 +1,64 @@
+"""A helper called from several sure call sites of one step runs that many times per step (analysis/join_counts.py):
+summed over its callers, the larger arm of an if/else, not across steps, not through a rare guard (fixtures/projects/callcount)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from conftest import assert_markers_hold, copied_project
+
+from torchlint.analysis.call_arms import arms_count, call_arms
+from torchlint.analysis.tree import Tree
+from torchlint.config import from_table
+from torchlint.engine import lint_paths
+
+
+def _findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edits: dict[str, tuple[str, str]] | None = None):  # type: ignore[no-untyped-def]
+    root = copied_project("callcount", tmp_path, edits)
+    monkeypatch.chdir(root)
+    result = lint_paths([Path(".")], from_table({"select": ["TL113"], "min-impact": "low"}, root))
+    assert not result.errors
+    return root, result.findings
+
+
+def test_findings_match_the_markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_markers_hold(*_findings(tmp_path, monkeypatch))
+
+
+def test_the_sampling_helper_says_its_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, findings = _findings(tmp_path, monkeypatch)
+    extract = next(f for f in findings if f.path.endswith("sampler.py"))
+    assert extract.message.endswith("(8 times per denoising step: from 2 calls in `Sampler.mean_variance()`, "
+                                    "4 in `Sampler.posterior()`, 2 in `Sampler.predict_start()`)")
+
+
+def test_two_calls_outside_the_if_else_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    edits = {"schedule.py": ("        return lookup(COSINE, t)\n    else:\n        return lookup(LINEAR, t)",
+                             "        pass\n    return lookup(COSINE, t) + lookup(LINEAR, t)")}
+    _, findings = _findings(tmp_path, monkeypatch, edits)
+    lookup = next(f for f in findings if f.path.endswith("schedule.py") and f.line == 10)
+    assert lookup.impact == "high" and "(2 times per step: from 2 calls in `noise_scale()`)" in lookup.message
+
+
+def _arms(source: str) -> list[tuple[tuple[int, int], ...] | None]:
+    tree = Tree(cst.parse_module(source))
+    return [call_arms(tree, call) for call in tree.nodes(cst.Call) if type(call.func) is cst.Name and call.func.value == "f"]
+
+
+@pytest.mark.parametrize(("source", "count"), [
+    ("def g(a):\n    f()\n    f()\n", 2),
+    ("def g(a):\n    if a:\n        f()\n    else:\n        f()\n", 1),
+    ("def g(a):\n    if a:\n        f()\n    elif a > 1:\n        f()\n        f()\n    else:\n        f()\n", 2),
+    ("def g(a):\n    if a:\n        f()\n    f()\n", 2),
+    ("def g(a):\n    if a is None:\n        return f()\n    return f()\n", 1),
+    ("def g(a):\n    return f() if a else f()\n", 1),
+    ("def g(a):\n    x = f(f())\n", 2),
+])
+def test_arms_count(source: str, count: int) -> None:
+    assert arms_count(_arms(source)) == count  # type: ignore[arg-type]
+
+
+def test_a_call_in_a_comprehension_has_no_sure_count() -> None:
+    assert _arms("def g(xs):\n    return [f(x) for x in xs]\n") == [None]

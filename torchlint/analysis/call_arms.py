@@ -1,0 +1,79 @@
+"""Which exclusive branches of its function a call sits in (``CallSite.arms``): plain data the join sums call sites by."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.tree import Tree
+
+Arms = tuple[tuple[int, int], ...]  # (the head `if` of a chain by its pre-order index, the arm taken), outermost first
+AFTER = -1  # the arm of the code after an `if` whose body returns or raises: it runs only where that body did not
+
+# Around these a call may run any number of times, or not on the normal path: no sure count per run of its function.
+_UNSURE = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda, cst.ExceptHandler, cst.ExceptStarHandler)
+
+
+def call_arms(tree: Tree, call: cst.Call) -> Arms | None:
+    """The arms of the ``if``/``elif``/``else`` chains and conditional expressions ``call`` is in within
+    its function, outermost first; an early return's ``if`` counts as a chain whose other arm is the
+    code after it (``if x is None: return f(a)`` then ``return f(b)``: one call per run, not two).
+    None where a run of the function may make it any number of times (in a comprehension, a
+    lambda, an exception handler): its count per run is not known."""
+    levels: list[list[tuple[int, int]]] = []  # innermost first
+    child: cst.CSTNode = call
+    for ancestor in tree.ancestors(call):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            break
+        if isinstance(ancestor, _UNSURE):
+            return None
+        if type(ancestor) is cst.If and child is not ancestor.test and not _is_elif(tree, ancestor, child):
+            levels.append([_chain_arm(tree, ancestor, child)])
+        elif type(ancestor) is cst.IfExp and child is not ancestor.test:
+            levels.append([(tree.index(ancestor), 0 if child is ancestor.body else 1)])
+        elif type(ancestor) is cst.IndentedBlock:
+            before = next((ancestor.body[:index] for index, statement in enumerate(ancestor.body) if statement is child), ())
+            exits = [(tree.index(statement), AFTER) for statement in before if _returns_early(statement)]
+            if exits:
+                levels.append(exits)
+        child = ancestor
+    return tuple(arm for level in reversed(levels) for arm in level)
+
+
+def _is_elif(tree: Tree, branch: cst.If, child: cst.CSTNode) -> bool:
+    """Is ``child`` the ``elif`` of ``branch`` (an ``If`` as its ``orelse``)? Its own arm was taken from the chain's head already."""
+    return child is branch.orelse and type(child) is cst.If
+
+
+def _chain_arm(tree: Tree, branch: cst.If, child: cst.CSTNode) -> tuple[int, int]:
+    """The chain's head (the first ``if``) and which arm ``child`` is: 0 for its body, one more per ``elif``, the ``else`` last."""
+    arm = 0 if child is branch.body else 1
+    head = branch
+    parent = tree.parent(head)
+    while type(parent) is cst.If and parent.orelse is head:  # `elif`: the arm of a longer chain
+        head, arm = parent, arm + 1
+        parent = tree.parent(head)
+    return tree.index(head), arm
+
+
+def _returns_early(statement: cst.CSTNode) -> bool:
+    """An ``if`` with no ``else`` whose body ends in ``return`` or ``raise``: what follows it runs only where it did not."""
+    if type(statement) is not cst.If or statement.orelse is not None or type(statement.body) is not cst.IndentedBlock:
+        return False
+    last = statement.body.body[-1] if statement.body.body else None
+    return type(last) is cst.SimpleStatementLine and any(type(small) in (cst.Return, cst.Raise) for small in last.body)
+
+
+def arms_count(sites: list[Arms], depth: int = 0) -> int:
+    """How many of ``sites`` (each a call's arms) one run of their function makes at most: the calls
+    outside any chain add up; of one chain's arms, the largest counts (an ``if``/``else`` pair: one)."""
+    total = 0
+    chains: dict[int, dict[int, list[Arms]]] = {}
+    for arms in sites:
+        if len(arms) <= depth:
+            total += 1
+        else:
+            head, arm = arms[depth]
+            chains.setdefault(head, {}).setdefault(arm, []).append(arms)
+    for chain in chains.values():
+        total += max(arms_count(group, depth + 1) for group in chain.values())
+    return total

@@ -1,0 +1,134 @@
+"""The join's call-site sums: how many times per step a function runs, from every sure call site that reaches it within one step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from torchlint.analysis.call_arms import Arms, arms_count
+from torchlint.analysis.join_loops import _loop_where
+from torchlint.analysis.join_steps import StepInfo, Steps, within_step
+from torchlint.analysis.multiplicity import CALL_SITE, LOOP_WORDS, Multiplicity, Repeat, Where, phase_rank
+from torchlint.analysis.project import Project
+from torchlint.analysis.summary import CallSite
+from torchlint.findings import Location
+
+Function = tuple[str, str]  # (file, function key); a step's own root is ("", its group's key)
+
+
+@dataclass
+class _Step:
+    """One step of the project (a loop's body, a framework's hook): the functions its body calls, by call site."""
+
+    where: Where
+    unit: str
+    name: str  # the function holding the loop ("" at a module's top level)
+    site: Location | None
+    calls: dict[Function, list[Arms]] = field(default_factory=dict)
+
+
+def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Function, list[CallSite]],
+                   loops_by_file: dict[str, dict[str, str]], step_loops: dict[tuple[str, str], Where]) -> None:
+    """Each function of ``steps`` reached once per step (no loop between it and its step) whose sure
+    call sites in one step add up to two or more: that many times per step (``Repeat.calls`` says from
+    where); a sampling step's count where the function's phase calls it once and the sampling step
+    runs it more often (``Multiplicity.outweighs``)."""
+    found: dict[Function, list[tuple[_Step, int, tuple[tuple[str, int], ...]]]] = {}
+    edges: dict[Function, dict[Function, list[Arms]]] = {}
+    for step in _steps(project, steps, loops_by_file, step_loops):
+        for function, (count, callers) in _counts(project, steps, step, calls_by_caller, edges).items():
+            if count >= 2:
+                found.setdefault(function, []).append((step, count, callers))
+    for (path, key), counts in found.items():
+        known = steps.get(path, {}).get(key)
+        if known is None or known.hook or known.per_step.repeats:
+            continue  # (a loop between it and the step: its loop's count stands, as the spread found it)
+        same = [entry for entry in counts if phase_rank(entry[0].where) == phase_rank(known.where)]
+        if same:
+            step, count, callers = max(same, key=lambda entry: entry[1])
+            steps[path][key] = replace(known, per_step=Multiplicity((Repeat(CALL_SITE, count, calls=callers),), known.per_step.unit))
+            continue
+        step, count, callers = max(counts, key=lambda entry: (Multiplicity((Repeat(CALL_SITE, entry[1]),), entry[0].unit)._weight()))
+        summed = Multiplicity((Repeat(CALL_SITE, count, calls=callers),), step.unit)
+        if summed.outweighs(known.per_step):  # (a sampling step runs it 8 times per denoising step, the training step once)
+            steps[path][key] = replace(known, where=step.where, origin=LOOP_WORDS[step.where], per_step=summed, guard="", distributed_only=False,
+                                       sites=(step.site,) if step.site is not None else known.sites, via=callers[0][0] if callers[0][0] != key else "")
+
+
+def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, str]], step_loops: dict[tuple[str, str], Where]) -> list[_Step]:
+    """The project's steps with their sure call sites: a hot loop's or step loop's calls, grouped by
+    the function holding them and their phase; and each framework hook, a step calling itself once."""
+    found: dict[tuple[int, str, str], _Step] = {}
+    for path, summary in project.files.items():
+        for call in summary.calls:
+            where = call.loop if call.loop is not None else step_loops.get((path, call.within)) if call.within else None
+            callee = _sure_callee(project, call, path) if where is not None else None
+            if callee is None or within_step(call.repeats, loops_by_file.get(path, {}))[0]:
+                continue  # (in a loop within the step: its loop's count stands)
+            phase = Where.EVAL if call.evaluates else _loop_where(where, project, callee)  # type: ignore[arg-type]
+            unit = within_step(call.repeats, loops_by_file.get(path, {}))[1]
+            step = found.setdefault((phase_rank(phase), path, call.caller), _Step(phase, call.unit if unit == "step" else unit, call.caller, call.location))
+            step.calls.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
+    for path, functions in steps.items():
+        for key, info in functions.items():
+            if info.hook and not info.sites and "#" not in key and key in project.files[path].functions:
+                found.setdefault((phase_rank(info.where), path, key), _Step(info.where, info.per_step.unit, key, None, {(path, key): [()]}))
+    return list(found.values())
+
+
+def _sure_callee(project: Project, call: CallSite, path: str) -> Function | None:
+    """The one function ``call`` runs where it runs on every run of its caller's code there (its
+    exclusive branches aside: ``CallSite.arms``); None for a call that may run another function (a
+    union of possibilities), none, or only under a guard, a switch or a parameter passed or left out."""
+    if call.arms is None or call.opt_in or call.branch or call.switch or call.guard or call.every or call.flags or call.run_flags:
+        return None
+    callees = project.callees(call.target, path)
+    return callees[0] if len(callees) == 1 and callees[0] != (path, call.caller) else None
+
+
+def _callees(project: Project, steps: Steps, function: Function, calls_by_caller: dict[Function, list[CallSite]],
+             edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, list[Arms]]:
+    """The functions ``function`` calls on every run, outside its loops, by sure call sites; memoised in ``edges``."""
+    known = edges.get(function)
+    if known is None:
+        known = edges[function] = {}
+        if function[1] in steps.get(function[0], {}):  # (only what a step reaches: the rest runs in no step)
+            for call in calls_by_caller.get(function, ()):
+                callee = _sure_callee(project, call, function[0]) if not call.within else None
+                if callee is not None:
+                    known.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
+    return known
+
+
+def _counts(project: Project, steps: Steps, step: _Step, calls_by_caller: dict[Function, list[CallSite]],
+            edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, tuple[int, tuple[tuple[str, int], ...]]]:
+    """Each function ``step`` reaches by sure call sites: how many times one step runs it, and from which callers how many."""
+    root: Function = ("", step.name)
+    order: list[Function] = []  # reached, callers before callees where no cycle
+    callers: dict[Function, list[Function]] = {}
+    pending = [root]
+    seen = {root}
+    while pending:
+        function = pending.pop()
+        order.append(function)
+        for callee in (step.calls if function == root else _callees(project, steps, function, calls_by_caller, edges)):
+            callers.setdefault(callee, []).append(function)
+            if callee not in seen:
+                seen.add(callee)
+                pending.append(callee)
+    counts: dict[Function, int] = {root: 1}
+    shares: dict[Function, tuple[tuple[str, int], ...]] = {}
+
+    def count(function: Function, stack: frozenset[Function]) -> int:
+        if function in counts:
+            return counts[function]
+        parts = []
+        for caller in callers.get(function, ()):
+            if caller in stack:
+                continue  # (a recursion: its count per step is not known, taken as none more)
+            sites = step.calls[function] if caller == root else edges[caller][function]
+            parts.append((caller, count(caller, stack | {function}) * arms_count(sites)))
+        counts[function] = sum(n for _, n in parts)
+        shares[function] = tuple((step.name if caller == root else caller[1], n) for caller, n in parts if n)
+        return counts[function]
+
+    return {function: (count(function, frozenset()), shares.get(function, ())) for function in order if function != root}
