@@ -42,6 +42,17 @@ def test_two_calls_outside_the_if_else_add_up(tmp_path: Path, monkeypatch: pytes
     assert lookup.impact == "high" and "(2 times per step: from 2 calls in `noise_scale()`)" in lookup.message
 
 
+def test_a_sampling_step_that_repeats_it_outweighs_a_training_step_that_calls_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    edits = {"train.py": ("from schedule import noise_scale, shift, weight", "from sampler import extract\nfrom schedule import COSINE, noise_scale, shift, weight")}
+    root = copied_project("callcount", tmp_path, edits)
+    (root / "train.py").write_text((root / "train.py").read_text().replace("    offset = shift(t)\n", "    offset = shift(t) * extract(COSINE, t)\n"))
+    monkeypatch.chdir(root)
+    result = lint_paths([Path(".")], from_table({"select": ["TL113"], "min-impact": "low"}, root))
+    extract = next(f for f in result.findings if f.path.endswith("sampler.py"))
+    assert extract.impact == "high" and "run every step from a sampling loop at line 34" in extract.message
+    assert "8 times per denoising step" in extract.message
+
+
 def _arms(source: str) -> list[tuple[tuple[int, int], ...] | None]:
     tree = Tree(cst.parse_module(source))
     return [call_arms(tree, call) for call in tree.nodes(cst.Call) if type(call.func) is cst.Name and call.func.value == "f"]

@@ -103,32 +103,30 @@ def _counts(project: Project, steps: Steps, step: _Step, calls_by_caller: dict[F
             edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, tuple[int, tuple[tuple[str, int], ...]]]:
     """Each function ``step`` reaches by sure call sites: how many times one step runs it, and from which callers how many."""
     root: Function = ("", step.name)
-    order: list[Function] = []  # reached, callers before callees where no cycle
     callers: dict[Function, list[Function]] = {}
     pending = [root]
     seen = {root}
     while pending:
         function = pending.pop()
-        order.append(function)
         for callee in (step.calls if function == root else _callees(project, steps, function, calls_by_caller, edges)):
             callers.setdefault(callee, []).append(function)
             if callee not in seen:
                 seen.add(callee)
                 pending.append(callee)
+    # Callers before callees (Kahn's order): a function in a recursion, or called from one, is never
+    # ready, so it keeps its once per step (its count per step is not known).
+    waiting = {function: len(set(those)) for function, those in callers.items()}
     counts: dict[Function, int] = {root: 1}
-    shares: dict[Function, tuple[tuple[str, int], ...]] = {}
-
-    def count(function: Function, stack: frozenset[Function]) -> int:
-        if function in counts:
-            return counts[function]
-        parts = []
-        for caller in callers.get(function, ()):
-            if caller in stack:
-                continue  # (a recursion: its count per step is not known, taken as none more)
-            sites = step.calls[function] if caller == root else edges[caller][function]
-            parts.append((caller, count(caller, stack | {function}) * arms_count(sites)))
-        counts[function] = sum(n for _, n in parts)
-        shares[function] = tuple((step.name if caller == root else caller[1], n) for caller, n in parts if n)
-        return counts[function]
-
-    return {function: (count(function, frozenset()), shares.get(function, ())) for function in order if function != root}
+    found: dict[Function, tuple[int, tuple[tuple[str, int], ...]]] = {}
+    ready = [root]
+    while ready:
+        function = ready.pop()
+        for callee in (step.calls if function == root else edges[function]):
+            waiting[callee] -= 1
+            if waiting[callee] == 0:
+                parts = [(caller, counts[caller] * arms_count(step.calls[callee] if caller == root else edges[caller][callee]))
+                         for caller in dict.fromkeys(callers[callee])]
+                counts[callee] = sum(n for _, n in parts)
+                found[callee] = counts[callee], tuple((step.name if caller == root else caller[1], n) for caller, n in parts if n)
+                ready.append(callee)
+    return found
