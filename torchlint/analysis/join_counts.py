@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from torchlint.analysis.call_arms import Arms, arms_count
 from torchlint.analysis.join_loops import _loop_where
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
-from torchlint.analysis.multiplicity import CALL_SITE, LOOP_WORDS, Multiplicity, Repeat, Where, phase_rank
+from torchlint.analysis.multiplicity import CALL_SITE, LOOP_WORDS, Multiplicity, Repeat, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.findings import Location
@@ -42,7 +42,7 @@ def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Functio
         known = steps.get(path, {}).get(key)
         if known is None or known.hook or known.per_step.repeats:
             continue  # (a loop between it and the step: its loop's count stands, as the spread found it)
-        same = [entry for entry in counts if phase_rank(entry[0].where) == phase_rank(known.where)]
+        same = [entry for entry in counts if entry[0].where is known.where]
         if same:
             step, count, callers = max(same, key=lambda entry: entry[1])
             steps[path][key] = replace(known, per_step=Multiplicity((Repeat(CALL_SITE, count, calls=callers),), known.per_step.unit))
@@ -56,8 +56,8 @@ def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Functio
 
 def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, str]], step_loops: dict[tuple[str, str], Where]) -> list[_Step]:
     """The project's steps with their sure call sites: a hot loop's or step loop's calls, grouped by
-    the function holding them and their phase; and each framework hook, a step calling itself once."""
-    found: dict[tuple[int, str, str], _Step] = {}
+    their loop and phase; and each framework hook, a step calling itself once."""
+    found: dict[tuple[Where, str, str], _Step] = {}  # (phase, file, the loop): one step
     for path, summary in project.files.items():
         for call in summary.calls:
             where = call.loop if call.loop is not None else step_loops.get((path, call.within)) if call.within else None
@@ -66,12 +66,14 @@ def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, st
                 continue  # (in a loop within the step: its loop's count stands)
             phase = Where.EVAL if call.evaluates else _loop_where(where, project, callee)  # type: ignore[arg-type]
             unit = within_step(call.repeats, loops_by_file.get(path, {}))[1]
-            step = found.setdefault((phase_rank(phase), path, call.caller), _Step(phase, call.unit if unit == "step" else unit, call.caller, call.location))
+            if phase is Where.EPOCH:
+                continue  # (an epoch loop's own calls run once per epoch, beside its steps: no count per step)
+            step = found.setdefault((phase, path, call.hot_loop or call.within), _Step(phase, call.unit if unit == "step" else unit, call.caller, call.location))
             step.calls.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
     for path, functions in steps.items():
         for key, info in functions.items():
             if info.hook and not info.sites and "#" not in key and key in project.files[path].functions:
-                found.setdefault((phase_rank(info.where), path, key), _Step(info.where, info.per_step.unit, key, None, {(path, key): [()]}))
+                found.setdefault((info.where, path, key), _Step(info.where, info.per_step.unit, key, None, {(path, key): [()]}))
     return list(found.values())
 
 
