@@ -59,10 +59,10 @@ def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, st
     their loop and phase; and each framework hook, a step calling itself once."""
     found: dict[tuple[Where, str, str], _Step] = {}  # (phase, file, the loop): one step
     for path, summary in project.files.items():
-        for call in summary.calls:
-            where = call.loop if call.loop is not None else step_loops.get((path, call.within)) if call.within else None
-            callee = _sure_callee(project, call, path) if where is not None else None
-            if callee is None or within_step(call.repeats, loops_by_file.get(path, {}))[0]:
+        placed = [call for call in summary.calls if call.loop is not None or call.within and (path, call.within) in step_loops]
+        for call, callee in _sure_sites(project, path, placed):
+            where = call.loop if call.loop is not None else step_loops[(path, call.within)]
+            if within_step(call.repeats, loops_by_file.get(path, {}))[0]:
                 continue  # (in a loop within the step: its loop's count stands)
             phase = Where.EVAL if call.evaluates else _loop_where(where, project, callee)  # type: ignore[arg-type]
             unit = within_step(call.repeats, loops_by_file.get(path, {}))[1]
@@ -77,14 +77,27 @@ def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, st
     return list(found.values())
 
 
-def _sure_callee(project: Project, call: CallSite, path: str) -> Function | None:
-    """The one function ``call`` runs where it runs on every run of its caller's code there (its
-    exclusive branches aside: ``CallSite.arms``); None for a call that may run another function (a
-    union of possibilities), none, or only under a guard, a switch or a parameter passed or left out."""
-    if call.arms is None or call.opt_in or call.branch or call.switch or call.guard or call.every or call.flags or call.run_flags:
-        return None
-    callees = project.callees(call.target, path)
-    return callees[0] if len(callees) == 1 and callees[0] != (path, call.caller) else None
+def _sure_sites(project: Project, path: str, calls: list[CallSite]) -> list[tuple[CallSite, Function]]:
+    """The calls of ``calls`` that run one function, each with it, where they run on every run of
+    their caller's code there (their exclusive branches aside: ``CallSite.arms``); not a call that may
+    run another function (a union of possibilities: the sites one call makes for a container's members
+    or an attribute's branches, ``CallSite.node``), none, or only under a guard, a switch or a parameter
+    passed or left out."""
+    by_node: dict[int, list[tuple[CallSite, list[Function]]]] = {}
+    for index, call in enumerate(calls):
+        by_node.setdefault(call.node if call.node >= 0 else -1 - index, []).append((call, project.callees(call.target, path)))
+    found = []
+    for sites in by_node.values():
+        callees = {callee for _, each in sites for callee in each}
+        call = sites[0][0]
+        if len(callees) == 1 and all(_unguarded(site) for site, _ in sites) and (path, call.caller) not in callees:
+            found.append((call, next(iter(callees))))
+    return found
+
+
+def _unguarded(call: CallSite) -> bool:
+    """Does ``call`` run on every run of its caller's code there, its ``if``/``else`` arms aside?"""
+    return call.arms is not None and not (call.opt_in or call.branch or call.switch or call.guard or call.every or call.flags or call.run_flags)
 
 
 def _callees(project: Project, steps: Steps, function: Function, calls_by_caller: dict[Function, list[CallSite]],
@@ -94,10 +107,9 @@ def _callees(project: Project, steps: Steps, function: Function, calls_by_caller
     if known is None:
         known = edges[function] = {}
         if function[1] in steps.get(function[0], {}):  # (only what a step reaches: the rest runs in no step)
-            for call in calls_by_caller.get(function, ()):
-                callee = _sure_callee(project, call, function[0]) if not call.within else None
-                if callee is not None:
-                    known.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
+            outside = [call for call in calls_by_caller.get(function, ()) if not call.within]  # (in a loop of its own: the loop's count stands)
+            for call, callee in _sure_sites(project, function[0], outside):
+                known.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
     return known
 
 

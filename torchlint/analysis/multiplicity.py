@@ -167,11 +167,15 @@ class Multiplicity:
         "" for once per step."""
         if not self.repeats:
             return f"per {self.unit}" if self.unit in SEQUENTIAL else ""
-        summed = [r for r in self.repeats if r.calls]
-        if summed and self.count is not None:  # "8 times per denoising step: from 2 calls in `p_mean_variance()`, 4 in ..."
+        summed = next((r for r in self.repeats if r.calls), None)
+        if summed is not None:  # "8 times per denoising step: from 2 calls in `p_mean_variance()`, 4 in ..."
             parts = [f"{n}{(' call' if n == 1 else ' calls') if index == 0 else ''} in {f'`{caller.partition(chr(35))[0]}()`' if caller else 'the loop'}"
-                     for index, (caller, n) in enumerate(summed[-1].calls)]
-            return f"{self.count} times per {self.unit}: from {', '.join(parts)}"
+                     for index, (caller, n) in enumerate(summed.calls)]
+            if self.count is not None:
+                return f"{self.count} times per {self.unit}: from {', '.join(parts)}"
+            # (its own loops of no known count inside: "per iteration, in each of 6 calls per step (from ...)")
+            inner = Multiplicity(tuple(r for r in self.repeats if r is not summed), self.unit).words()
+            return f"{inner}, in each of {summed.count} calls per {self.unit} (from {', '.join(parts)})"
         vias = [f"`{r.via}()`" for r in self.repeats if r.via]
         each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
         count = self.count
