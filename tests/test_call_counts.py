@@ -77,7 +77,7 @@ def test_a_call_in_a_comprehension_has_no_sure_count() -> None:
 
 def test_the_words_of_a_count_with_a_loop_of_no_known_count_inside() -> None:
     from torchlint.analysis.multiplicity import CALL_SITE, Multiplicity, Repeat
-    summed = Repeat(CALL_SITE, 6, calls=(("Logger.log", 4), ("step", 2)))
-    assert Multiplicity((summed,)).words() == "6 times per step: from 4 calls in `Logger.log()`, 2 in `step()`"
+    summed = Repeat(CALL_SITE, 6, calls=(("Logger.log", 1, 4), ("step", 2, 1)))
+    assert Multiplicity((summed,)).words() == "6 times per step: from 4 calls in `Logger.log()`, 1 in each of 2 runs of `step()`"
     assert Multiplicity((summed, Repeat("iteration"))).words() == \
-        "per iteration per step, in each of 6 calls per step (from 4 calls in `Logger.log()`, 2 in `step()`)"
+        "per iteration per step, in each of 6 calls per step (from 4 calls in `Logger.log()`, 1 in each of 2 runs of `step()`)"

@@ -32,7 +32,7 @@ def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Functio
     call sites in one step add up to two or more: that many times per step (``Repeat.calls`` says from
     where); a sampling step's count where the function's phase calls it once and the sampling step
     runs it more often (``Multiplicity.outweighs``)."""
-    found: dict[Function, list[tuple[_Step, int, tuple[tuple[str, int], ...]]]] = {}
+    found: dict[Function, list[tuple[_Step, int, tuple[tuple[str, int, int], ...]]]] = {}
     edges: dict[Function, dict[Function, list[Arms]]] = {}
     for step in _steps(project, steps, loops_by_file, step_loops):
         for function, (count, callers) in _counts(project, steps, step, calls_by_caller, edges).items():
@@ -114,7 +114,7 @@ def _callees(project: Project, steps: Steps, function: Function, calls_by_caller
 
 
 def _counts(project: Project, steps: Steps, step: _Step, calls_by_caller: dict[Function, list[CallSite]],
-            edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, tuple[int, tuple[tuple[str, int], ...]]]:
+            edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, tuple[int, tuple[tuple[str, int, int], ...]]]:
     """Each function ``step`` reaches by sure call sites: how many times one step runs it, and from which callers how many."""
     root: Function = ("", step.name)
     callers: dict[Function, list[Function]] = {}
@@ -131,16 +131,16 @@ def _counts(project: Project, steps: Steps, step: _Step, calls_by_caller: dict[F
     # ready, so it keeps its once per step (its count per step is not known).
     waiting = {function: len(set(those)) for function, those in callers.items()}
     counts: dict[Function, int] = {root: 1}
-    found: dict[Function, tuple[int, tuple[tuple[str, int], ...]]] = {}
+    found: dict[Function, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
     ready = [root]
     while ready:
         function = ready.pop()
         for callee in (step.calls if function == root else edges[function]):
             waiting[callee] -= 1
             if waiting[callee] == 0:
-                parts = [(caller, counts[caller] * arms_count(step.calls[callee] if caller == root else edges[caller][callee]))
-                         for caller in dict.fromkeys(callers[callee])]
-                counts[callee] = sum(n for _, n in parts)
-                found[callee] = counts[callee], tuple((step.name if caller == root else caller[1], n) for caller, n in parts if n)
+                parts = [(caller, counts[caller], arms_count(step.calls[callee] if caller == root else edges[caller][callee]))
+                         for caller in callers[callee]]
+                counts[callee] = sum(runs * sites for _, runs, sites in parts)
+                found[callee] = counts[callee], tuple((step.name if caller == root else caller[1], runs, sites) for caller, runs, sites in parts if runs * sites)
                 ready.append(callee)
     return found

@@ -78,9 +78,9 @@ class Repeat:
     # (genlip's `scores = score_image(model, row)` per image, then its reads): each repetition is a
     # model run of its own, and a read after it one wait per model run, a step's ratio.
     models: bool = False
-    # A function's call sites summed (``kind`` ``CALL_SITE``, join_counts.py): the functions that call it, each with
-    # how many times per step its calls there run (`p_mean_variance` calling it twice, `q_posterior_mean_variance` four times).
-    calls: tuple[tuple[str, int], ...] = ()
+    # A function's call sites summed (``kind`` ``CALL_SITE``, join_counts.py): the functions that call it, each with how
+    # many times per step it runs and how many of its calls run per run (`q_posterior_mean_variance`, run twice, four).
+    calls: tuple[tuple[str, int, int], ...] = ()
 
 
 CALL_SITE = "call site"  # a function called from several places of one step (``Repeat.calls``): each call waits again
@@ -169,8 +169,7 @@ class Multiplicity:
             return f"per {self.unit}" if self.unit in SEQUENTIAL else ""
         summed = next((r for r in self.repeats if r.calls), None)
         if summed is not None:  # "8 times per denoising step: from 2 calls in `p_mean_variance()`, 4 in ..."
-            parts = [f"{n}{(' call' if n == 1 else ' calls') if index == 0 else ''} in {f'`{caller.partition(chr(35))[0]}()`' if caller else 'the loop'}"
-                     for index, (caller, n) in enumerate(summed.calls)]
+            parts = [_share(caller, runs, sites, index == 0) for index, (caller, runs, sites) in enumerate(summed.calls)]
             if self.count is not None:
                 return f"{self.count} times per {self.unit}: from {', '.join(parts)}"
             # (its own loops of no known count inside: "per iteration, in each of 6 calls per step (from ...)")
@@ -189,6 +188,13 @@ class Multiplicity:
         kinds = [self.unit] + [r.kind for r in self.repeats]  # outermost first
         named = [kind if index == 0 or kind != kinds[index - 1] else f"inner {kind}" for index, kind in enumerate(kinds)]
         return list(reversed(named))
+
+
+def _share(caller: str, runs: int, sites: int, first: bool) -> str:
+    """"2 calls in `q_sample()`", "4 in each of 2 runs of `q_posterior_mean_variance()`"; a step loop's own: "in the loop"."""
+    calls = (" call" if sites == 1 else " calls") if first else ""
+    where = f"`{caller.partition('#')[0]}()`" if caller else "the loop"
+    return f"{sites}{calls} in each of {runs} runs of {where}" if runs > 1 else f"{sites}{calls} in {where}"
 
 
 ONCE_PER_STEP = Multiplicity()
