@@ -75,6 +75,11 @@ def test_a_call_in_a_comprehension_has_no_sure_count() -> None:
     assert _arms("def g(xs):\n    return [f(x) for x in xs]\n") == [None]
 
 
+def test_a_call_under_an_every_n_test_has_no_sure_count() -> None:
+    # (cleanrl's `if global_step % args.train_frequency == 0:` around its update: on some iterations only)
+    assert _arms("def g(step, n):\n    f()\n    if step > 10 and step % n == 0:\n        f()\n") == [(), None]
+
+
 def test_the_words_of_a_count_with_a_loop_of_no_known_count_inside() -> None:
     from torchlint.analysis.multiplicity import CALL_SITE, Multiplicity, Repeat
     summed = Repeat(CALL_SITE, 6, calls=(("Logger.log", 1, 4), ("step", 2, 1)))

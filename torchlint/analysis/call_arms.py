@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.guard_shapes import conjuncts
 from torchlint.analysis.tree import Tree
 
 Arms = tuple[tuple[int, int], ...]  # (the head `if` of a chain by its pre-order index, the arm taken), outermost first
@@ -26,6 +27,8 @@ def call_arms(tree: Tree, call: cst.Call) -> Arms | None:
             break
         if isinstance(ancestor, _UNSURE):
             return None
+        if type(ancestor) is cst.If and child is not ancestor.test and _periodic(ancestor.test):
+            return None  # (`if global_step % args.train_frequency == 0:`: on some steps only, however the loop's step is taken)
         if type(ancestor) is cst.If and child is not ancestor.test and not _is_elif(tree, ancestor, child):
             levels.append([_chain_arm(tree, ancestor, child)])
         elif type(ancestor) is cst.IfExp and child is not ancestor.test:
@@ -37,6 +40,12 @@ def call_arms(tree: Tree, call: cst.Call) -> Arms | None:
                 levels.append(exits)
         child = ancestor
     return tuple(arm for level in reversed(levels) for arm in level)
+
+
+def _periodic(test: cst.BaseExpression) -> bool:
+    """Is ``test`` (or one of its ``and``-ed parts) an every-N test, ``step % n == 0``?"""
+    return any(type(part) is cst.Comparison and type(part.left) is cst.BinaryOperation and type(part.left.operator) is cst.Modulo
+               for part in conjuncts(test))
 
 
 def _is_elif(tree: Tree, branch: cst.If, child: cst.CSTNode) -> bool:
