@@ -86,3 +86,16 @@ def test_the_words_of_a_count_with_a_loop_of_no_known_count_inside() -> None:
     assert Multiplicity((summed,)).words() == "6 times per step: from 4 calls in `Logger.log()`, 1 in each of 2 runs of `step()`"
     assert Multiplicity((summed, Repeat("iteration"))).words() == \
         "per iteration per step, in each of 6 calls per step (from 4 calls in `Logger.log()`, 1 in each of 2 runs of `step()`)"
+
+
+def test_a_step_in_a_hot_comprehension(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a comprehension is a hot loop too: its calls' step is told by the loop's place in the file, not a loop key)
+    (tmp_path / "run.py").write_text(
+        "import torch\n\nmodel = torch.nn.Linear(4, 4).cuda()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loader = torch.utils.data.DataLoader(torch.randn(64, 4), batch_size=8)\n\n\ndef train_step(x):\n"
+        "    loss = model(x.cuda()).pow(2).mean()\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n\n\n"
+        "for epoch in range(10):\n    losses = [train_step(x) for x in loader]\n")
+    monkeypatch.chdir(tmp_path)
+    result = lint_paths([Path(".")], from_table({"select": ["TL101"], "min-impact": "low"}, tmp_path))
+    assert not result.errors
+    assert [(f.line, f.impact) for f in result.findings] == [(12, "medium")]

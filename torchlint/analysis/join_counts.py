@@ -68,7 +68,7 @@ def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, st
             unit = within_step(call.repeats, loops_by_file.get(path, {}))[1]
             if phase is Where.EPOCH:
                 continue  # (an epoch loop's own calls run once per epoch, beside its steps: no count per step)
-            step = found.setdefault((phase, path, call.hot_loop or call.within), _Step(phase, call.unit if unit == "step" else unit, call.caller, call.location))
+            step = found.setdefault((phase, path, str(call.hot_loop) if call.hot_loop >= 0 else call.within), _Step(phase, call.unit if unit == "step" else unit, call.caller, call.location))
             step.calls.setdefault(callee, []).append(call.arms)  # type: ignore[arg-type]
     for path, functions in steps.items():
         for key, info in functions.items():

@@ -214,7 +214,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         flags=self.member_flags(call, target) if caller else (),
                         run_mode=bool(placed) and mode, run_flags=run_flags,
                         maybe_none=facts["maybe_none"],
-                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call), arms=facts["arms"], hot_loop=facts["hot_loop"] if loop is not None else "", node=facts["node"])
+                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call), arms=facts["arms"], hot_loop=facts["hot_loop"] if loop is not None else -1, node=facts["node"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -235,7 +235,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
                 "results": results, "elements": elements, "host_args": host_args, "hosts_if": hosts_if,
-                "arms": call_arms(self.ctx.tree, call), "hot_loop": self.ctx.loops.loop_key(hot) if (hot := self.ctx.loops.local_hot_loop(call)) is not None else "", "node": self.ctx.tree.index(call)}
+                "arms": call_arms(self.ctx.tree, call), "hot_loop": self.ctx.tree.index(hot) if (hot := self.ctx.loops.local_hot_loop(call)) is not None else -1, "node": self.ctx.tree.index(call)}
         return known
 
     @cached_property
