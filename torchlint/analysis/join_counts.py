@@ -96,8 +96,12 @@ def _sure_sites(project: Project, path: str, calls: list[CallSite]) -> list[tupl
 
 
 def _unguarded(call: CallSite) -> bool:
-    """Does ``call`` run on every run of its caller's code there, its ``if``/``else`` arms aside?"""
-    return call.arms is not None and not (call.opt_in or call.branch or call.switch or call.guard or call.every or call.flags or call.run_flags)
+    """Does ``call`` run on every run of its caller's code there, its ``if``/``else`` arms aside, and
+    may it hand its callee a tensor (or nothing)? A call passing Python values only (dinov2's
+    ``metric_logger.update(lr=lr)``) makes no read its callee does under ``isinstance(v, torch.Tensor)``."""
+    if call.arms is None or call.opt_in or call.branch or call.switch or call.guard or call.every or call.flags or call.run_flags:
+        return False
+    return call.tensors or call.given == (0, ())
 
 
 def _callees(project: Project, steps: Steps, function: Function, calls_by_caller: dict[Function, list[CallSite]],
