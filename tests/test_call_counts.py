@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from conftest import assert_markers_hold, copied_project
 
-from torchlint.analysis.call_arms import arms_count, call_arms
+from torchlint.analysis.call_arms import arms_count, arms_sum, call_arms
 from torchlint.analysis.tree import Tree
 from torchlint.config import from_table
 from torchlint.engine import lint_paths
@@ -30,8 +30,8 @@ def test_findings_match_the_markers(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_the_sampling_helper_says_its_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, findings = _findings(tmp_path, monkeypatch)
     extract = next(f for f in findings if f.path.endswith("sampler.py"))
-    assert extract.message.endswith("(8 times per denoising step: from 2 calls in `Sampler.mean_variance()`, "
-                                    "4 in `Sampler.posterior()`, 2 in `Sampler.predict_start()`)")
+    assert extract.message.endswith("(8 times per denoising step: from 4 calls in `Sampler.posterior()`, "
+                                    "2 in `Sampler.mean_variance()`, 2 in `Sampler.predict_start()`)")
 
 
 def test_two_calls_outside_the_if_else_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,6 +40,22 @@ def test_two_calls_outside_the_if_else_add_up(tmp_path: Path, monkeypatch: pytes
     _, findings = _findings(tmp_path, monkeypatch, edits)
     lookup = next(f for f in findings if f.path.endswith("schedule.py") and f.line == 10)
     assert lookup.impact == "high" and "(2 times per step: from 2 calls in `noise_scale()`)" in lookup.message
+
+
+def test_an_if_else_of_two_helpers_that_both_call_it_runs_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the larger side of the chain, key by key through the helpers, not one count per helper: improved-diffusion's
+    # `optimize_fp16()` or `optimize_normal()`, each calling `_log_grad_norm()`)
+    edits = {"schedule.py": ("        return lookup(COSINE, t)\n    else:\n        return lookup(LINEAR, t)",
+                             "        return cosine_scale(t)\n    else:\n        return linear_scale(t)\n\n\n"
+                             "def cosine_scale(t):\n    return lookup(COSINE, t)\n\n\ndef linear_scale(t):\n    return lookup(LINEAR, t)")}
+    _, findings = _findings(tmp_path, monkeypatch, edits)
+    lookup = next(f for f in findings if f.path.endswith("schedule.py") and f.line == 10)
+    assert lookup.impact == "medium" and "times per step" not in lookup.message
+
+
+def test_arms_sum_takes_the_larger_arm_key_by_key() -> None:
+    sites = [(((1, 0),), {"f1": 1, "h": 1}), (((1, 1),), {"f2": 1, "h": 2}), ((), {"h": 1})]
+    assert arms_sum(sites) == {"f1": 1, "f2": 1, "h": 3}  # type: ignore[arg-type]
 
 
 def test_a_sampling_step_that_repeats_it_outweighs_a_training_step_that_calls_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

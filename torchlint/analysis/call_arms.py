@@ -86,3 +86,29 @@ def arms_count(sites: list[Arms], depth: int = 0) -> int:
     for chain in chains.values():
         total += max(arms_count(group, depth + 1) for group in chain.values())
     return total
+
+
+def arms_sum(sites: list[tuple[Arms, dict[object, int]]], depth: int = 0) -> dict[object, int]:
+    """``arms_count`` with each site weighing what one run of it makes run (a function and what it calls,
+    each with how many times): summed along a run, the larger of a chain's arms taken key by key (an
+    ``if``/``else`` whose two sides call two helpers that both call a third: once, not twice)."""
+    total: dict[object, int] = {}
+    chains: dict[int, dict[int, list[tuple[Arms, dict[object, int]]]]] = {}
+    for arms, weight in sites:
+        if len(arms) <= depth:
+            _add(total, weight)
+        else:
+            head, arm = arms[depth]
+            chains.setdefault(head, {}).setdefault(arm, []).append((arms, weight))
+    for chain in chains.values():
+        largest: dict[object, int] = {}
+        for group in chain.values():
+            for key, count in arms_sum(group, depth + 1).items():
+                largest[key] = max(largest.get(key, 0), count)
+        _add(total, largest)
+    return total
+
+
+def _add(total: dict[object, int], weight: dict[object, int]) -> None:
+    for key, count in weight.items():
+        total[key] = total.get(key, 0) + count

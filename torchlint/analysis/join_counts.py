@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from torchlint.analysis.call_arms import Arms, arms_count
+from torchlint.analysis.call_arms import Arms, arms_count, arms_sum
 from torchlint.analysis.join_loops import _loop_where
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
 from torchlint.analysis.multiplicity import CALL_SITE, LOOP_WORDS, Multiplicity, Repeat, Where
@@ -34,8 +34,9 @@ def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Functio
     runs it more often (``Multiplicity.outweighs``)."""
     found: dict[Function, list[tuple[_Step, int, tuple[tuple[str, int, int], ...]]]] = {}
     edges: dict[Function, dict[Function, list[Arms]]] = {}
+    runs: dict[Function, dict[Function, int] | None] = {}
     for step in _steps(project, steps, loops_by_file, step_loops):
-        for function, (count, callers) in _counts(project, steps, step, calls_by_caller, edges).items():
+        for function, (count, callers) in _counts(project, steps, step, calls_by_caller, edges, runs).items():
             if count >= 2:
                 found.setdefault(function, []).append((step, count, callers))
     for (path, key), counts in found.items():
@@ -118,33 +119,36 @@ def _callees(project: Project, steps: Steps, function: Function, calls_by_caller
 
 
 def _counts(project: Project, steps: Steps, step: _Step, calls_by_caller: dict[Function, list[CallSite]],
-            edges: dict[Function, dict[Function, list[Arms]]]) -> dict[Function, tuple[int, tuple[tuple[str, int, int], ...]]]:
-    """Each function ``step`` reaches by sure call sites: how many times one step runs it, and from which callers how many."""
-    root: Function = ("", step.name)
-    callers: dict[Function, list[Function]] = {}
-    pending = [root]
-    seen = {root}
-    while pending:
-        function = pending.pop()
-        for callee in (step.calls if function == root else _callees(project, steps, function, calls_by_caller, edges)):
-            callers.setdefault(callee, []).append(function)
-            if callee not in seen:
-                seen.add(callee)
-                pending.append(callee)
-    # Callers before callees (Kahn's order): a function in a recursion, or called from one, is never
-    # ready, so it keeps its once per step (its count per step is not known).
-    waiting = {function: len(set(those)) for function, those in callers.items()}
-    counts: dict[Function, int] = {root: 1}
+            edges: dict[Function, dict[Function, list[Arms]]], runs: dict[Function, dict[Function, int] | None]) -> dict[Function, tuple[int, tuple[tuple[str, int, int], ...]]]:
+    """Each function ``step`` reaches by sure call sites: how many times one step runs it (``arms_sum``
+    over the step's sites, each weighing what its callee runs per run), and its callers' shares."""
+    per_step = arms_sum([(arms, _with_callee(callee, _per_run(project, steps, callee, calls_by_caller, edges, runs)))
+                         for callee, sites in step.calls.items() for arms in sites])
     found: dict[Function, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
-    ready = [root]
-    while ready:
-        function = ready.pop()
-        for callee in (step.calls if function == root else edges[function]):
-            waiting[callee] -= 1
-            if waiting[callee] == 0:
-                parts = [(caller, counts[caller], arms_count(step.calls[callee] if caller == root else edges[caller][callee]))
-                         for caller in callers[callee]]
-                counts[callee] = sum(runs * sites for _, runs, sites in parts)
-                found[callee] = counts[callee], tuple((step.name if caller == root else caller[1], runs, sites) for caller, runs, sites in parts if runs * sites)
-                ready.append(callee)
+    for function, count in per_step.items():
+        if count >= 2:
+            shares = [(caller, per_step.get(caller, 0), arms_count(callees[function]))
+                      for caller, callees in edges.items() if function in callees and per_step.get(caller)]
+            if function in step.calls:
+                shares.insert(0, (("", step.name), 1, arms_count(step.calls[function])))
+            shares.sort(key=lambda share: (-share[1] * share[2], share[0][1]))  # (the largest share first)
+            found[function] = count, tuple((caller[1], n, sites) for caller, n, sites in shares if n * sites)  # type: ignore[index]
     return found
+
+
+def _with_callee(callee: Function, below: dict[Function, int] | None) -> dict[object, int]:
+    weight: dict[object, int] = dict(below or {})
+    weight[callee] = weight.get(callee, 0) + 1
+    return weight
+
+
+def _per_run(project: Project, steps: Steps, function: Function, calls_by_caller: dict[Function, list[CallSite]],
+             edges: dict[Function, dict[Function, list[Arms]]], runs: dict[Function, dict[Function, int] | None]) -> dict[Function, int] | None:
+    """What one run of ``function`` runs by sure call sites, each with how many times; memoised in
+    ``runs`` across steps. A recursion (a function asked while it is being counted) adds nothing more."""
+    if function in runs:
+        return runs[function]
+    runs[function] = None  # (in progress: a recursion back to it counts no further)
+    runs[function] = arms_sum([(arms, _with_callee(callee, _per_run(project, steps, callee, calls_by_caller, edges, runs)))  # type: ignore[misc]
+                               for callee, sites in _callees(project, steps, function, calls_by_caller, edges).items() for arms in sites])
+    return runs[function]
