@@ -11,7 +11,9 @@ Arms = tuple[tuple[int, int], ...]  # (the head `if` of a chain by its pre-order
 AFTER = -1  # the arm of the code after an `if` whose body returns or raises: it runs only where that body did not
 
 # Around these a call may run any number of times, or not on the normal path: no sure count per run of its function.
-_UNSURE = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda, cst.ExceptHandler, cst.ExceptStarHandler)
+_UNSURE = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda, cst.ExceptHandler, cst.ExceptStarHandler})
+_TESTS = frozenset({cst.If, cst.IfExp, cst.IndentedBlock})  # what may make an arm
+_ENDS = frozenset({cst.FunctionDef, cst.Module})
 
 
 def call_arms(tree: Tree, call: cst.Call) -> Arms | None:
@@ -23,21 +25,25 @@ def call_arms(tree: Tree, call: cst.Call) -> Arms | None:
     levels: list[list[tuple[int, int]]] = []  # innermost first
     child: cst.CSTNode = call
     for ancestor in tree.ancestors(call):
-        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+        kind = type(ancestor)
+        if kind in _TESTS:
+            if kind is cst.If:
+                if child is not ancestor.test:  # type: ignore[attr-defined]
+                    if _periodic(ancestor.test):  # type: ignore[attr-defined]
+                        return None  # (`if global_step % args.train_frequency == 0:`: on some steps only, however the loop's step is taken)
+                    if not _is_elif(tree, ancestor, child):  # type: ignore[arg-type]
+                        levels.append([_chain_arm(tree, ancestor, child)])  # type: ignore[arg-type]
+            elif kind is cst.IfExp:
+                if child is not ancestor.test:  # type: ignore[attr-defined]
+                    levels.append([(tree.index(ancestor), 0 if child is ancestor.body else 1)])  # type: ignore[attr-defined]
+            else:  # an indented block: the early returns before the statement holding it
+                exits = [(tree.index(statement), AFTER) for statement in tree.statements_before(ancestor, child, _returns_early)]  # type: ignore[arg-type]
+                if exits:
+                    levels.append(exits)
+        elif kind in _ENDS:
             break
-        if isinstance(ancestor, _UNSURE):
+        elif kind in _UNSURE:
             return None
-        if type(ancestor) is cst.If and child is not ancestor.test and _periodic(ancestor.test):
-            return None  # (`if global_step % args.train_frequency == 0:`: on some steps only, however the loop's step is taken)
-        if type(ancestor) is cst.If and child is not ancestor.test and not _is_elif(tree, ancestor, child):
-            levels.append([_chain_arm(tree, ancestor, child)])
-        elif type(ancestor) is cst.IfExp and child is not ancestor.test:
-            levels.append([(tree.index(ancestor), 0 if child is ancestor.body else 1)])
-        elif type(ancestor) is cst.IndentedBlock:
-            before = next((ancestor.body[:index] for index, statement in enumerate(ancestor.body) if statement is child), ())
-            exits = [(tree.index(statement), AFTER) for statement in before if _returns_early(statement)]
-            if exits:
-                levels.append(exits)
         child = ancestor
     return tuple(arm for level in reversed(levels) for arm in level)
 
