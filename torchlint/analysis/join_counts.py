@@ -12,6 +12,7 @@ from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.findings import Location
 
+_DEPTH = 100  # calls deep from a step: past it, what a function runs is not counted
 Function = tuple[str, str]  # (file, function key); a step's own root is ("", its group's key)
 
 
@@ -143,12 +144,15 @@ def _with_callee(callee: Function, below: dict[Function, int] | None) -> dict[ob
 
 
 def _per_run(project: Project, steps: Steps, function: Function, calls_by_caller: dict[Function, list[CallSite]],
-             edges: dict[Function, dict[Function, list[Arms]]], runs: dict[Function, dict[Function, int] | None]) -> dict[Function, int] | None:
+             edges: dict[Function, dict[Function, list[Arms]]], runs: dict[Function, dict[Function, int] | None],
+             depth: int = 0) -> dict[Function, int] | None:
     """What one run of ``function`` runs by sure call sites, each with how many times; memoised in
     ``runs`` across steps. A recursion (a function asked while it is being counted) adds nothing more."""
     if function in runs:
         return runs[function]
+    if depth > _DEPTH:
+        return None  # (a chain of calls this deep: what lies below is not counted, nor is Python's stack spent on it)
     runs[function] = None  # (in progress: a recursion back to it counts no further)
-    runs[function] = arms_sum([(arms, _with_callee(callee, _per_run(project, steps, callee, calls_by_caller, edges, runs)))  # type: ignore[misc]
+    runs[function] = arms_sum([(arms, _with_callee(callee, _per_run(project, steps, callee, calls_by_caller, edges, runs, depth + 1)))  # type: ignore[misc]
                                for callee, sites in _callees(project, steps, function, calls_by_caller, edges).items() for arms in sites])
     return runs[function]
