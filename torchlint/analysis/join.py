@@ -24,6 +24,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.compiled_reach import compiled_reach
 from torchlint.analysis.every_n import every_n_reach
 from torchlint.analysis.idle_models import idle_models
+from torchlint.analysis.join_counts import sum_call_sites
 from torchlint.analysis.join_generations import DECODED, Generations
 from torchlint.analysis.join_loops import ModelReach, _loop_where, _step_loops
 from torchlint.analysis.join_params import constructed, device_params, element_params, host_call_params, host_params, host_returned, host_steps, listed_params, never_built
@@ -65,6 +66,7 @@ def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None
                 work.append((*callee, seed))
     omitting: dict[tuple[str, str], StepInfo] = {}  # (file, `f#none:name`) -> the reach that leaves `name` out
     _spread(project, work, steps, calls_by_caller, loops_by_file, omitting, guarded)
+    sum_call_sites(project, steps, calls_by_caller, loops_by_file, step_loops)  # (before the loops and branches inside take their function's place)
     _inner_places(project, steps, omitting)
     steps.every_n = every_n_reach(project, steps, step_loops, calls_by_caller)
     steps.compiled = compiled_reach(project)

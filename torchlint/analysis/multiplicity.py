@@ -78,8 +78,12 @@ class Repeat:
     # (genlip's `scores = score_image(model, row)` per image, then its reads): each repetition is a
     # model run of its own, and a read after it one wait per model run, a step's ratio.
     models: bool = False
+    # A function's call sites summed (``kind`` ``CALL_SITE``, join_counts.py): the functions that call it, each with how
+    # many times per step it runs and how many of its calls run per run (`q_posterior_mean_variance`, run twice, four).
+    calls: tuple[tuple[str, int, int], ...] = ()
 
 
+CALL_SITE = "call site"  # a function called from several places of one step (``Repeat.calls``): each call waits again
 FEW_ITEMS = 4  # at most this many repetitions of a wait (a loop over the splits of a dataset) are "a few"
 
 
@@ -163,6 +167,14 @@ class Multiplicity:
         "" for once per step."""
         if not self.repeats:
             return f"per {self.unit}" if self.unit in SEQUENTIAL else ""
+        summed = next((r for r in self.repeats if r.calls), None)
+        if summed is not None:  # "8 times per denoising step: from 2 calls in `p_mean_variance()`, 4 in ..."
+            parts = [_share(caller, runs, sites, index == 0) for index, (caller, runs, sites) in enumerate(summed.calls)]
+            if self.count is not None:
+                return f"{self.count} times per {self.unit}: from {', '.join(parts)}"
+            # (its own loops of no known count inside: "per iteration, in each of 6 calls per step (from ...)")
+            inner = Multiplicity(tuple(r for r in self.repeats if r is not summed), self.unit).words()
+            return f"{inner}, in each of {summed.count} calls per {self.unit} (from {', '.join(parts)})"
         vias = [f"`{r.via}()`" for r in self.repeats if r.via]
         each = f": once in each {' in each '.join(reversed(vias))}" if vias else ""
         count = self.count
@@ -176,6 +188,13 @@ class Multiplicity:
         kinds = [self.unit] + [r.kind for r in self.repeats]  # outermost first
         named = [kind if index == 0 or kind != kinds[index - 1] else f"inner {kind}" for index, kind in enumerate(kinds)]
         return list(reversed(named))
+
+
+def _share(caller: str, runs: int, sites: int, first: bool) -> str:
+    """"2 calls in `q_sample()`", "4 in each of 2 runs of `q_posterior_mean_variance()`"; a step loop's own: "in the loop"."""
+    calls = (" call" if sites == 1 else " calls") if first else ""
+    where = f"`{caller.partition('#')[0]}()`" if caller else "the loop"
+    return f"{sites}{calls} in each of {runs} runs of {where}" if runs > 1 else f"{sites}{calls} in {where}"
 
 
 ONCE_PER_STEP = Multiplicity()
@@ -231,4 +250,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["CALL_SITE", "DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]

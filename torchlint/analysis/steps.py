@@ -28,6 +28,7 @@ import libcst as cst
 
 from torchlint.analysis import frameworks
 from torchlint.analysis.branch_members import BranchMembers
+from torchlint.analysis.call_arms import call_arms
 from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
@@ -213,7 +214,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         flags=self.member_flags(call, target) if caller else (),
                         run_mode=bool(placed) and mode, run_flags=run_flags,
                         maybe_none=facts["maybe_none"],
-                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call))
+                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call), arms=facts["arms"], hot_loop=facts["hot_loop"] if loop is not None else -1, node=facts["node"])
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -233,7 +234,8 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call),
                 "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
-                "results": results, "elements": elements, "host_args": host_args, "hosts_if": hosts_if}
+                "results": results, "elements": elements, "host_args": host_args, "hosts_if": hosts_if,
+                "arms": call_arms(self.ctx.tree, call), "hot_loop": self.ctx.tree.index(hot) if (hot := self.ctx.loops.local_hot_loop(call)) is not None else -1, "node": self.ctx.tree.index(call)}
         return known
 
     @cached_property

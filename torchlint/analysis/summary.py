@@ -142,6 +142,11 @@ class CallSite:
     # (ogb's full-batch `result = test(model, data, split_idx, evaluator)` every epoch, `StepEvaluations.evaluates`): what
     # it runs, an evaluator's copies too, runs once per evaluation, tiered as an evaluation's, not as the training step's
     evaluates: bool = False
+    # the exclusive branches of its function it sits in (`call_arms`: an `if`/`else` pair's two calls run one at a time), so the
+    # join sums a function's call sites per run of its caller (`join_counts`); None: any number of times per run (a comprehension's)
+    arms: tuple[tuple[int, int], ...] | None = None
+    hot_loop: int = -1  # the hot loop it is in (its pre-order index in the file): the step whose calls the join sums (`join_counts`)
+    node: int = -1  # the call's pre-order index in its file: the sites one call makes (a container's members, one each) share it
 
 
 @pickled_by_fields
