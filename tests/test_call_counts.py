@@ -39,7 +39,18 @@ def test_two_calls_outside_the_if_else_add_up(tmp_path: Path, monkeypatch: pytes
                              "        pass\n    return lookup(COSINE, t) + lookup(LINEAR, t)")}
     _, findings = _findings(tmp_path, monkeypatch, edits)
     lookup = next(f for f in findings if f.path.endswith("schedule.py") and f.line == 10)
-    assert lookup.impact == "high" and "(2 times per step: from 2 calls in `noise_scale()`)" in lookup.message
+    # (two are a few: the second copy, side by side with the first, waits only for its own small kernels; the
+    # message says both, the tier stays one wait's)
+    assert lookup.impact == "medium" and "(2 times per step: from 2 calls in `noise_scale()`)" in lookup.message
+
+
+def test_five_calls_in_one_step_are_high(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    edits = {"schedule.py": ("        return lookup(COSINE, t)\n    else:\n        return lookup(LINEAR, t)",
+                             "        pass\n    return lookup(COSINE, t) + lookup(LINEAR, t) + lookup(COSINE, t) "
+                             "+ lookup(LINEAR, t) + lookup(COSINE, t) + lookup(LINEAR, t)")}
+    _, findings = _findings(tmp_path, monkeypatch, edits)
+    lookup = next(f for f in findings if f.path.endswith("schedule.py") and f.line == 10)
+    assert lookup.impact == "high" and "(6 times per step: from 6 calls in `noise_scale()`)" in lookup.message
 
 
 def test_an_if_else_of_two_helpers_that_both_call_it_runs_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from torchlint.analysis.call_arms import Arms, arms_count, arms_sum
 from torchlint.analysis.join_loops import _loop_where
 from torchlint.analysis.join_steps import StepInfo, Steps, within_step
-from torchlint.analysis.multiplicity import CALL_SITE, LOOP_WORDS, Multiplicity, Repeat, Where
+from torchlint.analysis.multiplicity import CALL_SITE, FEW_ITEMS, LOOP_WORDS, Multiplicity, Repeat, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
 from torchlint.findings import Location
@@ -47,13 +47,21 @@ def sum_call_sites(project: Project, steps: Steps, calls_by_caller: dict[Functio
         same = [entry for entry in counts if entry[0].where is known.where]
         if same:
             step, count, callers = max(same, key=lambda entry: entry[1])
-            steps[path][key] = replace(known, per_step=Multiplicity((Repeat(CALL_SITE, count, calls=callers),), known.per_step.unit))
+            steps[path][key] = replace(known, per_step=Multiplicity((_summed(count, callers),), known.per_step.unit))
             continue
         step, count, callers = max(counts, key=lambda entry: (Multiplicity((Repeat(CALL_SITE, entry[1]),), entry[0].unit)._weight()))
-        summed = Multiplicity((Repeat(CALL_SITE, count, calls=callers),), step.unit)
+        summed = Multiplicity((_summed(count, callers),), step.unit)
         if summed.outweighs(known.per_step):  # (a sampling step runs it 8 times per denoising step, the training step once)
             steps[path][key] = replace(known, where=step.where, origin=LOOP_WORDS[step.where], per_step=summed, guard="", distributed_only=False,
                                        sites=(step.site,) if step.site is not None else known.sites, via=callers[0][0] if callers[0][0] != key else "")
+
+
+def _summed(count: int, callers: tuple[tuple[str, int, int], ...]) -> Repeat:
+    """The repeat ``count`` sure calls in one step make. Up to ``FEW_ITEMS`` are a few, as a loop over a
+    few fixed items is: the calls' reads often sit side by side (ConvNeXt's `update(class_acc=...)` then
+    `update(grad_norm=...)`, right after the step's synchronize), and after the first each waits only for
+    its own small kernels; past that, the waits add up (DiT's ten uploads of a schedule per step)."""
+    return Repeat(CALL_SITE, count, calls=callers, few=count <= FEW_ITEMS)
 
 
 def _steps(project: Project, steps: Steps, loops_by_file: dict[str, dict[str, str]], step_loops: dict[tuple[str, str], Where]) -> list[_Step]:
