@@ -137,7 +137,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later, after_drain=drained, called_in=placed_in, run_flags=flags))  # what it returns, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, returned_element=report.returned_element, mid_step=later, after_drain=drained, called_in=placed_in, run_flags=flags))  # what it returns, the join knows
                     continue
                 if report.unless_buffers is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:
