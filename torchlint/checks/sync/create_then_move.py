@@ -299,10 +299,11 @@ def _sizes(ctx, call: cst.Call) -> list[cst.BaseExpression] | None:  # type: ign
 
 
 def _large(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
-    """Is the factory's tensor large whatever the batch: two dimensions or more, one of them a vocabulary's or
-    a class count's, the size of the file's output layer (`torch.zeros(b, max_len, vocab_size)`: tens of megabytes)?"""
+    """Is the factory's tensor large whatever the batch: three dimensions or more, one of them a vocabulary's or
+    a class count's, the size of the file's output layer (`torch.zeros(b, max_len, vocab_size)`: tens of megabytes;
+    not a `(latent_dim, action_dim)` matrix, a layer's worth)?"""
     sizes = _sizes(ctx, call)
-    return sizes is not None and len(sizes) >= 2 and any(output_sized(ctx, size) for size in sizes)
+    return sizes is not None and len(sizes) >= 3 and any(output_sized(ctx, size) for size in sizes)
 
 
 # A vector with at most this many columns (literal sizes beside one size of a row count) is small: a value or a box per row.
