@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.device_reach import FACTORIES
 from torchlint.analysis.names import dotted
 
 if TYPE_CHECKING:
@@ -37,3 +38,16 @@ def output_sized(ctx: FileContext, size: cst.BaseExpression) -> bool:
     """Is ``size`` (a name or an attribute) one of the file's output-layer sizes: a vocabulary's or a class count's?"""
     name = dotted(size) if type(size) in (cst.Name, cst.Attribute) else None
     return name is not None and name.rsplit(".", 1)[-1] in output_size_names(ctx)
+
+
+def vocabulary_sized(ctx: FileContext, call: cst.Call, sizes: list[cst.BaseExpression] | None = None) -> bool:
+    """Is ``call`` a torch factory given three sizes or more, one of them an output-layer size
+    (``torch.zeros(b, max_len, vocab_size)``: tens of megabytes, whatever the batch)? ``sizes``: the
+    sizes as its caller read them (else its positional arguments, or the tuple given as one)."""
+    if sizes is None:
+        if ctx.qname(call.func) not in FACTORIES:
+            return False
+        sizes = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
+            sizes = [element.value for element in sizes[0].elements]  # type: ignore[attr-defined]
+    return len(sizes) >= 3 and any(output_sized(ctx, size) for size in sizes)

@@ -11,7 +11,7 @@ from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.host_tensors import FACTORIES, FROM_DATA
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
-from torchlint.analysis.output_sizes import output_sized
+from torchlint.analysis.output_sizes import vocabulary_sized
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
@@ -303,7 +303,7 @@ def _large(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     a class count's, the size of the file's output layer (`torch.zeros(b, max_len, vocab_size)`: tens of megabytes;
     not a `(latent_dim, action_dim)` matrix, a layer's worth)?"""
     sizes = _sizes(ctx, call)
-    return sizes is not None and len(sizes) >= 3 and any(output_sized(ctx, size) for size in sizes)
+    return sizes is not None and vocabulary_sized(ctx, call, sizes)
 
 
 # A vector with at most this many columns (literal sizes beside one size of a row count) is small: a value or a box per row.
