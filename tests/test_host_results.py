@@ -29,3 +29,16 @@ def test_the_summary_names_the_host_sampler_only(tmp_path: Path, monkeypatch: py
     ctx = FileContext(cst.parse_module(source), "sampling.py")
     summary = StepSummarizer(ctx).summary("sampling.py", lambda node: None)  # type: ignore[arg-type,return-value]
     assert summary.host_results == frozenset({"Sampler.pick_from_list", "ListSampler.pick_from_list"})
+
+
+def test_a_model_returning_a_list_of_lengths_names_that_element() -> None:
+    # `forward` returns `(scores, caps, lengths.tolist(), caplens - 1)`: position 2 is a Python list, 3 a device tensor
+    import libcst as cst
+
+    from torchlint.analysis.context import FileContext
+    from torchlint.analysis.steps import StepSummarizer
+
+    source = (Path(__file__).parent.parent / "fixtures/projects/host_returns/captioner.py").read_text()
+    ctx = FileContext(cst.parse_module(source), "captioner.py")
+    summary = StepSummarizer(ctx).summary("captioner.py", lambda node: None)  # type: ignore[arg-type,return-value]
+    assert summary.host_returns == (("Captioner.forward", 2),)

@@ -26,6 +26,8 @@ class Cost(enum.Enum):
                    "the sync is that structure's price, not avoidable short of keeping it on the device")
     UPLOAD = "a tensor made on the host and copied over, the host waiting for the copy"
     SMALL_UPLOAD = "a small tensor made on the host and copied over: the bytes cost nothing, but a blocking copy waits for the GPU's queue like a read"
+    LARGE_UPLOAD = ("a large tensor made on the host and copied over (a vocabulary's or class count's worth per row): "
+                    "the host fills its megabytes and the pageable copy moves them while the GPU idles, drained queue or not")
     ALLOCATION = "an extra host allocation and copy"
     SMALL_WORK = "a little extra work (a memset, a bias add, autograd bookkeeping)"
     SMALL_KERNELS = "slightly slower kernels (small layers, or the batch dimension)"
@@ -112,6 +114,7 @@ MODULE_OFFLOAD       high   high   medium high   low    low    low
 NEEDED_READ          low    low    low    low    low    low    low
 UPLOAD               high   medium low    medium low    low    low
 SMALL_UPLOAD         medium medium low    medium low    low    low
+LARGE_UPLOAD         high   medium low    medium low    low    low
 ALLOCATION           medium low    low    low    low    low    low
 SMALL_WORK           low    low    low    low    low    low    low
 SMALL_KERNELS        low    low    low    low    low    low    low

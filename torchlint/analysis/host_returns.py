@@ -70,6 +70,44 @@ def _surely_host(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, de
     return False
 
 
+def unpacked_call(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[cst.Call, int] | None:
+    """(the call, the position) where the name ``expr`` is one element unpacked from what a call
+    returned (``scores, caps, lengths = decoder(feats, caps, caplens)``: ``decoder(...)``, 2)."""
+    if type(expr) is not cst.Name:
+        return None
+    binding = ctx.bindings.reaching(expr.value, at)
+    value = getattr(binding, "value", None)
+    if binding is None or binding.kind != "assign" or binding.element is None or type(value) is not cst.Call:
+        return None
+    return value, binding.element
+
+
+def host_element_here(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """Is ``expr`` an element unpacked from what a function or a model of this file returns that every
+    ``return`` makes on the host (a decoder's ``forward`` returning ``(caplens - 1).tolist()``)?"""
+    unpacked = unpacked_call(ctx, expr, at)
+    if unpacked is None:
+        return False
+    returned = ctx.values.returned_values(*unpacked)
+    return bool(returned) and all(_surely_host(ctx, value, ret, 0) for value, ret in returned)
+
+
+def element_of_elsewhere(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[cst.Call, int] | None:
+    """(the call, the position) where ``expr`` is an element unpacked from what a call of another file's
+    function or an object's method this file does not define returns: the join knows whether it is a
+    host value (``FileSummary.host_returns``); None for a library op or a function of this file."""
+    unpacked = unpacked_call(ctx, expr, at)
+    if unpacked is None:
+        return None
+    call = unpacked[0]
+    qualified = ctx.qname(call.func)
+    if qualified is not None and qualified.split(".")[0] in ("torch", "numpy"):
+        return None  # a library op: its own placement rules hold
+    if ctx.values.returned_values(call, unpacked[1]) or ctx.functions.called(call, qualified) is not None:
+        return None  # a function of this file: read here (`host_element_here`)
+    return unpacked
+
+
 def returned_key(ctx: FileContext, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> str:
     """``returned:make_ddim_sampling_parameters#2`` where the tensor ``expr`` may be is an element
     of what a function of another file returns (position 2 of its tuple; -1: the whole value),

@@ -201,6 +201,8 @@ class HostValues:
             return None  # a library op: its own placement rules hold
         if ctx.functions.called(call, qualified) is not None:
             return None  # a function of this file: read here (`_local_helper_of_host_values`)
+        if type(call.func) is cst.Attribute and ctx.values.kind(call.func.value, bound.node) is Kind.TENSOR:
+            return None  # `last_loss = loss[:, -1].mean()`: a tensor's own method, no other file's
         return call
 
     def _copies_a_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:

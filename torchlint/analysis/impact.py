@@ -26,7 +26,7 @@ from torchlint.findings import HIGH, LOW, MEDIUM
 # nothing, so they fall to low. Where the place comes from the file's own loops only: a
 # model's layers or a loader of a host-only file may well run on a device another file picks.
 _DEVICE_COSTS = frozenset({
-    Cost.SYNC, Cost.EMPTY_CACHE, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.MODULE_OFFLOAD, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
+    Cost.SYNC, Cost.EMPTY_CACHE, Cost.HOST_COPY, Cost.ROUND_TRIP, Cost.MODULE_OFFLOAD, Cost.UPLOAD, Cost.SMALL_UPLOAD, Cost.LARGE_UPLOAD, Cost.ALLOCATION, Cost.PINNED_COPY,
     Cost.UNPINNED_NON_BLOCKING,
 })
 

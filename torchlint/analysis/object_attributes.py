@@ -66,11 +66,23 @@ class ObjectAttributes:
                         self._registered_members(cls, attr)))  # every branch's object: any may run; `self.add_module("conv", Conv())`
         if annotated is None:
             annotated = self._annotated(self._class_annotations(cls).get(attr), cls)
+        if annotated is not None and self._built_by_kept_class(cls, bindings):
+            built = None  # `self.policy = self.policy_class(...)`: a class picked at run time; `policy: ActorCriticPolicy` names it
         found = built or annotated or passed
         if found is None and not bindings and attr not in self._class_annotations(cls) and self._has_project_base(cls):
             found = ("attr", self.class_keys[id(cls)], attr)  # set by a base class in another module
         memo[key] = found
         return found
+
+    def _built_by_kept_class(self, cls: cst.ClassDef, bindings: list[Binding]) -> bool:
+        """Is ``self.<attr>`` built only by calling what another attribute of ``cls`` keeps, not a method it
+        defines (``self.policy = self.policy_class(...)``: the class a constructor or a table of aliases chose),
+        apart from moving it (``self.policy = self.policy.to(device)``)?"""
+        methods = {s.name.value for s in cls.body.body if type(s) is cst.FunctionDef} if isinstance(cls.body, cst.IndentedBlock) else set()
+        calls = [unwrap_moves(b.value) for b in bindings if b.kind == "assign" and b.value is not None]
+        kept = [c for c in calls if type(c) is cst.Call and type(c.func) is cst.Attribute and dotted(c.func.value) == "self"]
+        return bool(kept) and all(c.func.attr.value not in methods for c in kept) \
+            and all(c in kept or type(c) is cst.Attribute and dotted(c.value) == "self" for c in calls)  # type: ignore[attr-defined]
 
     def _class_annotations(self, cls: cst.ClassDef) -> dict[str, cst.Annotation]:
         """``policy: ActorCriticPolicy`` in the class body."""

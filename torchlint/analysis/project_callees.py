@@ -32,11 +32,14 @@ def queues_work(project: Project, ref: Ref, importer: str, reach: ModelReach) ->
     return False
 
 
-def returns_host(project: Project, ref: Ref, importer: str) -> bool:
+def returns_host(project: Project, ref: Ref, importer: str, element: int = -1) -> bool:
     """Does every function a call of ``ref`` may run (at least one) return host values only
     (``FileSummary.host_results``: RWKV's ``sample_logits``, ``torch.multinomial`` of
-    ``softmax(torch.tensor(out))``, a tensor built on the host from a list)?"""
+    ``softmax(torch.tensor(out))``, a tensor built on the host from a list)? With ``element``, at that
+    position of the tuple it returns (``FileSummary.host_returns``: a decoder's ``lengths.tolist()``)."""
     callees = _each_callee(project, ref, importer)  # (an attribute set in two ways: each)
+    if element >= 0:
+        return bool(callees) and all((key, element) in project.files[path].host_returns for path, key in callees)
     return bool(callees) and all(key in project.files[path].host_results for path, key in callees)
 
 

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 # Torch ops a read after them would wait for as for a model's work: not the small kernels of a pass.
 _HEAVY_OPS = frozenset({"matmul", "mm", "bmm", "baddbmm", "addmm", "einsum", "conv1d", "conv2d", "conv3d", "linear",
                         "scaled_dot_product_attention", "cdist", "fft", "stft", "istft", "lstm", "gru"})
+# `torch.nn.functional`'s elementwise losses: a reduction over tensors the step already made, not a layer's work
+# (not `cross_entropy`, `nll_loss`, `kl_div`: over a vocabulary's logits they are work of their own).
+_SMALL_FUNCTIONAL = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                               "binary_cross_entropy_with_logits"})
 # Where a statement's part runs only on some passes: a read inside one of these may not have run.
 _BRANCH_BLOCKS = (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.Finally, cst.SimpleStatementSuite)
 # Where a part runs on other passes than its surroundings' (or not at all): loops, scopes, comprehensions.
@@ -35,9 +39,11 @@ class StepReads:
 
     ctx: FileContext
 
-    def note_reads(self, nodes: Iterable[cst.CSTNode]) -> None:
-        """The nodes the file's findings of a wait stand at (a read, a truth test, a slice by a device scalar)."""
+    def note_reads(self, nodes: Iterable[cst.CSTNode], uploads: Iterable[cst.CSTNode] = ()) -> None:
+        """The nodes the file's findings of a wait stand at (a read, a truth test, a slice by a device scalar);
+        ``uploads``: those of them that are a small blocking copy, not a read (an indexing with a host list)."""
         self._noted_reads = sorted({id(n): n for n in nodes}.values(), key=self.ctx.tree.index)
+        self._noted_uploads = {id(n) for n in uploads}
 
     def _after_read(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node``, a read, preceded in the same pass of its innermost loop (or its function) by
@@ -55,7 +61,7 @@ class StepReads:
         # own statement or in the test of an ``if``/``while`` around it, both inside that one (a long step's
         # reads in the statements before are not asked again, one by one, for each read). In a pass that does
         # not repeat within its step (``_whole_pass``), any read before it in the region may lead it.
-        whole = self._whole_pass(loop, stop)
+        whole = self._whole_pass(loop, stop) or self._step_pass(loop, stop) and not self._uploads(node)
         outermost = tree.statement_of(node)
         if whole:
             low = bisect.bisect_left(noted, tree.index(region), key=tree.index)
@@ -65,9 +71,12 @@ class StepReads:
             low = bisect.bisect_left(noted, tree.index(outermost), key=tree.index)
         else:
             low = 0  # (its statement is not in the region: a loop's header, a one-line body; every read before it)
+        step_pass = self._step_pass(loop, stop)
         for earlier in reversed(noted[low:bisect.bisect_left(noted, tree.index(node), key=tree.index)]):
             if not tree.is_inside(earlier, region) or tree.is_inside(node, earlier) or not (whole or self._leads(earlier, node)):
                 continue
+            if step_pass and not self._leads(earlier, node) and self._uploads(earlier):
+                continue  # (an indexing with a host list, a factory's copy: in a group, each member waits for its own copy)
             if self._surely_before(earlier, node, region):
                 return self._only_small_ops_between(earlier, node, region)
         if whole:
@@ -93,8 +102,19 @@ class StepReads:
         """Is ``loop``'s pass one over the step's logged values (a loss dict's, `for key, values in losses.items()`),
         so that a read in a later statement, with only small ops since the one before, adds no wait? Not a loop over candidates, rows or tokens: reviews count each of
         their reads as a wait of its own (a beam's `.item()` per candidate)."""
-        # (the step's own pass, `loop is stop`, is left to `StepSyncs._after_sync`: host work only between)
+        # (the step's own pass, `loop is stop`: `_step_pass`)
         return loop is not None and loop is not stop and self.ctx.places.repeat_of(loop).kind == "metric"
+
+    def _step_pass(self, loop: cst.CSTNode | None, stop: cst.CSTNode | None) -> bool:
+        """Is ``loop`` (None: no loop in its function) the step's own pass, run once per step: the hot loop's body,
+        or the function the join runs per step? A read there after another of the pass, with only small ops
+        between (PPO's `value_loss.item()` after `clip_fraction`'s, an `mse_loss` queued since), waits for those alone."""
+        return stop is not None and (loop is stop or loop is None and type(stop) is cst.FunctionDef)
+
+    def _uploads(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` a small blocking upload's finding rather than a read (caption's `seqs[incomplete_inds]`,
+        one of seven indexings with a host list per token, each a copy the reviews count)?"""
+        return id(node) in getattr(self, "_noted_uploads", ())
 
     def _in_a_repeated_pass(self, node: cst.CSTNode, stop: cst.CSTNode | None) -> bool:
         """Is ``node`` in a loop inside its step (``stop``), whose passes repeat within it?"""
@@ -143,6 +163,8 @@ class StepReads:
         """Did ``earlier`` run on every pass that runs ``node``: no branch, loop or scope holds it that does
         not hold ``node`` too (an ``if``'s test runs before either branch)?"""
         tree = self.ctx.tree
+        if type(earlier) is cst.BooleanOperation:
+            return False  # a test `dist == "normal" and (std < 0).any()`: its read may be short-circuited
         for above in tree.ancestors(earlier):
             if above is region:
                 return True
@@ -180,4 +202,6 @@ class StepReads:
         if self._may_queue(call) or self._runs_a_helper(call):  # type: ignore[attr-defined]
             return True
         name = (self.ctx.qname(call.func) or "").rsplit(".", 1)[-1] or self.ctx.method_name(call) or ""
-        return name in _HEAVY_OPS or (self.ctx.qname(call.func) or "").startswith("torch.nn.functional.")
+        qualified = self.ctx.qname(call.func) or ""
+        # (a loss of `torch.nn.functional` is one reduction over what the step made: a small op, `F.mse_loss(returns, values)`)
+        return name in _HEAVY_OPS or qualified.startswith("torch.nn.functional.") and name not in _SMALL_FUNCTIONAL

@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis.drained_ends import DrainedEnds
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
+from torchlint.analysis.output_sizes import vocabulary_sized
 from torchlint.analysis.positions import plain_code
 from torchlint.analysis.step_drains import READS, DrainIndex, read_expression
 from torchlint.analysis.sync_ops import SIZED_BY_VALUES, torch_op
@@ -228,6 +229,8 @@ class StepSyncs(DrainedEnds):
         if not ctx.devices.blocking_move(call):
             return False  # `non_blocking=True` (or the user's choice): it may not wait
         receiver = func.value
+        if type(receiver) is cst.Call and func.attr.value in ("to", "cuda") and vocabulary_sized(ctx, receiver):
+            return True  # `torch.zeros(b, max_len, vocab_size).to(device)`: megabytes from pageable memory, after the queue
         return ctx.devices.loader_value(receiver, call) or ctx.values.kind(receiver, call) in (Kind.HOST, Kind.NUMPY)
 
     def _sized_by_values(self, call: cst.Call) -> bool:

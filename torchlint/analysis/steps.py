@@ -391,8 +391,10 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
 
     def _host_returns(self) -> tuple[tuple[str, int], ...]:
         """(function key, element) of what this file's functions return made on the host: only in
-        a file that imports NumPy (a Python value alone is never read as a tensor)."""
-        if not any(m.split(".")[0] == "numpy" for m in self.ctx.imports.modules):
+        a file that imports NumPy or reads a list out of a tensor (a Python number alone is never
+        read as a tensor; a list of them may be handed to a library that reads a tensor there,
+        `pack_padded_sequence(x, lengths)`)."""
+        if not any(m.split(".")[0] == "numpy" for m in self.ctx.imports.modules) and not self.ctx.method_calls("tolist"):
             return ()
         return tuple((self.keys[id(f)], element) for f in self.functions for element in host_elements(self.ctx, f))
 

@@ -63,7 +63,7 @@ SIZED_BY_VALUES = frozenset({"nonzero", "argwhere", "unique", "unique_consecutiv
 # given, spares the read; what it reads). flash_attn's `unpad_input` runs `nonzero` and
 # `seqlens.max().item()` on the mask (and transformers' `_get_unpad_data`, its copy); `one_hot`
 # without `num_classes` reads the largest class; `equal`/`allclose` return a Python bool;
-# `pack_padded_sequence` copies its lengths to the host.
+# `pack_padded_sequence` needs its lengths on the host (a list or a CPU tensor: torch/nn/utils/rnn.py).
 LIBRARY_READS: dict[str, tuple[int, str, str | None, str]] = {
     "flash_attn.bert_padding.unpad_input": (1, "attention_mask", None, "`nonzero` and `.max().item()` of the mask"),
     "flash_attn.bert_padding.unpad_input_for_concatenated_sequences": (1, "attention_mask_in_length", None, "`nonzero` and `.max().item()` of the mask"),

@@ -126,6 +126,8 @@ class Report:
     # Another object's attribute moved to the device (`sde.alphas` of `sde.alphas.to(t.device)`): the finding holds
     # only where the join finds a class that object may be keeping a host tensor there (`FileSummary.host_attributes`).
     host_attribute: cst.Attribute | None = None
+    # With ``unless_host_return``: the position of the returned tuple the node reads (-1: the whole result).
+    returned_element: int = -1
 
 
 class Check:
@@ -221,6 +223,7 @@ class Check:
         host_helper: cst.Call | None = None,
         unless_buffers: cst.Call | None = None,
         host_attribute: cst.Attribute | None = None,
+        returned_element: int = -1,
         **fields: Any,
     ) -> None:
         """Record a finding at ``node``; ``fix`` is ``(old_node, new_node)``; ``hint``
@@ -273,7 +276,8 @@ class Check:
         ``unless_buffers``: the constructor of another file's class the called module is built as: the
         join drops the finding where that class registers buffers and no weights.
         ``host_attribute``: another object's attribute the node moves to the device: the join keeps the
-        finding only where a class that object may be keeps a host tensor there."""
+        finding only where a class that object may be keeps a host tensor there. ``returned_element``: with
+        ``unless_host_return``, the position of the returned tuple read (``_, _, lengths = decoder(x)``)."""
         if not self.applies_to_tests and self.ctx.in_tests(node):
             return
         made_fix = None
@@ -289,7 +293,7 @@ class Check:
         self.reports.append(Report(node, self.message.format(**fields), made_fix, related, hint, condition, needs_tensor, cost, where, repeated,
                                    unreached if condition is not None else None, dataset, setting, unless_host, unless_switch, loader, trainable_class,
                                    if_device, unless_cached, itself, either, unless_passed, unless_built, placed_as, unless_host_return,
-                                   group, subclass_of, backbone_cost, untrained, host_helper, unless_buffers, host_attribute))
+                                   group, subclass_of, backbone_cost, untrained, host_helper, unless_buffers, host_attribute, returned_element))
 
     def finish(self) -> None:
         """Called once after every ``visit_*``; for checks that decide at the end."""

@@ -139,6 +139,7 @@ class Pending(NamedTuple):
     # defaults the finding rests on: dropped where every construction in the project passes one (TL402)
     unless_built: tuple[tuple[str, str, int], ...] = ()
     unless_host_return: bool = False  # ``dataset`` is a call's reference: dropped where every function it may run returns host values
+    returned_element: int = -1  # with ``unless_host_return``: the position of the returned tuple read (-1: the whole result)
     subclass_of: str = ""  # a family (analysis/library_bases.py): ``dataset`` is a class, held where it derives from one of them
     backbone: Finding | None = None  # with ``trainable_only``: the finding where the class's weights are a torchvision model's (TL308)
     untrained: Finding | None = None  # the finding in an inference application: no file trains, one samples (``FileSummary.trains_anywhere``, ``samples_anywhere``: TL402)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.context import FileContext, Options
 from torchlint.analysis.host_consumers import returned
-from torchlint.analysis.impact import READ_COSTS
+from torchlint.analysis.impact import READ_COSTS, Cost
 from torchlint.analysis.positions import compute_spans
 from torchlint.analysis.samples import WORK_PLACEHOLDER, unseen_batches
 from torchlint.analysis.steps import StepSummarizer, function_key
@@ -73,9 +73,10 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
     # (a read after another of the same pass waits only for its own small kernels: the reads are where the waits stand)
     # (only sure ones: not a read that holds where a caller passes a device tensor, or unless another file's value is on the host;
     # a read of a parameter every call may pass a host value is one: where the join drops it, the reads after it of the same value go too)
-    ctx.places.note_reads(report.node for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS
-                          and not (report.needs_tensor_argument or report.unless_host and HOSTED not in report.unless_host
-                                   or report.if_device or report.unless_host_return is not None))
+    sure = [(report.node, report.cost or check_type.cost) for check_type, report in made if (report.cost or check_type.cost) in READ_COSTS
+            and not (report.needs_tensor_argument or report.unless_host and HOSTED not in report.unless_host
+                     or report.if_device or report.unless_host_return is not None)]
+    ctx.places.note_reads((node for node, _ in sure), uploads=(node for node, cost in sure if cost is Cost.SMALL_UPLOAD))
     try:
         summarizer = StepSummarizer(ctx, tails)
         hot_calls = summarizer.hot_call_nodes(located=bool(made))
@@ -137,7 +138,7 @@ def run_checks(source: Source, checks: list[type[Check]], options: Options, debu
                 # (in a file naming no device, the host-steps wait below decides first)
                 if report.unless_host_return is not None and summarizer is not None and (not check_type.device_bound or ctx.devices.names_device()) \
                         and (ref := summarizer.target(report.unless_host_return.func, report.unless_host_return)) is not None:
-                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, mid_step=later, after_drain=drained, called_in=placed_in, run_flags=flags))  # what it returns, the join knows
+                    result.pending.append(Pending(finding, ref, False, unless_host_return=True, returned_element=report.returned_element, mid_step=later, after_drain=drained, called_in=placed_in, run_flags=flags))  # what it returns, the join knows
                     continue
                 if report.unless_buffers is not None and summarizer is not None \
                         and (ref := summarizer.target(report.unless_buffers.func, report.unless_buffers)) is not None:

@@ -229,7 +229,7 @@ def _pending_findings(file_result: FileResult, project: Project | None, settings
                 yield pending.finding
             continue  # no class the object may be keeps a host tensor there (or none of the project's)
         if pending.unless_host_return:
-            if project is None or path not in project.files or not returns_host(project, pending.dataset, path):
+            if project is None or path not in project.files or not returns_host(project, pending.dataset, path, pending.returned_element):
                 yield pending.finding
             continue  # every function the call may run returns host values: nothing on the device to wait for
         if pending.unless_buffers:

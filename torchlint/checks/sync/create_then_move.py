@@ -11,6 +11,7 @@ from torchlint.analysis.edits import with_keyword
 from torchlint.analysis.host_tensors import FACTORIES, FROM_DATA
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.names import dotted
+from torchlint.analysis.output_sizes import vocabulary_sized
 from torchlint.analysis.positions import plain_code
 from torchlint.checks.base import Check
 from torchlint.findings import FixSafety
@@ -137,8 +138,9 @@ class CreateThenMove(Check):
         # A random draw made on the device comes from the device's generator: a seeded run
         # draws other values, so that fix is offered as unsafe only.
         safety = FixSafety.UNSAFE if random else None
-        # A few bytes: the copy's wait for the queue is the cost, tiered like a read's.
-        cost = Cost.SMALL_UPLOAD if _small(self.ctx, made) else None
+        # A few bytes: the copy's wait for the queue is the cost, tiered like a read's; a vocabulary's worth
+        # per row: the host's fill and the copy of its bytes are, drained queue or not.
+        cost = Cost.SMALL_UPLOAD if _small(self.ctx, made) else Cost.LARGE_UPLOAD if _large(self.ctx, made) else None
         self.report(
             made, fix=fix, hint=hint, fix_safety=safety, cost=cost, host_helper=made if elsewhere else None,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
@@ -264,16 +266,9 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     qualified = ctx.qname(call.func) or ""
     if qualified in _VECTORS:
         return True
-    size = ctx.keyword(call, "size")
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    if qualified == "torch.randint":
-        sizes = [size.value] if size is not None else positional[-1:] if len(positional) >= 2 else []
-    elif qualified in _SIZED_BY_ARGUMENTS or qualified in _LEGACY:  # (a legacy constructor here was given sizes: `_given_sizes`)
-        sizes = ([size.value] if size is not None else positional[:1]) if qualified == "torch.full" else (positional or ([size.value] if size is not None else []))
-    else:
+    sizes = _sizes(ctx, call)
+    if sizes is None:
         return False
-    if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
-        sizes = [element.value for element in sizes[0].elements]  # type: ignore[union-attr]
     if len(sizes) == 1 and type(sizes[0]) not in (cst.Attribute, cst.Subscript) and not _shape_of(sizes[0]):
         return True  # one size, not a shape passed whole (`x.shape`, `size`)
     if len(sizes) == 1 and _shape_less_features(sizes[0]):
@@ -285,6 +280,30 @@ def _small(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
     if not sizes or None in values:
         return False
     return _product(values) <= _SMALL_ELEMENTS  # type: ignore[arg-type]
+
+
+def _sizes(ctx, call: cst.Call) -> list[cst.BaseExpression] | None:  # type: ignore[no-untyped-def]
+    """The sizes a factory is given, one per dimension where a tuple spells them (None: not a factory sized by its arguments)."""
+    qualified = ctx.qname(call.func) or ""
+    size = ctx.keyword(call, "size")
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if qualified == "torch.randint":
+        sizes = [size.value] if size is not None else positional[-1:] if len(positional) >= 2 else []
+    elif qualified in _SIZED_BY_ARGUMENTS or qualified in _LEGACY:  # (a legacy constructor here was given sizes: `_given_sizes`)
+        sizes = ([size.value] if size is not None else positional[:1]) if qualified == "torch.full" else (positional or ([size.value] if size is not None else []))
+    else:
+        return None
+    if len(sizes) == 1 and type(sizes[0]) in (cst.Tuple, cst.List):
+        sizes = [element.value for element in sizes[0].elements]  # type: ignore[union-attr]
+    return sizes
+
+
+def _large(ctx, call: cst.Call) -> bool:  # type: ignore[no-untyped-def]
+    """Is the factory's tensor large whatever the batch: three dimensions or more, one of them a vocabulary's or
+    a class count's, the size of the file's output layer (`torch.zeros(b, max_len, vocab_size)`: tens of megabytes;
+    not a `(latent_dim, action_dim)` matrix, a layer's worth)?"""
+    sizes = _sizes(ctx, call)
+    return sizes is not None and vocabulary_sized(ctx, call, sizes)
 
 
 # A vector with at most this many columns (literal sizes beside one size of a row count) is small: a value or a box per row.

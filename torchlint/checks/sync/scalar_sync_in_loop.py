@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.host_returns import returned_key
+from torchlint.analysis.host_returns import element_of_elsewhere, host_element_here, returned_key
 from torchlint.analysis.context import short_code
 from torchlint.analysis.values import Kind
 from torchlint.analysis.guard_sanity import only_reports_bad_values
@@ -47,6 +47,8 @@ class ScalarSyncInLoop(Check):
         receiver = library[0] if library is not None else node.func.value  # type: ignore[attr-defined]
         if library is not None and plainly_python(receiver):
             return  # `pack_padded_sequence(x, [3, 2])`: no tensor read
+        if library is not None and host_element_here(ctx, receiver, node):
+            return  # `_, lengths = decoder(x, caplens)`, whose `forward` returns `caplens.tolist()` there: a list, no read
         if ctx.values.kind(receiver, node) in (Kind.HOST, Kind.NUMPY):
             return  # not a tensor: no device to wait for
         if ctx.devices.is_host_batch(receiver, node) or ctx.devices.loader_value(receiver, node):
@@ -61,7 +63,10 @@ class ScalarSyncInLoop(Check):
             return
         if library is not None:
             hint = _WRITER_HINT if method == "add_scalar" else _LIBRARY_HINT.format(reads=library[1])
-            self.report(node, call=short_code(ctx.module, node, limit=60), hint=hint)
+            # (unpacked from what another file's model returns: the join knows whether that element is a host list)
+            elsewhere = element_of_elsewhere(ctx, receiver, node)
+            self.report(node, call=short_code(ctx.module, node, limit=60), hint=hint,
+                        unless_host_return=elsewhere[0] if elsewhere else None, returned_element=elsewhere[1] if elsewhere else -1)
             return
         # `self.out_dim.item()` with `self.out_dim = out_dim` in `__init__`: host if every construction passes a host tensor
         # `wav.max().item()` in `write(wav)`: host if every call in the project passes a host tensor
