@@ -27,6 +27,9 @@ class BranchMembers:
     def _self_attribute(self, cls: cst.ClassDef, attr: str) -> Ref | None:  # pragma: no cover - ObjectAttributes'
         raise NotImplementedError
 
+    def attribute_holder(self, cls: cst.ClassDef, attr: str, depth: int = 0) -> cst.ClassDef | None:  # pragma: no cover - ObjectAttributes'
+        raise NotImplementedError
+
     def member_flags(self, call: cst.Call, target: Ref) -> tuple[Flag, ...]:
         """The tests of a parameter that the object ``target`` runs (``("object", member, method)``,
         one of the several a ``self`` attribute may hold) was built only under; () where any
@@ -37,6 +40,8 @@ class BranchMembers:
         if type(holder) is not cst.Attribute or dotted(holder.value) != "self":
             return ()
         cls = self.ctx.tree.enclosing_class(call)
+        # (a base class of the file may build it: OpenNMT's `TransformerDecoderLayerBase.__init__`'s `if num_experts > 0:`)
+        cls = self.attribute_holder(cls, holder.attr.value) if cls is not None else None
         if cls is None:
             return ()
         return self._built_under(cls, holder.attr.value).get(target[1], ())
@@ -47,7 +52,7 @@ class BranchMembers:
         if key not in memo:
             held = self._self_attribute(cls, attr)
             # (one object, or a container's members built together: no branch chooses between them)
-            memo[key] = self._branch_objects(cls, attr) if held is not None and held[0] == "each" else {}
+            memo[key] = self._branch_objects(cls, attr) if held is not None else {}
         return memo[key]
 
     def _branch_objects(self, cls: cst.ClassDef, attr: str) -> dict[Ref, tuple[Flag, ...]]:

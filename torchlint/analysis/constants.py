@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 _OPERATORS = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul, cst.FloorDivide: operator.floordiv, cst.Power: operator.pow}
 _CONFIG_OBJECTS = CONFIG_NAMES | {"self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
 
+# keywords only an option declaration passes: `group.add(...)` with one is configargparse's `add_argument`
+_OPTION_KEYWORDS = frozenset({"default", "type", "help", "action", "choices", "dest", "required", "nargs"})
+
 
 def is_setting(expr: cst.BaseExpression) -> bool:
     """A value fixed for the run: a field of a config object (``args.augment_p``,
@@ -312,7 +315,9 @@ class Constants:
         """``--hidden-size`` with ``default=100`` → ``{"hidden_size": Integer(100)}``."""
         if self._argparse is None:
             found: dict[str, cst.BaseExpression] = {}
-            for call in self.ctx.method_calls({"add_argument"}):
+            for call in self.ctx.method_calls({"add_argument", "add"}):
+                if self.ctx.method_name(call) == "add" and not any(a.keyword is not None and a.keyword.value in _OPTION_KEYWORDS for a in call.args):
+                    continue  # (configargparse's `group.add("--num_experts", type=int, default=0)`; a set's `add` is none)
                 dest, default = None, None
                 for arg in call.args:
                     if arg.keyword is None:

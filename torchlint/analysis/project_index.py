@@ -259,8 +259,8 @@ def _implicit(names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> i
     """How many of the callee's first parameters no argument fills: a bound ``self``/``cls``,
     or the ``ctx`` autograd passes an ``autograd.Function``'s ``forward`` (``Fn.apply(x, blocks)``
     fills ``x`` and ``blocks``)."""
-    if bound and names[:1] in (("self",), ("cls",)):
-        return 1
+    if bound and names[:1] in (("self",), ("cls",)) or names[:1] == ("cls",) and "." in callee[1]:
+        return 1  # (a classmethod's `cls` is bound on its class too: `Stack.from_opt(opt)` fills `opt`)
     return 1 if names[:1] == ("ctx",) and callee[1].rsplit(".", 1)[-1] == "forward" else 0
 
 

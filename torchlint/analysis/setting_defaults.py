@@ -127,7 +127,7 @@ class SettingDefaults(CallIndexes, SettingValues):
                 continue
             own = dict(call.own_params).get(where)
             # (its caller's own parameter handed on: what every call of the caller passes there)
-            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._string_default(caller_path, call.caller, own), depth + 1):
+            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._literal_default(caller_path, call.caller, own), depth + 1):
                 return False
         return True
 
@@ -138,11 +138,10 @@ class SettingDefaults(CallIndexes, SettingValues):
                         if where == self._explicit(call, (path, function), param)})
         return f"the run's {', '.join(f'`{n}`' for n in names)} setting, off by default" if names else ""
 
-    def _string_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
-        """``(default,)`` for a parameter of ``function`` that defaults to a string (``FileSummary.string_defaults``), else ()."""
+    def _literal_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
+        """``(default,)`` for a parameter of ``function`` that defaults to a literal (``FileSummary.literal_defaults``), else ()."""
         summary = self.project.files.get(path)
-        found = next((d for f, p, d in summary.string_defaults if f == function and p == param), None) if summary is not None else None
-        return (found,) if found is not None else ()
+        return next(((d,) for f, p, d in summary.literal_defaults if f == function and p == param), ()) if summary is not None else ()
 
     def _a_test(self, path: str, caller: str) -> bool:
         """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
@@ -327,7 +326,8 @@ class SettingDefaults(CallIndexes, SettingValues):
         (``FileSummary.unfollowed``: a library object's, a rare branch's), unless what it passes is
         a literal off or its caller's own parameter, off by default, that nothing turns on?"""
         owner, _, name = function.rpartition(".")
-        if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner):
+        if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner) \
+                and not (name == "__init__" and self._subclasses_construct_through(path, owner)):
             return True
         if name == "__init__":
             # (a construction names its class: one the join cannot resolve is another class; but a class the
@@ -349,6 +349,21 @@ class SettingDefaults(CallIndexes, SettingValues):
             if keyword == param and not (own and self._handed_off(caller_path, caller, own, optional, depth)):
                 return True
         return False
+
+    def _subclasses_construct_through(self, path: str, owner: str) -> bool:
+        """Does every subclass of ``owner`` (of ``path``) in the project reach its ``__init__`` by a call the
+        index holds: none of its own (its constructions run the base's), or one calling ``super().__init__(...)``
+        (OpenNMT's ``TransformerDecoderLayer``: ``super().__init__(..., num_experts=num_experts)``)? Then what
+        a subclass passes is among the calls followed."""
+        for sub_path, sub in self.project.subclasses(path, owner):
+            summary = self.project.files.get(sub_path)
+            cls = self.project.classes.get(sub_path, {}).get(sub)
+            if summary is None or cls is None:
+                return False
+            init = f"{sub}.__init__"
+            if "__init__" in cls.methods and not any(c.caller == init and c.target[0] == "super" and c.target[-1] == "__init__" for c in summary.calls):
+                return False  # (its own `__init__`, and no `super().__init__(...)` seen in it: it may set the switch itself)
+        return True
 
     def _handed_off(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
         """Is ``param`` of ``function`` one that defaults off (None, for ``optional``) and that no
@@ -407,6 +422,17 @@ class SettingDefaults(CallIndexes, SettingValues):
                     owner = project.class_of(call.target, path, 1)
                     init = project.method(*owner, "__init__") if owner is not None else None
                     callees = [init] if init is not None else []
-                for callee in callees:
+                for callee in (*callees, *(self._inheriting_inits(path, call) if call.through_cls else ())):
                     callers.setdefault(callee, []).append((path, call))
         return callers
+
+    def _inheriting_inits(self, path: str, call: CallSite) -> list[tuple[str, str]]:
+        """The ``__init__`` of each subclass a ``cls(...)`` in a classmethod (``call.caller``) may build: one that
+        inherits that classmethod, whose own ``__init__`` (or an intermediate base's) then runs."""
+        owner, _, method = call.caller.rpartition(".")
+        found = []
+        for sub_path, sub in self.project.subclasses(path, owner) if owner else ():
+            init = self.project.method(sub_path, sub, "__init__")
+            if self.project.method(sub_path, sub, method) == (path, call.caller) and init is not None and init != (path, f"{owner}.__init__"):
+                found.append(init)
+        return found

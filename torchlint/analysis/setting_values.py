@@ -53,6 +53,10 @@ class SettingValues:
             return None
         # (`args = get_args()` in the caller itself, `""`: the default where the run parses it)
         values = self._passed(path, call.caller, found[0], found[1], 0, False) if found[0] else {self._defined(path, found[1], False)}
+        if values == {_UNKNOWN} and found[0] and not self.calls_of((path, call.caller)):
+            # (a function no call site reaches, OpenNMT's `from_opt` picked from a registry by a string: the project's
+            # one parser default, where every file that defines the setting agrees)
+            values = {self._defined(path, found[1], False)}
         return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
 
     def run_flag_off(self, path: str, flags: tuple[tuple[str, bool, bool], ...], modes: bool = False) -> str | None:
