@@ -12,15 +12,13 @@ from torchlint.analysis.literal_tests import literal
 from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _NOT_PROJECT, CONFIG_NAMES
+from torchlint.analysis.switch_words import OPTION_KEYWORDS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 _OPERATORS = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul, cst.FloorDivide: operator.floordiv, cst.Power: operator.pow}
 _CONFIG_OBJECTS = CONFIG_NAMES | {"self.args", "self.config", "self.cfg", "self.hparams", "self.opt"}
-
-# keywords only an option declaration passes: `group.add(...)` with one is configargparse's `add_argument`
-_OPTION_KEYWORDS = frozenset({"default", "type", "help", "action", "choices", "dest", "required", "nargs"})
 
 
 def is_setting(expr: cst.BaseExpression) -> bool:
@@ -316,7 +314,7 @@ class Constants:
         if self._argparse is None:
             found: dict[str, cst.BaseExpression] = {}
             for call in self.ctx.method_calls({"add_argument", "add"}):
-                if self.ctx.method_name(call) == "add" and not any(a.keyword is not None and a.keyword.value in _OPTION_KEYWORDS for a in call.args):
+                if self.ctx.method_name(call) == "add" and not any(a.keyword is not None and a.keyword.value in OPTION_KEYWORDS for a in call.args):
                     continue  # (configargparse's `group.add("--num_experts", type=int, default=0)`; a set's `add` is none)
                 dest, default = None, None
                 for arg in call.args:

@@ -37,6 +37,7 @@ from torchlint.analysis.host_attributes import host_attributes
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
 from torchlint.analysis.literal_tests import literal
+from torchlint.analysis.splat_keys import given_with_splats
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.names import dotted
@@ -229,7 +230,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             host_args, hosts_if = self._host_args(call)
             known = self._facts[id(call)] = {
                 "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
-                "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
+                "given": None if self.partial_arguments(call) else given_with_splats(self.ctx, call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call),
                 "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call),
