@@ -72,3 +72,11 @@ def test_a_dict_handed_to_another_function_may_gain_any_key(project: Path) -> No
     _edit(project, "pair.py", "        self.encoder = Looped(**enc_kwargs)", "        configure(enc_kwargs)\n        self.encoder = Looped(**enc_kwargs)")
     _edit(project, "pair.py", "def pick_and_pop(keys, d):", "def configure(d):\n    d.update(looped=True)\n\n\ndef pick_and_pop(keys, d):")
     assert _reads(project)[("looped.py", 23)][0] == "high"
+
+
+def test_a_subclass_with_a_constructor_of_its_own_that_skips_super_keeps_the_tier(project: Path) -> None:
+    # (`GatedLayer` builds through `LayerBase.__init__` where it has none; with one that calls no `super().__init__`,
+    # what reaches the base's test is not seen)
+    _edit(project, "nmt/layers.py", "class GatedLayer(LayerBase):\n",
+          "class GatedLayer(LayerBase):\n    def __init__(self, dim):\n        nn.Module.__init__(self)\n        self.feed_forward = nn.Linear(dim, dim)\n\n")
+    assert _reads(project)[("nmt/experts.py", 17)][0] == "high"

@@ -80,17 +80,17 @@ class CallIndexes:
         return all(not call.caller and call.loop is None and not call.within for _, call in self.calls_of((path, caller)))
 
     def _subclasses_construct_through(self, path: str, owner: str) -> bool:
-        """Does every subclass of ``owner`` (of ``path``) in the project have an ``__init__`` of its own that calls
-        ``super().__init__(...)`` (OpenNMT's ``TransformerDecoderLayer``: ``super().__init__(..., num_experts=num_experts)``)?
-        Then what a subclass passes is among the calls followed. (One without may be built, or set the switch, where
-        no call the index holds shows it: ``class LoudLoss(AuxLoss): pass``.)"""
+        """Does every subclass of ``owner`` (of ``path``) in the project reach its ``__init__`` by a call the index
+        holds: none of its own (its constructions run the base's: OpenNMT's ``TransformerLMDecoderLayer``), or one
+        calling ``super().__init__(...)`` (``TransformerDecoderLayer``: ``super().__init__(..., num_experts=num_experts)``)?
+        Then what a subclass passes is among the calls followed."""
         for sub_path, sub in self.project.subclasses(path, owner):
             summary = self.project.files.get(sub_path)
             cls = self.project.classes.get(sub_path, {}).get(sub)
             init = f"{sub}.__init__"
-            if summary is None or cls is None or "__init__" not in cls.methods \
-                    or not any(c.caller == init and c.target[0] == "super" and c.target[-1] == "__init__" for c in summary.calls):
-                return False
+            if summary is None or cls is None or "__init__" in cls.methods \
+                    and not any(c.caller == init and c.target[0] == "super" and c.target[-1] == "__init__" for c in summary.calls):
+                return False  # (its own `__init__`, and no `super().__init__(...)` seen in it: it may pass anything)
         return True
 
     def _inheriting_inits(self, path: str, call: CallSite) -> list[tuple[str, str]]:

@@ -287,7 +287,7 @@ class SettingDefaults(CallIndexes, SettingValues):
         ``param`` itself, so that only what the caller's own calls put there may reach it?"""
         if call.forwards is None or not call.caller:
             return False
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]
         return all(where != param if isinstance(where, str) else where >= len(names) or names[where] != param for where in call.forwards)
@@ -305,7 +305,7 @@ class SettingDefaults(CallIndexes, SettingValues):
         named = {where for where, _ in call.own_params} | {where for where, _, _ in call.own_settings} | set(call.falsy)
         if param in named:
             return param  # (`f(x, flag=flag, **kwargs)`, `f(w=args.w, **shared)`: a keyword named is none `kwargs` may hold)
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]
         return next((w for w in named if isinstance(w, int) and w < len(names) and names[w] == param), None)

@@ -102,7 +102,7 @@ class SettingValues:
         parameter it passes there, if it is one; None when it does not pass it."""
         if call.given is None:
             return None
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]  # a construction: `self` is the object made
         positional, keywords = call.given
