@@ -175,6 +175,13 @@ class SettingDefaults(CallIndexes, SettingValues):
             return self._built_switched_off(path, owner, function, depth)
         return self._all_off(self.calls_of((path, function)), depth) or self._built_switched_off(path, owner, function, depth)
 
+    def only_built_off(self, path: str, function: str) -> str | None:
+        """Words where every call of ``function`` (of ``path``) is a call of an object only a branch no construction
+        takes builds (``CallSite.flags``: OpenNMT's ``MoE`` under ``if num_experts > 0:``), for a model's code whose
+        callers are not seen: their switches are not asked (a flag of its ``forward`` may be passed by them)."""
+        calls = self.calls_of((path, function))
+        return self._all_off(calls, 0, only_built=True) if calls else None
+
     def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False, only_built: bool = False) -> str | None:
         """Words where each of ``calls`` is made only behind a switch or a flag of the run that
         nothing turns on, or in a function itself only so called, or of an object no branch the project
