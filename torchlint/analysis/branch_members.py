@@ -32,7 +32,7 @@ class BranchMembers:
 
     def member_flags(self, call: cst.Call, target: Ref) -> tuple[Flag, ...]:
         """The tests of a parameter that the object ``target`` runs (``("object", member, method)``,
-        one of the several a ``self`` attribute may hold) was built only under; () where any
+        the one a ``self`` attribute holds or one of several) was built only under; () where any
         branch building it may run unconditionally."""
         if target[0] != "object" or type(call.func) is not cst.Attribute:
             return ()
@@ -51,7 +51,8 @@ class BranchMembers:
         key = (id(cls), attr)
         if key not in memo:
             held = self._self_attribute(cls, attr)
-            # (one object, or a container's members built together: no branch chooses between them)
+            # (each object one branch alone builds, one held or one of several: it exists only where that branch ran;
+            # a container's members built together are skipped by `_branch_objects`, no branch choosing between them)
             memo[key] = self._branch_objects(cls, attr) if held is not None else {}
         return memo[key]
 

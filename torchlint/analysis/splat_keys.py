@@ -1,7 +1,8 @@
 """The keywords a call passes through ``**d`` where the caller builds ``d`` with known string keys
 (x-transformers' ``TransformerWrapper(**enc_transformer_kwargs, ...)``, ``enc_transformer_kwargs =
 pick_and_pop(['num_tokens', 'max_seq_len'], enc_kwargs)`` then ``enc_transformer_kwargs['emb_dropout'] = ...``):
-a switch none of those keys names is left at its default there (``CallSite.given``)."""
+a switch none of those keys names is left at its default there (``CallSite.given``). A file that never mentions torch
+is summarised without libcst (``light.py``), where such a call keeps ``given`` None: any keyword may be passed."""
 
 from __future__ import annotations
 
