@@ -80,3 +80,13 @@ def test_a_subclass_with_a_constructor_of_its_own_that_skips_super_keeps_the_tie
     _edit(project, "nmt/layers.py", "class GatedLayer(LayerBase):\n",
           "class GatedLayer(LayerBase):\n    def __init__(self, dim):\n        nn.Module.__init__(self)\n        self.feed_forward = nn.Linear(dim, dim)\n\n")
     assert _reads(project)[("nmt/experts.py", 17)][0] == "high"
+
+
+def test_an_object_the_constructor_may_be_handed_keeps_the_tier(project: Path) -> None:
+    # (`self.feed_forward = feed_forward` beside the branch: an `Experts` made elsewhere may be held)
+    _edit(project, "nmt/layers.py", "    def __init__(self, dim, num_experts=0):\n        super().__init__()\n        if num_experts > 0:",
+          "    def __init__(self, dim, num_experts=0, feed_forward=None):\n        super().__init__()\n        if feed_forward is not None:\n"
+          "            self.feed_forward = feed_forward\n        elif num_experts > 0:")
+    _edit(project, "train.py", "model = Stack.from_opt(opt).cuda()",
+          "model = Stack.from_opt(opt).cuda()\nfrom nmt.experts import Experts\nfrom nmt.layers import Layer\nextra = Layer(opt.dim, feed_forward=Experts(4, opt.dim))")
+    assert _reads(project)[("nmt/experts.py", 17)][0] == "high"

@@ -63,6 +63,8 @@ class BranchMembers:
         for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
             if binding.kind != "assign" or binding.value is None:
                 continue
+            if type(binding.value) in (cst.Name, cst.Attribute, cst.Subscript) and binding.element is None and dotted(binding.value) != "None":
+                return {}  # (`self.ff = ff`, `self.ff = opts.ff`: an object made elsewhere, of any class, may be held)
             ref = self._object_of(binding.value, binding.node, binding.element)
             if ref is None or ref[0] == "each":
                 continue
