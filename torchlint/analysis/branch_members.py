@@ -53,17 +53,19 @@ class BranchMembers:
             held = self._self_attribute(cls, attr)
             # (each object one branch alone builds, one held or one of several: it exists only where that branch ran;
             # a container's members built together are skipped by `_branch_objects`, no branch choosing between them)
-            memo[key] = self._branch_objects(cls, attr) if held is not None else {}
+            memo[key] = self._branch_objects(cls, attr, held[0] != "each") if held is not None else {}
         return memo[key]
 
-    def _branch_objects(self, cls: cst.ClassDef, attr: str) -> dict[Ref, tuple[Flag, ...]]:
-        """Each class ``self.<attr>`` may hold that one branch alone builds, and that branch's tests."""
+    def _branch_objects(self, cls: cst.ClassDef, attr: str, single: bool) -> dict[Ref, tuple[Flag, ...]]:
+        """Each class ``self.<attr>`` may hold that one branch alone builds, and that branch's tests. ``single``: the
+        one class the attribute holds, the other branches building none of the project's (OpenNMT's ``MoE`` or a library's
+        ``nn.Linear``): none where the attribute is also bound to a name, an object made elsewhere may be held then."""
         tests: dict[Ref, tuple[Flag, ...]] = {}
         seen: set[Ref] = set()
         for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
             if binding.kind != "assign" or binding.value is None:
                 continue
-            if type(binding.value) in (cst.Name, cst.Attribute, cst.Subscript) and binding.element is None and dotted(binding.value) != "None":
+            if single and type(binding.value) in (cst.Name, cst.Attribute, cst.Subscript) and binding.element is None and dotted(binding.value) != "None":
                 return {}  # (`self.ff = ff`, `self.ff = opts.ff`: an object made elsewhere, of any class, may be held)
             ref = self._object_of(binding.value, binding.node, binding.element)
             if ref is None or ref[0] == "each":
