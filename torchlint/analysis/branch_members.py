@@ -27,9 +27,12 @@ class BranchMembers:
     def _self_attribute(self, cls: cst.ClassDef, attr: str) -> Ref | None:  # pragma: no cover - ObjectAttributes'
         raise NotImplementedError
 
+    def attribute_holder(self, cls: cst.ClassDef, attr: str, depth: int = 0) -> cst.ClassDef | None:  # pragma: no cover - ObjectAttributes'
+        raise NotImplementedError
+
     def member_flags(self, call: cst.Call, target: Ref) -> tuple[Flag, ...]:
         """The tests of a parameter that the object ``target`` runs (``("object", member, method)``,
-        one of the several a ``self`` attribute may hold) was built only under; () where any
+        the one a ``self`` attribute holds or one of several) was built only under; () where any
         branch building it may run unconditionally."""
         if target[0] != "object" or type(call.func) is not cst.Attribute:
             return ()
@@ -37,6 +40,8 @@ class BranchMembers:
         if type(holder) is not cst.Attribute or dotted(holder.value) != "self":
             return ()
         cls = self.ctx.tree.enclosing_class(call)
+        # (a base class of the file may build it: OpenNMT's `TransformerDecoderLayerBase.__init__`'s `if num_experts > 0:`)
+        cls = self.attribute_holder(cls, holder.attr.value) if cls is not None else None
         if cls is None:
             return ()
         return self._built_under(cls, holder.attr.value).get(target[1], ())
@@ -46,17 +51,22 @@ class BranchMembers:
         key = (id(cls), attr)
         if key not in memo:
             held = self._self_attribute(cls, attr)
-            # (one object, or a container's members built together: no branch chooses between them)
-            memo[key] = self._branch_objects(cls, attr) if held is not None and held[0] == "each" else {}
+            # (each object one branch alone builds, one held or one of several: it exists only where that branch ran;
+            # a container's members built together are skipped by `_branch_objects`, no branch choosing between them)
+            memo[key] = self._branch_objects(cls, attr, held[0] != "each") if held is not None else {}
         return memo[key]
 
-    def _branch_objects(self, cls: cst.ClassDef, attr: str) -> dict[Ref, tuple[Flag, ...]]:
-        """Each class ``self.<attr>`` may hold that one branch alone builds, and that branch's tests."""
+    def _branch_objects(self, cls: cst.ClassDef, attr: str, single: bool) -> dict[Ref, tuple[Flag, ...]]:
+        """Each class ``self.<attr>`` may hold that one branch alone builds, and that branch's tests. ``single``: the
+        one class the attribute holds, the other branches building none of the project's (OpenNMT's ``MoE`` or a library's
+        ``nn.Linear``): none where the attribute is also bound to a name, an object made elsewhere may be held then."""
         tests: dict[Ref, tuple[Flag, ...]] = {}
         seen: set[Ref] = set()
         for binding in self.ctx.bindings.self_attrs.get(id(cls), {}).get("self." + attr, []):
             if binding.kind != "assign" or binding.value is None:
                 continue
+            if single and type(binding.value) in (cst.Name, cst.Attribute, cst.Subscript) and binding.element is None and dotted(binding.value) != "None":
+                return {}  # (`self.ff = ff`, `self.ff = opts.ff`: an object made elsewhere, of any class, may be held)
             ref = self._object_of(binding.value, binding.node, binding.element)
             if ref is None or ref[0] == "each":
                 continue

@@ -12,6 +12,7 @@ from torchlint.analysis.literal_tests import literal
 from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 from torchlint.analysis.summary import _NOT_PROJECT, CONFIG_NAMES
+from torchlint.analysis.switch_words import OPTION_KEYWORDS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -312,7 +313,9 @@ class Constants:
         """``--hidden-size`` with ``default=100`` → ``{"hidden_size": Integer(100)}``."""
         if self._argparse is None:
             found: dict[str, cst.BaseExpression] = {}
-            for call in self.ctx.method_calls({"add_argument"}):
+            for call in self.ctx.method_calls({"add_argument", "add"}):
+                if self.ctx.method_name(call) == "add" and not any(a.keyword is not None and a.keyword.value in OPTION_KEYWORDS for a in call.args):
+                    continue  # (configargparse's `group.add("--num_experts", type=int, default=0)`; a set's `add` is none)
                 dest, default = None, None
                 for arg in call.args:
                     if arg.keyword is None:

@@ -144,7 +144,7 @@ class Devices(HostValues, BatchPlacement, ModuleMoves, DeviceReach):
             elif binding.element is not None:
                 return None
             if binding.kind != "assign" or function is None or function.name.value != "__init__" \
-                    or type(value) is not cst.Name or not any(p.name.value == value.value for p in function.params.params):
+                    or type(value) is not cst.Name or not any(p.name.value == value.value for p in (*function.params.params, *function.params.kwonly_params)):
                 return None
             init, params = function, params | {value.value}
         if init is None or len(params) != 1:

@@ -21,7 +21,8 @@ def valued_functions(ctx: FileContext) -> tuple[str, ...]:
     imported = {name for name, full in aliases.items() if name != full}  # `from m import f`, `import m as f`
     modules = {name for name, full in aliases.items() if name == full}  # `import utils`: `utils.f` handed on
     found = {name for name in defined | imported if any(not _called_or_named(tree, node) for node in tree.names_valued(name))}
-    found.update(name for name in defined if any(not _called_or_named(tree, node) for node in tree.attributes_named(name)))
+    # (`super().forward` handed to `checkpoint`: the base's method run on this object, as its own call would)
+    found.update(name for name in defined if any(not _called_or_named(tree, node) and not _of_super(node) for node in tree.attributes_named(name)))
     for module in modules:
         for node in tree.names_valued(module):
             parent = tree.parent(node)
@@ -42,3 +43,9 @@ def _called_or_named(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no
     # (an attribute's name, `x.top_k`, or one read of the function, `f.__name__`, hands nothing on)
     return kind in (cst.Attribute, cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AssignTarget, cst.AnnAssign, cst.AugAssign,
                     cst.Global, cst.Nonlocal)
+
+
+def _of_super(node: cst.Attribute) -> bool:
+    """Is ``node`` ``super().name``: a method of a base class, run on ``self`` where this class's own method hands it on?"""
+    value = node.value
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "super"

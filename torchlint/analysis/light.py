@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from torchlint.analysis.light_classes import abstract_methods, init_attributes
+from torchlint.analysis.switch_words import OPTION_KEYWORDS
 from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args, own_settings
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
 
@@ -92,8 +93,10 @@ def _setting_values(nodes: list[ast.AST]) -> tuple[tuple[str, object], ...]:
     as ``Constants.setting_values`` finds them: an options module without torch parses the run's settings."""
     found: dict[str, object] = {}
     for call in nodes:
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("add_argument", "add")):
             continue
+        if call.func.attr == "add" and not any(k.arg in OPTION_KEYWORDS for k in call.keywords):
+            continue  # (configargparse's `group.add("--num_experts", type=int, default=0)`; a set's `add` is none)
         flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
         keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
         dest = keywords.get("dest")

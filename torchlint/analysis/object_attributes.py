@@ -69,7 +69,10 @@ class ObjectAttributes:
         if annotated is not None and self._built_by_kept_class(cls, bindings):
             built = None  # `self.policy = self.policy_class(...)`: a class picked at run time; `policy: ActorCriticPolicy` names it
         found = built or annotated or passed
-        if found is None and not bindings and attr not in self._class_annotations(cls) and self._has_project_base(cls):
+        holder = self.attribute_holder(cls, attr) if found is None and not bindings and attr not in self._class_annotations(cls) else None
+        if holder is not None and holder is not cls:
+            found = self._self_attribute(holder, attr)  # set by a base class of this module: what it builds, branch by branch
+        elif found is None and not bindings and attr not in self._class_annotations(cls) and self._has_project_base(cls):
             found = ("attr", self.class_keys[id(cls)], attr)  # set by a base class in another module
         memo[key] = found
         return found
@@ -96,6 +99,24 @@ class ObjectAttributes:
                     if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                         found[small.target.value] = small.annotation
         return found
+
+    def attribute_holder(self, cls: cst.ClassDef, attr: str, depth: int = 0) -> cst.ClassDef | None:
+        """The class whose methods bind ``self.<attr>`` for ``cls``: itself, or the first base class of
+        this module that does (OpenNMT's ``TransformerDecoderLayer`` runs the ``self.feed_forward`` its base's
+        ``__init__`` built); None where none does, or a base of another module comes first (it may)."""
+        if "self." + attr in self.ctx.bindings.self_attrs.get(id(cls), {}):
+            return cls
+        for base in cls.bases if depth < 4 else ():
+            name = dotted(base.value) if base.keyword is None else None
+            local = [c for c in self.ctx.tree.classes_named(name) if c is not cls] if name is not None else []
+            if local:
+                found = self.attribute_holder(local[0], attr, depth + 1)
+                if found is not None:
+                    return found
+            elif name is not None and name not in ("object", "ABC", "Generic", "Protocol") \
+                    and ((qualified := self.ctx.qname(base.value)) is None or qualified.split(".")[0] not in _NOT_PROJECT):
+                return None  # (a project base of another module may set it: the join's to find)
+        return None
 
     def _has_project_base(self, cls: cst.ClassDef) -> bool:
         for base in cls.bases:

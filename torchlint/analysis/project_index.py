@@ -152,10 +152,15 @@ class ProjectIndex:
         return frozenset(where if isinstance(where, str) else names[where] for where, name in call.own_params
                          if name in uploaded and (isinstance(where, str) or where < len(names)))
 
-    def parameters(self, call: CallSite, callee: tuple[str, str]) -> tuple[str, ...]:
-        """The callee's parameters as the call's arguments fill them (``self`` left out)."""
+    def parameters(self, call: CallSite, callee: tuple[str, str], classmethods: bool = False) -> tuple[str, ...]:
+        """The callee's parameters as the call's arguments fill them (``self`` left out). With ``classmethods``, a
+        method's first parameter ``cls`` too, bound on its class as well (``Stack.from_opt(opt)`` fills ``opt``: the
+        settings a call passes, ``SettingDefaults``; the reach the join follows keeps the older reading, whose
+        correction reaches far more code, OpenNMT's whole translator, than is measured yet)."""
         names = self.params[callee[0]].get(callee[1], ())
         bound = call.target[0] in _BOUND or callee[1].rsplit(".", 1)[-1] in ("forward", "__call__")
+        if classmethods and not bound and names[:1] == ("cls",) and "." in callee[1]:
+            return names[1:]
         return names[self._offset(call.target, names, bound, callee):]
 
     def _offset(self, target: Ref, names: tuple[str, ...], bound: bool, callee: tuple[str, str]) -> int:

@@ -1,8 +1,11 @@
 """The project's calls indexed by what a call names, for :class:`~torchlint.analysis.setting_defaults.SettingDefaults`:
 calls the join resolves to nothing by the name called, calls no call site records (``FileSummary.unfollowed``), calls
-by each keyword they pass, each index built once per project (pure data, no libcst)."""
+by each keyword they pass, each index built once per project; and the ways a subclass reaches a base's constructor
+(``super().__init__``, a classmethod's ``cls(...)``) (pure data, no libcst)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
@@ -16,6 +19,7 @@ class CallIndexes:
     _unfollowed: dict[str, list[tuple[str, str, str, str]]] | None
     _keywords: dict[str, list[tuple[str, CallSite]]] | None
     _handed_memo: dict[str, bool]
+    calls_of: Callable[[tuple[str, str]], list[tuple[str, CallSite]]]
 
     def _handed_to_kwargs(self, keyword: str) -> bool:
         """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
@@ -62,3 +66,40 @@ class CallIndexes:
         if not name:
             return [each for entries in self._unfollowed.values() for each in entries]
         return self._unfollowed.get(name, [])
+
+    def _a_test(self, path: str, caller: str) -> bool:
+        """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
+        ``test_*.py`` file, or ``test()``/``test_*`` called by no code of the project but once at
+        module level (``if __name__ == "__main__": test()``). A ``test(model, loader)`` that a
+        training script runs after each epoch is an evaluation of the run, not a test."""
+        name = caller.rpartition(".")[2]
+        if path.rpartition("/")[2].startswith("test_"):
+            return True
+        if name != "test" and not name.startswith("test_"):
+            return False
+        return all(not call.caller and call.loop is None and not call.within for _, call in self.calls_of((path, caller)))
+
+    def _subclasses_construct_through(self, path: str, owner: str) -> bool:
+        """Does every subclass of ``owner`` (of ``path``) in the project reach its ``__init__`` by a call the index
+        holds: none of its own (its constructions run the base's: OpenNMT's ``TransformerLMDecoderLayer``), or one
+        calling ``super().__init__(...)`` (``TransformerDecoderLayer``: ``super().__init__(..., num_experts=num_experts)``)?
+        Then what a subclass passes is among the calls followed."""
+        for sub_path, sub in self.project.subclasses(path, owner):
+            summary = self.project.files.get(sub_path)
+            cls = self.project.classes.get(sub_path, {}).get(sub)
+            init = f"{sub}.__init__"
+            if summary is None or cls is None or "__init__" in cls.methods \
+                    and not any(c.caller == init and c.target[0] == "super" and c.target[-1] == "__init__" for c in summary.calls):
+                return False  # (its own `__init__`, and no `super().__init__(...)` seen in it: it may pass anything)
+        return True
+
+    def _inheriting_inits(self, path: str, call: CallSite) -> list[tuple[str, str]]:
+        """The ``__init__`` of each subclass a ``cls(...)`` in a classmethod (``call.caller``) may build: one that
+        inherits that classmethod, whose own ``__init__`` (or an intermediate base's) then runs."""
+        owner, _, method = call.caller.rpartition(".")
+        found = []
+        for sub_path, sub in self.project.subclasses(path, owner) if owner else ():
+            init = self.project.method(sub_path, sub, "__init__")
+            if self.project.method(sub_path, sub, method) == (path, call.caller) and init is not None and init != (path, f"{owner}.__init__"):
+                found.append(init)
+        return found

@@ -66,7 +66,7 @@ class SettingDefaults(CallIndexes, SettingValues):
             return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no call in the project passes it"
         return f"only on an opt-in path: `{shown}` runs it only with {setting}, off by default, and no code of the project calls it"
 
-    def passed_off_everywhere(self, path: str, flags: tuple[Flag, ...]) -> str | None:
+    def passed_off_everywhere(self, path: str, flags: tuple[Flag, ...], built: bool = False) -> str | None:
         """Words for a line that runs only where each of ``flags`` holds (``Guards.flag_of``: a
         test of a parameter of a function in ``path``, or of a constructor's, ``Cls.__init__``,
         for ``if self.flag:``) where, for one of them, every call in the project passes a literal
@@ -77,9 +77,11 @@ class SettingDefaults(CallIndexes, SettingValues):
         against ``if self.schedule == "linear":``. A test function's call (``test()``, ``test_*``,
         a ``test_*.py`` file) is no part of a run. None where each may hold: a call passes
         anything else or ``*args``/``**kwargs``, code the join cannot follow may pass it, or no
-        call but a test's is seen (a library's API)."""
+        call but a test's is seen (a library's API). ``built``: the tests around the branch that builds an object
+        (``CallSite.flags``): a subclass whose own ``__init__`` calls ``super().__init__(...)`` passes them only what
+        that call shows, whatever it sets on ``self`` afterwards (OpenNMT's ``if num_experts > 0:`` in a base layer)."""
         for function, param, test, constant, default in flags:
-            if self._passed_off(path, function, param, test, constant, default, 0):
+            if self._passed_off(path, function, param, test, constant, default, 0, built):
                 owner, _, name = function.rpartition(".")
                 shown = f"{owner}()" if name == "__init__" else f"{function}()"
                 settings = self._settings_passing(path, function, param)
@@ -92,8 +94,9 @@ class SettingDefaults(CallIndexes, SettingValues):
                 return f"only when `{param} {_SYMBOLS[test]} {constant!r}`, and no call of `{shown}` in the project passes such a value"
         return None
 
-    def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int) -> bool:
-        if depth > MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth):
+    def _passed_off(self, path: str, function: str, param: str, test: str, constant: object, default: tuple[object, ...], depth: int,
+                    built: bool = False) -> bool:
+        if depth > MAX_DEPTH or self._maybe_elsewhere(path, function, param, test != "truth", depth, built):
             return False
         calls = [(where, call) for where, call in self.calls_of((path, function)) if not self._a_test(where, call.caller)]
         if not calls:
@@ -105,7 +108,7 @@ class SettingDefaults(CallIndexes, SettingValues):
             where = self._explicit(call, (path, function), param)
             if where is None and call.given is None and self._forwarded(call, (path, function), param):
                 # (`Codes(dim=dim, **kwargs)` in a `Stack.__init__(..., **kwargs)`: what the stack's own calls pass there)
-                if not self._passed_off(caller_path, call.caller, param, test, constant, default, depth + 1):
+                if not self._passed_off(caller_path, call.caller, param, test, constant, default, depth + 1, built):
                     return False
                 continue
             if where is None:
@@ -127,7 +130,7 @@ class SettingDefaults(CallIndexes, SettingValues):
                 continue
             own = dict(call.own_params).get(where)
             # (its caller's own parameter handed on: what every call of the caller passes there)
-            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._string_default(caller_path, call.caller, own), depth + 1):
+            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._literal_default(caller_path, call.caller, own), depth + 1, built):
                 return False
         return True
 
@@ -138,23 +141,10 @@ class SettingDefaults(CallIndexes, SettingValues):
                         if where == self._explicit(call, (path, function), param)})
         return f"the run's {', '.join(f'`{n}`' for n in names)} setting, off by default" if names else ""
 
-    def _string_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
-        """``(default,)`` for a parameter of ``function`` that defaults to a string (``FileSummary.string_defaults``), else ()."""
+    def _literal_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
+        """``(default,)`` for a parameter of ``function`` that defaults to a literal (``FileSummary.literal_defaults``), else ()."""
         summary = self.project.files.get(path)
-        found = next((d for f, p, d in summary.string_defaults if f == function and p == param), None) if summary is not None else None
-        return (found,) if found is not None else ()
-
-    def _a_test(self, path: str, caller: str) -> bool:
-        """Is ``caller`` (in ``path``) a test, whose calls are no part of a run: a function of a
-        ``test_*.py`` file, or ``test()``/``test_*`` called by no code of the project but once at
-        module level (``if __name__ == "__main__": test()``). A ``test(model, loader)`` that a
-        training script runs after each epoch is an evaluation of the run, not a test."""
-        name = caller.rpartition(".")[2]
-        if path.rpartition("/")[2].startswith("test_"):
-            return True
-        if name != "test" and not name.startswith("test_"):
-            return False
-        return all(not call.caller and call.loop is None and not call.within for _, call in self.calls_of((path, caller)))
+        return next(((d,) for f, p, d in summary.literal_defaults if f == function and p == param), ()) if summary is not None else ()
 
     def called_switched_off(self, path: str, function: str, depth: int = 0) -> str | None:
         """Words for a function whose every call in the project sits behind a switch of its caller
@@ -184,6 +174,13 @@ class SettingDefaults(CallIndexes, SettingValues):
         if name.startswith("__") or name in ("forward", "__call__") or name in self.valued() or self.unresolved_named(name):
             return self._built_switched_off(path, owner, function, depth)
         return self._all_off(self.calls_of((path, function)), depth) or self._built_switched_off(path, owner, function, depth)
+
+    def only_built_off(self, path: str, function: str) -> str | None:
+        """Words where every call of ``function`` (of ``path``) is a call of an object only a branch no construction
+        takes builds (``CallSite.flags``: OpenNMT's ``MoE`` under ``if num_experts > 0:``), for a model's code whose
+        callers are not seen: their switches are not asked (a flag of its ``forward`` may be passed by them)."""
+        calls = self.calls_of((path, function))
+        return self._all_off(calls, 0, only_built=True) if calls else None
 
     def _all_off(self, calls: list[tuple[str, CallSite]], depth: int, modes: bool = False, only_built: bool = False) -> str | None:
         """Words where each of ``calls`` is made only behind a switch or a flag of the run that
@@ -218,7 +215,7 @@ class SettingDefaults(CallIndexes, SettingValues):
         """Words for a call of an object built only behind tests of a parameter (``CallSite.flags``) that
         every call in the project fails: LPIPS' ``self.net`` is an ``L2()`` only where ``model in ["L2", "l2"]``,
         and the project passes ``model="net-lin"``."""
-        off = self.passed_off_everywhere(path, call.flags) if call.flags else None
+        off = self.passed_off_everywhere(path, call.flags, built=True) if call.flags else None
         return f"{off}: {_BUILT_OFF}" if off else None
 
     def _built_switched_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
@@ -297,7 +294,7 @@ class SettingDefaults(CallIndexes, SettingValues):
         ``param`` itself, so that only what the caller's own calls put there may reach it?"""
         if call.forwards is None or not call.caller:
             return False
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]
         return all(where != param if isinstance(where, str) else where >= len(names) or names[where] != param for where in call.forwards)
@@ -315,19 +312,21 @@ class SettingDefaults(CallIndexes, SettingValues):
         named = {where for where, _ in call.own_params} | {where for where, _, _ in call.own_settings} | set(call.falsy)
         if param in named:
             return param  # (`f(x, flag=flag, **kwargs)`, `f(w=args.w, **shared)`: a keyword named is none `kwargs` may hold)
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]
         return next((w for w in named if isinstance(w, int) and w < len(names) and names[w] == param), None)
 
-    def _maybe_elsewhere(self, path: str, function: str, param: str, optional: bool, depth: int) -> bool:
+    def _maybe_elsewhere(self, path: str, function: str, param: str, optional: bool, depth: int, built: bool = False) -> bool:
         """May code the join cannot follow pass ``param``: a subclass of the function's class in the
         project (its ``super().__init__(flag=True)``, its own calls), a call of a method of the same
         name the join resolves to nothing that names it, or such a call no call site records
         (``FileSummary.unfollowed``: a library object's, a rare branch's), unless what it passes is
-        a literal off or its caller's own parameter, off by default, that nothing turns on?"""
+        a literal off or its caller's own parameter, off by default, that nothing turns on? With ``built``, a
+        constructor's subclasses that each call ``super().__init__(...)`` are followed, not feared."""
         owner, _, name = function.rpartition(".")
-        if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner):
+        if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner) \
+                and not (built and name == "__init__" and self._subclasses_construct_through(path, owner)):
             return True
         if name == "__init__":
             # (a construction names its class: one the join cannot resolve is another class; but a class the
@@ -407,6 +406,6 @@ class SettingDefaults(CallIndexes, SettingValues):
                     owner = project.class_of(call.target, path, 1)
                     init = project.method(*owner, "__init__") if owner is not None else None
                     callees = [init] if init is not None else []
-                for callee in callees:
+                for callee in (*callees, *(self._inheriting_inits(path, call) if call.through_cls else ())):
                     callers.setdefault(callee, []).append((path, call))
         return callers

@@ -53,6 +53,10 @@ class SettingValues:
             return None
         # (`args = get_args()` in the caller itself, `""`: the default where the run parses it)
         values = self._passed(path, call.caller, found[0], found[1], 0, False) if found[0] else {self._defined(path, found[1], False)}
+        if values == {_UNKNOWN} and found[0] and not self.calls_of((path, call.caller)):
+            # (a function no call site reaches, OpenNMT's `from_opt` picked from a registry by a string: the project's
+            # one parser default, where every file that defines the setting agrees)
+            values = {self._defined(path, found[1], False)}
         return (values.pop(),) if len(values) == 1 and _UNKNOWN not in values else None
 
     def run_flag_off(self, path: str, flags: tuple[tuple[str, bool, bool], ...], modes: bool = False) -> str | None:
@@ -98,7 +102,7 @@ class SettingValues:
         parameter it passes there, if it is one; None when it does not pass it."""
         if call.given is None:
             return None
-        names = self.project.parameters(call, callee)
+        names = self.project.parameters(call, callee, classmethods=True)
         if callee[1].endswith(".__init__") and names[:1] == ("self",):
             names = names[1:]  # a construction: `self` is the object made
         positional, keywords = call.given

@@ -37,6 +37,8 @@ from torchlint.analysis.host_consumers import feeds_environment, returned
 from torchlint.analysis.host_attributes import host_attributes
 from torchlint.analysis.host_returns import host_elements
 from torchlint.analysis.idle_builds import idle_builds
+from torchlint.analysis.literal_tests import literal
+from torchlint.analysis.splat_keys import given_with_splats
 from torchlint.analysis.losses import DIFFERENTIATED_RETURNS
 from torchlint.analysis.multiplicity import Position, Repeat, Where
 from torchlint.analysis.names import dotted
@@ -214,7 +216,9 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         flags=self.member_flags(call, target) if caller else (),
                         run_mode=bool(placed) and mode, run_flags=run_flags,
                         maybe_none=facts["maybe_none"],
-                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call), arms=facts["arms"], hot_loop=facts["hot_loop"] if loop is not None else -1, node=facts["node"])
+                        evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call),
+                        arms=facts["arms"], hot_loop=facts["hot_loop"] if loop is not None else -1, node=facts["node"],
+                        through_cls=target[0] == "local" and type(call.func) is cst.Name and call.func.value == "cls")
 
     def _call_facts(self, call: cst.Call) -> dict[str, Any]:
         """What a call site records of the call alone (not of its target, loop or caller): found
@@ -228,7 +232,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             host_args, hosts_if = self._host_args(call)
             known = self._facts[id(call)] = {
                 "args": args, "tensors": bool(devices or devices_if or elements) or self._may_pass_values(call),
-                "given": None if self.partial_arguments(call) else given_arguments(call), "constants": self._constant_args(call),
+                "given": None if self.partial_arguments(call) else given_with_splats(self.ctx, call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call),
                 "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call),
@@ -270,7 +274,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             switches=turned_switches(self.ctx), by_name=self._builds_by_name(),
             registered=tuple(self.class_keys[id(c)] for c in self.ctx.tree.nodes(cst.ClassDef) if c.decorators), unnamed=unnamed_classes(self.ctx),
             patched=patched_forwards(self.ctx, self.keys), guarded=guarded, every_n=every_n, host_returns=self._host_returns(),
-            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(), string_defaults=self._string_defaults(),
+            idle_builds=idle_builds(self.ctx, self.target, self.class_keys), off_defaults=self._off_defaults(), literal_defaults=self._literal_defaults(),
             unfollowed=self.unfollowed_passes({id(placed[3]) for placed in self._pending}, self.keys),
             valued=valued_functions(self.ctx), skipped=frozenset(self.skipped), **self._drained_ends(),
         )
@@ -294,11 +298,11 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 found.extend((self.keys[id(function)], p.name.value, is_none(p.default)) for p in params if p.name.value in off)
         return tuple(found)
 
-    def _string_defaults(self) -> tuple[tuple[str, str, str], ...]:
-        """``FileSummary.string_defaults``: each function's parameters defaulting to a string, never bound again."""
-        return tuple((self.keys[id(function)], p.name.value, p.default.evaluated_value)  # type: ignore[union-attr]
+    def _literal_defaults(self) -> tuple[tuple[str, str, object], ...]:
+        """``FileSummary.literal_defaults``: each function's parameters defaulting to a literal, never bound again."""
+        return tuple((self.keys[id(function)], p.name.value, found[1])
                      for function in self.functions for p in (*function.params.params, *function.params.kwonly_params)
-                     if type(p.default) is cst.SimpleString and type(p.default.evaluated_value) is str
+                     if p.default is not None and (found := literal(p.default)) is not None
                      and all(b.kind == "param" for b in self.ctx.bindings.lookup(p.name.value, function.body)))
 
     def _device_results(self) -> tuple[tuple[str, tuple[Ref, ...]], ...]:

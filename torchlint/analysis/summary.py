@@ -147,6 +147,9 @@ class CallSite:
     arms: tuple[tuple[int, int], ...] | None = None
     hot_loop: int = -1  # the hot loop it is in (its pre-order index in the file): the step whose calls the join sums (`join_counts`)
     node: int = -1  # the call's pre-order index in its file: the sites one call makes (a container's members, one each) share it
+    # a construction through a classmethod's `cls` (`return cls(opt.layers, num_experts=opt.num_experts)` in a base's
+    # `from_opt`): it builds whichever class the method is called on, each subclass that inherits it too (SettingDefaults)
+    through_cls: bool = False
 
 
 @pickled_by_fields
@@ -282,9 +285,10 @@ class FileSummary:
     # (function key, parameter, defaults to None) for the parameters that default off (False, 0, "", None) and
     # are never bound again: a call handing one on (``CallSite.own_params``) passes only what its own callers pass
     off_defaults: tuple[tuple[str, str, bool], ...] = ()
-    # (function key, parameter, default) for the parameters with a string literal default never bound again: a call
-    # leaving one out hands on that string (`PerceptualLoss(model="net-lin")` to `initialize(model=model)`, `SettingDefaults`)
-    string_defaults: tuple[tuple[str, str, str], ...] = ()
+    # (function key, parameter, default) for the parameters with a literal default (a string, number, bool or None) never
+    # bound again: a call leaving one out hands on that value (`PerceptualLoss(model="net-lin")` to `initialize(model=model)`,
+    # `Stack(dim)` to `Layer(dim, num_experts=num_experts)` with `num_experts=0`: `SettingDefaults`)
+    literal_defaults: tuple[tuple[str, str, object], ...] = ()
     # calls with no call site here (a library object's method, a call in a rare branch): (name called, keyword
     # passed a value that may be true, caller key, the caller's own parameter handed on there or ""),
     # so that a switch no followed call turns on is not taken for off where one of these may (SettingDefaults)

@@ -13,6 +13,10 @@ Flag = tuple[str, str, str, object, tuple[object, ...]]
 # line's file gives one, (value,), else () for the join to look up in the project (``Guards.settings_required``)
 SettingTest = tuple[str, str, bool, tuple[object, ...]]
 
+# keywords only an option's declaration passes: `group.add("--x", default=0)` with one is configargparse's `add_argument`
+# (`Constants.argparse_defaults`, the light summary's `_setting_values`)
+OPTION_KEYWORDS = frozenset({"default", "type", "help", "action", "choices", "dest", "required", "nargs"})
+
 
 def switch_off_words(owner: str, param: str, optional: bool) -> str:
     """The words of a constructor's switch off by default (``Guards.switch_words``)."""

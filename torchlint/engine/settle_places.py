@@ -167,6 +167,8 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         message = finding.message.replace(STEP_PLACEHOLDER, _model_text(condition.key, info))
         here = file_result.summary.path if file_result.summary is not None else None
         off = settings.passed_off_everywhere(here, condition.flag) if condition.flag and settings is not None and here is not None else None
+        if not off and settings is not None and here is not None:  # a module only a branch no construction takes builds (OpenNMT's MoE): not its callers' switches, unseen
+            off = settings.only_built_off(here, condition.key.partition("#")[0])
         if off:
             tiered = (LOW, f"{off}; {tiered[1]}")
         yield replace(finding, message=with_multiplicity(message, place), impact=tiered[0], impact_reason=tiered[1])
@@ -292,6 +294,8 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
             place = _place(info, pending.repeats, pending.position, step_loops)
             tiered = per_call(Cost[pending.cost], place.per_step, place.position, pending.guard, pending.distributed_only)
             off = settings.passed_off_everywhere(here, pending.flag) if pending.flag and settings is not None and here is not None else None
+            if not off and tiered is not None and settings is not None and here is not None:  # (a module only a branch no construction takes builds)
+                off = settings.only_built_off(here, pending.key.partition("#")[0])
             if tiered is not None and off:  # every construction leaves one of its flags off (minRF's `else` of `if self.ln:`): low, saying so
                 lowered.add((pending.code, pending.location))
                 tiered = (LOW, f"{off}; {tiered[1]}")
