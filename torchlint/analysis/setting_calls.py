@@ -40,6 +40,16 @@ class CallIndexes:
                             self._keywords.setdefault(keyword, []).append((path, call))
         return self._keywords
 
+    def keywords_passed(self, path: str, function: str) -> int | None:
+        """The most keywords a call of ``function`` (of ``path``) passes that it takes by no name: what
+        its ``**`` parameter holds (ConvNeXt's ``metric_logger.update(loss=loss_value)``, one). None where
+        no call resolves to it, or one passes ``*``/``**`` (any number)."""
+        calls = self.calls_of((path, function))  # type: ignore[attr-defined]
+        if not calls or any(call.given is None for _, call in calls):
+            return None
+        named = set(self.project.params.get(path, {}).get(function, ()))
+        return max(sum(keyword not in named for keyword in call.given[1]) for _, call in calls)  # type: ignore[index]
+
     def unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
         """The project's calls the join resolves to nothing whose name called is ``name`` (every
         one, for ""), with their files: each may be a call of a function of that name."""
