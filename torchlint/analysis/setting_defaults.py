@@ -210,13 +210,13 @@ class SettingDefaults(CallIndexes, SettingValues):
         return words if not skipped or words is not None and _BUILT_OFF in words else None
 
     def _calls_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
-        """Words for the ``__call__`` of a plain class of ``path`` (no base, no subclass, never used as
+        """Words for the ``__call__`` of a plain class of ``path`` (no base but ``object``, no subclass, never used as
         a value) whose every call the join resolves is made only behind a switch or a flag of the run
         nothing turns on, where no call the join cannot resolve is handed an object of it (ConvNeXt's
         ``loss_scaler(loss, optimizer, ...)`` only ``if use_amp:``, ``--use_amp`` off by default)."""
         found = self.project.classes.get(path, {}).get(owner)
         # (a library's base may call it by its own design; a subclass or a value, by no call site recorded)
-        if found is None or found.bases or self.project.has_subclasses(path, owner) or owner.rpartition(".")[2] in self.valued():
+        if found is None or any(base != ("local", "object") for base in found.bases) or self.project.has_subclasses(path, owner) or owner.rpartition(".")[2] in self.valued():
             return None
         calls = self.calls_of((path, function))
         # (an object handed to a library's function may be called there)
