@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchlint.findings import pickled_by_fields
 
@@ -81,6 +81,9 @@ class Repeat:
     # A function's call sites summed (``kind`` ``CALL_SITE``, join_counts.py): the functions that call it, each with how
     # many times per step it runs and how many of its calls run per run (`q_posterior_mean_variance`, run twice, four).
     calls: tuple[tuple[str, int, int], ...] = ()
+    # Over its function's own `**` parameter (`for k, v in kwargs.items()`): as many items as a call passes
+    # keywords the function takes by no name, which only the join sees (``keywords_counted``).
+    keywords: bool = False
 
 
 CALL_SITE = "call site"  # a function called from several places of one step (``Repeat.calls``): each call waits again
@@ -96,6 +99,27 @@ def one_fix(what: str, count: int, adjacent: bool = False) -> Repeat:
     a step's slack, unless the lines are ``adjacent`` (one after another, nothing else queued
     between them: each after the first waits only for the small ops of the lines before it)."""
     return Repeat(what, count, few=count <= FEW_ITEMS or adjacent)
+
+
+FEW_KEYWORDS = 2  # at most this many keywords a call passes to a `**` parameter a loop reads are a few reads
+
+
+def keywords_counted(repeats: tuple[tuple[str, Repeat], ...], count: int | None) -> tuple[tuple[str, Repeat], ...]:
+    """``repeats`` with each loop over its function's `**` parameter (``Repeat.keywords``) given
+    ``count``, the most keywords a call of the function passes there: one (or none) runs the line
+    once, no loop; up to ``FEW_KEYWORDS`` over a body of reads and copies only are a few (the first
+    read waits, the other finds the queue drained: no multiplication); more, that many copies. As
+    they were where ``count`` is None (a call passing `**`, or none resolved)."""
+    if count is None:
+        return repeats
+    counted = []
+    for key, repeat in repeats:
+        if not repeat.keywords:
+            counted.append((key, repeat))
+        elif count > 1:
+            few = count <= FEW_KEYWORDS and (repeat.copies or repeat.few)
+            counted.append((key, replace(repeat, count=count, few=few or repeat.few, copies=repeat.copies and not few)))
+    return tuple(counted)
 
 
 # What a loop goes over when each iteration feeds the next: one generation runs many of them.
@@ -250,4 +274,4 @@ def phase_rank(where: Where) -> int:
     return 0 if where is Where.TRAIN else 1 if where is Where.EVAL else 2
 
 
-__all__ = ["CALL_SITE", "DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "one_fix", "phase_rank"]
+__all__ = ["CALL_SITE", "DECODED_TOKEN", "ENV_STEP", "EVALUATION_WORDS", "FEW_ITEMS", "FEW_KEYWORDS", "GENERATION", "FULL_BATCH_WORDS", "LOOP_WORDS", "MODEL_CALL", "ONCE_PER_STEP", "PHASE_WHERE", "Multiplicity", "Place", "Position", "ROLLOUT_WORDS", "Repeat", "Where", "at_call", "keywords_counted", "one_fix", "phase_rank"]

@@ -176,7 +176,7 @@ class Places(RepeatKinds):
         copies = kind in (None, "metric") and (_dict_values(iterable) or self._per_environment(iterable, loop) or self._handed_in(iterable, loop)
                                                or self._in_evaluation(loop)) \
             and self._copies_only(loop)
-        return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies)
+        return Repeat(kind or "iteration", self._container_size(iterable, loop), copies=copies, keywords=self._own_keywords(iterable, loop))
 
     def _in_evaluation(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` inside an evaluation loop of its function (over a loader's batches, under no_grad)?"""

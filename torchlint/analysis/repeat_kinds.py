@@ -40,6 +40,20 @@ class RepeatKinds(StepPositions):
         return bound is not None and bound.kind == "param" and type(bound.node) is cst.Param and bound.node.annotation is not None \
             and may_hold_values(bound.node)
 
+    def _own_keywords(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Is ``iterable`` its function's own ``**`` parameter (``kwargs``, ``kwargs.items()``,
+        ``.values()``, ``.keys()``), never bound again: as many items as a call passes keywords?"""
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value in ("items", "values", "keys") \
+                and not iterable.args:
+            iterable = iterable.func.value
+        if type(iterable) is not cst.Name:
+            return False
+        function = self.ctx.tree.enclosing_function(at)
+        star = function.params.star_kwarg if function is not None else None
+        # (`kwargs = {**kwargs, "x": 1}` before the loop: no longer only what the call passed)
+        bound = self.ctx.bindings.lookup(iterable.value, at) if isinstance(star, cst.Param) and star.name.value == iterable.value else ()
+        return len(bound) == 1 and bound[0].kind == "param"
+
     def _per_environment(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Is ``iterable`` (through ``enumerate``/``zip``) a name bound by the last assignment before
         ``at`` to what an environment's step returned (``next_obs, reward, done, info = envs.step(a)``)?"""

@@ -20,6 +20,8 @@ class CallIndexes:
     _keywords: dict[str, list[tuple[str, CallSite]]] | None
     _handed_memo: dict[str, bool]
     calls_of: Callable[[tuple[str, str]], list[tuple[str, CallSite]]]
+    _built: list[tuple[str, CallSite]] | None
+    _handed_away: frozenset[tuple[str, str]] | None
 
     def _handed_to_kwargs(self, keyword: str) -> bool:
         """Does a call of the project pass ``keyword`` by name (any value but a literal off) to
@@ -43,6 +45,47 @@ class CallIndexes:
                         if keyword not in call.falsy:
                             self._keywords.setdefault(keyword, []).append((path, call))
         return self._keywords
+
+    def keywords_passed(self, path: str, function: str) -> int | None:
+        """The most keywords a call of ``function`` (of ``path``) passes that it takes by no name: what
+        its ``**`` parameter holds (ConvNeXt's ``metric_logger.update(loss=loss_value)``, one). None where
+        no call resolves to it, or one passes ``*``/``**`` (any number)."""
+        calls = self.calls_of((path, function))  # type: ignore[attr-defined]
+        if not calls or any(call.given is None for _, call in calls):
+            return None
+        named = set(self.project.params.get(path, {}).get(function, ()))
+        return max(sum(keyword not in named for keyword in call.given[1]) for _, call in calls)  # type: ignore[index]
+
+    def called_only_in(self, path: str, function: str) -> bool:
+        """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and
+        is there one? (Its own file then sees every value it is passed.)"""
+        calls = self.calls_of((path, function))  # type: ignore[attr-defined]
+        return bool(calls) and all(caller == path for caller, _ in calls)
+
+    def always_built(self, path: str, cls: str, field: str, position: int) -> bool:
+        """Does every construction of config class ``cls`` (of ``path``) in the project pass its
+        own ``field`` (by name, at ``position``, or possibly through ``*args``/``**kwargs``), and
+        is there one? ``GPT(GPTConfig(vocab_size=50304))`` in the training script: the field's
+        default is no run's size."""
+        built = [call for caller, call in self.constructions() if self.project.class_of(call.target, caller, 1) == (path, cls)]
+        return bool(built) and all(call.given is None or field in call.given[1] or call.given[0] > position for call in built)
+
+    def constructions(self) -> list[tuple[str, CallSite]]:
+        """The calls of the project that may build a class (a capitalised name, here or imported): found once."""
+        if self._built is None:
+            self._built = [(path, call) for path, summary in self.project.files.items() for call in summary.calls
+                           if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
+        return self._built
+
+    def handed_to_unresolved(self) -> frozenset[tuple[str, str]]:
+        """The project's classes (file, class key) an object of which some call the join resolves to
+        nothing is handed (``CallSite.args``): a library's function may call it. Found once."""
+        if self._handed_away is None:
+            project = self.project
+            self._handed_away = frozenset(found for path, summary in project.files.items() for call in summary.calls
+                                          if call.args and not project.callees(call.target, path)
+                                          for _, ref in call.args for found in (project.class_of(ref, path, 1),) if found is not None)
+        return self._handed_away
 
     def unresolved_named(self, name: str) -> list[tuple[str, CallSite]]:
         """The project's calls the join resolves to nothing whose name called is ``name`` (every

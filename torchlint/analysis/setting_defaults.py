@@ -29,6 +29,7 @@ class SettingDefaults(CallIndexes, SettingValues):
         self.project = project
         self._callers: dict[tuple[str, str], list[tuple[str, CallSite]]] | None = None
         self._built: list[tuple[str, CallSite]] | None = None
+        self._handed_away: frozenset[tuple[str, str]] | None = None  # classes handed to calls the join resolves to nothing
         self._unresolved: dict[str, list[tuple[str, CallSite]]] | None = None  # calls the join resolves to nothing, by the name called
         self._unfollowed: dict[str, list[tuple[str, str, str, str]]] | None = None  # FileSummary.unfollowed, by the name called
         self._keywords: dict[str, list[tuple[str, CallSite]]] | None = None  # calls passing a keyword by name, by the keyword
@@ -170,6 +171,8 @@ class SettingDefaults(CallIndexes, SettingValues):
             found = self._all_off(self.calls_of((path, function)), depth, only_built=True)
             if found is not None:
                 return found
+        if name == "__call__" and (found := self._calls_off(path, owner, function, depth)) is not None:
+            return found
         # (a dunder runs on an object's construction or call, by no name a call site records)
         if name.startswith("__") or name in ("forward", "__call__") or name in self.valued() or self.unresolved_named(name):
             return self._built_switched_off(path, owner, function, depth)
@@ -202,6 +205,21 @@ class SettingDefaults(CallIndexes, SettingValues):
             words = words or found
         # (an uncalled caller is passed over only beside a call of an object no branch the project takes builds)
         return words if not skipped or words is not None and _BUILT_OFF in words else None
+
+    def _calls_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
+        """Words for the ``__call__`` of a plain class of ``path`` (no base but ``object``, no subclass, never used as
+        a value) whose every call the join resolves is made only behind a switch or a flag of the run
+        nothing turns on, where no call the join cannot resolve is handed an object of it (ConvNeXt's
+        ``loss_scaler(loss, optimizer, ...)`` only ``if use_amp:``, ``--use_amp`` off by default)."""
+        found = self.project.classes.get(path, {}).get(owner)
+        # (a library's base may call it by its own design; a subclass or a value, by no call site recorded)
+        if found is None or any(base != ("local", "object") for base in found.bases) or self.project.has_subclasses(path, owner) or owner.rpartition(".")[2] in self.valued():
+            return None
+        calls = self.calls_of((path, function))
+        # (an object handed to a library's function may be called there)
+        if not calls or (path, owner) in self.handed_to_unresolved():
+            return None
+        return self._all_off(calls, depth)
 
     def _never_called(self, path: str, call: CallSite) -> bool:
         """Is ``call`` made outside hot loops by a function no code of the project calls, by name, as a
@@ -365,27 +383,6 @@ class SettingDefaults(CallIndexes, SettingValues):
         if name not in kept:
             kept[name] = make()
         return kept[name]  # type: ignore[no-any-return]
-
-    def called_only_in(self, path: str, function: str) -> bool:
-        """Is every call of ``function`` (of ``path``) the project makes in ``path`` itself, and
-        is there one? (Its own file then sees every value it is passed.)"""
-        calls = self.calls_of((path, function))
-        return bool(calls) and all(caller == path for caller, _ in calls)
-
-    def always_built(self, path: str, cls: str, field: str, position: int) -> bool:
-        """Does every construction of config class ``cls`` (of ``path``) in the project pass its
-        own ``field`` (by name, at ``position``, or possibly through ``*args``/``**kwargs``), and
-        is there one? ``GPT(GPTConfig(vocab_size=50304))`` in the training script: the field's
-        default is no run's size."""
-        built = [call for caller, call in self.constructions() if self.project.class_of(call.target, caller, 1) == (path, cls)]
-        return bool(built) and all(call.given is None or field in call.given[1] or call.given[0] > position for call in built)
-
-    def constructions(self) -> list[tuple[str, CallSite]]:
-        """The calls of the project that may build a class (a capitalised name, here or imported): found once."""
-        if self._built is None:
-            self._built = [(path, call) for path, summary in self.project.files.items() for call in summary.calls
-                           if call.target[0] in ("import", "local") and str(call.target[-1]).rpartition(".")[2][:1].isupper()]
-        return self._built
 
     def calls_of(self, function: tuple[str, str]) -> list[tuple[str, CallSite]]:
         """Every call of the project that runs ``function`` (file, key; a construction: its class's

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TypeVar
 
 from torchlint.analysis.compiled_reach import CompiledInfo
 from torchlint.analysis.every_n import EveryN
 from torchlint.analysis.sequence_end_words import per_finished_sequence
 from torchlint.analysis.impact import LONG_STEP_COSTS, Cost, assess, per_call, with_multiplicity
 from torchlint.analysis.join_steps import StepInfo, within_step
-from torchlint.analysis.multiplicity import FULL_BATCH_WORDS, Multiplicity, Place, Where, at_call
+from torchlint.analysis.multiplicity import FULL_BATCH_WORDS, Multiplicity, Place, Where, at_call, keywords_counted
 from torchlint.analysis.setting_defaults import SettingDefaults
 from torchlint.analysis.switch_words import switch_off_words, switch_set_words
 from torchlint.analysis.vendored_reach import uncalled_vendored
@@ -36,6 +37,7 @@ def per_step_findings(file_result: FileResult, per_step: dict[str, StepInfo],
         info = per_step.get(condition.key)
         if info is None or (condition.device_bound and info.host_only):
             continue
+        condition = keywords_known(condition, settings, here)
         if condition.needs_tensor and not info.tensor_args:
             continue  # `if isinstance(v, Tensor): v.item()` and every caller passes Python values
         if condition.unless_host and (file_result.summary.path, condition.unless_host) in host_params:  # type: ignore[union-attr]
@@ -153,6 +155,7 @@ def model_findings(file_result: FileResult, per_step: dict[str, StepInfo], model
         if (dead := _never_built(condition, file_result, never_built, Cost[condition.cost].value)) is not None:
             yield dead
             continue
+        condition = keywords_known(condition, settings, file_result.summary.path if file_result.summary is not None else None)
         place = _place(info, condition.repeats, condition.position, step_loops)
         if condition.repeated is not None and bool(place.per_step) is not condition.repeated:
             continue  # the rule for the other place (repeated within the call, or once) reports it
@@ -197,6 +200,18 @@ def _model_text(key: str, info: StepInfo) -> str:
         return f"`{name}()` (every call of the model; no loop that runs it is visible)"
     via = f"called from `{info.via.partition('#')[0]}()`, " if info.via else ""
     return f"`{name}()` ({via}on every call of the model {info.origin}; no loop that runs it is visible)"
+
+
+_Placed = TypeVar("_Placed", Conditional, InStepIfCalled)
+
+
+def keywords_known(condition: _Placed, settings: SettingDefaults | None, here: str | None) -> _Placed:
+    """``condition`` with a loop of its function over its own ``**`` parameter counted by the keywords
+    the project's calls pass there (``CallIndexes.keywords_passed``, ``multiplicity.keywords_counted``)."""
+    if settings is None or here is None or not any(repeat.keywords for _, repeat in condition.repeats):
+        return condition  # (no such loop around it, as for nearly every finding: nothing to ask)
+    count = settings.keywords_passed(here, condition.key.partition("#")[0])
+    return condition._replace(repeats=keywords_counted(condition.repeats, count))
 
 
 def _switch_set(condition: Conditional) -> Conditional:
@@ -272,6 +287,7 @@ def raise_impacts(file_result: FileResult, per_step: dict[str, StepInfo], step_l
     lowered: set[tuple[str, object]] = set()  # (behind a flag no construction turns on: lowered, not raised)
     here = file_result.summary.path if file_result.summary is not None else None
     for pending in file_result.in_functions:
+        pending = keywords_known(pending, settings, here)
         info = per_step.get(pending.key)
         if info is not None:
             info, off = turned_on(pending, info, per_step)
