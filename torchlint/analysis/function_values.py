@@ -20,7 +20,8 @@ def valued_functions(ctx: FileContext) -> tuple[str, ...]:
     aliases = ctx.imports.aliases
     imported = {name for name, full in aliases.items() if name != full}  # `from m import f`, `import m as f`
     modules = {name for name, full in aliases.items() if name == full}  # `import utils`: `utils.f` handed on
-    found = {name for name in defined | imported if any(not _called_or_named(tree, node) for node in tree.names_valued(name))}
+    found = {name for name in defined | imported
+             if any(not _called_or_named(tree, node) and not _bound_for_calls(tree, node) for node in tree.names_valued(name))}
     found.update(name for name in defined if any(not _called_or_named(tree, node) for node in tree.attributes_named(name)))
     for module in modules:
         for node in tree.names_valued(module):
@@ -42,3 +43,24 @@ def _called_or_named(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no
     # (an attribute's name, `x.top_k`, or one read of the function, `f.__name__`, hands nothing on)
     return kind in (cst.Attribute, cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AssignTarget, cst.AnnAssign, cst.AugAssign,
                     cst.Global, cst.Nonlocal)
+
+
+def _bound_for_calls(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``node`` (an arm of it) the value a function assigns to a name it only calls: ``spline_fn =
+    rational_quadratic_spline`` in a branch, then ``spline_fn(...)``? The step summary resolves that call
+    to each function so bound (``BranchFunctions``): the join sees it."""
+    parent = tree.parent(node)
+    while type(parent) is cst.IfExp and node is not parent.test:  # type: ignore[union-attr]
+        node, parent = parent, tree.parent(parent)
+    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:  # type: ignore[union-attr]
+        return False
+    scope = tree.enclosing_function(parent)
+    if scope is None:
+        return False  # (a module's name: any module importing it may hand it on)
+    uses = [use for use in tree.names_valued(parent.targets[0].target.value) if tree.enclosing_function(use) is scope]  # type: ignore[union-attr]
+    return all(_call_or_target(tree, use) for use in uses)
+
+
+def _call_or_target(tree, use: cst.Name) -> bool:  # type: ignore[no-untyped-def]
+    parent = tree.parent(use)
+    return type(parent) is cst.Call and parent.func is use or type(parent) is cst.AssignTarget  # type: ignore[union-attr]
