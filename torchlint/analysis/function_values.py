@@ -21,7 +21,7 @@ def valued_functions(ctx: FileContext) -> tuple[str, ...]:
     imported = {name for name, full in aliases.items() if name != full}  # `from m import f`, `import m as f`
     modules = {name for name, full in aliases.items() if name == full}  # `import utils`: `utils.f` handed on
     found = {name for name in defined | imported
-             if any(not _called_or_named(tree, node) and not _bound_for_calls(tree, node) for node in tree.names_valued(name))}
+             if any(not _called_or_named(tree, node) and not _bound_for_calls(tree, node, defined) for node in tree.names_valued(name))}
     found.update(name for name in defined if any(not _called_or_named(tree, node) for node in tree.attributes_named(name)))
     for module in modules:
         for node in tree.names_valued(module):
@@ -45,13 +45,15 @@ def _called_or_named(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no
                     cst.Global, cst.Nonlocal)
 
 
-def _bound_for_calls(tree, node: cst.BaseExpression) -> bool:  # type: ignore[no-untyped-def]
+def _bound_for_calls(tree, node: cst.BaseExpression, defined: set[str]) -> bool:  # type: ignore[no-untyped-def]
     """Is ``node`` (an arm of it) the value a function assigns to a name it only calls: ``spline_fn =
     rational_quadratic_spline`` in a branch, then ``spline_fn(...)``? The step summary resolves that call
-    to each function so bound (``BranchFunctions``): the join sees it."""
+    to each function so bound (``BranchFunctions``), where each arm names a function of this file: the join sees it."""
     parent = tree.parent(node)
     while type(parent) is cst.IfExp and node is not parent.test:  # type: ignore[union-attr]
         node, parent = parent, tree.parent(parent)
+    if type(node) is cst.IfExp and not all(type(arm) is cst.Name and arm.value in defined for arm in (node.body, node.orelse)):
+        return False  # (`act = F.relu if fast else own_act`: a library's arm, the call not resolved)
     if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:  # type: ignore[union-attr]
         return False
     scope = tree.enclosing_function(parent)
