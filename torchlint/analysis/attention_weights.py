@@ -53,11 +53,17 @@ def _callers_read(ctx: FileContext, cls: str, position: int) -> bool:
         function = tree.enclosing_function(assign)
         for name in tree.nodes(cst.Name):
             if name.value != weights.value or name is weights or tree.enclosing_function(name) is not function \
-                    or tree.index(name) < tree.index(assign):
-                continue
+                    or tree.index(name) < tree.index(assign) or tree.is_inside(name, assign) or _attribute_name(tree, name):
+                continue  # (DINO's `y, attn = self.attn(x)`: the module's attribute, read before the weights are bound)
             if not any(type(a) is cst.Return for a in tree.ancestors(name)):
                 return True  # read here (a loss, a plot, a list of maps)
     return False
+
+
+def _attribute_name(tree, name: cst.Name) -> bool:  # type: ignore[no-untyped-def]
+    """Is ``name`` the attribute of ``obj.name``, no read of a variable?"""
+    parent = tree.parent(name)
+    return type(parent) is cst.Attribute and parent.attr is name
 
 
 def _instance_of(ctx: FileContext, func: cst.BaseExpression, cls: str, at: cst.CSTNode) -> bool:

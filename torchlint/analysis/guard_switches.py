@@ -60,7 +60,7 @@ class SwitchedOff:
                         return found
         return None
 
-    def flag_of(self, node: cst.CSTNode) -> tuple[Flag, ...]:
+    def flag_of(self, node: cst.CSTNode, identity: bool = False) -> tuple[Flag, ...]:
         """Each test of a parameter of ``node``'s function, or of the constructor's parameter
         ``self.x`` holds, that must hold for ``node`` to run, innermost first, whatever its default:
         ``if check:``, ``if self.add_zero_attn:``, ``flag and``, ``if method == "singlestep":``,
@@ -79,17 +79,18 @@ class SwitchedOff:
             if test is None:
                 continue
             if not holds_there:
-                test = _truth_negated(test)  # minRF's `if self.ln: ... else: <here>` with `ln=True`
+                # minRF's `if self.ln: ... else: <here>` with `ln=True`; asked for, `tails is not None` in `if tails is None:`'s `else`
+                test = _truth_negated(test) or (_identity_negated(test) if identity else None)
             elif type(ancestor) is cst.If:
                 test = self._named_test(test, ancestor)  # type: ignore[attr-defined]
             for part in conjuncts(test):
-                flag = self._parameter_flag(part, function, params)
+                flag = self._parameter_flag(part, function, params, identity)
                 if flag is not None and flag not in found:
                     found.append(flag)
         return tuple(found)
 
-    def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: dict[str, cst.Param]) -> Flag | None:
-        tested = compared(part)
+    def _parameter_flag(self, part: cst.BaseExpression, function: cst.FunctionDef, params: dict[str, cst.Param], identity: bool = False) -> Flag | None:
+        tested = compared(part, identity)
         if tested is None:
             return None
         operand, test, constant = tested
@@ -333,6 +334,14 @@ def _truth_negated(test: cst.BaseExpression) -> cst.BaseExpression | None:
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) in (cst.Name, cst.Attribute):
         return test.expression
     return None
+
+
+def _identity_negated(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What must hold in the ``else`` of ``p is None`` (``p is not None``) or of ``p is not None`` (``p is None``)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) not in (cst.Is, cst.IsNot):
+        return None
+    operator = cst.IsNot() if type(test.comparisons[0].operator) is cst.Is else cst.Is()
+    return cst.Comparison(test.left, [cst.ComparisonTarget(operator, test.comparisons[0].comparator)])
 
 
 def _negated(test: cst.BaseExpression) -> cst.BaseExpression | None:

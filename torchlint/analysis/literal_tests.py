@@ -33,7 +33,7 @@ def literal(value: cst.BaseExpression | None) -> tuple[str, object] | None:
     return None
 
 
-def compared(part: cst.BaseExpression) -> tuple[cst.BaseExpression, str, object] | None:
+def compared(part: cst.BaseExpression, identity: bool = False) -> tuple[cst.BaseExpression, str, object] | None:
     """``(operand, test, constant)`` for a conjunct that tests a name or attribute alone, for
     truth or against a constant (``top_p > 0``, ``0 < p`` as ``p > 0``, ``top_k``, ``not greedy``,
     ``self.schedule == "linear"``, ``method in ["a", "b"]``): ``test`` is ``"truth"``, ``"not"``, ``"in"``,
@@ -45,6 +45,9 @@ def compared(part: cst.BaseExpression) -> tuple[cst.BaseExpression, str, object]
         return part.expression, "not", None
     if type(part) is not cst.Comparison or len(part.comparisons) != 1:
         return None
+    if identity and type(part.comparisons[0].operator) in (cst.Is, cst.IsNot) and type(left := part.left) in (cst.Name, cst.Attribute) \
+            and type(none := part.comparisons[0].comparator) is cst.Name and none.value == "None":
+        return left, "is_" if type(part.comparisons[0].operator) is cst.Is else "is_not", None  # (asked for: `tails is None`, an `operator` name)
     left, right = part.left, part.comparisons[0].comparator
     if type(part.comparisons[0].operator) in (cst.In, cst.NotIn) and type(left) in (cst.Name, cst.Attribute) and type(right) in (cst.List, cst.Tuple, cst.Set):
         members = [literal(e.value) for e in right.elements if type(e) is cst.Element]  # `method in ["singlestep", "singlestep_fixed"]`

@@ -17,9 +17,10 @@ from torchlint.analysis.setting_values import MAX_DEPTH, SettingValues
 from torchlint.analysis.summary import CallSite
 from torchlint.analysis.switch_words import Flag, holds
 
-_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in"}  # (literal_tests.compared's tests)
+_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in", "not_in": "not in", "is_": "is", "is_not": "is not"}  # (literal_tests.compared's tests)
 _T = TypeVar("_T")
 _BUILT_OFF = "only that branch builds the object it runs"  # (`_built_off`'s words)
+_PICKED_OFF = "only that branch picks the function it calls"  # (theirs for a function bound to a name there)
 
 
 class SettingDefaults(CallIndexes, SettingValues):
@@ -204,7 +205,7 @@ class SettingDefaults(CallIndexes, SettingValues):
                 return None
             words = words or found
         # (an uncalled caller is passed over only beside a call of an object no branch the project takes builds)
-        return words if not skipped or words is not None and _BUILT_OFF in words else None
+        return words if not skipped or words is not None and (_BUILT_OFF in words or _PICKED_OFF in words) else None
 
     def _calls_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
         """Words for the ``__call__`` of a plain class of ``path`` (no base but ``object``, no subclass, never used as
@@ -234,7 +235,8 @@ class SettingDefaults(CallIndexes, SettingValues):
         every call in the project fails: LPIPS' ``self.net`` is an ``L2()`` only where ``model in ["L2", "l2"]``,
         and the project passes ``model="net-lin"``."""
         off = self.passed_off_everywhere(path, call.flags, built=True) if call.flags else None
-        return f"{off}: {_BUILT_OFF}" if off else None
+        # (a function a name was bound to in that branch, `spline_fn = rational_quadratic_spline`: BranchFunctions)
+        return f"{off}: {_BUILT_OFF if call.target[0] == 'object' else _PICKED_OFF}" if off else None
 
     def _built_switched_off(self, path: str, owner: str, function: str, depth: int) -> str | None:
         """Words for a method (``function``) of a class ``owner`` of ``path`` that the project builds only

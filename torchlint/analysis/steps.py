@@ -213,7 +213,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
-                        flags=self.member_flags(call, target) if caller else (),
+                        flags=(self.member_flags(call, target) or self.branch_flags(call, target)) if caller else (),
                         run_mode=bool(placed) and mode, run_flags=run_flags,
                         maybe_none=facts["maybe_none"],
                         evaluates=bool(loop is not None or within) and self.ctx.places.evaluates(call),

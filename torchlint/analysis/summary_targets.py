@@ -10,6 +10,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from torchlint.analysis.branch_functions import BranchFunctions
 from torchlint.analysis.members import CONTAINERS, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.objects import _COMPILERS, ObjectRefs
@@ -23,7 +24,7 @@ _HANDED_TO_MODULES = frozenset({"apply", "register_forward_hook", "register_forw
 
 _ALIAS_DEPTH = 8  # `f = g` resolved through at most this many names
 
-class CallTargets(ObjectRefs):
+class CallTargets(ObjectRefs, BranchFunctions):
     """The reference a call's function makes (see the module docstring)."""
 
     star: bool
@@ -91,6 +92,9 @@ class CallTargets(ObjectRefs):
             picked = self._picked_function(func, at)
             if picked is not None:
                 return picked
+            branched = self.branch_function(func, at)
+            if branched is not None:  # `spline_fn = rational_quadratic_spline` in one branch, another function in the other
+                return branched
             if self.star and func.value not in _BUILTINS:
                 return ("star", func.value)
             return None

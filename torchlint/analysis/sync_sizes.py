@@ -21,6 +21,10 @@ _JOINED = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concaten
 _LIKE = frozenset({"torch.ones_like", "torch.zeros_like", "torch.empty_like"})
 
 
+# What a name bound to a comparison may hold: one, or a logical join or negation of them (`a & b`, `~m`).
+_COMPARED_KINDS = (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation)
+
+
 class SizedByValues:
     """Which indexes and ops of one file make a tensor sized by its values."""
 
@@ -125,12 +129,19 @@ class SizedByValues:
         bound = self.ctx.bindings.reaching_each(owner.value, at)
         return bool(bound) and all(b.kind == "assign" and b.value is not None and type(b.value) is cst.Subscript for b in bound)
 
-    def _compared(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """A value comparison (``a == i``, ``t > 0``), or a name bound only to one where it is used."""
+    def _compared(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """A value comparison (``a == i``, ``t > 0``), a logical join of them (VITS' ``(inputs >= -tail_bound) &
+        (inputs <= tail_bound)``, ``~inside``), or a name bound only to one where it is used."""
+        if depth > 4:
+            return False  # (a chain of names and joins deeper than code writes: not followed)
         if type(expr) is cst.Name:
             bound = self.ctx.bindings.reaching_each(expr.value, at)
-            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None and type(b.value) is cst.Comparison
-                                       and self._compared(b.value, b.node) for b in bound)
+            return bool(bound) and all(b.kind == "assign" and b.element is None and b.value is not None
+                                       and type(b.value) in _COMPARED_KINDS and self._compared(b.value, b.node, depth + 1) for b in bound)
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.BitAnd, cst.BitOr):
+            return self._compared(expr.left, at, depth + 1) and self._compared(expr.right, at, depth + 1)
+        if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.BitInvert:
+            return self._compared(expr.expression, at, depth + 1)
         return type(expr) is cst.Comparison and not any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons)
 
     def _op_sized_by_values(self, op: str, call: cst.Call, function: bool) -> bool:

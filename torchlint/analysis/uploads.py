@@ -22,12 +22,13 @@ from torchlint.analysis.host_moves import HostMoves
 from torchlint.analysis.host_tensors import ARITHMETIC, FROM_DATA, ONE_TENSOR_FUNCTIONS, PLACE_KEEPING, HostTensors
 from torchlint.analysis.loop_invariants import attribute_unchanged
 from torchlint.analysis.names import dotted
+from torchlint.analysis.results_back import ResultsBack
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-class Uploads(HostTensors, HostMoves, HostIndexes):
+class Uploads(HostTensors, HostMoves, HostIndexes, ResultsBack):
     """Host tensors and their uploads, for one file."""
 
     def __init__(self, ctx: FileContext) -> None:

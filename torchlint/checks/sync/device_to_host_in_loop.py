@@ -54,6 +54,11 @@ class DeviceToHostInLoop(Check):
                 return
             # (a prioritised replay buffer's priorities, `mem.update_priorities(idxs, loss.cpu().numpy())`: its NumPy sum tree needs them)
             # (`wav.cpu()` in `write(wav)`: no copy where every call in the project passes a host tensor, the join knows)
+            back = ctx.uploads.result_sent_back(node)
+            if back is not None:  # (VITS' `maximum_path`: the host's result made from the copy, uploaded: one excursion, one fix)
+                self.report(node, call=call, what=_BACK_WORDS.format(upload=short_code(ctx.module, back, limit=70)), related=(back,),
+                            hint=_BACK_HINT, unless_host=ctx.devices.host_parameter(receiver, node))
+                return
             self.report(node, call=call, what=_COPY_WORDS, cost=Cost.NEEDED_READ if feeds_priorities(ctx, node) else None,
                         unless_host=ctx.devices.host_parameter(receiver, node))
 
@@ -138,6 +143,10 @@ class DeviceToHostInLoop(Check):
 
 
 _COPY_WORDS = "copies a device value to the host and waits for it"
+# (the second leg: what the host computes from the copy goes back to the device in the same pass)
+_BACK_WORDS = "copies a device value to the host and waits for it, and what the host computes from it goes back to the device (`{upload}`)"
+_BACK_HINT = ("Do the host step on the device (a GPU version of it), or, where it must run on the host, copy both ways through "
+              "pinned buffers with `non_blocking=True`")
 _MODULE_WORDS = "copies a whole module's weights to the host"
 _MODULE_NAMES = frozenset({"model", "module", "unet", "denoiser", "encoder", "decoder", "vae", "net", "network", "backbone", "conditioner"})
 _MODULE_HINT = ("Keep the module on the device for the whole loop if it fits (offload once before and after it), or move "
