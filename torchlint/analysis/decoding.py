@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.mentions import mentions
 from torchlint.analysis.names import dotted
 from torchlint.analysis.token_reads import returns_a_token
-from torchlint.analysis.tree import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -110,12 +110,29 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
         made = derived(ordered, targets(statement))
         if not used_as_logits(call, made, samplers) and not _samples_inside(ctx, call):
             continue
+        made |= _handed_to_objects(nodes, made)
         # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
         # `sample` over, even where an inner `for sample in samples:` rebinds the name)
         inputs = carried_inputs(call, ordered, ctx) - (mentions(loop.target) if type(loop) is cst.For else frozenset())
         if inputs & made or any(name in inputs and mentions(value) & made for name, value in grown):
             return True
     return False
+
+
+def _handed_to_objects(nodes: list[cst.CSTNode], made: set[str]) -> set[str]:
+    """The objects whose method the body hands what the model returned (``strategy.advance(log_probs)``):
+    a decode strategy that keeps the tokens it picks, the model's next input read from it
+    (``strategy.current_predictions``: OpenNMT's translator). Not ``self`` (every attribute of the
+    caller would be made from it), nor a tensor's or list's own method."""
+    found: set[str] = set()
+    for node in nodes:
+        if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value in _TENSOR_METHODS:
+            continue
+        owner = dotted(node.func.value)
+        if owner is not None and owner != "self" and owner.split(".")[0] not in _LIBRARIES \
+                and any(mentions(arg.value) & made for arg in node.args):
+            found.add(owner)
+    return found
 
 
 def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
@@ -188,46 +205,6 @@ def targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
                 + [part for part in parts if type(part) not in (cst.Tuple, cst.List)]
         parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
         found.update(name for part in parts if (name := dotted(part)) is not None)
-    return found
-
-
-# `mentions` of a node, kept with the node (so a later node that reuses a freed id is never
-# mistaken for it): every loop of a file asks again of the same statements (`derived` twice
-# round, per call that may run a model), which made this analysis the check's costliest.
-_MENTIONED: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str]]] = {}
-
-
-def mentions(expr: cst.CSTNode | None, slices: bool = True) -> frozenset[str]:
-    """The names and attribute chains ``expr`` reads (without ``slices``: not those only in
-    an index, ``xs[t]``)."""
-    if expr is None:
-        return frozenset()
-    key = (id(expr), slices)
-    entry = _MENTIONED.get(key)
-    if entry is not None and entry[0] is expr:
-        return entry[1]
-    if len(_MENTIONED) > 20_000:
-        _MENTIONED.clear()  # bounded: the entries keep their nodes alive
-    found = _MENTIONED[key] = (expr, frozenset(_walk_mentions(expr, slices)))
-    return found[1]
-
-
-def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
-    found: set[str] = set()
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) in (cst.Name, cst.Attribute):
-            name = dotted(node)
-            if name is not None:
-                found.add(name)
-            if type(node) is cst.Attribute:
-                stack.append(node.value)  # `self.model.score`: its attribute's name is no variable
-            continue
-        if type(node) is cst.Subscript and not slices:
-            stack.append(node.value)
-            continue
-        stack.extend(children(node))  # not libcst's `.children`, which rebuilds the node through a visitor
     return found
 
 
