@@ -32,3 +32,18 @@ def test_an_input_not_read_back_from_the_strategy_decodes_nothing(project: Path)
                                                        "self._decode_and_generate(start.view(-1, 1, 1))"))
     assert ("search.py", 24) not in _tl101(project) and ("search.py", 38) not in _tl101(project)
 
+
+
+def test_a_strategy_held_on_self_decodes(project: Path) -> None:
+    translate = project / "translate.py"
+    text = translate.read_text().replace("return self._decode(start, strategy)", "self.strategy = strategy\n        return self._decode(start)")
+    text = text.replace("def _decode(self, start, strategy):", "def _decode(self, start):").replace("strategy.", "self.strategy.")
+    translate.write_text(text.replace("self.self.strategy.", "self.strategy."))
+    assert _tl101(project).get(("search.py", 24)) == "medium"
+
+
+def test_a_method_the_model_is_given_the_result_of_is_no_kept_token(project: Path) -> None:
+    # `hyp.update(best)` then `train(hyp.copy())`: a settings object filled and copied, no token read back
+    translate = project / "translate.py"
+    translate.write_text(translate.read_text().replace("strategy.current.view(-1, 1, 1)", "strategy.snapshot()"))
+    assert ("search.py", 24) not in _tl101(project)

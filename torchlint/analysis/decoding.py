@@ -110,29 +110,40 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
         made = derived(ordered, targets(statement))
         if not used_as_logits(call, made, samplers) and not _samples_inside(ctx, call):
             continue
-        made |= _handed_to_objects(nodes, made)
         # (the loop's own variables are new each iteration: `for _, sample in itr:` carries no
         # `sample` over, even where an inner `for sample in samples:` rebinds the name)
         inputs = carried_inputs(call, ordered, ctx) - (mentions(loop.target) if type(loop) is cst.For else frozenset())
         if inputs & made or any(name in inputs and mentions(value) & made for name, value in grown):
             return True
+        read = {name for name in inputs if "." in name}  # (an attribute the model is given: what a strategy may keep)
+        if read and _read_back(nodes, read, _handed_to_objects(ctx, nodes, made)):
+            return True
     return False
 
 
-def _handed_to_objects(nodes: list[cst.CSTNode], made: set[str]) -> set[str]:
+def _handed_to_objects(ctx: FileContext, nodes: list[cst.CSTNode], made: set[str]) -> set[str]:
     """The objects whose method the body hands what the model returned (``strategy.advance(log_probs)``):
-    a decode strategy that keeps the tokens it picks, the model's next input read from it
-    (``strategy.current_predictions``: OpenNMT's translator). Not ``self`` (every attribute of the
-    caller would be made from it), nor a tensor's or list's own method."""
+    a decode strategy that picks the token and keeps it. Not ``self`` (every attribute of the caller
+    would be made from it), a library's module (``torchvision.ops.nms(boxes, scores)``), nor a
+    tensor's or list's own method."""
     found: set[str] = set()
     for node in nodes:
         if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value in _TENSOR_METHODS:
             continue
         owner = dotted(node.func.value)
-        if owner is not None and owner != "self" and owner.split(".")[0] not in _LIBRARIES \
-                and any(mentions(arg.value) & made for arg in node.args):
+        if owner is None or owner == "self" or owner.split(".")[0] in _LIBRARIES or ctx.qname(node.func) is not None:
+            continue
+        if any(mentions(arg.value) & made for arg in node.args):
             found.add(owner)
     return found
+
+
+def _read_back(nodes: list[cst.CSTNode], read: set[str], owners: set[str]) -> bool:
+    """Is the model given (``read``: the attribute chains it is given) an attribute of one of ``owners``
+    (``strategy.current_predictions``, ``self.strategy.current``), read as a value, not called
+    (``hyp.copy()`` of a settings dict ``hyp.update(...)`` filled is no token)?"""
+    kept = {name for name in read if any(name.startswith(owner + ".") for owner in owners)}
+    return bool(kept) and bool(kept - {dotted(n.func) for n in nodes if type(n) is cst.Call})
 
 
 def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
