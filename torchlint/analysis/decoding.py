@@ -116,22 +116,24 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
         if inputs & made or any(name in inputs and mentions(value) & made for name, value in grown):
             return True
         read = {name for name in inputs if "." in name}  # (an attribute the model is given: what a strategy may keep)
-        if read and _read_back(nodes, read, _handed_to_objects(ctx, nodes, made)):
+        if read and _read_back(nodes, read, _handed_to_objects(ctx, nodes, made, read)):
             return True
     return False
 
 
-def _handed_to_objects(ctx: FileContext, nodes: list[cst.CSTNode], made: set[str]) -> set[str]:
+def _handed_to_objects(ctx: FileContext, nodes: list[cst.CSTNode], made: set[str], read: set[str]) -> set[str]:
     """The objects whose method the body hands what the model returned (``strategy.advance(log_probs)``):
     a decode strategy that picks the token and keeps it. Not ``self`` (every attribute of the caller
     would be made from it), a library's module (``torchvision.ops.nms(boxes, scores)``), nor a
-    tensor's or list's own method."""
+    tensor's or list's own method. Only objects whose attribute the model is given (``read``): the rest
+    cannot feed it, and are not asked about."""
+    owners = {name.rsplit(".", cut)[0] for name in read for cut in range(1, name.count(".") + 1)}
     found: set[str] = set()
     for node in nodes:
         if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value in _TENSOR_METHODS:
             continue
         owner = dotted(node.func.value)
-        if owner is None or owner == "self" or owner.split(".")[0] in _LIBRARIES or ctx.qname(node.func) is not None:
+        if owner not in owners or owner == "self" or owner.split(".")[0] in _LIBRARIES or ctx.qname(node.func) is not None:
             continue
         if any(mentions(arg.value) & made for arg in node.args):
             found.add(owner)
