@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.mentions import mentions
 from torchlint.analysis.names import dotted
 from torchlint.analysis.token_reads import returns_a_token
-from torchlint.analysis.tree import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -115,7 +115,37 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
         inputs = carried_inputs(call, ordered, ctx) - (mentions(loop.target) if type(loop) is cst.For else frozenset())
         if inputs & made or any(name in inputs and mentions(value) & made for name, value in grown):
             return True
+        read = {name for name in inputs if "." in name}  # (an attribute the model is given: what a strategy may keep)
+        if read and _read_back(nodes, read, _handed_to_objects(ctx, nodes, made, read)):
+            return True
     return False
+
+
+def _handed_to_objects(ctx: FileContext, nodes: list[cst.CSTNode], made: set[str], read: set[str]) -> set[str]:
+    """The objects whose method the body hands what the model returned (``strategy.advance(log_probs)``):
+    a decode strategy that picks the token and keeps it. Not ``self`` (every attribute of the caller
+    would be made from it), a library's module (``torchvision.ops.nms(boxes, scores)``), nor a
+    tensor's or list's own method. Only objects whose attribute the model is given (``read``): the rest
+    cannot feed it, and are not asked about."""
+    owners = {name.rsplit(".", cut)[0] for name in read for cut in range(1, name.count(".") + 1)}
+    found: set[str] = set()
+    for node in nodes:
+        if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value in _TENSOR_METHODS:
+            continue
+        owner = dotted(node.func.value)
+        if owner not in owners or owner == "self" or owner.split(".")[0] in _LIBRARIES or ctx.qname(node.func) is not None:
+            continue
+        if any(mentions(arg.value) & made for arg in node.args):
+            found.add(owner)
+    return found
+
+
+def _read_back(nodes: list[cst.CSTNode], read: set[str], owners: set[str]) -> bool:
+    """Is the model given (``read``: the attribute chains it is given) an attribute of one of ``owners``
+    (``strategy.current_predictions``, ``self.strategy.current``), read as a value, not called
+    (``hyp.copy()`` of a settings dict ``hyp.update(...)`` filled is no token)?"""
+    kept = {name for name in read if any(name.startswith(owner + ".") for owner in owners)}
+    return bool(kept) and bool(kept - {dotted(n.func) for n in nodes if type(n) is cst.Call})
 
 
 def decode_body(ctx: FileContext, loop: cst.For | cst.While) -> tuple[list[cst.CSTNode], list[cst.CSTNode]]:
@@ -188,46 +218,6 @@ def targets(statement: cst.CSTNode, items: bool = True) -> set[str]:
                 + [part for part in parts if type(part) not in (cst.Tuple, cst.List)]
         parts = [part.value if type(part) is cst.Subscript else part for part in parts if items or type(part) is not cst.Subscript]
         found.update(name for part in parts if (name := dotted(part)) is not None)
-    return found
-
-
-# `mentions` of a node, kept with the node (so a later node that reuses a freed id is never
-# mistaken for it): every loop of a file asks again of the same statements (`derived` twice
-# round, per call that may run a model), which made this analysis the check's costliest.
-_MENTIONED: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str]]] = {}
-
-
-def mentions(expr: cst.CSTNode | None, slices: bool = True) -> frozenset[str]:
-    """The names and attribute chains ``expr`` reads (without ``slices``: not those only in
-    an index, ``xs[t]``)."""
-    if expr is None:
-        return frozenset()
-    key = (id(expr), slices)
-    entry = _MENTIONED.get(key)
-    if entry is not None and entry[0] is expr:
-        return entry[1]
-    if len(_MENTIONED) > 20_000:
-        _MENTIONED.clear()  # bounded: the entries keep their nodes alive
-    found = _MENTIONED[key] = (expr, frozenset(_walk_mentions(expr, slices)))
-    return found[1]
-
-
-def _walk_mentions(expr: cst.CSTNode, slices: bool) -> set[str]:
-    found: set[str] = set()
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) in (cst.Name, cst.Attribute):
-            name = dotted(node)
-            if name is not None:
-                found.add(name)
-            if type(node) is cst.Attribute:
-                stack.append(node.value)  # `self.model.score`: its attribute's name is no variable
-            continue
-        if type(node) is cst.Subscript and not slices:
-            stack.append(node.value)
-            continue
-        stack.extend(children(node))  # not libcst's `.children`, which rebuilds the node through a visitor
     return found
 
 

@@ -30,7 +30,7 @@ from torchlint.analysis.join_loops import ModelReach, _loop_where, _step_loops
 from torchlint.analysis.join_params import constructed, device_params, element_params, host_call_params, host_params, host_returned, host_steps, listed_params, never_built
 from torchlint.analysis.join_spread import _as_training_step, _called_place, _spread
 from torchlint.analysis.join_steps import StepInfo, Steps
-from torchlint.analysis.multiplicity import ENV_STEP, EVALUATION_WORDS, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
+from torchlint.analysis.multiplicity import ENV_STEP, EVALUATION_WORDS, GENERATION, FULL_BATCH_WORDS, LOOP_WORDS, MODEL_CALL, PHASE_WHERE, ROLLOUT_WORDS, Multiplicity, Position, Repeat, Where, phase_rank
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
@@ -211,6 +211,10 @@ def _seeds(project: Project, step_loops: dict[tuple[str, str], Where], roots: di
                 sites = (call.location,) if call.location is not None else ()
                 omitted, constants = project.none_passed(call, callee, path), project.constants(call, callee)
                 per_step, position = _called_place(None, call, callee, loops_here)
+                if call.loop is not None and per_step.unit == DECODED and generations.decodes(callee):
+                    # a loop its own file takes for a token loop by its shape (`while True:` around `translator.translate(...)`),
+                    # whose call runs whole generations, a decode loop of their own: each iteration a generated sequence
+                    per_step = replace(per_step, unit=GENERATION)
                 if position not in _DRAINED and call.loop is None and loop_where not in (Where.TRAIN, Where.EPOCH) \
                         and loops_here.get(call.within) != DECODED and generations.follows(path, call):
                     # after a call earlier in the iteration that runs a whole generation (whisper's window
