@@ -9,7 +9,8 @@ import libcst as cst
 import pytest
 from conftest import assert_markers_hold, copied_project
 
-from torchlint.analysis.call_arms import arms_count, arms_sum, call_arms
+from torchlint.analysis.arms_counts import arms_count, arms_sum
+from torchlint.analysis.call_arms import call_arms
 from torchlint.analysis.tree import Tree
 from torchlint.config import from_table
 from torchlint.engine import lint_paths

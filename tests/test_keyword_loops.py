@@ -37,6 +37,8 @@ def test_the_counts_are_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (("train.py", ("logger.update(acc=acc, loss=loss)", "logger.update(acc=acc, loss=loss)\n        logger.update(**{'a': acc})")), 12, "medium"),
     # `head` no longer taken by name: two keywords reach `kwargs`, still a few
     (("meters.py", ('def update(self, head="scalar", **kwargs):', "def update(self, **kwargs):\n        head = kwargs.pop('head', 'scalar')")), 25, "low"),
+    # `**metrics` of a dict whose two keys the file shows (splat_keys): a few reads right after the synchronize
+    (("train.py", ("{name: fn(out, y) for name, fn in metric_fns.items()}", '{"loss": loss, "acc": (out.argmax(-1) == y).float().mean()}')), 48, "low"),
 ])
 def test_what_the_calls_pass_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, line, impact) -> None:  # type: ignore[no-untyped-def]
     name, change = edit

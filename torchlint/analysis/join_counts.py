@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from torchlint.analysis.call_arms import Arms, arms_count, arms_sum
+from torchlint.analysis.arms_counts import Arms, arms_count, arms_sum
 from torchlint.analysis.join_loops import _loop_where
-from torchlint.analysis.join_steps import StepInfo, Steps, within_step
+from torchlint.analysis.join_steps import Steps, within_step
 from torchlint.analysis.multiplicity import CALL_SITE, FEW_ITEMS, LOOP_WORDS, Multiplicity, Repeat, Where
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import CallSite
