@@ -75,7 +75,14 @@ class SwitchedOff:
             return ()
         params = {p.name.value: p for p in (*function.params.params, *function.params.kwonly_params)}
         found: list[Flag] = []
-        for ancestor, _, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+        for ancestor, child, test, holds_there in enclosing_tests(self.ctx.tree, node, function):
+            if test is None and type(ancestor) is cst.IndentedBlock:
+                # after `if self.block_ngram_repeat <= 0: return` in its block: it runs only where that test fails
+                for statement in self.ctx.tree.statements_before(ancestor, child, exits_early):  # type: ignore[arg-type]
+                    flag = _failed(self._parameter_flag(statement.test, function, params, identity))  # type: ignore[attr-defined]
+                    if flag is not None and flag not in found:
+                        found.append(flag)
+                continue
             if test is None:
                 continue
             if not holds_there:
@@ -100,9 +107,9 @@ class SwitchedOff:
             default = literal(params[operand.value].default)
             return dotted_function_name(self.ctx.tree, function), operand.value, test, constant, (default[1],) if default is not None else ()
         found = self.ctx.devices.constructor_parameter(operand) if type(operand) is cst.Attribute else None
-        if found is None and type(operand) is cst.Attribute and operand.attr.value not in self._set_on_objects():  # type: ignore[attr-defined]
+        if found is None and type(operand) is cst.Attribute and operand.attr.value not in self.set_on_objects():  # type: ignore[attr-defined]
             return self._kept_parameter_flag(operand, function, params, test, constant)
-        if found is None or operand.attr.value in self._set_on_objects():  # type: ignore[attr-defined]
+        if found is None or operand.attr.value in self.set_on_objects():  # type: ignore[attr-defined]
             return None  # (`model.flag = True` elsewhere in the file: set on an object, not only built)
         init, _, param = found.rpartition(":")
         definition = self.ctx.functions.method("__init__", operand)
@@ -154,7 +161,7 @@ class SwitchedOff:
         if type(part) is not cst.Attribute or type(part.value) is not cst.Name or part.value.value != "self":
             return None
         found = self.ctx.devices.constructor_parameter(part)  # `Cls.__init__:flag`: every binding is `self.flag = flag` there
-        if found is None or part.attr.value in self._set_on_objects():
+        if found is None or part.attr.value in self.set_on_objects():
             return None
         init, _, param = found.rpartition(":")
         definition = self.ctx.functions.method("__init__", part)  # (its class's own: no scan of every function of the file)
@@ -162,7 +169,7 @@ class SwitchedOff:
             return None  # (a required parameter, or one on by default: its callers decide, as today)
         return init, param, optional
 
-    def _set_on_objects(self) -> frozenset[str]:
+    def set_on_objects(self) -> frozenset[str]:
         """Attributes this file assigns on an object other than ``self`` (``model.kv_cache = True``)."""
         found = self.__dict__.get("_set_on_objects_memo")
         if found is None:
@@ -324,6 +331,18 @@ def _exits(body: cst.BaseSuite) -> bool:
     if type(last) is cst.SimpleStatementLine:  # (an indented block's last line; a one-line suite holds the statements)
         last = last.body[-1]
     return type(last) in (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+_FAILED = {"truth": "not", "not": "truth", "in": "not_in", "not_in": "in", "is_": "is_not", "is_not": "is_",
+           "lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def _failed(flag: Flag | None) -> Flag | None:
+    """The flag that holds where ``flag``'s test fails (what runs after an early exit under it): ``x > 0`` for ``x <= 0``."""
+    if flag is None or flag[2] not in _FAILED:
+        return None
+    function, param, test, constant, default = flag
+    return function, param, _FAILED[test], constant, default
 
 
 def _truth_negated(test: cst.BaseExpression) -> cst.BaseExpression | None:

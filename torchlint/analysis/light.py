@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.light_classes import abstract_methods, init_attributes
+from torchlint.analysis.light_classes import abstract_methods, init_attributes, object_sets
 from torchlint.analysis.switch_words import OPTION_KEYWORDS
 from torchlint.analysis.light_arguments import falsy_args, given_arguments, literal_args, own_settings
 from torchlint.analysis.summary import _BUILTINS, _NOT_PROJECT, BY_NAME, CONFIG_NAMES, CallSite, ClassSummary, FileSummary, Ref
@@ -54,7 +54,8 @@ def light_summary(tree: ast.Module, path: str) -> FileSummary:
             returns.append((key, refs))
     return FileSummary(path, tuple(functions), tuple(classes), tuple(calls), (), tuple(stars), tuple(exports),
                        params=tuple(params.items()), returns=tuple(returns), settings=_setting_values(every_node), assigned=_assigned_ints(every_node),
-                       by_name=_builds_by_name(every_node, imports), names_device=_names_device(every_node))
+                       by_name=_builds_by_name(every_node, imports), names_device=_names_device(every_node), object_sets=object_sets(every_node))
+
 
 
 def walk(node: ast.AST) -> list[ast.AST]:

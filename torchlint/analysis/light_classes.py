@@ -91,3 +91,15 @@ def _dotted(node: ast.AST) -> str | None:
         parts.append(node.attr)
         node = node.value
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def object_sets(nodes: list[ast.AST]) -> tuple[str, ...]:
+    """Attributes assigned on an object other than ``self`` (``translator.replace_unk = True``): ``FileSummary.object_sets``."""
+    found = set()
+    for node in nodes:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for element in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if isinstance(element, ast.Attribute) and not (isinstance(element.value, ast.Name) and element.value.id == "self"):
+                    found.add(element.attr)
+    return tuple(sorted(found))

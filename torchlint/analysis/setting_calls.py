@@ -136,6 +136,23 @@ class CallIndexes:
                 return False  # (its own `__init__`, and no `super().__init__(...)` seen in it: it may pass anything)
         return True
 
+    def _kept_unset(self, path: str, owner: str, param: str) -> bool:
+        """Has every subclass of ``owner`` (of ``path``) in the project an ``__init__`` of its own (whose ``super().__init__(...)``
+        the join follows), none setting on ``self`` an attribute the base's ``__init__`` keeps from ``param``
+        (``ClassSummary.kept``, ``sets``)? Then what the base holds is what those calls pass."""
+        base = self.project.classes.get(path, {}).get(owner)
+        if base is None:
+            return False
+        attributes = {attribute for attribute, kept_from in base.kept if kept_from == param}
+        for sub_path, sub in self.project.subclasses(path, owner):
+            cls = self.project.classes.get(sub_path, {}).get(sub)
+            # (`class LoudLoss(AuxLoss): pass`: built by no call seen here, it passes whatever its users give the base)
+            if cls is None or "__init__" not in cls.methods:
+                return False
+            if attributes & set(cls.sets):
+                return False  # (`self.block_ngram_repeat = 3` after `super().__init__(...)`: the subclass's own value)
+        return True
+
     def _inheriting_inits(self, path: str, call: CallSite) -> list[tuple[str, str]]:
         """The ``__init__`` of each subclass a ``cls(...)`` in a classmethod (``call.caller``) may build: one that
         inherits that classmethod, whose own ``__init__`` (or an intermediate base's) then runs."""
@@ -146,3 +163,28 @@ class CallIndexes:
             if self.project.method(sub_path, sub, method) == (path, call.caller) and init is not None and init != (path, f"{owner}.__init__"):
                 found.append(init)
         return found
+
+    def _settings_passing(self, path: str, function: str, param: str) -> str:
+        """"the run's `use_amp` setting, off by default" where a call of ``function`` passes ``param`` a setting
+        of the run (``CallSite.own_settings``), "`Translator()`'s `replace_unk`, off wherever it is built" where one
+        passes an attribute its class keeps from a constructor parameter (``CallSite.kept_params``); "" where none does."""
+        calls = self.calls_of((path, function))
+        wheres = [(call, self._explicit(call, (path, function), param)) for _, call in calls]  # type: ignore[attr-defined]
+        settings = sorted({setting for call, where in wheres for at, _, setting in call.own_settings if at == where})
+        kept = sorted({(init.rpartition(".")[0], kept_param) for call, where in wheres for at, init, kept_param, _ in call.kept_params if at == where})
+        words = [f"the run's {', '.join(f'`{n}`' for n in settings)} setting, off by default"] if settings else []
+        words += [f"`{owner}()`'s `{name}`, off wherever it is built" for owner, name in kept]
+        return " or ".join(words)
+
+    def _kept_param(self, call: CallSite, where: int | str | None) -> tuple[str, str] | None:
+        """``(Cls.__init__, parameter)`` where ``call`` passes at ``where`` an attribute its caller's class keeps
+        from that constructor parameter (``CallSite.kept_params``) and no file of the project sets on an object
+        (``FileSummary.object_sets``: ``translator.replace_unk = True`` in a script); None otherwise."""
+        found = next(((init, param, attribute) for at, init, param, attribute in call.kept_params if at == where), None)
+        if found is None or found[2] in self._object_sets():
+            return None
+        return found[0], found[1]
+
+    def _object_sets(self) -> frozenset[str]:
+        """Every attribute some file of the project assigns on an object other than ``self``."""
+        return self.kept("object_sets", lambda: frozenset(name for summary in self.project.files.values() for name in summary.object_sets))  # type: ignore[attr-defined]

@@ -131,17 +131,16 @@ class SettingDefaults(CallIndexes, SettingValues):
                     return False
                 continue
             own = dict(call.own_params).get(where)
+            if own is None:
+                # (an attribute its class keeps from its constructor, `self.replace_unk`: what every construction passes there)
+                kept = self._kept_param(call, where)
+                if kept is None or not self._passed_off(caller_path, *kept, test, constant, self._literal_default(caller_path, *kept), depth + 1, built):
+                    return False
+                continue
             # (its caller's own parameter handed on: what every call of the caller passes there)
-            if own is None or not self._passed_off(caller_path, call.caller, own, test, constant, self._literal_default(caller_path, call.caller, own), depth + 1, built):
+            if not self._passed_off(caller_path, call.caller, own, test, constant, self._literal_default(caller_path, call.caller, own), depth + 1, built):
                 return False
         return True
-
-    def _settings_passing(self, path: str, function: str, param: str) -> str:
-        """"the run's `use_amp` setting, off by default" where a call of ``function`` passes ``param`` a setting
-        of the run (``CallSite.own_settings``); "" where none does."""
-        names = sorted({setting for _, call in self.calls_of((path, function)) for where, _, setting in call.own_settings
-                        if where == self._explicit(call, (path, function), param)})
-        return f"the run's {', '.join(f'`{n}`' for n in names)} setting, off by default" if names else ""
 
     def _literal_default(self, path: str, function: str, param: str) -> tuple[object, ...]:
         """``(default,)`` for a parameter of ``function`` that defaults to a literal (``FileSummary.literal_defaults``), else ()."""
@@ -303,6 +302,9 @@ class SettingDefaults(CallIndexes, SettingValues):
             if passed is not None and (passed[0] is None or not optional and not passed[0]):
                 continue  # (`use_amp=args.use_amp`, a `str2bool` option at `default=False`: off unless the run turns it on)
             own = dict(call.own_params).get(where)
+            kept = self._kept_param(call, where) if own is None else None
+            if kept is not None and self._handed_off(caller_path, *kept, optional, depth):
+                continue  # (`self.replace_unk`, kept from a constructor whose every construction leaves it off)
             if own is None or not self._handed_off(caller_path, call.caller, own, optional, depth):
                 if call.switch is not None and self._switch_off(caller_path, call.switch, depth + 1):
                     continue  # (`if filtered: sample(x, top_k=5)`: made only behind its caller's switch, which nothing turns on)
@@ -329,7 +331,8 @@ class SettingDefaults(CallIndexes, SettingValues):
         if call.given is not None:
             filled = self._filled_by(call, callee, param)
             return filled[0] if filled is not None else None
-        named = {where for where, _ in call.own_params} | {where for where, _, _ in call.own_settings} | set(call.falsy)
+        named = {where for where, _ in call.own_params} | {where for where, _, _ in call.own_settings} | set(call.falsy) \
+            | {where for where, _, _ in call.kept_params}
         if param in named:
             return param  # (`f(x, flag=flag, **kwargs)`, `f(w=args.w, **shared)`: a keyword named is none `kwargs` may hold)
         names = self.project.parameters(call, callee, classmethods=True)
@@ -343,10 +346,11 @@ class SettingDefaults(CallIndexes, SettingValues):
         name the join resolves to nothing that names it, or such a call no call site records
         (``FileSummary.unfollowed``: a library object's, a rare branch's), unless what it passes is
         a literal off or its caller's own parameter, off by default, that nothing turns on? With ``built``, a
-        constructor's subclasses that each call ``super().__init__(...)`` are followed, not feared."""
+        constructor's subclasses that each call ``super().__init__(...)`` are followed, not feared; without, too,
+        where no subclass sets an attribute the base keeps from ``param`` (OpenNMT's ``self.block_ngram_repeat``)."""
         owner, _, name = function.rpartition(".")
         if owner and owner in self.project.classes.get(path, {}) and self.project.has_subclasses(path, owner) \
-                and not (built and name == "__init__" and self._subclasses_construct_through(path, owner)):
+                and not (name == "__init__" and (built or self._kept_unset(path, owner, param)) and self._subclasses_construct_through(path, owner)):
             return True
         if name == "__init__":
             # (a construction names its class: one the join cannot resolve is another class; but a class the

@@ -29,7 +29,7 @@ import libcst as cst
 from torchlint.analysis import frameworks
 from torchlint.analysis.branch_members import BranchMembers
 from torchlint.analysis.call_arms import call_arms
-from torchlint.analysis.compiled_roots import CompiledRoots, given_arguments
+from torchlint.analysis.compiled_roots import CompiledRoots
 from torchlint.analysis.function_values import valued_functions
 from torchlint.analysis.functions import dotted_function_name
 from torchlint.analysis.guard_shapes import is_none
@@ -209,7 +209,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         return CallSite(caller, target, loop, location, facts["args"],
                         facts["tensors"], within, facts["given"], self._branch(call, loop), facts["constants"], *place[:3],
                         uploads=facts["uploads"], falsy=facts["falsy"], literals=facts["literals"], forwards=facts["forwards"], feeds_env=facts["feeds_env"],
-                        returned=facts["returned"], host_args=facts["host_args"], hosts_if=facts["hosts_if"], own_params=facts["own_params"], own_settings=facts["own_settings"], devices=facts["devices"],
+                        returned=facts["returned"], host_args=facts["host_args"], hosts_if=facts["hosts_if"], own_params=facts["own_params"], own_settings=facts["own_settings"], kept_params=facts["kept_params"], devices=facts["devices"],
                         devices_if=facts["devices_if"], opt_in=self.ctx.guards.opt_in(call, optional=True, required=True) or "" if loop is None else "",
                         lists=facts["lists"], results=facts["results"], elements=facts["elements"], turn=self.ctx.places.turn_of(call) if within and placed else -1,
                         switch=self.ctx.guards.switch_of(call) if caller else None, guard=place[3], distributed_only=place[4],
@@ -235,7 +235,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
                 "given": None if self.partial_arguments(call) else given_with_splats(self.ctx, call), "constants": self._constant_args(call),
                 "uploads": self._uploaded_args(call), "falsy": falsy_args(call), "literals": literal_args(call), "forwards": self._forwards(call),
                 "feeds_env": self._steps_env and feeds_environment(self.ctx, call),
-                "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call),
+                "returned": returned(self.ctx, call), "own_params": self._forwarded_args(call), "own_settings": self._own_settings(call), "kept_params": self._kept_params(call),
                 "maybe_none": self._none_settings(call),
                 "devices": devices, "devices_if": devices_if, "lists": self._listed_args(call),
                 "results": results, "elements": elements, "host_args": host_args, "hosts_if": hosts_if,
@@ -259,7 +259,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
         return FileSummary(
             path, tuple(self.keys.values()), self._classes(), calls, self._hooks, stars, self._exports(), self._trains(),
             host_only=self.ctx.imports_torch() and self.ctx.devices.host_only(), names_device=self.ctx.devices.names_device(),
-            trains_anywhere=self._trains_anywhere(),
+            trains_anywhere=self._trains_anywhere(), object_sets=tuple(sorted(self.ctx.guards.set_on_objects())),
             samples_anywhere=any(self.ctx.loops.is_hot(loop) and self.ctx.loops.where(loop) is Where.INFER
                                  for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While))),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),

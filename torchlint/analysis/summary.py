@@ -99,6 +99,10 @@ class CallSite:
     # in `create_loss(args)`): (position or keyword, the parameter, or "" for a namespace the caller parses itself, `args =
     # get_args()`, the setting); the callers' (or the parser's) files hold its default
     own_settings: tuple[tuple[int | str, str, str], ...] = ()
+    # arguments that are an attribute the caller's class keeps from its constructor's parameter (`self.replace_unk`, every
+    # binding `self.replace_unk = replace_unk` in `__init__`): (position or keyword, `Cls.__init__`, the parameter, the attribute); what the
+    # class's constructions pass there goes on (`SettingDefaults`: a switch off wherever the class is built with it off)
+    kept_params: tuple[tuple[int | str, str, str, str], ...] = ()
     devices: tuple[int | str, ...] = ()  # arguments (position or keyword) known to be tensors on the device (`Steps.device_params`)
     # arguments on the device where the caller's parameters named are (all of them): `rand_slice(z)`
     # with `z = self.enc_q(y)` in `forward(self, y)`, `torch.rand(b).to(device=x.device)` (`Steps.device_params`)
@@ -204,6 +208,10 @@ class ClassSummary:
     # attributes the class only copies from another object of its own under the same name
     # (`self.value_mean_std = self.model.value_mean_std`): `project_callees.buffers_only` looks the name up
     copies: tuple[str, ...] = ()
+    # attributes its methods assign on `self`, and those its `__init__` keeps from a parameter (attribute, parameter):
+    # a base's switch is followed through a subclass's `super().__init__(...)` only where no subclass sets it itself
+    sets: tuple[str, ...] = ()
+    kept: tuple[tuple[str, str], ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)
@@ -225,6 +233,9 @@ class FileSummary:
     samples_anywhere: bool = False  # a hot loop of the file samples (a decode or denoising loop: `Where.INFER`)
     host_only: bool = False  # the file never touches a device (analysis/devices.py)
     names_device: bool = False  # the file places, or may place, something on a device (`Devices.names_device`)
+    # attributes the file assigns on an object other than `self` (`translator.replace_unk = True`): a switch a class keeps
+    # from its constructor is that constructor's value only where no file sets it so (`CallSite.kept_params`)
+    object_sets: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # function key -> positional parameter names
     returns: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()  # factory key -> classes it returns, by element
     host_results: frozenset[str] = frozenset()  # functions whose every `return` gives a host value (`Devices.returns_host`)

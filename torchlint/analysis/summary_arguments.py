@@ -206,6 +206,25 @@ class CallArguments:
                 found.append((where, "", value.attr.value))  # `args = get_args()` in the caller: the parsing file's default
         return tuple(found)
 
+    def _kept_params(self, call: cst.Call) -> tuple[tuple[int | str, str, str, str], ...]:
+        """Arguments that are an attribute of ``self`` its class keeps only from its constructor's parameter
+        (``TranslationBuilder(self.vocab, 1, self.replace_unk)`` in a ``Translator`` method, ``self.replace_unk =
+        replace_unk`` in ``Translator.__init__``): (position or keyword, ``Cls.__init__``, the parameter, the attribute)."""
+        found: list[tuple[int | str, str, str, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            value = arg.value
+            if type(value) is not cst.Attribute or type(value.value) is not cst.Name or value.value.value != "self":
+                continue
+            kept = self.ctx.devices.constructor_parameter(value)
+            # (`translator.replace_unk = True` in this file: set on an object after it is built, not only constructed)
+            if kept is None or value.attr.value in self.ctx.guards.set_on_objects():
+                continue
+            init, _, param = kept.rpartition(":")
+            found.append((arg.keyword.value if arg.keyword is not None else position, init, param, value.attr.value))
+        return tuple(found)
+
     def _parsed_here(self, namespace: cst.Name, caller: cst.FunctionDef) -> bool:
         """Is ``namespace`` bound once in ``caller``, to what a call returns (``args = get_args()``,
         ``args = parser.parse_args()``), and nowhere else? Its settings hold the parser's defaults."""

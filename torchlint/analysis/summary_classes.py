@@ -15,6 +15,7 @@ from torchlint.analysis.loader_classes import loader_sets
 from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.decoder_caches import cache_methods, keeps_a_cache
+from torchlint.analysis.self_attributes import self_attributes
 from torchlint.analysis.summary import ClassSummary, Hook, Ref
 from torchlint.analysis.weight_kinds import BUFFERS
 
@@ -34,7 +35,9 @@ class ClassSummaries:
 
     def _classes(self) -> tuple[ClassSummary, ...]:
         found = []
+        assigned = self_attributes(self.ctx)
         for cls in self.ctx.tree.nodes(cst.ClassDef):
+            sets, kept = assigned.get(id(cls), ((), ()))
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in class_body(cls) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
@@ -42,7 +45,8 @@ class ClassSummaries:
             found.append(ClassSummary(self.class_keys[id(cls)], bases, methods, self.class_attributes(cls), test, dataset_work(self.ctx, cls),
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
                                       keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
-                                      aliases=self.class_aliases(cls), copies=self.copied_attributes(cls)))
+                                      aliases=self.class_aliases(cls), copies=self.copied_attributes(cls),
+                                      sets=tuple(sorted(sets)), kept=tuple(sorted(kept))))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:
