@@ -66,8 +66,16 @@ def _findings(root: Path) -> dict[tuple[str, int], str]:
 
 def test_distributions_built_every_step_are_tiered_as_syncs(tmp_path: Path) -> None:
     found = _findings(_project(tmp_path / "p"))
-    # once per step, first in the step (the sync model caps it at medium); four times per step: high
-    assert found == {("agent.py", 14): "medium", ("train.py", 10): "high"}
+    # once per step, but two checks each time (its parameter, then the sample `log_prob` scores) mid-step: high;
+    # four times per step: high
+    assert found == {("agent.py", 14): "high", ("train.py", 10): "high"}
+
+
+def test_a_distribution_only_sampled_waits_once(tmp_path: Path) -> None:
+    # (no `log_prob` in its function: one check, of its one parameter, once per step first in the step: medium)
+    root = _project(tmp_path / "p")
+    (root / "agent.py").write_text(_AGENT.replace("return dist.log_prob(action)", "return dist.sample()"))
+    assert _findings(root)[("agent.py", 14)] == "medium"
 
 
 def test_turning_validation_off_in_another_file_quiets_every_file(tmp_path: Path) -> None:

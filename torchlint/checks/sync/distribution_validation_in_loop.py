@@ -8,6 +8,7 @@ from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.library_bases import validating_distribution
 from torchlint.analysis.local_bases import constructed_class, reached_base
+from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.switches import DISTRIBUTION_VALIDATION_OFF
 from torchlint.analysis.values import Kind
 from torchlint.checks.base import Check
@@ -45,7 +46,18 @@ class DistributionValidationInLoop(Check):
             return  # parameters known to be on the host: nothing to wait for
         call = short_code(ctx.module, node.func) + "(...)"
         kind = f" (a `{base}`, by its bases)" if base is not None and base != qualified else " (a distribution, by its bases)" if elsewhere else ""
-        self.report(node, call=call, kind=kind, unless_switch=DISTRIBUTION_VALIDATION_OFF, subclass_of=(node.func, "distribution") if elsewhere else None)
+        self.report(node, call=call, kind=kind, unless_switch=DISTRIBUTION_VALIDATION_OFF, subclass_of=(node.func, "distribution") if elsewhere else None,
+                    itself=_checks(ctx, node))
+
+
+def _checks(ctx, call: cst.Call) -> Repeat | None:  # type: ignore[no-untyped-def]
+    """The waits one construction makes, where its function also scores a sample with `log_prob` (PPO's
+    `probs.log_prob(action)`): the checks of its parameters, one after another (one wait), then the sample's
+    check, later in the forward with the policy's other work queued between (a second). None for the first alone."""
+    function = ctx.tree.enclosing_function(call)
+    scored = function is not None and any(ctx.method_name(other) == "log_prob" and ctx.tree.is_inside(other, function)
+                                          for other in ctx.tree.nodes(cst.Call))
+    return Repeat("argument check", 2) if scored else None
 
 
 def _subclassed(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-def]
