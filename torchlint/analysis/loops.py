@@ -115,6 +115,10 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
             # its batches, run once per epoch, not within a step of the loop around it
             inner = [loop for loop in enclosing[:next(i for i, loop in enumerate(enclosing) if loop is found)]]
             found = next((loop for loop in inner if type(loop) in (cst.For, cst.While) and self.around_batches(loop)), found)
+            if enclosing[0] is found:
+                # (PPO's `for iteration in range(n):` around a rollout and `for epoch in range(update_epochs):`: its own
+                # statements, the explained variance after the epochs, run once per iteration of many steps, as an epoch's)
+                found = self._epochs_inside(found) or found
         if found is None:
             # in a loop of per-epoch work beside the epoch's batch loop: once per epoch (the epoch
             # loop's own statements are not placed here: one read per epoch is the sync rules' fix)
@@ -133,6 +137,14 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                 type(inner) in (cst.For, cst.While) and (self._iterates_loader(inner) or id(inner) in training)
                 for inner in self._loop_nodes(loop))
         return known[id(loop)]
+
+    def _epochs_inside(self, loop: cst.CSTNode) -> cst.CSTNode | None:
+        """The epoch loop over batches (:meth:`around_batches`) in the body of ``loop``, a loop that makes no training
+        step of its own (PPO's iteration: a rollout, then ``for epoch in range(update_epochs):``), or None."""
+        if type(loop) not in (cst.For, cst.While) or epoch_loop(loop) or self._trains_itself(loop):
+            return None
+        return next((inner for inner in self._loop_nodes(loop)
+                     if inner is not loop and type(inner) in (cst.For, cst.While) and self.around_batches(inner)), None)
 
     def per_epoch(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` work an epoch loop does once per epoch beside its batches, over no loader
@@ -278,6 +290,12 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
                     or self.ctx.method_name(node) == "step" and self.is_step_call(node):
                 return True
         return False
+
+    def _trains_itself(self, loop: cst.CSTNode) -> bool:
+        """Does ``loop``'s own body (its nested loops aside) make a training step: a backward, an optimizer step,
+        a call of a function of this file that makes one (a GAN's generator step around its critic's loop)?"""
+        return any(self._own_step_parts(node) == BACKWARD or self._calls_a_trainer(node)
+                   or self.ctx.method_name(node) == "step" and self.is_step_call(node) for node in self.own_calls(loop.body, STEP))
 
     def _after_eval(self, loop: cst.CSTNode) -> bool:
         """Is the last ``.eval()``/``.train()`` before ``loop`` in its scope an ``.eval()``?"""

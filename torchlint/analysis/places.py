@@ -78,8 +78,8 @@ class Places(RepeatKinds):
         loops = self.ctx.loops
         found = []
         for loop in loops.enclosing_loops(node):
-            if loop is stop:
-                break
+            if loop is stop or stop is not None and self.ctx.tree.is_inside(stop, loop):
+                break  # (or the loop around it: PPO's iteration, whose own statements are placed on its epoch loop)
             repeat = self.repeat_of(loop)
             if repeat.count == 1:
                 continue  # `for _, mask in data('test_mask')`, `for x in (batch,)`: it runs once, it multiplies nothing
