@@ -49,7 +49,7 @@ _TABLE = (
     ('TL306', 'anomaly-detection-on', True, 'NONE', '`torch.autograd.set_detect_anomaly(True)` or `detect_anomaly()` on a training run\'s path.'),
     ('TL307', 'debug-tool-in-training', True, 'NONE', '`torch.autograd.profiler.profile()`/`emit_nvtx()` around training, or `gradcheck` in a training loop.'),
     ('TL308', 'frozen-module-requires-grad', True, 'NONE', 'A module in the loss that no optimizer is given, whose parameters still require grad.'),
-    ('TL309', 'detach-instead-of-no-grad', True, 'NONE', 'A module call whose output is detached at once, outside `no_grad`.'),
+    ('TL309', 'detach-instead-of-no-grad', True, 'NONE', 'A module call whose output is detached at once, or only read on the host, outside `no_grad`.'),
     ('TL310', 'discarded-weight-grads', True, 'NONE', 'A module whose gradients a backward computes for a step that does not update it.'),
     ('TL311', 'grad-norm-python-loop', True, 'NONE', '`for p in model.parameters(): total += p.grad.norm() ** 2`: a gradient norm, a few kernels per parameter.'),
     ('TL312', 'checkpoint-every-step', True, 'NONE', '`torch.save(model.state_dict(), path)` (or a library\'s checkpoint save) on every training step.'),
