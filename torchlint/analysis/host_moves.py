@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 # change, not where it lives. A random one draws from the host's generator: no fix on the factory alone.
 _FILLS = frozenset({"fill_", "zero_"})
 _RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_"})
+# Fills whose arguments are Python numbers whatever they are spelled as (`uniform_(-self.rpo_alpha, self.rpo_alpha)`):
+# torch takes no tensor there (`bernoulli_(p)` and `fill_(v)` may take one).
+_NUMBER_FILLS = _RANDOM_FILLS - {"bernoulli_"}
 # torch functions whose result lives where their tensor arguments do.
 _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "pow", "outer", "cat", "stack", "cumsum", "cumprod", "flip",
@@ -67,7 +70,7 @@ class HostMoves:
                 if method in SHAPE_METHODS or self.ctx.devices.dtype_only_to(call) or method in PLACE_KEEPING and all(
                         self.python_number(a.value, call) or self._factory_made(a.value, call) for a in call.args if a.keyword is None):
                     current = call
-                elif (method in _FILLS or method in _RANDOM_FILLS) and all(self.python_number(a.value, call) for a in call.args):
+                elif (method in _FILLS or method in _RANDOM_FILLS) and (method in _NUMBER_FILLS or all(self.python_number(a.value, call) for a in call.args)):
                     current, alone = call, alone and method in _FILLS
                 else:
                     return current, alone
