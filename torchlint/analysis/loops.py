@@ -141,10 +141,11 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
     def _epochs_inside(self, loop: cst.CSTNode) -> cst.CSTNode | None:
         """The epoch loop over batches (:meth:`around_batches`) in the body of ``loop``, a loop that makes no training
         step of its own (PPO's iteration: a rollout, then ``for epoch in range(update_epochs):``), or None."""
-        if type(loop) not in (cst.For, cst.While) or epoch_loop(loop) or self._trains_itself(loop):
-            return None
-        return next((inner for inner in self._loop_nodes(loop)
-                     if inner is not loop and type(inner) in (cst.For, cst.While) and self.around_batches(inner)), None)
+        known: dict[int, cst.CSTNode | None] = self.__dict__.setdefault("_epochs_inside_memo", {})  # (asked per statement of the loop)
+        if id(loop) not in known:
+            known[id(loop)] = None if type(loop) not in (cst.For, cst.While) or epoch_loop(loop) or self._trains_itself(loop) else next(
+                (inner for inner in self._loop_nodes(loop) if inner is not loop and type(inner) in (cst.For, cst.While) and self.around_batches(inner)), None)
+        return known[id(loop)]
 
     def per_epoch(self, loop: cst.CSTNode) -> bool:
         """Is ``loop`` work an epoch loop does once per epoch beside its batches, over no loader

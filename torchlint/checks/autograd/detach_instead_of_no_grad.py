@@ -52,12 +52,12 @@ class DetachInsteadOfNoGrad(Check):
         if type(call) is not cst.Call or len(node.targets) != 1:
             return
         ctx = self.ctx
+        loop = ctx.loops.local_hot_loop(call)
+        if loop is None or ctx.loops.where(loop) is not Where.TRAIN:
+            return  # not in a training loop of this file (an evaluation's forward: TL301's; a decode loop's: its own rules)
         acting = acting_module(ctx, call)
-        loop = ctx.loops.local_hot_loop(call) if acting is not None else None
-        if loop is None or ctx.grad.runs_without_grad(call):
-            return  # not a module of this program's called in a step of this file, or no graph recorded
-        if ctx.loops.where(loop) is not Where.TRAIN:
-            return  # (an evaluation's forward: TL301's; a decode loop's: its own rules)
+        if acting is None or ctx.grad.runs_without_grad(call):
+            return  # not a module of this program's, or no graph recorded
         uses = host_only_uses(ctx, node)
         if uses:
             dropped = _READ_ON_HOST.format(use=short_code(ctx.module, uses[0], limit=50))

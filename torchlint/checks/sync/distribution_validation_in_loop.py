@@ -55,8 +55,7 @@ def _checks(ctx, call: cst.Call) -> Repeat | None:  # type: ignore[no-untyped-de
     `probs.log_prob(action)`): the checks of its parameters, one after another (one wait), then the sample's
     check, later in the forward with the policy's other work queued between (a second). None for the first alone."""
     function = ctx.tree.enclosing_function(call)
-    scored = function is not None and any(ctx.method_name(other) == "log_prob" and ctx.tree.is_inside(other, function)
-                                          for other in ctx.tree.nodes(cst.Call))
+    scored = function is not None and any(ctx.tree.is_inside(other, function) for other in ctx.method_calls({"log_prob"}))
     return Repeat("argument check", 2) if scored else None
 
 
