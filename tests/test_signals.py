@@ -284,3 +284,26 @@ def test_the_experiment_stops_on_any_signal_but_the_report_only_on_the_third() -
             time.sleep(1)
     assert stops.signum == signal.SIGINT  # the exit status is the first signal's
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+_SHUTDOWN = """
+import os, sys, threading
+from torchlint.stopping import quiet_shutdown
+r, w = os.pipe()
+os.close(w)
+threading._register_atexit(lambda: {action})  # as concurrent.futures wakes its manager threads at exit
+if {quiet}:
+    quiet_shutdown()
+sys.exit(143)
+"""
+
+
+@pytest.mark.parametrize(("action", "quiet", "shown"), [
+    ("os.write(w, b'x')", False, True),  # what a stopped pool's closed wakeup pipe printed now and then (CPython 3.11)
+    ("os.write(w, b'x')", True, False),  # after a stop: dropped
+    ("int('x')", True, True),  # any other error at exit is still shown
+])
+def test_the_interpreters_exit_after_a_stop_prints_no_closed_pipe_traceback(action: str, quiet: bool, shown: bool) -> None:
+    done = subprocess.run([sys.executable, "-c", _SHUTDOWN.format(action=action, quiet=quiet)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143
+    assert ("Traceback" in done.stderr) is shown, done.stderr

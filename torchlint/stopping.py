@@ -10,7 +10,9 @@ the shell's convention, 128 + the signal's number (130, 143, 129), without a tra
 
 from __future__ import annotations
 
+import errno
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,3 +66,23 @@ def stop_signals_raise() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+# A pipe or descriptor the stop already closed: what interpreter shutdown may still write to.
+_CLOSED = frozenset({errno.EBADF, errno.EPIPE})
+
+
+def quiet_shutdown() -> None:
+    """After a stop, the interpreter's shutdown still runs ``concurrent.futures``' exit hook, which wakes each
+    pool's manager thread through a pipe the stop may have closed already (a race CPython 3.11 loses now and
+    then: "Exception ignored in: <module 'threading'>", a traceback ending in ``OSError: [Errno 9] Bad file
+    descriptor``). Such an error is dropped; any other unraisable error is shown as Python shows it."""
+    shown = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        error = unraisable.exc_value
+        if isinstance(error, OSError) and error.errno in _CLOSED:
+            return
+        shown(unraisable)
+
+    sys.unraisablehook = hook

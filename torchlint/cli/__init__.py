@@ -90,7 +90,7 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a bug that escapes it is one line on stderr and exit 2, never a
         traceback (``--debug`` or ``TORCHLINT_DEBUG=1`` show it)."""
-        from torchlint.stopping import status_of, stop_signals_raise
+        from torchlint.stopping import quiet_shutdown, status_of, stop_signals_raise
         from torchlint.terminal import safe_streams
 
         try:
@@ -103,6 +103,7 @@ class _LazyGroup(click.Group):
                     _flush_stdout()  # a full disk or a closed pipe is met here, not at interpreter exit
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: what started is ended, no traceback
             _flush_quietly()
+            quiet_shutdown()  # (nor one from the interpreter's own exit, a pool's wakeup pipe closed by the stop)
             sys.exit(status_of(stop))
         except BrokenPipeError:  # `torchlint check | head -1`: the reader has all it wanted
             _stdout_to_devnull()
