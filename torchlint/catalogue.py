@@ -35,7 +35,7 @@ _TABLE = (
     ('TL113', 'constant-upload-in-loop', True, 'NONE', '`torch.from_numpy(CONST).to(device)`, `torch.tensor(self.weights, device=d)`: a constant uploaded inside a hot loop.'),
     ('TL114', 'host-index-in-loop', True, 'NONE', '`x[idx]` on a device tensor where `idx` is a host tensor, a NumPy array or a list, inside a hot loop.'),
     ('TL115', 'timestep-recurrence-on-device', True, 'NONE', '`for t in reversed(range(n)): advantages[t] = last = delta + g * l * last`: a few tiny kernels per timestep.'),
-    ('TL116', 'per-element-update-loop', True, 'NONE', '`for n in occurrence: out[n] -= penalty(n)`: a kernel or two per element, where one indexed op would do.'),
+    ('TL116', 'per-element-update-loop', True, 'NONE', '`for n in occurrence: out[n] -= penalty(n)`, or `t[i].index_add_(...)` per batch row: a kernel or two per element, where one indexed op would do.'),
     ('TL201', 'dataloader-no-workers', True, 'NONE', '`DataLoader(...)` without `num_workers`, with `num_workers=0`, or with one worker for heavy samples.'),
     ('TL202', 'dataloader-no-pin-memory', True, 'NONE', '`DataLoader(...)` without `pin_memory=True` in a module that uses an accelerator.'),
     ('TL203', 'tensor-copies-numpy', True, 'UNSAFE', '`torch.tensor(a)` / `torch.Tensor(a)` / `torch.FloatTensor(a)` on a NumPy array.'),

@@ -18,13 +18,13 @@ _GROWING = frozenset({"append", "add", "update", "extend", "setdefault", "insert
 
 
 class PerElementUpdateLoop(Check):
-    """`for n in occurrence: out[n] -= penalty(n)`: a kernel or two per element, where one indexed op would do."""
+    """`for n in occurrence: out[n] -= penalty(n)`, or `t[i].index_add_(...)` per batch row: a kernel or two per element, where one indexed op would do."""
 
     code = "TL116"
     name = "per-element-update-loop"
     cost = Cost.PER_ELEMENT_LAUNCHES
-    message = ("`{head}` updates `{tensor}` one element at a time (`{write}`) in {loop}: a tiny kernel launch or two per "
-               "element of `{items}`{grows}")
+    message = ("`{head}` updates `{tensor}` one {unit} at a time (`{write}`) in {loop}: a tiny kernel launch or two per "
+               "{unit} of `{items}`{grows}")
     per_step = True
     quiet_every_n = True  # (a loop every N steps costs its launches every N steps: noise)
     device_bound = True
@@ -40,6 +40,7 @@ class PerElementUpdateLoop(Check):
         index = node.target.value
         write = _element_write(node, index)
         if write is None:
+            self._row_updates(node, index)
             return  # no `t[n] op= value` at the loop's item
         target = write.target if type(write) is cst.AugAssign else write.targets[0].target
         tensor = target.value  # type: ignore[union-attr]
@@ -61,7 +62,80 @@ class PerElementUpdateLoop(Check):
         head = "for " + index + " in " + short_code(ctx.module, items, limit=40)
         self.report(node, tensor=short_code(ctx.module, tensor, limit=30), write=short_code(ctx.module, write, limit=50),
                     head=head, items=short_code(ctx.module, items, limit=30),
-                    grows=", which grows as the steps go on" if grows else "", itself=Repeat("element"))
+                    grows=", which grows as the steps go on" if grows else "", unit="element", itself=Repeat("element"))
+
+
+    def _row_updates(self, node: cst.For, index: str) -> None:
+        """`for i in range(target_pmfs.size(0)): target_pmfs[i].index_add_(0, l[i].long(), d_m_l[i])`: a device tensor
+        updated in place one row at a time over the rows of a batch (cleanrl's C51 projection), where one op over
+        the flattened rows would do."""
+        ctx = self.ctx
+        rows = _rows_of(node.iter)
+        update = _row_update(node, index) if rows is not None else None
+        if update is None:
+            return  # not a loop over a tensor's rows, or no in-place update of a row at the loop's item
+        tensor = update.func.value.value  # type: ignore[attr-defined]
+        hot = ctx.loops.hot_loop(node)
+        if hot is None or hot is node or ctx.guards.rare(node, stop=hot):
+            return  # not per step, or only every N steps
+        if not ctx.syncs.device_tensor(tensor, update):
+            return  # not known to be a tensor on the device (a host tensor's row update launches nothing)
+        items = short_code(ctx.module, node.iter, limit=40)
+        self.report(node, tensor=short_code(ctx.module, tensor, limit=30), write=short_code(ctx.module, update, limit=60),
+                    head=f"for {index} in {items}", items=items, grows="", unit="row", hint=_ROWS_HINT, itself=Repeat("batch row"))
+
+
+_ROWS_HINT = ("Update every row with one op over the flattened tensor: offset each row's indices by its position "
+              "(`offset = torch.arange(b, device=x.device)[:, None] * n`), then `x.view(-1).index_add_(0, (idx + offset).view(-1), "
+              "src.view(-1))` (or `scatter_add_` along the row dimension)")
+# In-place updates of a row that launch a kernel each (an index or a value of the row taken per call).
+_ROW_UPDATES = frozenset({"index_add_", "scatter_add_", "scatter_", "index_copy_", "index_fill_", "index_put_", "masked_fill_",
+                          "masked_scatter_", "add_", "copy_", "mul_", "sub_", "div_"})
+
+
+def _rows_of(items: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor whose rows ``range(t.size(0))``, ``range(t.shape[0])`` or ``range(len(t))`` walks; None otherwise."""
+    if type(items) is not cst.Call or dotted(items.func) != "range" or len(items.args) != 1:
+        return None
+    count = items.args[0].value
+    if type(count) is cst.Call and type(count.func) is cst.Attribute and count.func.attr.value == "size" and len(count.args) == 1 \
+            and type(count.args[0].value) is cst.Integer and count.args[0].value.value == "0":
+        return count.func.value  # `t.size(0)`
+    if type(count) is cst.Subscript and type(count.value) is cst.Attribute and count.value.attr.value == "shape" \
+            and len(count.slice) == 1 and type(count.slice[0].slice) is cst.Index \
+            and type(count.slice[0].slice.value) is cst.Integer and count.slice[0].slice.value.value == "0":
+        return count.value.value  # `t.shape[0]`
+    if type(count) is cst.Call and dotted(count.func) == "len" and len(count.args) == 1:
+        return count.args[0].value  # `len(t)`
+    return None
+
+
+def _row_update(loop: cst.For, index: str) -> cst.Call | None:
+    """The loop body's first ``t[index].<in-place>(...)`` (``index_add_``, ``scatter_add_``, ``copy_``...) whose arguments
+    take the same row of other tensors (``d_m_l[i]``): one kernel or more per row."""
+    for line in loop.body.body if type(loop.body) is cst.IndentedBlock else ():
+        for statement in line.body if type(line) is cst.SimpleStatementLine else ():
+            call = statement.value if type(statement) is cst.Expr else None
+            if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value not in _ROW_UPDATES:
+                continue
+            row = call.func.value
+            if type(row) is cst.Subscript and len(row.slice) == 1 and type(row.slice[0].slice) is cst.Index \
+                    and type(row.slice[0].slice.value) is cst.Name and row.slice[0].slice.value.value == index \
+                    and any(_reads_row(arg.value, index) for arg in call.args):
+                return call
+    return None
+
+
+def _reads_row(value: cst.BaseExpression, index: str) -> bool:
+    """Does ``value`` take row ``index`` of something (``d_m_l[i]``, ``l[i].long()``)?"""
+    nodes = [value]
+    while nodes:
+        node = nodes.pop()
+        if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index \
+                and type(node.slice[0].slice.value) is cst.Name and node.slice[0].slice.value.value == index:
+            return True
+        nodes.extend(child for child in node.children if isinstance(child, cst.BaseExpression))
+    return False
 
 
 def _element_write(loop: cst.For, index: str) -> cst.Assign | cst.AugAssign | None:
