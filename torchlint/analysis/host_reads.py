@@ -55,8 +55,8 @@ def host_only_uses(ctx: FileContext, assign: cst.Assign) -> list[cst.Call]:
         name = element.value  # type: ignore[attr-defined]
         if name == "_":
             continue
-        for use in tree.names_valued(name):
-            if use is element or tree.scope_of(use) is not scope or _bound_here(tree, use):
+        for use in ctx.bindings.reads(name):  # (its reads, no target)
+            if tree.scope_of(use) is not scope:
                 continue
             reached = ctx.bindings.reaching(name, use)
             if reached is None or reached.node is not assign:
@@ -68,15 +68,6 @@ def host_only_uses(ctx: FileContext, assign: cst.Assign) -> list[cst.Call]:
                 return []
             ends.append(end)
     return ends
-
-
-def _bound_here(tree, name: cst.Name) -> bool:  # type: ignore[no-untyped-def]
-    """Is ``name`` a target being bound (``x = ...``, ``a, x = ...``, ``for x in``), not a read?"""
-    node, parent = name, tree.parent(name)
-    while type(parent) in (cst.Tuple, cst.List, cst.Element, cst.StarredElement):
-        node, parent = parent, tree.parent(parent)
-    return type(parent) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName) \
-        and getattr(parent, "target", None) is node
 
 
 def _host_end(ctx: FileContext, name: cst.Name) -> cst.Call | None:

@@ -286,11 +286,7 @@ class Loops(ForwardLoops, DecodeLoops, StepCalls, ValueIterations):
         tree = self.ctx.tree
         if any(inner is not loop and tree.is_inside(inner, loop) for inner in self.training_loops()):
             return False  # PPO's `for start in range(0, n, mb):` steps the optimizer itself: minibatch steps, not micro-batches of one
-        for node in self.own_calls(loop.body, STEP):
-            if self._own_step_parts(node) == BACKWARD or self._calls_a_trainer(node) \
-                    or self.ctx.method_name(node) == "step" and self.is_step_call(node):
-                return True
-        return False
+        return self._trains_itself(loop)
 
     def _trains_itself(self, loop: cst.CSTNode) -> bool:
         """Does ``loop``'s own body (its nested loops aside) make a training step: a backward, an optimizer step,

@@ -35,9 +35,8 @@ class ClassSummaries:
 
     def _classes(self) -> tuple[ClassSummary, ...]:
         found = []
-        assigned = self_attributes(self.ctx)
         for cls in self.ctx.tree.nodes(cst.ClassDef):
-            sets, kept = assigned.get(id(cls), ((), ()))
+            sets, kept = self_attributes(self.ctx, cls)
             bases = tuple(ref for base in cls.bases if base.keyword is None and (ref := self._base_ref(base.value, cls)) is not None)
             methods = tuple(s.name.value for s in class_body(cls) if isinstance(s, cst.FunctionDef))
             test = self.ctx.in_tests(cls) or any(part.startswith("Test") for part in self.class_keys[id(cls)].split("."))
@@ -46,7 +45,7 @@ class ClassSummaries:
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
                                       keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
                                       aliases=self.class_aliases(cls), copies=self.copied_attributes(cls),
-                                      sets=tuple(sorted(sets)), kept=tuple(sorted(kept))))
+                                      sets=sets, kept=kept))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

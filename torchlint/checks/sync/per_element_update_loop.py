@@ -70,10 +70,9 @@ class PerElementUpdateLoop(Check):
         updated in place one row at a time over the rows of a batch (cleanrl's C51 projection), where one op over
         the flattened rows would do."""
         ctx = self.ctx
-        rows = _rows_of(node.iter)
-        update = _row_update(node, index) if rows is not None else None
-        if update is None:
-            return  # not a loop over a tensor's rows, or no in-place update of a row at the loop's item
+        update = _row_update(node, index)
+        if update is None or ctx.places.repeat_of(node).kind != "batch row":
+            return  # no in-place update of a row at the loop's item, or not a loop over a batch's rows
         tensor = update.func.value.value  # type: ignore[attr-defined]
         hot = ctx.loops.hot_loop(node)
         if hot is None or hot is node or ctx.guards.rare(node, stop=hot):
@@ -91,23 +90,6 @@ _ROWS_HINT = ("Update every row with one op over the flattened tensor: offset ea
 # In-place updates of a row that launch a kernel each (an index or a value of the row taken per call).
 _ROW_UPDATES = frozenset({"index_add_", "scatter_add_", "scatter_", "index_copy_", "index_fill_", "index_put_", "masked_fill_",
                           "masked_scatter_", "add_", "copy_", "mul_", "sub_", "div_"})
-
-
-def _rows_of(items: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The tensor whose rows ``range(t.size(0))``, ``range(t.shape[0])`` or ``range(len(t))`` walks; None otherwise."""
-    if type(items) is not cst.Call or dotted(items.func) != "range" or len(items.args) != 1:
-        return None
-    count = items.args[0].value
-    if type(count) is cst.Call and type(count.func) is cst.Attribute and count.func.attr.value == "size" and len(count.args) == 1 \
-            and type(count.args[0].value) is cst.Integer and count.args[0].value.value == "0":
-        return count.func.value  # `t.size(0)`
-    if type(count) is cst.Subscript and type(count.value) is cst.Attribute and count.value.attr.value == "shape" \
-            and len(count.slice) == 1 and type(count.slice[0].slice) is cst.Index \
-            and type(count.slice[0].slice.value) is cst.Integer and count.slice[0].slice.value.value == "0":
-        return count.value.value  # `t.shape[0]`
-    if type(count) is cst.Call and dotted(count.func) == "len" and len(count.args) == 1:
-        return count.args[0].value  # `len(t)`
-    return None
 
 
 def _row_update(loop: cst.For, index: str) -> cst.Call | None:
