@@ -142,6 +142,11 @@ def test_helpers_that_work_after_their_sync_or_exit_early_keep_the_tier(found: d
     ("def f(x, timed):\n    if timed:\n        torch.cuda.synchronize()\n", False),
     ("def f(x):\n    if x is None:\n        return\n    torch.cuda.synchronize()\n", False),
     ("def f(x):\n    torch.cuda.synchronize()\n    y = x.sum() * 2\n    return y\n", False),
+    # one-line bodies (minimind's `def rotate_half(x): return torch.cat(...)` stopped the file's check)
+    ("def f(): torch.cuda.synchronize()\n", True),
+    ("def f(x): return torch.cat((-x[..., 1:], x[..., :1]), dim=-1)\n", False),
+    ("def f(x): x = x * 2; torch.cuda.synchronize()\n", True),
+    ("def f(x): torch.cuda.synchronize(); y = x.sum() * 2\n", False),
 ])
 def test_ends_drained_in_its_own_file(code: str, drained: bool) -> None:
     ctx = FileContext(cst.parse_module("import torch\n\n\n" + code), "m.py")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 # How many helpers deep a tail is followed in the file (`h0` ending in `h1()`, ending in `h2()`, ...).
 _MAX_DEPTH = 8
 
+# Statements made only of small statements: a line, or a one-line body after `def ...:`.
+_SIMPLE = (cst.SimpleStatementLine, cst.SimpleStatementSuite)
+
 
 class DrainedEnds:
     """Which functions of one file end drained, and which end in a call the join must judge."""
@@ -66,7 +69,8 @@ class DrainedEnds:
                 return known[id(function)]  # (a chain of helpers each ending in the next: not followed past a few)
             self.__dict__["_tail_depth"] = depth + 1
             try:
-                body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+                # (a one-line `def stop(self): torch.cuda.synchronize()` is one statement: its suite)
+                body = function.body.body if type(function.body) is cst.IndentedBlock else (function.body,)
                 found = self._block_tail(body)
             finally:
                 self.__dict__["_tail_depth"] = depth
@@ -91,7 +95,7 @@ class DrainedEnds:
                 if found[0] is not None:
                     return found
                 continue
-            if type(statement) is not cst.SimpleStatementLine or self._tensor_arithmetic(statement):  # type: ignore[attr-defined]
+            if type(statement) not in _SIMPLE or self._tensor_arithmetic(statement):  # type: ignore[attr-defined]
                 return False, None  # a branch or a loop may not drain; an operator on a device tensor queues a kernel
             for call in self._finish_order(statement):  # type: ignore[attr-defined]
                 if self._waits(call, None):  # type: ignore[attr-defined]

@@ -129,14 +129,14 @@ class StepSyncs(DrainedEnds):
         """Does ``statement`` queue a kernel with an operator on a device tensor, outside a read's
         own operands: ``scaled = out * 2``, ``acc += (pred == y).sum()``, ``trg[i, :n] = 1``? (A
         fill of a host tensor, StyleTTS2's alignment ``pred_aln[i, a:b] = 1``, queues nothing.)"""
-        if type(statement) is not cst.SimpleStatementLine:
+        if type(statement) not in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return False  # a compound statement's calls decide (its operators are not asked: a branch may not run)
         known: dict[int, bool] = self.__dict__.setdefault("_arithmetic", {})  # each statement asked by every read after it
         if id(statement) not in known:
             known[id(statement)] = self._queues_an_operator(statement)
         return known[id(statement)]
 
-    def _queues_an_operator(self, statement: cst.SimpleStatementLine) -> bool:
+    def _queues_an_operator(self, statement: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> bool:
         ctx = self.ctx
         for small in statement.body:
             targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target] if type(small) is cst.AugAssign else []

@@ -109,11 +109,12 @@ def emit(text: str, output_file: Path | None, err: bool = False, color: bool = F
     """The report to stdout (stderr when stdout carries fixed source), or written to
     ``output_file`` (its folder made if needed)."""
     if output_file is None:
-        click.echo(text, err=err, color=color or None)  # click strips styles off a pipe unless told
+        if text:  # (no findings in JSON Lines is no line at all, not an empty one a reader fails to parse)
+            click.echo(text, err=err, color=color or None)  # click strips styles off a pipe unless told
         return
     try:
         output_file.parent.mkdir(parents=True, exist_ok=True)
-        output_file.write_text(text + "\n", encoding="utf-8")
+        output_file.write_text(text + "\n" if text else "", encoding="utf-8")
     except OSError as error:
         click.echo(f"torchlint: error: cannot write the report to {output_file}: {error.strerror or error}", err=True)
         sys.exit(2)
