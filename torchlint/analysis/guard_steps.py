@@ -68,6 +68,22 @@ class GuardedSteps:
         trainer = self.ctx.loops._calls_a_trainer
         return any((self._optimizer_step(n) or type(n) is cst.Call and trainer(n)) and not tree.is_inside(n, branch) for n in tree.descendants(scope.body))
 
+    def exit_gates_the_step(self, block: cst.IndentedBlock, exit_: cst.CSTNode) -> bool:
+        """Does the early exit ``exit_`` of a function's ``block`` skip its training step itself: the
+        optimizer steps (or calls of this file's functions that make one) all come after it? drqv2's
+        ``update()``: ``if step % self.update_every_steps != 0: return metrics``, then the critic's and
+        the actor's updates; each update that passes is a step, and what follows runs once in it.
+        A function that stepped before it (the critic's step, then an every-2nd actor step) keeps it rare."""
+        known: dict[int, bool] = self.__dict__.setdefault("_gating_exits", {})
+        if id(exit_) not in known:
+            tree = self.ctx.tree
+            function = tree.enclosing_function(exit_)
+            trainer = self.ctx.loops._calls_a_trainer
+            steps = [n for n in tree.descendants(function.body) if self._optimizer_step(n) or type(n) is cst.Call and trainer(n)] \
+                if function is not None and block is function.body else []
+            known[id(exit_)] = bool(steps) and all(tree.index(n) > tree.index(exit_) for n in steps)
+        return known[id(exit_)]
+
     def may_guard_a_step(self, node: cst.CSTNode, stop: cst.CSTNode | None = None) -> bool:
         """Is ``node`` rare only by an every-N guard (a modulo or a timer) whose loop or
         function makes no optimizer step outside it? A call there may be the training step

@@ -237,7 +237,7 @@ class Guards(ParameterDefaults, NeverTaken, SwitchedOff, AssertedOff, RunFlags, 
             exits[id(block)] = first_rare_exit(self.ctx.tree, block)
         found = exits[id(block)]
         tree = self.ctx.tree
-        return found is not None and found is not child and tree.index(found) < tree.index(child)
+        return found is not None and found is not child and tree.index(found) < tree.index(child) and not self.exit_gates_the_step(block, found)
 
     def rare_test(self, branch: cst.If, stop: cst.CSTNode | None) -> bool:
         """Is the branch's own test rare per step (``if step % 16 == 0 and done.all():``)?"""

@@ -34,6 +34,7 @@ from torchlint.analysis.multiplicity import ENV_STEP, EVALUATION_WORDS, GENERATI
 from torchlint.analysis.patch_installs import installed_patches
 from torchlint.analysis.project import Project
 from torchlint.analysis.summary import FULL_BATCH, CallSite, FileSummary, LoopSummary
+from torchlint.analysis.test_paths import test_suite_path
 
 
 def join(summaries: Iterable[FileSummary], display: dict[str, str] | None = None) -> Steps:
@@ -262,9 +263,11 @@ def _own_training_steps(project: Project, host_steps: frozenset[str]) -> list[tu
         for key in summary.one_step:
             owner, _, method = key.rpartition(".")
             cls = classes.get(owner)
-            # (a forward is the model reach's; a test's class exercises a library on toy inputs)
-            if cls is None or cls.test or method == "forward" or not project.is_module(path, owner):
+            # (a forward is the model reach's; a test's class or file exercises a library on toy inputs)
+            if method == "forward" or (cls.test if cls is not None else owner or test_suite_path(path)):
                 continue
+            # (an agent's `update_critic()` and a script's `train_step()`, no module: drqv2's agent is built by
+            # `hydra.utils.instantiate` from a config, its caller's `self.agent.update(...)` resolves to nothing)
             seeds.append((path, key, StepInfo(f"the training step `{key}()`", (), Where.TRAIN, hook=True,
                                                                       host_only=path in host_steps, position=Position.MID_STEP)))
     return seeds

@@ -6,6 +6,8 @@ train or make one whole training step. A mixin of StepSummarizer, which supplies
 
 from __future__ import annotations
 
+import itertools
+
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -120,10 +122,20 @@ class LoopSummaries:
         return bool(stepping) and all(_own_layer(call) and self.ctx.functions.called(call, None) is None for call in stepping)
 
     def _one_step(self) -> tuple[str, ...]:
-        """Functions that make one whole training step (of those that train at all)."""
-        ctx = self.ctx
-        functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := ctx.tree.enclosing_function(call)) is not None}
-        return tuple(sorted(self.keys[key] for key, f in functions.items() if ctx.loops.makes_one_step(f)))
+        """Functions that make one whole training step (of those that train at all): those whose own
+        backward and optimizer step make it, and, a level up at a time, those that make it by calling
+        them (drqv2's ``DrQV2Agent.update()`` calling ``update_critic()`` and ``update_actor()``)."""
+        ctx, tree = self.ctx, self.ctx.tree
+        functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := tree.enclosing_function(call)) is not None}
+        found = {key: f for key, f in functions.items() if ctx.loops.makes_one_step(f)}
+        level = list(found.values())
+        for _ in range(2):  # (the depth `makes_one_step` follows a function's calls to)
+            names = {f.name.value for f in level}
+            callers = {id(f): f for call in itertools.chain(ctx.method_calls(names), *(ctx.name_calls(n) for n in names))
+                       if (f := tree.enclosing_function(call)) is not None and id(f) not in found}
+            level = [f for f in callers.values() if ctx.loops.makes_one_step(f)]
+            found.update((id(f), f) for f in level)
+        return tuple(sorted(self.keys[key] for key in found))
 
     def _trains(self) -> tuple[str, ...]:
         ctx, found = self.ctx, set()
