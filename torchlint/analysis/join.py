@@ -256,21 +256,57 @@ def _own_training_reach(project: Project, steps: Steps, calls_by_caller: dict[tu
 
 
 def _own_training_steps(project: Project, host_steps: frozenset[str]) -> list[tuple[str, str, StepInfo]]:
-    """The seeds of :func:`_own_training_reach`: each module method but ``forward`` in ``one_step``."""
+    """The seeds of :func:`_own_training_reach`: each function in ``one_step`` but a ``forward``: a
+    module's method; another class's method or a top-level function that no call the join sees runs
+    but from another such step (drqv2's ``DrQV2Agent.update()``, called through an agent that
+    ``hydra.utils.instantiate`` builds: no summary resolves it; not a warm start ``main()`` calls once)."""
     seeds: list[tuple[str, str, StepInfo]] = []
+    own = _OwnSteps(project)
     for path, summary in project.files.items():
-        classes = {cls.key: cls for cls in summary.classes}
         for key in summary.one_step:
-            owner, _, method = key.rpartition(".")
-            cls = classes.get(owner)
-            # (a forward is the model reach's; a test's class or file exercises a library on toy inputs)
-            if method == "forward" or (cls.test if cls is not None else owner or test_suite_path(path)):
-                continue
-            # (an agent's `update_critic()` and a script's `train_step()`, no module: drqv2's agent is built by
-            # `hydra.utils.instantiate` from a config, its caller's `self.agent.update(...)` resolves to nothing)
-            seeds.append((path, key, StepInfo(f"the training step `{key}()`", (), Where.TRAIN, hook=True,
-                                                                      host_only=path in host_steps, position=Position.MID_STEP)))
+            if own.is_step(path, key):
+                seeds.append((path, key, StepInfo(f"the training step `{key}()`", (), Where.TRAIN, hook=True,
+                                                  host_only=path in host_steps, position=Position.MID_STEP)))
     return seeds
+
+
+class _OwnSteps:
+    """Which functions of ``FileSummary.one_step`` are training steps of their own (see
+    :func:`_own_training_steps`); the callers the join sees are indexed once, where asked."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.one_step = {(path, key) for path, summary in project.files.items() for key in summary.one_step}
+        self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
+        self._known: dict[tuple[str, str], bool] = {}
+
+    def is_step(self, path: str, key: str) -> bool:
+        known = self._known.get((path, key))
+        if known is None:
+            self._known[(path, key)] = False  # (a recursion through callers: no step of its own)
+            known = self._known[(path, key)] = self._decide(path, key)
+        return known
+
+    def _decide(self, path: str, key: str) -> bool:
+        owner, _, method = key.rpartition(".")
+        cls = next((c for c in self.project.files[path].classes if c.key == owner), None) if owner else None
+        # (a forward is the model reach's; a test's class or file exercises a library on toy inputs)
+        if method == "forward" or (cls.test if cls is not None else owner or test_suite_path(path)):
+            return False
+        if cls is not None and self.project.is_module(path, owner):
+            return True  # (a module's own step: audiocraft's `AdversarialLoss.train_adv`, whoever calls it)
+        # (an agent's `update()` or a script's `train_step()`: a step where every caller seen is a step of its own)
+        return all(caller in self.one_step and self.is_step(*caller) for caller in self.callers().get((path, key), ()))
+
+    def callers(self) -> dict[tuple[str, str], set[tuple[str, str]]]:
+        """(file, function key) -> the (file, caller key) of each call the join resolves to it."""
+        if self._callers is None:
+            self._callers = {}
+            for path, summary in self.project.files.items():
+                for call in summary.calls:
+                    for callee in self.project.callees(call.target, path):
+                        self._callers.setdefault(callee, set()).add((path, call.caller))
+        return self._callers
 
 
 def _inner_places(project: Project, steps: Steps, omitting: dict[tuple[str, str], StepInfo]) -> None:

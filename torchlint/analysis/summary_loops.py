@@ -123,8 +123,9 @@ class LoopSummaries:
 
     def _one_step(self) -> tuple[str, ...]:
         """Functions that make one whole training step (of those that train at all): those whose own
-        backward and optimizer step make it, and, a level up at a time, those that make it by calling
-        them (drqv2's ``DrQV2Agent.update()`` calling ``update_critic()`` and ``update_actor()``)."""
+        backward and optimizer step make it, and, a level up at a time, the methods that make it by calling
+        them (drqv2's ``DrQV2Agent.update()`` calling ``update_critic()`` and ``update_actor()``; not a
+        script's ``main()`` calling a warm start once)."""
         ctx, tree = self.ctx, self.ctx.tree
         functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := tree.enclosing_function(call)) is not None}
         found = {key: f for key, f in functions.items() if ctx.loops.makes_one_step(f)}
@@ -132,7 +133,7 @@ class LoopSummaries:
         for _ in range(2):  # (the depth `makes_one_step` follows a function's calls to)
             names = {f.name.value for f in level}
             callers = {id(f): f for call in itertools.chain(ctx.method_calls(names), *(ctx.name_calls(n) for n in names))
-                       if (f := tree.enclosing_function(call)) is not None and id(f) not in found}
+                       if (f := tree.enclosing_function(call)) is not None and id(f) not in found and tree.enclosing_class(f) is not None}
             level = [f for f in callers.values() if ctx.loops.makes_one_step(f)]
             found.update((id(f), f) for f in level)
         return tuple(sorted(self.keys[key] for key in found))
