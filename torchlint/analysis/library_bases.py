@@ -33,6 +33,8 @@ def validating_distribution(qualified: str) -> bool:
 
 
 FAMILIES: dict[str, Callable[[str], bool]] = {"distribution": validating_distribution}
+# The keyword a subclass passes up as False to turn its family's cost off (`validate_args=False`: no checks).
+TURNED_OFF_BY = {"distribution": "validate_args"}
 
 
 def derives_from(project: Project, path: str, ref: tuple, family: str) -> bool:
@@ -41,5 +43,8 @@ def derives_from(project: Project, path: str, ref: tuple, family: str) -> bool:
     owner = project.class_of(ref, path, 0)
     if owner is None:
         return False  # not the project's (a library's class of the same name decides nothing here)
-    wanted = FAMILIES[family]
-    return any(base[0] == "import" and wanted(str(base[-1])) for _, cls in project.mro(*owner) for base in cls.bases)
+    wanted, off = FAMILIES[family], TURNED_OFF_BY.get(family)
+    chain = [cls for _, cls in project.mro(*owner)]
+    if off is not None and any(off in cls.passes_off for cls in chain):
+        return False  # (drqv2's `TruncatedNormal(pyd.Normal)` builds its base with `validate_args=False`)
+    return any(base[0] == "import" and wanted(str(base[-1])) for cls in chain for base in cls.bases)

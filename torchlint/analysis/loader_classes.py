@@ -56,6 +56,15 @@ def loader_sets(ctx: FileContext, cls: cst.ClassDef) -> tuple[str, ...] | None:
                  + [a.keyword.value for a in up.args if a.keyword is not None])
 
 
+def passed_up_off(ctx: FileContext, cls: cst.ClassDef) -> tuple[str, ...]:
+    """The keywords the class's ``__init__`` passes up to ``super().__init__`` as a literal ``False``
+    (drqv2's ``TruncatedNormal(pyd.Normal)``: ``super().__init__(loc, scale, validate_args=False)``)."""
+    init = method_named(cls, "__init__")
+    up = _super_init(ctx, init) if init is not None else None
+    return tuple(a.keyword.value for a in up.args if a.keyword is not None and type(a.value) is cst.Name
+                 and a.value.value == "False") if up is not None else ()
+
+
 def sets_itself(ctx: FileContext, cls: cst.ClassDef, option: str) -> bool:
     """Does the subclass (or a subclass of this file between it and ``DataLoader``) pass
     ``option`` up itself: the construction does not decide it."""

@@ -44,3 +44,15 @@ def reached_base(ctx: FileContext, cls: cst.ClassDef, wanted: Callable[[str], bo
             if found is not None:
                 return found
     return None
+
+
+def local_chain(ctx: FileContext, cls: cst.ClassDef) -> list[cst.ClassDef]:
+    """``cls`` and the classes of this file its bases name, first base first (up to a bound)."""
+    chain = [cls]
+    while len(chain) <= _DEPTH:
+        parent = next((found for base in chain[-1].bases if (found := class_named(ctx, dotted(base.value) or "")) is not None
+                       and found not in chain), None)
+        if parent is None:
+            break
+        chain.append(parent)
+    return chain

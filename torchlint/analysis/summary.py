@@ -212,6 +212,8 @@ class ClassSummary:
     # a base's switch is followed through a subclass's `super().__init__(...)` only where no subclass sets it itself
     sets: tuple[str, ...] = ()
     kept: tuple[tuple[str, str], ...] = ()
+    # keywords its `__init__` passes up to its base as a literal False (`validate_args`: a distribution that checks nothing)
+    passes_off: tuple[str, ...] = ()
 
 
 # (what each call of a compiled object passes: `CallSite.given`, the functions it is handed to)

@@ -11,7 +11,7 @@ from torchlint.analysis import frameworks
 from torchlint.analysis.buffer_modules import buffers_only
 from torchlint.analysis.dataset_work import dataset_work
 from torchlint.analysis.frozen import class_weights
-from torchlint.analysis.loader_classes import loader_sets
+from torchlint.analysis.loader_classes import loader_sets, passed_up_off
 from torchlint.analysis.members import abstract_methods, class_body
 from torchlint.analysis.names import dotted
 from torchlint.analysis.decoder_caches import cache_methods, keeps_a_cache
@@ -45,7 +45,7 @@ class ClassSummaries:
                                       loader_sets(self.ctx, cls), weights=weights, cache_methods=cache_methods(cls),
                                       keeps_cache=keeps_a_cache(self.ctx, cls), abstract=abstract_methods(cls),
                                       aliases=self.class_aliases(cls), copies=self.copied_attributes(cls),
-                                      sets=sets, kept=kept))
+                                      sets=sets, kept=kept, passes_off=passed_up_off(self.ctx, cls)))
         return tuple(found)
 
     def _base_ref(self, base: cst.BaseExpression, cls: cst.ClassDef) -> Ref | None:

@@ -7,7 +7,8 @@ import libcst as cst
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
 from torchlint.analysis.library_bases import validating_distribution
-from torchlint.analysis.local_bases import constructed_class, reached_base
+from torchlint.analysis.loader_classes import passed_up_off
+from torchlint.analysis.local_bases import constructed_class, local_chain, reached_base
 from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.switches import DISTRIBUTION_VALIDATION_OFF
 from torchlint.analysis.values import Kind
@@ -63,7 +64,10 @@ def _subclassed(ctx, call: cst.Call) -> str | None:  # type: ignore[no-untyped-d
     """The distribution a class of this file derives from (any depth in this file) when ``call``
     builds one: its ``__init__`` is the base's, argument checks and all."""
     cls = constructed_class(ctx, call)
-    return reached_base(ctx, cls, validating_distribution) if cls is not None else None
+    # (a class on the way that builds its base with `validate_args=False` checks nothing)
+    if cls is None or any("validate_args" in passed_up_off(ctx, c) for c in local_chain(ctx, cls)):
+        return None
+    return reached_base(ctx, cls, validating_distribution)
 
 
 def _project_class(ctx, call: cst.Call, qualified: str) -> bool:  # type: ignore[no-untyped-def]
