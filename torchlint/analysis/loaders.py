@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.loader_bases import DATALOADER
+from torchlint.analysis.guard_shapes import is_main_guard
 from torchlint.analysis.in_memory_datasets import in_memory_dataset, moved_to_device
 from torchlint.analysis.loader_classes import POSITIONS, local_loader_class, sets_itself
 from torchlint.analysis.multiplicity import Where
@@ -231,7 +232,8 @@ _LOADER_WRAPPERS = frozenset({"cycle", "iter", "itertools.cycle"})
 def never_iterated(ctx: FileContext, call: cst.Call) -> bool:
     """Is the loader (or ``cycle(loader)``) kept only where nothing reads it: a ``self.``
     attribute that no code of the file reads (``self.valid_dl`` of a trainer that never
-    validates), or a notebook's name never read after (a cell that times building it)?
+    validates), a function's name only counted (``iters = len(loader_for_count)``), or a
+    notebook's name never read after (a cell that times building it)?
     Such a loader loads no batch. (A module's name may be imported elsewhere; a notebook's
     is not.)"""
     value: cst.CSTNode = call
@@ -248,9 +250,25 @@ def never_iterated(ctx: FileContext, call: cst.Call) -> bool:
         if binding.name.startswith("self."):
             if ctx.bindings.uses(binding) or _read_elsewhere(ctx, binding.name.partition(".")[2]):
                 return False
-        elif not (notebook and ctx.tree.enclosing_function(binding.node) is None) or ctx.bindings.uses(binding):
+        elif not binding.name.count(".") and (ctx.tree.enclosing_function(binding.node) is not None or _in_main_block(ctx, binding.node)):
+            # (a function's or a script's own name read only by `len(...)`: minimind's `loader_for_count`, built to count batches)
+            if not all(_sized_only(ctx, use) for use in ctx.bindings.uses(binding)):
+                return False
+        elif not notebook or ctx.bindings.uses(binding):
             return False
     return True
+
+
+def _in_main_block(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Is ``node`` under the script's ``if __name__ == "__main__":``, whose names no module imports?"""
+    return any(type(a) is cst.If and is_main_guard(a.test) for a in ctx.tree.ancestors(node))
+
+
+def _sized_only(ctx: FileContext, use: cst.BaseExpression) -> bool:
+    """Is ``use`` the argument of ``len(...)``: it counts the batches, loads none?"""
+    arg = ctx.tree.parent(use)
+    call = ctx.tree.parent(arg) if type(arg) is cst.Arg else None
+    return type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "len" and len(call.args) == 1
 
 
 def _read_elsewhere(ctx: FileContext, attribute: str) -> bool:
