@@ -123,3 +123,53 @@ def test_shapes_of_an_opt_in_compile(shape: str, default: str, opt_in: bool) -> 
     (found,) = lint_source(source, "train.py", from_table({"select": ["TL504"], "min-impact": "low"}, Path(".")))
     assert found.line == 14 and (found.impact == "low") is opt_in  # (on by default: the step's tier, or medium where none is found)
     assert ("only with `args.compile`, off by default" in found.message) is opt_in
+
+
+_INT_SWITCH = '''
+import argparse
+import torch
+import torch.nn as nn
+parser = argparse.ArgumentParser()
+parser.add_argument("--use_compile", default=DEFAULT, type=int, choices=[0, 1])
+args = parser.parse_args()
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+    def forward(self, x):
+        h = self.fc(x)
+        return h[h > 0].sum()
+model = Net()
+if TEST:
+    model = torch.compile(model)
+opt = torch.optim.AdamW(model.parameters())
+for x in loader:
+    model(x).backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize(("test", "default", "opt_in"), [
+    ("args.use_compile == 1", "0", True), ("args.use_compile == 1", "1", False),
+    ("args.use_compile != 0", "0", True), ("not args.use_compile == 0", "1", False),
+])
+def test_a_0_or_1_option_compared_is_its_switch(test: str, default: str, opt_in: bool) -> None:
+    # minimind's `if args.use_compile == 1: model = torch.compile(model)`, an int option at 0
+    from torchlint.engine import lint_source
+    source = _INT_SWITCH.replace("TEST", test).replace("DEFAULT", default)
+    (found,) = lint_source(source, "train.py", from_table({"select": ["TL504"], "min-impact": "low"}, Path(".")))
+    assert found.line == 14 and (found.impact == "low") is opt_in
+    assert ("only with `args.use_compile`, off by default" in found.message) is opt_in
+
+
+def test_another_file_setting_the_switch_off_turns_nothing_on(tmp_path: Path) -> None:
+    # minimind's LoRA trainer: `args.use_compile = 0` (its monkey patch and compile do not mix)
+    from torchlint.engine import lint_paths
+    (tmp_path / "train.py").write_text(_INT_SWITCH.replace("TEST", "args.use_compile == 1").replace("DEFAULT", "0"))
+    (tmp_path / "lora.py").write_text("def setup(args):\n    if args.lora:\n        args.use_compile = 0\n")
+    result = lint_paths([tmp_path], from_table({"select": ["TL504"], "min-impact": "low"}, tmp_path))
+    (found,) = result.findings
+    assert found.impact == "low" and "only with `args.use_compile`, off by default" in found.message
+    (tmp_path / "lora.py").write_text("def setup(args):\n    if args.fast:\n        args.use_compile = 1\n")
+    (found,) = lint_paths([tmp_path], from_table({"select": ["TL504"], "min-impact": "low"}, tmp_path)).findings
+    assert found.impact != "low"  # a file that turns it on: no longer off by default

@@ -30,10 +30,13 @@ def _off(project: Project, path: str, tests: tuple[SettingTest, ...]) -> str:
     where the project defines it; "" where none is."""
     for test in tests:
         setting = test[0]
-        if any(name == setting for summary in project.files.values() for name, _ in summary.assigned):
-            continue  # (`args.compile = True` in some file: no longer the parser's default)
         default = test[3] or defined_default(project, path, setting)
         words = setting_off_words(test, default[0]) if default else ""
+        # (`args.compile = True` in some file: no longer the parser's default; minimind's LoRA trainer setting
+        # `args.use_compile = 0` turns nothing on)
+        if words and any(name == setting and (value is None or setting_off_words(test, value) == "")
+                         for summary in project.files.values() for name, value in summary.assigned):
+            continue
         if words:
             return words
     return ""

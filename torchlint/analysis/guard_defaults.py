@@ -159,6 +159,7 @@ class ParameterDefaults:
             needed = wanted
             while type(part) is cst.UnaryOperation and type(part.operator) is cst.Not:
                 part, needed = part.expression, not needed
+            part, needed = _as_truth(part, needed)
             name = self._unset_setting(part) if type(part) is cst.Attribute else None
             if name is not None:  # (a module constant is its file's to edit, no setting a run is launched with)
                 default = literal(self.ctx.constants.setting_default(name))
@@ -327,3 +328,16 @@ def _returns_early(statement: cst.BaseStatement) -> bool:
 def _returns(statement: cst.BaseStatement) -> bool:
     """Does ``statement`` end with ``return`` (a branch that leaves the function)?"""
     return type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) is cst.Return
+
+
+def _as_truth(part: cst.BaseExpression, needed: bool) -> tuple[cst.BaseExpression, bool]:
+    """A 0/1 switch compared with a literal read as its truth (minimind's ``if args.use_compile == 1:``,
+    an ``int`` option with ``choices=[0, 1]``): ``== 1``/``!= 0`` as the setting, ``== 0``/``!= 1`` as its negation."""
+    if type(part) is not cst.Comparison or len(part.comparisons) != 1:
+        return part, needed
+    target = part.comparisons[0]
+    value = target.comparator.value if type(target.comparator) is cst.Integer else None
+    if value not in ("0", "1") or type(target.operator) not in (cst.Equal, cst.NotEqual):
+        return part, needed
+    truthy = (value == "1") is (type(target.operator) is cst.Equal)
+    return part.left, needed if truthy else not needed
