@@ -74,6 +74,8 @@ class DeviceMakeable:
         """``np.random.randn(n) * 0.1``: a makeable operand with a number."""
         for side, other in ((data.left, data.right), (data.right, data.left)):
             made = self.factory_for(side, at, depth + 1)
+            if made == "torch.full" and type(data.operator) is not cst.Multiply:
+                continue  # (a Python list added to is a concatenation, `[0] * 100 + [1] * 100`: two values, no fill)
             if made is not None and self.ctx.uploads.python_number(other, at):
                 return made
         return None

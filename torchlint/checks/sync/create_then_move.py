@@ -194,10 +194,12 @@ def _device_argument(move: cst.Call) -> cst.BaseExpression | None:
 
 def _made_hint(ctx, data: cst.BaseExpression, factory: str) -> str:  # type: ignore[no-untyped-def]
     """What makes ``data`` on the device: a fill for ``[v] * n``, else the NumPy call's factory."""
-    if factory == "torch.full" and type(data) is cst.BinaryOperation:
+    if factory == "torch.full" and type(data) is cst.BinaryOperation and cst.List in (type(data.left), type(data.right)):
         listed, count = (data.left, data.right) if type(data.left) is cst.List else (data.right, data.left)
         value = short_code(ctx.module, listed.elements[0].value)  # type: ignore[attr-defined]
         return f"Fill it on the device, with no host copy: `torch.full(({short_code(ctx.module, count)},), {value}, device=...)`"
+    if factory == "torch.full":  # (`[0] * 4 * 2`: the repetition repeated)
+        return "Fill it on the device, with no host copy: `torch.full((size,), value, device=...)`"
     if factory in ("torch.randn", "torch.rand", "torch.randint"):
         return f"Draw it on the device: `{factory}(..., device=...)` makes no host array and no copy (a seeded run draws other values)"
     return f"Make it on the device: `{factory}(..., device=...)` makes no host array and no copy"
