@@ -106,4 +106,19 @@ class GuardedSteps:
         name = (dotted(node.func) or "").rsplit(".", 1)[-1].lower()
         if any(word in name for word in KEEPS_OPTIMIZER):
             return False  # `save_checkpoint(model, optimizer)` stores it, never steps it
-        return any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args)
+        if not any(looks_like_optimizer(dotted(arg.value) or "") for arg in node.args):
+            return False
+        # (a function of this file that steps nothing, nanoT5's `extra_stats(args, model, optimizer)` reading its
+        # learning rate, is no step: a log every N steps stays rare)
+        callee = self.ctx.functions.called(node, self.ctx.qname(node.func))
+        return callee is None or self._steps_something(callee)
+
+    def _steps_something(self, function: cst.FunctionDef) -> bool:
+        """Does ``function`` call a ``step()`` or hand an optimizer on (a helper of another module may step it)?"""
+        known: dict[int, bool] = self.__dict__.setdefault("_stepping_helpers", {})
+        if id(function) not in known:
+            known[id(function)] = any(
+                type(n) is cst.Call and (type(n.func) is cst.Attribute and n.func.attr.value == "step"
+                                         or any(looks_like_optimizer(dotted(a.value) or "") for a in n.args))
+                for n in self.ctx.tree.descendants(function.body))
+        return known[id(function)]

@@ -232,6 +232,18 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
         left = counts - Counter(kinds[i] for i in skipped if i in kinds)
         return set(left)
 
+    def _group_parameters(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``group["params"]`` where ``group`` walks an optimizer's ``param_groups`` (a custom optimizer's
+        ``step()``, nanoT5's ``AdamWScale``): the tensors it updates, the model's parameters."""
+        if type(value) is not cst.Subscript or type(value.value) is not cst.Name or len(value.slice) != 1:
+            return False
+        index = value.slice[0].slice
+        if type(index) is not cst.Index or type(index.value) is not cst.SimpleString or index.value.evaluated_value != "params":
+            return False
+        group = self.ctx.bindings.reaching(value.value.value, at)
+        groups = group.value if group is not None and group.kind == "for" and group.element is None else None
+        return type(groups) is cst.Attribute and groups.attr.value == "param_groups"
+
     def _binding_kind(self, binding) -> Kind:  # type: ignore[no-untyped-def]
         value = binding.value
         if binding.kind == "param":
@@ -243,6 +255,8 @@ class ValueKinds(ValueReturns, LossFacts, ArrayFacts):
                 return Kind.HOST  # `for i in range(n)`, the index of `enumerate(...)`
             if binds_a_parameter(value, binding.element) and self.kind(value.func.value, binding.node) is Kind.MODULE:  # type: ignore[attr-defined]
                 return Kind.TENSOR  # `for p in model.parameters()`, `for n, p in model.named_parameters()`
+            if binding.element is None and self._group_parameters(value, binding.node):
+                return Kind.TENSOR  # an optimizer's `for p in group["params"]`, `group` of `self.param_groups`
             source = iterated_item(value, binding.element, dict_views=False)
             if source is not None and self.kind(source, binding.node) is Kind.NUMPY:
                 return Kind.NUMPY  # `for idx, seq in enumerate(log_probs_idx)` over an array: its rows
