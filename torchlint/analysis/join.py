@@ -310,6 +310,8 @@ class _OwnSteps:
             return False
         if cls is not None and self.project.is_module(path, owner):
             return True  # (a module's own step: audiocraft's `AdversarialLoss.train_adv`, whoever calls it)
+        if key in self.project.files[path].one_step_called:
+            return False  # (its own file calls it, under whatever guard, once or every N: that call decides)
         # (an agent's `update()` or a script's `train_step()`: a step where every caller seen is a step of its own)
         return all(caller in self.one_step and self.is_step(*caller) for caller in self.callers().get((path, key), ()))
 

@@ -263,7 +263,7 @@ class StepSummarizer(CallArguments, LoopSummaries, CallTargets, CompiledRoots, C
             samples_anywhere=any(self.ctx.loops.is_hot(loop) and self.ctx.loops.where(loop) is Where.INFER
                                  for loop in (*self.ctx.tree.nodes(cst.For), *self.ctx.tree.nodes(cst.While))),
             params=tuple((self.keys[id(f)], positional(f)) for f in self.functions),
-            returns=self._returns(), loops=self._loops(), one_step=self._one_step(),
+            returns=self._returns(), loops=self._loops(), one_step=self._one_step(), one_step_called=self._one_step_called(),
             host_results=frozenset(self.keys[id(f)] for f in self.functions if self.ctx.devices.returns_host(f)),
             host_helpers=tuple((self.keys[id(f)], *made) for f in self.functions if (made := self.ctx.uploads.helper_device(f)) is not None),
             host_attributes=host_attributes(self.ctx, self.class_keys),

@@ -246,6 +246,9 @@ class FileSummary:
     device_results: tuple[tuple[str, tuple[Ref, ...]], ...] = ()
     loops: tuple[LoopSummary, ...] = ()  # loops whose being per-step the join decides, in source order
     one_step: tuple[str, ...] = ()  # functions that make one whole training step (a loop calling one is a step loop)
+    # those of them this file calls by name somewhere (`self.learn(mem)` under any guard, once or every N): their own
+    # file decides how often they run; the others are steps of whoever calls them (`join._own_training_steps`)
+    one_step_called: tuple[str, ...] = ()
     compiled: tuple[tuple[Ref, str, Ref | None], ...] = ()  # what torch.compile is given here, how, and unless what (analysis/compiled_roots.py)
     not_compiled: tuple[str, ...] = ()  # functions decorated `@torch.compiler.disable`: run eagerly
     # for each of `compiled`, how the code calls the compiled object (analysis/compiled_roots.py):
