@@ -267,22 +267,7 @@ def _own_training_steps(project: Project, host_steps: frozenset[str]) -> list[tu
             if own.is_step(path, key):
                 seeds.append((path, key, StepInfo(f"the training step `{key}()`", (), Where.TRAIN, hook=True,
                                                   host_only=path in host_steps, position=Position.MID_STEP)))
-        for cls in summary.classes:
-            # (a project's optimizer, nanoT5's `AdamWScale(Optimizer)`: its `step()` is every training step's, whoever calls it)
-            if "step" in cls.methods and not cls.test and _an_optimizer(project, path, cls.key):
-                key = f"{cls.key}.step"
-                seeds.append((path, key, StepInfo(f"the optimizer step `{key}()`", (), Where.TRAIN, hook=True,
-                                                  host_only=path in host_steps, position=Position.MID_STEP)))
     return seeds
-
-
-# torch's optimizer base class, by the names it is imported under
-_OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
-
-
-def _an_optimizer(project: Project, path: str, key: str) -> bool:
-    """Does the class derive from ``torch.optim.Optimizer``, through the project's classes?"""
-    return any(base[0] == "import" and str(base[-1]) in _OPTIMIZER_BASES for _, cls in project.mro(path, key) for base in cls.bases)
 
 
 class _OwnSteps:
