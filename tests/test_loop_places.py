@@ -390,3 +390,12 @@ def test_the_count_a_loop_goes_over_inside_its_progress_bar(iterated: str, count
 
     found = counted_range(cst.parse_expression(iterated))
     assert (cst.Module([]).code_for_node(found) if found is not None else None) == count
+
+
+def test_device_tensors_walked_together_go_over_batch_rows() -> None:
+    # StyleTTS2's per-sample losses: `zip(d, d_gt, input_lengths)` of the step's device tensors gives one row of each
+    rows = ("import torch\nd = torch.randn(16, 50, device='cuda')\nd_gt = y.cuda()\nlengths = n.cuda()\n"
+            "for pred, target, n in zip(d, d_gt, lengths):\n    loss = (pred[:n] - target[:n]).abs().mean()\n")
+    assert _repeat_of(rows).kind == "batch row"
+    # the near-miss: one device tensor walked alone is its elements (`for w in words`), whatever it holds
+    assert _repeat_of("import torch\nwords = torch.randn(16, device='cuda')\nfor w in words:\n    print(int(w))\n").kind == "element"

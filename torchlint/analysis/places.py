@@ -159,6 +159,11 @@ class Places(RepeatKinds):
             return Repeat("decoded token" if kind == "token" else kind, count)  # `range(max_returned_tokens - n)`
         kind = self._decoded(_named_kind(names), loop)
         if kind is None and self._over_device_tensor(iterable, loop):
+            if type(iterable) is cst.Call and dotted(iterable.func) == "zip" and len(iterable.args) > 1:
+                # `for pred, target, length in zip(d, d_gt, input_lengths)`: tensors walked together by their first
+                # dimension, the batch's (StyleTTS2's per-sample losses): one row of each per iteration
+                copies = self._copies_only(loop)
+                return Repeat("batch row", self._container_size(iterable, loop), copies=copies, models=not copies and not self._light(loop))
             kind = "element"  # `for w in words` on a device tensor, `for x in hyp["yseq"][0]`: one 0-d device tensor per element
         kind = kind or self._decoded(_named_kind(code), loop)
         if kind is None and type(iterable) is cst.Attribute and dotted(iterable.value) == "self":
