@@ -53,6 +53,7 @@ _TABLE = (
     ('TL310', 'discarded-weight-grads', True, 'NONE', 'A module whose gradients a backward computes for a step that does not update it.'),
     ('TL311', 'grad-norm-python-loop', True, 'NONE', '`for p in model.parameters(): total += p.grad.norm() ** 2`: a gradient norm, a few kernels per parameter.'),
     ('TL312', 'checkpoint-every-step', True, 'NONE', '`torch.save(model.state_dict(), path)` (or a library\'s checkpoint save) on every training step.'),
+    ('TL313', 'grad-update-python-loop', True, 'NONE', '`for p in model.parameters(): p.grad *= s`: each gradient rescaled or cleaned by its own kernel.'),
     ('TL401', 'conv-bias-before-batchnorm', True, 'UNSAFE', 'Conv layer with `bias=True` (the default) feeding straight into BatchNorm.'),
     ('TL402', 'tensor-core-misaligned', True, 'NONE', 'Sizes (features, channels, hidden, batch) that are not multiples of 8.'),
     ('TL403', 'cudnn-benchmark-off', False, 'NONE', 'Conv layers trained on the GPU without `torch.backends.cudnn.benchmark = True`.'),

@@ -157,7 +157,24 @@ def loop_names(target: cst.BaseExpression) -> set[str]:
     return {target.value} if isinstance(target, cst.Name) else set()
 
 
+
+def grad_of(ctx: FileContext, expr: cst.BaseExpression, names: set[str], at: cst.CSTNode) -> bool:
+    """``p.grad``, ``p.grad.data``, ``p.grad.detach()``, ``p.grad.float()`` of a loop name ``p``, or
+    a name bound to one in the loop (``g = p.grad.data``)."""
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and not expr.args:
+        expr = expr.func.value  # `p.grad.detach()`, `.float()`
+    if type(expr) is cst.Attribute and expr.attr.value == "data":
+        expr = expr.value
+    if type(expr) is cst.Attribute and expr.attr.value == "grad":
+        return dotted(expr.value) in names
+    if type(expr) is cst.Name and expr.value not in names:
+        binding = ctx.bindings.reaching(expr.value, at)
+        value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
+        return value is not None and grad_of(ctx, value, names, binding.node)
+    return False
+
+
 __all__ = [
-    "COPIES", "DICT_VIEWS", "ITSELF", "MODULE_TENSORS", "PER_TENSOR", "TENSOR_ITERABLES", "iterates_module_tensors", "loop_names",
+    "COPIES", "DICT_VIEWS", "ITSELF", "MODULE_TENSORS", "PER_TENSOR", "TENSOR_ITERABLES", "grad_of", "iterates_module_tensors", "loop_names",
     "model_tensors", "one_models_tensors", "tensors_method",
 ]

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.context import short_code
 from torchlint.analysis.impact import Cost
-from torchlint.analysis.module_tensors import loop_names, model_tensors
+from torchlint.analysis.module_tensors import grad_of, loop_names, model_tensors
 from torchlint.analysis.multiplicity import Repeat
 from torchlint.analysis.names import dotted
 from torchlint.analysis.positions import plain_code
@@ -95,12 +95,12 @@ def _norm_of_grad(ctx, call: cst.Call, names: set[str]) -> bool:  # type: ignore
     func = call.func
     qualified = ctx.qname(func)
     if qualified in _NORM_FUNCTIONS:
-        return bool(call.args) and _grad_of(ctx, call.args[0].value, names, call)
+        return bool(call.args) and grad_of(ctx, call.args[0].value, names, call)
     if type(func) is not cst.Attribute or qualified is not None:
         return False
     method = func.attr.value
     if method in _NORMS:
-        return _grad_of(ctx, func.value, names, call)
+        return grad_of(ctx, func.value, names, call)
     if method == "sum" and not call.args:
         return _squared_grad(ctx, func.value, names, call)
     return False
@@ -109,23 +109,7 @@ def _norm_of_grad(ctx, call: cst.Call, names: set[str]) -> bool:  # type: ignore
 def _squared_grad(ctx, expr: cst.BaseExpression, names: set[str], at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
     """``p.grad ** 2``, ``p.grad.pow(2)``, ``p.grad.square()``, ``p.grad * p.grad``."""
     if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Power, cst.Multiply):
-        return _grad_of(ctx, expr.left, names, at)
+        return grad_of(ctx, expr.left, names, at)
     if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _SQUARES:
-        return _grad_of(ctx, expr.func.value, names, at)
-    return False
-
-
-def _grad_of(ctx, expr: cst.BaseExpression, names: set[str], at: cst.CSTNode) -> bool:  # type: ignore[no-untyped-def]
-    """``p.grad``, ``p.grad.data``, ``p.grad.detach()``, ``p.grad.float()`` of a loop name ``p``, or
-    a name bound to one in the loop (``g = p.grad.data``)."""
-    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and not expr.args:
-        expr = expr.func.value  # `p.grad.detach()`, `.float()`
-    if type(expr) is cst.Attribute and expr.attr.value == "data":
-        expr = expr.value
-    if type(expr) is cst.Attribute and expr.attr.value == "grad":
-        return dotted(expr.value) in names
-    if type(expr) is cst.Name and expr.value not in names:
-        binding = ctx.bindings.reaching(expr.value, at)
-        value = binding.value if binding is not None and binding.kind == "assign" and binding.element is None else None
-        return value is not None and _grad_of(ctx, value, names, binding.node)
+        return grad_of(ctx, expr.func.value, names, at)
     return False
