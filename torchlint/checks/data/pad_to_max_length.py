@@ -53,10 +53,16 @@ class PadToMaxLength(Check):
         """``tokens + [pad] * (max_len - len(tokens))`` (or ``[pad for _ in range(...)]``) where a dataset
         prepares its samples: each sample padded by hand to a fixed length (LoRA's ``padding_tokens``,
         called from ``FT_Dataset.__getitem__`` with ``self.max_seq_length``)."""
+        if type(node.operator) is cst.Add:
+            self._hand_padded(node, next((side for side in (node.right, node.left) if _hand_padding(self.ctx, side, node)), None))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        """``input_ids += [pad] * (self.max_length - len(input_ids))`` (minimind's ``SFTDataset.__getitem__``)."""
+        if type(node.operator) is cst.AddAssign:
+            self._hand_padded(node, node.value if _hand_padding(self.ctx, node.value, node) else None)
+
+    def _hand_padded(self, node: cst.BinaryOperation | cst.AugAssign, padded: cst.BaseExpression | None) -> None:
         ctx = self.ctx
-        if type(node.operator) is not cst.Add:
-            return
-        padded = next((side for side in (node.right, node.left) if _hand_padding(ctx, side, node)), None)
         if padded is None:
             return
         where_words = prepares_data(ctx, node)
