@@ -203,10 +203,12 @@ class ParameterDefaults:
         return found
 
     def _required(self, function: cst.FunctionDef) -> frozenset[str]:
-        """Its parameters without a default, never bound again in it."""
+        """Its parameters without a default, never bound again in it but under a test of their own
+        (VITS' ``if clip_value is not None: clip_value = float(clip_value)``: None stays None)."""
         bindings = self.ctx.bindings
         return frozenset(p.name.value for p in (*function.params.params, *function.params.kwonly_params)
-                         if p.default is None and p.name.value != "self" and all(b.kind == "param" for b in bindings.lookup(p.name.value, p)))
+                         if p.default is None and p.name.value != "self"
+                         and all(b.kind == "param" or self._under_own_test(b.node, p.name.value, function) for b in bindings.lookup(p.name.value, p)))
 
     def _literal_defaults(self, function: cst.FunctionDef) -> dict[str, object]:
         """Its parameters that default to a string or number literal and are never bound again

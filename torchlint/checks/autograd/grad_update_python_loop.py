@@ -26,7 +26,7 @@ class GradUpdatePythonLoop(Check):
     cost = Cost.PER_PARAMETER_LAUNCHES
     per_step = True
     quiet_every_n = True  # (a rescale every N steps costs its launches once per N steps)
-    message = ("`{head}` in {loop} updates each gradient in place one parameter at a time (`{update}`): a kernel launch per "
+    message = ("`{update}` in `{head}` ({loop}) updates each gradient in place one parameter at a time: a kernel launch per "
                "parameter each time it runs, where one multi-tensor call would do")
     fix_hint = ("Update every gradient in one call: `grads = [p.grad for p in params if p.grad is not None]`, then "
                 "`torch._foreach_mul_(grads, scale)` (`_foreach_div_`, `_foreach_add_`, `_foreach_clamp_min_`/`_foreach_clamp_max_`) "
@@ -41,25 +41,13 @@ class GradUpdatePythonLoop(Check):
         place = ctx.loops.local_hot_loop(node) or ctx.tree.enclosing_function(node)
         if place is None or ctx.guards.rare(node, stop=place):
             return  # module code outside any step (a script's one-off fix-up), or every N steps: paid rarely
-        # (names the iteration makes: a test of them is about this parameter, `if clip_coef < 1:`)
-        made = names | {name for n in ctx.tree.descendants(node.body) if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
-                        for target in (n.targets if type(n) is cst.Assign else [n]) for name in loop_names(target.target)}
-        update = next((n for n in ctx.tree.descendants(node.body) if self._updates_a_grad(n, names) and self._each_iteration(n, node, made)), None)
+        update = next((n for n in ctx.tree.descendants(node.body) if self._updates_a_grad(n, names)), None)
         if update is None:
             return  # the loop does something else with each parameter (a norm: TL311; an average: TL305; a count)
-        self.report(node, head=f"for {plain_code(ctx.module, node.target).strip()} in {short_code(ctx.module, node.iter)}",
-                    update=short_code(ctx.module, update, limit=50))
-
-    def _each_iteration(self, update: cst.CSTNode, loop: cst.For, made: set[str]) -> bool:
-        """Does ``update`` run for each parameter whenever its loop runs: under no ``if`` of the loop's
-        body but one that tests the parameter itself (``if p.grad is not None:``, ``if clip_coef < 1:``)?
-        A switch of the caller's (VITS' ``if clip_value is not None:``, every call passing None) is not."""
-        for ancestor in self.ctx.tree.ancestors(update):
-            if ancestor is loop:
-                return True
-            if type(ancestor) is cst.If and not any(type(n) is cst.Name and n.value in made for n in self.ctx.tree.descendants(ancestor.test)):
-                return False
-        return True
+        # At the update: a branch around it that tests the caller's parameter (VITS' `if clip_value is not None:`,
+        # every call passing None) is the join's to settle, as for any line under an opt-in switch.
+        self.report(update, head=f"for {plain_code(ctx.module, node.target).strip()} in {short_code(ctx.module, node.iter)}",
+                    update=short_code(ctx.module, update, limit=50), placed_as=node)
 
     def _updates_a_grad(self, node: cst.CSTNode, names: set[str]) -> bool:
         """``p.grad *= s``, ``p.grad.data.mul_(s)``, ``torch.nan_to_num(p.grad, out=p.grad)``, ``p.grad = p.grad / n``."""
