@@ -143,7 +143,8 @@ def _model_reach(project: Project, steps: Steps, calls_by_caller: dict[tuple[str
         for cls in summary.classes:
             if (path, cls.key) in idle:
                 continue  # built only to ask another method, or to export: no code runs it as a model
-            if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key):
+            if "forward" in cls.methods and not cls.test and project.is_module(path, cls.key) \
+                    and f"{cls.key}.forward" not in summary.trains:  # (a trainer module's `forward` runs the training itself: byol's `BYOLTrainer`)
                 forward = f"{cls.key}.forward"
                 # (its callers are not seen: any argument, or none, each left at its default)
                 seeds.append((path, forward, StepInfo(f"`{forward}()`", (), Where.BATCH, per_step=Multiplicity((), MODEL_CALL), host_only=on_host,

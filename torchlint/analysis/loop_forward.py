@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.subtree_calls import OWN
+
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
@@ -31,7 +33,13 @@ class ForwardLoops:
     def within_forward(self, loop: cst.CSTNode) -> bool:
         """Does ``loop`` run within each call of a model (in a method its ``forward`` calls),
         not as a decode loop of a generator module?"""
-        return self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and not self.decodes(loop)
+        return self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and not self.decodes(loop) and not self._trains_in_body(loop)
+
+    def _trains_in_body(self, loop: cst.CSTNode) -> bool:
+        """Does the loop's own body run a backward (a trainer module's ``forward`` that runs the
+        training itself, byol's ``BYOLTrainer``: its loop is the training loop, not part of a model's call)?"""
+        return type(loop) in (cst.For, cst.While) and any(
+            self.ctx.method_name(call) == "backward" for call in self.own_calls(loop.body, OWN))  # type: ignore[attr-defined]
 
     def runs_in_forward(self, function: cst.FunctionDef | None) -> bool:
         """Is ``function`` the ``forward`` of an ``nn.Module`` class of this file, or a method
