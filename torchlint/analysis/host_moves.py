@@ -203,16 +203,18 @@ class HostMoves:
     def _moved_on_device(self, branch: cst.If, tracked: set[str]) -> cst.Call | None:
         """``if x.is_cuda: zeros = zeros.cuda()`` (``torch.cuda.is_available()``,
         ``device.type == "cuda"``), no ``else``: the move of a tracked name as the branch's first
-        statement. The test holds on every pass of a GPU run, so the move runs wherever it matters."""
+        statement that reads one. The test holds on every pass of a GPU run, so the move runs wherever it matters."""
         if branch.orelse is not None or type(branch.body) is not cst.IndentedBlock or not self.ctx.guards.device_test(branch.test, flags=False):
             return None  # a test of something else, or a flag a caller may pass off (`if on_gpu:`): the move may not run every time
-        first = branch.body.body[0] if branch.body.body else None
-        if type(first) is not cst.SimpleStatementLine:
-            return None
-        for read in (n for n in self.ctx.tree.descendants(first) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked):
-            move = self.move_of(self.host_chain(read)[0])
-            if move is not None:
-                return move
+        # (the moves of a branch one after another, DGI's `shuf_fts = shuf_fts.cuda()` then `lbl = lbl.cuda()`:
+        # the first statement that reads a tracked name must be its move)
+        for statement in branch.body.body:
+            reads = [n for n in self.ctx.tree.descendants(statement) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
+            if not reads:
+                continue
+            if type(statement) is not cst.SimpleStatementLine:
+                return None
+            return next((move for read in reads if (move := self.move_of(self.host_chain(read)[0])) is not None), None)
         return None
 
     def _reshaped(self, statement: cst.CSTNode, tracked: set[str]) -> str | None:
