@@ -28,6 +28,8 @@ _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "clamp", "abs", "neg", "sigmoid", "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape",
     "polar", "complex", "einsum", "matmul", "mul", "add", "sub", "div", "where", "exp2", "log2", "erf",
 ))
+# Comparisons a tensor makes element by element: a host tensor compared is a host mask.
+_ELEMENTWISE = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
 
 
@@ -76,6 +78,17 @@ class HostMoves:
                     return current, alone
             elif parent_type is cst.Subscript and parent.value is current:
                 current = parent
+            elif parent_type is cst.ListComp and parent.elt is current:
+                current = parent  # `[torch.arange(b) for _ in range(n_views)]`: the same host tensor, n times (SimCLR's labels)
+            elif (compared := self._compared(parent, current)) is not None:
+                # `labels.unsqueeze(0) == labels.unsqueeze(1)` of host-made tensors, or one and a number: a host mask
+                comparison, other = compared
+                if self.python_number(other, comparison):
+                    current = comparison
+                elif self._factory_made(other, comparison):
+                    current, alone = comparison, False
+                else:
+                    return current, alone
             elif parent_type in (cst.Arg, cst.Element):
                 joined = self._joining_function(parent, current)
                 if joined is None:
@@ -83,6 +96,19 @@ class HostMoves:
                 current, alone = joined
             else:
                 return current, alone
+
+    def _compared(self, parent: cst.CSTNode, current: cst.BaseExpression) -> tuple[cst.Comparison, cst.BaseExpression] | None:
+        """(the element-wise comparison, its other side) where ``current`` is one side of one (its left, or the
+        comparator a ``ComparisonTarget`` holds); None otherwise."""
+        if type(parent) is cst.ComparisonTarget and parent.comparator is current:
+            comparison = self.ctx.tree.parent(parent)
+            if type(comparison) is cst.Comparison and len(comparison.comparisons) == 1 and type(parent.operator) in _ELEMENTWISE:
+                return comparison, comparison.left
+            return None
+        if type(parent) is cst.Comparison and parent.left is current and len(parent.comparisons) == 1 \
+                and type(parent.comparisons[0].operator) in _ELEMENTWISE:
+            return parent, parent.comparisons[0].comparator
+        return None
 
     def _joining_function(self, arg: cst.CSTNode, value: cst.BaseExpression) -> tuple[cst.Call, bool] | None:
         """``torch.exp(value)``, ``torch.cat([value, other])``: a place-keeping torch function
@@ -226,7 +252,5 @@ class HostMoves:
         if target is None:
             return None
         reads = [n for n in self.ctx.tree.descendants(assign.value) if type(n) in (cst.Name, cst.Attribute) and dotted(n) in tracked]
-        if len(reads) != 1:
-            return None
-        top, _ = self.host_chain(reads[0])
-        return target if top is assign.value else None
+        # (each read computes on the host into the whole value: `labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()`)
+        return target if reads and all(self.host_chain(read)[0] is assign.value for read in reads) else None

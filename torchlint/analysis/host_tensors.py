@@ -34,6 +34,8 @@ ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
     "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf", "inverse",
 ))
+# Functions that join tensors into one where they live (every part on the host: a host tensor).
+_JOINING = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack", "torch.vstack"})
 # Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
 _ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
@@ -186,6 +188,8 @@ class HostTensors:
                 return expr
             if qualified in ONE_TENSOR_FUNCTIONS and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
                 return self.made_on_host(expr.args[0].value, at, depth + 1, filled)  # `return torch.tril(ret)`
+            if qualified in _JOINING and expr.args and expr.args[0].keyword is None:
+                return self._joined_on_host(expr.args[0].value, at, depth, filled)  # `torch.cat([torch.arange(b) for _ in ...])`
             return None
         if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
             for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
@@ -212,6 +216,16 @@ class HostTensors:
                 return None
             return self.made_on_host(binding.value, binding.node, depth + 1, filled)
         return None
+
+    def _joined_on_host(self, parts: cst.BaseExpression, at: cst.CSTNode, depth: int, filled: bool) -> cst.Call | None:
+        """The factory of the first of ``parts`` (a list, a tuple or a list comprehension of tensors) where
+        every part is made on the host: what a ``torch.cat``/``torch.stack`` of them is made from."""
+        if type(parts) is cst.ListComp:
+            return self.made_on_host(parts.elt, at, depth + 1, filled)
+        if type(parts) not in (cst.List, cst.Tuple) or not parts.elements:
+            return None
+        made = [self.made_on_host(e.value, at, depth + 1, filled) if type(e) is cst.Element else None for e in parts.elements]
+        return made[0] if all(m is not None for m in made) else None
 
     def memoised_host(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
         """The memoised function of this file (``@lru_cache``, ``@functools.cache``) whose result ``expr``
