@@ -97,11 +97,14 @@ def _feeds_back(ctx: FileContext, loop: cst.For | cst.While, nodes: list[cst.CST
     """Is a call in ``nodes`` that may run a model used as logits (with ``named``: bound to a
     name of logits; with ``samplers``: sampled from by those), and given what the body made from
     them the iteration before? (Not the calls whose ids are in ``nested_only``.)"""
+    models = [n for n in nodes if type(n) is cst.Call and id(n) not in nested_only and may_run_a_model(ctx, n)]
+    if not models:
+        return False  # (no call that may run a model: most loops, asked before what the body grows or samples is found)
     grown = grown_in_place(nodes)  # `seq.append(x)`, `tokens[:, t] = x`
     if samplers is None:
         # (a helper of the file that picks the token from the logits it is given, ChatRWKV's `token = sample_logits(out)`, samples too)
         samplers = _own_samplers(ctx, nodes)  # once, not per call
-    for call in (n for n in nodes if type(n) is cst.Call and id(n) not in nested_only and may_run_a_model(ctx, n)):
+    for call in models:
         statement = assignment_of(ctx, call)
         if statement is None:
             continue

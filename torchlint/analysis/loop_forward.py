@@ -36,10 +36,14 @@ class ForwardLoops:
         return self.runs_in_forward(self.ctx.tree.enclosing_function(loop)) and not self.decodes(loop) and not self._trains_in_body(loop)
 
     def _trains_in_body(self, loop: cst.CSTNode) -> bool:
-        """Does the loop's own body run a backward (a trainer module's ``forward`` that runs the
-        training itself, byol's ``BYOLTrainer``: its loop is the training loop, not part of a model's call)?"""
-        return type(loop) in (cst.For, cst.While) and any(
-            self.ctx.method_name(call) == "backward" for call in self.own_calls(loop.body, OWN))  # type: ignore[attr-defined]
+        """Does the loop's own body run a backward and an optimizer step (a trainer module's ``forward`` that
+        runs the training itself, byol's ``BYOLTrainer``: its loop is the training loop, not part of a model's
+        call)? A loop of backwards alone is a step's micro-batches (the optimizer steps after the forward returns)."""
+        if type(loop) not in (cst.For, cst.While):
+            return False
+        calls = list(self.own_calls(loop.body, OWN))  # type: ignore[attr-defined]
+        return any(self.ctx.method_name(call) == "backward" for call in calls) and any(
+            self.ctx.method_name(call) == "step" and self.is_step_call(call) for call in calls)  # type: ignore[attr-defined]
 
     def runs_in_forward(self, function: cst.FunctionDef | None) -> bool:
         """Is ``function`` the ``forward`` of an ``nn.Module`` class of this file, or a method
