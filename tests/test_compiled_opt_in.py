@@ -152,6 +152,8 @@ for x in loader:
 @pytest.mark.parametrize(("test", "default", "opt_in"), [
     ("args.use_compile == 1", "0", True), ("args.use_compile == 1", "1", False),
     ("args.use_compile != 0", "0", True), ("not args.use_compile == 0", "1", False),
+    # `!= 1` is no switch's truth (a default of 2 passes it): not read as one, the compile taken as made
+    ("args.use_compile != 1", "1", False),
 ])
 def test_a_0_or_1_option_compared_is_its_switch(test: str, default: str, opt_in: bool) -> None:
     # minimind's `if args.use_compile == 1: model = torch.compile(model)`, an int option at 0

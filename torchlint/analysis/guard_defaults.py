@@ -334,12 +334,13 @@ def _returns(statement: cst.BaseStatement) -> bool:
 
 def _as_truth(part: cst.BaseExpression, needed: bool) -> tuple[cst.BaseExpression, bool]:
     """A 0/1 switch compared with a literal read as its truth (minimind's ``if args.use_compile == 1:``,
-    an ``int`` option with ``choices=[0, 1]``): ``== 1``/``!= 0`` as the setting, ``== 0``/``!= 1`` as its negation."""
+    an ``int`` option with ``choices=[0, 1]``): ``== 1``/``!= 0`` as the setting, ``== 0`` as its negation. (Not
+    ``!= 1``: a default of 2 passes it, yet its truth would say off; ``== 1`` with a default of 2 says on, the safe way.)"""
     if type(part) is not cst.Comparison or len(part.comparisons) != 1:
         return part, needed
     target = part.comparisons[0]
     value = target.comparator.value if type(target.comparator) is cst.Integer else None
-    if value not in ("0", "1") or type(target.operator) not in (cst.Equal, cst.NotEqual):
+    equal = type(target.operator) is cst.Equal
+    if value not in ("0", "1") or not equal and type(target.operator) is not cst.NotEqual or value == "1" and not equal:
         return part, needed
-    truthy = (value == "1") is (type(target.operator) is cst.Equal)
-    return part.left, needed if truthy else not needed
+    return part.left, needed if (value == "1") is equal else not needed
