@@ -141,9 +141,12 @@ class CreateThenMove(Check):
         # A few bytes: the copy's wait for the queue is the cost, tiered like a read's; a vocabulary's worth
         # per row: the host's fill and the copy of its bytes are, drained queue or not.
         cost = Cost.SMALL_UPLOAD if _small(self.ctx, made) else Cost.LARGE_UPLOAD if _large(self.ctx, made) else None
-        # (the copy runs where the chain's top is moved: once per `torch.cat([torch.arange(b) for _ in range(n)])`, not per part)
+        # (the copy runs where the chain's top is moved: once per `torch.cat([torch.arange(b) for _ in range(n)])`, not per part;
+        # elsewhere the factory's own place, which orders two factories of one chain, the second right after the first's wait)
+        loops = self.ctx.loops
+        placed = top if len(loops.enclosing_loops(made)) > len(loops.enclosing_loops(top)) else None
         self.report(
-            made, fix=fix, hint=hint, fix_safety=safety, cost=cost, host_helper=made if elsewhere else None, placed_as=top,
+            made, fix=fix, hint=hint, fix_safety=safety, cost=cost, host_helper=made if elsewhere else None, placed_as=placed,
             fix_description="draw it on the device (a seeded run draws other values)" if safety else "",
             factory=short_code(self.ctx.module, made), move=_move_text(self.ctx.module, move), why=self._never_cached(made),
         )
