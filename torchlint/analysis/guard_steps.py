@@ -114,11 +114,9 @@ class GuardedSteps:
         return callee is None or self._steps_something(callee)
 
     def _steps_something(self, function: cst.FunctionDef) -> bool:
-        """Does ``function`` call a ``step()`` or hand an optimizer on (a helper of another module may step it)?"""
+        """Does ``function`` make an optimizer step, itself or through a call it hands an optimizer?"""
         known: dict[int, bool] = self.__dict__.setdefault("_stepping_helpers", {})
         if id(function) not in known:
-            known[id(function)] = any(
-                type(n) is cst.Call and (type(n.func) is cst.Attribute and n.func.attr.value == "step"
-                                         or any(looks_like_optimizer(dotted(a.value) or "") for a in n.args))
-                for n in self.ctx.tree.descendants(function.body))
+            known[id(function)] = False  # (a helper that calls itself: no step by that call)
+            known[id(function)] = any(self._optimizer_step(n) for n in self.ctx.tree.descendants(function.body))
         return known[id(function)]

@@ -10,7 +10,7 @@ from torchlint.analysis.device_reach import FACTORIES
 from torchlint.analysis.host_tensors import ARITHMETIC, PLACE_KEEPING
 from torchlint.analysis.in_place_fills import fills_in_place
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import SHAPE_METHODS
+from torchlint.analysis.sync_ops import ELEMENTWISE_TESTS, SHAPE_METHODS
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
@@ -28,8 +28,6 @@ _PLACE_KEEPING_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "clamp", "abs", "neg", "sigmoid", "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape",
     "polar", "complex", "einsum", "matmul", "mul", "add", "sub", "div", "where", "exp2", "log2", "erf",
 ))
-# Comparisons a tensor makes element by element: a host tensor compared is a host mask.
-_ELEMENTWISE = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _LOOKAHEAD = 6  # statements after the one that makes a tensor where its move still counts
 
 
@@ -102,11 +100,11 @@ class HostMoves:
         comparator a ``ComparisonTarget`` holds); None otherwise."""
         if type(parent) is cst.ComparisonTarget and parent.comparator is current:
             comparison = self.ctx.tree.parent(parent)
-            if type(comparison) is cst.Comparison and len(comparison.comparisons) == 1 and type(parent.operator) in _ELEMENTWISE:
+            if type(comparison) is cst.Comparison and len(comparison.comparisons) == 1 and type(parent.operator) in ELEMENTWISE_TESTS:
                 return comparison, comparison.left
             return None
         if type(parent) is cst.Comparison and parent.left is current and len(parent.comparisons) == 1 \
-                and type(parent.comparisons[0].operator) in _ELEMENTWISE:
+                and type(parent.comparisons[0].operator) in ELEMENTWISE_TESTS:
             return parent, parent.comparisons[0].comparator
         return None
 

@@ -13,6 +13,7 @@ from torchlint.analysis.device_names import is_cpu_device
 from torchlint.analysis.device_reach import DTYPE_CONVERSIONS, FACTORIES
 from torchlint.analysis.kinds import Kind
 from torchlint.analysis.names import dotted
+from torchlint.analysis.sync_ops import ELEMENTWISE_TESTS, JOINING_FUNCTIONS
 
 if TYPE_CHECKING:
     from torchlint.analysis.bounded import Bounded
@@ -34,10 +35,6 @@ ONE_TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
     "exp", "log", "sin", "cos", "sqrt", "rsqrt", "cumsum", "cumprod", "flip", "clamp", "abs", "neg", "sigmoid",
     "tanh", "floor", "ceil", "round", "tril", "triu", "unsqueeze", "reshape", "exp2", "log2", "erf", "inverse",
 ))
-# Functions that join tensors into one where they live (every part on the host: a host tensor).
-_JOINING = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack", "torch.vstack"})
-# Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
-_ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
 
 
@@ -188,7 +185,7 @@ class HostTensors:
                 return expr
             if qualified in ONE_TENSOR_FUNCTIONS and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
                 return self.made_on_host(expr.args[0].value, at, depth + 1, filled)  # `return torch.tril(ret)`
-            if qualified in _JOINING and expr.args and expr.args[0].keyword is None:
+            if qualified in JOINING_FUNCTIONS and expr.args and expr.args[0].keyword is None:
                 return self._joined_on_host(expr.args[0].value, at, depth, filled)  # `torch.cat([torch.arange(b) for _ in ...])`
             return None
         if expr_type is cst.BinaryOperation and type(expr.operator) in ARITHMETIC:
@@ -197,7 +194,7 @@ class HostTensors:
                 if made is not None and self.python_number(other, at):
                     return made
             return None
-        if expr_type is cst.Comparison and len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in _ELEMENTWISE_TESTS:
+        if expr_type is cst.Comparison and len(expr.comparisons) == 1 and type(expr.comparisons[0].operator) in ELEMENTWISE_TESTS:
             # `mask <= arange` of two host-made tensors (wenet's `subsequent_mask`), or of one and a number: a host mask
             made = self.made_on_host(expr.left, at, depth + 1, filled)
             other = expr.comparisons[0].comparator

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.loader_bases import DATALOADERS
-from torchlint.analysis.local_bases import class_named, constructed_class, reached_base
+from torchlint.analysis.local_bases import class_named, constructed_class, local_chain, reached_base
 from torchlint.analysis.members import method_named
 from torchlint.analysis.names import dotted
 
@@ -68,14 +68,7 @@ def passed_up_off(ctx: FileContext, cls: cst.ClassDef) -> tuple[str, ...]:
 def sets_itself(ctx: FileContext, cls: cst.ClassDef, option: str) -> bool:
     """Does the subclass (or a subclass of this file between it and ``DataLoader``) pass
     ``option`` up itself: the construction does not decide it."""
-    for _ in range(_DEPTH):
-        if option in (loader_sets(ctx, cls) or ()):
-            return True
-        parent = next((found for base in cls.bases if (found := class_named(ctx, dotted(base.value) or "")) is not None), None)
-        if parent is None:
-            return False
-        cls = parent
-    return False
+    return any(option in (loader_sets(ctx, each) or ()) for each in local_chain(ctx, cls))
 
 
 def _super_init(ctx: FileContext, init: cst.FunctionDef) -> cst.Call | None:

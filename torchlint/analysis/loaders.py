@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.kinds import Kind
-from torchlint.analysis.loader_bases import DATALOADER
 from torchlint.analysis.guard_shapes import is_main_guard
 from torchlint.analysis.in_memory_datasets import in_memory_dataset, moved_to_device
+from torchlint.analysis.kinds import Kind
+from torchlint.analysis.loader_bases import DATALOADER
 from torchlint.analysis.loader_classes import POSITIONS, local_loader_class, sets_itself
 from torchlint.analysis.multiplicity import Where
 from torchlint.analysis.names import dotted

@@ -126,12 +126,10 @@ class LoopSummaries:
         backward and optimizer step make it, and, a level up at a time, the methods that make it by calling
         them (drqv2's ``DrQV2Agent.update()`` calling ``update_critic()`` and ``update_actor()``; not a
         script's ``main()`` calling a warm start once)."""
-        return tuple(sorted(self.keys[key] for key in self._one_step_functions()))
+        return tuple(sorted(self.keys[key] for key in self._one_step_functions))
 
+    @cached_property
     def _one_step_functions(self) -> dict[int, cst.FunctionDef]:
-        known = self.__dict__.get("_one_step_memo")
-        if known is not None:
-            return known
         ctx, tree = self.ctx, self.ctx.tree
         functions = {id(f): f for call in ctx.method_calls(("backward", "step")) if (f := tree.enclosing_function(call)) is not None}
         found = {key: f for key, f in functions.items() if ctx.loops.makes_one_step(f)}
@@ -142,14 +140,13 @@ class LoopSummaries:
                        if (f := tree.enclosing_function(call)) is not None and id(f) not in found and tree.enclosing_class(f) is not None}
             level = [f for f in callers.values() if ctx.loops.makes_one_step(f)]
             found.update((id(f), f) for f in level)
-        self.__dict__["_one_step_memo"] = found
         return found
 
     def _one_step_called(self) -> tuple[str, ...]:
         """The functions of ``_one_step`` that this file calls by name, outside their own body."""
         ctx, tree = self.ctx, self.ctx.tree
         found = []
-        for key, function in self._one_step_functions().items():
+        for key, function in self._one_step_functions.items():
             name = function.name.value
             calls = ctx.method_calls([name]) if tree.enclosing_class(function) is not None else ctx.name_calls(name)
             if any(not tree.is_inside(call, function) for call in calls):

@@ -11,6 +11,11 @@ import libcst as cst
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
+# torch functions that join tensors into one where they live (every part on the host: a host tensor; every part a mask: a mask).
+JOINING_FUNCTIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack", "torch.vstack"})
+# Comparisons a tensor makes element by element (not `is`, `in`: a Python truth value).
+ELEMENTWISE_TESTS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
+
 # Methods only a tensor has (NumPy arrays and Python sequences have none of them): a name
 # they are called on is a tensor, whatever it was bound to.
 TENSOR_ONLY_METHODS = frozenset({

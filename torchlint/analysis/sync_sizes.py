@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import dotted
-from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, SHAPE_METHODS, SIZED_BY_VALUES, compared_values, mask_name, plainly_python, torch_op
+from torchlint.analysis.sync_ops import BOOL_FUNCTIONS, BOOL_METHODS, JOINING_FUNCTIONS, SHAPE_METHODS, SIZED_BY_VALUES, compared_values, mask_name, plainly_python, torch_op
 
 if TYPE_CHECKING:
     from torchlint.analysis.context import FileContext
 
 
-# torch functions that join tensors (a mask when every part is one), and those that make a tensor
-# like their argument (of its dtype unless told another).
-_JOINED = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack"})
+# torch functions that make a tensor like their argument (of its dtype unless told another).
 _LIKE = frozenset({"torch.ones_like", "torch.zeros_like", "torch.empty_like"})
 
 
@@ -190,7 +188,7 @@ class SizedByValues:
             qname = ctx.qname(func)
             if qname in BOOL_FUNCTIONS:
                 return True
-            if qname in _JOINED:  # `torch.stack((j, k, left, right))`: masks joined are one
+            if qname in JOINING_FUNCTIONS:  # `torch.stack((j, k, left, right))`: masks joined are one
                 parts = expr.args[0].value if expr.args else None
                 return type(parts) in (cst.Tuple, cst.List) and bool(parts.elements) and all(  # type: ignore[union-attr]
                     type(e) is cst.Element and self.bool_mask(e.value, at, depth + 1, traced) for e in parts.elements)  # type: ignore[union-attr]
